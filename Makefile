@@ -1,0 +1,34 @@
+# Two entry points, both from nothing: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: demo test venv dev lint clean
+
+$(VENV)/.installed: pyproject.toml constraints-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -c constraints-dev.txt torch==2.13.0
+	$(PIP) install -q -c constraints-dev.txt -e .
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed
+	$(PIP) install -q -c constraints-dev.txt -e '.[dev,keras]'
+	touch $@
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.dev-installed
+
+## Set up and run DeepFault on the embedded default (scikit-learn digits + a small MLP).
+demo: venv
+	$(VENV)/bin/deepfault run --class all --approach tarantula -k 5 --out deepfault-demo.json
+
+## Set up with the development dependencies and run the whole test suite.
+test: dev
+	$(PY) -m pytest
+
+lint: dev
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
