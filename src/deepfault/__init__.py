@@ -1,0 +1,66 @@
+"""deepfault: fault localisation and suspiciousness-guided input synthesis for DNNs.
+
+The data flow, one plain function per step::
+
+    data set -> model -> activations -> compute_spectrum -> suspiciousness / localize
+             -> synthesize -> evaluate -> results (JSON)
+
+See the README for a worked example.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .activations import Layer, NeuronLayout, activations, capture
+from .data import Dataset, list_datasets, load_dataset
+from .errors import DeepFaultError
+from .evaluation import Evaluation, evaluate
+from .measures import get_measure, list_measures, register_measure, suspiciousness
+from .selection import (
+    Neuron,
+    Selection,
+    list_approaches,
+    localize,
+    random_baseline,
+    rank,
+    select,
+    select_neurons,
+    uniform_baseline,
+)
+from .spectrum import Spectrum, compute_class_spectra, compute_spectrum
+from .synthesis import synthesize
+
+try:
+    __version__ = version("deepfault")
+except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "DeepFaultError",
+    "Dataset",
+    "Evaluation",
+    "Layer",
+    "Neuron",
+    "NeuronLayout",
+    "Selection",
+    "Spectrum",
+    "activations",
+    "capture",
+    "compute_class_spectra",
+    "compute_spectrum",
+    "evaluate",
+    "get_measure",
+    "list_approaches",
+    "list_datasets",
+    "list_measures",
+    "load_dataset",
+    "localize",
+    "random_baseline",
+    "rank",
+    "register_measure",
+    "select",
+    "select_neurons",
+    "suspiciousness",
+    "synthesize",
+    "uniform_baseline",
+    "__version__",
+]

@@ -1,0 +1,57 @@
+"""Atomic file writing: a result either appears whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import DeepFaultError
+
+__all__ = ["atomic_path", "write_json", "check_writable"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it onto ``path`` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_json(path: str | os.PathLike, data) -> Path:
+    """Write ``data`` as indented JSON, atomically. Non-finite floats are not allowed."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+    return Path(path)
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Fail early, before any work, when ``path`` cannot be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise DeepFaultError(f"output path {str(path)!r} is a directory; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{path.name}.", suffix=".probe"):
+            pass
+    except OSError as err:
+        raise DeepFaultError(
+            f"cannot write output file {str(path)!r}: {err.strerror or err}; choose a writable path"
+        ) from None
+    return path

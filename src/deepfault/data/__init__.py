@@ -1,0 +1,117 @@
+"""Data sets: a registry of loaders returning :class:`Dataset` values.
+
+Every data set knows its input shape, number of classes, class names and the valid
+input range (``bounds``) that synthesis clips to. Loaders are registered by name with
+:func:`register_dataset` and looked up with :func:`load_dataset`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DeepFaultError
+
+__all__ = [
+    "Dataset",
+    "DatasetInfo",
+    "register_dataset",
+    "load_dataset",
+    "list_datasets",
+    "default_data_dir",
+]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled train/test split held as numpy arrays.
+
+    Attributes:
+        name: Registry name.
+        x_train, x_test: Inputs, ``float32``, shape ``(N, *input_shape)``, in the
+            layout the models take (channels first for images).
+        y_train, y_test: Integer labels, shape ``(N,)``, in ``range(num_classes)``.
+        bounds: ``(lo, hi)``, the valid range of every input element.
+        class_names: One name per class.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    bounds: tuple[float, float]
+    class_names: tuple[str, ...]
+    meta: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_test.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the registry knows about a data set without loading it."""
+
+    name: str
+    loader: Callable[..., Dataset]
+    description: str
+
+
+_REGISTRY: dict[str, DatasetInfo] = {}
+
+
+def register_dataset(name: str, *, description: str = ""):
+    """Decorator registering ``loader(data_dir: Path | None, **kwargs) -> Dataset``."""
+
+    def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
+        if name in _REGISTRY:
+            raise RuntimeError(f"data set {name!r} is registered twice")
+        _REGISTRY[name] = DatasetInfo(name, loader, description or (loader.__doc__ or "").strip())
+        return loader
+
+    return decorate
+
+
+def list_datasets() -> list[str]:
+    """The names of the registered data sets, sorted."""
+    return sorted(_REGISTRY)
+
+
+def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else the user cache directory."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get("DEEPFAULT_DATA")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("deepfault")) / "data"
+
+
+def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwargs) -> Dataset:
+    """Load a registered data set by name.
+
+    Raises:
+        DeepFaultError: ``name`` is not registered (the message lists the known names),
+            or the loader found missing or corrupt files.
+    """
+    try:
+        info = _REGISTRY[name]
+    except KeyError:
+        raise DeepFaultError(
+            f"unknown data set {name!r}; known: {', '.join(list_datasets())}"
+        ) from None
+    return info.loader(default_data_dir(data_dir), **kwargs)
+
+
+from . import digits as _digits  # noqa: E402,F401  (registers the built-in data sets)

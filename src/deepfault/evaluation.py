@@ -1,0 +1,185 @@
+"""Measuring synthesized inputs (spec section 5, the paper's Tables 3 to 7).
+
+For synthesized inputs and the originals they came from: the model's cross-entropy loss
+and accuracy against the originals' labels, the share whose prediction changed, L1, L2
+and L_inf distances, and the share of suspicious neurons whose value increased (also
+for the top ``k'`` neurons of the ranking, ``k' >= k``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .activations import activations, as_tensor, eval_mode, forward, model_device
+from .errors import DeepFaultError
+from .synthesis import neuron_pairs
+
+__all__ = ["Evaluation", "evaluate", "OUTPUT_KINDS", "cross_entropy", "predict"]
+
+#: What a model's output means: unnormalised scores, or a softmax already applied.
+OUTPUT_KINDS = ("logits", "probabilities")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-input measurements of synthesized inputs; summary means via :meth:`summary`.
+
+    Attributes:
+        loss: ``(N,)`` cross-entropy of the model on each synthesized input.
+        correct: ``(N,)`` whether the model still predicts the original label.
+        pred_original, pred_synthesized: ``(N,)`` arg-max predictions.
+        l1, l2, linf: ``(N,)`` distances between each synthesized input and its original.
+        increased: ``(N,)`` share of the selected neurons whose value increased.
+        increased_at: ``k' -> (N,)`` share of the top ``k'`` ranked neurons that increased.
+    """
+
+    loss: np.ndarray
+    correct: np.ndarray
+    pred_original: np.ndarray
+    pred_synthesized: np.ndarray
+    l1: np.ndarray
+    l2: np.ndarray
+    linf: np.ndarray
+    increased: np.ndarray
+    increased_at: dict[int, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.loss)
+
+    def summary(self) -> dict:
+        """Means over the inputs (``None`` when there are none)."""
+
+        def mean(a):
+            return float(np.mean(a)) if len(a) else None
+
+        return {
+            "inputs": self.num_inputs,
+            "loss": mean(self.loss),
+            "accuracy": mean(self.correct),
+            "changed": mean(self.pred_original != self.pred_synthesized),
+            "l1": mean(self.l1),
+            "l2": mean(self.l2),
+            "linf": mean(self.linf),
+            "increased": mean(self.increased),
+            "increased_at": {str(k): mean(v) for k, v in self.increased_at.items()},
+        }
+
+    def to_dict(self) -> dict:
+        per_input = {
+            "loss": self.loss.tolist(),
+            "correct": self.correct.astype(bool).tolist(),
+            "pred_original": self.pred_original.tolist(),
+            "pred_synthesized": self.pred_synthesized.tolist(),
+            "l1": self.l1.tolist(),
+            "l2": self.l2.tolist(),
+            "linf": self.linf.tolist(),
+            "increased": self.increased.tolist(),
+        }
+        return {"summary": self.summary(), "per_input": per_input}
+
+
+def cross_entropy(outputs: torch.Tensor, labels: torch.Tensor, output_kind: str) -> torch.Tensor:
+    """Per-input cross-entropy for logits, or for probabilities (softmax already applied)."""
+    if output_kind == "logits":
+        return F.cross_entropy(outputs, labels, reduction="none")
+    if output_kind == "probabilities":
+        return F.nll_loss(outputs.clamp_min(1e-12).log(), labels, reduction="none")
+    raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
+
+
+def predict(model: nn.Module, inputs, *, batch_size: int = 1024) -> torch.Tensor:
+    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd."""
+    x = as_tensor(inputs)
+    device = model_device(model)
+    with eval_mode(model), torch.inference_mode():
+        return torch.cat(
+            [forward(model, x[i : i + batch_size].to(device)).cpu() for i in range(0, len(x), batch_size)]
+        )
+
+
+def _increase(model, before, after, pairs, batch_size) -> np.ndarray:
+    """``(N, len(pairs))`` whether each neuron's value is larger on ``after``."""
+    layers = list(dict.fromkeys(layer for layer, _ in pairs))
+    layout, v0 = activations(model, before, layers=layers, batch_size=batch_size)
+    _, v1 = activations(model, after, layers=layers, batch_size=batch_size)
+    cols = [layout.index(layer, unit) for layer, unit in pairs]
+    return (v1[:, cols] > v0[:, cols]).numpy()
+
+
+def evaluate(
+    model: nn.Module,
+    originals,
+    synthesized,
+    labels,
+    neurons,
+    *,
+    ranking: Sequence[tuple[str, int]] | None = None,
+    k_primes: Iterable[int] = (),
+    output_kind: str = "logits",
+    batch_size: int = 1024,
+) -> Evaluation:
+    """Measure synthesized inputs against their originals.
+
+    Args:
+        model: The network.
+        originals: ``(N, ...)`` inputs synthesis started from.
+        synthesized: ``(N, ...)`` the inputs :func:`~deepfault.synthesis.synthesize` made.
+        labels: ``(N,)`` the originals' labels.
+        neurons: The suspicious neurons (a Selection or ``(layer, unit)`` pairs).
+        ranking: Every neuron as ``(layer, unit)``, most suspicious first; needed for
+            ``k_primes``.
+        k_primes: Values ``k' >= k`` for which to report the share of the top ``k'``
+            ranked neurons that increased (the paper's Tables 6 and 7).
+        output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax.
+
+    Raises:
+        DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
+            NaN inputs.
+    """
+    x0 = as_tensor(originals, name="originals")
+    x1 = as_tensor(synthesized, name="synthesized inputs")
+    y = torch.as_tensor(np.asarray(labels)).long().cpu()
+    if x0.shape != x1.shape or len(y) != len(x0):
+        raise DeepFaultError(
+            f"originals {tuple(x0.shape)}, synthesized {tuple(x1.shape)} and labels "
+            f"{tuple(y.shape)} must describe the same inputs"
+        )
+    pairs = neuron_pairs(neurons)
+    k_primes = sorted({int(kp) for kp in k_primes})
+    if k_primes and ranking is None:
+        raise DeepFaultError("k_primes needs the full ranking of neurons (ranking=...)")
+    for kp in k_primes:
+        if not len(pairs) <= kp <= len(ranking):
+            raise DeepFaultError(
+                f"k'={kp} must lie between k={len(pairs)} and the {len(ranking)} ranked neurons"
+            )
+    n = len(x0)
+    if n == 0:
+        empty = np.zeros(0)
+        return Evaluation(empty, empty.astype(bool), empty.astype(int), empty.astype(int),
+                          empty, empty, empty, empty, {kp: empty for kp in k_primes})
+    out0 = predict(model, x0, batch_size=batch_size)
+    out1 = predict(model, x1, batch_size=batch_size)
+    loss = cross_entropy(out1, y, output_kind)
+    diff = (x1 - x0).flatten(1)
+    top = list(ranking[: max(k_primes)]) if k_primes else []
+    inc = _increase(model, x0, x1, pairs + top, batch_size)
+    inc_sn, inc_top = inc[:, : len(pairs)], inc[:, len(pairs) :]
+    return Evaluation(
+        loss=loss.numpy().astype(np.float64),
+        correct=(out1.argmax(1) == y).numpy(),
+        pred_original=out0.argmax(1).numpy(),
+        pred_synthesized=out1.argmax(1).numpy(),
+        l1=diff.abs().sum(1).double().numpy(),
+        l2=diff.double().norm(dim=1).numpy(),
+        linf=diff.abs().amax(1).double().numpy() if diff.shape[1] else np.zeros(n),
+        increased=inc_sn.mean(1),
+        increased_at={kp: inc_top[:, :kp].mean(1) for kp in k_primes},
+    )

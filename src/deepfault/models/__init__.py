@@ -1,0 +1,13 @@
+"""Models: the architecture registry, the model file format, training and the default model."""
+
+from .io import ModelFile, load_model, save_model
+from .zoo import build_model, list_architectures, register_architecture
+
+__all__ = [
+    "ModelFile",
+    "load_model",
+    "save_model",
+    "build_model",
+    "list_architectures",
+    "register_architecture",
+]

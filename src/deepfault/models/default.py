@@ -1,0 +1,85 @@
+"""The embedded default model: ``digits_mlp`` trained on the bundled digits, cached.
+
+Trained in a few seconds with a fixed seed, saved in the user cache directory (or
+``$DEEPFAULT_CACHE``) with its test accuracy, and retrained whenever the cached file is
+missing, unreadable or from another recipe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from ..data import Dataset
+from ..errors import DeepFaultError
+from .io import ModelFile, load_model, save_model
+from .train import accuracy, fit
+from .zoo import build_model
+
+__all__ = ["default_model", "cache_dir", "RECIPE"]
+
+log = logging.getLogger(__name__)
+
+#: Everything that determines the default model; part of the cache key.
+RECIPE = {
+    "arch": "digits_mlp",
+    "arch_kwargs": {"hidden": [24, 24, 24, 24]},
+    "epochs": 30,
+    "batch_size": 32,
+    "lr": 1e-3,
+    "seed": 0,
+    "version": 1,
+}
+
+
+def cache_dir() -> Path:
+    """``$DEEPFAULT_CACHE``, else the user cache directory of deepfault."""
+    env = os.environ.get("DEEPFAULT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("deepfault"))
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "models" / f"digits_mlp-v{RECIPE['version']}-seed{RECIPE['seed']}.pt"
+
+
+def train_default(data: Dataset) -> ModelFile:
+    """Train the default model from scratch (seeded, deterministic on the CPU)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(RECIPE["seed"])
+        model = build_model(RECIPE["arch"], **RECIPE["arch_kwargs"])
+    fit(model, data.x_train, data.y_train, epochs=RECIPE["epochs"],
+        batch_size=RECIPE["batch_size"], lr=RECIPE["lr"], seed=RECIPE["seed"])
+    return ModelFile(
+        model=model,
+        arch=RECIPE["arch"],
+        arch_kwargs=RECIPE["arch_kwargs"],
+        dataset=data.name,
+        bounds=data.bounds,
+        meta={"test_accuracy": accuracy(model, data.x_test, data.y_test), "recipe": RECIPE},
+    )
+
+
+def default_model(data: Dataset) -> ModelFile:
+    """The cached default model, trained first when the cache is missing or unreadable."""
+    path = _cache_file()
+    if path.is_file():
+        try:
+            mf = load_model(path)
+            if mf.meta.get("recipe") == RECIPE:
+                return mf
+        except DeepFaultError as err:
+            log.warning("cached default model unreadable (%s); retraining", err)
+    log.info("training the default model (digits_mlp on the bundled digits)...")
+    mf = train_default(data)
+    try:
+        save_model(path, mf)
+    except OSError as err:
+        log.warning("could not cache the default model at %s: %s", path, err)
+    return mf

@@ -1,0 +1,146 @@
+"""Suspiciousness-guided input synthesis (the paper's Algorithm 2, spec section 4).
+
+For every input ``t`` and selected neurons ``SN``::
+
+    g  = mean over n in SN of  d phi(t, n) / d t     (each term divided by its RMS
+                                                      when normalize=True, the default)
+    t' = clip(t + clip(step * g, -d, +d), lo, hi)
+
+A whole batch is one forward pass. With raw gradients the mean gradient is the gradient
+of the mean activation: one backward pass per batch. With normalised gradients the ``k``
+per-neuron gradients are computed in one vectorised call (``is_grads_batched``), falling
+back to one backward pass per neuron for models that ``vmap`` cannot trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+
+import torch
+from torch import nn
+
+from .activations import as_tensor, capture, eval_mode, forward, model_device
+from .errors import DeepFaultError
+
+__all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
+
+log = logging.getLogger(__name__)
+
+#: Added to each per-neuron gradient's root mean square before dividing (the prototype's value).
+RMS_EPS = 1e-5
+
+
+def neuron_pairs(neurons) -> list[tuple[str, int]]:
+    """``(layer, unit)`` pairs from a Selection, Neuron objects or pairs."""
+    items = getattr(neurons, "neurons", neurons)
+    pairs = [(n.layer, n.unit) if hasattr(n, "layer") else (str(n[0]), int(n[1])) for n in items]
+    if not pairs:
+        raise DeepFaultError("no neurons given: select at least one suspicious neuron")
+    return pairs
+
+
+def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, float, float, float, int]:
+    for name, value in (("step", step), ("distance", distance)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise DeepFaultError(f"{name} must be a finite number >= 0; got {value!r}")
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"bounds must be a pair (lo, hi); got {bounds!r}") from None
+    if not lo < hi:
+        raise DeepFaultError(f"bounds must satisfy lo < hi; got ({lo}, {hi})")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise DeepFaultError(f"iterations must be an integer >= 1; got {iterations!r}")
+    return float(step), float(distance), lo, hi, iterations
+
+
+def _direction(model, rec, x, columns, normalize: bool) -> torch.Tensor:
+    """The ascent direction ``g`` for a batch ``x`` (same shape as ``x``)."""
+    x = x.detach().requires_grad_(True)
+    forward(model, x)
+    phi = rec.collect()[:, columns]  # (B, k)
+    k = phi.shape[1]
+    if not normalize:
+        (g,) = torch.autograd.grad(phi.mean(dim=1).sum(), x)
+        return g
+    eye = torch.eye(k, dtype=phi.dtype, device=phi.device)
+    try:
+        (grads,) = torch.autograd.grad(
+            phi, x, grad_outputs=eye[:, None, :].expand(k, *phi.shape), is_grads_batched=True
+        )
+    except RuntimeError as err:  # vmap cannot trace some models; same result, k passes
+        log.debug("batched gradients unavailable (%s); one backward pass per neuron", err)
+        grads = torch.stack(
+            [torch.autograd.grad(phi[:, j].sum(), x, retain_graph=j < k - 1)[0] for j in range(k)]
+        )
+    # grads: (k, B, *input); each input's gradient for each neuron divided by its RMS.
+    rms = grads.flatten(2).pow(2).mean(dim=2).sqrt().add(RMS_EPS)
+    return (grads / rms.view(k, -1, *([1] * (grads.ndim - 2)))).mean(dim=0)
+
+
+def synthesize(
+    model: nn.Module,
+    inputs,
+    neurons: Iterable,
+    *,
+    step: float = 1.0,
+    distance: float = 0.1,
+    bounds: Sequence[float] = (0.0, 1.0),
+    normalize: bool = True,
+    iterations: int = 1,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """New inputs that raise the values of the suspicious neurons.
+
+    Args:
+        model: The network, used in ``eval()`` mode on its device; not modified.
+        inputs: ``(N, ...)`` inputs to start from (the paper uses correctly classified ones).
+        neurons: A :class:`~deepfault.selection.Selection`, or ``(layer, unit)`` pairs.
+        step: Multiplier of the gradient.
+        distance: Largest change of any input element (L_inf bound ``d``).
+        bounds: ``(lo, hi)``, the valid input range of the data set.
+        normalize: Divide each neuron's gradient by its root mean square before
+            averaging (the paper's results; default). ``False`` uses raw gradients.
+        iterations: Repeat the step on the new input, keeping every element within
+            ``distance`` of the original. The paper takes one step.
+        batch_size: Inputs per forward/backward pass; the result does not depend on it.
+
+    Returns:
+        ``(N, ...)`` float32 CPU tensor with ``|t' - t|_inf <= distance`` and every
+        element in ``[lo, hi]``.
+
+    Raises:
+        DeepFaultError: Negative ``step`` or ``distance``, bad ``bounds``, inputs outside
+            ``bounds``, NaN inputs, unknown layers or units, or inputs the model cannot take.
+
+    Example:
+        >>> new = synthesize(model, x_correct, selection, step=1.0, distance=0.1)  # doctest: +SKIP
+    """
+    step, distance, lo, hi, iterations = check_synthesis_args(step, distance, bounds, iterations)
+    pairs = neuron_pairs(neurons)
+    x_all = as_tensor(inputs).detach().cpu()
+    if len(x_all) and (x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6):
+        raise DeepFaultError(
+            f"inputs lie in [{float(x_all.min()):g}, {float(x_all.max()):g}], outside bounds "
+            f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)"
+        )
+    device = model_device(model)
+    layer_names = list(dict.fromkeys(layer for layer, _ in pairs))
+    out = []
+    with eval_mode(model), capture(model, layer_names) as rec, torch.enable_grad():
+        columns = None
+        for start in range(0, len(x_all), batch_size):
+            x0 = x_all[start : start + batch_size].to(device)
+            if columns is None:  # the layout is known after the first forward pass
+                forward(model, x0[:1])
+                rec.collect()
+                columns = torch.tensor([rec.layout.index(layer, unit) for layer, unit in pairs])
+            cur = x0
+            for _ in range(iterations):
+                g = _direction(model, rec, cur, columns, normalize)
+                cur = cur.detach() + (step * g).clamp(-distance, distance)
+                cur = torch.minimum(torch.maximum(cur, x0 - distance), x0 + distance).clamp(lo, hi)
+            out.append(cur.detach().cpu())
+    return torch.cat(out) if out else x_all.clone()
