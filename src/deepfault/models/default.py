@@ -27,9 +27,9 @@ log = logging.getLogger(__name__)
 RECIPE = {
     "arch": "digits_mlp",
     "arch_kwargs": {"hidden": [24, 24, 24, 24]},
-    "epochs": 30,
+    "epochs": 40,
     "batch_size": 32,
-    "lr": 1e-3,
+    "lr": 3e-3,
     "seed": 0,
     "version": 1,
 }

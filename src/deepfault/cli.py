@@ -1,0 +1,318 @@
+"""The ``deepfault`` command line: a thin layer that parses, calls one function, prints."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import DeepFaultError
+
+__all__ = ["main", "build_parser"]
+
+log = logging.getLogger("deepfault")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _classes(text: str) -> tuple[int, ...] | None:
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a class index, a comma-separated list, or 'all'; got {text!r}"
+        ) from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .measures import list_measures
+    from .selection import BASELINES
+
+    parser = argparse.ArgumentParser(
+        prog="deepfault",
+        description="Find the neurons most responsible for a classifier's mistakes and "
+        "synthesize inputs that expose them (DeepFault, FASE 2019).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    run = sub.add_parser(
+        "run",
+        help="localise suspicious neurons and synthesize inputs from them",
+        description="Build each class's hit spectrum on the test split, select the k most "
+        "suspicious neurons, synthesize new inputs from correctly classified ones and "
+        "evaluate them. With no --model and no --dataset, uses the embedded default "
+        "(scikit-learn's 8x8 digits and a small MLP trained on them, cached).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    run.add_argument("--model", metavar="FILE", default=None,
+                     help="deepfault model file (default: the embedded digits model)")
+    run.add_argument("--dataset", metavar="NAME", default=None,
+                     help="data set name (default: the model file's data set, else 'digits')")
+    run.add_argument("--data-dir", metavar="DIR", default=None,
+                     help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    run.add_argument("--class", dest="classes", metavar="C", type=_classes, default=None,
+                     help="class to analyse: an index, a comma-separated list, or 'all' "
+                     "(default: all)")
+    approaches = list_measures() + list(BASELINES)
+    run.add_argument("--approach", "--measure", dest="approach", metavar="NAME",
+                     default="tarantula",
+                     help="suspiciousness measure or baseline; see 'deepfault measures' "
+                     f"({', '.join(approaches)})")
+    run.add_argument("-k", "--suspicious-num", dest="k", type=_positive_int, default=10,
+                     help="number of suspicious neurons")
+    run.add_argument("--step-size", dest="step", type=_float, default=1.0,
+                     help="multiplier of the gradient in synthesis")
+    run.add_argument("--distance", type=_float, default=0.1,
+                     help="largest change of any input element (L_inf bound), in the data "
+                     "set's units")
+    run.add_argument("--seed", type=_positive_int, default=0, help="seed of every random choice")
+    run.add_argument("--star", type=_float, default=3.0, help="exponent of D* (dstar), >= 1")
+    run.add_argument("--repeat", type=_positive_int, default=1,
+                     help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
+    run.add_argument("--layers", type=_names, default=None, metavar="NAMES",
+                     help="comma-separated module names to analyse (default: every "
+                     "Linear/Conv layer except the logits layer)")
+    run.add_argument("--threshold", type=_float, default=0.0,
+                     help="a neuron is active when its value is greater than this")
+    run.add_argument("--iterations", type=_positive_int, default=1,
+                     help="synthesis steps per input (the paper takes one)")
+    run.add_argument("--raw-gradients", dest="normalize", action="store_false",
+                     help="average raw gradients instead of RMS-normalised ones")
+    run.add_argument("--inputs", dest="num_inputs", type=_positive_int, default=None,
+                     metavar="N", help="correctly classified inputs per class to synthesize "
+                     "from, drawn without replacement (default: all)")
+    run.add_argument("--k-prime", dest="k_primes", type=lambda s: tuple(int(v) for v in s.split(",")),
+                     default=None, metavar="K1,K2",
+                     help="report the share of the top k' neurons that increased "
+                     "(default: 2k,5k)")
+    run.add_argument("--device", default="auto",
+                     help="'cpu', 'cuda', 'cuda:N', or 'auto' (CUDA when available)")
+    run.add_argument("--batch-size", type=_positive_int, default=1024, help="inputs per pass")
+    run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
+                     help="JSON result file, written atomically; '-' writes none")
+    run.add_argument("--log", metavar="FILE", default=None,
+                     help="also append the printed summary to this file")
+    run.set_defaults(func=_cmd_run)
+
+    measures = sub.add_parser("measures", help="list the suspiciousness measures and baselines")
+    measures.set_defaults(func=_cmd_measures)
+    return parser
+
+
+def _device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise DeepFaultError(f"unknown device {name!r}; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DeepFaultError(f"device {name!r} asked for, but CUDA is not available; use --device cpu")
+    return device
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence], indent: str = "  ") -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for r in cells:
+        parts = [c.ljust(w) if i == 0 or not _numeric(c) else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        lines.append(indent + "  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return text in ("inf", "-", "n/a")
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value == float("inf"):
+            return "inf"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _load_inputs(args):
+    """The model file and data set a run uses."""
+    from .data import load_dataset
+    from .models import load_model
+    from .models.default import default_model
+
+    if args.model is None:
+        name = args.dataset or "digits"
+        if name != "digits":
+            raise DeepFaultError(
+                f"--dataset {name} needs a model trained on it; give one with --model FILE"
+            )
+        data = load_dataset("digits", data_dir=args.data_dir)
+        return default_model(data), data
+    mf = load_model(args.model)
+    name = args.dataset or mf.dataset
+    if name is None:
+        raise DeepFaultError(f"model file {args.model!r} does not name its data set; add --dataset NAME")
+    return mf, load_dataset(name, data_dir=args.data_dir)
+
+
+def _summary(result, mf, data, device) -> str:
+    cfg = result.config
+    acc = mf.meta.get("test_accuracy", result.test_accuracy)
+    out = io.StringIO()
+    w = out.write
+    w(f"model {mf.arch} (test accuracy {acc:.1%}) · data {data.name} "
+      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
+    w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
+      f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
+      f"seed {cfg.seed}\n")
+    for cr in result.classes:
+        sp = cr.spectrum
+        name = data.class_names[cr.target_class]
+        label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
+        w(f"\nclass {label}: {sp.num_inputs} inputs, "
+          f"{sp.num_passed} pass, {sp.num_failed} fail · spectrum {sp.seconds * 1e3:.1f} ms\n")
+        if cr.no_failures:
+            w("  no failing input: every score is 0; neurons follow the tie-breaking order\n")
+        for rep in cr.repetitions:
+            if cfg.repeat > 1:
+                w(f"  repetition {rep.index}\n")
+            rows = [(i + 1, n.layer, n.unit, _fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
+                    for i, n in enumerate(rep.selection.neurons)]
+            w(_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), rows) + "\n")
+    w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
+    rows = []
+    for cr in result.classes:
+        for rep in cr.repetitions:
+            s = rep.evaluation.summary()
+            n = s["inputs"]
+            ms = rep.synthesis_seconds / n * 1e3 if n else None
+            inc_at = " ".join(f"{k}:{_fmt(v, 2)}" for k, v in s["increased_at"].items())
+            label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
+            rows.append((label, n, _fmt(s["loss"]), _fmt(s["accuracy"]), _fmt(s["changed"]),
+                         _fmt(s["l1"], 2), _fmt(s["l2"], 3), _fmt(s["linf"], 3),
+                         _fmt(s["increased"], 2), inc_at or "-", _fmt(ms, 3)))
+    w(_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
+              "increased", "increased@k'", "ms/input"), rows) + "\n")
+    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+    total = sum(e.num_inputs for e in evs)
+    if total:
+        import numpy as np
+
+        acc_all = float(np.concatenate([e.correct for e in evs]).mean())
+        loss_all = float(np.concatenate([e.loss for e in evs]).mean())
+        w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
+    none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
+    if none:
+        w(f"classes with no failing test input: {', '.join(none)}\n")
+    return out.getvalue()
+
+
+def _cmd_run(args) -> int:
+    import torch
+
+    from ._io import check_writable, write_json
+    from .pipeline import RunConfig, run_deepfault
+    from .provenance import provenance
+
+    out = None if args.out == "-" else check_writable(args.out)
+    if args.log:
+        check_writable(args.log)
+    config = RunConfig(
+        approach=args.approach, k=args.k, classes=args.classes, step=args.step,
+        distance=args.distance, star=args.star, seed=args.seed, repeat=args.repeat,
+        layers=args.layers, threshold=args.threshold, iterations=args.iterations,
+        normalize=args.normalize, num_inputs=args.num_inputs, k_primes=args.k_primes,
+        batch_size=args.batch_size,
+    )
+    device = _device(args.device)
+    mf, data = _load_inputs(args)
+    config.validate(data.bounds)
+    model = mf.model.to(device)
+    with torch.random.fork_rng(devices=[]):
+        result = run_deepfault(model, data, config, output_kind=mf.output_kind)
+    text = _summary(result, mf, data, device)
+    print(text, end="")
+    if out is not None:
+        payload = {
+            "tool": "deepfault run",
+            "provenance": provenance(device, argv=args.argv),
+            "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
+                      "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
+                      "output_kind": mf.output_kind},
+            "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
+                        "num_test": len(data.y_test), "class_names": list(data.class_names)},
+            **result.to_dict(),
+        }
+        write_json(out, payload)
+        print(f"\nwrote {out}")
+    if args.log:
+        with open(args.log, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+def _cmd_measures(args) -> int:
+    from .measures import get_measure, list_measures
+
+    rows = [(name, get_measure(name).formula, get_measure(name).reference) for name in list_measures()]
+    rows.append(("random", "k neurons none of tarantula/ochiai/dstar chose, spread over layers "
+                 "like theirs (the paper's baseline)", "Eniser et al., FASE 2019"))
+    rows.append(("uniform", "k neurons drawn uniformly from all analysed neurons", "-"))
+    print("as/af: active on passing/failing inputs; ns/nf: not active on passing/failing inputs")
+    print(_table(("name", "score", "reference"), rows, indent=""))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 success, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    args.argv = ["deepfault", *argv]
+    logging.basicConfig(level=logging.INFO, format="deepfault: %(message)s")
+    try:
+        return args.func(args)
+    except DeepFaultError as err:
+        print(f"deepfault: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("deepfault: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        with contextlib.suppress(Exception):
+            sys.stdout = open(Path("/dev/null"), "w")  # noqa: SIM115
+        return 0
