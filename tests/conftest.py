@@ -1,0 +1,32 @@
+import os
+
+import pytest
+import torch
+
+from tiny_models import chain_model
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """Keep the default model cache and data root out of the user's home."""
+    cache = tmp_path_factory.mktemp("cache")
+    old = {k: os.environ.get(k) for k in ("DEEPFAULT_CACHE", "DEEPFAULT_DATA")}
+    os.environ["DEEPFAULT_CACHE"] = str(cache)
+    os.environ["DEEPFAULT_DATA"] = str(cache / "data")
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    yield
+
+
+@pytest.fixture
+def chain():
+    return chain_model()
