@@ -74,7 +74,9 @@ class RunConfig:
                 f"unknown approach {self.approach!r}; known: {', '.join(list_approaches())}"
             )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise DeepFaultError(f"k (the number of suspicious neurons) must be an integer >= 1; got {self.k!r}")
+            raise DeepFaultError(
+                f"k (the number of suspicious neurons) must be an integer >= 1; got {self.k!r}"
+            )
         check_star(self.star)
         check_synthesis_args(self.step, self.distance, bounds, self.iterations)
         for name in ("repeat", "batch_size"):

@@ -43,7 +43,7 @@ def build_model(name: str, **kwargs) -> nn.Module:
 
 
 def dense_stack(in_features: int, hidden: Sequence[int], num_classes: int, *, bias: bool = True,
-                alpha: float = 0.01) -> "OrderedDict[str, nn.Module]":
+                alpha: float = 0.01) -> OrderedDict[str, nn.Module]:
     """``fc1, act1, ..., fcN, actN, logits``: Linear layers with LeakyReLU(alpha) between."""
     layers: OrderedDict[str, nn.Module] = OrderedDict()
     width = in_features
