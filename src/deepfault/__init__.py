@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .activations import Layer, NeuronLayout, activations, capture
 from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
-from .evaluation import Evaluation, evaluate
+from .evaluation import Evaluation, evaluate, predict
 from .measures import get_measure, list_measures, register_measure, suspiciousness
 from .selection import (
     Neuron,
@@ -26,6 +26,7 @@ from .selection import (
     select_neurons,
     uniform_baseline,
 )
+from .pipeline import RunConfig, RunResult, run_deepfault
 from .spectrum import Spectrum, compute_class_spectra, compute_spectrum
 from .synthesis import synthesize
 
@@ -54,9 +55,13 @@ __all__ = [
     "list_measures",
     "load_dataset",
     "localize",
+    "predict",
     "random_baseline",
     "rank",
     "register_measure",
+    "RunConfig",
+    "RunResult",
+    "run_deepfault",
     "select",
     "select_neurons",
     "suspiciousness",

@@ -1,10 +1,12 @@
 """Models: the architecture registry, the model file format, training and the default model."""
 
+from .default import default_model
 from .io import ModelFile, load_model, save_model
 from .zoo import build_model, list_architectures, register_architecture
 
 __all__ = [
     "ModelFile",
+    "default_model",
     "load_model",
     "save_model",
     "build_model",
