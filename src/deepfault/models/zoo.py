@@ -62,3 +62,111 @@ def digits_mlp(*, hidden: Sequence[int] = (24, 24, 24, 24), in_features: int = 6
     return nn.Sequential(
         OrderedDict([("flatten", nn.Flatten()), *dense_stack(in_features, hidden, num_classes).items()])
     )
+
+
+# --- the paper's models (spec section 6, paper Table 2) -------------------------------
+
+
+def _mnist_mlp(hidden: Sequence[int], num_classes: int) -> nn.Module:
+    return nn.Sequential(
+        OrderedDict([
+            ("flatten", nn.Flatten()),
+            *dense_stack(28 * 28, hidden, num_classes, bias=False).items(),
+        ])
+    )
+
+
+@register_architecture("mnist_1")
+def mnist_1(*, num_classes: int = 10) -> nn.Module:
+    """Flatten, 5 x Dense(30) with LeakyReLU(0.01), Dense(10); no biases (27,420 parameters)."""
+    return _mnist_mlp([30] * 5, num_classes)
+
+
+@register_architecture("mnist_2")
+def mnist_2(*, num_classes: int = 10) -> nn.Module:
+    """Flatten, 6 x Dense(25) with LeakyReLU(0.01), Dense(10); no biases (22,975 parameters)."""
+    return _mnist_mlp([25] * 6, num_classes)
+
+
+@register_architecture("mnist_3")
+def mnist_3(*, num_classes: int = 10) -> nn.Module:
+    """Flatten, 8 x Dense(20) with LeakyReLU(0.01), Dense(10); no biases (18,680 parameters)."""
+    return _mnist_mlp([20] * 8, num_classes)
+
+
+def _cifar_front() -> "OrderedDict[str, nn.Module]":
+    """Conv(32, same), ReLU, Conv(32, valid), ReLU, MaxPool 2, Dropout 0.25, then the same
+    with 64 channels, Flatten: 2,304 features for 3x32x32 inputs."""
+    return OrderedDict([
+        ("conv1", nn.Conv2d(3, 32, 3, padding=1)), ("relu1", nn.ReLU()),
+        ("conv2", nn.Conv2d(32, 32, 3)), ("relu2", nn.ReLU()),
+        ("pool1", nn.MaxPool2d(2)), ("drop1", nn.Dropout(0.25)),
+        ("conv3", nn.Conv2d(32, 64, 3, padding=1)), ("relu3", nn.ReLU()),
+        ("conv4", nn.Conv2d(64, 64, 3)), ("relu4", nn.ReLU()),
+        ("pool2", nn.MaxPool2d(2)), ("drop2", nn.Dropout(0.25)),
+        ("flatten", nn.Flatten()),
+    ])
+
+
+def _cifar(hidden: Sequence[int], num_classes: int) -> nn.Module:
+    return nn.Sequential(OrderedDict([*_cifar_front().items(),
+                                      *dense_stack(2304, hidden, num_classes).items()]))
+
+
+@register_architecture("cifar_1")
+def cifar_1(*, num_classes: int = 10) -> nn.Module:
+    """Conv front, 4 x Dense(128) with LeakyReLU(0.01), Dense(10) (411,434 parameters)."""
+    return _cifar([128] * 4, num_classes)
+
+
+@register_architecture("cifar_2")
+def cifar_2(*, num_classes: int = 10) -> nn.Module:
+    """Conv front, 2 x Dense(256) with LeakyReLU(0.01), Dense(10) (724,010 parameters)."""
+    return _cifar([256] * 2, num_classes)
+
+
+@register_architecture("cifar_3")
+def cifar_3(*, num_classes: int = 10) -> nn.Module:
+    """Conv front, 1 x Dense(512) with LeakyReLU(0.01), Dense(10) (1,250,858 parameters)."""
+    return _cifar([512], num_classes)
+
+
+# --- LeNet variants for 28x28 inputs, as used by DeepXplore ---------------------------
+
+
+def _lenet(channels: Sequence[int], hidden: Sequence[int], num_classes: int) -> nn.Module:
+    """5x5 'same' convolutions with ReLU and 2x2 max pooling, then ReLU dense layers."""
+    layers: OrderedDict[str, nn.Module] = OrderedDict()
+    width = 1
+    for i, c in enumerate(channels, start=1):
+        layers[f"block{i}_conv1"] = nn.Conv2d(width, c, 5, padding=2)
+        layers[f"block{i}_relu"] = nn.ReLU()
+        layers[f"block{i}_pool1"] = nn.MaxPool2d(2)
+        width = c
+    layers["flatten"] = nn.Flatten()
+    features = width * 7 * 7
+    for i, units in enumerate(hidden, start=1):
+        layers[f"fc{i}"] = nn.Linear(features, units)
+        layers[f"fc{i}_relu"] = nn.ReLU()
+        features = units
+    layers["before_softmax"] = nn.Linear(features, num_classes)
+    return nn.Sequential(layers)
+
+
+@register_architecture("lenet1")
+def lenet1(*, num_classes: int = 10) -> nn.Module:
+    """LeNet-1 (DeepXplore's MNIST model 1): conv 4, pool, conv 12, pool, Dense(10)."""
+    return _lenet([4, 12], [], num_classes)
+
+
+@register_architecture("lenet4")
+def lenet4(*, num_classes: int = 10) -> nn.Module:
+    """LeNet-4 (DeepXplore's MNIST model 2): conv 6, pool, conv 16, pool, Dense(84), Dense(10)."""
+    return _lenet([6, 16], [84], num_classes)
+
+
+@register_architecture("lenet5")
+def lenet5(*, num_classes: int = 10) -> nn.Module:
+    """LeNet-5 (DeepXplore's MNIST model 3): conv 6, pool, conv 16, pool, Dense(120),
+    Dense(84), Dense(10)."""
+    return _lenet([6, 16], [120, 84], num_classes)
