@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import DeepFaultError
 
-__all__ = ["atomic_path", "write_json", "check_writable"]
+__all__ = ["atomic_path", "write_json", "check_writable", "user_cache_dir"]
 
 
 @contextlib.contextmanager
@@ -55,3 +55,13 @@ def check_writable(path: str | os.PathLike) -> Path:
             f"cannot write output file {str(path)!r}: {err.strerror or err}; choose a writable path"
         ) from None
     return path
+
+
+def user_cache_dir() -> Path:
+    """``$DEEPFAULT_CACHE``, else deepfault's folder in the user cache directory."""
+    env = os.environ.get("DEEPFAULT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("deepfault"))

@@ -99,12 +99,16 @@ def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwargs) -> Dataset:
-    """Load a registered data set by name.
+    """Load a registered data set by name, or a user's ``.npz`` file by its path.
 
     Raises:
         DeepFaultError: ``name`` is not registered (the message lists the known names),
             or the loader found missing or corrupt files.
     """
+    if str(name).lower().endswith(".npz"):
+        from .npz import load_npz
+
+        return load_npz(name, **kwargs)
     try:
         info = _REGISTRY[name]
     except KeyError:
@@ -114,4 +118,4 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwar
     return info.loader(default_data_dir(data_dir), **kwargs)
 
 
-from . import digits as _digits  # noqa: E402,F401  (registers the built-in data sets)
+from . import cifar as _cifar, digits as _digits, mnist as _mnist, svhn as _svhn  # noqa: E402,F401,I001  (registers the built-in data sets)

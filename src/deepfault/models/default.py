@@ -8,18 +8,15 @@ missing, unreadable or from another recipe.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
-import torch
-
+from .._io import user_cache_dir
 from ..data import Dataset
 from ..errors import DeepFaultError
 from .io import ModelFile, load_model, save_model
-from .train import accuracy, fit
-from .zoo import build_model
+from .train import TrainConfig, train_model
 
-__all__ = ["default_model", "cache_dir", "RECIPE"]
+__all__ = ["default_model", "RECIPE"]
 
 log = logging.getLogger(__name__)
 
@@ -35,35 +32,17 @@ RECIPE = {
 }
 
 
-def cache_dir() -> Path:
-    """``$DEEPFAULT_CACHE``, else the user cache directory of deepfault."""
-    env = os.environ.get("DEEPFAULT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("deepfault"))
-
-
 def _cache_file() -> Path:
-    return cache_dir() / "models" / f"digits_mlp-v{RECIPE['version']}-seed{RECIPE['seed']}.pt"
+    return user_cache_dir() / "models" / f"digits_mlp-v{RECIPE['version']}-seed{RECIPE['seed']}.pt"
 
 
 def train_default(data: Dataset) -> ModelFile:
     """Train the default model from scratch (seeded, deterministic on the CPU)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(RECIPE["seed"])
-        model = build_model(RECIPE["arch"], **RECIPE["arch_kwargs"])
-    fit(model, data.x_train, data.y_train, epochs=RECIPE["epochs"],
-        batch_size=RECIPE["batch_size"], lr=RECIPE["lr"], seed=RECIPE["seed"])
-    return ModelFile(
-        model=model,
-        arch=RECIPE["arch"],
-        arch_kwargs=RECIPE["arch_kwargs"],
-        dataset=data.name,
-        bounds=data.bounds,
-        meta={"test_accuracy": accuracy(model, data.x_test, data.y_test), "recipe": RECIPE},
-    )
+    config = TrainConfig(epochs=RECIPE["epochs"], batch_size=RECIPE["batch_size"],
+                         lr=RECIPE["lr"], val_fraction=0.0, seed=RECIPE["seed"])
+    mf, _ = train_model(RECIPE["arch"], data, config, arch_kwargs=RECIPE["arch_kwargs"])
+    mf.meta["recipe"] = RECIPE
+    return mf
 
 
 def default_model(data: Dataset) -> ModelFile:

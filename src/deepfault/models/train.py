@@ -1,9 +1,13 @@
-"""A plain, seeded training loop (Adam, cross-entropy) for zoo models."""
+"""A plain, seeded training loop (Adam, cross-entropy) for zoo models.
+
+Stopping with Ctrl-C keeps the weights of the last completed epoch.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -11,17 +15,45 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..activations import model_device
+from ..data import Dataset
+from ..errors import DeepFaultError
+from .io import ModelFile
+from .zoo import build_model
 
-__all__ = ["TrainResult", "fit", "accuracy"]
+__all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe; the defaults are the DeepFault prototype's."""
+
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    val_fraction: float = 1 / 6
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DeepFaultError(f"{name} must be an integer >= 1; got {value!r}")
+        if not (self.lr > 0 and np.isfinite(self.lr)):
+            raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
+        if not 0 <= self.val_fraction < 1:
+            raise DeepFaultError(f"val_fraction must lie in [0, 1); got {self.val_fraction!r}")
+
+
+@dataclass(frozen=True)
 class TrainResult:
-    epochs: int
+    epochs_completed: int
     train_loss: float
+    train_accuracy: float
     val_accuracy: float | None
+    interrupted: bool
+    seconds: float
 
 
 def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:
@@ -37,42 +69,114 @@ def fit(
     model: nn.Module,
     x: np.ndarray,
     y: np.ndarray,
+    config: TrainConfig = TrainConfig(),
     *,
-    epochs: int = 10,
-    batch_size: int = 32,
-    lr: float = 1e-3,
-    val_fraction: float = 0.0,
-    seed: int = 0,
+    progress: bool = False,
 ) -> TrainResult:
     """Train ``model`` in place with Adam on shuffled mini-batches.
 
-    Shuffling and the validation split use generators seeded from ``seed``; the global
-    RNG is not touched (dropout draws inside a forked RNG state).
+    The validation split and the shuffling come from generators seeded by
+    ``config.seed``; dropout draws inside a forked RNG state, so the caller's global RNG
+    is untouched. On ``KeyboardInterrupt`` the weights of the last completed epoch are
+    restored and the result says ``interrupted``.
     """
-    rng = np.random.default_rng(seed)
+    config.validate()
+    start = time.perf_counter()
+    rng = np.random.default_rng(config.seed)
     order = rng.permutation(len(x))
-    n_val = int(round(len(x) * val_fraction))
+    n_val = int(round(len(x) * config.val_fraction))
     val_idx, train_idx = order[:n_val], order[n_val:]
     device = model_device(model)
-    xt = torch.as_tensor(x[train_idx], dtype=torch.float32)
-    yt = torch.as_tensor(y[train_idx], dtype=torch.long)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_value = float("nan")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for epoch in range(epochs):
-            model.train()
-            perm = torch.as_tensor(rng.permutation(len(xt)))
-            total = 0.0
-            for i in range(0, len(xt), batch_size):
-                idx = perm[i : i + batch_size]
-                opt.zero_grad()
-                loss = F.cross_entropy(model(xt[idx].to(device)), yt[idx].to(device))
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(idx)
-            loss_value = total / max(len(xt), 1)
-            log.debug("epoch %d: loss %.4f", epoch + 1, loss_value)
+    xt = torch.as_tensor(x[train_idx], dtype=torch.float32, device=device)
+    yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    completed, loss_value, acc_value, interrupted = 0, float("nan"), float("nan"), False
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = -(-len(xt) // config.batch_size)
+        bar = tqdm(total=config.epochs * steps, unit="batch", dynamic_ncols=True, leave=True)
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(config.seed)
+            for epoch in range(config.epochs):
+                model.train()
+                perm = torch.as_tensor(rng.permutation(len(xt)), device=device)
+                total, hits = torch.zeros((), device=device), torch.zeros((), device=device)
+                for i in range(0, len(xt), config.batch_size):
+                    idx = perm[i : i + config.batch_size]
+                    opt.zero_grad(set_to_none=True)
+                    out = model(xt[idx])
+                    loss = F.cross_entropy(out, yt[idx])
+                    loss.backward()
+                    opt.step()
+                    total += loss.detach() * len(idx)
+                    hits += (out.argmax(1) == yt[idx]).sum()
+                    if bar is not None:
+                        bar.update(1)
+                        if bar.n % 50 == 0:
+                            seen = min(i + config.batch_size, len(xt))
+                            bar.set_postfix(epoch=f"{epoch + 1}/{config.epochs}",
+                                            loss=f"{float(total) / seen:.4f}",
+                                            acc=f"{float(hits) / seen:.4f}")
+                loss_value = float(total) / max(len(xt), 1)
+                acc_value = float(hits) / max(len(xt), 1)
+                completed = epoch + 1
+                snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                log.debug("epoch %d: loss %.4f accuracy %.4f", completed, loss_value, acc_value)
+    except KeyboardInterrupt:
+        interrupted = True
+        model.load_state_dict(snapshot)
+    finally:
+        if bar is not None:
+            bar.close()
     model.eval()
     val_acc = accuracy(model, x[val_idx], y[val_idx]) if n_val else None
-    return TrainResult(epochs, loss_value, val_acc)
+    return TrainResult(completed, loss_value, acc_value, val_acc, interrupted,
+                       time.perf_counter() - start)
+
+
+def train_model(
+    arch: str,
+    data: Dataset,
+    config: TrainConfig = TrainConfig(),
+    *,
+    arch_kwargs: dict | None = None,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+) -> tuple[ModelFile, TrainResult]:
+    """Build ``arch`` with weights seeded by ``config.seed``, train it on ``data``'s training
+    split and measure its test accuracy.
+
+    Returns:
+        The model file (weights, architecture, data set, bounds, test accuracy, recipe)
+        and the training result.
+    """
+    config.validate()
+    arch_kwargs = dict(arch_kwargs or {})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = build_model(arch, **arch_kwargs)
+    model.to(device)
+    from ..activations import forward
+
+    with torch.no_grad():  # a clear error now rather than a cryptic one inside training
+        forward(model.eval(), torch.as_tensor(data.x_train[:1], device=model_device(model)))
+    result = fit(model, data.x_train, data.y_train, config, progress=progress)
+    test_acc = accuracy(model, data.x_test, data.y_test)
+    mf = ModelFile(
+        model=model,
+        arch=arch,
+        arch_kwargs=arch_kwargs,
+        dataset=data.name,
+        bounds=data.bounds,
+        meta={
+            "test_accuracy": test_acc,
+            "val_accuracy": result.val_accuracy,
+            "training": {**asdict(config), "epochs_completed": result.epochs_completed,
+                         "interrupted": result.interrupted, "seconds": result.seconds},
+        },
+    )
+    return mf, result
