@@ -150,7 +150,7 @@ def test_corrupt_model_file(tmp_path, capsys):
     path = tmp_path / "junk.pt"
     path.write_bytes(b"not a model")
     code, _, err = run_cli(capsys, "run", "--model", str(path), "--out", "-")
-    assert code == 2 and "is not a readable deepfault model file" in err
+    assert code == 2 and "is not a model file deepfault can read" in err
 
 
 def test_unwritable_output_path(tmp_path, capsys):

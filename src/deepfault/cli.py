@@ -46,6 +46,27 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one worth showing and the help does not say it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+        if flag or action.default is None or action.default is argparse.SUPPRESS or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", default=None, metavar="NAME",
+                   help="zoo architecture of a plain state_dict file (see 'deepfault train --help')")
+    p.add_argument("--weights", default=None, metavar="FILE",
+                   help="Keras weights HDF5 when --model is an architecture JSON")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow loading a pickled whole nn.Module (unpickling can run code: "
+                   "only for files you trust)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .measures import list_measures
     from .selection import BASELINES
@@ -65,10 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         "suspicious neurons, synthesize new inputs from correctly classified ones and "
         "evaluate them. With no --model and no --dataset, uses the embedded default "
         "(scikit-learn's 8x8 digits and a small MLP trained on them, cached).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     run.add_argument("--model", metavar="FILE", default=None,
-                     help="deepfault model file (default: the embedded digits model)")
+                     help="model file: deepfault .pt, state_dict (with --arch), TorchScript, "
+                     "Keras .h5/.json or stem, .onnx (default: the embedded digits model)")
     run.add_argument("--dataset", metavar="NAME", default=None,
                      help="data set name (default: the model file's data set, else 'digits')")
     run.add_argument("--data-dir", metavar="DIR", default=None,
@@ -115,7 +137,64 @@ def build_parser() -> argparse.ArgumentParser:
                      help="JSON result file, written atomically; '-' writes none")
     run.add_argument("--log", metavar="FILE", default=None,
                      help="also append the printed summary to this file")
+    _add_model_options(run)
     run.set_defaults(func=_cmd_run)
+
+    from .data import list_datasets
+    from .models import list_architectures
+
+    train = sub.add_parser(
+        "train", help="train a zoo architecture on a data set and write a model file",
+        description="Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
+        "10 epochs, 1/6 of the training set held out for validation). Ctrl-C stops after "
+        "keeping the last completed epoch, which is then saved.",
+        formatter_class=_HelpFormatter,
+    )
+    train.add_argument("--arch", required=True, choices=list_architectures(), metavar="NAME",
+                       help=f"architecture ({', '.join(list_architectures())})")
+    train.add_argument("--dataset", required=True, metavar="NAME",
+                       help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
+    train.add_argument("--data-dir", metavar="DIR", default=None,
+                       help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    train.add_argument("--epochs", type=_positive_int, default=10, help="passes over the training set")
+    train.add_argument("--batch-size", type=_positive_int, default=32, help="inputs per step")
+    train.add_argument("--lr", type=_float, default=1e-3, help="Adam learning rate")
+    train.add_argument("--val-fraction", type=_float, default=1 / 6,
+                       help="share of the training set held out for validation (default: 1/6)")
+    train.add_argument("--seed", type=_positive_int, default=0,
+                       help="seed of the weights, the split and the shuffling")
+    train.add_argument("--scale01", action="store_true",
+                       help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
+    train.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
+    train.add_argument("--out", metavar="FILE", default=None,
+                       help="model file to write (default: ARCH-DATASET.pt)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(func=_cmd_train)
+
+    data = sub.add_parser("data", help="list or download data sets")
+    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
+    data_sub.required = True
+    dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
+    dlist.add_argument("--data-dir", metavar="DIR", default=None,
+                       help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    dlist.set_defaults(func=_cmd_data_list)
+    dl = data_sub.add_parser("download", help="fetch a data set's official files and verify them")
+    dl.add_argument("name", help="data set name")
+    dl.add_argument("--data-dir", metavar="DIR", default=None,
+                    help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    dl.add_argument("--force", action="store_true", help="fetch again even when verified")
+    dl.set_defaults(func=_cmd_data_download)
+
+    insp = sub.add_parser("inspect", help="show a model's layers, output shapes and neuron counts",
+                          formatter_class=_HelpFormatter)
+    insp.add_argument("model", metavar="MODEL", help="model file (any format 'run --model' takes)")
+    insp.add_argument("--input-shape", default=None, metavar="D1,D2,...",
+                      help="per-input shape when the file does not record it (e.g. 1,28,28)")
+    insp.add_argument("--dataset", default=None, metavar="NAME",
+                      help="take the input shape from this data set")
+    insp.add_argument("--data-dir", metavar="DIR", default=None, help="data root")
+    _add_model_options(insp)
+    insp.set_defaults(func=_cmd_inspect)
 
     measures = sub.add_parser("measures", help="list the suspiciousness measures and baselines")
     measures.set_defaults(func=_cmd_measures)
@@ -165,10 +244,16 @@ def _fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def _open_model(args):
+    from .models import open_model
+
+    return open_model(args.model, weights=args.weights, arch=args.arch,
+                      trust_pickle=args.trust_pickle)
+
+
 def _load_inputs(args):
-    """The model file and data set a run uses."""
+    """The model file and the data set a run uses, the data laid out as the model takes it."""
     from .data import load_dataset
-    from .models import load_model
     from .models.default import default_model
 
     if args.model is None:
@@ -179,11 +264,23 @@ def _load_inputs(args):
             )
         data = load_dataset("digits", data_dir=args.data_dir)
         return default_model(data), data
-    mf = load_model(args.model)
+    mf = _open_model(args)
     name = args.dataset or mf.dataset
     if name is None:
         raise DeepFaultError(f"model file {args.model!r} does not name its data set; add --dataset NAME")
-    return mf, load_dataset(name, data_dir=args.data_dir)
+    data = load_dataset(name, data_dir=args.data_dir)
+    if mf.bounds is not None and tuple(mf.bounds) != data.bounds:
+        if tuple(mf.bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
+            data = load_dataset(name, data_dir=args.data_dir, scale01=True)
+        else:
+            raise DeepFaultError(
+                f"the model was trained on inputs in {tuple(mf.bounds)} but {name!r} gives "
+                f"{data.bounds}; use the data set the model was trained on"
+            )
+    shape = mf.meta.get("input_shape")
+    if shape:
+        data = data.for_input_shape(shape)
+    return mf, data
 
 
 def _summary(result, mf, data, device) -> str:
@@ -268,6 +365,7 @@ def _cmd_run(args) -> int:
             "tool": "deepfault run",
             "provenance": provenance(device, argv=args.argv),
             "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
+                      "layout": data.meta.get("layout_to"),
                       "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
                       "output_kind": mf.output_kind},
             "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
@@ -279,6 +377,107 @@ def _cmd_run(args) -> int:
     if args.log:
         with open(args.log, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
+    return 0
+
+
+def _cmd_train(args) -> int:
+    from ._io import check_writable
+    from .data import load_dataset
+    from .models import save_model
+    from .models.train import TrainConfig, train_model
+
+    out = check_writable(args.out or f"{args.arch}-{Path(args.dataset).stem}.pt")
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                         val_fraction=args.val_fraction, seed=args.seed)
+    config.validate()
+    device = _device(args.device)
+    kwargs = {"scale01": True} if args.scale01 else {}
+    data = load_dataset(args.dataset, data_dir=args.data_dir, **kwargs)
+    print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "
+          f"{len(data.y_test)} test inputs, {device}")
+    mf, result = train_model(args.arch, data, config, device=device,
+                             arch_kwargs={"num_classes": data.num_classes},
+                             progress=not args.no_progress)
+    if result.epochs_completed == 0:
+        print("interrupted before the first epoch finished: nothing written", file=sys.stderr)
+        return 130
+    save_model(out, mf)
+    if result.interrupted:
+        print(f"interrupted: kept the weights of epoch {result.epochs_completed}")
+    val = "-" if result.val_accuracy is None else f"{result.val_accuracy:.4f}"
+    print(f"epochs {result.epochs_completed}, {result.seconds:.1f} s; train accuracy "
+          f"{result.train_accuracy:.4f}, validation {val}, test {mf.meta['test_accuracy']:.4f}")
+    print(f"wrote {out}")
+    return 130 if result.interrupted else 0
+
+
+def _cmd_data_list(args) -> int:
+    from .data import _REGISTRY, default_data_dir, list_datasets
+    from .data.download import SOURCES, dataset_status
+
+    root = default_data_dir(args.data_dir)
+    print(f"data root: {root}")
+    rows = []
+    for name in list_datasets():
+        if name in SOURCES:
+            status = dataset_status(name, root)
+            present = sum(st.present for st in status)
+            verified = sum(st.verified for st in status)
+            if verified == len(status):
+                state = "verified"
+            elif present:
+                state = f"incomplete: {present}/{len(status)} files, {verified} verified"
+            else:
+                state = f"missing: deepfault data download {name}"
+        else:
+            state = "bundled"
+        rows.append((name, state, _REGISTRY[name].description))
+    print(_table(("name", "status", "what"), rows, indent=""))
+    return 0
+
+
+def _cmd_data_download(args) -> int:
+    from .data import default_data_dir
+    from .data.download import download
+
+    paths = download(args.name, default_data_dir(args.data_dir), force=args.force)
+    for path in paths:
+        print(f"ok {path}")
+    return 0
+
+
+def _cmd_inspect(args) -> int:
+    from .summary import describe_model
+
+    mf = _open_model(args)
+    if args.input_shape:
+        try:
+            shape = tuple(int(v) for v in args.input_shape.split(","))
+        except ValueError:
+            raise DeepFaultError(
+                f"--input-shape must be comma-separated integers, e.g. 1,28,28; got {args.input_shape!r}"
+            ) from None
+    elif mf.meta.get("input_shape") and None not in mf.meta["input_shape"]:
+        shape = tuple(mf.meta["input_shape"])
+    elif args.dataset or mf.dataset:
+        from .data import load_dataset
+
+        shape = load_dataset(args.dataset or mf.dataset, data_dir=args.data_dir).input_shape
+    else:
+        raise DeepFaultError(
+            "the model file does not record its input shape; give --input-shape 1,28,28 or --dataset NAME"
+        )
+    rows, out_shape = describe_model(mf.model, shape)
+    total = sum(p.numel() for p in mf.model.parameters())
+    print(f"model {args.model} ({mf.arch}); input shape per input {shape}; output {out_shape}, "
+          f"{mf.output_kind}; {total:,} parameters")
+    table = [(r.name, r.kind, "x".join(map(str, r.output_shape)) if r.output_shape else "-",
+              r.units if r.units is not None else "-", f"{r.parameters:,}",
+              "yes" if r.default_neuron_layer else "")
+             for r in rows]
+    print(_table(("layer", "type", "output", "units", "params", "analysed by default"), table))
+    neurons = sum(r.units for r in rows if r.default_neuron_layer)
+    print(f"{neurons} neurons in the default layers; name others with --layers")
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +55,45 @@ class Dataset:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    def for_input_shape(self, shape) -> Dataset:
+        """The same data laid out as a model with per-input ``shape`` takes it.
+
+        Handles the layouts that differ only in order or flatness: channels first
+        ``(C, H, W)`` to channels last ``(H, W, C)``, flat ``(C*H*W,)`` (in the model's own
+        element order when it is channels last, as after a Keras ``Flatten``), and
+        ``(H, W)`` for one channel. ``None`` in ``shape`` matches any size.
+
+        Raises:
+            DeepFaultError: No such layout matches.
+        """
+        have = self.input_shape
+        want = tuple(shape)
+
+        def fits(target):
+            return len(target) == len(want) and all(w in (None, t) for w, t in zip(want, target, strict=True))
+
+        if fits(have):
+            return self
+        candidates = []
+        if len(have) == 3:
+            c, h, w = have
+            candidates += [((h, w, c), lambda x: x.transpose(0, 2, 3, 1))]
+            if c == 1:
+                candidates += [((h, w), lambda x: x[:, 0])]
+        candidates += [((int(np.prod(have)),), lambda x: x.reshape(len(x), -1))]
+        for target, convert in candidates:
+            if fits(target):
+                return replace(
+                    self,
+                    x_train=np.ascontiguousarray(convert(self.x_train)),
+                    x_test=np.ascontiguousarray(convert(self.x_test)),
+                    meta={**self.meta, "layout_from": list(have), "layout_to": list(target)},
+                )
+        raise DeepFaultError(
+            f"data set {self.name!r} has inputs of shape {have} but the model takes "
+            f"{want}; use a data set of that shape or a model made for this one"
+        )
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,14 @@
 
 from .default import default_model
 from .io import ModelFile, load_model, save_model
+from .load import open_model
 from .zoo import build_model, list_architectures, register_architecture
 
 __all__ = [
     "ModelFile",
     "default_model",
     "load_model",
+    "open_model",
     "save_model",
     "build_model",
     "list_architectures",

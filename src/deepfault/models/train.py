@@ -175,6 +175,7 @@ def train_model(
         meta={
             "test_accuracy": test_acc,
             "val_accuracy": result.val_accuracy,
+            "input_shape": list(data.input_shape),
             "training": {**asdict(config), "epochs_completed": result.epochs_completed,
                          "interrupted": result.interrupted, "seconds": result.seconds},
         },

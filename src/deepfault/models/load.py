@@ -1,0 +1,141 @@
+"""Open any supported model file: the one entry point behind ``deepfault run --model``.
+
+| file | how it is read |
+| --- | --- |
+| deepfault model file (``.pt``) | ``torch.load(weights_only=True)``, rebuilt from the zoo |
+| plain ``state_dict`` | ``torch.load(weights_only=True)`` into ``arch`` from the zoo |
+| TorchScript archive | ``torch.jit.load`` |
+| pickled whole ``nn.Module`` | only with ``trust_pickle=True``: unpickling can run code |
+| Keras 2 ``.h5``, ``.json`` (+ weights), or a stem | :func:`deepfault.models.keras.load_keras` |
+| ``.onnx`` | :func:`deepfault.models.onnx.load_onnx` (extra ``onnx``) |
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import DeepFaultError
+from .io import FORMAT, ModelFile, load_model
+from .zoo import build_model, list_architectures
+
+__all__ = ["open_model"]
+
+_KERAS_SUFFIXES = {".h5", ".hdf5", ".json"}
+
+
+def _is_torchscript(path: Path) -> bool:
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as zf:
+        return any(n.endswith("constants.pkl") or "/code/" in n for n in zf.namelist())
+
+
+def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict) -> ModelFile:
+    if arch is None:
+        raise DeepFaultError(
+            f"{str(path)!r} holds a plain state_dict, which does not say what network it "
+            f"belongs to; name the architecture with --arch (known: {', '.join(list_architectures())})"
+        )
+    model = build_model(arch, **arch_kwargs)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])
+        raise DeepFaultError(
+            f"the state_dict in {str(path)!r} does not fit architecture {arch!r}: {detail}"
+        ) from err
+    return ModelFile(model.eval(), arch, dict(arch_kwargs), meta={"source": str(path)})
+
+
+def open_model(
+    path: str | os.PathLike,
+    *,
+    weights: str | os.PathLike | None = None,
+    arch: str | None = None,
+    arch_kwargs: dict | None = None,
+    trust_pickle: bool = False,
+) -> ModelFile:
+    """Load a model from any supported file (see the module's table).
+
+    Args:
+        path: The model file, or a Keras stem ``dir/name`` (``name.json`` + ``name.h5``).
+        weights: The Keras weights HDF5 when ``path`` is an architecture JSON.
+        arch: Zoo architecture for a plain ``state_dict``.
+        arch_kwargs: Its arguments.
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module``. Only for files you
+            trust: unpickling can run arbitrary code.
+
+    Raises:
+        DeepFaultError: A missing, corrupt or unsupported file, with what to do.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in _KERAS_SUFFIXES or weights is not None or (
+        not path.exists() and Path(f"{path}.json").is_file()
+    ):
+        from .keras import load_keras
+
+        return load_keras(path, weights)
+    if suffix == ".onnx":
+        from .onnx import load_onnx
+
+        return load_onnx(path)
+    if path.is_dir():
+        raise DeepFaultError(
+            f"{str(path)!r} is a directory; give a model file (a TensorFlow SavedModel must be "
+            "exported to ONNX or Keras .h5 first)"
+        )
+    if not path.is_file():
+        raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
+    if _is_torchscript(path):
+        try:
+            model = torch.jit.load(str(path), map_location="cpu")
+        except Exception as err:
+            raise DeepFaultError(f"{str(path)!r} is a damaged TorchScript archive: {err}") from err
+        return ModelFile(model.eval(), "torchscript", meta={"source": str(path)})
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "global" not in str(err).lower():  # no refused class or function: a damaged file
+            raise DeepFaultError(
+                f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated); "
+                "supported: deepfault .pt, state_dict, TorchScript, Keras .h5/.json, .onnx"
+            ) from err
+        if not trust_pickle:
+            raise DeepFaultError(
+                f"{str(path)!r} holds pickled Python objects (likely a whole nn.Module), and "
+                "unpickling can run arbitrary code; if you trust the file pass --trust-pickle, "
+                "or better save model.state_dict() and load it with --arch NAME"
+            ) from err
+        return _unpickle_module(path)
+    except Exception as err:
+        raise DeepFaultError(
+            f"{str(path)!r} is not a model file deepfault can read ({type(err).__name__}); "
+            "supported: deepfault .pt, state_dict, TorchScript, Keras .h5/.json, .onnx"
+        ) from err
+    if isinstance(payload, dict) and payload.get("format") == FORMAT:
+        return load_model(path)
+    if isinstance(payload, dict) and payload and all(
+        isinstance(v, torch.Tensor) for v in payload.values()
+    ):
+        return _load_state_dict_into(path, payload, arch, arch_kwargs or {})
+    raise DeepFaultError(
+        f"{str(path)!r} holds a {type(payload).__name__}, not a model; supported: deepfault .pt, "
+        "state_dict (with --arch), TorchScript, Keras .h5/.json, .onnx"
+    )
+
+
+def _unpickle_module(path: Path) -> ModelFile:
+    try:
+        model = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise DeepFaultError(f"could not unpickle {str(path)!r}: {err}") from err
+    if not isinstance(model, nn.Module):
+        raise DeepFaultError(f"{str(path)!r} unpickles to a {type(model).__name__}, not an nn.Module")
+    return ModelFile(model.eval(), type(model).__name__, meta={"source": str(path), "pickled": True})
