@@ -398,6 +398,8 @@ def _cmd_train(args) -> int:
     mf, result = train_model(args.arch, data, config, device=device,
                              arch_kwargs={"num_classes": data.num_classes},
                              progress=not args.no_progress)
+    if args.dataset.endswith(".npz"):  # so that 'run --model' finds the same file again
+        mf.dataset = str(Path(args.dataset).resolve())
     if result.epochs_completed == 0:
         print("interrupted before the first epoch finished: nothing written", file=sys.stderr)
         return 130

@@ -4,7 +4,7 @@
 | --- | --- |
 | deepfault model file (``.pt``) | ``torch.load(weights_only=True)``, rebuilt from the zoo |
 | plain ``state_dict`` | ``torch.load(weights_only=True)`` into ``arch`` from the zoo |
-| TorchScript archive | ``torch.jit.load`` |
+| TorchScript archive | ``torch.jit.load``, rebuilt as eager modules (hooks need them) |
 | pickled whole ``nn.Module`` | only with ``trust_pickle=True``: unpickling can run code |
 | Keras 2 ``.h5``, ``.json`` (+ weights), or a stem | :func:`deepfault.models.keras.load_keras` |
 | ``.onnx`` | :func:`deepfault.models.onnx.load_onnx` (extra ``onnx``) |
@@ -94,11 +94,9 @@ def open_model(
     if not path.is_file():
         raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
     if _is_torchscript(path):
-        try:
-            model = torch.jit.load(str(path), map_location="cpu")
-        except Exception as err:
-            raise DeepFaultError(f"{str(path)!r} is a damaged TorchScript archive: {err}") from err
-        return ModelFile(model.eval(), "torchscript", meta={"source": str(path)})
+        from .torchscript import load_torchscript
+
+        return load_torchscript(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
@@ -116,7 +114,8 @@ def open_model(
         return _unpickle_module(path)
     except Exception as err:
         raise DeepFaultError(
-            f"{str(path)!r} is not a model file deepfault can read ({type(err).__name__}); "
+            f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated: "
+            f"{type(err).__name__}); "
             "supported: deepfault .pt, state_dict, TorchScript, Keras .h5/.json, .onnx"
         ) from err
     if isinstance(payload, dict) and payload.get("format") == FORMAT:
