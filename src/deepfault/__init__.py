@@ -15,6 +15,7 @@ from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
 from .evaluation import Evaluation, evaluate, predict
 from .measures import get_measure, list_measures, register_measure, suspiciousness
+from .pipeline import RunConfig, RunResult, run_deepfault
 from .selection import (
     Neuron,
     Selection,
@@ -26,7 +27,6 @@ from .selection import (
     select_neurons,
     uniform_baseline,
 )
-from .pipeline import RunConfig, RunResult, run_deepfault
 from .spectrum import Spectrum, compute_class_spectra, compute_spectrum
 from .synthesis import synthesize
 
