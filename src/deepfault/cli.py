@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train", help="train a zoo architecture on a data set and write a model file",
         description="Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
-        "10 epochs, 1/6 of the training set held out for validation). Ctrl-C stops after "
+        "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
+        "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
         "keeping the last completed epoch, which is then saved.",
         formatter_class=_HelpFormatter,
     )
@@ -159,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--epochs", type=_positive_int, default=10, help="passes over the training set")
     train.add_argument("--batch-size", type=_positive_int, default=32, help="inputs per step")
     train.add_argument("--lr", type=_float, default=1e-3, help="Adam learning rate")
+    train.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                       help="learning-rate schedule; 'constant' is exactly the prototype's recipe")
     train.add_argument("--val-fraction", type=_float, default=1 / 6,
                        help="share of the training set held out for validation (default: 1/6)")
     train.add_argument("--seed", type=_positive_int, default=0,
@@ -420,7 +423,7 @@ def _cmd_train(args) -> int:
 
     out = check_writable(args.out or f"{args.arch}-{Path(args.dataset).stem}.pt")
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                         val_fraction=args.val_fraction, seed=args.seed)
+                         val_fraction=args.val_fraction, seed=args.seed, schedule=args.schedule)
     config.validate()
     device = _device(args.device)
     kwargs = {"scale01": True} if args.scale01 else {}

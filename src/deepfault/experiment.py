@@ -77,6 +77,18 @@ class ExperimentConfig:
     scale01: bool = False
     train_epochs: int = 10
     train_lr: float = 1e-3
+    train_schedule: str = "cosine"
+
+    def train_config(self):
+        from .models.train import TrainConfig
+
+        return TrainConfig(epochs=self.train_epochs, lr=self.train_lr, seed=self.seed,
+                           schedule=self.train_schedule)
+
+    def zoo_model_path(self, models_dir: str | Path, arch: str) -> Path:
+        """Where a zoo model trained with this grid's recipe is kept."""
+        return Path(models_dir) / (f"{arch}-{self.dataset}-seed{self.seed}-e{self.train_epochs}"
+                                   f"-lr{self.train_lr:g}-{self.train_schedule}.pt")
 
     def validate(self) -> None:
         if not self.models:
@@ -118,7 +130,8 @@ PRESETS: dict[str, ExperimentConfig] = {
                           (10, 20, 30, 40, 50), 10.0, 25.5),
     "digits": ExperimentConfig(name="digits", dataset="digits", ks=(1, 3, 5),
                                models=(ModelSpec("digits_mlp", arch="digits_mlp"),),
-                               random_repetitions=3, train_epochs=40, train_lr=3e-3),
+                               random_repetitions=3, train_epochs=40, train_lr=3e-3,
+                               train_schedule="constant"),
 }
 
 
@@ -179,15 +192,14 @@ def _digest(model: torch.nn.Module) -> str:
 
 def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, device):
     from .models import open_model, save_model
-    from .models.train import TrainConfig, train_model
+    from .models.train import train_model
 
     out = {}
     for spec in config.models:
         if spec.file is not None:
             mf = open_model(spec.file, weights=spec.weights, trust_pickle=spec.trust_pickle)
         else:
-            path = models_dir / (f"{spec.arch}-{config.dataset}-seed{config.seed}"
-                                 f"-e{config.train_epochs}-lr{config.train_lr:g}.pt")
+            path = config.zoo_model_path(models_dir, spec.arch)
             mf = None
             if path.is_file():
                 try:
@@ -196,8 +208,8 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, d
                     log.warning("%s unreadable (%s); training again", path, err)
             if mf is None:
                 log.info("training %s on %s (no model file at %s)...", spec.arch, config.dataset, path)
-                recipe = TrainConfig(epochs=config.train_epochs, lr=config.train_lr, seed=config.seed)
-                mf, _ = train_model(spec.arch, data, recipe, arch_kwargs={"num_classes": data.num_classes})
+                mf, _ = train_model(spec.arch, data, config.train_config(),
+                                    arch_kwargs={"num_classes": data.num_classes})
                 save_model(path, mf)
         shape = mf.meta.get("input_shape")
         model_data = data.for_input_shape(shape) if shape else data

@@ -24,7 +24,7 @@ def provenance(device: torch.device | str | None = None, *, argv: list[str] | No
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "device": str(device),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     if device.type == "cuda":
         info["device_name"] = torch.cuda.get_device_name(device)

@@ -28,6 +28,7 @@ RECIPE = {
     "batch_size": 32,
     "lr": 3e-3,
     "seed": 0,
+    "schedule": "constant",
     "version": 1,
 }
 
@@ -39,7 +40,8 @@ def _cache_file() -> Path:
 def train_default(data: Dataset) -> ModelFile:
     """Train the default model from scratch (seeded, deterministic on the CPU)."""
     config = TrainConfig(epochs=RECIPE["epochs"], batch_size=RECIPE["batch_size"],
-                         lr=RECIPE["lr"], val_fraction=0.0, seed=RECIPE["seed"])
+                         lr=RECIPE["lr"], val_fraction=0.0, seed=RECIPE["seed"],
+                         schedule=RECIPE["schedule"])
     mf, _ = train_model(RECIPE["arch"], data, config, arch_kwargs=RECIPE["arch_kwargs"])
     mf.meta["recipe"] = RECIPE
     return mf

@@ -25,15 +25,22 @@ __all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model"]
 log = logging.getLogger(__name__)
 
 
+#: Learning-rate schedules: constant (the prototype's), or cosine decay to 0 over the run.
+SCHEDULES = ("cosine", "constant")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """The training recipe; the defaults are the DeepFault prototype's."""
+    """The training recipe: the DeepFault prototype's (Adam, lr 1e-3, batch 32, 10 epochs,
+    1/6 held out), plus a cosine decay of the learning rate by default; with the
+    prototype's constant rate the paper's MNIST accuracies are not reached (README)."""
 
     epochs: int = 10
     batch_size: int = 32
     lr: float = 1e-3
     val_fraction: float = 1 / 6
     seed: int = 0
+    schedule: str = "cosine"
 
     def validate(self) -> None:
         for name in ("epochs", "batch_size"):
@@ -42,6 +49,8 @@ class TrainConfig:
                 raise DeepFaultError(f"{name} must be an integer >= 1; got {value!r}")
         if not (self.lr > 0 and np.isfinite(self.lr)):
             raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise DeepFaultError(f"schedule must be one of {', '.join(SCHEDULES)}; got {self.schedule!r}")
         if not 0 <= self.val_fraction < 1:
             raise DeepFaultError(f"val_fraction must lie in [0, 1); got {self.val_fraction!r}")
 
@@ -90,14 +99,17 @@ def fit(
     xt = torch.as_tensor(x[train_idx], dtype=torch.float32, device=device)
     yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    steps_per_epoch = -(-len(xt) // config.batch_size)
+    sched = None
+    if config.schedule == "cosine":
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.epochs * steps_per_epoch)
     snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
     completed, loss_value, acc_value, interrupted = 0, float("nan"), float("nan"), False
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        steps = -(-len(xt) // config.batch_size)
-        bar = tqdm(total=config.epochs * steps, unit="batch", dynamic_ncols=True, leave=True)
+        bar = tqdm(total=config.epochs * steps_per_epoch, unit="batch", dynamic_ncols=True, leave=True)
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(config.seed)
@@ -112,6 +124,8 @@ def fit(
                     loss = F.cross_entropy(out, yt[idx])
                     loss.backward()
                     opt.step()
+                    if sched is not None:
+                        sched.step()
                     total += loss.detach() * len(idx)
                     hits += (out.argmax(1) == yt[idx]).sum()
                     if bar is not None:
