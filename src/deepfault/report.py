@@ -786,6 +786,13 @@ def write_report(store_path, out_dir, *, config_hash: str | None = None) -> Repo
         paths = write_report("results/paper-mnist.sqlite", "results/report")
         print(paths.html)
     """
+    for module in ("matplotlib", "jinja2"):
+        try:
+            __import__(module)
+        except ModuleNotFoundError as err:
+            raise ModuleNotFoundError(
+                f"'deepfault report' needs {module}; install the extra: pip install 'deepfault[report]'"
+            ) from err
     d = _load(Path(store_path), config_hash)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
