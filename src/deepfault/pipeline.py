@@ -14,7 +14,7 @@ import numpy as np
 from torch import nn
 
 from .data import Dataset
-from .errors import DeepFaultError
+from .errors import DeepFaultError, check_int
 from .evaluation import OUTPUT_KINDS, Evaluation, evaluate, predict
 from .measures import check_star
 from .selection import BASELINES, Selection, check_k, list_approaches, select
@@ -73,16 +73,11 @@ class RunConfig:
             raise DeepFaultError(
                 f"unknown approach {self.approach!r}; known: {', '.join(list_approaches())}"
             )
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise DeepFaultError(
-                f"k (the number of suspicious neurons) must be an integer >= 1; got {self.k!r}"
-            )
+        check_int("k (the number of suspicious neurons)", self.k)
         check_star(self.star)
         check_synthesis_args(self.step, self.distance, bounds, self.iterations)
         for name in ("repeat", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DeepFaultError(f"{name} must be an integer >= 1; got {value!r}")
+            check_int(name, getattr(self, name))
         if self.num_inputs is not None and self.num_inputs < 1:
             raise DeepFaultError(f"num_inputs must be >= 1 (or None for all); got {self.num_inputs!r}")
         if not np.isfinite(self.threshold):

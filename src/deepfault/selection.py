@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DeepFaultError
+from .errors import DeepFaultError, check_int
 from .measures import get_measure, list_measures, suspiciousness
 from .spectrum import Spectrum
 
@@ -112,8 +112,7 @@ def list_approaches() -> list[str]:
 
 
 def check_k(k: int, num_neurons: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise DeepFaultError(f"k (the number of suspicious neurons) must be an integer >= 1; got {k!r}")
+    k = check_int("k (the number of suspicious neurons)", k)
     if k > num_neurons:
         raise DeepFaultError(
             f"k={k} is larger than the {num_neurons} analysed neurons; "

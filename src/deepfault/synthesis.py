@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .activations import as_tensor, capture, eval_mode, forward, model_device
-from .errors import DeepFaultError
+from .errors import DeepFaultError, check_int
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
 
@@ -52,8 +52,7 @@ def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, flo
         raise DeepFaultError(f"bounds must be a pair (lo, hi); got {bounds!r}") from None
     if not lo < hi:
         raise DeepFaultError(f"bounds must satisfy lo < hi; got ({lo}, {hi})")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise DeepFaultError(f"iterations must be an integer >= 1; got {iterations!r}")
+    iterations = check_int("iterations", iterations)
     return float(step), float(distance), lo, hi, iterations
 
 

@@ -120,6 +120,28 @@ def register_dataset(name: str, *, description: str = ""):
     return decorate
 
 
+def pixel_dataset(name: str, train: tuple, test: tuple, class_names, *, scale01: bool,
+                  meta: dict | None = None) -> Dataset:
+    """A data set of 0-255 pixel arrays ``(x, y)`` as float32, scaled to [0, 1] on request."""
+
+    def images(x: np.ndarray) -> np.ndarray:
+        out = x.astype(np.float32)
+        if scale01:
+            out /= 255.0
+        return out
+
+    return Dataset(
+        name=name,
+        x_train=images(train[0]),
+        y_train=train[1],
+        x_test=images(test[0]),
+        y_test=test[1],
+        bounds=(0.0, 1.0) if scale01 else (0.0, 255.0),
+        class_names=tuple(class_names),
+        meta={**(meta or {}), "scale01": scale01},
+    )
+
+
 def list_datasets() -> list[str]:
     """The names of the registered data sets, sorted."""
     return sorted(_REGISTRY)

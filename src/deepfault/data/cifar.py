@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from . import Dataset, register_dataset
+from . import Dataset, pixel_dataset, register_dataset
 from .download import SOURCES, fetch_hint
 
 __all__ = ["load_cifar10", "CIFAR10_CLASSES"]
@@ -220,19 +220,6 @@ def load_cifar10(data_dir: Path, *, scale01: bool = False) -> Dataset:
             f"test_batch) or {_NPZ_DIR}/cifar10_{{train,test}}.npz; run {fetch_hint('cifar10')}"
         )
 
-    def images(x: np.ndarray) -> np.ndarray:
-        out = x.astype(np.float32)
-        if scale01:
-            out /= 255.0
-        return out
-
-    return Dataset(
-        name="cifar10",
-        x_train=images(splits["train"][0]),
-        y_train=splits["train"][1],
-        x_test=images(splits["test"][0]),
-        y_test=splits["test"][1],
-        bounds=(0.0, 1.0) if scale01 else (0.0, 255.0),
-        class_names=CIFAR10_CLASSES,
-        meta={"source": source, "scale01": scale01},
-    )
+    return pixel_dataset("cifar10", splits["train"], splits["test"], CIFAR10_CLASSES,
+                         scale01=scale01,
+                         meta={"source": source})

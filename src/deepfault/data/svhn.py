@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from . import Dataset, register_dataset
+from . import Dataset, pixel_dataset, register_dataset
 from .download import SOURCES, fetch_hint
 
 __all__ = ["load_svhn"]
@@ -75,19 +75,6 @@ def load_svhn(data_dir: Path, *, scale01: bool = False) -> Dataset:
     root = Path(data_dir)
     splits = {split: _read(_find(root, file)) for split, file in _FILES.items()}
 
-    def images(x: np.ndarray) -> np.ndarray:
-        out = x.astype(np.float32)
-        if scale01:
-            out /= 255.0
-        return out
-
-    return Dataset(
-        name="svhn",
-        x_train=images(splits["train"][0]),
-        y_train=splits["train"][1],
-        x_test=images(splits["test"][0]),
-        y_test=splits["test"][1],
-        bounds=(0.0, 1.0) if scale01 else (0.0, 255.0),
-        class_names=tuple(str(d) for d in range(10)),
-        meta={"scale01": scale01},
-    )
+    digits = (str(d) for d in range(10))
+    return pixel_dataset("svhn", splits["train"], splits["test"], digits, scale01=scale01,
+                         meta=None)

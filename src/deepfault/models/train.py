@@ -16,7 +16,7 @@ from torch import nn
 
 from ..activations import model_device
 from ..data import Dataset
-from ..errors import DeepFaultError
+from ..errors import DeepFaultError, check_int
 from .io import ModelFile
 from .zoo import build_model
 
@@ -44,9 +44,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DeepFaultError(f"{name} must be an integer >= 1; got {value!r}")
+            check_int(name, getattr(self, name))
         if not (self.lr > 0 and np.isfinite(self.lr)):
             raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
         if self.schedule not in SCHEDULES:
