@@ -303,6 +303,9 @@ def _load_inputs(args):
     name = args.dataset or mf.dataset
     if name is None:
         raise DeepFaultError(f"model file {args.model!r} does not name its data set; add --dataset NAME")
+    if mf.dataset and args.dataset and args.dataset != mf.dataset:
+        log.warning("the model was trained on %s, not %s; failures may come from the data shift",
+                    mf.dataset, args.dataset)
     data = load_dataset(name, data_dir=args.data_dir)
     if mf.bounds is not None and tuple(mf.bounds) != data.bounds:
         if tuple(mf.bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
