@@ -47,6 +47,7 @@ def model_files(tmp_path):
     config, weights = keras_digits_model()
     full = write_full(tmp_path / "full.h5", config, weights)
     json_path, _ = write_pair(tmp_path / "pair", config, weights)
+    torch.manual_seed(0)
     torch_model = build_model("digits_mlp").eval()
     ts = tmp_path / "m.ts"
     torch.jit.script(torch_model).save(str(ts))
@@ -67,7 +68,7 @@ def model_files(tmp_path):
     return files
 
 
-def test_every_format_runs_and_matches_the_original(tmp_path, capsys):
+def test_every_format_runs_through_deepfault_run(tmp_path, capsys):
     files = model_files(tmp_path)
     assert {"keras-h5", "keras-json+weights", "keras-stem", "torchscript"} <= set(files)
     for name, args in files.items():
@@ -81,6 +82,16 @@ def test_every_format_runs_and_matches_the_original(tmp_path, capsys):
         assert result["model"]["output_kind"] == kind, name
         summary = result["classes"][0]["repetitions"][0]["evaluation"]["summary"]
         assert summary["loss"] is None or summary["loss"] >= 0
+    # the torch exports give the original's outputs
+    from deepfault.models import open_model
+
+    torch.manual_seed(0)
+    original = build_model("digits_mlp").eval()
+    x = torch.as_tensor(load_dataset("digits").x_test[:50])
+    for name in ("torchscript", "onnx"):
+        if name in files:
+            loaded = open_model(files[name][0]).model
+            assert (loaded(x) - original(x)).abs().max() < 1e-5, name
     # the imported Keras model sees the digits in its own (channels_last) layout
     assert json.loads((tmp_path / "keras-h5.json").read_text())["model"]["layout"] == [8, 8, 1]
 
