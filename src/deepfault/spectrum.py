@@ -195,13 +195,24 @@ def compute_spectrum(
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
     if target_class is not None:
         target_class = int(target_class)
-        if not np.any(y == target_class):
+        mask = y == target_class
+        if y.ndim != 1 or len(y) != len(inputs):
+            raise DeepFaultError(
+                f"labels must be a 1-D array with one label per input ({len(inputs)}); "
+                f"got shape {tuple(y.shape)}"
+            )
+        if not mask.any():
             raise DeepFaultError(f"no input has label {target_class}; nothing to analyse")
-        def group_of(yb):
-            return torch.where(yb == target_class, 0, -1)
-    else:
-        def group_of(yb):
-            return torch.zeros_like(yb)
+        # Only the class's inputs go through the model.
+        index = np.flatnonzero(mask)
+        if isinstance(inputs, torch.Tensor):
+            inputs = inputs[torch.as_tensor(index, device=inputs.device)]
+        else:
+            inputs = np.asarray(inputs)[index]
+        labels = y[index]
+
+    def group_of(yb):
+        return torch.zeros_like(yb)
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, 1, group_of, layers=layers, threshold=threshold,
         batch_size=batch_size,
