@@ -57,6 +57,11 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
 
 
+def _add_data_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", metavar="DIR", default=None,
+                   help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", default=None, metavar="NAME",
                    help="zoo architecture of a plain state_dict file (see 'deepfault train --help')")
@@ -93,8 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "Keras .h5/.json or stem, .onnx (default: the embedded digits model)")
     run.add_argument("--dataset", metavar="NAME", default=None,
                      help="data set name (default: the model file's data set, else 'digits')")
-    run.add_argument("--data-dir", metavar="DIR", default=None,
-                     help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    _add_data_dir(run)
     run.add_argument("--class", dest="classes", metavar="C", type=_classes, default=None,
                      help="class to analyse: an index, a comma-separated list, or 'all' "
                      "(default: all)")
@@ -155,8 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"architecture ({', '.join(list_architectures())})")
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
-    train.add_argument("--data-dir", metavar="DIR", default=None,
-                       help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    _add_data_dir(train)
     train.add_argument("--epochs", type=_positive_int, default=10, help="passes over the training set")
     train.add_argument("--batch-size", type=_positive_int, default=32, help="inputs per step")
     train.add_argument("--lr", type=_float, default=1e-3, help="Adam learning rate")
@@ -178,13 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
-    dlist.add_argument("--data-dir", metavar="DIR", default=None,
-                       help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    _add_data_dir(dlist)
     dlist.set_defaults(func=_cmd_data_list)
     dl = data_sub.add_parser("download", help="fetch a data set's official files and verify them")
     dl.add_argument("name", help="data set name")
-    dl.add_argument("--data-dir", metavar="DIR", default=None,
-                    help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    _add_data_dir(dl)
     dl.add_argument("--force", action="store_true", help="fetch again even when verified")
     dl.set_defaults(func=_cmd_data_download)
 
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="per-input shape when the file does not record it (e.g. 1,28,28)")
     insp.add_argument("--dataset", default=None, metavar="NAME",
                       help="take the input shape from this data set")
-    insp.add_argument("--data-dir", metavar="DIR", default=None, help="data root")
+    _add_data_dir(insp)
     _add_model_options(insp)
     insp.set_defaults(func=_cmd_inspect)
 
@@ -214,8 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--config", metavar="FILE", help="TOML experiment file")
     exp.add_argument("--store", metavar="FILE", default=None,
                      help="SQLite results store (default: results/NAME.sqlite)")
-    exp.add_argument("--data-dir", metavar="DIR", default=None,
-                     help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+    _add_data_dir(exp)
     exp.add_argument("--models-dir", metavar="DIR", default=None,
                      help="where zoo models are kept and trained when missing (default: next to the store)")
     exp.add_argument("--workers", type=_positive_int, default=1, help="local worker processes")
