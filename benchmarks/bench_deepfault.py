@@ -1,6 +1,6 @@
 """Speed and memory of the spectrum and of synthesis, against the literal reference loops.
 
-Every measurement is taken side by side with :mod:`deepfault.reference` in the same run
+Every measurement is taken side by side with :mod:`deepfault.testing.reference` in the same run
 and reported as a ratio. The reference loops are far too slow for the full input counts,
 so they run on a small subset and their time is scaled per input (the JSON says which
 subset). Peak memory of the spectrum is measured in fresh subprocesses, for two input
@@ -32,10 +32,10 @@ import torch
 
 from deepfault import compute_spectrum, synthesize
 from deepfault._io import write_json
+from deepfault.localize.selection import localize
 from deepfault.models.zoo import build_model
 from deepfault.provenance import provenance
-from deepfault.reference import spectrum_reference, synthesize_reference
-from deepfault.selection import localize
+from deepfault.testing.reference import spectrum_reference, synthesize_reference
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPES = {"mnist_1": (1, 28, 28), "cifar_3": (3, 32, 32)}

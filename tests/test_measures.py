@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepfault import DeepFaultError, get_measure, list_measures, suspiciousness
-from deepfault.activations import NeuronLayout
-from deepfault.spectrum import Spectrum
+from deepfault.core.capture import NeuronLayout
+from deepfault.localize.spectrum import Spectrum
 
 
 def d(num, den):

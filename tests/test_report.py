@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 import pytest
+from deepfault.experiment.report import write_report
+from deepfault.experiment.store import Cell, CellKey, ResultStore
 from scipy.stats import mannwhitneyu
 
 from deepfault.errors import DeepFaultError
-from deepfault.report import write_report
-from deepfault.store import Cell, CellKey, ResultStore
 
 MODELS = ["m1", "<b>m</b>"]
 CLASSES = [0, 1]
@@ -180,7 +180,7 @@ def test_import_does_not_load_plotting():
     import subprocess
     import sys
 
-    code = ("import sys, deepfault, deepfault.report; "
+    code = ("import sys, deepfault, deepfault.experiment.report; "
             "print(any(m.split('.')[0] in ('matplotlib', 'jinja2') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

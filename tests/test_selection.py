@@ -12,8 +12,8 @@ from deepfault import (
     select_neurons,
     uniform_baseline,
 )
-from deepfault.activations import NeuronLayout
-from deepfault.spectrum import Spectrum
+from deepfault.core.capture import NeuronLayout
+from deepfault.localize.spectrum import Spectrum
 
 
 def make_spectrum(sizes=(3, 4, 2), seed=0, failed=5, passed=7):

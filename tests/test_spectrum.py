@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from deepfault import DeepFaultError, compute_class_spectra, compute_spectrum, localize
-from deepfault.reference import spectrum_reference
+from deepfault.testing.reference import spectrum_reference
 from tiny_models import chain_model, identity_model, random_data, small_conv_net
 
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepfault import DeepFaultError, synthesize
-from deepfault.reference import synthesize_reference
+from deepfault.testing.reference import synthesize_reference
 from tiny_models import chain_model, conv_model, has_hooks, scaled_model, small_conv_net
 
 

@@ -10,13 +10,14 @@ See the README for a worked example.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .activations import Layer, NeuronLayout, activations, capture
+from .core.capture import Layer, NeuronLayout, activations, capture
 from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
-from .evaluation import Evaluation, evaluate, predict
-from .measures import get_measure, list_measures, register_measure, suspiciousness
-from .pipeline import RunConfig, RunResult, run_deepfault
-from .selection import (
+from .generate.ascent import synthesize
+from .localize.evaluation import Evaluation, evaluate, predict
+from .localize.measures import get_measure, list_measures, register_measure, suspiciousness
+from .localize.protocol import RunConfig, RunResult, run_deepfault
+from .localize.selection import (
     Neuron,
     Selection,
     list_approaches,
@@ -27,8 +28,7 @@ from .selection import (
     select_neurons,
     uniform_baseline,
 )
-from .spectrum import Spectrum, compute_class_spectra, compute_spectrum
-from .synthesis import synthesize
+from .localize.spectrum import Spectrum, compute_class_spectra, compute_spectrum
 
 try:
     __version__ = version("deepfault")

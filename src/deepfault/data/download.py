@@ -6,7 +6,7 @@ is missing. A file is first written beside its final place and moved there only 
 its md5 is right, so an interrupted or corrupted download never looks like data.
 
 Example:
-    >>> from deepfault.data.download import dataset_status
+    >>> from .download import dataset_status
     >>> [s.present for s in dataset_status("mnist", "/nonexistent")]
     [False, False, False, False]
 """

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..activations import model_device
+from ..core.capture import model_device
 from ..data import Dataset
 from ..errors import DeepFaultError, check_int
 from .io import ModelFile
@@ -65,7 +65,7 @@ class TrainResult:
 
 def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:
     """Share of inputs whose arg-max prediction equals the label."""
-    from ..evaluation import predict
+    from ..localize.evaluation import predict
 
     if len(x) == 0:
         return float("nan")
@@ -172,7 +172,7 @@ def train_model(
         torch.manual_seed(config.seed)
         model = build_model(arch, **arch_kwargs)
     model.to(device)
-    from ..activations import forward
+    from ..core.capture import forward
 
     with torch.no_grad():  # a clear error now rather than a cryptic one inside training
         forward(model.eval(), torch.as_tensor(data.x_train[:1], device=model_device(model)))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DeepFaultError
+from ..errors import DeepFaultError
 
 __all__ = ["Cell", "CellKey", "ResultStore"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .activations import NEURON_MODULE_TYPES, eval_mode, forward, model_device
+from ..core.capture import NEURON_MODULE_TYPES, eval_mode, forward, model_device
 
 __all__ = ["LayerRow", "describe_model"]
 

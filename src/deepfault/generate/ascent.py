@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
-from .activations import as_tensor, capture, eval_mode, forward, model_device
-from .errors import DeepFaultError, check_int
+from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
+from ..errors import DeepFaultError, check_int
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
 
@@ -116,7 +116,7 @@ def synthesize(
     Args:
         model: The network, used in ``eval()`` mode on its device; not modified.
         inputs: ``(N, ...)`` inputs to start from (the paper uses correctly classified ones).
-        neurons: A :class:`~deepfault.selection.Selection`, or ``(layer, unit)`` pairs.
+        neurons: A :class:`~deepfault.localize.selection.Selection`, or ``(layer, unit)`` pairs.
         step: Multiplier of the gradient.
         distance: Largest change of any input element (L_inf bound ``d``).
         bounds: ``(lo, hi)``, the valid input range of the data set.

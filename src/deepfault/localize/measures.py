@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DeepFaultError
+from ..errors import DeepFaultError
 
 __all__ = [
     "Measure",
@@ -99,7 +99,7 @@ def suspiciousness(spectrum, measure: str = "tarantula", *, star: float = 3.0) -
     """Score every neuron of a spectrum.
 
     Args:
-        spectrum: A :class:`~deepfault.spectrum.Spectrum`.
+        spectrum: A :class:`~deepfault.localize.spectrum.Spectrum`.
         measure: A registered measure name (see :func:`list_measures`).
         star: The exponent of D*; used only by measures that take it.
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .activations import (
+from ..core.capture import (
     NeuronLayout,
     as_tensor,
     capture,
@@ -26,7 +26,7 @@ from .activations import (
     forward,
     model_device,
 )
-from .errors import DeepFaultError
+from ..errors import DeepFaultError
 
 __all__ = ["Spectrum", "compute_spectrum", "compute_class_spectra"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DeepFaultError, check_int
+from ..errors import DeepFaultError, check_int
 from .measures import get_measure, list_measures, suspiciousness
 from .spectrum import Spectrum
 

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .activations import activations, as_tensor, eval_mode, forward, model_device
-from .errors import DeepFaultError
-from .synthesis import neuron_pairs
+from ..core.capture import activations, as_tensor, eval_mode, forward, model_device
+from ..errors import DeepFaultError
+from ..generate.ascent import neuron_pairs
 
 __all__ = ["Evaluation", "evaluate", "OUTPUT_KINDS", "cross_entropy", "predict"]
 
@@ -130,7 +130,7 @@ def evaluate(
     Args:
         model: The network.
         originals: ``(N, ...)`` inputs synthesis started from.
-        synthesized: ``(N, ...)`` the inputs :func:`~deepfault.synthesis.synthesize` made.
+        synthesized: ``(N, ...)`` the inputs :func:`~deepfault.generate.ascent.synthesize` made.
         labels: ``(N,)`` the originals' labels.
         neurons: The suspicious neurons (a Selection or ``(layer, unit)`` pairs).
         ranking: Every neuron as ``(layer, unit)``, most suspicious first; needed for

@@ -1,7 +1,7 @@
 """Tables, figures and one self-contained HTML page from a results store.
 
 The report restates the paper's evaluation (Eniser et al., FASE 2019, Section 5 and the
-appendix) for one experiment of a :class:`~deepfault.store.ResultStore`:
+appendix) for one experiment of a :class:`~deepfault.experiment.store.ResultStore`:
 
 - ``table3_loss_accuracy``: mean loss and accuracy on the synthesized inputs (Table 3);
 - ``table4_distances``: L1, L2 and L_inf distances to the originals (Table 4);
@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DeepFaultError
-from .selection import BASELINES
+from ..errors import DeepFaultError
+from ..localize.selection import BASELINES
 from .stats import compare
 from .store import ResultStore
 
@@ -749,7 +749,7 @@ def _render_html(d: _Data, tables: list, figures: list) -> str:
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("deepfault", "templates"),
+        loader=jinja2.PackageLoader("deepfault.experiment", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     )
     exp = d.experiment

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import DeepFaultError
+from ..errors import DeepFaultError
 
 __all__ = ["main", "build_parser"]
 
@@ -73,8 +73,8 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .measures import list_measures
-    from .selection import BASELINES
+    from ..localize.measures import list_measures
+    from ..localize.selection import BASELINES
 
     parser = argparse.ArgumentParser(
         prog="deepfault",
@@ -144,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(run)
     run.set_defaults(func=_cmd_run)
 
-    from .data import list_datasets
-    from .models import list_architectures
+    from ..data import list_datasets
+    from ..models import list_architectures
 
     train = sub.add_parser(
         "train", help="train a zoo architecture on a data set and write a model file",
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(insp)
     insp.set_defaults(func=_cmd_inspect)
 
-    from .experiment import PRESETS
+    from ..experiment.grid import PRESETS
 
     exp = sub.add_parser(
         "experiment", help="run (or resume) an experiment grid into a results store",
@@ -280,7 +280,7 @@ def _fmt(value, digits: int = 3) -> str:
 
 
 def _open_model(args):
-    from .models import open_model
+    from ..models import open_model
 
     return open_model(args.model, weights=args.weights, arch=args.arch,
                       trust_pickle=args.trust_pickle)
@@ -288,8 +288,8 @@ def _open_model(args):
 
 def _load_inputs(args):
     """The model file and the data set a run uses, the data laid out as the model takes it."""
-    from .data import load_dataset
-    from .models.default import default_model
+    from ..data import load_dataset
+    from ..models.default import default_model
 
     if args.model is None:
         name = args.dataset or "digits"
@@ -376,9 +376,9 @@ def _summary(result, mf, data, device) -> str:
 def _cmd_run(args) -> int:
     import torch
 
-    from ._io import check_writable, write_json
-    from .pipeline import RunConfig, run_deepfault
-    from .provenance import provenance
+    from .._io import check_writable, write_json
+    from ..localize.protocol import RunConfig, run_deepfault
+    from ..provenance import provenance
 
     out = None if args.out == "-" else check_writable(args.out)
     if args.log:
@@ -419,10 +419,10 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_train(args) -> int:
-    from ._io import check_writable
-    from .data import load_dataset
-    from .models import save_model
-    from .models.train import TrainConfig, train_model
+    from .._io import check_writable
+    from ..data import load_dataset
+    from ..models import save_model
+    from ..models.train import TrainConfig, train_model
 
     out = check_writable(args.out or f"{args.arch}-{Path(args.dataset).stem}.pt")
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
@@ -452,8 +452,8 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_data_list(args) -> int:
-    from .data import _REGISTRY, default_data_dir, list_datasets
-    from .data.download import SOURCES, dataset_status
+    from ..data import _REGISTRY, default_data_dir, list_datasets
+    from ..data.download import SOURCES, dataset_status
 
     root = default_data_dir(args.data_dir)
     print(f"data root: {root}")
@@ -477,8 +477,8 @@ def _cmd_data_list(args) -> int:
 
 
 def _cmd_data_download(args) -> int:
-    from .data import default_data_dir
-    from .data.download import download
+    from ..data import default_data_dir
+    from ..data.download import download
 
     paths = download(args.name, default_data_dir(args.data_dir), force=args.force)
     for path in paths:
@@ -487,7 +487,7 @@ def _cmd_data_download(args) -> int:
 
 
 def _cmd_inspect(args) -> int:
-    from .summary import describe_model
+    from ..models.summary import describe_model
 
     mf = _open_model(args)
     if args.input_shape:
@@ -500,7 +500,7 @@ def _cmd_inspect(args) -> int:
     elif mf.meta.get("input_shape") and None not in mf.meta["input_shape"]:
         shape = tuple(mf.meta["input_shape"])
     elif args.dataset or mf.dataset:
-        from .data import load_dataset
+        from ..data import load_dataset
 
         shape = load_dataset(args.dataset or mf.dataset, data_dir=args.data_dir).input_shape
     else:
@@ -522,7 +522,7 @@ def _cmd_inspect(args) -> int:
 
 
 def _cmd_experiment(args) -> int:
-    from .experiment import PRESETS, load_config, run_experiment, with_overrides
+    from ..experiment.grid import PRESETS, load_config, run_experiment, with_overrides
 
     config = PRESETS[args.preset] if args.preset else load_config(args.config)
     config = with_overrides(config, seed=args.seed)
@@ -541,7 +541,7 @@ def _cmd_experiment(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .report import write_report
+    from ..experiment.report import write_report
 
     store = Path(args.store)
     if not store.is_file():
@@ -553,7 +553,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_measures(args) -> int:
-    from .measures import get_measure, list_measures
+    from ..localize.measures import get_measure, list_measures
 
     rows = [(name, get_measure(name).formula, get_measure(name).reference) for name in list_measures()]
     rows.append(("random", "k neurons none of tarantula/ochiai/dstar chose, spread over layers "

@@ -6,7 +6,7 @@ correctly classified inputs are drawn (seeded, without replacement); then every
 approach and ``k`` selects neurons and synthesizes from those same inputs. The random
 baseline is drawn after Tarantula, Ochiai and D* for the same ``k`` (spec section 3) and
 repeated ``random_repetitions`` times. Every cell is written to the
-:class:`~deepfault.store.ResultStore` as soon as it is done; rerunning skips the cells
+:class:`~deepfault.experiment.store.ResultStore` as soon as it is done; rerunning skips the cells
 already there.
 """
 
@@ -26,14 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import Dataset, load_dataset
-from .errors import DeepFaultError
-from .evaluation import evaluate, predict
-from .measures import check_star
-from .selection import BASELINES, check_k, list_approaches, select
-from .spectrum import compute_spectrum
+from ..data import Dataset, load_dataset
+from ..errors import DeepFaultError
+from ..generate.ascent import check_synthesis_args, synthesize
+from ..localize.evaluation import evaluate, predict
+from ..localize.measures import check_star
+from ..localize.selection import BASELINES, check_k, list_approaches, select
+from ..localize.spectrum import compute_spectrum
 from .store import Cell, CellKey, ResultStore
-from .synthesis import check_synthesis_args, synthesize
 
 __all__ = ["ModelSpec", "ExperimentConfig", "PRESETS", "load_config", "run_experiment"]
 
@@ -80,7 +80,7 @@ class ExperimentConfig:
     train_schedule: str = "cosine"
 
     def train_config(self):
-        from .models.train import TrainConfig
+        from ..models.train import TrainConfig
 
         return TrainConfig(epochs=self.train_epochs, lr=self.train_lr, seed=self.seed,
                            schedule=self.train_schedule)
@@ -191,8 +191,8 @@ def _digest(model: torch.nn.Module) -> str:
 
 
 def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, device):
-    from .models import open_model, save_model
-    from .models.train import train_model
+    from ..models import open_model, save_model
+    from ..models.train import train_model
 
     out = {}
     for spec in config.models:
@@ -332,7 +332,7 @@ def run_experiment(
     Returns:
         What was run and skipped, and the configuration hash that keys the cells.
     """
-    from .provenance import provenance
+    from ..provenance import provenance
 
     config.validate()
     if workers < 1:

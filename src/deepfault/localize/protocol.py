@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from torch import nn
 
-from .data import Dataset
-from .errors import DeepFaultError, check_int
+from ..data import Dataset
+from ..errors import DeepFaultError, check_int
+from ..generate.ascent import check_synthesis_args, synthesize
 from .evaluation import OUTPUT_KINDS, Evaluation, evaluate, predict
 from .measures import check_star
 from .selection import BASELINES, Selection, check_k, list_approaches, select
 from .spectrum import Spectrum, compute_class_spectra
-from .synthesis import check_synthesis_args, synthesize
 
 __all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "run_deepfault"]
 

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .activations import capture, eval_mode, model_device
-from .synthesis import RMS_EPS, check_synthesis_args, neuron_pairs
+from ..core.capture import capture, eval_mode, model_device
+from ..generate.ascent import RMS_EPS, check_synthesis_args, neuron_pairs
 
 __all__ = ["spectrum_reference", "synthesize_reference"]
 

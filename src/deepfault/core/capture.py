@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .errors import DeepFaultError
+from ..errors import DeepFaultError
 
 __all__ = [
     "Layer",
