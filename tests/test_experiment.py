@@ -9,12 +9,12 @@ import time
 
 import numpy as np
 import pytest
-from deepfault.experiment.grid import ExperimentConfig, ModelSpec, load_config, plan, run_experiment
-from deepfault.experiment.stats import a12, compare
-from deepfault.experiment.store import ResultStore
 from scipy.stats import mannwhitneyu
 
 from deepfault import DeepFaultError
+from deepfault.experiment.grid import ExperimentConfig, ModelSpec, load_config, plan, run_experiment
+from deepfault.experiment.stats import a12, compare
+from deepfault.experiment.store import ResultStore
 
 SMALL = ExperimentConfig(
     name="small", dataset="digits", models=(ModelSpec("mlp", arch="digits_mlp"),), ks=(1, 3),

@@ -13,7 +13,7 @@ import torch
 
 h5py = pytest.importorskip("h5py")
 
-from deepfault.core.capture import activations  # noqa: E402
+from deepfault.core.batches import activations  # noqa: E402
 from deepfault.errors import DeepFaultError  # noqa: E402
 from deepfault.models.keras import list_keras_layers, load_keras  # noqa: E402
 

@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 import pytest
-from deepfault.experiment.report import write_report
-from deepfault.experiment.store import Cell, CellKey, ResultStore
 from scipy.stats import mannwhitneyu
 
 from deepfault.errors import DeepFaultError
+from deepfault.experiment.report import write_report
+from deepfault.experiment.store import Cell, CellKey, ResultStore
 
 MODELS = ["m1", "<b>m</b>"]
 CLASSES = [0, 1]

@@ -10,11 +10,12 @@ See the README for a worked example.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .core.capture import Layer, NeuronLayout, activations, capture
+from .core.batches import activations, iterate_batches, predict
+from .core.capture import Layer, NeuronLayout, capture
 from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
 from .generate.ascent import synthesize
-from .localize.evaluation import Evaluation, evaluate, predict
+from .localize.evaluation import Evaluation, evaluate
 from .localize.measures import get_measure, list_measures, register_measure, suspiciousness
 from .localize.protocol import RunConfig, RunResult, run_deepfault
 from .localize.selection import (
@@ -50,6 +51,7 @@ __all__ = [
     "compute_spectrum",
     "evaluate",
     "get_measure",
+    "iterate_batches",
     "list_approaches",
     "list_datasets",
     "list_measures",

@@ -13,7 +13,7 @@ All hooks are registered and removed by :func:`capture`, in a ``finally`` block.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +27,13 @@ __all__ = [
     "NeuronLayout",
     "NEURON_MODULE_TYPES",
     "capture",
-    "activations",
+    "check_transform",
+    "eval_mode",
+    "forward",
+    "model_outputs",
+    "LAYER_SELECTIONS",
+    "SOFTMAX_LAYER",
+    "TRANSFORMS",
     "model_device",
     "as_tensor",
 ]
@@ -144,16 +150,65 @@ def as_tensor(inputs, *, name: str = "inputs") -> torch.Tensor:
     return x
 
 
-def _units(module: nn.Module, output: torch.Tensor) -> torch.Tensor:
+#: Value transforms of a layer's output before a conv channel is averaged (coverage spec 1).
+TRANSFORMS = ("raw", "layer-minmax")
+
+#: Activation modules that a "deepxplore" selection reads in place of the layer they follow
+#: (Keras fuses them into Dense/Conv2D, so DeepXplore's layer outputs are activated values).
+_ACTIVATIONS = (nn.ReLU, nn.LeakyReLU, nn.ELU, nn.Tanh, nn.Sigmoid, nn.ReLU6, nn.GELU, nn.SiLU)
+_POOLING = (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
+            nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)
+
+#: The pseudo-layer holding ``softmax`` of the model's output (DeepXplore counts it).
+SOFTMAX_LAYER = "softmax(output)"
+
+
+def check_transform(transform: str) -> str:
+    if transform not in TRANSFORMS:
+        raise DeepFaultError(f"unknown transform {transform!r}; known: {', '.join(TRANSFORMS)}")
+    return transform
+
+
+def _units(module: nn.Module, output: torch.Tensor, transform: str = "raw") -> torch.Tensor:
     """The ``(N, U)`` unit values of one module output, always a fresh tensor."""
     if isinstance(module, nn.Linear) and output.ndim > 2:
         output = output.movedim(-1, 1)
+    if transform == "layer-minmax":
+        flat = output.flatten(1)
+        low = flat.amin(dim=1, keepdim=True)
+        span = flat.amax(dim=1, keepdim=True) - low
+        # A constant layer (span 0) gives 0 for every unit, never NaN.
+        scaled = (flat - low) / torch.where(span > 0, span, torch.ones_like(span))
+        output = scaled.view_as(output)
     if output.ndim == 2:
         return output.clone()
     return output.flatten(2).mean(dim=2)
 
 
-def _resolve(model: nn.Module, layers: Sequence[str] | None) -> tuple[list[str], bool]:
+def _deepxplore_layers(model: nn.Module) -> list[str]:
+    """DeepXplore's neuron layers: every layer but input and flatten, activated values.
+
+    Each Linear/Conv is read after the activation module that follows it (if any), then
+    pooling layers, the logits layer and the softmax of the output, in registration order.
+    """
+    leaves = [(n, m) for n, m in model.named_modules() if n and not list(m.children())]
+    names: list[str] = []
+    for i, (name, module) in enumerate(leaves):
+        if isinstance(module, NEURON_MODULE_TYPES):
+            nxt = leaves[i + 1] if i + 1 < len(leaves) else None
+            names.append(nxt[0] if nxt is not None and isinstance(nxt[1], _ACTIVATIONS) else name)
+        elif isinstance(module, _POOLING):
+            names.append(name)
+    if not names:
+        raise DeepFaultError("the model has no Linear, Conv or pooling layer for the 'deepxplore' selection")
+    return names + [SOFTMAX_LAYER]
+
+
+#: Named layer selections (``layers="deepxplore"``, ``--layers deepxplore``).
+LAYER_SELECTIONS: dict[str, Callable[[nn.Module], list[str]]] = {"deepxplore": _deepxplore_layers}
+
+
+def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list[str], bool]:
     """Module names to hook, and whether the last one to run is to be dropped (the logits)."""
     modules = dict(model.named_modules())
     if layers is None:
@@ -165,12 +220,18 @@ def _resolve(model: nn.Module, layers: Sequence[str] | None) -> tuple[list[str],
             )
         return names, True
     if isinstance(layers, str):
+        if layers in LAYER_SELECTIONS and layers not in modules:
+            return LAYER_SELECTIONS[layers](model), False
         layers = [layers]
     names = list(dict.fromkeys(layers))
-    unknown = [n for n in names if n not in modules or n == ""]
+    unknown = [n for n in names if (n not in modules or n == "") and n != SOFTMAX_LAYER]
     if unknown:
-        valid = ", ".join(n for n in modules if n)
-        raise DeepFaultError(f"unknown layer name(s) {', '.join(map(repr, unknown))}; valid: {valid}")
+        valid = ", ".join([n for n in modules if n] + [SOFTMAX_LAYER])
+        selections = ", ".join(LAYER_SELECTIONS)
+        raise DeepFaultError(
+            f"unknown layer name(s) {', '.join(map(repr, unknown))}; valid: {valid} "
+            f"(or a named selection: {selections})"
+        )
     if not names:
         raise DeepFaultError("layers must name at least one module")
     return names, False
@@ -179,14 +240,17 @@ def _resolve(model: nn.Module, layers: Sequence[str] | None) -> tuple[list[str],
 class _Recorder:
     """Collects one forward pass's unit values from the hooks."""
 
-    def __init__(self, names: list[str], drop_last: bool):
+    def __init__(self, names: list[str], drop_last: bool, transform: str = "raw"):
         self._names = names
         self._drop_last = drop_last
+        self._transform = transform
         self._values: dict[str, torch.Tensor] = {}
         self._order: list[str] = []
         self.layout: NeuronLayout | None = None
 
     def hook(self, name: str):
+        softmax = name == SOFTMAX_LAYER
+
         def record(module, args, output):
             if not isinstance(output, torch.Tensor):
                 raise DeepFaultError(
@@ -198,7 +262,9 @@ class _Recorder:
                     f"layer {name!r} runs more than once per forward pass; choose modules "
                     "that run once (for example the enclosing block)"
                 )
-            self._values[name] = _units(module, output)
+            if softmax:
+                output = torch.softmax(output.flatten(1), dim=1)
+            self._values[name] = _units(module, output, self._transform)
             self._order.append(name)
 
         return record
@@ -225,24 +291,33 @@ class _Recorder:
 
 
 @contextlib.contextmanager
-def capture(model: nn.Module, layers: Sequence[str] | None = None) -> Iterator[_Recorder]:
+def capture(
+    model: nn.Module, layers: Sequence[str] | str | None = None, *, transform: str = "raw"
+) -> Iterator[_Recorder]:
     """Register forward hooks on the neuron layers for the duration of a ``with`` block.
 
     Args:
         model: The network.
-        layers: Qualified module names to analyse. ``None`` selects every ``Linear`` and
-            ``Conv{1,2,3}d`` module except the last one to run (the logits layer).
+        layers: Qualified module names to analyse, or a named selection
+            (``"deepxplore"``: DeepXplore's layers, coverage spec section 1). ``None``
+            selects every ``Linear`` and ``Conv{1,2,3}d`` module except the last one to
+            run (the logits layer).
+        transform: ``"raw"`` values, or ``"layer-minmax"``: each input's whole layer
+            output min-max scaled to [0, 1] before a channel's spatial mean.
 
     Yields:
         A recorder; after each forward pass, ``recorder.collect()`` returns the ``(N, M)``
         neuron values and ``recorder.layout`` describes the columns.
 
     Raises:
-        DeepFaultError: An unknown layer name (the message lists the valid ones).
+        DeepFaultError: An unknown layer name (the message lists the valid ones) or
+            transform.
     """
+    check_transform(transform)
     names, drop_last = _resolve(model, layers)
     modules = dict(model.named_modules())
-    recorder = _Recorder(names, drop_last)
+    modules[SOFTMAX_LAYER] = model
+    recorder = _Recorder(names, drop_last, transform)
     handles = []
     try:
         for name in names:
@@ -264,17 +339,45 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
+_SHAPE_WORDS = ("shape", "size", "mat1", "dimension", "expected input", "channels", "must match")
+
+
+def model_outputs(result, *, where: str = "the model") -> torch.Tensor:
+    """The class scores in what a model's ``forward`` returned.
+
+    A tensor is used as it is; from a tuple or list the first element, from a dict the
+    ``"logits"`` entry (Hugging Face's convention). Anything else is an error.
+    """
+    if isinstance(result, torch.Tensor):
+        return result
+    if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
+        return result[0]
+    if isinstance(result, dict) and isinstance(result.get("logits"), torch.Tensor):
+        return result["logits"]
+    if hasattr(result, "logits") and isinstance(result.logits, torch.Tensor):
+        return result.logits
+    raise DeepFaultError(
+        f"{where} returns {type(result).__name__}; deepfault needs a tensor of class scores, "
+        "a tuple whose first element is one, or a dict with a 'logits' entry"
+    )
+
+
 def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``model(x)``, turning a shape error into a message that says what to do."""
+    """The model's class scores for ``x``, turning a shape error into a message that says
+    what to do. Other errors (out of memory, a bug in the model) pass through unchanged."""
     try:
-        return model(x)
+        result = model(x)
     except DeepFaultError:
         raise
     except (RuntimeError, ValueError, IndexError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "out of memory" in first.lower() or not any(w in first.lower() for w in _SHAPE_WORDS):
+            raise
         raise DeepFaultError(
             f"the model cannot take inputs of shape {tuple(x.shape[1:])} (per input): "
-            f"{str(err).splitlines()[0]}; give inputs in the shape and layout the model expects"
+            f"{first}; give inputs in the shape and layout the model expects"
         ) from err
+    return model_outputs(result)
 
 
 def check_finite(values: torch.Tensor, layout: NeuronLayout, start: int = 0) -> None:
@@ -288,33 +391,3 @@ def check_finite(values: torch.Tensor, layout: NeuronLayout, start: int = 0) -> 
         f"neuron {layer}[{unit}] is NaN or infinite for input {start + row}; "
         "check the model's weights and that the inputs are scaled as it expects"
     )
-
-
-def activations(
-    model: nn.Module,
-    inputs,
-    *,
-    layers: Sequence[str] | None = None,
-    batch_size: int = 1024,
-) -> tuple[NeuronLayout, torch.Tensor]:
-    """All neuron values for a set of inputs.
-
-    Args:
-        model: The network; analysed in ``eval()`` mode, its mode restored afterwards.
-        inputs: ``(N, ...)`` array or tensor.
-        layers: Module names, as in :func:`capture`.
-        batch_size: Inputs per forward pass; the result does not depend on it.
-
-    Returns:
-        The layout and a ``(N, M)`` float32 CPU tensor of neuron values.
-    """
-    x = as_tensor(inputs)
-    device = model_device(model)
-    out = []
-    with eval_mode(model), capture(model, layers) as rec, torch.inference_mode():
-        for start in range(0, len(x), batch_size):
-            forward(model, x[start : start + batch_size].to(device))
-            values = rec.collect()
-            check_finite(values, rec.layout, start)
-            out.append(values.cpu())
-    return rec.layout, torch.cat(out) if out else torch.zeros(0, 0)

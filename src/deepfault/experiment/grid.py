@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.batches import predict
 from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError
 from ..generate.ascent import check_synthesis_args, synthesize
-from ..localize.evaluation import evaluate, predict
+from ..localize.evaluation import evaluate
 from ..localize.measures import check_star
 from ..localize.selection import BASELINES, check_k, list_approaches, select
 from ..localize.spectrum import compute_spectrum

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.capture import activations, as_tensor, eval_mode, forward, model_device
+from ..core.batches import activations, predict
+from ..core.capture import as_tensor
 from ..errors import DeepFaultError
 from ..generate.ascent import neuron_pairs
 
@@ -92,16 +93,6 @@ def cross_entropy(outputs: torch.Tensor, labels: torch.Tensor, output_kind: str)
     if output_kind == "probabilities":
         return F.nll_loss(outputs.clamp_min(1e-12).log(), labels, reduction="none")
     raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
-
-
-def predict(model: nn.Module, inputs, *, batch_size: int = 1024) -> torch.Tensor:
-    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd."""
-    x = as_tensor(inputs)
-    device = model_device(model)
-    with eval_mode(model), torch.inference_mode():
-        return torch.cat(
-            [forward(model, x[i : i + batch_size].to(device)).cpu() for i in range(0, len(x), batch_size)]
-        )
 
 
 def _increase(model, before, after, pairs, batch_size) -> np.ndarray:

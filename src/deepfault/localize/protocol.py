@@ -13,10 +13,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from torch import nn
 
+from ..core.batches import predict
 from ..data import Dataset
 from ..errors import DeepFaultError, check_int
 from ..generate.ascent import check_synthesis_args, synthesize
-from .evaluation import OUTPUT_KINDS, Evaluation, evaluate, predict
+from .evaluation import OUTPUT_KINDS, Evaluation, evaluate
 from .measures import check_star
 from .selection import BASELINES, Selection, check_k, list_approaches, select
 from .spectrum import Spectrum, compute_class_spectra

@@ -17,18 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.capture import (
-    NeuronLayout,
-    as_tensor,
-    capture,
-    check_finite,
-    eval_mode,
-    forward,
-    model_device,
-)
-from ..errors import DeepFaultError
+from ..core.accumulator import Accumulator
+from ..core.batches import iterate_batches
+from ..core.capture import NeuronLayout, as_tensor
+from ..errors import DeepFaultError, check_int
 
-__all__ = ["Spectrum", "compute_spectrum", "compute_class_spectra"]
+__all__ = ["Spectrum", "SpectrumAccumulator", "spectrum_counts", "compute_spectrum", "compute_class_spectra"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +91,74 @@ def _check_labels(y: torch.Tensor, n: int, num_classes: int | None) -> None:
         )
 
 
+def spectrum_counts(
+    values: torch.Tensor, passed: torch.Tensor, group: torch.Tensor, groups: int, threshold: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The counts of one batch: the pure half of :class:`SpectrumAccumulator`.
+
+    Args:
+        values: ``(B, M)`` neuron values.
+        passed: ``(B,)`` bool, whether each input is classified correctly.
+        group: ``(B,)`` int64 group index in ``range(groups)``, or ``-1`` for no group.
+        groups: Number of groups (one per analysed class).
+        threshold: A neuron is active when its value is greater than this.
+
+    Returns:
+        ``as`` and ``af`` of shape ``(groups, M)`` and the passed and failed totals of
+        shape ``(groups,)``, all int64 on the CPU.
+    """
+    device = values.device
+    member = torch.nn.functional.one_hot((group.to(device) + 1).clamp(min=0), groups + 1)
+    member = member[:, 1:].to(torch.float32)  # (B, G); inputs in no group drop out
+    ok = passed.to(device=device, dtype=torch.float32)[:, None]
+    active = (values > threshold).to(torch.float32)  # (B, M)
+    # Exact: 0/1 products summed over at most batch_size < 2**24 inputs.
+    w = torch.stack([member * ok, member * (1 - ok)])  # (2, B, G)
+    counts = (w.transpose(1, 2) @ active).round().to(torch.int64).cpu()
+    totals = w.sum(1).round().to(torch.int64).cpu()
+    return counts[0], counts[1], totals[0], totals[1]
+
+
+class SpectrumAccumulator(Accumulator):
+    """Hit-spectrum counts of ``groups`` disjoint groups of inputs, batch by batch.
+
+    ``update(values, passed, group)`` adds a batch; ``compute()`` returns
+    ``(a_s, a_f, n_pass, n_fail)`` as int64 numpy arrays (``(G, M)``, ``(G, M)``, ``(G,)``,
+    ``(G,)``); two accumulators over different inputs merge into the one over both.
+    """
+
+    def __init__(self, groups: int, *, threshold: float = 0.0):
+        super().__init__()
+        self.groups = check_int("groups", groups)
+        self.threshold = check_threshold(threshold)
+        self.add_state("a_s", None, "sum")
+        self.add_state("a_f", None, "sum")
+        self.add_state("n_pass", torch.zeros(groups, dtype=torch.int64), "sum")
+        self.add_state("n_fail", torch.zeros(groups, dtype=torch.int64), "sum")
+
+    def update(self, values: torch.Tensor, passed: torch.Tensor, group: torch.Tensor) -> None:
+        a_s, a_f, n_pass, n_fail = spectrum_counts(values, passed, group, self.groups, self.threshold)
+        self.a_s = a_s if self.a_s is None else self.a_s + a_s
+        self.a_f = a_f if self.a_f is None else self.a_f + a_f
+        self.n_pass += n_pass
+        self.n_fail += n_fail
+
+    def compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if self.a_s is None:
+            raise DeepFaultError("no inputs to analyse: the input set is empty")
+        return self.a_s.numpy(), self.a_f.numpy(), self.n_pass.numpy(), self.n_fail.numpy()
+
+
+def check_threshold(threshold) -> float:
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"threshold must be a finite number; got {threshold!r}") from None
+    if not np.isfinite(value):
+        raise DeepFaultError(f"threshold must be a finite number; got {threshold!r}")
+    return value
+
+
 def _spectra(
     model: nn.Module,
     inputs,
@@ -114,47 +176,21 @@ def _spectra(
     ``-1`` for inputs in no group. Returns the layout, ``as`` and ``af`` of shape
     ``(groups, M)``, the passed and failed totals of shape ``(groups,)``, and the seconds.
     """
-    if batch_size < 1:
-        raise DeepFaultError(f"batch_size must be at least 1; got {batch_size}")
     start_time = time.perf_counter()
+    acc = SpectrumAccumulator(groups, threshold=threshold)
     x = as_tensor(inputs)
-    y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-    y = y.long().cpu()
-    _check_labels(y, len(x), None)
     if len(x) == 0:
         raise DeepFaultError("no inputs to analyse: the input set is empty")
-    device = model_device(model)
-    a_s = a_f = None
-    n_pass = torch.zeros(groups, dtype=torch.int64)
-    n_fail = torch.zeros(groups, dtype=torch.int64)
-    with eval_mode(model), capture(model, layers) as rec, torch.inference_mode():
-        for start in range(0, len(x), batch_size):
-            xb = x[start : start + batch_size].to(device)
-            yb = y[start : start + batch_size]
-            logits = forward(model, xb)
-            values = rec.collect()
-            check_finite(values, rec.layout, start)
-            if logits.ndim != 2:
-                raise DeepFaultError(
-                    f"the model's output must be (N, classes); got shape {tuple(logits.shape)}"
-                )
-            _check_labels(yb, len(yb), logits.shape[1])
-            passed = (logits.argmax(dim=1).cpu() == yb).to(torch.float32)
-            member = torch.nn.functional.one_hot((group_of(yb) + 1).clamp(min=0), groups + 1)
-            member = member[:, 1:].to(torch.float32)  # (B, G); inputs in no group drop out
-            active = (values > threshold).to(torch.float32)  # (B, M)
-            # Exact: 0/1 products summed over at most batch_size < 2**24 inputs.
-            w = torch.stack([member * passed[:, None], member * (1 - passed[:, None])])
-            counts = (w.to(device).transpose(1, 2) @ active).round().to(torch.int64).cpu()
-            if a_s is None:
-                a_s = torch.zeros_like(counts[0])
-                a_f = torch.zeros_like(counts[1])
-            a_s += counts[0]
-            a_f += counts[1]
-            n_pass += (member * passed[:, None]).sum(0).round().long()
-            n_fail += (member * (1 - passed[:, None])).sum(0).round().long()
-    seconds = time.perf_counter() - start_time
-    return rec.layout, a_s.numpy(), a_f.numpy(), n_pass.numpy(), n_fail.numpy(), seconds
+    y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
+    _check_labels(y.long().cpu(), len(x), None)
+    layout = None
+    for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size):
+        _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
+        passed = b.outputs.argmax(dim=1).cpu() == b.labels
+        acc.update(b.values, passed, group_of(b.labels))
+        layout = b.layout
+    a_s, a_f, n_pass, n_fail = acc.compute()
+    return layout, a_s, a_f, n_pass, n_fail, time.perf_counter() - start_time
 
 
 def compute_spectrum(

@@ -65,7 +65,7 @@ class TrainResult:
 
 def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:
     """Share of inputs whose arg-max prediction equals the label."""
-    from ..localize.evaluation import predict
+    from ..core.batches import predict
 
     if len(x) == 0:
         return float("nan")

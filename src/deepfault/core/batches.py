@@ -1,0 +1,145 @@
+"""The one loop over batches: model outputs and neuron values, batch by batch.
+
+Every analysis in deepfault (spectra, coverage, prediction, evaluation, the fuzzers'
+executions) runs its inputs through :func:`iterate_batches`, which puts the model in
+``eval()`` mode without autograd, registers the hooks of one :func:`~.capture.capture`,
+moves each slice to the model's device, checks outputs and neuron values, and yields a
+:class:`Batch`. Consumers fold batches into an :class:`~.accumulator.Accumulator`, so a
+result never depends on the batch size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import DeepFaultError
+from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
+
+__all__ = ["Batch", "iterate_batches", "predict", "activations", "check_batch_size"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One slice of the inputs after a forward pass.
+
+    Attributes:
+        start, stop: The slice of the inputs, ``inputs[start:stop]``.
+        inputs: ``(B, ...)`` float32 inputs on the model's device.
+        outputs: ``(B, classes)`` model outputs (logits or probabilities) on the device.
+        values: ``(B, M)`` neuron values on the device, or ``None`` without capture.
+        layout: The neuron layout of ``values`` (``None`` without capture).
+        labels: ``(B,)`` int64 labels on the CPU when labels were given.
+    """
+
+    start: int
+    stop: int
+    inputs: torch.Tensor
+    outputs: torch.Tensor
+    values: torch.Tensor | None = None
+    layout: NeuronLayout | None = None
+    labels: torch.Tensor | None = None
+
+
+def check_batch_size(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise DeepFaultError(f"batch_size must be an integer >= 1; got {batch_size!r}")
+    return int(batch_size)
+
+
+def iterate_batches(
+    model: nn.Module,
+    inputs,
+    *,
+    labels=None,
+    neurons: bool = True,
+    layers: Sequence[str] | str | None = None,
+    transform: str = "raw",
+    batch_size: int = 1024,
+    check: bool = True,
+) -> Iterator[Batch]:
+    """Run ``inputs`` through ``model`` in batches, capturing neuron values.
+
+    Args:
+        model: The classifier, run in ``eval()`` mode (restored afterwards) under
+            ``torch.inference_mode()`` on its own device.
+        inputs: ``(N, ...)`` array or tensor (checked finite).
+        labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``).
+        neurons: Capture neuron values (``False``: outputs only, no hooks).
+        layers, transform: As in :func:`~.capture.capture`.
+        batch_size: Inputs per forward pass.
+        check: Check that outputs are ``(B, classes)`` and neuron values finite.
+
+    Yields:
+        One :class:`Batch` per slice, in order. Hooks are removed when the generator is
+        exhausted or closed.
+    """
+    batch_size = check_batch_size(batch_size)
+    x = as_tensor(inputs)
+    y = None
+    if labels is not None:
+        y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
+        y = y.long().cpu()
+        if y.ndim != 1 or len(y) != len(x):
+            raise DeepFaultError(
+                f"labels must be a 1-D array with one label per input ({len(x)}); got shape {tuple(y.shape)}"
+            )
+    device = model_device(model)
+    hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
+    with eval_mode(model), hooks as rec, torch.inference_mode():
+        for start in range(0, len(x), batch_size):
+            xb = x[start : start + batch_size].to(device)
+            out = forward(model, xb)
+            if check and out.ndim != 2:
+                raise DeepFaultError(
+                    f"the model's output must be (N, classes); got shape {tuple(out.shape)}"
+                )
+            values = layout = None
+            if rec is not None:
+                values = rec.collect()
+                layout = rec.layout
+                if check:
+                    check_finite(values, layout, start)
+            yb = None if y is None else y[start : start + batch_size]
+            yield Batch(start, start + len(xb), xb, out, values, layout, yb)
+
+
+def predict(model: nn.Module, inputs, *, batch_size: int = 1024) -> torch.Tensor:
+    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd."""
+    parts = [b.outputs.cpu() for b in iterate_batches(model, inputs, neurons=False, batch_size=batch_size)]
+    return torch.cat(parts) if parts else torch.zeros(0, 0)
+
+
+def activations(
+    model: nn.Module,
+    inputs,
+    *,
+    layers: Sequence[str] | str | None = None,
+    transform: str = "raw",
+    batch_size: int = 1024,
+) -> tuple[NeuronLayout, torch.Tensor]:
+    """All neuron values for a set of inputs.
+
+    Args:
+        model: The network; analysed in ``eval()`` mode, its mode restored afterwards.
+        inputs: ``(N, ...)`` array or tensor.
+        layers, transform: As in :func:`~.capture.capture`.
+        batch_size: Inputs per forward pass; the result does not depend on it.
+
+    Returns:
+        The layout and a ``(N, M)`` float32 CPU tensor of neuron values.
+    """
+    layout, out = None, []
+    for b in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
+                             check=False):
+        check_finite(b.values, b.layout, b.start)
+        layout = b.layout
+        out.append(b.values.cpu())
+    if layout is None:  # no inputs: one empty pass to learn nothing is not possible; say so
+        raise DeepFaultError("no inputs: the input set is empty")
+    return layout, torch.cat(out)

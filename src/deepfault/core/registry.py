@@ -1,0 +1,94 @@
+"""One small registry for every extension point.
+
+Measures and baselines, model file formats, data sets, zoo architectures, generation
+strategies, coverage criteria, mutation rules and executors are all looked up by name
+in a :class:`Registry` (torchvision's ``register_model``/``get_model``/``list_models``):
+a decorator adds an entry, a duplicate name is refused, and an unknown name raises a
+:class:`~deepfault.errors.DeepFaultError` that lists the known ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from ..errors import DeepFaultError
+
+__all__ = ["Registry"]
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind.
+
+    Args:
+        kind: What the entries are, for messages ("measure", "model format", ...).
+
+    Example:
+        >>> shapes = Registry("shape")
+        >>> @shapes.register("square")
+        ... def square(a):
+        ...     return a * a
+        >>> shapes.get("square")(3)
+        9
+        >>> shapes.names()
+        ['square']
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
+        """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.
+
+        Raises:
+            RuntimeError: ``name`` is registered already (a programming error, not a
+                user's).
+        """
+
+        def add(obj: T) -> T:
+            if name in self._entries:
+                raise RuntimeError(f"{self.kind} {name!r} is registered twice")
+            self._entries[name] = obj
+            return obj
+
+        return add if entry is None else add(entry)
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (for tests and plug-ins that replace an entry)."""
+        self._entries.pop(name, None)
+
+    def get(self, name: str) -> T:
+        """The entry registered as ``name``.
+
+        Raises:
+            DeepFaultError: ``name`` is unknown; the message lists the known names.
+        """
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            raise DeepFaultError(
+                f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}"
+            ) from None
+
+    def names(self) -> list[str]:
+        """The registered names, sorted."""
+        return sorted(self._entries)
+
+    def items(self) -> list[tuple[str, T]]:
+        """``(name, entry)`` pairs in registration order."""
+        return list(self._entries.items())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {', '.join(self.names())})"
