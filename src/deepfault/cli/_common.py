@@ -1,0 +1,153 @@
+"""What the sub-commands share: argument types, the help formatter, devices, tables."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from ..errors import DeepFaultError
+
+log = logging.getLogger("deepfault")
+
+
+def positive_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def class_list(text: str) -> tuple[int, ...] | None:
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a class index, a comma-separated list, or 'all'; got {text!r}"
+        ) from None
+
+
+def names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one worth showing and the help does not say it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+        if flag or action.default is None or action.default is argparse.SUPPRESS or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+def add_data_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", metavar="DIR", default=None,
+                   help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", default=None, metavar="NAME",
+                   help="zoo architecture of a plain state_dict file (see 'deepfault train --help')")
+    p.add_argument("--weights", default=None, metavar="FILE",
+                   help="Keras weights HDF5 when --model is an architecture JSON")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow loading a pickled whole nn.Module (unpickling can run code: "
+                   "only for files you trust)")
+
+
+def device_from(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise DeepFaultError(f"unknown device {name!r}; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DeepFaultError(f"device {name!r} asked for, but CUDA is not available; use --device cpu")
+    return device
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence], indent: str = "  ") -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for r in cells:
+        parts = [c.ljust(w) if i == 0 or not numeric(c) else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        lines.append(indent + "  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return text in ("inf", "-", "n/a")
+
+
+def fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value == float("inf"):
+            return "inf"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def open_model_file(args):
+    from ..models import open_model
+
+    return open_model(args.model, weights=args.weights, arch=args.arch,
+                      trust_pickle=args.trust_pickle)
+
+
+def load_inputs(args):
+    """The model file and the data set a run uses, the data laid out as the model takes it."""
+    from ..data import load_dataset
+    from ..models.default import default_model
+
+    if args.model is None:
+        name = args.dataset or "digits"
+        if name != "digits":
+            raise DeepFaultError(
+                f"--dataset {name} needs a model trained on it; give one with --model FILE"
+            )
+        data = load_dataset("digits", data_dir=args.data_dir)
+        return default_model(data), data
+    mf = open_model_file(args)
+    name = args.dataset or mf.dataset
+    if name is None:
+        raise DeepFaultError(f"model file {args.model!r} does not name its data set; add --dataset NAME")
+    if mf.dataset and args.dataset and args.dataset != mf.dataset:
+        log.warning("the model was trained on %s, not %s; failures may come from the data shift",
+                    mf.dataset, args.dataset)
+    data = load_dataset(name, data_dir=args.data_dir)
+    if mf.bounds is not None and tuple(mf.bounds) != data.bounds:
+        if tuple(mf.bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
+            data = load_dataset(name, data_dir=args.data_dir, scale01=True)
+        else:
+            raise DeepFaultError(
+                f"the model was trained on inputs in {tuple(mf.bounds)} but {name!r} gives "
+                f"{data.bounds}; use the data set the model was trained on"
+            )
+    shape = mf.meta.get("input_shape")
+    if shape:
+        data = data.for_input_shape(shape)
+    return mf, data
+
+

@@ -1,0 +1,57 @@
+"""``deepfault data``: list or download data sets."""
+
+from __future__ import annotations
+
+from ._common import add_data_dir, table
+
+
+def add_parser(sub) -> None:
+    data = sub.add_parser("data", help="list or download data sets")
+    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
+    data_sub.required = True
+    dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
+    add_data_dir(dlist)
+    dlist.set_defaults(func=_cmd_data_list)
+    dl = data_sub.add_parser("download", help="fetch a data set's official files and verify them")
+    dl.add_argument("name", help="data set name")
+    add_data_dir(dl)
+    dl.add_argument("--force", action="store_true", help="fetch again even when verified")
+    dl.set_defaults(func=_cmd_data_download)
+
+
+
+def _cmd_data_list(args) -> int:
+    from ..data import _REGISTRY, default_data_dir, list_datasets
+    from ..data.download import SOURCES, dataset_status
+
+    root = default_data_dir(args.data_dir)
+    print(f"data root: {root}")
+    rows = []
+    for name in list_datasets():
+        if name in SOURCES:
+            status = dataset_status(name, root)
+            present = sum(st.present for st in status)
+            verified = sum(st.verified for st in status)
+            if verified == len(status):
+                state = "verified"
+            elif present:
+                state = f"incomplete: {present}/{len(status)} files, {verified} verified"
+            else:
+                state = f"missing: deepfault data download {name}"
+        else:
+            state = "bundled"
+        rows.append((name, state, _REGISTRY[name].description))
+    print(table(("name", "status", "what"), rows, indent=""))
+    return 0
+
+
+def _cmd_data_download(args) -> int:
+    from ..data import default_data_dir
+    from ..data.download import download
+
+    paths = download(args.name, default_data_dir(args.data_dir), force=args.force)
+    for path in paths:
+        print(f"ok {path}")
+    return 0
+
+

@@ -1,0 +1,57 @@
+"""``deepfault inspect``: a model's layers, output shapes and neuron counts."""
+
+from __future__ import annotations
+
+from ..errors import DeepFaultError
+from ._common import HelpFormatter, add_data_dir, add_model_options, open_model_file, table
+
+
+def add_parser(sub) -> None:
+    insp = sub.add_parser("inspect", help="show a model's layers, output shapes and neuron counts",
+                          formatter_class=HelpFormatter)
+    insp.add_argument("model", metavar="MODEL", help="model file (any format 'run --model' takes)")
+    insp.add_argument("--input-shape", default=None, metavar="D1,D2,...",
+                      help="per-input shape when the file does not record it (e.g. 1,28,28)")
+    insp.add_argument("--dataset", default=None, metavar="NAME",
+                      help="take the input shape from this data set")
+    add_data_dir(insp)
+    add_model_options(insp)
+    insp.set_defaults(func=_cmd_inspect)
+
+
+
+def _cmd_inspect(args) -> int:
+    from ..models.summary import describe_model
+
+    mf = open_model_file(args)
+    if args.input_shape:
+        try:
+            shape = tuple(int(v) for v in args.input_shape.split(","))
+        except ValueError:
+            raise DeepFaultError(
+                f"--input-shape must be comma-separated integers, e.g. 1,28,28; got {args.input_shape!r}"
+            ) from None
+    elif mf.meta.get("input_shape") and None not in mf.meta["input_shape"]:
+        shape = tuple(mf.meta["input_shape"])
+    elif args.dataset or mf.dataset:
+        from ..data import load_dataset
+
+        shape = load_dataset(args.dataset or mf.dataset, data_dir=args.data_dir).input_shape
+    else:
+        raise DeepFaultError(
+            "the model file does not record its input shape; give --input-shape 1,28,28 or --dataset NAME"
+        )
+    rows, out_shape = describe_model(mf.model, shape)
+    total = sum(p.numel() for p in mf.model.parameters())
+    print(f"model {args.model} ({mf.arch}); input shape per input {shape}; output {out_shape}, "
+          f"{mf.output_kind}; {total:,} parameters")
+    body = [(r.name, r.kind, "x".join(map(str, r.output_shape)) if r.output_shape else "-",
+              r.units if r.units is not None else "-", f"{r.parameters:,}",
+              "yes" if r.default_neuron_layer else "")
+             for r in rows]
+    print(table(("layer", "type", "output", "units", "params", "analysed by default"), body))
+    neurons = sum(r.units for r in rows if r.default_neuron_layer)
+    print(f"{neurons} neurons in the default layers; name others with --layers")
+    return 0
+
+

@@ -1,0 +1,184 @@
+"""``deepfault run``: localise suspicious neurons and synthesize inputs from them."""
+
+from __future__ import annotations
+
+import io
+
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_model_options,
+    class_list,
+    device_from,
+    fmt,
+    load_inputs,
+    names,
+    number,
+    positive_int,
+    table,
+)
+
+
+def add_parser(sub) -> None:
+    run = sub.add_parser(
+        "run",
+        help="localise suspicious neurons and synthesize inputs from them",
+        description="Build each class's hit spectrum on the test split, select the k most "
+        "suspicious neurons, synthesize new inputs from correctly classified ones and "
+        "evaluate them. With no --model and no --dataset, uses the embedded default "
+        "(scikit-learn's 8x8 digits and a small MLP trained on them, cached).",
+        formatter_class=HelpFormatter,
+    )
+    run.add_argument("--model", metavar="FILE", default=None,
+                     help="model file: deepfault .pt, state_dict (with --arch), TorchScript, "
+                     "Keras .h5/.json or stem, .onnx (default: the embedded digits model)")
+    run.add_argument("--dataset", metavar="NAME", default=None,
+                     help="data set name (default: the model file's data set, else 'digits')")
+    add_data_dir(run)
+    run.add_argument("--class", dest="classes", metavar="C", type=class_list, default=None,
+                     help="class to analyse: an index, a comma-separated list, or 'all' "
+                     "(default: all)")
+    from ..localize.selection import list_approaches
+
+    approaches = list_approaches()
+    run.add_argument("--approach", "--measure", dest="approach", metavar="NAME",
+                     default="tarantula",
+                     help="suspiciousness measure or baseline; see 'deepfault measures' "
+                     f"({', '.join(approaches)})")
+    run.add_argument("-k", "--suspicious-num", dest="k", type=positive_int, default=10,
+                     help="number of suspicious neurons")
+    run.add_argument("--step-size", dest="step", type=number, default=1.0,
+                     help="multiplier of the gradient in synthesis")
+    run.add_argument("--distance", type=number, default=0.1,
+                     help="largest change of any input element (L_inf bound), in the data "
+                     "set's units")
+    run.add_argument("--seed", type=positive_int, default=0, help="seed of every random choice")
+    run.add_argument("--star", type=number, default=3.0, help="exponent of D* (dstar), >= 1")
+    run.add_argument("--repeat", type=positive_int, default=1,
+                     help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
+    run.add_argument("--layers", type=names, default=None, metavar="NAMES",
+                     help="comma-separated module names to analyse (default: every "
+                     "Linear/Conv layer except the logits layer)")
+    run.add_argument("--threshold", type=number, default=0.0,
+                     help="a neuron is active when its value is greater than this")
+    run.add_argument("--iterations", type=positive_int, default=1,
+                     help="synthesis steps per input (the paper takes one)")
+    run.add_argument("--raw-gradients", dest="normalize", action="store_false",
+                     help="average raw gradients instead of RMS-normalised ones")
+    run.add_argument("--inputs", dest="num_inputs", type=positive_int, default=None,
+                     metavar="N", help="correctly classified inputs per class to synthesize "
+                     "from, drawn without replacement (default: all)")
+    run.add_argument("--k-prime", dest="k_primes", type=lambda s: tuple(int(v) for v in s.split(",")),
+                     default=None, metavar="K1,K2",
+                     help="report the share of the top k' neurons that increased "
+                     "(default: 2k,5k)")
+    run.add_argument("--device", default="auto",
+                     help="'cpu', 'cuda', 'cuda:N', or 'auto' (CUDA when available)")
+    run.add_argument("--batch-size", type=positive_int, default=1024, help="inputs per pass")
+    run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
+                     help="JSON result file, written atomically; '-' writes none")
+    run.add_argument("--log", metavar="FILE", default=None,
+                     help="also append the printed summary to this file")
+    add_model_options(run)
+    run.set_defaults(func=_cmd_run)
+
+
+
+def _summary(result, mf, data, device) -> str:
+    cfg = result.config
+    acc = mf.meta.get("test_accuracy", result.test_accuracy)
+    out = io.StringIO()
+    w = out.write
+    w(f"model {mf.arch} (test accuracy {acc:.1%}) · data {data.name} "
+      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
+    w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
+      f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
+      f"seed {cfg.seed}\n")
+    for cr in result.classes:
+        sp = cr.spectrum
+        name = data.class_names[cr.target_class]
+        label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
+        w(f"\nclass {label}: {sp.num_inputs} inputs, "
+          f"{sp.num_passed} pass, {sp.num_failed} fail · spectrum {sp.seconds * 1e3:.1f} ms\n")
+        if cr.no_failures:
+            w("  no failing input: every score is 0; neurons follow the tie-breaking order\n")
+        for rep in cr.repetitions:
+            if cfg.repeat > 1:
+                w(f"  repetition {rep.index}\n")
+            rows = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
+                    for i, n in enumerate(rep.selection.neurons)]
+            w(table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), rows) + "\n")
+    w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
+    rows = []
+    for cr in result.classes:
+        for rep in cr.repetitions:
+            s = rep.evaluation.summary()
+            n = s["inputs"]
+            ms = rep.synthesis_seconds / n * 1e3 if n else None
+            inc_at = " ".join(f"{k}:{fmt(v, 2)}" for k, v in s["increased_at"].items())
+            label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
+            rows.append((label, n, fmt(s["loss"]), fmt(s["accuracy"]), fmt(s["changed"]),
+                         fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3),
+                         fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
+    w(table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
+              "increased", "increased@k'", "ms/input"), rows) + "\n")
+    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+    total = sum(e.num_inputs for e in evs)
+    if total:
+        import numpy as np
+
+        acc_all = float(np.concatenate([e.correct for e in evs]).mean())
+        loss_all = float(np.concatenate([e.loss for e in evs]).mean())
+        w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
+    none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
+    if none:
+        w(f"classes with no failing test input: {', '.join(none)}\n")
+    return out.getvalue()
+
+
+
+def _cmd_run(args) -> int:
+    import torch
+
+    from .._io import check_writable, write_json
+    from ..localize.protocol import RunConfig, run_deepfault
+    from ..provenance import provenance
+
+    out = None if args.out == "-" else check_writable(args.out)
+    if args.log:
+        check_writable(args.log)
+    config = RunConfig(
+        approach=args.approach, k=args.k, classes=args.classes, step=args.step,
+        distance=args.distance, star=args.star, seed=args.seed, repeat=args.repeat,
+        layers=args.layers, threshold=args.threshold, iterations=args.iterations,
+        normalize=args.normalize, num_inputs=args.num_inputs, k_primes=args.k_primes,
+        batch_size=args.batch_size,
+    )
+    device = device_from(args.device)
+    mf, data = load_inputs(args)
+    config.validate(data.bounds)
+    model = mf.model.to(device)
+    with torch.random.fork_rng(devices=[]):
+        result = run_deepfault(model, data, config, output_kind=mf.output_kind)
+    text = _summary(result, mf, data, device)
+    print(text, end="")
+    if out is not None:
+        payload = {
+            "tool": "deepfault run",
+            "provenance": provenance(device, argv=args.argv),
+            "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
+                      "layout": data.meta.get("layout_to"),
+                      "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
+                      "output_kind": mf.output_kind},
+            "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
+                        "num_test": len(data.y_test), "class_names": list(data.class_names)},
+            **result.to_dict(),
+        }
+        write_json(out, payload)
+        print(f"\nwrote {out}")
+    if args.log:
+        with open(args.log, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
