@@ -20,11 +20,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from deepfault.experiment.grid import PRESETS
 
 from deepfault._io import write_json
 from deepfault.data import load_dataset
 from deepfault.errors import DeepFaultError
+from deepfault.experiment.grid import PRESETS
 from deepfault.models import save_model
 from deepfault.models.train import train_model
 from deepfault.provenance import provenance
