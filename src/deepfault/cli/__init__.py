@@ -19,7 +19,7 @@ from ..errors import DeepFaultError
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Sub-command modules of this package, in help order.
-COMMANDS = ("run", "measures", "train", "data", "inspect", "experiment")
+COMMANDS = ("run", "measures", "train", "data", "inspect", "experiment", "gan")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,111 @@
+"""``deepfault gan train``: train DRFuzz's DCGAN and write its discriminator as a model file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ._common import HelpFormatter, add_data_dir, device_from, number, positive_int
+
+#: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
+_TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"}
+
+
+def add_parser(sub) -> None:
+    from ..data import list_datasets
+    from ..fuzz.gan import GanConfig
+
+    gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
+    gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
+    gan_sub.required = True
+    train = gan_sub.add_parser(
+        "train", help="train the discriminator and generator adversarially and write both",
+        description="Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training "
+        "split, with the images mapped to [-1, 1], and write the discriminator as a deepfault model "
+        "file (its meta records input_range [-1, 1], which 'deepfault regress --fidelity "
+        "discriminator:FILE' uses) and the generator beside it. Ctrl-C keeps the last completed epoch.",
+        formatter_class=HelpFormatter,
+    )
+    train.add_argument("--dataset", required=True, metavar="NAME",
+                       help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
+    add_data_dir(train)
+    train.add_argument("--out", metavar="FILE", default=None,
+                       help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
+    train.add_argument("--generator-out", metavar="FILE", default=None,
+                       help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
+    train.add_argument("--epochs", type=positive_int, default=GanConfig.epochs, help="passes")
+    train.add_argument("--images-per-epoch", type=_count_or_all, default=GanConfig.images_per_epoch,
+                       help="training images per pass, a fresh random subset each time, or 'all'")
+    train.add_argument("--batch-size", type=positive_int, default=GanConfig.batch_size,
+                       help="real images per step")
+    train.add_argument("--lr", type=number, default=GanConfig.lr, help="Adam learning rate (beta1 0.5)")
+    train.add_argument("--seed", type=positive_int, default=GanConfig.seed,
+                       help="seed of the weights, subsets, shuffling and noise")
+    train.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(func=_cmd_gan_train)
+
+
+def _count_or_all(text: str) -> int | None:
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
+
+
+def _cmd_gan_train(args) -> int:
+    from .._io import check_writable
+    from ..data import load_dataset
+    from ..fuzz.gan import GanConfig, save_gan, train_gan
+
+    config = GanConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                       images_per_epoch=args.images_per_epoch, seed=args.seed)
+    config.validate()
+    out = check_writable(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
+    gen_out = check_writable(args.generator_out or out.with_name(f"{out.stem}.generator.pt"))
+    device = device_from(args.device)
+    data = load_dataset(args.dataset, data_dir=args.data_dir)
+    per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
+                                                                                len(data.y_train))
+    print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "
+          f"epoch, {config.epochs} epochs, {device}")
+    result = train_gan(data, **config.to_dict(), device=device, progress=not args.no_progress)
+    if args.dataset.endswith(".npz"):
+        result.discriminator.dataset = result.generator.dataset = str(Path(args.dataset).resolve())
+    if result.epochs_completed == 0:
+        print("interrupted before the first epoch finished: nothing written", file=sys.stderr)
+        return 130
+    save_gan(result, out, gen_out)
+    if result.interrupted:
+        print(f"interrupted: kept the weights of epoch {result.epochs_completed}")
+    print(f"epochs {result.epochs_completed}, {result.seconds:.1f} s; losses: discriminator "
+          f"{result.d_loss:.4f}, generator {result.g_loss:.4f}; mean discriminator score: "
+          f"test images {result.real_score:.3f}, generated {result.fake_score:.3f}")
+    print(f"wrote {out} (discriminator) and {gen_out} (generator)")
+    return 130 if result.interrupted else 0
+
+
+def train_from_train_args(args) -> int:
+    """Run ``deepfault train --arch dcgan_discriminator`` as ``deepfault gan train``.
+
+    ``deepfault train``'s ``--epochs``, ``--batch-size`` and ``--lr`` are used when given on
+    the command line; otherwise the GAN's own defaults apply (the classifier defaults of
+    ``train`` would make a GAN run for an hour on a CPU).
+    """
+    from ..fuzz.gan import GanConfig
+
+    given = {_TRAIN_FLAGS[flag.split("=")[0]] for flag in getattr(args, "argv", [])
+             if flag.split("=")[0] in _TRAIN_FLAGS}
+    defaults = GanConfig()
+    gan_args = argparse.Namespace(
+        dataset=args.dataset, data_dir=args.data_dir, out=args.out, generator_out=None,
+        epochs=args.epochs if "epochs" in given else defaults.epochs,
+        batch_size=args.batch_size if "batch_size" in given else defaults.batch_size,
+        lr=args.lr if "lr" in given else defaults.lr,
+        images_per_epoch=defaults.images_per_epoch, seed=args.seed, device=args.device,
+        no_progress=args.no_progress,
+    )
+    return _cmd_gan_train(gan_args)
