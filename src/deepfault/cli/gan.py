@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import DeepFaultError
 from ._common import HelpFormatter, add_data_dir, device_from, number, positive_int
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -59,15 +60,20 @@ def _count_or_all(text: str) -> int | None:
 def _cmd_gan_train(args) -> int:
     from .._io import check_writable
     from ..data import load_dataset
-    from ..fuzz.gan import GanConfig, save_gan, train_gan
+    from ..fuzz.gan import GanConfig, check_gan_data, save_gan, train_gan
 
     config = GanConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        images_per_epoch=args.images_per_epoch, seed=args.seed)
     config.validate()
-    out = check_writable(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-    gen_out = check_writable(args.generator_out or out.with_name(f"{out.stem}.generator.pt"))
     device = device_from(args.device)
     data = load_dataset(args.dataset, data_dir=args.data_dir)
+    check_gan_data(data)
+    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
+    gen_out = Path(args.generator_out or out.with_name(f"{out.stem}.generator.pt"))
+    if gen_out.resolve() == out.resolve():
+        raise DeepFaultError(f"--generator-out and --out name the same file {str(out)!r}")
+    check_writable(out)
+    check_writable(gen_out)
     per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
                                                                                 len(data.y_train))
     print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "

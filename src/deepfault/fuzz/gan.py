@@ -54,6 +54,7 @@ __all__ = [
     "dcgan_discriminator",
     "dcgan_generator",
     "to_gan_range",
+    "check_gan_data",
     "train_gan",
     "save_gan",
 ]
@@ -204,7 +205,13 @@ class GanResult:
         }
 
 
-def _image_geometry(data: Dataset) -> tuple[int, int]:
+def check_gan_data(data: Dataset) -> tuple[int, int]:
+    """``(channels, side)`` of ``data``'s images when the DCGAN can take them.
+
+    Raises:
+        DeepFaultError: The images are not square ``(C, S, S)`` with ``S`` a multiple of 4, at
+            least 16, or there are no training images.
+    """
     shape = tuple(data.x_train.shape[1:])
     if len(shape) != 3 or shape[1] != shape[2]:
         raise DeepFaultError(
@@ -217,6 +224,8 @@ def _image_geometry(data: Dataset) -> tuple[int, int]:
             f"the DCGAN needs images of a side that is a multiple of 4 and at least 16 (28 for MNIST); "
             f"data set {data.name!r} has {size}x{size}"
         )
+    if len(data.x_train) == 0:
+        raise DeepFaultError(f"data set {data.name!r} has no training images")
     return channels, size
 
 
@@ -275,9 +284,7 @@ def train_gan(
     config = GanConfig(epochs=epochs, batch_size=batch_size, lr=lr, images_per_epoch=images_per_epoch,
                        seed=seed)
     config.validate()
-    channels, size = _image_geometry(data)
-    if len(data.x_train) == 0:
-        raise DeepFaultError(f"data set {data.name!r} has no training images")
+    channels, size = check_gan_data(data)
     device = torch.device(device)
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):

@@ -1,0 +1,445 @@
+"""Fidelity checks: is a mutant still a realistic input? (``spec/drfuzz.md``, section 6)
+
+A check compares each mutant with its *root* seed (the test input its lineage started
+from). The fuzzing loop computes the roots' reference once and passes each mutant's row::
+
+    fid = make_fidelity("ssim", bounds=data.bounds, device=device)
+    ref = fid.reference(roots)                      # (R, ...) once per campaign
+    ok = fid.passes(mutants, ref[root_of_mutant])   # (B,) bool
+
+| spec | score of a mutant | passes when |
+| --- | --- | --- |
+| ``ssim`` or ``ssim:T`` | mean SSIM to its root (window 11, sigma 1.5) | ``score >= T`` (default 0.99) |
+| ``discriminator:FILE`` | the DCGAN discriminator's output | ``score >=`` the root's score |
+
+The discriminator sees its inputs in the range it was trained on: the model file's
+``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.gan`), mapped linearly from
+the data's ``bounds``. New checks register a factory with :func:`register_fidelity`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..core.registry import Registry
+from ..errors import DeepFaultError
+
+__all__ = [
+    "Fidelity",
+    "FidelityCheck",
+    "SSIMFidelity",
+    "DiscriminatorFidelity",
+    "make_fidelity",
+    "register_fidelity",
+    "list_fidelities",
+    "ssim",
+    "SSIM_THRESHOLD",
+]
+
+log = logging.getLogger(__name__)
+
+#: The spec's SSIM threshold: a mutant passes when its SSIM to the root is at least this.
+SSIM_THRESHOLD = 0.99
+#: SSIM window (Wang et al. 2004): Gaussian, 11 taps, sigma 1.5.
+SSIM_WINDOW = 11
+SSIM_SIGMA = 1.5
+
+#: Factories ``factory(arg: str | None, *, bounds, device, dataset) -> Fidelity`` by name.
+FIDELITIES: Registry[Callable[..., Fidelity]] = Registry("fidelity check")
+
+
+def register_fidelity(name: str):
+    """Decorator registering ``factory(arg, *, bounds, device, dataset) -> Fidelity`` as
+    ``name``; ``arg`` is what follows the first ``:`` of the spec (``None`` without one)."""
+    return FIDELITIES.register(name)
+
+
+def list_fidelities() -> list[str]:
+    """The registered fidelity checks, sorted."""
+    return FIDELITIES.names()
+
+
+def _check_bounds(bounds) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"bounds must be a pair (lo, hi) of numbers; got {bounds!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise DeepFaultError(f"bounds must be finite with lo < hi; got {bounds!r}")
+    return lo, hi
+
+
+def _check_images(x, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise DeepFaultError(f"{name} must be a torch.Tensor of shape (B, C, H, W); got {type(x).__name__}")
+    if x.ndim != 4:
+        raise DeepFaultError(f"{name} must have shape (B, C, H, W); got shape {tuple(x.shape)}")
+    return x
+
+
+@dataclass(frozen=True)
+class FidelityCheck:
+    """The outcome of checking a batch of mutants.
+
+    Attributes:
+        scores: ``(B,)`` float scores (SSIM, or the discriminator's output).
+        limits: ``(B,)`` what each score had to reach.
+        passed: ``(B,)`` bool, ``scores >= limits``.
+    """
+
+    scores: torch.Tensor
+    limits: torch.Tensor
+    passed: torch.Tensor
+
+    def to_dict(self) -> dict:
+        return {"scores": self.scores.tolist(), "limits": self.limits.tolist(),
+                "passed": self.passed.tolist()}
+
+
+class Fidelity(ABC):
+    """A fidelity check: subclasses say how a mutant is scored (:meth:`scores`) and what
+    score it must reach (:meth:`limits`).
+
+    Args:
+        bounds: ``(lo, hi)``, the data's pixel range.
+        device: Where the check computes; inputs are moved there and answers come back on
+            the mutants' device.
+    """
+
+    #: Registry name.
+    name: str = ""
+
+    def __init__(self, *, bounds: tuple[float, float], device: torch.device | str = "cpu"):
+        self.bounds = _check_bounds(bounds)
+        self.device = torch.device(device)
+
+    @abstractmethod
+    def reference(self, roots: torch.Tensor) -> torch.Tensor:
+        """What each root contributes to the check, computed once per root.
+
+        Args:
+            roots: ``(R, C, H, W)`` root seeds.
+
+        Returns:
+            ``(R, ...)`` on :attr:`device`; row ``r`` belongs to root ``r``.
+        """
+
+    @abstractmethod
+    def scores(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` float scores of ``mutants`` ``(B, C, H, W)``, given their roots' reference rows."""
+
+    @abstractmethod
+    def limits(self, ref_rows: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` the score each mutant must reach, from its root's reference row."""
+
+    def check(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> FidelityCheck:
+        """Scores, limits and verdicts in one pass (each score computed once)."""
+        mutants = _check_images(mutants, "mutants")
+        if not isinstance(ref_rows, torch.Tensor) or len(ref_rows) != len(mutants):
+            got = tuple(ref_rows.shape) if isinstance(ref_rows, torch.Tensor) else type(ref_rows).__name__
+            raise DeepFaultError(
+                f"ref_rows must hold one reference row per mutant ({len(mutants)}); got {got}"
+            )
+        scores = self.scores(mutants, ref_rows)
+        limits = self.limits(ref_rows).to(scores.device, scores.dtype)
+        out = mutants.device
+        return FidelityCheck(scores.to(out), limits.to(out), (scores >= limits).to(out))
+
+    def passes(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: which mutants pass, on the mutants' device.
+
+        Args:
+            mutants: ``(B, C, H, W)`` mutants in the data's range.
+            ref_rows: ``(B, ...)`` reference rows of each mutant's root (``reference(roots)[root_idx]``).
+        """
+        return self.check(mutants, ref_rows).passed
+
+    def to_dict(self) -> dict:
+        """The check's name and settings, for results and stores."""
+        return {"name": self.name, "bounds": list(self.bounds)}
+
+
+# --- SSIM ---------------------------------------------------------------------------------
+
+
+def _window_for(height: int, width: int) -> int:
+    """The 11-tap window, or the largest odd one that fits a smaller image."""
+    side = min(SSIM_WINDOW, height, width)
+    return side if side % 2 else side - 1
+
+
+def _gaussian_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
+    """``(n, n - taps + 1)`` matrix ``G`` with ``(v @ G)[j] = sum_t g[t] v[j + t]``: a 'valid'
+    1-D Gaussian filter (sigma 1.5, weights summing to 1) as a banded matrix."""
+    t = torch.arange(taps, device=device, dtype=torch.float64) - (taps - 1) / 2
+    g = torch.exp(-(t**2) / (2 * SSIM_SIGMA**2))
+    g = (g / g.sum()).to(dtype)
+    out = n - taps + 1
+    band = torch.zeros(n, out, device=device, dtype=dtype)
+    rows = torch.arange(out, device=device)[None, :] + torch.arange(taps, device=device)[:, None]
+    band[rows, torch.arange(out, device=device)[None, :].expand(taps, out)] = g[:, None].expand(taps, out)
+    return band
+
+
+def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 4096) -> torch.Tensor:
+    """Mean structural similarity of each pair of images (Wang et al., IEEE TIP 2004).
+
+    ``SSIM = (2 mu_x mu_y + C1)(2 s_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(s_x^2 + s_y^2 + C2))``
+    with local means and (population) variances under a Gaussian window of 11 taps and
+    sigma 1.5, ``C1 = (0.01 L)^2``, ``C2 = (0.03 L)^2``, ``L = data_range``; averaged over
+    the pixels where the window fits inside the image ('valid', as in the paper) and over
+    the channels. Images smaller than 11 pixels use the largest odd window that fits.
+
+    The separable window is applied as two banded matrix products, batched on the images'
+    device: on a CPU this is about 30 times faster than :func:`kornia.metrics.ssim`'s
+    convolutions, with which it agrees to float32 rounding (tested, as is a naive loop).
+    The images are divided by ``L`` first (SSIM does not change when both images and ``L``
+    are scaled together), so 0..255 data loses no precision in float32.
+
+    Args:
+        x, y: ``(B, C, H, W)`` images, ``H, W >= 3``.
+        data_range: ``hi - lo`` of the pixel range.
+        chunk: Images per block (bounds the working memory).
+
+    Returns:
+        ``(B,)`` float32 on the images' device; 1 for identical images.
+
+    Raises:
+        DeepFaultError: Mismatched or too small shapes, or a non-positive ``data_range``.
+
+    Example:
+        >>> x = torch.rand(2, 1, 28, 28)
+        >>> ssim(x, x, data_range=1.0).tolist()
+        [1.0, 1.0]
+    """
+    _check_images(x, "x")
+    _check_images(y, "y")
+    if x.shape != y.shape:
+        raise DeepFaultError(f"x and y must have the same shape; got {tuple(x.shape)} and {tuple(y.shape)}")
+    if min(x.shape[-2:]) < 3:
+        raise DeepFaultError(f"SSIM needs images of at least 3x3 pixels; got {tuple(x.shape[-2:])}")
+    if isinstance(data_range, bool) or not (math.isfinite(data_range) and data_range > 0):
+        raise DeepFaultError(f"data_range must be a positive number; got {data_range!r}")
+    height, width = x.shape[-2:]
+    taps = _window_for(height, width)
+    dtype = torch.float64 if torch.float64 in (x.dtype, y.dtype) else torch.float32
+    g_w = _gaussian_band(width, taps, device=x.device, dtype=dtype)
+    g_h = _gaussian_band(height, taps, device=x.device, dtype=dtype).T.contiguous()
+    c1, c2 = 0.01**2, 0.03**2
+    parts = []
+    for i in range(0, len(x), chunk):
+        a = x[i : i + chunk].to(dtype) / data_range
+        b = y[i : i + chunk].to(a.device, dtype) / data_range
+        # Local first and second moments of both images: (5, B, C, H', W').
+        mu_a, mu_b, aa, bb, ab = g_h @ (torch.stack((a, b, a * a, b * b, a * b)) @ g_w)
+        var_a, var_b, cov = aa - mu_a * mu_a, bb - mu_b * mu_b, ab - mu_a * mu_b
+        num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
+        smap = num / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))
+        parts.append(smap.mean(dim=(1, 2, 3)).float())
+    return torch.cat(parts) if parts else torch.zeros(0, device=x.device)
+
+
+class SSIMFidelity(Fidelity):
+    """Passes a mutant whose :func:`ssim` to its root is at least ``threshold``.
+
+    The reference of a root is the root image itself.
+
+    Args:
+        bounds: The data's pixel range; ``L = hi - lo``.
+        threshold: In (0, 1]; the spec's is 0.99.
+        device: Where SSIM is computed.
+    """
+
+    name = "ssim"
+
+    def __init__(self, *, bounds: tuple[float, float], threshold: float = SSIM_THRESHOLD,
+                 device: torch.device | str = "cpu"):
+        super().__init__(bounds=bounds, device=device)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+            raise DeepFaultError(f"the SSIM threshold must be a number in (0, 1]; got {threshold!r}")
+        self.threshold = float(threshold)
+
+    def reference(self, roots: torch.Tensor) -> torch.Tensor:
+        return _check_images(roots, "roots").detach().to(self.device, torch.float32)
+
+    def scores(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        lo, hi = self.bounds
+        return ssim(mutants.detach().to(self.device), ref_rows.to(self.device), data_range=hi - lo)
+
+    def limits(self, ref_rows: torch.Tensor) -> torch.Tensor:
+        return torch.full((len(ref_rows),), self.threshold, device=self.device)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "threshold": self.threshold, "window": SSIM_WINDOW, "sigma": SSIM_SIGMA}
+
+
+@register_fidelity("ssim")
+def _make_ssim(arg: str | None, *, bounds, device="cpu", **_) -> SSIMFidelity:
+    threshold = SSIM_THRESHOLD
+    if arg:
+        try:
+            threshold = float(arg)
+        except ValueError:
+            raise DeepFaultError(f"the SSIM threshold in 'ssim:{arg}' must be a number in (0, 1]") from None
+    return SSIMFidelity(bounds=bounds, threshold=threshold, device=device)
+
+
+# --- the DCGAN discriminator -----------------------------------------------------------------
+
+
+class DiscriminatorFidelity(Fidelity):
+    """Passes a mutant whose discriminator score is at least its root's.
+
+    Args:
+        model: The discriminator: ``(N, C, H, W)`` images in ``input_range`` ->
+            ``(N,)`` or ``(N, 1)`` scores. Copied; the caller's module is left alone.
+        bounds: The data's pixel range, mapped linearly onto ``input_range``.
+        input_range: The range the discriminator was trained on.
+        device: Where it runs.
+        batch_size: Inputs per forward pass.
+        source: Where the model came from, for messages.
+    """
+
+    name = "discriminator"
+
+    def __init__(self, model: nn.Module, *, bounds: tuple[float, float],
+                 input_range: tuple[float, float], device: torch.device | str = "cpu",
+                 batch_size: int = 4096, source: str = "the discriminator"):
+        super().__init__(bounds=bounds, device=device)
+        if not isinstance(model, nn.Module):
+            raise DeepFaultError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+        from ..errors import check_int
+
+        self.batch_size = check_int("batch_size", batch_size)
+        self.input_range = _check_bounds(input_range)
+        self.source = source
+        self.model = copy.deepcopy(model).to(self.device).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` mapped from :attr:`bounds` onto :attr:`input_range` (what the discriminator saw)."""
+        from .gan import to_gan_range
+
+        return to_gan_range(x, self.bounds, self.input_range)
+
+    def _score(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.normalise(x.detach().to(self.device, torch.float32))
+        parts = []
+        with torch.inference_mode():
+            for i in range(0, len(x), self.batch_size):
+                xb = x[i : i + self.batch_size]
+                try:
+                    out = self.model(xb)
+                except RuntimeError as err:
+                    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                    if "out of memory" in first.lower():
+                        raise
+                    raise DeepFaultError(
+                        f"{self.source} cannot take inputs of shape {tuple(xb.shape[1:])}: {first}; "
+                        "use a discriminator trained on this data set ('deepfault gan train')"
+                    ) from err
+                if out.ndim > 2 or (out.ndim == 2 and out.shape[1] != 1) or out.shape[0] != len(xb):
+                    raise DeepFaultError(
+                        f"{self.source} must return one score per input, shape (N,) or (N, 1); "
+                        f"got {tuple(out.shape)}"
+                    )
+                parts.append(out.reshape(len(xb)).float())
+        return torch.cat(parts) if parts else torch.zeros(0, device=self.device)
+
+    def reference(self, roots: torch.Tensor) -> torch.Tensor:
+        """``(R,)``: the discriminator's score of each root."""
+        return self._score(_check_images(roots, "roots"))
+
+    def scores(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        return self._score(mutants)
+
+    def limits(self, ref_rows: torch.Tensor) -> torch.Tensor:
+        return ref_rows.to(self.device, torch.float32).reshape(len(ref_rows))
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "input_range": list(self.input_range), "source": self.source}
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, *, bounds: tuple[float, float],
+                  device: torch.device | str = "cpu", dataset: str | None = None) -> DiscriminatorFidelity:
+        """Load a discriminator's model file (``deepfault gan train`` writes one).
+
+        The input range is ``meta["input_range"]``; a file without one (another format) is
+        taken to expect its recorded ``bounds``, else the data's, with a warning.
+
+        Args:
+            path: The model file.
+            bounds: The data's pixel range.
+            device: Where it runs.
+            dataset: The data set being fuzzed; a warning when the discriminator was trained on
+                another one.
+        """
+        from ..models.load import open_model
+        from . import gan as _gan  # noqa: F401  (registers the DCGAN architectures)
+
+        mf = open_model(path)
+        input_range = mf.meta.get("input_range")
+        if input_range is None:
+            input_range = mf.bounds if mf.bounds is not None else bounds
+            warnings.warn(
+                f"{str(path)!r} does not record the input range its discriminator was trained on "
+                f"(meta 'input_range'); assuming {tuple(input_range)}", stacklevel=2,
+            )
+        if dataset is not None and mf.dataset is not None and mf.dataset != dataset:
+            warnings.warn(f"the discriminator {str(path)!r} was trained on {mf.dataset}, not {dataset}",
+                          stacklevel=2)
+        return cls(mf.model, bounds=bounds, input_range=tuple(input_range), device=device,
+                   source=f"discriminator {str(path)!r}")
+
+
+@register_fidelity("discriminator")
+def _make_discriminator(arg: str | None, *, bounds, device="cpu", dataset=None) -> DiscriminatorFidelity:
+    if not arg:
+        raise DeepFaultError(
+            "the discriminator fidelity check needs its model file: 'discriminator:FILE' "
+            "(train one with 'deepfault gan train')"
+        )
+    return DiscriminatorFidelity.from_file(arg, bounds=bounds, device=device, dataset=dataset)
+
+
+def make_fidelity(spec: str, *, bounds: tuple[float, float], device: torch.device | str = "cpu",
+                  dataset: str | None = None) -> Fidelity:
+    """The fidelity check that ``spec`` names.
+
+    Args:
+        spec: ``"ssim"``, ``"ssim:T"`` (threshold ``T``) or ``"discriminator:FILE"``; the part
+            after the first ``:`` is the check's argument.
+        bounds: The data's pixel range ``(lo, hi)``.
+        device: Where the check computes.
+        dataset: The fuzzed data set's name, to warn about a discriminator trained on another.
+
+    Returns:
+        A :class:`Fidelity`.
+
+    Raises:
+        DeepFaultError: An unknown check (the message lists the known ones) or a bad argument.
+
+    Example:
+        >>> fid = make_fidelity("ssim", bounds=(0.0, 1.0))
+        >>> roots = torch.rand(2, 1, 28, 28)
+        >>> fid.passes(roots[[1, 1, 0]], fid.reference(roots)[[1, 1, 0]]).tolist()
+        [True, True, True]
+    """
+    if not isinstance(spec, str) or not spec:
+        raise DeepFaultError(
+            f"fidelity must be a string such as 'ssim' or 'discriminator:FILE'; got {spec!r}"
+        )
+    name, sep, arg = spec.partition(":")
+    factory = FIDELITIES.get(name.strip().lower())
+    return factory(arg if sep else None, bounds=bounds, device=device, dataset=dataset)
