@@ -117,37 +117,8 @@ def open_model_file(args):
 
 
 def load_inputs(args):
-    """The model file and the data set a run uses, the data laid out as the model takes it."""
-    from ..data import load_dataset
-    from ..models.default import default_model
+    """The model and the data set a command uses, reconciled (:func:`deepfault.models.prepare.prepare`)."""
+    from ..models.prepare import prepare
 
-    if args.model is None:
-        name = args.dataset or "digits"
-        if name != "digits":
-            raise DeepFaultError(
-                f"--dataset {name} needs a model trained on it; give one with --model FILE"
-            )
-        data = load_dataset("digits", data_dir=args.data_dir)
-        return default_model(data), data
-    mf = open_model_file(args)
-    name = args.dataset or mf.dataset
-    if name is None:
-        raise DeepFaultError(f"model file {args.model!r} does not name its data set; add --dataset NAME")
-    if mf.dataset and args.dataset and args.dataset != mf.dataset:
-        log.warning("the model was trained on %s, not %s; failures may come from the data shift",
-                    mf.dataset, args.dataset)
-    data = load_dataset(name, data_dir=args.data_dir)
-    if mf.bounds is not None and tuple(mf.bounds) != data.bounds:
-        if tuple(mf.bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
-            data = load_dataset(name, data_dir=args.data_dir, scale01=True)
-        else:
-            raise DeepFaultError(
-                f"the model was trained on inputs in {tuple(mf.bounds)} but {name!r} gives "
-                f"{data.bounds}; use the data set the model was trained on"
-            )
-    shape = mf.meta.get("input_shape")
-    if shape:
-        data = data.for_input_shape(shape)
-    return mf, data
-
-
+    return prepare(args.model, args.dataset, data_dir=args.data_dir, weights=args.weights, arch=args.arch,
+                   trust_pickle=args.trust_pickle)

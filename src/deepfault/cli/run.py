@@ -84,12 +84,13 @@ def add_parser(sub) -> None:
 
 
 
-def _summary(result, mf, data, device) -> str:
+def _summary(result, prepared, device) -> str:
+    mf, data = prepared.model_file, prepared.data
     cfg = result.config
     acc = mf.meta.get("test_accuracy", result.test_accuracy)
     out = io.StringIO()
     w = out.write
-    w(f"model {mf.arch} (test accuracy {acc:.1%}) · data {data.name} "
+    w(f"model {prepared.label} (test accuracy {acc:.1%}) · data {data.name} "
       f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
     w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
       f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
@@ -155,19 +156,21 @@ def _cmd_run(args) -> int:
         batch_size=args.batch_size,
     )
     device = device_from(args.device)
-    mf, data = load_inputs(args)
+    prepared = load_inputs(args)
+    mf, data = prepared.model_file, prepared.data
     config.validate(data.bounds)
     model = mf.model.to(device)
     with torch.random.fork_rng(devices=[]):
         result = run_deepfault(model, data, config, output_kind=mf.output_kind)
-    text = _summary(result, mf, data, device)
+    text = _summary(result, prepared, device)
     print(text, end="")
     if out is not None:
         payload = {
             "tool": "deepfault run",
             "provenance": provenance(device, argv=args.argv),
             "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
-                      "layout": data.meta.get("layout_to"),
+                      "layout": list(data.input_shape), "layout_name": prepared.layout,
+                      "label": prepared.label,
                       "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
                       "output_kind": mf.output_kind},
             "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),

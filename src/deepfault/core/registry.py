@@ -24,6 +24,7 @@ class Registry(Generic[T]):
 
     Args:
         kind: What the entries are, for messages ("measure", "model format", ...).
+        listing: The names in the order an unknown-name message lists them (default sorted).
 
     Example:
         >>> shapes = Registry("shape")
@@ -36,9 +37,10 @@ class Registry(Generic[T]):
         ['square']
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, *, listing: Callable[[], list[str]] | None = None):
         self.kind = kind
         self._entries: dict[str, T] = {}
+        self._listing = listing
 
     def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
         """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.
@@ -70,7 +72,7 @@ class Registry(Generic[T]):
             return self._entries[name]
         except (KeyError, TypeError):
             raise DeepFaultError(
-                f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}"
+                f"unknown {self.kind} {name!r}; known: {', '.join((self._listing or self.names)())}"
             ) from None
 
     def names(self) -> list[str]:

@@ -176,6 +176,16 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwar
         raise DeepFaultError(
             f"unknown data set {name!r}; known: {', '.join(list_datasets())}"
         ) from None
+    import inspect
+
+    options = [p for p in list(inspect.signature(info.loader).parameters)[1:] if p not in ("args", "kwargs")]
+    unknown = sorted(set(kwargs) - set(options))
+    if unknown:
+        takes = f"its options: {', '.join(options)}" if options else "it takes no options"
+        raise DeepFaultError(
+            f"data set {name!r} does not take {', '.join(unknown)} ({takes}); "
+            + ("--scale01 applies to 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else "")
+        )
     return info.loader(default_data_dir(data_dir), **kwargs)
 
 

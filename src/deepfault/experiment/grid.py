@@ -16,32 +16,27 @@ import hashlib
 import json
 import logging
 import time
-import zlib
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..core.batches import predict
+from ..core.batches import activations, predict
 from ..data import Dataset, load_dataset
-from ..errors import DeepFaultError
-from ..generate.ascent import check_synthesis_args, synthesize
-from ..localize.evaluation import evaluate
+from ..errors import DeepFaultError, check_int
+from ..generate.ascent import check_synthesis_args
 from ..localize.measures import check_star
-from ..localize.selection import BASELINES, check_k, list_approaches, select
-from ..localize.spectrum import compute_spectrum
+from ..localize.protocol import CellSpec, RunConfig, run_group
+from ..localize.selection import get_approach, list_approaches
+from ..localize.spectrum import check_threshold
+from .executors import Executor, get_executor
 from .store import Cell, CellKey, ResultStore
 
-__all__ = ["ModelSpec", "ExperimentConfig", "PRESETS", "load_config", "run_experiment"]
+__all__ = ["ModelSpec", "ExperimentConfig", "PRESETS", "load_config", "run_experiment", "run_group_job",
+           "GroupJob", "plan"]
 
 log = logging.getLogger(__name__)
-
-#: Original/synthesized pairs kept per cell for the report's Fig. 4.
-EXAMPLES_PER_CELL = 2
 
 
 @dataclass(frozen=True)
@@ -92,6 +87,12 @@ class ExperimentConfig:
                                    f"-lr{self.train_lr:g}-{self.train_schedule}.pt")
 
     def validate(self) -> None:
+        """Check every field that needs no data or model, before anything is created."""
+        if not isinstance(self.name, str) or not self.name or any(c in self.name for c in "/\\") \
+                or self.name.startswith(".") or ".." in self.name:
+            raise DeepFaultError(
+                f"name must be a plain name (letters, digits, '-', '_'; no path); got {self.name!r}"
+            )
         if not self.models:
             raise DeepFaultError("an experiment needs at least one model")
         names = [m.name for m in self.models]
@@ -103,11 +104,20 @@ class ExperimentConfig:
         unknown = [a for a in self.approaches if a not in list_approaches()]
         if unknown:
             raise DeepFaultError(f"unknown approach(es) {unknown}; known: {', '.join(list_approaches())}")
-        if not self.ks or any(not isinstance(k, int) or k < 1 for k in self.ks):
+        if not self.ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.ks):
             raise DeepFaultError(f"ks must be integers >= 1; got {list(self.ks)}")
+        for name in ("ks", "approaches", "classes", "layers"):
+            values = getattr(self, name)
+            if values is not None and len(set(values)) != len(values):
+                dupes = sorted({v for v in values if list(values).count(v) > 1}, key=str)
+                raise DeepFaultError(f"{name} must be distinct; {dupes} given more than once")
         for name in ("inputs_per_class", "random_repetitions", "iterations", "train_epochs"):
-            if getattr(self, name) < 1:
-                raise DeepFaultError(f"{name} must be >= 1; got {getattr(self, name)}")
+            check_int(name, getattr(self, name))
+        check_int("seed", self.seed, minimum=0)
+        if self.classes is not None:
+            for c in self.classes:
+                check_int("each class", c, minimum=0)
+        check_threshold(self.threshold)
         check_star(self.star)
         check_synthesis_args(self.step, self.distance, (0.0, 1.0), self.iterations)
 
@@ -115,7 +125,13 @@ class ExperimentConfig:
         return asdict(self)
 
     def repetitions(self, approach: str) -> int:
-        return self.random_repetitions if approach in BASELINES else 1
+        return self.random_repetitions if get_approach(approach).baseline else 1
+
+    def protocol(self) -> RunConfig:
+        """The synthesis and evaluation settings that :func:`~deepfault.localize.protocol.run_group` takes."""
+        return RunConfig(step=self.step, distance=self.distance, star=self.star, seed=self.seed,
+                         layers=self.layers, threshold=self.threshold, iterations=self.iterations,
+                         normalize=self.normalize, num_inputs=self.inputs_per_class)
 
 
 def _paper(name, dataset, archs, ks, step, distance) -> ExperimentConfig:
@@ -172,6 +188,9 @@ def load_config(path: str | Path) -> ExperimentConfig:
     for key in ("ks", "approaches", "classes", "layers"):
         if raw.get(key) is not None:
             raw[key] = tuple(raw[key])
+    for key in ("inputs_per_class", "random_repetitions", "iterations", "train_epochs", "seed"):
+        if key in raw and (isinstance(raw[key], bool) or not isinstance(raw[key], int)):
+            raise DeepFaultError(f"{key} in {str(path)!r} must be an integer; got {raw[key]!r}")
     try:
         config = ExperimentConfig(models=models, **raw)
     except TypeError as err:
@@ -191,16 +210,26 @@ def _digest(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, device):
+def _check_models_dir(models_dir: Path) -> None:
+    if models_dir.exists() and not models_dir.is_dir():
+        raise DeepFaultError(f"--models-dir {str(models_dir)!r} is a file; give a folder")
+
+
+def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *, data_dir, device,
+                    progress: bool):
+    """Each model of the grid, opened or trained, with the data reconciled to it."""
     from ..models import open_model, save_model
+    from ..models.prepare import Prepared, layout_name, reconcile
     from ..models.train import train_model
 
     out = {}
     for spec in config.models:
         if spec.file is not None:
             mf = open_model(spec.file, weights=spec.weights, trust_pickle=spec.trust_pickle)
+            label = Path(spec.file).name
         else:
             path = config.zoo_model_path(models_dir, spec.arch)
+            label = spec.arch
             mf = None
             if path.is_file():
                 try:
@@ -208,80 +237,82 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, d
                 except DeepFaultError as err:
                     log.warning("%s unreadable (%s); training again", path, err)
             if mf is None:
+                _check_models_dir(models_dir)
+                from .._io import check_writable
+
+                check_writable(path)
                 log.info("training %s on %s (no model file at %s)...", spec.arch, config.dataset, path)
-                mf, _ = train_model(spec.arch, data, config.train_config(),
-                                    arch_kwargs={"num_classes": data.num_classes})
+                mf, _ = train_model(spec.arch, data, config.train_config(), device=device,
+                                    arch_kwargs={"num_classes": data.num_classes}, progress=progress)
                 save_model(path, mf)
-        shape = mf.meta.get("input_shape")
-        model_data = data.for_input_shape(shape) if shape else data
-        out[spec.name] = (mf, model_data)
+        model_data = reconcile(mf, data, data_dir=data_dir, label=f"model {spec.name!r} ({label})")
+        out[spec.name] = Prepared(mf, model_data, label, layout_name(model_data.input_shape))
     return out
 
 
-# --- one (model, class) group of cells ------------------------------------------------
+def _check_neurons(config: ExperimentConfig, models) -> None:
+    """k and layers against every model, before the store is touched."""
+    for name, prepared in models.items():
+        layout, _ = activations(prepared.model, prepared.data.x_test[:1], layers=config.layers)
+        if max(config.ks) > layout.num_neurons:
+            raise DeepFaultError(
+                f"k={max(config.ks)} is larger than the {layout.num_neurons} analysed neurons of model "
+                f"{name!r}; choose ks <= {layout.num_neurons} or analyse more layers"
+            )
 
 
-def _seed(*parts) -> int:
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+# --- one (model, class) group of cells: a job -------------------------------------------
 
 
-def _model_code(name: str) -> int:
-    return zlib.crc32(name.encode())
+#: Original/synthesized pairs kept per cell for the report's Fig. 4.
+EXAMPLES_PER_CELL = 2
 
 
-def run_group(model, data: Dataset, config: ExperimentConfig, model_name: str, cls: int,
-              keys: Sequence[CellKey], output_kind: str = "logits") -> list[Cell]:
-    """Compute the cells ``keys`` of one model and class (all share the spectrum and inputs)."""
-    x, y = data.x_test, data.y_test
-    spectrum = compute_spectrum(model, x, y, target_class=cls, layers=config.layers,
-                                threshold=config.threshold)
-    layout = spectrum.layout
-    in_class = np.flatnonzero(y == cls)
-    predicted = predict(model, x[in_class]).argmax(1).numpy()
-    correct = in_class[predicted == cls]
-    rng = np.random.default_rng(_seed(config.seed, _model_code(model_name), cls))
-    chosen = np.sort(rng.choice(correct, size=min(config.inputs_per_class, len(correct)), replace=False))
-    originals = x[chosen]
-    cells = []
-    for key in keys:
-        check_k(key.k, layout.num_neurons)
-        seed = _seed(config.seed, _model_code(model_name), cls, key.k, key.repetition)
-        selection = select(spectrum, key.approach, key.k, star=config.star, seed=seed)
-        start = time.perf_counter()
-        new = synthesize(model, originals, selection, step=config.step, distance=config.distance,
-                         bounds=data.bounds, normalize=config.normalize, iterations=config.iterations)
-        seconds = time.perf_counter() - start
-        k_primes = sorted(kp for kp in config.ks if key.k < kp <= layout.num_neurons)
-        ranking = None
-        if selection.ranking is not None and k_primes:
-            ranking = [layout.neuron(int(i)) for i in selection.ranking[: max(k_primes)]]
-        ev = evaluate(model, originals, new, y[chosen], selection, ranking=ranking,
-                      k_primes=k_primes if ranking else (), output_kind=output_kind)
-        cells.append(Cell(
-            key=key, seed=seed,
-            neurons=[n.to_dict() for n in selection.neurons],
-            layer_distribution=selection.layer_distribution(),
-            layers=layout.to_dict(),
+@dataclass(frozen=True)
+class GroupJob:
+    """Everything one (model, class) group needs, and nothing more: the class's inputs only."""
+
+    model: torch.nn.Module
+    model_name: str
+    cls: int
+    inputs: np.ndarray
+    labels: np.ndarray
+    indices: np.ndarray
+    keys: tuple[CellKey, ...]
+    bounds: tuple[float, float]
+    protocol: RunConfig
+    ks: tuple[int, ...]
+    output_kind: str
+    device: str
+
+
+def run_group_job(job: GroupJob) -> list[Cell]:
+    """Compute the cells of one group (module level, so any executor can run it)."""
+    model = job.model.to(job.device)
+    cells = [CellSpec(k.approach, k.k, k.repetition) for k in job.keys]
+    group = run_group(model, job.inputs, job.labels, job.cls, cells, bounds=job.bounds,
+                      config=job.protocol, output_kind=job.output_kind, ks=job.ks, indices=job.indices)
+    spectrum = group.spectrum
+    layers = spectrum.layout.to_dict()
+    position = {int(i): n for n, i in enumerate(job.indices)}
+    out = []
+    for key, (_, rep) in zip(job.keys, group.cells, strict=True):
+        ev = rep.evaluation
+        rows = [position[int(i)] for i in rep.input_indices[:EXAMPLES_PER_CELL]]
+        out.append(Cell(
+            key=key, seed=rep.seed,
+            neurons=[n.to_dict() for n in rep.selection.neurons],
+            layer_distribution=rep.selection.layer_distribution(),
+            layers=layers,
             num_passed=spectrum.num_passed, num_failed=spectrum.num_failed,
-            spectrum_seconds=spectrum.seconds, synthesis_seconds=seconds,
-            input_indices=chosen.tolist(),
-            loss=ev.loss.tolist(), correct=ev.correct.astype(bool).tolist(),
-            pred_original=ev.pred_original.tolist(), pred_synthesized=ev.pred_synthesized.tolist(),
-            l1=ev.l1.tolist(), l2=ev.l2.tolist(), linf=ev.linf.tolist(),
-            increased=ev.increased.tolist(),
+            spectrum_seconds=spectrum.seconds, synthesis_seconds=rep.synthesis_seconds,
+            input_indices=rep.input_indices.tolist(),
             increased_at={str(kp): v.tolist() for kp, v in ev.increased_at.items()},
-            examples={"originals": originals[:EXAMPLES_PER_CELL].astype(np.float32),
-                      "synthesized": new[:EXAMPLES_PER_CELL].numpy().astype(np.float32)},
+            examples={"originals": job.inputs[rows].astype(np.float32),
+                      "synthesized": rep.synthesized[:EXAMPLES_PER_CELL].astype(np.float32)},
+            **ev.to_dict()["per_input"],
         ))
-    return cells
-
-
-def _worker_init() -> None:
-    torch.set_num_threads(1)
-
-
-def _worker(args):
-    return run_group(*args)
+    return out
 
 
 @dataclass
@@ -293,6 +324,7 @@ class ExperimentSummary:
     cells_skipped: int
     seconds: float
     model_accuracy: dict[str, float] = field(default_factory=dict)
+    executor: dict = field(default_factory=dict)
 
 
 def plan(config: ExperimentConfig, data: Dataset) -> list[CellKey]:
@@ -315,6 +347,9 @@ def run_experiment(
     data_dir: str | Path | None = None,
     models_dir: str | Path | None = None,
     workers: int = 1,
+    executor: str | Executor | None = None,
+    address: str | None = None,
+    device: str = "cpu",
     progress: bool = False,
     argv: list[str] | None = None,
 ) -> ExperimentSummary:
@@ -326,18 +361,25 @@ def run_experiment(
         data_dir: Data root for the data set.
         models_dir: Where zoo models are kept (trained when missing); default: next to the
             store, in ``models/``.
-        workers: Local processes. Each cell's result does not depend on which process
-            computes it.
-        progress: Show a progress bar with cells done, left and the estimated time.
+        workers: Parallel workers of the executor.
+        executor: ``"serial"``, ``"process"``, ``"ray"`` or an :class:`Executor`; default
+            ``process`` when ``workers > 1``, else ``serial``. Every cell's result is the
+            same whichever executor or worker computes it.
+        address: Ray cluster address (``executor="ray"``); default: a local instance.
+        device: Where models are trained and cells computed (``"cpu"``, ``"cuda"``, ...).
+        progress: Show progress bars (training, and cells done/left with the estimated time).
 
     Returns:
         What was run and skipped, and the configuration hash that keys the cells.
+
+    Raises:
+        DeepFaultError: Any invalid setting (checked before the store is created), or
+            another process writing to the same store.
     """
     from ..provenance import provenance
 
     config.validate()
-    if workers < 1:
-        raise DeepFaultError(f"workers must be >= 1; got {workers}")
+    workers = check_int("workers", workers)
     start = time.perf_counter()
     kwargs = {"scale01": True} if config.scale01 else {}
     data = load_dataset(config.dataset, data_dir=data_dir, **kwargs)
@@ -346,50 +388,62 @@ def run_experiment(
         if bad:
             raise DeepFaultError(f"class(es) {bad} outside the {data.num_classes} classes of {data.name!r}")
     store_path = Path(store_path)
+    if store_path.is_dir():
+        raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
     models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
-    models = _resolve_models(config, data, models_dir, "cpu")
+    _check_models_dir(models_dir)
+    if isinstance(executor, Executor):
+        pool = executor
+    else:
+        pool = get_executor(executor or ("process" if workers > 1 else "serial"), workers=workers,
+                            address=address)
+    models = _resolve_models(config, data, models_dir, data_dir=data_dir, device=device, progress=progress)
+    _check_neurons(config, models)
     record = {**config.to_dict(), "bounds": list(data.bounds), "class_names": list(data.class_names),
-              "model_digests": {name: _digest(mf.model) for name, (mf, _) in models.items()}}
+              "model_digests": {name: _digest(p.model) for name, p in models.items()},
+              "models_trained": [m.name for m in config.models if m.arch is not None]}
+    if not record["models_trained"]:
+        for key in ("train_epochs", "train_lr", "train_schedule"):
+            record.pop(key)
     config_hash = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
-    accuracy = {name: float((predict(mf.model, d.x_test).argmax(1).numpy() == d.y_test).mean())
-                for name, (mf, d) in models.items()}
+    accuracy = {name: float((predict(p.model, p.data.x_test).argmax(1).numpy() == p.data.y_test).mean())
+                for name, p in models.items()}
     record["model_accuracy"] = accuracy
     keys = plan(config, data)
-    with ResultStore(store_path) as store:
-        store.begin(config_hash, config.name, record, provenance("cpu", argv=argv))
-        done = store.done(config_hash)
+    protocol = config.protocol()
+    with ResultStore(store_path) as store, store.writer():
+        store.begin(config_hash, config.name, record, provenance(device, argv=argv))
+        done = {CellKey.from_id(i) for i in store.done(config_hash)}
         todo = [k for k in keys if k not in done]
         groups: dict[tuple[str, int], list[CellKey]] = {}
         for key in todo:
             groups.setdefault((key.model, key.cls), []).append(key)
-        jobs = [(models[m][0].model, models[m][1], config, m, c, ks, models[m][0].output_kind)
-                for (m, c), ks in groups.items()]
+        jobs = []
+        for (m, c), group_keys in groups.items():
+            prepared = models[m]
+            y = prepared.data.y_test
+            index = np.flatnonzero(y == c)
+            jobs.append(GroupJob(prepared.model, m, c, prepared.data.x_test[index], y[index], index,
+                                 tuple(group_keys), tuple(prepared.data.bounds), protocol, tuple(config.ks),
+                                 prepared.model_file.output_kind, str(device)))
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(keys), initial=len(keys) - len(todo), unit="cell", dynamic_ncols=True)
         try:
-            if workers == 1:
-                results = (run_group(*job) for job in jobs)
-                for cells in results:
-                    for cell in cells:
-                        store.write(config_hash, cell)
-                    if bar is not None:
-                        bar.update(len(cells))
-            else:
-                with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                         initializer=_worker_init) as pool:
-                    for cells in pool.map(_worker, jobs):
-                        for cell in cells:
-                            store.write(config_hash, cell)
-                        if bar is not None:
-                            bar.update(len(cells))
+            for _, cells in pool.map(run_group_job, jobs):
+                for cell in cells:
+                    store.write(config_hash, cell)
+                if bar is not None:
+                    bar.update(len(cells))
         finally:
             if bar is not None:
                 bar.close()
+            if not isinstance(executor, Executor):
+                pool.close()
     return ExperimentSummary(config_hash, str(store_path), len(keys), len(todo), len(keys) - len(todo),
-                             time.perf_counter() - start, accuracy)
+                             time.perf_counter() - start, accuracy, pool.describe())
 
 
 def with_overrides(config: ExperimentConfig, **overrides) -> ExperimentConfig:

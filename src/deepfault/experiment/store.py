@@ -1,26 +1,34 @@
-"""A resumable SQLite store of experiment results: one row per cell.
+"""A resumable SQLite store of results for every method: one row per cell.
 
-A *cell* is one (model, class, approach, k, repetition) of an experiment grid. Each cell
-is written in its own transaction, so a run killed at any moment (``kill -9`` included)
-leaves only whole cells behind, and rerunning the same experiment skips them. The key
-includes the hash of the experiment's configuration: a changed configuration never
-reuses old cells.
+A *cell* is one independent unit of work of an experiment: a (model, class, approach, k,
+repetition) of a DeepFault grid, a target model of a DeepXplore run, a campaign of a
+fuzzer (whose checkpoints overwrite its row). Cells are keyed by ``(experiment, method,
+cell_id)``, where ``experiment`` is the hash of the experiment's configuration, so a
+changed configuration never reuses old cells. Each cell is written in its own
+transaction: a run killed at any moment (``kill -9`` included) leaves only whole cells
+behind, and rerunning the same experiment skips them.
 
-The schema is plain SQL on purpose, so that other executors (a cluster, a queue) can
-write cells with nothing but ``sqlite3``:
+The schema is plain SQL, so other tools can read it with nothing but ``sqlite3``:
 
-- ``experiments(config_hash, name, config, provenance, created)``: JSON texts.
-- ``cells(config_hash, model, cls, approach, k, repetition, seed, data, examples,
-  created)``: ``data`` is the JSON of :class:`Cell` without ``examples``; ``examples``
-  holds a few original/synthesized input pairs as an ``.npz`` blob.
+- ``meta(key, value)``: ``app = deepfault``, ``schema = 2``.
+- ``experiments(experiment, method, name, config, provenance, created)``: JSON texts;
+  ``created`` in Unix seconds (sub-second).
+- ``cells(experiment, method, cell_id, data, arrays, created)``: ``data`` is the method's
+  own JSON; ``arrays`` an ``.npz`` blob of named arrays (examples, inputs, checkpoints).
+
+Stores written by deepfault 0.1 (schema 1: DeepFault cells only) are migrated in place,
+in one transaction, the first time they are opened for writing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,44 +37,94 @@ import numpy as np
 
 from ..errors import DeepFaultError
 
-__all__ = ["Cell", "CellKey", "ResultStore"]
+__all__ = ["Cell", "CellKey", "Record", "ResultStore", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 2
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS experiments (
-    config_hash TEXT PRIMARY KEY,
+    experiment  TEXT PRIMARY KEY,
+    method      TEXT NOT NULL,
     name        TEXT NOT NULL,
     config      TEXT NOT NULL,
     provenance  TEXT NOT NULL,
-    created     TEXT NOT NULL DEFAULT (datetime('now'))
+    created     REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS cells (
-    config_hash TEXT NOT NULL REFERENCES experiments(config_hash),
-    model       TEXT NOT NULL,
-    cls         INTEGER NOT NULL,
-    approach    TEXT NOT NULL,
-    k           INTEGER NOT NULL,
-    repetition  INTEGER NOT NULL,
-    seed        INTEGER NOT NULL,
+    experiment  TEXT NOT NULL REFERENCES experiments(experiment),
+    method      TEXT NOT NULL,
+    cell_id     TEXT NOT NULL,
     data        TEXT NOT NULL,
-    examples    BLOB,
-    created     TEXT NOT NULL DEFAULT (datetime('now')),
-    PRIMARY KEY (config_hash, model, cls, approach, k, repetition)
+    arrays      BLOB,
+    created     REAL NOT NULL,
+    PRIMARY KEY (experiment, method, cell_id)
 );
 """
 
 
+@dataclass(frozen=True)
+class Record:
+    """One stored cell: its id, the method's JSON fields and its named arrays."""
+
+    cell_id: str
+    data: dict
+    arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+def _blob(arrays: dict[str, np.ndarray] | None) -> bytes | None:
+    if not arrays:
+        return None
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
+def _unblob(blob: bytes | None) -> dict[str, np.ndarray]:
+    if not blob:
+        return {}
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except (ValueError, OSError, EOFError) as err:
+        raise DeepFaultError(f"a cell's arrays in the store are corrupt ({err})") from err
+
+
+def _loads(text: str, what: str):
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError) as err:
+        raise DeepFaultError(
+            f"{what} in the results store is corrupt ({err}); delete that cell or rerun into a new store"
+        ) from None
+
+
+# --- DeepFault's cells ------------------------------------------------------------------
+
+
 @dataclass(frozen=True, order=True)
 class CellKey:
+    """A DeepFault grid cell; its store id is ``model/class/approach/k/repetition``."""
+
     model: str
     cls: int
     approach: str
     k: int
     repetition: int
 
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.cls}/{self.approach}/{self.k}/{self.repetition}"
+
+    @classmethod
+    def from_id(cls, cell_id: str) -> CellKey:
+        model, c, approach, k, rep = cell_id.rsplit("/", 4)
+        return cls(model, int(c), approach, int(k), int(rep))
+
 
 @dataclass
 class Cell:
-    """Everything measured in one cell.
+    """Everything measured in one DeepFault cell.
 
     Per-input lists (``loss`` ... ``increased``) have one entry per synthesized input;
     ``increased_at`` maps ``k'`` (as a string) to such a list. ``examples`` holds
@@ -101,37 +159,158 @@ class Cell:
         return out
 
     @classmethod
-    def from_row(cls, key: CellKey, data: dict, examples: bytes | None) -> Cell:
-        arrays = {}
-        if examples:
-            with np.load(io.BytesIO(examples), allow_pickle=False) as npz:
-                arrays = {name: npz[name] for name in npz.files}
-        return cls(key=key, examples=arrays, **data)
+    def from_record(cls, record: Record) -> Cell:
+        try:
+            return cls(key=CellKey.from_id(record.cell_id), examples=record.arrays, **record.data)
+        except (TypeError, ValueError) as err:
+            raise DeepFaultError(
+                f"cell {record.cell_id!r} in the results store does not have DeepFault's fields ({err})"
+            ) from None
 
 
-def _blob(arrays: dict[str, np.ndarray]) -> bytes | None:
-    if not arrays:
-        return None
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()
+# --- the store --------------------------------------------------------------------------
 
 
 class ResultStore:
-    """The SQLite file behind an experiment; safe to open again after any interruption."""
+    """The SQLite file behind experiments of every method; safe to reopen after any interruption.
 
-    def __init__(self, path: str | os.PathLike):
+    Args:
+        path: The store file; created (with its folder) when missing, unless ``readonly``.
+        readonly: Open for reading only (reports); the file must exist.
+
+    Raises:
+        DeepFaultError: The file is not a deepfault store (another program's database, a
+            corrupt file), cannot be created, or was written by a newer deepfault.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        self._lock_fd: int | None = None
+        if self.path.is_dir():
+            raise DeepFaultError(f"results store {str(self.path)!r} is a directory; give a file name")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=60)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as err:
+            if readonly:
+                if not self.path.is_file():
+                    raise DeepFaultError(
+                        f"results store {str(self.path)!r} does not exist; run 'deepfault experiment' first"
+                    )
+                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60)
+                self._check_kind(migrate=False)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=60)
+                self._check_kind(migrate=True)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                with self._db:
+                    self._db.executescript(SCHEMA)
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'deepfault')")
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
+                                     (str(SCHEMA_VERSION),))
+        except (sqlite3.DatabaseError, OSError) as err:
             raise DeepFaultError(
                 f"cannot use {str(self.path)!r} as a results store ({err}); choose another path"
             ) from err
+
+    # --- kind, version, migration ---------------------------------------------------------
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def _check_kind(self, *, migrate: bool) -> None:
+        tables = self._tables()
+        if not tables:
+            if self.readonly:
+                raise DeepFaultError(f"results store {str(self.path)!r} is empty; run an experiment into it")
+            return
+        if "meta" in tables:
+            meta = dict(self._db.execute("SELECT key, value FROM meta"))
+            if meta.get("app") != "deepfault":
+                raise DeepFaultError(
+                    f"{str(self.path)!r} is another program's SQLite database, not a deepfault results "
+                    "store; choose another --store path"
+                )
+            version = int(meta.get("schema", "0"))
+            if version > SCHEMA_VERSION:
+                raise DeepFaultError(
+                    f"results store {str(self.path)!r} was written by a newer deepfault (schema {version}); "
+                    "upgrade deepfault (pip install -U deepfault) to read it"
+                )
+            return
+        if {"experiments", "cells"} <= tables and self._is_v1():
+            if not migrate:
+                raise DeepFaultError(
+                    f"results store {str(self.path)!r} has the format of deepfault 0.1; open it once for "
+                    "writing to migrate it (rerun 'deepfault experiment' with --store on it), or copy it "
+                    "somewhere writable"
+                )
+            self._migrate_v1()
+            return
+        raise DeepFaultError(
+            f"{str(self.path)!r} is another program's SQLite database, not a deepfault results store; "
+            "choose another --store path"
+        )
+
+    def _is_v1(self) -> bool:
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(cells)")}
+        return {"config_hash", "approach", "repetition", "examples"} <= columns
+
+    def _migrate_v1(self) -> None:
+        """Schema 1 (deepfault 0.1) to 2, in one transaction: nothing is lost or half-done."""
+        db = self._db
+        with db:
+            db.execute("ALTER TABLE experiments RENAME TO experiments_v1")
+            db.execute("ALTER TABLE cells RENAME TO cells_v1")
+            db.executescript(SCHEMA)
+            now = time.time()
+            db.execute(
+                "INSERT INTO experiments (experiment, method, name, config, provenance, created) "
+                "SELECT config_hash, 'deepfault', name, config, provenance, "
+                "CAST(strftime('%s', created) AS REAL) FROM experiments_v1"
+            )
+            rows = db.execute(
+                "SELECT config_hash, model, cls, approach, k, repetition, seed, data, examples, created "
+                "FROM cells_v1"
+            ).fetchall()
+            for h, model, cls, approach, k, rep, seed, data, blob, _created in rows:
+                fields_ = _loads(data, "a cell")
+                fields_.setdefault("seed", seed)
+                db.execute(
+                    "INSERT INTO cells (experiment, method, cell_id, data, arrays, created) "
+                    "VALUES (?, 'deepfault', ?, ?, ?, ?)",
+                    (h, CellKey(model, cls, approach, k, rep).id, json.dumps(fields_), blob, now),
+                )
+            db.execute("DROP TABLE cells_v1")
+            db.execute("DROP TABLE experiments_v1")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('app', 'deepfault')")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+    # --- one writer at a time -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[ResultStore]:
+        """Hold the store's writer lock: a second run on the same store is refused at once.
+
+        The lock is an advisory ``flock`` on the file, released when the block ends or the
+        process dies (``kill -9`` included), so a crashed run never blocks the next one.
+        """
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DeepFaultError(
+                f"another deepfault process is writing to {str(self.path)!r}; wait for it to finish "
+                "(rerunning afterwards resumes where it stopped) or give another --store"
+            ) from None
+        self._lock_fd = fd
+        try:
+            yield self
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            self._lock_fd = None
 
     def close(self) -> None:
         self._db.close()
@@ -142,58 +321,84 @@ class ResultStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # --- writing -----------------------------------------------------------------
+    # --- writing --------------------------------------------------------------------------
 
-    def begin(self, config_hash: str, name: str, config: dict, provenance: dict) -> None:
+    def begin(self, experiment: str, name: str, config: dict, provenance: dict, *,
+              method: str = "deepfault") -> None:
         """Record an experiment (once; a rerun keeps the first provenance)."""
         with self._db:
             self._db.execute(
-                "INSERT OR IGNORE INTO experiments (config_hash, name, config, provenance) "
-                "VALUES (?, ?, ?, ?)",
-                (config_hash, name, json.dumps(config, sort_keys=True), json.dumps(provenance)),
+                "INSERT OR IGNORE INTO experiments (experiment, method, name, config, provenance, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (experiment, method, name, json.dumps(config, sort_keys=True), json.dumps(provenance),
+                 time.time()),
+            )
+
+    def put(self, experiment: str, method: str, cell_id: str, data: dict,
+            arrays: dict[str, np.ndarray] | None = None, *, replace: bool = False) -> None:
+        """Write one cell atomically. Without ``replace`` an existing cell is kept as it is
+        (idempotent); with it the cell is overwritten (checkpoints)."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        with self._db:  # one transaction
+            self._db.execute(
+                f"{verb} INTO cells (experiment, method, cell_id, data, arrays, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (experiment, method, cell_id, json.dumps(data, allow_nan=False), _blob(arrays), time.time()),
             )
 
     def write(self, config_hash: str, cell: Cell) -> None:
-        """Write one cell atomically; writing a cell that exists already is a no-op."""
-        k = cell.key
-        with self._db:  # one transaction
-            self._db.execute(
-                "INSERT OR IGNORE INTO cells (config_hash, model, cls, approach, k, repetition, "
-                "seed, data, examples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (config_hash, k.model, k.cls, k.approach, k.k, k.repetition, cell.seed,
-                 json.dumps(cell.data(), allow_nan=False), _blob(cell.examples)),
-            )
+        """Write one DeepFault cell (see :meth:`put`)."""
+        self.put(config_hash, "deepfault", cell.key.id, cell.data(), cell.examples)
 
-    # --- reading -----------------------------------------------------------------
+    # --- reading --------------------------------------------------------------------------
 
-    def done(self, config_hash: str) -> set[CellKey]:
+    def done(self, experiment: str, method: str = "deepfault") -> set[str]:
+        """The ids of the cells of ``experiment`` already in the store."""
         rows = self._db.execute(
-            "SELECT model, cls, approach, k, repetition FROM cells WHERE config_hash = ?",
-            (config_hash,),
+            "SELECT cell_id FROM cells WHERE experiment = ? AND method = ?", (experiment, method)
         )
-        return {CellKey(*row) for row in rows}
+        return {row[0] for row in rows}
 
-    def experiments(self) -> list[dict]:
+    def get(self, experiment: str, method: str, cell_id: str) -> Record | None:
+        row = self._db.execute(
+            "SELECT data, arrays FROM cells WHERE experiment = ? AND method = ? AND cell_id = ?",
+            (experiment, method, cell_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return Record(cell_id, _loads(row[0], f"cell {cell_id!r}"), _unblob(row[1]))
+
+    def records(self, experiment: str, method: str, *, arrays: bool = True) -> Iterator[Record]:
+        """Every cell of an experiment, in id order."""
         rows = self._db.execute(
-            "SELECT config_hash, name, config, provenance, created FROM experiments ORDER BY created"
+            f"SELECT cell_id, data, {'arrays' if arrays else 'NULL'} FROM cells "
+            "WHERE experiment = ? AND method = ? ORDER BY cell_id",
+            (experiment, method),
         )
-        return [
-            {"config_hash": h, "name": n, "config": json.loads(c), "provenance": json.loads(p),
-             "created": t}
-            for h, n, c, p, t in rows
-        ]
+        for cell_id, data, blob in rows:
+            yield Record(cell_id, _loads(data, f"cell {cell_id!r}"), _unblob(blob))
 
     def cells(self, config_hash: str, *, examples: bool = True) -> Iterator[Cell]:
-        """Every cell of an experiment, in key order."""
-        rows = self._db.execute(
-            f"SELECT model, cls, approach, k, repetition, data, {'examples' if examples else 'NULL'} "
-            "FROM cells WHERE config_hash = ? ORDER BY model, cls, approach, k, repetition",
-            (config_hash,),
-        )
-        for model, cls, approach, k, rep, data, blob in rows:
-            yield Cell.from_row(CellKey(model, cls, approach, k, rep), json.loads(data), blob)
+        """Every DeepFault cell of an experiment, in key order."""
+        cells = [Cell.from_record(r) for r in self.records(config_hash, "deepfault", arrays=examples)]
+        yield from sorted(cells, key=lambda c: c.key)
 
-    def count(self, config_hash: str) -> int:
+    def experiments(self, method: str | None = None) -> list[dict]:
+        """The experiments in the store, oldest first (optionally of one method)."""
+        sql = "SELECT experiment, method, name, config, provenance, created FROM experiments"
+        args: tuple = ()
+        if method is not None:
+            sql += " WHERE method = ?"
+            args = (method,)
+        out = []
+        for h, m, n, c, p, t in self._db.execute(sql + " ORDER BY created, rowid", args):
+            out.append({"config_hash": h, "experiment": h, "method": m, "name": n,
+                        "config": _loads(c, f"experiment {h}'s configuration"),
+                        "provenance": _loads(p, f"experiment {h}'s provenance"),
+                        "created": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))})
+        return out
+
+    def count(self, experiment: str, method: str = "deepfault") -> int:
         return self._db.execute(
-            "SELECT COUNT(*) FROM cells WHERE config_hash = ?", (config_hash,)
+            "SELECT COUNT(*) FROM cells WHERE experiment = ? AND method = ?", (experiment, method)
         ).fetchone()[0]

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.registry import Registry
 from ..errors import DeepFaultError
 
 __all__ = [
+    "MEASURES",
     "Measure",
     "register_measure",
     "get_measure",
@@ -55,24 +57,51 @@ class Measure:
         return np.asarray(self.fn(*counts, **params), dtype=np.float64)
 
 
-_REGISTRY: dict[str, Measure] = {}
+#: Every suspiciousness measure, by name (``--approach``).
+MEASURES: Registry[Measure] = Registry("measure")
+
+#: Called with each newly registered measure (the approach registry listens).
+_listeners: list[Callable[[Measure], None]] = []
 
 
-def register_measure(name: str, *, formula: str, reference: str = "", params: tuple[str, ...] = ()):
-    """Decorator adding ``fn(a_s, a_f, n_s, n_f, **params)`` to the registry under ``name``."""
+def register_measure(name: str, fn: Callable[..., np.ndarray] | None = None, *, formula: str = "",
+                     reference: str = "", params: tuple[str, ...] = ()):
+    """Add a measure ``fn(a_s, a_f, n_s, n_f, **params) -> scores`` under ``name``.
 
-    def decorate(fn):
-        if name in _REGISTRY:
-            raise RuntimeError(f"measure {name!r} is registered twice")
-        _REGISTRY[name] = Measure(name, fn, formula, reference, params)
-        return fn
+    Called with ``fn`` it registers it at once; without, it returns a decorator::
 
-    return decorate
+        register_measure("my_measure", lambda a_s, a_f, n_s, n_f: a_f - a_s, formula="af - as")
+
+        @register_measure("other", formula="af / (af + nf)")
+        def other(a_s, a_f, n_s, n_f): ...
+
+    Args:
+        name: Registry name (``--approach`` on the command line).
+        fn: The scoring function of the four ``(M,)`` count arrays.
+        formula: The score in the literature's notation, for listings.
+        reference: Where the measure comes from.
+        params: Names of keyword parameters ``fn`` takes (for example ``star``).
+
+    Raises:
+        DeepFaultError: ``fn`` is not callable.
+        RuntimeError: ``name`` is registered already.
+    """
+
+    def decorate(f):
+        if not callable(f):
+            raise DeepFaultError(f"register_measure needs a function of (as, af, ns, nf); got {f!r}")
+        measure = Measure(name, f, formula or getattr(f, "__doc__", "") or name, reference, params)
+        MEASURES.register(name, measure)
+        for listener in _listeners:
+            listener(measure)
+        return f
+
+    return decorate if fn is None else decorate(fn)
 
 
 def list_measures() -> list[str]:
     """Names of the registered measures, sorted."""
-    return sorted(_REGISTRY)
+    return MEASURES.names()
 
 
 def get_measure(name: str) -> Measure:
@@ -81,12 +110,7 @@ def get_measure(name: str) -> Measure:
     Raises:
         DeepFaultError: Unknown name; the message lists the known ones.
     """
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise DeepFaultError(
-            f"unknown measure {name!r}; known: {', '.join(list_measures())}"
-        ) from None
+    return MEASURES.get(name)
 
 
 def check_star(star: float) -> float:
@@ -115,8 +139,17 @@ def suspiciousness(spectrum, measure: str = "tarantula", *, star: float = 3.0) -
     if spectrum.num_failed == 0:
         return np.zeros(spectrum.layout.num_neurons)
     scores = m(*spectrum.counts, **params)
-    if np.isnan(scores).any():  # a bug in a registered measure, not a user error
-        raise RuntimeError(f"measure {measure!r} produced NaN scores")
+    if scores.shape != (spectrum.layout.num_neurons,):
+        raise DeepFaultError(
+            f"measure {measure!r} returned scores of shape {scores.shape}; a measure must return one "
+            f"score per neuron, shape ({spectrum.layout.num_neurons},)"
+        )
+    if np.isnan(scores).any():
+        first = int(np.flatnonzero(np.isnan(scores))[0])
+        raise DeepFaultError(
+            f"measure {measure!r} produced NaN scores (first for neuron {spectrum.layout.neuron(first)}); "
+            "a measure must return a number for every neuron, e.g. 0 where a denominator is zero"
+        )
     return scores
 
 

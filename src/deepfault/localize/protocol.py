@@ -19,10 +19,11 @@ from ..errors import DeepFaultError, check_int
 from ..generate.ascent import check_synthesis_args, synthesize
 from .evaluation import OUTPUT_KINDS, Evaluation, evaluate
 from .measures import check_star
-from .selection import BASELINES, Selection, check_k, list_approaches, select
-from .spectrum import Spectrum, compute_class_spectra
+from .selection import Selection, check_k, get_approach, list_approaches, select
+from .spectrum import Spectrum, check_threshold, compute_spectrum
 
-__all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "run_deepfault"]
+__all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupResult", "run_group",
+           "run_deepfault", "group_seed", "k_primes_for"]
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,9 @@ class RunConfig:
         step, distance: Synthesis step size and L_inf bound.
         star: The D* exponent.
         seed: Seed of every random choice (input sampling, random baselines).
-        repeat: Repetitions; each draws its own inputs (when ``num_inputs`` is set) and,
-            for the baselines, its own neurons.
+        repeat: Repetitions of the baselines' random draws of neurons (all repetitions
+            synthesize from the same inputs, as in the paper's protocol; a measure gives
+            the same result in every repetition).
         layers: Module names to analyse; ``None`` = every Linear/Conv but the logits layer.
         threshold: Activity threshold of the spectrum.
         iterations: Synthesis steps per input.
@@ -45,7 +47,8 @@ class RunConfig:
         num_inputs: Correctly classified inputs per class to synthesize from, drawn
             without replacement; ``None`` uses all of them.
         k_primes: ``k' >= k`` for the share of the top ``k'`` neurons that increased;
-            ``None`` means ``2k`` and ``5k`` where there are that many neurons.
+            ``None`` means ``2k`` and ``5k`` where there are that many neurons
+            (:func:`k_primes_for`).
         batch_size: Inputs per forward pass.
     """
 
@@ -75,14 +78,28 @@ class RunConfig:
                 f"unknown approach {self.approach!r}; known: {', '.join(list_approaches())}"
             )
         check_int("k (the number of suspicious neurons)", self.k)
+        check_int("seed", self.seed, minimum=0)
         check_star(self.star)
+        if self.classes is not None:
+            dupes = sorted({c for c in self.classes if list(self.classes).count(c) > 1})
+            if dupes:
+                raise DeepFaultError(f"classes must be distinct; {dupes} given more than once")
+        if self.k_primes is not None:
+            if get_approach(self.approach).baseline:
+                raise DeepFaultError(
+                    f"k' (--k-prime) ranks neurons by a measure; approach {self.approach!r} is a baseline "
+                    "with no ranking, so leave k' out"
+                )
+            for kp in self.k_primes:
+                check_int("k' (--k-prime)", kp)
+                if kp < self.k:
+                    raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
         check_synthesis_args(self.step, self.distance, bounds, self.iterations)
         for name in ("repeat", "batch_size"):
             check_int(name, getattr(self, name))
         if self.num_inputs is not None and self.num_inputs < 1:
             raise DeepFaultError(f"num_inputs must be >= 1 (or None for all); got {self.num_inputs!r}")
-        if not np.isfinite(self.threshold):
-            raise DeepFaultError(f"threshold must be a finite number; got {self.threshold!r}")
+        check_threshold(self.threshold)
 
 
 @dataclass(frozen=True)
@@ -149,12 +166,132 @@ class RunResult:
         }
 
 
-def _k_primes(config: RunConfig, num_neurons: int) -> list[int]:
-    if config.approach in BASELINES:
-        return []
-    if config.k_primes is not None:
-        return sorted(set(config.k_primes))
-    return sorted({kp for kp in (2 * config.k, 5 * config.k) if kp <= num_neurons})
+def group_seed(*parts: int) -> int:
+    """A 32-bit seed derived from integers (the experiment seed, a class, ``k``, ...)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+def k_primes_for(k: int, num_neurons: int, *, ks: Sequence[int] = (), explicit: Sequence[int] | None = None
+                 ) -> list[int]:
+    """The ``k' > k`` at which the share of the top ``k'`` neurons that increased is reported.
+
+    ``explicit`` when given; otherwise ``2k``, ``5k`` and every grid ``k`` larger than ``k``,
+    each at most the number of neurons.
+    """
+    if explicit is not None:
+        too_many = [kp for kp in explicit if kp > num_neurons]
+        if too_many:
+            raise DeepFaultError(
+                f"k'={too_many[0]} (--k-prime) is more than the {num_neurons} analysed neurons; "
+                f"choose k' <= {num_neurons}"
+            )
+        return sorted(set(explicit))
+    return sorted({kp for kp in (2 * k, 5 * k, *ks) if k < kp <= num_neurons})
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of a (model, class) group: an approach, ``k`` and a repetition."""
+
+    approach: str
+    k: int
+    repetition: int = 0
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """What :func:`run_group` returns: the class's spectrum and one repetition per cell."""
+
+    target_class: int
+    spectrum: Spectrum
+    num_correct: int
+    input_indices: np.ndarray
+    cells: tuple[tuple[CellSpec, Repetition], ...]
+
+
+def run_group(
+    model: nn.Module,
+    inputs,
+    labels,
+    target_class: int,
+    cells: Sequence[CellSpec],
+    *,
+    bounds: tuple[float, float],
+    config: RunConfig,
+    output_kind: str = "logits",
+    ks: Sequence[int] = (),
+    indices: np.ndarray | None = None,
+) -> GroupResult:
+    """The DeepFault protocol for one model and class; ``run`` and ``experiment`` both call it.
+
+    1. The spectrum of the class's inputs (only inputs labelled ``target_class`` are run).
+    2. The inputs to synthesize from: every correctly classified one, or
+       ``config.num_inputs`` of them drawn without replacement with the seed
+       ``(config.seed, class)``; all cells of the group share them.
+    3. For each cell: ``k`` neurons chosen by the approach (baselines seeded with
+       ``(config.seed, class, k, repetition)``), synthesis (timed after one warm-up
+       step), and the evaluation of the new inputs, including the top-``k'`` increase for
+       :func:`k_primes_for`.
+
+    Args:
+        model: The classifier (on its device).
+        inputs, labels: The test inputs (only those of ``target_class`` are used).
+        target_class: The class.
+        cells: The approaches, ``k`` and repetitions to compute.
+        bounds: The data set's value range.
+        config: Synthesis and evaluation settings (``approach``/``k``/``classes`` unused).
+        output_kind: ``"logits"`` or ``"probabilities"``.
+        ks: The grid's ``k`` values (for the default ``k'``).
+        indices: The inputs' indices in the whole test split (default ``0..N-1``).
+
+    Returns:
+        A :class:`GroupResult`.
+    """
+    y = np.asarray(labels)
+    index = np.arange(len(y)) if indices is None else np.asarray(indices)
+    in_class = np.flatnonzero(y == target_class)
+    if not len(in_class):
+        raise DeepFaultError(f"no test input of class {target_class}")
+    x_class = inputs[in_class]
+    spectrum = compute_spectrum(model, x_class, y[in_class], target_class=target_class,
+                                layers=config.layers, threshold=config.threshold,
+                                batch_size=config.batch_size)
+    layout = spectrum.layout
+    predicted = predict(model, x_class, batch_size=config.batch_size).argmax(1).numpy()
+    correct = np.flatnonzero(predicted == target_class)
+    if config.num_inputs is not None and config.num_inputs < len(correct):
+        rng = np.random.default_rng(group_seed(config.seed, target_class))
+        correct_chosen = np.sort(rng.choice(correct, size=config.num_inputs, replace=False))
+    else:
+        correct_chosen = correct
+    originals = x_class[correct_chosen]
+    y_chosen = y[in_class][correct_chosen]
+    synth = dict(step=config.step, distance=config.distance, bounds=bounds, normalize=config.normalize,
+                 iterations=config.iterations, batch_size=config.batch_size)
+    out = []
+    warmed = False
+    for cell in cells:
+        check_k(cell.k, layout.num_neurons)
+        seed = group_seed(config.seed, target_class, cell.k, cell.repetition)
+        selection = select(spectrum, cell.approach, cell.k, star=config.star, seed=seed)
+        if not warmed and len(originals):  # the first synthesis pays one-off costs: not timed
+            synthesize(model, originals[:1], selection, **synth)
+            warmed = True
+        start = time.perf_counter()
+        new = synthesize(model, originals, selection, **synth)
+        seconds = time.perf_counter() - start
+        k_primes = [] if get_approach(cell.approach).baseline else k_primes_for(
+            cell.k, layout.num_neurons, ks=ks, explicit=config.k_primes)
+        ranking = None
+        if selection.ranking is not None and k_primes:
+            ranking = [layout.neuron(int(i)) for i in selection.ranking[: max(k_primes)]]
+        evaluation = evaluate(model, originals, new, y_chosen, selection, ranking=ranking,
+                              k_primes=k_primes if ranking else (), output_kind=output_kind,
+                              batch_size=config.batch_size)
+        rep = Repetition(cell.repetition, seed, selection, index[in_class][correct_chosen], evaluation,
+                         seconds, new.numpy())
+        out.append((cell, rep))
+    return GroupResult(target_class, spectrum, len(correct), index[in_class][correct_chosen], tuple(out))
 
 
 def run_deepfault(
@@ -167,10 +304,9 @@ def run_deepfault(
 ) -> RunResult:
     """Run DeepFault on ``data``'s test split for the classes in ``config``.
 
-    For each class: the spectrum of that class's test inputs, the ``k`` neurons chosen by
-    ``config.approach``, new inputs synthesized from correctly classified inputs of the
-    class, and their evaluation (labels are the originals'). A class with no failing
-    input is not an error: its result says ``no_failures``.
+    For each class, :func:`run_group` with ``config.repeat`` repetitions of
+    ``config.approach`` at ``config.k``. A class with no failing input is not an error:
+    its result says ``no_failures``.
 
     Raises:
         DeepFaultError: Any invalid setting, a class outside the model's classes, ``k``
@@ -189,51 +325,19 @@ def run_deepfault(
         )
     classes = list(range(data.num_classes)) if config.classes is None else list(config.classes)
     for c in classes:
-        if not 0 <= c < data.num_classes:
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < data.num_classes:
             raise DeepFaultError(
-                f"class {c} is outside the {data.num_classes} classes of {data.name!r} "
+                f"class {c!r} is outside the {data.num_classes} classes of {data.name!r} "
                 f"(0..{data.num_classes - 1})"
             )
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
     predicted = outputs.argmax(1).numpy()
-    spectra = compute_class_spectra(
-        model, x, y, classes, layers=config.layers, threshold=config.threshold,
-        batch_size=config.batch_size,
-    )
-    layout = next(iter(spectra.values())).layout
-    check_k(config.k, layout.num_neurons)
-    k_primes = _k_primes(config, layout.num_neurons)
+    cells = [CellSpec(config.approach, config.k, r) for r in range(config.repeat)]
     results = []
     for c in classes:
-        spectrum = spectra[c]
-        correct = np.flatnonzero((y == c) & (predicted == c))
-        reps = []
-        for r in range(config.repeat):
-            seed = int(np.random.SeedSequence([config.seed, c, r]).generate_state(1)[0])
-            rng = np.random.default_rng(seed)
-            chosen = correct
-            if config.num_inputs is not None and config.num_inputs < len(correct):
-                chosen = np.sort(rng.choice(correct, size=config.num_inputs, replace=False))
-            selection = select(spectrum, config.approach, config.k, star=config.star, seed=seed)
-            originals = x[chosen]
-            start = time.perf_counter()
-            new = synthesize(
-                model, originals, selection, step=config.step, distance=config.distance,
-                bounds=data.bounds, normalize=config.normalize, iterations=config.iterations,
-                batch_size=config.batch_size,
-            )
-            seconds = time.perf_counter() - start
-            ranking = None
-            if selection.ranking is not None and k_primes:
-                ranking = [layout.neuron(int(i)) for i in selection.ranking[: max(k_primes)]]
-            evaluation = evaluate(
-                model, originals, new, y[chosen], selection, ranking=ranking,
-                k_primes=k_primes if ranking else (), output_kind=output_kind,
-                batch_size=config.batch_size,
-            )
-            reps.append(Repetition(r, seed, selection, chosen, evaluation, seconds, new.numpy()))
-        result = ClassResult(c, spectrum, len(correct), tuple(reps))
+        group = run_group(model, x, y, c, cells, bounds=data.bounds, config=config, output_kind=output_kind)
+        result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
         if on_class is not None:
             on_class(result)
         results.append(result)

@@ -7,16 +7,21 @@ neurons.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.registry import Registry
 from ..errors import DeepFaultError, check_int
-from .measures import get_measure, list_measures, suspiciousness
+from .measures import Measure, get_measure, list_measures, suspiciousness
+from .measures import _listeners as _measure_listeners
 from .spectrum import Spectrum
 
 __all__ = [
+    "APPROACHES",
+    "Approach",
+    "get_approach",
     "Neuron",
     "Selection",
     "BASELINES",
@@ -106,9 +111,44 @@ class Selection:
         }
 
 
+@dataclass(frozen=True)
+class Approach:
+    """A way to choose ``k`` neurons from a spectrum: a measure's ranking or a baseline.
+
+    Attributes:
+        name: Registry name (``--approach``).
+        choose: ``choose(spectrum, k, *, star, seed) -> Selection``.
+        baseline: True for the random draws (no ranking, so no ``k'`` figures).
+        description: One line for listings.
+    """
+
+    name: str
+    choose: Callable[..., Selection]
+    baseline: bool
+    description: str
+
+
+#: Every approach, by name: each registered measure, and the baselines.
+APPROACHES: Registry[Approach] = Registry("approach", listing=lambda: list_approaches())
+
+
+def _measure_approach(measure: Measure) -> None:
+    def choose(spectrum: Spectrum, k: int, *, star: float = 3.0, seed: int = 0) -> Selection:
+        return localize(spectrum, measure=measure.name, k=k, star=star)
+
+    APPROACHES.register(measure.name, Approach(measure.name, choose, False, measure.formula))
+
+
 def list_approaches() -> list[str]:
-    """Every name ``select`` accepts: the registered measures and the baselines."""
-    return list_measures() + list(BASELINES)
+    """Every name ``select`` accepts: the registered measures, then the baselines."""
+    names = APPROACHES.names()
+    return [n for n in names if not APPROACHES.get(n).baseline] + [
+        n for n in names if APPROACHES.get(n).baseline
+    ]
+
+
+def get_approach(name: str) -> Approach:
+    return APPROACHES.get(name)
 
 
 def check_k(k: int, num_neurons: int) -> int:
@@ -230,6 +270,25 @@ def uniform_baseline(spectrum: Spectrum, k: int, *, seed: int) -> Selection:
     return Selection(_neurons(spectrum, chosen, [None] * k), "uniform", k, spectrum.num_failed == 0)
 
 
+def _random(spectrum: Spectrum, k: int, *, star: float = 3.0, seed: int = 0) -> Selection:
+    exclude = [localize(spectrum, measure=m, k=k, star=star) for m in PAPER_MEASURES]
+    return random_baseline(spectrum, k, exclude=exclude, seed=seed)
+
+
+def _uniform(spectrum: Spectrum, k: int, *, star: float = 3.0, seed: int = 0) -> Selection:
+    return uniform_baseline(spectrum, k, seed=seed)
+
+
+APPROACHES.register("random", Approach(
+    "random", _random, True, "k neurons none of tarantula/ochiai/dstar chose, spread over layers like "
+    "theirs (the paper's baseline)"))
+APPROACHES.register("uniform", Approach(
+    "uniform", _uniform, True, "k neurons drawn uniformly from all analysed neurons"))
+for _name in list_measures():
+    _measure_approach(get_measure(_name))
+_measure_listeners.append(_measure_approach)
+
+
 def select(
     spectrum: Spectrum, approach: str, k: int, *, star: float = 3.0, seed: int = 0
 ) -> Selection:
@@ -237,12 +296,10 @@ def select(
 
     ``"random"`` first selects with Tarantula, Ochiai and D* (same ``k`` and ``star``),
     then draws from the rest (:func:`random_baseline`); ``"uniform"`` draws from all.
+
+    Raises:
+        DeepFaultError: Unknown approach, ``k`` out of range, or a negative seed.
     """
-    if approach == "random":
-        exclude = [localize(spectrum, measure=m, k=k, star=star) for m in PAPER_MEASURES]
-        return random_baseline(spectrum, k, exclude=exclude, seed=seed)
-    if approach == "uniform":
-        return uniform_baseline(spectrum, k, seed=seed)
-    if approach not in list_measures():
-        raise DeepFaultError(f"unknown approach {approach!r}; known: {', '.join(list_approaches())}")
-    return localize(spectrum, measure=approach, k=k, star=star)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DeepFaultError(f"seed must be an integer >= 0; got {seed!r}")
+    return APPROACHES.get(approach).choose(spectrum, k, star=star, seed=int(seed))

@@ -1,0 +1,180 @@
+"""Executors: one ``map`` seam for grids of independent jobs.
+
+Experiment cells, DeepXplore runs and fuzzing campaigns are jobs: a module-level function
+and a picklable argument carrying only the arrays the job needs. An executor runs them and
+yields ``(job_index, result)`` as they finish; the driver alone writes results to the
+store. Three are registered:
+
+- ``serial``: in this process, in order (the reference).
+- ``process``: local worker processes (``--workers N``), started with ``spawn``.
+- ``ray``: a Ray cluster (``--executor ray``; ``--ray-address ADDRESS`` joins an existing
+  one, otherwise a local Ray instance is started with ``workers`` CPUs). Needs the
+  optional extra ``deepfault[ray]``.
+
+A job's result never depends on which executor or worker ran it: every job seeds its
+own randomness from its arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..core.registry import Registry
+from ..errors import DeepFaultError, check_int
+
+__all__ = ["EXECUTORS", "Executor", "get_executor", "list_executors"]
+
+log = logging.getLogger(__name__)
+
+#: Every executor, by name (``--executor``).
+EXECUTORS: Registry[type[Executor]] = Registry("executor")
+
+
+def _single_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+class Executor(ABC):
+    """Runs ``fn(job)`` for every job; see the module docstring.
+
+    Args:
+        workers: Parallel workers (ignored by ``serial``).
+        address: Cluster address (``ray`` only).
+    """
+
+    name = ""
+
+    def __init__(self, *, workers: int = 1, address: str | None = None):
+        self.workers = check_int("workers", workers)
+        self.address = address
+
+    @abstractmethod
+    def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(index, fn(jobs[index]))`` for every job, in completion order."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook: most executors hold nothing)
+        """Release workers or the cluster connection."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def describe(self) -> dict:
+        return {"executor": self.name, "workers": self.workers, "address": self.address}
+
+
+@EXECUTORS.register("serial")
+class SerialExecutor(Executor):
+    """In this process, one job after the other."""
+
+    name = "serial"
+
+    def map(self, fn, jobs):
+        for index, job in enumerate(jobs):
+            yield index, fn(job)
+
+
+@EXECUTORS.register("process")
+class ProcessExecutor(Executor):
+    """Local worker processes (``spawn``), one PyTorch thread each."""
+
+    name = "process"
+
+    def map(self, fn, jobs):
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from multiprocessing import get_context
+
+        jobs = list(jobs)
+        if self.workers == 1 or len(jobs) <= 1:
+            yield from SerialExecutor().map(fn, jobs)
+            return
+        with ProcessPoolExecutor(min(self.workers, len(jobs)), mp_context=get_context("spawn"),
+                                 initializer=_single_thread) as pool:
+            pending = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
+            try:
+                while pending:
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        index = pending.pop(future)
+                        yield index, future.result()
+            finally:
+                for future in pending:
+                    future.cancel()
+
+
+@EXECUTORS.register("ray")
+class RayExecutor(Executor):
+    """A Ray cluster: ``address`` joins one, otherwise a local instance is started."""
+
+    name = "ray"
+
+    def __init__(self, *, workers: int = 1, address: str | None = None):
+        super().__init__(workers=workers, address=address)
+        try:
+            import ray
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError(
+                "the 'ray' executor needs Ray: pip install 'deepfault[ray]'"
+            ) from None
+        self._ray = ray
+        self._started = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "configure_logging": False}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = self.workers
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
+                raise DeepFaultError(f"cannot start or join {where}: {err}") from err
+            self._started = True
+
+    def map(self, fn, jobs):
+        ray = self._ray
+        remote = ray.remote(num_cpus=1)(_ray_call)
+        refs = {remote.remote(fn, job): i for i, job in enumerate(jobs)}
+        pending = list(refs)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    yield refs[ref], ray.get(ref)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        if self._started and self._ray.is_initialized():
+            self._ray.shutdown()
+            self._started = False
+
+
+def _ray_call(fn, job):
+    _single_thread()
+    return fn(job)
+
+
+def list_executors() -> list[str]:
+    return EXECUTORS.names()
+
+
+def get_executor(name: str = "serial", *, workers: int = 1, address: str | None = None) -> Executor:
+    """A ready executor ``name`` (``serial``, ``process`` or ``ray``).
+
+    Raises:
+        DeepFaultError: Unknown name, ``workers < 1``, or an address with another executor.
+    """
+    cls = EXECUTORS.get(name)
+    if address and cls is not RayExecutor:
+        raise DeepFaultError(f"--ray-address only applies to the 'ray' executor; got --executor {name}")
+    return cls(workers=workers, address=address)
