@@ -1,1 +1,39 @@
-"""xplore"""
+"""DeepXplore: differential testing of several models by joint gradient ascent.
+
+Given two or more models of the same task, :func:`xplore` searches near real seed inputs
+for inputs on which the models disagree, while pushing each model's neuron coverage up
+(Pei, Cao, Yang, Jana, SOSP 2017; ``spec/deepxplore.md``).
+
+Example:
+    >>> from deepfault.xplore import XploreConfig, xplore
+    >>> result = xplore(models, data.x_test, config=XploreConfig(seeds=200),
+    ...                 bounds=data.bounds)  # doctest: +SKIP
+"""
+
+from .config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, XploreConfig
+from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constraint
+from .results import FoundInputs, TargetSummary, TracePoint, XploreResult, load_inputs, replay, save_inputs
+from .search import STRATEGY, Strategy, search, select_seeds, xplore
+
+__all__ = [
+    "CONSTRAINTS",
+    "Constraint",
+    "FoundInputs",
+    "LAYER_CHOICES",
+    "NEURON_CHOICES",
+    "OBJECTIVES",
+    "STRATEGY",
+    "Strategy",
+    "TargetSummary",
+    "TracePoint",
+    "XploreConfig",
+    "XploreResult",
+    "list_constraints",
+    "load_inputs",
+    "make_constraint",
+    "replay",
+    "save_inputs",
+    "search",
+    "select_seeds",
+    "xplore",
+]

@@ -1,0 +1,182 @@
+"""DeepXplore one seed at a time, written straight from the spec (a test oracle).
+
+:func:`search_reference` runs the joint gradient ascent of DeepXplore spec section 2 with
+Python loops over seeds, models and neurons, one forward and backward pass per seed, and
+the domain constraints written out with slices. It draws the same random numbers as
+:func:`deepfault.xplore.search.search` (:func:`~deepfault.xplore.search.draw_randomness`)
+and follows the same order of coverage updates (all inputs found at one step update
+coverage before the next step's neurons are drawn), so on the same seeds the two return
+the same inputs. It is also the per-seed baseline of ``benchmarks/bench_xplore.py``.
+Never use it for real work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..core.capture import capture, eval_mode, model_device
+from ..xplore.config import XploreConfig
+from ..xplore.search import RMS_EPS, draw_randomness
+
+__all__ = ["search_reference", "constrain_reference"]
+
+
+def constrain_reference(name: str, params: dict, g: torch.Tensor, u) -> torch.Tensor:
+    """The domain constraint on one input's gradient ``g`` ``(*input)``, from the table of
+    spec section 3, with the uniforms ``u`` of this seed and step."""
+    out = torch.zeros_like(g)
+    if name == "none":
+        return g.clone()
+    if name == "light":
+        return out + g.mean()
+    h, w = g.shape[-2:]
+    if name == "occl":
+        x, y, rh, rw = params["x"], params["y"], params["h"], params["w"]
+        out[..., y : y + rh, x : x + rw] = g[..., y : y + rh, x : x + rw]
+        return out
+    if name == "blackout":
+        m = params["size"]
+        top = min(int(u[0] * (h - m + 1)), h - m)
+        left = min(int(u[1] * (w - m + 1)), w - m)
+        patch = g[..., top : top + m, left : left + m]
+        if float(patch.mean()) < 0:
+            out[..., top : top + m, left : left + m] = -1.0
+        return out
+    raise ValueError(f"unknown constraint {name!r}")
+
+
+def _values(model, layers, transform, x):
+    """``(scores (classes,), neuron values (M,))`` of one input ``x`` ``(1, *input)``."""
+    with capture(model, layers, transform=transform) as rec:
+        out = model(x)
+        values = rec.collect()
+    return out[0], values[0]
+
+
+def search_reference(
+    models: list[nn.Module],
+    seeds,
+    *,
+    config: XploreConfig,
+    bounds=(0.0, 1.0),
+    output_kinds=None,
+) -> dict:
+    """The search of :func:`deepfault.xplore.search.search`, one seed at a time.
+
+    Returns:
+        A dict: ``rows``, ``inputs``, ``iteration``, ``predictions`` (each found input, by
+        seed row), ``already_differ`` (rows), ``covered`` (per model, list of bools) and
+        ``neurons`` (``{(row, step): [neuron per model]}``, the neurons each step used).
+    """
+    lo, hi = float(bounds[0]), float(bounds[1])
+    n = len(models)
+    kinds = output_kinds or ["logits"] * n
+    constraint = config.constraint()
+    cname, cparams = constraint.name, constraint.params()
+    layers = config.layer_selection()
+    device = model_device(models[0])
+    x_all = torch.as_tensor(np.asarray(seeds), dtype=torch.float32)
+    draws = draw_randomness(len(x_all), n, config, constraint)
+    with contextlib.ExitStack() as stack:
+        for m in models:
+            stack.enter_context(eval_mode(m))
+        return _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi)
+
+
+def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi) -> dict:
+    n = len(models)
+
+    def predictions(x):
+        with torch.no_grad():
+            return [int(m(x.to(device))[0].argmax()) for m in models]
+
+    covered = None
+
+    def cover(x):
+        nonlocal covered
+        for k, m in enumerate(models):
+            with torch.no_grad():
+                _, v = _values(m, layers, "layer-minmax", x.to(device))
+            if covered[k] is None:
+                covered[k] = [False] * len(v)
+            for i in range(len(v)):
+                if float(v[i]) > config.threshold:
+                    covered[k][i] = True
+
+    with torch.no_grad():
+        sizes = [len(_values(m, layers, "raw", x_all[:1].to(device))[1]) for m in models]
+    covered = [[False] * s for s in sizes]
+    found = {"rows": [], "inputs": [], "iteration": [], "predictions": []}
+    chosen: dict = {}
+    common, differ = [], []
+    for r in range(len(x_all)):
+        p = predictions(x_all[r : r + 1])
+        common.append(p[0])
+        if len(set(p)) > 1:
+            differ.append(r)
+            cover(x_all[r : r + 1])
+    todo = [r for r in range(len(x_all)) if r not in set(differ)]
+    size = config.batch_size or max(len(todo), 1)
+    with torch.enable_grad():
+        for start in range(0, len(todo), size):
+            group = todo[start : start + size]
+            current = {r: x_all[r : r + 1].clone() for r in group}
+            per_seed = {}
+            for it in range(config.iterations + 1):
+                if it > 0:  # check every seed that moved, then update coverage with the found
+                    newly = []
+                    for r in list(current):
+                        p = predictions(current[r])
+                        if len(set(p)) > 1:
+                            newly.append(r)
+                            found["rows"].append(r)
+                            found["inputs"].append(current[r][0].clone())
+                            found["iteration"].append(it)
+                            found["predictions"].append(p)
+                    for r in newly:
+                        cover(current.pop(r))
+                if it == config.iterations or not current:
+                    break
+                for r in list(current):
+                    if config.neurons == "per-iteration" or it == 0:
+                        step = it if config.neurons == "per-iteration" else 0
+                        picks = []
+                        for k in range(n):
+                            free = [i for i in range(len(covered[k])) if not covered[k][i]]
+                            if not free:
+                                free = list(range(len(covered[k])))
+                            u = float(draws.neuron_u[r, step, k])
+                            picks.append(free[min(int(u * len(free)), len(free) - 1)])
+                        per_seed[r] = picks
+                    chosen[(r, it)] = list(per_seed[r])
+                    c, j = common[r], int(draws.targets[r])
+                    x = current[r].to(device).requires_grad_(True)
+                    obj = 0.0
+                    for k, m in enumerate(models):
+                        scores, values = _values(m, layers, "raw", x)
+                        if config.objective == "probabilities" and kinds[k] == "logits":
+                            scores = torch.softmax(scores, dim=0)
+                        weight = -config.lambda1 if k == j else 1.0
+                        obj = obj + weight * scores[c] + config.lambda2 * values[per_seed[r][k]]
+                    (g,) = torch.autograd.grad(obj, x)
+                    g = g[0]
+                    g = g / (math.sqrt(float((g * g).mean())) + RMS_EPS)
+                    g = constrain_reference(cname, cparams, g, draws.constraint_u[r, it])
+                    current[r] = torch.clamp(x.detach() + config.step * g, lo, hi).cpu()
+    order = np.argsort(found["rows"], kind="stable")
+    return {
+        "rows": np.asarray(found["rows"], dtype=np.int64)[order],
+        "inputs": (torch.stack(found["inputs"]).numpy()[order] if found["inputs"]
+                   else np.zeros((0, *x_all.shape[1:]), np.float32)),
+        "iteration": np.asarray(found["iteration"], dtype=np.int64)[order],
+        "predictions": np.asarray(found["predictions"], dtype=np.int64).reshape(-1, n)[order],
+        "already_differ": np.asarray(differ, dtype=np.int64),
+        "covered": covered,
+        "neurons": chosen,
+        "targets": draws.targets,
+    }

@@ -1,0 +1,280 @@
+"""What a DeepXplore run reports (DeepXplore spec section 5), and its files.
+
+:class:`XploreResult` holds the counts, coverage and times of a run and the
+difference-inducing inputs themselves; :meth:`XploreResult.to_dict` is the JSON part,
+:func:`save_inputs` writes the inputs with their seeds' indices and every model's
+predictions as ``.npz`` so they can be replayed (:func:`load_inputs`, :func:`replay`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from torch import nn
+
+from .._io import atomic_path
+from ..coverage.criteria import CoverageResult
+from ..errors import DeepFaultError
+from .config import XploreConfig
+
+__all__ = [
+    "FoundInputs",
+    "TracePoint",
+    "TargetSummary",
+    "XploreResult",
+    "save_inputs",
+    "load_inputs",
+    "replay",
+    "NPZ_KEYS",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class FoundInputs:
+    """The difference-inducing inputs of a run, one row each, sorted by seed row.
+
+    Attributes:
+        rows: ``(F,)`` position of the seed in the run's seeds.
+        seed_index: ``(F,)`` index of the seed in the pool it was drawn from (the test split).
+        inputs: ``(F, *input)`` float32 generated inputs (within the data set's bounds).
+        seeds: ``(F, *input)`` float32 seed inputs they started from.
+        iteration: ``(F,)`` the step at which the models first disagreed (1-based).
+        predictions: ``(F, n)`` every model's predicted class on the generated input.
+        common_class: ``(F,)`` the class all models predicted on the seed.
+        target: ``(F,)`` the model pushed away from the common class.
+        l1: ``(F,)`` L1 distance to the seed, in the data set's units.
+    """
+
+    rows: np.ndarray
+    seed_index: np.ndarray
+    inputs: np.ndarray
+    seeds: np.ndarray
+    iteration: np.ndarray
+    predictions: np.ndarray
+    common_class: np.ndarray
+    target: np.ndarray
+    l1: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def subset(self, mask: np.ndarray) -> FoundInputs:
+        """The rows where ``mask`` (bool ``(F,)``) is true."""
+        return FoundInputs(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class TracePoint:
+    """Coverage and progress after one iteration of one group of seeds.
+
+    Attributes:
+        group: Index of the group of seeds (0 when all seeds advance together).
+        iteration: Steps taken by the group (0: before the first step).
+        seconds: Time since the run started.
+        found: Difference-inducing inputs found so far in the run.
+        covered: Neurons covered so far, per model.
+    """
+
+    group: int
+    iteration: int
+    seconds: float
+    found: int
+    covered: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "iteration": self.iteration, "seconds": self.seconds,
+                "found": self.found, "covered": list(self.covered)}
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """Counts for the seeds of one target model (or all seeds: ``target is None``).
+
+    Attributes:
+        target: Model index, or ``None`` for the pooled row.
+        seeds: Seeds drawn with this target (already differing ones included).
+        already_differ: Seeds on which the models disagreed before any step (pooled row only;
+            they are never searched, so no target applies).
+        searched: Seeds searched (all models agreed on them).
+        found: Difference-inducing inputs found.
+        mean_iterations: Mean steps to the difference over the found inputs.
+        mean_l1: Mean L1 distance to the seed over the found inputs (the paper's diversity).
+    """
+
+    target: int | None
+    seeds: int
+    already_differ: int
+    searched: int
+    found: int
+    mean_iterations: float | None
+    mean_l1: float | None
+
+    @property
+    def found_ratio(self) -> float | None:
+        return self.found / self.searched if self.searched else None
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "seeds": self.seeds, "already_differ": self.already_differ,
+                "searched": self.searched, "found": self.found, "found_ratio": self.found_ratio,
+                "mean_iterations": self.mean_iterations, "mean_l1": self.mean_l1}
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+@dataclass(frozen=True, eq=False)
+class XploreResult:
+    """One DeepXplore run.
+
+    Attributes:
+        config: The run's parameters.
+        model_names: One name per model, in the objective's order (target indices refer to it).
+        num_classes: Classes every model predicts.
+        num_neurons: Neurons per model in the coverage layout.
+        bounds: ``(lo, hi)`` valid input range.
+        seed_index: ``(N,)`` pool index of each seed.
+        seed_predictions: ``(N, n)`` every model's prediction on each seed.
+        targets: ``(N,)`` target model of each seed.
+        already_differ: ``(N,)`` bool, the models disagreed on the seed itself.
+        found: The difference-inducing inputs.
+        coverage: Final neuron coverage of each model (``layer-minmax``, threshold ``t``).
+        trace: Coverage and count after each iteration.
+        seconds: Wall-clock time of the whole run.
+        first_found_seconds: Time from the start to the first difference-inducing input
+            (``None`` when none was found).
+        device: Where the models ran.
+    """
+
+    config: XploreConfig
+    model_names: tuple[str, ...]
+    num_classes: int
+    num_neurons: tuple[int, ...]
+    bounds: tuple[float, float]
+    seed_index: np.ndarray
+    seed_predictions: np.ndarray
+    targets: np.ndarray
+    already_differ: np.ndarray
+    found: FoundInputs
+    coverage: tuple[CoverageResult, ...]
+    trace: tuple[TracePoint, ...]
+    seconds: float
+    first_found_seconds: float | None
+    device: str = "cpu"
+    layer_names: tuple[tuple[str, ...], ...] = field(default=())
+
+    @property
+    def num_seeds(self) -> int:
+        return len(self.seed_index)
+
+    @property
+    def num_found(self) -> int:
+        return len(self.found)
+
+    @property
+    def num_already_differ(self) -> int:
+        return int(self.already_differ.sum())
+
+    @property
+    def pooled_coverage(self) -> float:
+        """``sum covered / sum neurons`` over the models."""
+        total = sum(c.total for c in self.coverage)
+        return sum(c.covered for c in self.coverage) / total if total else 0.0
+
+    @property
+    def seconds_per_found(self) -> float | None:
+        return self.seconds / self.num_found if self.num_found else None
+
+    def summaries(self) -> list[TargetSummary]:
+        """One row per target model that has seeds, then the pooled row (``target=None``)."""
+        rows = []
+        searched = ~self.already_differ
+        for j in range(len(self.model_names)):
+            mine = self.targets == j
+            if not mine.any():
+                continue
+            hit = self.found.target == j
+            rows.append(TargetSummary(j, int(mine.sum()), int((mine & self.already_differ).sum()),
+                                      int((mine & searched).sum()), int(hit.sum()),
+                                      _mean(self.found.iteration[hit]), _mean(self.found.l1[hit])))
+        rows.append(TargetSummary(None, self.num_seeds, self.num_already_differ, int(searched.sum()),
+                                  self.num_found, _mean(self.found.iteration), _mean(self.found.l1)))
+        return rows
+
+    def to_dict(self) -> dict:
+        """Everything but the input arrays, as JSON-ready values."""
+        return {
+            "config": self.config.to_dict(),
+            "constraint": self.config.constraint().to_dict(),
+            "models": [{"name": n, "neurons": m, "layers": list(ls) if ls else None}
+                       for n, m, ls in zip(self.model_names, self.num_neurons,
+                                           self.layer_names or [()] * len(self.model_names),
+                                           strict=True)],
+            "num_classes": self.num_classes,
+            "bounds": list(self.bounds),
+            "device": self.device,
+            "seeds": self.num_seeds,
+            "already_differ": self.num_already_differ,
+            "found": self.num_found,
+            "per_target": [s.to_dict() for s in self.summaries()],
+            "coverage": [{"model": n, **c.to_dict()} for n, c in zip(self.model_names, self.coverage,
+                                                                      strict=True)],
+            "pooled_coverage": self.pooled_coverage,
+            "seconds": self.seconds,
+            "seconds_per_found": self.seconds_per_found,
+            "first_found_seconds": self.first_found_seconds,
+            "trace": [p.to_dict() for p in self.trace],
+        }
+
+
+#: The arrays of a saved run (``.npz``).
+NPZ_KEYS = ("inputs", "seeds", "seed_index", "rows", "iteration", "predictions", "common_class",
+            "target", "l1", "model_names", "already_differ_index", "already_differ_predictions")
+
+
+def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
+    """Write the difference-inducing inputs, their seeds and predictions as ``.npz``.
+
+    Also stores the pool indices and predictions of the seeds that already differed.
+    Written atomically.
+    """
+    f = result.found
+    arrays = {
+        "inputs": f.inputs, "seeds": f.seeds, "seed_index": f.seed_index, "rows": f.rows,
+        "iteration": f.iteration, "predictions": f.predictions, "common_class": f.common_class,
+        "target": f.target, "l1": f.l1, "model_names": np.array(result.model_names),
+        "already_differ_index": result.seed_index[result.already_differ],
+        "already_differ_predictions": result.seed_predictions[result.already_differ],
+    }
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+    return path
+
+
+def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays written by :func:`save_inputs`.
+
+    Raises:
+        DeepFaultError: The file is missing or is not a DeepXplore inputs file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DeepFaultError(f"inputs file {str(path)!r} does not exist")
+    with np.load(path, allow_pickle=False) as z:
+        missing = [k for k in NPZ_KEYS if k not in z.files]
+        if missing:
+            raise DeepFaultError(f"{str(path)!r} is not a DeepXplore inputs file (no {', '.join(missing)})")
+        return {k: z[k] for k in z.files}
+
+
+def replay(models: Sequence[nn.Module], inputs, *, batch_size: int = 1024) -> np.ndarray:
+    """``(F, n)`` every model's predicted class on saved inputs (to check they still disagree)."""
+    from ..core.batches import predict
+
+    return np.stack([predict(m, inputs, batch_size=batch_size).argmax(1).numpy() for m in models], axis=1)

@@ -1,0 +1,512 @@
+"""DeepXplore's joint gradient ascent, batched (DeepXplore spec section 2).
+
+For ``n >= 2`` models and a seed on which they all predict class ``c``, with target model
+``j`` and one coverage neuron ``n_k`` per model::
+
+    obj(x) = sum_{k != j} F_k(x)[c] - lambda1 * F_j(x)[c] + lambda2 * sum_k f_{n_k}(x)
+    g      = d obj / d x,   g <- g / (sqrt(mean(g ** 2)) + 1e-5)     (per input)
+    x      <- clip(x + s * constraint(g), lo, hi)
+
+until the models disagree on ``x`` (a *difference-inducing input*) or ``iterations``
+steps have been taken. ``F_k(x)[c]`` is a logit (default) or a probability; ``f_n`` is a
+neuron's raw value (a conv channel's spatial mean). Each model's neuron is drawn
+uniformly among its neurons not yet covered (``layer-minmax`` values above ``t``).
+
+All seeds (or groups of ``batch_size`` seeds) advance together: each row carries its own
+``c``, ``j`` and neurons, and leaves the batch when the models disagree on it. One
+iteration is one forward and one backward pass per model for the whole batch.
+
+Semantics that make the result independent of how the work is laid out:
+
+- every random number is drawn in advance, per seed and iteration, from the run's
+  generator (:func:`draw_randomness`), so a row's draws do not depend on which other rows
+  are still in the batch;
+- within a group, the neurons of iteration ``i`` are drawn against the coverage after
+  iteration ``i - 1``: the inputs found at iteration ``i - 1`` (all rows together) update
+  coverage before anyone draws again. The per-seed oracle
+  (:func:`deepfault.testing.xplore_reference.search_reference`) follows the same order.
+- seeds on which the models already disagree are found first (one prediction pass over
+  all seeds), counted apart, and update coverage before any search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..core.batches import activations, predict
+from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
+from ..coverage.criteria import NeuronCoverage
+from ..errors import DeepFaultError, check_int
+from .config import XploreConfig
+from .constraints import Constraint
+from .results import FoundInputs, TracePoint, XploreResult
+
+__all__ = [
+    "Draws",
+    "STRATEGY",
+    "Strategy",
+    "RMS_EPS",
+    "check_models",
+    "choose_neurons",
+    "draw_randomness",
+    "normalize",
+    "search",
+    "select_seeds",
+    "xplore",
+]
+
+log = logging.getLogger(__name__)
+
+#: Added to the gradient's root mean square before dividing (DeepXplore's code).
+RMS_EPS = 1e-5
+
+
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    """The run's generator for one purpose: 0 draws the seeds, 1 everything in the search."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(stream,)))
+
+
+def select_seeds(pool_size: int, num: int, *, seed: int = 0, replace: bool = False) -> np.ndarray:
+    """``(num,)`` indices of the seed inputs drawn from a pool of ``pool_size`` inputs.
+
+    Raises:
+        DeepFaultError: More seeds than inputs without replacement, or an empty pool.
+    """
+    pool_size = check_int("pool size", pool_size, 1)
+    num = check_int("seeds", num, 1)
+    if num > pool_size and not replace:
+        raise DeepFaultError(
+            f"--seeds {num} is more than the {pool_size} inputs to draw from; draw fewer or "
+            "with replacement (--replace)"
+        )
+    return _rng(seed, 0).choice(pool_size, size=num, replace=replace).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Draws:
+    """Every random number of a search, drawn in advance from the run's generator.
+
+    Attributes:
+        targets: ``(N,)`` target model of each seed (drawn even when the target is fixed,
+            so that the other draws do not depend on it; then overwritten).
+        neuron_u: ``(N, iterations, n)`` uniforms choosing each model's neuron per step
+            (``per-seed`` uses step 0's for every step).
+        constraint_u: ``(N, iterations, d)`` uniforms of the domain constraint.
+    """
+
+    targets: np.ndarray
+    neuron_u: np.ndarray
+    constraint_u: np.ndarray
+
+
+def draw_randomness(num_seeds: int, num_models: int, config: XploreConfig,
+                    constraint: Constraint) -> Draws:
+    """The draws of a search, in a fixed order: targets, neurons, constraint patches."""
+    rng = _rng(config.seed, 1)
+    targets = rng.integers(0, num_models, size=num_seeds).astype(np.int64)
+    if config.target is not None:
+        targets[:] = config.target
+    neuron_u = rng.random((num_seeds, config.iterations, num_models))
+    constraint_u = rng.random((num_seeds, config.iterations, constraint.num_draws))
+    return Draws(targets, neuron_u, constraint_u)
+
+
+def choose_neurons(covered: torch.Tensor, u: np.ndarray) -> np.ndarray:
+    """One neuron per row, uniformly among the uncovered ones (all when none is left).
+
+    Args:
+        covered: ``(M,)`` bool coverage state of one model.
+        u: ``(B,)`` uniforms in ``[0, 1)``.
+
+    Returns:
+        ``(B,)`` int64 neuron indices: the ``floor(u * K)``-th uncovered neuron, ``K`` the
+        number of uncovered neurons.
+    """
+    candidates = np.flatnonzero(~covered.cpu().numpy())
+    if len(candidates) == 0:
+        candidates = np.arange(len(covered))
+    pick = np.minimum((u * len(candidates)).astype(np.int64), len(candidates) - 1)
+    return candidates[pick]
+
+
+def normalize(grads: torch.Tensor) -> torch.Tensor:
+    """``g / (sqrt(mean(g ** 2)) + 1e-5)`` for each input of a ``(B, *input)`` batch."""
+    rms = grads.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS)
+    return grads / rms.view(-1, *([1] * (grads.ndim - 1)))
+
+
+def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Sequence[str]) -> int:
+    """Check that the models can be compared on ``sample`` ``(1, *input)``; returns the class count.
+
+    Raises:
+        DeepFaultError: Fewer than two models, models on different devices, a model that
+            cannot take the inputs, or models with different numbers of classes.
+    """
+    if len(models) < 2:
+        raise DeepFaultError(
+            f"DeepXplore compares two or more models; got {len(models)}: give at least two with --models"
+        )
+    devices = {str(model_device(m)) for m in models}
+    if len(devices) > 1:
+        raise DeepFaultError(f"the models are on different devices ({', '.join(sorted(devices))}); "
+                             "move them to one device")
+    classes = []
+    with contextlib.ExitStack() as stack, torch.inference_mode():
+        for name, model in zip(names, models, strict=True):
+            stack.enter_context(eval_mode(model))
+            try:
+                out = forward(model, sample.to(model_device(model)))
+            except DeepFaultError as err:
+                raise DeepFaultError(f"model {name!r}: {err}") from err
+            if out.ndim != 2:
+                raise DeepFaultError(f"model {name!r} returns shape {tuple(out.shape)}, not (N, classes)")
+            classes.append(out.shape[1])
+    if len(set(classes)) > 1:
+        detail = ", ".join(f"{n}: {c}" for n, c in zip(names, classes, strict=True))
+        raise DeepFaultError(
+            f"the models predict different numbers of classes ({detail}); DeepXplore compares "
+            "models of the same task"
+        )
+    return classes[0]
+
+
+@contextlib.contextmanager
+def _frozen(models: Sequence[nn.Module]) -> Iterator[None]:
+    """Eval mode and no parameter gradients for the duration; both restored afterwards."""
+    flags = [[p.requires_grad for p in m.parameters()] for m in models]
+    with contextlib.ExitStack() as stack:
+        for m in models:
+            stack.enter_context(eval_mode(m))
+        try:
+            for m in models:
+                for p in m.parameters():
+                    p.requires_grad_(False)
+            yield
+        finally:
+            for m, fl in zip(models, flags, strict=True):
+                for p, f in zip(m.parameters(), fl, strict=True):
+                    p.requires_grad_(f)
+
+
+class _Run:
+    """The state of one search: models, coverage, draws and what was found."""
+
+    def __init__(self, models, names, output_kinds, config: XploreConfig, bounds, device):
+        self.models = list(models)
+        self.names = list(names)
+        self.config = config
+        self.constraint = config.constraint()
+        self.layers = config.layer_selection()
+        self.lo, self.hi = bounds
+        self.device = device
+        self.probabilities = []
+        for name, kind in zip(names, output_kinds, strict=True):
+            if kind not in ("logits", "probabilities"):
+                raise DeepFaultError(f"output kind of model {name!r} must be 'logits' or 'probabilities'; "
+                                     f"got {kind!r}")
+            if kind == "probabilities" and config.objective == "logits":
+                raise DeepFaultError(
+                    f"model {name!r} outputs probabilities, so its logits are not available; "
+                    "use --objective probabilities"
+                )
+            # Scores are softmaxed here unless the model already outputs probabilities.
+            self.probabilities.append(config.objective == "probabilities" and kind == "logits")
+        self.coverage: list[NeuronCoverage] = []
+        self.found: list[dict] = []
+        self.trace: list[TracePoint] = []
+        self.num_found = 0
+        self.start = time.perf_counter()
+        self.first_found: float | None = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def layouts(self, sample: torch.Tensor) -> list[NeuronLayout]:
+        out = []
+        with torch.inference_mode():
+            for model in self.models:
+                with capture(model, self.layers) as rec:
+                    forward(model, sample)
+                    rec.collect()
+                out.append(rec.layout)
+        return out
+
+    def update_coverage(self, x: torch.Tensor) -> None:
+        """Fold inputs ``x`` into every model's coverage (``layer-minmax`` values)."""
+        if len(x) == 0:
+            return
+        for model, nc in zip(self.models, self.coverage, strict=True):
+            _, values = activations(model, x, layers=self.layers, transform="layer-minmax")
+            nc.update(values)
+
+    def note(self, group: int, iteration: int) -> None:
+        self.trace.append(TracePoint(group, iteration, self.elapsed(), self.num_found,
+                                     tuple(int(nc.covered.sum()) for nc in self.coverage)))
+
+    def scores_and_values(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each model's ``(B, classes)`` scores and ``(B, M)`` raw neuron values, with graph."""
+        scores, values = [], []
+        for model, soft in zip(self.models, self.probabilities, strict=True):
+            with capture(model, self.layers) as rec:
+                out = forward(model, x)
+                values.append(rec.collect())
+            scores.append(torch.softmax(out, dim=1) if soft else out)
+        return scores, values
+
+    def search_group(self, group: int, rows: np.ndarray, x0: torch.Tensor, common: torch.Tensor,
+                     draws, bar) -> None:
+        """Advance the seeds ``rows`` together until they disagree or run out of steps."""
+        cfg = self.config
+        n = len(self.models)
+        targets = torch.as_tensor(draws.targets[rows], device=self.device)
+        x = x0.clone()
+        alive = np.arange(len(rows))  # positions in this group still searching
+        neurons: list[torch.Tensor] = []
+        for it in range(cfg.iterations + 1):
+            last = it == cfg.iterations
+            x.requires_grad_(not last)
+            with torch.set_grad_enabled(not last):
+                scores, values = self.scores_and_values(x)
+            preds = torch.stack([s.detach().argmax(dim=1) for s in scores])  # (n, B)
+            keep = torch.ones(len(alive), dtype=torch.bool, device=self.device)
+            if it > 0:
+                differ = (preds != preds[0]).any(dim=0)
+                if bool(differ.any()):
+                    keep = ~differ
+                    d = differ.cpu().numpy()
+                    self._record(rows[alive[d]], x.detach()[differ], x0[alive[d]], preds[:, differ],
+                                 common[alive[d]], draws.targets[rows[alive[d]]], it)
+            self.note(group, it)
+            if bar is not None:
+                bar.update(1)
+            if last or not bool(keep.any()):
+                return
+            keep_np = keep.cpu().numpy()
+            if cfg.neurons == "per-iteration" or it == 0:
+                step = it if cfg.neurons == "per-iteration" else 0
+                u = draws.neuron_u[rows[alive], step]  # (B, n)
+                neurons = [torch.as_tensor(choose_neurons(nc.covered, u[:, k]), device=self.device)
+                           for k, nc in enumerate(self.coverage)]
+            c = common[alive].to(self.device)
+            tgt = targets[alive]
+            per_row = torch.zeros(len(alive), device=self.device, dtype=x.dtype)
+            for k in range(n):
+                weight = torch.where(tgt == k, -cfg.lambda1, 1.0).to(x.dtype)
+                per_row = per_row + weight * scores[k].gather(1, c[:, None]).squeeze(1)
+                per_row = per_row + cfg.lambda2 * values[k].gather(1, neurons[k][:, None]).squeeze(1)
+            (g,) = torch.autograd.grad(per_row[keep].sum(), x)
+            g = normalize(g[keep])
+            u = torch.as_tensor(draws.constraint_u[rows[alive[keep_np]], it])
+            g = self.constraint.apply(g, u)
+            x = torch.clamp(x.detach()[keep] + cfg.step * g, self.lo, self.hi)
+            alive = alive[keep_np]
+            neurons = [nk[keep] for nk in neurons]
+
+    def _record(self, rows, x, seeds, preds, common, targets, it) -> None:
+        """Keep the inputs found at step ``it`` and fold them into coverage."""
+        self.update_coverage(x)
+        if self.first_found is None:
+            self.first_found = self.elapsed()
+        self.num_found += len(x)
+        x_cpu, s_cpu = x.cpu(), seeds.cpu()
+        self.found.append({
+            "rows": np.asarray(rows, dtype=np.int64),
+            "inputs": x_cpu.numpy(),
+            "seeds": s_cpu.numpy(),
+            "iteration": np.full(len(x), it, dtype=np.int64),
+            "predictions": preds.T.cpu().numpy().astype(np.int64),
+            "common_class": np.asarray(common.cpu(), dtype=np.int64),
+            "target": np.asarray(targets, dtype=np.int64),
+            "l1": (x_cpu.double() - s_cpu.double()).abs().flatten(1).sum(1).numpy(),
+        })
+
+    def found_inputs(self, seed_index: np.ndarray, shape: tuple[int, ...]) -> FoundInputs:
+        """Everything found, sorted by seed row."""
+        keys = ("rows", "inputs", "seeds", "iteration", "predictions", "common_class", "target", "l1")
+        if not self.found:
+            n = len(self.models)
+            empty = {"rows": np.zeros(0, np.int64), "inputs": np.zeros((0, *shape), np.float32),
+                     "seeds": np.zeros((0, *shape), np.float32), "iteration": np.zeros(0, np.int64),
+                     "predictions": np.zeros((0, n), np.int64), "common_class": np.zeros(0, np.int64),
+                     "target": np.zeros(0, np.int64), "l1": np.zeros(0)}
+            return FoundInputs(seed_index=np.zeros(0, np.int64), **empty)
+        parts = {k: np.concatenate([f[k] for f in self.found]) for k in keys}
+        order = np.argsort(parts["rows"], kind="stable")
+        parts = {k: v[order] for k, v in parts.items()}
+        return FoundInputs(seed_index=seed_index[parts["rows"]], **parts)
+
+
+def search(
+    models: Sequence[nn.Module],
+    seeds,
+    *,
+    config: XploreConfig | None = None,
+    bounds: Sequence[float] = (0.0, 1.0),
+    seed_index=None,
+    names: Sequence[str] | None = None,
+    output_kinds: Sequence[str] | None = None,
+    progress: bool = False,
+) -> XploreResult:
+    """DeepXplore on given seed inputs: the batched joint gradient ascent.
+
+    Args:
+        models: Two or more classifiers of the same task, on one device; used in
+            ``eval()`` mode and not modified (modes and ``requires_grad`` are restored).
+        seeds: ``(N, *input)`` seed inputs within ``bounds``.
+        config: The run's parameters (default :class:`XploreConfig`; ``config.seeds`` and
+            ``replace`` are not used here: the seeds are given).
+        bounds: ``(lo, hi)``, the valid input range every step is clipped to.
+        seed_index: ``(N,)`` index of each seed in its pool, recorded with the results
+            (default ``arange(N)``).
+        names: One name per model (default ``model0``, ``model1``, ...).
+        output_kinds: ``"logits"`` or ``"probabilities"`` per model (default logits).
+        progress: Show a progress bar over the iterations.
+
+    Returns:
+        The run's :class:`~deepfault.xplore.results.XploreResult`.
+
+    Raises:
+        DeepFaultError: Fewer than two models, models of different class counts or that
+            cannot take the inputs, bad parameters, or seeds outside ``bounds``.
+    """
+    config = XploreConfig() if config is None else config
+    names = [f"model{i}" for i in range(len(models))] if names is None else list(names)
+    if len(names) != len(models):
+        raise DeepFaultError(f"names must give one name per model ({len(models)}); got {len(names)}")
+    kinds = ["logits"] * len(models) if output_kinds is None else list(output_kinds)
+    if len(kinds) != len(models):
+        raise DeepFaultError(f"output_kinds must give one kind per model ({len(models)}); got {len(kinds)}")
+    if len(models) < 2:
+        check_models(models, torch.zeros(1), names)
+    config.validate(len(models))
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"bounds must be a pair (lo, hi); got {bounds!r}") from None
+    if not lo < hi:
+        raise DeepFaultError(f"bounds must satisfy lo < hi; got ({lo}, {hi})")
+    x_all = as_tensor(seeds, name="seeds").detach().cpu()
+    if len(x_all) == 0:
+        raise DeepFaultError("no seeds: the seed inputs are empty")
+    if x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6:
+        raise DeepFaultError(
+            f"the seeds lie in [{float(x_all.min()):g}, {float(x_all.max()):g}], outside the bounds "
+            f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)"
+        )
+    config.constraint().check(tuple(x_all.shape[1:]))
+    index = np.arange(len(x_all), dtype=np.int64) if seed_index is None else np.asarray(seed_index, np.int64)
+    if index.shape != (len(x_all),):
+        raise DeepFaultError(
+            f"seed_index must have one index per seed ({len(x_all)}); got shape {index.shape}"
+        )
+    device = model_device(models[0])
+    num_classes = check_models(models, x_all[:1], names)
+    run = _Run(models, names, kinds, config, (lo, hi), device)
+    draws = draw_randomness(len(x_all), len(models), config, run.constraint)
+    with _frozen(models):
+        layouts = run.layouts(x_all[:1].to(device))
+        run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
+        run.start = time.perf_counter()
+        preds = np.stack([predict(m, x_all).argmax(1).numpy() for m in models], axis=1)  # (N, n)
+        differ = (preds != preds[:, :1]).any(axis=1)
+        run.update_coverage(x_all[differ].to(device))
+        run.note(-1, 0)
+        todo = np.flatnonzero(~differ)
+        size = config.batch_size or max(len(todo), 1)
+        groups = [todo[i : i + size] for i in range(0, len(todo), size)]
+        common = torch.as_tensor(preds[:, 0])
+        bar = None
+        if progress and groups:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(groups) * (config.iterations + 1), desc="deepxplore", unit="step")
+        try:
+            for g, rows in enumerate(groups):
+                run.search_group(g, rows, x_all[rows].to(device), common[rows], draws, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        seconds = run.elapsed()
+    found = run.found_inputs(index, tuple(x_all.shape[1:]))
+    if len(found) == 0:
+        log.info("no difference-inducing input found in %d seeds", len(x_all))
+    return XploreResult(
+        config=config, model_names=tuple(names), num_classes=int(num_classes),
+        num_neurons=tuple(lay.num_neurons for lay in layouts), bounds=(lo, hi), seed_index=index,
+        seed_predictions=preds.astype(np.int64), targets=draws.targets, already_differ=differ,
+        found=found, coverage=tuple(nc.compute() for nc in run.coverage), trace=tuple(run.trace),
+        seconds=seconds, first_found_seconds=run.first_found, device=str(device),
+        layer_names=tuple(lay.names for lay in layouts),
+    )
+
+
+def xplore(
+    models: Sequence[nn.Module],
+    inputs,
+    *,
+    config: XploreConfig | None = None,
+    bounds: Sequence[float] = (0.0, 1.0),
+    names: Sequence[str] | None = None,
+    output_kinds: Sequence[str] | None = None,
+    progress: bool = False,
+) -> XploreResult:
+    """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
+    inputs on which the models disagree, raising their neuron coverage.
+
+    Args:
+        models: Two or more classifiers of the same task (see :func:`search`).
+        inputs: ``(P, *input)`` pool of seed inputs (the test split).
+        config: The run's parameters (default :class:`XploreConfig`); the seeds are drawn
+            with ``config.seed``.
+        bounds, names, output_kinds, progress: As in :func:`search`.
+
+    Returns:
+        The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
+        indexes ``inputs``.
+
+    Example:
+        >>> from deepfault.xplore import XploreConfig, xplore
+        >>> result = xplore([lenet1, lenet4, lenet5], data.x_test,
+        ...                 config=XploreConfig(seeds=200), bounds=data.bounds)  # doctest: +SKIP
+        >>> result.num_found, result.pooled_coverage  # doctest: +SKIP
+    """
+    config = XploreConfig() if config is None else config
+    config.validate(len(models))
+    x = as_tensor(inputs, name="inputs")
+    index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
+    return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
+                  names=names, output_kinds=output_kinds, progress=progress)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A generation strategy's entry for the generation registry.
+
+    Attributes:
+        name: Registry name.
+        description: One line for listings.
+        generate: ``generate(models, inputs, *, config, bounds, ...) -> result``.
+        config: The frozen dataclass of its parameters.
+    """
+
+    name: str
+    description: str
+    generate: object
+    config: type
+
+
+#: DeepXplore as a generation strategy (``GENERATORS.register(STRATEGY.name, STRATEGY)``).
+STRATEGY = Strategy(
+    name="deepxplore",
+    description="differential testing of two or more models by joint gradient ascent (Pei et al. 2017)",
+    generate=xplore,
+    config=XploreConfig,
+)
