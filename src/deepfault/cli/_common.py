@@ -18,6 +18,14 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def seed_int(text: str) -> int:
+    """A seed: an integer >= 0."""
+    value = positive_int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0; got {text!r}")
+    return value
+
+
 def number(text: str) -> float:
     try:
         return float(text)

@@ -5,30 +5,41 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DeepFaultError
-from ._common import HelpFormatter, add_data_dir, positive_int
+from ._common import HelpFormatter, add_data_dir, device_from, positive_int, seed_int
 
 
 def add_parser(sub) -> None:
-    from ..experiment.grid import PRESETS
+    from ..experiment.executors import list_executors
+    from ..experiment.presets import get_preset, list_presets
 
+    presets = "; ".join(f"{n}: {get_preset(n).description}" for n in list_presets())
     exp = sub.add_parser(
         "experiment", help="run (or resume) an experiment grid into a results store",
-        description="Run models x classes x approaches x k x repetitions with the paper's "
-        "protocol (spec section 6) and write every cell to an SQLite store as soon as it is "
-        "done. Rerunning the same command skips finished cells, also after a crash or kill.",
+        description="Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
+        "TOML file, and write every cell to an SQLite store as soon as it is done. Rerunning the "
+        "same command skips finished cells, also after a crash or kill. "
+        f"Presets: {presets}.",
         formatter_class=HelpFormatter,
     )
     source = exp.add_mutually_exclusive_group(required=True)
-    source.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
-                        help=f"built-in grid ({', '.join(sorted(PRESETS))})")
+    source.add_argument("--preset", choices=list_presets(), metavar="NAME",
+                        help=f"built-in experiment ({', '.join(list_presets())})")
     source.add_argument("--config", metavar="FILE", help="TOML experiment file")
     exp.add_argument("--store", metavar="FILE", default=None,
                      help="SQLite results store (default: results/NAME.sqlite)")
     add_data_dir(exp)
     exp.add_argument("--models-dir", metavar="DIR", default=None,
                      help="where zoo models are kept and trained when missing (default: next to the store)")
-    exp.add_argument("--workers", type=positive_int, default=1, help="local worker processes")
-    exp.add_argument("--seed", type=positive_int, default=None, help="override the grid's seed")
+    exp.add_argument("--executor", choices=list_executors(), default=None,
+                     help="how cells run: serial, local processes, or a Ray cluster (pip install "
+                     "'deepfault[ray]') (default: process with --workers > 1, else serial)")
+    exp.add_argument("--workers", type=positive_int, default=1,
+                     help="parallel workers (processes or Ray CPUs)")
+    exp.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                     help="join this Ray cluster (e.g. ray://head:10001) instead of starting a local one")
+    exp.add_argument("--device", default="cpu",
+                     help="'cpu', 'cuda', 'cuda:N' or 'auto' for training and cells")
+    exp.add_argument("--seed", type=seed_int, default=None, help="override the grid's seed")
     exp.add_argument("--no-progress", action="store_true", help="no progress bar")
     exp.set_defaults(func=_cmd_experiment)
 
@@ -43,21 +54,45 @@ def add_parser(sub) -> None:
 
 
 def _cmd_experiment(args) -> int:
-    from ..experiment.grid import PRESETS, load_config, run_experiment, with_overrides
+    from ..experiment.executors import get_executor
+    from ..experiment.grid import load_config, run_experiment, with_overrides
+    from ..experiment.presets import get_preset
 
-    config = PRESETS[args.preset] if args.preset else load_config(args.config)
-    config = with_overrides(config, seed=args.seed)
-    store = Path(args.store or f"results/{config.name}.sqlite")
+    device = device_from(args.device)
+    if args.preset:
+        preset = get_preset(args.preset)
+        name = args.preset
+    else:
+        config = with_overrides(load_config(args.config), seed=args.seed)
+        name = config.name
+    store = Path(args.store or f"results/{name}.sqlite")
     if store.is_dir():
         raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
-    summary = run_experiment(config, store, data_dir=args.data_dir, models_dir=args.models_dir,
-                             workers=args.workers, progress=not args.no_progress, argv=args.argv)
-    accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.model_accuracy.items())
-    print(f"experiment {config.name} ({summary.config_hash}): {summary.cells_total} cells, "
-          f"{summary.cells_run} run now, {summary.cells_skipped} already in the store; "
-          f"{summary.seconds:.1f} s")
-    print(f"test accuracy: {accuracy}")
-    print(f"store: {summary.store}; next: deepfault report {summary.store}")
+    if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
+        raise DeepFaultError(f"--models-dir {args.models_dir!r} is a file; give a folder")
+    executor = get_executor(args.executor or ("process" if args.workers > 1 else "serial"),
+                            workers=args.workers, address=args.ray_address)
+    with executor:
+        if args.preset:
+            kwargs = {"seed": args.seed} if args.seed is not None else {}
+            summary = preset.runner(store, data_dir=args.data_dir, models_dir=args.models_dir,
+                                    executor=executor, progress=not args.no_progress, argv=args.argv,
+                                    device=str(device), **kwargs)
+        else:
+            summary = run_experiment(config, store, data_dir=args.data_dir, models_dir=args.models_dir,
+                                     executor=executor, device=str(device), progress=not args.no_progress,
+                                     argv=args.argv).__dict__
+    if "cells_total" in summary:
+        accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.get("model_accuracy", {}).items())
+        print(f"experiment {name} ({summary['config_hash']}): {summary['cells_total']} cells, "
+              f"{summary['cells_run']} run now, {summary['cells_skipped']} already in the store; "
+              f"{summary['seconds']:.1f} s ({executor.name}, {executor.workers} worker(s))")
+        if accuracy:
+            print(f"test accuracy: {accuracy}")
+    else:
+        for key, value in summary.items():
+            print(f"{key}: {value}")
+    print(f"store: {store}; next: deepfault report {store}")
     return 0
 
 

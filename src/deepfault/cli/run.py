@@ -15,6 +15,7 @@ from ._common import (
     names,
     number,
     positive_int,
+    seed_int,
     table,
 )
 
@@ -52,7 +53,7 @@ def add_parser(sub) -> None:
     run.add_argument("--distance", type=number, default=0.1,
                      help="largest change of any input element (L_inf bound), in the data "
                      "set's units")
-    run.add_argument("--seed", type=positive_int, default=0, help="seed of every random choice")
+    run.add_argument("--seed", type=seed_int, default=0, help="seed of every random choice")
     run.add_argument("--star", type=number, default=3.0, help="exponent of D* (dstar), >= 1")
     run.add_argument("--repeat", type=positive_int, default=1,
                      help="repetitions (new neurons for random/uniform, new inputs with --inputs)")

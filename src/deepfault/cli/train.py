@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._common import HelpFormatter, add_data_dir, device_from, number, positive_int
+from ._common import HelpFormatter, add_data_dir, device_from, number, positive_int, seed_int
 
 
 def add_parser(sub) -> None:
@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
                        help="learning-rate schedule; 'constant' is exactly the prototype's recipe")
     train.add_argument("--val-fraction", type=number, default=1 / 6,
                        help="share of the training set held out for validation (default: 1/6)")
-    train.add_argument("--seed", type=positive_int, default=0,
+    train.add_argument("--seed", type=seed_int, default=0,
                        help="seed of the weights, the split and the shuffling")
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
