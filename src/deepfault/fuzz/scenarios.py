@@ -1,0 +1,601 @@
+"""Regression scenarios: make the model pair ``M1``/``M2`` that DRFuzz fuzzes (``spec/drfuzz.md``, section 9).
+
+| scenario | ``M1`` | ``M2`` |
+| --- | --- | --- |
+| ``supply`` (SUPPLY) | trained on 80% of the training split | ``M1`` trained further on the other 20% |
+| ``adv-bim`` (ADV:BIM) | trained on the whole split | ``M1`` fine-tuned on BIM adversarial examples |
+| ``prune`` (PRUNE) | trained on the whole split | smallest 50% of each layer's weights removed, fine-tuned |
+| ``quant-fp16`` (QUANT) | trained on the whole split | every float rounded to float16 (stored as float32) |
+| ``quant-int8`` (QUANT) | trained on the whole split | per-tensor symmetric int8 weights (dequantised) |
+
+``M1`` comes from one of two *base* models, trained once per (architecture, data, seed,
+epochs) and cached in the output folder, so the five scenarios share their training. Both
+models are written as ordinary deepfault model files (float32, loadable on any device) with
+``meta["scenario"]`` saying what was done. Everything random is drawn from ``seed``.
+
+New scenarios register a builder with :func:`register_scenario`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..core.registry import Registry
+from ..errors import DeepFaultError, check_int
+
+__all__ = [
+    "Scenario",
+    "ScenarioContext",
+    "ScenarioResult",
+    "SCENARIOS",
+    "register_scenario",
+    "list_scenarios",
+    "make_scenario",
+    "bim",
+    "prune_weights",
+    "sparsity",
+    "quantize_fp16",
+    "quantize_int8",
+    "quantize_int8_tensor",
+]
+
+log = logging.getLogger(__name__)
+
+#: Share of the training split that SUPPLY's ``M1`` is trained on (README note 2).
+SUPPLY_FRACTION = 0.8
+#: Training recipe of the base models and the fine-tuning: Adam, batch 32, cosine decay.
+BATCH_SIZE = 32
+LR = 1e-3
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScenarioContext:
+    """What a scenario builder may use besides ``M1`` and the data.
+
+    Attributes:
+        seed: The run's seed; builders derive their own from it.
+        epochs: The run's epochs (of the base models; builders use it for fine-tuning).
+        device: Where to train.
+        progress: Show progress bars.
+        rest_idx: Training inputs the ``M1`` did not see (SUPPLY's 20%); empty otherwise.
+    """
+
+    seed: int
+    epochs: int
+    device: torch.device
+    progress: bool = False
+    rest_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+
+    def fit(self, model: nn.Module, x: np.ndarray, y: np.ndarray, *, epochs: int, lr: float, seed: int):
+        """Train ``model`` in place (Adam, batch 32, cosine decay, no validation split).
+
+        Raises:
+            KeyboardInterrupt: Training was interrupted (nothing half-trained is kept).
+        """
+        from ..models.train import TrainConfig, fit
+
+        config = TrainConfig(epochs=epochs, batch_size=BATCH_SIZE, lr=lr, val_fraction=0.0, seed=seed)
+        result = fit(model, x, y, config, progress=self.progress)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        return result
+
+
+#: ``build(m2, data, ctx, **options) -> details``: turns ``m2`` (a copy of ``M1`` on the
+#: device) into ``M2`` in place and returns a dict of plain values describing what it did.
+Builder = Callable[..., dict]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A registered scenario.
+
+    Attributes:
+        name: Registry name (``supply``, ``adv-bim``, ...).
+        label: The README's name (``SUPPLY``, ``ADV:BIM``, ...).
+        m1_fraction: Share of the training split ``M1`` is trained on.
+        build: The builder (see :data:`Builder`).
+        description: One line.
+    """
+
+    name: str
+    label: str
+    m1_fraction: float
+    build: Builder = field(repr=False)
+    description: str = ""
+
+    def options(self) -> dict[str, Any]:
+        """The builder's keyword options and their defaults."""
+        params = inspect.signature(self.build).parameters
+        return {n: p.default for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+SCENARIOS: Registry[Scenario] = Registry("scenario")
+
+
+def register_scenario(name: str, *, label: str, m1_fraction: float = 1.0, description: str = ""):
+    """Decorator registering ``build(m2, data, ctx, *, option=default, ...) -> dict`` as ``name``."""
+    if not 0 < m1_fraction <= 1:
+        raise ValueError(f"m1_fraction must lie in (0, 1]; got {m1_fraction!r}")
+
+    def decorate(build: Builder) -> Builder:
+        doc = description or (build.__doc__ or "").strip().splitlines()[0]
+        SCENARIOS.register(name, Scenario(name, label, m1_fraction, build, doc))
+        return build
+
+    return decorate
+
+
+def list_scenarios() -> list[str]:
+    """The registered scenarios, sorted."""
+    return SCENARIOS.names()
+
+
+# --- the transformations, as plain functions ----------------------------------------------------
+
+
+def bim(
+    model: nn.Module,
+    x,
+    y,
+    *,
+    bounds: tuple[float, float],
+    eps: float = 0.1,
+    steps: int = 10,
+    step_size: float | None = None,
+    batch_size: int = 512,
+) -> torch.Tensor:
+    """Basic Iterative Method (Kurakin et al., ICLR 2017 workshop): ``steps`` signed-gradient
+    ascent steps on the cross-entropy, each followed by projection onto the L-infinity ball
+    of radius ``eps`` around ``x`` and onto ``bounds``.
+
+    ``x_{t+1} = clip_{x, eps}(x_t + a * sign(grad_x CE(model(x_t), y)))``, ``x_0 = x``.
+    ``eps`` and ``step_size`` are shares of the pixel range ``hi - lo`` (0.1 on 0..1 data is
+    0.1, on 0..255 data 25.5). Deterministic; batched; the model's mode is restored and its
+    weights are not touched.
+
+    Args:
+        model: A classifier returning logits.
+        x: ``(N, ...)`` inputs in ``bounds`` (array or tensor).
+        y: ``(N,)`` labels.
+        bounds: ``(lo, hi)``.
+        eps: Radius of the ball.
+        steps: Iterations.
+        step_size: Per step; default ``eps / 4``.
+        batch_size: Inputs per pass.
+
+    Returns:
+        ``(N, ...)`` float32 adversarial inputs on the CPU.
+    """
+    from ..core.capture import eval_mode, forward, model_device
+
+    check_int("steps", steps)
+    check_int("batch_size", batch_size)
+    if not 0 < eps <= 1:
+        raise DeepFaultError(f"eps must be a share of the pixel range in (0, 1]; got {eps!r}")
+    step_size = eps / 4 if step_size is None else step_size
+    if not step_size > 0:
+        raise DeepFaultError(f"step_size must be positive; got {step_size!r}")
+    lo, hi = (float(b) for b in bounds)
+    radius, alpha = eps * (hi - lo), step_size * (hi - lo)
+    device = model_device(model)
+    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
+    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y, dtype=torch.long)
+    out = []
+    with eval_mode(model), torch.enable_grad():
+        for i in range(0, len(x), batch_size):
+            x0 = x[i : i + batch_size].to(device)
+            yb = y[i : i + batch_size].to(device)
+            low, high = (x0 - radius).clamp_min(lo), (x0 + radius).clamp_max(hi)
+            xa = x0.clone()
+            for _ in range(steps):
+                xa.requires_grad_(True)
+                loss = F.cross_entropy(forward(model, xa), yb, reduction="sum")
+                (grad,) = torch.autograd.grad(loss, xa)
+                xa = torch.minimum(torch.maximum(xa.detach() + alpha * grad.sign(), low), high)
+            out.append(xa.detach().cpu())
+    return torch.cat(out) if out else x.clone()
+
+
+def _weighted_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(n, m) for n, m in model.named_modules()
+            if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.weight is not None]
+
+
+def prune_weights(model: nn.Module, *, amount: float = 0.5, permanent: bool = True) -> nn.Module:
+    """Remove the ``amount`` smallest-magnitude weights of every Linear and Conv layer, in
+    place (per-layer L1 unstructured pruning, :func:`torch.nn.utils.prune.l1_unstructured`:
+    exactly ``round(amount * n)`` of a layer's ``n`` weights). Biases are kept.
+
+    Args:
+        model: The network, changed in place.
+        amount: Share of each layer's weights to remove, in [0, 1).
+        permanent: Make the zeros plain weights now. With ``False`` the masks stay attached
+            (``weight_orig`` and ``weight_mask``, so the pruned weights stay zero while the
+            model is trained); a second call with ``permanent=True`` makes them plain.
+
+    Returns:
+        ``model``.
+    """
+    from torch.nn.utils import prune
+
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < 1:
+        raise DeepFaultError(f"amount must be a share of the weights in [0, 1); got {amount!r}")
+    for _, module in _weighted_layers(model):
+        if not prune.is_pruned(module):
+            prune.l1_unstructured(module, "weight", amount=float(amount))
+        if permanent:
+            prune.remove(module, "weight")
+    return model
+
+
+def sparsity(model: nn.Module) -> dict[str, float]:
+    """Share of exactly-zero weights of each Linear and Conv layer, by qualified name."""
+    return {name: float((m.weight == 0).float().mean()) for name, m in _weighted_layers(model)}
+
+
+def quantize_fp16(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose floating-point parameters and buffers are rounded to float16
+    and stored back as float32 (so it runs wherever the original does)."""
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for t in (*out.parameters(), *out.buffers()):
+            if t.is_floating_point():
+                t.copy_(t.to(torch.float16).to(t.dtype))
+    return out
+
+
+def quantize_int8_tensor(w: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """Per-tensor symmetric int8 quantisation, then dequantisation.
+
+    ``scale = max|w| / 127``, ``q = clamp(round(w / scale), -127, 127)``, returns
+    ``(q * scale, scale)``; so ``|w - q * scale| <= scale / 2`` everywhere. An all-zero
+    tensor is returned unchanged with scale 0.
+    """
+    peak = float(w.detach().abs().max()) if w.numel() else 0.0
+    if peak == 0.0:
+        return w.detach().clone(), 0.0
+    scale = peak / 127.0
+    q = torch.clamp(torch.round(w.detach() / scale), -127, 127)
+    return (q * scale).to(w.dtype), scale
+
+
+def quantize_int8(model: nn.Module) -> tuple[nn.Module, dict[str, float]]:
+    """A copy of ``model`` with every Linear and Conv weight quantised by
+    :func:`quantize_int8_tensor` (biases stay float32, as int8 inference keeps them at a
+    finer scale), and the per-tensor scales by qualified parameter name."""
+    out = copy.deepcopy(model)
+    scales = {}
+    with torch.no_grad():
+        for name, module in _weighted_layers(out):
+            q, scale = quantize_int8_tensor(module.weight)
+            module.weight.copy_(q)
+            scales[f"{name}.weight" if name else "weight"] = scale
+    return out, scales
+
+
+# --- the five scenarios --------------------------------------------------------------------------
+
+
+@register_scenario("supply", label="SUPPLY", m1_fraction=SUPPLY_FRACTION,
+                   description="M1 on 80% of the training split; M2 = M1 trained further on the other 20%")
+def _supply(m2: nn.Module, data, ctx: ScenarioContext, *, lr: float = LR,
+            epochs: int | None = None) -> dict:
+    """M2 = M1 trained further on the 20% of the training split it has not seen."""
+    epochs = ctx.epochs if epochs is None else check_int("epochs", epochs)
+    idx = ctx.rest_idx
+    ctx.fit(m2, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.seed + 1)
+    return {"supplementary_inputs": len(idx), "epochs": epochs, "lr": lr}
+
+
+@register_scenario("adv-bim", label="ADV:BIM",
+                   description="M2 = M1 fine-tuned on BIM adversarial examples (and their clean originals)")
+def _adv_bim(m2: nn.Module, data, ctx: ScenarioContext, *, eps: float = 0.1, steps: int = 10,
+             step_size: float | None = None, samples: int = 10_000, lr: float = LR / 2,
+             epochs: int | None = None) -> dict:
+    """M2 = M1 fine-tuned on ``samples`` training inputs and their BIM adversarial examples."""
+    epochs = ctx.epochs if epochs is None else check_int("epochs", epochs)
+    check_int("samples", samples)
+    rng = np.random.default_rng(ctx.seed + 2)
+    idx = np.sort(rng.permutation(len(data.x_train))[:samples])
+    x, y = data.x_train[idx], data.y_train[idx]
+    attack = {"bounds": data.bounds, "eps": eps, "steps": steps, "step_size": step_size}
+    x_adv = bim(m2, x, y, **attack).numpy()
+    n_test = min(1000, len(data.x_test))
+    xt, yt = data.x_test[:n_test], data.y_test[:n_test]
+    m1_robust = _accuracy(m2, bim(m2, xt, yt, **attack).numpy(), yt)
+    m1_on_adv = _accuracy(m2, x_adv, y)
+    ctx.fit(m2, np.concatenate([x, x_adv]), np.concatenate([y, y]), epochs=epochs, lr=lr, seed=ctx.seed + 3)
+    return {
+        "eps": eps, "steps": steps, "step_size": eps / 4 if step_size is None else step_size,
+        "adversarial_inputs": len(idx), "epochs": epochs, "lr": lr,
+        "m1_accuracy_on_training_adversarials": m1_on_adv,
+        "bim_test_inputs": n_test,
+        "m1_bim_accuracy": m1_robust,
+        "m2_bim_accuracy": _accuracy(m2, bim(m2, xt, yt, **attack).numpy(), yt),
+    }
+
+
+@register_scenario("prune", label="PRUNE",
+                   description="M2 = M1 with the smallest 50% of each layer's weights removed, fine-tuned")
+def _prune(m2: nn.Module, data, ctx: ScenarioContext, *, amount: float = 0.5, lr: float = LR / 2,
+           epochs: int = 1) -> dict:
+    """M2 = M1 pruned by weight magnitude per layer, then fine-tuned with the pruned weights held at 0."""
+    check_int("epochs", epochs)
+    prune_weights(m2, amount=amount, permanent=False)
+    before = _accuracy(m2, data.x_test, data.y_test)
+    try:
+        ctx.fit(m2, data.x_train, data.y_train, epochs=epochs, lr=lr, seed=ctx.seed + 4)
+    finally:
+        prune_weights(m2, amount=amount, permanent=True)  # masks become plain zeros
+    return {"amount": amount, "epochs": epochs, "lr": lr, "accuracy_before_fine_tuning": before,
+            "sparsity": sparsity(m2)}
+
+
+@register_scenario("quant-fp16", label="QUANT:FP16",
+                   description="M2 = M1 with every weight rounded to float16 (stored as float32)")
+def _quant_fp16(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
+    """M2 = M1 rounded to float16."""
+    before = _cpu_state(m2)
+    m2.load_state_dict(quantize_fp16(m2).state_dict())
+    changed = sum(int((a != b).sum()) for a, b in zip(before.values(), _cpu_state(m2).values(), strict=True))
+    return {"dtype": "float16", "changed_values": changed,
+            "values": sum(v.numel() for v in before.values() if v.is_floating_point())}
+
+
+@register_scenario("quant-int8", label="QUANT:INT8",
+                   description="M2 = M1 with per-tensor symmetric int8 weights (dequantised to float32)")
+def _quant_int8(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
+    """M2 = M1 with int8 weights."""
+    quantised, scales = quantize_int8(m2)
+    m2.load_state_dict(quantised.state_dict())
+    return {"scheme": "per-tensor symmetric int8, round to nearest, [-127, 127]", "scales": scales}
+
+
+def _cpu_state(model: nn.Module) -> dict:
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+# --- running a scenario ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """The model pair a scenario wrote and how they compare on the test split.
+
+    Attributes:
+        scenario, label: Registry name and README name.
+        arch, dataset: What was trained on what.
+        m1_path, m2_path: The two model files.
+        m1_accuracy, m2_accuracy: Test accuracies.
+        regressions: Test inputs that ``M1`` classifies correctly and ``M2`` does not.
+        fixes: Test inputs that ``M2`` classifies correctly and ``M1`` does not.
+        n_test: Test inputs.
+        seconds: Wall-clock time, base training included when it was not cached.
+        base_reused: ``M1`` came from the cache.
+        details: What the scenario did (its options and figures).
+    """
+
+    scenario: str
+    label: str
+    arch: str
+    dataset: str
+    m1_path: Path
+    m2_path: Path
+    m1_accuracy: float
+    m2_accuracy: float
+    regressions: int
+    fixes: int
+    n_test: int
+    seconds: float
+    base_reused: bool
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["m1_path"], out["m2_path"] = str(self.m1_path), str(self.m2_path)
+        return out
+
+
+def _accuracy(model: nn.Module, x, y) -> float:
+    from ..models.train import accuracy
+
+    return accuracy(model, x, y)
+
+
+def _fingerprint(data) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for a in (data.x_train, data.y_train):
+        h.update(np.ascontiguousarray(a).data)
+    return h.hexdigest()
+
+
+def _stem(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(str(name)).stem)
+
+
+def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of ``range(n)`` into ``round(fraction * n)`` and the rest, each sorted."""
+    if fraction >= 1:
+        return np.arange(n), np.zeros(0, dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(n)
+    k = int(round(fraction * n))
+    return np.sort(order[:k]), np.sort(order[k:])
+
+
+def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out_dir: Path,
+                device: torch.device, progress: bool, fingerprint: str):
+    """``M1``: trained on ``fraction`` of the training split, or read from the cache."""
+    from ..models.io import ModelFile, load_model, save_model
+    from ..models.zoo import build_model
+
+    pct = int(round(fraction * 100))
+    path = out_dir / f"base-{arch}-{_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
+    train_idx, rest_idx = _split(len(data.x_train), fraction, seed)
+    key = {"arch": arch, "dataset": data.name, "fraction": fraction, "seed": seed, "epochs": epochs,
+           "batch_size": BATCH_SIZE, "lr": LR, "train_inputs": len(train_idx), "fingerprint": fingerprint}
+    if path.is_file():
+        try:
+            cached = load_model(path, map_location=device)
+        except DeepFaultError as err:
+            log.warning("ignoring the cached base model %s: %s", path, err)
+        else:
+            if cached.meta.get("scenario_base") == key:
+                log.info("reusing the base model %s", path)
+                return cached, train_idx, rest_idx, True
+            log.info("the cached base model %s was made differently; training again", path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(arch, num_classes=data.num_classes)
+    model.to(device)
+    ctx = ScenarioContext(seed=seed, epochs=epochs, device=device, progress=progress)
+    log.info("training the base %s on %d%% of %s (%d inputs, %d epochs)", arch, pct, data.name,
+             len(train_idx), epochs)
+    result = ctx.fit(model, data.x_train[train_idx], data.y_train[train_idx], epochs=epochs, lr=LR, seed=seed)
+    mf = ModelFile(model=model.eval(), arch=arch, arch_kwargs={"num_classes": data.num_classes},
+                   dataset=data.name, bounds=tuple(data.bounds),
+                   meta={"scenario_base": key, "input_shape": list(data.input_shape),
+                         "test_accuracy": _accuracy(model, data.x_test, data.y_test),
+                         "training": {"epochs": epochs, "batch_size": BATCH_SIZE, "lr": LR, "seed": seed,
+                                      "schedule": "cosine", "train_inputs": len(train_idx),
+                                      "seconds": result.seconds}})
+    save_model(path, mf)
+    return mf, train_idx, rest_idx, False
+
+
+def _check_model_fits(arch: str, data) -> None:
+    from ..core.capture import forward
+    from ..models.zoo import build_model
+
+    if len(data.x_train) == 0 or len(data.x_test) == 0:
+        raise DeepFaultError(f"data set {data.name!r} needs a training and a test split for scenarios")
+    with torch.random.fork_rng(devices=[]):
+        model = build_model(arch, num_classes=data.num_classes)
+    try:
+        with torch.no_grad():
+            out = forward(model.eval(), torch.as_tensor(data.x_train[:2]))
+    except DeepFaultError as err:
+        raise DeepFaultError(f"architecture {arch!r} does not fit data set {data.name!r}: {err}") from err
+    if out.ndim != 2 or out.shape[1] != data.num_classes:
+        raise DeepFaultError(
+            f"architecture {arch!r} gives outputs of shape {tuple(out.shape[1:])} per input; "
+            f"expected {data.num_classes} class scores"
+        )
+
+
+def make_scenario(
+    name: str,
+    arch: str,
+    data,
+    *,
+    seed: int = 0,
+    epochs: int = 3,
+    out_dir: str | os.PathLike = "scenarios",
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+    options: dict | None = None,
+) -> ScenarioResult:
+    """Make and write the ``M1``/``M2`` pair of scenario ``name``.
+
+    Writes ``OUT/NAME-ARCH-DATASET-m1.pt``, ``...-m2.pt`` and ``...json`` (the result), and
+    caches the base model ``OUT/base-ARCH-DATASET-trainPCT-seedS-epochsE.pt`` for the other
+    scenarios (reused only when it was made from the same data and recipe).
+
+    Args:
+        name: A registered scenario (:func:`list_scenarios`).
+        arch: A zoo architecture taking ``data``'s inputs.
+        data: The data set (:func:`deepfault.data.load_dataset`).
+        seed: Seed of the weights, the splits, the shuffling and the attack's subset.
+        epochs: Training epochs of the base model; SUPPLY and ADV:BIM fine-tune as long.
+        out_dir: Where to write.
+        device: Where to train.
+        progress: Show progress bars.
+        options: The scenario's keyword options (``Scenario.options()``), e.g.
+            ``{"eps": 0.05}`` for ``adv-bim`` or ``{"amount": 0.7}`` for ``prune``.
+
+    Returns:
+        A :class:`ScenarioResult`.
+
+    Raises:
+        DeepFaultError: Unknown scenario or architecture, bad settings, or an architecture that
+            does not take the data's inputs; nothing is written then.
+        KeyboardInterrupt: Training was interrupted; the pair is not written.
+
+    Example:
+        >>> from deepfault.data import load_dataset
+        >>> r = make_scenario("prune", "lenet5", load_dataset("mnist"), epochs=3)  # doctest: +SKIP
+        >>> r.m1_accuracy, r.m2_accuracy, r.regressions  # doctest: +SKIP
+    """
+    from .._io import write_json
+    from ..core.batches import predict
+    from ..models.io import ModelFile, save_model
+    from ..models.zoo import list_architectures
+
+    scenario = SCENARIOS.get(name)
+    if arch not in list_architectures():
+        raise DeepFaultError(f"unknown architecture {arch!r}; known: {', '.join(list_architectures())}")
+    check_int("epochs", epochs)
+    check_int("seed", seed, 0)
+    options = dict(options or {})
+    known = scenario.options()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise DeepFaultError(
+            f"scenario {name!r} has no option {', '.join(map(repr, unknown))}; "
+            f"its options: {', '.join(known) or 'none'}"
+        )
+    _check_model_fits(arch, data)
+    device = torch.device(device)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    base, _, rest_idx, reused = _base_model(
+        arch, data, fraction=scenario.m1_fraction, seed=seed, epochs=epochs, out_dir=out_dir,
+        device=device, progress=progress, fingerprint=_fingerprint(data))
+    m1 = base.model.to(device).eval()
+    m2 = copy.deepcopy(m1)
+    ctx = ScenarioContext(seed=seed, epochs=epochs, device=device, progress=progress, rest_idx=rest_idx)
+    details = scenario.build(m2, data, ctx, **options)
+    m2.eval()
+    y = torch.as_tensor(data.y_test)
+    right1 = predict(m1, data.x_test).argmax(1) == y
+    right2 = predict(m2, data.x_test).argmax(1) == y
+    acc1, acc2 = float(right1.float().mean()), float(right2.float().mean())
+    stem = f"{name}-{arch}-{_stem(data.name)}"
+    m1_path, m2_path = out_dir / f"{stem}-m1.pt", out_dir / f"{stem}-m2.pt"
+    common = {"name": name, "label": scenario.label, "seed": seed, "epochs": epochs,
+              "m1_file": m1_path.name, "m2_file": m2_path.name}
+    m1_meta = {**base.meta, "test_accuracy": acc1,
+               "scenario": {**common, "role": "M1", "base_file": f"base-{arch}-{_stem(data.name)}-train"
+                            f"{int(round(scenario.m1_fraction * 100))}-seed{seed}-epochs{epochs}.pt",
+                            "trained_on_fraction": scenario.m1_fraction}}
+    m2_meta = {"input_shape": list(data.input_shape), "test_accuracy": acc2,
+               "scenario": {**common, "role": "M2", "details": details}}
+    for path, model, meta in ((m1_path, m1, m1_meta), (m2_path, m2, m2_meta)):
+        save_model(path, ModelFile(model=model, arch=arch, arch_kwargs=dict(base.arch_kwargs),
+                                   dataset=data.name, bounds=tuple(data.bounds), meta=meta))
+    result = ScenarioResult(
+        scenario=name, label=scenario.label, arch=arch, dataset=data.name, m1_path=m1_path,
+        m2_path=m2_path, m1_accuracy=acc1, m2_accuracy=acc2,
+        regressions=int((right1 & ~right2).sum()), fixes=int((~right1 & right2).sum()),
+        n_test=len(y), seconds=time.perf_counter() - start, base_reused=reused, details=details,
+    )
+    write_json(out_dir / f"{stem}.json", result.to_dict())
+    return result
