@@ -1,1 +1,60 @@
-"""coverage"""
+"""Structural coverage of a network by a set of inputs (coverage spec).
+
+- :mod:`.criteria`: NC, NAC, KMNC, NBC, SNAC, TKNC, TKNP as mergeable accumulators
+  (``update`` / ``compute`` / ``merge`` / ``would_increase``), registered by name.
+- :mod:`.profile`: each neuron's range on the training data, streamed, saved as ``.npz``.
+- :mod:`.measure`: :func:`measure_coverage`, coverage of a set of inputs in one pass.
+- :mod:`.rank`: :func:`rank_inputs`, test prioritisation by additional coverage, with APFD.
+- :mod:`.figures`: coverage-versus-threshold, per-layer and growth plots (matplotlib).
+- :mod:`.reference`: the criteria as naive per-input, per-neuron loops (for checks).
+"""
+
+from .criteria import (
+    CRITERIA,
+    BitSetCriterion,
+    CoverageResult,
+    Criterion,
+    KMultisectionCoverage,
+    NeuronActivationCoverage,
+    NeuronBoundaryCoverage,
+    NeuronCoverage,
+    StrongNeuronActivationCoverage,
+    TopKNeuronCoverage,
+    TopKPatternCoverage,
+    criterion_params,
+    list_criteria,
+    make_criterion,
+)
+from .measure import CoverageReport, build_criteria, measure_coverage
+from .profile import Profile, ProfileAccumulator, compute_profile, load_profile, model_hash
+from .rank import Ranking, RankReport, apfd, prioritize, rank_inputs
+
+__all__ = [
+    "CRITERIA",
+    "BitSetCriterion",
+    "CoverageReport",
+    "CoverageResult",
+    "Criterion",
+    "KMultisectionCoverage",
+    "NeuronActivationCoverage",
+    "NeuronBoundaryCoverage",
+    "NeuronCoverage",
+    "Profile",
+    "ProfileAccumulator",
+    "RankReport",
+    "Ranking",
+    "StrongNeuronActivationCoverage",
+    "TopKNeuronCoverage",
+    "TopKPatternCoverage",
+    "apfd",
+    "build_criteria",
+    "compute_profile",
+    "criterion_params",
+    "list_criteria",
+    "load_profile",
+    "make_criterion",
+    "measure_coverage",
+    "model_hash",
+    "prioritize",
+    "rank_inputs",
+]

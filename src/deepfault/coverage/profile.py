@@ -1,0 +1,323 @@
+"""Neuron profiles: each neuron's range, mean and spread on the training data (coverage spec 2).
+
+The profile of a model is, for every neuron ``n``, ``low_n = min_x v(x, n)``,
+``high_n = max_x v(x, n)``, the mean ``mu_n`` and the (population) standard deviation
+``std_n = sqrt(sum_x (v(x, n) - mu_n)^2 / N)`` over the training split. It is computed in
+one streaming pass: each batch's count, mean and sum of squared deviations ``M2`` (in
+float64) are folded in with Chan et al.'s pairwise formula
+
+    n = n_a + n_b,  d = mu_b - mu_a,  mu = mu_a + d * n_b / n,
+    M2 = M2_a + M2_b + d^2 * n_a * n_b / n,
+
+so memory does not grow with ``N`` and two partial profiles merge exactly like one. A profile
+remembers its layers, transform and a SHA-256 of the model's weights, and is saved as an
+``.npz`` file (no pickle); using it with another model, other layers or another transform
+is an error that says which.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
+    >>> p = compute_profile(model, torch.rand(100, 2), layers=["0"])
+    >>> p.layers, p.count, p.low.shape
+    (('0',), 100, (3,))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._io import atomic_path
+from ..core.accumulator import Accumulator
+from ..core.batches import iterate_batches
+from ..core.capture import NeuronLayout, check_transform
+from ..errors import DeepFaultError
+
+__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
+
+FORMAT = "deepfault-profile/1"
+
+
+def model_hash(model: nn.Module) -> str:
+    """SHA-256 (hex) of a model's ``state_dict``: every name, dtype, shape and byte, in name order."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """Each neuron's statistics on the training data.
+
+    Attributes:
+        layers: Layer names, in layout order.
+        sizes: Units per layer.
+        transform: The value transform the statistics were taken under.
+        model_hash: :func:`model_hash` of the model.
+        count: Number of inputs ``N``.
+        low, high, mean, std: ``(M,)`` float64 arrays: min, max, mean and population standard
+            deviation of each neuron's value.
+        selection: The ``layers`` argument the profile was computed with (a selection name
+            such as ``"deepxplore"``, a list of names, or ``None`` for the default layers).
+    """
+
+    layers: tuple[str, ...]
+    sizes: tuple[int, ...]
+    transform: str
+    model_hash: str
+    count: int
+    low: np.ndarray
+    high: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    selection: str | tuple[str, ...] | None = None
+
+    @property
+    def layout(self) -> NeuronLayout:
+        return NeuronLayout.from_sizes(self.layers, self.sizes)
+
+    @property
+    def num_neurons(self) -> int:
+        return int(sum(self.sizes))
+
+    def same_as(self, other: Profile) -> bool:
+        """Whether ``other`` holds the same statistics for the same model and layers."""
+        return (
+            self is other
+            or (
+                (self.layers, self.sizes, self.transform, self.model_hash, self.count)
+                == (other.layers, other.sizes, other.transform, other.model_hash, other.count)
+                and all(np.array_equal(getattr(self, a), getattr(other, a))
+                        for a in ("low", "high", "mean", "std"))
+            )
+        )
+
+    # ------------------------------------------------------------------ checks
+
+    def check_model(self, model: nn.Module) -> None:
+        """Raise unless ``model`` has the weights the profile was computed with."""
+        mine = model_hash(model)
+        if mine != self.model_hash:
+            raise DeepFaultError(
+                f"the profile was computed for another model (weights sha256 {self.model_hash[:12]}..., "
+                f"this model {mine[:12]}...); compute a profile for this model with "
+                "'deepfault coverage profile' (compute_profile)"
+            )
+
+    def check_transform(self, transform: str) -> None:
+        if transform != self.transform:
+            raise DeepFaultError(
+                f"the profile was computed on {self.transform!r} values but coverage is measured on "
+                f"{transform!r} values; use the same --transform or compute a new profile"
+            )
+
+    def check_layout(self, layout: NeuronLayout) -> None:
+        """Raise unless ``layout`` has the profile's layers and sizes."""
+        have = tuple((la.name, la.size) for la in layout.layers)
+        want = tuple(zip(self.layers, self.sizes, strict=True))
+        if have != want:
+            def show(pairs):
+                return ", ".join(f"{n}[{s}]" for n, s in pairs)
+            raise DeepFaultError(
+                f"the profile was computed for other layers ({show(want)}) than these ({show(have)}); "
+                "use the profile's --layers or compute a profile for these layers"
+            )
+
+    # ------------------------------------------------------------------ output
+
+    def to_dict(self) -> dict:
+        """A summary (no per-neuron arrays) for result files."""
+        return {
+            "format": FORMAT,
+            "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
+            "transform": self.transform,
+            "model_sha256": self.model_hash,
+            "count": self.count,
+            "selection": list(self.selection) if isinstance(self.selection, tuple) else self.selection,
+        }
+
+    def layer_summary(self) -> list[dict]:
+        """Per layer: units, the smallest ``low``, the largest ``high``, the mean of the means and
+        of the standard deviations, and how many neurons were constant (``low == high``)."""
+        rows = []
+        for la in self.layout.layers:
+            s = slice(la.offset, la.offset + la.size)
+            rows.append({
+                "layer": la.name, "units": la.size,
+                "low": float(self.low[s].min()), "high": float(self.high[s].max()),
+                "mean": float(self.mean[s].mean()), "std": float(self.std[s].mean()),
+                "constant": int((self.low[s] == self.high[s]).sum()),
+            })
+        return rows
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the profile as an ``.npz`` file, atomically; returns the path."""
+        selection = self.selection
+        arrays = {
+            "format": np.array(FORMAT),
+            "layers": np.array(self.layers, dtype=str),
+            "sizes": np.array(self.sizes, dtype=np.int64),
+            "transform": np.array(self.transform),
+            "model_hash": np.array(self.model_hash),
+            "count": np.array(self.count, dtype=np.int64),
+            "low": self.low, "high": self.high, "mean": self.mean, "std": self.std,
+            "selection_kind": np.array("none" if selection is None else
+                                       "name" if isinstance(selection, str) else "list"),
+            "selection": np.array([] if selection is None else
+                                  [selection] if isinstance(selection, str) else list(selection), dtype=str),
+        }
+        path = Path(path)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+        return path
+
+
+def load_profile(path: str | os.PathLike) -> Profile:
+    """Read a profile written by :meth:`Profile.save` (``allow_pickle=False``).
+
+    Raises:
+        DeepFaultError: The file is missing, not an ``.npz`` file, or not a deepfault profile.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DeepFaultError(f"profile file {str(path)!r} does not exist; compute one with "
+                             "'deepfault coverage profile'")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            a = {k: npz[k] for k in npz.files}
+    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError
+        raise DeepFaultError(
+            f"{str(path)!r} is not a readable profile ({type(err).__name__}); compute one with "
+            "'deepfault coverage profile'"
+        ) from err
+    if "format" not in a or str(a["format"]) != FORMAT:
+        raise DeepFaultError(f"{str(path)!r} is not a deepfault profile (no {FORMAT!r} marker)")
+    try:
+        sizes = tuple(int(s) for s in a["sizes"])
+        m = sum(sizes)
+        stats = {k: np.asarray(a[k], dtype=np.float64) for k in ("low", "high", "mean", "std")}
+        if any(v.shape != (m,) for v in stats.values()) or len(a["layers"]) != len(sizes):
+            raise ValueError("array shapes do not match the layer sizes")
+        kind = str(a["selection_kind"])
+        names = tuple(str(s) for s in a["selection"])
+        selection = None if kind == "none" else names[0] if kind == "name" else names
+        return Profile(tuple(str(n) for n in a["layers"]), sizes, str(a["transform"]), str(a["model_hash"]),
+                       int(a["count"]), selection=selection, **stats)
+    except (KeyError, ValueError, IndexError) as err:
+        raise DeepFaultError(f"{str(path)!r} is a damaged profile ({err}); compute it again") from None
+
+
+def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+    """Chan et al.'s pairwise combination of two (count, mean, M2) summaries."""
+    n = n_a + n_b
+    delta = mean_b - mean_a
+    return n, mean_a + delta * (n_b / n), m2_a + m2_b + delta * delta * (n_a * n_b / n)
+
+
+class ProfileAccumulator(Accumulator):
+    """Streaming per-neuron min, max, mean and ``M2`` (float64), mergeable.
+
+    State: ``count``, ``low``, ``high``, ``mean``, ``m2`` (``None`` before the first batch).
+    ``merge`` is Chan's formula (see the module docstring), not an element-wise reduction,
+    so it is overridden; ``update`` folds each batch in with the same formula, which is why
+    the result does not depend on the batch size beyond float64 rounding.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("count", 0, "sum")
+        self.add_state("low", None, "min")
+        self.add_state("high", None, "max")
+        self.add_state("mean", None, "sum")  # merged by Chan's formula in merge()
+        self.add_state("m2", None, "sum")
+
+    def update(self, values) -> None:
+        v = torch.as_tensor(values).double()
+        if v.ndim != 2:
+            raise DeepFaultError(f"profile values must be (N, M); got {tuple(v.shape)}")
+        if len(v) == 0:
+            return
+        mean = v.mean(dim=0)
+        m2 = ((v - mean) ** 2).sum(dim=0)
+        self._fold(len(v), v.amin(dim=0).cpu(), v.amax(dim=0).cpu(), mean.cpu(), m2.cpu())
+
+    def _fold(self, n, low, high, mean, m2) -> None:
+        if self.count and self.mean.shape != mean.shape:
+            raise DeepFaultError(
+                f"cannot combine profiles of {self.mean.numel()} and {mean.numel()} neurons"
+            )
+        if self.count == 0:
+            self.count, self.low, self.high, self.mean, self.m2 = n, low, high, mean, m2
+            return
+        self.low = torch.minimum(self.low, low)
+        self.high = torch.maximum(self.high, high)
+        self.count, self.mean, self.m2 = _chan(self.count, self.mean, self.m2, n, mean, m2)
+
+    def merge(self, other: Accumulator) -> ProfileAccumulator:
+        self._check_compatible(other)
+        if other.count:
+            self._fold(other.count, other.low, other.high, other.mean, other.m2)
+        return self
+
+    def compute(self) -> dict[str, np.ndarray]:
+        """``{"low", "high", "mean", "std"}``: ``(M,)`` float64 arrays (population std)."""
+        if not self.count:
+            raise DeepFaultError("no inputs were profiled: the input set is empty")
+        return {
+            "low": self.low.numpy().copy(),
+            "high": self.high.numpy().copy(),
+            "mean": self.mean.numpy().copy(),
+            "std": np.sqrt(np.maximum(self.m2.numpy() / self.count, 0.0)),
+        }
+
+
+def compute_profile(
+    model: nn.Module,
+    inputs,
+    *,
+    layers: Sequence[str] | str | None = None,
+    transform: str = "raw",
+    batch_size: int = 1024,
+) -> Profile:
+    """The profile of ``model``'s neurons on ``inputs`` (normally its training split), in one
+    streaming pass.
+
+    Args:
+        model: The network (run in ``eval()`` mode, restored afterwards).
+        inputs: ``(N, ...)`` array or tensor.
+        layers: As in :func:`~deepfault.core.capture.capture` (a selection name such as
+            ``"deepxplore"``, module names, or ``None`` for the default layers).
+        transform: ``"raw"`` or ``"layer-minmax"``.
+        batch_size: Inputs per forward pass; the result does not depend on it.
+
+    Returns:
+        A :class:`Profile`; memory used does not grow with ``N`` beyond the inputs themselves.
+
+    Raises:
+        DeepFaultError: No inputs, an unknown layer or transform, or inputs the model cannot take.
+    """
+    check_transform(transform)
+    if len(inputs) == 0:
+        raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "
+                             "a training split? use --split test or another file)")
+    acc = ProfileAccumulator()
+    layout = None
+    for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size):
+        layout = batch.layout
+        acc.update(batch.values)
+    stats = acc.compute()
+    selection = tuple(layers) if layers is not None and not isinstance(layers, str) else layers
+    return Profile(layout.names, tuple(la.size for la in layout.layers), transform, model_hash(model),
+                   int(acc.count), selection=selection, **stats)
