@@ -272,3 +272,51 @@ def test_gan_cli_trains_and_writes_both_files(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_model(out).meta["gan"]["epochs_completed"] == 1
+
+
+def _tiny_square_data(n=32):
+    from deepfault.data import Dataset
+
+    rng = np.random.default_rng(5)
+    x = rng.random((n, 1, 28, 28), dtype=np.float32)
+    y = rng.integers(0, 10, n)
+    return Dataset("rand", x, y, x[:8], y[:8], (0.0, 1.0), tuple("0123456789"))
+
+
+def test_gan_ctrl_c_keeps_the_last_completed_epoch(monkeypatch):
+    data = _tiny_square_data()
+    one = gan.train_gan(data, epochs=1, batch_size=16, images_per_epoch=None, seed=3)
+    calls = {"n": 0}
+    noise = gan._noise
+
+    def interrupt_in_epoch_two(*args):
+        calls["n"] += 1
+        if calls["n"] == 3:  # two steps per epoch: the first step of epoch 2
+            raise KeyboardInterrupt
+        return noise(*args)
+
+    monkeypatch.setattr(gan, "_noise", interrupt_in_epoch_two)
+    cut = gan.train_gan(data, epochs=3, batch_size=16, images_per_epoch=None, seed=3)
+    assert cut.interrupted and cut.epochs_completed == 1
+    for a, b in zip(one.discriminator.model.state_dict().values(),
+                    cut.discriminator.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_train_command_arguments_dispatch_to_the_gan(tmp_path, capsys):
+    import argparse
+
+    from deepfault.cli.gan import train_from_train_args
+
+    data = tmp_path / "tiny.npz"
+    tiny = _tiny_square_data()
+    np.savez(data, x=tiny.x_test, y=tiny.y_test, x_train=tiny.x_train, y_train=tiny.y_train)
+    out = tmp_path / "disc.pt"
+    argv = ["deepfault", "train", "--arch", "dcgan_discriminator", "--epochs", "1", "--batch-size=16"]
+    args = argparse.Namespace(dataset=str(data), data_dir=None, out=str(out), epochs=1, batch_size=16,
+                              lr=1e-3, seed=0, device="cpu", no_progress=True, argv=argv)
+    assert train_from_train_args(args) == 0
+    meta = load_model(out).meta["gan"]
+    # --epochs and --batch-size were given; --lr was not, so the GAN's own rate applies
+    assert (meta["epochs"], meta["batch_size"], meta["lr"]) == (1, 16, gan.GanConfig.lr)
+    assert "wrote" in capsys.readouterr().out
