@@ -62,6 +62,10 @@ class Registry(Generic[T]):
         """Remove ``name`` (for tests and plug-ins that replace an entry)."""
         self._entries.pop(name, None)
 
+    def pop(self, name: str, default: T | None = None) -> T | None:
+        """Remove ``name`` and return its entry (``default`` when absent)."""
+        return self._entries.pop(name, default)
+
     def get(self, name: str) -> T:
         """The entry registered as ``name``.
 
@@ -82,6 +86,9 @@ class Registry(Generic[T]):
     def items(self) -> list[tuple[str, T]]:
         """``(name, entry)`` pairs in registration order."""
         return list(self._entries.items())
+
+    def __getitem__(self, name: str) -> T:
+        return self.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

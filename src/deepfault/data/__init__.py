@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.registry import Registry
 from ..errors import DeepFaultError
 
 __all__ = [
@@ -105,16 +106,16 @@ class DatasetInfo:
     description: str
 
 
-_REGISTRY: dict[str, DatasetInfo] = {}
+#: Every built-in data set, by name (``--dataset``).
+DATASETS: Registry[DatasetInfo] = Registry("data set")
+_REGISTRY = DATASETS
 
 
 def register_dataset(name: str, *, description: str = ""):
     """Decorator registering ``loader(data_dir: Path | None, **kwargs) -> Dataset``."""
 
     def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
-        if name in _REGISTRY:
-            raise RuntimeError(f"data set {name!r} is registered twice")
-        _REGISTRY[name] = DatasetInfo(name, loader, description or (loader.__doc__ or "").strip())
+        DATASETS.register(name, DatasetInfo(name, loader, description or (loader.__doc__ or "").strip()))
         return loader
 
     return decorate
@@ -144,7 +145,7 @@ def pixel_dataset(name: str, train: tuple, test: tuple, class_names, *, scale01:
 
 def list_datasets() -> list[str]:
     """The names of the registered data sets, sorted."""
-    return sorted(_REGISTRY)
+    return DATASETS.names()
 
 
 def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
@@ -170,22 +171,15 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwar
         from .npz import load_npz
 
         return load_npz(name, **kwargs)
-    try:
-        info = _REGISTRY[name]
-    except KeyError:
-        raise DeepFaultError(
-            f"unknown data set {name!r}; known: {', '.join(list_datasets())}"
-        ) from None
+    info = DATASETS.get(name)
     import inspect
 
     options = [p for p in list(inspect.signature(info.loader).parameters)[1:] if p not in ("args", "kwargs")]
     unknown = sorted(set(kwargs) - set(options))
     if unknown:
         takes = f"its options: {', '.join(options)}" if options else "it takes no options"
-        raise DeepFaultError(
-            f"data set {name!r} does not take {', '.join(unknown)} ({takes}); "
-            + ("--scale01 applies to 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else "")
-        )
+        hint = "; --scale01 is for 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else ""
+        raise DeepFaultError(f"data set {name!r} does not take {', '.join(unknown)} ({takes}){hint}")
     return info.loader(default_data_dir(data_dir), **kwargs)
 
 

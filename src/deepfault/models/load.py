@@ -15,16 +15,19 @@ from __future__ import annotations
 import os
 import pickle
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from ..core.registry import Registry
 from ..errors import DeepFaultError
 from .io import FORMAT, ModelFile, load_model
 from .zoo import build_model, list_architectures
 
-__all__ = ["open_model"]
+__all__ = ["open_model", "MODEL_FORMATS", "ModelFormat", "register_format", "supported_formats"]
 
 _KERAS_SUFFIXES = {".h5", ".hdf5", ".json"}
 
@@ -53,6 +56,109 @@ def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict
     return ModelFile(model.eval(), arch, dict(arch_kwargs), meta={"source": str(path)})
 
 
+@dataclass(frozen=True)
+class ModelFormat:
+    """A model file format: how to recognise a file, and how to open it.
+
+    Attributes:
+        name: Registry name.
+        description: One line for messages and listings.
+        detect: ``detect(path, weights, arch) -> bool``; formats are tried in registration order.
+        load: ``load(path, *, weights, arch, arch_kwargs, trust_pickle) -> ModelFile``.
+    """
+
+    name: str
+    description: str
+    detect: Callable[[Path, Path | None, str | None], bool]
+    load: Callable[..., ModelFile]
+
+
+#: Every model file format, tried in registration order.
+MODEL_FORMATS: Registry[ModelFormat] = Registry("model format")
+
+
+def register_format(name: str, *, description: str, detect: Callable[[Path, Path | None, str | None], bool]):
+    """Decorator adding ``load`` as model format ``name`` (see :class:`ModelFormat`)."""
+
+    def add(load):
+        MODEL_FORMATS.register(name, ModelFormat(name, description, detect, load))
+        return load
+
+    return add
+
+
+def supported_formats() -> str:
+    """The supported formats in one line, for messages."""
+    return ", ".join(f.description for _, f in MODEL_FORMATS.items())
+
+
+def _keras_path(path: Path, weights, arch) -> bool:
+    return path.suffix.lower() in _KERAS_SUFFIXES or weights is not None or (
+        not path.exists() and Path(f"{path}.json").is_file())
+
+
+@register_format("keras", description="Keras .h5/.json (+ --weights) or stem", detect=_keras_path)
+def _open_keras(path, *, weights, arch, arch_kwargs, trust_pickle):
+    from .keras import load_keras
+
+    return load_keras(path, weights)
+
+
+@register_format("onnx", description=".onnx", detect=lambda p, w, a: p.suffix.lower() == ".onnx")
+def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle):
+    from .onnx import load_onnx
+
+    return load_onnx(path)
+
+
+@register_format("torchscript", description="TorchScript",
+                 detect=lambda p, w, a: p.is_file() and _is_torchscript(p))
+def _open_torchscript(path, *, weights, arch, arch_kwargs, trust_pickle):
+    from .torchscript import load_torchscript
+
+    return load_torchscript(path)
+
+
+@register_format("torch", description="deepfault .pt, state_dict (with --arch)",
+                 detect=lambda p, w, a: p.is_file())
+def _open_torch(path, *, weights, arch, arch_kwargs, trust_pickle):
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "global" not in str(err).lower():  # no refused class or function: a damaged file
+            raise DeepFaultError(
+                f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated); "
+                f"supported: {supported_formats()}"
+            ) from err
+        if not trust_pickle:
+            raise DeepFaultError(
+                f"{str(path)!r} holds pickled Python objects (likely a whole nn.Module), and "
+                "unpickling can run arbitrary code; if you trust the file pass --trust-pickle, "
+                "or better save model.state_dict() and load it with --arch NAME"
+            ) from err
+        return _unpickle_module(path)
+    except Exception as err:
+        raise DeepFaultError(
+            f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated: "
+            f"{type(err).__name__}); supported: {supported_formats()}"
+        ) from err
+    if isinstance(payload, dict) and payload.get("format") == FORMAT:
+        mf = load_model(path)
+        if arch is not None and arch != mf.arch:
+            raise DeepFaultError(
+                f"{str(path)!r} is a deepfault model file of architecture {mf.arch!r}; --arch {arch} "
+                "contradicts it (leave --arch out for deepfault .pt files)"
+            )
+        return mf
+    if isinstance(payload, dict) and payload and all(
+        isinstance(v, torch.Tensor) for v in payload.values()
+    ):
+        return _load_state_dict_into(path, payload, arch, arch_kwargs or {})
+    raise DeepFaultError(
+        f"{str(path)!r} holds a {type(payload).__name__}, not a model; supported: {supported_formats()}"
+    )
+
+
 def open_model(
     path: str | os.PathLike,
     *,
@@ -61,7 +167,7 @@ def open_model(
     arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
 ) -> ModelFile:
-    """Load a model from any supported file (see the module's table).
+    """Load a model from any supported file (see the module's table and :data:`MODEL_FORMATS`).
 
     Args:
         path: The model file, or a Keras stem ``dir/name`` (``name.json`` + ``name.h5``).
@@ -75,59 +181,17 @@ def open_model(
         DeepFaultError: A missing, corrupt or unsupported file, with what to do.
     """
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in _KERAS_SUFFIXES or weights is not None or (
-        not path.exists() and Path(f"{path}.json").is_file()
-    ):
-        from .keras import load_keras
-
-        return load_keras(path, weights)
-    if suffix == ".onnx":
-        from .onnx import load_onnx
-
-        return load_onnx(path)
+    weights_path = Path(weights) if weights is not None else None
     if path.is_dir():
         raise DeepFaultError(
             f"{str(path)!r} is a directory; give a model file (a TensorFlow SavedModel must be "
             "exported to ONNX or Keras .h5 first)"
         )
-    if not path.is_file():
-        raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
-    if _is_torchscript(path):
-        from .torchscript import load_torchscript
-
-        return load_torchscript(path)
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        if "global" not in str(err).lower():  # no refused class or function: a damaged file
-            raise DeepFaultError(
-                f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated); "
-                "supported: deepfault .pt, state_dict, TorchScript, Keras .h5/.json, .onnx"
-            ) from err
-        if not trust_pickle:
-            raise DeepFaultError(
-                f"{str(path)!r} holds pickled Python objects (likely a whole nn.Module), and "
-                "unpickling can run arbitrary code; if you trust the file pass --trust-pickle, "
-                "or better save model.state_dict() and load it with --arch NAME"
-            ) from err
-        return _unpickle_module(path)
-    except Exception as err:
-        raise DeepFaultError(
-            f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated: "
-            f"{type(err).__name__}); "
-            "supported: deepfault .pt, state_dict, TorchScript, Keras .h5/.json, .onnx"
-        ) from err
-    if isinstance(payload, dict) and payload.get("format") == FORMAT:
-        return load_model(path)
-    if isinstance(payload, dict) and payload and all(
-        isinstance(v, torch.Tensor) for v in payload.values()
-    ):
-        return _load_state_dict_into(path, payload, arch, arch_kwargs or {})
-    raise DeepFaultError(
-        f"{str(path)!r} holds a {type(payload).__name__}, not a model; supported: deepfault .pt, "
-        "state_dict (with --arch), TorchScript, Keras .h5/.json, .onnx"
-    )
+    for _, fmt in MODEL_FORMATS.items():
+        if fmt.detect(path, weights_path, arch):
+            return fmt.load(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs,
+                            trust_pickle=trust_pickle)
+    raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
 
 
 def _unpickle_module(path: Path) -> ModelFile:

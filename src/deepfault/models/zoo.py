@@ -7,39 +7,28 @@ from collections.abc import Callable, Sequence
 
 from torch import nn
 
-from ..errors import DeepFaultError
+from ..core.registry import Registry
 
-__all__ = ["register_architecture", "build_model", "list_architectures"]
+__all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures"]
 
-_REGISTRY: dict[str, Callable[..., nn.Module]] = {}
+#: Every zoo architecture, by name (``--arch``).
+ARCHITECTURES: Registry[Callable[..., nn.Module]] = Registry("architecture")
+_REGISTRY = ARCHITECTURES  # the name tests and plug-ins used before the shared Registry
 
 
 def register_architecture(name: str):
     """Decorator registering ``builder(**kwargs) -> nn.Module`` under ``name``."""
-
-    def decorate(builder):
-        if name in _REGISTRY:
-            raise RuntimeError(f"architecture {name!r} is registered twice")
-        _REGISTRY[name] = builder
-        return builder
-
-    return decorate
+    return ARCHITECTURES.register(name)
 
 
 def list_architectures() -> list[str]:
-    return sorted(_REGISTRY)
+    return ARCHITECTURES.names()
 
 
 def build_model(name: str, **kwargs) -> nn.Module:
     """A freshly initialised model of architecture ``name`` (initialised from the global RNG;
     seed it with ``torch.random.fork_rng`` for reproducible weights)."""
-    try:
-        builder = _REGISTRY[name]
-    except KeyError:
-        raise DeepFaultError(
-            f"unknown architecture {name!r}; known: {', '.join(list_architectures())}"
-        ) from None
-    return builder(**kwargs)
+    return ARCHITECTURES.get(name)(**kwargs)
 
 
 def dense_stack(in_features: int, hidden: Sequence[int], num_classes: int, *, bias: bool = True,
