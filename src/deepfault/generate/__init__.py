@@ -1,1 +1,75 @@
-"""generate"""
+"""Input generation: every method's way of making new test inputs, under one verb.
+
+A :class:`Strategy` has a name, the method it belongs to, a description and one
+callable, ``generate``. DeepFault's suspiciousness-guided ascent is registered here;
+DeepXplore's joint gradient ascent and the fuzzers (DRFuzz, DeepHunter) register
+theirs from their own packages, imported on first use of :func:`list_strategies`.
+
+=================  ==========  ======================================================
+strategy           method      ``generate(...)``
+=================  ==========  ======================================================
+``ascent``         deepfault   :func:`~deepfault.generate.ascent.synthesize`
+``deepxplore``     deepxplore  joint gradient ascent over several models
+``drfuzz``         drfuzz      MCMC-guided regression fuzzing of two versions
+``deephunter``     drfuzz      coverage-guided fuzzing (the baseline)
+=================  ==========  ======================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core.registry import Registry
+
+__all__ = ["Strategy", "STRATEGIES", "register_strategy", "get_strategy", "list_strategies"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A way to generate test inputs; ``generate`` is its one verb."""
+
+    name: str
+    method: str
+    description: str
+    generate: Callable
+
+
+STRATEGIES: Registry[Strategy] = Registry("generation strategy")
+
+_PLUGINS = ("deepfault.xplore", "deepfault.fuzz")
+_loaded = False
+
+
+def register_strategy(name: str, *, method: str, description: str, generate: Callable) -> Strategy:
+    """Add a strategy under ``name``."""
+    return STRATEGIES.register(name, Strategy(name, method, description, generate))
+
+
+def _load_plugins() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in _PLUGINS:
+            importlib.import_module(module)
+
+
+def list_strategies() -> list[str]:
+    _load_plugins()
+    return STRATEGIES.names()
+
+
+def get_strategy(name: str) -> Strategy:
+    _load_plugins()
+    return STRATEGIES.get(name)
+
+
+def _synthesize(*args, **kwargs):
+    from .ascent import synthesize
+
+    return synthesize(*args, **kwargs)
+
+
+register_strategy("ascent", method="deepfault", generate=_synthesize,
+                  description="DeepFault's Algorithm 2: gradient ascent on the k most suspicious neurons")
