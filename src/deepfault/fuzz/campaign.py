@@ -1,0 +1,853 @@
+"""A regression fuzzing campaign: DRFuzz's loop with ``B`` inputs per step (spec section 3).
+
+One *iteration* selects a queued input, draws a mutation rule, makes ``mutants`` (10)
+mutants of it with fresh parameters, keeps those that pass the check (fidelity or
+validity) and differ from their parent, runs them through M1 and M2, buckets them with
+the oracle, lets the strategy's keep rule decide which candidates join the queue, records
+the faults, and updates the rule statistics, the input's counters and the bans.
+
+A *step* runs ``B`` iterations at once: ``B`` distinct inputs are drawn, each gets its own
+rule draw from the chain (in order), all ``mutants * B`` mutants are made with one call per
+distinct rule, checked in one call and executed in one forward pass per model; then the
+updates are applied in the order of the draws. ``B = 1`` is the published algorithm.
+
+Randomness: a :class:`numpy.random.Generator` (selection, rule choice) and a CPU
+:class:`torch.Generator` (mutation parameters), both seeded from ``seed`` and saved in
+every checkpoint, so a campaign with an iteration budget is reproducible exactly and a
+resumed campaign continues as if it had not stopped.
+
+Checkpoints (:mod:`.checkpoint`) go to a :class:`~deepfault.experiment.store.ResultStore`
+every ``checkpoint_every`` seconds; :func:`run_campaign` resumes from the last one.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> m1 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    >>> m2 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    >>> x = torch.rand(30, 1, 8, 8)
+    >>> y = m1(x).argmax(1)
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0)
+    >>> result.iterations, result.stop_reason
+    (20, 'budget')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..core.batches import iterate_batches
+from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
+from ..errors import DeepFaultError, check_int
+from .budget import Budget, parse_budget
+from .corpus import Corpus
+from .diversity import ROOT_FAILURE_LIMIT, DiversityTable, FailureSet, tendency_of
+from .mcmc import CHOOSERS, gain_delta, make_chooser
+from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
+from .mutations import get_rule
+from .oracle import OUTPUT_KINDS, Bucket, classify, to_probabilities
+from .strategies import (
+    STRATEGIES,
+    CoverageKeep,
+    DiversityKeep,
+    KeepInput,
+    ValidityCheck,
+)
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "Campaign",
+    "CampaignConfig",
+    "CampaignProgress",
+    "CampaignResult",
+    "run_campaign",
+]
+
+log = logging.getLogger(__name__)
+
+#: Selected inputs per step by default (``--batch``): 640 mutants per forward pass.
+DEFAULT_BATCH = 64
+#: Mutants per selected input (spec section 3, step 3).
+MUTANTS_PER_INPUT = 10
+#: Seconds between checkpoints by default.
+CHECKPOINT_EVERY = 5.0
+#: Inputs per forward pass while evaluating the seeds.
+_SEED_BATCH = 1024
+
+STOP_REASONS = ("budget", "exhausted", "interrupted")
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """Everything that defines a campaign's result (the checkpoint interval excepted).
+
+    Attributes:
+        strategy: ``drfuzz`` or ``deephunter`` (:data:`~.strategies.STRATEGIES`).
+        budget: ``"10m"``, ``"300s"``, ``"5000it"`` (:func:`~.budget.parse_budget`).
+        batch: Selected inputs per step ``B`` (1 is the published algorithm).
+        seed: Seed of every random choice.
+        chooser: Rule chooser (``mcmc``, ``uniform``); ``None``: the strategy's.
+        mutants: Mutants per selected input.
+        fidelity: Fidelity check of DRFuzz (``ssim``, ``ssim:T``, ``discriminator:FILE``);
+            DeepHunter uses its validity rule instead.
+        criterion: DeepHunter's coverage criterion (``kmnc``, ``nc``, ``nbc``, ``snac``, ``tknc``).
+        criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``).
+        layers: Layers of M2 the criterion reads (``None``: every Linear/Conv but the logits).
+        transform: Neuron value transform for the criterion (``raw`` or ``layer-minmax``).
+        max_seeds: Use only the first ``max_seeds`` test inputs as candidate seeds.
+        output_kinds: What M1 and M2 output (``logits`` or ``probabilities``).
+        checkpoint_every: Seconds between checkpoints (0: after every step).
+    """
+
+    strategy: str = "drfuzz"
+    budget: str = "5000it"
+    batch: int = DEFAULT_BATCH
+    seed: int = 0
+    chooser: str | None = None
+    mutants: int = MUTANTS_PER_INPUT
+    fidelity: str = "ssim"
+    criterion: str = "kmnc"
+    criterion_params: tuple[tuple[str, Any], ...] = (("sections", 1000),)
+    layers: tuple[str, ...] | None = None
+    transform: str = "raw"
+    max_seeds: int | None = None
+    output_kinds: tuple[str, str] = ("logits", "logits")
+    checkpoint_every: float = field(default=CHECKPOINT_EVERY, compare=False)
+
+    def __post_init__(self):
+        STRATEGIES.get(self.strategy)
+        object.__setattr__(self, "budget", str(parse_budget(self.budget)))
+        check_int("batch", self.batch)
+        check_int("seed", self.seed, minimum=0)
+        check_int("mutants", self.mutants)
+        if self.chooser is not None:
+            CHOOSERS.get(self.chooser)
+        if self.max_seeds is not None:
+            check_int("max_seeds", self.max_seeds)
+        if isinstance(self.criterion_params, dict):
+            object.__setattr__(self, "criterion_params", tuple(sorted(self.criterion_params.items())))
+        if self.layers is not None and not isinstance(self.layers, str):
+            object.__setattr__(self, "layers", tuple(self.layers))
+        kinds = tuple(self.output_kinds)
+        if len(kinds) != 2 or any(k not in OUTPUT_KINDS for k in kinds):
+            raise DeepFaultError(
+                f"output_kinds must be two of {', '.join(OUTPUT_KINDS)}; got {self.output_kinds!r}"
+            )
+        object.__setattr__(self, "output_kinds", kinds)
+        if not (isinstance(self.checkpoint_every, (int, float)) and self.checkpoint_every >= 0):
+            raise DeepFaultError(
+                f"checkpoint_every must be a number of seconds >= 0; got {self.checkpoint_every!r}"
+            )
+
+    @property
+    def strategy_spec(self):
+        return STRATEGIES.get(self.strategy)
+
+    @property
+    def chooser_name(self) -> str:
+        return self.chooser or self.strategy_spec.chooser
+
+    @property
+    def check_name(self) -> str:
+        return self.fidelity if self.strategy_spec.check == "fidelity" else "validity"
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "checkpoint_every"}
+        out["criterion_params"] = dict(self.criterion_params)
+        out["layers"] = list(self.layers) if isinstance(self.layers, tuple) else self.layers
+        out["output_kinds"] = list(self.output_kinds)
+        out["chooser"] = self.chooser_name
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CampaignConfig:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        if "criterion_params" in kwargs:
+            kwargs["criterion_params"] = tuple(sorted(dict(kwargs["criterion_params"]).items()))
+        for key in ("layers", "output_kinds"):
+            if isinstance(kwargs.get(key), list):
+                kwargs[key] = tuple(kwargs[key])
+        return cls(**kwargs)
+
+    def key(self) -> str:
+        """A hash of the fields that define the result (12 hex digits)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class CampaignProgress:
+    """A snapshot for progress lines, after each step."""
+
+    elapsed: float
+    iterations: int
+    rf: int
+    urf: int
+    seeds: int
+    gf: int
+    corpus: int
+    rule_shares: dict[str, float]
+    budget: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    """What a campaign found and how it ran.
+
+    Attributes:
+        config: The :class:`CampaignConfig`.
+        metrics: #RF, #URF, #Seed, #GF and the first fault (:class:`~.metrics.Metrics`).
+        stop_reason: ``budget`` (reached), ``exhausted`` (no input could be selected any more)
+            or ``interrupted``.
+        iterations, steps: Selected inputs and steps processed.
+        queries: Inputs run through each model (the executed mutants).
+        generated: Mutants made; ``passed``: those that passed the check and changed.
+        seconds: Fuzzing wall time (summed over resumes); ``setup_seconds``: seed evaluation.
+        roots: Test inputs M1 classifies correctly; ``queued_seeds``: those M2 does too.
+        corpus: Queue size at the end.
+        rule_usage: Per rule: selected, faithful, gain, score and regression faults found.
+        timeline: ``{elapsed, iterations, queries, rf, urf, seeds, gf, corpus}`` samples.
+        timings: Seconds spent per phase (select, mutate, check, execute, update, checkpoint).
+        faults: Every fault (:class:`~.metrics.FaultTable`), initial ones flagged.
+        rf_inputs: ``(R, C, H, W)`` the regression faults' inputs, rows aligned with the
+            ``rf`` rows of ``faults`` (initial ones are the seeds themselves).
+        rf_p1, rf_p2: ``(R, classes)`` the two models' probabilities on them.
+        resumed: Checkpoints this run resumed from (0 for a fresh run).
+    """
+
+    config: CampaignConfig
+    metrics: Metrics
+    stop_reason: str
+    iterations: int
+    steps: int
+    queries: int
+    generated: int
+    passed: int
+    seconds: float
+    setup_seconds: float
+    roots: int
+    queued_seeds: int
+    corpus: int
+    rule_usage: dict[str, dict]
+    timeline: tuple[dict, ...]
+    timings: dict[str, float]
+    faults: FaultTable = field(repr=False)
+    rf_inputs: np.ndarray = field(repr=False)
+    rf_p1: np.ndarray = field(repr=False)
+    rf_p2: np.ndarray = field(repr=False)
+    resumed: int = 0
+
+    def to_dict(self) -> dict:
+        """Everything but the arrays, JSON-ready."""
+        return {
+            "config": self.config.to_dict(),
+            "metrics": self.metrics.to_dict(),
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "steps": self.steps,
+            "queries": self.queries,
+            "generated": self.generated,
+            "passed": self.passed,
+            "seconds": self.seconds,
+            "setup_seconds": self.setup_seconds,
+            "mutants_per_second": self.generated / self.seconds if self.seconds > 0 else None,
+            "roots": self.roots,
+            "queued_seeds": self.queued_seeds,
+            "corpus": self.corpus,
+            "rule_usage": self.rule_usage,
+            "timeline": list(self.timeline),
+            "timings": self.timings,
+            "resumed": self.resumed,
+        }
+
+    def fault_arrays(self) -> dict[str, np.ndarray]:
+        """The regression faults as named arrays (the ``.npz`` that :meth:`save_faults` writes).
+
+        ``inputs`` ``(R, C, H, W)``, ``seed_index`` (the root's index in the test split),
+        ``label``, ``m1_pred``, ``m2_pred``, ``m1_prob``/``m2_prob`` ``(R, classes)``,
+        ``initial`` (a seed M2 already got wrong), ``elapsed``, ``iteration``.
+        """
+        rf = self.faults.kind == FAULT_KINDS.index("rf")
+        f = self.faults.select(rf)
+        return {
+            "inputs": self.rf_inputs, "seed_index": f.root, "label": f.y1, "m1_pred": f.y1, "m2_pred": f.y2,
+            "m1_prob": self.rf_p1, "m2_prob": self.rf_p2, "initial": f.initial, "elapsed": f.elapsed,
+            "iteration": f.iteration,
+        }
+
+    def save_faults(self, path) -> None:
+        """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
+        from .._io import atomic_path
+
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(fh, **self.fault_arrays())
+
+
+class _Rows:
+    """A tensor that grows along its first axis by doubling (the fidelity references)."""
+
+    def __init__(self, first: torch.Tensor):
+        self.data = first
+        self.size = len(first)
+
+    def append(self, rows: torch.Tensor) -> np.ndarray:
+        n = len(rows)
+        if self.size + n > len(self.data):
+            grown = torch.empty((max(self.size + n, 2 * len(self.data)), *self.data.shape[1:]),
+                                dtype=self.data.dtype, device=self.data.device)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : self.size + n] = rows.to(self.data.device, self.data.dtype)
+        ids = np.arange(self.size, self.size + n)
+        self.size += n
+        return ids
+
+    def view(self) -> torch.Tensor:
+        return self.data[: self.size]
+
+
+def _probabilities(model: nn.Module, x: torch.Tensor, kind: str, which: str) -> torch.Tensor:
+    try:
+        out = forward(model, x)
+    except DeepFaultError as err:
+        raise DeepFaultError(f"{which}: {err}") from err
+    if out.ndim != 2:
+        raise DeepFaultError(f"{which}'s output must be (N, classes); got shape {tuple(out.shape)}")
+    return to_probabilities(out, kind)
+
+
+class Campaign:
+    """One campaign's state and loop; :func:`run_campaign` is the usual entry point.
+
+    Args:
+        m1, m2: The original and the new model (same device, same input shape and classes).
+            Used in ``eval()`` mode (restored afterwards), never modified.
+        inputs: ``(N, C, H, W)`` test inputs, in the data's range ``bounds``.
+        labels: ``(N,)`` their labels.
+        bounds: The data's pixel range ``(lo, hi)``.
+        config: The :class:`CampaignConfig`.
+        fidelity: A :class:`~.fidelity.Fidelity` to use instead of ``config.fidelity`` (tests,
+            custom checks); ignored by strategies with their own check.
+        train_inputs: Training inputs for the coverage profile (KMNC/NBC/SNAC; DeepHunter).
+        dataset: The data set's name (recorded; warns about a discriminator trained on another).
+    """
+
+    def __init__(
+        self,
+        m1: nn.Module,
+        m2: nn.Module,
+        inputs,
+        labels,
+        *,
+        bounds: tuple[float, float],
+        config: CampaignConfig,
+        fidelity=None,
+        train_inputs=None,
+        dataset: str | None = None,
+    ):
+        if not isinstance(m1, nn.Module) or not isinstance(m2, nn.Module):
+            raise DeepFaultError("m1 and m2 must be torch.nn.Module models")
+        self.m1, self.m2 = m1, m2
+        self.config = config
+        self.strategy = config.strategy_spec
+        self.device = model_device(m1)
+        if model_device(m2) != self.device:
+            raise DeepFaultError(
+                f"M1 is on {self.device} and M2 on {model_device(m2)}; put both models on the same device"
+            )
+        self.x = as_tensor(inputs)
+        if self.x.ndim != 4:
+            raise DeepFaultError(
+                "regression fuzzing mutates images: inputs must have shape (N, C, H, W); "
+                f"got shape {tuple(self.x.shape)}"
+            )
+        self.y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels).astype(np.int64)
+        if self.y.shape != (len(self.x),):
+            raise DeepFaultError(f"labels must be (N,) with N = {len(self.x)}; got shape {self.y.shape}")
+        self.bounds = (float(bounds[0]), float(bounds[1]))
+        self.budget: Budget = parse_budget(config.budget)
+        self.dataset = dataset
+        self.train_inputs = train_inputs
+        self.rules = list(self.strategy.rules)
+        self._rules = [get_rule(r) for r in self.rules]
+        self.affine = np.array([r.family == "affine" for r in self._rules])
+        if self.strategy.check == "validity":
+            self.check = ValidityCheck(bounds=self.bounds, device=self.device)
+        elif fidelity is not None:
+            self.check = fidelity
+        else:
+            from .fidelity import make_fidelity
+
+            self.check = make_fidelity(config.fidelity, bounds=self.bounds, device=self.device,
+                                       dataset=dataset)
+        seq = np.random.SeedSequence(config.seed)
+        np_seed, torch_seed = seq.spawn(2)
+        self.rng = np.random.default_rng(np_seed)
+        self.tgen = torch.Generator().manual_seed(int(torch_seed.generate_state(1, np.uint64)[0] >> 1))
+        self.chooser = make_chooser(config.chooser_name, self.rules)
+        self.iterations = self.steps = self.queries = self.generated = self.passed = 0
+        self.elapsed = 0.0
+        self.setup_seconds = 0.0
+        self.rule_rf = np.zeros(len(self.rules), dtype=np.int64)
+        self.timeline: list[dict] = []
+        self.timings = dict.fromkeys(("select", "mutate", "check", "execute", "update", "checkpoint"), 0.0)
+        self._fault_parts: list[FaultTable] = []
+        self._rf_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._counts = {"rf": 0, "gf": 0}
+        self.stop_reason: str | None = None
+        self.resumed = 0
+        self._recorder = None
+        self._ready = False
+        self._session_start: float | None = None
+        self._consistent = True
+
+    # --- setup ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Evaluate the seeds, fill the queue and the tables (spec section 2)."""
+        t0 = time.perf_counter()
+        with eval_mode(self.m1), eval_mode(self.m2), torch.no_grad():
+            self._setup()
+        self.setup_seconds = time.perf_counter() - t0
+        self._ready = True
+
+    def _setup(self) -> None:
+        n = len(self.x) if self.config.max_seeds is None else min(len(self.x), self.config.max_seeds)
+        if n == 0:
+            raise DeepFaultError("no test inputs to fuzz from: the input set is empty")
+        x, y = self.x[:n], self.y[:n]
+        kinds = self.config.output_kinds
+        p1, p2 = [], []
+        for start in range(0, n, _SEED_BATCH):
+            xb = x[start : start + _SEED_BATCH].to(self.device)
+            p1.append(_probabilities(self.m1, xb, kinds[0], "M1").cpu())
+            p2.append(_probabilities(self.m2, xb, kinds[1], "M2").cpu())
+        p1n, p2n = torch.cat(p1).numpy(), torch.cat(p2).numpy()
+        if p1n.shape[1] != p2n.shape[1]:
+            raise DeepFaultError(
+                f"M1 has {p1n.shape[1]} classes and M2 {p2n.shape[1]}; regression fuzzing compares two "
+                "versions of one classifier, with the same classes"
+            )
+        if y.max(initial=0) >= p1n.shape[1] or y.min(initial=0) < 0:
+            raise DeepFaultError(
+                f"labels must lie in 0..{p1n.shape[1] - 1} (the models' classes); got {y.min()}..{y.max()}"
+            )
+        self.num_classes = p1n.shape[1]
+        y1, y2 = p1n.argmax(1), p2n.argmax(1)
+        roots = np.flatnonzero(y1 == y)
+        if len(roots) == 0:
+            raise DeepFaultError("M1 classifies none of the test inputs correctly: there is no seed to fuzz")
+        self.root_index = roots  # dense root -> test index
+        self.root_label = y[roots]
+        rp1, rp2 = p1n[roots], p2n[roots]
+        initial = y2[roots] != y[roots]
+        self.initial_rf = np.flatnonzero(initial)
+        self.root_images = x[roots].to(self.device)
+        self.refs = _Rows(self.check.reference(self.root_images))
+        self.table = DiversityTable(self.root_label, rp1, rp2)
+        self.failures = FailureSet(len(roots))
+        self.corpus = Corpus(tuple(x.shape[1:]), len(roots), device=self.device,
+                             capacity=max(1024, 2 * len(roots)))
+        queued = np.flatnonzero(~initial)
+        rows = np.arange(len(roots))
+        d = rp1[rows, y1[roots]] - rp2[rows, y1[roots]]
+        self.corpus.add(
+            self.root_images[torch.as_tensor(queued, device=self.device)],
+            root=queued, generation=np.zeros(len(queued)), parent=np.full(len(queued), -1),
+            d=d[queued], p2_label=rp2[queued, self.root_label[queued]],
+            tendency=tendency_of(rp1[queued], rp2[queued], self.root_label[queued]),
+            ref=queued, affine=np.zeros(len(queued), dtype=bool), rule=np.full(len(queued), -1),
+        )
+        self.num_seed_entries = len(queued)
+        self.initial_faults = FaultTable(
+            kind=np.full(len(self.initial_rf), FAULT_KINDS.index("rf"), dtype=np.int8),
+            root=roots[self.initial_rf].astype(np.int64), y1=y1[roots][self.initial_rf].astype(np.int64),
+            y2=y2[roots][self.initial_rf].astype(np.int64), initial=np.ones(len(self.initial_rf), dtype=bool),
+            elapsed=np.zeros(len(self.initial_rf)), queries=np.zeros(len(self.initial_rf), dtype=np.int64),
+            iteration=np.zeros(len(self.initial_rf), dtype=np.int64),
+        )
+        self.initial_rf_data = (
+            self.root_images[torch.as_tensor(self.initial_rf, device=self.device)].cpu().numpy(),
+            rp1[self.initial_rf], rp2[self.initial_rf],
+        )
+        if self.strategy.keep == "diversity":
+            self.keep = DiversityKeep(self.table)
+        else:
+            seeds = self.root_images[torch.as_tensor(queued, device=self.device)]
+            self.keep = CoverageKeep(self._coverage_criterion(seeds if len(seeds) else self.root_images[:1],
+                                                              update=len(seeds) > 0))
+            self.keep.state_dict()  # fail now, not at the first checkpoint, on non-tensor state
+
+    def _coverage_criterion(self, seeds: torch.Tensor, *, update: bool = True):
+        from ..coverage import compute_profile, criterion_params, make_criterion
+
+        cfg = self.config
+        params = dict(cfg.criterion_params)
+        layers = list(cfg.layers) if isinstance(cfg.layers, tuple) else cfg.layers
+        if "profile" in criterion_params(cfg.criterion):
+            if self.train_inputs is None or len(self.train_inputs) == 0:
+                raise DeepFaultError(
+                    f"coverage criterion {cfg.criterion!r} needs M2's profile on training inputs, and the "
+                    "data set has no training split; choose criterion 'nc' or 'tknc'"
+                )
+            params["profile"] = compute_profile(self.m2, self.train_inputs, layers=layers,
+                                                transform=cfg.transform)
+        criterion = None
+        for batch in iterate_batches(self.m2, seeds, layers=layers, transform=cfg.transform,
+                                     batch_size=_SEED_BATCH):
+            if criterion is None:
+                criterion = make_criterion(cfg.criterion, batch.layout, **params)
+            if update:
+                criterion.update(batch.values)
+        return criterion
+
+    # --- one step -------------------------------------------------------------------------
+
+    def _tick(self, phase: str, t: float) -> float:
+        now = time.perf_counter()
+        self.timings[phase] += now - t
+        return now
+
+    def step(self, k: int) -> bool:
+        """Run up to ``k`` iterations; ``False`` when no input can be selected (exhausted)."""
+        t = time.perf_counter()
+        corpus = self.corpus
+        sel = corpus.select(self.rng, k)
+        n = len(sel)
+        if n == 0:
+            return False
+        one_affine = self.strategy.one_affine_per_lineage
+        lineage_affine = corpus.static["affine"][sel]
+        rules = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            allowed = ~self.affine if one_affine and lineage_affine[i] else None
+            rules[i] = self.chooser.choose(self.rng, allowed)
+        t = self._tick("select", t)
+
+        m = self.config.mutants
+        sel_t = torch.as_tensor(sel, device=self.device)
+        parents = corpus.images[sel_t]
+        shape = parents.shape[1:]
+        mutants = torch.empty((n, m, *shape), dtype=parents.dtype, device=self.device)
+        affine_params: dict[int, tuple[np.ndarray, dict]] = {}
+        for u in dict.fromkeys(rules.tolist()):
+            idx = np.flatnonzero(rules == u)
+            idx_t = torch.as_tensor(idx, device=self.device)
+            out, params = self._rules[u](parents[idx_t].repeat_interleave(m, 0), generator=self.tgen,
+                                         bounds=self.bounds)
+            mutants[idx_t] = out.view(len(idx), m, *shape)
+            if one_affine and self.affine[u]:
+                affine_params[u] = (idx, params)
+        mutants = mutants.view(n * m, *shape)
+        owner = np.repeat(np.arange(n), m)
+        self.generated += n * m
+        t = self._tick("mutate", t)
+
+        changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
+        ref_ids = torch.as_tensor(corpus.static["ref"][sel][owner], device=self.refs.data.device)
+        ok = self.check.passes(mutants, self.refs.data[ref_ids]).to(changed.device)
+        if self.strategy.check == "validity":  # DeepHunter trusts its affine transformations
+            ok = ok | torch.as_tensor(self.affine[rules][owner], device=ok.device)
+        ok = (ok & changed).cpu().numpy()
+        exe = np.flatnonzero(ok)
+        t = self._tick("check", t)
+
+        xe = mutants[torch.as_tensor(exe, device=self.device)]
+        kinds = self.config.output_kinds
+        if len(exe):
+            p2 = _probabilities(self.m2, xe, kinds[1], "M2")
+            values = self._recorder.collect() if self._recorder is not None else None
+            p1 = _probabilities(self.m1, xe, kinds[0], "M1")
+            if self._recorder is not None and self.m1 is self.m2:
+                self._recorder.collect()  # the same model: drop the values its second pass recorded
+            p1, p2 = p1.cpu().numpy(), p2.cpu().numpy()
+        else:
+            p1 = p2 = np.zeros((0, self.num_classes), dtype=np.float32)
+            values = None
+        queries_before = self.queries
+        self.queries += len(exe)
+        self.passed += len(exe)
+        t = self._tick("execute", t)
+
+        self._update(sel, rules, owner, ok, exe, xe, p1, p2, values, affine_params, queries_before)
+        self.iterations += n
+        self.steps += 1
+        self._tick("update", t)
+        return True
+
+    def _update(self, sel, rules, owner, ok, exe, xe, p1, p2, values, affine_params, queries_before) -> None:
+        corpus, n = self.corpus, len(sel)
+        own = owner[exe]
+        roots = corpus.static["root"][sel][own]
+        labels = self.root_label[roots]
+        parent_d = corpus.static["d"][sel][own] if self.strategy.drop_confident else None
+        verdict = classify(p1, p2, labels, parent_d)
+        b = verdict.buckets
+        rf = b == Bucket.RF
+        both = b == Bucket.BOTH_FAIL
+        candidate = np.isin(b, (Bucket.WEAKEN, Bucket.HALF_WEAKEN, Bucket.REST))
+        rows = np.arange(len(exe))
+
+        # MCMC statistics, in draw order (sums, so the order does not change them).
+        faithful = np.bincount(owner[ok.astype(bool)], minlength=n) > 0
+        delta = gain_delta(corpus.static["p2_label"][sel][own], p1[rows, labels], p2[rows, labels])
+        gained = np.bincount(own[(candidate | rf) & (delta > 0)], minlength=n) > 0
+        for i in range(n):
+            self.chooser.update(int(rules[i]), faithful=bool(faithful[i]), gain=bool(gained[i]))
+        corpus.times_selected[sel] += 1
+
+        tendency = (p2 - p1).astype(np.float32)
+        kept = self.keep.select(KeepInput(own, roots, tendency, verdict.y2, candidate, rf, values))
+
+        # Regression faults: unique failures, saturated roots, banned ancestors.
+        if rf.any():
+            self.failures.add(roots[rf], verdict.y1[rf], verdict.y2[rf])
+            np.add.at(self.rule_rf, rules[own[rf]], 1)
+            if self.strategy.ban:
+                corpus.root_banned |= self.failures.per_root >= ROOT_FAILURE_LIMIT
+                for i in np.unique(own[rf]):
+                    mine = rf & (own == i)
+                    corpus.ban_chain(int(sel[i]), int(roots[mine][0]), set(verdict.y2[mine].tolist()))
+
+        # Faults, in draw order.
+        found = rf | both
+        if found.any():
+            f = np.flatnonzero(found)
+            self._fault_parts.append(FaultTable(
+                kind=np.where(rf[f], FAULT_KINDS.index("rf"), FAULT_KINDS.index("both_fail")).astype(np.int8),
+                root=self.root_index[roots[f]].astype(np.int64), y1=verdict.y1[f], y2=verdict.y2[f],
+                initial=np.zeros(len(f), dtype=bool), elapsed=np.full(len(f), self._now()),
+                queries=queries_before + f + 1, iteration=self.iterations + own[f] + 1,
+            ))
+            r = np.flatnonzero(rf)
+            if len(r):
+                self._rf_parts.append((xe[torch.as_tensor(r, device=xe.device)].cpu().numpy(), p1[r], p2[r]))
+            self._counts["rf"] += int(rf.sum())
+            self._counts["gf"] += int(found.sum())
+
+        # The kept candidates join the queue.
+        k = np.flatnonzero(kept)
+        if len(k):
+            parent = sel[own[k]]
+            ref = corpus.static["ref"][parent].copy()
+            made_affine = self.affine[rules[own[k]]]
+            if affine_params and made_affine.any():
+                ref[made_affine] = self._affine_refs(k[made_affine], exe, own, rules, affine_params, roots)
+            corpus.add(
+                xe[torch.as_tensor(k, device=xe.device)], root=roots[k],
+                generation=corpus.static["generation"][parent] + 1, parent=parent, d=verdict.d[k],
+                p2_label=p2[k, labels[k]], tendency=tendency_of(p1[k], p2[k], verdict.y1[k]), ref=ref,
+                affine=corpus.static["affine"][parent] | made_affine, rule=rules[own[k]],
+            )
+
+    def _affine_refs(self, rows, exe, own, rules, affine_params, roots) -> np.ndarray:
+        """DeepHunter's reference after an affine change: the same change applied to the root."""
+        m = self.config.mutants
+        ids = np.empty(len(rows), dtype=np.int64)
+        for u, (idx, params) in affine_params.items():
+            mine = np.flatnonzero(rules[own[rows]] == u)
+            if len(mine) == 0:
+                continue
+            r = rows[mine]
+            mutant_row = exe[r]
+            group_row = np.searchsorted(idx, mutant_row // m) * m + mutant_row % m
+            sub = {key: value[torch.as_tensor(group_row)] for key, value in params.items()}
+            root_imgs = self.root_images[torch.as_tensor(roots[r], device=self.device)]
+            ref, _ = self._rules[u](root_imgs, bounds=self.bounds, params=sub)
+            ids[mine] = self.refs.append(self.check.reference(ref))
+        return ids
+
+    # --- running --------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        if self._session_start is None:
+            return self.elapsed
+        return self.elapsed + (time.perf_counter() - self._session_start)
+
+    def metrics(self) -> Metrics:
+        return compute_metrics(self.faults())
+
+    def faults(self) -> FaultTable:
+        return FaultTable.concat([self.initial_faults, *self._fault_parts])
+
+    def progress(self) -> CampaignProgress:
+        total = max(1, int(self.chooser.selected.sum()))
+        shares = {r: float(self.chooser.selected[i]) / total for i, r in enumerate(self.rules)}
+        return CampaignProgress(
+            elapsed=self._now(), iterations=self.iterations, rf=self._counts["rf"], urf=len(self.failures),
+            seeds=int(np.count_nonzero(self.failures.per_root)), gf=self._counts["gf"],
+            corpus=len(self.corpus), rule_shares=shares, budget=str(self.budget),
+        )
+
+    def _sample(self, force: bool = False) -> None:
+        now = self._now()
+        last = self.timeline[-1]["elapsed"] if self.timeline else -math.inf
+        if force or now - last >= max(1.0, 0.01 * now):
+            p = self.progress()
+            self.timeline.append({
+                "elapsed": round(now, 3), "iterations": self.iterations, "queries": self.queries,
+                "rf": p.rf, "urf": p.urf, "seeds": p.seeds, "gf": p.gf, "corpus": p.corpus,
+            })
+
+    def run(
+        self,
+        *,
+        progress: Callable[[CampaignProgress], None] | None = None,
+        checkpoint: Callable[[Campaign], None] | None = None,
+    ) -> str:
+        """Step until the budget is spent or no input is left; returns the stop reason.
+
+        Args:
+            progress: Called with a :class:`CampaignProgress` after every step.
+            checkpoint: Called every ``config.checkpoint_every`` seconds and at the end.
+        """
+        if not self._ready:
+            self.setup()
+        self._session_start = time.perf_counter()
+        last_checkpoint = time.perf_counter()
+        layers = list(self.config.layers) if isinstance(self.config.layers, tuple) else self.config.layers
+        hooks = capture(self.m2, layers, transform=self.config.transform) if self.keep.needs_values else None
+        reason = "budget"
+        try:
+            with eval_mode(self.m1), eval_mode(self.m2), torch.no_grad():
+                if hooks is not None:
+                    self._recorder = hooks.__enter__()
+                while not self.budget.exhausted(iterations=self.iterations, seconds=self._now()):
+                    left = self.budget.remaining_iterations(self.iterations)
+                    k = self.config.batch if left is None else min(self.config.batch, left)
+                    self._consistent = False
+                    more = self.step(k)
+                    self._consistent = True
+                    if not more:
+                        reason = "exhausted"
+                        break
+                    self._sample()
+                    if progress is not None:
+                        progress(self.progress())
+                    due = time.perf_counter() - last_checkpoint >= self.config.checkpoint_every
+                    if checkpoint is not None and due:
+                        t = time.perf_counter()
+                        checkpoint(self)
+                        last_checkpoint = time.perf_counter()
+                        self.timings["checkpoint"] += last_checkpoint - t
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        finally:
+            if hooks is not None:
+                hooks.__exit__(None, None, None)
+                self._recorder = None
+            self.elapsed = self._now()
+            self._session_start = time.perf_counter()
+        self.stop_reason = reason
+        self._sample(force=True)
+        if progress is not None:
+            progress(self.progress())
+        return reason
+
+    def result(self) -> CampaignResult:
+        faults = self.faults()
+        rf_inputs = [self.initial_rf_data[0]] + [p[0] for p in self._rf_parts]
+        rf_p1 = [self.initial_rf_data[1]] + [p[1] for p in self._rf_parts]
+        rf_p2 = [self.initial_rf_data[2]] + [p[2] for p in self._rf_parts]
+        # initial faults come first in ``faults``; generated RF rows follow in order
+        usage = self.chooser.to_dict()
+        for i, rule in enumerate(self.rules):
+            usage[rule]["rf"] = int(self.rule_rf[i])
+        return CampaignResult(
+            config=self.config, metrics=compute_metrics(faults), stop_reason=self.stop_reason or "budget",
+            iterations=self.iterations, steps=self.steps, queries=self.queries, generated=self.generated,
+            passed=self.passed, seconds=self.elapsed, setup_seconds=self.setup_seconds,
+            roots=len(self.root_index), queued_seeds=self.num_seed_entries, corpus=len(self.corpus),
+            rule_usage=usage, timeline=tuple(self.timeline), timings=dict(self.timings), faults=faults,
+            rf_inputs=np.concatenate(rf_inputs), rf_p1=np.concatenate(rf_p1), rf_p2=np.concatenate(rf_p2),
+            resumed=self.resumed,
+        )
+
+
+def run_campaign(
+    m1: nn.Module,
+    m2: nn.Module,
+    inputs,
+    labels,
+    *,
+    bounds: tuple[float, float],
+    config: CampaignConfig | None = None,
+    fidelity=None,
+    train_inputs=None,
+    dataset: str | None = None,
+    store=None,
+    experiment: str | None = None,
+    cell: str = "campaign",
+    progress: Callable[[CampaignProgress], None] | None = None,
+    **overrides,
+) -> CampaignResult:
+    """Fuzz ``m2`` for regressions against ``m1`` from the test inputs ``inputs``.
+
+    Args:
+        m1, m2: The original and the new version of a classifier.
+        inputs, labels: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right) and labels.
+        bounds: The data's pixel range.
+        config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
+            ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
+        fidelity: A fidelity object instead of ``config.fidelity``.
+        train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
+        dataset: The data set's name.
+        store: A :class:`~deepfault.experiment.store.ResultStore` or its path: checkpoints are
+            written there and a campaign found there resumes (or, finished, is returned as it is).
+        experiment: The store's experiment key (default: ``config.key()``).
+        cell: The campaign's id in the store.
+        progress: Called with a :class:`CampaignProgress` after every step.
+
+    Returns:
+        A :class:`CampaignResult`.
+
+    Raises:
+        DeepFaultError: Models with different classes or input shapes, inputs that are not
+            images, a bad configuration, or a checkpoint made with another configuration.
+    """
+    config = config or CampaignConfig()
+    if overrides:
+        unknown = sorted(set(overrides) - {f.name for f in fields(CampaignConfig)})
+        if unknown:
+            raise DeepFaultError(
+                f"unknown campaign setting(s) {', '.join(unknown)}; known: "
+                f"{', '.join(f.name for f in fields(CampaignConfig))}"
+            )
+        config = replace(config, **overrides)
+    campaign = Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
+                        train_inputs=train_inputs, dataset=dataset)
+    if store is None:
+        campaign.run(progress=progress)
+        return campaign.result()
+    from .checkpoint import CampaignStore
+
+    with CampaignStore.open(store, experiment or config.key(), cell, config) as cs:
+        done = cs.load_result()
+        if done is not None:
+            return done
+        campaign.setup()
+        cs.restore(campaign)
+        campaign.run(progress=progress, checkpoint=cs.save)
+        cs.save(campaign)
+        result = campaign.result()
+        if result.stop_reason != "interrupted":
+            cs.save_result(result)
+        return result
+

@@ -1,0 +1,283 @@
+"""Campaign checkpoints in the results store, and resuming from them.
+
+A campaign ``cell`` of experiment ``experiment`` (method ``drfuzz``) is kept as cells of a
+:class:`~deepfault.experiment.store.ResultStore`, each written in one transaction:
+
+- ``{cell}/corpus/{k}``: the queue entries added since the previous checkpoint (images
+  and fixed fields) and the new fidelity reference rows; append-only.
+- ``{cell}/faults/{k}``: the faults found since the previous checkpoint (and the regression
+  faults' inputs and probabilities); append-only.
+- ``{cell}/checkpoint``: everything else, overwritten each time: counters, both random
+  generators' states, the rule statistics, the queue's counters and bans, the diversity
+  table or coverage state, the unique failures, the timeline, and the list of chunks
+  that belong to it.
+- ``{cell}/result``: the final result, once the campaign has ended.
+
+Chunks are written before the checkpoint that lists them, so a process killed at any
+moment (``kill -9`` included) leaves a consistent last checkpoint; a chunk written after
+it is ignored and rewritten. The seeds themselves are not stored: they are recomputed,
+deterministically, from the models and the test inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from ..errors import DeepFaultError
+from .campaign import Campaign, CampaignConfig, CampaignResult
+from .corpus import STATIC_FIELDS
+from .metrics import FAULT_KINDS, FaultTable, compute_metrics
+
+__all__ = ["METHOD", "CampaignStore", "load_result", "list_campaigns"]
+
+#: The store's method name for every fuzzing cell.
+METHOD = "drfuzz"
+_VERSION = 1
+
+
+def _cid(cell: str, part: str, k: int | None = None) -> str:
+    return f"{cell}/{part}" if k is None else f"{cell}/{part}/{k:06d}"
+
+
+class CampaignStore:
+    """Reads and writes one campaign's cells (module docstring).
+
+    Args:
+        store: An open :class:`~deepfault.experiment.store.ResultStore`.
+        experiment: The experiment key.
+        cell: The campaign's id.
+        config: The campaign's configuration (a checkpoint of another one is refused).
+    """
+
+    def __init__(self, store, experiment: str, cell: str, config: CampaignConfig):
+        self.store = store
+        self.experiment = experiment
+        self.cell = cell
+        self.config = config
+        self.corpus_chunks: list[list[int]] = []
+        self.fault_chunks: list[list[int]] = []
+        self._corpus_done: int | None = None
+        self._refs_done: int | None = None
+        self._faults_done = 0  # parts of campaign._fault_parts already stored
+        self._rf_done = 0
+        self._checkpoints = 0
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, store, experiment: str, cell: str, config: CampaignConfig) -> Iterator[CampaignStore]:
+        """A :class:`CampaignStore` on ``store`` (a store, or a path opened and closed here)."""
+        from ..experiment.store import ResultStore
+
+        if isinstance(store, (str, os.PathLike)):
+            with ResultStore(store) as opened:
+                cls._begin(opened, experiment, cell, config)
+                yield cls(opened, experiment, cell, config)
+        else:
+            cls._begin(store, experiment, cell, config)
+            yield cls(store, experiment, cell, config)
+
+    @staticmethod
+    def _begin(store, experiment: str, cell: str, config: CampaignConfig) -> None:
+        from ..provenance import provenance
+
+        store.begin(experiment, name=cell, config=config.to_dict(), provenance=provenance(), method=METHOD)
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def _put(self, cell_id: str, data: dict, arrays: dict | None = None) -> None:
+        self.store.put(self.experiment, METHOD, cell_id, data, arrays, replace=True)
+
+    def save(self, c: Campaign) -> None:
+        """Write a checkpoint of ``c`` (new chunks first, then the state that lists them)."""
+        if not c._consistent:
+            return  # interrupted in the middle of a step: the previous checkpoint stands
+        if self._corpus_done is None:
+            self._corpus_done, self._refs_done = c.num_seed_entries, len(c.root_index)
+        start, stop = self._corpus_done, len(c.corpus)
+        rstart, rstop = self._refs_done, c.refs.size
+        if stop > start or rstop > rstart:
+            arrays = c.corpus.static_slice(start, stop)
+            arrays["refs"] = c.refs.data[rstart:rstop].detach().cpu().numpy()
+            bounds = [start, stop, rstart, rstop]
+            self._put(_cid(self.cell, "corpus", len(self.corpus_chunks)), {"bounds": bounds}, arrays)
+            self.corpus_chunks.append(bounds)
+            self._corpus_done, self._refs_done = stop, rstop
+        parts = c._fault_parts[self._faults_done :]
+        rf_parts = c._rf_parts[self._rf_done :]
+        if parts:
+            table = FaultTable.concat(parts)
+            arrays = {f"fault.{k}": v for k, v in table.to_arrays().items()}
+            if rf_parts:
+                arrays["rf_inputs"] = np.concatenate([p[0] for p in rf_parts])
+                arrays["rf_p1"] = np.concatenate([p[1] for p in rf_parts])
+                arrays["rf_p2"] = np.concatenate([p[2] for p in rf_parts])
+            bounds = [len(parts), len(rf_parts)]
+            self._put(_cid(self.cell, "faults", len(self.fault_chunks)), {"parts": bounds}, arrays)
+            self.fault_chunks.append(bounds)
+            # one stored chunk replaces the parts in memory, so a resumed run holds the same parts
+            c._fault_parts[self._faults_done :] = [table]
+            if rf_parts:
+                c._rf_parts[self._rf_done :] = [tuple(arrays[k] for k in ("rf_inputs", "rf_p1", "rf_p2"))]
+            self._faults_done, self._rf_done = len(c._fault_parts), len(c._rf_parts)
+        self._checkpoints += 1
+        data = {
+            "version": _VERSION,
+            "config": c.config.to_dict(),
+            "counters": {"iterations": c.iterations, "steps": c.steps, "queries": c.queries,
+                         "generated": c.generated, "passed": c.passed, "elapsed": c._now(),
+                         "setup_seconds": c.setup_seconds, **c._counts},
+            "numpy_rng": c.rng.bit_generator.state,
+            "timeline": c.timeline,
+            "timings": c.timings,
+            "corpus_size": len(c.corpus),
+            "refs_size": c.refs.size,
+            "corpus_chunks": self.corpus_chunks,
+            "fault_chunks": self.fault_chunks,
+            "rule_rf": c.rule_rf.tolist(),
+            "checkpoints": self._checkpoints,
+        }
+        arrays = {"torch_rng": c.tgen.get_state().numpy()}
+        arrays.update({f"chooser.{k}": v for k, v in c.chooser.state_dict().items()})
+        arrays.update({f"queue.{k}": v for k, v in c.corpus.mutable_state().items()})
+        arrays.update({f"keep.{k}": v for k, v in c.keep.state_dict().items()})
+        arrays.update({f"failures.{k}": v for k, v in c.failures.state_dict().items()})
+        self._put(_cid(self.cell, "checkpoint"), data, arrays)
+
+    def save_result(self, result: CampaignResult) -> None:
+        """Write the final result: its JSON and the initial faults (generated ones are in the chunks)."""
+        initial = result.faults.select(result.faults.initial)
+        n_initial = int(np.count_nonzero(initial.kind == FAULT_KINDS.index("rf")))
+        arrays = {f"initial.{k}": v for k, v in initial.to_arrays().items()}
+        arrays["initial.rf_inputs"] = result.rf_inputs[:n_initial]
+        arrays["initial.rf_p1"] = result.rf_p1[:n_initial]
+        arrays["initial.rf_p2"] = result.rf_p2[:n_initial]
+        self._put(_cid(self.cell, "result"), result.to_dict(), arrays)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def _get(self, cell_id: str, what: str):
+        rec = self.store.get(self.experiment, METHOD, cell_id)
+        if rec is None:
+            raise DeepFaultError(
+                f"the store lacks {what} ({cell_id!r}) of campaign {self.cell!r}; it is corrupt: "
+                "delete the campaign's cells or use a new store"
+            )
+        return rec
+
+    def restore(self, c: Campaign) -> bool:
+        """Load the last checkpoint into ``c`` (set up, not yet run); ``False`` when there is none."""
+        rec = self.store.get(self.experiment, METHOD, _cid(self.cell, "checkpoint"))
+        if rec is None:
+            return False
+        data, arrays = rec.data, rec.arrays
+        if data.get("config") != c.config.to_dict():
+            raise DeepFaultError(
+                f"campaign {self.cell!r} in the store was run with another configuration; give another "
+                "--store or campaign id to start afresh"
+            )
+        for k, (start, _, rstart, rstop) in enumerate(data["corpus_chunks"]):
+            chunk = self._get(_cid(self.cell, "corpus", k), "a queue chunk").arrays
+            if start != len(c.corpus) or rstart != c.refs.size:
+                raise DeepFaultError(
+                    f"queue chunk {k} of campaign {self.cell!r} does not follow the previous one"
+                )
+            c.corpus.add(torch.from_numpy(chunk["images"]), **{f: chunk[f] for f in STATIC_FIELDS})
+            if rstop > rstart:
+                c.refs.append(torch.from_numpy(chunk["refs"]))
+        if len(c.corpus) != data["corpus_size"] or c.refs.size != data["refs_size"]:
+            raise DeepFaultError(f"the checkpoint of campaign {self.cell!r} does not match its queue chunks")
+        for k in range(len(data["fault_chunks"])):
+            chunk = self._get(_cid(self.cell, "faults", k), "a fault chunk").arrays
+            c._fault_parts.append(_fault_table(chunk))
+            if "rf_inputs" in chunk:
+                c._rf_parts.append((chunk["rf_inputs"], chunk["rf_p1"], chunk["rf_p2"]))
+        counters = data["counters"]
+        for name in ("iterations", "steps", "queries", "generated", "passed"):
+            setattr(c, name, int(counters[name]))
+        c.elapsed = float(counters["elapsed"])
+        c._counts = {"rf": int(counters["rf"]), "gf": int(counters["gf"])}
+        c.rng.bit_generator.state = data["numpy_rng"]
+        c.tgen.set_state(torch.from_numpy(np.asarray(arrays["torch_rng"], dtype=np.uint8)))
+
+        def part(prefix: str) -> dict[str, np.ndarray]:
+            return {k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+
+        c.chooser.load_state_dict(part("chooser"))
+        c.corpus.load_mutable_state(part("queue"))
+        c.keep.load_state_dict(part("keep"))
+        c.failures.load_state_dict(part("failures"))
+        c.timeline = list(data["timeline"])
+        c.timings = dict(data["timings"])
+        c.rule_rf = np.asarray(data["rule_rf"], dtype=np.int64)
+        c.resumed = int(data["checkpoints"])
+        self.corpus_chunks = [list(b) for b in data["corpus_chunks"]]
+        self.fault_chunks = [list(b) for b in data["fault_chunks"]]
+        self._corpus_done, self._refs_done = len(c.corpus), c.refs.size
+        self._faults_done, self._rf_done = len(c._fault_parts), len(c._rf_parts)
+        self._checkpoints = int(data["checkpoints"])
+        return True
+
+    def load_result(self, *, inputs: bool = True) -> CampaignResult | None:
+        """The finished campaign's result, or ``None`` when it has not finished."""
+        return load_result(self.store, self.experiment, self.cell, inputs=inputs)
+
+
+def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> CampaignResult | None:
+    """A finished campaign's :class:`~.campaign.CampaignResult` from ``store`` (``None`` if absent).
+
+    Args:
+        store: An open :class:`~deepfault.experiment.store.ResultStore`.
+        experiment, cell: The campaign's keys.
+        inputs: Load the regression faults' inputs and probabilities too (else empty arrays).
+    """
+    rec = store.get(experiment, METHOD, _cid(cell, "result"))
+    if rec is None:
+        return None
+    data, arrays = rec.data, rec.arrays
+    ckpt = store.get(experiment, METHOD, _cid(cell, "checkpoint"))
+    chunks = [] if ckpt is None else ckpt.data["fault_chunks"]
+    tables = [FaultTable.from_arrays({k[8:]: v for k, v in arrays.items()
+                                      if k.startswith("initial.") and not k.startswith("initial.rf_")})]
+    rf_inputs, rf_p1, rf_p2 = ([arrays[f"initial.{k}"]] for k in ("rf_inputs", "rf_p1", "rf_p2"))
+    for k in range(len(chunks)):
+        c = store.get(experiment, METHOD, _cid(cell, "faults", k))
+        if c is None:
+            raise DeepFaultError(f"the store lacks fault chunk {k} of campaign {cell!r}; it is corrupt")
+        tables.append(_fault_table(c.arrays))
+        if inputs and "rf_inputs" in c.arrays:
+            rf_inputs.append(c.arrays["rf_inputs"])
+            rf_p1.append(c.arrays["rf_p1"])
+            rf_p2.append(c.arrays["rf_p2"])
+    faults = FaultTable.concat(tables)
+    if not inputs:
+        rf_inputs, rf_p1, rf_p2 = rf_inputs[:1], rf_p1[:1], rf_p2[:1]
+    return result_from_dict(data, faults, *(np.concatenate(a) for a in (rf_inputs, rf_p1, rf_p2)))
+
+
+def _fault_table(arrays: dict[str, np.ndarray]) -> FaultTable:
+    return FaultTable.from_arrays({n[6:]: v for n, v in arrays.items() if n.startswith("fault.")})
+
+
+def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2) -> CampaignResult:
+    """Rebuild a :class:`~.campaign.CampaignResult` from :meth:`~.campaign.CampaignResult.to_dict`."""
+    return CampaignResult(
+        config=CampaignConfig.from_dict(data["config"]), metrics=compute_metrics(faults),
+        stop_reason=data["stop_reason"], iterations=data["iterations"], steps=data["steps"],
+        queries=data["queries"], generated=data["generated"], passed=data["passed"], seconds=data["seconds"],
+        setup_seconds=data["setup_seconds"], roots=data["roots"], queued_seeds=data["queued_seeds"],
+        corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
+        timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
+        resumed=data.get("resumed", 0),
+    )
+
+
+def list_campaigns(store, experiment: str) -> list[str]:
+    """The ids of the campaigns of ``experiment`` that have finished."""
+    suffix = "/result"
+    return sorted(r.cell_id[: -len(suffix)] for r in store.records(experiment, METHOD, arrays=False)
+                  if r.cell_id.endswith(suffix))
