@@ -252,7 +252,8 @@ def test_metrics_from_a_hand_made_fault_list():
 
 
 @pytest.mark.parametrize("text, kind, value", [
-    ("10m", "seconds", 600.0), ("300s", "seconds", 300.0), ("1.5h", "seconds", 5400.0), ("5000it", "iterations", 5000),
+    ("10m", "seconds", 600.0), ("300s", "seconds", 300.0), ("1.5h", "seconds", 5400.0),
+    ("5000it", "iterations", 5000),
 ])
 def test_budgets(text, kind, value):
     b = parse_budget(text)
