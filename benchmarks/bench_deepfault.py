@@ -32,7 +32,7 @@ import torch
 
 from deepfault import compute_spectrum, synthesize
 from deepfault._io import write_json
-from deepfault.localize.selection import localize
+from deepfault.localization.selection import localize
 from deepfault.models.zoo import build_model
 from deepfault.provenance import provenance
 from deepfault.testing.reference import spectrum_reference, synthesize_reference

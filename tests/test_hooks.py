@@ -6,7 +6,7 @@ import torch
 
 import deepfault as df
 from deepfault.data import Dataset
-from deepfault.localize.protocol import RunConfig, run_deepfault
+from deepfault.localization.protocol import RunConfig, run_deepfault
 from tiny_models import chain_model, has_hooks, random_data
 
 

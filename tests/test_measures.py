@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from deepfault import DeepFaultError, get_measure, list_measures, suspiciousness
 from deepfault.core.capture import NeuronLayout
-from deepfault.localize.spectrum import Spectrum
+from deepfault.localization.spectrum import Spectrum
 
 
 def d(num, den):

@@ -13,7 +13,7 @@ from deepfault import (
     uniform_baseline,
 )
 from deepfault.core.capture import NeuronLayout
-from deepfault.localize.spectrum import Spectrum
+from deepfault.localization.spectrum import Spectrum
 
 
 def make_spectrum(sizes=(3, 4, 2), seed=0, failed=5, passed=7):

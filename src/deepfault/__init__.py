@@ -15,10 +15,10 @@ from .core.capture import Layer, NeuronLayout, capture
 from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
 from .generate.ascent import synthesize
-from .localize.evaluation import Evaluation, evaluate
-from .localize.measures import get_measure, list_measures, register_measure, suspiciousness
-from .localize.protocol import RunConfig, RunResult, run_deepfault
-from .localize.selection import (
+from .localization.evaluation import Evaluation, evaluate
+from .localization.measures import get_measure, list_measures, register_measure, suspiciousness
+from .localization.protocol import RunConfig, RunResult, run_deepfault
+from .localization.selection import (
     Neuron,
     Selection,
     list_approaches,
@@ -29,7 +29,7 @@ from .localize.selection import (
     select_neurons,
     uniform_baseline,
 )
-from .localize.spectrum import Spectrum, compute_class_spectra, compute_spectrum
+from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
 
 try:
     __version__ = version("deepfault")

@@ -19,7 +19,9 @@ from ..errors import DeepFaultError
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Sub-command modules of this package, in help order.
-COMMANDS = ("run", "measures", "train", "data", "inspect", "experiment", "gan")
+COMMANDS = (
+    "run", "measures", "train", "data", "inspect", "experiment", "gan", "scenario", "coverage", "xplore",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,7 +11,7 @@ def add_parser(sub) -> None:
 
 
 def _cmd_measures(args) -> int:
-    from ..localize.measures import get_measure, list_measures
+    from ..localization.measures import get_measure, list_measures
 
     rows = [(name, get_measure(name).formula, get_measure(name).reference) for name in list_measures()]
     rows.append(("random", "k neurons none of tarantula/ochiai/dstar chose, spread over layers "

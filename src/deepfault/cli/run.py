@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
     run.add_argument("--class", dest="classes", metavar="C", type=class_list, default=None,
                      help="class to analyse: an index, a comma-separated list, or 'all' "
                      "(default: all)")
-    from ..localize.selection import list_approaches
+    from ..localization.selection import list_approaches
 
     approaches = list_approaches()
     run.add_argument("--approach", "--measure", dest="approach", metavar="NAME",
@@ -143,7 +143,7 @@ def _cmd_run(args) -> int:
     import torch
 
     from .._io import check_writable, write_json
-    from ..localize.protocol import RunConfig, run_deepfault
+    from ..localization.protocol import RunConfig, run_deepfault
     from ..provenance import provenance
 
     out = None if args.out == "-" else check_writable(args.out)

@@ -26,10 +26,10 @@ from ..core.batches import activations, predict
 from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError, check_int
 from ..generate.ascent import check_synthesis_args
-from ..localize.measures import check_star
-from ..localize.protocol import CellSpec, RunConfig, run_group
-from ..localize.selection import get_approach, list_approaches
-from ..localize.spectrum import check_threshold
+from ..localization.measures import check_star
+from ..localization.protocol import CellSpec, RunConfig, run_group
+from ..localization.selection import get_approach, list_approaches
+from ..localization.spectrum import check_threshold
 from .executors import Executor, get_executor
 from .store import Cell, CellKey, ResultStore
 
@@ -128,7 +128,7 @@ class ExperimentConfig:
         return self.random_repetitions if get_approach(approach).baseline else 1
 
     def protocol(self) -> RunConfig:
-        """The synthesis and evaluation settings that :func:`~deepfault.localize.protocol.run_group` takes."""
+        """The synthesis and evaluation settings of :func:`~deepfault.localization.protocol.run_group`."""
         return RunConfig(step=self.step, distance=self.distance, star=self.star, seed=self.seed,
                          layers=self.layers, threshold=self.threshold, iterations=self.iterations,
                          normalize=self.normalize, num_inputs=self.inputs_per_class)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from ..localize.selection import BASELINES
+from ..localization.selection import BASELINES
 from .stats import compare
 from .store import ResultStore
 

@@ -116,7 +116,7 @@ def synthesize(
     Args:
         model: The network, used in ``eval()`` mode on its device; not modified.
         inputs: ``(N, ...)`` inputs to start from (the paper uses correctly classified ones).
-        neurons: A :class:`~deepfault.localize.selection.Selection`, or ``(layer, unit)`` pairs.
+        neurons: A :class:`~deepfault.localization.selection.Selection`, or ``(layer, unit)`` pairs.
         step: Multiplier of the gradient.
         distance: Largest change of any input element (L_inf bound ``d``).
         bounds: ``(lo, hi)``, the valid input range of the data set.
