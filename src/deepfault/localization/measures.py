@@ -123,7 +123,7 @@ def suspiciousness(spectrum, measure: str = "tarantula", *, star: float = 3.0) -
     """Score every neuron of a spectrum.
 
     Args:
-        spectrum: A :class:`~deepfault.localize.spectrum.Spectrum`.
+        spectrum: A :class:`~deepfault.localization.spectrum.Spectrum`.
         measure: A registered measure name (see :func:`list_measures`).
         star: The exponent of D*; used only by measures that take it.
 
