@@ -320,3 +320,15 @@ def test_train_command_arguments_dispatch_to_the_gan(tmp_path, capsys):
     # --epochs and --batch-size were given; --lr was not, so the GAN's own rate applies
     assert (meta["epochs"], meta["batch_size"], meta["lr"]) == (1, 16, gan.GanConfig.lr)
     assert "wrote" in capsys.readouterr().out
+
+
+def test_discriminator_pooling_before_tanh_equals_the_keras_order():
+    torch.manual_seed(6)
+    model = gan.dcgan_discriminator().eval()
+    m = dict(model.named_children())
+    keras_order = nn.Sequential(m["conv1"], nn.Tanh(), nn.MaxPool2d(2),
+                                m["conv2"], nn.Tanh(), nn.MaxPool2d(2),
+                                nn.Flatten(), m["fc1"], nn.Tanh(), m["fc2"], nn.Sigmoid())
+    x = torch.rand(5, 1, 28, 28) * 2 - 1
+    with torch.no_grad():
+        assert torch.equal(model(x), keras_order(x))
