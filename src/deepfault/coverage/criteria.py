@@ -513,7 +513,7 @@ class NeuronBoundaryCoverage(_ProfiledCriterion):
     def covered_by(self, values) -> torch.Tensor:
         v = _exact(self._check(values))
         lower, upper = self._on(v)
-        return torch.stack([v < lower, v > upper], dim=2).view(len(v), -1)
+        return torch.stack([v < lower, v > upper], dim=2).view(len(v), self.num_items)
 
 
 @CRITERIA.register("snac")

@@ -1,0 +1,302 @@
+"""``deepfault coverage profile|measure|rank``: neuron profiles, coverage, prioritisation."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+from ..errors import DeepFaultError
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_model_options,
+    device_from,
+    names,
+    number,
+    positive_int,
+    table,
+)
+
+
+def thresholds(text: str) -> tuple[float, ...]:
+    """``0,0.25,0.5`` -> ``(0.0, 0.25, 0.5)``."""
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number or comma-separated numbers, got {text!r}"
+        ) from None
+
+
+def _add_common(p: argparse.ArgumentParser, *, split: str) -> None:
+    p.add_argument("--model", metavar="FILE", default=None,
+                   help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras "
+                   ".h5/.json or stem, .onnx (default: the embedded digits model)")
+    p.add_argument("--dataset", metavar="NAME", default=None,
+                   help="data set name or .npz file (default: the model file's data set)")
+    add_data_dir(p)
+    p.add_argument("--split", default=split, metavar="SPLIT",
+                   help="'test', 'train', or an .npz file whose x (and y) are the inputs")
+    p.add_argument("--layers", type=names, default=None, metavar="NAMES",
+                   help="comma-separated module names, or a named selection ('deepxplore': "
+                   "activated conv/dense outputs, pooling, logits and softmax) (default: every "
+                   "Linear/Conv layer except the logits layer, or the profile's layers)")
+    p.add_argument("--transform", choices=("raw", "layer-minmax"), default=None,
+                   help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
+                   "to [0, 1], DeepXplore's) (default: the profile's, else raw)")
+    p.add_argument("--batch-size", type=positive_int, default=1024, help="inputs per pass")
+    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N', or 'auto'")
+    add_model_options(p)
+
+
+def _add_criteria(p: argparse.ArgumentParser) -> None:
+    from ..coverage import list_criteria
+
+    p.add_argument("--criteria", default="nc", metavar="NAMES",
+                   help=f"comma-separated criteria, or 'all' ({', '.join(list_criteria())})")
+    p.add_argument("--threshold", type=thresholds, action="append", default=None, metavar="T",
+                   help="activation threshold of nc/nac; several (0,0.25,0.5,0.75 or the option "
+                   "repeated) give coverage versus threshold (default: 0)")
+    p.add_argument("--sections", type=positive_int, default=10, metavar="K",
+                   help="KMNC sections per neuron (DeepHunter uses 1000)")
+    p.add_argument("--top-k", dest="top_k", type=positive_int, default=1, metavar="K",
+                   help="TKNC/TKNP: top neurons per layer")
+    p.add_argument("--scale", type=number, default=0.0, metavar="S",
+                   help="NBC/SNAC: corners start S standard deviations beyond the profiled range")
+    p.add_argument("--profile", metavar="FILE", default=None,
+                   help="profile from 'deepfault coverage profile' (needed by kmnc, nbc, snac)")
+
+
+def add_parser(sub) -> None:
+    cov = sub.add_parser(
+        "coverage", help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), profiles, prioritisation",
+        description="Structural coverage criteria of DeepXplore and DeepGauge on a model's "
+        "neurons: profile the training data, measure coverage of a test set, or order a test "
+        "set by additional coverage.",
+    )
+    cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
+    cov_sub.required = True
+
+    prof = cov_sub.add_parser(
+        "profile", help="each neuron's min, max, mean and std on the training split",
+        description="Stream the training split once and write each neuron's min, max, mean and "
+        "standard deviation, with the layers, the transform and a hash of the model's weights, "
+        "to an .npz file (for kmnc, nbc and snac).",
+        formatter_class=HelpFormatter,
+    )
+    _add_common(prof, split="train")
+    prof.add_argument("--out", metavar="FILE", default="coverage-profile.npz",
+                      help="profile file (.npz), written atomically")
+    prof.set_defaults(func=_cmd_profile)
+
+    meas = cov_sub.add_parser(
+        "measure", help="coverage of a set of inputs, overall and per layer",
+        description="Run the inputs through the model once and print each criterion's coverage "
+        "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
+        "curve.",
+        formatter_class=HelpFormatter,
+    )
+    _add_common(meas, split="test")
+    _add_criteria(meas)
+    meas.add_argument("--out", metavar="FILE", default="coverage.json",
+                      help="JSON result file, written atomically; '-' writes none")
+    meas.add_argument("--plot", metavar="DIR", default=None,
+                      help="also write coverage_threshold.png, coverage_layers.png and "
+                      "coverage_growth.png into DIR")
+    meas.set_defaults(func=_cmd_measure)
+
+    rank = cov_sub.add_parser(
+        "rank", help="order inputs by additional coverage and report APFD of the failing ones",
+        description="Order the inputs greedily by the coverage each adds to the ones before it "
+        "(then by their own coverage) and report APFD of the inputs the model misclassifies "
+        "(0.5 is what a random order gets on average).",
+        formatter_class=HelpFormatter,
+    )
+    _add_common(rank, split="test")
+    _add_criteria(rank)
+    rank.add_argument("--out", metavar="FILE", default="coverage-rank.json",
+                      help="JSON result file with each order, written atomically; '-' writes none")
+    rank.set_defaults(func=_cmd_rank)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _layers(args):
+    if args.layers is None:
+        return None
+    return args.layers[0] if len(args.layers) == 1 else list(args.layers)
+
+
+def _load(args):
+    """``(prepared model, inputs, labels, split description)``."""
+    from ..models.prepare import Prepared, prepare, reconcile
+
+    split = str(args.split)
+    if split in ("test", "train"):
+        prep = prepare(args.model, args.dataset, data_dir=args.data_dir, weights=args.weights,
+                       arch=args.arch, trust_pickle=args.trust_pickle)
+        data = prep.data
+        x, y = (data.x_test, data.y_test) if split == "test" else (data.x_train, data.y_train)
+        return prep, x, y, f"{data.name} {split}"
+    if not split.lower().endswith(".npz"):
+        raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
+    prep = prepare(args.model, args.dataset, data_dir=args.data_dir, weights=args.weights,
+                   arch=args.arch, trust_pickle=args.trust_pickle)
+    data = reconcile(prep.model_file, split, label=prep.label)
+    prep = Prepared(prep.model_file, data, prep.label, prep.layout)
+    return prep, data.x_test, data.y_test, f"{split} (x)"
+
+
+def _criteria_options(args) -> dict:
+    flat = [t for group in (args.threshold or [(0.0,)]) for t in group]
+    return {"criteria": args.criteria, "threshold": flat, "sections": args.sections,
+            "top_k": args.top_k, "scale": args.scale}
+
+
+def _prepare(args):
+    """Validate the options and load the profile before the data, so bad input costs nothing."""
+    from .._io import check_writable
+    from ..coverage import load_profile
+    from ..coverage.measure import check_params, parse_criteria
+
+    opts = _criteria_options(args)
+    profile = load_profile(args.profile) if args.profile else None
+    check_params(parse_criteria(opts["criteria"]), threshold=opts["threshold"], sections=opts["sections"],
+                 top_k=opts["top_k"], scale=opts["scale"], profile=profile)
+    out = None if args.out == "-" else check_writable(args.out)
+    return opts, profile, out
+
+
+def _model_info(args, prep) -> dict:
+    from ..coverage import model_hash
+
+    mf = prep.model_file
+    return {"file": args.model, "label": prep.label, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
+            "output_kind": mf.output_kind, "weights_sha256": model_hash(mf.model)}
+
+
+def _header(prep, split: str, n: int, layout, transform: str, device, profile) -> str:
+    text = (f"model {prep.label} · data {split} ({n} inputs) · {len(layout.layers)} layers, "
+            f"{layout.num_neurons} neurons · transform {transform} · {device}\n")
+    if profile is not None:
+        text += (f"profile: {profile.count} inputs, {profile.transform}, weights sha256 "
+                 f"{profile.model_hash[:12]}...\n")
+    return text
+
+
+def _cell(covered: int, total: int | None) -> str:
+    if total is None:
+        return str(covered)
+    return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
+
+
+def _coverage_tables(report) -> str:
+    """One table per criterion: a row per layer and the total, a column per parameter setting."""
+    out = io.StringIO()
+    groups: dict[str, list] = {}
+    for r in report.results:
+        groups.setdefault(r.criterion, []).append(r)
+    for name, results in groups.items():
+        heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
+                 or name for r in results]
+        unit = "distinct top-k sets per layer; total: patterns" if name == "tknp" else "covered/items"
+        out.write(f"\n{name} ({unit})\n")
+        rows = [(la.name, la.size, *[_cell(*r.per_layer[la.name]) for r in results])
+                for la in report.layout.layers]
+        rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
+        out.write(table(("layer", "units", *heads), rows) + "\n")
+    return out.getvalue()
+
+
+def _payload(tool: str, args, device, prep, split: str, body: dict) -> dict:
+    from ..provenance import provenance
+
+    data = prep.data
+    return {
+        "tool": tool,
+        "provenance": provenance(device, argv=args.argv),
+        "model": _model_info(args, prep),
+        "dataset": {"name": data.name, "data_dir": args.data_dir, "split": split,
+                    "bounds": list(data.bounds), "layout": prep.layout},
+        **body,
+    }
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _cmd_profile(args) -> int:
+    from .._io import check_writable
+    from ..coverage import compute_profile
+
+    check_writable(args.out)
+    device = device_from(args.device)
+    prep, x, _, split = _load(args)
+    model = prep.model.to(device)
+    profile = compute_profile(model, x, layers=_layers(args), transform=args.transform or "raw",
+                              batch_size=args.batch_size)
+    print(_header(prep, split, len(x), profile.layout, profile.transform, device, None), end="")
+    rows = [(r["layer"], r["units"], f"{r['low']:.4g}", f"{r['high']:.4g}", f"{r['mean']:.4g}",
+             f"{r['std']:.4g}", r["constant"]) for r in profile.layer_summary()]
+    print(table(("layer", "units", "min", "max", "mean of means", "mean std", "constant"), rows))
+    profile.save(args.out)
+    print(f"\nwrote {args.out} (weights sha256 {profile.model_hash[:12]}...)")
+    return 0
+
+
+def _cmd_measure(args) -> int:
+    from .._io import write_json
+    from ..coverage import measure_coverage
+
+    opts, profile, out = _prepare(args)
+    if args.plot:
+        from ..coverage.figures import _pyplot
+
+        _pyplot()  # fail now, not after the work, when matplotlib is missing
+    device = device_from(args.device)
+    prep, x, _, split = _load(args)
+    model = prep.model.to(device)
+    report = measure_coverage(model, x, **opts, profile=profile, layers=_layers(args),
+                              transform=args.transform, batch_size=args.batch_size)
+    text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
+    text += _coverage_tables(report)
+    text += f"\nmeasured in {report.seconds:.2f} s\n"
+    print(text, end="")
+    if args.plot:
+        from ..coverage.figures import save_figures
+
+        for path in save_figures(report, args.plot):
+            print(f"wrote {path}")
+    if out is not None:
+        write_json(out, _payload("deepfault coverage measure", args, device, prep, split, report.to_dict()))
+        print(f"wrote {out}")
+    return 0
+
+
+def _cmd_rank(args) -> int:
+    from .._io import write_json
+    from ..coverage import rank_inputs
+
+    opts, profile, out = _prepare(args)
+    device = device_from(args.device)
+    prep, x, y, split = _load(args)
+    model = prep.model.to(device)
+    report = rank_inputs(model, x, y, **opts, profile=profile, layers=_layers(args),
+                         transform=args.transform, batch_size=args.batch_size)
+    text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
+    nf = int(report.failing.sum())
+    text += f"{nf} of {report.num_inputs} inputs misclassified; a random order has APFD 0.5 on average\n\n"
+
+    def f3(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    rows = [(r.criterion, r.greedy, _cell(r.covered, r.total), f3(r.apfd), f3(r.apfd_total),
+             " ".join(map(str, r.order[:5].tolist())) + " ...") for r in report.rankings]
+    text += table(("criterion", "greedy", "covered", "APFD additional", "APFD total", "first inputs"), rows)
+    text += f"\n\nranked in {report.seconds:.2f} s\n"
+    print(text, end="")
+    if out is not None:
+        write_json(out, _payload("deepfault coverage rank", args, device, prep, split, report.to_dict()))
+        print(f"wrote {out}")
+    return 0
