@@ -154,6 +154,8 @@ def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Seque
         raise DeepFaultError(
             f"DeepXplore compares two or more models; got {len(models)}: give at least two with --models"
         )
+    if len(names) != len(models):
+        raise DeepFaultError(f"names must give one name per model ({len(models)}); got {len(names)}")
     devices = {str(model_device(m)) for m in models}
     if len(devices) > 1:
         raise DeepFaultError(f"the models are on different devices ({', '.join(sorted(devices))}); "
@@ -481,6 +483,8 @@ def xplore(
     config = XploreConfig() if config is None else config
     config.validate(len(models))
     x = as_tensor(inputs, name="inputs")
+    if len(x):  # models that cannot be compared are the first thing to say
+        check_models(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None else names)
     index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress)

@@ -1,0 +1,286 @@
+"""``deepfault xplore``: inputs on which two or more models disagree (DeepXplore)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+from ..errors import DeepFaultError
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    device_from,
+    fmt,
+    names,
+    number,
+    positive_int,
+    seed_int,
+    table,
+)
+
+
+def _occlusion(text: str) -> tuple[int, int, int, int]:
+    try:
+        parts = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 4 or min(parts) < 0:
+        raise argparse.ArgumentTypeError(f"expected x,y,h,w (four integers >= 0); got {text!r}")
+    return parts  # type: ignore[return-value]
+
+
+def _target(text: str) -> int | None:
+    if text == "random":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a model index (0, 1, ...) or 'random'; got {text!r}")
+    return value
+
+
+def _per_model(text: str) -> tuple[str | None, ...]:
+    """A comma-separated list aligned with --models; '-' or an empty entry skips a model."""
+    return tuple(p.strip() if p.strip() not in ("", "-") else None for p in text.split(","))
+
+
+def add_parser(sub) -> None:
+    from ..xplore.config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES
+    from ..xplore.constraints import list_constraints
+
+    p = sub.add_parser(
+        "xplore",
+        help="find inputs on which two or more models disagree (DeepXplore)",
+        description="Differential testing by joint gradient ascent (Pei et al., SOSP 2017): from "
+        "seed test inputs on which all models agree, push one target model away from the common "
+        "class while the others keep it and each model's neuron coverage rises, until the models "
+        "disagree. All seeds advance together in one batch. Prints the counts, coverage and times; "
+        "writes a JSON result, the inputs (.npz) and an image grid (.png).",
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("--models", required=True, type=names, metavar="M1,M2,...",
+                   help="two or more models: files in any format 'deepfault run' takes, or zoo names "
+                   "(NAME resolves to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it)")
+    p.add_argument("--dataset", metavar="NAME", default=None,
+                   help="data set of the seeds (default: the one the first model file names)")
+    add_data_dir(p)
+    p.add_argument("--models-dir", metavar="DIR", default=".", help="where zoo names are looked up")
+    p.add_argument("--arch", type=_per_model, default=None, metavar="A1,A2,...",
+                   help="zoo architecture per model, for plain state_dicts and Keras save_weights .h5 "
+                   "files ('-' skips a model; one name applies to all)")
+    p.add_argument("--weights", type=_per_model, default=None, metavar="W1,W2,...",
+                   help="Keras weights per model: with --arch (or a zoo name in --models) a save_weights "
+                   ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow loading pickled whole nn.Modules (only for files you trust)")
+    p.add_argument("--seeds", type=positive_int, default=2000, metavar="N", help="seed inputs drawn")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of every random draw")
+    p.add_argument("--replace", action="store_true",
+                   help="draw seeds with replacement (as DeepXplore's code did); default without")
+    p.add_argument("--lambda1", type=number, default=1.0, help="weight of the target model's score")
+    p.add_argument("--lambda2", type=number, default=0.1, help="weight of the neuron-coverage term")
+    p.add_argument("--step", type=number, default=10.0, help="step size s, in the data set's units")
+    p.add_argument("--iterations", type=positive_int, default=20, help="largest number of steps per seed")
+    p.add_argument("--threshold", type=number, default=0.0,
+                   help="neuron-coverage threshold t on layer-minmax values")
+    p.add_argument("--transform", choices=list_constraints(), default="light",
+                   help="domain constraint on the gradient")
+    p.add_argument("--occlusion", type=_occlusion, default=(0, 0, 10, 10), metavar="X,Y,H,W",
+                   help="rectangle of --transform occl: first column, first row, height, width")
+    p.add_argument("--blackout-size", type=positive_int, default=6, metavar="M",
+                   help="side of the patches of --transform blackout")
+    p.add_argument("--target", type=_target, default=None, metavar="J|random",
+                   help="index of the model pushed away from the common class (default: random per seed)")
+    p.add_argument("--neurons", choices=NEURON_CHOICES, default="per-iteration",
+                   help="draw each model's coverage neuron at every step (the paper) or once per seed "
+                   "(DeepXplore's code)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="logits",
+                   help="F_k(x)[c] is the logit (DeepXplore's MNIST code) or the probability (the paper)")
+    p.add_argument("--layers", choices=LAYER_CHOICES, default="default",
+                   help="neuron layers: every Linear/Conv but the logits layer, or DeepXplore's "
+                   "(activated layers, poolings, logits and softmax)")
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="B",
+                   help="seeds advanced together (default: all)")
+    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="PyTorch CPU threads (default: PyTorch's; 1 is fastest on a busy machine)")
+    p.add_argument("--out", metavar="FILE", default="xplore-result.json",
+                   help="JSON result; the inputs go to the same name with .npz and the image grid with "
+                   ".png; '-' writes none")
+    p.add_argument("--grid", type=positive_int, default=8, metavar="N", help="inputs in the image grid")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_xplore)
+
+
+def _aligned(values, count: int, option: str) -> list:
+    if values is None:
+        return [None] * count
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise DeepFaultError(f"{option} gives {len(values)} entries for {count} models; give one per model "
+                             "(or one for all)")
+    return list(values)
+
+
+def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, models_dir: str | Path,
+                      dataset: str | None, trust_pickle: bool, input_shape=None):
+    """One model of ``--models``: a file, a zoo name, or a Keras weights file into a zoo architecture."""
+    from ..models import list_architectures, open_model
+    from ..models.keras_weights import is_weights_only, open_keras_weights
+
+    path = Path(entry)
+    zoo = entry in list_architectures() and not path.exists()
+    h5 = next((f for f in (weights, None if zoo else entry) if f and is_weights_only(f)), None)
+    if h5 is not None and (arch or zoo):
+        return open_keras_weights(h5, arch=arch or entry, input_shape=input_shape, dataset=dataset)
+    if zoo:
+        if dataset is None:
+            raise DeepFaultError(f"zoo name {entry!r} needs --dataset to find its trained file")
+        path = Path(models_dir) / f"{entry}-{dataset}.pt"
+        if not path.is_file():
+            raise DeepFaultError(
+                f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train --arch "
+                f"{entry} --dataset {dataset} --out {path}' or give the model file"
+            )
+    if h5 is not None:
+        raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
+                             "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
+    return open_model(path, weights=weights, arch=arch, trust_pickle=trust_pickle)
+
+
+def load_xplore_inputs(args):
+    """The models (opened and reconciled with one data set), their labels, and the data."""
+    from ..data import load_dataset
+    from ..models.prepare import model_label, reconcile
+
+    entries = list(args.models)
+    if len(entries) < 2:
+        raise DeepFaultError(f"DeepXplore compares two or more models; got {len(entries)}: "
+                             "give at least two with --models A,B")
+    archs = _aligned(args.arch, len(entries), "--arch")
+    weights = _aligned(args.weights, len(entries), "--weights")
+    dataset = args.dataset
+    data = load_dataset(dataset, data_dir=args.data_dir) if dataset else None
+    shape = data.input_shape if data is not None else None
+    files, labels, datas = [], [], []
+    for entry, arch, w in zip(entries, archs, weights, strict=True):
+        mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=args.models_dir, dataset=dataset,
+                               trust_pickle=args.trust_pickle, input_shape=shape)
+        if data is None:
+            if mf.dataset is None:
+                raise DeepFaultError(f"model {entry!r} does not name its data set; add --dataset NAME")
+            dataset = mf.dataset
+            data = load_dataset(dataset, data_dir=args.data_dir)
+            shape = data.input_shape
+        label = model_label(entry, mf)
+        if label in labels:
+            label = f"{label}#{len(labels)}"
+        files.append(mf)
+        labels.append(label)
+        datas.append(reconcile(mf, data, data_dir=args.data_dir, label=label))
+    shapes = {d.input_shape for d in datas}
+    if len(shapes) > 1:
+        detail = ", ".join(f"{lab}: {d.input_shape}" for lab, d in zip(labels, datas, strict=True))
+        raise DeepFaultError(f"the models take inputs of different shapes ({detail}); DeepXplore feeds the "
+                             "same inputs to every model")
+    bounds = {tuple(d.bounds) for d in datas}
+    if len(bounds) > 1:
+        raise DeepFaultError(f"the models take inputs in different ranges ({sorted(bounds)}); DeepXplore "
+                             "feeds the same inputs to every model")
+    return files, labels, datas[0]
+
+
+def _summary(result, labels, data, device) -> str:
+    out = io.StringIO()
+    w = out.write
+    cfg = result.config
+    con = result.config.constraint().to_dict()
+    constraint = " ".join([con.pop("name"), *(f"{k}={v}" for k, v in con.items())])
+    w(f"models {', '.join(f'{n} ({m} neurons)' for n, m in zip(labels, result.num_neurons, strict=True))}\n")
+    w(f"data {data.name}: {result.num_seeds} seeds of {len(data.y_test)} test inputs (seed {cfg.seed}), "
+      f"bounds {data.bounds[0]:g}..{data.bounds[1]:g} · {device}\n")
+    w(f"lambda1 {cfg.lambda1:g}, lambda2 {cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations, "
+      f"t {cfg.threshold:g}, constraint {constraint}, target "
+      f"{'random' if cfg.target is None else labels[cfg.target]}, neurons {cfg.neurons}, "
+      f"objective {cfg.objective}, layers {cfg.layers}\n\n")
+    rows = []
+    for s in result.summaries():
+        name = "all" if s.target is None else labels[s.target]
+        rows.append((name, s.seeds, s.already_differ if s.target is None else "-", s.searched, s.found,
+                     fmt(s.found_ratio), fmt(s.mean_iterations, 2), fmt(s.mean_l1, 1)))
+    w(table(("target", "seeds", "already differ", "searched", "found", "found/searched", "mean steps",
+             "mean L1"), rows) + "\n\n")
+    cov = result.coverage
+    rows = [(n, c.covered, c.total, fmt(100 * c.ratio, 1)) for n, c in zip(labels, cov, strict=True)]
+    rows.append(("pooled", sum(c.covered for c in cov), sum(c.total for c in cov),
+                 fmt(100 * result.pooled_coverage, 1)))
+    w(f"neuron coverage (layer-minmax, t = {cfg.threshold:g})\n")
+    w(table(("model", "covered", "neurons", "%"), rows) + "\n\n")
+    w(f"time {result.seconds:.2f} s; {fmt(result.seconds_per_found, 4)} s per difference-inducing input; "
+      f"first after {fmt(result.first_found_seconds, 3)} s\n")
+    if result.num_found == 0:
+        w(f"no difference-inducing input found in {result.num_seeds} seeds"
+          + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
+    return out.getvalue()
+
+
+def _cmd_xplore(args) -> int:
+    import torch
+
+    from .._io import check_writable, write_json
+    from ..provenance import provenance
+    from ..xplore import XploreConfig, save_inputs, xplore
+
+    out = None if args.out == "-" else check_writable(args.out)
+    config = XploreConfig(
+        seeds=args.seeds, seed=args.seed, replace=args.replace, lambda1=args.lambda1, lambda2=args.lambda2,
+        step=args.step, iterations=args.iterations, threshold=args.threshold, transform=args.transform,
+        occlusion=args.occlusion, blackout_size=args.blackout_size, target=args.target,
+        neurons=args.neurons, objective=args.objective, layers=args.layers, batch_size=args.batch_size,
+    ).validate(len(args.models))
+    device = device_from(args.device)
+    files, labels, data = load_xplore_inputs(args)
+    models = [mf.model.to(device) for mf in files]
+    threads = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        result = xplore(models, data.x_test, config=config, bounds=data.bounds, names=labels,
+                        output_kinds=[mf.output_kind for mf in files], progress=not args.no_progress)
+    finally:
+        torch.set_num_threads(threads)
+    print(_summary(result, labels, data, device), end="")
+    if out is None:
+        return 0
+    npz, png = out.with_suffix(".npz"), out.with_suffix(".png")
+    payload = {
+        "tool": "deepfault xplore",
+        "provenance": {**provenance(device, argv=args.argv), "threads": args.threads or threads},
+        "models": [{"name": lab, "file": entry, "arch": mf.arch, "output_kind": mf.output_kind,
+                    "meta": {k: v for k, v in mf.meta.items() if k != "recipe"}}
+                   for lab, entry, mf in zip(labels, args.models, files, strict=True)],
+        "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
+                    "num_test": len(data.y_test), "class_names": list(data.class_names)},
+        "files": {"inputs": npz.name, "grid": png.name},
+        **result.to_dict(),
+    }
+    save_inputs(npz, result)
+    wrote = [str(out), str(npz)]
+    try:
+        from ..xplore.figures import image_grid
+
+        image_grid(result.found, labels, png, rows=args.grid, bounds=data.bounds,
+                   class_names=list(data.class_names),
+                   title=f"DeepXplore: {result.num_found} difference-inducing inputs from "
+                   f"{result.num_seeds} seeds")
+        wrote.append(str(png))
+    except ModuleNotFoundError as err:
+        payload["files"]["grid"] = None
+        print(f"no image grid: {err}")
+    write_json(out, payload)
+    print(f"wrote {', '.join(wrote)}")
+    return 0
