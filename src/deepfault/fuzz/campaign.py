@@ -516,6 +516,9 @@ class Campaign:
                 criterion = make_criterion(cfg.criterion, batch.layout, **params)
             if update:
                 criterion.update(batch.values)
+        # the batch loop runs under inference mode: copy the state into ordinary tensors that
+        # the loop (under no_grad) may update in place
+        criterion.load_state_dict(criterion.state_dict())
         return criterion
 
     # --- one step -------------------------------------------------------------------------
