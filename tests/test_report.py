@@ -184,3 +184,25 @@ def test_import_does_not_load_plotting():
             "print(any(m.split('.')[0] in ('matplotlib', 'jinja2') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_report_is_written_whole_or_not_at_all(store, tmp_path, monkeypatch):
+    import deepfault.experiment.report as report
+
+    path, _ = store
+    out = tmp_path / "rep"
+    first = write_report(path, out)
+    assert first.html == out / "report.html" and first.html.is_file()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "_fig4", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(path, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # no partial folder left
+    assert (out / "report.html").read_bytes() == first.html.read_bytes()
+    monkeypatch.undo()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DeepFaultError, match="is an existing file"):
+        write_report(path, tmp_path / "file")

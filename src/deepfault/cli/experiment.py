@@ -44,9 +44,13 @@ def add_parser(sub) -> None:
     exp.set_defaults(func=_cmd_experiment)
 
     rep = sub.add_parser("report", help="tables, figures and an HTML report from a results store",
+                         description="Write the tables, figures and a self-contained report.html of one "
+                         "experiment in a results store (any method: DeepFault, DeepXplore, DRFuzz). The "
+                         "folder is written whole or not at all.",
                          formatter_class=HelpFormatter)
     rep.add_argument("store", metavar="STORE", help="SQLite results store")
-    rep.add_argument("--out", metavar="DIR", default=None, help="output folder (default: STORE-report/)")
+    rep.add_argument("--out", metavar="DIR", default=None,
+                     help="output folder (default: STEM-report/ beside the store, e.g. results/x-report/)")
     rep.add_argument("--experiment", metavar="HASH", default=None,
                      help="configuration hash (default: the most recent experiment in the store)")
     rep.set_defaults(func=_cmd_report)

@@ -29,15 +29,14 @@ import csv
 import json
 import math
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DeepFaultError
-from ..localization.selection import BASELINES
-from .stats import compare
+from .analysis import DeepFaultAnalysis as _Data
+from .analysis import choose_experiment, load_analysis
 from .store import ResultStore
 
 __all__ = ["ReportPaths", "write_report"]
@@ -77,139 +76,6 @@ class ReportPaths:
             "csvs": {k: str(v) for k, v in self.csvs.items()},
             "figures": {k: str(v) for k, v in self.figures.items()},
         }
-
-
-# --- reading the store -----------------------------------------------------------------
-
-
-@dataclass
-class _Pool:
-    """Per-input values of one (model, k, approach), pooled over classes and repetitions."""
-
-    loss: list = field(default_factory=list)
-    correct: list = field(default_factory=list)
-    l1: list = field(default_factory=list)
-    l2: list = field(default_factory=list)
-    linf: list = field(default_factory=list)
-    increased: list = field(default_factory=list)
-    increased_at: dict = field(default_factory=lambda: defaultdict(list))
-    synthesis_seconds: float = 0.0
-    cells: int = 0
-    classes: set = field(default_factory=set)
-
-
-@dataclass
-class _Data:
-    experiment: dict
-    models: list
-    ks: list
-    approaches: list
-    pools: dict  # (model, k, approach) -> _Pool
-    spectrum: dict  # (model, cls) -> seconds
-    layers: dict  # model -> [{name, size, depth}]
-    layer_counts: dict  # (model, k, approach) -> {layer: count}, summed over classes
-    examples: dict  # (model, cls, approach, k) -> (original, synthesized, pred_syn)
-    num_cells: int
-
-    @property
-    def config(self) -> dict:
-        return self.experiment["config"]
-
-    @property
-    def measures(self) -> list:
-        return [a for a in self.approaches if a not in BASELINES]
-
-    @property
-    def baselines(self) -> list:
-        return [a for a in self.approaches if a in BASELINES]
-
-    def pool(self, model, k, approach) -> _Pool | None:
-        return self.pools.get((model, k, approach))
-
-    def pooled(self, model, k, approaches, attr) -> list:
-        out = []
-        for a in approaches:
-            p = self.pool(model, k, a)
-            if p is not None:
-                out.extend(getattr(p, attr))
-        return out
-
-
-def _choose_experiment(store: ResultStore, config_hash: str | None) -> dict:
-    experiments = store.experiments()
-    if not experiments:
-        raise DeepFaultError(
-            f"the results store {str(store.path)!r} holds no experiment; run 'deepfault experiment' first"
-        )
-    if config_hash is None:
-        return experiments[-1]
-    matches = [e for e in experiments if e["config_hash"].startswith(str(config_hash))]
-    if len(matches) == 1 and config_hash:
-        return matches[0]
-    known = ", ".join(f"{e['config_hash']} ({e['name']}, {e['created']})" for e in experiments)
-    what = "matches several experiments" if len(matches) > 1 else "is not in the store"
-    raise DeepFaultError(f"config_hash {config_hash!r} {what}; available: {known}")
-
-
-def _ordered(preferred, seen) -> list:
-    seen = set(seen)
-    out = [x for x in dict.fromkeys(preferred) if x in seen]
-    return out + sorted(seen - set(out))
-
-
-def _load(store_path: Path, config_hash: str | None) -> _Data:
-    if not store_path.is_file():
-        raise DeepFaultError(
-            f"results store {str(store_path)!r} does not exist; run 'deepfault experiment' first"
-        )
-    with ResultStore(store_path) as store:
-        experiments = store.experiments()
-        experiment = _choose_experiment(store, config_hash)
-        pools: dict = defaultdict(_Pool)
-        spectrum: dict = {}
-        layers: dict = {}
-        layer_counts: dict = defaultdict(lambda: defaultdict(int))
-        examples: dict = {}
-        num_cells = 0
-        for cell in store.cells(experiment["config_hash"]):
-            key = cell.key
-            num_cells += 1
-            pool = pools[(key.model, key.k, key.approach)]
-            pool.loss.extend(cell.loss)
-            pool.correct.extend(float(c) for c in cell.correct)
-            pool.l1.extend(cell.l1)
-            pool.l2.extend(cell.l2)
-            pool.linf.extend(cell.linf)
-            pool.increased.extend(cell.increased)
-            for kp, values in cell.increased_at.items():
-                pool.increased_at[int(kp)].extend(values)
-            pool.synthesis_seconds += cell.synthesis_seconds
-            pool.cells += 1
-            pool.classes.add(key.cls)
-            spectrum.setdefault((key.model, key.cls), cell.spectrum_seconds)
-            layers.setdefault(key.model, cell.layers)
-            if key.repetition == 0:
-                for name, count in cell.layer_distribution.items():
-                    layer_counts[(key.model, key.k, key.approach)][name] += int(count)
-                ex = cell.examples
-                if "originals" in ex and "synthesized" in ex and len(ex["originals"]):
-                    pred = cell.pred_synthesized[0] if cell.pred_synthesized else None
-                    examples[(key.model, key.cls, key.approach, key.k)] = (
-                        np.asarray(ex["originals"][0]), np.asarray(ex["synthesized"][0]), pred)
-    if num_cells == 0:
-        raise DeepFaultError(
-            f"experiment {experiment['config_hash']} ({experiment['name']}) has no results yet; "
-            "run or resume it with 'deepfault experiment', or pass config_hash (available: "
-            + ", ".join(f"{e['config_hash']} ({e['name']})" for e in experiments) + ")"
-        )
-    config = experiment["config"]
-    keys = list(pools)
-    models = _ordered([m["name"] if isinstance(m, dict) else str(m) for m in config.get("models", [])],
-                      {m for m, _, _ in keys})
-    ks = sorted({k for _, k, _ in keys})
-    approaches = _ordered(config.get("approaches", []), {a for _, _, a in keys})
-    return _Data(experiment, models, ks, approaches, dict(pools), spectrum, layers,
-                 {k: dict(v) for k, v in layer_counts.items()}, examples, num_cells)
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -417,23 +283,6 @@ def _table6(d: _Data) -> _Table:
         "the k' >= k most suspicious neurons of the same ranking (columns) whose value increased. "
         "The diagonal k' = k is Table 5; '–': k' not recorded (more than the model's neurons).",
         [grid], ["model", "approach", "k", "k_prime", "inputs", "increased"], rows)
-
-
-def _tests(d: _Data):
-    """Every comparison of the significance table: (model, k, a, b, metric) -> Comparison."""
-    opponents = d.measures + d.baselines
-    out = {}
-    for m in d.models:
-        for k in d.ks:
-            for a in d.measures:
-                pa = d.pool(m, k, a)
-                for b in opponents:
-                    pb = d.pool(m, k, b)
-                    if b == a or pa is None or pb is None:
-                        continue
-                    out[(m, k, a, b, "loss")] = compare(pa.loss, pb.loss, metric="loss")
-                    out[(m, k, a, b, "correct")] = compare(pa.correct, pb.correct, metric="correct")
-    return out
 
 
 def _table8(d: _Data, tests: dict) -> _Table:
@@ -765,8 +614,8 @@ def _render_html(d: _Data, tables: list, figures: list) -> str:
     )
 
 
-def write_report(store_path, out_dir, *, config_hash: str | None = None) -> ReportPaths:
-    """Write the tables, figures and ``report.html`` of one experiment.
+def _write_deepfault(store_path, out_dir, *, config_hash: str | None = None) -> ReportPaths:
+    """Write the tables, figures and ``report.html`` of one DeepFault experiment.
 
     Args:
         store_path: The SQLite results store written by
@@ -786,17 +635,10 @@ def write_report(store_path, out_dir, *, config_hash: str | None = None) -> Repo
         paths = write_report("results/paper-mnist.sqlite", "results/report")
         print(paths.html)
     """
-    for module in ("matplotlib", "jinja2"):
-        try:
-            __import__(module)
-        except ModuleNotFoundError as err:
-            raise ModuleNotFoundError(
-                f"'deepfault report' needs {module}; install the extra: pip install 'deepfault[report]'"
-            ) from err
-    d = _load(Path(store_path), config_hash)
+    d = load_analysis(Path(store_path), config_hash)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tests = _tests(d)
+    tests = d.comparisons()
     tables = [_summary(d, tests), _table3(d), _table4(d), _table5(d), _table6(d), _table8(d, tests),
               _table10(d)]
     md_paths, csv_paths = {}, {}
@@ -838,3 +680,122 @@ def write_report(store_path, out_dir, *, config_hash: str | None = None) -> Repo
     html = out / "report.html"
     html.write_text(_render_html(d, tables, figures), encoding="utf-8")
     return ReportPaths(out, exp["config_hash"], html, tables_md, md_paths, csv_paths, fig_paths)
+
+
+#: Report writers of the other methods: ``method -> module`` with
+#: ``render_report(store, experiment_hash, out_dir) -> dict(title, markdown, html, files)``.
+METHOD_REPORTS = {"deepxplore": "deepfault.xplore.report", "drfuzz": "deepfault.fuzz.report"}
+
+
+def _write_method(method: str, store_path: Path, experiment: dict, out: Path) -> ReportPaths:
+    import importlib
+
+    import jinja2
+
+    module = METHOD_REPORTS.get(method)
+    if module is None:
+        raise DeepFaultError(
+            f"no report writer for method {method!r} (experiment {experiment['config_hash']})")
+    with ResultStore(store_path, readonly=True) as store:
+        section = importlib.import_module(module).render_report(store, experiment["config_hash"], out)
+    md = out / "report.md"
+    md.write_text(section["markdown"], encoding="utf-8")
+    env = jinja2.Environment(autoescape=True)
+    page = env.from_string(
+        "<!doctype html><html><head><meta charset='utf-8'><title>{{ title }}</title>"
+        "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "img{max-width:100%}</style></head><body>{{ body }}"
+        "<h2>Provenance</h2><table>{% for k, v in provenance %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>"
+        "{% endfor %}</table></body></html>")
+    html = out / "report.html"
+    provenance = [(k, _value(v)) for k, v in sorted(experiment["provenance"].items())]
+    body = jinja2.utils.markupsafe.Markup(section["html"])
+    html.write_text(page.render(title=section["title"], body=body, provenance=provenance), encoding="utf-8")
+    files = {Path(f).stem: Path(f) for f in section.get("files", [])}
+    return ReportPaths(out, experiment["config_hash"], html, md, {"report": md}, {}, files)
+
+
+def _moved(paths: ReportPaths, tmp: Path, out: Path) -> ReportPaths:
+    def move(p):
+        p = Path(p)
+        return out / p.relative_to(tmp) if p.is_relative_to(tmp) else p
+
+    return ReportPaths(out, paths.config_hash, move(paths.html), move(paths.tables_md),
+                       {k: move(v) for k, v in paths.tables.items()},
+                       {k: move(v) for k, v in paths.csvs.items()},
+                       {k: move(v) for k, v in paths.figures.items()})
+
+
+def write_report(store_path, out_dir, *, config_hash: str | None = None) -> ReportPaths:
+    """Write the tables, figures and ``report.html`` of one experiment of any method.
+
+    The report is written to a temporary folder beside ``out_dir`` and renamed into place
+    only when complete, so an interrupted report leaves nothing behind and a previous
+    report in ``out_dir`` is replaced whole.
+
+    Args:
+        store_path: The SQLite results store.
+        out_dir: Folder for the report.
+        config_hash: The experiment (a unique prefix is enough); ``None``: the most recent.
+
+    Returns:
+        The paths of every file written.
+
+    Raises:
+        DeepFaultError: The store does not exist or holds no such experiment (the message
+            lists the available ones), the experiment has no cells, or ``out_dir`` is a
+            file or cannot be written.
+
+    Example::
+
+        paths = write_report("results/paper-mnist.sqlite", "results/report")
+        print(paths.html)
+    """
+    import shutil
+    import tempfile
+
+    for module in ("matplotlib", "jinja2"):
+        try:
+            __import__(module)
+        except ModuleNotFoundError as err:
+            raise ModuleNotFoundError(
+                f"'deepfault report' needs {module}; install the extra: pip install 'deepfault[report]'"
+            ) from err
+    store_path, out = Path(store_path), Path(out_dir)
+    with ResultStore(store_path, readonly=True) as store:
+        experiment = choose_experiment(store, config_hash)
+    if out.exists() and not out.is_dir():
+        raise DeepFaultError(f"report folder {str(out)!r} is an existing file; give a folder name")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as err:
+        raise DeepFaultError(
+            f"cannot write the report to {str(out)!r}: {err.strerror or err}; choose a writable folder"
+        ) from None
+    try:
+        tmp.chmod(0o777 & ~_umask())
+        if experiment["method"] == "deepfault":
+            paths = _write_deepfault(store_path, tmp, config_hash=experiment["config_hash"])
+        else:
+            paths = _write_method(experiment["method"], store_path, experiment, tmp)
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{tmp.name}")
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _moved(paths, tmp, out)
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
