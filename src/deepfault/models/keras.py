@@ -22,6 +22,12 @@ How the network is rebuilt:
 - Kernels written by the Theano backend are flipped, as Keras itself does on loading.
 
 How each Keras weight becomes a torch tensor is the one table ``_WEIGHT_RULES``.
+
+A config is never trusted: :func:`_validate_config` checks the whole of it first (types,
+ranges against ``_MAX_SIZE``, a functional graph's references and acyclicity, each
+layer's options as registered with ``@_layer(..., options=...)``); the modules are then
+built on the ``meta`` device and get memory only once every weight in the file has the
+shape its module needs. Whatever is wrong raises :class:`DeepFaultError`.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import reprlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,18 +202,117 @@ class _GlobalPool(nn.Module):
 
 # --------------------------------------------------------------------------- layers
 
+#: Limits on what a config may ask for, so that a hostile or damaged file gets an error
+#: instead of allocating terabytes: one axis or option (units, filters, kernel, stride,
+#: padding), the values of one layer's output per input, the weights of one layer, the
+#: axes of the input, the nesting of the JSON.
+_MAX_SIZE = 2**24
+_MAX_VALUES = 2**31
+_MAX_WEIGHTS = 2**32
+_MAX_RANK = 8
+_MAX_DEPTH = 64
+
+
+def _is_int(value, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_size(value) -> bool:
+    return _is_int(value, 1, _MAX_SIZE)
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _is_window(value) -> bool:
+    return _is_size(value) or (isinstance(value, list) and len(value) == 2
+                               and all(_is_size(v) for v in value))
+
+
+def _is_padding_amount(value) -> bool:
+    return _is_int(value, 0, _MAX_SIZE)
+
+
+def _is_zero_padding(value) -> bool:
+    if _is_padding_amount(value):
+        return True
+    if not isinstance(value, list) or len(value) != 2:
+        return False
+    return all(_is_padding_amount(v) for v in value) or all(
+        isinstance(v, list) and len(v) == 2 and all(_is_padding_amount(p) for p in v) for v in value)
+
+
+def _is_axis(value) -> bool:
+    axes = value if isinstance(value, list) and value else [value]
+    return all(_is_int(a, -_MAX_RANK - 1, _MAX_RANK + 1) for a in axes)
+
+
+def _is_target_shape(value) -> bool:
+    return (isinstance(value, list) and 1 <= len(value) <= _MAX_RANK and value.count(-1) <= 1
+            and all(v == -1 or _is_size(v) for v in value))
+
+
+def _is_activation(value) -> bool:
+    if isinstance(value, dict):  # a serialised object: {"class_name": ..., "config": ...}
+        return isinstance(value.get("config"), str) or isinstance(value.get("class_name"), str)
+    return value is None or isinstance(value, str)
+
+
+@dataclass(frozen=True)
+class _Option:
+    """How one layer option must look: ``check(value)`` is true, ``expected`` says it."""
+
+    check: Callable[[object], bool]
+    expected: str
+    required: bool = False
+
+
+_SIZE = _Option(_is_size, f"an integer from 1 to {_MAX_SIZE}")
+_WINDOW = _Option(_is_window, f"an integer from 1 to {_MAX_SIZE} or a list of two")
+_OPTIONAL_WINDOW = _Option(lambda v: v is None or _is_window(v), f"null, or {_WINDOW.expected}")
+_BOOL = _Option(lambda v: isinstance(v, bool), "true or false")
+_NUMBER = _Option(_is_number, "a finite number")
+_OPTIONAL_NUMBER = _Option(lambda v: v is None or _is_number(v), "null or a finite number")
+_RATE = _Option(lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1")
+_EPSILON = _Option(lambda v: _is_number(v) and v >= 0, "a finite number >= 0")
+_PADDING = _Option(lambda v: isinstance(v, str), "'valid' or 'same'")
+_DATA_FORMAT = _Option(lambda v: v in (None, "channels_last", "channels_first"),
+                       "'channels_last' or 'channels_first'")
+_ACTIVATION = _Option(_is_activation, "an activation name such as 'relu'")
+_AXIS = _Option(_is_axis, f"an axis from {-_MAX_RANK - 1} to {_MAX_RANK + 1} (or a list of them)")
+_ZERO_PADDING = _Option(_is_zero_padding, f"an integer from 0 to {_MAX_SIZE}, a list of two, or "
+                        "two lists of two")
+_TARGET_SHAPE = _Option(_is_target_shape, f"a list of 1 to {_MAX_RANK} integers from 1 to "
+                        f"{_MAX_SIZE}, one of which may be -1")
+
+
+def _required(option: _Option) -> _Option:
+    return _Option(option.check, option.expected, required=True)
+
+
 _LayerBuilder = Callable[["_Builder", str, dict], None]
 _LAYERS: dict[str, _LayerBuilder] = {}
+#: Keras class -> the options its builder reads and how each must look; checked for the
+#: whole model before anything is built (:func:`_check_options`).
+_LAYER_OPTIONS: dict[str, dict[str, _Option]] = {}
 
 
-def _layer(*class_names: str):
-    """Decorator registering ``build(builder, name, config)`` for Keras classes."""
+def _layer(*class_names: str, options: dict[str, _Option] | None = None):
+    """Decorator registering ``build(builder, name, config)`` for Keras classes, with the
+    options that ``build`` reads (any other option is ignored)."""
 
     def decorate(build: _LayerBuilder) -> _LayerBuilder:
         for cls in class_names:
             if cls in _LAYERS:
                 raise RuntimeError(f"Keras layer {cls!r} is registered twice")
             _LAYERS[cls] = build
+            _LAYER_OPTIONS[cls] = dict(options or {})
         return build
 
     return decorate
@@ -327,6 +433,15 @@ class _Builder:
             self.aux(name, "nhwc", _Permute(_NCHW_TO_NHWC))
             self.nchw = False
 
+    def check_weights(self, name: str, cls: str, count: int) -> None:
+        """Refuse a layer with more than ``_MAX_WEIGHTS`` weights before building it."""
+        if count > _MAX_WEIGHTS:
+            raise DeepFaultError(
+                f"Keras layer {name!r} ({cls}) would have {count} weights on its input of shape "
+                f"{(None, *self.shape)}, more than load_keras accepts ({_MAX_WEIGHTS}); check "
+                "the layer's size and the model's input shape"
+            )
+
     def torch_dim(self, keras_axis: int) -> int:
         """The torch dimension holding Keras axis ``keras_axis`` (batch axis included)."""
         ndim = len(self.shape) + 1
@@ -383,7 +498,7 @@ def _unsupported(name: str, cls: str, what: str) -> DeepFaultError:
     )
 
 
-@_layer("Dense")
+@_layer("Dense", options={"units": _required(_SIZE), "use_bias": _BOOL, "activation": _ACTIVATION})
 def _dense(b: _Builder, name: str, cfg: dict) -> None:
     b.to_keras(name)
     in_features = b.shape[-1] if b.shape else None
@@ -392,13 +507,17 @@ def _dense(b: _Builder, name: str, cfg: dict) -> None:
             f"Keras layer {name!r} (Dense) has an input of unknown width {(None, *b.shape)}; "
             "give the model a fixed input shape"
         )
-    units = int(cfg["units"])
+    units = cfg["units"]
+    b.check_weights(name, "Dense", in_features * units)
     b.add(name, nn.Linear(in_features, units, bias=bool(cfg.get("use_bias", True))), "Dense", cfg)
     b.shape = (*b.shape[:-1], units)
     b.activation(name, "Dense", cfg.get("activation"), suffix="act")
 
 
-@_layer("Conv2D")
+@_layer("Conv2D", options={
+    "filters": _required(_SIZE), "kernel_size": _required(_WINDOW), "strides": _WINDOW,
+    "dilation_rate": _WINDOW, "groups": _SIZE, "padding": _PADDING, "data_format": _DATA_FORMAT,
+    "use_bias": _BOOL, "activation": _ACTIVATION})
 def _conv2d(b: _Builder, name: str, cfg: dict) -> None:
     c, h, w = b.spatial(name, "Conv2D", cfg.get("data_format") or "channels_last")
     (kh, kw), (sh, sw) = _pair(cfg["kernel_size"], "kernel_size"), _pair(
@@ -413,23 +532,29 @@ def _conv2d(b: _Builder, name: str, cfg: dict) -> None:
             f"Keras layer {name!r} (Conv2D) has an unknown number of input channels; give "
             "the model a fixed input shape"
         )
-    if c % groups:
+    filters = cfg["filters"]
+    if c % groups or filters % groups:
         raise DeepFaultError(
-            f"Keras layer {name!r} (Conv2D) gets {c} input channels, which is not a multiple "
-            f"of groups={groups}; check the model's input shape"
+            f"Keras layer {name!r} (Conv2D) has {c} input channels and {filters} filters, which "
+            f"are not both multiples of groups={groups}; check the model's input shape"
         )
+    b.check_weights(name, "Conv2D", kh * kw * c // groups * filters)
     symmetric = sh == sw == 1 and (kh - 1) * dh % 2 == 0 and (kw - 1) * dw % 2 == 0
     conv_padding = (0, 0)
     if padding == "same" and symmetric:
         conv_padding = ((kh - 1) * dh // 2, (kw - 1) * dw // 2)
     elif padding == "same":
         b.aux(name, "pad", _SamePad((kh, kw), (sh, sw), (dh, dw)))
-    filters = int(cfg["filters"])
     conv = nn.Conv2d(c, filters, (kh, kw), stride=(sh, sw), padding=conv_padding,
                      dilation=(dh, dw), groups=groups, bias=bool(cfg.get("use_bias", True)))
     b.add(name, conv, "Conv2D", cfg)
     b.set_image(filters, _window_out(h, kh, sh, dh, padding), _window_out(w, kw, sw, dw, padding))
     b.activation(name, "Conv2D", cfg.get("activation"), suffix="act")
+
+
+_POOLING_OPTIONS = {"pool_size": _WINDOW, "strides": _OPTIONAL_WINDOW, "padding": _PADDING,
+                    "data_format": _DATA_FORMAT}
+_GLOBAL_POOLING_OPTIONS = {"data_format": _DATA_FORMAT, "keepdims": _BOOL}
 
 
 def _pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> None:
@@ -451,12 +576,12 @@ def _pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> None:
                      for n, k, s in zip((h, w), kernel, stride, strict=True)))
 
 
-@_layer("MaxPooling2D")
+@_layer("MaxPooling2D", options=_POOLING_OPTIONS)
 def _max_pooling(b: _Builder, name: str, cfg: dict) -> None:
     _pooling(b, name, cfg, "MaxPooling2D", "max")
 
 
-@_layer("AveragePooling2D")
+@_layer("AveragePooling2D", options=_POOLING_OPTIONS)
 def _average_pooling(b: _Builder, name: str, cfg: dict) -> None:
     _pooling(b, name, cfg, "AveragePooling2D", "avg")
 
@@ -469,17 +594,17 @@ def _global_pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> N
     b.shape, b.nchw = (c,), False
 
 
-@_layer("GlobalAveragePooling2D")
+@_layer("GlobalAveragePooling2D", options=_GLOBAL_POOLING_OPTIONS)
 def _global_average_pooling(b: _Builder, name: str, cfg: dict) -> None:
     _global_pooling(b, name, cfg, "GlobalAveragePooling2D", "avg")
 
 
-@_layer("GlobalMaxPooling2D")
+@_layer("GlobalMaxPooling2D", options=_GLOBAL_POOLING_OPTIONS)
 def _global_max_pooling(b: _Builder, name: str, cfg: dict) -> None:
     _global_pooling(b, name, cfg, "GlobalMaxPooling2D", "max")
 
 
-@_layer("ZeroPadding2D")
+@_layer("ZeroPadding2D", options={"padding": _ZERO_PADDING, "data_format": _DATA_FORMAT})
 def _zero_padding(b: _Builder, name: str, cfg: dict) -> None:
     c, h, w = b.spatial(name, "ZeroPadding2D", cfg.get("data_format") or "channels_last")
     padding = cfg.get("padding", 1)
@@ -493,7 +618,8 @@ def _zero_padding(b: _Builder, name: str, cfg: dict) -> None:
     b.set_image(c, None if h is None else h + top + bottom, None if w is None else w + left + right)
 
 
-@_layer("BatchNormalization")
+@_layer("BatchNormalization", options={
+    "axis": _AXIS, "epsilon": _EPSILON, "center": _BOOL, "scale": _BOOL, "renorm": _BOOL})
 def _batch_norm(b: _Builder, name: str, cfg: dict) -> None:
     axis = cfg.get("axis", -1)
     if isinstance(axis, (list, tuple)):
@@ -506,21 +632,27 @@ def _batch_norm(b: _Builder, name: str, cfg: dict) -> None:
     axis = int(axis) + ndim if int(axis) < 0 else int(axis)
     eps = float(cfg.get("epsilon", 1e-3))
     if ndim == 2 and axis == 1:
-        module: nn.Module = nn.BatchNorm1d(b.shape[0], eps=eps)
+        c = b.shape[0]
+        make: Callable[..., nn.Module] = nn.BatchNorm1d
     elif ndim == 4 and axis in (1, 3):
         fmt = "channels_first" if axis == 1 else "channels_last"
         c, _, _ = b.spatial(name, "BatchNormalization", fmt)
-        module = nn.BatchNorm2d(c, eps=eps)
+        make = nn.BatchNorm2d
     else:
         raise _unsupported(
             name, "BatchNormalization",
             f"axis={cfg.get('axis')} on an input of shape {(None, *b.shape)} (supported: the "
             "last axis of a 2-D input, the channel axis of an image)",
         )
-    b.add(name, module, "BatchNormalization", cfg)
+    if c is None:
+        raise DeepFaultError(
+            f"Keras layer {name!r} (BatchNormalization) has an unknown number of channels "
+            f"{(None, *b.shape)}; give the model a fixed input shape"
+        )
+    b.add(name, make(c, eps=eps), "BatchNormalization", cfg)
 
 
-@_layer("Flatten")
+@_layer("Flatten", options={"data_format": _DATA_FORMAT})
 def _flatten(b: _Builder, name: str, cfg: dict) -> None:
     ndim = len(b.shape) + 1
     dims = list(b.keras_dims() or range(ndim))
@@ -536,7 +668,7 @@ def _flatten(b: _Builder, name: str, cfg: dict) -> None:
     b.shape, b.nchw = (math.prod(b.shape),), False
 
 
-@_layer("Reshape")
+@_layer("Reshape", options={"target_shape": _required(_TARGET_SHAPE)})
 def _reshape(b: _Builder, name: str, cfg: dict) -> None:
     target = [int(n) for n in cfg["target_shape"]]
     if None not in b.shape:
@@ -556,12 +688,12 @@ def _reshape(b: _Builder, name: str, cfg: dict) -> None:
     b.shape, b.nchw = target_shape, False
 
 
-@_layer("Activation")
+@_layer("Activation", options={"activation": _required(_ACTIVATION)})
 def _activation(b: _Builder, name: str, cfg: dict) -> None:
     b.activation(name, "Activation", cfg["activation"], suffix=None)
 
 
-@_layer("Softmax")
+@_layer("Softmax", options={"axis": _AXIS})
 def _softmax(b: _Builder, name: str, cfg: dict) -> None:
     axis = cfg.get("axis", -1)
     if isinstance(axis, (list, tuple)):
@@ -572,13 +704,15 @@ def _softmax(b: _Builder, name: str, cfg: dict) -> None:
     b.softmax_out = int(axis) == -1 or int(axis) == len(b.shape)
 
 
-@_layer("LeakyReLU")
+@_layer("LeakyReLU", options={"alpha": _NUMBER, "negative_slope": _NUMBER})
 def _leaky_relu(b: _Builder, name: str, cfg: dict) -> None:
     slope = cfg.get("alpha", cfg.get("negative_slope", 0.3))
     b.add(name, nn.LeakyReLU(float(slope)))
 
 
-@_layer("ReLU")
+@_layer("ReLU", options={
+    "max_value": _Option(lambda v: v is None or _is_number(v) and v >= 0, "null or a finite number >= 0"),
+    "negative_slope": _OPTIONAL_NUMBER, "threshold": _OPTIONAL_NUMBER})
 def _relu(b: _Builder, name: str, cfg: dict) -> None:
     max_value = cfg.get("max_value")
     slope = float(cfg.get("negative_slope") or 0.0)
@@ -586,6 +720,8 @@ def _relu(b: _Builder, name: str, cfg: dict) -> None:
         raise _unsupported(name, "ReLU", f"threshold={cfg['threshold']}")
     if max_value is not None and slope != 0.0:
         raise _unsupported(name, "ReLU", "max_value together with negative_slope")
+    if max_value == 0:
+        raise _unsupported(name, "ReLU", "max_value=0 (an output of zeros)")
     if max_value is not None:
         b.add(name, nn.Hardtanh(0.0, float(max_value)))
     elif slope != 0.0:
@@ -594,12 +730,12 @@ def _relu(b: _Builder, name: str, cfg: dict) -> None:
         b.add(name, nn.ReLU())
 
 
-@_layer("ELU")
+@_layer("ELU", options={"alpha": _NUMBER})
 def _elu(b: _Builder, name: str, cfg: dict) -> None:
     b.add(name, nn.ELU(float(cfg.get("alpha", 1.0))))
 
 
-@_layer("Dropout")
+@_layer("Dropout", options={"rate": _RATE})
 def _dropout(b: _Builder, name: str, cfg: dict) -> None:
     b.add(name, nn.Dropout(float(cfg.get("rate", 0.0))))
 
@@ -614,9 +750,53 @@ def _input_layer(b: _Builder, name: str, cfg: dict) -> None:
 
 # --------------------------------------------------------------------------- config
 
+_Layer = tuple[str, str, dict]  # (Keras name, Keras class, layer config)
+_FIX_CONFIG = "the file is damaged or not written by Keras 2: save the model again"
 
-def _model_layers(config: dict, source: str) -> tuple[list[tuple[str, str, dict]], tuple]:
-    """The layers ``(name, class, config)`` in order, and the input shape without batch."""
+
+def _brief(value) -> str:
+    """A short ``repr`` of a config value, for messages (long or deep values are cut)."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxdict, short.maxstring, short.maxother = 3, 4, 3, 40, 40
+    return short.repr(value)
+
+
+def _check_depth(config, source: str) -> None:
+    """Refuse JSON nested more than ``_MAX_DEPTH`` levels (walked without recursion)."""
+    stack = [(config, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            raise DeepFaultError(
+                f"the model config in {source!r} is nested more than {_MAX_DEPTH} levels deep, "
+                f"which no Keras 2 model config is; {_FIX_CONFIG}"
+            )
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def _validate_config(config, source: str) -> tuple[list[_Layer], tuple[int | None, ...]]:
+    """Check a whole Keras model config before anything is built from it.
+
+    Checks the types of everything the importer reads, the ranges of sizes (units,
+    filters, kernels, strides, pools, paddings, input axes: ``1 .. _MAX_SIZE``), unique
+    layer names, supported layer classes, and for functional models a graph that is a
+    chain: every inbound layer exists, there is no cycle (a topological sort), one input
+    and one output. Sizes that depend on the input (weights per layer, values per output)
+    are checked while building, before any memory is allocated.
+
+    Args:
+        config: The parsed ``model_config`` or architecture JSON.
+        source: The file, for messages.
+
+    Returns:
+        The layers ``(name, class, config)`` from input to output without the
+        ``InputLayer``, and the input shape without the batch axis (``None``: any size).
+
+    Raises:
+        DeepFaultError: Whatever in the config is malformed, out of range or unsupported.
+    """
+    _check_depth(config, source)
     if not isinstance(config, dict) or "class_name" not in config:
         raise DeepFaultError(
             f"{source!r} does not hold a Keras model config (no 'class_name'); give the "
@@ -624,40 +804,162 @@ def _model_layers(config: dict, source: str) -> tuple[list[tuple[str, str, dict]
         )
     cls, inner = config["class_name"], config.get("config")
     if cls == "Sequential":
-        items = inner if isinstance(inner, list) else (inner or {}).get("layers", [])
-        layers = [(_layer_name(item), item["class_name"], item.get("config") or {})
-                  for item in items]
+        layers = _layer_items(_layer_list(inner, source, sequential=True), source)
     elif cls in ("Model", "Functional"):
-        layers = _chain(inner or {}, source)
+        items = _layer_list(inner, source, sequential=False)
+        layers = _chain(inner, items, _layer_items(items, source), source)
     else:
         raise DeepFaultError(
-            f"{source!r} holds a Keras {cls!r} model; load_keras imports Sequential models "
+            f"{source!r} holds a Keras {_brief(cls)} model; load_keras imports Sequential models "
             "and functional models that form a chain"
         )
     if not layers:
-        raise DeepFaultError(f"the Keras model in {source!r} has no layers")
-    first_cls, first_cfg = layers[0][1], layers[0][2]
-    shape = first_cfg.get("batch_input_shape", first_cfg.get("batch_shape"))
-    if first_cls == "InputLayer":
+        raise DeepFaultError(f"the Keras model in {source!r} has no layers; {_FIX_CONFIG}")
+    input_shape = _input_shape(layers[0], source)
+    if layers[0][1] == "InputLayer":
         layers = layers[1:]
+    for name, cls, cfg in layers:
+        _check_options(name, cls, cfg, source)
+    return layers, input_shape
+
+
+def _layer_list(inner, source: str, *, sequential: bool) -> list:
+    """The list of layer entries in a model's ``config`` (a Sequential one may be the list)."""
+    if sequential and (inner is None or isinstance(inner, list)):
+        return inner or []
+    if not isinstance(inner, dict):
+        raise DeepFaultError(
+            f"the 'config' of the Keras model in {source!r} is {_brief(inner)}, not a dict; "
+            f"{_FIX_CONFIG}"
+        )
+    layers = inner.get("layers") or []
+    if not isinstance(layers, list):
+        raise DeepFaultError(
+            f"the 'layers' of the Keras model in {source!r} is {_brief(layers)}, not a list; "
+            f"{_FIX_CONFIG}"
+        )
+    return layers
+
+
+def _layer_items(items: list, source: str) -> list[_Layer]:
+    """``(name, class, config)`` of each layer entry, checking types and unique names."""
+    layers, seen = [], set()
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise DeepFaultError(
+                f"layer {index} of the Keras model in {source!r} is {_brief(item)}, not a dict; "
+                f"{_FIX_CONFIG}"
+            )
+        cfg = item.get("config")
+        name = item.get("name") or (cfg.get("name") if isinstance(cfg, dict) else None)
+        if not isinstance(name, str) or not name:
+            raise DeepFaultError(
+                f"layer {index} of the Keras model in {source!r} has no name: {_brief(item)}; "
+                f"{_FIX_CONFIG}"
+            )
+        cls = item.get("class_name")
+        if not isinstance(cls, str):
+            raise DeepFaultError(
+                f"Keras layer {name!r} in {source!r} has class_name {_brief(cls)}, not a string; "
+                f"{_FIX_CONFIG}"
+            )
+        if cfg is not None and not isinstance(cfg, dict):
+            raise DeepFaultError(
+                f"Keras layer {name!r} ({cls}) in {source!r} has config {_brief(cfg)}, not a "
+                f"dict; {_FIX_CONFIG}"
+            )
+        if name in seen:
+            raise DeepFaultError(
+                f"two layers of the Keras model in {source!r} are named {name!r}; Keras layer "
+                f"names are unique: {_FIX_CONFIG}"
+            )
+        seen.add(name)
+        layers.append((name, cls, cfg or {}))
+    return layers
+
+
+def _input_shape(first: _Layer, source: str) -> tuple[int | None, ...]:
+    """The first layer's ``batch_input_shape`` without the batch axis."""
+    name, cls, cfg = first
+    key = "batch_input_shape" if "batch_input_shape" in cfg else "batch_shape"
+    shape = cfg.get(key)
     if shape is None:
         raise DeepFaultError(
             f"the Keras model in {source!r} records no input shape; build it with "
             "input_shape=... (or an Input layer) before saving"
         )
-    return layers, tuple(None if n is None else int(n) for n in list(shape)[1:])
+    if (not isinstance(shape, list) or not 2 <= len(shape) <= _MAX_RANK + 1
+            or not all(n is None or _is_size(n) for n in shape)):
+        raise DeepFaultError(
+            f"Keras layer {name!r} ({cls}) in {source!r} has {key}={_brief(shape)}; expected a "
+            f"list of 2 to {_MAX_RANK + 1} entries, each null or an integer from 1 to {_MAX_SIZE}: "
+            f"{_FIX_CONFIG}"
+        )
+    known = math.prod(n for n in shape[1:] if n is not None)
+    if known > _MAX_VALUES:
+        raise DeepFaultError(
+            f"Keras layer {name!r} ({cls}) in {source!r} has {key}={shape}, {known} values per "
+            f"input, more than load_keras accepts ({_MAX_VALUES}); check the model's input shape"
+        )
+    return tuple(shape[1:])
 
 
-def _layer_name(item: dict) -> str:
-    name = item.get("name") or (item.get("config") or {}).get("name")
-    if not isinstance(name, str):
-        raise DeepFaultError(f"a Keras layer config has no name: {json.dumps(item)[:200]}")
-    return name
+def _check_options(name: str, cls: str, cfg: dict, source: str) -> None:
+    """Check that the layer class is supported and its options look as ``_LAYER_OPTIONS`` says."""
+    options = _LAYER_OPTIONS.get(_ALIASES.get(cls, cls))
+    if options is None:
+        raise DeepFaultError(
+            f"Keras layer {name!r} in {source!r} is a {cls}, which load_keras does not "
+            f"support; supported layers: {', '.join(list_keras_layers())}"
+        )
+    for key, option in options.items():
+        if key not in cfg:
+            if option.required:
+                raise DeepFaultError(
+                    f"Keras layer {name!r} ({cls}) in {source!r} has no {key!r} option; "
+                    f"{_FIX_CONFIG}"
+                )
+        elif not option.check(cfg[key]):
+            raise DeepFaultError(
+                f"Keras layer {name!r} ({cls}) in {source!r} has {key}={_brief(cfg[key])}; "
+                f"expected {option.expected}: {_FIX_CONFIG}"
+            )
 
 
-def _chain(inner: dict, source: str) -> list[tuple[str, str, dict]]:
-    """The layers of a functional model that is a chain, from its input to its output."""
-    layers = {_layer_name(item): item for item in inner.get("layers", [])}
+def _tensor_refs(value, what: str, source: str) -> list[str]:
+    """The layer names of a list of ``[layer, node_index, tensor_index(, kwargs)]``,
+    refusing other node or tensor indices (they mean a layer used more than once)."""
+    ok = isinstance(value, list)
+    names = []
+    for ref in value if ok else ():
+        ok = (isinstance(ref, list) and len(ref) in (3, 4) and isinstance(ref[0], str)
+              and _is_int(ref[1], 0, _MAX_SIZE) and _is_int(ref[2], 0, _MAX_SIZE)
+              and (len(ref) == 3 or isinstance(ref[3], dict)))
+        if not ok:
+            break
+        if ref[1:3] != [0, 0]:
+            raise DeepFaultError(
+                f"the functional Keras model in {source!r} is not a chain ({what} uses output "
+                f"{ref[2]} of call {ref[1]} of layer {ref[0]!r}); load_keras imports functional "
+                "models only when each layer is called once on the layer before"
+            )
+        names.append(ref[0])
+    if not ok:
+        raise DeepFaultError(
+            f"{what} in {source!r} is {_brief(value)}; expected a list of "
+            f"[layer name, node index, tensor index]: {_FIX_CONFIG}"
+        )
+    return names
+
+
+def _chain(inner: dict, entries: list[dict], items: list[_Layer], source: str) -> list[_Layer]:
+    """The layers of a functional model that is a chain, from its input to its output.
+
+    The graph is checked in steps: well-formed references to existing layers, no cycle
+    (Kahn's topological sort), then one input, one output and one path between them.
+    """
+    layers = {item[0]: item for item in items}
+    raw = {name: entry for (name, _, _), entry in zip(items, entries, strict=True)}
 
     def not_a_chain(why: str) -> DeepFaultError:
         return DeepFaultError(
@@ -666,52 +968,94 @@ def _chain(inner: dict, source: str) -> list[tuple[str, str, dict]]:
             "layer before"
         )
 
-    # tf.keras 2 writes a single input or output as ["name", 0, 0] rather than a list of them
-    inputs, outputs = (
-        [ends] if ends and isinstance(ends[0], str) else ends
-        for ends in (inner.get("input_layers", []), inner.get("output_layers", []))
-    )
-    if len(inputs) != 1 or len(outputs) != 1:
-        raise not_a_chain(f"{len(inputs)} inputs and {len(outputs)} outputs")
-    child: dict[str, str] = {}
-    for name, item in layers.items():
-        nodes = item.get("inbound_nodes") or []
-        if item.get("class_name") == "InputLayer":
+    ends = {}
+    for key in ("input_layers", "output_layers"):
+        value = inner.get(key)
+        # tf.keras 2 writes a single input or output as ["name", 0, 0] rather than a list of them
+        if isinstance(value, list) and value and isinstance(value[0], str):
+            value = [value]
+        ends[key] = _tensor_refs(value, f"{key!r} of the model", source)
+    if len(ends["input_layers"]) != 1 or len(ends["output_layers"]) != 1:
+        raise not_a_chain(f"{len(ends['input_layers'])} inputs and {len(ends['output_layers'])} outputs")
+    (first,), (last,) = ends["input_layers"], ends["output_layers"]
+
+    parent: dict[str, str] = {}
+    for name, cls, _ in items:
+        nodes = raw[name].get("inbound_nodes")
+        if nodes is None:
+            nodes = []
+        what = f"inbound_nodes of Keras layer {name!r}"
+        if not isinstance(nodes, list) or not all(isinstance(node, list) for node in nodes):
+            raise DeepFaultError(
+                f"the {what} in {source!r} is {_brief(nodes)}; expected a list of nodes, each a "
+                f"list of [layer name, node index, tensor index, kwargs]: {_FIX_CONFIG}"
+            )
+        if cls == "InputLayer":
             continue
         if len(nodes) != 1:
             raise not_a_chain(f"layer {name!r} is called {len(nodes)} times")
-        node = nodes[0]
-        if not isinstance(node, list) or len(node) != 1 or not isinstance(node[0], list):
-            count = len(node) if isinstance(node, list) else "an unreadable number of"
-            raise not_a_chain(f"layer {name!r} takes {count} inputs")
-        parent, node_index, tensor_index = node[0][0], node[0][1], node[0][2]
-        if parent in child or node_index != 0 or tensor_index != 0:
-            raise not_a_chain(f"layer {parent!r} feeds more than one layer")
-        child[parent] = name
-    order, name = [], inputs[0][0]
-    while name is not None:
-        if name not in layers:
-            raise not_a_chain(f"layer {name!r} is used but not defined")
+        inbound = _tensor_refs(nodes[0], f"the {what}", source)
+        if len(inbound) != 1:
+            raise not_a_chain(f"layer {name!r} takes {len(inbound)} inputs")
+        parent[name] = inbound[0]
+    for name, ref in [*parent.items(), ("input_layers", first), ("output_layers", last)]:
+        if ref not in layers:
+            raise DeepFaultError(
+                f"{name!r} of the functional Keras model in {source!r} refers to layer {ref!r}, "
+                f"which the model does not have; {_FIX_CONFIG}"
+            )
+
+    # Kahn's algorithm: what is left once no layer without a pending input remains is a cycle
+    pending = {name: int(name in parent) for name in layers}
+    children: dict[str, list[str]] = {}
+    for child, ref in parent.items():
+        children.setdefault(ref, []).append(child)
+    ready = [name for name, count in pending.items() if count == 0]
+    while ready:
+        for child in children.get(ready.pop(), []):
+            pending[child] -= 1
+            if pending[child] == 0:
+                ready.append(child)
+    stuck = [name for name, count in pending.items() if count > 0]
+    if stuck:
+        # each layer has one parent, so following parents from a stuck layer walks into the loop
+        cycle, name = [], stuck[0]
+        while name not in cycle:
+            cycle.append(name)
+            name = parent[name]
+        cycle = [*cycle[cycle.index(name):], name]
+        loop = " -> ".join(map(repr, cycle)) if len(cycle) <= 6 else f"{cycle[0]!r} -> ... -> {name!r}"
+        raise DeepFaultError(
+            f"the functional Keras model in {source!r} has a cycle: each layer of {loop} takes "
+            f"its input from the one after it; {_FIX_CONFIG}"
+        )
+
+    for ref, kids in children.items():
+        if len(kids) > 1:
+            raise not_a_chain(f"layer {ref!r} feeds more than one layer")
+    if first in parent:
+        raise not_a_chain(f"the input layer {first!r} takes an input from {parent[first]!r}")
+    order, name = [first], first
+    while children.get(name):
+        name = children[name][0]
         order.append(name)
-        name = child.get(name)
-    if order[-1] != outputs[0][0] or len(order) != len(layers):
+    if order[-1] != last or len(order) != len(layers):
         raise not_a_chain("some layers are not on the path from the input to the output")
-    return [(n, layers[n]["class_name"], layers[n].get("config") or {}) for n in order]
+    return [layers[n] for n in order]
 
 
-def _build(layers: list[tuple[str, str, dict]], input_shape: tuple, source: str) -> _Builder:
-    """The torch modules of all layers, in a builder that also lists the weight targets."""
+def _build(layers: list[_Layer], input_shape: tuple, source: str) -> _Builder:
+    """The torch modules of all layers, in a builder that also lists the weight targets.
+
+    The modules are built on the ``meta`` device: they have shapes but no memory until the
+    weights have been checked against them (:func:`load_keras`).
+    """
     b = _Builder(input_shape, [name for name, _, _ in layers])
     for name, cls, cfg in layers:
-        build = _LAYERS.get(_ALIASES.get(cls, cls))
-        if build is None:
-            raise DeepFaultError(
-                f"Keras layer {name!r} in {source!r} is a {cls}, which load_keras does not "
-                f"support; supported layers: {', '.join(list_keras_layers())}"
-            )
         softmax_out, b.softmax_out = b.softmax_out, False
         try:
-            build(b, name, cfg)
+            with torch.device("meta"):
+                _LAYERS[_ALIASES.get(cls, cls)](b, name, cfg)
         except DeepFaultError:
             raise
         except (KeyError, TypeError, ValueError) as err:
@@ -720,6 +1064,13 @@ def _build(layers: list[tuple[str, str, dict]], input_shape: tuple, source: str)
                 f"cannot read ({type(err).__name__}: {err}); check that the file is a Keras 2 "
                 "model"
             ) from err
+        values = math.prod(n for n in b.shape if n is not None)
+        if values > _MAX_VALUES:
+            raise DeepFaultError(
+                f"Keras layer {name!r} ({cls}) in {source!r} outputs shape {(None, *b.shape)}, "
+                f"{values} values per input, more than load_keras accepts ({_MAX_VALUES}); check "
+                "the layer's options and the model's input shape"
+            )
         if cls == "Dropout":  # an identity at inference keeps the output kind
             b.softmax_out = softmax_out
     return b
@@ -757,16 +1108,17 @@ def _attr_list(attrs, name: str) -> list[str] | None:
     return [_text(v) for chunk in chunks for v in np.atleast_1d(np.asarray(chunk)).tolist()]
 
 
-def _parse_json(text: str, source: str, what: str) -> dict:
+def _parse_json(text: str, what: str, not_json: str, fix: str) -> object:
+    """``json.loads(text)``; text that is not JSON raises ``"<what> <not_json> (<why>); <fix>"``."""
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
+        return json.loads(text)
+    except RecursionError as err:
         raise DeepFaultError(
-            f"the {what} of {source!r} is not valid JSON ({err}); save the model again"
+            f"{what} is nested too deeply to parse, which no Keras model config is; {fix}"
         ) from err
-    if not isinstance(config, dict):
-        raise DeepFaultError(f"the {what} of {source!r} is not a Keras model config")
-    return config
+    except ValueError as err:  # a JSONDecodeError, or an integer too long to convert
+        detail = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise DeepFaultError(f"{what} {not_json} ({detail}); {fix}") from err
 
 
 def _sniff(path: Path, role: str) -> str:
@@ -809,16 +1161,17 @@ def _read(path: Path, role: str) -> _KerasFile:
                 f"{role} {str(path)!r} is neither HDF5 nor JSON; give the .h5 file from "
                 "model.save() or the .json file from model.to_json()"
             ) from err
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DeepFaultError(
-                f"{role} {str(path)!r} is neither HDF5 nor JSON ({err}); give the .h5 file "
-                "from model.save() or the .json file from model.to_json()"
-            ) from err
+        config = _parse_json(text, f"{role} {str(path)!r}", "is neither HDF5 nor JSON",
+                             "give the .h5 file from model.save() or the .json file from "
+                             "model.to_json()")
         if not isinstance(config, dict):
             raise DeepFaultError(f"{role} {str(path)!r} is JSON but not a Keras model config")
         version, backend = config.get("keras_version"), config.get("backend")
+        for key, value in (("keras_version", version), ("backend", backend)):
+            if value is not None and not isinstance(value, str):
+                raise DeepFaultError(
+                    f"{role} {str(path)!r} has {key}={_brief(value)}, not a string; {_FIX_CONFIG}"
+                )
         return _KerasFile("json", config, version, backend, None)
     return _read_hdf5(path, role)
 
@@ -835,7 +1188,11 @@ def _read_hdf5(path: Path, role: str) -> _KerasFile:
         with h5py.File(path, "r") as f:
             config = None
             if "model_config" in f.attrs:
-                config = _parse_json(_text(f.attrs["model_config"]), source, "model_config")
+                what = f"the model_config of {source!r}"
+                config = _parse_json(_text(f.attrs["model_config"]), what, "is not valid JSON",
+                                     "save the model again")
+                if not isinstance(config, dict):
+                    raise DeepFaultError(f"{what} is not a Keras model config; save the model again")
             group = f["model_weights"] if "model_weights" in f else f
             layer_names = _attr_list(group.attrs, "layer_names")
             weights = None
@@ -862,8 +1219,10 @@ def _read_hdf5(path: Path, role: str) -> _KerasFile:
                 return None if value is None else _text(value)
 
             return _KerasFile("hdf5", config, attr("keras_version"), attr("backend"), weights)
-    except OSError as err:
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+    except DeepFaultError:
+        raise
+    except (OSError, KeyError, TypeError, ValueError) as err:  # h5py's errors on damaged files
+        detail = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
         raise DeepFaultError(
             f"{role} {source!r} cannot be read as HDF5 ({detail}); it may be truncated or "
             "corrupt: copy or save it again"
@@ -878,9 +1237,16 @@ def _short(weight_name: str) -> str:
     return weight_name.rsplit("/", 1)[-1].split(":", 1)[0]
 
 
-def _load_weights(targets: list[_Target], weights: dict[str, list[tuple[str, np.ndarray]]],
-                  source: str, backend: str | None) -> None:
-    """Copy the file's arrays into the modules, checking every shape (``_WEIGHT_RULES``)."""
+def _match_weights(targets: list[_Target], weights: dict[str, list[tuple[str, np.ndarray]]],
+                   source: str, backend: str | None) -> list[tuple[nn.Module, str, np.ndarray]]:
+    """Pair each weight of the (still memoryless) modules with the file's array, checking
+    every shape (``_WEIGHT_RULES``), so that nothing is allocated for a config that does
+    not fit the weights.
+
+    Returns:
+        ``(module, attribute, array)`` with the array in torch's layout.
+    """
+    plan = []
     wanted = {t.keras_name for t in targets}
     extra = [name for name, arrays in weights.items() if arrays and name not in wanted]
     if extra:
@@ -921,9 +1287,29 @@ def _load_weights(targets: list[_Target], weights: dict[str, list[tuple[str, np.
                 )
             if t.cls == "Conv2D" and keras_weight == "kernel" and backend == "theano":
                 array = array[::-1, ::-1]  # Theano convolves, TensorFlow correlates
-            tensor = torch.from_numpy(np.ascontiguousarray(array.transpose(dims) if dims else array))
-            with torch.no_grad():
-                target.copy_(tensor)
+            plan.append((t.module, attr, array.transpose(dims) if dims else array))
+    return plan
+
+
+def _materialise(model: nn.Module, targets: list[_Target],
+                 plan: list[tuple[nn.Module, str, np.ndarray]]) -> None:
+    """Give the meta modules memory and copy the file's weights in."""
+    model.to_empty(device="cpu")
+    for t in targets:
+        if t.cls == "BatchNormalization":  # gamma/beta are not in the file when scale/center are off
+            t.module.reset_parameters()
+    with torch.no_grad():
+        for module, attr, array in plan:
+            getattr(module, attr).copy_(torch.from_numpy(np.ascontiguousarray(array)))
+
+
+def _check_version(version: str | None, path: Path) -> None:
+    """Refuse files written by Keras 1, whose configs and weights are laid out differently."""
+    if version is not None and version.split(".")[0] == "1":
+        raise DeepFaultError(
+            f"{str(path)!r} was written by Keras {version}; load_keras reads Keras 2 files: "
+            "load the model in Keras 2 and save it again"
+        )
 
 
 # --------------------------------------------------------------------------- public
@@ -950,8 +1336,10 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
         depends on it), ``keras_version``, ``backend`` and ``source``.
 
     Raises:
-        DeepFaultError: A missing, unreadable or non-Keras file, an unsupported layer or
-            option, or weights whose shapes do not fit the architecture.
+        DeepFaultError: A missing, unreadable or non-Keras file; a malformed config (wrong
+            types, sizes out of range, a functional graph with dangling references or a
+            cycle, JSON nested too deeply); an unsupported layer or option; or weights
+            whose shapes do not fit the architecture. Nothing else escapes for any file.
         ModuleNotFoundError: h5py is not installed.
 
     Example:
@@ -969,40 +1357,50 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
         elif stem_json.is_file() or stem_h5.is_file():
             have, lack = (stem_json, stem_h5) if stem_json.is_file() else (stem_h5, stem_json)
             raise DeepFaultError(
-                f"found {str(have)!r} but not {str(lack)!r}; a model stem needs both the "
-                "architecture JSON and the weights HDF5"
+                f"found {str(have)!r} but not {str(lack)!r}; a model stem (--model DIR/NAME on "
+                "the command line, load_keras('DIR/NAME') in Python) needs both the architecture "
+                "JSON and the weights HDF5"
             )
 
     main = _read(path, "Keras model file")
+    if main.config is None and main.weights is None:
+        raise DeepFaultError(
+            f"{str(path)!r} is an HDF5 file with no Keras model config or weights in it; give "
+            "the .h5 file from Keras's model.save(), or the architecture JSON from "
+            "model.to_json() with its weights (--weights FILE on the command line, weights= "
+            "in Python)"
+        )
     if main.config is None:
         raise DeepFaultError(
-            f"Keras model file {str(path)!r} has no model_config (it holds weights only, as "
-            "written by model.save_weights()); pass the architecture JSON from "
-            "model.to_json() as path and this file as weights"
+            f"Keras model file {str(path)!r} has no model_config: it holds weights only, as "
+            "written by model.save_weights(); pass the architecture JSON from model.to_json() "
+            "as the model and this file as its weights (--model ARCH.json --weights FILE on the "
+            "command line, load_keras('ARCH.json', weights=FILE) in Python)"
         )
     if weights_path is None and main.kind == "json":
         raise DeepFaultError(
-            f"{str(path)!r} is an architecture JSON without weights; pass weights= (the HDF5 "
-            "file from model.save_weights())"
+            f"{str(path)!r} is an architecture JSON without weights; pass weights= in Python or "
+            "--weights FILE on the command line, giving the HDF5 file from model.save_weights()"
         )
+    _check_version(main.keras_version, path)
+    # the whole config is checked before a (possibly large) weights file is read
+    layers, input_shape = _validate_config(main.config, str(path))
     weight_file = main if weights_path is None else _read(weights_path, "Keras weights file")
     if weight_file.weights is None:
         raise DeepFaultError(
             f"{str(weights_path or path)!r} holds no Keras weights (no 'layer_names' "
-            "attribute); give the HDF5 file from model.save() or model.save_weights()"
+            "attribute); give the HDF5 file from model.save(), or the one from "
+            "model.save_weights() as the weights (--weights FILE on the command line, weights= "
+            "in Python)"
         )
     version = main.keras_version or weight_file.keras_version
-    if version is not None and version.split(".")[0] == "1":
-        raise DeepFaultError(
-            f"{str(path)!r} was written by Keras {version}; load_keras reads Keras 2 files: "
-            "load the model in Keras 2 and save it again"
-        )
+    _check_version(version, path)
 
-    layers, input_shape = _model_layers(main.config, str(path))
     builder = _build(layers, input_shape, str(path))
     model = nn.Sequential(builder.modules)
     backend = weight_file.backend or main.backend
-    _load_weights(builder.targets, weight_file.weights, str(weights_path or path), backend)
+    plan = _match_weights(builder.targets, weight_file.weights, str(weights_path or path), backend)
+    _materialise(model, builder.targets, plan)
     model.eval()
 
     meta = {
