@@ -329,3 +329,30 @@ def test_ray_grid_equals_serial_grid(tmp_path):
         for field in ("neurons", "input_indices", "correct", "pred_synthesized", "seed"):
             assert a[key][field] == b[key][field], (key, field)
         np.testing.assert_allclose(a[key]["loss"], b[key]["loss"], rtol=1e-5, atol=1e-6)
+
+
+def test_prepare_names_the_file_and_records_the_layout(tmp_path):
+    from deepfault.models.prepare import prepare
+    from deepfault.models.zoo import build_model
+
+    mf = ModelFile(build_model("digits_mlp"), "digits_mlp", {}, dataset="digits", bounds=(0.0, 1.0),
+                   meta={"input_shape": [64]})
+    save_model(tmp_path / "flat.pt", mf)
+    prepared = prepare(tmp_path / "flat.pt", data_dir=None)
+    assert prepared.label == "flat.pt" and prepared.layout == "flat"
+    assert prepared.data.input_shape == (64,)
+    default = prepare(None)
+    assert default.layout and default.label == "digits_mlp"
+
+
+def test_grid_of_model_files_records_no_training_recipe(tmp_path):
+    from deepfault.models.zoo import build_model
+
+    mf = ModelFile(build_model("digits_mlp"), "digits_mlp", {}, dataset="digits", bounds=(0.0, 1.0))
+    save_model(tmp_path / "m.pt", mf)
+    config = ExperimentConfig(name="files", dataset="digits", ks=(1,), classes=(0,), approaches=("ochiai",),
+                              models=(ModelSpec("m", file=str(tmp_path / "m.pt")),))
+    run_experiment(config, tmp_path / "s.sqlite")
+    with ResultStore(tmp_path / "s.sqlite") as s:
+        recorded = s.experiments()[0]["config"]
+    assert not {"train_epochs", "train_lr", "train_schedule"} & set(recorded)
