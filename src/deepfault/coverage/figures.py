@@ -70,7 +70,7 @@ def plot_threshold_curve(
     ax.set_ylim(0, 100)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     try:
         return _save(fig, path)
     finally:
@@ -95,7 +95,7 @@ def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, titl
     ax.set_ylim(0, 100)
     ax.set_title(title or f"Coverage per layer ({report.num_inputs} inputs, {report.transform})")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     try:
         return _save(fig, path)
     finally:
@@ -120,14 +120,14 @@ def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str |
             twin = twin or ax.twinx()
             twin.plot(xs, ys, marker=".", linestyle="--", color="grey", label=label)
             twin.set_ylabel("patterns")
-            twin.legend(fontsize=7, loc="lower right")
+            twin.legend(fontsize=7, loc="lower left", bbox_to_anchor=(1.15, 0.0))
     ax.set_xscale("log")
     ax.set_xlabel("inputs")
     ax.set_ylabel("coverage (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title or "Coverage growth over inputs")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.15 if twin else 1.01, 1.0))
     try:
         return _save(fig, path)
     finally:
