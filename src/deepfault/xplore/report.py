@@ -1,0 +1,225 @@
+"""The report of a ``deepxplore-mnist`` experiment: Tables 2 and 5 and Figure 9 against the
+paper's numbers (as DeepXplore spec section 6 restates them), as Markdown, CSV, JSON and PNG.
+
+``deepfault report STORE`` calls :func:`render_report` for experiments of method
+``deepxplore``.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DeepFaultError
+
+__all__ = ["PAPER", "render_report", "collect"]
+
+#: The paper's MNIST numbers as DeepXplore spec section 6 gives them.
+PAPER = {
+    "table2": {"lenet1": 1073, "lenet4": 1968, "lenet5": 827},
+    "table5": {0.0: {"l1": 237.9, "found": 871, "coverage": 0.694},
+               1.0: {"l1": 283.3, "found": 776, "coverage": 0.706}},
+    "figure9": "DeepXplore's inputs cover more neurons than random and FGSM inputs at every t",
+    "table9_seconds": (0.2, 0.7),
+}
+
+_CELL = re.compile(
+    r"(?P<kind>table2|table5|figure9)/(?P<key>[^/=]+)=(?P<value>[^/]+)(?:/seed=(?P<seed>\d+))?"
+)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float | None, float | None]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def _pm(values: Sequence[float], digits: int = 1, scale: float = 1.0) -> str:
+    mean, sd = _mean_sd(values)
+    if mean is None:
+        return "-"
+    if len(values) == 1:
+        return f"{mean * scale:.{digits}f}"
+    return f"{mean * scale:.{digits}f} ± {sd * scale:.{digits}f}"
+
+
+def collect(store, experiment: str) -> dict:
+    """The preset's cells grouped by table: ``{"table2": {target: [data per seed]}, ...}``."""
+    out: dict = {"table2": defaultdict(list), "table5": defaultdict(list), "figure9": {}, "arrays": {}}
+    for record in store.records(experiment, "deepxplore", arrays=False):
+        m = _CELL.fullmatch(record.cell_id)
+        if m is None:
+            continue
+        kind, value = m["kind"], m["value"]
+        if kind == "figure9":
+            out["figure9"][float(value)] = record.data
+        else:
+            out[kind][value if kind == "table2" else float(value)].append(record.data)
+    if not any(out[k] for k in ("table2", "table5", "figure9")):
+        raise DeepFaultError(f"experiment {experiment} has no DeepXplore cells; run the preset first")
+    return out
+
+
+def _write_table(out: Path, stem: str, headers: Sequence[str], rows: Sequence[Sequence], data) -> list[Path]:
+    md = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    md += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    paths = [out / f"{stem}.md", out / f"{stem}.csv", out / f"{stem}.json"]
+    paths[0].write_text("\n".join(md) + "\n", encoding="utf-8")
+    with open(paths[1], "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(headers)
+        writer.writerows(rows)
+    paths[2].write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return paths
+
+
+def _table2(cells: dict) -> tuple[list[str], list[list], dict]:
+    headers = ["target", "runs", "seeds", "already differ", "found (ours)", "found incl. already differing",
+               "paper", "mean steps", "coverage % (pooled)", "seconds per run", "s to first"]
+    rows, data = [], {}
+    for target in sorted(cells):
+        runs = cells[target]
+        found = [r["found"] for r in runs]
+        differ = [r["already_differ"] for r in runs]
+        pooled = [r["per_target"][-1] for r in runs]
+        rows.append([target, len(runs), runs[0]["seeds"], _pm(differ), _pm(found),
+                     _pm([f + d for f, d in zip(found, differ, strict=True)]),
+                     PAPER["table2"].get(target, "-"), _pm([p["mean_iterations"] for p in pooled], 2),
+                     _pm([r["pooled_coverage"] for r in runs], 1, 100),
+                     _pm([r["seconds"] for r in runs], 2), _pm([r["first_found_seconds"] for r in runs], 3)])
+        data[target] = {"found": found, "already_differ": differ, "paper": PAPER["table2"].get(target),
+                        "mean_iterations": [p["mean_iterations"] for p in pooled],
+                        "pooled_coverage": [r["pooled_coverage"] for r in runs],
+                        "seconds": [r["seconds"] for r in runs],
+                        "first_found_seconds": [r["first_found_seconds"] for r in runs],
+                        "coverage": [{c["model"]: c["ratio"] for c in r["coverage"]} for r in runs]}
+    return headers, rows, data
+
+
+def _table5(cells: dict) -> tuple[list[str], list[list], dict]:
+    headers = ["lambda2", "runs", "mean L1 (ours)", "mean L1 (paper)", "found (ours)", "found (paper)",
+               "coverage % (ours, pooled)", "coverage % (paper)"]
+    rows, data = [], {}
+    for lam in sorted(cells):
+        runs = cells[lam]
+        paper = PAPER["table5"].get(lam, {})
+        l1 = [r["per_target"][-1]["mean_l1"] for r in runs]
+        rows.append([f"{lam:g}", len(runs), _pm(l1), paper.get("l1", "-"), _pm([r["found"] for r in runs]),
+                     paper.get("found", "-"), _pm([r["pooled_coverage"] for r in runs], 1, 100),
+                     f"{100 * paper['coverage']:.1f}" if paper else "-"])
+        data[f"{lam:g}"] = {"mean_l1": l1, "found": [r["found"] for r in runs],
+                            "already_differ": [r["already_differ"] for r in runs],
+                            "pooled_coverage": [r["pooled_coverage"] for r in runs],
+                            "coverage": [{c["model"]: c["ratio"] for c in r["coverage"]} for r in runs],
+                            "paper": paper}
+    return headers, rows, data
+
+
+def _figure9(cells: dict) -> tuple[list[str], list[list], dict, dict]:
+    thresholds = sorted(cells)
+    methods = ("deepxplore", "random", "fgsm")
+    models = list(cells[thresholds[0]]["figure9"]["methods"]["deepxplore"])
+    headers = ["t", "inputs", *[f"{m} {method}" for m in models for method in methods]]
+    rows, curves = [], {method: {m: [] for m in models} for method in methods}
+    for t in thresholds:
+        fig = cells[t]["figure9"]
+        row = [f"{t:g}", fig["inputs"]]
+        for m in models:
+            for method in methods:
+                ratio = fig["methods"][method][m]["ratio"]
+                curves[method][m].append(ratio)
+                row.append(f"{100 * ratio:.1f}")
+        rows.append(row)
+    data = {"thresholds": thresholds, "coverage": curves,
+            "inputs": {f"{t:g}": cells[t]["figure9"]["inputs"] for t in thresholds},
+            "fgsm_eps": cells[thresholds[0]]["figure9"]["eps"]}
+    return headers, rows, data, curves
+
+
+def render_report(store, experiment_hash: str, out_dir) -> dict:
+    """Tables and figures of a ``deepxplore-mnist`` experiment.
+
+    Args:
+        store: An open :class:`~deepfault.experiment.store.ResultStore`.
+        experiment_hash: The experiment's configuration hash.
+        out_dir: Folder for the files (created).
+
+    Returns:
+        ``dict(title=..., markdown=..., html=..., files=[...])``.
+
+    Raises:
+        DeepFaultError: The experiment has no DeepXplore cells.
+    """
+    from .figures import coverage_over_time, coverage_vs_threshold, image_grid
+    from .results import FoundInputs
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cells = collect(store, experiment_hash)
+    files: list[Path] = []
+    md: list[str] = ["# DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", ""]
+    parts_html: list[str] = ["<h1>DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5</h1>"]
+
+    def add_table(title, stem, headers, rows, data, note):
+        files.extend(_write_table(out, stem, headers, rows, data))
+        md.extend([f"## {title}", "", note, "", (out / f"{stem}.md").read_text(encoding="utf-8"), ""])
+        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+        parts_html.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(note)}</p>"
+                          f"<table><tr>{head}</tr>{body}</table>")
+
+    def add_figure(title, path, note):
+        files.append(path)
+        md.extend([f"### {title}", "", f"![{title}]({path.name})", "", note, ""])
+        parts_html.append(f"<h3>{html.escape(title)}</h3><img src='{path.name}' alt='{path.name}'>"
+                          f"<p>{html.escape(note)}</p>")
+
+    if cells["table2"]:
+        h, r, d = _table2(cells["table2"])
+        add_table("Table 2: difference-inducing inputs per target model", "table2", h, r, d,
+                  "2,000 seeds per run, lambda1 1, lambda2 0.1, s 10, t 0, light, 20 iterations; one run "
+                  "per target model and seed of the run (mean ± sd over runs). 'found' counts inputs "
+                  "generated by the search; seeds on which the models already disagree are counted apart.")
+    if cells["table5"]:
+        h, r, d = _table5(cells["table5"])
+        add_table("Table 5: neuron coverage in the objective (lambda2 0 against 1, t = 0.25)", "table5",
+                  h, r, d,
+                  "Mean L1 distance of the generated inputs to their seeds in [0, 1] pixel units (the "
+                  "paper's diversity), number found, and the run's pooled coverage (sum covered / sum "
+                  "neurons, layer-minmax, t 0.25), mean ± sd over runs.")
+    if cells["figure9"]:
+        h, r, d, curves = _figure9(cells["figure9"])
+        add_table("Figure 9: neuron coverage of DeepXplore, random and FGSM inputs", "figure9", h, r, d,
+                  f"Coverage (%) of the same number of inputs per method and model: DeepXplore's first "
+                  f"difference-inducing inputs of a run at threshold t, random test inputs, and FGSM inputs "
+                  f"(eps {d['fgsm_eps']:g}) made from those random inputs against each model.")
+        add_figure("Figure 9", coverage_vs_threshold(curves, d["thresholds"], out / "figure9.png",
+                                                      title="Neuron coverage against t"),
+                   "One panel per model; coverage of the same number of inputs for each method.")
+    first = next((f"table2/target={t}/seed=0" for t in sorted(cells["table2"])), None)
+    record = store.get(experiment_hash, "deepxplore", first) if first else None
+    if record is not None and len(record.arrays.get("inputs", [])):
+        a = record.arrays
+        names = [m["name"] for m in record.data["models"]]
+        found = FoundInputs(rows=np.arange(len(a["inputs"])), seed_index=a["seed_index"],
+                            inputs=a["inputs"], seeds=a["seeds"], iteration=a["iteration"],
+                            predictions=a["predictions"], common_class=a["common_class"], target=a["target"],
+                            l1=a["l1"])
+        grid = image_grid(found, names, out / "examples.png", rows=8, bounds=record.data["bounds"])
+        add_figure("Difference-inducing inputs", grid,
+                   f"The first inputs of {first}: seed, generated input, difference, each model's "
+                   "prediction.")
+        add_figure("Coverage over time", coverage_over_time(record.data["trace"], names,
+                                                             [m["neurons"] for m in record.data["models"]],
+                                                             out / "coverage_over_time.png", title=first),
+                   "Each model's neuron coverage (t 0) and the inputs found, against the run's time.")
+    return {"title": "DeepXplore on MNIST", "markdown": "\n".join(md), "html": "\n".join(parts_html),
+            "files": [str(p) for p in files]}

@@ -1,0 +1,81 @@
+"""The deepxplore-mnist preset and its report, on a tiny stand-in for MNIST (offline)."""
+
+import numpy as np
+import pytest
+import torch
+
+from deepfault.data import Dataset
+from deepfault.experiment.presets import get_preset
+from deepfault.experiment.store import ResultStore
+from deepfault.models import ModelFile, build_model, save_model
+from deepfault.xplore.fgsm import fgsm
+from deepfault.xplore.preset import PRESET_NAME, PresetConfig, run_preset
+from deepfault.xplore.report import render_report
+
+TINY = PresetConfig(seeds=12, repeats=1, iterations=3, figure9_inputs=4, figure9_seeds=12,
+                    thresholds=(0.0, 0.5))
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny_mnist(monkeypatch, tmp_path):
+    """30 random 28x28 'MNIST' test images and untrained LeNets in a models folder."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (30, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 30)
+    data = Dataset("mnist", x[:0], y[:0], x, y, (0.0, 1.0), tuple(str(i) for i in range(10)))
+    monkeypatch.setattr("deepfault.data.load_dataset", lambda name, **kw: data)
+    models = tmp_path / "models"
+    for i, arch in enumerate(("lenet1", "lenet4", "lenet5")):
+        torch.manual_seed(i)
+        save_model(models / f"{arch}-mnist.pt", ModelFile(build_model(arch), arch, dataset="mnist",
+                                                          bounds=(0.0, 1.0)))
+    return models
+
+
+def test_preset_is_registered():
+    preset = get_preset(PRESET_NAME)
+    assert preset.method == "deepxplore" and preset.runner is run_preset
+
+
+def test_preset_writes_every_cell_resumes_and_reports(tmp_path, tiny_mnist):
+    store_path = tmp_path / "x.sqlite"
+    summary = run_preset(store_path, models_dir=tiny_mnist, config=TINY, argv=["deepfault", "experiment"])
+    assert summary["cells_total"] == summary["cells_run"] == 3 + 2 + 2
+    again = run_preset(store_path, models_dir=tiny_mnist, config=TINY)
+    assert again["cells_run"] == 0 and again["config_hash"] == summary["config_hash"]
+    with ResultStore(store_path, readonly=True) as store:
+        ids = sorted(store.done(summary["config_hash"], "deepxplore"))
+        assert ids == ["figure9/t=0", "figure9/t=0.5", "table2/target=lenet1/seed=0",
+                       "table2/target=lenet4/seed=0", "table2/target=lenet5/seed=0",
+                       "table5/lambda2=0/seed=0", "table5/lambda2=1/seed=0"]
+        cell = store.get(summary["config_hash"], "deepxplore", "table2/target=lenet4/seed=0")
+        assert cell.data["config"]["target"] == 1 and cell.data["seeds"] == 12
+        assert set(cell.data["per_target"][0]) >= {"target", "found", "mean_l1"}
+        fig = store.get(summary["config_hash"], "deepxplore", "figure9/t=0.5").data["figure9"]
+        assert set(fig["methods"]) == {"deepxplore", "random", "fgsm"}
+        report = render_report(store, summary["config_hash"], tmp_path / "report")
+    assert "Table 2" in report["markdown"] and "Table 5" in report["markdown"]
+    assert "Figure 9" in report["html"]
+    names = {p.rsplit("/", 1)[-1] for p in report["files"]}
+    assert {"table2.md", "table2.csv", "table2.json", "table5.md", "figure9.csv", "figure9.png"} <= names
+    assert "| lenet1 | 1 | 12 |" in (tmp_path / "report" / "table2.md").read_text()
+
+
+def test_fgsm_moves_every_pixel_by_eps_within_bounds():
+    torch.manual_seed(0)
+    model = build_model("lenet1")
+    x = torch.full((3, 1, 28, 28), 0.5)
+    adv = fgsm(model, x, [1, 2, 3], eps=0.1, bounds=(0.0, 1.0))
+    moved = (adv - x).abs()
+    step = (moved - 0.1).abs() < 1e-6
+    assert torch.all(step | (moved == 0)) and step.float().mean() > 0.9  # sign(g) is 0 only where g is
+    assert adv.min() >= 0 and adv.max() <= 1
+    assert torch.equal(adv, fgsm(model, x, [1, 2, 3], eps=0.1, batch_size=1))
