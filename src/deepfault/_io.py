@@ -21,6 +21,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results follow the user's umask
     try:
         yield Path(tmp)
         with open(tmp, "rb") as fh:
@@ -40,15 +41,29 @@ def write_json(path: str | os.PathLike, data) -> Path:
     return Path(path)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def check_writable(path: str | os.PathLike) -> Path:
-    """Fail early, before any work, when ``path`` cannot be written."""
+    """Fail early, before any work, when ``path`` cannot be written; creates nothing.
+
+    The nearest existing folder on the way to ``path`` must be writable (missing folders
+    are made only when the result is written).
+    """
     path = Path(path)
     if path.is_dir():
         raise DeepFaultError(f"output path {str(path)!r} is a directory; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{path.name}.", suffix=".probe"):
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{str(existing)!r} is a file")
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=f".{path.name}.", suffix=".probe"):
             pass
     except OSError as err:
         raise DeepFaultError(

@@ -18,6 +18,15 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated integers, e.g. ``20,50``."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 20,50; got {text!r}") from None
+
+
 def seed_int(text: str) -> int:
     """A seed: an integer >= 0."""
     value = positive_int(text)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
+from ..errors import DeepFaultError
 from ._common import (
     HelpFormatter,
     add_data_dir,
@@ -11,6 +13,7 @@ from ._common import (
     class_list,
     device_from,
     fmt,
+    int_list,
     load_inputs,
     names,
     number,
@@ -69,8 +72,7 @@ def add_parser(sub) -> None:
     run.add_argument("--inputs", dest="num_inputs", type=positive_int, default=None,
                      metavar="N", help="correctly classified inputs per class to synthesize "
                      "from, drawn without replacement (default: all)")
-    run.add_argument("--k-prime", dest="k_primes", type=lambda s: tuple(int(v) for v in s.split(",")),
-                     default=None, metavar="K1,K2",
+    run.add_argument("--k-prime", dest="k_primes", type=int_list, default=None, metavar="K1,K2",
                      help="report the share of the top k' neurons that increased "
                      "(default: 2k,5k)")
     run.add_argument("--device", default="auto",
@@ -80,12 +82,19 @@ def add_parser(sub) -> None:
                      help="JSON result file, written atomically; '-' writes none")
     run.add_argument("--log", metavar="FILE", default=None,
                      help="also append the printed summary to this file")
+    run.add_argument("--save-inputs", metavar="FILE.npz", default=None,
+                     help="where to save the synthesized inputs with their originals, labels and "
+                     "predictions, plus an image grid beside it (.png) (default: beside --out, "
+                     "e.g. deepfault-result.npz)")
+    run.add_argument("--no-save-inputs", action="store_true", help="do not save the synthesized inputs")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="print only the evaluation table, not every class's neurons")
     add_model_options(run)
     run.set_defaults(func=_cmd_run)
 
 
 
-def _summary(result, prepared, device) -> str:
+def _summary(result, prepared, device, *, quiet: bool = False) -> str:
     mf, data = prepared.model_file, prepared.data
     cfg = result.config
     acc = mf.meta.get("test_accuracy", result.test_accuracy)
@@ -96,7 +105,7 @@ def _summary(result, prepared, device) -> str:
     w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
       f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
       f"seed {cfg.seed}\n")
-    for cr in result.classes:
+    for cr in [] if quiet else result.classes:
         sp = cr.spectrum
         name = data.class_names[cr.target_class]
         label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
@@ -146,9 +155,6 @@ def _cmd_run(args) -> int:
     from ..localization.protocol import RunConfig, run_deepfault
     from ..provenance import provenance
 
-    out = None if args.out == "-" else check_writable(args.out)
-    if args.log:
-        check_writable(args.log)
     config = RunConfig(
         approach=args.approach, k=args.k, classes=args.classes, step=args.step,
         distance=args.distance, star=args.star, seed=args.seed, repeat=args.repeat,
@@ -156,14 +162,25 @@ def _cmd_run(args) -> int:
         normalize=args.normalize, num_inputs=args.num_inputs, k_primes=args.k_primes,
         batch_size=args.batch_size,
     )
+    out = None if args.out == "-" else check_writable(args.out)
+    if args.log:
+        check_writable(args.log)
+    inputs_path = None
+    if not args.no_save_inputs and (args.save_inputs or out is not None):
+        inputs_path = check_writable(args.save_inputs or Path(out).with_suffix(".npz"))
     device = device_from(args.device)
     prepared = load_inputs(args)
     mf, data = prepared.model_file, prepared.data
     config.validate(data.bounds)
+    if config.classes is not None:
+        for c in config.classes:
+            if not 0 <= c < data.num_classes:
+                raise DeepFaultError(f"--class {c} is outside the {data.num_classes} classes of "
+                                     f"{data.name!r} (0..{data.num_classes - 1})")
     model = mf.model.to(device)
     with torch.random.fork_rng(devices=[]):
         result = run_deepfault(model, data, config, output_kind=mf.output_kind)
-    text = _summary(result, prepared, device)
+    text = _summary(result, prepared, device, quiet=args.quiet)
     print(text, end="")
     if out is not None:
         payload = {
@@ -180,6 +197,13 @@ def _cmd_run(args) -> int:
         }
         write_json(out, payload)
         print(f"\nwrote {out}")
+    if inputs_path is not None:
+        from ..localization.outputs import save_synthesized, synthesized_grid
+
+        save_synthesized(result, data, inputs_path)
+        grid = synthesized_grid(inputs_path, Path(inputs_path).with_suffix(".png"), bounds=data.bounds,
+                                class_names=list(data.class_names))
+        print(f"wrote {inputs_path}" + (f" and {grid}" if grid else ""))
     if args.log:
         with open(args.log, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")

@@ -105,6 +105,8 @@ def read_idx(path: str | os.PathLike, *, ndim: int) -> np.ndarray:
     if len(data) < header:
         raise _IdxError(f"the header is cut short after {len(data)} bytes")
     shape = tuple(int(d) for d in np.frombuffer(data, dtype=">i4", count=ndim, offset=4))
+    if any(d < 0 for d in shape):
+        raise _IdxError(f"its header declares negative dimensions {shape}")
     expected = header + int(np.prod(shape, dtype=np.int64))
     if len(data) != expected:
         what = "ends after" if len(data) < expected else "has"

@@ -42,10 +42,19 @@ def neuron_pairs(neurons) -> list[tuple[str, int]]:
     return pairs
 
 
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
 def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, float, float, float, int]:
     for name, value in (("step", step), ("distance", distance)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and value >= 0):
             raise DeepFaultError(f"{name} must be a finite number >= 0; got {value!r}")
+        if value > _FLOAT32_MAX:
+            raise DeepFaultError(
+                f"{name}={value!r} is beyond the float32 range the model computes in (at most about 3.4e38); "
+                "choose a value in the data's units, e.g. 0.1 for 0-1 pixels"
+            )
     try:
         lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):

@@ -1,0 +1,135 @@
+"""The synthesized inputs of a run, saved for the user: an ``.npz`` and an image grid.
+
+The ``.npz`` (read with ``np.load(path)``, no pickle) holds one row per synthesized input:
+
+=====================  ================================================================
+``originals``           ``(N, ...)`` the inputs synthesis started from
+``synthesized``         ``(N, ...)`` the new inputs
+``labels``              ``(N,)`` the originals' labels (the new inputs inherit them)
+``pred_original``       ``(N,)`` the model's prediction on the original
+``pred_synthesized``    ``(N,)`` its prediction on the synthesized input
+``test_index``          ``(N,)`` the original's index in the test split
+``target_class``        ``(N,)`` the class analysed
+``repetition``          ``(N,)`` the repetition
+``neurons``             ``(R, k)`` strings ``layer[unit]`` of the selected neurons, one row
+                        per (class, repetition), ``selection_row`` maps inputs to rows
+=====================  ================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_path
+
+__all__ = ["save_synthesized", "synthesized_grid"]
+
+
+def _collect(result, data) -> dict[str, np.ndarray]:
+    parts: dict[str, list] = {k: [] for k in ("originals", "synthesized", "labels", "pred_original",
+                                               "pred_synthesized", "test_index", "target_class",
+                                               "repetition", "selection_row")}
+    neurons = []
+    for cr in result.classes:
+        for rep in cr.repetitions:
+            n = len(rep.input_indices)
+            row = len(neurons)
+            neurons.append([f"{x.layer}[{x.unit}]" for x in rep.selection.neurons])
+            if not n:
+                continue
+            parts["originals"].append(data.x_test[rep.input_indices])
+            parts["synthesized"].append(rep.synthesized)
+            parts["labels"].append(data.y_test[rep.input_indices])
+            parts["pred_original"].append(rep.evaluation.pred_original)
+            parts["pred_synthesized"].append(rep.evaluation.pred_synthesized)
+            parts["test_index"].append(np.asarray(rep.input_indices))
+            parts["target_class"].append(np.full(n, cr.target_class))
+            parts["repetition"].append(np.full(n, rep.index))
+            parts["selection_row"].append(np.full(n, row))
+    shape = data.x_test.shape[1:]
+    out = {}
+    for key, values in parts.items():
+        if values:
+            out[key] = np.concatenate(values)
+        else:
+            empty_inputs = key in ("originals", "synthesized")
+            out[key] = np.zeros((0, *shape), np.float32) if empty_inputs else np.zeros(0, int)
+    width = max((len(r) for r in neurons), default=0)
+    padded = [r + [""] * (width - len(r)) for r in neurons]
+    out["neurons"] = np.array(padded, dtype=str).reshape(len(neurons), width)
+    out["originals"] = out["originals"].astype(np.float32)
+    out["synthesized"] = out["synthesized"].astype(np.float32)
+    return out
+
+
+def save_synthesized(result, data, path: str | os.PathLike) -> Path:
+    """Write every synthesized input of ``result`` (a :class:`~.protocol.RunResult` on ``data``)
+    with its original, label and predictions to ``path`` (``.npz``, atomically)."""
+    arrays = _collect(result, data)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+    return path
+
+
+def _image(x: np.ndarray) -> np.ndarray | None:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 3 and x.shape[0] in (1, 3):
+        return x[0] if x.shape[0] == 1 else x.transpose(1, 2, 0)
+    if x.ndim == 3 and x.shape[2] in (1, 3):
+        return x[..., 0] if x.shape[2] == 1 else x
+    if x.ndim == 2:
+        return x
+    side = int(round(np.sqrt(x.size)))
+    return x.reshape(side, side) if side * side == x.size else None
+
+
+def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *, bounds=(0.0, 1.0),
+                     class_names=None, per_class: int = 2) -> Path | None:
+    """A PNG grid from a :func:`save_synthesized` file: original, synthesized and their
+    difference, ``per_class`` inputs of each class, with the model's predictions.
+
+    Returns ``None`` (and writes nothing) when the inputs are not images or matplotlib is
+    not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError:
+        return None
+    with np.load(npz_path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    rows = []
+    for c in np.unique(arrays["target_class"]):
+        rows.extend(np.flatnonzero(arrays["target_class"] == c)[:per_class].tolist())
+    if not rows or _image(arrays["originals"][rows[0]]) is None:
+        return None
+    name = (lambda i: class_names[i]) if class_names else str
+    lo, hi = float(bounds[0]), float(bounds[1])
+    fig, axes = plt.subplots(len(rows), 3, figsize=(5.4, 1.9 * len(rows)), squeeze=False,
+                             layout="constrained")
+    for r, i in enumerate(rows):
+        orig, new = _image(arrays["originals"][i]), _image(arrays["synthesized"][i])
+        diff = new - orig
+        span = max(float(np.abs(diff).max()), 1e-12)
+        axes[r, 0].imshow(orig, cmap="gray", vmin=lo, vmax=hi)
+        axes[r, 0].set_title(f"#{int(arrays['test_index'][i])} label {name(int(arrays['labels'][i]))}\n"
+                             f"predicted {name(int(arrays['pred_original'][i]))}", fontsize=7)
+        axes[r, 1].imshow(new, cmap="gray", vmin=lo, vmax=hi)
+        axes[r, 1].set_title(f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}", fontsize=7)
+        axes[r, 2].imshow(diff if diff.ndim == 2 else diff.mean(-1), cmap="coolwarm", vmin=-span, vmax=span)
+        axes[r, 2].set_title(f"difference\nmax {span:.3g}", fontsize=7)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return png_path
