@@ -1,0 +1,150 @@
+"""``deepfault regress``: fuzz a new version of a model for regression faults (DRFuzz)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ._common import HelpFormatter, add_data_dir, device_from, fmt, names, number, positive_int, table
+
+
+def add_parser(sub) -> None:
+    from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH
+    from ..fuzz.mcmc import CHOOSERS
+    from ..fuzz.strategies import STRATEGIES
+
+    strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
+    p = sub.add_parser(
+        "regress", help="fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
+        description="Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
+        "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
+        f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
+        "command resumes (also after a crash or kill). Prints the metrics (#RF, #URF, #Seed, #GF) and "
+        "writes the faults as .npz (input, seed index, label, both predictions) and a PNG grid.",
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
+    p.add_argument("--m2", required=True, metavar="FILE", help="its new version")
+    p.add_argument("--dataset", metavar="NAME", default=None,
+                   help="data set or .npz file (default: the one the model files name)")
+    add_data_dir(p)
+    p.add_argument("--budget", default="5m", metavar="B",
+                   help="wall time ('300s', '10m', '1h') or iterations ('5000it'; reproducible with --seed)")
+    p.add_argument("--strategy", default="drfuzz", choices=STRATEGIES.names(), help="fuzzing strategy")
+    p.add_argument("--fidelity", default="ssim", metavar="SPEC",
+                   help="DRFuzz's fidelity check: 'ssim', 'ssim:T' or 'discriminator:FILE' "
+                   "(train one with 'deepfault gan train')")
+    p.add_argument("--chooser", default=None, choices=CHOOSERS.names(),
+                   help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for deephunter)")
+    p.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH,
+                   help="selected inputs per step (B; 1 is the published algorithm)")
+    p.add_argument("--seed", type=positive_int, default=0, help="seed of every random choice")
+    p.add_argument("--store", metavar="FILE", default="regress.sqlite",
+                   help="SQLite results store for checkpoints and the result")
+    p.add_argument("--campaign", metavar="ID", default=None,
+                   help="the campaign's id in the store (default: STRATEGY-seedS)")
+    p.add_argument("--out", metavar="PREFIX", default=None,
+                   help="faults file prefix: PREFIX.npz and PREFIX.png (default: STORE-CAMPAIGN-faults)")
+    p.add_argument("--grid", type=positive_int, default=16, metavar="N", help="faults in the image grid")
+    p.add_argument("--criterion", default="kmnc", metavar="NAME",
+                   help="DeepHunter's coverage criterion of M2 (kmnc, nbc, snac need the training split)")
+    p.add_argument("--sections", type=positive_int, default=1000, help="KMNC sections (DeepHunter's k)")
+    p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criterion nc)")
+    p.add_argument("--layers", type=names, default=None, metavar="NAMES",
+                   help="M2's layers the criterion reads (default: every Linear/Conv but the logits)")
+    p.add_argument("--max-seeds", type=positive_int, default=None, metavar="N",
+                   help="use only the first N test inputs as candidate seeds")
+    p.add_argument("--checkpoint-every", type=number, default=CHECKPOINT_EVERY, metavar="S",
+                   help="seconds between checkpoints")
+    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                   help="PyTorch CPU threads (default: PyTorch's; 1 is faster on a busy machine)")
+    p.add_argument("--arch", default=None, metavar="NAME", help="zoo architecture of plain state_dict files")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow pickled whole modules (unpickling can run code: only for files you trust)")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.set_defaults(func=_cmd_regress)
+
+
+def _criterion_params(args) -> dict:
+    if args.criterion == "kmnc":
+        return {"sections": args.sections}
+    if args.criterion in ("nc", "nac") and args.threshold is not None:
+        return {"threshold": args.threshold}
+    return {}
+
+
+def _cmd_regress(args) -> int:
+    from ..errors import check_int
+    from ..fuzz.budget import parse_budget
+    from ..fuzz.campaign import CampaignConfig
+    from ..fuzz.regress import faults_paths, progress_line, regress
+
+    check_int("--seed", args.seed, 0)
+    budget = parse_budget(args.budget)
+    config = CampaignConfig(
+        strategy=args.strategy, budget=str(budget), batch=args.batch, seed=args.seed, chooser=args.chooser,
+        fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
+        layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
+    )
+    device = device_from(args.device)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(check_int("--threads", args.threads))
+    live = not args.no_progress and sys.stderr.isatty()
+    last = [0.0]
+
+    def show(p) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.5:
+            last[0] = now
+            print("\r" + progress_line(p).ljust(110)[:160], end="", file=sys.stderr, flush=True)
+
+    def log_line(p) -> None:  # not a terminal: one line every 10 s
+        now = time.monotonic()
+        if now - last[0] >= 10.0:
+            last[0] = now
+            print(progress_line(p), file=sys.stderr, flush=True)
+
+    print(f"regress: {args.strategy} on {args.m1} -> {args.m2}, budget {budget}, batch {args.batch}, "
+          f"seed {args.seed}, {config.check_name} check, {device}")
+    out = regress(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, store=args.store,
+                  cell=args.campaign, device=device, arch=args.arch, trust_pickle=args.trust_pickle,
+                  progress=None if args.no_progress else (show if live else log_line), config=config)
+    if live:
+        print(file=sys.stderr)
+    r, m = out.result, out.result.metrics
+    reason = {"budget": f"stopped at the budget ({budget})",
+              "exhausted": "stopped early: no queued input can be selected any more (all used or banned)",
+              "interrupted": "interrupted; rerun the same command to resume from the last checkpoint"}
+    rows = [
+        ("#RF (regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
+        ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),
+        ("seeds M2 already gets wrong (not counted)", m.initial_rf),
+        ("time to first RF (s)", fmt(m.seconds_to_first_rf, 2)),
+        ("queries to first RF", fmt(m.queries_to_first_rf)),
+        ("iterations", r.iterations), ("mutants generated", r.generated), ("mutants executed", r.queries),
+        ("mutants per second", fmt(r.generated / r.seconds if r.seconds else None, 0)),
+        ("fuzzing time (s)", fmt(r.seconds, 1)), ("queue at the end", r.corpus),
+    ]
+    print(table(("metric", "value"), rows))
+    print(f"{reason[r.stop_reason]}; {r.roots} seeds M1 gets right, {r.queued_seeds} queued"
+          + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
+    npz, png = faults_paths(args.store, out.cell, args.out)
+    r.save_faults(npz)
+    wrote = [str(npz)]
+    try:
+        from ..fuzz.figures import fault_grid
+
+        gen = ~r.faults.select(r.faults.kind == 0).initial
+        idx = [i for i, g in enumerate(gen) if g][: args.grid]
+        arrays = r.fault_arrays()
+        fault_grid(out.seed_inputs[idx], arrays["inputs"][idx], arrays["label"][idx], arrays["m2_pred"][idx],
+                   png, bounds=out.bounds, class_names=out.class_names,
+                   title=f"regression faults ({args.strategy}, seed {args.seed}): seed | fault")
+        wrote.append(str(png))
+    except ModuleNotFoundError as err:
+        print(f"no image grid: {err}")
+    print(f"store: {out.store} (experiment {out.experiment}, campaign {out.cell}); wrote {', '.join(wrote)}")
+    return 130 if r.stop_reason == "interrupted" else 0

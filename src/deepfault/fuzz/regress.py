@@ -1,0 +1,219 @@
+"""Regression fuzzing from model files: what ``deepfault regress`` and the preset call.
+
+:func:`regress` opens the two model files and the data set, checks that the models are
+two versions of one classifier (same classes, same input shape), runs (or resumes) a
+campaign into a results store and returns its :class:`~.campaign.CampaignResult` with
+the keys it was stored under. :func:`campaign_job` does the same for one job of an
+executor (a module-level function of a plain dict), so campaigns run in worker processes
+or on Ray.
+
+Example:
+    >>> from deepfault.fuzz import regress  # doctest: +SKIP
+    >>> out = regress("m1.pt", "m2.pt", budget="5000it", store="runs.sqlite")  # doctest: +SKIP
+    >>> out.result.metrics.urf  # doctest: +SKIP
+    1234
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import DeepFaultError
+from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
+
+__all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RegressOutcome:
+    """A campaign run from model files.
+
+    Attributes:
+        result: The :class:`~.campaign.CampaignResult`.
+        experiment: The store's experiment key (hash of the configuration, both models' weights
+            and the data).
+        cell: The campaign's id in the store.
+        store: The store's path (``None`` without one).
+        seed_inputs: ``(R, C, H, W)`` the root seed of each regression fault (for figures).
+        class_names: The data set's class names.
+        bounds: The data's pixel range.
+    """
+
+    result: CampaignResult
+    experiment: str
+    cell: str
+    store: str | None
+    seed_inputs: np.ndarray
+    class_names: tuple[str, ...]
+    bounds: tuple[float, float]
+
+    def to_dict(self) -> dict:
+        return {"experiment": self.experiment, "cell": self.cell, "store": self.store,
+                **self.result.to_dict()}
+
+
+def load_pair(m1: str | os.PathLike, m2: str | os.PathLike, *, dataset: str | None = None,
+              data_dir: str | os.PathLike | None = None, arch: str | None = None, trust_pickle: bool = False):
+    """Open two model files and their data set, laid out as the models take it.
+
+    Returns:
+        ``(mf1, mf2, data)``: two :class:`~deepfault.models.ModelFile` and the
+        :class:`~deepfault.data.Dataset`.
+
+    Raises:
+        DeepFaultError: Unreadable files, no data set named, models recorded for different
+            input shapes, or a data range that neither model was trained on.
+    """
+    from ..data import load_dataset
+    from ..models import open_model
+
+    mf1 = open_model(m1, arch=arch, trust_pickle=trust_pickle)
+    mf2 = open_model(m2, arch=arch, trust_pickle=trust_pickle)
+    s1, s2 = mf1.meta.get("input_shape"), mf2.meta.get("input_shape")
+    if s1 and s2 and tuple(s1) != tuple(s2):
+        raise DeepFaultError(
+            f"M1 takes inputs of shape {tuple(s1)} and M2 {tuple(s2)}; regression fuzzing compares two "
+            "versions of one classifier, with the same inputs"
+        )
+    name = dataset or mf1.dataset or mf2.dataset
+    if name is None:
+        raise DeepFaultError(f"model file {str(m1)!r} does not name its data set; add --dataset NAME")
+    for mf, path in ((mf1, m1), (mf2, m2)):
+        if mf.dataset and mf.dataset != name:
+            log.warning("%s was trained on %s, not %s; faults may come from the data shift",
+                        path, mf.dataset, name)
+    data = load_dataset(name, data_dir=data_dir)
+    bounds = mf1.bounds or mf2.bounds
+    if bounds is not None and tuple(bounds) != data.bounds:
+        if tuple(bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
+            data = load_dataset(name, data_dir=data_dir, scale01=True)
+        else:
+            raise DeepFaultError(
+                f"the models were trained on inputs in {tuple(bounds)} but {name!r} gives {data.bounds}; "
+                "use the data set the models were trained on"
+            )
+    shape = s1 or s2
+    if shape:
+        data = data.for_input_shape(shape)
+    return mf1, mf2, data
+
+
+def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int) -> str:
+    """The store key of a campaign: the configuration, both models' weights, the data (16 hex)."""
+    from ..coverage import model_hash
+
+    text = json.dumps({"config": config.to_dict(), "m1": model_hash(m1), "m2": model_hash(m2),
+                       "data": data_name, "n": n_inputs}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def regress(
+    m1: str | os.PathLike,
+    m2: str | os.PathLike,
+    *,
+    dataset: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    store: str | os.PathLike | None = None,
+    cell: str | None = None,
+    experiment: str | None = None,
+    device: torch.device | str = "cpu",
+    progress=None,
+    arch: str | None = None,
+    trust_pickle: bool = False,
+    config: CampaignConfig | None = None,
+    **settings,
+) -> RegressOutcome:
+    """Fuzz the model file ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
+
+    Args:
+        m1, m2: Model files (any format ``deepfault run --model`` opens).
+        dataset: Data set name or ``.npz`` file (default: the one the model files name).
+        data_dir: Data root.
+        store: Results store: checkpoints go there and rerunning resumes (``None``: none).
+        cell: The campaign's id in the store (default ``STRATEGY-seedS``).
+        experiment: The store's experiment key (default :func:`experiment_key`).
+        device: Where the models, mutations and checks run.
+        progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
+        arch, trust_pickle: As in :func:`deepfault.models.open_model`.
+        config: A :class:`~.campaign.CampaignConfig`; ``settings`` (``budget``, ``strategy``,
+            ``batch``, ``seed``, ``fidelity``, ...) replace its fields.
+
+    Returns:
+        A :class:`RegressOutcome`.
+    """
+    mf1, mf2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
+                               trust_pickle=trust_pickle)
+    config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
+    if config.output_kinds == ("logits", "logits"):
+        config = replace(config, output_kinds=(mf1.output_kind, mf2.output_kind))
+    device = torch.device(device)
+    model1, model2 = mf1.model.to(device), mf2.model.to(device)
+    n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
+    experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
+    cell = cell or f"{config.strategy}-seed{config.seed}"
+    if store is not None:
+        from ..experiment.store import ResultStore
+
+        with ResultStore(store) as opened, opened.writer():
+            result = _run(model1, model2, data, config, opened, experiment, cell, progress)
+    else:
+        result = _run(model1, model2, data, config, None, experiment, cell, progress)
+    rf = result.faults.kind == 0
+    seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
+    return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
+                          tuple(data.class_names), tuple(data.bounds))
+
+
+def _run(m1, m2, data, config, store, experiment, cell, progress) -> CampaignResult:
+    return run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config,
+                        train_inputs=data.x_train, dataset=data.name, store=store, experiment=experiment,
+                        cell=cell, progress=progress)
+
+
+def campaign_job(job: dict) -> dict:
+    """Run one campaign of an executor's job list; returns the result's dict.
+
+    ``job`` holds ``m1``, ``m2`` (paths), ``dataset``, ``data_dir``, ``config`` (a
+    :meth:`~.campaign.CampaignConfig.to_dict`), ``store``, ``experiment``, ``cell`` and
+    ``device``. The campaign checkpoints into ``store`` (which workers must reach: a local
+    path, or a shared file system for a cluster) and resumes from it.
+    """
+    from ..experiment.store import ResultStore
+
+    config = CampaignConfig.from_dict(job["config"])
+    device = torch.device(job.get("device", "cpu"))
+    mf1, mf2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"))
+    with ResultStore(job["store"]) as store:
+        result = _run(mf1.model.to(device), mf2.model.to(device), data, config, store, job["experiment"],
+                      job["cell"], None)
+    return {"cell": job["cell"], **result.to_dict()}
+
+
+def progress_line(p: CampaignProgress, *, top: int = 4) -> str:
+    """One line for a terminal: elapsed, iterations, #RF, #URF, #Seed, #GF and the busiest rules."""
+    shares = sorted(p.rule_shares.items(), key=lambda kv: -kv[1])[:top]
+    rules = " ".join(f"{name} {share:.0%}" for name, share in shares if share > 0)
+    return (f"{p.elapsed:7.1f}s  it {p.iterations:,}  RF {p.rf:,}  URF {p.urf:,}  Seed {p.seeds:,}  "
+            f"GF {p.gf:,}  queue {p.corpus:,}  [{rules}]")
+
+
+def faults_paths(store: str | os.PathLike | None, cell: str, out: str | os.PathLike | None = None):
+    """Where ``deepfault regress`` writes the faults: ``(npz, png)``."""
+    if out is not None:
+        base = Path(out)
+        base = base.with_suffix("") if base.suffix in (".npz", ".png") else base
+    elif store is not None:
+        base = Path(store).with_name(f"{Path(store).stem}-{cell}-faults")
+    else:
+        base = Path(f"regress-{cell}-faults")
+    return base.with_name(base.name + ".npz"), base.with_name(base.name + ".png")
