@@ -144,6 +144,12 @@ def test_tknp_matches_the_naive_loop(top_k, case):
         assert result.per_layer[la.name] == (len({p[i] for p in expected}), None)
 
 
+def test_tknp_has_no_fixed_item_set():
+    crit = make_criterion("tknp", NeuronLayout.from_sizes(["a"], [2]))
+    with pytest.raises(DeepFaultError, match="tknp covers patterns"):
+        crit.covered_by(torch.zeros(1, 2))
+
+
 def test_tknc_ties_go_to_the_lower_unit():
     layout = NeuronLayout.from_sizes(["a", "b"], [4, 3])
     x = torch.tensor([[1.0, 3.0, 3.0, 3.0, 0.0, 0.0, 0.0]])

@@ -115,6 +115,17 @@ def test_the_profile_supplies_layers_and_transform():
     assert report.profile["model_sha256"] == model_hash(model)
 
 
+def test_a_deepxplore_profile_is_reused_with_its_layers():
+    from tiny_models import small_conv_net
+
+    model = small_conv_net()
+    x = torch.rand(16, 1, 8, 8)
+    p = compute_profile(model, x, layers="deepxplore", transform="layer-minmax")
+    assert p.selection == "deepxplore" and p.layers[-1] == "softmax(output)"
+    report = measure_coverage(model, x, criteria="kmnc,snac", profile=p)
+    assert report.layout.names == p.layers and report.result("snac").covered == 0
+
+
 def test_empty_inputs_are_an_error():
     with pytest.raises(DeepFaultError, match="no inputs to profile"):
         compute_profile(chain_model(), torch.zeros(0, 4))

@@ -627,6 +627,12 @@ class TopKPatternCoverage(Criterion):
         units = mask.nonzero()[:, 1].view(len(v), width).cpu().numpy().astype("<i4")
         return np.ascontiguousarray(units).view(np.dtype((np.void, width * 4))).reshape(len(v))
 
+    def covered_by(self, values) -> torch.Tensor:
+        raise DeepFaultError(
+            "tknp covers patterns, an open set rather than a fixed set of items; use "
+            "pattern_keys(values) for each input's pattern or input_items(values) for pattern indices"
+        )
+
     def would_increase(self, values) -> torch.Tensor:
         keys = self.pattern_keys(values).tolist()
         seen = np.fromiter(map(self.patterns.__contains__, keys), dtype=bool, count=len(keys))
