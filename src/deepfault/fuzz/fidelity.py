@@ -201,7 +201,7 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 40
     the channels. Images smaller than 11 pixels use the largest odd window that fits.
 
     The separable window is applied as two banded matrix products, batched on the images'
-    device: on a CPU this is about 30 times faster than :func:`kornia.metrics.ssim`'s
+    device: on a CPU this is 10 to 50 times faster than :func:`kornia.metrics.ssim`'s
     convolutions, with which it agrees to float32 rounding (tested, as is a naive loop).
     The images are divided by ``L`` first (SSIM does not change when both images and ``L``
     are scaled together), so 0..255 data loses no precision in float32.
@@ -306,7 +306,7 @@ class DiscriminatorFidelity(Fidelity):
         bounds: The data's pixel range, mapped linearly onto ``input_range``.
         input_range: The range the discriminator was trained on.
         device: Where it runs.
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass (1,024 MNIST images hold 200 MB after conv1).
         source: Where the model came from, for messages.
     """
 
@@ -314,7 +314,7 @@ class DiscriminatorFidelity(Fidelity):
 
     def __init__(self, model: nn.Module, *, bounds: tuple[float, float],
                  input_range: tuple[float, float], device: torch.device | str = "cpu",
-                 batch_size: int = 4096, source: str = "the discriminator"):
+                 batch_size: int = 1024, source: str = "the discriminator"):
         super().__init__(bounds=bounds, device=device)
         if not isinstance(model, nn.Module):
             raise DeepFaultError(f"model must be a torch.nn.Module; got {type(model).__name__}")
