@@ -36,7 +36,7 @@ def test_profile_measure_rank(tmp_path, capsys, digits_model):
     assert "digits train" in text and "mean std" in text and load_profile(prof).count > 1000
 
     code, text, err = run_cli(capsys, "coverage", "measure", "--model", digits_model, "--profile", prof,
-                              "--criteria", "all", "--threshold", "0,0.5", "--threshold", "1",
+                              "--criteria", "all", "--threshold", "0,0.5", "1", "--threshold", "0.5",
                               "--sections", "4", "--top-k", "2", "--scale", "0.5", "--out", out,
                               "--plot", plots)
     assert code == 0, err

@@ -54,9 +54,9 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--criteria", default="nc", metavar="NAMES",
                    help=f"comma-separated criteria, or 'all' ({', '.join(list_criteria())})")
-    p.add_argument("--threshold", type=thresholds, action="append", default=None, metavar="T",
-                   help="activation threshold of nc/nac; several (0,0.25,0.5,0.75 or the option "
-                   "repeated) give coverage versus threshold (default: 0)")
+    p.add_argument("--threshold", type=thresholds, action="extend", nargs="+", default=None, metavar="T",
+                   help="activation threshold of nc/nac; several (0 0.25 0.5 0.75, or 0,0.25,0.5,0.75) "
+                   "give coverage versus threshold (default: 0)")
     p.add_argument("--sections", type=positive_int, default=10, metavar="K",
                    help="KMNC sections per neuron (DeepHunter uses 1000)")
     p.add_argument("--top-k", dest="top_k", type=positive_int, default=1, metavar="K",
