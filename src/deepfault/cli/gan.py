@@ -77,7 +77,7 @@ def _cmd_gan_train(args) -> int:
     per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
                                                                                 len(data.y_train))
     print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "
-          f"epoch, {config.epochs} epochs, {device}")
+          f"epoch, epochs: {config.epochs}, {device}")
     result = train_gan(data, **config.to_dict(), device=device, progress=not args.no_progress)
     if args.dataset.endswith(".npz"):
         result.discriminator.dataset = result.generator.dataset = str(Path(args.dataset).resolve())
