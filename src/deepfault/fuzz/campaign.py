@@ -83,6 +83,8 @@ DEFAULT_BATCH = 64
 MUTANTS_PER_INPUT = 10
 #: Seconds between checkpoints by default.
 CHECKPOINT_EVERY = 5.0
+#: Regression faults kept beside their seeds in a result, for figures.
+EXAMPLES = 16
 #: Inputs per forward pass while evaluating the seeds.
 _SEED_BATCH = 1024
 
@@ -229,6 +231,8 @@ class CampaignResult:
             ``rf`` rows of ``faults`` (initial ones are the seeds themselves).
         rf_p1, rf_p2: ``(R, classes)`` the two models' probabilities on them.
         resumed: Checkpoints this run resumed from (0 for a fresh run).
+        examples: The first generated regression faults beside their seeds, for figures:
+            ``seeds``, ``faults`` ``(E, C, H, W)``, ``seed_index``, ``label``, ``m2_pred``.
     """
 
     config: CampaignConfig
@@ -252,6 +256,7 @@ class CampaignResult:
     rf_p1: np.ndarray = field(repr=False)
     rf_p2: np.ndarray = field(repr=False)
     resumed: int = 0
+    examples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         """Everything but the arrays, JSON-ready."""
@@ -347,6 +352,8 @@ class Campaign:
             custom checks); ignored by strategies with their own check.
         train_inputs: Training inputs for the coverage profile (KMNC/NBC/SNAC; DeepHunter).
         dataset: The data set's name (recorded; warns about a discriminator trained on another).
+        profile: M2's :class:`~deepfault.coverage.Profile` (instead of computing it from
+            ``train_inputs``).
     """
 
     def __init__(
@@ -361,6 +368,7 @@ class Campaign:
         fidelity=None,
         train_inputs=None,
         dataset: str | None = None,
+        profile=None,
     ):
         if not isinstance(m1, nn.Module) or not isinstance(m2, nn.Module):
             raise DeepFaultError("m1 and m2 must be torch.nn.Module models")
@@ -385,6 +393,7 @@ class Campaign:
         self.budget: Budget = parse_budget(config.budget)
         self.dataset = dataset
         self.train_inputs = train_inputs
+        self.profile = profile
         self.rules = list(self.strategy.rules)
         self._rules = [get_rule(r) for r in self.rules]
         self.affine = np.array([r.family == "affine" for r in self._rules])
@@ -501,7 +510,9 @@ class Campaign:
         cfg = self.config
         params = dict(cfg.criterion_params)
         layers = list(cfg.layers) if isinstance(cfg.layers, tuple) else cfg.layers
-        if "profile" in criterion_params(cfg.criterion):
+        if "profile" in criterion_params(cfg.criterion) and self.profile is not None:
+            params["profile"] = self.profile
+        elif "profile" in criterion_params(cfg.criterion):
             if self.train_inputs is None or len(self.train_inputs) == 0:
                 raise DeepFaultError(
                     f"coverage criterion {cfg.criterion!r} needs M2's profile on training inputs, and the "
@@ -773,14 +784,21 @@ class Campaign:
         usage = self.chooser.to_dict()
         for i, rule in enumerate(self.rules):
             usage[rule]["rf"] = int(self.rule_rf[i])
+        rf_rows = faults.select(faults.kind == FAULT_KINDS.index("rf"))
+        first = np.flatnonzero(~rf_rows.initial)[:EXAMPLES]
+        all_inputs = np.concatenate(rf_inputs)
+        examples = {
+            "seeds": self.x[torch.as_tensor(rf_rows.root[first])].numpy(), "faults": all_inputs[first],
+            "seed_index": rf_rows.root[first], "label": rf_rows.y1[first], "m2_pred": rf_rows.y2[first],
+        }
         return CampaignResult(
             config=self.config, metrics=compute_metrics(faults), stop_reason=self.stop_reason or "budget",
             iterations=self.iterations, steps=self.steps, queries=self.queries, generated=self.generated,
             passed=self.passed, seconds=self.elapsed, setup_seconds=self.setup_seconds,
             roots=len(self.root_index), queued_seeds=self.num_seed_entries, corpus=len(self.corpus),
             rule_usage=usage, timeline=tuple(self.timeline), timings=dict(self.timings), faults=faults,
-            rf_inputs=np.concatenate(rf_inputs), rf_p1=np.concatenate(rf_p1), rf_p2=np.concatenate(rf_p2),
-            resumed=self.resumed,
+            rf_inputs=all_inputs, rf_p1=np.concatenate(rf_p1), rf_p2=np.concatenate(rf_p2),
+            resumed=self.resumed, examples=examples,
         )
 
 
@@ -795,6 +813,7 @@ def run_campaign(
     fidelity=None,
     train_inputs=None,
     dataset: str | None = None,
+    profile=None,
     store=None,
     experiment: str | None = None,
     cell: str = "campaign",
@@ -812,6 +831,7 @@ def run_campaign(
         fidelity: A fidelity object instead of ``config.fidelity``.
         train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
         dataset: The data set's name.
+        profile: M2's coverage profile, instead of computing it from ``train_inputs``.
         store: A :class:`~deepfault.experiment.store.ResultStore` or its path: checkpoints are
             written there and a campaign found there resumes (or, finished, is returned as it is).
         experiment: The store's experiment key (default: ``config.key()``).
@@ -835,7 +855,7 @@ def run_campaign(
             )
         config = replace(config, **overrides)
     campaign = Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
-                        train_inputs=train_inputs, dataset=dataset)
+                        train_inputs=train_inputs, dataset=dataset, profile=profile)
     if store is None:
         campaign.run(progress=progress)
         return campaign.result()

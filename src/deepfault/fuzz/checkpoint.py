@@ -156,6 +156,7 @@ class CampaignStore:
         arrays["initial.rf_inputs"] = result.rf_inputs[:n_initial]
         arrays["initial.rf_p1"] = result.rf_p1[:n_initial]
         arrays["initial.rf_p2"] = result.rf_p2[:n_initial]
+        arrays.update({f"examples.{key}": value for key, value in result.examples.items()})
         self._put(_cid(self.cell, "result"), result.to_dict(), arrays)
 
     # --- reading ----------------------------------------------------------------------------
@@ -256,14 +257,17 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
     faults = FaultTable.concat(tables)
     if not inputs:
         rf_inputs, rf_p1, rf_p2 = rf_inputs[:1], rf_p1[:1], rf_p2[:1]
-    return result_from_dict(data, faults, *(np.concatenate(a) for a in (rf_inputs, rf_p1, rf_p2)))
+    examples = {k[9:]: v for k, v in arrays.items() if k.startswith("examples.")}
+    return result_from_dict(data, faults, *(np.concatenate(a) for a in (rf_inputs, rf_p1, rf_p2)),
+                            examples=examples)
 
 
 def _fault_table(arrays: dict[str, np.ndarray]) -> FaultTable:
     return FaultTable.from_arrays({n[6:]: v for n, v in arrays.items() if n.startswith("fault.")})
 
 
-def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2) -> CampaignResult:
+def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
+                     examples: dict | None = None) -> CampaignResult:
     """Rebuild a :class:`~.campaign.CampaignResult` from :meth:`~.campaign.CampaignResult.to_dict`."""
     return CampaignResult(
         config=CampaignConfig.from_dict(data["config"]), metrics=compute_metrics(faults),
@@ -272,7 +276,7 @@ def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2) ->
         setup_seconds=data["setup_seconds"], roots=data["roots"], queued_seeds=data["queued_seeds"],
         corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
         timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
-        resumed=data.get("resumed", 0),
+        resumed=data.get("resumed", 0), examples=examples or {},
     )
 
 

@@ -174,10 +174,29 @@ def regress(
                           tuple(data.class_names), tuple(data.bounds))
 
 
-def _run(m1, m2, data, config, store, experiment, cell, progress) -> CampaignResult:
+def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) -> CampaignResult:
     return run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config,
                         train_inputs=data.x_train, dataset=data.name, store=store, experiment=experiment,
-                        cell=cell, progress=progress)
+                        cell=cell, progress=progress, profile=profile)
+
+
+def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
+    """M2's coverage profile on the training split, cached in ``folder`` by the weights' hash
+    (DeepHunter's KMNC/NBC/SNAC; campaigns of the same M2 share it). ``None`` when the
+    campaign's criterion needs none."""
+    from ..coverage import compute_profile, criterion_params, load_profile, model_hash
+
+    if config.strategy_spec.keep != "coverage" or "profile" not in criterion_params(config.criterion):
+        return None
+    layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
+    key = hashlib.sha256(json.dumps([model_hash(m2), data.name, len(data.x_train), layers, config.transform],
+                                    default=str).encode()).hexdigest()[:16]
+    path = Path(folder) / f"profile-{key}.npz"
+    if path.is_file():
+        return load_profile(path)
+    profile = compute_profile(m2, data.x_train, layers=layers, transform=config.transform)
+    profile.save(path)
+    return profile
 
 
 def campaign_job(job: dict) -> dict:
@@ -193,9 +212,12 @@ def campaign_job(job: dict) -> dict:
     config = CampaignConfig.from_dict(job["config"])
     device = torch.device(job.get("device", "cpu"))
     mf1, mf2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"))
+    if job.get("threads"):
+        torch.set_num_threads(int(job["threads"]))
+    m1, m2 = mf1.model.to(device), mf2.model.to(device)
+    profile = cached_profile(m2, data, config, job["profile_dir"]) if job.get("profile_dir") else None
     with ResultStore(job["store"]) as store:
-        result = _run(mf1.model.to(device), mf2.model.to(device), data, config, store, job["experiment"],
-                      job["cell"], None)
+        result = _run(m1, m2, data, config, store, job["experiment"], job["cell"], None, profile)
     return {"cell": job["cell"], **result.to_dict()}
 
 

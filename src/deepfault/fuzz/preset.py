@@ -1,0 +1,201 @@
+"""``deepfault experiment --preset drfuzz-mnist``: DRFuzz against DeepHunter on MNIST LeNet-5.
+
+For each regression scenario (``supply``, ``adv-bim``, ``prune``, ``quant-fp16``,
+``quant-int8``; :mod:`.scenarios`) the ``M1``/``M2`` pair is made once in ``models_dir``
+(reused when there), then DRFuzz and DeepHunter each run one campaign per seed under the
+same wall-clock budget. Every campaign is one executor job that checkpoints into the store
+and writes its result there, so a killed or interrupted preset resumes where it stopped and
+finished campaigns are skipped. ``deepfault report STORE`` then writes the comparison
+table with the README's MNIST rows (:mod:`.report`).
+
+Cells: ``SCENARIO/STRATEGY/seedS`` (``.../result``, ``.../checkpoint`` and the chunks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import DeepFaultError
+from .campaign import DEFAULT_BATCH, CampaignConfig
+from .checkpoint import METHOD
+
+__all__ = ["PRESET_NAME", "PresetConfig", "plan_jobs", "run_preset"]
+
+log = logging.getLogger(__name__)
+
+PRESET_NAME = "drfuzz-mnist"
+#: The discriminator file the preset looks for in ``models_dir`` (``fidelity="discriminator"``).
+DISCRIMINATOR_FILE = "dcgan-mnist-discriminator.pt"
+
+
+@dataclass(frozen=True)
+class PresetConfig:
+    """What the preset runs (its hash, with the models' weights, keys the store's cells).
+
+    Attributes:
+        arch: The zoo architecture of M1 and M2.
+        scenarios: Regression scenarios (:func:`~.scenarios.list_scenarios`).
+        strategies: Fuzzing strategies compared under the same budget.
+        seeds: One campaign per seed and strategy.
+        budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted).
+        batch: Selected inputs per step.
+        fidelity: DRFuzz's check: ``"ssim"`` or ``"discriminator"`` (``models_dir``'s
+            ``dcgan-mnist-discriminator.pt``, made with ``deepfault gan train``).
+        criterion, sections: DeepHunter's coverage criterion of M2 (KMNC with 1,000 sections,
+            as in DRFuzz's DeepHunter runs) and its parameter.
+        epochs: Training epochs of the scenarios' models.
+        scenario_seed: Seed of the scenarios' training.
+        threads: PyTorch threads per campaign (1 avoids thrashing a busy machine).
+    """
+
+    arch: str = "lenet5"
+    scenarios: tuple[str, ...] = ("supply", "adv-bim", "prune", "quant-fp16", "quant-int8")
+    strategies: tuple[str, ...] = ("drfuzz", "deephunter")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    budget: str = "50s"
+    batch: int = DEFAULT_BATCH
+    fidelity: str = "ssim"
+    criterion: str = "kmnc"
+    sections: int = 1000
+    epochs: int = 3
+    scenario_seed: int = 0
+    threads: int | None = 1
+    max_seeds: int | None = field(default=None)
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def campaign(self, strategy: str, seed: int, fidelity: str) -> CampaignConfig:
+        params = {"sections": self.sections} if self.criterion == "kmnc" else {}
+        return CampaignConfig(strategy=strategy, budget=self.budget, batch=self.batch, seed=seed,
+                              fidelity=fidelity, criterion=self.criterion, criterion_params=params,
+                              max_seeds=self.max_seeds)
+
+
+def _fidelity_spec(config: PresetConfig, models_dir: Path) -> str:
+    if config.fidelity == "discriminator":
+        path = models_dir / DISCRIMINATOR_FILE
+        if not path.is_file():
+            raise DeepFaultError(
+                f"the preset's discriminator {str(path)!r} is missing; make it with 'deepfault gan train "
+                f"--dataset mnist --out {path}', or run the preset with SSIM fidelity"
+            )
+        return f"discriminator:{path}"
+    return config.fidelity
+
+
+def plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store: str, experiment: str,
+              data_dir, profile_dir: str, fidelity: str, device: str = "cpu") -> list[dict]:
+    """One :func:`~.regress.campaign_job` job per scenario, strategy and seed."""
+    jobs = []
+    for scenario in config.scenarios:
+        m1, m2 = pairs[scenario]
+        for strategy in config.strategies:
+            for seed in config.seeds:
+                jobs.append({
+                    "cell": f"{scenario}/{strategy}/seed{seed}", "m1": m1, "m2": m2, "dataset": "mnist",
+                    "data_dir": None if data_dir is None else str(data_dir),
+                    "config": config.campaign(strategy, seed, fidelity).to_dict(), "store": store,
+                    "experiment": experiment, "profile_dir": profile_dir, "threads": config.threads,
+                    "device": device,
+                })
+    return jobs
+
+
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
+               argv=None, device: str = "cpu", seed: int | None = None,
+               config: PresetConfig | None = None) -> dict:
+    """Run (or resume) the DRFuzz MNIST reproduction into the store at ``store_path``.
+
+    Args:
+        store_path: The SQLite results store (created when missing).
+        data_dir: Data root holding MNIST.
+        models_dir: Where the scenarios' models are (made there when missing); default
+            ``models/`` next to the store.
+        executor: An :class:`~deepfault.experiment.executors.Executor` (default serial).
+        progress: Progress output.
+        argv: The command line, for provenance.
+        device: Where the models run.
+        seed: Not used (the campaigns' seeds are fixed by the preset); accepted for the CLI.
+        config: What to run (default :class:`PresetConfig`; tests use small ones).
+
+    Returns:
+        ``config_hash``, ``cells_total``, ``cells_run``, ``cells_skipped``, ``seconds``,
+        ``model_accuracy`` (M1 and M2 of each scenario) and ``results`` (per campaign metrics).
+    """
+    from ..data import load_dataset
+    from ..experiment.executors import get_executor
+    from ..experiment.store import ResultStore
+    from ..provenance import provenance
+    from .regress import campaign_job
+    from .scenarios import make_scenario
+
+    config = config or PresetConfig()
+    if seed is not None:
+        log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", PRESET_NAME,
+                    ", ".join(map(str, config.seeds)))
+    start = time.perf_counter()
+    store_path = Path(store_path)
+    models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
+    fidelity = _fidelity_spec(config, models_dir)
+    data = load_dataset("mnist", data_dir=data_dir)
+    pairs, accuracy, scenarios = {}, {}, {}
+    for name in config.scenarios:
+        r = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
+                          out_dir=models_dir, device=device, progress=progress)
+        pairs[name] = (str(r.m1_path), str(r.m2_path))
+        accuracy[f"{name} M1"], accuracy[f"{name} M2"] = r.m1_accuracy, r.m2_accuracy
+        scenarios[name] = {"label": r.label, "m1": r.m1_accuracy, "m2": r.m2_accuracy,
+                           "regressions": r.regressions, "fixes": r.fixes}
+        log.info("%s: %s: M1 %.4f, M2 %.4f, %d test regressions", PRESET_NAME, name, r.m1_accuracy,
+                 r.m2_accuracy, r.regressions)
+    record = {"preset": PRESET_NAME, **config.to_dict(), "fidelity_spec": fidelity,
+              "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
+    if fidelity.startswith("discriminator:"):
+        record["discriminator_digest"] = _digest(fidelity.partition(":")[2])
+    config_hash = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+    record["scenarios"] = scenarios
+    profile_dir = models_dir / "profiles"
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    jobs = plan_jobs(config, pairs, store=str(store_path), experiment=config_hash, data_dir=data_dir,
+                     profile_dir=str(profile_dir), fidelity=fidelity, device=device)
+    pool = executor or get_executor("serial")
+    results = {}
+    with ResultStore(store_path) as store, store.writer():
+        store.begin(config_hash, PRESET_NAME, record, provenance(device, argv=argv), method=METHOD)
+        done = store.done(config_hash, METHOD)
+        todo = [j for j in jobs if f"{j['cell']}/result" not in done]
+        try:
+            for index, out in pool.map(campaign_job, todo):
+                cell = todo[index]["cell"]
+                m = out["metrics"]
+                results[cell] = m
+                log.info("%s: %s: RF %d, URF %d, Seed %d, GF %d (%d iterations, %.0f s)", PRESET_NAME, cell,
+                         m["rf"], m["urf"], m["seeds"], m["gf"], out["iterations"], out["seconds"])
+        finally:
+            if executor is None:
+                pool.close()
+    return {"config_hash": config_hash, "cells_total": len(jobs), "cells_run": len(todo),
+            "cells_skipped": len(jobs) - len(todo), "seconds": time.perf_counter() - start,
+            "model_accuracy": accuracy, "results": results}
+
+
+def _register() -> None:
+    from ..experiment.presets import PRESETS, register_preset
+
+    if PRESET_NAME not in PRESETS:
+        register_preset(PRESET_NAME, method=METHOD, runner=run_preset,
+                        description="DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, "
+                        "three seeds, the same budget, with the README's MNIST rows")
+
+
+_register()
