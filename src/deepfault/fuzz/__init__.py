@@ -1,1 +1,53 @@
-"""fuzz"""
+"""Regression fuzzing of a model's new version: DRFuzz and the DeepHunter baseline (``spec/drfuzz.md``).
+
+- :mod:`.mutations`: the 15 batched mutation rules; :mod:`.fidelity`: SSIM and discriminator
+  checks; :mod:`.gan`: the DCGAN behind the discriminator; :mod:`.scenarios`: M1/M2 pairs.
+- :mod:`.oracle` (buckets), :mod:`.mcmc` (rule choice), :mod:`.corpus` (queue, selection,
+  banning), :mod:`.diversity` (the failure-tendency table), :mod:`.metrics` (#RF, #URF,
+  #Seed, #GF), :mod:`.budget`, :mod:`.strategies` (``drfuzz``, ``deephunter``).
+- :mod:`.campaign`: the loop with ``B`` inputs per step; :mod:`.checkpoint`: checkpoints in
+  the results store and resuming; :mod:`.regress`: from model files (``deepfault regress``);
+  :mod:`.preset` (``drfuzz-mnist``), :mod:`.report`, :mod:`.figures`.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> from deepfault.fuzz import run_campaign
+    >>> _ = torch.manual_seed(0)
+    >>> m1 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    >>> m2 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    >>> x = torch.rand(40, 1, 8, 8)
+    >>> with torch.no_grad():
+    ...     y = m1(x).argmax(1)
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", batch=10, seed=0)
+    >>> sorted(result.metrics.to_dict())[:4]
+    ['both_fail', 'gf', 'initial_rf', 'queries_to_first_rf']
+"""
+
+from .budget import Budget, parse_budget
+from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
+from .metrics import FaultTable, Metrics, compute_metrics
+from .oracle import Bucket, classify
+from .regress import RegressOutcome, regress
+from .strategies import STRATEGIES, Strategy, get_strategy, list_strategies
+
+__all__ = [
+    "Bucket",
+    "Budget",
+    "Campaign",
+    "CampaignConfig",
+    "CampaignProgress",
+    "CampaignResult",
+    "FaultTable",
+    "Metrics",
+    "RegressOutcome",
+    "STRATEGIES",
+    "Strategy",
+    "classify",
+    "compute_metrics",
+    "get_strategy",
+    "list_strategies",
+    "parse_budget",
+    "regress",
+    "run_campaign",
+]

@@ -15,7 +15,7 @@ the table is stored as ``T[s, k]`` (``k = y1`` is never read or written).
 Example:
     >>> import numpy as np
     >>> table = DiversityTable(np.array([0]), np.array([[0.9, 0.05, 0.05]]), np.array([[0.8, 0.1, 0.1]]))
-    >>> table.table[0].round(2).tolist()
+    >>> [round(float(v), 2) for v in table.table[0]]
     [-inf, 0.05, 0.05]
     >>> tendency = np.array([[-0.2, 0.04, 0.06], [-0.1, 0.05, 0.05]])
     >>> raises_tendency(table.table[[0, 0]], tendency, np.array([0, 0]))
