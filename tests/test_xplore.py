@@ -310,3 +310,15 @@ def test_models_are_left_as_they_were():
         search(models, _seeds("conv"), config=XploreConfig(**{**BASE, "transform": "occl",
                                                                "occlusion": (5, 5, 4, 4)}))
     assert not any(has_hooks(m) for m in models)
+
+
+def test_chunk_size_changes_nothing():
+    """Forward/backward passes over any number of rows give the same search."""
+    config = XploreConfig(**{**BASE, "transform": "blackout", "layers": "deepxplore", "threshold": 0.5})
+    whole = search(_convs(), _seeds("conv"), config=config)
+    for chunk in (1, 7):
+        part = search(_convs(), _seeds("conv"), config=config, chunk_size=chunk)
+        np.testing.assert_array_equal(whole.found.rows, part.found.rows)
+        np.testing.assert_array_equal(whole.found.iteration, part.found.iteration)
+        np.testing.assert_allclose(whole.found.inputs, part.found.inputs, atol=1e-5)
+        assert [c.covered for c in whole.coverage] == [c.covered for c in part.coverage]

@@ -113,18 +113,19 @@ def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds,
     covered = [[False] * s for s in sizes]
     found = {"rows": [], "inputs": [], "iteration": [], "predictions": []}
     chosen: dict = {}
-    common, differ = [], []
-    for r in range(len(x_all)):
-        p = predictions(x_all[r : r + 1])
-        common.append(p[0])
-        if len(set(p)) > 1:
-            differ.append(r)
-            cover(x_all[r : r + 1])
-    todo = [r for r in range(len(x_all)) if r not in set(differ)]
-    size = config.batch_size or max(len(todo), 1)
+    common, differ = [0] * len(x_all), []
+    size = config.batch_size or len(x_all)
     with torch.enable_grad():
-        for start in range(0, len(todo), size):
-            group = todo[start : start + size]
+        for start in range(0, len(x_all), size):
+            group = []
+            for r in range(start, min(start + size, len(x_all))):  # step 0: the seeds themselves
+                p = predictions(x_all[r : r + 1])
+                common[r] = p[0]
+                if len(set(p)) > 1:
+                    differ.append(r)
+                    cover(x_all[r : r + 1])
+                else:
+                    group.append(r)
             current = {r: x_all[r : r + 1].clone() for r in group}
             per_seed = {}
             for it in range(config.iterations + 1):

@@ -1,0 +1,174 @@
+"""Speed of DeepXplore's batched search against the per-seed loop, and time to the first
+difference-inducing input (the paper's Table 9).
+
+Measured in the same run:
+
+- the batched search (:func:`deepfault.xplore.search`) on 2,000 MNIST seeds with LeNet-1,
+  LeNet-4 and LeNet-5, the Table 2 parameters, ``light`` and up to 20 iterations
+  (median of ``--repeats`` runs after one warm-up);
+- the per-seed loop (:func:`deepfault.testing.xplore_reference.search_reference`, one
+  forward and backward pass per seed and model) on the first ``--ref-seeds`` of the same
+  seeds; its time is scaled per seed to 2,000 (the JSON says so). On those seeds the
+  batched search is also run and must find the same inputs (``equal``);
+- Table 9: for each step size ``s``, the per-seed time to the first difference (the
+  search called on one seed at a time, mean over the seeds that found one) and, for the
+  batched search, the time from its start to its first difference and per input found.
+
+Usage:
+    .venv/bin/python benchmarks/bench_xplore.py [--threads 1] [--repeats 3] [--quick]
+
+The models are ``benchmarks/models/lenet{1,4,5}-mnist.pt`` (``deepfault train``);
+MNIST from ``--data-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from deepfault._io import write_json
+from deepfault.data import load_dataset
+from deepfault.models import open_model
+from deepfault.provenance import provenance
+from deepfault.testing.xplore_reference import search_reference
+from deepfault.xplore import XploreConfig, search, select_seeds
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = ("lenet1", "lenet4", "lenet5")
+TARGETS = {
+    "batched_seconds": "< 60 s for 2,000 seeds x 3 LeNets x up to 20 iterations (light)",
+    "speedup": ">= 20x faster per seed than the per-seed loop in the same run",
+    "table9": "paper: 0.2 to 0.7 s to the first difference per seed (2017 hardware)",
+}
+
+
+def _busy_fraction(seconds: float = 0.5) -> float | None:
+    """Share of all CPUs busy while this process sleeps: load from other processes."""
+    def ticks():
+        with open("/proc/stat") as fh:
+            vals = [int(v) for v in fh.readline().split()[1:]]
+        idle = vals[3] + vals[4]
+        return sum(vals) - idle, sum(vals)
+
+    try:
+        busy0, total0 = ticks()
+        time.sleep(seconds)
+        busy1, total1 = ticks()
+    except OSError:
+        return None
+    return round((busy1 - busy0) / max(total1 - total0, 1), 3)
+
+
+def _timed(fn, repeats: int) -> tuple[list[float], object]:
+    fn()  # warm-up
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return times, result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "datasets"))
+    p.add_argument("--models-dir", default=str(REPO / "benchmarks" / "models"))
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=2000)
+    p.add_argument("--ref-seeds", type=int, default=100, help="seeds of the per-seed loop")
+    p.add_argument("--table9-seeds", type=int, default=30, help="seeds searched one by one per step size")
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_xplore_cpu.json"))
+    args = p.parse_args(argv)
+    if args.quick:
+        args.seeds, args.ref_seeds, args.table9_seeds, args.repeats = 200, 10, 5, 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    background = _busy_fraction()
+    data = load_dataset("mnist", data_dir=args.data_dir)
+    models = [open_model(Path(args.models_dir) / f"{n}-mnist.pt").model for n in NAMES]
+    config = XploreConfig(seeds=args.seeds, layers="deepxplore")  # Table 2 parameters, light, 20 steps
+    index = select_seeds(len(data.x_test), args.seeds, seed=0)
+    seeds = data.x_test[index]
+
+    def batched():
+        return search(models, seeds, config=config, bounds=data.bounds, seed_index=index, names=NAMES)
+
+    times, result = _timed(batched, args.repeats)
+    batched_s = statistics.median(times)
+    print(f"batched: {args.seeds} seeds in {batched_s:.2f} s (runs {', '.join(f'{t:.2f}' for t in times)}); "
+          f"{result.num_found} found, {result.num_already_differ} already differ")
+
+    sub = seeds[: args.ref_seeds]
+    start = time.perf_counter()
+    ref = search_reference(models, sub, config=config, bounds=data.bounds)
+    ref_s = time.perf_counter() - start
+    small = search(models, sub, config=config, bounds=data.bounds, names=NAMES)
+    equal = bool(np.array_equal(small.found.rows, ref["rows"])
+                 and np.array_equal(small.found.iteration, ref["iteration"])
+                 and np.allclose(small.found.inputs, ref["inputs"], atol=1e-4))
+    per_seed_ref = ref_s / args.ref_seeds
+    per_seed_batched = batched_s / args.seeds
+    speedup = per_seed_ref / per_seed_batched
+    print(f"per-seed loop: {args.ref_seeds} seeds in {ref_s:.2f} s = {1e3 * per_seed_ref:.1f} ms per seed "
+          f"(x{args.seeds} = {per_seed_ref * args.seeds:.0f} s); batched {1e3 * per_seed_batched:.2f} ms per "
+          f"seed: {speedup:.0f}x; same inputs: {equal}")
+
+    table9 = []
+    for step in (0.01, 0.1, 1.0, 10.0, 100.0):
+        cfg = replace(config, step=step)
+        one_by_one = []
+        for i in range(args.table9_seeds):
+            t0 = time.perf_counter()
+            r = search(models, seeds[i : i + 1], config=cfg, bounds=data.bounds, names=NAMES)
+            if r.num_found and not r.num_already_differ:
+                one_by_one.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        full = search(models, seeds, config=cfg, bounds=data.bounds, seed_index=index, names=NAMES)
+        row = {"step": step, "per_seed_seeds": args.table9_seeds, "per_seed_found": len(one_by_one),
+               "per_seed_first_s_mean": statistics.mean(one_by_one) if one_by_one else None,
+               "per_seed_first_s_median": statistics.median(one_by_one) if one_by_one else None,
+               "batched_seeds": args.seeds, "batched_found": full.num_found,
+               "batched_first_s": full.first_found_seconds, "batched_total_s": time.perf_counter() - t0,
+               "batched_s_per_found": full.seconds_per_found}
+        table9.append(row)
+        print(f"s={step:g}: one seed at a time {row['per_seed_first_s_mean']} s to the first difference "
+              f"({len(one_by_one)}/{args.table9_seeds}); batched first after {row['batched_first_s']} s, "
+              f"{row['batched_s_per_found']} s per input found")
+
+    payload = {
+        "benchmark": "bench_xplore",
+        "provenance": {**provenance("cpu", argv=[sys.executable, *sys.argv]),
+                       "threads": torch.get_num_threads(), "background_cpu_busy_fraction": background,
+                       "cpus": __import__("os").cpu_count()},
+        "targets": TARGETS,
+        "config": config.to_dict(),
+        "models": list(NAMES),
+        "batched": {"seeds": args.seeds, "seconds": times, "median_s": batched_s,
+                    "found": result.num_found, "already_differ": result.num_already_differ,
+                    "first_found_s": result.first_found_seconds, "per_seed_ms": 1e3 * per_seed_batched,
+                    "meets_60s": batched_s < 60},
+        "per_seed_loop": {"seeds": args.ref_seeds, "seconds": ref_s, "per_seed_ms": 1e3 * per_seed_ref,
+                          "extrapolated_to_seeds_s": per_seed_ref * args.seeds,
+                          "note": f"timed on the first {args.ref_seeds} of the {args.seeds} seeds and scaled "
+                                  "per seed"},
+        "speedup": speedup,
+        "meets_20x": speedup >= 20,
+        "same_inputs_as_per_seed_loop": equal,
+        "table9": table9,
+    }
+    write_json(args.out, payload)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
