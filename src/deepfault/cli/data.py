@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from ..errors import DeepFaultError
 from ._common import add_data_dir, table
 
 
 def add_parser(sub) -> None:
-    data = sub.add_parser("data", help="list or download data sets")
+    data = sub.add_parser("data", help="list or download data sets",
+                          description="List the data sets and whether their files are present and "
+                          "intact under the data root, or download a data set's official files "
+                          "(checked by md5).")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
@@ -21,10 +25,13 @@ def add_parser(sub) -> None:
 
 
 def _cmd_data_list(args) -> int:
-    from ..data import _REGISTRY, default_data_dir, list_datasets
+    from ..data import DATASETS, default_data_dir, list_datasets
     from ..data.download import SOURCES, dataset_status
 
     root = default_data_dir(args.data_dir)
+    if args.data_dir is not None and not root.is_dir():
+        raise DeepFaultError(f"--data-dir {args.data_dir!r} is not a folder; give the folder that holds "
+                             "the data sets (e.g. ../shared/datasets) or leave it out")
     print(f"data root: {root}")
     rows = []
     for name in list_datasets():
@@ -35,12 +42,15 @@ def _cmd_data_list(args) -> int:
             if verified == len(status):
                 state = "verified"
             elif present:
+                bad = [st.path.name for st in status if st.present and not st.verified]
                 state = f"incomplete: {present}/{len(status)} files, {verified} verified"
+                if bad:
+                    state += f"; wrong md5: {', '.join(bad)} (deepfault data download {name} --force)"
             else:
                 state = f"missing: deepfault data download {name}"
         else:
             state = "bundled"
-        rows.append((name, state, _REGISTRY[name].description))
+        rows.append((name, state, DATASETS[name].description))
     print(table(("name", "status", "what"), rows, indent=""))
     return 0
 

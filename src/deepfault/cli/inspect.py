@@ -28,9 +28,12 @@ def _cmd_inspect(args) -> int:
         try:
             shape = tuple(int(v) for v in args.input_shape.split(","))
         except ValueError:
+            shape = ()
+        if not shape or any(d < 1 or d > 1 << 16 for d in shape) or len(shape) > 4:
             raise DeepFaultError(
-                f"--input-shape must be comma-separated integers, e.g. 1,28,28; got {args.input_shape!r}"
-            ) from None
+                "--input-shape must be 1 to 4 comma-separated sizes from 1 to 65536, e.g. 1,28,28; "
+                f"got {args.input_shape!r}"
+            )
     elif mf.meta.get("input_shape") and None not in mf.meta["input_shape"]:
         shape = tuple(mf.meta["input_shape"])
     elif args.dataset or mf.dataset:

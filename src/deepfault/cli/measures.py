@@ -6,19 +6,24 @@ from ._common import table
 
 
 def add_parser(sub) -> None:
-    measures = sub.add_parser("measures", help="list the suspiciousness measures and baselines")
+    measures = sub.add_parser(
+        "measures", help="list the suspiciousness measures and baselines",
+        description="List every approach 'deepfault run --approach' takes: the suspiciousness "
+        "measures (a score of the four counts as, af, ns, nf of each neuron) and the baselines.")
     measures.set_defaults(func=_cmd_measures)
 
 
 def _cmd_measures(args) -> int:
-    from ..localization.measures import get_measure, list_measures
+    from ..localization.measures import MEASURES
+    from ..localization.selection import APPROACHES, list_approaches
 
-    rows = [(name, get_measure(name).formula, get_measure(name).reference) for name in list_measures()]
-    rows.append(("random", "k neurons none of tarantula/ochiai/dstar chose, spread over layers "
-                 "like theirs (the paper's baseline)", "Eniser et al., FASE 2019"))
-    rows.append(("uniform", "k neurons drawn uniformly from all analysed neurons", "-"))
+    rows = []
+    for name in list_approaches():
+        approach = APPROACHES.get(name)
+        reference = "-" if approach.baseline else (MEASURES.get(name).reference or "-")
+        if name == "random":
+            reference = "Eniser et al., FASE 2019"
+        rows.append((name, approach.description, reference))
     print("as/af: active on passing/failing inputs; ns/nf: not active on passing/failing inputs")
     print(table(("name", "score", "reference"), rows, indent=""))
     return 0
-
-

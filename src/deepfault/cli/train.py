@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
         formatter_class=HelpFormatter,
     )
     train.add_argument("--arch", required=True, choices=list_architectures(), metavar="NAME",
+                       type=lambda s: s.replace("-", "_"),
                        help=f"architecture ({', '.join(list_architectures())})")
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
@@ -45,6 +46,10 @@ def add_parser(sub) -> None:
 
 
 def _cmd_train(args) -> int:
+    if args.arch == "dcgan_discriminator":  # trained adversarially with its generator
+        from .gan import train_from_train_args
+
+        return train_from_train_args(args)
     from .._io import check_writable
     from ..data import load_dataset
     from ..models import save_model

@@ -27,6 +27,7 @@ __all__ = [
     "NeuronLayout",
     "NEURON_MODULE_TYPES",
     "capture",
+    "check_model",
     "check_transform",
     "eval_mode",
     "forward",
@@ -119,8 +120,19 @@ class NeuronLayout:
         return [{"name": la.name, "size": la.size, "depth": la.depth} for la in self.layers]
 
 
+def check_model(model) -> nn.Module:
+    """``model`` when it is a ``torch.nn.Module``; a clear error otherwise."""
+    if not isinstance(model, nn.Module):
+        raise DeepFaultError(
+            f"model must be a torch.nn.Module; got {type(model).__name__} (open model files with "
+            "deepfault.models.open_model(path).model)"
+        )
+    return model
+
+
 def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter or buffer (CPU for a parameter-less model)."""
+    check_model(model)
     for tensor in (*model.parameters(), *model.buffers()):
         return tensor.device
     return torch.device("cpu")
@@ -252,6 +264,8 @@ class _Recorder:
         softmax = name == SOFTMAX_LAYER
 
         def record(module, args, output):
+            if softmax:
+                output = model_outputs(output)
             if not isinstance(output, torch.Tensor):
                 raise DeepFaultError(
                     f"layer {name!r} returns {type(output).__name__}, not a tensor; "
@@ -263,7 +277,7 @@ class _Recorder:
                     "that run once (for example the enclosing block)"
                 )
             if softmax:
-                output = torch.softmax(output.flatten(1), dim=1)
+                output = torch.softmax(model_outputs(output).flatten(1), dim=1)
             self._values[name] = _units(module, output, self._transform)
             self._order.append(name)
 
@@ -314,6 +328,7 @@ def capture(
             transform.
     """
     check_transform(transform)
+    check_model(model)
     names, drop_last = _resolve(model, layers)
     modules = dict(model.named_modules())
     modules[SOFTMAX_LAYER] = model

@@ -149,15 +149,16 @@ def list_datasets() -> list[str]:
 
 
 def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else the user cache directory."""
+    """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else ``data/`` in the user cache
+    (``$DEEPFAULT_CACHE`` when set)."""
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get("DEEPFAULT_DATA")
     if env:
         return Path(env).expanduser()
-    import platformdirs
+    from .._io import user_cache_dir
 
-    return Path(platformdirs.user_cache_dir("deepfault")) / "data"
+    return user_cache_dir() / "data"
 
 
 def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwargs) -> Dataset:

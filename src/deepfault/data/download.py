@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -367,10 +368,19 @@ def download(
     ):
         logger.info("%s is already present and verified in %s", name, folder)
         return local_paths
-    for remote in source.remote:
-        dest = folder / remote.name
-        if force or not (dest.is_file() and md5sum(dest) == remote.md5):
-            _fetch(remote, dest, transport)
-        if source.archive:
-            _extract(dest, folder, source.local)
+    # Folders this call creates are removed again if it fails, so a failed download leaves
+    # nothing behind ("nothing was written" must be true).
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        for remote in source.remote:
+            dest = folder / remote.name
+            if force or not (dest.is_file() and md5sum(dest) == remote.md5):
+                _fetch(remote, dest, transport)
+            if source.archive:
+                _extract(dest, folder, source.local)
+    except BaseException:
+        for path in created:  # deepest first
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only when empty
+        raise
     return local_paths

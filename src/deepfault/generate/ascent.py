@@ -83,6 +83,11 @@ def _direction(model, rec, x, columns, normalize: bool, loop: bool) -> torch.Ten
     x = x.detach().requires_grad_(True)
     forward(model, x)
     phi = rec.collect()[:, columns]  # (B, k)
+    if not phi.requires_grad:
+        raise DeepFaultError(
+            "the model computes without autograd (its forward uses torch.no_grad, detach or numpy), "
+            "so the neurons have no gradient to follow; remove that from forward to synthesize inputs"
+        )
     k = phi.shape[1]
     if not normalize:
         (g,) = torch.autograd.grad(phi.mean(dim=1).sum(), x)

@@ -158,6 +158,12 @@ def evaluate(
                           empty, empty, empty, empty, {kp: empty for kp in k_primes})
     out0 = predict(model, x0, batch_size=batch_size)
     out1 = predict(model, x1, batch_size=batch_size)
+    if int(y.min()) < 0 or int(y.max()) >= out1.shape[1]:
+        bad = int(y.min()) if int(y.min()) < 0 else int(y.max())
+        raise DeepFaultError(
+            f"label {bad} is outside the model's {out1.shape[1]} classes (0..{out1.shape[1] - 1}); "
+            "give the originals' class indices"
+        )
     loss = cross_entropy(out1, y, output_kind)
     diff = (x1 - x0).flatten(1)
     top = list(ranking[: max(k_primes)]) if k_primes else []

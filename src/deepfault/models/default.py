@@ -57,7 +57,8 @@ def default_model(data: Dataset) -> ModelFile:
                 return mf
         except DeepFaultError as err:
             log.warning("cached default model unreadable (%s); retraining", err)
-    log.info("training the default model (digits_mlp on the bundled digits)...")
+    log.info("training the default model (digits_mlp on the bundled digits, about 10-30 s, once; "
+             "cached in %s)...", path)
     mf = train_default(data)
     try:
         save_model(path, mf)

@@ -171,3 +171,6 @@ def lenet5(*, num_classes: int = 10) -> nn.Module:
     """LeNet-5 (DeepXplore's MNIST model 3): conv 6, pool, conv 16, pool, Dense(120),
     Dense(84), Dense(10)."""
     return _lenet([6, 16], [120, 84], num_classes)
+
+
+from ..fuzz import gan as _gan  # noqa: E402,F401,I001  (registers the DCGAN architectures)
