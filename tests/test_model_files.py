@@ -12,7 +12,10 @@ from deepfault.models import ModelFile, build_model, list_architectures, load_mo
 
 PARAMS = {"mnist_1": 27_420, "mnist_2": 22_975, "mnist_3": 18_680,
           "cifar_1": 411_434, "cifar_2": 724_010, "cifar_3": 1_250_858}
-INPUT = {"cifar": (3, 32, 32), "digits": (1, 8, 8), "mnist": (1, 28, 28), "lenet": (1, 28, 28)}
+INPUT = {"cifar": (3, 32, 32), "digits": (1, 8, 8), "mnist": (1, 28, 28), "lenet": (1, 28, 28),
+         "dcgan_discriminator": (1, 28, 28), "dcgan_generator": (100,)}
+#: Architectures that are not 10-class classifiers: their output shape per input.
+OUTPUT = {"dcgan_discriminator": (1,), "dcgan_generator": (1, 28, 28)}
 
 
 def _input_shape(arch):
@@ -30,7 +33,7 @@ def test_every_architecture_runs_and_round_trips(arch, tmp_path):
     torch.manual_seed(0)
     model = build_model(arch).eval()
     x = torch.rand(2, *_input_shape(arch))
-    assert model(x).shape == (2, 10)
+    assert model(x).shape == (2, *OUTPUT.get(arch, (10,)))
     save_model(tmp_path / "m.pt", ModelFile(model, arch, dataset="digits", meta={"test_accuracy": 0.5}))
     mf = load_model(tmp_path / "m.pt")
     assert torch.equal(mf.model(x), model(x)) and mf.meta["test_accuracy"] == 0.5
