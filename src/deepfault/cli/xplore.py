@@ -103,7 +103,10 @@ def add_parser(sub) -> None:
                    help="neuron layers: every Linear/Conv but the logits layer, or DeepXplore's "
                    "(activated layers, poolings, logits and softmax)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="B",
-                   help="seeds advanced together (default: all)")
+                   help="seeds advanced together, group after group (default: all)")
+    p.add_argument("--chunk-size", type=positive_int, default=None, metavar="C",
+                   help="inputs per forward/backward pass, a speed knob only (default: 256 on the CPU, "
+                   "all on a GPU)")
     p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="PyTorch CPU threads (default: PyTorch's; 1 is fastest on a busy machine)")
@@ -250,7 +253,8 @@ def _cmd_xplore(args) -> int:
         torch.set_num_threads(args.threads)
     try:
         result = xplore(models, data.x_test, config=config, bounds=data.bounds, names=labels,
-                        output_kinds=[mf.output_kind for mf in files], progress=not args.no_progress)
+                        output_kinds=[mf.output_kind for mf in files], progress=not args.no_progress,
+                        chunk_size=args.chunk_size)
     finally:
         torch.set_num_threads(threads)
     print(_summary(result, labels, data, device), end="")

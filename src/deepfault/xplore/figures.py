@@ -105,7 +105,8 @@ def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]],
     """
     plt = _pyplot()
     models = list(next(iter(coverage.values())))
-    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models), 3.0), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models), 3.0), squeeze=False, sharey=True,
+                             layout="constrained")
     markers = ["o", "s", "^", "D", "v"]
     for ax, model in zip(axes[0], models, strict=True):
         for i, (method, per_model) in enumerate(coverage.items()):
@@ -127,7 +128,7 @@ def coverage_over_time(trace: Sequence[Mapping], model_names: Sequence[str], num
     """Each model's coverage and the number found against time, from a run's trace."""
     plt = _pyplot()
     seconds = [p["seconds"] for p in trace]
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    fig, ax = plt.subplots(figsize=(5.5, 3.2), layout="constrained")
     for k, name in enumerate(model_names):
         ax.plot(seconds, [100 * p["covered"][k] / num_neurons[k] for p in trace], label=name)
     ax.set_xlabel("seconds")

@@ -54,7 +54,7 @@ class PresetConfig:
     """
 
     seeds: int = 2000
-    repeats: int = 3
+    repeats: int = 5
     iterations: int = 20
     figure9_inputs: int = 100
     figure9_seeds: int = 400
