@@ -83,6 +83,8 @@ DEFAULT_BATCH = 64
 MUTANTS_PER_INPUT = 10
 #: Seconds between checkpoints by default.
 CHECKPOINT_EVERY = 5.0
+#: DeepHunter's KMNC sections (``k``), the default of the ``kmnc`` criterion here.
+KMNC_SECTIONS = 1000
 #: Regression faults kept beside their seeds in a result, for figures.
 EXAMPLES = 16
 #: Inputs per forward pass while evaluating the seeds.
@@ -105,7 +107,8 @@ class CampaignConfig:
         fidelity: Fidelity check of DRFuzz (``ssim``, ``ssim:T``, ``discriminator:FILE``);
             DeepHunter uses its validity rule instead.
         criterion: DeepHunter's coverage criterion (``kmnc``, ``nc``, ``nbc``, ``snac``, ``tknc``).
-        criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``).
+        criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``); KMNC
+            takes DeepHunter's 1,000 sections unless told otherwise.
         layers: Layers of M2 the criterion reads (``None``: every Linear/Conv but the logits).
         transform: Neuron value transform for the criterion (``raw`` or ``layer-minmax``).
         max_seeds: Use only the first ``max_seeds`` test inputs as candidate seeds.
@@ -121,7 +124,7 @@ class CampaignConfig:
     mutants: int = MUTANTS_PER_INPUT
     fidelity: str = "ssim"
     criterion: str = "kmnc"
-    criterion_params: tuple[tuple[str, Any], ...] = (("sections", 1000),)
+    criterion_params: tuple[tuple[str, Any], ...] = ()
     layers: tuple[str, ...] | None = None
     transform: str = "raw"
     max_seeds: int | None = None
@@ -509,6 +512,8 @@ class Campaign:
 
         cfg = self.config
         params = dict(cfg.criterion_params)
+        if cfg.criterion == "kmnc":
+            params.setdefault("sections", KMNC_SECTIONS)
         layers = list(cfg.layers) if isinstance(cfg.layers, tuple) else cfg.layers
         if "profile" in criterion_params(cfg.criterion) and self.profile is not None:
             params["profile"] = self.profile
