@@ -74,6 +74,9 @@ def test_keras_weights_reproduce_the_original_outputs(tmp_path, arch):
     with torch.no_grad():
         torch.testing.assert_close(mf.model(x), original(x), atol=1e-5, rtol=0)
     assert mf.arch == arch and mf.meta["input_shape"] == [1, 28, 28]
+    inferred = open_keras_weights(path, arch=arch)  # square 7x7 maps inferred from the sizes
+    with torch.no_grad():
+        torch.testing.assert_close(inferred.model(x), original(x), atol=1e-5, rtol=0)
 
 
 def test_full_model_files_keep_weights_under_model_weights(tmp_path):

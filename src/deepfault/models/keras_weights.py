@@ -109,6 +109,23 @@ def read_keras_weights(path: str | os.PathLike) -> tuple[list[tuple[str, list[tu
     return layers, backend
 
 
+def _square_shape(leaves, flatten: str) -> tuple[int, int, int]:
+    """``(C, H, W)`` before ``flatten`` without an input shape: ``C`` from the last Conv2d before
+    it, ``H = W`` from the next Linear's ``in_features`` (square feature maps, as in the LeNets)."""
+    names = [n for n, _ in leaves]
+    before = [m for _, m in leaves[: names.index(flatten)] if isinstance(m, nn.Conv2d)]
+    after = next(m for _, m in leaves[names.index(flatten) + 1 :] if isinstance(m, nn.Linear))
+    if before:
+        c = before[-1].out_channels
+        side = int(round((after.in_features / c) ** 0.5))
+        if side * side * c == after.in_features:
+            return (c, side, side)
+    raise DeepFaultError(
+        "the model flattens an image before a Dense layer and its feature maps are not square, so "
+        "the Keras weights need the input shape to reorder their features; give input_shape=(C, H, W)"
+    )
+
+
 def _flatten_shapes(model: nn.Module, input_shape) -> dict[str, tuple[int, ...]]:
     """``{linear_name: (C, H, W)}`` for each Linear that reads a Flatten of an image tensor."""
     leaves = [(n, m) for n, m in model.named_modules() if n and not list(m.children())]
@@ -121,10 +138,7 @@ def _flatten_shapes(model: nn.Module, input_shape) -> dict[str, tuple[int, ...]]
     if not pairs:
         return {}
     if input_shape is None:
-        raise DeepFaultError(
-            "the model flattens an image before a Dense layer, so the Keras weights need the input "
-            "shape to reorder their features; give input_shape=(C, H, W)"
-        )
+        return {following: _square_shape(leaves, flatten) for flatten, following in pairs.items()}
     seen: dict[str, tuple[int, ...]] = {}
     modules = dict(model.named_modules())
     handles = [modules[f].register_forward_hook(
@@ -150,8 +164,9 @@ def match_keras_weights(
     Args:
         model: The zoo model (not modified).
         layers: As returned by :func:`read_keras_weights`.
-        input_shape: Per-input ``(C, H, W)`` shape the model takes (needed to reorder the
-            features of a Dense layer after a Flatten).
+        input_shape: Per-input ``(C, H, W)`` shape the model takes, to reorder the features
+            of a Dense layer after a Flatten (default: square feature maps inferred from the
+            layer sizes).
         backend: ``"theano"`` kernels are flipped spatially, as Keras does when loading them.
         source: Name of the file, for messages.
 
