@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DeepFaultError", "check_int"]
+__all__ = ["DeepFaultError", "check_int", "MAX_ITERATIONS", "MAX_REPEAT", "MAX_BATCH", "MAX_SEED"]
 
 
 class DeepFaultError(ValueError):
@@ -14,10 +14,23 @@ class DeepFaultError(ValueError):
     """
 
 
-def check_int(name: str, value, minimum: int = 1) -> int:
-    """``value`` as an ``int`` when it is an integer ``>= minimum`` (bools are not)."""
+def check_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` when it is an integer in ``[minimum, maximum]`` (bools are not).
+
+    ``maximum`` bounds counts that drive loops (iterations, repetitions), so that a typo
+    such as ``--repeat 1000000000`` is an error rather than a run that never ends.
+    """
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise DeepFaultError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    if maximum is not None and value > maximum:
+        raise DeepFaultError(f"{name} must be at most {maximum:,}; got {value!r}")
     return int(value)
+
+
+#: Upper bounds of loop counts: generous for any real use, finite for typos.
+MAX_ITERATIONS = 100_000
+MAX_REPEAT = 10_000
+MAX_BATCH = 1 << 24
+MAX_SEED = 2**63 - 1

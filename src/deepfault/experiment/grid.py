@@ -24,7 +24,7 @@ import torch
 
 from ..core.batches import activations, predict
 from ..data import Dataset, load_dataset
-from ..errors import DeepFaultError, check_int
+from ..errors import MAX_ITERATIONS, MAX_SEED, DeepFaultError, check_int
 from ..generate.ascent import check_synthesis_args
 from ..localization.measures import check_star
 from ..localization.protocol import CellSpec, RunConfig, run_group
@@ -112,8 +112,8 @@ class ExperimentConfig:
                 dupes = sorted({v for v in values if list(values).count(v) > 1}, key=str)
                 raise DeepFaultError(f"{name} must be distinct; {dupes} given more than once")
         for name in ("inputs_per_class", "random_repetitions", "iterations", "train_epochs"):
-            check_int(name, getattr(self, name))
-        check_int("seed", self.seed, minimum=0)
+            check_int(name, getattr(self, name), maximum=MAX_ITERATIONS)
+        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         if self.classes is not None:
             for c in self.classes:
                 check_int("each class", c, minimum=0)
@@ -172,15 +172,30 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DeepFaultError(f"experiment file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise DeepFaultError(f"experiment file {str(path)!r} is a directory; give a .toml file") from None
+    except UnicodeDecodeError:
+        raise DeepFaultError(f"experiment file {str(path)!r} is not a text (UTF-8 TOML) file") from None
     except tomllib.TOMLDecodeError as err:
         raise DeepFaultError(f"experiment file {str(path)!r} is not valid TOML: {err}") from err
     known = {f.name for f in fields(ExperimentConfig)}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise DeepFaultError(f"unknown key(s) {unknown} in {str(path)!r}; known: {sorted(known)}")
+    for key, value in raw.items():
+        _check_toml_type(path, key, value)
     model_keys = {f.name for f in fields(ModelSpec)}
+    entries = raw.pop("models", [])
+    if not isinstance(entries, list) or not all(isinstance(m, dict) for m in entries):
+        raise DeepFaultError(f"'models' in {str(path)!r} must be [[models]] tables")
+    for m in entries:
+        for key, value in m.items():
+            want = bool if key == "trust_pickle" else str
+            if key in model_keys and (not isinstance(value, want)):
+                raise DeepFaultError(
+                    f"[[models]] {key} in {str(path)!r} must be a {want.__name__}; got {value!r}")
     try:
-        models = tuple(ModelSpec(**m) for m in raw.pop("models", []))
+        models = tuple(ModelSpec(**m) for m in entries)
     except TypeError as err:
         raise DeepFaultError(
             f"bad [[models]] entry in {str(path)!r}: {err}; keys: {sorted(model_keys)}"
@@ -188,15 +203,44 @@ def load_config(path: str | Path) -> ExperimentConfig:
     for key in ("ks", "approaches", "classes", "layers"):
         if raw.get(key) is not None:
             raw[key] = tuple(raw[key])
-    for key in ("inputs_per_class", "random_repetitions", "iterations", "train_epochs", "seed"):
-        if key in raw and (isinstance(raw[key], bool) or not isinstance(raw[key], int)):
-            raise DeepFaultError(f"{key} in {str(path)!r} must be an integer; got {raw[key]!r}")
     try:
         config = ExperimentConfig(models=models, **raw)
     except TypeError as err:
         raise DeepFaultError(f"incomplete experiment file {str(path)!r}: {err}") from None
     config.validate()
     return config
+
+
+#: The TOML type of each key of an experiment file: int, float (an int is fine), str, bool,
+#: or a list of ints / strs.
+_TOML_TYPES = {
+    "name": str, "dataset": str, "ks": [int], "approaches": [str], "classes": [int], "layers": [str],
+    "inputs_per_class": int, "random_repetitions": int, "seed": int, "iterations": int, "train_epochs": int,
+    "step": float, "distance": float, "star": float, "threshold": float, "train_lr": float,
+    "normalize": bool, "scale01": bool, "train_schedule": str,
+}
+
+
+def _check_toml_type(path: Path, key: str, value) -> None:
+    want = _TOML_TYPES.get(key)
+    if want is None:
+        return
+
+    def ok(v, t):
+        if t is float:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+        if t is int:
+            return isinstance(v, int) and not isinstance(v, bool)
+        return isinstance(v, t)
+
+    if isinstance(want, list):
+        good = isinstance(value, list) and all(ok(v, want[0]) for v in value)
+        what = f"a list of {want[0].__name__}s"
+    else:
+        good = ok(value, want)
+        what = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}[want]
+    if not good:
+        raise DeepFaultError(f"{key} in {str(path)!r} must be {what}; got {value!r}")
 
 
 # --- models ---------------------------------------------------------------------------
@@ -390,6 +434,7 @@ def run_experiment(
     store_path = Path(store_path)
     if store_path.is_dir():
         raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
+    ResultStore.check(store_path)
     models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
     _check_models_dir(models_dir)
     if isinstance(executor, Executor):

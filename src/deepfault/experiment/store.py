@@ -213,6 +213,35 @@ class ResultStore:
                 f"cannot use {str(self.path)!r} as a results store ({err}); choose another path"
             ) from err
 
+    @classmethod
+    def check(cls, path: str | os.PathLike) -> None:
+        """Refuse, before any work, a ``path`` that exists but is no deepfault store (or one
+        written by a newer deepfault); changes nothing. A missing file is fine."""
+        path = Path(path)
+        if path.is_dir():
+            raise DeepFaultError(f"results store {str(path)!r} is a directory; give a file name")
+        if not path.exists():
+            return
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+        except sqlite3.DatabaseError as err:
+            raise DeepFaultError(f"cannot use {str(path)!r} as a results store ({err})") from err
+        probe = cls.__new__(cls)
+        probe.path, probe.readonly, probe._db = path, False, db
+        try:
+            tables = probe._tables()
+            if tables and not ("meta" in tables or ({"experiments", "cells"} <= tables and probe._is_v1())):
+                raise DeepFaultError(
+                    f"{str(path)!r} is another program's SQLite database, not a deepfault results store; "
+                    "choose another --store path")
+            if "meta" in tables:
+                probe._check_kind(migrate=False)
+        except sqlite3.DatabaseError as err:
+            raise DeepFaultError(
+                f"cannot use {str(path)!r} as a results store ({err}); choose another path") from err
+        finally:
+            db.close()
+
     # --- kind, version, migration ---------------------------------------------------------
 
     def _tables(self) -> set[str]:

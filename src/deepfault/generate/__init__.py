@@ -38,7 +38,6 @@ class Strategy:
 
 STRATEGIES: Registry[Strategy] = Registry("generation strategy")
 
-_PLUGINS = ("deepfault.xplore", "deepfault.fuzz")
 _loaded = False
 
 
@@ -48,11 +47,20 @@ def register_strategy(name: str, *, method: str, description: str, generate: Cal
 
 
 def _load_plugins() -> None:
+    """Register the strategies of the other methods (imported here, on first use, so that
+    importing ``deepfault`` stays light)."""
     global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in _PLUGINS:
-            importlib.import_module(module)
+    if _loaded:
+        return
+    _loaded = True
+    xplore = importlib.import_module("deepfault.xplore")
+    register_strategy(xplore.STRATEGY.name, method="deepxplore", description=xplore.STRATEGY.description,
+                      generate=xplore.STRATEGY.generate)
+    fuzz = importlib.import_module("deepfault.fuzz")
+    for name in fuzz.STRATEGIES.names():
+        entry = fuzz.STRATEGIES.get(name)
+        register_strategy(name, method="drfuzz", description=getattr(entry, "description", name),
+                          generate=getattr(fuzz, "run_campaign", None) or getattr(entry, "generate", None))
 
 
 def list_strategies() -> list[str]:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
-from ..errors import DeepFaultError, check_int
+from ..errors import MAX_ITERATIONS, DeepFaultError, check_int
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
 
@@ -61,7 +61,7 @@ def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, flo
         raise DeepFaultError(f"bounds must be a pair (lo, hi); got {bounds!r}") from None
     if not lo < hi:
         raise DeepFaultError(f"bounds must satisfy lo < hi; got ({lo}, {hi})")
-    iterations = check_int("iterations", iterations)
+    iterations = check_int("iterations", iterations, maximum=MAX_ITERATIONS)
     return float(step), float(distance), lo, hi, iterations
 
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..core.batches import predict
 from ..data import Dataset
-from ..errors import DeepFaultError, check_int
+from ..errors import MAX_BATCH, MAX_REPEAT, MAX_SEED, DeepFaultError, check_int
 from ..generate.ascent import check_synthesis_args, synthesize
 from .evaluation import OUTPUT_KINDS, Evaluation, evaluate
 from .measures import check_star
@@ -78,7 +78,7 @@ class RunConfig:
                 f"unknown approach {self.approach!r}; known: {', '.join(list_approaches())}"
             )
         check_int("k (the number of suspicious neurons)", self.k)
-        check_int("seed", self.seed, minimum=0)
+        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         check_star(self.star)
         if self.classes is not None:
             dupes = sorted({c for c in self.classes if list(self.classes).count(c) > 1})
@@ -95,8 +95,8 @@ class RunConfig:
                 if kp < self.k:
                     raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
         check_synthesis_args(self.step, self.distance, bounds, self.iterations)
-        for name in ("repeat", "batch_size"):
-            check_int(name, getattr(self, name))
+        check_int("repeat", self.repeat, maximum=MAX_REPEAT)
+        check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
         if self.num_inputs is not None and self.num_inputs < 1:
             raise DeepFaultError(f"num_inputs must be >= 1 (or None for all); got {self.num_inputs!r}")
         check_threshold(self.threshold)

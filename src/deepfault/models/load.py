@@ -92,6 +92,22 @@ def supported_formats() -> str:
     return ", ".join(f.description for _, f in MODEL_FORMATS.items())
 
 
+def _keras_weights_into_zoo(path: Path, weights, arch) -> bool:
+    if arch is None:
+        return False
+    from .keras_weights import is_weights_only
+
+    return is_weights_only(weights or path)
+
+
+@register_format("keras-weights", description="Keras save_weights .h5 into a zoo architecture (--arch)",
+                 detect=_keras_weights_into_zoo)
+def _open_keras_weights(path, *, weights, arch, arch_kwargs, trust_pickle):
+    from .keras_weights import open_keras_weights
+
+    return open_keras_weights(weights or path, arch=arch, arch_kwargs=arch_kwargs)
+
+
 def _keras_path(path: Path, weights, arch) -> bool:
     return path.suffix.lower() in _KERAS_SUFFIXES or weights is not None or (
         not path.exists() and Path(f"{path}.json").is_file())
