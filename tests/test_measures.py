@@ -126,3 +126,29 @@ def test_star_and_unknown_measure_errors():
         suspiciousness(spec, "dstar", star=0.5)
     with pytest.raises(DeepFaultError, match=r"unknown measure 'tarntula'; known: ample, "):
         suspiciousness(spec, "tarntula")
+
+
+def test_register_measure_as_the_readme_documents_it():
+    import numpy as np
+
+    from deepfault import list_approaches, register_measure, select
+    from deepfault.localization.measures import MEASURES
+    from deepfault.localization.selection import APPROACHES
+
+    try:
+        register_measure("readme_af", lambda a_s, a_f, n_s, n_f: a_f - a_s, formula="af - as")
+
+        @register_measure("readme_deco", formula="af")
+        def deco(a_s, a_f, n_s, n_f):
+            return np.asarray(a_f, dtype=float)
+
+        assert {"readme_af", "readme_deco"} <= set(list_approaches())
+        from test_selection import make_spectrum
+
+        spec = make_spectrum()
+        assert select(spec, "readme_af", 2).approach == "readme_af"
+        assert len(select(spec, "readme_deco", 1).neurons) == 1
+    finally:
+        for name in ("readme_af", "readme_deco"):
+            MEASURES.unregister(name)
+            APPROACHES.unregister(name)
