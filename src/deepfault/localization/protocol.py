@@ -80,7 +80,13 @@ class RunConfig:
         check_int("k (the number of suspicious neurons)", self.k)
         check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         check_star(self.star)
+        for name in ("classes", "k_primes", "layers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, (str, bytes)) or not isinstance(value, tuple | list)):
+                raise DeepFaultError(f"{name} must be a tuple (or None); got {value!r}")
         if self.classes is not None:
+            for c in self.classes:
+                check_int("each class", c, minimum=0)
             dupes = sorted({c for c in self.classes if list(self.classes).count(c) > 1})
             if dupes:
                 raise DeepFaultError(f"classes must be distinct; {dupes} given more than once")
@@ -97,8 +103,8 @@ class RunConfig:
         check_synthesis_args(self.step, self.distance, bounds, self.iterations)
         check_int("repeat", self.repeat, maximum=MAX_REPEAT)
         check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
-        if self.num_inputs is not None and self.num_inputs < 1:
-            raise DeepFaultError(f"num_inputs must be >= 1 (or None for all); got {self.num_inputs!r}")
+        if self.num_inputs is not None:
+            check_int("num_inputs (None for all)", self.num_inputs)
         check_threshold(self.threshold)
 
 
