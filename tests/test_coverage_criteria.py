@@ -144,6 +144,18 @@ def test_tknp_matches_the_naive_loop(top_k, case):
         assert result.per_layer[la.name] == (len({p[i] for p in expected}), None)
 
 
+@pytest.mark.parametrize("name", CRITERIA.names())
+def test_a_state_made_in_inference_mode_updates_outside_it(name, setup):
+    layout, prof, x = setup
+    with torch.inference_mode():
+        crit = _fresh(name, layout, prof)
+        crit.update(x[:5])
+    crit.update(x[5:])
+    whole = _fresh(name, layout, prof)
+    whole.update(x)
+    assert crit.compute() == whole.compute()
+
+
 def test_tknp_has_no_fixed_item_set():
     crit = make_criterion("tknp", NeuronLayout.from_sizes(["a"], [2]))
     with pytest.raises(DeepFaultError, match="tknp covers patterns"):

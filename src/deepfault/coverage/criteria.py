@@ -302,13 +302,15 @@ class BitSetCriterion(Criterion):
         return (~known[self._sink(items)]).any(dim=1).cpu()
 
     def update(self, values) -> None:
+        # A new tensor rather than an in-place OR: a state made inside torch.inference_mode()
+        # (as in a batch loop) can then still be updated outside it.
         if self._dense:
-            self.covered |= self.covered_by(values).any(dim=0).cpu()
+            self.covered = self.covered | self.covered_by(values).any(dim=0).cpu()
             return
         items = self.covered_items(values)
         hit = torch.zeros(self.num_items + 1, dtype=torch.bool, device=items.device)
         hit[self._sink(items).flatten()] = True
-        self.covered |= hit[:-1].cpu()
+        self.covered = self.covered | hit[:-1].cpu()
 
     def input_items(self, values) -> tuple[torch.Tensor, int]:
         return self.covered_items(values), self.num_items
