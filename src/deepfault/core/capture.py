@@ -182,19 +182,23 @@ def check_transform(transform: str) -> str:
 
 
 def _units(module: nn.Module, output: torch.Tensor, transform: str = "raw") -> torch.Tensor:
-    """The ``(N, U)`` unit values of one module output, always a fresh tensor."""
+    """The ``(N, U)`` unit values of one module output, always a fresh tensor.
+
+    ``layer-minmax`` scales each input's whole output to [0, 1] before a channel's spatial
+    mean; the mean being linear, that equals scaling the channel means by the output's
+    minimum and range, which is what is computed (no scaled copy of the whole output).
+    """
     if isinstance(module, nn.Linear) and output.ndim > 2:
         output = output.movedim(-1, 1)
+    units = output.clone() if output.ndim == 2 else output.flatten(2).mean(dim=2)
     if transform == "layer-minmax":
         flat = output.flatten(1)
         low = flat.amin(dim=1, keepdim=True)
         span = flat.amax(dim=1, keepdim=True) - low
         # A constant layer (span 0) gives 0 for every unit, never NaN.
-        scaled = (flat - low) / torch.where(span > 0, span, torch.ones_like(span))
-        output = scaled.view_as(output)
-    if output.ndim == 2:
-        return output.clone()
-    return output.flatten(2).mean(dim=2)
+        units = (units - low) / torch.where(span > 0, span, torch.ones_like(span))
+        units = torch.where(span > 0, units, torch.zeros_like(units))
+    return units
 
 
 def _deepxplore_layers(model: nn.Module) -> list[str]:
