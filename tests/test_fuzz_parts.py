@@ -233,10 +233,10 @@ def test_validity_rule():
 
 def test_metrics_from_a_hand_made_fault_list():
     faults = FaultTable.from_rows([
-        dict(kind="rf", root=10, y1=1, y2=7, elapsed=3.0, queries=40),
-        dict(kind="rf", root=10, y1=1, y2=7, elapsed=4.0, queries=50),  # same key: not unique
-        dict(kind="rf", root=10, y1=1, y2=3, elapsed=5.0, queries=60),
-        dict(kind="rf", root=11, y1=2, y2=7, elapsed=2.5, queries=30),  # first by queries
+        dict(kind="rf", root=10, y1=1, y2=7, elapsed=3.0, queries=40, ssim=0.95),
+        dict(kind="rf", root=10, y1=1, y2=7, elapsed=4.0, queries=50, ssim=0.995),  # same key: not unique
+        dict(kind="rf", root=10, y1=1, y2=3, elapsed=5.0, queries=60, ssim=0.5),
+        dict(kind="rf", root=11, y1=2, y2=7, elapsed=2.5, queries=30, ssim=0.99),  # first by queries
         dict(kind="both_fail", root=12, y1=4, y2=5),
         dict(kind="both_fail", root=12, y1=4, y2=5),
         dict(kind="rf", root=13, y1=0, y2=6, initial=True),  # a seed M2 already gets wrong
@@ -244,6 +244,7 @@ def test_metrics_from_a_hand_made_fault_list():
     m = compute_metrics(faults)
     assert (m.rf, m.urf, m.seeds, m.gf, m.initial_rf, m.both_fail) == (4, 3, 2, 6, 1, 2)
     assert (m.seconds_to_first_rf, m.queries_to_first_rf) == (2.5, 30)
+    assert m.urf_ssim == 2  # (10, 1, 7) through its second fault, (11, 2, 7); not (10, 1, 3)
     empty = compute_metrics(FaultTable.empty())
     assert (empty.rf, empty.urf, empty.seconds_to_first_rf) == (0, 0, None)
     assert set(m.to_dict()) >= {"rf", "urf", "seeds", "gf"}

@@ -54,6 +54,7 @@ from ..errors import DeepFaultError, check_int
 from .budget import Budget, parse_budget
 from .corpus import Corpus
 from .diversity import ROOT_FAILURE_LIMIT, DiversityTable, FailureSet, tendency_of
+from .fidelity import ssim
 from .mcmc import CHOOSERS, gain_delta, make_chooser
 from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
 from .mutations import get_rule
@@ -494,6 +495,7 @@ class Campaign:
             y2=y2[roots][self.initial_rf].astype(np.int64), initial=np.ones(len(self.initial_rf), dtype=bool),
             elapsed=np.zeros(len(self.initial_rf)), queries=np.zeros(len(self.initial_rf), dtype=np.int64),
             iteration=np.zeros(len(self.initial_rf), dtype=np.int64),
+            ssim=np.ones(len(self.initial_rf), dtype=np.float32),
         )
         self.initial_rf_data = (
             self.root_images[torch.as_tensor(self.initial_rf, device=self.device)].cpu().numpy(),
@@ -569,8 +571,9 @@ class Campaign:
         for u in dict.fromkeys(rules.tolist()):
             idx = np.flatnonzero(rules == u)
             idx_t = torch.as_tensor(idx, device=self.device)
+            fixed = self.strategy.draw_params(self.rules[u], len(idx) * m, self.tgen)
             out, params = self._rules[u](parents[idx_t].repeat_interleave(m, 0), generator=self.tgen,
-                                         bounds=self.bounds)
+                                         bounds=self.bounds, params=fixed)
             mutants[idx_t] = out.view(len(idx), m, *shape)
             if one_affine and self.affine[u]:
                 affine_params[u] = (idx, params)
@@ -649,13 +652,18 @@ class Campaign:
         found = rf | both
         if found.any():
             f = np.flatnonzero(found)
+            similarity = np.full(len(f), np.nan, dtype=np.float32)
+            r = np.flatnonzero(rf)
+            if len(r):  # the realism yardstick of every strategy: SSIM to the seed
+                seeds = self.root_images[torch.as_tensor(roots[r], device=self.device)]
+                similarity[rf[f]] = ssim(xe[torch.as_tensor(r, device=xe.device)], seeds,
+                                         data_range=self.bounds[1] - self.bounds[0]).cpu().numpy()
             self._fault_parts.append(FaultTable(
                 kind=np.where(rf[f], FAULT_KINDS.index("rf"), FAULT_KINDS.index("both_fail")).astype(np.int8),
                 root=self.root_index[roots[f]].astype(np.int64), y1=verdict.y1[f], y2=verdict.y2[f],
                 initial=np.zeros(len(f), dtype=bool), elapsed=np.full(len(f), self._now()),
-                queries=queries_before + f + 1, iteration=self.iterations + own[f] + 1,
+                queries=queries_before + f + 1, iteration=self.iterations + own[f] + 1, ssim=similarity,
             ))
-            r = np.flatnonzero(rf)
             if len(r):
                 self._rf_parts.append((xe[torch.as_tensor(r, device=xe.device)].cpu().numpy(), p1[r], p2[r]))
             self._counts["rf"] += int(rf.sum())

@@ -7,7 +7,9 @@
 - **#GF**: generated inputs on which M2 is wrong (regression faults + both fail).
 
 Also the wall time and the number of model queries (inputs run through each model) until
-the first generated regression fault.
+the first generated regression fault, and **#URF at SSIM >= 0.99**: the unique regression
+faults whose SSIM to their seed is at least DRFuzz's fidelity threshold, one yardstick of
+realism for every strategy (DeepHunter's faults are not checked for fidelity).
 
 Example:
     >>> import numpy as np
@@ -29,7 +31,7 @@ import numpy as np
 
 from ..errors import DeepFaultError
 
-__all__ = ["FAULT_KINDS", "FaultTable", "Metrics", "compute_metrics"]
+__all__ = ["FAULT_KINDS", "REALISTIC_SSIM", "FaultTable", "Metrics", "compute_metrics"]
 
 #: ``rf`` (regression fault) or ``both_fail`` (both models wrong).
 FAULT_KINDS = ("rf", "both_fail")
@@ -43,7 +45,11 @@ _COLUMNS = {
     "elapsed": np.float64,  # seconds of fuzzing when found
     "queries": np.int64,  # inputs run through each model when found (this one included)
     "iteration": np.int64,
+    "ssim": np.float32,  # SSIM of the input to its seed (NaN where not computed)
 }
+
+#: The SSIM a fault needs to count in ``urf_ssim`` (DRFuzz's fidelity threshold).
+REALISTIC_SSIM = 0.99
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class FaultTable:
     elapsed: np.ndarray
     queries: np.ndarray
     iteration: np.ndarray
+    ssim: np.ndarray
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -82,11 +89,14 @@ class FaultTable:
             cols["elapsed"].append(float(row.get("elapsed", 0.0)))
             cols["queries"].append(int(row.get("queries", 0)))
             cols["iteration"].append(int(row.get("iteration", 0)))
+            cols["ssim"].append(float(row.get("ssim", np.nan)))
         return cls(**{name: np.asarray(cols[name], dtype=dtype) for name, dtype in _COLUMNS.items()})
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> FaultTable:
-        return cls(**{name: np.asarray(arrays[name], dtype=dtype) for name, dtype in _COLUMNS.items()})
+        n = len(arrays["kind"])
+        return cls(**{name: np.asarray(arrays[name], dtype=dtype) if name in arrays
+                      else np.full(n, np.nan, dtype=dtype) for name, dtype in _COLUMNS.items()})
 
     @classmethod
     def concat(cls, parts: Iterable[FaultTable]) -> FaultTable:
@@ -108,6 +118,7 @@ class Metrics:
 
     Attributes:
         rf, urf, seeds, gf: #RF, #URF, #Seed, #GF over generated inputs.
+        urf_ssim: #URF among the regression faults with SSIM to their seed >= 0.99.
         initial_rf: Seeds on which M2 was already wrong (not generated, not in ``rf``).
         both_fail: Generated inputs on which both models are wrong.
         seconds_to_first_rf: Fuzzing seconds until the first generated RF (``None``: none).
@@ -120,13 +131,14 @@ class Metrics:
     gf: int
     initial_rf: int
     both_fail: int
+    urf_ssim: int
     seconds_to_first_rf: float | None
     queries_to_first_rf: int | None
 
     def to_dict(self) -> dict:
         return {
             "rf": self.rf, "urf": self.urf, "seeds": self.seeds, "gf": self.gf,
-            "initial_rf": self.initial_rf, "both_fail": self.both_fail,
+            "initial_rf": self.initial_rf, "both_fail": self.both_fail, "urf_ssim": self.urf_ssim,
             "seconds_to_first_rf": self.seconds_to_first_rf, "queries_to_first_rf": self.queries_to_first_rf,
         }
 
@@ -139,6 +151,9 @@ def compute_metrics(faults: FaultTable) -> Metrics:
     keys = {(int(r), int(a), int(b)) for r, a, b in zip(faults.root[grf], faults.y1[grf], faults.y2[grf],
                                                          strict=True)}
     roots = {int(r) for r in faults.root[grf]}
+    real = grf & (faults.ssim >= REALISTIC_SSIM)
+    real_keys = {(int(r), int(a), int(b)) for r, a, b in zip(faults.root[real], faults.y1[real],
+                                                              faults.y2[real], strict=True)}
     both = int(np.count_nonzero(~rf & generated))
     first = None
     queries = None
@@ -153,6 +168,7 @@ def compute_metrics(faults: FaultTable) -> Metrics:
         gf=int(np.count_nonzero(grf)) + both,
         initial_rf=int(np.count_nonzero(rf & faults.initial)),
         both_fail=both,
+        urf_ssim=len(real_keys),
         seconds_to_first_rf=first,
         queries_to_first_rf=queries,
     )

@@ -11,10 +11,11 @@ metrics, checkpoints).
     fault's tendency and roots with 9 unique failures are banned.
 ``deephunter``:
     translation, rotation, scale, shear, contrast, brightness, blur and Gaussian noise,
-    uniformly, at most one affine rule per lineage; validity against the lineage's
-    reference (< 2% of the elements changed, or every element by < 20% of the range); a
-    candidate is kept when it raises a coverage criterion of M2 (:class:`CoverageKeep`);
-    no banning.
+    uniformly, at most one affine rule per lineage, with DeepHunter's own parameter lists
+    (:data:`DEEPHUNTER_PARAMS`, as the published DRFuzz code runs it); validity against
+    the lineage's reference (< 2% of the elements changed, or every element by < 20% of the
+    range); a candidate is kept when it raises a coverage criterion of M2
+    (:class:`CoverageKeep`); no banning.
 
 Strategies are registered in :data:`STRATEGIES`; a new one is a :class:`Strategy` value.
 """
@@ -34,6 +35,7 @@ from .fidelity import Fidelity
 
 __all__ = [
     "CoverageKeep",
+    "DEEPHUNTER_PARAMS",
     "DEEPHUNTER_RULES",
     "DRFUZZ_RULES",
     "DiversityKeep",
@@ -57,6 +59,18 @@ DEEPHUNTER_RULES = (
     "translation", "rotation", "scale", "shear", "contrast", "brightness", "blur", "gauss_noise",
 )
 
+#: DeepHunter's parameters (DRFuzz's ``params/deephunter.py``), drawn uniformly from these
+#: lists instead of the DRFuzz ranges; brightness in 0..255 units. Blur (the same nine
+#: filters) and noise keep the rules' own draws.
+DEEPHUNTER_PARAMS: dict[str, dict[str, tuple]] = {
+    "translation": {"dx,dy": ((-5, -5), (-5, 0), (0, -5), (0, 0), (5, 0), (0, 5), (5, 5))},
+    "rotation": {"angle": (-15.0, -12.0, -9.0, -6.0, -3.0, 3.0, 6.0, 9.0, 12.0, 15.0)},
+    "scale": {"factor": tuple(round(1 + 0.05 * k, 2) for k in (-5, -4, -3, -2, -1, 1, 2, 3, 4, 5))},
+    "shear": {"factor": tuple(round(-0.5 + 0.1 * k, 1) for k in range(10))},
+    "contrast": {"alpha": tuple(round(1.2 + 0.2 * k, 1) for k in range(10))},
+    "brightness": {"beta": tuple(10.0 + 10 * k for k in range(10))},
+}
+
 #: DeepHunter's validity: fewer than this share of the elements changed (any amount) ...
 VALIDITY_L0 = 0.02
 #: ... or every element changed by less than this share of the pixel range.
@@ -77,6 +91,8 @@ class Strategy:
         ban: Ban ancestors and saturated roots after regression faults (section 7).
         drop_confident: Drop "rest" mutants on which M2 became more confident (section 1).
         description: One line for help texts.
+        params: Per rule, discrete parameter lists drawn uniformly instead of the rule's own
+            ranges (``{"rotation": {"angle": (...)}}``; a key ``"a,b"`` draws pairs).
     """
 
     name: str
@@ -88,13 +104,31 @@ class Strategy:
     ban: bool
     drop_confident: bool
     description: str = ""
+    params: dict[str, dict[str, tuple]] | None = None
 
     def to_dict(self) -> dict:
         return {
             "name": self.name, "rules": list(self.rules), "chooser": self.chooser, "check": self.check,
             "keep": self.keep, "one_affine_per_lineage": self.one_affine_per_lineage, "ban": self.ban,
             "drop_confident": self.drop_confident,
+            "params": {r: {k: list(v) for k, v in p.items()} for r, p in (self.params or {}).items()},
         }
+
+    def draw_params(self, rule: str, n: int, generator: torch.Generator) -> dict[str, torch.Tensor] | None:
+        """Parameters for ``n`` images of ``rule`` from :attr:`params` (``None``: the rule draws)."""
+        space = (self.params or {}).get(rule)
+        if not space:
+            return None
+        out = {}
+        for key, values in space.items():
+            pick = torch.randint(len(values), (n,), generator=generator)
+            table = torch.tensor(values, dtype=torch.float64)
+            if "," in key:
+                for j, name in enumerate(key.split(",")):
+                    out[name] = table[pick, j]
+            else:
+                out[key] = table[pick]
+        return out
 
 
 #: Every fuzzing strategy, by name (``--strategy``).
@@ -106,7 +140,7 @@ STRATEGIES.register("drfuzz", Strategy(
 ))
 STRATEGIES.register("deephunter", Strategy(
     "deephunter", DEEPHUNTER_RULES, "uniform", "validity", "coverage", one_affine_per_lineage=True,
-    ban=False, drop_confident=False,
+    ban=False, drop_confident=False, params=DEEPHUNTER_PARAMS,
     description="DeepHunter: uniform transformations (one affine per lineage), validity, coverage of M2",
 ))
 
