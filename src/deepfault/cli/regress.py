@@ -121,6 +121,7 @@ def _cmd_regress(args) -> int:
     rows = [
         ("#RF (regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
         ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),
+        ("#URF with SSIM to the seed >= 0.99", m.urf_ssim),
         ("seeds M2 already gets wrong (not counted)", m.initial_rf),
         ("time to first RF (s)", fmt(m.seconds_to_first_rf, 2)),
         ("queries to first RF", fmt(m.queries_to_first_rf)),
