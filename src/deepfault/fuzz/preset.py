@@ -132,6 +132,20 @@ def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, pro
         ``config_hash``, ``cells_total``, ``cells_run``, ``cells_skipped``, ``seconds``,
         ``model_accuracy`` (M1 and M2 of each scenario) and ``results`` (per campaign metrics).
     """
+    import torch
+
+    config = config or PresetConfig()
+    threads = torch.get_num_threads()
+    try:
+        if config.threads:  # the scenarios' training too: two threads on a busy 2-core machine thrash
+            torch.set_num_threads(config.threads)
+        return _run_preset(store_path, data_dir=data_dir, models_dir=models_dir, executor=executor,
+                           progress=progress, argv=argv, device=device, seed=seed, config=config)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_preset(store_path, *, data_dir, models_dir, executor, progress, argv, device, seed, config) -> dict:
     from ..data import load_dataset
     from ..experiment.executors import get_executor
     from ..experiment.store import ResultStore
@@ -139,7 +153,6 @@ def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, pro
     from .regress import campaign_job
     from .scenarios import make_scenario
 
-    config = config or PresetConfig()
     if seed is not None:
         log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", PRESET_NAME,
                     ", ".join(map(str, config.seeds)))
