@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+from pathlib import Path
 
 from ..errors import DeepFaultError
 from ._common import (
@@ -101,7 +102,7 @@ def add_parser(sub) -> None:
     meas.add_argument("--out", metavar="FILE", default="coverage.json",
                       help="JSON result file, written atomically; '-' writes none")
     meas.add_argument("--plot", metavar="DIR", default=None,
-                      help="also write coverage_threshold.png, coverage_layers.png and "
+                      help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
     meas.set_defaults(func=_cmd_measure)
 
@@ -264,9 +265,22 @@ def _cmd_measure(args) -> int:
     text += f"\nmeasured in {report.seconds:.2f} s\n"
     print(text, end="")
     if args.plot:
-        from ..coverage.figures import save_figures
+        import html
 
-        for path in save_figures(report, args.plot):
+        from ..coverage.figures import save_figures
+        from ..experiment.report import image_tag, render_page
+        from ..provenance import provenance
+
+        figures = save_figures(report, args.plot)
+        captions = {"threshold": "Coverage against the threshold t (DeepXplore's Figure 9 style).",
+                    "layers": "Coverage of each layer, per criterion.",
+                    "growth": "Coverage as inputs are added (log scale of inputs)."}
+        body = f"<pre>{html.escape(text)}</pre>" + "".join(
+            image_tag(p, next((c for k, c in captions.items() if k in p.stem), "")) for p in figures)
+        page = Path(args.plot) / "report.html"
+        page.write_text(render_page("deepfault coverage measure", body, provenance(device, argv=args.argv)),
+                        encoding="utf-8")
+        for path in [*figures, page]:
             print(f"wrote {path}")
     if out is not None:
         write_json(out, _payload("deepfault coverage measure", args, device, prep, split, report.to_dict()))

@@ -690,7 +690,6 @@ METHOD_REPORTS = {"deepxplore": "deepfault.xplore.report", "drfuzz": "deepfault.
 def _write_method(method: str, store_path: Path, experiment: dict, out: Path) -> ReportPaths:
     import importlib
 
-    import jinja2
 
     module = METHOD_REPORTS.get(method)
     if module is None:
@@ -700,20 +699,37 @@ def _write_method(method: str, store_path: Path, experiment: dict, out: Path) ->
         section = importlib.import_module(module).render_report(store, experiment["config_hash"], out)
     md = out / "report.md"
     md.write_text(section["markdown"], encoding="utf-8")
+    html = out / "report.html"
+    page = render_page(section["title"], section["html"], experiment["provenance"])
+    html.write_text(page, encoding="utf-8")
+    files = {Path(f).stem: Path(f) for f in section.get("files", [])}
+    return ReportPaths(out, experiment["config_hash"], html, md, {"report": md}, {}, files)
+
+
+def render_page(title: str, body_html: str, provenance: dict | None = None) -> str:
+    """A self-contained HTML page: ``body_html`` (trusted, made by deepfault) under ``title``,
+    with a provenance table. Used by the method sections and by ``coverage measure --plot``."""
+    import jinja2
+
     env = jinja2.Environment(autoescape=True)
     page = env.from_string(
         "<!doctype html><html><head><meta charset='utf-8'><title>{{ title }}</title>"
         "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "img{max-width:100%}</style></head><body>{{ body }}"
-        "<h2>Provenance</h2><table>{% for k, v in provenance %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>"
-        "{% endfor %}</table></body></html>")
-    html = out / "report.html"
-    provenance = [(k, _value(v)) for k, v in sorted(experiment["provenance"].items())]
-    body = jinja2.utils.markupsafe.Markup(section["html"])
-    html.write_text(page.render(title=section["title"], body=body, provenance=provenance), encoding="utf-8")
-    files = {Path(f).stem: Path(f) for f in section.get("files", [])}
-    return ReportPaths(out, experiment["config_hash"], html, md, {"report": md}, {}, files)
+        "img{max-width:100%}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head>"
+        "<body><h1>{{ title }}</h1>{{ body }}"
+        "{% if provenance %}<h2>Provenance</h2><table>{% for k, v in provenance %}<tr><th>{{ k }}</th>"
+        "<td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}</body></html>")
+    rows = [(k, _value(v)) for k, v in sorted((provenance or {}).items())]
+    return page.render(title=title, body=jinja2.utils.markupsafe.Markup(body_html), provenance=rows)
+
+
+def image_tag(path: Path, caption: str = "") -> str:
+    """An ``<img>`` with the PNG inlined as a data URI, and its caption."""
+    import html
+
+    return (f"<figure><img src='{_data_uri(Path(path))}' alt='{html.escape(Path(path).name)}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
 def _moved(paths: ReportPaths, tmp: Path, out: Path) -> ReportPaths:
