@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import io
 from pathlib import Path
 
@@ -22,11 +23,14 @@ from ._common import (
 def thresholds(text: str) -> tuple[float, ...]:
     """``0,0.25,0.5`` -> ``(0.0, 0.25, 0.5)``."""
     try:
-        return tuple(float(part) for part in text.split(",") if part.strip())
+        values = tuple(float(part) for part in text.split(","))
     except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(
-            f"expected a number or comma-separated numbers, got {text!r}"
-        ) from None
+            f"expected a finite number or comma-separated numbers such as 0,0.25,0.5; got {text!r}"
+        )
+    return values
 
 
 def _add_common(p: argparse.ArgumentParser, *, split: str) -> None:
