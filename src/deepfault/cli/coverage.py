@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import math
 import io
+import math
 from pathlib import Path
 
 from ..errors import DeepFaultError
