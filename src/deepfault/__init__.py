@@ -1,17 +1,24 @@
-"""deepfault: fault localisation and suspiciousness-guided input synthesis for DNNs.
+"""deepfault: test deep neural networks the way software is tested.
 
-The data flow, one plain function per step::
+Three methods on one engine (capture, batch loop, accumulators, registries, store):
+
+- DeepFault (fault localisation and suspiciousness-guided synthesis)::
 
     data set -> model -> activations -> compute_spectrum -> suspiciousness / localize
-             -> synthesize -> evaluate -> results (JSON)
+             -> synthesize -> evaluate -> results (JSON / store)
 
-See the README for a worked example.
+- coverage criteria (``measure_coverage``, ``compute_profile``, ``rank_inputs``) and
+  DeepXplore's differential testing (``xplore``);
+- DRFuzz's regression fuzzing of a model's new version (``regress``).
+
+See the README for worked examples.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
+from .coverage import compute_profile, list_criteria, load_profile, make_criterion, measure_coverage, rank_inputs
 from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
 from .generate.ascent import synthesize
@@ -31,12 +38,23 @@ from .localization.selection import (
 )
 from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
 
+from .fuzz import regress  # noqa: E402
+from .xplore import xplore  # noqa: E402
+
 try:
     __version__ = version("deepfault")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "compute_profile",
+    "list_criteria",
+    "load_profile",
+    "make_criterion",
+    "measure_coverage",
+    "rank_inputs",
+    "xplore",
+    "regress",
     "DeepFaultError",
     "Dataset",
     "Evaluation",
