@@ -18,9 +18,17 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
-from .coverage import compute_profile, list_criteria, load_profile, make_criterion, measure_coverage, rank_inputs
+from .coverage import (
+    compute_profile,
+    list_criteria,
+    load_profile,
+    make_criterion,
+    measure_coverage,
+    rank_inputs,
+)
 from .data import Dataset, list_datasets, load_dataset
 from .errors import DeepFaultError
+from .fuzz import regress
 from .generate.ascent import synthesize
 from .localization.evaluation import Evaluation, evaluate
 from .localization.measures import get_measure, list_measures, register_measure, suspiciousness
@@ -37,9 +45,7 @@ from .localization.selection import (
     uniform_baseline,
 )
 from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
-
-from .fuzz import regress  # noqa: E402
-from .xplore import xplore  # noqa: E402
+from .xplore import xplore
 
 try:
     __version__ = version("deepfault")
