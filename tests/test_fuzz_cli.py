@@ -125,3 +125,43 @@ def test_reference_loop_finds_regressions_and_none_for_identical_models():
     assert r["rf"] > 0 and 0 < r["urf"] <= r["rf"] and r["seeds"] <= r["urf"]
     same = drfuzz_reference(m1, m1, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), iterations=20, seed=0)
     assert same["rf"] == 0 and same["urf"] == 0
+
+
+def test_campaigns_through_the_executors_write_the_same_results(files):
+    from deepfault.experiment.executors import get_executor
+    from deepfault.experiment.store import ResultStore
+    from deepfault.fuzz.campaign import CampaignConfig
+    from deepfault.fuzz.checkpoint import list_campaigns
+    from deepfault.fuzz.regress import campaign_job
+
+    def jobs(store):
+        return [{"cell": f"c{seed}", "m1": str(files / "m1.pt"), "m2": str(files / "m2.pt"),
+                 "dataset": str(files / "data.npz"), "store": str(store), "experiment": "e", "threads": 1,
+                 "config": CampaignConfig(budget="15it", batch=5, seed=seed, fidelity="ssim:0.5").to_dict()}
+                for seed in (0, 1)]
+
+    out = {}
+    for name, workers in (("serial", 1), ("process", 2)):
+        store = files / f"exec-{name}.sqlite"
+        with get_executor(name, workers=workers) as pool:
+            out[name] = {jobs(store)[i]["cell"]: r["metrics"] for i, r in pool.map(campaign_job, jobs(store))}
+        with ResultStore(store) as s:
+            assert list_campaigns(s, "e") == ["c0", "c1"]
+    for cell in ("c0", "c1"):
+        a, b = ({k: v for k, v in out[n][cell].items() if "seconds" not in k} for n in ("serial", "process"))
+        assert a == b
+
+
+def test_hooks_are_removed_when_a_campaign_fails(files):
+    from deepfault.fuzz import run_campaign
+    from test_fuzz_campaign import DH, tiny_problem
+
+    m1, m2, x, y = tiny_problem()
+
+    def boom(progress):
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", batch=5, progress=boom, **DH)
+    assert all(not module._forward_hooks for module in m2.modules())
+    assert not m1.training and not m2.training

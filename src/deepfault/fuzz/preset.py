@@ -107,6 +107,26 @@ def plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store:
     return jobs
 
 
+def _existing_pair(models_dir: Path, name: str, config: PresetConfig) -> dict | None:
+    """The scenario's pair already in ``models_dir`` when it was made with this recipe (else ``None``)."""
+    from ..models import load_model
+
+    stem = models_dir / f"{name}-{config.arch}-mnist"
+    paths = [Path(f"{stem}-m1.pt"), Path(f"{stem}-m2.pt"), Path(f"{stem}.json")]
+    if not all(p.is_file() for p in paths):
+        return None
+    try:
+        record = json.loads(paths[2].read_text(encoding="utf-8"))
+        made = load_model(paths[1]).meta.get("scenario", {})
+    except (OSError, ValueError):
+        return None
+    if (made.get("name"), made.get("seed"), made.get("epochs"), record.get("arch")) != (
+            name, config.scenario_seed, config.epochs, config.arch):
+        return None
+    log.info("%s: reusing the %s pair in %s", PRESET_NAME, name, models_dir)
+    return {**record, "m1_path": str(paths[0]), "m2_path": str(paths[1])}
+
+
 def _digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
@@ -163,14 +183,19 @@ def _run_preset(store_path, *, data_dir, models_dir, executor, progress, argv, d
     data = load_dataset("mnist", data_dir=data_dir)
     pairs, accuracy, scenarios = {}, {}, {}
     for name in config.scenarios:
-        r = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
-                          out_dir=models_dir, device=device, progress=progress)
-        pairs[name] = (str(r.m1_path), str(r.m2_path))
-        accuracy[f"{name} M1"], accuracy[f"{name} M2"] = r.m1_accuracy, r.m2_accuracy
-        scenarios[name] = {"label": r.label, "m1": r.m1_accuracy, "m2": r.m2_accuracy,
-                           "regressions": r.regressions, "fixes": r.fixes}
-        log.info("%s: %s: M1 %.4f, M2 %.4f, %d test regressions", PRESET_NAME, name, r.m1_accuracy,
-                 r.m2_accuracy, r.regressions)
+        r = _existing_pair(models_dir, name, config)
+        if r is None:
+            made = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
+                                 out_dir=models_dir, device=device, progress=progress)
+            r = {"label": made.label, "m1_path": str(made.m1_path), "m2_path": str(made.m2_path),
+                 "m1_accuracy": made.m1_accuracy, "m2_accuracy": made.m2_accuracy,
+                 "regressions": made.regressions, "fixes": made.fixes}
+        pairs[name] = (r["m1_path"], r["m2_path"])
+        accuracy[f"{name} M1"], accuracy[f"{name} M2"] = r["m1_accuracy"], r["m2_accuracy"]
+        scenarios[name] = {"label": r["label"], "m1": r["m1_accuracy"], "m2": r["m2_accuracy"],
+                           "regressions": r["regressions"], "fixes": r["fixes"]}
+        log.info("%s: %s: M1 %.4f, M2 %.4f, %d test regressions", PRESET_NAME, name, r["m1_accuracy"],
+                 r["m2_accuracy"], r["regressions"])
     record = {"preset": PRESET_NAME, **config.to_dict(), "fidelity_spec": fidelity,
               "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
     if fidelity.startswith("discriminator:"):
