@@ -27,6 +27,7 @@ __all__ = [
     "NeuronLayout",
     "NEURON_MODULE_TYPES",
     "capture",
+    "forward_hooks",
     "check_model",
     "check_transform",
     "eval_mode",
@@ -337,11 +338,22 @@ def capture(
     modules = dict(model.named_modules())
     modules[SOFTMAX_LAYER] = model
     recorder = _Recorder(names, drop_last, transform)
+    with forward_hooks({name: modules[name] for name in names}, recorder.hook):
+        yield recorder
+
+
+@contextlib.contextmanager
+def forward_hooks(modules: dict[str, nn.Module], make_hook: Callable[[str], Callable]) -> Iterator[None]:
+    """Register ``make_hook(name)`` as a forward hook on each module for a ``with`` block.
+
+    The one place deepfault registers hooks: they are always removed in ``finally``, on
+    errors and interrupts too. :func:`capture` and ``deepfault inspect`` build on it.
+    """
     handles = []
     try:
-        for name in names:
-            handles.append(modules[name].register_forward_hook(recorder.hook(name)))
-        yield recorder
+        for name, module in modules.items():
+            handles.append(module.register_forward_hook(make_hook(name)))
+        yield
     finally:
         for handle in handles:
             handle.remove()

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.capture import eval_mode
+from ..core.capture import eval_mode, forward_hooks
 from ..errors import DeepFaultError
 from .io import ModelFile
 from .zoo import build_model
@@ -141,17 +141,16 @@ def _flatten_shapes(model: nn.Module, input_shape) -> dict[str, tuple[int, ...]]
         return {following: _square_shape(leaves, flatten) for flatten, following in pairs.items()}
     seen: dict[str, tuple[int, ...]] = {}
     modules = dict(model.named_modules())
-    handles = [modules[f].register_forward_hook(
-        lambda m, args, out, f=f: seen.__setitem__(pairs[f], tuple(args[0].shape[1:]))) for f in pairs]
+
+    def hook(f):
+        return lambda m, args, out: seen.__setitem__(pairs[f], tuple(args[0].shape[1:]))
+
     try:
-        with torch.no_grad(), eval_mode(model):
+        with forward_hooks({f: modules[f] for f in pairs}, hook), torch.no_grad(), eval_mode(model):
             model(torch.zeros(1, *input_shape))
     except RuntimeError as err:
         raise DeepFaultError(f"the model cannot take inputs of shape {tuple(input_shape)}: "
                              f"{str(err).splitlines()[0]}") from err
-    finally:
-        for h in handles:
-            h.remove()
     return {k: v for k, v in seen.items() if len(v) == 3}
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..core.capture import NEURON_MODULE_TYPES, eval_mode, forward, model_device
+from ..core.capture import NEURON_MODULE_TYPES, eval_mode, forward, forward_hooks, model_device
 
 __all__ = ["LayerRow", "describe_model"]
 
@@ -43,14 +43,9 @@ def describe_model(model: nn.Module, input_shape) -> tuple[list[LayerRow], tuple
 
         return record
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in leaves]
-    try:
-        with eval_mode(model), torch.inference_mode():
-            x = torch.zeros((1, *input_shape), device=model_device(model))
-            out = forward(model, x)
-    finally:
-        for h in handles:
-            h.remove()
+    with forward_hooks(dict(leaves), hook), eval_mode(model), torch.inference_mode():
+        x = torch.zeros((1, *input_shape), device=model_device(model))
+        out = forward(model, x)
     modules = dict(leaves)
     linear_conv = [n for n in order if isinstance(modules[n], NEURON_MODULE_TYPES)]
     default = set(linear_conv[:-1])
