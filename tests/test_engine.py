@@ -356,3 +356,18 @@ def test_grid_of_model_files_records_no_training_recipe(tmp_path):
     with ResultStore(tmp_path / "s.sqlite") as s:
         recorded = s.experiments()[0]["config"]
     assert not {"train_epochs", "train_lr", "train_schedule"} & set(recorded)
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    import os
+
+    from deepfault._io import check_writable, write_json
+
+    old = os.umask(0o022)
+    try:
+        write_json(tmp_path / "r.json", {"a": 1})
+        assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old)
+    check_writable(tmp_path / "new" / "sub" / "o.json")
+    assert not (tmp_path / "new").exists()  # checking creates nothing
