@@ -38,6 +38,8 @@ README_MNIST = {
 _README_KEYS = {"supply": "SUPPLY", "adv-bim": "ADV:BIM", "adv-cw": "ADV:CW", "fixing": "FIXING",
                 "prune": "PRUNE"}
 _METRICS = ("rf", "urf", "seeds", "gf")
+#: Scenarios in the README's order first, then the others alphabetically.
+_ORDER = ("supply", "adv-bim", "adv-cw", "fixing", "prune", "quant-fp16", "quant-int8")
 _HEADS = {"rf": "#RF", "urf": "#URF", "seeds": "#Seed", "gf": "#GF"}
 
 
@@ -59,7 +61,14 @@ def collect(store, experiment: str) -> list[dict]:
         scenario, strategy, seed = _split(cell)
         rows.append({"cell": cell, "scenario": scenario, "strategy": result.config.strategy, "seed": seed,
                      "result": result})
-    return rows
+
+    def order(row: dict) -> tuple:
+        sc = row["scenario"]
+        return (_ORDER.index(sc) if sc in _ORDER else len(_ORDER), sc,
+                ("drfuzz", "deephunter").index(row["strategy"]) if row["strategy"] in ("drfuzz", "deephunter")
+                else 2, row["seed"])
+
+    return sorted(rows, key=order)
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -233,7 +242,7 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
         shown = 0
         for (scenario, strategy), r in first_seed.items():
             ex = r["result"].examples
-            if shown >= 6 or not len(ex.get("faults", [])):
+            if shown >= 12 or not len(ex.get("faults", [])):
                 continue
             stem = f"faults-{scenario}-{strategy}".replace(":", "").replace("/", "-").replace("--", "-")
             n = min(8, len(ex["faults"]))
