@@ -262,9 +262,9 @@ def _check_models_dir(models_dir: Path) -> None:
 def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *, data_dir, device,
                     progress: bool):
     """Each model of the grid, opened or trained, with the data reconciled to it."""
-    from ..models import open_model, save_model
+    from ..models import open_model
     from ..models.prepare import Prepared, layout_name, reconcile
-    from ..models.train import train_model
+    from ..models.train import trained_model
 
     out = {}
     for spec in config.models:
@@ -274,21 +274,12 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *
         else:
             path = config.zoo_model_path(models_dir, spec.arch)
             label = spec.arch
-            mf = None
-            if path.is_file():
-                try:
-                    mf = open_model(path)
-                except DeepFaultError as err:
-                    log.warning("%s unreadable (%s); training again", path, err)
-            if mf is None:
+            if not path.is_file():
                 _check_models_dir(models_dir)
                 from .._io import check_writable
 
                 check_writable(path)
-                log.info("training %s on %s (no model file at %s)...", spec.arch, config.dataset, path)
-                mf, _ = train_model(spec.arch, data, config.train_config(), device=device,
-                                    arch_kwargs={"num_classes": data.num_classes}, progress=progress)
-                save_model(path, mf)
+            mf = trained_model(spec.arch, data, path, config.train_config(), device=device, progress=progress)
         model_data = reconcile(mf, data, data_dir=data_dir, label=f"model {spec.name!r} ({label})")
         out[spec.name] = Prepared(mf, model_data, label, layout_name(model_data.input_shape))
     return out

@@ -20,7 +20,7 @@ from ..errors import DeepFaultError, check_int
 from .io import ModelFile
 from .zoo import build_model
 
-__all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model"]
+__all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model", "trained_model"]
 
 log = logging.getLogger(__name__)
 
@@ -193,3 +193,30 @@ def train_model(
         },
     )
     return mf, result
+
+
+def trained_model(arch: str, data, path, config: TrainConfig, *, device="cpu", progress: bool = False):
+    """The zoo model ``arch`` kept at ``path``: opened when the file is there and readable,
+    otherwise trained on ``data`` with ``config`` and saved there (atomically).
+
+    The presets of every method keep their models this way, so a rerun reuses them.
+    """
+    import logging
+    from pathlib import Path
+
+    from ..errors import DeepFaultError
+    from .io import save_model
+    from .load import open_model
+
+    log = logging.getLogger(__name__)
+    path = Path(path)
+    if path.is_file():
+        try:
+            return open_model(path)
+        except DeepFaultError as err:
+            log.warning("%s unreadable (%s); training again", path, err)
+    log.info("training %s on %s (no model file at %s)...", arch, data.name, path)
+    mf, _ = train_model(arch, data, config, device=device, arch_kwargs={"num_classes": data.num_classes},
+                        progress=progress)
+    save_model(path, mf)
+    return mf

@@ -157,24 +157,12 @@ def _model_digest(model: nn.Module) -> str:
 
 def _models(models_dir: Path, data, *, progress: bool, device: str) -> dict[str, object]:
     """LeNet-1/4/5 model files from ``models_dir``, trained (and saved) when missing."""
-    from ..errors import DeepFaultError
-    from ..models import open_model, save_model
-    from ..models.train import TrainConfig, train_model
+    from ..models.train import TrainConfig, trained_model
 
     out = {}
     for arch in ARCHS:
-        path = models_dir / f"{arch}-mnist.pt"
-        mf = None
-        if path.is_file():
-            try:
-                mf = open_model(path)
-            except DeepFaultError as err:
-                log.warning("%s unreadable (%s); training again", path, err)
-        if mf is None:
-            log.info("training %s on MNIST (no model file at %s)...", arch, path)
-            mf, _ = train_model(arch, data, TrainConfig(), arch_kwargs={"num_classes": data.num_classes},
-                                device=device, progress=progress)
-            save_model(path, mf)
+        mf = trained_model(arch, data, models_dir / f"{arch}-mnist.pt", TrainConfig(), device=device,
+                           progress=progress)
         out[arch] = mf
     return out
 
