@@ -13,6 +13,7 @@ All hooks are registered and removed by :func:`capture`, in a ``finally`` block.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -373,6 +374,16 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 _SHAPE_WORDS = ("shape", "size", "mat1", "dimension", "expected input", "channels", "must match")
 
 
+_said: set[str] = set()
+
+
+def _say_which(message: str) -> None:
+    """Warn once per kind of output which part of it deepfault takes."""
+    if message not in _said:
+        _said.add(message)
+        warnings.warn(message, stacklevel=4)
+
+
 def model_outputs(result, *, where: str = "the model") -> torch.Tensor:
     """The class scores in what a model's ``forward`` returned.
 
@@ -382,10 +393,15 @@ def model_outputs(result, *, where: str = "the model") -> torch.Tensor:
     if isinstance(result, torch.Tensor):
         return result
     if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
+        _say_which(f"{where} returns a {type(result).__name__}; deepfault uses its first element as the "
+                   "class scores")
         return result[0]
     if isinstance(result, dict) and isinstance(result.get("logits"), torch.Tensor):
+        _say_which(f"{where} returns a dict; deepfault uses its 'logits' entry as the class scores")
         return result["logits"]
     if hasattr(result, "logits") and isinstance(result.logits, torch.Tensor):
+        _say_which(f"{where} returns a {type(result).__name__}; deepfault uses its .logits as the "
+                   "class scores")
         return result.logits
     raise DeepFaultError(
         f"{where} returns {type(result).__name__}; deepfault needs a tensor of class scores, "

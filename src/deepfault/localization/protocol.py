@@ -7,6 +7,7 @@ command line's ``deepfault run`` is a thin layer over it.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -321,6 +322,11 @@ def run_deepfault(
     config.validate(data.bounds)
     if output_kind not in OUTPUT_KINDS:
         raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
+    leaves = [m for m in model.modules() if not list(m.children())]
+    if output_kind == "logits" and leaves and isinstance(leaves[-1], (nn.Softmax, nn.LogSoftmax)):
+        warnings.warn("the model ends in a softmax but output_kind='logits'; pass "
+                      "output_kind='probabilities' so that losses are computed on probabilities",
+                      stacklevel=2)
     x, y = data.x_test, data.y_test
     outputs = predict(model, x, batch_size=config.batch_size)
     num_outputs = outputs.shape[1]

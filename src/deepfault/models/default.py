@@ -42,7 +42,10 @@ def train_default(data: Dataset) -> ModelFile:
     config = TrainConfig(epochs=RECIPE["epochs"], batch_size=RECIPE["batch_size"],
                          lr=RECIPE["lr"], val_fraction=0.0, seed=RECIPE["seed"],
                          schedule=RECIPE["schedule"])
-    mf, _ = train_model(RECIPE["arch"], data, config, arch_kwargs=RECIPE["arch_kwargs"])
+    import sys
+
+    mf, _ = train_model(RECIPE["arch"], data, config, arch_kwargs=RECIPE["arch_kwargs"],
+                        progress=sys.stderr.isatty())
     mf.meta["recipe"] = RECIPE
     return mf
 
