@@ -87,7 +87,8 @@ BAD = [
     (["--criteria", "kmnc", "--sections", "0", "--profile", "PROFILE"],
      "sections must be an integer >= 1; got 0"),
     (["--threshold", "0,abc"],
-     "argument --threshold: expected a finite number or comma-separated numbers such as 0,0.25,0.5; got '0,abc'"),
+     "argument --threshold: expected a finite number or comma-separated numbers such as 0,0.25,0.5; "
+     "got '0,abc'"),
     (["--criteria", "kmnc"], "kmnc need a profile"),
     (["--criteria", "kmnc", "--profile", "OTHER"], "the profile was computed for another model"),
     (["--criteria", "kmnc", "--profile", "PROFILE", "--layers", "fc1"], "computed for other layers"),

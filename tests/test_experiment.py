@@ -97,8 +97,9 @@ def test_workers_give_the_sequential_result(tmp_path, models_dir):
 def test_kill_9_midway_then_resume(tmp_path, models_dir):
     toml = tmp_path / "grid.toml"
     toml.write_text(
-        'name = "killme"\ndataset = "digits"\nks = [1, 2]\nclasses = [0, 1, 2, 3]\nrandom_repetitions = 3\n'
-        'iterations = 30\ntrain_epochs = 15\ntrain_lr = 0.003\n[[models]]\nname = "mlp"\narch = "digits_mlp"\n'
+        'name = "killme"\ndataset = "digits"\nks = [1, 2]\nclasses = [0, 1, 2, 3]\n'
+        'random_repetitions = 3\niterations = 30\ntrain_epochs = 15\ntrain_lr = 0.003\n'
+        '[[models]]\nname = "mlp"\narch = "digits_mlp"\n'
     )
     store = tmp_path / "k.sqlite"
     cmd = [sys.executable, "-m", "deepfault", "experiment", "--config", str(toml), "--store", str(store),
