@@ -81,6 +81,13 @@ def _cmd_regress(args) -> int:
     from ..fuzz.regress import faults_paths, progress_line, regress
 
     check_int("--seed", args.seed, 0)
+    from pathlib import Path
+
+    from ..errors import DeepFaultError
+
+    for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
+        if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
+            raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
     budget = parse_budget(args.budget)
     config = CampaignConfig(
         strategy=args.strategy, budget=str(budget), batch=args.batch, seed=args.seed, chooser=args.chooser,
