@@ -13,14 +13,28 @@ def section(heading: str) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-class Section:
-    """A README section with ``read_text()`` (what the doc tests call on a file)."""
+def run_python_examples(text: str, where: str) -> None:
+    """Execute every ```python block of ``text`` in order, on one PyTorch thread."""
+    import re
 
-    def __init__(self, heading: str):
-        self.heading = heading
+    import torch
 
-    def read_text(self) -> str:
-        return section(self.heading)
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, f"{where} has no Python example"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for block in blocks:
+            exec(compile(block, where, "exec"), {})
+    finally:
+        torch.set_num_threads(threads)
 
-    def __str__(self) -> str:
-        return f"{README} ({self.heading})"
+
+def undocumented_options(command: str, text: str) -> list[str]:
+    """The ``--options`` of ``deepfault COMMAND`` that ``text`` never mentions as `--option`."""
+    from deepfault.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    options = {s for a in sub._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+    return sorted(o for o in options if f"`{o}" not in text)
