@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import busy_fraction  # benchmarks/ is on sys.path when run as a script
 
 from deepfault._io import write_json
 from deepfault.core.batches import activations
@@ -51,22 +52,6 @@ TARGETS = {
     "profile_memory_flat": "peak memory growth within 10% from 10,000 to 60,000 inputs",
     "would_increase_1000_ms": "would_increase on 1,000 candidates < 20 ms (all seven criteria)",
 }
-
-
-def _busy_fraction(seconds: float = 0.5) -> float | None:
-    """Share of all CPUs busy while this process sleeps: the load from other processes."""
-    def ticks():
-        with open("/proc/stat") as fh:
-            parts = [int(v) for v in fh.readline().split()[1:]]
-        return sum(parts) - parts[3] - parts[4], sum(parts)
-
-    try:
-        b0, t0 = ticks()
-        time.sleep(seconds)
-        b1, t1 = ticks()
-    except OSError:
-        return None
-    return round((b1 - b0) / max(t1 - t0, 1), 3)
 
 
 def _timed(fn, repeats: int) -> list[float]:
@@ -298,7 +283,7 @@ def main() -> int:
         for arch, row in fig["nc_table"].items():
             print(arch, row["neurons"], "test set", row["test_set"], "10 random", row["random_10_mean"])
     if args.part in ("speed", "all"):
-        busy = _busy_fraction()
+        busy = busy_fraction()
         model, data = _load("lenet5", args.data_dir)
         t0 = time.perf_counter()
         result = {
@@ -322,7 +307,7 @@ def main() -> int:
                 result["memory"]["default_malloc"]["growth_ratio_60k_vs_10k"],
             "profile_memory_flat": result["memory"]["profile_memory_flat"],
             "would_increase_1000_ms": result["would_increase"]["would_increase_1000_ms"],
-            "background_cpu_busy_fraction_after": _busy_fraction(),
+            "background_cpu_busy_fraction_after": busy_fraction(),
             "bench_seconds": time.perf_counter() - t0,
         }
         write_json(RESULTS / "bench_coverage.json", result)

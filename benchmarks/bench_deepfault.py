@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import busy_fraction  # benchmarks/ is on sys.path when run as a script
 
 from deepfault import compute_spectrum, synthesize
 from deepfault._io import write_json
@@ -83,23 +84,6 @@ def _timed(fn, repeats: int, device: torch.device, warmup: bool = True) -> list[
         _sync(device)
         times.append(time.perf_counter() - start)
     return times
-
-
-def _busy_fraction(seconds: float = 0.5) -> float | None:
-    """Share of all CPUs busy while this process sleeps: load from other processes."""
-    def ticks():
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:]]
-        idle = vals[3] + vals[4]
-        return sum(vals) - idle, sum(vals)
-
-    try:
-        busy0, total0 = ticks()
-        time.sleep(seconds)
-        busy1, total1 = ticks()
-    except OSError:
-        return None
-    return round((busy1 - busy0) / max(total1 - total0, 1), 3)
 
 
 def _model(name: str, device: torch.device, seed: int = 0) -> torch.nn.Module:
@@ -391,14 +375,14 @@ def main(argv=None) -> int:
         f"bench_{args.device}{'_quick' if args.quick else ''}.json")
 
     started = time.perf_counter()
-    background = {"before": _busy_fraction()}
+    background = {"before": busy_fraction()}
     results: dict = {"spectrum": [], "synthesis": [], "memory": []}
     for name in ("mnist_1", "cifar_3"):
         results["spectrum"] += bench_spectrum(name, device, repeats, quick, args.data_dir)
-    background["after_spectrum"] = _busy_fraction()
+    background["after_spectrum"] = busy_fraction()
     for name in ("mnist_1", "cifar_3"):
         results["synthesis"] += bench_synthesis(name, device, repeats, quick, args.data_dir)
-    background["after_synthesis"] = _busy_fraction()
+    background["after_synthesis"] = busy_fraction()
     for name in ("mnist_1", "cifar_3"):
         results["memory"].append(bench_memory(name, device, quick, args.data_dir))
     results["targets"] = _targets(results)

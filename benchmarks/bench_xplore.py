@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import busy_fraction  # benchmarks/ is on sys.path when run as a script
 
 from deepfault._io import write_json
 from deepfault.data import load_dataset
@@ -47,23 +48,6 @@ TARGETS = {
     "speedup": ">= 20x faster per seed than the per-seed loop in the same run",
     "table9": "paper: 0.2 to 0.7 s to the first difference per seed (2017 hardware)",
 }
-
-
-def _busy_fraction(seconds: float = 0.5) -> float | None:
-    """Share of all CPUs busy while this process sleeps: load from other processes."""
-    def ticks():
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:]]
-        idle = vals[3] + vals[4]
-        return sum(vals) - idle, sum(vals)
-
-    try:
-        busy0, total0 = ticks()
-        time.sleep(seconds)
-        busy1, total1 = ticks()
-    except OSError:
-        return None
-    return round((busy1 - busy0) / max(total1 - total0, 1), 3)
 
 
 def _timed(fn, repeats: int) -> tuple[list[float], object]:
@@ -92,7 +76,7 @@ def main(argv=None) -> int:
         args.seeds, args.ref_seeds, args.table9_seeds, args.repeats = 200, 10, 5, 1
     if args.threads:
         torch.set_num_threads(args.threads)
-    background = _busy_fraction()
+    background = busy_fraction()
     data = load_dataset("mnist", data_dir=args.data_dir)
     models = [open_model(Path(args.models_dir) / f"{n}-mnist.pt").model for n in NAMES]
     config = XploreConfig(seeds=args.seeds, layers="deepxplore")  # Table 2 parameters, light, 20 steps
