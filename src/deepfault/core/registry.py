@@ -24,6 +24,7 @@ class Registry(Generic[T]):
 
     Args:
         kind: What the entries are, for messages ("measure", "model format", ...).
+        load: Called once, on first lookup, to register entries that live in other packages.
         listing: The names in the order an unknown-name message lists them (default sorted).
 
     Example:
@@ -37,10 +38,20 @@ class Registry(Generic[T]):
         ['square']
     """
 
-    def __init__(self, kind: str, *, listing: Callable[[], list[str]] | None = None):
+    def __init__(self, kind: str, *, listing: Callable[[], list[str]] | None = None,
+                 load: Callable[[], None] | None = None):
         self.kind = kind
         self._entries: dict[str, T] = {}
         self._listing = listing
+        self._load = load
+
+    def _loaded(self) -> dict[str, T]:
+        """The entries, after running ``load`` once (plug-ins that register more entries
+        when first needed, so that importing deepfault stays light)."""
+        if self._load is not None:
+            load, self._load = self._load, None
+            load()
+        return self._entries
 
     def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
         """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.
@@ -73,7 +84,7 @@ class Registry(Generic[T]):
             DeepFaultError: ``name`` is unknown; the message lists the known names.
         """
         try:
-            return self._entries[name]
+            return self._loaded()[name]
         except (KeyError, TypeError):
             raise DeepFaultError(
                 f"unknown {self.kind} {name!r}; known: {', '.join((self._listing or self.names)())}"
@@ -81,23 +92,23 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
-        return sorted(self._entries)
+        return sorted(self._loaded())
 
     def items(self) -> list[tuple[str, T]]:
         """``(name, entry)`` pairs in registration order."""
-        return list(self._entries.items())
+        return list(self._loaded().items())
 
     def __getitem__(self, name: str) -> T:
         return self.get(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._loaded()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._loaded())
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self.names())})"

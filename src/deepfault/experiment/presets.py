@@ -31,23 +31,11 @@ class Preset:
     runner: Callable[..., dict]
 
 
-PRESETS: Registry[Preset] = Registry("preset")
-
 #: Packages whose import registers more presets (optional: a missing one is skipped).
 _PLUGINS = ("deepfault.xplore.preset", "deepfault.fuzz.preset")
-_loaded = False
-
-
-def register_preset(name: str, *, method: str, runner: Callable[..., dict], description: str) -> Preset:
-    """Add a preset; see the module docstring for the runner's signature."""
-    return PRESETS.register(name, Preset(name, method, description, runner))
 
 
 def _load_plugins() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
     for module in _PLUGINS:
         try:
             importlib.import_module(module)
@@ -56,13 +44,19 @@ def _load_plugins() -> None:
                 raise
 
 
+PRESETS: Registry[Preset] = Registry("preset", load=_load_plugins)
+
+
+def register_preset(name: str, *, method: str, runner: Callable[..., dict], description: str) -> Preset:
+    """Add a preset; see the module docstring for the runner's signature."""
+    return PRESETS.register(name, Preset(name, method, description, runner))
+
+
 def list_presets() -> list[str]:
-    _load_plugins()
     return PRESETS.names()
 
 
 def get_preset(name: str) -> Preset:
-    _load_plugins()
     return PRESETS.get(name)
 
 

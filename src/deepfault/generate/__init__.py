@@ -36,23 +36,9 @@ class Strategy:
     generate: Callable
 
 
-STRATEGIES: Registry[Strategy] = Registry("generation strategy")
-
-_loaded = False
-
-
-def register_strategy(name: str, *, method: str, description: str, generate: Callable) -> Strategy:
-    """Add a strategy under ``name``."""
-    return STRATEGIES.register(name, Strategy(name, method, description, generate))
-
-
 def _load_plugins() -> None:
-    """Register the strategies of the other methods (imported here, on first use, so that
-    importing ``deepfault`` stays light)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
+    """Register the strategies of the other methods (imported on first use of the registry,
+    so that importing ``deepfault`` stays light)."""
     xplore = importlib.import_module("deepfault.xplore")
     register_strategy(xplore.STRATEGY.name, method="deepxplore", description=xplore.STRATEGY.description,
                       generate=xplore.STRATEGY.generate)
@@ -60,16 +46,22 @@ def _load_plugins() -> None:
     for name in fuzz.STRATEGIES.names():
         entry = fuzz.STRATEGIES.get(name)
         register_strategy(name, method="drfuzz", description=getattr(entry, "description", name),
-                          generate=getattr(fuzz, "run_campaign", None) or getattr(entry, "generate", None))
+                          generate=fuzz.run_campaign)
+
+
+STRATEGIES: Registry[Strategy] = Registry("generation strategy", load=_load_plugins)
+
+
+def register_strategy(name: str, *, method: str, description: str, generate: Callable) -> Strategy:
+    """Add a strategy under ``name``."""
+    return STRATEGIES.register(name, Strategy(name, method, description, generate))
 
 
 def list_strategies() -> list[str]:
-    _load_plugins()
     return STRATEGIES.names()
 
 
 def get_strategy(name: str) -> Strategy:
-    _load_plugins()
     return STRATEGIES.get(name)
 
 
