@@ -24,7 +24,7 @@ import torch
 from deepfault._io import write_json
 from deepfault.data import load_dataset
 from deepfault.errors import DeepFaultError
-from deepfault.experiment.grid import PRESETS
+from deepfault.localization.preset import PRESETS
 from deepfault.models import save_model
 from deepfault.models.train import train_model
 from deepfault.provenance import provenance

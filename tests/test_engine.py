@@ -18,9 +18,10 @@ from deepfault.core.batches import activations, iterate_batches, predict
 from deepfault.core.registry import Registry
 from deepfault.data import load_dataset
 from deepfault.experiment.executors import get_executor, list_executors
-from deepfault.experiment.grid import ExperimentConfig, ModelSpec, plan, run_experiment
-from deepfault.experiment.store import Cell, CellKey, ResultStore
+from deepfault.experiment.store import ResultStore
+from deepfault.localization.preset import ExperimentConfig, ModelSpec, plan, run_experiment
 from deepfault.localization.protocol import CellSpec, RunConfig, run_group
+from deepfault.localization.results import Cell, CellKey, read_cells, write_cell
 from deepfault.localization.spectrum import SpectrumAccumulator
 from deepfault.models import ModelFile, save_model
 from deepfault.models.prepare import reconcile
@@ -49,15 +50,16 @@ def test_every_extension_point_is_a_registry():
     from deepfault.coverage.criteria import CRITERIA
     from deepfault.data import DATASETS
     from deepfault.experiment.executors import EXECUTORS
+    from deepfault.experiment.method import METHODS
     from deepfault.experiment.presets import PRESETS
-    from deepfault.generate import STRATEGIES
+    from deepfault.fuzz.strategies import STRATEGIES
     from deepfault.localization.measures import MEASURES
     from deepfault.localization.selection import APPROACHES
     from deepfault.models.load import MODEL_FORMATS
     from deepfault.models.zoo import ARCHITECTURES
 
-    for reg in (CRITERIA, DATASETS, EXECUTORS, PRESETS, STRATEGIES, MEASURES, APPROACHES, MODEL_FORMATS,
-                ARCHITECTURES):
+    for reg in (CRITERIA, DATASETS, EXECUTORS, METHODS, PRESETS, STRATEGIES, MEASURES, APPROACHES,
+                MODEL_FORMATS, ARCHITECTURES):
         assert isinstance(reg, R) and len(reg) > 0
     assert {"random", "uniform", "tarantula"} <= set(APPROACHES.names())
     assert APPROACHES.get("random").baseline and not APPROACHES.get("ochiai").baseline
@@ -170,7 +172,7 @@ def test_bad_grid_leaves_no_store_behind(tmp_path):
 
 
 def test_group_jobs_carry_only_their_class(tmp_path):
-    from deepfault.experiment.grid import GroupJob
+    from deepfault.localization.preset import GroupJob
 
     data = load_dataset("digits")
     index = np.flatnonzero(data.y_test == 3)
@@ -193,7 +195,7 @@ def test_store_keeps_every_method_apart_and_resumes(tmp_path):
     with ResultStore(tmp_path / "s.sqlite") as s:
         s.begin("h1", "grid", {"a": 1}, {"p": 1})
         s.begin("h2", "xp", {"b": 2}, {"p": 2}, method="deepxplore")
-        s.write("h1", _cell(CellKey("m", 0, "ochiai", 1, 0)))
+        write_cell(s, "h1", _cell(CellKey("m", 0, "ochiai", 1, 0)))
         s.put("h2", "deepxplore", "target-0", {"found": 3}, {"inputs": np.ones((3, 2))})
         s.put("h2", "deepxplore", "target-0", {"found": 4})  # idempotent
         s.put("h2", "drfuzz", "c0", {"it": 1})
@@ -203,7 +205,7 @@ def test_store_keeps_every_method_apart_and_resumes(tmp_path):
         assert s.get("h2", "deepxplore", "target-0").arrays["inputs"].shape == (3, 2)
         assert s.get("h2", "drfuzz", "c0").data == {"it": 2}
         assert [e["method"] for e in s.experiments()] == ["deepfault", "deepxplore"]
-        assert [c.key for c in s.cells("h1")] == [CellKey("m", 0, "ochiai", 1, 0)]
+        assert [c.key for c in read_cells(s, "h1")] == [CellKey("m", 0, "ochiai", 1, 0)]
 
 
 def test_store_written_by_version_1_is_migrated(tmp_path):
@@ -229,7 +231,7 @@ def test_store_written_by_version_1_is_migrated(tmp_path):
     with pytest.raises(DeepFaultError, match="format of deepfault 0.1; open it once for writing"):
         ResultStore(path, readonly=True)
     with ResultStore(path) as s:
-        (cell,) = list(s.cells("h"))
+        (cell,) = list(read_cells(s, "h"))
         assert cell.key == CellKey("m", 2, "dstar", 5, 0) and cell.seed == seed and cell.loss == [0.5]
         assert s.experiments()[0]["method"] == "deepfault"
 
@@ -307,7 +309,7 @@ TINY = ExperimentConfig(
 def _stored(path, h):
     with ResultStore(path) as s:
         out = {}
-        for c in s.cells(h):
+        for c in read_cells(s, h):
             d = c.data()
             d.pop("synthesis_seconds")
             d.pop("spectrum_seconds")

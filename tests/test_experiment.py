@@ -12,9 +12,10 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from deepfault import DeepFaultError
-from deepfault.experiment.grid import ExperimentConfig, ModelSpec, load_config, plan, run_experiment
 from deepfault.experiment.stats import a12, compare
 from deepfault.experiment.store import ResultStore
+from deepfault.localization.preset import ExperimentConfig, ModelSpec, load_config, plan, run_experiment
+from deepfault.localization.results import read_cells
 
 SMALL = ExperimentConfig(
     name="small", dataset="digits", models=(ModelSpec("mlp", arch="digits_mlp"),), ks=(1, 3),
@@ -36,7 +37,7 @@ def _strip(cell):
 
 def _cells(path, config_hash):
     with ResultStore(path) as store:
-        return dict(_strip(c) for c in store.cells(config_hash))
+        return dict(_strip(c) for c in read_cells(store, config_hash))
 
 
 def test_grid_runs_then_resumes_without_redoing(tmp_path, models_dir):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from deepfault import DeepFaultError, RunConfig, compute_spectrum, select
 from deepfault.cli import main
-from deepfault.experiment.grid import load_config
+from deepfault.localization.preset import load_config
 from deepfault.localization.protocol import k_primes_for
 from tiny_models import chain_model
 

@@ -11,7 +11,8 @@ from scipy.stats import mannwhitneyu
 
 from deepfault.errors import DeepFaultError
 from deepfault.experiment.report import write_report
-from deepfault.experiment.store import Cell, CellKey, ResultStore
+from deepfault.experiment.store import ResultStore
+from deepfault.localization.results import Cell, CellKey, write_cell
 
 MODELS = ["m1", "<b>m</b>"]
 CLASSES = [0, 1]
@@ -71,7 +72,7 @@ def store(tmp_path_factory):
     with ResultStore(path) as s:
         s.begin("abc123", "toy", config, {"deepfault": "test", "python": "3"})
         for cell in cells:
-            s.write("abc123", cell)
+            write_cell(s, "abc123", cell)
     return path, cells
 
 
@@ -187,7 +188,7 @@ def test_import_does_not_load_plotting():
 
 
 def test_report_is_written_whole_or_not_at_all(store, tmp_path, monkeypatch):
-    import deepfault.experiment.report as report
+    import deepfault.localization.report as report
 
     path, _ = store
     out = tmp_path / "rep"
@@ -197,7 +198,7 @@ def test_report_is_written_whole_or_not_at_all(store, tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report, "_fig4", interrupted)
+    monkeypatch.setattr(report, "fig4_examples", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_report(path, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # no partial folder left

@@ -9,7 +9,7 @@ from deepfault.experiment.presets import get_preset
 from deepfault.experiment.store import ResultStore
 from deepfault.models import ModelFile, build_model, save_model
 from deepfault.xplore.fgsm import fgsm
-from deepfault.xplore.preset import PRESET_NAME, PresetConfig, run_preset
+from deepfault.xplore.preset import PRESET_NAME, DeepXploreMnist, PresetConfig, run_preset
 from deepfault.xplore.report import render_report
 
 TINY = PresetConfig(seeds=12, repeats=1, iterations=3, figure9_inputs=4, figure9_seeds=12,
@@ -42,26 +42,26 @@ def tiny_mnist(monkeypatch, tmp_path):
 
 def test_preset_is_registered():
     preset = get_preset(PRESET_NAME)
-    assert preset.method == "deepxplore" and preset.runner is run_preset
+    assert preset.method == "deepxplore" and isinstance(preset, DeepXploreMnist)
 
 
 def test_preset_writes_every_cell_resumes_and_reports(tmp_path, tiny_mnist):
     store_path = tmp_path / "x.sqlite"
     summary = run_preset(store_path, models_dir=tiny_mnist, config=TINY, argv=["deepfault", "experiment"])
-    assert summary["cells_total"] == summary["cells_run"] == 3 + 2 + 2
+    assert summary.cells_total == summary.cells_run == 3 + 2 + 2
     again = run_preset(store_path, models_dir=tiny_mnist, config=TINY)
-    assert again["cells_run"] == 0 and again["config_hash"] == summary["config_hash"]
+    assert again.cells_run == 0 and again.config_hash == summary.config_hash
     with ResultStore(store_path, readonly=True) as store:
-        ids = sorted(store.done(summary["config_hash"], "deepxplore"))
+        ids = sorted(store.done(summary.config_hash, "deepxplore"))
         assert ids == ["figure9/t=0", "figure9/t=0.5", "table2/target=lenet1/seed=0",
                        "table2/target=lenet4/seed=0", "table2/target=lenet5/seed=0",
                        "table5/lambda2=0/seed=0", "table5/lambda2=1/seed=0"]
-        cell = store.get(summary["config_hash"], "deepxplore", "table2/target=lenet4/seed=0")
+        cell = store.get(summary.config_hash, "deepxplore", "table2/target=lenet4/seed=0")
         assert cell.data["config"]["target"] == 1 and cell.data["seeds"] == 12
         assert set(cell.data["per_target"][0]) >= {"target", "found", "mean_l1"}
-        fig = store.get(summary["config_hash"], "deepxplore", "figure9/t=0.5").data["figure9"]
+        fig = store.get(summary.config_hash, "deepxplore", "figure9/t=0.5").data["figure9"]
         assert set(fig["methods"]) == {"deepxplore", "random", "fgsm"}
-        report = render_report(store, summary["config_hash"], tmp_path / "report")
+        report = render_report(store, summary.config_hash, tmp_path / "report")
     assert "Table 2" in report["markdown"] and "Table 5" in report["markdown"]
     assert "Figure 9" in report["html"]
     names = {p.rsplit("/", 1)[-1] for p in report["files"]}

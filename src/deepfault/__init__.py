@@ -14,8 +14,7 @@ Three methods on one engine (capture, batch loop, accumulators, registries, stor
 See the README for worked examples.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
+from . import methods  # noqa: E402,F401,I001  (registers every method with the engine)
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
 from .coverage import (
@@ -27,9 +26,9 @@ from .coverage import (
     rank_inputs,
 )
 from .data import Dataset, list_datasets, load_dataset
+from ._version import __version__
 from .errors import DeepFaultError
 from .fuzz import regress
-from .generate.ascent import synthesize
 from .localization.evaluation import Evaluation, evaluate
 from .localization.measures import get_measure, list_measures, register_measure, suspiciousness
 from .localization.protocol import RunConfig, RunResult, run_deepfault
@@ -45,12 +44,9 @@ from .localization.selection import (
     uniform_baseline,
 )
 from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
+from .localization.synthesis import synthesize
 from .xplore import xplore
 
-try:
-    __version__ = version("deepfault")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "compute_profile",

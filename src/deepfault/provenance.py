@@ -14,7 +14,7 @@ __all__ = ["provenance"]
 
 def provenance(device: torch.device | str | None = None, *, argv: list[str] | None = None) -> dict:
     """Versions, device, platform, time and (optionally) the command line."""
-    from . import __version__
+    from ._version import __version__
 
     device = torch.device(device) if device is not None else torch.device("cpu")
     info = {

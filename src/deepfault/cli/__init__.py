@@ -1,7 +1,9 @@
 """The ``deepfault`` command line: a thin layer that parses, calls one function, prints.
 
 Each sub-command lives in its own module of this package with an ``add_parser(sub)``
-function; :data:`COMMANDS` lists them in the order ``deepfault --help`` shows them.
+function. A method's commands come from its record (``Method.commands``, listed by
+:mod:`deepfault.methods`); the engine's own follow. :data:`COMMANDS` is the order
+``deepfault --help`` shows them in.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import DeepFaultError
+from ..methods import ALL as _METHODS
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-#: Sub-command modules of this package, in help order.
-COMMANDS = (
-    "run", "measures", "train", "data", "inspect", "experiment", "gan", "scenario", "coverage", "xplore",
-    "regress",
-)
+#: The engine's sub-commands (models, data, experiments and reports of any method).
+ENGINE_COMMANDS = ("train", "data", "inspect", "experiment")
+#: Sub-command modules of this package, in help order: the methods' own, then the engine's.
+COMMANDS = (*(c for method in _METHODS for c in method.commands), *ENGINE_COMMANDS)
 
 
 class _Parser(argparse.ArgumentParser):

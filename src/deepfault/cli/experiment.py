@@ -59,17 +59,12 @@ def add_parser(sub) -> None:
 
 def _cmd_experiment(args) -> int:
     from ..experiment.executors import get_executor
-    from ..experiment.grid import load_config, run_experiment, with_overrides
     from ..experiment.presets import get_preset
+    from ..localization.preset import DeepFaultGrid, load_config
 
     device = device_from(args.device)
-    if args.preset:
-        preset = get_preset(args.preset)
-        name = args.preset
-    else:
-        config = with_overrides(load_config(args.config), seed=args.seed)
-        name = config.name
-    store = Path(args.store or f"results/{name}.sqlite")
+    preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
+    store = Path(args.store or f"results/{preset.name}.sqlite")
     if store.is_dir():
         raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
     if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
@@ -77,25 +72,15 @@ def _cmd_experiment(args) -> int:
     executor = get_executor(args.executor or ("process" if args.workers > 1 else "serial"),
                             workers=args.workers, address=args.ray_address)
     with executor:
-        if args.preset:
-            kwargs = {"seed": args.seed} if args.seed is not None else {}
-            summary = preset.runner(store, data_dir=args.data_dir, models_dir=args.models_dir,
-                                    executor=executor, progress=not args.no_progress, argv=args.argv,
-                                    device=str(device), **kwargs)
-        else:
-            summary = run_experiment(config, store, data_dir=args.data_dir, models_dir=args.models_dir,
-                                     executor=executor, device=str(device), progress=not args.no_progress,
-                                     argv=args.argv).__dict__
-    if "cells_total" in summary:
-        accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.get("model_accuracy", {}).items())
-        print(f"experiment {name} ({summary['config_hash']}): {summary['cells_total']} cells, "
-              f"{summary['cells_run']} run now, {summary['cells_skipped']} already in the store; "
-              f"{summary['seconds']:.1f} s ({executor.name}, {executor.workers} worker(s))")
-        if accuracy:
-            print(f"test accuracy: {accuracy}")
-    else:
-        for key, value in summary.items():
-            print(f"{key}: {value}")
+        summary = preset.run(store, data_dir=args.data_dir, models_dir=args.models_dir, executor=executor,
+                             progress=not args.no_progress, argv=args.argv, device=str(device),
+                             seed=args.seed)
+    accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.model_accuracy.items())
+    print(f"experiment {summary.name} ({summary.config_hash}): {summary.cells_total} cells, "
+          f"{summary.cells_run} run now, {summary.cells_skipped} already in the store; "
+          f"{summary.seconds:.1f} s ({executor.name}, {executor.workers} worker(s))")
+    if accuracy:
+        print(f"test accuracy: {accuracy}")
     print(f"store: {store}; next: deepfault report {store}")
     return 0
 

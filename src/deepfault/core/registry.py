@@ -1,7 +1,7 @@
 """One small registry for every extension point.
 
-Measures and baselines, model file formats, data sets, zoo architectures, generation
-strategies, coverage criteria, mutation rules and executors are all looked up by name
+Methods, presets, measures and baselines, model file formats, data sets, zoo
+architectures, coverage criteria, mutation rules, fuzz strategies and executors are all looked up by name
 in a :class:`Registry` (torchvision's ``register_model``/``get_model``/``list_models``):
 a decorator adds an entry, a duplicate name is refused, and an unknown name raises a
 :class:`~deepfault.errors.DeepFaultError` that lists the known ones.
@@ -24,7 +24,6 @@ class Registry(Generic[T]):
 
     Args:
         kind: What the entries are, for messages ("measure", "model format", ...).
-        load: Called once, on first lookup, to register entries that live in other packages.
         listing: The names in the order an unknown-name message lists them (default sorted).
 
     Example:
@@ -38,20 +37,10 @@ class Registry(Generic[T]):
         ['square']
     """
 
-    def __init__(self, kind: str, *, listing: Callable[[], list[str]] | None = None,
-                 load: Callable[[], None] | None = None):
+    def __init__(self, kind: str, *, listing: Callable[[], list[str]] | None = None):
         self.kind = kind
         self._entries: dict[str, T] = {}
         self._listing = listing
-        self._load = load
-
-    def _loaded(self) -> dict[str, T]:
-        """The entries, after running ``load`` once (plug-ins that register more entries
-        when first needed, so that importing deepfault stays light)."""
-        if self._load is not None:
-            load, self._load = self._load, None
-            load()
-        return self._entries
 
     def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
         """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.
@@ -84,7 +73,7 @@ class Registry(Generic[T]):
             DeepFaultError: ``name`` is unknown; the message lists the known names.
         """
         try:
-            return self._loaded()[name]
+            return self._entries[name]
         except (KeyError, TypeError):
             raise DeepFaultError(
                 f"unknown {self.kind} {name!r}; known: {', '.join((self._listing or self.names)())}"
@@ -92,23 +81,23 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
-        return sorted(self._loaded())
+        return sorted(self._entries)
 
     def items(self) -> list[tuple[str, T]]:
         """``(name, entry)`` pairs in registration order."""
-        return list(self._loaded().items())
+        return list(self._entries.items())
 
     def __getitem__(self, name: str) -> T:
         return self.get(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._loaded()
+        return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._loaded())
+        return len(self._entries)
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self.names())})"

@@ -9,6 +9,7 @@
 - :mod:`.reference`: the criteria as naive per-input, per-neuron loops (for checks).
 """
 
+from ..experiment.method import Method
 from .criteria import (
     CRITERIA,
     BitSetCriterion,
@@ -30,6 +31,7 @@ from .profile import Profile, ProfileAccumulator, compute_profile, load_profile,
 from .rank import Ranking, RankReport, apfd, prioritize, rank_inputs
 
 __all__ = [
+    "METHOD",
     "CRITERIA",
     "BitSetCriterion",
     "CoverageReport",
@@ -58,3 +60,11 @@ __all__ = [
     "prioritize",
     "rank_inputs",
 ]
+
+
+#: Coverage as the engine sees it (no stored experiments, so no presets or report).
+METHOD = Method(
+    name="coverage", title="Coverage",
+    description="how much of a network a set of inputs exercises (DeepXplore's and DeepGauge's criteria)",
+    result_type=CoverageReport, commands=("coverage",),
+)

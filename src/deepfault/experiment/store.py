@@ -30,14 +30,14 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DeepFaultError
 
-__all__ = ["Cell", "CellKey", "Record", "ResultStore", "SCHEMA_VERSION"]
+__all__ = ["Record", "ResultStore", "SCHEMA_VERSION", "choose_experiment"]
 
 SCHEMA_VERSION = 2
 
@@ -97,75 +97,6 @@ def _loads(text: str, what: str):
         raise DeepFaultError(
             f"{what} in the results store is corrupt ({err}); delete that cell or rerun into a new store"
         ) from None
-
-
-# --- DeepFault's cells ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class CellKey:
-    """A DeepFault grid cell; its store id is ``model/class/approach/k/repetition``."""
-
-    model: str
-    cls: int
-    approach: str
-    k: int
-    repetition: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}/{self.cls}/{self.approach}/{self.k}/{self.repetition}"
-
-    @classmethod
-    def from_id(cls, cell_id: str) -> CellKey:
-        model, c, approach, k, rep = cell_id.rsplit("/", 4)
-        return cls(model, int(c), approach, int(k), int(rep))
-
-
-@dataclass
-class Cell:
-    """Everything measured in one DeepFault cell.
-
-    Per-input lists (``loss`` ... ``increased``) have one entry per synthesized input;
-    ``increased_at`` maps ``k'`` (as a string) to such a list. ``examples`` holds
-    ``originals`` and ``synthesized`` arrays for the first few inputs.
-    """
-
-    key: CellKey
-    seed: int
-    neurons: list[dict]
-    layer_distribution: dict[str, int]
-    layers: list[dict]
-    num_passed: int
-    num_failed: int
-    spectrum_seconds: float
-    synthesis_seconds: float
-    input_indices: list[int]
-    loss: list[float]
-    correct: list[bool]
-    pred_original: list[int]
-    pred_synthesized: list[int]
-    l1: list[float]
-    l2: list[float]
-    linf: list[float]
-    increased: list[float]
-    increased_at: dict[str, list[float]] = field(default_factory=dict)
-    examples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-
-    def data(self) -> dict:
-        out = asdict(self)
-        out.pop("examples")
-        out.pop("key")
-        return out
-
-    @classmethod
-    def from_record(cls, record: Record) -> Cell:
-        try:
-            return cls(key=CellKey.from_id(record.cell_id), examples=record.arrays, **record.data)
-        except (TypeError, ValueError) as err:
-            raise DeepFaultError(
-                f"cell {record.cell_id!r} in the results store does not have DeepFault's fields ({err})"
-            ) from None
 
 
 # --- the store --------------------------------------------------------------------------
@@ -308,7 +239,7 @@ class ResultStore:
                 db.execute(
                     "INSERT INTO cells (experiment, method, cell_id, data, arrays, created) "
                     "VALUES (?, 'deepfault', ?, ?, ?, ?)",
-                    (h, CellKey(model, cls, approach, k, rep).id, json.dumps(fields_), blob, now),
+                    (h, f"{model}/{cls}/{approach}/{k}/{rep}", json.dumps(fields_), blob, now),
                 )
             db.execute("DROP TABLE cells_v1")
             db.execute("DROP TABLE experiments_v1")
@@ -375,10 +306,6 @@ class ResultStore:
                 (experiment, method, cell_id, json.dumps(data, allow_nan=False), _blob(arrays), time.time()),
             )
 
-    def write(self, config_hash: str, cell: Cell) -> None:
-        """Write one DeepFault cell (see :meth:`put`)."""
-        self.put(config_hash, "deepfault", cell.key.id, cell.data(), cell.examples)
-
     # --- reading --------------------------------------------------------------------------
 
     def done(self, experiment: str, method: str = "deepfault") -> set[str]:
@@ -407,11 +334,6 @@ class ResultStore:
         for cell_id, data, blob in rows:
             yield Record(cell_id, _loads(data, f"cell {cell_id!r}"), _unblob(blob))
 
-    def cells(self, config_hash: str, *, examples: bool = True) -> Iterator[Cell]:
-        """Every DeepFault cell of an experiment, in key order."""
-        cells = [Cell.from_record(r) for r in self.records(config_hash, "deepfault", arrays=examples)]
-        yield from sorted(cells, key=lambda c: c.key)
-
     def experiments(self, method: str | None = None) -> list[dict]:
         """The experiments in the store, oldest first (optionally of one method)."""
         sql = "SELECT experiment, method, name, config, provenance, created FROM experiments"
@@ -431,3 +353,25 @@ class ResultStore:
         return self._db.execute(
             "SELECT COUNT(*) FROM cells WHERE experiment = ? AND method = ?", (experiment, method)
         ).fetchone()[0]
+
+
+def choose_experiment(store: ResultStore, config_hash: str | None) -> dict:
+    """The experiment whose hash starts with ``config_hash`` (``None``: the most recent).
+
+    Raises:
+        DeepFaultError: The store holds none, or not exactly one such experiment (the
+            message lists the available ones).
+    """
+    experiments = store.experiments()
+    if not experiments:
+        raise DeepFaultError(
+            f"the results store {str(store.path)!r} holds no experiment; run 'deepfault experiment' first"
+        )
+    if config_hash is None:
+        return experiments[-1]
+    matches = [e for e in experiments if e["config_hash"].startswith(str(config_hash))]
+    if len(matches) == 1 and config_hash:
+        return matches[0]
+    known = ", ".join(f"{e['config_hash']} ({e['name']}, {e['created']})" for e in experiments)
+    what = "matches several experiments" if len(matches) > 1 else "is not in the store"
+    raise DeepFaultError(f"config_hash {config_hash!r} {what}; available: {known}")

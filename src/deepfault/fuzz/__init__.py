@@ -24,14 +24,20 @@ Example:
     ['both_fail', 'gf', 'initial_rf', 'queries_to_first_rf']
 """
 
+from pathlib import Path
+
+from ..experiment.method import Method
 from .budget import Budget, parse_budget
 from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
+from .checkpoint import METHOD as _NAME
 from .metrics import FaultTable, Metrics, compute_metrics
 from .oracle import Bucket, classify
+from .preset import PRESETS
 from .regress import RegressOutcome, regress
 from .strategies import STRATEGIES, Strategy, get_strategy, list_strategies
 
 __all__ = [
+    "METHOD",
     "Bucket",
     "Budget",
     "Campaign",
@@ -51,3 +57,18 @@ __all__ = [
     "regress",
     "run_campaign",
 ]
+
+
+def _report(store_path: Path, experiment: dict, out: Path):
+    from ..experiment.report import write_section
+    from .report import render_report
+
+    return write_section(render_report, store_path, experiment, out)
+
+
+#: DRFuzz as the engine sees it.
+METHOD = Method(
+    name=_NAME, title="DRFuzz",
+    description="regression faults of a model's new version, by fuzzing both versions (and DeepHunter)",
+    presets=PRESETS, result_type=CampaignResult, report=_report, commands=("gan", "scenario", "regress"),
+)

@@ -21,8 +21,8 @@ Training differs from the Keras example in the optimiser only: Adam with ``lr = 
 more epochs than a 2-core CPU can give. Each epoch may see a seeded random subset of the
 training split (``images_per_epoch``) so that the default run takes minutes on a CPU.
 
-Importing this module registers the two architectures with the zoo (``load_model`` needs
-them to rebuild a saved discriminator).
+The two architectures live in :mod:`deepfault.models.dcgan` (zoo architectures like any
+other, so ``load_model`` rebuilds a saved discriminator without importing this package).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import logging
 import math
 import os
 import time
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +40,7 @@ import torch
 from torch import nn
 
 from ..errors import DeepFaultError, check_int
-from ..models.zoo import keras_init, register_architecture
+from ..models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
 
 if TYPE_CHECKING:
     from ..data import Dataset
@@ -64,66 +63,6 @@ log = logging.getLogger(__name__)
 
 #: The pixel range the GAN works in: the generator ends in a tanh.
 GAN_RANGE = (-1.0, 1.0)
-#: Size of the generator's latent vector (uniform in [-1, 1]), as in the Keras example.
-LATENT_DIM = 100
-
-
-def _check_image_size(image_size: int, *, multiple: int, minimum: int) -> int:
-    check_int("image_size", image_size, minimum)
-    if image_size % multiple:
-        raise DeepFaultError(f"image_size must be a multiple of {multiple}; got {image_size}")
-    return image_size
-
-
-@register_architecture("dcgan_discriminator")
-def dcgan_discriminator(*, in_channels: int = 1, image_size: int = 28) -> nn.Module:
-    """DRFuzz's DCGAN discriminator: ``(N, C, S, S)`` images in [-1, 1] -> ``(N, 1)`` scores
-    in (0, 1), high for images that look real.
-
-    Args:
-        in_channels: Image channels ``C``.
-        image_size: Height and width ``S`` (even, at least 14).
-    """
-    check_int("in_channels", in_channels)
-    _check_image_size(image_size, multiple=2, minimum=14)
-    side = (image_size // 2 - 4) // 2  # 'same' conv, pool, 'valid' 5x5 conv, pool
-    # Pooling before tanh gives exactly the Keras model's values (tanh is increasing, so it
-    # commutes with max) at a quarter of the tanh work.
-    return keras_init(nn.Sequential(OrderedDict([
-        ("conv1", nn.Conv2d(in_channels, 64, 5, padding=2)), ("pool1", nn.MaxPool2d(2)),
-        ("tanh1", nn.Tanh()),
-        ("conv2", nn.Conv2d(64, 128, 5)), ("pool2", nn.MaxPool2d(2)), ("tanh2", nn.Tanh()),
-        ("flatten", nn.Flatten()),
-        ("fc1", nn.Linear(128 * side * side, 1024)), ("tanh3", nn.Tanh()),
-        ("fc2", nn.Linear(1024, 1)), ("sigmoid", nn.Sigmoid()),
-    ])))
-
-
-@register_architecture("dcgan_generator")
-def dcgan_generator(*, latent_dim: int = LATENT_DIM, out_channels: int = 1,
-                    image_size: int = 28) -> nn.Module:
-    """DRFuzz's DCGAN generator: ``(N, latent_dim)`` noise in [-1, 1] -> ``(N, C, S, S)``
-    images in [-1, 1].
-
-    Args:
-        latent_dim: Length of the noise vector.
-        out_channels: Image channels ``C``.
-        image_size: Height and width ``S`` (a multiple of 4).
-    """
-    check_int("latent_dim", latent_dim)
-    check_int("out_channels", out_channels)
-    _check_image_size(image_size, multiple=4, minimum=4)
-    side = image_size // 4
-    return keras_init(nn.Sequential(OrderedDict([
-        ("fc1", nn.Linear(latent_dim, 1024)), ("tanh1", nn.Tanh()),
-        ("fc2", nn.Linear(1024, 128 * side * side)), ("bn2", nn.BatchNorm1d(128 * side * side)),
-        ("tanh2", nn.Tanh()),
-        ("reshape", nn.Unflatten(1, (128, side, side))),
-        ("up1", nn.Upsample(scale_factor=2, mode="nearest")),
-        ("conv1", nn.Conv2d(128, 64, 5, padding=2)), ("tanh3", nn.Tanh()),
-        ("up2", nn.Upsample(scale_factor=2, mode="nearest")),
-        ("conv2", nn.Conv2d(64, out_channels, 5, padding=2)), ("tanh4", nn.Tanh()),
-    ])))
 
 
 def to_gan_range(x: torch.Tensor, bounds: tuple[float, float],

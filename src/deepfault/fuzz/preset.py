@@ -16,15 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import DeepFaultError
+from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from .campaign import DEFAULT_BATCH, CampaignConfig
 from .checkpoint import METHOD
 
-__all__ = ["PRESET_NAME", "PresetConfig", "plan_jobs", "run_preset"]
+__all__ = ["PRESET_NAME", "PRESETS", "DRFuzzMnist", "PresetConfig", "plan_jobs", "run_preset"]
 
 log = logging.getLogger(__name__)
 
@@ -131,109 +131,102 @@ def _digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-               argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None) -> dict:
-    """Run (or resume) the DRFuzz MNIST reproduction into the store at ``store_path``.
+def _campaign_output(job: dict) -> JobOutput:
+    """One campaign; it checkpoints and writes its result cell into the store itself."""
+    from .regress import campaign_job
+
+    out = campaign_job(job)
+    m = out["metrics"]
+    log.info("%s: %s: RF %d, URF %d, Seed %d, GF %d (%d iterations, %.0f s)", PRESET_NAME, job["cell"],
+             m["rf"], m["urf"], m["seeds"], m["gf"], out["iterations"], out["seconds"])
+    return JobOutput(completed=1, summary={job["cell"]: m})
+
+
+class DRFuzzMnist(ExperimentPreset):
+    """DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds.
 
     Args:
-        store_path: The SQLite results store (created when missing).
-        data_dir: Data root holding MNIST.
-        models_dir: Where the scenarios' models are (made there when missing); default
-            ``models/`` next to the store.
-        executor: An :class:`~deepfault.experiment.executors.Executor` (default serial).
-        progress: Progress output.
-        argv: The command line, for provenance.
-        device: Where the models run.
-        seed: Not used (the campaigns' seeds are fixed by the preset); accepted for the CLI.
         config: What to run (default :class:`PresetConfig`; tests use small ones).
-
-    Returns:
-        ``config_hash``, ``cells_total``, ``cells_run``, ``cells_skipped``, ``seconds``,
-        ``model_accuracy`` (M1 and M2 of each scenario) and ``results`` (per campaign metrics).
     """
-    import torch
 
-    config = config or PresetConfig()
-    threads = torch.get_num_threads()
-    try:
-        if config.threads:  # the scenarios' training too: two threads on a busy 2-core machine thrash
-            torch.set_num_threads(config.threads)
-        return _run_preset(store_path, data_dir=data_dir, models_dir=models_dir, executor=executor,
-                           progress=progress, argv=argv, device=device, seed=seed, config=config)
-    finally:
-        torch.set_num_threads(threads)
+    name = PRESET_NAME
+    method = METHOD
+    description = ("DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds, "
+                   "the same budget, with the README's MNIST rows")
+    job_function = _campaign_output
 
+    def __init__(self, config: PresetConfig | None = None):
+        self.config = config or PresetConfig()
 
-def _run_preset(store_path, *, data_dir, models_dir, executor, progress, argv, device, seed, config) -> dict:
-    from ..data import load_dataset
-    from ..experiment.executors import get_executor
-    from ..experiment.store import ResultStore
-    from ..provenance import provenance
-    from .regress import campaign_job
-    from .scenarios import make_scenario
+    def plan(self, context: RunContext) -> Plan:
+        import torch
 
-    if seed is not None:
-        log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", PRESET_NAME,
-                    ", ".join(map(str, config.seeds)))
-    start = time.perf_counter()
-    store_path = Path(store_path)
-    models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
-    fidelity = _fidelity_spec(config, models_dir)
-    data = load_dataset("mnist", data_dir=data_dir)
-    pairs, accuracy, scenarios = {}, {}, {}
-    for name in config.scenarios:
-        r = _existing_pair(models_dir, name, config)
-        if r is None:
-            made = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
-                                 out_dir=models_dir, device=device, progress=progress)
-            r = {"label": made.label, "m1_path": str(made.m1_path), "m2_path": str(made.m2_path),
-                 "m1_accuracy": made.m1_accuracy, "m2_accuracy": made.m2_accuracy,
-                 "regressions": made.regressions, "fixes": made.fixes}
-        pairs[name] = (r["m1_path"], r["m2_path"])
-        accuracy[f"{name} M1"], accuracy[f"{name} M2"] = r["m1_accuracy"], r["m2_accuracy"]
-        scenarios[name] = {"label": r["label"], "m1": r["m1_accuracy"], "m2": r["m2_accuracy"],
-                           "regressions": r["regressions"], "fixes": r["fixes"]}
-        log.info("%s: %s: M1 %.4f, M2 %.4f, %d test regressions", PRESET_NAME, name, r["m1_accuracy"],
-                 r["m2_accuracy"], r["regressions"])
-    record = {"preset": PRESET_NAME, **config.to_dict(), "fidelity_spec": fidelity,
-              "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
-    if fidelity.startswith("discriminator:"):
-        record["discriminator_digest"] = _digest(fidelity.partition(":")[2])
-    config_hash = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
-    record["scenarios"] = scenarios
-    profile_dir = models_dir / "profiles"
-    profile_dir.mkdir(parents=True, exist_ok=True)
-    jobs = plan_jobs(config, pairs, store=str(store_path), experiment=config_hash, data_dir=data_dir,
-                     profile_dir=str(profile_dir), fidelity=fidelity, device=device)
-    pool = executor or get_executor("serial")
-    results = {}
-    with ResultStore(store_path) as store, store.writer():
-        store.begin(config_hash, PRESET_NAME, record, provenance(device, argv=argv), method=METHOD)
-        done = store.done(config_hash, METHOD)
-        todo = [j for j in jobs if f"{j['cell']}/result" not in done]
+        threads = torch.get_num_threads()
         try:
-            for index, out in pool.map(campaign_job, todo):
-                cell = todo[index]["cell"]
-                m = out["metrics"]
-                results[cell] = m
-                log.info("%s: %s: RF %d, URF %d, Seed %d, GF %d (%d iterations, %.0f s)", PRESET_NAME, cell,
-                         m["rf"], m["urf"], m["seeds"], m["gf"], out["iterations"], out["seconds"])
+            # The scenarios' training too: two threads on a busy 2-core machine thrash.
+            if self.config.threads:
+                torch.set_num_threads(self.config.threads)
+            return self._plan(context)
         finally:
-            if executor is None:
-                pool.close()
-    return {"config_hash": config_hash, "cells_total": len(jobs), "cells_run": len(todo),
-            "cells_skipped": len(jobs) - len(todo), "seconds": time.perf_counter() - start,
-            "model_accuracy": accuracy, "results": results}
+            torch.set_num_threads(threads)
+
+    def _plan(self, context: RunContext) -> Plan:
+        from ..data import load_dataset
+        from .scenarios import make_scenario
+
+        config, models_dir = self.config, context.models_dir
+        if context.seed is not None:
+            log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", PRESET_NAME,
+                        ", ".join(map(str, config.seeds)))
+        fidelity = _fidelity_spec(config, models_dir)
+        data = load_dataset("mnist", data_dir=context.data_dir)
+        pairs, accuracy, scenarios = {}, {}, {}
+        for name in config.scenarios:
+            r = _existing_pair(models_dir, name, config)
+            if r is None:
+                made = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
+                                     out_dir=models_dir, device=context.device, progress=context.progress)
+                r = {"label": made.label, "m1_path": str(made.m1_path), "m2_path": str(made.m2_path),
+                     "m1_accuracy": made.m1_accuracy, "m2_accuracy": made.m2_accuracy,
+                     "regressions": made.regressions, "fixes": made.fixes}
+            pairs[name] = (r["m1_path"], r["m2_path"])
+            accuracy[f"{name} M1"], accuracy[f"{name} M2"] = r["m1_accuracy"], r["m2_accuracy"]
+            scenarios[name] = {"label": r["label"], "m1": r["m1_accuracy"], "m2": r["m2_accuracy"],
+                               "regressions": r["regressions"], "fixes": r["fixes"]}
+            log.info("%s: %s: M1 %.4f, M2 %.4f, %d test regressions", PRESET_NAME, name, r["m1_accuracy"],
+                     r["m2_accuracy"], r["regressions"])
+        record = {"preset": PRESET_NAME, **config.to_dict(), "fidelity_spec": fidelity,
+                  "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
+        if fidelity.startswith("discriminator:"):
+            record["discriminator_digest"] = _digest(fidelity.partition(":")[2])
+        cells = [f"{scenario}/{strategy}/seed{seed}/result" for scenario in config.scenarios
+                 for strategy in config.strategies for seed in config.seeds]
+        return Plan(PRESET_NAME, record, cells, {"scenarios": scenarios}, accuracy,
+                    {"pairs": pairs, "fidelity": fidelity})
+
+    def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[dict]:
+        profile_dir = context.models_dir / "profiles"
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        jobs = plan_jobs(self.config, plan.state["pairs"], store=str(context.store_path),
+                         experiment=experiment, data_dir=context.data_dir, profile_dir=str(profile_dir),
+                         fidelity=plan.state["fidelity"], device=context.device)
+        wanted = set(todo)
+        return [j for j in jobs if f"{j['cell']}/result" in wanted]
 
 
-def _register() -> None:
-    from ..experiment.presets import PRESETS, register_preset
+def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
+               argv=None, device: str = "cpu", seed: int | None = None,
+               config: PresetConfig | None = None) -> ExperimentSummary:
+    """Run (or resume) the DRFuzz MNIST reproduction; see :meth:`ExperimentPreset.run
+    <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments. The summary's
+    ``results`` holds each campaign's metrics.
 
-    if PRESET_NAME not in PRESETS:
-        register_preset(PRESET_NAME, method=METHOD, runner=run_preset,
-                        description="DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, "
-                        "three seeds, the same budget, with the README's MNIST rows")
+    Args:
+        config: What to run (default :class:`PresetConfig`; tests use small ones).
+    """
+    return DRFuzzMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir, executor=executor,
+                                   progress=progress, argv=argv, device=device, seed=seed)
 
 
-_register()
+#: The presets of this method.
+PRESETS = (DRFuzzMnist(),)

@@ -19,7 +19,7 @@ from torch import nn
 from ..core.batches import activations, predict
 from ..core.capture import as_tensor
 from ..errors import DeepFaultError
-from ..generate.ascent import neuron_pairs
+from .synthesis import neuron_pairs
 
 __all__ = ["Evaluation", "evaluate", "OUTPUT_KINDS", "cross_entropy", "predict"]
 
@@ -121,7 +121,7 @@ def evaluate(
     Args:
         model: The network.
         originals: ``(N, ...)`` inputs synthesis started from.
-        synthesized: ``(N, ...)`` the inputs :func:`~deepfault.generate.ascent.synthesize` made.
+        synthesized: ``(N, ...)`` the inputs :func:`~deepfault.localization.synthesis.synthesize` made.
         labels: ``(N,)`` the originals' labels.
         neurons: The suspicious neurons (a Selection or ``(layer, unit)`` pairs).
         ranking: Every neuron as ``(layer, unit)``, most suspicious first; needed for

@@ -17,11 +17,11 @@ from torch import nn
 from ..core.batches import predict
 from ..data import Dataset
 from ..errors import MAX_BATCH, MAX_REPEAT, MAX_SEED, DeepFaultError, check_int
-from ..generate.ascent import check_synthesis_args, synthesize
 from .evaluation import OUTPUT_KINDS, Evaluation, evaluate
 from .measures import check_star
 from .selection import Selection, check_k, get_approach, list_approaches, select
 from .spectrum import Spectrum, check_threshold, compute_spectrum
+from .synthesis import check_synthesis_args, synthesize
 
 __all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupResult", "run_group",
            "run_deepfault", "group_seed", "k_primes_for"]

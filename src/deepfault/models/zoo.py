@@ -173,4 +173,4 @@ def lenet5(*, num_classes: int = 10) -> nn.Module:
     return _lenet([6, 16], [120, 84], num_classes)
 
 
-from ..fuzz import gan as _gan  # noqa: E402,F401,I001  (registers the DCGAN architectures)
+from . import dcgan as _dcgan  # noqa: E402,F401,I001  (registers the DCGAN architectures)

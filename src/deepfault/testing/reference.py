@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..core.capture import capture, eval_mode, model_device
-from ..generate.ascent import RMS_EPS, check_synthesis_args, neuron_pairs
+from ..localization.synthesis import RMS_EPS, check_synthesis_args, neuron_pairs
 
 __all__ = ["spectrum_reference", "synthesize_reference"]
 

@@ -10,12 +10,18 @@ Example:
     ...                 bounds=data.bounds)  # doctest: +SKIP
 """
 
+from pathlib import Path
+
+from ..experiment.method import Method
 from .config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, XploreConfig
 from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constraint
+from .preset import METHOD as _NAME
+from .preset import PRESETS
 from .results import FoundInputs, TargetSummary, TracePoint, XploreResult, load_inputs, replay, save_inputs
 from .search import STRATEGY, Strategy, search, select_seeds, xplore
 
 __all__ = [
+    "METHOD",
     "CONSTRAINTS",
     "Constraint",
     "FoundInputs",
@@ -37,3 +43,18 @@ __all__ = [
     "select_seeds",
     "xplore",
 ]
+
+
+def _report(store_path: Path, experiment: dict, out: Path):
+    from ..experiment.report import write_section
+    from .report import render_report
+
+    return write_section(render_report, store_path, experiment, out)
+
+
+#: DeepXplore as the engine sees it.
+METHOD = Method(
+    name=_NAME, title="DeepXplore",
+    description="inputs on which several models disagree, found by joint gradient ascent",
+    presets=PRESETS, result_type=XploreResult, report=_report, commands=("xplore",),
+)

@@ -17,9 +17,7 @@ trained with the zoo's default recipe when missing. Neurons are DeepXplore's lay
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,9 +25,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from .config import XploreConfig
 
-__all__ = ["PRESET_NAME", "PresetConfig", "XploreJob", "run_job", "run_preset", "plan_jobs"]
+__all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "PresetConfig", "XploreJob", "run_job", "run_preset",
+           "plan_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -203,81 +203,63 @@ def plan_jobs(config: PresetConfig, data, models: dict, device: str = "cpu") -> 
     return jobs
 
 
-def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-               argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None) -> dict:
-    """Run (or resume) the DeepXplore MNIST reproduction into the store at ``store_path``.
+def _job_output(job: XploreJob) -> JobOutput:
+    data, arrays = run_job(job)
+    return JobOutput([CellOutput(job.cell_id, data, arrays)])
+
+
+class DeepXploreMnist(ExperimentPreset):
+    """DeepXplore's MNIST reproduction (Tables 2 and 5, Figure 9) with LeNet-1/4/5.
 
     Args:
-        store_path: The SQLite results store (created when missing).
-        data_dir: Data root holding MNIST.
-        models_dir: Where ``lenet{1,4,5}-mnist.pt`` are (trained there when missing);
-            default ``models/`` next to the store.
-        executor: An :class:`~deepfault.experiment.executors.Executor` (default serial).
-        progress: Progress bars.
-        argv: The command line, for provenance.
-        device: Where the models run.
-        seed: Not used (every cell's seeds are fixed by the preset); accepted for the CLI.
         config: What to run (default :class:`PresetConfig`; tests use small ones).
-
-    Returns:
-        ``config_hash``, ``cells_total``, ``cells_run``, ``cells_skipped``, ``seconds``,
-        ``model_accuracy``.
     """
-    from ..core.batches import predict
-    from ..data import load_dataset
-    from ..experiment.executors import get_executor
-    from ..experiment.store import ResultStore
-    from ..provenance import provenance
 
-    config = config or PresetConfig()
-    if seed is not None:
-        log.warning("--seed is ignored by %s: its seeds are fixed (0..%d)", PRESET_NAME, config.repeats - 1)
-    start = time.perf_counter()
-    store_path = Path(store_path)
-    models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
-    data = load_dataset("mnist", data_dir=data_dir)
-    models = _models(models_dir, data, progress=progress, device=device)
-    accuracy = {n: float((predict(mf.model, data.x_test).argmax(1).numpy() == data.y_test).mean())
-                for n, mf in models.items()}
-    record = {"preset": PRESET_NAME, **config.to_dict(), "base": config.base().to_dict(),
-              "dataset": data.name, "bounds": list(data.bounds),
-              "model_digests": {n: _model_digest(mf.model) for n, mf in models.items()}}
-    config_hash = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
-    record["model_accuracy"] = accuracy
-    jobs = plan_jobs(config, data, models, device)
-    pool = executor or get_executor("serial")
-    with ResultStore(store_path) as store, store.writer():
-        store.begin(config_hash, PRESET_NAME, record, provenance(device, argv=argv), method=METHOD)
-        done = store.done(config_hash, METHOD)
-        todo = [j for j in jobs if j.cell_id not in done]
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+    name = PRESET_NAME
+    method = METHOD
+    description = "DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5"
+    job_function = _job_output
 
-            bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="run", dynamic_ncols=True)
-        try:
-            for index, (data_out, arrays) in pool.map(run_job, todo):
-                store.put(config_hash, METHOD, todo[index].cell_id, data_out, arrays)
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-            if executor is None:
-                pool.close()
-    return {"config_hash": config_hash, "cells_total": len(jobs), "cells_run": len(todo),
-            "cells_skipped": len(jobs) - len(todo), "seconds": time.perf_counter() - start,
-            "model_accuracy": accuracy}
+    def __init__(self, config: PresetConfig | None = None):
+        self.config = config or PresetConfig()
+
+    def plan(self, context: RunContext) -> Plan:
+        from ..core.batches import predict
+        from ..data import load_dataset
+
+        config = self.config
+        if context.seed is not None:
+            log.warning("--seed is ignored by %s: its seeds are fixed (0..%d)", PRESET_NAME,
+                        config.repeats - 1)
+        data = load_dataset("mnist", data_dir=context.data_dir)
+        models = _models(context.models_dir, data, progress=context.progress, device=context.device)
+        accuracy = {n: float((predict(mf.model, data.x_test).argmax(1).numpy() == data.y_test).mean())
+                    for n, mf in models.items()}
+        record = {"preset": PRESET_NAME, **config.to_dict(), "base": config.base().to_dict(),
+                  "dataset": data.name, "bounds": list(data.bounds),
+                  "model_digests": {n: _model_digest(mf.model) for n, mf in models.items()}}
+        jobs = plan_jobs(config, data, models, context.device)
+        return Plan(PRESET_NAME, record, [j.cell_id for j in jobs], {"model_accuracy": accuracy}, accuracy,
+                    jobs)
+
+    def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[XploreJob]:
+        wanted = set(todo)
+        return [j for j in plan.state if j.cell_id in wanted]
 
 
-def _register() -> None:
-    from ..experiment.presets import PRESETS, register_preset
+def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
+               argv=None, device: str = "cpu", seed: int | None = None,
+               config: PresetConfig | None = None) -> ExperimentSummary:
+    """Run (or resume) the DeepXplore MNIST reproduction; see :meth:`ExperimentPreset.run
+    <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
 
-    if PRESET_NAME not in PRESETS:
-        register_preset(PRESET_NAME, method=METHOD, runner=run_preset,
-                        description="DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with "
-                        "LeNet-1/4/5")
+    Args:
+        config: What to run (default :class:`PresetConfig`; tests use small ones).
+    """
+    return DeepXploreMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir,
+                                       executor=executor, progress=progress, argv=argv, device=device,
+                                       seed=seed)
 
 
-_register()
+#: The presets of this method.
+PRESETS = (DeepXploreMnist(),)

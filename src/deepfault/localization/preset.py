@@ -13,10 +13,8 @@ already there.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,16 +23,17 @@ import torch
 from ..core.batches import activations, predict
 from ..data import Dataset, load_dataset
 from ..errors import MAX_ITERATIONS, MAX_SEED, DeepFaultError, check_int
-from ..generate.ascent import check_synthesis_args
-from ..localization.measures import check_star
-from ..localization.protocol import CellSpec, RunConfig, run_group
-from ..localization.selection import get_approach, list_approaches
-from ..localization.spectrum import check_threshold
-from .executors import Executor, get_executor
-from .store import Cell, CellKey, ResultStore
+from ..experiment.executors import Executor, get_executor
+from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from .measures import check_star
+from .protocol import CellSpec, RunConfig, run_group
+from .results import METHOD, Cell, CellKey
+from .selection import get_approach, list_approaches
+from .spectrum import check_threshold
+from .synthesis import check_synthesis_args
 
-__all__ = ["ModelSpec", "ExperimentConfig", "PRESETS", "load_config", "run_experiment", "run_group_job",
-           "GroupJob", "plan"]
+__all__ = ["ModelSpec", "ExperimentConfig", "GRIDS", "GRID_PRESETS", "DeepFaultGrid", "load_config",
+           "run_experiment", "run_group_job", "GroupJob", "plan"]
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ def _paper(name, dataset, archs, ks, step, distance) -> ExperimentConfig:
 
 
 #: Built-in grids: the paper's two experiments and a small one on the embedded digits.
-PRESETS: dict[str, ExperimentConfig] = {
+GRIDS: dict[str, ExperimentConfig] = {
     "paper-mnist": _paper("paper-mnist", "mnist", ("mnist_1", "mnist_2", "mnist_3"),
                           (1, 2, 3, 5, 10), 1.0, 0.1),
     "paper-cifar": _paper("paper-cifar", "cifar10", ("cifar_1", "cifar_2", "cifar_3"),
@@ -350,18 +349,6 @@ def run_group_job(job: GroupJob) -> list[Cell]:
     return out
 
 
-@dataclass
-class ExperimentSummary:
-    config_hash: str
-    store: str
-    cells_total: int
-    cells_run: int
-    cells_skipped: int
-    seconds: float
-    model_accuracy: dict[str, float] = field(default_factory=dict)
-    executor: dict = field(default_factory=dict)
-
-
 def plan(config: ExperimentConfig, data: Dataset) -> list[CellKey]:
     """Every cell of the grid, in the order they are computed."""
     classes = range(data.num_classes) if config.classes is None else config.classes
@@ -373,6 +360,75 @@ def plan(config: ExperimentConfig, data: Dataset) -> list[CellKey]:
                     for rep in range(config.repetitions(approach)):
                         keys.append(CellKey(spec.name, int(cls), approach, int(k), rep))
     return keys
+
+
+def _group_job(job: GroupJob) -> JobOutput:
+    cells = run_group_job(job)
+    return JobOutput([CellOutput(c.key.id, c.data(), c.examples) for c in cells])
+
+
+class DeepFaultGrid(ExperimentPreset):
+    """A DeepFault grid as an experiment: one job per (model, class) group of cells.
+
+    Args:
+        config: The grid and the protocol.
+        description: One line for ``deepfault experiment --help``.
+    """
+
+    method = METHOD
+    job_function = _group_job
+
+    def __init__(self, config: ExperimentConfig, description: str = ""):
+        self.config = config
+        self.name = config.name
+        self.description = description or f"DeepFault grid {config.name}"
+
+    def _config(self, context: RunContext) -> ExperimentConfig:
+        """The grid with ``--seed`` applied."""
+        return with_overrides(self.config, seed=context.seed)
+
+    def check(self, context: RunContext) -> None:
+        self._config(context).validate()
+
+    def plan(self, context: RunContext) -> Plan:
+        config = self._config(context)
+        kwargs = {"scale01": True} if config.scale01 else {}
+        data = load_dataset(config.dataset, data_dir=context.data_dir, **kwargs)
+        if config.classes is not None:
+            bad = [c for c in config.classes if not 0 <= c < data.num_classes]
+            if bad:
+                raise DeepFaultError(
+                    f"class(es) {bad} outside the {data.num_classes} classes of {data.name!r}")
+        models = _resolve_models(config, data, context.models_dir, data_dir=context.data_dir,
+                                 device=context.device, progress=context.progress)
+        _check_neurons(config, models)
+        record = {**config.to_dict(), "bounds": list(data.bounds), "class_names": list(data.class_names),
+                  "model_digests": {name: _digest(p.model) for name, p in models.items()},
+                  "models_trained": [m.name for m in config.models if m.arch is not None]}
+        if not record["models_trained"]:
+            for key in ("train_epochs", "train_lr", "train_schedule"):
+                record.pop(key)
+        accuracy = {name: float((predict(p.model, p.data.x_test).argmax(1).numpy() == p.data.y_test).mean())
+                    for name, p in models.items()}
+        return Plan(config.name, record, [k.id for k in plan(config, data)], {"model_accuracy": accuracy},
+                    accuracy, models)
+
+    def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[GroupJob]:
+        groups: dict[tuple[str, int], list[CellKey]] = {}
+        for cell_id in todo:
+            key = CellKey.from_id(cell_id)
+            groups.setdefault((key.model, key.cls), []).append(key)
+        config = self._config(context)
+        protocol = config.protocol()
+        jobs = []
+        for (m, c), group_keys in groups.items():
+            prepared = plan.state[m]
+            y = prepared.data.y_test
+            index = np.flatnonzero(y == c)
+            jobs.append(GroupJob(prepared.model, m, c, prepared.data.x_test[index], y[index], index,
+                                 tuple(group_keys), tuple(prepared.data.bounds), protocol, tuple(config.ks),
+                                 prepared.model_file.output_kind, context.device))
+        return jobs
 
 
 def run_experiment(
@@ -388,7 +444,7 @@ def run_experiment(
     progress: bool = False,
     argv: list[str] | None = None,
 ) -> ExperimentSummary:
-    """Run (or resume) the grid, writing each cell to the store as soon as it is done.
+    """Run (or resume) a DeepFault grid, writing each cell to the store as soon as it is done.
 
     Args:
         config: The grid and the protocol.
@@ -411,77 +467,32 @@ def run_experiment(
         DeepFaultError: Any invalid setting (checked before the store is created), or
             another process writing to the same store.
     """
-    from ..provenance import provenance
-
     config.validate()
     workers = check_int("workers", workers)
-    start = time.perf_counter()
-    kwargs = {"scale01": True} if config.scale01 else {}
-    data = load_dataset(config.dataset, data_dir=data_dir, **kwargs)
-    if config.classes is not None:
-        bad = [c for c in config.classes if not 0 <= c < data.num_classes]
-        if bad:
-            raise DeepFaultError(f"class(es) {bad} outside the {data.num_classes} classes of {data.name!r}")
-    store_path = Path(store_path)
-    if store_path.is_dir():
-        raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
-    ResultStore.check(store_path)
-    models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
-    _check_models_dir(models_dir)
     if isinstance(executor, Executor):
         pool = executor
     else:
         pool = get_executor(executor or ("process" if workers > 1 else "serial"), workers=workers,
                             address=address)
-    models = _resolve_models(config, data, models_dir, data_dir=data_dir, device=device, progress=progress)
-    _check_neurons(config, models)
-    record = {**config.to_dict(), "bounds": list(data.bounds), "class_names": list(data.class_names),
-              "model_digests": {name: _digest(p.model) for name, p in models.items()},
-              "models_trained": [m.name for m in config.models if m.arch is not None]}
-    if not record["models_trained"]:
-        for key in ("train_epochs", "train_lr", "train_schedule"):
-            record.pop(key)
-    config_hash = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
-    accuracy = {name: float((predict(p.model, p.data.x_test).argmax(1).numpy() == p.data.y_test).mean())
-                for name, p in models.items()}
-    record["model_accuracy"] = accuracy
-    keys = plan(config, data)
-    protocol = config.protocol()
-    with ResultStore(store_path) as store, store.writer():
-        store.begin(config_hash, config.name, record, provenance(device, argv=argv))
-        done = {CellKey.from_id(i) for i in store.done(config_hash)}
-        todo = [k for k in keys if k not in done]
-        groups: dict[tuple[str, int], list[CellKey]] = {}
-        for key in todo:
-            groups.setdefault((key.model, key.cls), []).append(key)
-        jobs = []
-        for (m, c), group_keys in groups.items():
-            prepared = models[m]
-            y = prepared.data.y_test
-            index = np.flatnonzero(y == c)
-            jobs.append(GroupJob(prepared.model, m, c, prepared.data.x_test[index], y[index], index,
-                                 tuple(group_keys), tuple(prepared.data.bounds), protocol, tuple(config.ks),
-                                 prepared.model_file.output_kind, str(device)))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(keys), initial=len(keys) - len(todo), unit="cell", dynamic_ncols=True)
-        try:
-            for _, cells in pool.map(run_group_job, jobs):
-                for cell in cells:
-                    store.write(config_hash, cell)
-                if bar is not None:
-                    bar.update(len(cells))
-        finally:
-            if bar is not None:
-                bar.close()
-            if not isinstance(executor, Executor):
-                pool.close()
-    return ExperimentSummary(config_hash, str(store_path), len(keys), len(todo), len(keys) - len(todo),
-                             time.perf_counter() - start, accuracy, pool.describe())
+    try:
+        return DeepFaultGrid(config).run(store_path, data_dir=data_dir, models_dir=models_dir, executor=pool,
+                                         progress=progress, argv=argv, device=device)
+    finally:
+        if not isinstance(executor, Executor):
+            pool.close()
 
 
 def with_overrides(config: ExperimentConfig, **overrides) -> ExperimentConfig:
     """``config`` with the non-``None`` overrides applied."""
     return replace(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+_DESCRIPTIONS = {
+    "paper-mnist": "DeepFault's MNIST experiment (mnist_1..3, k in 1,2,3,5,10), paper Tables 3-10",
+    "paper-cifar": "DeepFault's CIFAR-10 experiment (cifar_1..3, k in 10..50)",
+    "digits": "a small DeepFault grid on the embedded digits (seconds)",
+}
+
+
+#: The built-in grids as presets.
+GRID_PRESETS = tuple(DeepFaultGrid(config, _DESCRIPTIONS.get(name, "")) for name, config in GRIDS.items())

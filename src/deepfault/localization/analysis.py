@@ -5,7 +5,7 @@ per-input values of every (model, ``k``, approach) over classes and, for the ran
 baseline, over repetitions, as the paper does. The result is plain Python (no pandas
 needed); :meth:`DeepFaultAnalysis.records` gives one tidy row per pool and
 :meth:`DeepFaultAnalysis.to_frame` a pandas DataFrame when pandas is installed. Rendering
-(Markdown, CSV, figures, HTML) lives in :mod:`deepfault.experiment.report`.
+(Markdown, CSV, figures, HTML) lives in :mod:`deepfault.localization.report`.
 
 Example::
 
@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from ..localization.selection import APPROACHES
-from .stats import Comparison, compare
-from .store import ResultStore
+from ..experiment.stats import Comparison, compare
+from ..experiment.store import ResultStore, choose_experiment
+from .results import read_cells
+from .selection import APPROACHES
 
-__all__ = ["Pool", "DeepFaultAnalysis", "load_analysis", "choose_experiment"]
+__all__ = ["Pool", "DeepFaultAnalysis", "load_analysis"]
 
 
 def _is_baseline(approach: str) -> bool:
@@ -113,22 +114,6 @@ class DeepFaultAnalysis:
         return out
 
 
-def choose_experiment(store: ResultStore, config_hash: str | None) -> dict:
-    experiments = store.experiments()
-    if not experiments:
-        raise DeepFaultError(
-            f"the results store {str(store.path)!r} holds no experiment; run 'deepfault experiment' first"
-        )
-    if config_hash is None:
-        return experiments[-1]
-    matches = [e for e in experiments if e["config_hash"].startswith(str(config_hash))]
-    if len(matches) == 1 and config_hash:
-        return matches[0]
-    known = ", ".join(f"{e['config_hash']} ({e['name']}, {e['created']})" for e in experiments)
-    what = "matches several experiments" if len(matches) > 1 else "is not in the store"
-    raise DeepFaultError(f"config_hash {config_hash!r} {what}; available: {known}")
-
-
 def _ordered(preferred, seen) -> list:
     seen = set(seen)
     out = [x for x in dict.fromkeys(preferred) if x in seen]
@@ -150,7 +135,7 @@ def load_analysis(store_path: str | Path, config_hash: str | None = None) -> Dee
         layer_counts: dict = defaultdict(lambda: defaultdict(int))
         examples: dict = {}
         num_cells = 0
-        for cell in store.cells(experiment["config_hash"]):
+        for cell in read_cells(store, experiment["config_hash"]):
             key = cell.key
             num_cells += 1
             pool = pools[(key.model, key.k, key.approach)]

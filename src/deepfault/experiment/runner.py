@@ -1,0 +1,213 @@
+"""The experiment loop, written once: a preset plans its cells and runs one job; this owns the rest.
+
+:meth:`ExperimentPreset.run` is final (foolbox's ``Attack.__call__``): it checks the store
+path, asks the preset for its :class:`Plan`, hashes the configuration, records the
+experiment with its provenance, skips the cells already in the store, maps the preset's
+jobs over an executor, writes every cell as soon as its job returns, shows progress and
+returns an :class:`ExperimentSummary`. A preset implements three things:
+
+- :meth:`~ExperimentPreset.plan`: load data and models, and say which cells exist and what
+  configuration identifies them (everything that changes a result goes into the hash);
+- :meth:`~ExperimentPreset.jobs`: the jobs that compute the cells not yet in the store;
+- :attr:`~ExperimentPreset.job_function`: a module-level function ``job -> JobOutput``
+  (picklable, so any executor can run it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, final
+
+import numpy as np
+
+from ..errors import DeepFaultError
+from .executors import Executor, get_executor
+from .store import ResultStore
+
+__all__ = ["RunContext", "Plan", "CellOutput", "JobOutput", "ExperimentSummary", "ExperimentPreset",
+           "config_hash"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how one run of a preset happens (the same for every preset)."""
+
+    store_path: Path
+    models_dir: Path
+    data_dir: str | Path | None = None
+    device: str = "cpu"
+    progress: bool = False
+    seed: int | None = None
+    argv: list[str] | None = None
+
+
+@dataclass
+class Plan:
+    """What a preset will compute.
+
+    Attributes:
+        name: The experiment's name in the store and in reports.
+        record: The configuration: everything that changes a result. Its hash keys the cells.
+        cells: Every cell id, in the order they are computed.
+        extra: Recorded with the configuration but not hashed (test accuracies, ...).
+        model_accuracy: Test accuracy of each model, for the summary.
+        state: The preset's own objects (data, models) for :meth:`ExperimentPreset.jobs`.
+    """
+
+    name: str
+    record: dict
+    cells: list[str]
+    extra: dict = field(default_factory=dict)
+    model_accuracy: dict[str, float] = field(default_factory=dict)
+    state: Any = None
+
+
+@dataclass
+class CellOutput:
+    """One computed cell: its id, its JSON fields and its arrays."""
+
+    cell_id: str
+    data: dict
+    arrays: dict[str, np.ndarray] | None = None
+
+
+@dataclass
+class JobOutput:
+    """What one job returns: the cells to store (empty when the job stored its own, as a
+    checkpointing fuzz campaign does), the number of cells it completed, and a summary."""
+
+    cells: list[CellOutput] = field(default_factory=list)
+    completed: int = 0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExperimentSummary:
+    """What a run did: cells run and skipped, time, accuracies and the preset's results."""
+
+    name: str
+    method: str
+    config_hash: str
+    store: str
+    cells_total: int
+    cells_run: int
+    cells_skipped: int
+    seconds: float
+    model_accuracy: dict[str, float] = field(default_factory=dict)
+    executor: dict = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def config_hash(record: dict) -> str:
+    """The 16-hex-digit key of a configuration (SHA-256 of its sorted JSON)."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class ExperimentPreset(ABC):
+    """A built-in experiment of one method. Subclasses set :attr:`name`, :attr:`method`,
+    :attr:`description` and :attr:`job_function`, and implement :meth:`plan` and :meth:`jobs`."""
+
+    name: str
+    method: str
+    description: str
+    #: ``job -> JobOutput``, a module-level function so that worker processes can run it.
+    job_function: Callable[[Any], JobOutput]
+
+    def check(self, context: RunContext) -> None:  # noqa: B027 - optional hook
+        """Refuse bad settings before anything is loaded or created (default: nothing)."""
+
+    @abstractmethod
+    def plan(self, context: RunContext) -> Plan:
+        """Load what the experiment needs and list its cells."""
+
+    @abstractmethod
+    def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list:
+        """The jobs that compute the cells ``todo`` (a subset of ``plan.cells``, in order)."""
+
+    def default_models_dir(self, store_path: Path) -> Path:
+        """Where models are kept when no folder is given: ``models/`` beside the store."""
+        return store_path.parent / "models"
+
+    @final
+    def run(self, store_path: str | Path, *, data_dir: str | Path | None = None,
+            models_dir: str | Path | None = None, executor: Executor | None = None,
+            progress: bool = False, argv: list[str] | None = None, device: str = "cpu",
+            seed: int | None = None) -> ExperimentSummary:
+        """Run (or resume) the experiment into the store at ``store_path``.
+
+        Args:
+            store_path: The SQLite results store (created when missing).
+            data_dir: Data root.
+            models_dir: Where models are kept (made there when missing); default ``models/``
+                beside the store.
+            executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
+                closed at the end; one given here is left open).
+            progress: Progress bars.
+            argv: The command line, for provenance.
+            device: Where models are trained and cells computed.
+            seed: Overrides the preset's seed where it has one.
+
+        Returns:
+            The summary of what ran and what was already in the store.
+
+        Raises:
+            DeepFaultError: Any invalid setting (checked before the store is created), or
+                another process writing to the same store.
+        """
+        from ..provenance import provenance
+
+        start = time.perf_counter()
+        store_path = Path(store_path)
+        if store_path.is_dir():
+            raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
+        ResultStore.check(store_path)
+        models_dir = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
+        if models_dir.exists() and not models_dir.is_dir():
+            raise DeepFaultError(f"--models-dir {str(models_dir)!r} is a file; give a folder")
+        context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv)
+        self.check(context)
+        plan = self.plan(context)
+        key = config_hash(plan.record)
+        pool = executor or get_executor("serial")
+        results: dict[str, Any] = {}
+        try:
+            with ResultStore(store_path) as store, store.writer():
+                store.begin(key, plan.name, {**plan.record, **plan.extra}, provenance(device, argv=argv),
+                            method=self.method)
+                done = store.done(key, self.method)
+                todo = [c for c in plan.cells if c not in done]
+                jobs = self.jobs(plan, todo, context, key)
+                bar = _bar(progress, len(plan.cells), len(plan.cells) - len(todo))
+                try:
+                    for _, out in pool.map(type(self).job_function, jobs):
+                        for cell in out.cells:
+                            store.put(key, self.method, cell.cell_id, cell.data, cell.arrays)
+                        results.update(out.summary)
+                        if bar is not None:
+                            bar.update(out.completed or len(out.cells))
+                finally:
+                    if bar is not None:
+                        bar.close()
+        finally:
+            if executor is None:
+                pool.close()
+        return ExperimentSummary(plan.name, self.method, key, str(store_path), len(plan.cells), len(todo),
+                                 len(plan.cells) - len(todo), time.perf_counter() - start,
+                                 plan.model_accuracy, pool.describe(), results)
+
+
+def _bar(progress: bool, total: int, initial: int):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="cell", dynamic_ncols=True)

@@ -1,0 +1,483 @@
+"""DeepFault's report: the paper's tables and figures from one experiment of a results store.
+
+The report restates the paper's evaluation (Eniser et al., FASE 2019, Section 5 and the
+appendix) for one experiment of a :class:`~deepfault.experiment.store.ResultStore`:
+
+- ``table3_loss_accuracy``: mean loss and accuracy on the synthesized inputs (Table 3);
+- ``table4_distances``: L1, L2 and L_inf distances to the originals (Table 4);
+- ``table5_increase``: share of the suspicious neurons whose value increased (Table 5);
+- ``table6_increase_kprime``: share of the top ``k'`` neurons that increased (Tables 6/7);
+- ``table8_significance``: one-sided Mann-Whitney tests with A12 (Tables 8/9);
+- ``table10_timing``: synthesis and spectrum wall time (Table 10);
+- ``summary_accuracy_vs_random``: does each measure give significantly lower accuracy
+  than random, per model and ``k``;
+- ``fig3_layers_<model>.png`` (Fig. 3) and ``fig4_examples.png`` (Fig. 4).
+
+Every table is written as Markdown (rounded, laid out like the paper) and as CSV (tidy,
+full precision: one row per model, ``k``, approach and so on), and all of them go into
+``tables.md`` and ``report.html``. Per-input samples are pooled over classes and, for the
+random baseline, over repetitions before averaging or testing, as in the paper (100
+inputs per measure, 500 for random).
+
+matplotlib and jinja2 are imported inside the functions that need them.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..experiment.report import ReportPaths, data_uri, value_text
+from .analysis import DeepFaultAnalysis as _Data
+from .analysis import load_analysis
+from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_name
+
+__all__ = ["write_deepfault_report", "ALPHA"]
+
+#: Significance level of every test in the report.
+ALPHA = 0.05
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Grid:
+    """A table as shown: text cells, with marks ``"best"`` (bold) or ``"sig"`` (p < alpha).
+
+    The first ``group`` columns name the row; the HTML page blanks them where they repeat
+    the row above, as the paper's merged cells do.
+    """
+
+    columns: list
+    rows: list
+    marks: dict = field(default_factory=dict)
+    subtitle: str = ""
+    group: int = 1
+
+    def html_rows(self) -> list:
+        out, previous = [], None
+        for i, row in enumerate(self.rows):
+            head = row[: self.group]
+            cells, same = [], previous is not None
+            for j, text in enumerate(row):
+                if j < self.group:
+                    same = same and previous[j] == text
+                classes = [self.marks.get((i, j), "")]
+                classes.append("key" if j < self.group else "num")
+                cells.append({"text": "" if j < self.group and same else text,
+                              "cls": " ".join(c for c in classes if c)})
+            new_group = previous is not None and previous[0] != row[0]
+            out.append({"cls": "group-start" if new_group else "", "cells": cells})
+            previous = head
+        return out
+
+
+@dataclass
+class _Table:
+    name: str
+    title: str
+    caption: str
+    grids: list
+    csv_columns: list
+    csv_rows: list
+
+
+def _mean(values) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def _legend(approaches) -> str:
+    return ", ".join(f"{short_name(a)}: {long_name(a)}" for a in approaches if short_name(a) != long_name(a))
+
+
+def _fixed(x: float, digits: int = 2) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _num(x: float) -> str:
+    """Three significant figures without exponents for the magnitudes distances take."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    a = abs(x)
+    if a >= 100:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}" if a >= 0.01 or a == 0 else f"{x:.2g}"
+
+
+def _pct(x: float) -> str:
+    return "–" if not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _p(p: float) -> str:
+    return "–" if not math.isfinite(p) else f"{p:.2g}"
+
+
+def _seconds(s: float) -> str:
+    if not math.isfinite(s):
+        return "–"
+    return f"{s * 1000:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
+def _table3(d: _Data) -> _Table:
+    grid = _Grid(["model", "k", "metric", *[short_name(a) for a in d.approaches]], [], group=3)
+    rows = []
+    for m in d.models:
+        for k in d.ks:
+            present = [a for a in d.approaches if d.pool(m, k, a) is not None]
+            if not present:
+                continue
+            loss = {a: _mean(d.pool(m, k, a).loss) for a in present}
+            acc = {a: _mean(d.pool(m, k, a).correct) for a in present}
+            for a in present:
+                rows.append([m, k, a, len(d.pool(m, k, a).loss), loss[a], acc[a]])
+            for metric, values, best in (("loss", loss, max), ("accuracy", acc, min)):
+                i = len(grid.rows)
+                grid.rows.append([m, str(k), metric, *[_fixed(values.get(a)) for a in d.approaches]])
+                finite = [v for v in values.values() if math.isfinite(v)]
+                if finite:
+                    top = best(finite)
+                    for j, a in enumerate(d.approaches):
+                        if a in values and math.isfinite(values[a]) and math.isclose(values[a], top):
+                            grid.marks[(i, 3 + j)] = "best"
+    return _Table(
+        "table3_loss_accuracy", "Table 3. Loss and accuracy of the synthesized inputs",
+        "Mean cross-entropy loss and accuracy of the model on the inputs synthesized from each "
+        "approach's suspicious neurons (labels: the originals'), pooled over classes"
+        + (" and, for the baselines, over repetitions" if d.baselines else "")
+        + ". Bold: the most adversarial approach per model and k (highest loss, lowest accuracy). "
+        + _legend(d.approaches) + ".",
+        [grid], ["model", "k", "approach", "inputs", "loss", "accuracy"], rows)
+
+
+def _table4(d: _Data) -> _Table:
+    by_k = _Grid(["model", "k", "L1", "L2", "L_inf"], [], group=1,
+                 subtitle="Averaged over the inputs of the measures (" + ", ".join(
+                     short_name(a) for a in d.measures) + ")")
+    by_a = _Grid(["model", "approach", "L1", "L2", "L_inf"], [], group=1,
+                 subtitle="Per approach, over every k")
+    rows = []
+    for m in d.models:
+        for k in d.ks:
+            for a in d.approaches:
+                p = d.pool(m, k, a)
+                if p is not None:
+                    rows.append([m, k, a, len(p.l1), _mean(p.l1), _mean(p.l2), _mean(p.linf)])
+            pooled = [d.pooled(m, k, d.measures, attr) for attr in ("l1", "l2", "linf")]
+            if pooled[0]:
+                rows.append([m, k, "measures", len(pooled[0]), *[_mean(v) for v in pooled]])
+                by_k.rows.append([m, str(k), *[_num(_mean(v)) for v in pooled]])
+        for a in d.approaches:
+            values = [[x for k in d.ks for x in d.pooled(m, k, [a], attr)] for attr in ("l1", "l2", "linf")]
+            if values[0]:
+                by_a.rows.append([m, long_name(a), *[_num(_mean(v)) for v in values]])
+    return _Table(
+        "table4_distances", "Table 4. Distance between synthesized and original inputs",
+        "Mean L1 (Manhattan), L2 (Euclidean) and L_inf (Chebyshev) distance between each "
+        "synthesized input and its original, in the data set's pixel units "
+        f"(bounds {d.config.get('bounds', '?')}, maximum distance d = {d.config.get('distance', '?')}). "
+        "The CSV also has one row per approach and k; approach 'measures' pools the measures.",
+        [by_k, by_a], ["model", "k", "approach", "inputs", "l1", "l2", "linf"], rows)
+
+
+def _table5(d: _Data) -> _Table:
+    cols = [short_name(a) for a in d.approaches] + (["measures"] if len(d.measures) > 1 else [])
+    grid = _Grid(["model", "k", *cols], [], group=1)
+    rows = []
+    for m in d.models:
+        for k in d.ks:
+            cells, any_ = [], False
+            for a in d.approaches:
+                p = d.pool(m, k, a)
+                value = _mean(p.increased) if p is not None else float("nan")
+                if p is not None:
+                    any_ = True
+                    rows.append([m, k, a, len(p.increased), value])
+                cells.append(_pct(value))
+            if len(d.measures) > 1:
+                pooled = d.pooled(m, k, d.measures, "increased")
+                if pooled:
+                    rows.append([m, k, "measures", len(pooled), _mean(pooled)])
+                cells.append(_pct(_mean(pooled)))
+            if any_:
+                grid.rows.append([m, str(k), *cells])
+    return _Table(
+        "table5_increase", "Table 5. Suspicious neurons whose value increased",
+        "Share of the k suspicious neurons whose value is larger on the synthesized input than "
+        "on its original, averaged over inputs; 'measures' pools "
+        + ", ".join(short_name(a) for a in d.measures) + ". " + _legend(d.approaches) + ".",
+        [grid], ["model", "k", "approach", "inputs", "increased"], rows)
+
+
+def _table6(d: _Data) -> _Table:
+    grid = _Grid(["model", "approach", "k", *[f"k'={kp}" for kp in d.ks]], [], group=2)
+    rows = []
+    for m in d.models:
+        for a in d.measures:
+            for k in d.ks:
+                p = d.pool(m, k, a)
+                if p is None:
+                    continue
+                cells = []
+                for kp in d.ks:
+                    values = p.increased if kp == k else p.increased_at.get(kp, [])
+                    if kp < k or not values:
+                        cells.append("" if kp < k else "–")
+                        continue
+                    rows.append([m, a, k, kp, len(values), _mean(values)])
+                    cells.append(_fixed(_mean(values)))
+                grid.rows.append([m, long_name(a), str(k), *cells])
+    return _Table(
+        "table6_increase_kprime", "Tables 6/7. Increase of the top k' neurons",
+        "For inputs synthesized to increase the k most suspicious neurons (rows), the share of "
+        "the k' >= k most suspicious neurons of the same ranking (columns) whose value increased. "
+        "The diagonal k' = k is Table 5; '–': k' not recorded (more than the model's neurons).",
+        [grid], ["model", "approach", "k", "k_prime", "inputs", "increased"], rows)
+
+
+def _table8(d: _Data, tests: dict) -> _Table:
+    opponents = d.measures + d.baselines
+    columns = ["technique", "model", "k"]
+    for b in opponents:
+        columns += [f"vs {short_name(b)} loss", f"vs {short_name(b)} accuracy"]
+    grid = _Grid(columns, [], group=2)
+    rows = []
+    for a in d.measures:
+        for m in d.models:
+            for k in d.ks:
+                if d.pool(m, k, a) is None:
+                    continue
+                cells = []
+                for b in opponents:
+                    for metric in ("loss", "correct"):
+                        c = tests.get((m, k, a, b, metric))
+                        if c is None:
+                            cells.append("—" if a == b else "–")
+                            continue
+                        sig = c.significant(ALPHA)
+                        rows.append([m, k, a, b, metric, c.alternative, c.statistic, c.p_value,
+                                     c.a12, c.n_a, c.n_b, sig])
+                        if sig:
+                            grid.marks[(len(grid.rows), len(cells) + 3)] = "sig"
+                        cells.append(("✓ " if sig else "") + f"p={_p(c.p_value)}\nA12={_fixed(c.a12)}")
+                grid.rows.append([long_name(a), m, str(k), *cells])
+    return _Table(
+        "table8_significance", "Tables 8/9. Statistical significance",
+        "One-sided Mann-Whitney U test per model and k of the technique in the row against the "
+        "one in the column, on the per-input loss (is the row's loss greater?) and correctness "
+        f"(is the row's accuracy lower?). ✓: p < {ALPHA}, the row is significantly more adversarial. "
+        "A12 (Vargha-Delaney) is the probability that a row input's value exceeds a column "
+        "input's (ties count half): above 0.5 means higher loss; for accuracy, below 0.5 means "
+        "lower accuracy. Baseline samples pool all repetitions. " + _legend(opponents) + ".",
+        [grid], ["model", "k", "approach", "versus", "metric", "alternative", "statistic", "p_value",
+                 "a12", "n_approach", "n_versus", "significant"], rows)
+
+
+def _table10(d: _Data) -> _Table:
+    grid = _Grid(["model", "approach", *[f"k={k}" for k in d.ks], "all k", "spectrum / class"], [], group=1)
+    rows = []
+    for m in d.models:
+        spectra = [s for (mm, _), s in d.spectrum.items() if mm == m]
+        spectrum = _mean(spectra)
+        for a in d.approaches:
+            cells, total_s, total_n = [], 0.0, 0
+            for k in d.ks:
+                p = d.pool(m, k, a)
+                if p is None:
+                    cells.append("–")
+                    continue
+                n = len(p.loss)
+                rows.append([m, a, k, p.cells, n, p.synthesis_seconds,
+                             p.synthesis_seconds / n if n else float("nan"), spectrum])
+                total_s += p.synthesis_seconds
+                total_n += n
+                cells.append(_seconds(p.synthesis_seconds / n if n else float("nan")))
+            if total_n:
+                grid.rows.append([m, long_name(a), *cells, _seconds(total_s / total_n), _seconds(spectrum)])
+    return _Table(
+        "table10_timing", "Table 10. Wall time",
+        "Mean wall time of the synthesis per input (the cell's synthesis time divided by its "
+        "inputs, pooled over classes and repetitions) per k, over every k, and the mean time "
+        "of one class's spectrum analysis (shared by every approach and k of that class).",
+        [grid], ["model", "approach", "k", "cells", "inputs", "synthesis_seconds",
+                 "synthesis_seconds_per_input", "spectrum_seconds_per_class"], rows)
+
+
+def _summary(d: _Data, tests: dict) -> _Table:
+    grid = _Grid(["model", "k", "R accuracy", *[f"{short_name(a)} accuracy" for a in d.measures],
+                  *[f"{short_name(a)} < R" for a in d.measures]], [], group=1)
+    rows = []
+    wins = total = 0
+    if "random" in d.approaches:
+        for m in d.models:
+            for k in d.ks:
+                pr = d.pool(m, k, "random")
+                if pr is None:
+                    continue
+                r_acc = _mean(pr.correct)
+                accs, verdicts = [], []
+                for a in d.measures:
+                    c = tests.get((m, k, a, "random", "correct"))
+                    if c is None:
+                        accs.append("–")
+                        verdicts.append("–")
+                        continue
+                    acc = _mean(d.pool(m, k, a).correct)
+                    sig = c.significant(ALPHA)
+                    wins += sig
+                    total += 1
+                    rows.append([m, k, a, acc, r_acc, c.p_value, sig])
+                    accs.append(_fixed(acc))
+                    if sig:
+                        grid.marks[(len(grid.rows), 3 + len(d.measures) + len(verdicts))] = "sig"
+                    verdicts.append(("✓" if sig else "✗") + f" p={_p(c.p_value)}")
+                grid.rows.append([m, str(k), _fixed(r_acc), *accs, *verdicts])
+        verdict = (f"In {wins} of {total} (model, k, measure) combinations the measure's synthesized "
+                   f"inputs have significantly lower accuracy than random's (p < {ALPHA}).")
+    else:
+        verdict = "The experiment has no random baseline, so there is nothing to compare with."
+    return _Table(
+        "summary_accuracy_vs_random", "Summary: lower accuracy than random?",
+        "Accuracy on the synthesized inputs, and whether each measure's is significantly lower "
+        "than the random baseline's (one-sided Mann-Whitney U on per-input correctness, random "
+        f"pooled over repetitions; ✓: p < {ALPHA}). " + verdict,
+        [grid], ["model", "k", "approach", "accuracy", "random_accuracy", "p_value", "significant"], rows)
+
+
+# --- writing tables ----------------------------------------------------------------------
+
+
+def _md_cell(text) -> str:
+    # Escape what a Markdown renderer would read as a column break or an HTML tag.
+    text = str(text).replace("\n", " ").replace("|", "\\|")
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
+
+
+def _markdown(table: _Table, level: int = 2) -> str:
+    lines = [f"{'#' * level} {table.title}", "", table.caption, ""]
+    for grid in table.grids:
+        if grid.subtitle:
+            lines += [f"{'#' * (level + 1)} {grid.subtitle}", ""]
+        if not grid.rows:
+            lines += ["(no data)", ""]
+            continue
+        lines.append("| " + " | ".join(_md_cell(c) for c in grid.columns) + " |")
+        align = [" --- " if j < grid.group else " ---: " for j in range(len(grid.columns))]
+        lines.append("|" + "|".join(align) + "|")
+        for i, row in enumerate(grid.rows):
+            cells = []
+            for j, text in enumerate(row):
+                text = _md_cell(text)
+                if grid.marks.get((i, j)) == "best" and text:
+                    text = f"**{text}**"
+                cells.append(text)
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _write_csv(path: Path, table: _Table) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(table.csv_columns)
+        for row in table.csv_rows:
+            writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+
+
+# --- the page ----------------------------------------------------------------------------
+def _render_html(d: _Data, tables: list, figures: list) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("deepfault.localization", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    exp = d.experiment
+    config = dict(d.config)
+    accuracy = config.pop("model_accuracy", None)
+    return env.get_template("report.html.j2").render(
+        name=exp["name"], config_hash=exp["config_hash"], created=exp["created"],
+        num_cells=d.num_cells,
+        config=[(k, value_text(v)) for k, v in sorted(config.items())],
+        provenance=[(k, value_text(v)) for k, v in sorted(exp["provenance"].items())],
+        accuracy=sorted(accuracy.items()) if isinstance(accuracy, dict) else [],
+        tables=tables, figures=figures,
+    )
+
+
+def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = None) -> ReportPaths:
+    """Write the tables, figures and ``report.html`` of one DeepFault experiment.
+
+    Args:
+        store_path: The SQLite results store written by
+            :func:`~deepfault.experiment.run_experiment`.
+        out_dir: Folder for the report (created when missing; files in it are replaced).
+        config_hash: The experiment (a unique prefix is enough); ``None``: the most recent.
+
+    Returns:
+        The paths of every file written.
+
+    Raises:
+        DeepFaultError: The store does not exist, holds no experiment, or not the one asked
+            for (the message lists the available ones), or the experiment has no cells.
+
+    Example::
+
+        paths = write_report("results/paper-mnist.sqlite", "results/report")
+        print(paths.html)
+    """
+    d = load_analysis(Path(store_path), config_hash)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tests = d.comparisons()
+    tables = [_summary(d, tests), _table3(d), _table4(d), _table5(d), _table6(d), _table8(d, tests),
+              _table10(d)]
+    md_paths, csv_paths = {}, {}
+    for table in tables:
+        md_paths[table.name] = out / f"{table.name}.md"
+        md_paths[table.name].write_text(_markdown(table, level=1) + "\n", encoding="utf-8")
+        csv_paths[table.name] = out / f"{table.name}.csv"
+        _write_csv(csv_paths[table.name], table)
+    exp = d.experiment
+    head = (f"# {exp['name']}: DeepFault report\n\nExperiment `{exp['config_hash']}`, created "
+            f"{exp['created']}, {d.num_cells} cells.\n\n")
+    tables_md = out / "tables.md"
+    tables_md.write_text(head + "\n".join(_markdown(t) for t in tables), encoding="utf-8")
+
+    fig_paths, used, layer_images = {}, set(), []
+    for m in d.models:
+        stem = f"fig3_layers_{safe_name(m)}"
+        while stem in used:
+            stem += "_"
+        used.add(stem)
+        caption = fig3_layers(d, m, out / f"{stem}.png")
+        if caption:
+            fig_paths[stem] = out / f"{stem}.png"
+            layer_images.append({"src": data_uri(fig_paths[stem]), "alt": f"{stem}.png", "caption": caption})
+    figures = []
+    if layer_images:
+        figures.append({
+            "title": "Fig. 3. Suspicious neurons per layer", "images": layer_images,
+            "caption": "For each model, where the suspicious neurons of the largest k lie: the number "
+                       "of neurons each measure selected in each analysed layer, input side left, "
+                       "summed over classes. Files: fig3_layers_<model>.png."})
+    caption = fig4_examples(d, out / "fig4_examples.png")
+    if caption:
+        fig_paths["fig4_examples"] = out / "fig4_examples.png"
+        figures.append({"title": "Fig. 4. Original and synthesized inputs", "caption": caption,
+                        "images": [{"src": data_uri(fig_paths["fig4_examples"]),
+                                    "alt": "fig4_examples.png", "caption": ""}]})
+
+    html = out / "report.html"
+    html.write_text(_render_html(d, tables, figures), encoding="utf-8")
+    return ReportPaths(out, exp["config_hash"], html, tables_md, md_paths, csv_paths, fig_paths)
+
+
+#: Report writers of the other methods: ``method -> module`` with
+#: ``render_report(store, experiment_hash, out_dir) -> dict(title, markdown, html, files)``.

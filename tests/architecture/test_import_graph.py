@@ -1,0 +1,107 @@
+"""The package's shape, checked: the engine imports no method, and no sub-package cycle.
+
+Every ``import`` in ``src/deepfault`` is read with :mod:`ast` (those inside functions
+too, since a lazy import is still a dependency) and resolved to a top-level sub-package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import deepfault
+
+ROOT = Path(deepfault.__file__).parent
+#: The shared engine: knows no method.
+ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance"}
+#: The method packages (their only list is ``deepfault/methods.py``).
+METHODS = {"localization", "coverage", "xplore", "fuzz", "repair"}
+#: What sits on top: the method list, the CLI, the package's re-exports, test oracles.
+TOP = {"methods", "cli", "__init__", "__main__", "testing"}
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(ROOT)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level sub-packages of deepfault that ``path`` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = path.relative_to(ROOT.parent).with_suffix("").parts[:-1]
+    if path.name == "__init__.py":
+        package = path.relative_to(ROOT.parent).parts[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                mod = ".".join(base + ([node.module] if node.module else []))
+                names = [mod] if node.module else [f"{mod}.{a.name}" for a in node.names]
+            else:
+                names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "deepfault":
+                unit = parts[1] if len(parts) > 1 else "__init__"
+                known = (ROOT / unit).is_dir() or (ROOT / f"{unit}.py").is_file()
+                out.add(unit if known else "__init__")  # a name defined in deepfault/__init__.py
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        unit = _unit(path)
+        graph.setdefault(unit, set()).update(u for u in _imports(path) if u != unit)
+    return graph
+
+
+def test_every_unit_is_classified():
+    assert set(_graph()) <= ENGINE | METHODS | TOP, set(_graph()) - ENGINE - METHODS - TOP
+
+
+def test_the_engine_imports_no_method():
+    upward = {(u, v) for u, deps in _graph().items() if u in ENGINE for v in deps if v in METHODS | TOP}
+    assert not upward, f"engine modules import methods or the CLI: {sorted(upward)}"
+
+
+def test_methods_do_not_import_the_cli_or_the_method_list():
+    upward = {(u, v) for u, deps in _graph().items() if u in METHODS for v in deps if v in TOP}
+    assert not upward, sorted(upward)
+
+
+def test_no_cycle_between_sub_packages():
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_method_list_is_the_only_place_that_names_every_method():
+    from deepfault import methods
+    from deepfault.experiment.method import list_methods
+
+    assert {m.name for m in methods.ALL} == set(list_methods())
+    listed = {m.name for m in methods.ALL}
+    assert listed == {"deepfault", "coverage", "deepxplore", "drfuzz"} or "repair" in listed
+    # Nothing below the top imports every method package: only the list does.
+    everything = {u for u, deps in _graph().items() if {"localization", "coverage", "xplore", "fuzz"} <= deps}
+    assert everything <= {"methods", "__init__", "cli"}, everything
