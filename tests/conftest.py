@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from tiny_models import chain_model
+from helpers.tiny_models import chain_model
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,0 +1,133 @@
+"""Run the three presets' experiments (reduced) and dump every stored cell, for comparing two trees.
+
+Used to show that a refactoring changed no result: run it under the old tree and the new
+one (``PYTHONPATH=OLD/src python benchmarks/preset_equivalence.py --out old.json ...``) and
+compare with ``--compare old.json new.json``. Timing fields are dropped; store keys (the
+configuration hashes) are reported but not compared, since they hash the model
+fingerprints, which may change.
+
+    python benchmarks/preset_equivalence.py --data-dir ../shared/datasets --work /tmp/eq \\
+        --out benchmarks/results/preset_equivalence-new.json
+    python benchmarks/preset_equivalence.py --compare old.json new.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+TIMING = ("seconds", "time", "elapsed", "created", "wall")
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if not any(t in k for t in TIMING)}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _dump(store_path: Path) -> dict:
+    from deepfault.experiment.store import ResultStore
+
+    out = {}
+    with ResultStore(store_path, readonly=True) as store:
+        for exp in store.experiments():
+            cells = {}
+            for rec in store.records(exp["config_hash"], exp["method"]):
+                arrays = {k: [list(v.shape), float(np.asarray(v, dtype=np.float64).sum())]
+                          for k, v in sorted(rec.arrays.items()) if v.dtype.kind in "fiub"}
+                cells[rec.cell_id] = {"data": _strip(rec.data), "arrays": arrays}
+            out[f"{exp['method']}:{exp['name']}"] = {"config_hash": exp["config_hash"], "cells": cells}
+    return out
+
+
+def _run(data_dir: str, work: Path) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from deepfault.fuzz.preset import PresetConfig as FuzzConfig
+    from deepfault.fuzz.preset import run_preset as run_fuzz
+    from deepfault.xplore.preset import PresetConfig as XConfig
+    from deepfault.xplore.preset import run_preset as run_xplore
+
+    try:
+        from deepfault.localization.preset import GRIDS, run_experiment
+    except ImportError:  # the tree before the method packages
+        from deepfault.experiment.grid import PRESETS as GRIDS
+        from deepfault.experiment.grid import run_experiment
+
+    models = work / "models"
+    summaries = {}
+    s = run_experiment(GRIDS["digits"], work / "digits.sqlite", models_dir=models)
+    summaries["digits"] = _strip(s if isinstance(s, dict) else s.__dict__)
+    s = run_xplore(work / "xplore.sqlite", data_dir=data_dir, models_dir=models,
+                   config=XConfig(seeds=60, repeats=1, iterations=5, figure9_inputs=10, figure9_seeds=60,
+                                  thresholds=(0.0, 0.5)))
+    summaries["deepxplore-mnist"] = _strip(s if isinstance(s, dict) else s.__dict__)
+    s = run_fuzz(work / "fuzz.sqlite", data_dir=data_dir, models_dir=models,
+                 config=FuzzConfig(scenarios=("supply",), seeds=(0,), budget="40it", epochs=1, batch=16))
+    summaries["drfuzz-mnist"] = _strip(s if isinstance(s, dict) else s.__dict__)
+    stores = {}
+    for name in ("digits", "xplore", "fuzz"):
+        stores.update(_dump(work / f"{name}.sqlite"))
+    return {"summaries": summaries, "stores": stores}
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+    return a == b
+
+
+def _compare(old: dict, new: dict) -> int:
+    bad = 0
+    for name, exp in old["stores"].items():
+        other = new["stores"].get(name)
+        if other is None:
+            print(f"{name}: missing in the new run")
+            bad += 1
+            continue
+        same = [c for c in exp["cells"] if _close(exp["cells"][c], other["cells"].get(c))]
+        missing = sorted(set(exp["cells"]) ^ set(other["cells"]))
+        print(f"{name}: {len(same)} of {len(exp['cells'])} cells identical; ids differ: {len(missing)}; "
+              f"store key {exp['config_hash']} -> {other['config_hash']}")
+        bad += len(exp["cells"]) - len(same) + len(missing)
+    for name, summary in old["summaries"].items():
+        keep = ("cells_total", "cells_run", "cells_skipped", "model_accuracy", "results")
+        a = {k: summary.get(k) for k in keep if k in summary}
+        b = {k: new["summaries"][name].get(k) for k in a}
+        print(f"summary {name}: {'identical' if _close(a, b) else 'DIFFERENT'} ({', '.join(a)})")
+        bad += not _close(a, b)
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data-dir", default="../shared/datasets")
+    p.add_argument("--work", type=Path, default=Path("/tmp/preset-equivalence"))
+    p.add_argument("--out", type=Path)
+    p.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
+    args = p.parse_args(argv)
+    if args.compare:
+        old, new = (json.loads(Path(f).read_text()) for f in args.compare)
+        return _compare(old, new)
+    args.work.mkdir(parents=True, exist_ok=True)
+    result = _run(args.data_dir, args.work)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

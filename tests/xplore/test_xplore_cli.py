@@ -1,0 +1,170 @@
+"""``deepfault xplore`` end to end on tiny models and data (offline)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from deepfault.cli import main
+from deepfault.models import ModelFile, build_model, open_model, save_model
+from deepfault.xplore import load_inputs, replay
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _digits_model(path, seed, **arch_kwargs):
+    torch.manual_seed(seed)
+    model = build_model("digits_mlp", **arch_kwargs)
+    save_model(path, ModelFile(model, "digits_mlp", arch_kwargs, dataset="digits", bounds=(0.0, 1.0)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory):
+    """Two digits MLPs trained briefly from different seeds: they agree on most test inputs."""
+    from deepfault.data import load_dataset
+    from deepfault.models.train import TrainConfig, train_model
+
+    folder = tmp_path_factory.mktemp("models")
+    data = load_dataset("digits")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        paths = []
+        for seed in (1, 2):
+            mf, _ = train_model("digits_mlp", data, TrainConfig(epochs=8, seed=seed, lr=1e-2))
+            paths.append(str(save_model(folder / f"m{seed}.pt", mf)))
+    finally:
+        torch.set_num_threads(threads)
+    return paths
+
+
+def _run(capsys, *args):
+    code = main(["xplore", "--no-progress", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_xplore_writes_table_json_inputs_and_grid(tmp_path, capsys, two_models):
+    out = tmp_path / "res" / "x.json"
+    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "80", "--step", "0.5",
+                           "--iterations", "8", "--out", str(out), "--grid", "3")
+    assert code == 0, err
+    assert "target" in text and "neuron coverage (layer-minmax, t = 0)" in text and "pooled" in text
+    payload = json.loads(out.read_text())
+    assert payload["tool"] == "deepfault xplore" and payload["provenance"]["argv"][1] == "xplore"
+    assert payload["seeds"] == 80 and payload["config"]["step"] == 0.5
+    assert [m["name"] for m in payload["models"]] == ["m1.pt", "m2.pt"]
+    assert (tmp_path / "res" / "x.png").stat().st_size > 1000
+    saved = load_inputs(tmp_path / "res" / "x.npz")
+    assert len(saved["inputs"]) == payload["found"] > 0
+    models = [open_model(p).model for p in two_models]
+    preds = replay(models, saved["inputs"].reshape(len(saved["inputs"]), -1))
+    assert np.array_equal(preds, saved["predictions"]) and np.all(preds[:, 0] != preds[:, 1])
+    assert saved["inputs"].min() >= 0 and saved["inputs"].max() <= 1
+
+
+def test_same_command_same_inputs(tmp_path, capsys, two_models):
+    for name in ("a", "b"):
+        code, _, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "30", "--step", "0.5",
+                            "--iterations", "4", "--transform", "none",
+                            "--out", str(tmp_path / f"{name}.json"))
+        assert code == 0, err
+    a, b = load_inputs(tmp_path / "a.npz"), load_inputs(tmp_path / "b.npz")
+    assert np.array_equal(a["inputs"], b["inputs"]) and np.array_equal(a["seed_index"], b["seed_index"])
+
+
+def test_identical_models_find_nothing_and_say_so(tmp_path, capsys):
+    a = _digits_model(tmp_path / "a.pt", seed=3)
+    b = _digits_model(tmp_path / "b.pt", seed=3)
+    code, text, err = _run(capsys, "--models", f"{a},{b}", "--seeds", "40", "--iterations", "3",
+                           "--out", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert "no difference-inducing input found in 40 seeds (the models agree on every input tried)" in text
+    assert json.loads((tmp_path / "r.json").read_text())["found"] == 0
+
+
+def test_zoo_names_resolve_in_the_models_dir(tmp_path, capsys):
+    _digits_model(tmp_path / "digits_mlp-digits.pt", seed=1)
+    other = _digits_model(tmp_path / "other.pt", seed=2)
+    code, text, err = _run(capsys, "--models", f"digits_mlp,{other}", "--dataset", "digits",
+                           "--models-dir", str(tmp_path), "--seeds", "10", "--iterations", "2", "--out", "-")
+    assert code == 0, err and "digits_mlp" in text
+    code, _, err = _run(capsys, "--models", f"lenet1,{other}", "--dataset", "digits",
+                        "--models-dir", str(tmp_path), "--out", "-")
+    assert code == 2 and "no trained lenet1 for digits at" in err and "deepfault train --arch lenet1" in err
+
+
+def test_keras_weights_files_with_arch(tmp_path, capsys):
+    h5py = pytest.importorskip("h5py")
+    from helpers.keras_files import keras_arrays as _keras_arrays
+    from helpers.keras_files import write_save_weights as _write_save_weights
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "tiny.npz", x=rng.uniform(0, 1, (30, 1, 28, 28)).astype(np.float32),
+             y=rng.integers(0, 10, 30), bounds=np.array([0.0, 1.0]))
+    files = []
+    for i, arch in enumerate(("lenet1", "lenet4")):
+        torch.manual_seed(i)
+        path = _write_save_weights(tmp_path / f"Model{i + 1}.h5", _keras_arrays(build_model(arch)))
+        files.append(str(path))
+    assert h5py is not None
+    code, text, err = _run(capsys, "--models", ",".join(files), "--arch", "lenet1,lenet4", "--dataset",
+                           str(tmp_path / "tiny.npz"), "--seeds", "20", "--iterations", "3", "--out", "-")
+    assert code == 0, err
+    assert "Model1.h5 (" in text and "Model2.h5 (" in text
+    code, _, err = _run(capsys, "--models", ",".join(files), "--dataset", str(tmp_path / "tiny.npz"),
+                        "--out", "-")
+    assert code == 2 and "holds Keras weights without an architecture; name it with --arch" in err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds", "0"], "seeds must be an integer >= 1; got 0"),
+        (["--seeds", "600"], "--seeds 600 is more than the 540 inputs to draw from"),
+        (["--lambda1", "nan"], "lambda1 must be a finite number"),
+        (["--step", "-1"], "step must be >= 0"),
+        (["--target", "2"], "target must be a model index in 0..1 (or random); got 2"),
+        (["--target", "first"], "expected a model index (0, 1, ...) or 'random'"),
+        (["--occlusion", "1,2"], "expected x,y,h,w (four integers >= 0); got '1,2'"),
+        (["--transform", "fog"], "argument --transform: invalid choice: 'fog'"),
+        (["--neurons", "often"], "argument --neurons: invalid choice: 'often'"),
+        (["--seeds", "9", "--transform", "occl", "--occlusion", "0,0,9,9"], "does not fit in 8 x 8 images"),
+        (["--arch", "a,b,c"], "--arch gives 3 entries for 2 models"),
+        (["--device", "tpu"], "unknown device 'tpu'"),
+    ],
+)
+def test_bad_options_are_one_line_errors(tmp_path, capsys, two_models, args, message):
+    out = tmp_path / "r.json"
+    code, _, err = _run(capsys, "--models", ",".join(two_models), "--out", str(out), *args)
+    assert code == 2
+    assert message in err and err.startswith("deepfault: error: ") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_fewer_than_two_models(capsys, two_models):
+    code, _, err = _run(capsys, "--models", two_models[0], "--out", "-")
+    assert code == 2 and "two or more models; got 1" in err
+
+
+def test_different_class_counts_are_refused(tmp_path, capsys, two_models):
+    five = _digits_model(tmp_path / "five.pt", seed=4, num_classes=5)
+    code, _, err = _run(capsys, "--models", f"{two_models[0]},{five}", "--out", "-")
+    assert code == 2 and "different numbers of classes (m1.pt: 10, five.pt: 5)" in err, err
+
+
+def test_different_input_shapes_are_refused(tmp_path, capsys, two_models):
+    torch.manual_seed(0)
+    flat = build_model("digits_mlp")
+    save_model(tmp_path / "flat.pt", ModelFile(flat, "digits_mlp", dataset="digits", bounds=(0.0, 1.0),
+                                               meta={"input_shape": [64]}))
+    code, _, err = _run(capsys, "--models", f"{two_models[0]},{tmp_path / 'flat.pt'}", "--out", "-")
+    assert code == 2 and "the models take inputs of different shapes" in err
