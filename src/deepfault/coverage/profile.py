@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,13 +46,11 @@ FORMAT = "deepfault-profile/1"
 
 
 def model_hash(model: nn.Module) -> str:
-    """SHA-256 (hex) of a model's ``state_dict``: every name, dtype, shape and byte, in name order."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+    """The whole SHA-256 (64 hex) :func:`~deepfault.models.fingerprint.fingerprint` of a
+    model's weights; a model's short fingerprint is this hash's first 16 digits."""
+    from ..models.fingerprint import fingerprint
+
+    return fingerprint(model, length=64)
 
 
 @dataclass(frozen=True, eq=False)
