@@ -45,6 +45,8 @@ from .localization.selection import (
     uniform_baseline,
 )
 from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
+from .models.fingerprint import fingerprint
+from .models.prepare import PreparedModel, prepare_model
 from .xplore import xplore
 
 try:
@@ -53,6 +55,9 @@ except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "PreparedModel",
+    "prepare_model",
+    "fingerprint",
     "compute_profile",
     "list_criteria",
     "load_profile",

@@ -131,7 +131,8 @@ def lenet_like(seed: int = 0, *, filters: int = 4, classes: int = 10, softmax: s
     # 28 -> same 28 -> pool 14 -> valid 10 -> pool 5: 5*5*2f features
     weights = {
         "block1_conv1": [("kernel", init(5, 5, 1, filters)), ("bias", init(filters, scale=0.1))],
-        "block2_conv1": [("kernel", init(5, 5, filters, 2 * filters)), ("bias", init(2 * filters, scale=0.1))],
+        "block2_conv1": [("kernel", init(5, 5, filters, 2 * filters)),
+                         ("bias", init(2 * filters, scale=0.1))],
         "fc1": [("kernel", init(50 * filters, 16)), ("bias", init(16, scale=0.1))],
         "before_softmax": [("kernel", init(16, classes)), ("bias", init(classes, scale=0.1))],
     }

@@ -29,10 +29,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from ..models.prepare import PreparedModel
 
 from .._io import atomic_path
 from ..core.accumulator import Accumulator
@@ -43,6 +47,13 @@ from ..errors import DeepFaultError
 __all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
 
 FORMAT = "deepfault-profile/1"
+
+
+def _module(model):
+    """The module of a :class:`~deepfault.models.prepare.PreparedModel`, or ``model`` itself."""
+    from ..models.prepare import resolve_model
+
+    return resolve_model(model)[0] if not isinstance(model, nn.Module) else model
 
 
 def model_hash(model: nn.Module) -> str:
@@ -281,7 +292,7 @@ class ProfileAccumulator(Accumulator):
 
 
 def compute_profile(
-    model: nn.Module,
+    model: nn.Module | PreparedModel,
     inputs,
     *,
     layers: Sequence[str] | str | None = None,
@@ -305,6 +316,7 @@ def compute_profile(
     Raises:
         DeepFaultError: No inputs, an unknown layer or transform, or inputs the model cannot take.
     """
+    model = _module(model)
     check_transform(transform)
     if len(inputs) == 0:
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "

@@ -39,7 +39,8 @@ def fingerprint(module: nn.Module, *, length: int = 16) -> str:
         True
     """
     if not isinstance(length, int) or not 1 <= length <= 64:
-        raise ValueError(f"The 'length' parameter of fingerprint must be an int in 1..64. Got {length!r} instead.")
+        raise ValueError(f"The 'length' parameter of fingerprint must be an int in 1..64. "
+                         f"Got {length!r} instead.")
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         t = tensor.detach().cpu().contiguous()

@@ -64,6 +64,7 @@ __all__ = [
     "prepare",
     "model_label",
     "layout_name",
+    "native_shape",
 ]
 
 log = logging.getLogger(__name__)
@@ -252,7 +253,9 @@ def _without_softmax(model: nn.Module) -> nn.Module | None:
     if isinstance(last, nn.Softmax):
         return nn.Sequential(OrderedDict(items[:-1])).train(model.training)
     inner = _without_softmax(last)
-    return None if inner is None else nn.Sequential(OrderedDict([*items[:-1], (name, inner)])).train(model.training)
+    if inner is None:
+        return None
+    return nn.Sequential(OrderedDict([*items[:-1], (name, inner)])).train(model.training)
 
 
 def _split_logits(module: nn.Module) -> tuple[nn.Module | None, str | None]:
@@ -305,6 +308,16 @@ def _native_of(shape: tuple, layout: str | None) -> tuple | None:
     if layout == "NHW" and len(shape) == 2:
         return (1, *shape)
     return None
+
+
+def native_shape(shape: Sequence[int | None], *, channels_last: bool = False) -> tuple[int | None, ...]:
+    """The native (channels-first) per-input shape of a model input ``shape``: an
+    ``(H, W, C)`` image shape (by :func:`layout_name`, or any 3-D shape when
+    ``channels_last``, as a Keras file records) becomes ``(C, H, W)``; others stay."""
+    shape = tuple(shape)
+    if len(shape) == 3 and (channels_last or layout_name(shape) == "NHWC"):
+        return (shape[2], shape[0], shape[1])
+    return shape
 
 
 def _source(data: Dataset | str) -> str:
@@ -437,12 +450,15 @@ def prepare_model(
         source = _source(data)
         dataset = load_dataset(data, data_dir=data_dir) if isinstance(data, str) else data
         _check_trained_on(trained_on, dataset, source, what)
-        dataset = _in_range(trained_bounds, dataset, source, trained_on=trained_on, data_dir=data_dir, what=what)
+        dataset = _in_range(trained_bounds, dataset, source, trained_on=trained_on, data_dir=data_dir,
+                            what=what)
 
     # the layout the module takes, and the adapter from the native layout
-    recorded = input_shape if input_shape is not None else (mf.meta.get("input_shape") if mf is not None else None)
+    recorded = input_shape if input_shape is not None else (
+        mf.meta.get("input_shape") if mf is not None else None)
     file_shape = tuple(recorded) if recorded else None
     keras = mf is not None and (mf.arch == "keras" or "keras_version" in mf.meta)
+    channels_last = keras and mf.meta.get("data_format") == "channels_last"
     if input_layout is not None:
         adapter = None if input_layout == "NCHW" else input_layout
         native = dataset.input_shape if dataset is not None else (
@@ -451,8 +467,8 @@ def prepare_model(
         native = dataset.input_shape
         adapter = None if file_shape is None else _conversion(
             native, file_shape, keras=keras, what=f"data set {dataset.name!r}")
-    elif file_shape is not None and None not in file_shape and layout_name(file_shape) == "NHWC":
-        adapter, native = "NHWC", _native_of(file_shape, "NHWC")
+    elif file_shape is not None and native_shape(file_shape, channels_last=channels_last) != file_shape:
+        adapter, native = "NHWC", native_shape(file_shape, channels_last=channels_last)
     else:
         adapter, native = None, file_shape
     layout = layout_name(file_shape) if file_shape is not None else (
@@ -594,7 +610,8 @@ def prepare(model: str | os.PathLike | None, dataset: str | None = None, *,
     Raises:
         DeepFaultError: As :func:`prepare_model`, or the data set cannot be determined.
     """
-    pm = prepare_model(model, dataset, data_dir=data_dir, weights=weights, arch=arch, trust_pickle=trust_pickle)
+    pm = prepare_model(model, dataset, data_dir=data_dir, weights=weights, arch=arch,
+                       trust_pickle=trust_pickle)
     if pm.data is None:
         raise DeepFaultError(f"model file {str(model)!r} does not name its data set; add --dataset NAME")
     return Prepared(replace(pm.model_file, model=pm.module), pm.data, pm.name, pm.layout, pm)
