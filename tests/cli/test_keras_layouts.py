@@ -29,10 +29,12 @@ def keras_pair(tmp_path_factory):
     """Two channels-last 28x28x1 Keras LeNets (M2 = other weights) and 40 channels-first inputs
     labelled by M1."""
     d = tmp_path_factory.mktemp("keras-layouts")
-    m1, m2 = write_lenet(d / "m1.h5", seed=0), write_lenet(d / "m2.h5", seed=1)
+    m1 = write_lenet(d / "m1.h5", seed=0)
+    write_lenet(d / "m2.h5", seed=1)
     x = np.random.default_rng(3).uniform(0, 1, (40, 1, 28, 28)).astype(np.float32)
-    pm = df.prepare_model(m1, df.Dataset("d", x, np.zeros(40, np.int64), x, np.zeros(40, np.int64), (0.0, 1.0),
-                                         tuple(str(i) for i in range(10))))
+    zeros = np.zeros(40, np.int64)
+    names = tuple(str(i) for i in range(10))
+    pm = df.prepare_model(m1, df.Dataset("d", x, zeros, x, zeros, (0.0, 1.0), names))
     with torch.no_grad():
         y = pm.module(torch.as_tensor(x)).argmax(1).numpy()
     np.savez(d / "data.npz", x=x, y=y, class_names=np.array([str(i) for i in range(10)]))
@@ -42,8 +44,8 @@ def keras_pair(tmp_path_factory):
 def test_regress_fuzzes_a_channels_last_keras_pair(keras_pair, capsys):
     d = keras_pair
     args = ["regress", "--m1", str(d / "m1.h5"), "--m2", str(d / "m2.h5"), "--dataset", str(d / "data.npz"),
-            "--budget", "30it", "--batch", "4", "--store", str(d / "s.sqlite"), "--no-progress", "--device", "cpu",
-            "--fidelity", "ssim:0.3", "--seed", "1"]
+            "--budget", "30it", "--batch", "4", "--store", str(d / "s.sqlite"), "--no-progress",
+            "--device", "cpu", "--fidelity", "ssim:0.3", "--seed", "1"]
     code = main(args)
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -102,8 +104,9 @@ def test_xplore_api_refuses_logits_of_a_softmax_it_cannot_split(keras_pair):
             return torch.softmax(self.fc2(torch.relu(self.fc1(x.flatten(1)))), dim=1)
 
     data = df.load_dataset(str(keras_pair / "data.npz"))
-    models = [df.prepare_model(Functional(), data, output_kind="probabilities", name=f"f{i}") for i in range(2)]
-    with pytest.raises(df.DeepFaultError, match="'f0' outputs probabilities and its logits are not available"):
+    models = [df.prepare_model(Functional(), data, output_kind="probabilities", name=f"f{i}")
+              for i in range(2)]
+    with pytest.raises(df.DeepFaultError, match="'f0' outputs probabilities and its logits are not"):
         df.xplore(models, data.x_test)
-    with pytest.raises(df.DeepFaultError, match="logits are not available: its last layer is not an nn.Softmax"):
+    with pytest.raises(df.DeepFaultError, match="not available: its last layer is not an nn.Softmax"):
         df.xplore([Functional(), Functional()], data.x_test, output_kinds=["probabilities"] * 2)

@@ -68,7 +68,8 @@ def test_prepared_predictions_equal_the_old_reconcile_path(tmp_path):
     old_data = reconcile(mf, data)
     assert old_data.input_shape == (28, 28, 1)
     with torch.no_grad():
-        torch.testing.assert_close(pm.module(torch.as_tensor(data.x_test)), mf.model(torch.as_tensor(old_data.x_test)))
+        new = pm.module(torch.as_tensor(data.x_test))
+        torch.testing.assert_close(new, mf.model(torch.as_tensor(old_data.x_test)))
 
 
 def test_keras_logits_are_split_off_the_final_softmax(tmp_path):
@@ -107,7 +108,7 @@ class _SoftmaxThenScale(nn.Module):
 def test_non_separable_probability_models_say_why_there_are_no_logits():
     pm = prepare_model(_FunctionalSoftmax(), output_kind="probabilities", input_shape=(4,))
     assert pm.logits is None and "not an nn.Softmax" in pm.no_logits
-    with pytest.raises(df.DeepFaultError, match="logits are not available: its last layer is not an nn.Softmax"):
+    with pytest.raises(df.DeepFaultError, match="not available: its last layer is not an nn.Softmax"):
         pm.logits_module()
     pm = prepare_model(_SoftmaxThenScale(), output_kind="probabilities")
     assert pm.logits is None and "custom forward()" in pm.no_logits
@@ -165,9 +166,11 @@ def test_every_adapter_matches_a_naive_loop(layout, shape):
     elif layout == "NHW":
         want = x[:, 0]
     elif layout == "flat":
-        want = np.array([[x[i, ch, r, k] for ch in range(c) for r in range(4) for k in range(5)] for i in range(2)])
+        want = np.array([[x[i, ch, r, k] for ch in range(c) for r in range(4) for k in range(5)]
+                         for i in range(2)])
     else:  # a Keras Flatten over channels-last images
-        want = np.array([[x[i, ch, r, k] for r in range(4) for k in range(5) for ch in range(c)] for i in range(2)])
+        want = np.array([[x[i, ch, r, k] for r in range(4) for k in range(5) for ch in range(c)]
+                         for i in range(2)])
     assert got.shape[1:] == shape
     np.testing.assert_array_equal(got, want)
 
