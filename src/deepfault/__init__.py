@@ -45,10 +45,15 @@ from .localization.selection import (
 )
 from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
 from .localization.synthesis import synthesize
+from .models.fingerprint import fingerprint
+from .models.prepare import PreparedModel, prepare_model
 from .xplore import xplore
 
 
 __all__ = [
+    "PreparedModel",
+    "prepare_model",
+    "fingerprint",
     "compute_profile",
     "list_criteria",
     "load_profile",

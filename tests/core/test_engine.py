@@ -342,7 +342,9 @@ def test_prepare_names_the_file_and_records_the_layout(tmp_path):
     save_model(tmp_path / "flat.pt", mf)
     prepared = prepare(tmp_path / "flat.pt", data_dir=None)
     assert prepared.label == "flat.pt" and prepared.layout == "flat"
-    assert prepared.data.input_shape == (64,)
+    # the data stays native (channels first); the flat model is adapted to it
+    assert prepared.data.input_shape == (1, 8, 8) and prepared.prepared.adapter == "flat"
+    assert prepared.model(torch.as_tensor(prepared.data.x_test[:2])).shape == (2, 10)
     default = prepare(None)
     assert default.layout and default.label == "digits_mlp"
 

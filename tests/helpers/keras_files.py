@@ -4,7 +4,8 @@
   ``write_save_weights`` (a bare ``save_weights`` file, as DeepXplore published);
 - ``sequential_config`` / ``functional_config`` in every Keras 2 form, and ``layer``;
 - ``mlp``, ``convnet``, ``misc_net``, ``pooling_net``: configs with seeded weights;
-- ``keras_arrays``: a torch model's weights laid out as Keras stores them.
+- ``keras_arrays``: a torch model's weights laid out as Keras stores them;
+- ``lenet_like`` / ``write_lenet``: a 28x28x1 channels-last LeNet-like Keras model ending in a softmax.
 """
 
 from __future__ import annotations
@@ -283,3 +284,46 @@ def write_save_weights(path, layers, *, extra_layers=("block1_pool1", "flatten")
         if full_model:
             f.attrs["model_config"] = b"{}"
     return path
+
+
+def lenet_like(seed: int = 0, *, filters: int = 4, classes: int = 10, softmax: str = "activation"):
+    """A channels-last 28x28x1 LeNet-like net (conv, pool, conv, pool, flatten, dense, dense):
+    ``(layers, weights, input_shape)``. ``softmax``: ``"activation"`` (``Dense(activation=
+    'softmax')``, as DeepXplore's LeNet-5 ends), ``"layer"`` (a separate ``Activation``), or
+    ``"none"`` (logits)."""
+    rng = np.random.default_rng(seed)
+    fmt = {"data_format": "channels_last"}
+
+    def init(*shape, scale=None):
+        scale = scale or 1.0 / np.sqrt(np.prod(shape[:-1]))
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    act = "softmax" if softmax == "activation" else "linear"
+    layers = [
+        layer("Conv2D", "block1_conv1", filters=filters, kernel_size=[5, 5], strides=[1, 1], padding="same",
+              dilation_rate=[1, 1], activation="relu", use_bias=True, **fmt),
+        layer("MaxPooling2D", "block1_pool1", pool_size=[2, 2], strides=[2, 2], padding="valid", **fmt),
+        layer("Conv2D", "block2_conv1", filters=2 * filters, kernel_size=[5, 5], strides=[1, 1],
+              padding="valid", dilation_rate=[1, 1], activation="relu", use_bias=True, **fmt),
+        layer("MaxPooling2D", "block2_pool1", pool_size=[2, 2], strides=[2, 2], padding="valid", **fmt),
+        layer("Flatten", "flatten"),
+        layer("Dense", "fc1", units=16, activation="relu", use_bias=True),
+        layer("Dense", "before_softmax", units=classes, activation=act, use_bias=True),
+    ]
+    if softmax == "layer":
+        layers.append(layer("Activation", "predictions", activation="softmax"))
+    # 28 -> same 28 -> pool 14 -> valid 10 -> pool 5: 5*5*2f features
+    weights = {
+        "block1_conv1": [("kernel", init(5, 5, 1, filters)), ("bias", init(filters, scale=0.1))],
+        "block2_conv1": [("kernel", init(5, 5, filters, 2 * filters)),
+                         ("bias", init(2 * filters, scale=0.1))],
+        "fc1": [("kernel", init(50 * filters, 16)), ("bias", init(16, scale=0.1))],
+        "before_softmax": [("kernel", init(16, classes)), ("bias", init(classes, scale=0.1))],
+    }
+    return layers, weights, (28, 28, 1)
+
+
+def write_lenet(path, seed: int = 0, **kwargs):
+    """:func:`lenet_like` written as a full Keras model file at ``path``."""
+    layers, weights, shape = lenet_like(seed, **kwargs)
+    return write_full(path, sequential_config(layers, shape, form="dict"), weights)

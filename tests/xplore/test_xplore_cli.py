@@ -161,10 +161,18 @@ def test_different_class_counts_are_refused(tmp_path, capsys, two_models):
     assert code == 2 and "different numbers of classes (m1.pt: 10, five.pt: 5)" in err, err
 
 
-def test_different_input_shapes_are_refused(tmp_path, capsys, two_models):
+def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, capsys, two_models):
+    # a flat model is adapted to the data set's (1, 8, 8) inputs, so both see the same inputs
     torch.manual_seed(0)
     flat = build_model("digits_mlp")
     save_model(tmp_path / "flat.pt", ModelFile(flat, "digits_mlp", dataset="digits", bounds=(0.0, 1.0),
                                                meta={"input_shape": [64]}))
-    code, _, err = _run(capsys, "--models", f"{two_models[0]},{tmp_path / 'flat.pt'}", "--out", "-")
-    assert code == 2 and "the models take inputs of different shapes" in err
+    code, text, err = _run(capsys, "--models", f"{two_models[0]},{tmp_path / 'flat.pt'}", "--seeds", "20",
+                           "--iterations", "2", "--out", "-")
+    assert code == 0, err
+    assert "20 seeds" in text
+    wide = tmp_path / "wide.pt"
+    save_model(wide, ModelFile(flat, "digits_mlp", dataset="digits", bounds=(0.0, 1.0),
+                               meta={"input_shape": [65]}))
+    code, _, err = _run(capsys, "--models", f"{two_models[0]},{wide}", "--seeds", "20", "--out", "-")
+    assert code == 2 and "has inputs of shape (1, 8, 8) but the model takes (65,)" in err, err

@@ -133,9 +133,13 @@ def open_model_file(args):
                       trust_pickle=args.trust_pickle)
 
 
-def load_inputs(args):
-    """The model and the data set a command uses, reconciled (:func:`deepfault.models.prepare.prepare`)."""
-    from ..models.prepare import prepare
+def load_inputs(args, data=None):
+    """The prepared model and its data set (:func:`deepfault.models.prepare.prepare_model`):
+    ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's)."""
+    from ..models.prepare import prepare_model
 
-    return prepare(args.model, args.dataset, data_dir=args.data_dir, weights=args.weights, arch=args.arch,
-                   trust_pickle=args.trust_pickle)
+    prepared = prepare_model(args.model, data if data is not None else args.dataset, data_dir=args.data_dir,
+                             weights=args.weights, arch=args.arch, trust_pickle=args.trust_pickle)
+    if prepared.data is None:
+        raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
+    return prepared

@@ -135,22 +135,19 @@ def _layers(args):
 
 def _load(args):
     """``(prepared model, inputs, labels, split description)``."""
-    from ..models.prepare import Prepared, prepare, reconcile
+    from ..models.prepare import prepare_model
+    from ._common import load_inputs
 
     split = str(args.split)
+    if split not in ("test", "train") and not split.lower().endswith(".npz"):
+        raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
+    prep = load_inputs(args)
     if split in ("test", "train"):
-        prep = prepare(args.model, args.dataset, data_dir=args.data_dir, weights=args.weights,
-                       arch=args.arch, trust_pickle=args.trust_pickle)
         data = prep.data
         x, y = (data.x_test, data.y_test) if split == "test" else (data.x_train, data.y_train)
         return prep, x, y, f"{data.name} {split}"
-    if not split.lower().endswith(".npz"):
-        raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    prep = prepare(args.model, args.dataset, data_dir=args.data_dir, weights=args.weights,
-                   arch=args.arch, trust_pickle=args.trust_pickle)
-    data = reconcile(prep.model_file, split, label=prep.label)
-    prep = Prepared(prep.model_file, data, prep.label, prep.layout)
-    return prep, data.x_test, data.y_test, f"{split} (x)"
+    prep = prepare_model(prep, split, data_dir=args.data_dir)
+    return prep, prep.data.x_test, prep.data.y_test, f"{split} (x)"
 
 
 def _criteria_options(args) -> dict:
@@ -177,12 +174,13 @@ def _model_info(args, prep) -> dict:
     from ..coverage import model_hash
 
     mf = prep.model_file
-    return {"file": args.model, "label": prep.label, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
-            "output_kind": mf.output_kind, "weights_sha256": model_hash(mf.model)}
+    return {"file": args.model, "label": prep.name, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
+            "output_kind": prep.output_kind, "fingerprint": prep.fingerprint,
+            "weights_sha256": model_hash(prep.module)}
 
 
 def _header(prep, split: str, n: int, layout, transform: str, device, profile) -> str:
-    text = (f"model {prep.label} · data {split} ({n} inputs) · {len(layout.layers)} layers, "
+    text = (f"model {prep.name} · data {split} ({n} inputs) · {len(layout.layers)} layers, "
             f"{layout.num_neurons} neurons · transform {transform} · {device}\n")
     if profile is not None:
         text += (f"profile: {profile.count} inputs, {profile.transform}, weights sha256 "
@@ -223,7 +221,8 @@ def _payload(tool: str, args, device, prep, split: str, body: dict) -> dict:
         "provenance": provenance(device, argv=args.argv),
         "model": _model_info(args, prep),
         "dataset": {"name": data.name, "data_dir": args.data_dir, "split": split,
-                    "bounds": list(data.bounds), "layout": prep.layout},
+                    "bounds": list(data.bounds), "layout": prep.layout,
+                    "input_shape": list(data.input_shape)},
         **body,
     }
 
@@ -238,7 +237,7 @@ def _cmd_profile(args) -> int:
     check_writable(args.out)
     device = device_from(args.device)
     prep, x, _, split = _load(args)
-    model = prep.model.to(device)
+    model = prep.to(device).module
     profile = compute_profile(model, x, layers=_layers(args), transform=args.transform or "raw",
                               batch_size=args.batch_size)
     print(_header(prep, split, len(x), profile.layout, profile.transform, device, None), end="")
@@ -261,7 +260,7 @@ def _cmd_measure(args) -> int:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
     device = device_from(args.device)
     prep, x, _, split = _load(args)
-    model = prep.model.to(device)
+    model = prep.to(device).module
     report = measure_coverage(model, x, **opts, profile=profile, layers=_layers(args),
                               transform=args.transform, batch_size=args.batch_size)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
@@ -299,7 +298,7 @@ def _cmd_rank(args) -> int:
     opts, profile, out = _prepare(args)
     device = device_from(args.device)
     prep, x, y, split = _load(args)
-    model = prep.model.to(device)
+    model = prep.to(device).module
     report = rank_inputs(model, x, y, **opts, profile=profile, layers=_layers(args),
                          transform=args.transform, batch_size=args.batch_size)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)

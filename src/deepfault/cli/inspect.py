@@ -21,9 +21,13 @@ def add_parser(sub) -> None:
 
 
 def _cmd_inspect(args) -> int:
+    from dataclasses import replace
+
+    from ..models.prepare import prepare_model
     from ..models.summary import describe_model
 
     mf = open_model_file(args)
+    shape = None
     if args.input_shape:
         try:
             shape = tuple(int(v) for v in args.input_shape.split(","))
@@ -34,20 +38,21 @@ def _cmd_inspect(args) -> int:
                 "--input-shape must be 1 to 4 comma-separated sizes from 1 to 65536, e.g. 1,28,28; "
                 f"got {args.input_shape!r}"
             )
-    elif mf.meta.get("input_shape") and None not in mf.meta["input_shape"]:
-        shape = tuple(mf.meta["input_shape"])
-    elif args.dataset or mf.dataset:
-        from ..data import load_dataset
-
-        shape = load_dataset(args.dataset or mf.dataset, data_dir=args.data_dir).input_shape
-    else:
+    recorded = mf.meta.get("input_shape")
+    known = shape is not None or (recorded and None not in recorded)
+    # the data set only when it alone gives the shape: inspect needs no data otherwise
+    data = None if known else (args.dataset or mf.dataset)
+    if not known and data is None:
         raise DeepFaultError(
             "the model file does not record its input shape; give --input-shape 1,28,28 or --dataset NAME"
         )
-    rows, out_shape = describe_model(mf.model, shape)
-    total = sum(p.numel() for p in mf.model.parameters())
-    print(f"model {args.model} ({mf.arch}); input shape per input {shape}; output {out_shape}, "
-          f"{mf.output_kind}; {total:,} parameters")
+    pm = prepare_model(replace(mf, dataset=None), data, data_dir=args.data_dir, input_shape=shape,
+                       name=str(args.model))
+    rows, out_shape = describe_model(pm.module, pm.input_shape)
+    total = sum(p.numel() for p in pm.module.parameters())
+    adapted = f" (the file takes {pm.file_input_shape}, adapted: {pm.adapter})" if pm.adapter else ""
+    print(f"model {args.model} ({mf.arch}); input shape per input {pm.input_shape}{adapted}; output "
+          f"{out_shape}, {pm.output_kind}; {total:,} parameters; fingerprint {pm.fingerprint}")
     body = [(r.name, r.kind, "x".join(map(str, r.output_shape)) if r.output_shape else "-",
               r.units if r.units is not None else "-", f"{r.parameters:,}",
               "yes" if r.default_neuron_layer else "")
@@ -56,5 +61,3 @@ def _cmd_inspect(args) -> int:
     neurons = sum(r.units for r in rows if r.default_neuron_layer)
     print(f"{neurons} neurons in the default layers; name others with --layers")
     return 0
-
-

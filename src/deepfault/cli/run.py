@@ -100,7 +100,7 @@ def _summary(result, prepared, device, *, quiet: bool = False) -> str:
     acc = mf.meta.get("test_accuracy", result.test_accuracy)
     out = io.StringIO()
     w = out.write
-    w(f"model {prepared.label} (test accuracy {acc:.1%}) · data {data.name} "
+    w(f"model {prepared.name} (test accuracy {acc:.1%}) · data {data.name} "
       f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
     w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
       f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
@@ -177,9 +177,9 @@ def _cmd_run(args) -> int:
             if not 0 <= c < data.num_classes:
                 raise DeepFaultError(f"--class {c} is outside the {data.num_classes} classes of "
                                      f"{data.name!r} (0..{data.num_classes - 1})")
-    model = mf.model.to(device)
+    model = prepared.to(device).module
     with torch.random.fork_rng(devices=[]):
-        result = run_deepfault(model, data, config, output_kind=mf.output_kind)
+        result = run_deepfault(model, data, config, output_kind=prepared.output_kind)
     text = _summary(result, prepared, device, quiet=args.quiet)
     print(text, end="")
     if out is not None:
@@ -187,10 +187,12 @@ def _cmd_run(args) -> int:
             "tool": "deepfault run",
             "provenance": provenance(device, argv=args.argv),
             "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
-                      "layout": list(data.input_shape), "layout_name": prepared.layout,
-                      "label": prepared.label,
+                      "layout": list(prepared.file_input_shape or data.input_shape),
+                      "layout_name": prepared.layout, "input_shape": list(data.input_shape),
+                      "adapter": prepared.adapter, "label": prepared.name,
+                      "fingerprint": prepared.fingerprint,
                       "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
-                      "output_kind": mf.output_kind},
+                      "output_kind": prepared.output_kind},
             "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
                         "num_test": len(data.y_test), "class_names": list(data.class_names)},
             **result.to_dict(),

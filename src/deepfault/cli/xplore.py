@@ -131,7 +131,8 @@ def _aligned(values, count: int, option: str) -> list:
 
 def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, models_dir: str | Path,
                       dataset: str | None, trust_pickle: bool, input_shape=None):
-    """One model of ``--models``: a file, a zoo name, or a Keras weights file into a zoo architecture."""
+    """One model of ``--models`` opened (not prepared): a file, a zoo name, or a Keras weights
+    file into a zoo architecture."""
     from ..models import list_architectures, open_model
     from ..models.keras_weights import is_weights_only, open_keras_weights
 
@@ -156,9 +157,10 @@ def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, mode
 
 
 def load_xplore_inputs(args):
-    """The models (opened and reconciled with one data set), their labels, and the data."""
+    """The models, prepared (:func:`~deepfault.models.prepare.prepare_model`) with one data set,
+    and the data."""
     from ..data import load_dataset
-    from ..models.prepare import model_label, reconcile
+    from ..models.prepare import model_label, prepare_model
 
     entries = list(args.models)
     if len(entries) < 2:
@@ -168,33 +170,25 @@ def load_xplore_inputs(args):
     weights = _aligned(args.weights, len(entries), "--weights")
     dataset = args.dataset
     data = load_dataset(dataset, data_dir=args.data_dir) if dataset else None
-    shape = data.input_shape if data is not None else None
-    files, labels, datas = [], [], []
+    prepared = []
     for entry, arch, w in zip(entries, archs, weights, strict=True):
         mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=args.models_dir, dataset=dataset,
-                               trust_pickle=args.trust_pickle, input_shape=shape)
+                               trust_pickle=args.trust_pickle,
+                               input_shape=data.input_shape if data is not None else None)
         if data is None:
             if mf.dataset is None:
                 raise DeepFaultError(f"model {entry!r} does not name its data set; add --dataset NAME")
             dataset = mf.dataset
             data = load_dataset(dataset, data_dir=args.data_dir)
-            shape = data.input_shape
         label = model_label(entry, mf)
-        if label in labels:
-            label = f"{label}#{len(labels)}"
-        files.append(mf)
-        labels.append(label)
-        datas.append(reconcile(mf, data, data_dir=args.data_dir, label=label))
-    shapes = {d.input_shape for d in datas}
-    if len(shapes) > 1:
-        detail = ", ".join(f"{lab}: {d.input_shape}" for lab, d in zip(labels, datas, strict=True))
-        raise DeepFaultError(f"the models take inputs of different shapes ({detail}); DeepXplore feeds the "
-                             "same inputs to every model")
-    bounds = {tuple(d.bounds) for d in datas}
+        if label in [p.name for p in prepared]:
+            label = f"{label}#{len(prepared)}"
+        prepared.append(prepare_model(mf, data, data_dir=args.data_dir, name=label))
+    bounds = {tuple(p.data.bounds) for p in prepared}
     if len(bounds) > 1:
         raise DeepFaultError(f"the models take inputs in different ranges ({sorted(bounds)}); DeepXplore "
                              "feeds the same inputs to every model")
-    return files, labels, datas[0]
+    return prepared, prepared[0].data
 
 
 def _summary(result, labels, data, device) -> str:
@@ -246,15 +240,16 @@ def _cmd_xplore(args) -> int:
         neurons=args.neurons, objective=args.objective, layers=args.layers, batch_size=args.batch_size,
     ).validate(len(args.models))
     device = device_from(args.device)
-    files, labels, data = load_xplore_inputs(args)
-    models = [mf.model.to(device) for mf in files]
+    prepared, data = load_xplore_inputs(args)
+    labels = [p.name for p in prepared]
+    for p in prepared:
+        p.to(device)
     threads = torch.get_num_threads()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        result = xplore(models, data.x_test, config=config, bounds=data.bounds, names=labels,
-                        output_kinds=[mf.output_kind for mf in files], progress=not args.no_progress,
-                        chunk_size=args.chunk_size)
+        result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
+                        progress=not args.no_progress, chunk_size=args.chunk_size)
     finally:
         torch.set_num_threads(threads)
     print(_summary(result, labels, data, device), end="")
@@ -264,9 +259,10 @@ def _cmd_xplore(args) -> int:
     payload = {
         "tool": "deepfault xplore",
         "provenance": {**provenance(device, argv=args.argv), "threads": args.threads or threads},
-        "models": [{"name": lab, "file": entry, "arch": mf.arch, "output_kind": mf.output_kind,
-                    "meta": {k: v for k, v in mf.meta.items() if k != "recipe"}}
-                   for lab, entry, mf in zip(labels, args.models, files, strict=True)],
+        "models": [{"name": p.name, "file": entry, "arch": p.arch, "output_kind": p.output_kind,
+                    "fingerprint": p.fingerprint, "layout": p.layout,
+                    "meta": {k: v for k, v in p.model_file.meta.items() if k != "recipe"}}
+                   for entry, p in zip(args.models, prepared, strict=True)],
         "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
                     "num_test": len(data.y_test), "class_names": list(data.class_names)},
         "files": {"inputs": npz.name, "grid": png.name},

@@ -12,8 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torch import nn
+
+if TYPE_CHECKING:
+    from ..models.prepare import PreparedModel
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
@@ -28,7 +32,7 @@ from .criteria import (
     criterion_params,
     make_criterion,
 )
-from .profile import Profile
+from .profile import Profile, _module
 
 __all__ = [
     "PROFILED",
@@ -197,7 +201,7 @@ def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: 
 
 
 def measure_coverage(
-    model: nn.Module,
+    model: nn.Module | PreparedModel,
     inputs,
     *,
     criteria: str | Iterable[str] = ("nc",),
@@ -245,6 +249,7 @@ def measure_coverage(
         >>> [r.label for r in report.results]
         ['nc(threshold=0)', 'nc(threshold=0.5)', 'tknc(top_k=1)']
     """
+    model = _module(model)
     names = parse_criteria(criteria)
     check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile)
     layers, transform = resolve_setup(model, profile, layers, transform)

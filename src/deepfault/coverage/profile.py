@@ -25,15 +25,18 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from ..models.prepare import PreparedModel
 
 from .._io import atomic_path
 from ..core.accumulator import Accumulator
@@ -46,14 +49,19 @@ __all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_p
 FORMAT = "deepfault-profile/1"
 
 
+def _module(model):
+    """The module of a :class:`~deepfault.models.prepare.PreparedModel`, or ``model`` itself."""
+    from ..models.prepare import resolve_model
+
+    return resolve_model(model)[0] if not isinstance(model, nn.Module) else model
+
+
 def model_hash(model: nn.Module) -> str:
-    """SHA-256 (hex) of a model's ``state_dict``: every name, dtype, shape and byte, in name order."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+    """The whole SHA-256 (64 hex) :func:`~deepfault.models.fingerprint.fingerprint` of a
+    model's weights; a model's short fingerprint is this hash's first 16 digits."""
+    from ..models.fingerprint import fingerprint
+
+    return fingerprint(model, length=64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,7 +292,7 @@ class ProfileAccumulator(Accumulator):
 
 
 def compute_profile(
-    model: nn.Module,
+    model: nn.Module | PreparedModel,
     inputs,
     *,
     layers: Sequence[str] | str | None = None,
@@ -308,6 +316,7 @@ def compute_profile(
     Raises:
         DeepFaultError: No inputs, an unknown layer or transform, or inputs the model cannot take.
     """
+    model = _module(model)
     check_transform(transform)
     if len(inputs) == 0:
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "

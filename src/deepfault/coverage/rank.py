@@ -20,17 +20,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from ..models.prepare import PreparedModel
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
 from ..errors import DeepFaultError
 from .criteria import BitSetCriterion, Criterion
 from .measure import build_criteria, check_params, parse_criteria, resolve_setup
-from .profile import Profile
+from .profile import Profile, _module
 
 __all__ = ["Ranking", "RankReport", "apfd", "prioritize", "rank_inputs"]
 
@@ -185,7 +189,7 @@ def rank_criterion(criterion: Criterion, values: torch.Tensor, failing: np.ndarr
 
 
 def rank_inputs(
-    model: nn.Module,
+    model: nn.Module | PreparedModel,
     inputs,
     labels,
     *,
@@ -216,6 +220,7 @@ def rank_inputs(
         DeepFaultError: As :func:`~deepfault.coverage.measure.measure_coverage`, and labels
             that do not match the inputs.
     """
+    model = _module(model)
     names = parse_criteria(criteria)
     check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile)
     layers, transform = resolve_setup(model, profile, layers, transform)

@@ -1,6 +1,7 @@
 """Regression fuzzing from model files: what ``deepfault regress`` and the preset call.
 
-:func:`regress` opens the two model files and the data set, checks that the models are
+:func:`regress` prepares the two models (files, modules or prepared models) and the data set,
+checks that the models are
 two versions of one classifier (same classes, same input shape), runs (or resumes) a
 campaign into a results store and returns its :class:`~.campaign.CampaignResult` with
 the keys it was stored under. :func:`campaign_job` does the same for one job of an
@@ -62,50 +63,68 @@ class RegressOutcome:
                 **self.result.to_dict()}
 
 
-def load_pair(m1: str | os.PathLike, m2: str | os.PathLike, *, dataset: str | None = None,
-              data_dir: str | os.PathLike | None = None, arch: str | None = None, trust_pickle: bool = False):
-    """Open two model files and their data set, laid out as the models take it.
+def _open(m, *, arch, trust_pickle):
+    """A path opened as a model file (with its file name as label); anything else as it is."""
+    if isinstance(m, (str, os.PathLike)):
+        from ..models import open_model
+        from ..models.prepare import model_label
+
+        mf = open_model(m, arch=arch, trust_pickle=trust_pickle)
+        return mf, model_label(m, mf)
+    return m, None
+
+
+def _native_shape(m) -> tuple | None:
+    from ..models import ModelFile
+    from ..models.prepare import PreparedModel, native_shape
+
+    if isinstance(m, PreparedModel):
+        return m.input_shape
+    if isinstance(m, ModelFile) and m.meta.get("input_shape"):
+        return native_shape(m.meta["input_shape"], channels_last=m.meta.get("data_format") == "channels_last")
+    return None
+
+
+def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike | None = None,
+              arch: str | None = None, trust_pickle: bool = False):
+    """Prepare two models and their data set (:func:`~deepfault.models.prepare.prepare_model`).
+
+    Args:
+        m1, m2: Model files, :class:`~deepfault.models.ModelFile`, modules or
+            :class:`~deepfault.models.prepare.PreparedModel`.
+        dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
+            the one the model files name).
+        data_dir, arch, trust_pickle: As in :func:`~deepfault.models.prepare.prepare_model`.
 
     Returns:
-        ``(mf1, mf2, data)``: two :class:`~deepfault.models.ModelFile` and the
-        :class:`~deepfault.data.Dataset`.
+        ``(p1, p2, data)``: two :class:`~deepfault.models.prepare.PreparedModel` taking the
+        data set's native layout, and the :class:`~deepfault.data.Dataset` in their range.
 
     Raises:
-        DeepFaultError: Unreadable files, no data set named, models recorded for different
-            input shapes, or a data range that neither model was trained on.
+        DeepFaultError: Unreadable files, no data set named, models that take inputs of
+            different shapes, or a data range that a model was not trained on.
     """
-    from ..data import load_dataset
-    from ..models import open_model
+    from ..models.prepare import PreparedModel, prepare_model
 
-    mf1 = open_model(m1, arch=arch, trust_pickle=trust_pickle)
-    mf2 = open_model(m2, arch=arch, trust_pickle=trust_pickle)
-    s1, s2 = mf1.meta.get("input_shape"), mf2.meta.get("input_shape")
+    (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle) for m in (m1, m2))
+    s1, s2 = _native_shape(o1), _native_shape(o2)
     if s1 and s2 and tuple(s1) != tuple(s2):
         raise DeepFaultError(
             f"M1 takes inputs of shape {tuple(s1)} and M2 {tuple(s2)}; regression fuzzing compares two "
             "versions of one classifier, with the same inputs"
         )
-    name = dataset or mf1.dataset or mf2.dataset
-    if name is None:
+
+    def named(o):
+        if isinstance(o, PreparedModel):
+            return o.data
+        return getattr(o, "dataset", None)
+
+    data = dataset if dataset is not None else named(o1) if named(o1) is not None else named(o2)
+    if data is None:
         raise DeepFaultError(f"model file {str(m1)!r} does not name its data set; add --dataset NAME")
-    for mf, path in ((mf1, m1), (mf2, m2)):
-        if mf.dataset and mf.dataset != name:
-            log.warning("%s was trained on %s, not %s; faults may come from the data shift",
-                        path, mf.dataset, name)
-    data = load_dataset(name, data_dir=data_dir)
-    bounds = mf1.bounds or mf2.bounds
-    if bounds is not None and tuple(bounds) != data.bounds:
-        if tuple(bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
-            data = load_dataset(name, data_dir=data_dir, scale01=True)
-        else:
-            raise DeepFaultError(
-                f"the models were trained on inputs in {tuple(bounds)} but {name!r} gives {data.bounds}; "
-                "use the data set the models were trained on"
-            )
-    shape = s1 or s2
-    if shape:
-        data = data.for_input_shape(shape)
-    return mf1, mf2, data
+    p1 = prepare_model(o1, data, data_dir=data_dir, name=label1)
+    p2 = prepare_model(o2, p1.data, data_dir=data_dir, name=label2)
+    return p1, p2, p1.data
 
 
 def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int) -> str:
@@ -118,8 +137,8 @@ def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int
 
 
 def regress(
-    m1: str | os.PathLike,
-    m2: str | os.PathLike,
+    m1,
+    m2,
     *,
     dataset: str | None = None,
     data_dir: str | os.PathLike | None = None,
@@ -133,11 +152,15 @@ def regress(
     config: CampaignConfig | None = None,
     **settings,
 ) -> RegressOutcome:
-    """Fuzz the model file ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
+    """Fuzz the model ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
 
     Args:
-        m1, m2: Model files (any format ``deepfault run --model`` opens).
-        dataset: Data set name or ``.npz`` file (default: the one the model files name).
+        m1, m2: Model files (any format ``deepfault run --model`` opens),
+            :class:`~deepfault.models.ModelFile`, modules or
+            :class:`~deepfault.models.prepare.PreparedModel` (see :func:`load_pair`); the
+            campaign works in the data set's native layout whatever layout the files take.
+        dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
+            the one the model files name).
         data_dir: Data root.
         store: Results store: checkpoints go there and rerunning resumes (``None``: none).
         cell: The campaign's id in the store (default ``STRATEGY-seedS``).
@@ -151,13 +174,12 @@ def regress(
     Returns:
         A :class:`RegressOutcome`.
     """
-    mf1, mf2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
-                               trust_pickle=trust_pickle)
+    p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     if config.output_kinds == ("logits", "logits"):
-        config = replace(config, output_kinds=(mf1.output_kind, mf2.output_kind))
+        config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
     device = torch.device(device)
-    model1, model2 = mf1.model.to(device), mf2.model.to(device)
+    model1, model2 = p1.to(device).module, p2.to(device).module
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
@@ -211,10 +233,12 @@ def campaign_job(job: dict) -> dict:
 
     config = CampaignConfig.from_dict(job["config"])
     device = torch.device(job.get("device", "cpu"))
-    mf1, mf2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"))
+    p1, p2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"))
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
-    m1, m2 = mf1.model.to(device), mf2.model.to(device)
+    if config.output_kinds == ("logits", "logits"):
+        config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
+    m1, m2 = p1.to(device).module, p2.to(device).module
     profile = cached_profile(m2, data, config, job["profile_dir"]) if job.get("profile_dir") else None
     with ResultStore(job["store"]) as store:
         result = _run(m1, m2, data, config, store, job["experiment"], job["cell"], None, profile)

@@ -60,6 +60,7 @@ __all__ = [
     "choose_neurons",
     "draw_randomness",
     "normalize",
+    "scoring_models",
     "search",
     "select_seeds",
     "xplore",
@@ -184,6 +185,64 @@ def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Seque
             "models of the same task"
         )
     return classes[0]
+
+
+def scoring_models(models: Sequence, names: Sequence[str] | None, output_kinds: Sequence[str] | None,
+                   bounds: Sequence[float] | None, objective: str):
+    """Modules, names, output kinds and bounds for the search, from modules or prepared models.
+
+    A :class:`~deepfault.models.prepare.PreparedModel` gives its name, bounds and the module
+    that scores best: its ``logits`` whenever it has them (a softmax split off a
+    probability model: F_k(x)[c] is then a true logit, and the ``deepxplore`` layers' softmax
+    is taken of the logits, not of probabilities again), else its module and output kind. A
+    module declared ``"probabilities"`` whose final ``nn.Softmax`` can be split off is
+    treated the same way.
+
+    Raises:
+        DeepFaultError: ``output_kinds`` of the wrong length or contradicting a prepared model,
+            or logits asked for (``objective="logits"``) from a model whose softmax cannot be
+            split off (the message says why).
+    """
+    from ..models.prepare import PreparedModel, _split_logits
+
+    models = list(models)
+    given = None if output_kinds is None else list(output_kinds)
+    if given is not None and len(given) != len(models):
+        raise DeepFaultError(f"output_kinds must give one kind per model ({len(models)}); got {len(given)}")
+    modules, kinds, labels, ranges = [], [], [], set()
+    for i, m in enumerate(models):
+        if isinstance(m, PreparedModel):
+            if given is not None and given[i] != m.output_kind:
+                raise DeepFaultError(f"output_kinds[{i}]={given[i]!r} contradicts model {m.name!r}, "
+                                     "prepared as "
+                                     f"returning {m.output_kind}; leave output_kinds out")
+            if m.logits is None and objective == "logits":
+                m.logits_module()  # raises, saying why
+            modules.append(m.logits if m.logits is not None else m.module)
+            kinds.append("logits" if m.logits is not None else m.output_kind)
+            labels.append(m.name)
+            if m.bounds is not None:
+                ranges.add(tuple(m.bounds))
+            continue
+        kind = "logits" if given is None else given[i]
+        if kind == "probabilities" and isinstance(m, nn.Module):
+            head, why = _split_logits(m)
+            if head is not None:
+                m, kind = head, "logits"
+            elif objective == "logits":
+                name = names[i] if names is not None and i < len(names) else f"model{i}"
+                raise DeepFaultError(f"model {name!r} outputs probabilities and its logits are not "
+                                     f"available: {why}; use --objective probabilities, or pass a module "
+                                     "that returns logits")
+        modules.append(m)
+        kinds.append(kind)
+        labels.append(f"model{i}")
+    if bounds is None:
+        if len(ranges) > 1:
+            raise DeepFaultError(f"the models take inputs in different ranges ({sorted(ranges)}); pass "
+                                 "bounds=(lo, hi)")
+        bounds = ranges.pop() if ranges else (0.0, 1.0)
+    return modules, (labels if names is None else list(names)), kinds, bounds
 
 
 @contextlib.contextmanager
@@ -380,11 +439,11 @@ class _Run:
 
 
 def search(
-    models: Sequence[nn.Module],
+    models: Sequence,
     seeds,
     *,
     config: XploreConfig | None = None,
-    bounds: Sequence[float] = (0.0, 1.0),
+    bounds: Sequence[float] | None = None,
     seed_index=None,
     names: Sequence[str] | None = None,
     output_kinds: Sequence[str] | None = None,
@@ -394,16 +453,20 @@ def search(
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
     Args:
-        models: Two or more classifiers of the same task, on one device; used in
-            ``eval()`` mode and not modified (modes and ``requires_grad`` are restored).
+        models: Two or more classifiers of the same task, on one device: modules, or
+            :class:`~deepfault.models.prepare.PreparedModel` (which bring their names, output
+            kinds, logits and bounds; see :func:`scoring_models`); used in ``eval()`` mode and
+            not modified (modes and ``requires_grad`` are restored).
         seeds: ``(N, *input)`` seed inputs within ``bounds``.
         config: The run's parameters (default :class:`XploreConfig`; ``config.seeds`` and
             ``replace`` are not used here: the seeds are given).
-        bounds: ``(lo, hi)``, the valid input range every step is clipped to.
+        bounds: ``(lo, hi)``, the valid input range every step is clipped to (default: the
+            prepared models', else ``(0, 1)``).
         seed_index: ``(N,)`` index of each seed in its pool, recorded with the results
             (default ``arange(N)``).
         names: One name per model (default ``model0``, ``model1``, ...).
-        output_kinds: ``"logits"`` or ``"probabilities"`` per model (default logits).
+        output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
+            model's, else logits).
         progress: Show a progress bar over the iterations.
         chunk_size: Inputs per forward and backward pass (default 256 on the CPU, all on a
             GPU). A performance knob only: each row's arithmetic is the same in any chunk.
@@ -416,7 +479,8 @@ def search(
             cannot take the inputs, bad parameters, or seeds outside ``bounds``.
     """
     config = XploreConfig() if config is None else config
-    names = [f"model{i}" for i in range(len(models))] if names is None else list(names)
+    models, names, output_kinds, bounds = scoring_models(models, names, output_kinds, bounds,
+                                                         config.objective)
     if len(names) != len(models):
         raise DeepFaultError(f"names must give one name per model ({len(models)}); got {len(names)}")
     kinds = ["logits"] * len(models) if output_kinds is None else list(output_kinds)
@@ -484,11 +548,11 @@ def search(
 
 
 def xplore(
-    models: Sequence[nn.Module],
+    models: Sequence,
     inputs,
     *,
     config: XploreConfig | None = None,
-    bounds: Sequence[float] = (0.0, 1.0),
+    bounds: Sequence[float] | None = None,
     names: Sequence[str] | None = None,
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
@@ -498,7 +562,8 @@ def xplore(
     inputs on which the models disagree, raising their neuron coverage.
 
     Args:
-        models: Two or more classifiers of the same task (see :func:`search`).
+        models: Two or more classifiers of the same task, modules or prepared models (see
+            :func:`search`).
         inputs: ``(P, *input)`` pool of seed inputs (the test split).
         config: The run's parameters (default :class:`XploreConfig`); the seeds are drawn
             with ``config.seed``.
@@ -516,6 +581,8 @@ def xplore(
     """
     config = XploreConfig() if config is None else config
     config.validate(len(models))
+    models, names, output_kinds, bounds = scoring_models(models, names, output_kinds, bounds,
+                                                         config.objective)
     x = as_tensor(inputs, name="inputs")
     if len(x):  # models that cannot be compared are the first thing to say
         check_models(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None else names)
