@@ -1,21 +1,8 @@
-"""The README's Python example runs as written."""
+"""The README is the front door: the two commands first, short, a quick start that runs, links that resolve."""
 
 import re
-from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def test_readme_python_example_runs(capsys):
-    from helpers.docs import section
-
-    # The Python API section; the other sections' examples have their own tests.
-    blocks = re.findall(r"```python\n(.*?)```", section("## Python API"), flags=re.S)
-    assert blocks, "the README has no Python example"
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), {})
-    out = capsys.readouterr().out
-    assert "score=" in out and "'accuracy':" in out
+from helpers.docs import DOCS, README, ROOT, run_python_examples
 
 
 def test_readme_opens_with_the_two_make_commands():
@@ -25,4 +12,26 @@ def test_readme_opens_with_the_two_make_commands():
         ["make", "demo"],
         ["make", "test"],
     ]
-    assert "make test" in (README.parent / ".ci" / "run").read_text()
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_is_a_front_door_not_a_manual():
+    assert len(README.read_text().splitlines()) <= 300
+
+
+def test_readme_quick_start_python_runs(capsys):
+    run_python_examples(README.read_text(), "README.md")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Neuron(layer=") and 0.0 < float(out[1]) <= 1.0
+
+
+def test_every_relative_link_resolves():
+    pages = [README, *DOCS.glob("*.md")]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken

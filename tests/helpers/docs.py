@@ -1,22 +1,35 @@
-"""The README's sections, read like files by the tests that run their examples."""
+"""The README and the docs pages, read like files by the tests that run their examples."""
 
+import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
-def section(heading: str) -> str:
-    """The README from ``heading`` to the next second-level heading."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(heading)
-    end = text.find("\n## ", start + 1)
-    return text[start:] if end < 0 else text[start:end]
+def page(name: str) -> str:
+    """The text of ``docs/NAME`` (or the README for ``"README.md"``)."""
+    return (README if name == "README.md" else DOCS / name).read_text(encoding="utf-8")
+
+
+def section(heading: str, name: str = "README.md") -> str:
+    """``heading``'s section of a page: up to the next heading of the same or a higher level."""
+    lines = page(name).splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    fenced = False
+    for end in range(start + 1, len(lines)):
+        line = lines[end]
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(rf"#{{1,{level}}} ", line):
+            return "".join(lines[start:end])
+    return "".join(lines[start:])
 
 
 def run_python_examples(text: str, where: str) -> None:
     """Execute every ```python block of ``text`` in order, on one PyTorch thread."""
-    import re
-
     import torch
 
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)

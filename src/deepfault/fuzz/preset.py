@@ -13,7 +13,6 @@ Cells: ``SCENARIO/STRATEGY/seedS`` (``.../result``, ``.../checkpoint`` and the c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
@@ -128,7 +127,11 @@ def _existing_pair(models_dir: Path, name: str, config: PresetConfig) -> dict | 
 
 
 def _digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    """The model file's one fingerprint (:func:`~deepfault.models.fingerprint.fingerprint` of its weights)."""
+    from ..models import open_model
+    from ..models.fingerprint import fingerprint
+
+    return fingerprint(open_model(path).model)
 
 
 def _campaign_output(job: dict) -> JobOutput:

@@ -19,6 +19,7 @@ from torch import nn
 from ..core.batches import activations, predict
 from ..core.capture import as_tensor
 from ..errors import DeepFaultError
+from ..models.prepare import PreparedModel, resolve_model
 from .synthesis import neuron_pairs
 
 __all__ = ["Evaluation", "evaluate", "OUTPUT_KINDS", "cross_entropy", "predict"]
@@ -105,7 +106,7 @@ def _increase(model, before, after, pairs, batch_size) -> np.ndarray:
 
 
 def evaluate(
-    model: nn.Module,
+    model: nn.Module | PreparedModel,
     originals,
     synthesized,
     labels,
@@ -113,13 +114,13 @@ def evaluate(
     *,
     ranking: Sequence[tuple[str, int]] | None = None,
     k_primes: Iterable[int] = (),
-    output_kind: str = "logits",
+    output_kind: str | None = None,
     batch_size: int = 1024,
 ) -> Evaluation:
     """Measure synthesized inputs against their originals.
 
     Args:
-        model: The network.
+        model: The network, or a prepared model (whose output kind is then used).
         originals: ``(N, ...)`` inputs synthesis started from.
         synthesized: ``(N, ...)`` the inputs :func:`~deepfault.localization.synthesis.synthesize` made.
         labels: ``(N,)`` the originals' labels.
@@ -128,12 +129,14 @@ def evaluate(
             ``k_primes``.
         k_primes: Values ``k' >= k`` for which to report the share of the top ``k'``
             ranked neurons that increased (the paper's Tables 6 and 7).
-        output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax.
+        output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax
+            (default: the prepared model's, else ``"logits"``).
 
     Raises:
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
             NaN inputs.
     """
+    model, output_kind = resolve_model(model, output_kind)
     x0 = as_tensor(originals, name="originals")
     x1 = as_tensor(synthesized, name="synthesized inputs")
     y = torch.as_tensor(np.asarray(labels)).long().cpu()

@@ -12,7 +12,6 @@ already there.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -245,14 +244,6 @@ def _check_toml_type(path: Path, key: str, value) -> None:
 # --- models ---------------------------------------------------------------------------
 
 
-def _digest(model: torch.nn.Module) -> str:
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
 def _check_models_dir(models_dir: Path) -> None:
     if models_dir.exists() and not models_dir.is_dir():
         raise DeepFaultError(f"--models-dir {str(models_dir)!r} is a file; give a folder")
@@ -262,7 +253,7 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *
                     progress: bool):
     """Each model of the grid, opened or trained, with the data reconciled to it."""
     from ..models import open_model
-    from ..models.prepare import Prepared, layout_name, reconcile
+    from ..models.prepare import prepare_model
     from ..models.train import trained_model
 
     out = {}
@@ -279,15 +270,14 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *
 
                 check_writable(path)
             mf = trained_model(spec.arch, data, path, config.train_config(), device=device, progress=progress)
-        model_data = reconcile(mf, data, data_dir=data_dir, label=f"model {spec.name!r} ({label})")
-        out[spec.name] = Prepared(mf, model_data, label, layout_name(model_data.input_shape))
+        out[spec.name] = prepare_model(mf, data, data_dir=data_dir, name=label)
     return out
 
 
 def _check_neurons(config: ExperimentConfig, models) -> None:
     """k and layers against every model, before the store is touched."""
     for name, prepared in models.items():
-        layout, _ = activations(prepared.model, prepared.data.x_test[:1], layers=config.layers)
+        layout, _ = activations(prepared.module, prepared.data.x_test[:1], layers=config.layers)
         if max(config.ks) > layout.num_neurons:
             raise DeepFaultError(
                 f"k={max(config.ks)} is larger than the {layout.num_neurons} analysed neurons of model "
@@ -403,12 +393,12 @@ class DeepFaultGrid(ExperimentPreset):
                                  device=context.device, progress=context.progress)
         _check_neurons(config, models)
         record = {**config.to_dict(), "bounds": list(data.bounds), "class_names": list(data.class_names),
-                  "model_digests": {name: _digest(p.model) for name, p in models.items()},
+                  "model_digests": {name: p.fingerprint for name, p in models.items()},
                   "models_trained": [m.name for m in config.models if m.arch is not None]}
         if not record["models_trained"]:
             for key in ("train_epochs", "train_lr", "train_schedule"):
                 record.pop(key)
-        accuracy = {name: float((predict(p.model, p.data.x_test).argmax(1).numpy() == p.data.y_test).mean())
+        accuracy = {name: float((predict(p.module, p.data.x_test).argmax(1).numpy() == p.data.y_test).mean())
                     for name, p in models.items()}
         return Plan(config.name, record, [k.id for k in plan(config, data)], {"model_accuracy": accuracy},
                     accuracy, models)
@@ -425,9 +415,9 @@ class DeepFaultGrid(ExperimentPreset):
             prepared = plan.state[m]
             y = prepared.data.y_test
             index = np.flatnonzero(y == c)
-            jobs.append(GroupJob(prepared.model, m, c, prepared.data.x_test[index], y[index], index,
+            jobs.append(GroupJob(prepared.module, m, c, prepared.data.x_test[index], y[index], index,
                                  tuple(group_keys), tuple(prepared.data.bounds), protocol, tuple(config.ks),
-                                 prepared.model_file.output_kind, context.device))
+                                 prepared.output_kind, context.device))
         return jobs
 
 

@@ -17,7 +17,8 @@ from torch import nn
 from ..core.batches import predict
 from ..data import Dataset
 from ..errors import MAX_BATCH, MAX_REPEAT, MAX_SEED, DeepFaultError, check_int
-from .evaluation import OUTPUT_KINDS, Evaluation, evaluate
+from ..models.prepare import PreparedModel, resolve_model
+from .evaluation import Evaluation, evaluate
 from .measures import check_star
 from .selection import Selection, check_k, get_approach, list_approaches, select
 from .spectrum import Spectrum, check_threshold, compute_spectrum
@@ -302,11 +303,11 @@ def run_group(
 
 
 def run_deepfault(
-    model: nn.Module,
-    data: Dataset,
+    model: nn.Module | PreparedModel,
+    data: Dataset | None = None,
     config: RunConfig = RunConfig(),
     *,
-    output_kind: str = "logits",
+    output_kind: str | None = None,
     on_class: Callable[[ClassResult], None] | None = None,
 ) -> RunResult:
     """Run DeepFault on ``data``'s test split for the classes in ``config``.
@@ -315,13 +316,26 @@ def run_deepfault(
     ``config.approach`` at ``config.k``. A class with no failing input is not an error:
     its result says ``no_failures``.
 
+    Args:
+        model: A :class:`~deepfault.models.prepare.PreparedModel` (its data set and output
+            kind are used unless given), or a module taking ``data``'s inputs.
+        data: The data set (default: the prepared model's).
+        config: What to run.
+        output_kind: ``"logits"`` or ``"probabilities"`` (default: the prepared model's, else
+            ``"logits"``).
+        on_class: Called with each class's result as soon as it is done.
+
     Raises:
         DeepFaultError: Any invalid setting, a class outside the model's classes, ``k``
             larger than the number of neurons, or data the model cannot take.
     """
+    if data is None:
+        data = model.data if isinstance(model, PreparedModel) else None
+        if data is None:
+            raise DeepFaultError("run_deepfault needs a data set: pass data=..., or a model prepared "
+                                 "with one")
+    model, output_kind = resolve_model(model, output_kind)
     config.validate(data.bounds)
-    if output_kind not in OUTPUT_KINDS:
-        raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
     leaves = [m for m in model.modules() if not list(m.children())]
     if output_kind == "logits" and leaves and isinstance(leaves[-1], (nn.Softmax, nn.LogSoftmax)):
         warnings.warn("the model ends in a softmax but output_kind='logits'; pass "

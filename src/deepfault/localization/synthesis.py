@@ -24,6 +24,7 @@ from torch import nn
 
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
 from ..errors import MAX_ITERATIONS, DeepFaultError, check_int
+from ..models.prepare import PreparedModel, resolve_model
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
 
@@ -114,7 +115,7 @@ def _direction(model, rec, x, columns, normalize: bool, loop: bool) -> torch.Ten
 
 
 def synthesize(
-    model: nn.Module,
+    model: nn.Module | PreparedModel,
     inputs,
     neurons: Iterable,
     *,
@@ -128,7 +129,8 @@ def synthesize(
     """New inputs that raise the values of the suspicious neurons.
 
     Args:
-        model: The network, used in ``eval()`` mode on its device; not modified.
+        model: The network (or a prepared model), used in ``eval()`` mode on its device; not
+            modified.
         inputs: ``(N, ...)`` inputs to start from (the paper uses correctly classified ones).
         neurons: A :class:`~deepfault.localization.selection.Selection`, or ``(layer, unit)`` pairs.
         step: Multiplier of the gradient.
@@ -151,6 +153,7 @@ def synthesize(
     Example:
         >>> new = synthesize(model, x_correct, selection, step=1.0, distance=0.1)  # doctest: +SKIP
     """
+    model, _ = resolve_model(model)
     step, distance, lo, hi, iterations = check_synthesis_args(step, distance, bounds, iterations)
     pairs = neuron_pairs(neurons)
     x_all = as_tensor(inputs).detach().cpu()

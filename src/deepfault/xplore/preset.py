@@ -16,7 +16,6 @@ trained with the zoo's default recipe when missing. Neurons are DeepXplore's lay
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 from torch import nn
 
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from ..models.fingerprint import fingerprint
 from .config import XploreConfig
 
 __all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "PresetConfig", "XploreJob", "run_job", "run_preset",
@@ -147,14 +147,6 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     return data, arrays
 
 
-def _model_digest(model: nn.Module) -> str:
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
 def _models(models_dir: Path, data, *, progress: bool, device: str) -> dict[str, object]:
     """LeNet-1/4/5 model files from ``models_dir``, trained (and saved) when missing."""
     from ..models.train import TrainConfig, trained_model
@@ -237,7 +229,7 @@ class DeepXploreMnist(ExperimentPreset):
                     for n, mf in models.items()}
         record = {"preset": PRESET_NAME, **config.to_dict(), "base": config.base().to_dict(),
                   "dataset": data.name, "bounds": list(data.bounds),
-                  "model_digests": {n: _model_digest(mf.model) for n, mf in models.items()}}
+                  "model_digests": {n: fingerprint(mf.model) for n, mf in models.items()}}
         jobs = plan_jobs(config, data, models, context.device)
         return Plan(PRESET_NAME, record, [j.cell_id for j in jobs], {"model_accuracy": accuracy}, accuracy,
                     jobs)

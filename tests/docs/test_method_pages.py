@@ -1,0 +1,58 @@
+"""Each method's page: its Python example runs as written, and its command's options are all there."""
+
+import re
+
+import pytest
+from helpers.docs import DOCS, page, run_python_examples, section, undocumented_options
+
+
+def test_deepfault_python_api_example_runs(capsys):
+    run_python_examples(section("## Python API", "deepfault.md"), "docs/deepfault.md")
+    out = capsys.readouterr().out
+    assert "score=" in out and "'accuracy':" in out
+
+
+def test_coverage_python_example_runs(tmp_path, monkeypatch, capsys):
+    text = section("## Python", "coverage.md")
+    assert len(re.findall(r"```python\n", text)) == 1
+    monkeypatch.chdir(tmp_path)
+    run_python_examples(text, "docs/coverage.md")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("52 [")  # LeNet-1's DeepXplore neurons
+    assert [line.split()[0] for line in out[1:7]] == [
+        "nac(threshold=0)", "kmnc(sections=10)", "nbc(scale=0)", "snac(scale=0)", "tknc(top_k=1)",
+        "tknp(top_k=1)",
+    ]
+    assert "kept; kmnc" in out[7] and "APFD" in out[8]
+    assert (tmp_path / "lenet1-profile.npz").is_file()
+
+
+def test_xplore_python_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    run_python_examples(section("## Python", "xplore.md"), "docs/xplore.md")
+    out = capsys.readouterr().out
+    assert "difference-inducing inputs" in out and "'target': None" in out
+    assert (tmp_path / "xplore-found.npz").is_file()
+
+
+def test_drfuzz_python_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    run_python_examples(section("## Python", "drfuzz.md"), "docs/drfuzz.md")
+    out = capsys.readouterr().out
+    assert re.search(r"#RF \d+, #URF \d+, #Seed \d+, #GF \d+, stopped: budget", out), out
+    assert (tmp_path / "faults.npz").is_file()
+
+
+@pytest.mark.parametrize(("command", "name"), [("run", "deepfault.md"), ("xplore", "xplore.md"),
+                                               ("regress", "drfuzz.md")])
+def test_every_option_is_on_the_method_page(command, name):
+    missing = undocumented_options(command, page(name))
+    assert not missing, f"options of 'deepfault {command}' not in docs/{name}: {missing}"
+
+
+def test_the_cli_reference_is_the_parser():
+    from deepfault.cli._reference import BEGIN, END, markdown
+
+    text = (DOCS / "cli.md").read_text()
+    generated = BEGIN + text.partition(BEGIN)[2].partition(END)[0] + END
+    assert generated == markdown(), "docs/cli.md is stale: run python scripts/cli_reference.py"
