@@ -179,9 +179,9 @@ def load_cifar10(data_dir: Path, *, scale01: bool = False) -> Dataset:
             names anything but the numpy array machinery.
 
     Example:
-        >>> from . import load_dataset
+        >>> from deepfault.data import load_dataset
         >>> ds = load_dataset("cifar10", scale01=True)  # doctest: +SKIP
-        >>> ds.x_test.shape, ds.bounds
+        >>> ds.x_test.shape, ds.bounds  # doctest: +SKIP
         ((10000, 3, 32, 32), (0.0, 1.0))
     """
     root = Path(data_dir)
