@@ -14,10 +14,13 @@ import deepfault
 ROOT = Path(deepfault.__file__).parent
 #: The shared engine: knows no method.
 ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance"}
-#: The method packages (their only list is ``deepfault/methods.py``).
-METHODS = {"localization", "coverage", "xplore", "fuzz", "repair"}
 #: What sits on top: the method list, the CLI, the package's re-exports, test oracles.
 TOP = {"methods", "cli", "__init__", "__main__", "testing"}
+
+
+def _methods() -> set[str]:
+    """The method packages: whatever ``deepfault/methods.py`` (their only list) imports."""
+    return _imports(ROOT / "methods.py") - ENGINE - TOP
 
 
 def _unit(path: Path) -> str:
@@ -62,16 +65,18 @@ def _graph() -> dict[str, set[str]]:
 
 
 def test_every_unit_is_classified():
-    assert set(_graph()) <= ENGINE | METHODS | TOP, set(_graph()) - ENGINE - METHODS - TOP
+    methods = _methods()
+    assert {"localization", "coverage", "xplore", "fuzz"} <= methods
+    assert set(_graph()) <= ENGINE | methods | TOP, set(_graph()) - ENGINE - methods - TOP
 
 
 def test_the_engine_imports_no_method():
-    upward = {(u, v) for u, deps in _graph().items() if u in ENGINE for v in deps if v in METHODS | TOP}
+    upward = {(u, v) for u, deps in _graph().items() if u in ENGINE for v in deps if v in _methods() | TOP}
     assert not upward, f"engine modules import methods or the CLI: {sorted(upward)}"
 
 
 def test_methods_do_not_import_the_cli_or_the_method_list():
-    upward = {(u, v) for u, deps in _graph().items() if u in METHODS for v in deps if v in TOP}
+    upward = {(u, v) for u, deps in _graph().items() if u in _methods() for v in deps if v in TOP}
     assert not upward, sorted(upward)
 
 
@@ -100,8 +105,7 @@ def test_the_method_list_is_the_only_place_that_names_every_method():
     from deepfault.experiment.method import list_methods
 
     assert {m.name for m in methods.ALL} == set(list_methods())
-    listed = {m.name for m in methods.ALL}
-    assert listed == {"deepfault", "coverage", "deepxplore", "drfuzz"} or "repair" in listed
+    assert {m.name for m in methods.ALL} >= {"deepfault", "coverage", "deepxplore", "drfuzz"}
     # Nothing below the top imports every method package: only the list does.
-    everything = {u for u, deps in _graph().items() if {"localization", "coverage", "xplore", "fuzz"} <= deps}
+    everything = {u for u, deps in _graph().items() if _methods() <= deps}
     assert everything <= {"methods", "__init__", "cli"}, everything
