@@ -30,3 +30,14 @@ def _deterministic():
 @pytest.fixture
 def chain():
     return chain_model()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """PyTorch on one thread for the test, restored afterwards (tiny models are fastest so)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

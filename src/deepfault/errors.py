@@ -34,3 +34,18 @@ MAX_ITERATIONS = 100_000
 MAX_REPEAT = 10_000
 MAX_BATCH = 1 << 24
 MAX_SEED = 2**63 - 1
+
+
+def check_bounds(bounds, name: str = "bounds") -> tuple[float, float]:
+    """``bounds`` as ``(lo, hi)`` floats with ``lo < hi``.
+
+    Raises:
+        DeepFaultError: Not a pair of numbers, or not ``lo < hi``.
+    """
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"{name} must be a pair (lo, hi); got {bounds!r}") from None
+    if not lo < hi:
+        raise DeepFaultError(f"{name} must satisfy lo < hi; got ({lo}, {hi})")
+    return lo, hi

@@ -15,13 +15,7 @@ pytest.importorskip("h5py")
 
 from helpers.keras_files import write_lenet  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

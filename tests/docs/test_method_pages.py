@@ -3,6 +3,7 @@
 import re
 
 import pytest
+
 from helpers.docs import DOCS, page, run_python_examples, section, undocumented_options
 
 

@@ -1,4 +1,5 @@
-"""The README is the front door: the two commands first, short, a quick start that runs, links that resolve."""
+"""The README is the front door: the two commands first, short, a quick start that runs, and
+links that resolve."""
 
 import re
 

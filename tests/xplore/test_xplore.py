@@ -22,15 +22,6 @@ from helpers.tiny_models import has_hooks
 from helpers.xplore_models import conv, mlp
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread (two threads wait on each other on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _mlps():
     return [mlp(0.0), mlp(0.05), mlp(-0.05)]
 

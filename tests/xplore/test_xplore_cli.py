@@ -11,14 +11,6 @@ from deepfault.models import ModelFile, build_model, open_model, save_model
 from deepfault.xplore import load_inputs, replay
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _digits_model(path, seed, **arch_kwargs):
     torch.manual_seed(seed)
     model = build_model("digits_mlp", **arch_kwargs)

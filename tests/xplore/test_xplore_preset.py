@@ -16,14 +16,6 @@ TINY = PresetConfig(seeds=12, repeats=1, iterations=3, figure9_inputs=4, figure9
                     thresholds=(0.0, 0.5))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def tiny_mnist(monkeypatch, tmp_path):
     """30 random 28x28 'MNIST' test images and untrained LeNets in a models folder."""

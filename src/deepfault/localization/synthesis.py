@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
-from ..errors import MAX_ITERATIONS, DeepFaultError, check_int
+from ..errors import MAX_ITERATIONS, DeepFaultError, check_bounds, check_int
 from ..models.prepare import PreparedModel, resolve_model
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
@@ -56,12 +56,7 @@ def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, flo
                 f"{name}={value!r} is beyond the float32 range the model computes in (at most about 3.4e38); "
                 "choose a value in the data's units, e.g. 0.1 for 0-1 pixels"
             )
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise DeepFaultError(f"bounds must be a pair (lo, hi); got {bounds!r}") from None
-    if not lo < hi:
-        raise DeepFaultError(f"bounds must satisfy lo < hi; got ({lo}, {hi})")
+    lo, hi = check_bounds(bounds)
     iterations = check_int("iterations", iterations, maximum=MAX_ITERATIONS)
     return float(step), float(distance), lo, hi, iterations
 

@@ -46,7 +46,7 @@ from torch import nn
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
 from ..coverage.criteria import NeuronCoverage
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError, check_bounds, check_int
 from .config import XploreConfig
 from .constraints import Constraint
 from .results import FoundInputs, TracePoint, XploreResult
@@ -489,12 +489,7 @@ def search(
     if len(models) < 2:
         check_models(models, torch.zeros(1), names)
     config.validate(len(models))
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise DeepFaultError(f"bounds must be a pair (lo, hi); got {bounds!r}") from None
-    if not lo < hi:
-        raise DeepFaultError(f"bounds must satisfy lo < hi; got ({lo}, {hi})")
+    lo, hi = check_bounds(bounds)
     x_all = as_tensor(seeds, name="seeds").detach().cpu()
     if len(x_all) == 0:
         raise DeepFaultError("no seeds: the seed inputs are empty")
