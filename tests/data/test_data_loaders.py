@@ -720,3 +720,23 @@ def test_download_cifar_refuses_unsafe_archive(tmp_path, monkeypatch):
         dl.download("cifar10", target, transport=FakeTransport({"https://c.example/cifar.tgz": archive}))
     assert not (tmp_path / "evil").exists()
     assert not (target / "cifar-10-batches-py").exists()
+
+
+def test_embedded_digits_equal_scikit_learns_split():
+    """The shipped digits file is scikit-learn's digits with its fixed stratified split."""
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from deepfault.data.digits import SPLIT_SEED, TEST_FRACTION
+
+    bunch = load_digits()
+    x = (bunch.data.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, bunch.target, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=bunch.target)
+    ds = load_dataset("digits")
+    assert sklearn.__version__
+    np.testing.assert_array_equal(ds.x_train, x_train)
+    np.testing.assert_array_equal(ds.x_test, x_test)
+    np.testing.assert_array_equal(ds.y_train, y_train)
+    np.testing.assert_array_equal(ds.y_test, y_test)
