@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: demo test venv dev lint clean
+.PHONY: demo test venv dev lint docs clean
 
 $(VENV)/.installed: pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ demo: venv
 ## Set up with the development dependencies and run the whole test suite.
 test: dev
 	$(PY) -m pytest
+
+## Build the documentation site (docs/ and the API reference) into build/site, warnings as errors.
+docs: dev
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: dev
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -43,6 +43,8 @@ from deepfault.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
+#: The figures the coverage page shows.
+FIGURES = REPO / "docs" / "results" / "coverage"
 MODELS = REPO / "benchmarks" / "models"
 ALL = "nc,nac,kmnc,nbc,snac,tknc,tknp"
 
@@ -246,16 +248,16 @@ def figures(data_dir: str, seed: int = 0, draws: int = 5) -> dict:
                                                                             strict=True)]
         curves[f"{arch}, 10 random inputs (mean of {draws})"] = list(zip(thresholds, tens.mean(0).tolist(),
                                                                          strict=True))
-    plot_threshold_curve(curves, RESULTS / "coverage_threshold.png",
+    plot_threshold_curve(curves, FIGURES / "coverage_threshold.png",
                          title="NC versus threshold (deepxplore layers, layer-minmax)")
     # all seven criteria on LeNet-5 (raw values, default layers, profile of the training split)
     model, data = _load("lenet5", data_dir)
     profile = compute_profile(model, data.x_train)
     # nac is nc on raw values: DeepGauge's name for it
     report = measure_coverage(model, data.x_test, criteria="nac,kmnc,nbc,snac,tknc,tknp", profile=profile)
-    plot_layer_coverage(report, RESULTS / "coverage_layers.png",
+    plot_layer_coverage(report, FIGURES / "coverage_layers.png",
                         title="LeNet-5: coverage per layer, 10,000 MNIST test inputs (raw values)")
-    plot_growth(report, RESULTS / "coverage_growth.png",
+    plot_growth(report, FIGURES / "coverage_growth.png",
                 title="LeNet-5: coverage growth over the MNIST test set")
     out = {"nc_table": table, "thresholds": thresholds, "random_draws": draws, "seed": seed,
            "lenet5_all_criteria": report.to_dict(),

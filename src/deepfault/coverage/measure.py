@@ -241,7 +241,7 @@ def measure_coverage(
         DeepFaultError: An unknown criterion, a bad parameter, a missing profile or one made
             for another model, other layers or another transform, or inputs the model cannot take.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
