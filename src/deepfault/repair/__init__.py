@@ -1,0 +1,33 @@
+"""Repair: fine-tune a model on the failing inputs that testing found, and measure whether they
+helped more than any other inputs would (DeepXplore section 7.3, DRFuzz RQ3).
+
+One module per concept: :mod:`.config` (settings), :mod:`.inputs` (reading ``run`` /
+``xplore`` / ``regress`` files), :mod:`.labels` (labels and the majority vote),
+:mod:`.holdout` (the held-out split by seed), :mod:`.finetune`, :mod:`.baselines`,
+:mod:`.protocol` (:func:`repair`), :mod:`.results`, :mod:`.preset` (the two presets),
+:mod:`.report` and :mod:`.figures`.
+"""
+
+from .config import BASELINES, TIE_POLICIES, RepairConfig
+from .inputs import InputFile, read_inputs
+from .labels import Labelled, label_inputs, majority_vote
+from .protocol import evaluate_model, repair, save_repaired
+from .results import ApproachResult, Evaluation, FileSummary, RepairResult
+
+__all__ = [
+    "BASELINES",
+    "TIE_POLICIES",
+    "RepairConfig",
+    "InputFile",
+    "read_inputs",
+    "Labelled",
+    "label_inputs",
+    "majority_vote",
+    "repair",
+    "evaluate_model",
+    "save_repaired",
+    "ApproachResult",
+    "Evaluation",
+    "FileSummary",
+    "RepairResult",
+]
