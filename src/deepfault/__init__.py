@@ -46,6 +46,7 @@ from .localization.selection import (
 )
 from .localization.spectrum import Spectrum, compute_class_spectra, compute_spectrum
 from .xplore import xplore
+from .repair import repair
 
 try:
     __version__ = version("deepfault")
@@ -61,6 +62,7 @@ __all__ = [
     "rank_inputs",
     "xplore",
     "regress",
+    "repair",
     "DeepFaultError",
     "Dataset",
     "Evaluation",

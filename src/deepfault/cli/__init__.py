@@ -21,7 +21,7 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 #: Sub-command modules of this package, in help order.
 COMMANDS = (
     "run", "measures", "train", "data", "inspect", "experiment", "gan", "scenario", "coverage", "xplore",
-    "regress",
+    "regress", "repair",
 )
 
 

@@ -2,10 +2,11 @@
 
 Inputs made from one test input (its *seed*) are near-copies of each other, so a random
 split of the inputs would evaluate the repair on copies of what it was trained on. The
-split is by seed instead: every test index gets one random key (from ``seed``), and each
-file holds out the ``round(holdout * G)`` of its ``G`` seeds with the smallest keys (at
-least one and at most ``G - 1`` when ``0 < holdout`` and ``G >= 2``). Because the keys are
-shared, files made from the same test inputs tend to hold out the same seeds.
+split is by seed instead: every test index gets one uniform random key (from ``seed``) and
+a seed is held out when its key is below ``holdout``, so about that share of every file's
+seeds is held out, and files made from the same test inputs hold out the same seeds (a
+cross table that trains on one file and tests on another's held-out part never tests on a
+seed it trained on). A file with two or more seeds keeps at least one on each side.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ def split_by_seed(seed_index: np.ndarray, *, holdout: float, keys: np.ndarray) -
         raise DeepFaultError(f"the inputs name seed {int(seed_index.max())} but the test split has {len(keys)} "
                              "inputs; give the data set the inputs were made from")
     groups = np.unique(seed_index)
-    n_held = int(round(holdout * len(groups)))
+    held_groups = groups[keys[groups] < holdout]
     if holdout > 0 and len(groups) >= 2:
-        n_held = min(max(n_held, 1), len(groups) - 1)
-    held_groups = groups[np.argsort(keys[groups], kind="stable")[:n_held]]
+        order = groups[np.argsort(keys[groups], kind="stable")]
+        if len(held_groups) == 0:
+            held_groups = order[:1]
+        elif len(held_groups) == len(groups):
+            held_groups = order[:-1]
     held = np.isin(seed_index, held_groups)
     return np.flatnonzero(~held), np.flatnonzero(held)

@@ -91,6 +91,20 @@ def _unique_names(files: Sequence[InputFile]) -> list[str]:
     return names
 
 
+def _trained(train_on, files, names) -> list[bool]:
+    if train_on is None:
+        return [True] * len(files)
+    chosen = set()
+    for t in train_on:
+        if isinstance(t, int) and 0 <= t < len(files):
+            chosen.add(t)
+        elif isinstance(t, str) and (t in names or t in [str(f.path) for f in files]):
+            chosen.add(next(i for i, (n, f) in enumerate(zip(names, files, strict=True)) if t in (n, str(f.path))))
+        else:
+            raise DeepFaultError(f"train_on names {t!r}, which is not one of the input files ({', '.join(names)})")
+    return [i in chosen for i in range(len(files))]
+
+
 def repair(
     model: str | os.PathLike | nn.Module,
     inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
@@ -104,6 +118,7 @@ def repair(
     progress: bool = False,
     arch: str | None = None,
     trust_pickle: bool = False,
+    train_on: Sequence[int | str] | None = None,
     **settings,
 ) -> RepairResult:
     """Fine-tune ``model`` on the failing inputs in ``inputs`` and measure what it gained.
@@ -132,6 +147,8 @@ def repair(
         save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
         progress: Progress bars.
         arch, trust_pickle: As in :func:`deepfault.models.open_model`.
+        train_on: Fine-tune only on these files' training parts (indices or file names);
+            the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
 
     Returns:
         A :class:`~.results.RepairResult`.
@@ -162,9 +179,10 @@ def repair(
         m1_net = m1_net.to(device).eval()
     keys = seed_keys(len(data.x_test), config.seed)
     names = _unique_names(files)
+    trained = _trained(train_on, files, names)
     summaries, splits, held, parts = [], {}, {}, []
     held_seeds = []
-    for name, f in zip(names, files, strict=True):
+    for name, f, use in zip(names, files, trained, strict=True):
         if f.inputs.shape[1:] != data.input_shape:
             raise DeepFaultError(f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
                                  f"{data.input_shape}; give the model and data set the inputs were made for")
@@ -180,7 +198,7 @@ def repair(
         seeds = lab.seed_index
         summaries.append(FileSummary(name, str(f.path), f.kind, len(f), len(lab.rows), lab.source, lab.ties,
                                      lab.tie_policy, len(tr), len(ho), len(np.unique(seeds[tr])),
-                                     len(np.unique(seeds[ho]))))
+                                     len(np.unique(seeds[ho])), use))
         x_ho, y_ho = lab.inputs[ho], lab.labels[ho]
         m1_right = None
         if f.kind == "regress":
@@ -188,7 +206,10 @@ def repair(
             m1_right = m1_pred == y_ho
         held[name] = (x_ho, y_ho, m1_right)
         held_seeds.append(seeds[ho])
-        parts.append((lab.inputs[tr], lab.labels[tr], seeds[tr]))
+        if use:
+            parts.append((lab.inputs[tr], lab.labels[tr], seeds[tr]))
+    if not parts:
+        parts.append((np.zeros((0, *data.input_shape), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)))
     found_x = np.concatenate([p[0] for p in parts])
     found_y = np.concatenate([p[1] for p in parts])
     found_seeds = np.concatenate([p[2] for p in parts])

@@ -46,7 +46,9 @@ class FileSummary:
         used: Inputs with a label (tied votes dropped).
         source: Where the labels came from.
         ties, tie_policy: Tied votes and what was done with them.
-        train, held_out: Inputs fine-tuned on and held out.
+        train, held_out: Inputs in the training part and held out.
+        trained: The training part was fine-tuned on (``train_on``); otherwise the file is
+            only evaluated on.
         train_seeds, held_out_seeds: Their distinct seeds.
     """
 
@@ -62,6 +64,7 @@ class FileSummary:
     held_out: int
     train_seeds: int
     held_out_seeds: int
+    trained: bool = True
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
