@@ -38,25 +38,48 @@ def task(tmp_path_factory):
     model = build_model("digits_mlp", hidden=(32, 32), in_features=2, num_classes=3)
     fit(model, data.x_train, data.y_train, TrainConfig(epochs=30, lr=1e-2, val_fraction=0.0))
     d = tmp_path_factory.mktemp("planted")
-    save_model(d / "m.pt", ModelFile(model.eval(), "digits_mlp",
-                                     {"hidden": (32, 32), "in_features": 2, "num_classes": 3},
-                                     None, (0.0, 1.0), meta={"input_shape": [2]}))
+    save_model(
+        d / "m.pt",
+        ModelFile(
+            model.eval(),
+            "digits_mlp",
+            {"hidden": (32, 32), "in_features": 2, "num_classes": 3},
+            None,
+            (0.0, 1.0),
+            meta={"input_shape": [2]},
+        ),
+    )
     # found inputs: perturbed copies of test inputs from the band, labelled with their originals'
     band = np.flatnonzero(x_test[:, 1] > 0.8)
     seeds = np.repeat(band, 3)
     noise = rng.uniform(-0.02, 0.02, (len(seeds), 2)).astype(np.float32)
     synth = np.clip(x_test[seeds] + noise, 0, 1).astype(np.float32)
     synth[:, 1] = np.maximum(synth[:, 1], 0.81)
-    np.savez(d / "run.npz", synthesized=synth, originals=x_test[seeds], labels=data.y_test[seeds],
-             test_index=seeds, pred_original=np.zeros(len(seeds), int), pred_synthesized=np.zeros(len(seeds), int),
-             target_class=data.y_test[seeds], repetition=np.zeros(len(seeds), int))
+    np.savez(
+        d / "run.npz",
+        synthesized=synth,
+        originals=x_test[seeds],
+        labels=data.y_test[seeds],
+        test_index=seeds,
+        pred_original=np.zeros(len(seeds), int),
+        pred_synthesized=np.zeros(len(seeds), int),
+        target_class=data.y_test[seeds],
+        repetition=np.zeros(len(seeds), int),
+    )
     return d, data
 
 
 def test_planted_weakness_is_fixed_on_held_out_inputs(task):
     d, data = task
-    r = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=30, lr=1e-2, baselines=("random-train",),
-               save_to=d / "repaired.pt")
+    r = repair(
+        d / "m.pt",
+        d / "run.npz",
+        dataset=data,
+        epochs=30,
+        lr=1e-2,
+        baselines=("random-train",),
+        save_to=d / "repaired.pt",
+    )
     name = "run.npz"
     assert r.before.held_out[name] < 0.2  # the model gets the band wrong
     assert r.found.after.held_out[name] > 0.9  # fine-tuning on found inputs fixes it
@@ -103,7 +126,13 @@ def test_original_model_untouched(task):
 def test_config_errors():
     from deepfault.errors import DeepFaultError
 
-    for bad, match in (({"holdout": 1.0}, "holdout"), ({"ties": "x"}, "ties"), ({"baselines": ("nope",)}, "nope"),
-                       ({"epochs": 0}, "epochs"), ({"mix": -1}, "mix"), ({"eps": 0}, "eps")):
+    for bad, match in (
+        ({"holdout": 1.0}, "holdout"),
+        ({"ties": "x"}, "ties"),
+        ({"baselines": ("nope",)}, "nope"),
+        ({"epochs": 0}, "epochs"),
+        ({"mix": -1}, "mix"),
+        ({"eps": 0}, "eps"),
+    ):
         with pytest.raises(DeepFaultError, match=match):
             RepairConfig(**bad).validate()

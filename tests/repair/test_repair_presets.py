@@ -49,7 +49,10 @@ def tiny_mnist(monkeypatch, tmp_path):
 
 
 def test_presets_are_registered():
-    for name, runner in ((rp.DEEPXPLORE_PRESET, rp.run_deepxplore_preset), (rp.DRFUZZ_PRESET, rp.run_drfuzz_preset)):
+    for name, runner in (
+        (rp.DEEPXPLORE_PRESET, rp.run_deepxplore_preset),
+        (rp.DRFUZZ_PRESET, rp.run_drfuzz_preset),
+    ):
         preset = get_preset(name)
         assert preset.method == "repair" and preset.runner is runner
 
@@ -58,11 +61,17 @@ def test_deepxplore_preset_cells_resume_and_report(tmp_path, tiny_mnist):
     models = tmp_path / "models"
     # three LeNet-1 that differ a little, so DeepXplore has differences to find (stand-ins for LeNet-1/4/5)
     for i, (arch, noise) in enumerate((("lenet1", 0.0), ("lenet4", 0.03), ("lenet5", 0.03))):
-        save_model(models / f"{arch}-mnist.pt", ModelFile(_lenet("lenet1", i, noise), "lenet1",
-                                                          {"num_classes": 10}, "mnist", (0.0, 1.0)))
-    tiny = rp.DeepXploreRepairConfig(repeats=2, seeds=60, iterations=10, found_inputs=30,
-                                     repair=RepairConfig(mix=1.0, epochs=1, ties="seed",
-                                                         baselines=("random-test", "fgsm")))
+        save_model(
+            models / f"{arch}-mnist.pt",
+            ModelFile(_lenet("lenet1", i, noise), "lenet1", {"num_classes": 10}, "mnist", (0.0, 1.0)),
+        )
+    tiny = rp.DeepXploreRepairConfig(
+        repeats=2,
+        seeds=60,
+        iterations=10,
+        found_inputs=30,
+        repair=RepairConfig(mix=1.0, epochs=1, ties="seed", baselines=("random-test", "fgsm")),
+    )
     store_path = tmp_path / "r.sqlite"
     summary = rp.run_deepxplore_preset(store_path, models_dir=models, config=tiny, argv=["deepfault"])
     assert summary["cells_total"] == summary["cells_run"] == 2 + 2 * 3
@@ -79,8 +88,15 @@ def test_deepxplore_preset_cells_resume_and_report(tmp_path, tiny_mnist):
 
 
 def test_drfuzz_preset_cells_resume_and_report(tmp_path, tiny_mnist):
-    tiny = rp.DRFuzzRepairConfig(arch="lenet1", scenarios=("supply",), seeds=(0,), budget="30it", sections=10,
-                                 epochs=1, repair=RepairConfig(mix=1.0, epochs=1, baselines=()))
+    tiny = rp.DRFuzzRepairConfig(
+        arch="lenet1",
+        scenarios=("supply",),
+        seeds=(0,),
+        budget="30it",
+        sections=10,
+        epochs=1,
+        repair=RepairConfig(mix=1.0, epochs=1, baselines=()),
+    )
     store_path = tmp_path / "d.sqlite"
     summary = rp.run_drfuzz_preset(store_path, models_dir=tmp_path / "models", config=tiny)
     assert summary["cells_total"] == summary["cells_run"] == 2 + 2
@@ -88,8 +104,12 @@ def test_drfuzz_preset_cells_resume_and_report(tmp_path, tiny_mnist):
     assert again["cells_run"] == 0 and again["config_hash"] == summary["config_hash"]
     with ResultStore(store_path, readonly=True) as store:
         done = store.done(summary["config_hash"], "repair")
-        assert done >= {"supply/faults/drfuzz/seed0", "supply/faults/deephunter/seed0",
-                        "supply/repair/train=drfuzz/seed0", "supply/repair/train=deephunter/seed0"}
+        assert done >= {
+            "supply/faults/drfuzz/seed0",
+            "supply/faults/deephunter/seed0",
+            "supply/repair/train=drfuzz/seed0",
+            "supply/repair/train=deephunter/seed0",
+        }
         faults = store.get(summary["config_hash"], "repair", "supply/faults/drfuzz/seed0")
         assert set(faults.arrays) >= {"inputs", "seed_index", "label", "m1_pred"}
         section = render_report(store, summary["config_hash"], tmp_path / "report")

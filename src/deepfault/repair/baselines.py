@@ -38,8 +38,18 @@ def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.sort(rng.choice(pool, size=n, replace=n > len(pool)))
 
 
-def baseline_inputs(names, model: nn.Module, data, n: int, *, seed: int, test_pool: np.ndarray,
-                    eps: float, bim_steps: int, output_kind: str = "logits") -> list[BaselineInputs]:
+def baseline_inputs(
+    names,
+    model: nn.Module,
+    data,
+    n: int,
+    *,
+    seed: int,
+    test_pool: np.ndarray,
+    eps: float,
+    bim_steps: int,
+    output_kind: str = "logits",
+) -> list[BaselineInputs]:
     """The inputs of every baseline in ``names``, ``n`` each.
 
     Args:

@@ -77,10 +77,13 @@ class RepairConfig:
         """
         if not (isinstance(self.holdout, (int, float)) and 0 <= self.holdout < 1):
             raise DeepFaultError(f"holdout must be a share in [0, 1); got {self.holdout!r}")
-        if self.mix is not None and not (isinstance(self.mix, (int, float)) and self.mix >= 0
-                                         and np.isfinite(self.mix)):
-            raise DeepFaultError(f"mix must be a number >= 0 (training inputs per found input) or None "
-                                 f"(the whole training split); got {self.mix!r}")
+        if self.mix is not None and not (
+            isinstance(self.mix, (int, float)) and self.mix >= 0 and np.isfinite(self.mix)
+        ):
+            raise DeepFaultError(
+                f"mix must be a number >= 0 (training inputs per found input) or None "
+                f"(the whole training split); got {self.mix!r}"
+            )
         check_int("epochs", self.epochs, 1, 10_000)
         check_int("batch_size", self.batch_size)
         check_int("seed", self.seed, 0)
@@ -88,7 +91,9 @@ class RepairConfig:
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and np.isfinite(self.lr)):
             raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
         if not (isinstance(self.max_drop, (int, float)) and self.max_drop >= 0):
-            raise DeepFaultError(f"max_drop must be a number of percentage points >= 0; got {self.max_drop!r}")
+            raise DeepFaultError(
+                f"max_drop must be a number of percentage points >= 0; got {self.max_drop!r}"
+            )
         if self.ties not in TIE_POLICIES:
             raise DeepFaultError(f"ties must be one of {', '.join(TIE_POLICIES)}; got {self.ties!r}")
         unknown = [b for b in self.baselines if b not in BASELINES]

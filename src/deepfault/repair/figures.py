@@ -8,8 +8,14 @@ from pathlib import Path
 __all__ = ["accuracy_bars"]
 
 
-def accuracy_bars(groups: Mapping[str, Mapping[str, float | None]], path, *, title: str = "",
-                  ylabel: str = "accuracy (%)", order: Sequence[str] | None = None) -> Path | None:
+def accuracy_bars(
+    groups: Mapping[str, Mapping[str, float | None]],
+    path,
+    *,
+    title: str = "",
+    ylabel: str = "accuracy (%)",
+    order: Sequence[str] | None = None,
+) -> Path | None:
     """Grouped bars: one group per key of ``groups`` (a test set), one bar per model or
     approach inside it (``{group: {approach: value}}``, values in [0, 1]; ``None`` is skipped).
 

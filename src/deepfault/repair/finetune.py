@@ -12,8 +12,17 @@ from ..errors import DeepFaultError
 __all__ = ["finetune"]
 
 
-def finetune(model: nn.Module, x: np.ndarray, y: np.ndarray, *, epochs: int, lr: float, batch_size: int,
-             seed: int, progress: bool = False):
+def finetune(
+    model: nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    progress: bool = False,
+):
     """Train a copy of ``model`` on ``(x, y)`` with Adam at a constant rate (the zoo's loop,
     :func:`deepfault.models.train.fit`, without a validation split).
 
@@ -33,8 +42,9 @@ def finetune(model: nn.Module, x: np.ndarray, y: np.ndarray, *, epochs: int, lr:
     repaired = copy.deepcopy(model)
     for p in repaired.parameters():
         p.requires_grad_(True)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=0.0, seed=seed,
-                         schedule="constant")
+    config = TrainConfig(
+        epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=0.0, seed=seed, schedule="constant"
+    )
     result = fit(repaired, np.asarray(x, np.float32), np.asarray(y, np.int64), config, progress=progress)
     if result.interrupted:
         raise KeyboardInterrupt

@@ -23,7 +23,9 @@ def seed_keys(num_test: int, seed: int) -> np.ndarray:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(21,))).random(num_test)
 
 
-def split_by_seed(seed_index: np.ndarray, *, holdout: float, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def split_by_seed(
+    seed_index: np.ndarray, *, holdout: float, keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Split the rows of one file into training rows and held-out rows by their seeds.
 
     Args:
@@ -39,8 +41,10 @@ def split_by_seed(seed_index: np.ndarray, *, holdout: float, keys: np.ndarray) -
     """
     seed_index = np.asarray(seed_index, dtype=np.int64)
     if len(seed_index) and (seed_index.min() < 0 or seed_index.max() >= len(keys)):
-        raise DeepFaultError(f"the inputs name seed {int(seed_index.max())} but the test split has {len(keys)} "
-                             "inputs; give the data set the inputs were made from")
+        raise DeepFaultError(
+            f"the inputs name seed {int(seed_index.max())} but the test split has {len(keys)} "
+            "inputs; give the data set the inputs were made from"
+        )
     groups = np.unique(seed_index)
     held_groups = groups[keys[groups] < holdout]
     if holdout > 0 and len(groups) >= 2:

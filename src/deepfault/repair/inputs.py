@@ -78,34 +78,56 @@ def read_inputs(path: str | os.PathLike) -> InputFile:
     """
     path = Path(path)
     if not path.is_file():
-        raise DeepFaultError(f"inputs file {str(path)!r} does not exist; give a .npz written by "
-                             "'deepfault run', 'deepfault xplore' or 'deepfault regress'")
+        raise DeepFaultError(
+            f"inputs file {str(path)!r} does not exist; give a .npz written by "
+            "'deepfault run', 'deepfault xplore' or 'deepfault regress'"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as err:  # numpy raises several types for foreign or damaged files
-        raise DeepFaultError(f"{str(path)!r} is not a readable .npz file ({type(err).__name__}); give a "
-                             "file written by 'deepfault run', 'xplore' or 'regress'") from err
+        raise DeepFaultError(
+            f"{str(path)!r} is not a readable .npz file ({type(err).__name__}); give a "
+            "file written by 'deepfault run', 'xplore' or 'regress'"
+        ) from err
     kind = next((k for k, keys in KINDS.items() if all(key in arrays for key in keys)), None)
     if kind is None:
         raise DeepFaultError(
             f"{str(path)!r} is not an inputs file of 'deepfault run' (--save-inputs), 'xplore' or "
-            f"'regress' (arrays: {', '.join(sorted(arrays)) or 'none'})")
+            f"'regress' (arrays: {', '.join(sorted(arrays)) or 'none'})"
+        )
     if kind == "run":
-        out = InputFile(path, kind, arrays["synthesized"].astype(np.float32), arrays["test_index"].astype(np.int64),
-                        labels=arrays["labels"].astype(np.int64))
+        out = InputFile(
+            path,
+            kind,
+            arrays["synthesized"].astype(np.float32),
+            arrays["test_index"].astype(np.int64),
+            labels=arrays["labels"].astype(np.int64),
+        )
     elif kind == "xplore":
         preds = arrays["predictions"].astype(np.int64)
-        out = InputFile(path, kind, arrays["inputs"].astype(np.float32), arrays["seed_index"].astype(np.int64),
-                        predictions=preds.reshape(len(preds), -1),
-                        model_names=tuple(str(n) for n in arrays["model_names"]),
-                        common_class=arrays["common_class"].astype(np.int64))
+        out = InputFile(
+            path,
+            kind,
+            arrays["inputs"].astype(np.float32),
+            arrays["seed_index"].astype(np.int64),
+            predictions=preds.reshape(len(preds), -1),
+            model_names=tuple(str(n) for n in arrays["model_names"]),
+            common_class=arrays["common_class"].astype(np.int64),
+        )
     else:
-        out = InputFile(path, kind, arrays["inputs"].astype(np.float32), arrays["seed_index"].astype(np.int64),
-                        labels=arrays["label"].astype(np.int64), m1_pred=arrays["m1_pred"].astype(np.int64))
+        out = InputFile(
+            path,
+            kind,
+            arrays["inputs"].astype(np.float32),
+            arrays["seed_index"].astype(np.int64),
+            labels=arrays["label"].astype(np.int64),
+            m1_pred=arrays["m1_pred"].astype(np.int64),
+        )
     for name in ("seed_index", "labels", "predictions", "common_class", "m1_pred"):
         value = getattr(out, name)
         if value is not None and len(value) != len(out.inputs):
-            raise DeepFaultError(f"{str(path)!r} is damaged: {len(out.inputs)} inputs but {len(value)} "
-                                 f"entries of {name!r}")
+            raise DeepFaultError(
+                f"{str(path)!r} is damaged: {len(out.inputs)} inputs but {len(value)} entries of {name!r}"
+            )
     return out

@@ -74,12 +74,24 @@ class Labelled:
         return self.file.seed_index[self.rows]
 
     def to_dict(self) -> dict:
-        return {"file": str(self.file.path), "kind": self.file.kind, "inputs": len(self.file),
-                "used": len(self.rows), "source": self.source, "ties": self.ties, "tie_policy": self.tie_policy}
+        return {
+            "file": str(self.file.path),
+            "kind": self.file.kind,
+            "inputs": len(self.file),
+            "used": len(self.rows),
+            "source": self.source,
+            "ties": self.ties,
+            "tie_policy": self.tie_policy,
+        }
 
 
-def label_inputs(file: InputFile, *, vote_model: str | int | None = None, ties: str = "drop",
-                 num_classes: int | None = None) -> Labelled:
+def label_inputs(
+    file: InputFile,
+    *,
+    vote_model: str | int | None = None,
+    ties: str = "drop",
+    num_classes: int | None = None,
+) -> Labelled:
     """Label the inputs of ``file`` (see the module docstring).
 
     Args:
@@ -103,11 +115,14 @@ def label_inputs(file: InputFile, *, vote_model: str | int | None = None, ties: 
         elif isinstance(vote_model, int) or (isinstance(vote_model, str) and vote_model.isdigit()):
             j = int(vote_model)
             if not 0 <= j < len(names):
-                raise DeepFaultError(f"vote model {vote_model!r} is not one of the {len(names)} models of "
-                                     f"{file.name} ({', '.join(names)})")
+                raise DeepFaultError(
+                    f"vote model {vote_model!r} is not one of the {len(names)} models of "
+                    f"{file.name} ({', '.join(names)})"
+                )
         else:
-            raise DeepFaultError(f"vote model {vote_model!r} is not a model of {file.name}; its models: "
-                                 f"{', '.join(names)}")
+            raise DeepFaultError(
+                f"vote model {vote_model!r} is not a model of {file.name}; its models: {', '.join(names)}"
+            )
         return Labelled(file, everything, file.predictions[:, j], f"model {names[j]}'s predictions")
     labels, tied = majority_vote(file.predictions, num_classes)
     source = f"majority vote of {', '.join(file.model_names)}"

@@ -26,13 +26,19 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from .config import RepairConfig
 
-__all__ = ["METHOD", "DEEPXPLORE_PRESET", "DRFUZZ_PRESET", "DeepXploreRepairConfig", "DRFuzzRepairConfig",
-           "run_deepxplore_preset", "run_drfuzz_preset"]
+__all__ = [
+    "METHOD",
+    "DEEPXPLORE_PRESET",
+    "DRFUZZ_PRESET",
+    "DeepXploreRepairConfig",
+    "DRFuzzRepairConfig",
+    "run_deepxplore_preset",
+    "run_drfuzz_preset",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +72,13 @@ class DeepXploreRepairConfig:
     repair: RepairConfig = RepairConfig(mix=50.0, baselines=("random-test", "fgsm"))
 
     def to_dict(self) -> dict:
-        return {"repeats": self.repeats, "seeds": self.seeds, "iterations": self.iterations,
-                "found_inputs": self.found_inputs, "repair": self.repair.to_dict()}
+        return {
+            "repeats": self.repeats,
+            "seeds": self.seeds,
+            "iterations": self.iterations,
+            "found_inputs": self.found_inputs,
+            "repair": self.repair.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,15 @@ class DRFuzzRepairConfig:
         from ..fuzz.campaign import CampaignConfig
 
         params = {"sections": self.sections} if self.criterion == "kmnc" else {}
-        return CampaignConfig(strategy=strategy, budget=self.budget, seed=seed, fidelity=self.fidelity,
-                              criterion=self.criterion, criterion_params=params, max_seeds=self.max_seeds)
+        return CampaignConfig(
+            strategy=strategy,
+            budget=self.budget,
+            seed=seed,
+            fidelity=self.fidelity,
+            criterion=self.criterion,
+            criterion_params=params,
+            max_seeds=self.max_seeds,
+        )
 
 
 @functools.lru_cache(maxsize=2)
@@ -178,14 +196,30 @@ def search_job(job: dict) -> tuple[dict, dict]:
     from ..xplore.search import search
 
     models = [m.to(job["device"]) for m in job["models"]]
-    r = search(models, job["x"], config=job["config"], bounds=job["bounds"], seed_index=job["seed_index"],
-               names=job["names"])
+    r = search(
+        models,
+        job["x"],
+        config=job["config"],
+        bounds=job["bounds"],
+        seed_index=job["seed_index"],
+        names=job["names"],
+    )
     f = r.found
     k = job["keep"]
-    arrays = {"inputs": f.inputs[:k], "seed_index": f.seed_index[:k], "predictions": f.predictions[:k],
-              "common_class": f.common_class[:k]}
-    data = {"seeds": r.num_seeds, "already_differ": r.num_already_differ, "found": r.num_found, "kept": len(f.inputs[:k]),
-            "seconds": r.seconds, "names": list(job["names"])}
+    arrays = {
+        "inputs": f.inputs[:k],
+        "seed_index": f.seed_index[:k],
+        "predictions": f.predictions[:k],
+        "common_class": f.common_class[:k],
+    }
+    data = {
+        "seeds": r.num_seeds,
+        "already_differ": r.num_already_differ,
+        "found": r.num_found,
+        "kept": len(f.inputs[:k]),
+        "seconds": r.seconds,
+        "names": list(job["names"]),
+    }
     return data, arrays
 
 
@@ -197,8 +231,14 @@ def repair_job(job: dict) -> tuple[dict, dict]:
 
     data = _dataset("mnist", job["data_dir"])
     try:
-        result = repair(job["model"], job["files"], dataset=data, config=job["repair"], device=job["device"],
-                        train_on=job.get("train_on"))
+        result = repair(
+            job["model"],
+            job["files"],
+            dataset=data,
+            config=job["repair"],
+            device=job["device"],
+            train_on=job.get("train_on"),
+        )
     except DeepFaultError as err:  # e.g. a campaign that found no fault: recorded, not fatal
         log.warning("%s: %s", job["cell"], err)
         return {"error": str(err)}, {}
@@ -208,14 +248,29 @@ def repair_job(job: dict) -> tuple[dict, dict]:
 def _xplore_file(arrays: dict, names, repeat: int):
     from .inputs import InputFile
 
-    return InputFile(Path(f"deepxplore-repeat{repeat}.npz"), "xplore", arrays["inputs"], arrays["seed_index"],
-                     predictions=arrays["predictions"], model_names=tuple(names),
-                     common_class=arrays["common_class"])
+    return InputFile(
+        Path(f"deepxplore-repeat{repeat}.npz"),
+        "xplore",
+        arrays["inputs"],
+        arrays["seed_index"],
+        predictions=arrays["predictions"],
+        model_names=tuple(names),
+        common_class=arrays["common_class"],
+    )
 
 
-def run_deepxplore_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-                          argv=None, device: str = "cpu", seed: int | None = None,
-                          config: DeepXploreRepairConfig | None = None) -> dict:
+def run_deepxplore_preset(
+    store_path,
+    *,
+    data_dir=None,
+    models_dir=None,
+    executor=None,
+    progress: bool = False,
+    argv=None,
+    device: str = "cpu",
+    seed: int | None = None,
+    config: DeepXploreRepairConfig | None = None,
+) -> dict:
     """Run (or resume) ``repair-deepxplore-mnist`` into the store at ``store_path``.
 
     Args:
@@ -244,18 +299,30 @@ def run_deepxplore_preset(store_path, *, data_dir=None, models_dir=None, executo
     config = config or DeepXploreRepairConfig()
     config.repair.validate()
     if seed is not None:
-        log.warning("--seed is ignored by %s: its seeds are fixed (0..%d)", DEEPXPLORE_PRESET, config.repeats - 1)
+        log.warning(
+            "--seed is ignored by %s: its seeds are fixed (0..%d)", DEEPXPLORE_PRESET, config.repeats - 1
+        )
     start = time.perf_counter()
     store_path = Path(store_path)
     models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
     data_dir = None if data_dir is None else str(data_dir)
     data = _dataset("mnist", data_dir)
-    models = {a: trained_model(a, data, models_dir / f"{a}-mnist.pt", TrainConfig(), device=device,
-                               progress=progress).model.cpu().eval() for a in ARCHS}
+    models = {
+        a: trained_model(
+            a, data, models_dir / f"{a}-mnist.pt", TrainConfig(), device=device, progress=progress
+        )
+        .model.cpu()
+        .eval()
+        for a in ARCHS
+    }
     names = tuple(models)
     acc = {n: accuracy(m, data.x_test, data.y_test) for n, m in models.items()}
-    record = {"preset": DEEPXPLORE_PRESET, **config.to_dict(), "dataset": data.name,
-              "model_digests": {n: _digest(m) for n, m in models.items()}}
+    record = {
+        "preset": DEEPXPLORE_PRESET,
+        **config.to_dict(),
+        "dataset": data.name,
+        "model_digests": {n: _digest(m) for n, m in models.items()},
+    }
     config_hash = _hash(record)
     record["model_accuracy"] = acc
     bounds = tuple(float(b) for b in data.bounds)
@@ -263,12 +330,32 @@ def run_deepxplore_preset(store_path, *, data_dir=None, models_dir=None, executo
     pool = executor or get_executor("serial")
     search_jobs = []
     for r in range(config.repeats):
-        xc = XploreConfig(seeds=config.seeds, lambda1=1.0, lambda2=0.1, step=10.0, threshold=0.0,
-                          iterations=config.iterations, transform="light", layers="deepxplore", seed=r)
+        xc = XploreConfig(
+            seeds=config.seeds,
+            lambda1=1.0,
+            lambda2=0.1,
+            step=10.0,
+            threshold=0.0,
+            iterations=config.iterations,
+            transform="light",
+            layers="deepxplore",
+            seed=r,
+        )
         index = select_seeds(len(data.x_test), xc.seeds, seed=r)
-        search_jobs.append({"cell": f"deepxplore/repeat={r}/found", "models": tuple(models.values()),
-                            "names": names, "config": xc, "x": data.x_test[index], "seed_index": index,
-                            "bounds": bounds, "keep": config.found_inputs, "device": device, "threads": threads})
+        search_jobs.append(
+            {
+                "cell": f"deepxplore/repeat={r}/found",
+                "models": tuple(models.values()),
+                "names": names,
+                "config": xc,
+                "x": data.x_test[index],
+                "seed_index": index,
+                "bounds": bounds,
+                "keep": config.found_inputs,
+                "device": device,
+                "threads": threads,
+            }
+        )
     try:
         with ResultStore(store_path) as store, store.writer():
             store.begin(config_hash, DEEPXPLORE_PRESET, record, provenance(device, argv=argv), method=METHOD)
@@ -278,16 +365,30 @@ def run_deepxplore_preset(store_path, *, data_dir=None, models_dir=None, executo
                 found = store.get(config_hash, METHOD, f"deepxplore/repeat={r}/found")
                 file = _xplore_file(found.arrays, names, r)
                 for n, m in models.items():
-                    repair_jobs.append({"cell": f"deepxplore/repeat={r}/model={n}", "model": m, "files": [file],
-                                        "repair": RepairConfig(**{**asdict(config.repair), "seed": r}),
-                                        "data_dir": data_dir, "device": device, "threads": threads})
+                    repair_jobs.append(
+                        {
+                            "cell": f"deepxplore/repeat={r}/model={n}",
+                            "model": m,
+                            "files": [file],
+                            "repair": RepairConfig(**{**asdict(config.repair), "seed": r}),
+                            "data_dir": data_dir,
+                            "device": device,
+                            "threads": threads,
+                        }
+                    )
             ran.update(_run_cells(store, config_hash, repair_jobs, repair_job, pool, progress, "repair"))
     finally:
         if executor is None:
             pool.close()
     total = len(search_jobs) + len(repair_jobs)
-    return {"config_hash": config_hash, "cells_total": total, "cells_run": len(ran),
-            "cells_skipped": total - len(ran), "seconds": time.perf_counter() - start, "model_accuracy": acc}
+    return {
+        "config_hash": config_hash,
+        "cells_total": total,
+        "cells_run": len(ran),
+        "cells_skipped": total - len(ran),
+        "seconds": time.perf_counter() - start,
+        "model_accuracy": acc,
+    }
 
 
 # --- repair-drfuzz-mnist -------------------------------------------------------------------------
@@ -304,12 +405,29 @@ def campaign_job(job: dict) -> tuple[dict, dict]:
     mf1, mf2, data = load_pair(job["m1"], job["m2"], dataset="mnist", data_dir=job["data_dir"])
     m1, m2 = mf1.model.to(device), mf2.model.to(device)
     profile = cached_profile(m2, data, config, job["profile_dir"])
-    result = run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config,
-                          train_inputs=data.x_train, dataset=data.name, profile=profile)
-    arrays = {k: v for k, v in result.fault_arrays().items() if k in ("inputs", "seed_index", "label", "m1_pred",
-                                                                      "m2_pred", "initial")}
-    return {"metrics": result.metrics.to_dict(), "iterations": result.iterations, "seconds": result.seconds,
-            "stop_reason": result.stop_reason, "faults": len(arrays["inputs"])}, arrays
+    result = run_campaign(
+        m1,
+        m2,
+        data.x_test,
+        data.y_test,
+        bounds=data.bounds,
+        config=config,
+        train_inputs=data.x_train,
+        dataset=data.name,
+        profile=profile,
+    )
+    arrays = {
+        k: v
+        for k, v in result.fault_arrays().items()
+        if k in ("inputs", "seed_index", "label", "m1_pred", "m2_pred", "initial")
+    }
+    return {
+        "metrics": result.metrics.to_dict(),
+        "iterations": result.iterations,
+        "seconds": result.seconds,
+        "stop_reason": result.stop_reason,
+        "faults": len(arrays["inputs"]),
+    }, arrays
 
 
 def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device, progress) -> dict:
@@ -326,22 +444,49 @@ def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device,
         except (OSError, ValueError):
             made, record = {}, {}
         if (made.get("name"), made.get("seed"), made.get("epochs"), record.get("arch")) == (
-                name, config.scenario_seed, config.epochs, config.arch):
+            name,
+            config.scenario_seed,
+            config.epochs,
+            config.arch,
+        ):
             return record
-    return make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
-                         out_dir=models_dir, device=device, progress=progress).to_dict()
+    return make_scenario(
+        name,
+        config.arch,
+        data,
+        seed=config.scenario_seed,
+        epochs=config.epochs,
+        out_dir=models_dir,
+        device=device,
+        progress=progress,
+    ).to_dict()
 
 
 def _faults_file(arrays: dict, strategy: str):
     from .inputs import InputFile
 
-    return InputFile(Path(f"{strategy}.npz"), "regress", arrays["inputs"], arrays["seed_index"],
-                     labels=arrays["label"], m1_pred=arrays["m1_pred"])
+    return InputFile(
+        Path(f"{strategy}.npz"),
+        "regress",
+        arrays["inputs"],
+        arrays["seed_index"],
+        labels=arrays["label"],
+        m1_pred=arrays["m1_pred"],
+    )
 
 
-def run_drfuzz_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-                      argv=None, device: str = "cpu", seed: int | None = None,
-                      config: DRFuzzRepairConfig | None = None) -> dict:
+def run_drfuzz_preset(
+    store_path,
+    *,
+    data_dir=None,
+    models_dir=None,
+    executor=None,
+    progress: bool = False,
+    argv=None,
+    device: str = "cpu",
+    seed: int | None = None,
+    config: DRFuzzRepairConfig | None = None,
+) -> dict:
     """Run (or resume) ``repair-drfuzz-mnist`` into the store at ``store_path``.
 
     Args: as :func:`run_deepxplore_preset` (``models_dir`` holds the scenarios' pairs, made
@@ -359,8 +504,11 @@ def run_drfuzz_preset(store_path, *, data_dir=None, models_dir=None, executor=No
     config = config or DRFuzzRepairConfig()
     config.repair.validate()
     if seed is not None:
-        log.warning("--seed is ignored by %s: its seeds are fixed (%s)", DRFUZZ_PRESET,
-                    ", ".join(map(str, config.seeds)))
+        log.warning(
+            "--seed is ignored by %s: its seeds are fixed (%s)",
+            DRFUZZ_PRESET,
+            ", ".join(map(str, config.seeds)),
+        )
     start = time.perf_counter()
     store_path = Path(store_path)
     models_dir = Path(models_dir) if models_dir is not None else store_path.parent / "models"
@@ -377,18 +525,36 @@ def run_drfuzz_preset(store_path, *, data_dir=None, models_dir=None, executor=No
     acc = {}
     for name, p in pairs.items():
         acc[f"{name} M1"], acc[f"{name} M2"] = p["m1_accuracy"], p["m2_accuracy"]
-    record = {"preset": DRFUZZ_PRESET, **config.to_dict(),
-              "model_digests": {n: [_digest(open_model(p["m1_path"]).model), _digest(open_model(p["m2_path"]).model)]
-                                for n, p in pairs.items()}}
+    record = {
+        "preset": DRFUZZ_PRESET,
+        **config.to_dict(),
+        "model_digests": {
+            n: [_digest(open_model(p["m1_path"]).model), _digest(open_model(p["m2_path"]).model)]
+            for n, p in pairs.items()
+        },
+    }
     config_hash = _hash(record)
-    record["scenarios"] = {n: {k: p[k] for k in ("label", "m1_accuracy", "m2_accuracy", "regressions", "fixes")}
-                           for n, p in pairs.items()}
+    record["scenarios"] = {
+        n: {k: p[k] for k in ("label", "m1_accuracy", "m2_accuracy", "regressions", "fixes")}
+        for n, p in pairs.items()
+    }
     profile_dir = models_dir / "profiles"
     profile_dir.mkdir(parents=True, exist_ok=True)
-    campaigns = [{"cell": f"{n}/faults/{s}/seed{k}", "m1": pairs[n]["m1_path"], "m2": pairs[n]["m2_path"],
-                  "config": config.campaign(s, k).to_dict(), "data_dir": data_dir, "device": device,
-                  "profile_dir": str(profile_dir), "threads": config.threads}
-                 for n in config.scenarios for s in config.strategies for k in config.seeds]
+    campaigns = [
+        {
+            "cell": f"{n}/faults/{s}/seed{k}",
+            "m1": pairs[n]["m1_path"],
+            "m2": pairs[n]["m2_path"],
+            "config": config.campaign(s, k).to_dict(),
+            "data_dir": data_dir,
+            "device": device,
+            "profile_dir": str(profile_dir),
+            "threads": config.threads,
+        }
+        for n in config.scenarios
+        for s in config.strategies
+        for k in config.seeds
+    ]
     pool = executor or get_executor("serial")
     try:
         with ResultStore(store_path) as store, store.writer():
@@ -398,32 +564,57 @@ def run_drfuzz_preset(store_path, *, data_dir=None, models_dir=None, executor=No
             for n in config.scenarios:
                 m2 = open_model(pairs[n]["m2_path"]).model
                 for k in config.seeds:
-                    files = [_faults_file(store.get(config_hash, METHOD, f"{n}/faults/{s}/seed{k}").arrays, s)
-                             for s in config.strategies]
+                    files = [
+                        _faults_file(store.get(config_hash, METHOD, f"{n}/faults/{s}/seed{k}").arrays, s)
+                        for s in config.strategies
+                    ]
                     for i, s in enumerate(config.strategies):
-                        repairs.append({"cell": f"{n}/repair/train={s}/seed{k}", "model": m2, "files": files,
-                                        "train_on": [i], "repair": RepairConfig(**{**asdict(config.repair), "seed": k}),
-                                        "data_dir": data_dir, "device": device, "threads": config.threads})
+                        repairs.append(
+                            {
+                                "cell": f"{n}/repair/train={s}/seed{k}",
+                                "model": m2,
+                                "files": files,
+                                "train_on": [i],
+                                "repair": RepairConfig(**{**asdict(config.repair), "seed": k}),
+                                "data_dir": data_dir,
+                                "device": device,
+                                "threads": config.threads,
+                            }
+                        )
             ran.update(_run_cells(store, config_hash, repairs, repair_job, pool, progress, "repair"))
     finally:
         if executor is None:
             pool.close()
     total = len(campaigns) + len(repairs)
-    return {"config_hash": config_hash, "cells_total": total, "cells_run": len(ran),
-            "cells_skipped": total - len(ran), "seconds": time.perf_counter() - start, "model_accuracy": acc}
+    return {
+        "config_hash": config_hash,
+        "cells_total": total,
+        "cells_run": len(ran),
+        "cells_skipped": total - len(ran),
+        "seconds": time.perf_counter() - start,
+        "model_accuracy": acc,
+    }
 
 
 def _register() -> None:
     from ..experiment.presets import PRESETS, register_preset
 
     if DEEPXPLORE_PRESET not in PRESETS:
-        register_preset(DEEPXPLORE_PRESET, method=METHOD, runner=run_deepxplore_preset,
-                        description="DeepXplore Figure 10: LeNet-1/4/5 fine-tuned on difference-inducing "
-                        "inputs against random test and FGSM inputs, over repeats")
+        register_preset(
+            DEEPXPLORE_PRESET,
+            method=METHOD,
+            runner=run_deepxplore_preset,
+            description="DeepXplore Figure 10: LeNet-1/4/5 fine-tuned on difference-inducing "
+            "inputs against random test and FGSM inputs, over repeats",
+        )
     if DRFUZZ_PRESET not in PRESETS:
-        register_preset(DRFUZZ_PRESET, method=METHOD, runner=run_drfuzz_preset,
-                        description="DRFuzz RQ3: M2 fine-tuned on DRFuzz's or DeepHunter's regression faults, "
-                        "tested on each one's held-out faults")
+        register_preset(
+            DRFUZZ_PRESET,
+            method=METHOD,
+            runner=run_drfuzz_preset,
+            description="DRFuzz RQ3: M2 fine-tuned on DRFuzz's or DeepHunter's regression faults, "
+            "tested on each one's held-out faults",
+        )
 
 
 _register()

@@ -65,9 +65,14 @@ def _open(model, dataset, data_dir, arch, trust_pickle):
 
     if isinstance(model, nn.Module):
         if not isinstance(dataset, Dataset):
-            raise DeepFaultError("a model given as an nn.Module needs the data set as a Dataset "
-                                 "(dataset=load_dataset(...))")
-        return ModelFile(model, type(model).__name__, bounds=tuple(dataset.bounds)), dataset, type(model).__name__
+            raise DeepFaultError(
+                "a model given as an nn.Module needs the data set as a Dataset (dataset=load_dataset(...))"
+            )
+        return (
+            ModelFile(model, type(model).__name__, bounds=tuple(dataset.bounds)),
+            dataset,
+            type(model).__name__,
+        )
     if isinstance(model, ModelFile):
         if dataset is None and model.dataset is None:
             raise DeepFaultError("the model does not name its data set; pass dataset=")
@@ -99,9 +104,13 @@ def _trained(train_on, files, names) -> list[bool]:
         if isinstance(t, int) and 0 <= t < len(files):
             chosen.add(t)
         elif isinstance(t, str) and (t in names or t in [str(f.path) for f in files]):
-            chosen.add(next(i for i, (n, f) in enumerate(zip(names, files, strict=True)) if t in (n, str(f.path))))
+            chosen.add(
+                next(i for i, (n, f) in enumerate(zip(names, files, strict=True)) if t in (n, str(f.path)))
+            )
         else:
-            raise DeepFaultError(f"train_on names {t!r}, which is not one of the input files ({', '.join(names)})")
+            raise DeepFaultError(
+                f"train_on names {t!r}, which is not one of the input files ({', '.join(names)})"
+            )
     return [i in chosen for i in range(len(files))]
 
 
@@ -168,14 +177,17 @@ def repair(
     device = torch.device(device)
     mf, data, model_name = _open(model, dataset, data_dir, arch, trust_pickle)
     net = mf.model.to(device).eval()
-    files = [f if isinstance(f, InputFile) else read_inputs(f)
-             for f in ([inputs] if isinstance(inputs, (str, os.PathLike, InputFile)) else list(inputs))]
+    files = [
+        f if isinstance(f, InputFile) else read_inputs(f)
+        for f in ([inputs] if isinstance(inputs, (str, os.PathLike, InputFile)) else list(inputs))
+    ]
     if not files:
-        raise DeepFaultError("no inputs file given; give one or more .npz files of 'deepfault run', "
-                             "'xplore' or 'regress'")
+        raise DeepFaultError(
+            "no inputs file given; give one or more .npz files of 'deepfault run', 'xplore' or 'regress'"
+        )
     m1_net = None
     if m1 is not None:
-        m1_net = (m1 if isinstance(m1, nn.Module) else _open(m1, data, data_dir, arch, trust_pickle)[0].model)
+        m1_net = m1 if isinstance(m1, nn.Module) else _open(m1, data, data_dir, arch, trust_pickle)[0].model
         m1_net = m1_net.to(device).eval()
     keys = seed_keys(len(data.x_test), config.seed)
     names = _unique_names(files)
@@ -184,21 +196,44 @@ def repair(
     held_seeds = []
     for name, f, use in zip(names, files, trained, strict=True):
         if f.inputs.shape[1:] != data.input_shape:
-            raise DeepFaultError(f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
-                                 f"{data.input_shape}; give the model and data set the inputs were made for")
+            raise DeepFaultError(
+                f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
+                f"{data.input_shape}; give the model and data set the inputs were made for"
+            )
         lab = label_inputs(f, vote_model=config.vote_model, ties=config.ties, num_classes=data.num_classes)
         if lab.ties:
-            log.info("%s: %d of %d votes tied (%s)", f.name, lab.ties, len(f),
-                     "dropped" if config.ties == "drop" else "labelled with the seed's class")
+            log.info(
+                "%s: %d of %d votes tied (%s)",
+                f.name,
+                lab.ties,
+                len(f),
+                "dropped" if config.ties == "drop" else "labelled with the seed's class",
+            )
         bad = (lab.labels < 0) | (lab.labels >= data.num_classes)
         if bad.any():
-            raise DeepFaultError(f"{f.name} has labels outside the {data.num_classes} classes of {data.name!r}")
+            raise DeepFaultError(
+                f"{f.name} has labels outside the {data.num_classes} classes of {data.name!r}"
+            )
         tr, ho = split_by_seed(lab.seed_index, holdout=config.holdout, keys=keys)
         splits[name] = (lab.rows[tr], lab.rows[ho])
         seeds = lab.seed_index
-        summaries.append(FileSummary(name, str(f.path), f.kind, len(f), len(lab.rows), lab.source, lab.ties,
-                                     lab.tie_policy, len(tr), len(ho), len(np.unique(seeds[tr])),
-                                     len(np.unique(seeds[ho])), use))
+        summaries.append(
+            FileSummary(
+                name,
+                str(f.path),
+                f.kind,
+                len(f),
+                len(lab.rows),
+                lab.source,
+                lab.ties,
+                lab.tie_policy,
+                len(tr),
+                len(ho),
+                len(np.unique(seeds[tr])),
+                len(np.unique(seeds[ho])),
+                use,
+            )
+        )
         x_ho, y_ho = lab.inputs[ho], lab.labels[ho]
         m1_right = None
         if f.kind == "regress":
@@ -209,14 +244,21 @@ def repair(
         if use:
             parts.append((lab.inputs[tr], lab.labels[tr], seeds[tr]))
     if not parts:
-        parts.append((np.zeros((0, *data.input_shape), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        parts.append(
+            (np.zeros((0, *data.input_shape), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        )
     found_x = np.concatenate([p[0] for p in parts])
     found_y = np.concatenate([p[1] for p in parts])
     found_seeds = np.concatenate([p[2] for p in parts])
     if len(found_x) == 0:
-        detail = "; ".join(f"{s.name}: {s.used} labelled of {s.inputs}, {s.held_out} held out" for s in summaries)
-        hint = (" (tied votes are dropped: use ties='seed' / --ties seed or a vote model)"
-                if any(s.ties for s in summaries) else "")
+        detail = "; ".join(
+            f"{s.name}: {s.used} labelled of {s.inputs}, {s.held_out} held out" for s in summaries
+        )
+        hint = (
+            " (tied votes are dropped: use ties='seed' / --ties seed or a vote model)"
+            if any(s.ties for s in summaries)
+            else ""
+        )
         raise DeepFaultError(f"no labelled input left to fine-tune on ({detail}){hint}")
     n = len(found_x)
     rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(23,)))
@@ -225,8 +267,17 @@ def repair(
     mix_idx = np.sort(rng.choice(n_train, size=n_mix, replace=False)) if n_mix else np.zeros(0, np.int64)
     held_set = np.unique(np.concatenate(held_seeds)) if held_seeds else np.zeros(0, np.int64)
     test_pool = np.setdiff1d(np.arange(len(data.x_test)), held_set)
-    baselines = baseline_inputs(config.baselines, net, data, n, seed=config.seed, test_pool=test_pool,
-                                eps=config.eps, bim_steps=config.bim_steps, output_kind=mf.output_kind)
+    baselines = baseline_inputs(
+        config.baselines,
+        net,
+        data,
+        n,
+        seed=config.seed,
+        test_pool=test_pool,
+        eps=config.eps,
+        bim_steps=config.bim_steps,
+        output_kind=mf.output_kind,
+    )
     used = [found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
     clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
     before = evaluate_model(net, data, clean=clean, held=held)
@@ -242,14 +293,34 @@ def repair(
             t0 = time.perf_counter()
             xs = np.concatenate([x.astype(np.float32), data.x_train[mix_idx]])
             ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
-            tuned, tr = finetune(net, xs, ys, epochs=config.epochs, lr=config.lr,
-                                 batch_size=config.batch_size, seed=config.seed)
+            tuned, tr = finetune(
+                net,
+                xs,
+                ys,
+                epochs=config.epochs,
+                lr=config.lr,
+                batch_size=config.batch_size,
+                seed=config.seed,
+            )
             after = evaluate_model(tuned, data, clean=clean, held=held)
-            ref_b = before.clean_test_accuracy if before.clean_test_accuracy is not None else before.test_accuracy
-            ref_a = after.clean_test_accuracy if after.clean_test_accuracy is not None else after.test_accuracy
+            ref_b = (
+                before.clean_test_accuracy if before.clean_test_accuracy is not None else before.test_accuracy
+            )
+            ref_a = (
+                after.clean_test_accuracy if after.clean_test_accuracy is not None else after.test_accuracy
+            )
             change = 100.0 * (ref_a - ref_b)
-            approaches.append(ApproachResult(name, len(x), after, change, change < -config.max_drop,
-                                             tr.train_loss, time.perf_counter() - t0))
+            approaches.append(
+                ApproachResult(
+                    name,
+                    len(x),
+                    after,
+                    change,
+                    change < -config.max_drop,
+                    tr.train_loss,
+                    time.perf_counter() - t0,
+                )
+            )
             if name == "found":
                 repaired = tuned.cpu().eval()
             if bar is not None:
@@ -257,8 +328,20 @@ def repair(
     finally:
         if bar is not None:
             bar.close()
-    result = RepairResult(config, model_name, data.name, tuple(summaries), before, tuple(approaches), n_mix,
-                          int(clean.sum()), splits, repaired, str(device), time.perf_counter() - start)
+    result = RepairResult(
+        config,
+        model_name,
+        data.name,
+        tuple(summaries),
+        before,
+        tuple(approaches),
+        n_mix,
+        int(clean.sum()),
+        splits,
+        repaired,
+        str(device),
+        time.perf_counter() - start,
+    )
     if save_to is not None:
         save_repaired(save_to, mf, result)
     return result
@@ -279,13 +362,18 @@ def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
 
     path = Path(path)
     model = result.model
-    summary = {"from": result.model_name, "inputs": [f.path for f in result.files],
-               "config": result.config.to_dict(), "before": result.before.to_dict(),
-               "after": result.found.after.to_dict()}
+    summary = {
+        "from": result.model_name,
+        "inputs": [f.path for f in result.files],
+        "config": result.config.to_dict(),
+        "before": result.before.to_dict(),
+        "after": result.found.after.to_dict(),
+    }
     if mf.arch in list_architectures():
         meta = {**mf.meta, "test_accuracy": result.found.after.test_accuracy, "repair": summary}
-        return save_model(path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds,
-                                          mf.output_kind, meta))
+        return save_model(
+            path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)
+        )
     with atomic_path(path) as tmp:
         try:
             torch.jit.save(torch.jit.script(model), str(tmp))
@@ -293,7 +381,9 @@ def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
 
             load_torchscript(tmp)
         except Exception:  # noqa: BLE001 (any scripting failure falls back to pickling)
-            log.warning("%s does not script to TorchScript; writing a pickled module (open it with "
-                        "--trust-pickle)", result.model_name)
+            log.warning(
+                "%s does not script to TorchScript; writing a pickled module (open it with --trust-pickle)",
+                result.model_name,
+            )
             torch.save(model, tmp)
     return path

@@ -26,15 +26,21 @@ __all__ = ["PAPER", "render_report", "write_result_page", "collect"]
 PAPER = {
     "deepxplore": {"gain_over_baselines_points": (1.0, 3.0), "inputs": 100, "epochs": 5},
     "drfuzz": {
-        "supply": {"drfuzz": {"drfuzz": 84.58, "deephunter": 59.42, "change": 0.78},
-                   "deephunter": {"drfuzz": 58.99, "deephunter": 80.71, "change": 0.90}},
-        "adv-bim": {"drfuzz": {"drfuzz": 87.69, "deephunter": 73.38, "change": 0.84},
-                    "deephunter": {"drfuzz": 45.47, "deephunter": 79.42, "change": 0.56}},
+        "supply": {
+            "drfuzz": {"drfuzz": 84.58, "deephunter": 59.42, "change": 0.78},
+            "deephunter": {"drfuzz": 58.99, "deephunter": 80.71, "change": 0.90},
+        },
+        "adv-bim": {
+            "drfuzz": {"drfuzz": 87.69, "deephunter": 73.38, "change": 0.84},
+            "deephunter": {"drfuzz": 45.47, "deephunter": 79.42, "change": 0.56},
+        },
     },
 }
 
 _XP = re.compile(r"deepxplore/repeat=(?P<r>\d+)/(?:model=(?P<model>[^/]+)|found)")
-_DR = re.compile(r"(?P<scenario>[^/]+)/(?:repair/train=(?P<train>[^/]+)|faults/(?P<strategy>[^/]+))/seed(?P<seed>\d+)")
+_DR = re.compile(
+    r"(?P<scenario>[^/]+)/(?:repair/train=(?P<train>[^/]+)|faults/(?P<strategy>[^/]+))/seed(?P<seed>\d+)"
+)
 
 
 def _pct(v) -> str:
@@ -57,7 +63,10 @@ def _html_table(headers, rows) -> str:
 
 
 def _md_table(headers, rows) -> str:
-    lines = ["| " + " | ".join(str(h) for h in headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    lines = [
+        "| " + " | ".join(str(h) for h in headers) + " |",
+        "|" + "|".join(" --- " for _ in headers) + "|",
+    ]
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
@@ -68,17 +77,40 @@ def result_rows(result: dict) -> tuple[list[str], list[list]]:
     """The before/after table of a :meth:`~.results.RepairResult.to_dict`."""
     files = [f["name"] for f in result["files"]]
     rf_files = [f["name"] for f in result["files"] if f["kind"] == "regress"]
-    headers = ["model", "inputs", "test acc %", "clean test acc %", "change (pts)",
-               *[f"held-out {n} %" for n in files], *[f"#RF {n}" for n in rf_files], "flag"]
+    headers = [
+        "model",
+        "inputs",
+        "test acc %",
+        "clean test acc %",
+        "change (pts)",
+        *[f"held-out {n} %" for n in files],
+        *[f"#RF {n}" for n in rf_files],
+        "flag",
+    ]
 
     def row(name, inputs, ev, change, flag):
-        return [name, inputs, _pct(ev["test_accuracy"]), _pct(ev["clean_test_accuracy"]), change,
-                *[_pct(ev["held_out"].get(n)) for n in files], *[ev["rf"].get(n, "-") for n in rf_files], flag]
+        return [
+            name,
+            inputs,
+            _pct(ev["test_accuracy"]),
+            _pct(ev["clean_test_accuracy"]),
+            change,
+            *[_pct(ev["held_out"].get(n)) for n in files],
+            *[ev["rf"].get(n, "-") for n in rf_files],
+            flag,
+        ]
 
     rows = [row("before", "-", result["before"], "-", "")]
     for a in result["approaches"]:
-        rows.append(row(a["name"], a["inputs"], a["after"], f"{a['test_change']:+.2f}",
-                        "flagged" if a["flagged"] else ""))
+        rows.append(
+            row(
+                a["name"],
+                a["inputs"],
+                a["after"],
+                f"{a['test_change']:+.2f}",
+                "flagged" if a["flagged"] else "",
+            )
+        )
     return headers, rows
 
 
@@ -90,8 +122,9 @@ def write_result_page(path, result, provenance: dict | None = None) -> Path | No
     from .._io import atomic_path
 
     try:
-        from ..experiment.report import image_tag, render_page
         import jinja2  # noqa: F401
+
+        from ..experiment.report import image_tag, render_page
     except ModuleNotFoundError:
         return None
     import tempfile
@@ -99,16 +132,35 @@ def write_result_page(path, result, provenance: dict | None = None) -> Path | No
     from .figures import accuracy_bars
 
     d = result.to_dict()
-    files_rows = [[f["name"], f["kind"], f["inputs"], f["used"], f["ties"], f["tie_policy"] or "-", f["train"],
-                   f["held_out"], f["source"]] for f in d["files"]]
-    body = ["<h2>Input files</h2>", _html_table(["file", "kind", "inputs", "labelled", "ties", "ties are",
-                                                 "train", "held out", "labels"], files_rows)]
+    files_rows = [
+        [
+            f["name"],
+            f["kind"],
+            f["inputs"],
+            f["used"],
+            f["ties"],
+            f["tie_policy"] or "-",
+            f["train"],
+            f["held_out"],
+            f["source"],
+        ]
+        for f in d["files"]
+    ]
+    body = [
+        "<h2>Input files</h2>",
+        _html_table(
+            ["file", "kind", "inputs", "labelled", "ties", "ties are", "train", "held out", "labels"],
+            files_rows,
+        ),
+    ]
     headers, rows = result_rows(d)
-    body += ["<h2>Before and after</h2>",
-             f"<p>{d['mixed']} training inputs mixed into every fine-tuning; clean test accuracy on the "
-             f"{d['clean_test']} test inputs no approach trained on; changes in points of clean test accuracy; "
-             f"flagged when a repair loses more than {d['config']['max_drop']:g} points.</p>",
-             _html_table(headers, rows)]
+    body += [
+        "<h2>Before and after</h2>",
+        f"<p>{d['mixed']} training inputs mixed into every fine-tuning; clean test accuracy on the "
+        f"{d['clean_test']} test inputs no approach trained on; changes in points of clean test accuracy; "
+        f"flagged when a repair loses more than {d['config']['max_drop']:g} points.</p>",
+        _html_table(headers, rows),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         groups = {"clean test": {"before": d["before"]["clean_test_accuracy"]}}
         for a in d["approaches"]:
@@ -132,8 +184,12 @@ def write_result_page(path, result, provenance: dict | None = None) -> Path | No
 def collect(store, experiment: str) -> dict:
     """The repair cells: ``{"deepxplore": {model: {repeat: data}}, "found": {repeat: data},
     "drfuzz": {scenario: {train: {seed: data}}}, "faults": {scenario: {strategy: {seed: data}}}}``."""
-    out = {"deepxplore": defaultdict(dict), "found": {}, "drfuzz": defaultdict(lambda: defaultdict(dict)),
-           "faults": defaultdict(lambda: defaultdict(dict))}
+    out = {
+        "deepxplore": defaultdict(dict),
+        "found": {},
+        "drfuzz": defaultdict(lambda: defaultdict(dict)),
+        "faults": defaultdict(lambda: defaultdict(dict)),
+    }
     out["errors"] = {}
     for rec in store.records(experiment, "repair", arrays=False):
         if "error" in rec.data:
@@ -169,15 +225,26 @@ def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
 
     models = sorted(cells)
     baselines = [a["name"] for a in next(iter(cells[models[0]].values()))["approaches"][1:]] if models else []
-    headers = ["model", "repeats", "found inputs (train/held)", "before %", "found %",
-               *[f"{b} %" for b in baselines], *[f"gain over {b} (pts)" for b in baselines],
-               *[f"p (found > {b}), A12" for b in baselines], "held-out before %", "held-out after %"]
+    headers = [
+        "model",
+        "repeats",
+        "found inputs (train/held)",
+        "before %",
+        "found %",
+        *[f"{b} %" for b in baselines],
+        *[f"gain over {b} (pts)" for b in baselines],
+        *[f"p (found > {b}), A12" for b in baselines],
+        "held-out before %",
+        "held-out after %",
+    ]
     rows, data = [], {}
     for model in models:
         runs = [cells[model][r] for r in sorted(cells[model])]
         before = [c["before"]["clean_test_accuracy"] for c in runs]
         change = {a: [_approach(c, a)["test_change"] for c in runs] for a in ["found", *baselines]}
-        after = {a: [_approach(c, a)["after"]["clean_test_accuracy"] for c in runs] for a in ["found", *baselines]}
+        after = {
+            a: [_approach(c, a)["after"]["clean_test_accuracy"] for c in runs] for a in ["found", *baselines]
+        }
         held_b = [next(iter(c["before"]["held_out"].values()), None) for c in runs]
         held_a = [next(iter(_approach(c, "found")["after"]["held_out"].values()), None) for c in runs]
         gains, tests = [], []
@@ -190,19 +257,45 @@ def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
             else:
                 tests.append("-")
         files = [c["files"][0] for c in runs]
-        rows.append([model, len(runs), f"{np.mean([f['train'] for f in files]):.0f}/"
-                     f"{np.mean([f['held_out'] for f in files]):.0f}", _pm(before), _pm(after["found"]),
-                     *[_pm(after[b]) for b in baselines], *gains, *tests, _pm(held_b), _pm(held_a)])
-        data[model] = {"before": before, "after": after, "change": change, "held_out_before": held_b,
-                       "held_out_after": held_a, "ties": [f["ties"] for f in files]}
+        rows.append(
+            [
+                model,
+                len(runs),
+                f"{np.mean([f['train'] for f in files]):.0f}/{np.mean([f['held_out'] for f in files]):.0f}",
+                _pm(before),
+                _pm(after["found"]),
+                *[_pm(after[b]) for b in baselines],
+                *gains,
+                *tests,
+                _pm(held_b),
+                _pm(held_a),
+            ]
+        )
+        data[model] = {
+            "before": before,
+            "after": after,
+            "change": change,
+            "held_out_before": held_b,
+            "held_out_after": held_a,
+            "ties": [f["ties"] for f in files],
+        }
     return headers, rows, data
 
 
 def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
     """RQ3's cross table: accuracy (%) of M2 fine-tuned on one strategy's faults, on each
     strategy's held-out faults (mean ± sd over seeds), beside the README's."""
-    headers = ["scenario", "train on", "seeds", "test on", "ours %", "paper %", "clean test change (pts)",
-               "paper change %", "#RF left / held out"]
+    headers = [
+        "scenario",
+        "train on",
+        "seeds",
+        "test on",
+        "ours %",
+        "paper %",
+        "clean test change (pts)",
+        "paper change %",
+        "#RF left / held out",
+    ]
     rows, data = [], {}
     for scenario in sorted(cells):
         for train in sorted(cells[scenario]):
@@ -214,12 +307,28 @@ def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
                 accs = [_approach(c, "found")["after"]["held_out"].get(f["name"]) for c in runs]
                 rf = [_approach(c, "found")["after"]["rf"].get(f["name"]) for c in runs]
                 held = [next(x for x in c["files"] if x["name"] == f["name"])["held_out"] for c in runs]
-                rows.append([scenario, train, len(runs), test, _pm(accs), paper.get(test, "-"), _pm(changes),
-                             paper.get("change", "-"), f"{np.mean([r for r in rf if r is not None]):.0f} / "
-                             f"{np.mean(held):.0f}" if any(r is not None for r in rf) else "-"])
+                rows.append(
+                    [
+                        scenario,
+                        train,
+                        len(runs),
+                        test,
+                        _pm(accs),
+                        paper.get(test, "-"),
+                        _pm(changes),
+                        paper.get("change", "-"),
+                        f"{np.mean([r for r in rf if r is not None]):.0f} / {np.mean(held):.0f}"
+                        if any(r is not None for r in rf)
+                        else "-",
+                    ]
+                )
                 data.setdefault(scenario, {}).setdefault(train, {})[test] = {
-                    "accuracy": accs, "paper": paper.get(test), "test_change_points": [100 * c for c in changes],
-                    "rf_after": rf, "held_out": held}
+                    "accuracy": accs,
+                    "paper": paper.get(test),
+                    "test_change_points": [100 * c for c in changes],
+                    "rf_after": rf,
+                    "held_out": held,
+                }
     return headers, rows, data
 
 
@@ -258,31 +367,48 @@ def render_report(store, config_hash: str, out_dir) -> dict:
     if cells["deepxplore"]:
         h, r, d = deepxplore_table(cells["deepxplore"])
         found = cells["found"]
-        note = (f"DeepXplore section 7.3 / Figure 10: each model fine-tuned on difference-inducing inputs "
-                f"(majority vote of LeNet-1/4/5; {np.mean([f['kept'] for f in found.values()]):.0f} kept per "
-                "repeat, 30% held out by seed) mixed with training inputs, against as many random test inputs "
-                "and FGSM inputs. Clean test accuracy (test inputs no approach trained on), mean ± sd over "
-                "repeats; gain = found's change minus the baseline's, in points; one-sided Mann-Whitney U over "
-                "repeats. Paper: found inputs gave 1-3 points more than random or FGSM inputs.")
+        note = (
+            f"DeepXplore section 7.3 / Figure 10: each model fine-tuned on difference-inducing inputs "
+            f"(majority vote of LeNet-1/4/5; {np.mean([f['kept'] for f in found.values()]):.0f} kept per "
+            "repeat, 30% held out by seed) mixed with training inputs, against as many random test inputs "
+            "and FGSM inputs. Clean test accuracy (test inputs no approach trained on), mean ± sd over "
+            "repeats; gain = found's change minus the baseline's, in points; one-sided Mann-Whitney U over "
+            "repeats. Paper: found inputs gave 1-3 points more than random or FGSM inputs."
+        )
         add("DeepXplore Figure 10: accuracy after augmenting", note, h, r, d, "figure10")
         groups = {m: {a: float(np.mean(v)) for a, v in d[m]["after"].items()} for m in d}
         for m in d:
             groups[m] = {"before": float(np.mean(d[m]["before"])), **groups[m]}
-        figure(accuracy_bars(groups, out / "figure10.png", title="clean test accuracy after fine-tuning"),
-               "Figure 10: clean test accuracy before and after each augmentation (mean over repeats).")
+        figure(
+            accuracy_bars(groups, out / "figure10.png", title="clean test accuracy after fine-tuning"),
+            "Figure 10: clean test accuracy before and after each augmentation (mean over repeats).",
+        )
     if cells["drfuzz"]:
         h, r, d = drfuzz_table(cells["drfuzz"])
-        faults = {f"{s}/{t}": np.mean([c["faults"] for c in cells["faults"][s][t].values()])
-                  for s in cells["faults"] for t in cells["faults"][s]}
-        note = ("DRFuzz RQ3: M2 fine-tuned on one fuzzer's regression faults (70% of seeds, mixed with as many "
-                "training inputs), tested on each fuzzer's held-out faults (the same held-out seeds); faults "
-                "per campaign: " + ", ".join(f"{k} {v:.0f}" for k, v in faults.items()) + ". Before "
-                "fine-tuning M2 gets every fault wrong (0%).")
+        faults = {
+            f"{s}/{t}": np.mean([c["faults"] for c in cells["faults"][s][t].values()])
+            for s in cells["faults"]
+            for t in cells["faults"][s]
+        }
+        note = (
+            "DRFuzz RQ3: M2 fine-tuned on one fuzzer's regression faults (70% of seeds, mixed with as many "
+            "training inputs), tested on each fuzzer's held-out faults (the same held-out seeds); faults "
+            "per campaign: " + ", ".join(f"{k} {v:.0f}" for k, v in faults.items()) + ". Before "
+            "fine-tuning M2 gets every fault wrong (0%)."
+        )
         add("DRFuzz RQ3: accuracy on each fuzzer's faults after fine-tuning", note, h, r, d, "rq3")
     if cells["errors"]:
         lines = [f"{k}: {v}" for k, v in sorted(cells["errors"].items())]
         md.extend(["## Cells without a repair", "", *[f"- {x}" for x in lines], ""])
-        parts.append("<h2>Cells without a repair</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines)
-                     + "</ul>")
+        parts.append(
+            "<h2>Cells without a repair</h2><ul>"
+            + "".join(f"<li>{html.escape(x)}</li>" for x in lines)
+            + "</ul>"
+        )
     title = "Repair with found inputs"
-    return {"title": title, "markdown": "\n".join(md), "html": "\n".join(parts), "files": [str(p) for p in files]}
+    return {
+        "title": title,
+        "markdown": "\n".join(md),
+        "html": "\n".join(parts),
+        "files": [str(p) for p in files],
+    }

@@ -32,8 +32,12 @@ class Evaluation:
     rf: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"test_accuracy": self.test_accuracy, "clean_test_accuracy": self.clean_test_accuracy,
-                "held_out": dict(self.held_out), "rf": dict(self.rf)}
+        return {
+            "test_accuracy": self.test_accuracy,
+            "clean_test_accuracy": self.clean_test_accuracy,
+            "held_out": dict(self.held_out),
+            "rf": dict(self.rf),
+        }
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,15 @@ class ApproachResult:
     seconds: float
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "inputs": self.inputs, "after": self.after.to_dict(),
-                "test_change": self.test_change, "flagged": self.flagged, "train_loss": self.train_loss,
-                "seconds": self.seconds}
+        return {
+            "name": self.name,
+            "inputs": self.inputs,
+            "after": self.after.to_dict(),
+            "test_change": self.test_change,
+            "flagged": self.flagged,
+            "train_loss": self.train_loss,
+            "seconds": self.seconds,
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,10 +153,16 @@ class RepairResult:
     def to_dict(self) -> dict:
         """Everything but the model, as JSON-ready values (held-out rows included)."""
         return {
-            "config": self.config.to_dict(), "model": self.model_name, "dataset": self.dataset,
-            "files": [f.to_dict() for f in self.files], "mixed": self.mixed, "clean_test": self.clean_test,
-            "before": self.before.to_dict(), "approaches": [a.to_dict() for a in self.approaches],
-            "flagged": [a.name for a in self.approaches if a.flagged], "device": self.device,
+            "config": self.config.to_dict(),
+            "model": self.model_name,
+            "dataset": self.dataset,
+            "files": [f.to_dict() for f in self.files],
+            "mixed": self.mixed,
+            "clean_test": self.clean_test,
+            "before": self.before.to_dict(),
+            "approaches": [a.to_dict() for a in self.approaches],
+            "flagged": [a.name for a in self.approaches if a.flagged],
+            "device": self.device,
             "seconds": self.seconds,
             "held_out_rows": {k: v[1].tolist() for k, v in self.splits.items()},
         }
