@@ -136,3 +136,14 @@ def test_config_errors():
     ):
         with pytest.raises(DeepFaultError, match=match):
             RepairConfig(**bad).validate()
+
+
+def test_a_model_outside_the_zoo_is_saved_as_torchscript(task):
+    d, data = task
+    module = open_model(d / "m.pt").model
+    r = repair(module, d / "run.npz", dataset=data, epochs=1, baselines=(), save_to=d / "ts.pt")
+    mf = open_model(d / "ts.pt")
+    assert mf.arch == "torchscript"
+    x = torch.as_tensor(data.x_test[:20])
+    with torch.no_grad():
+        torch.testing.assert_close(mf.model(x), r.model(x))

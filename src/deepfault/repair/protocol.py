@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -376,10 +377,12 @@ def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
         )
     with atomic_path(path) as tmp:
         try:
-            torch.jit.save(torch.jit.script(model), str(tmp))
             from ..models.torchscript import load_torchscript
 
-            load_torchscript(tmp)
+            with warnings.catch_warnings():  # TorchScript is deprecated, but it is what open_model reads
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.jit.save(torch.jit.script(model), str(tmp))
+                load_torchscript(tmp)
         except Exception:  # noqa: BLE001 (any scripting failure falls back to pickling)
             log.warning(
                 "%s does not script to TorchScript; writing a pickled module (open it with --trust-pickle)",
