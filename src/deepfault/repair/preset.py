@@ -449,7 +449,7 @@ def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device,
             config.epochs,
             config.arch,
         ):
-            return record
+            return {**record, "m1_path": str(paths[0]), "m2_path": str(paths[1])}
     return make_scenario(
         name,
         config.arch,
