@@ -48,6 +48,7 @@ from .localization.synthesis import synthesize
 from .models.fingerprint import fingerprint
 from .models.prepare import PreparedModel, prepare_model
 from .xplore import xplore
+from .repair import repair
 
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "rank_inputs",
     "xplore",
     "regress",
+    "repair",
     "DeepFaultError",
     "Dataset",
     "Evaluation",

@@ -10,12 +10,13 @@ from .coverage import METHOD as COVERAGE
 from .experiment.method import METHODS, register_method
 from .fuzz import METHOD as DRFUZZ
 from .localization import METHOD as DEEPFAULT
+from .repair import METHOD as REPAIR
 from .xplore import METHOD as DEEPXPLORE
 
-__all__ = ["ALL", "DEEPFAULT", "COVERAGE", "DEEPXPLORE", "DRFUZZ"]
+__all__ = ["ALL", "DEEPFAULT", "COVERAGE", "DEEPXPLORE", "DRFUZZ", "REPAIR"]
 
 #: Every method, in the order the CLI and the docs list them.
-ALL = (DEEPFAULT, COVERAGE, DEEPXPLORE, DRFUZZ)
+ALL = (DEEPFAULT, COVERAGE, DEEPXPLORE, DRFUZZ, REPAIR)
 
 for _method in ALL:
     if _method.name not in METHODS:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers.docs import DOCS, README, ROOT
 
 
@@ -19,7 +20,8 @@ def test_site_builds_strictly(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     out = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+         "--site-dir", str(tmp_path / "site")],
         cwd=ROOT, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin",
                                                        "HOME": str(tmp_path)}, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

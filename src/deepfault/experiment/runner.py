@@ -8,7 +8,10 @@ returns an :class:`ExperimentSummary`. A preset implements three things:
 
 - :meth:`~ExperimentPreset.plan`: load data and models, and say which cells exist and what
   configuration identifies them (everything that changes a result goes into the hash);
-- :meth:`~ExperimentPreset.jobs`: the jobs that compute the cells not yet in the store;
+- :meth:`~ExperimentPreset.jobs`: the jobs that compute the cells not yet in the store
+  (a preset whose later cells need earlier ones lists its cells in :attr:`Plan.stages`:
+  each stage's jobs are made once the stages before it are stored, and can read them
+  through ``context.store``);
 - :attr:`~ExperimentPreset.job_function`: a module-level function ``job -> JobOutput``
   (picklable, so any executor can run it).
 """
@@ -20,7 +23,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, final
 
@@ -45,6 +48,8 @@ class RunContext:
     progress: bool = False
     seed: int | None = None
     argv: list[str] | None = None
+    #: The open results store while jobs are made (for stages that read earlier cells).
+    store: ResultStore | None = None
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Plan:
         extra: Recorded with the configuration but not hashed (test accuracies, ...).
         model_accuracy: Test accuracy of each model, for the summary.
         state: The preset's own objects (data, models) for :meth:`ExperimentPreset.jobs`.
+        stages: ``cells`` split into stages run in order (default: one stage).
     """
 
     name: str
@@ -66,6 +72,7 @@ class Plan:
     extra: dict = field(default_factory=dict)
     model_accuracy: dict[str, float] = field(default_factory=dict)
     state: Any = None
+    stages: list[list[str]] | None = None
 
 
 @dataclass
@@ -185,15 +192,17 @@ class ExperimentPreset(ABC):
                             method=self.method)
                 done = store.done(key, self.method)
                 todo = [c for c in plan.cells if c not in done]
-                jobs = self.jobs(plan, todo, context, key)
+                context = replace(context, store=store)
                 bar = _bar(progress, len(plan.cells), len(plan.cells) - len(todo))
                 try:
-                    for _, out in pool.map(type(self).job_function, jobs):
-                        for cell in out.cells:
-                            store.put(key, self.method, cell.cell_id, cell.data, cell.arrays)
-                        results.update(out.summary)
-                        if bar is not None:
-                            bar.update(out.completed or len(out.cells))
+                    for stage in plan.stages or [plan.cells]:
+                        jobs = self.jobs(plan, [c for c in stage if c not in done], context, key)
+                        for _, out in pool.map(type(self).job_function, jobs):
+                            for cell in out.cells:
+                                store.put(key, self.method, cell.cell_id, cell.data, cell.arrays)
+                            results.update(out.summary)
+                            if bar is not None:
+                                bar.update(out.completed or len(out.cells))
                 finally:
                     if bar is not None:
                         bar.close()

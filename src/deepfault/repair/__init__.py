@@ -1,0 +1,54 @@
+"""Repair: fine-tune a model on the failing inputs that testing found, and measure whether they
+helped more than any other inputs would (DeepXplore section 7.3, DRFuzz RQ3).
+
+One module per concept: :mod:`.config` (settings), :mod:`.inputs` (reading ``run`` /
+``xplore`` / ``regress`` files), :mod:`.labels` (labels and the majority vote),
+:mod:`.holdout` (the held-out split by seed), :mod:`.finetune`, :mod:`.baselines`,
+:mod:`.protocol` (:func:`repair`), :mod:`.results`, :mod:`.preset` (the two presets),
+:mod:`.report` and :mod:`.figures`.
+"""
+
+from pathlib import Path
+
+from ..experiment.method import Method
+from .config import BASELINES, TIE_POLICIES, RepairConfig
+from .inputs import InputFile, read_inputs
+from .labels import Labelled, label_inputs, majority_vote
+from .preset import METHOD as _NAME
+from .preset import PRESETS
+from .protocol import evaluate_model, repair, save_repaired
+from .results import ApproachResult, Evaluation, FileSummary, RepairResult
+
+__all__ = [
+    "METHOD",
+    "BASELINES",
+    "TIE_POLICIES",
+    "RepairConfig",
+    "InputFile",
+    "read_inputs",
+    "Labelled",
+    "label_inputs",
+    "majority_vote",
+    "repair",
+    "evaluate_model",
+    "save_repaired",
+    "ApproachResult",
+    "Evaluation",
+    "FileSummary",
+    "RepairResult",
+]
+
+
+def _report(store_path: Path, experiment: dict, out: Path):
+    from ..experiment.report import write_section
+    from .report import render_report
+
+    return write_section(render_report, store_path, experiment, out)
+
+
+#: Repair as the engine sees it.
+METHOD = Method(
+    name=_NAME, title="Repair",
+    description="fine-tuning on the failing inputs found, against random and adversarial inputs",
+    presets=PRESETS, result_type=RepairResult, report=_report, commands=("repair",),
+)

@@ -1,0 +1,86 @@
+"""Baseline augmentations: as many inputs as were found, but not found by testing.
+
+- ``random-train``: random training inputs with their labels;
+- ``random-test``: random test inputs with their labels (DeepXplore Figure 10's "random");
+- ``fgsm``: one FGSM step (:func:`deepfault.xplore.fgsm.fgsm`) from those random test
+  inputs against the model under repair, labelled with the originals' labels
+  (Figure 10's "adversarial");
+- ``bim``: the Basic Iterative Method (:func:`deepfault.fuzz.scenarios.bim`, batched) from
+  the same random test inputs.
+
+Random test inputs are never drawn from a held-out seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+
+__all__ = ["BaselineInputs", "baseline_inputs"]
+
+
+@dataclass(frozen=True, eq=False)
+class BaselineInputs:
+    """Inputs of one baseline: ``x`` ``(n, *input)``, ``y`` ``(n,)`` and the test indices
+    they came from (``None`` for training inputs)."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    test_index: np.ndarray | None
+
+
+def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    if len(pool) == 0:
+        return pool[:0]
+    return np.sort(rng.choice(pool, size=n, replace=n > len(pool)))
+
+
+def baseline_inputs(
+    names,
+    model: nn.Module,
+    data,
+    n: int,
+    *,
+    seed: int,
+    test_pool: np.ndarray,
+    eps: float,
+    bim_steps: int,
+    output_kind: str = "logits",
+) -> list[BaselineInputs]:
+    """The inputs of every baseline in ``names``, ``n`` each.
+
+    Args:
+        names: Baselines (:data:`~.config.BASELINES`).
+        model: The model under repair (the adversarial inputs attack it).
+        data: The data set.
+        n: Inputs per baseline.
+        seed: Seed of the draws.
+        test_pool: Test indices the random test inputs may come from.
+        eps: Radius of FGSM/BIM as a share of the pixel range.
+        bim_steps: BIM iterations.
+        output_kind: ``logits`` or ``probabilities``.
+    """
+    from ..fuzz.scenarios import bim
+    from ..xplore.fgsm import fgsm
+
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(22,)))
+    train_idx = _draw(np.arange(len(data.x_train)), n, rng)
+    test_idx = _draw(np.asarray(test_pool, np.int64), n, rng)
+    x_test, y_test = data.x_test[test_idx], data.y_test[test_idx]
+    lo, hi = (float(b) for b in data.bounds)
+    out = []
+    for name in names:
+        if name == "random-train":
+            out.append(BaselineInputs(name, data.x_train[train_idx], data.y_train[train_idx], None))
+        elif name == "random-test":
+            out.append(BaselineInputs(name, x_test, y_test, test_idx))
+        elif name == "fgsm":
+            x = fgsm(model, x_test, y_test, eps=eps * (hi - lo), bounds=data.bounds, output_kind=output_kind)
+            out.append(BaselineInputs(name, x.numpy(), y_test, test_idx))
+        elif name == "bim":
+            x = bim(model, x_test, y_test, bounds=data.bounds, eps=eps, steps=bim_steps)
+            out.append(BaselineInputs(name, x.numpy(), y_test, test_idx))
+    return out

@@ -1,0 +1,392 @@
+"""``repair``: fine-tune a model on the failing inputs testing found, against baselines.
+
+The way through: input files -> labels (:mod:`.labels`) -> held-out split by seed
+(:mod:`.holdout`) -> found inputs mixed with training inputs -> fine-tuned copy
+(:mod:`.finetune`), and the same for each baseline (:mod:`.baselines`) -> accuracies before
+and after (:class:`~.results.Evaluation`) -> :class:`~.results.RepairResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import DeepFaultError
+from .baselines import baseline_inputs
+from .config import RepairConfig
+from .finetune import finetune
+from .holdout import seed_keys, split_by_seed
+from .inputs import InputFile, read_inputs
+from .labels import label_inputs
+from .results import ApproachResult, Evaluation, FileSummary, RepairResult
+
+__all__ = ["repair", "evaluate_model", "save_repaired"]
+
+log = logging.getLogger(__name__)
+
+
+def _predict(model: nn.Module, x) -> np.ndarray:
+    from ..core.batches import predict
+
+    return predict(model, x).argmax(1).numpy() if len(x) else np.zeros(0, np.int64)
+
+
+def _acc(pred: np.ndarray, y: np.ndarray) -> float | None:
+    return float((pred == y).mean()) if len(y) else None
+
+
+def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> Evaluation:
+    """Accuracies of ``model`` on ``data``'s test split, its ``clean`` part (bool ``(N,)``) and
+    each held-out set: ``held[name] = (x, y, m1_right)`` with ``m1_right`` ``(H,)`` bool for
+    regression faults (else ``None``)."""
+    pred = _predict(model, data.x_test)
+    held_out, rf = {}, {}
+    for name, (x, y, m1_right) in held.items():
+        p = _predict(model, x)
+        held_out[name] = _acc(p, y)
+        if m1_right is not None:
+            rf[name] = int((m1_right & (p != y)).sum())
+    return Evaluation(_acc(pred, data.y_test), _acc(pred[clean], data.y_test[clean]), held_out, rf)
+
+
+def _open(model, dataset, data_dir, arch, trust_pickle):
+    """``(model_file, data, name)`` from a path, a ModelFile or a module."""
+    from ..data import Dataset
+    from ..models import ModelFile, open_model
+    from ..models.prepare import model_label, prepare, reconcile
+
+    if isinstance(model, nn.Module):
+        if not isinstance(dataset, Dataset):
+            raise DeepFaultError(
+                "a model given as an nn.Module needs the data set as a Dataset (dataset=load_dataset(...))"
+            )
+        return (
+            ModelFile(model, type(model).__name__, bounds=tuple(dataset.bounds)),
+            dataset,
+            type(model).__name__,
+        )
+    if isinstance(model, ModelFile):
+        if dataset is None and model.dataset is None:
+            raise DeepFaultError("the model does not name its data set; pass dataset=")
+        data = reconcile(model, dataset if dataset is not None else model.dataset, data_dir=data_dir)
+        return model, data, model.arch
+    if isinstance(dataset, Dataset):
+        mf = open_model(model, arch=arch, trust_pickle=trust_pickle)
+        label = model_label(model, mf)
+        return mf, reconcile(mf, dataset, data_dir=data_dir, label=label), label
+    prepared = prepare(model, dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
+    return prepared.model_file, prepared.data, prepared.label
+
+
+def _unique_names(files: Sequence[InputFile]) -> list[str]:
+    names = []
+    for f in files:
+        name = f.name
+        while name in names:
+            name = f"{f.name}#{len(names)}"
+        names.append(name)
+    return names
+
+
+def _trained(train_on, files, names) -> list[bool]:
+    if train_on is None:
+        return [True] * len(files)
+    chosen = set()
+    for t in train_on:
+        if isinstance(t, int) and 0 <= t < len(files):
+            chosen.add(t)
+        elif isinstance(t, str) and (t in names or t in [str(f.path) for f in files]):
+            chosen.add(
+                next(i for i, (n, f) in enumerate(zip(names, files, strict=True)) if t in (n, str(f.path)))
+            )
+        else:
+            raise DeepFaultError(
+                f"train_on names {t!r}, which is not one of the input files ({', '.join(names)})"
+            )
+    return [i in chosen for i in range(len(files))]
+
+
+def repair(
+    model: str | os.PathLike | nn.Module,
+    inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
+    *,
+    dataset=None,
+    data_dir: str | os.PathLike | None = None,
+    config: RepairConfig | None = None,
+    m1: str | os.PathLike | nn.Module | None = None,
+    device: torch.device | str = "cpu",
+    save_to: str | os.PathLike | None = None,
+    progress: bool = False,
+    arch: str | None = None,
+    trust_pickle: bool = False,
+    train_on: Sequence[int | str] | None = None,
+    **settings,
+) -> RepairResult:
+    """Fine-tune ``model`` on the failing inputs in ``inputs`` and measure what it gained.
+
+    Each input file is labelled where its labels are defined (:mod:`.labels`), split by
+    seed into a part fine-tuned on and a held-out part (:mod:`.holdout`); the parts used
+    are pooled, mixed with ``config.mix`` training inputs each, and a copy of the model is
+    fine-tuned on them. Each baseline (:mod:`.baselines`) fine-tunes another copy on as
+    many other inputs, mixed with the same training inputs. Every model is measured on the
+    test split and on every file's held-out inputs (DeepXplore section 7.3; DRFuzz RQ3).
+
+    Args:
+        model: A model file (any format :func:`deepfault.models.open_model` takes), a
+            :class:`~deepfault.models.ModelFile`, or an ``nn.Module`` (then ``dataset`` must
+            be a :class:`~deepfault.data.Dataset`). Never modified.
+        inputs: One or more files written by ``deepfault run --save-inputs``, ``deepfault
+            xplore`` or ``deepfault regress`` (or :class:`~.inputs.InputFile` objects).
+        dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
+            the one the model file names); the inputs must come from its test split.
+        data_dir: Data root.
+        config: A :class:`~.config.RepairConfig`; ``settings`` (``epochs=``, ``holdout=``,
+            ...) replace its fields.
+        m1: For ``regress`` files, M1 (file or module) to recompute which held-out faults M1
+            gets right; by default the M1 predictions saved in the file are used.
+        device: Where to fine-tune.
+        save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
+        progress: Progress bars.
+        arch, trust_pickle: As in :func:`deepfault.models.open_model`.
+        train_on: Fine-tune only on these files' training parts (indices or file names);
+            the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
+
+    Returns:
+        A :class:`~.results.RepairResult`.
+
+    Raises:
+        DeepFaultError: Unreadable files, inputs that do not fit the model, or no labelled
+            input left to fine-tune on.
+
+    Example:
+        >>> import deepfault
+        >>> r = deepfault.repair("lenet5-mnist.pt", ["xplore-result.npz"],
+        ...                      data_dir="data", epochs=5)  # doctest: +SKIP
+        >>> r.found.after.held_out, r.found.test_change  # doctest: +SKIP
+    """
+    start = time.perf_counter()
+    config = replace(config or RepairConfig(), **settings).validate()
+    device = torch.device(device)
+    mf, data, model_name = _open(model, dataset, data_dir, arch, trust_pickle)
+    net = mf.model.to(device).eval()
+    files = [
+        f if isinstance(f, InputFile) else read_inputs(f)
+        for f in ([inputs] if isinstance(inputs, (str, os.PathLike, InputFile)) else list(inputs))
+    ]
+    if not files:
+        raise DeepFaultError(
+            "no inputs file given; give one or more .npz files of 'deepfault run', 'xplore' or 'regress'"
+        )
+    m1_net = None
+    if m1 is not None:
+        m1_net = m1 if isinstance(m1, nn.Module) else _open(m1, data, data_dir, arch, trust_pickle)[0].model
+        m1_net = m1_net.to(device).eval()
+    keys = seed_keys(len(data.x_test), config.seed)
+    names = _unique_names(files)
+    trained = _trained(train_on, files, names)
+    summaries, splits, held, parts = [], {}, {}, []
+    held_seeds = []
+    for name, f, use in zip(names, files, trained, strict=True):
+        if f.inputs.shape[1:] != data.input_shape:
+            raise DeepFaultError(
+                f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
+                f"{data.input_shape}; give the model and data set the inputs were made for"
+            )
+        lab = label_inputs(f, vote_model=config.vote_model, ties=config.ties, num_classes=data.num_classes)
+        if lab.ties:
+            log.info(
+                "%s: %d of %d votes tied (%s)",
+                f.name,
+                lab.ties,
+                len(f),
+                "dropped" if config.ties == "drop" else "labelled with the seed's class",
+            )
+        bad = (lab.labels < 0) | (lab.labels >= data.num_classes)
+        if bad.any():
+            raise DeepFaultError(
+                f"{f.name} has labels outside the {data.num_classes} classes of {data.name!r}"
+            )
+        tr, ho = split_by_seed(lab.seed_index, holdout=config.holdout, keys=keys)
+        splits[name] = (lab.rows[tr], lab.rows[ho])
+        seeds = lab.seed_index
+        summaries.append(
+            FileSummary(
+                name,
+                str(f.path),
+                f.kind,
+                len(f),
+                len(lab.rows),
+                lab.source,
+                lab.ties,
+                lab.tie_policy,
+                len(tr),
+                len(ho),
+                len(np.unique(seeds[tr])),
+                len(np.unique(seeds[ho])),
+                use,
+            )
+        )
+        x_ho, y_ho = lab.inputs[ho], lab.labels[ho]
+        m1_right = None
+        if f.kind == "regress":
+            m1_pred = f.m1_pred[lab.rows[ho]] if m1_net is None else _predict(m1_net, x_ho)
+            m1_right = m1_pred == y_ho
+        held[name] = (x_ho, y_ho, m1_right)
+        held_seeds.append(seeds[ho])
+        if use:
+            parts.append((lab.inputs[tr], lab.labels[tr], seeds[tr]))
+    if not parts:
+        parts.append(
+            (np.zeros((0, *data.input_shape), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        )
+    found_x = np.concatenate([p[0] for p in parts])
+    found_y = np.concatenate([p[1] for p in parts])
+    found_seeds = np.concatenate([p[2] for p in parts])
+    if len(found_x) == 0:
+        detail = "; ".join(
+            f"{s.name}: {s.used} labelled of {s.inputs}, {s.held_out} held out" for s in summaries
+        )
+        hint = (
+            " (tied votes are dropped: use ties='seed' / --ties seed or a vote model)"
+            if any(s.ties for s in summaries)
+            else ""
+        )
+        raise DeepFaultError(f"no labelled input left to fine-tune on ({detail}){hint}")
+    n = len(found_x)
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(23,)))
+    n_train = len(data.x_train)
+    n_mix = n_train if config.mix is None else min(int(round(config.mix * n)), n_train)
+    mix_idx = np.sort(rng.choice(n_train, size=n_mix, replace=False)) if n_mix else np.zeros(0, np.int64)
+    held_set = np.unique(np.concatenate(held_seeds)) if held_seeds else np.zeros(0, np.int64)
+    test_pool = np.setdiff1d(np.arange(len(data.x_test)), held_set)
+    baselines = baseline_inputs(
+        config.baselines,
+        net,
+        data,
+        n,
+        seed=config.seed,
+        test_pool=test_pool,
+        eps=config.eps,
+        bim_steps=config.bim_steps,
+        output_kind=mf.output_kind,
+    )
+    used = [found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
+    clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
+    before = evaluate_model(net, data, clean=clean, held=held)
+    augmentations = [("found", found_x, found_y)] + [(b.name, b.x, b.y) for b in baselines]
+    approaches, repaired = [], None
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(augmentations), unit="fine-tuning", dynamic_ncols=True)
+    try:
+        for name, x, y in augmentations:
+            t0 = time.perf_counter()
+            xs = np.concatenate([x.astype(np.float32), data.x_train[mix_idx]])
+            ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
+            tuned, tr = finetune(
+                net,
+                xs,
+                ys,
+                epochs=config.epochs,
+                lr=config.lr,
+                batch_size=config.batch_size,
+                seed=config.seed,
+            )
+            after = evaluate_model(tuned, data, clean=clean, held=held)
+            ref_b = (
+                before.clean_test_accuracy if before.clean_test_accuracy is not None else before.test_accuracy
+            )
+            ref_a = (
+                after.clean_test_accuracy if after.clean_test_accuracy is not None else after.test_accuracy
+            )
+            change = 100.0 * (ref_a - ref_b)
+            approaches.append(
+                ApproachResult(
+                    name,
+                    len(x),
+                    after,
+                    change,
+                    change < -config.max_drop,
+                    tr.train_loss,
+                    time.perf_counter() - t0,
+                )
+            )
+            if name == "found":
+                repaired = tuned.cpu().eval()
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    result = RepairResult(
+        config,
+        model_name,
+        data.name,
+        tuple(summaries),
+        before,
+        tuple(approaches),
+        n_mix,
+        int(clean.sum()),
+        splits,
+        repaired,
+        str(device),
+        time.perf_counter() - start,
+    )
+    if save_to is not None:
+        save_repaired(save_to, mf, result)
+    return result
+
+
+def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
+    """Write the model fine-tuned on the found inputs as a PyTorch ``.pt`` that
+    :func:`deepfault.models.open_model` opens.
+
+    A zoo model (``deepfault train``, the scenarios, a state_dict opened with ``--arch``)
+    is written as a deepfault model file with its architecture, data set, bounds and
+    ``meta["repair"]`` (the summary); any other model (TorchScript, Keras, ONNX) as a
+    TorchScript archive when it scripts, else as a pickled module (open it with
+    ``--trust-pickle``). Written atomically.
+    """
+    from .._io import atomic_path
+    from ..models import ModelFile, list_architectures, save_model
+
+    path = Path(path)
+    model = result.model
+    summary = {
+        "from": result.model_name,
+        "inputs": [f.path for f in result.files],
+        "config": result.config.to_dict(),
+        "before": result.before.to_dict(),
+        "after": result.found.after.to_dict(),
+    }
+    if mf.arch in list_architectures():
+        meta = {**mf.meta, "test_accuracy": result.found.after.test_accuracy, "repair": summary}
+        return save_model(
+            path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)
+        )
+    with atomic_path(path) as tmp:
+        try:
+            from ..models.torchscript import load_torchscript
+
+            with warnings.catch_warnings():  # TorchScript is deprecated, but it is what open_model reads
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.jit.save(torch.jit.script(model), str(tmp))
+                load_torchscript(tmp)
+        except Exception:  # noqa: BLE001 (any scripting failure falls back to pickling)
+            log.warning(
+                "%s does not script to TorchScript; writing a pickled module (open it with --trust-pickle)",
+                result.model_name,
+            )
+            torch.save(model, tmp)
+    return path
