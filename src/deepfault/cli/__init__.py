@@ -45,8 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        # A name with a dot is a module path: a method may keep its command in its own package.
-        importlib.import_module(name if "." in name else f"{__name__}.{name}").add_parser(sub)
+        importlib.import_module(f"{__name__}.{name}").add_parser(sub)
     return parser
 
 

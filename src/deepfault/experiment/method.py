@@ -36,9 +36,7 @@ class Method:
         result_type: The dataclass its main public function returns.
         report: ``report(store_path, experiment, out_dir) -> ReportPaths`` writes the report
             of one of its experiments into ``out_dir`` (``None``: it has no stored experiments).
-        commands: Its CLI sub-commands: modules with ``add_parser(sub)``, named ``NAME`` for
-            ``deepfault.cli.NAME`` or by their full path (a method may keep its command in its
-            own package, e.g. ``deepfault.mymethod.cli``).
+        commands: Its CLI sub-commands: modules ``deepfault.cli.NAME`` with ``add_parser(sub)``.
     """
 
     name: str
