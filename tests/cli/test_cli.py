@@ -180,3 +180,18 @@ def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "deepfault", "measures"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "tarantula" in proc.stdout
+
+
+def test_version_verbosity_and_completion(capsys):
+    import logging
+
+    import deepfault
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"deepfault {deepfault.__version__}"
+    assert main(["--print-completion", "bash"]) == 0
+    assert "complete" in capsys.readouterr().out
+    assert main(["-qq", "measures"]) == 0 and logging.getLogger().level == logging.ERROR
+    assert main(["-v", "measures"]) == 0 and logging.getLogger().level == logging.DEBUG
+    assert main(["measures"]) == 0 and logging.getLogger().level == logging.INFO
+    assert main(["-v", "-q", "measures"]) == 2  # one or the other

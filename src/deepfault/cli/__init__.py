@@ -34,14 +34,47 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"deepfault: error: {message} (see '{self.prog} --help')\n")
 
 
+class _Completion(argparse.Action):
+    """``--print-completion SHELL``: shtab's script for the whole parser, then exit."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            import shtab
+        except ModuleNotFoundError:
+            parser.exit(2, "deepfault: error: --print-completion needs shtab; pip install shtab\n")
+        with contextlib.suppress(BrokenPipeError):
+            print(shtab.complete(parser, shell=values))
+        parser.exit(0)
+
+
+def _log_level(args) -> int:
+    """INFO by default; each -v one step more detail, each -q one step less."""
+    step = args.verbose - args.quieter
+    return logging.DEBUG if step > 0 else {0: logging.INFO, -1: logging.WARNING}.get(step, logging.ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``deepfault`` parser with every sub-command (each module's ``add_parser``)."""
     parser = _Parser(
         prog="deepfault",
         description="Test deep neural networks the way software is tested: localise the neurons "
         "behind a classifier's mistakes and synthesize inputs that expose them (DeepFault), measure "
         "coverage, find inputs on which models disagree (DeepXplore), and fuzz a new version of a "
-        "model for regressions (DRFuzz).",
+        "model for regressions (DRFuzz), and fine-tune it on the failing inputs found (repair).",
     )
+    from .._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"deepfault {__version__}")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-v", "--verbose", action="count", default=0,
+                       help="more messages: -v adds debugging detail (before the command)")
+    level.add_argument("-q", "--quiet", action="count", default=0, dest="quieter",
+                       help="fewer messages: -q shows only warnings and errors, -qq only errors "
+                       "(before the command)")
+    parser.add_argument("--print-completion", choices=("bash", "zsh", "tcsh"), metavar="SHELL",
+                        action=_Completion, help="print a tab-completion script for bash, zsh or tcsh "
+                        "(e.g. deepfault --print-completion bash > ~/.local/share/bash-completion/"
+                        "completions/deepfault)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
@@ -58,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     args.argv = ["deepfault", *argv]
-    logging.basicConfig(level=logging.INFO, format="deepfault: %(message)s")
+    logging.basicConfig(level=_log_level(args), format="deepfault: %(message)s", force=True)
     try:
         return args.func(args)
     except DeepFaultError as err:

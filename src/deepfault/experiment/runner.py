@@ -217,6 +217,6 @@ class ExperimentPreset(ABC):
 def _bar(progress: bool, total: int, initial: int):
     if not progress:
         return None
-    from tqdm.auto import tqdm
+    from ..core.progress import progress_bar
 
-    return tqdm(total=total, initial=initial, unit="cell", dynamic_ncols=True)
+    return progress_bar(total, desc="experiment", unit="cell", initial=initial)

@@ -251,9 +251,9 @@ def train_gan(
     completed, d_loss, g_loss, interrupted = 0, float("nan"), float("nan"), False
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..core.progress import progress_bar
 
-        bar = tqdm(total=epochs * steps, unit="batch", dynamic_ncols=True, leave=True)
+        bar = progress_bar(epochs * steps, desc="gan", unit="batch")
     try:
         for epoch in range(epochs):
             order = rng.permutation(n_train)[:per_epoch]

@@ -105,9 +105,9 @@ def fit(
     completed, loss_value, acc_value, interrupted = 0, float("nan"), float("nan"), False
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..core.progress import progress_bar
 
-        bar = tqdm(total=config.epochs * steps_per_epoch, unit="batch", dynamic_ncols=True, leave=True)
+        bar = progress_bar(config.epochs * steps_per_epoch, desc="training", unit="batch")
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(config.seed)

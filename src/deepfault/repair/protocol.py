@@ -286,9 +286,9 @@ def repair(
     approaches, repaired = [], None
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..core.progress import progress_bar
 
-        bar = tqdm(total=len(augmentations), unit="fine-tuning", dynamic_ncols=True)
+        bar = progress_bar(len(augmentations), desc="repair", unit="fine-tuning")
     try:
         for name, x, y in augmentations:
             t0 = time.perf_counter()

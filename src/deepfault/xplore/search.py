@@ -517,9 +517,9 @@ def search(
         groups = [np.arange(i, min(i + size, len(x_all))) for i in range(0, len(x_all), size)]
         bar = None
         if progress and groups:
-            from tqdm.auto import tqdm
+            from ..core.progress import progress_bar
 
-            bar = tqdm(total=len(groups) * (config.iterations + 1), desc="deepxplore", unit="step")
+            bar = progress_bar(len(groups) * (config.iterations + 1), desc="deepxplore", unit="step")
         try:
             for g, rows in enumerate(groups):
                 run.search_group(g, rows, x_all[rows].to(device), draws, bar)
