@@ -64,7 +64,8 @@ class LogProgress:
         if self.total is not None and rate > 0:
             left = f", about {(self.total - self.n) / rate:.0f} s left"
         extra = f" ({self._postfix})" if self._postfix else ""
-        return f"{self.desc}: {self.n}{of} {self.unit}, {elapsed:.0f} s, {rate:.3g} {self.unit}/s{left}{extra}"
+        counts = f"{self.n}{of} {self.unit}, {elapsed:.0f} s, {rate:.3g} {self.unit}/s"
+        return f"{self.desc}: {counts}{left}{extra}"
 
     def _emit(self) -> None:
         self._last = self._clock()
