@@ -17,6 +17,7 @@ See the README for worked examples.
 from . import methods  # noqa: E402,F401,I001  (registers every method with the engine)
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
+from .core.inputs import correct_inputs, inputs_and_labels
 from .coverage import (
     compute_profile,
     list_criteria,
@@ -52,6 +53,8 @@ from .repair import repair
 
 
 __all__ = [
+    "correct_inputs",
+    "inputs_and_labels",
     "PreparedModel",
     "prepare_model",
     "fingerprint",

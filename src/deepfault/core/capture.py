@@ -144,7 +144,15 @@ _FINITE_CHUNK = 4096
 
 
 def as_tensor(inputs, *, name: str = "inputs") -> torch.Tensor:
-    """``inputs`` as a float32 tensor (not copied when it already is one), checked finite."""
+    """``inputs`` as a float32 tensor (not copied when it already is one), checked finite.
+
+    A ``torch.utils.data`` data set or loader gives its inputs
+    (:func:`~deepfault.core.inputs.inputs_and_labels`).
+    """
+    from .inputs import inputs_and_labels, is_torch_data
+
+    if is_torch_data(inputs):
+        inputs = inputs_and_labels(inputs)[0]
     x = torch.as_tensor(np.asarray(inputs) if not isinstance(inputs, torch.Tensor) else inputs)
     if not torch.is_floating_point(x):
         x = x.float()

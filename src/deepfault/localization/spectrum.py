@@ -20,6 +20,7 @@ from torch import nn
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
+from ..core.inputs import unpack
 from ..errors import DeepFaultError, check_int
 
 __all__ = ["Spectrum", "SpectrumAccumulator", "spectrum_counts", "compute_spectrum", "compute_class_spectra"]
@@ -228,6 +229,7 @@ def compute_spectrum(
         >>> spec = compute_spectrum(model, x_test, y_test, target_class=3)  # doctest: +SKIP
         >>> spec.num_failed, spec.layout.num_neurons  # doctest: +SKIP
     """
+    inputs, labels = unpack(inputs, labels)
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
     if target_class is not None:
         target_class = int(target_class)
@@ -272,6 +274,7 @@ def compute_class_spectra(
     Equal, class by class, to :func:`compute_spectrum` with ``target_class=c``; the
     spectrum time is the shared time divided evenly between the classes.
     """
+    inputs, labels = unpack(inputs, labels)
     classes = [int(c) for c in classes]
     lookup = torch.full((max(classes) + 2,), -1, dtype=torch.long) if classes else None
     for g, c in enumerate(classes):
