@@ -105,8 +105,8 @@ class Realism:
 def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
     """``(F,)`` bool: more than half of a seed's inner elements are at or past a bound.
 
-    A seed with no inner element (all at the bounds) saturates when more than half of all
-    its elements are at or past a bound, which for such a seed is always true.
+    An input whose seed has no inner element (all at the bounds) saturates when more than
+    half of all its elements are at or past a bound.
     """
     lo, hi = bounds
     x = inputs.reshape(len(inputs), -1)
