@@ -235,12 +235,11 @@ def test_compat_sets_every_published_choice():
 
 
 def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_path, capsys, two_models):
-    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "60", "--no-clip",
-                           "--step", "10", "--transform", "none", "--iterations", "5",
+    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "60", "--compat",
                            "--out", str(tmp_path / "r.json"))
     assert code == 0, err
     assert "no clipping" in text and "still differ once clipped" in text and "saturate" in text
-    assert "warning: " in text and "a smaller --step (now 10)" in text
+    assert "warning: " in text and "a smaller --step (now 10), --transform none instead of light" in text
     realism = json.loads((tmp_path / "r.json").read_text())["realism"]
     assert realism["outside_bounds"] > 0 and 0 <= realism["still_differ_clipped"] <= 1
     assert json.loads((tmp_path / "r.json").read_text())["provenance"]["threads"] == 1

@@ -17,7 +17,7 @@ from deepfault.errors import DeepFaultError
 from deepfault.testing.xplore_reference import search_reference
 from deepfault.xplore import XploreConfig, search, select_seeds
 from deepfault.xplore.config import PUBLISHED
-from deepfault.xplore.results import measure_realism, saturation_warning
+from deepfault.xplore.results import Realism, measure_realism, saturation_warning
 from deepfault.xplore.search import auto_threads
 from xplore_models import conv
 
@@ -129,6 +129,11 @@ def test_explicit_seed_indices_are_used_in_order():
 # --- realism against a naive computation ---------------------------------------------------
 
 
+def _std(values):
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
 def _naive_realism(inputs, seeds, lo, hi):
     l1, linf, sat, out = [], [], [], []
     for x, s in zip(inputs, seeds, strict=True):
@@ -136,10 +141,9 @@ def _naive_realism(inputs, seeds, lo, hi):
         d = [abs(a - b) for a, b in zip(xs, ss, strict=True)]
         l1.append(sum(d))
         linf.append(max(d))
-        inner = [i for i, v in enumerate(ss) if lo + 1e-6 < v < hi - 1e-6]
-        pinned = [i for i in inner if xs[i] <= lo + 1e-6 or xs[i] >= hi - 1e-6]
-        at = [v for v in xs if v <= lo + 1e-6 or v >= hi - 1e-6]
-        sat.append(len(pinned) / len(inner) > 0.5 if inner else len(at) / len(xs) > 0.5)
+        clipped = [min(max(v, lo), hi) for v in xs]
+        at = [v for v in clipped if v <= lo + 1e-6 or v >= hi - 1e-6]
+        sat.append(len(at) / len(xs) > 0.5 and _std(clipped) < 0.5 * _std(ss))
         out.append(any(v < lo - 1e-6 or v > hi + 1e-6 for v in xs))
     n = len(inputs)
     return sum(l1) / n, sum(linf) / n, sum(sat) / n, sum(out) / n
@@ -155,6 +159,7 @@ def test_realism_equals_a_naive_loop(bounds):
     inputs = seeds + rng.normal(0, 0.8 * (hi - lo), seeds.shape).astype(np.float32)
     inputs[::3] = np.clip(inputs[::3], lo, hi)
     inputs[1::4] = np.where(rng.random(inputs[1::4].shape) < 0.7, hi, inputs[1::4])
+    inputs[2::5] = np.where(rng.random(inputs[2::5].shape) < 0.9, lo, seeds[2::5])  # nearly black squares
     r = measure_realism(inputs, seeds, bounds)
     l1, linf, sat, out = _naive_realism(inputs.astype(np.float64), seeds.astype(np.float64), lo, hi)
     assert r.found == 40 and r.still_differ_clipped is None
@@ -169,17 +174,35 @@ def test_realism_of_nothing_found():
     assert saturation_warning(r) is None
 
 
+def _brightness(w0, b0, w1, b1):
+    """(N, 1, 6, 6) -> logits ``(w0 * mean(x) + b0, w1 * mean(x) + b1)``."""
+    layer = nn.Linear(36, 2)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[w0 / 36] * 36, [w1 / 36] * 36]))
+        layer.bias.copy_(torch.tensor([b0, b1]))
+    return nn.Sequential(nn.Flatten(), layer)
+
+
 def test_saturation_warning_names_the_fixes():
-    models = [conv(0.0), conv(0.05), conv(-0.05)]
-    seeds = np.random.default_rng(0).uniform(0.2, 0.8, (30, 1, 6, 6)).astype(np.float32)
-    config = XploreConfig(step=10.0, transform="none", iterations=5)
-    with pytest.warns(UserWarning, match=r"saturate .*hardly images any more; use a smaller --step \(now 10\) "
-                                         r"or fewer --iterations$"):
+    """Model 0 says 1 once the mean brightness m > 0.5, model 1 never; with target 0 the
+    objective is ``0.5 - (1 - m)``, so ``light`` at s 10 brightens every seed to a white square
+    in one step: the models disagree on it, and it saturates."""
+    models = [_brightness(-1, 1, 0, 0.5), _brightness(0, 0.5, 0.4, 0)]
+    seeds = np.random.default_rng(0).uniform(0.1, 0.5, (10, 1, 6, 6)).astype(np.float32)
+    config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0)
+    with pytest.warns(UserWarning, match=r"100% of the 10 difference-inducing inputs saturate .*hardly images any "
+                                         r"more; use a smaller --step \(now 10\), --transform none instead of "
+                                         r"light or fewer --iterations$"):
         result = search(models, seeds, config=config)
-    assert result.realism.saturated > 0.5
-    assert result.to_dict()["realism"]["saturated"] == result.realism.saturated
-    text = saturation_warning(result.realism, XploreConfig.published())
-    assert text.endswith("use a smaller --step (now 10), --transform none instead of light or fewer --iterations")
+    assert result.found.iteration.tolist() == [1] * 10 and np.all(result.found.inputs == 1.0)
+    assert result.realism.saturated == 1.0
+    assert result.to_dict()["realism"]["saturated"] == 1.0
+    # Without clipping the same step takes m to 10, where model 1 says 1 too: nothing found.
+    assert search(models, seeds, config=XploreConfig(**{**config.to_dict(), "clip": False,
+                                                        "occlusion": (0, 0, 10, 10)})).num_found == 0
+    text = saturation_warning(Realism(10, 300.0, 1.0, 0.9, 0.25, 1.0), XploreConfig(step=0.5))
+    assert text.endswith("use a smaller --step (now 0.5) or fewer --iterations; without clipping only 25% "
+                         "still differ once clipped")
 
 
 def test_small_steps_do_not_warn(recwarn):
