@@ -82,10 +82,10 @@ class Realism:
         found: Inputs measured.
         mean_l1: Mean ``sum |x - seed|`` in the data's units (the paper's "diversity").
         mean_linf: Mean ``max |x - seed|`` in the data's units.
-        saturated: Share of the inputs that saturate: clipped to the bounds, most of their
-            elements are at a bound and less than half of the seed's contrast (standard
-            deviation) is left: a digit turned into a black, white or flat square. ``None``
-            when nothing was found.
+        saturated: Share of the inputs that saturate: clipped to the bounds, less than half
+            of the seed's contrast (standard deviation over the elements) is left, because
+            most pixels were pushed to a bound or shifted together: a digit turned into a
+            black, white or flat grey square. ``None`` when nothing was found.
         still_differ_clipped: For runs without clipping, the share of inputs on which the
             models still disagree once clipped to the bounds (what a saved image would do);
             ``None`` for clipped runs or when nothing was found.
@@ -104,15 +104,17 @@ class Realism:
 
 
 def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
-    """``(F,)`` bool: clipped to ``bounds``, more than half of the input's elements are at a
-    bound and it keeps less than half of its seed's contrast (standard deviation over the
-    elements). Both are needed: an MNIST digit has most pixels at 0 already, and a noisy but
-    recognisable digit has more contrast than its seed, not less."""
+    """``(F,)`` bool: clipped to ``bounds`` (what a saved image shows), the input keeps less
+    than half of its seed's contrast, the standard deviation over its elements.
+
+    Pixels pushed to a bound (black or white squares) or shifted together towards one (flat
+    grey squares) lose the contrast; a noisy but recognisable digit keeps it or gains. The
+    share of pixels at a bound cannot tell these apart on MNIST, where most of a digit's
+    pixels are at 0 already."""
     lo, hi = bounds
     x = np.clip(inputs.reshape(len(inputs), -1), lo, hi)
     s = seeds.reshape(len(seeds), -1)
-    at = (x <= lo + BOUND_TOL) | (x >= hi - BOUND_TOL)
-    return (at.mean(axis=1) > 0.5) & (x.std(axis=1) < 0.5 * s.std(axis=1))
+    return x.std(axis=1) < 0.5 * s.std(axis=1)
 
 
 def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
@@ -149,8 +151,8 @@ def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> 
     if config is None or config.transform == "light":
         fixes.append("--transform none instead of light")
     fixes.append("fewer --iterations")
-    text = (f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate (most "
-            f"pixels at a bound, the seed's contrast gone): they are hardly images any more; use "
+    text = (f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate (pixels "
+            f"pushed to a bound or shifted together: less than half the seed's contrast left): they are hardly images any more; use "
             f"{', '.join(fixes[:-1])} or {fixes[-1]}")
     if realism.still_differ_clipped is not None:
         text += f"; without clipping only {realism.still_differ_clipped:.0%} still differ once clipped"
