@@ -44,9 +44,10 @@ def _number(name: str, value, *, minimum: float | None = None) -> float:
 class XploreConfig:
     """One DeepXplore run.
 
-    The defaults make inputs a user would accept as images: a small step without a domain
-    constraint, clipped to the data's bounds (chosen by measurement on MNIST with three
-    LeNets, ``docs/xplore.md``). The paper's Table 2 parameters with the published code's
+    The defaults make inputs a user would accept as images: step 0.03 without a domain
+    constraint, up to 50 steps, clipped to the data's bounds (chosen by measurement on MNIST
+    with three LeNets, ``docs/xplore.md``: 87% of seeds give a difference, mean L1 93 of 784
+    pixels, none saturated; the paper's s 10 with ``light`` saturates 85%). The paper's Table 2 parameters with the published code's
     choices are one call away: :meth:`published`.
 
     Attributes:
@@ -81,8 +82,8 @@ class XploreConfig:
     seed_indices: tuple[int, ...] | None = None
     lambda1: float = 1.0
     lambda2: float = 0.1
-    step: float = 0.02
-    iterations: int = 20
+    step: float = 0.03
+    iterations: int = 50
     threshold: float = 0.0
     transform: str = "none"
     occlusion: tuple[int, int, int, int] = (0, 0, 10, 10)
