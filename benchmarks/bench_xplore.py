@@ -61,8 +61,9 @@ TARGETS = {
 }
 
 
-def _timed(fn, repeats: int) -> tuple[list[float], object]:
-    fn()  # warm-up
+def _timed(fn, repeats: int, warmup: bool = True) -> tuple[list[float], object]:
+    if warmup:
+        fn()
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
@@ -80,6 +81,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-thread-comparison", action="store_true",
                    help="skip the run on PyTorch's default thread count")
     p.add_argument("--no-table9", action="store_true", help="skip Table 9")
+    p.add_argument("--no-warmup", action="store_true", help="no warm-up run before the timed ones")
+    p.add_argument("--thread-seeds", type=int, default=None,
+                   help="seeds of the thread comparison, both thread counts on the same ones (default: all)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seeds", type=int, default=2000)
     p.add_argument("--ref-seeds", type=int, default=100, help="seeds of the per-seed loop")
@@ -99,13 +103,13 @@ def main(argv=None) -> int:
     index = select_seeds(len(data.x_test), args.seeds, seed=0, replace=config.replace)
     seeds = data.x_test[index]
 
-    def batched(threads=1):
+    def batched(threads=1, count=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            return search(models, seeds, config=config, bounds=data.bounds, seed_index=index, names=NAMES,
-                          threads=threads)
+            return search(models, seeds[:count], config=config, bounds=data.bounds, seed_index=index[:count],
+                          names=NAMES, threads=threads)
 
-    times, result = _timed(batched, args.repeats)
+    times, result = _timed(batched, args.repeats, not args.no_warmup)
     batched_s = statistics.median(times)
     print(f"batched ({args.settings}, 1 thread): {args.seeds} seeds in {batched_s:.2f} s (runs "
           f"{', '.join(f'{t:.2f}' for t in times)}); {result.num_found} found, {result.num_already_differ} "
@@ -115,11 +119,15 @@ def main(argv=None) -> int:
           f"{args.seeds}: batched is {published_ratio:.0f}x faster")
     threads_cmp = None
     if not args.no_thread_comparison and default_threads > 1:
-        t_times, _ = _timed(lambda: batched(default_threads), args.repeats)
-        threads_cmp = {"threads": default_threads, "seconds": t_times, "median_s": statistics.median(t_times),
-                       "slowdown_vs_1_thread": statistics.median(t_times) / batched_s}
-        print(f"on PyTorch's default {default_threads} threads: {threads_cmp['median_s']:.2f} s "
-              f"({threads_cmp['slowdown_vs_1_thread']:.2f}x the one-thread time)")
+        count = args.thread_seeds or args.seeds
+        one, _ = _timed(lambda: batched(1, count), args.repeats, warmup=False)
+        many, _ = _timed(lambda: batched(default_threads, count), args.repeats, warmup=False)
+        threads_cmp = {"seeds": count, "threads": default_threads, "one_thread_s": one,
+                       "default_threads_s": many,
+                       "slowdown_vs_1_thread": statistics.median(many) / statistics.median(one)}
+        print(f"{count} seeds: one thread {statistics.median(one):.2f} s, PyTorch's default "
+              f"{default_threads} "
+              f"threads {statistics.median(many):.2f} s ({threads_cmp['slowdown_vs_1_thread']:.2f}x)")
 
     sub = seeds[: args.ref_seeds]
     start = time.perf_counter()

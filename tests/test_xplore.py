@@ -21,7 +21,6 @@ from deepfault.xplore.search import choose_neurons, normalize
 from tiny_models import has_hooks
 from xplore_models import conv, mlp
 
-
 pytestmark = pytest.mark.filterwarnings("ignore:.*saturate:UserWarning")
 
 

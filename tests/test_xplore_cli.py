@@ -228,7 +228,8 @@ def test_compat_sets_every_published_choice():
     assert {k: getattr(config, k) for k in PUBLISHED} == PUBLISHED
     assert _parsed("--paper") == XploreConfig.published()
     assert _parsed() == XploreConfig()
-    given = _parsed("--compat", "--clip", "--step", "0.05", "--target", "random", "--neurons", "per-iteration")
+    given = _parsed("--compat", "--clip", "--step", "0.05", "--target", "random",
+                    "--neurons", "per-iteration")
     assert (given.clip, given.step, given.target, given.neurons, given.replace) == \
         (True, 0.05, None, "per-iteration", True)
     assert _parsed("--no-clip").clip is False and _parsed("--no-clip").neurons == "per-iteration"

@@ -118,7 +118,8 @@ def test_explicit_seed_indices_are_used_in_order():
     config = XploreConfig(seed_indices=(7, 2, 7), step=0.2, iterations=3)
     result = xplore(models, pool, config=config)
     assert result.seed_index.tolist() == [7, 2, 7]
-    with pytest.raises(DeepFaultError, match=r"seed index 10 is outside the 10 inputs to draw from \(valid: 0..9\)"):
+    with pytest.raises(DeepFaultError,
+                       match=r"seed index 10 is outside the 10 inputs to draw from \(valid: 0..9\)"):
         xplore(models, pool, config=XploreConfig(seed_indices=(1, 10)))
     with pytest.raises(DeepFaultError, match="seed_indices must name at least one seed"):
         XploreConfig(seed_indices=()).validate()
@@ -190,9 +191,9 @@ def test_saturation_warning_names_the_fixes():
     models = [_brightness(-1, 1, 0, 0.5), _brightness(0, 0.5, 0.4, 0)]
     seeds = np.random.default_rng(0).uniform(0.1, 0.5, (10, 1, 6, 6)).astype(np.float32)
     config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0)
-    with pytest.warns(UserWarning, match=r"100% of the 10 difference-inducing inputs saturate .*hardly images any "
-                                         r"more; use a smaller --step \(now 10\), --transform none instead of "
-                                         r"light or fewer --iterations$"):
+    expected = (r"100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
+                r"smaller --step \(now 10\), --transform none instead of light or fewer --iterations$")
+    with pytest.warns(UserWarning, match=expected):
         result = search(models, seeds, config=config)
     assert result.found.iteration.tolist() == [1] * 10 and np.all(result.found.inputs == 1.0)
     assert result.realism.saturated == 1.0

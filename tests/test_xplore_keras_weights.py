@@ -124,12 +124,14 @@ def _deepxplore_keras_lenet(arch: str, rng) -> tuple[list[dict], dict]:
 
     c1, c2 = (4, 12) if arch == "lenet1" else (6, 16)
     hidden = {"lenet1": [], "lenet4": [84], "lenet5": [120, 84]}[arch]
-    layers = [layer("Conv2D", "block1_conv1", filters=c1, kernel_size=[5, 5], activation="relu", padding="same"),
+    conv = {"kernel_size": [5, 5], "activation": "relu", "padding": "same"}
+    layers = [layer("Conv2D", "block1_conv1", filters=c1, **conv),
               layer("MaxPooling2D", "block1_pool1", pool_size=[2, 2]),
-              layer("Conv2D", "block2_conv1", filters=c2, kernel_size=[5, 5], activation="relu", padding="same"),
+              layer("Conv2D", "block2_conv1", filters=c2, **conv),
               layer("MaxPooling2D", "block2_pool1", pool_size=[2, 2]), layer("Flatten", "flatten")]
     layers += [layer("Dense", f"fc{i + 1}", units=u, activation="relu") for i, u in enumerate(hidden)]
-    layers += [layer("Dense", "before_softmax", units=10), layer("Activation", "predictions", activation="softmax")]
+    layers += [layer("Dense", "before_softmax", units=10),
+               layer("Activation", "predictions", activation="softmax")]
     weights, fan_in = {}, 1
     shapes = [("block1_conv1", (5, 5, 1, c1)), ("block2_conv1", (5, 5, c1, c2))]
     widths = [c2 * 7 * 7, *hidden, 10]
@@ -146,10 +148,9 @@ def _deepxplore_keras_lenet(arch: str, rng) -> tuple[list[dict], dict]:
 def test_deepxplore_layers_of_keras_imports_and_zoo_lenets(tmp_path, arch, neurons):
     """Every layer but input and flatten, activated: DeepXplore's 52/148/268 neurons, with the
     Keras import's own softmax as the softmax layer (not a softmax of its probabilities)."""
-    from test_keras_import import functional_config, write_full
-
     from deepfault.core.capture import _resolve, capture
     from deepfault.models import open_model
+    from test_keras_import import functional_config, write_full
 
     layers, weights = _deepxplore_keras_lenet(arch, np.random.default_rng(0))
     mf = open_model(write_full(tmp_path / "m.h5", functional_config(layers, [28, 28, 1]), weights))

@@ -293,7 +293,8 @@ def _summary(result, labels, data, device) -> str:
     w(f"lambda1 {cfg.lambda1:g}, lambda2 {cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations, "
       f"t {cfg.threshold:g}, constraint {constraint}, target "
       f"{'random' if cfg.target is None else labels[cfg.target]}, neurons {cfg.neurons}, "
-      f"objective {cfg.objective}, layers {cfg.layers}, {'clipped to the bounds' if cfg.clip else 'no clipping'}"
+      f"objective {cfg.objective}, layers {cfg.layers}, "
+      f"{'clipped to the bounds' if cfg.clip else 'no clipping'}"
       f"{', seeds with replacement' if cfg.replace else ''}\n\n")
     rows = []
     for s in result.summaries():

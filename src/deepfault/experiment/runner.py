@@ -190,7 +190,8 @@ class ExperimentPreset(ABC):
         unknown = sorted(set(opts) - known)
         if unknown:
             what = f"its options: {', '.join(sorted(self.options))}" if self.options else "it takes none"
-            raise DeepFaultError(f"preset {self.name!r} has no option {unknown[0].replace('_', '-')!r}; {what}")
+            bad = unknown[0].replace("_", "-")
+            raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}; {what}")
         context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv, opts)
         self.check(context)
         plan = self.plan(context)

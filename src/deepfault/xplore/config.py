@@ -47,8 +47,9 @@ class XploreConfig:
     The defaults make inputs a user would accept as images: step 0.03 without a domain
     constraint, up to 50 steps, clipped to the data's bounds (chosen by measurement on MNIST
     with three LeNets, ``docs/xplore.md``: 87% of seeds give a difference, mean L1 93 of 784
-    pixels, none saturated; the paper's s 10 with ``light`` saturates 85%). The paper's Table 2 parameters with the published code's
-    choices are one call away: :meth:`published`.
+    pixels, none saturated; the paper's s 10 with ``light`` saturates 85%). The paper's
+    Table 2 parameters with the published code's choices are one call away:
+    :meth:`published`.
 
     Attributes:
         seeds: Number of seed inputs drawn from the pool.
@@ -100,8 +101,8 @@ class XploreConfig:
             try:
                 object.__setattr__(self, "seed_indices", tuple(self.seed_indices))
             except TypeError:
-                raise DeepFaultError(f"seed_indices must be a sequence of indices; got {self.seed_indices!r}") \
-                    from None
+                raise DeepFaultError(
+                    f"seed_indices must be a sequence of indices; got {self.seed_indices!r}") from None
 
     @classmethod
     def published(cls, **overrides) -> XploreConfig:

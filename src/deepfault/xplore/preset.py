@@ -325,7 +325,8 @@ class DeepXploreMnist(ExperimentPreset):
 
 def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
                argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None, options: dict[str, str] | None = None) -> ExperimentSummary:
+               config: PresetConfig | None = None,
+               options: dict[str, str] | None = None) -> ExperimentSummary:
     """Run (or resume) the DeepXplore MNIST reproduction; see :meth:`ExperimentPreset.run
     <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
 

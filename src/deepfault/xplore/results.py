@@ -152,7 +152,8 @@ def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> 
         fixes.append("--transform none instead of light")
     fixes.append("fewer --iterations")
     text = (f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate (pixels "
-            f"pushed to a bound or shifted together: less than half the seed's contrast left): they are hardly images any more; use "
+            f"pushed to a bound or shifted together: less than half the seed's contrast left): they are "
+            f"hardly images any more; use "
             f"{', '.join(fixes[:-1])} or {fixes[-1]}")
     if realism.still_differ_clipped is not None:
         text += f"; without clipping only {realism.still_differ_clipped:.0%} still differ once clipped"
