@@ -58,7 +58,7 @@ def add_parser(sub) -> None:
     exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
                      metavar="KEY=VALUE",
                      help="an option of the chosen preset (repeatable); each preset lists its own in "
-                     "'deepfault experiment --help'")
+                     "'deepfault experiment --help'; none by default")
     exp.add_argument("--no-progress", action="store_true", help="no progress bar")
     exp.set_defaults(func=_cmd_experiment)
 
