@@ -64,3 +64,60 @@ def test_not_a_weights_file(tmp_path):
         pass
     with pytest.raises(DeepFaultError, match="not a Keras save_weights file"):
         read_keras_weights(tmp_path / "empty.h5")
+
+
+def _deepxplore_keras_lenet(arch: str, rng) -> tuple[list[dict], dict]:
+    """DeepXplore's Keras LeNet (``Model1`` .. ``Model3`` in its MNIST code) as a layer list
+    and random weights: fused-ReLU convolutions, max pooling, flatten, dense, logits named
+    ``before_softmax`` and ``Activation('softmax')`` named ``predictions``."""
+    from test_keras_import import layer
+
+    c1, c2 = (4, 12) if arch == "lenet1" else (6, 16)
+    hidden = {"lenet1": [], "lenet4": [84], "lenet5": [120, 84]}[arch]
+    conv = {"kernel_size": [5, 5], "activation": "relu", "padding": "same"}
+    layers = [layer("Conv2D", "block1_conv1", filters=c1, **conv),
+              layer("MaxPooling2D", "block1_pool1", pool_size=[2, 2]),
+              layer("Conv2D", "block2_conv1", filters=c2, **conv),
+              layer("MaxPooling2D", "block2_pool1", pool_size=[2, 2]), layer("Flatten", "flatten")]
+    layers += [layer("Dense", f"fc{i + 1}", units=u, activation="relu") for i, u in enumerate(hidden)]
+    layers += [layer("Dense", "before_softmax", units=10),
+               layer("Activation", "predictions", activation="softmax")]
+    weights, fan_in = {}, 1
+    shapes = [("block1_conv1", (5, 5, 1, c1)), ("block2_conv1", (5, 5, c1, c2))]
+    widths = [c2 * 7 * 7, *hidden, 10]
+    shapes += [(n, (a, b)) for n, a, b in zip([f"fc{i + 1}" for i in range(len(hidden))] + ["before_softmax"],
+                                              widths[:-1], widths[1:], strict=True)]
+    for name, shape in shapes:
+        fan_in = int(np.prod(shape[:-1]))
+        weights[name] = [("kernel", rng.normal(0, fan_in ** -0.5, shape).astype(np.float32)),
+                         ("bias", np.zeros(shape[-1], np.float32))]
+    return layers, weights
+
+
+@pytest.mark.parametrize("arch, neurons", [("lenet1", 52), ("lenet4", 148), ("lenet5", 268)])
+def test_deepxplore_layers_of_keras_imports_and_zoo_lenets(tmp_path, arch, neurons):
+    """Every layer but input and flatten, activated: DeepXplore's 52/148/268 neurons, with the
+    Keras import's own softmax as the softmax layer (not a softmax of its probabilities)."""
+    from test_keras_import import functional_config, write_full
+
+    from deepfault.core.capture import _resolve, capture
+    from deepfault.models import open_model
+
+    layers, weights = _deepxplore_keras_lenet(arch, np.random.default_rng(0))
+    mf = open_model(write_full(tmp_path / "m.h5", functional_config(layers, [28, 28, 1]), weights))
+    keras_names = [entry["config"]["name"] for entry in layers if entry["class_name"] != "Flatten"]
+    names, _ = _resolve(mf.model, "deepxplore")
+    assert names == [n + "_act" if n.endswith("conv1") or n.startswith("fc") else n for n in keras_names]
+    x = torch.rand(3, 28, 28, 1)
+    with torch.no_grad(), capture(mf.model, "deepxplore") as rec:
+        probabilities = mf.model(x)
+        values = rec.collect()
+    assert values.shape == (3, neurons)
+    torch.testing.assert_close(values[:, -10:], probabilities)
+    zoo = build_model(arch)
+    with torch.no_grad(), capture(zoo, "deepxplore") as rec:
+        logits = zoo(torch.rand(3, 1, 28, 28))
+        values = rec.collect()
+    assert values.shape == (3, neurons)
+    torch.testing.assert_close(values[:, -10:], torch.softmax(logits, 1))
+    assert _resolve(zoo, "deepxplore")[0][-2:] == ["before_softmax", "softmax(output)"]

@@ -21,6 +21,8 @@ from deepfault.xplore.search import choose_neurons, normalize
 from helpers.tiny_models import has_hooks
 from helpers.xplore_models import conv, mlp
 
+pytestmark = pytest.mark.filterwarnings("ignore:.*saturate:UserWarning")
+
 
 def _mlps():
     return [mlp(0.0), mlp(0.05), mlp(-0.05)]
@@ -53,15 +55,17 @@ def _check_equal(result, ref):
 @pytest.mark.parametrize(
     "kind, transform, extra",
     [
-        ("mlp", "none", {}),
+        ("mlp", "none", {"layers": "default"}),
         ("mlp", "light", {"neurons": "per-seed"}),
         ("mlp", "none", {"objective": "probabilities", "step": 0.5}),
         ("mlp", "light", {"layers": "deepxplore", "threshold": 0.6}),
         ("conv", "none", {"layers": "deepxplore", "threshold": 0.5}),
-        ("conv", "light", {"threshold": 0.3}),
+        ("conv", "light", {"threshold": 0.3, "layers": "default"}),
         ("conv", "occl", {"layers": "deepxplore", "threshold": 0.5, "neurons": "per-seed"}),
         ("conv", "blackout", {"layers": "deepxplore", "threshold": 0.5}),
         ("conv", "none", {"target": 1, "threshold": 0.5}),
+        ("conv", "light", {"layers": "default", "clip": False, "neurons": "per-seed", "target": 0}),
+        ("mlp", "none", {"layers": "default", "clip": False, "step": 0.5}),
     ],
 )
 @pytest.mark.parametrize("batch_size", [None, 5])

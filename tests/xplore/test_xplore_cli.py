@@ -168,3 +168,80 @@ def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, cap
                                meta={"input_shape": [65]}))
     code, _, err = _run(capsys, "--models", f"{two_models[0]},{wide}", "--seeds", "20", "--out", "-")
     assert code == 2 and "has inputs of shape (1, 8, 8) but the model takes (65,)" in err, err
+
+
+# --- the published code's options ---------------------------------------------------------
+
+
+def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, two_models):
+    listed = tmp_path / "list.json"
+    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", "5,3,5,539",
+                           "--step", "0.5", "--iterations", "4", "--out", str(listed))
+    assert code == 0, err
+    assert "4 seeds of 540 test inputs (given indices)" in text
+    payload = json.loads(listed.read_text())
+    assert payload["config"]["seed_indices"] == [5, 3, 5, 539] and payload["seeds"] == 4
+    (tmp_path / "idx.txt").write_text("# DeepXplore's seeds\n5 3\n5,539\n")
+    code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.txt"),
+                        "--step", "0.5", "--iterations", "4", "--out", str(tmp_path / "file.json"))
+    assert code == 0, err
+    a, b = load_inputs(tmp_path / "list.npz"), load_inputs(tmp_path / "file.npz")
+    assert np.array_equal(a["seed_index"], b["seed_index"]) and np.array_equal(a["inputs"], b["inputs"])
+    np.save(tmp_path / "idx.npy", np.array([5, 3, 5, 539]))
+    code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.npy"),
+                        "--step", "0.5", "--iterations", "4", "--out", str(tmp_path / "npy.json"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "npy.json").read_text())["config"]["seed_indices"] == [5, 3, 5, 539]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "expected a file of seed indices or a comma list such as 3,17,42; got '1,x'"),
+        ("3 -1\n", "seed indices must be integers >= 0; file"),
+        ("3 2.5\n", "holds '2.5'"),
+        ("# nothing\n", "no seed index in file"),
+        ("12 540\n", "seed index 540 is outside the 540 inputs to draw from (valid: 0..539)"),
+    ],
+)
+def test_bad_seed_indices_are_one_line_errors(tmp_path, capsys, two_models, content, message):
+    value = "1,x"
+    if content is not None:
+        value = str(tmp_path / "idx.txt")
+        (tmp_path / "idx.txt").write_text(content)
+    code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", value, "--out", "-")
+    assert code == 2 and message in err and err.startswith("deepfault: error: ") and err.count("\n") == 1
+
+
+def _parsed(*args):
+    from deepfault.cli import build_parser
+    from deepfault.cli.xplore import _config
+
+    return _config(build_parser().parse_args(["xplore", "--models", "a,b", *args]))
+
+
+def test_compat_sets_every_published_choice():
+    from deepfault.xplore import XploreConfig
+    from deepfault.xplore.config import PUBLISHED
+
+    config = _parsed("--compat", "--seeds", "300")
+    assert config == XploreConfig.published(seeds=300)
+    assert {k: getattr(config, k) for k in PUBLISHED} == PUBLISHED
+    assert _parsed("--paper") == XploreConfig.published()
+    assert _parsed() == XploreConfig()
+    given = _parsed("--compat", "--clip", "--step", "0.05", "--target", "random",
+                    "--neurons", "per-iteration")
+    assert (given.clip, given.step, given.target, given.neurons, given.replace) == \
+        (True, 0.05, None, "per-iteration", True)
+    assert _parsed("--no-clip").clip is False and _parsed("--no-clip").neurons == "per-iteration"
+
+
+def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_path, capsys, two_models):
+    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "60", "--compat",
+                           "--out", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert "no clipping" in text and "still differ once clipped" in text and "saturate" in text
+    assert "warning: " in text and "a smaller --step (now 10), --transform none instead of light" in text
+    realism = json.loads((tmp_path / "r.json").read_text())["realism"]
+    assert realism["outside_bounds"] > 0 and 0 <= realism["still_differ_clipped"] <= 1
+    assert json.loads((tmp_path / "r.json").read_text())["provenance"]["threads"] == 1

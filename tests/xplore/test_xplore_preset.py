@@ -71,3 +71,69 @@ def test_fgsm_moves_every_pixel_by_eps_within_bounds():
     assert torch.all(step | (moved == 0)) and step.float().mean() > 0.9  # sign(g) is 0 only where g is
     assert adv.min() >= 0 and adv.max() <= 1
     assert torch.equal(adv, fgsm(model, x, [1, 2, 3], eps=0.1, batch_size=1))
+
+
+def test_compat_settings_reach_every_cell_and_options_override(tmp_path, tiny_mnist):
+    from deepfault.xplore import XploreConfig
+
+    summary = run_preset(tmp_path / "a.sqlite", models_dir=tiny_mnist, config=TINY)
+    with ResultStore(tmp_path / "a.sqlite", readonly=True) as store:
+        cell = store.get(summary.config_hash, "deepxplore", "table2/target=lenet5/seed=0").data
+        t5 = store.get(summary.config_hash, "deepxplore", "table5/lambda2=1/seed=0").data
+    published = XploreConfig.published()
+    for key in ("clip", "neurons", "layers", "replace", "step", "transform"):
+        assert cell["config"][key] == getattr(published, key) == t5["config"][key]
+    assert cell["config"]["target"] == 2 and t5["config"]["target"] == 0 and t5["config"]["threshold"] == 0.25
+    assert set(cell["realism"]) >= {"mean_l1", "mean_linf", "saturated", "still_differ_clipped"}
+    other = run_preset(tmp_path / "b.sqlite", models_dir=tiny_mnist, config=TINY,
+                       options={"settings": "default", "iterations": "2"})
+    assert other.config_hash != summary.config_hash
+    with ResultStore(tmp_path / "b.sqlite", readonly=True) as store:
+        cfg = store.get(other.config_hash, "deepxplore", "table2/target=lenet1/seed=0").data["config"]
+    assert cfg["clip"] is True and cfg["step"] == XploreConfig().step and cfg["iterations"] == 2
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"colour": "red"}, "preset 'deepxplore-mnist' has no option 'colour'; its options: iterations, "
+                            "repeats, seeds, settings, weights-dir"),
+        ({"seeds": "many"}, "preset option seeds must be an integer >= 1; got 'many'"),
+        ({"settings": "paper"}, "preset option settings must be one of compat, default; got 'paper'"),
+        ({"weights-dir": "nowhere"}, "weights-dir 'nowhere' lacks Model1.h5, Model2.h5, Model3.h5"),
+    ],
+)
+def test_bad_preset_options_are_named(tmp_path, tiny_mnist, options, message):
+    from deepfault.errors import DeepFaultError
+
+    with pytest.raises(DeepFaultError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run_preset(tmp_path / "x.sqlite", models_dir=tiny_mnist, config=TINY, options=options)
+
+
+def test_published_weights_are_loaded_from_the_weights_dir(tmp_path, tiny_mnist):
+    pytest.importorskip("h5py")
+    from test_xplore_keras_weights import _keras_arrays, _write_save_weights
+
+    folder = tmp_path / "published"
+    folder.mkdir()
+    for i, arch in enumerate(("lenet1", "lenet4", "lenet5")):
+        torch.manual_seed(10 + i)
+        _write_save_weights(folder / f"Model{i + 1}.h5", _keras_arrays(build_model(arch)))
+    summary = run_preset(tmp_path / "w.sqlite", models_dir=tiny_mnist, config=TINY,
+                         options={"weights_dir": str(folder)})
+    trained = run_preset(tmp_path / "t.sqlite", models_dir=tiny_mnist, config=TINY)
+    assert summary.cells_run == 7 and summary.config_hash != trained.config_hash
+    with ResultStore(tmp_path / "w.sqlite", readonly=True) as store:
+        assert "'weights': 'published'" in str(store.experiments())
+
+
+def test_the_cli_passes_preset_options_and_refuses_bad_ones(tmp_path, capsys):
+    from deepfault.cli import main
+
+    code = main(["experiment", "--preset", PRESET_NAME, "--store", str(tmp_path / "s.sqlite"),
+                 "--preset-option", "colour=red", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "has no option 'colour'" in err and err.count("\n") == 1
+    code = main(["experiment", "--preset", PRESET_NAME, "--preset-option", "colour"])
+    err = capsys.readouterr().err
+    assert code == 2 and "expected KEY=VALUE; got 'colour'" in err

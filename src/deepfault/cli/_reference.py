@@ -40,7 +40,7 @@ def _rows(parser: argparse.ArgumentParser) -> list[str]:
             name = f"`{action.metavar or action.dest}`"
         choices = f" (one of: {', '.join(map(str, action.choices))})" if action.choices and \
             not isinstance(action.choices, dict) and len(action.choices) <= 30 else ""
-        rows.append(f"| {name} | {_default(action)} | {_cell((action.help or '') + choices)} |")
+        rows.append(f"| {_cell(name)} | {_cell(_default(action))} | {_cell((action.help or '') + choices)} |")
     return rows
 
 

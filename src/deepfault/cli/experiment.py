@@ -8,11 +8,26 @@ from ..errors import DeepFaultError
 from ._common import HelpFormatter, add_data_dir, device_from, positive_int, seed_int
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    import argparse
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE; got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _preset_help(preset) -> str:
+    opts = getattr(preset, "options", {}) or {}
+    extra = f" (options: {'; '.join(f'{k}: {v}' for k, v in opts.items())})" if opts else ""
+    return f"{preset.name}: {preset.description}{extra}"
+
+
 def add_parser(sub) -> None:
     from ..experiment.executors import list_executors
     from ..experiment.presets import get_preset, list_presets
 
-    presets = "; ".join(f"{n}: {get_preset(n).description}" for n in list_presets())
+    presets = "; ".join(_preset_help(get_preset(n)) for n in list_presets())
     exp = sub.add_parser(
         "experiment", help="run (or resume) an experiment grid into a results store",
         description="Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
@@ -40,6 +55,10 @@ def add_parser(sub) -> None:
     exp.add_argument("--device", default="cpu",
                      help="'cpu', 'cuda', 'cuda:N' or 'auto' for training and cells")
     exp.add_argument("--seed", type=seed_int, default=None, help="override the grid's seed")
+    exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
+                     metavar="KEY=VALUE",
+                     help="an option of the chosen preset (repeatable); each preset lists its own in "
+                     "'deepfault experiment --help'; none by default")
     exp.add_argument("--no-progress", action="store_true", help="no progress bar")
     exp.set_defaults(func=_cmd_experiment)
 
@@ -74,7 +93,7 @@ def _cmd_experiment(args) -> int:
     with executor:
         summary = preset.run(store, data_dir=args.data_dir, models_dir=args.models_dir, executor=executor,
                              progress=not args.no_progress, argv=args.argv, device=str(device),
-                             seed=args.seed)
+                             seed=args.seed, options=dict(args.preset_options))
     accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.model_accuracy.items())
     print(f"experiment {summary.name} ({summary.config_hash}): {summary.cells_total} cells, "
           f"{summary.cells_run} run now, {summary.cells_skipped} already in the store; "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import warnings
 from pathlib import Path
 
 from ..errors import DeepFaultError
+from ..xplore.config import PUBLISHED, XploreConfig
 from ._common import (
     HelpFormatter,
     add_data_dir,
@@ -40,6 +42,68 @@ def _target(text: str) -> int | None:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a model index (0, 1, ...) or 'random'; got {text!r}")
     return value
+
+
+def _seed_indices(text: str) -> tuple[int, ...]:
+    """``--seed-indices``: a comma list (``3,17,42``) or a file of integers (whitespace,
+    commas or newlines between them; ``#`` starts a comment; or a ``.npy`` array)."""
+    from pathlib import Path
+
+    path = Path(text)
+    if path.is_file():
+        if path.suffix == ".npy":
+            import numpy as np
+
+            try:
+                values = np.load(path, allow_pickle=False).ravel().tolist()
+            except (OSError, ValueError) as err:
+                raise argparse.ArgumentTypeError(f"cannot read {text!r} as a .npy array: {err}") from None
+            parts = [str(v) for v in values]
+        else:
+            try:
+                body = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise argparse.ArgumentTypeError(f"cannot read {text!r}: {err}") from None
+            lines = (line.split("#", 1)[0] for line in body.splitlines())
+            parts = " ".join(lines).replace(",", " ").split()
+        where = f"file {text!r}"
+    elif set(text) <= set("0123456789, "):
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        where = f"{text!r}"
+    else:
+        raise argparse.ArgumentTypeError(
+            f"expected a file of seed indices or a comma list such as 3,17,42; got {text!r} "
+            "(no such file, and not a list of integers)")
+    out = []
+    for part in parts:
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(f"seed indices must be integers >= 0; {where} holds {part!r}")
+        out.append(int(part))
+    if not out:
+        raise argparse.ArgumentTypeError(f"no seed index in {where}")
+    return tuple(out)
+
+
+#: Marks an option left unset, so that --compat or the library's default fills it.
+_UNSET = argparse.SUPPRESS
+_DEFAULT = XploreConfig()
+#: Options that --compat sets unless given.
+_TUNABLE = ("lambda1", "lambda2", "step", "iterations", "threshold", "transform", "target", "neurons",
+            "objective", "layers")
+
+
+def _config(args) -> XploreConfig:
+    """The run's configuration: library defaults, then --compat's settings, then what was given."""
+    values: dict = dict(PUBLISHED) if args.compat else {}
+    values.update({name: getattr(args, name) for name in _TUNABLE if hasattr(args, name)})
+    if args.replace:
+        values["replace"] = True
+    if args.clip is not None:
+        values["clip"] = args.clip
+    return XploreConfig(
+        seeds=args.seeds, seed=args.seed, seed_indices=args.seed_indices, occlusion=args.occlusion,
+        blackout_size=args.blackout_size, batch_size=args.batch_size, **values,
+    )
 
 
 def _per_model(text: str) -> tuple[str | None, ...]:
@@ -77,31 +141,49 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow loading pickled whole nn.Modules (only for files you trust)")
     p.add_argument("--seeds", type=positive_int, default=2000, metavar="N", help="seed inputs drawn")
+    p.add_argument("--seed-indices", type=_seed_indices, default=None, metavar="FILE|I,J,...",
+                   help="explicit seeds: test-set indices as a comma list or a file of integers (text or "
+                   ".npy), in place of --seeds drawn ones")
     p.add_argument("--seed", type=seed_int, default=0, help="seed of every random draw")
     p.add_argument("--replace", action="store_true",
                    help="draw seeds with replacement (as DeepXplore's code did); default without")
-    p.add_argument("--lambda1", type=number, default=1.0, help="weight of the target model's score")
-    p.add_argument("--lambda2", type=number, default=0.1, help="weight of the neuron-coverage term")
-    p.add_argument("--step", type=number, default=10.0, help="step size s, in the data set's units")
-    p.add_argument("--iterations", type=positive_int, default=20, help="largest number of steps per seed")
-    p.add_argument("--threshold", type=number, default=0.0,
-                   help="neuron-coverage threshold t on layer-minmax values")
-    p.add_argument("--transform", choices=list_constraints(), default="light",
-                   help="domain constraint on the gradient")
+    p.add_argument("--compat", "--paper", dest="compat", action="store_true",
+                   help="DeepXplore's published MNIST settings: lambda1 1, lambda2 0.1, step 10, 20 "
+                   "iterations, t 0, light, --target 0, --neurons per-seed, --layers deepxplore, "
+                   "--replace, --no-clip (options given as well take precedence)")
+    p.add_argument("--lambda1", type=number, default=_UNSET, help="weight of the target model's score "
+                   "(default: 1)")
+    p.add_argument("--lambda2", type=number, default=_UNSET, help="weight of the neuron-coverage term "
+                   "(default: 0.1)")
+    p.add_argument("--step", type=number, default=_UNSET,
+                   help=f"step size s, in the data set's units (default: {_DEFAULT.step:g}; the paper's 10 "
+                   "turns most MNIST seeds into flat squares)")
+    p.add_argument("--iterations", type=positive_int, default=_UNSET,
+                   help=f"largest number of steps per seed (default: {_DEFAULT.iterations})")
+    p.add_argument("--threshold", type=number, default=_UNSET,
+                   help="neuron-coverage threshold t on layer-minmax values (default: 0)")
+    p.add_argument("--transform", choices=list_constraints(), default=_UNSET,
+                   help=f"domain constraint on the gradient (default: {_DEFAULT.transform})")
+    p.add_argument("--clip", action=argparse.BooleanOptionalAction, default=None,
+                   help="clip every step to the data's bounds (default: clip; --compat: --no-clip, as the "
+                   "published code, whose inputs then leave the valid range)")
     p.add_argument("--occlusion", type=_occlusion, default=(0, 0, 10, 10), metavar="X,Y,H,W",
                    help="rectangle of --transform occl: first column, first row, height, width")
     p.add_argument("--blackout-size", type=positive_int, default=6, metavar="M",
                    help="side of the patches of --transform blackout")
-    p.add_argument("--target", type=_target, default=None, metavar="J|random",
-                   help="index of the model pushed away from the common class (default: random per seed)")
-    p.add_argument("--neurons", choices=NEURON_CHOICES, default="per-iteration",
-                   help="draw each model's coverage neuron at every step (the paper) or once per seed "
-                   "(DeepXplore's code)")
-    p.add_argument("--objective", choices=OBJECTIVES, default="logits",
-                   help="F_k(x)[c] is the logit (DeepXplore's MNIST code) or the probability (the paper)")
-    p.add_argument("--layers", choices=LAYER_CHOICES, default="default",
-                   help="neuron layers: every Linear/Conv but the logits layer, or DeepXplore's "
-                   "(activated layers, poolings, logits and softmax)")
+    p.add_argument("--target", type=_target, default=_UNSET, metavar="J|random",
+                   help="index of the model pushed away from the common class (default: random per seed; "
+                   "--compat: 0)")
+    p.add_argument("--neurons", choices=NEURON_CHOICES, default=_UNSET,
+                   help="draw each model's coverage neuron at every step (the paper; the default) or once "
+                   "per seed (DeepXplore's code)")
+    p.add_argument("--objective", choices=OBJECTIVES, default=_UNSET,
+                   help="F_k(x)[c] is the logit (DeepXplore's MNIST code; the default) or the probability "
+                   "(the paper)")
+    p.add_argument("--layers", choices=LAYER_CHOICES, default=_UNSET,
+                   help="neuron layers of coverage and objective: DeepXplore's (every layer but input and "
+                   "flatten, activated, poolings, logits and softmax; the default) or every Linear/Conv "
+                   "but the logits layer")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="B",
                    help="seeds advanced together, group after group (default: all)")
     p.add_argument("--chunk-size", type=positive_int, default=None, metavar="C",
@@ -109,7 +191,8 @@ def add_parser(sub) -> None:
                    "all on a GPU)")
     p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
     p.add_argument("--threads", type=positive_int, default=None,
-                   help="PyTorch CPU threads (default: PyTorch's; 1 is fastest on a busy machine)")
+                   help="PyTorch CPU threads (default: 1 for small models on the CPU, measured faster, "
+                   "else PyTorch's)")
     p.add_argument("--out", metavar="FILE", default="xplore-result.json",
                    help="JSON result; the inputs go to the same name with .npz and the image grid with "
                    ".png; '-' writes none")
@@ -198,12 +281,15 @@ def _summary(result, labels, data, device) -> str:
     con = result.config.constraint().to_dict()
     constraint = " ".join([con.pop("name"), *(f"{k}={v}" for k, v in con.items())])
     w(f"models {', '.join(f'{n} ({m} neurons)' for n, m in zip(labels, result.num_neurons, strict=True))}\n")
-    w(f"data {data.name}: {result.num_seeds} seeds of {len(data.y_test)} test inputs (seed {cfg.seed}), "
+    picked = "given indices" if cfg.seed_indices is not None else f"seed {cfg.seed}"
+    w(f"data {data.name}: {result.num_seeds} seeds of {len(data.y_test)} test inputs ({picked}), "
       f"bounds {data.bounds[0]:g}..{data.bounds[1]:g} · {device}\n")
     w(f"lambda1 {cfg.lambda1:g}, lambda2 {cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations, "
       f"t {cfg.threshold:g}, constraint {constraint}, target "
       f"{'random' if cfg.target is None else labels[cfg.target]}, neurons {cfg.neurons}, "
-      f"objective {cfg.objective}, layers {cfg.layers}\n\n")
+      f"objective {cfg.objective}, layers {cfg.layers}, "
+      f"{'clipped to the bounds' if cfg.clip else 'no clipping'}"
+      f"{', seeds with replacement' if cfg.replace else ''}\n\n")
     rows = []
     for s in result.summaries():
         name = "all" if s.target is None else labels[s.target]
@@ -219,6 +305,19 @@ def _summary(result, labels, data, device) -> str:
     w(table(("model", "covered", "neurons", "%"), rows) + "\n\n")
     w(f"time {result.seconds:.2f} s; {fmt(result.seconds_per_found, 4)} s per difference-inducing input; "
       f"first after {fmt(result.first_found_seconds, 3)} s\n")
+    r = result.realism
+    if r is not None and r.found:
+        w(f"change: mean L1 {r.mean_l1:.1f}, mean L_inf {r.mean_linf:.3f} (data units); "
+          f"{100 * r.saturated:.1f}% saturate")
+        if r.still_differ_clipped is not None:
+            w(f"; {100 * r.outside_bounds:.1f}% leave the bounds, {100 * r.still_differ_clipped:.1f}% still "
+              "differ once clipped")
+        w("\n")
+        from ..xplore.results import saturation_warning
+
+        message = saturation_warning(r, cfg)
+        if message:
+            w(f"warning: {message}\n")
     if result.num_found == 0:
         w(f"no difference-inducing input found in {result.num_seeds} seeds"
           + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
@@ -230,35 +329,28 @@ def _cmd_xplore(args) -> int:
 
     from .._io import check_writable, write_json
     from ..provenance import provenance
-    from ..xplore import XploreConfig, save_inputs, xplore
+    from ..xplore import save_inputs, xplore
+    from ..xplore.search import auto_threads
 
     out = None if args.out == "-" else check_writable(args.out)
-    config = XploreConfig(
-        seeds=args.seeds, seed=args.seed, replace=args.replace, lambda1=args.lambda1, lambda2=args.lambda2,
-        step=args.step, iterations=args.iterations, threshold=args.threshold, transform=args.transform,
-        occlusion=args.occlusion, blackout_size=args.blackout_size, target=args.target,
-        neurons=args.neurons, objective=args.objective, layers=args.layers, batch_size=args.batch_size,
-    ).validate(len(args.models))
+    config = _config(args).validate(len(args.models))
     device = device_from(args.device)
     prepared, data = load_xplore_inputs(args)
     labels = [p.name for p in prepared]
     for p in prepared:
         p.to(device)
-    threads = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
+    threads = args.threads or auto_threads([p.module for p in prepared], device) or torch.get_num_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
-                        progress=not args.no_progress, chunk_size=args.chunk_size)
-    finally:
-        torch.set_num_threads(threads)
+                        progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads)
     print(_summary(result, labels, data, device), end="")
     if out is None:
         return 0
     npz, png = out.with_suffix(".npz"), out.with_suffix(".png")
     payload = {
         "tool": "deepfault xplore",
-        "provenance": {**provenance(device, argv=args.argv), "threads": args.threads or threads},
+        "provenance": {**provenance(device, argv=args.argv), "threads": threads},
         "models": [{"name": p.name, "file": entry, "arch": p.arch, "output_kind": p.output_kind,
                     "fingerprint": p.fingerprint, "layout": p.layout,
                     "meta": {k: v for k, v in p.model_file.meta.items() if k != "recipe"}}

@@ -216,6 +216,10 @@ def _deepxplore_layers(model: nn.Module) -> list[str]:
 
     Each Linear/Conv is read after the activation module that follows it (if any), then
     pooling layers, the logits layer and the softmax of the output, in registration order.
+    A model whose last module is a ``Softmax`` (a Keras import ending in
+    ``Activation('softmax')``) has that module read as the softmax layer; any other model
+    gets the pseudo-layer :data:`SOFTMAX_LAYER` (a softmax of the output), never a softmax
+    of a softmax.
     """
     leaves = [(n, m) for n, m in model.named_modules() if n and not list(m.children())]
     names: list[str] = []
@@ -227,6 +231,8 @@ def _deepxplore_layers(model: nn.Module) -> list[str]:
             names.append(name)
     if not names:
         raise DeepFaultError("the model has no Linear, Conv or pooling layer for the 'deepxplore' selection")
+    if isinstance(leaves[-1][1], nn.Softmax):
+        return names + [leaves[-1][0]]
     return names + [SOFTMAX_LAYER]
 
 

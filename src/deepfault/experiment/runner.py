@@ -22,7 +22,7 @@ import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, final
@@ -50,6 +50,13 @@ class RunContext:
     argv: list[str] | None = None
     #: The open results store while jobs are made (for stages that read earlier cells).
     store: ResultStore | None = None
+    #: The preset's own options (``--preset-option KEY=VALUE``), keys with ``_`` for ``-``,
+    #: checked against :attr:`ExperimentPreset.options` before :meth:`~ExperimentPreset.plan`.
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def _option_key(key: str) -> str:
+    return key.strip().replace("-", "_")
 
 
 @dataclass
@@ -128,6 +135,9 @@ class ExperimentPreset(ABC):
     description: str
     #: ``job -> JobOutput``, a module-level function so that worker processes can run it.
     job_function: Callable[[Any], JobOutput]
+    #: The options the preset takes (``--preset-option KEY=VALUE``): key -> one line of help.
+    #: The values reach :meth:`plan` as strings in ``context.options``; the preset parses them.
+    options: Mapping[str, str] = {}
 
     def check(self, context: RunContext) -> None:  # noqa: B027 - optional hook
         """Refuse bad settings before anything is loaded or created (default: nothing)."""
@@ -148,7 +158,7 @@ class ExperimentPreset(ABC):
     def run(self, store_path: str | Path, *, data_dir: str | Path | None = None,
             models_dir: str | Path | None = None, executor: Executor | None = None,
             progress: bool = False, argv: list[str] | None = None, device: str = "cpu",
-            seed: int | None = None) -> ExperimentSummary:
+            seed: int | None = None, options: Mapping[str, str] | None = None) -> ExperimentSummary:
         """Run (or resume) the experiment into the store at ``store_path``.
 
         Args:
@@ -162,6 +172,8 @@ class ExperimentPreset(ABC):
             argv: The command line, for provenance.
             device: Where models are trained and cells computed.
             seed: Overrides the preset's seed where it has one.
+            options: The preset's own options (keys of :attr:`options`; ``-`` and ``_``
+                are the same), as strings.
 
         Returns:
             The summary of what ran and what was already in the store.
@@ -180,7 +192,15 @@ class ExperimentPreset(ABC):
         models_dir = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
         if models_dir.exists() and not models_dir.is_dir():
             raise DeepFaultError(f"--models-dir {str(models_dir)!r} is a file; give a folder")
-        context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv)
+        opts = {_option_key(k): str(v) for k, v in (options or {}).items()}
+        known = {_option_key(k) for k in self.options}
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            what = f"its options: {', '.join(sorted(self.options))}" if self.options else "it takes none"
+            bad = unknown[0].replace("_", "-")
+            raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}; {what}")
+        context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv,
+                             options=opts)
         self.check(context)
         plan = self.plan(context)
         key = config_hash(plan.record)

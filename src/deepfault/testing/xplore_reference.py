@@ -168,7 +168,8 @@ def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds,
                     g = g[0]
                     g = g / (math.sqrt(float((g * g).mean())) + RMS_EPS)
                     g = constrain_reference(cname, cparams, g, draws.constraint_u[r, it])
-                    current[r] = torch.clamp(x.detach() + config.step * g, lo, hi).cpu()
+                    moved = x.detach() + config.step * g
+                    current[r] = (torch.clamp(moved, lo, hi) if config.clip else moved).cpu()
     order = np.argsort(found["rows"], kind="stable")
     return {
         "rows": np.asarray(found["rows"], dtype=np.int64)[order],

@@ -1,22 +1,34 @@
 """``deepfault experiment --preset deepxplore-mnist``: DeepXplore's MNIST results (spec section 6).
 
+Every run uses the published MNIST code's settings (``settings=compat``, the default:
+:data:`~deepfault.xplore.config.PUBLISHED`: the Table 2 parameters, ``light``, 20
+iterations, neurons once per seed, DeepXplore's layers, seeds with replacement, no
+clipping), so that its figures compare with what the published code does on the same
+models (spec section 6); ``settings=default`` uses this library's defaults instead.
+
 Cells (each one DeepXplore run, written to the store as soon as it is done):
 
-- ``table2/target=J/seed=S``: the Table 2 parameters (lambda1 1, lambda2 0.1, s 10, t 0),
-  ``light``, 20 iterations, 2,000 seeds, model ``J`` the target of every seed;
-- ``table5/lambda2=L/seed=S``: lambda2 0 against 1 at t 0.25, random targets;
+- ``table2/target=J/seed=S``: 2,000 seeds, model ``J`` the target of every seed;
+- ``table5/lambda2=L/seed=S``: lambda2 0 against 1 at t 0.25 (target 0 with ``compat``,
+  as the published code always fixes one);
 - ``figure9/t=T``: a run at threshold ``T`` whose first 100 difference-inducing inputs
   (1% of the test set, as the paper's Figure 9) are compared with 100 random test inputs
   and with FGSM inputs made from those random inputs, by each model's neuron coverage.
 
-Models are LeNet-1, LeNet-4 and LeNet-5 from ``models_dir`` (``lenet1-mnist.pt`` ...),
-trained with the zoo's default recipe when missing. Neurons are DeepXplore's layer set
-(52, 148 and 268 neurons). Every job carries only its seeds, so any executor runs it.
+Models are DeepXplore's published Keras weights when ``weights_dir`` is given
+(``Model1.h5``, ``Model2.h5``, ``Model3.h5`` loaded into the zoo's LeNet-1, LeNet-4 and
+LeNet-5), else LeNet-1/4/5 from ``models_dir`` (``lenet1-mnist.pt`` ...), trained with
+the zoo's default recipe when missing. Neurons are DeepXplore's layer set (52, 148 and
+268 neurons). Every job carries only its seeds, so any executor runs it.
+
+Options (``deepfault experiment --preset deepxplore-mnist --preset-option KEY=VALUE``):
+:data:`OPTIONS`.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,6 +48,19 @@ log = logging.getLogger(__name__)
 PRESET_NAME = "deepxplore-mnist"
 METHOD = "deepxplore"
 ARCHS = ("lenet1", "lenet4", "lenet5")
+#: The published weight files, in ``ARCHS`` order.
+WEIGHT_FILES = ("Model1.h5", "Model2.h5", "Model3.h5")
+SETTINGS = ("compat", "default")
+
+#: The preset's options: key -> help.
+OPTIONS = {
+    "weights-dir": "folder with DeepXplore's published Model1.h5, Model2.h5, Model3.h5 (LeNet-1/4/5); "
+                   "default: trained zoo LeNets",
+    "settings": "compat (the published code's, default) or default (this library's defaults)",
+    "seeds": "seeds per run (default 2000)",
+    "repeats": "runs of Tables 2 and 5 (default 5)",
+    "iterations": "steps per seed (default 20)",
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +76,8 @@ class PresetConfig:
         thresholds: The ``t`` of Figure 9.
         fgsm_eps: FGSM step in [0, 1] pixel units (our choice; the paper does not give it).
         layers: Neuron layers (DeepXplore's).
+        settings: ``"compat"`` (the published code's) or ``"default"`` (the library's).
+        weights_dir: Folder of the published ``Model1.h5`` ... (``None``: trained LeNets).
     """
 
     seeds: int = 2000
@@ -61,13 +88,42 @@ class PresetConfig:
     thresholds: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
     fgsm_eps: float = 0.3
     layers: str = "deepxplore"
+    settings: str = "compat"
+    weights_dir: str | None = None
 
     def base(self) -> XploreConfig:
-        return XploreConfig(seeds=self.seeds, lambda1=1.0, lambda2=0.1, step=10.0, threshold=0.0,
-                            iterations=self.iterations, transform="light", layers=self.layers)
+        if self.settings == "compat":
+            return XploreConfig.published(seeds=self.seeds, iterations=self.iterations, layers=self.layers)
+        return XploreConfig(seeds=self.seeds, iterations=self.iterations, layers=self.layers)
+
+    def with_options(self, options: dict[str, str]) -> PresetConfig:
+        """This configuration with ``--preset-option`` values (keys with ``_``) applied.
+
+        Raises:
+            DeepFaultError: A value of the wrong kind.
+        """
+        from ..errors import DeepFaultError
+
+        out = {}
+        for key, value in options.items():
+            if key in ("seeds", "repeats", "iterations"):
+                if not value.isdigit() or int(value) < 1:
+                    raise DeepFaultError(f"preset option {key.replace('_', '-')} must be an integer >= 1; "
+                                         f"got {value!r}")
+                out[key] = int(value)
+            elif key == "settings":
+                if value not in SETTINGS:
+                    raise DeepFaultError(f"preset option settings must be one of {', '.join(SETTINGS)}; "
+                                         f"got {value!r}")
+                out[key] = value
+            elif key == "weights_dir":
+                out[key] = value
+        return replace(self, **out)
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "thresholds": list(self.thresholds)}
+        out = {**self.__dict__, "thresholds": list(self.thresholds)}
+        del out["weights_dir"]  # the models' digests identify the weights, wherever they lie
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,8 +178,10 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     from .search import search
 
     models = [m.to(job.device) for m in job.models]
-    result = search(models, job.seeds, config=job.config, bounds=job.bounds, seed_index=job.seed_index,
-                    names=job.names)
+    with warnings.catch_warnings():  # saturation is expected with the published settings; it is recorded
+        warnings.simplefilter("ignore", UserWarning)
+        result = search(models, job.seeds, config=job.config, bounds=job.bounds, seed_index=job.seed_index,
+                        names=job.names, threads=None)
     data = result.to_dict()
     f = result.found
     arrays = {"seed_index": f.seed_index, "iteration": f.iteration, "predictions": f.predictions,
@@ -147,10 +205,24 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     return data, arrays
 
 
-def _models(models_dir: Path, data, *, progress: bool, device: str) -> dict[str, object]:
-    """LeNet-1/4/5 model files from ``models_dir``, trained (and saved) when missing."""
+def _models(models_dir: Path, data, *, progress: bool, device: str,
+            weights_dir: str | None = None) -> dict[str, object]:
+    """LeNet-1/4/5: the published weights from ``weights_dir``, else model files from
+    ``models_dir``, trained (and saved) when missing."""
+    from ..errors import DeepFaultError
     from ..models.train import TrainConfig, trained_model
 
+    if weights_dir is not None:
+        from ..models.keras_weights import open_keras_weights
+
+        folder = Path(weights_dir)
+        missing = [f for f in WEIGHT_FILES if not (folder / f).is_file()]
+        if missing:
+            raise DeepFaultError(f"weights-dir {str(folder)!r} lacks {', '.join(missing)}; it must hold "
+                                 f"DeepXplore's {', '.join(WEIGHT_FILES)} (LeNet-1, LeNet-4, LeNet-5)")
+        return {arch: open_keras_weights(folder / f, arch=arch, input_shape=tuple(data.input_shape),
+                                         dataset="mnist", bounds=tuple(data.bounds))
+                for arch, f in zip(ARCHS, WEIGHT_FILES, strict=True)}
     out = {}
     for arch in ARCHS:
         mf = trained_model(arch, data, models_dir / f"{arch}-mnist.pt", TrainConfig(), device=device,
@@ -169,7 +241,7 @@ def plan_jobs(config: PresetConfig, data, models: dict, device: str = "cpu") -> 
     jobs = []
 
     def seeds_for(cfg: XploreConfig):
-        index = select_seeds(len(data.x_test), cfg.seeds, seed=cfg.seed)
+        index = select_seeds(len(data.x_test), cfg.seeds, seed=cfg.seed, replace=cfg.replace)
         return data.x_test[index], index
 
     for s in range(config.repeats):
@@ -209,8 +281,10 @@ class DeepXploreMnist(ExperimentPreset):
 
     name = PRESET_NAME
     method = METHOD
-    description = "DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5"
+    description = ("DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5, the published "
+                   "code's settings")
     job_function = _job_output
+    options = OPTIONS
 
     def __init__(self, config: PresetConfig | None = None):
         self.config = config or PresetConfig()
@@ -219,15 +293,17 @@ class DeepXploreMnist(ExperimentPreset):
         from ..core.batches import predict
         from ..data import load_dataset
 
-        config = self.config
+        config = self.config.with_options(dict(context.options))
         if context.seed is not None:
             log.warning("--seed is ignored by %s: its seeds are fixed (0..%d)", PRESET_NAME,
                         config.repeats - 1)
         data = load_dataset("mnist", data_dir=context.data_dir)
-        models = _models(context.models_dir, data, progress=context.progress, device=context.device)
+        models = _models(context.models_dir, data, progress=context.progress, device=context.device,
+                         weights_dir=config.weights_dir)
         accuracy = {n: float((predict(mf.model, data.x_test).argmax(1).numpy() == data.y_test).mean())
                     for n, mf in models.items()}
         record = {"preset": PRESET_NAME, **config.to_dict(), "base": config.base().to_dict(),
+                  "weights": "published" if config.weights_dir else "trained",
                   "dataset": data.name, "bounds": list(data.bounds),
                   "model_digests": {n: fingerprint(mf.model) for n, mf in models.items()}}
         jobs = plan_jobs(config, data, models, context.device)
@@ -241,16 +317,18 @@ class DeepXploreMnist(ExperimentPreset):
 
 def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
                argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None) -> ExperimentSummary:
+               config: PresetConfig | None = None,
+               options: dict[str, str] | None = None) -> ExperimentSummary:
     """Run (or resume) the DeepXplore MNIST reproduction; see :meth:`ExperimentPreset.run
     <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
 
     Args:
         config: What to run (default :class:`PresetConfig`; tests use small ones).
+        options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
     """
     return DeepXploreMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir,
                                        executor=executor, progress=progress, argv=argv, device=device,
-                                       seed=seed)
+                                       seed=seed, options=options)
 
 
 #: The presets of this method.

@@ -23,6 +23,9 @@ from .config import XploreConfig
 
 __all__ = [
     "FoundInputs",
+    "Realism",
+    "measure_realism",
+    "saturation_warning",
     "TracePoint",
     "TargetSummary",
     "XploreResult",
@@ -65,6 +68,96 @@ class FoundInputs:
     def subset(self, mask: np.ndarray) -> FoundInputs:
         """The rows where ``mask`` (bool ``(F,)``) is true."""
         return FoundInputs(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
+
+
+#: An element within this distance of a bound (or past it) is at the bound.
+BOUND_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Realism:
+    """How far the found inputs moved from their seeds, and whether they are still images.
+
+    Attributes:
+        found: Inputs measured.
+        mean_l1: Mean ``sum |x - seed|`` in the data's units (the paper's "diversity").
+        mean_linf: Mean ``max |x - seed|`` in the data's units.
+        saturated: Share of the inputs that saturate: clipped to the bounds, less than half
+            of the seed's contrast (standard deviation over the elements) is left, because
+            most pixels were pushed to a bound or shifted together: a digit turned into a
+            black, white or flat grey square. ``None`` when nothing was found.
+        still_differ_clipped: For runs without clipping, the share of inputs on which the
+            models still disagree once clipped to the bounds (what a saved image would do);
+            ``None`` for clipped runs or when nothing was found.
+        outside_bounds: Share of inputs with an element outside the bounds (0 when clipped).
+    """
+
+    found: int
+    mean_l1: float | None
+    mean_linf: float | None
+    saturated: float | None
+    still_differ_clipped: float | None = None
+    outside_bounds: float | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    """``(F,)`` bool: clipped to ``bounds`` (what a saved image shows), the input keeps less
+    than half of its seed's contrast, the standard deviation over its elements.
+
+    Pixels pushed to a bound (black or white squares) or shifted together towards one (flat
+    grey squares) lose the contrast; a noisy but recognisable digit keeps it or gains. The
+    share of pixels at a bound cannot tell these apart on MNIST, where most of a digit's
+    pixels are at 0 already."""
+    lo, hi = bounds
+    x = np.clip(inputs.reshape(len(inputs), -1), lo, hi)
+    s = seeds.reshape(len(seeds), -1)
+    return x.std(axis=1) < 0.5 * s.std(axis=1)
+
+
+def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
+                    still_differ_clipped: np.ndarray | None = None) -> Realism:
+    """The :class:`Realism` of found inputs ``(F, *input)`` against their seeds.
+
+    Args:
+        inputs: The generated inputs.
+        seeds: Their seeds, row for row.
+        bounds: ``(lo, hi)`` of the data.
+        still_differ_clipped: ``(F,)`` bool, whether the models still disagree on each input
+            clipped to ``bounds`` (runs without clipping).
+    """
+    x = np.asarray(inputs, dtype=np.float64)
+    s = np.asarray(seeds, dtype=np.float64)
+    if x.shape != s.shape:
+        raise DeepFaultError(f"inputs and seeds must have the same shape; got {x.shape} and {s.shape}")
+    if len(x) == 0:
+        return Realism(0, None, None, None, None, None)
+    d = np.abs(x - s).reshape(len(x), -1)
+    lo, hi = float(bounds[0]), float(bounds[1])
+    flat = x.reshape(len(x), -1)
+    outside = ((flat < lo - BOUND_TOL) | (flat > hi + BOUND_TOL)).any(axis=1)
+    still = None if still_differ_clipped is None else float(np.mean(still_differ_clipped))
+    return Realism(len(x), float(d.sum(axis=1).mean()), float(d.max(axis=1).mean()),
+                   float(_saturates(x, s, (lo, hi)).mean()), still, float(outside.mean()))
+
+
+def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> str | None:
+    """A one-line warning when most found inputs saturate (``None`` otherwise)."""
+    if realism.saturated is None or realism.saturated <= 0.5:
+        return None
+    fixes = ["a smaller --step" + ("" if config is None else f" (now {config.step:g})")]
+    if config is None or config.transform == "light":
+        fixes.append("--transform none instead of light")
+    fixes.append("fewer --iterations")
+    text = (f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate (pixels "
+            f"pushed to a bound or shifted together: less than half the seed's contrast left): they are "
+            f"hardly images any more; use "
+            f"{', '.join(fixes[:-1])} or {fixes[-1]}")
+    if realism.still_differ_clipped is not None:
+        text += f"; without clipping only {realism.still_differ_clipped:.0%} still differ once clipped"
+    return text
 
 
 @dataclass(frozen=True)
@@ -148,6 +241,8 @@ class XploreResult:
         first_found_seconds: Time from the start to the first difference-inducing input
             (``None`` when none was found).
         device: Where the models ran.
+        layer_names: Each model's neuron layers.
+        realism: How far the found inputs moved and whether they saturate.
     """
 
     config: XploreConfig
@@ -166,6 +261,7 @@ class XploreResult:
     first_found_seconds: float | None
     device: str = "cpu"
     layer_names: tuple[tuple[str, ...], ...] = field(default=())
+    realism: Realism | None = None
 
     @property
     def num_seeds(self) -> int:
@@ -227,6 +323,7 @@ class XploreResult:
             "seconds": self.seconds,
             "seconds_per_found": self.seconds_per_found,
             "first_found_seconds": self.first_found_seconds,
+            "realism": None if self.realism is None else self.realism.to_dict(),
             "trace": [p.to_dict() for p in self.trace],
         }
 

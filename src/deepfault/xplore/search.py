@@ -5,7 +5,7 @@ For ``n >= 2`` models and a seed on which they all predict class ``c``, with tar
 
     obj(x) = sum_{k != j} F_k(x)[c] - lambda1 * F_j(x)[c] + lambda2 * sum_k f_{n_k}(x)
     g      = d obj / d x,   g <- g / (sqrt(mean(g ** 2)) + 1e-5)     (per input)
-    x      <- clip(x + s * constraint(g), lo, hi)
+    x      <- clip(x + s * constraint(g), lo, hi)       (no clip with ``clip=False``)
 
 until the models disagree on ``x`` (a *difference-inducing input*) or ``iterations``
 steps have been taken. ``F_k(x)[c]`` is a logit (default) or a probability; ``f_n`` is a
@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -49,13 +50,14 @@ from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError, check_bounds, check_int
 from .config import XploreConfig
 from .constraints import Constraint
-from .results import FoundInputs, TracePoint, XploreResult
+from .results import FoundInputs, TracePoint, XploreResult, measure_realism, saturation_warning
 
 __all__ = [
     "Draws",
     "STRATEGY",
     "Strategy",
     "RMS_EPS",
+    "auto_threads",
     "check_models",
     "choose_neurons",
     "draw_randomness",
@@ -74,6 +76,35 @@ RMS_EPS = 1e-5
 #: Inputs per forward/backward pass on the CPU: 256 LeNet inputs keep a pass's tensors in
 #: cache, about 1.7x faster than one pass over 2,000 (benchmarks/bench_xplore.py).
 CPU_CHUNK = 256
+
+
+#: Models with at most this many parameters run on one CPU thread unless told otherwise:
+#: LeNets on 2,000 seeds are 1.1x to 25x faster on one thread than on PyTorch's default
+#: (2 here), the more so the busier the machine (``docs/xplore.md``).
+SMALL_MODEL_PARAMETERS = 2_000_000
+
+
+def auto_threads(models: Sequence[nn.Module], device) -> int | None:
+    """The CPU thread count a search should use: 1 for small models on the CPU, else
+    ``None`` (leave PyTorch's setting alone)."""
+    if torch.device(device).type != "cpu":
+        return None
+    size = sum(p.numel() for m in models for p in m.parameters())
+    return 1 if size <= SMALL_MODEL_PARAMETERS else None
+
+
+@contextlib.contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    """``torch.set_num_threads(count)`` for the duration (nothing when ``None``)."""
+    if count is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(check_int("threads", count, 1))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
@@ -400,7 +431,9 @@ class _Run:
             g = normalize(torch.cat(grads)[keep])
             u = torch.as_tensor(draws.constraint_u[rows[alive[keep_np]], it])
             g = self.constraint.apply(g, u)
-            x = torch.clamp(x.detach()[keep] + cfg.step * g, self.lo, self.hi)
+            x = x.detach()[keep] + cfg.step * g
+            if cfg.clip:
+                x = torch.clamp(x, self.lo, self.hi)
             alive = alive[keep_np]
             neurons = [nk[keep] for nk in neurons]
 
@@ -449,6 +482,7 @@ def search(
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
     chunk_size: int | None = None,
+    threads: int | str | None = "auto",
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -470,9 +504,13 @@ def search(
         progress: Show a progress bar over the iterations.
         chunk_size: Inputs per forward and backward pass (default 256 on the CPU, all on a
             GPU). A performance knob only: each row's arithmetic is the same in any chunk.
+        threads: CPU threads for the run, restored afterwards: ``"auto"`` (one for small
+            models on the CPU, :func:`auto_threads`), a number, or ``None`` (PyTorch's).
 
     Returns:
-        The run's :class:`~deepfault.xplore.results.XploreResult`.
+        The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of
+        what was found (:class:`~deepfault.xplore.results.Realism`). A ``UserWarning``
+        says when most found inputs saturate, naming the options that avoid it.
 
     Raises:
         DeepFaultError: Fewer than two models, models of different class counts or that
@@ -508,7 +546,8 @@ def search(
     num_classes = check_models(models, x_all[:1], names)
     run = _Run(models, names, kinds, config, (lo, hi), device, chunk_size)
     draws = draw_randomness(len(x_all), len(models), config, run.constraint)
-    with _frozen(models):
+    count = auto_threads(models, device) if threads == "auto" else threads
+    with _frozen(models), _threads(count):
         layouts = run.layouts(x_all[:1].to(device))
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
         run.start = time.perf_counter()
@@ -527,9 +566,20 @@ def search(
             if bar is not None:
                 bar.close()
         seconds = run.elapsed()
+        found = run.found_inputs(index, tuple(x_all.shape[1:]))
+        still = None
+        if not config.clip and len(found):
+            from .results import replay
+
+            clipped = np.clip(found.inputs, lo, hi)
+            p = replay(models, torch.as_tensor(clipped).to(device))
+            still = (p != p[:, :1]).any(axis=1)
+    realism = measure_realism(found.inputs, found.seeds, (lo, hi), still_differ_clipped=still)
+    message = saturation_warning(realism, config)
+    if message:
+        warnings.warn(message, UserWarning, stacklevel=2)
     preds = run.seed_predictions
     differ = (preds != preds[:, :1]).any(axis=1)
-    found = run.found_inputs(index, tuple(x_all.shape[1:]))
     if len(found) == 0:
         log.info("no difference-inducing input found in %d seeds", len(x_all))
     return XploreResult(
@@ -538,7 +588,7 @@ def search(
         seed_predictions=preds, targets=draws.targets, already_differ=differ,
         found=found, coverage=tuple(nc.compute() for nc in run.coverage), trace=tuple(run.trace),
         seconds=seconds, first_found_seconds=run.first_found, device=str(device),
-        layer_names=tuple(lay.names for lay in layouts),
+        layer_names=tuple(lay.names for lay in layouts), realism=realism,
     )
 
 
@@ -552,6 +602,7 @@ def xplore(
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
     chunk_size: int | None = None,
+    threads: int | str | None = "auto",
 ) -> XploreResult:
     """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
     inputs on which the models disagree, raising their neuron coverage.
@@ -560,9 +611,9 @@ def xplore(
         models: Two or more classifiers of the same task, modules or prepared models (see
             :func:`search`).
         inputs: ``(P, *input)`` pool of seed inputs (the test split).
-        config: The run's parameters (default :class:`XploreConfig`); the seeds are drawn
-            with ``config.seed``.
-        bounds, names, output_kinds, progress, chunk_size: As in :func:`search`.
+        config: The run's parameters (default :class:`XploreConfig`); the seeds are
+            ``config.seed_indices`` when given, else drawn with ``config.seed``.
+        bounds, names, output_kinds, progress, chunk_size, threads: As in :func:`search`.
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
@@ -581,9 +632,17 @@ def xplore(
     x = as_tensor(inputs, name="inputs")
     if len(x):  # models that cannot be compared are the first thing to say
         check_models(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None else names)
-    index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
+    if config.seed_indices is not None:
+        index = np.asarray(config.seed_indices, dtype=np.int64)
+        bad = index[index >= len(x)]
+        if len(bad):
+            raise DeepFaultError(f"seed index {int(bad[0])} is outside the {len(x)} inputs to draw from "
+                                 f"(valid: 0..{len(x) - 1})")
+    else:
+        index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
-                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size)
+                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size,
+                  threads=threads)
 
 
 @dataclass(frozen=True)
