@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     args.argv = ["deepfault", *argv]
-    logging.basicConfig(level=_log_level(args), format="deepfault: %(message)s", force=True)
+    logging.basicConfig(format="deepfault: %(message)s")
+    logging.getLogger().setLevel(_log_level(args))
     try:
         return args.func(args)
     except DeepFaultError as err:
