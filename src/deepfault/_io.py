@@ -9,8 +9,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import DeepFaultError
-
 __all__ = ["atomic_path", "write_json", "check_writable", "user_cache_dir"]
 
 

@@ -37,7 +37,8 @@ def is_cli_process() -> bool:
     argv = getattr(sys, "orig_argv", None) or sys.argv
     if os.path.basename(sys.argv[0] if sys.argv else "") in ("deepfault", "deepfault.exe"):
         return True
-    return any(a == "-m" and b in ("deepfault", "deepfault.cli") for a, b in zip(argv, argv[1:]))
+    pairs = zip(argv, argv[1:], strict=False)
+    return any(a == "-m" and b in ("deepfault", "deepfault.cli") for a, b in pairs)
 
 
 def _exit_now(signum, _frame) -> None:
@@ -86,3 +87,7 @@ def exit_status(exc: BaseException | None = None) -> int:
     if isinstance(exc, Terminated) or (_received and _received[-1] == signal.SIGTERM):
         return 143
     return 130
+
+
+# Importing this module (the package's first import) guards the CLI's own start-up.
+guard_startup()

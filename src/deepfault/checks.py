@@ -51,7 +51,7 @@ def check_count(param: str, value, *, minimum: int = 1, maximum: int | None = No
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise error(param, f"an integer >= {minimum}", value, fix)
     if maximum is not None and value > maximum:
-        raise error(param, f"at most {maximum:,}", value, fix or "a larger value cannot fit in memory or time")
+        raise error(param, f"at most {maximum:,}", value, fix or "larger cannot fit in memory or time")
     return int(value)
 
 
@@ -196,7 +196,8 @@ def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path |
         path = Path(text).expanduser()
         _check_names(param, path)
         if text.endswith(os.sep) or text in (".", "..") or path.is_dir():
-            raise error(param, "a file name", text, "it is a directory; give a file such as result.json inside it")
+            raise error(param, "a file name", text,
+                        "it is a directory; give a file such as result.json inside it")
         _check_place(param, path, what="file")
         key = os.path.normcase(os.path.abspath(path))
         if key in seen:
@@ -251,7 +252,8 @@ def check_labels(param: str, labels, num_classes: int, *, count: int | None = No
     except Exception:  # noqa: BLE001 - anything array_like refuses
         raise error(param, "an array of integer class labels", f"<{type(labels).__name__}>") from None
     if y.ndim != 1 or (count is not None and len(y) != count):
-        raise error(param, f"a 1-D array of {count if count is not None else 'N'} labels", f"<shape {y.shape}>")
+        raise error(param, f"a 1-D array of {count if count is not None else 'N'} labels",
+                    f"<shape {y.shape}>")
     if y.dtype.kind == "f":
         if not np.isfinite(y).all() or (y != np.round(y)).any():
             bad = y[~np.isfinite(y) | (y != np.round(y))][0]

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import _signals
-from . import _preflight
 from ..errors import DeepFaultError
 from ..methods import ALL as _METHODS
+from . import _preflight
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 

@@ -22,7 +22,8 @@ BOUNDS = {
     "threads": (1, c.MAX_THREADS), "seed": (0, c.MAX_SEED), "iterations": (1, c.MAX_ITERATIONS),
     "epochs": (1, c.MAX_EPOCHS), "sections": (1, c.MAX_SECTIONS), "workers": (1, c.MAX_WORKERS),
     "grid": (1, 10_000), "batch_size": (1, MAX_BATCH), "batch": (1, MAX_BATCH), "chunk_size": (1, MAX_BATCH),
-    "seeds": (1, MAX_BATCH), "max_seeds": (1, MAX_BATCH), "top_k": (1, MAX_BATCH), "blackout_size": (1, 1 << 16),
+    "seeds": (1, MAX_BATCH), "max_seeds": (1, MAX_BATCH), "top_k": (1, MAX_BATCH),
+    "blackout_size": (1, 1 << 16),
     "images_per_epoch": (1, MAX_BATCH), "repeat": (1, MAX_REPEAT), "num_inputs": (1, MAX_BATCH),
 }
 #: Classes of the zoo that are no classifiers (trained and used by ``gan train``).

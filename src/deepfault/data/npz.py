@@ -61,7 +61,7 @@ def _labels(path: Path, key: str, y: np.ndarray, n: int) -> np.ndarray:
         raise DeepFaultError(f"{path}: array {key!r} holds the negative label {y.min()}")
     if len(y) and y.max() >= MAX_CLASSES:  # class names 0..max(y) would be allocated
         raise DeepFaultError(f"{path}: array {key!r} holds label {y.max()}; labels must be below "
-                             f"{MAX_CLASSES:,} (the most classes deepfault takes); relabel the classes 0..C-1")
+                             f"{MAX_CLASSES:,} (the most classes deepfault takes); relabel them 0..C-1")
     return y
 
 

@@ -26,7 +26,6 @@ from typing import Any, final
 
 import numpy as np
 
-from ..errors import DeepFaultError
 from .executors import Executor, get_executor
 from .store import ResultStore
 
@@ -163,16 +162,16 @@ class ExperimentPreset(ABC):
             DeepFaultError: Any invalid setting (checked before the store is created), or
                 another process writing to the same store.
         """
+        from ..checks import check_output_dir, check_outputs
         from ..provenance import provenance
 
         start = time.perf_counter()
         store_path = Path(store_path)
-        if store_path.is_dir():
-            raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
+        # Everything the run will create is checked before the plan trains or loads anything.
+        check_outputs(("--store", store_path))
         ResultStore.check(store_path)
         models_dir = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
-        if models_dir.exists() and not models_dir.is_dir():
-            raise DeepFaultError(f"--models-dir {str(models_dir)!r} is a file; give a folder")
+        check_output_dir("--models-dir", models_dir)
         context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv)
         self.check(context)
         plan = self.plan(context)

@@ -118,8 +118,8 @@ def _check_payload(path: Path, payload: dict) -> None:
         key = diff[0]
         raise DeepFaultError(
             f"the weights in {str(path)!r} do not fit architecture {arch!r} with {kwargs}: {key!r} is "
-            f"{have.get(key, 'missing')} in the file, {want.get(key, 'absent')} in the architecture; the file "
-            "is damaged or its metadata is wrong"
+            f"{have.get(key, 'missing')} in the file, {want.get(key, 'absent')} in the architecture; "
+            "the file is damaged or its metadata is wrong"
         )
     bounds = payload.get("bounds")
     if bounds is not None:
