@@ -150,7 +150,7 @@ def _check_place(param: str, path: Path, *, what: str) -> None:
     existing = _nearest_existing(path.parent if str(path.parent) else Path("."))
     if not existing.is_dir():
         raise error(param, f"a {what} whose folders can be made", text,
-                    f"{str(existing)!r} is a file; choose another path")
+                    f"cannot write output {what} there: {str(existing)!r} is a file; choose another path")
     limit = _name_max(existing)
     long = next((part for part in path.parts if len(os.fsencode(part)) > limit), None)
     if long is not None:
@@ -165,7 +165,7 @@ def _check_place(param: str, path: Path, *, what: str) -> None:
             problem = err.strerror or str(err)
     if problem:
         raise error(param, f"a {what} in a writable folder", text,
-                    f"{str(existing)!r} cannot be written ({problem}); choose another path")
+                    f"cannot write output {what} in {str(existing)!r} ({problem}); choose another path")
 
 
 def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path | None]:
@@ -197,7 +197,7 @@ def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path |
         _check_names(param, path)
         if text.endswith(os.sep) or text in (".", "..") or path.is_dir():
             raise error(param, "a file name", text,
-                        "it is a directory; give a file such as result.json inside it")
+                        f"{text!r} is a directory; give a file such as result.json inside it")
         _check_place(param, path, what="file")
         key = os.path.normcase(os.path.abspath(path))
         if key in seen:

@@ -26,6 +26,9 @@ BOUNDS = {
     "blackout_size": (1, 1 << 16),
     "images_per_epoch": (1, MAX_BATCH), "repeat": (1, MAX_REPEAT), "num_inputs": (1, MAX_BATCH),
 }
+#: Options whose command checks no lower bound itself (the others keep their own messages).
+NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
+                  "max_seeds", "sections", "epochs", "iterations", "batch"}
 #: Classes of the zoo that are no classifiers (trained and used by ``gan train``).
 GAN_PARTS = ("dcgan_generator", "dcgan_discriminator")
 
@@ -55,7 +58,7 @@ def check(parser: argparse.ArgumentParser, args) -> None:
             c.check_seed(option, value)
         elif dest in BOUNDS and value is not None and not isinstance(value, bool):
             lo, hi = BOUNDS[dest]
-            c.check_count(option, value, minimum=lo, maximum=hi)
+            c.check_count(option, value, minimum=lo if dest in NO_OWN_MINIMUM else -(2**63), maximum=hi)
         elif isinstance(value, float) and not math.isfinite(value):
             raise c.error(option, "a finite number", _typed(args, option, value))
     if "device" in options and getattr(args, "device", None) is not None:

@@ -235,6 +235,7 @@ def _cmd_xplore(args) -> int:
     import torch
 
     from .._io import check_writable, write_json
+    from ..checks import check_finite_outputs
     from ..provenance import provenance
     from ..xplore import XploreConfig, save_inputs, xplore
 
@@ -248,6 +249,7 @@ def _cmd_xplore(args) -> int:
     device = device_from(args.device)
     files, labels, data = load_xplore_inputs(args)
     models = [mf.model.to(device) for mf in files]
+    check_finite_outputs(models, data.x_test, names=labels)  # NaN weights, 10 vs 5 classes: refused
     threads = torch.get_num_threads()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -93,6 +93,11 @@ def load_pair(m1: str | os.PathLike, m2: str | os.PathLike, *, dataset: str | No
             log.warning("%s was trained on %s, not %s; faults may come from the data shift",
                         path, mf.dataset, name)
     data = load_dataset(name, data_dir=data_dir)
+    if mf1.bounds is not None and mf2.bounds is not None and tuple(mf1.bounds) != tuple(mf2.bounds):
+        raise DeepFaultError(
+            f"M1 takes inputs in {tuple(mf1.bounds)} and M2 in {tuple(mf2.bounds)}; regression fuzzing feeds "
+            "the same inputs to both: give two versions of one classifier, with the same input range"
+        )
     bounds = mf1.bounds or mf2.bounds
     if bounds is not None and tuple(bounds) != data.bounds:
         if tuple(bounds) == (0.0, 1.0) and data.bounds == (0.0, 255.0):
@@ -151,13 +156,20 @@ def regress(
     Returns:
         A :class:`RegressOutcome`.
     """
+    from ..checks import check_device, check_name, check_outputs
+
+    config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
+    device = check_device(device)
+    if store is not None:
+        check_outputs(("store", store))
+    if cell is not None:
+        check_name("cell", cell)
     mf1, mf2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
                                trust_pickle=trust_pickle)
-    config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(mf1.output_kind, mf2.output_kind))
-    device = torch.device(device)
     model1, model2 = mf1.model.to(device), mf2.model.to(device)
+    check_pair(model1, model2, data, config)  # before the store is opened or created
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
@@ -172,6 +184,19 @@ def regress(
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
                           tuple(data.class_names), tuple(data.bounds))
+
+
+def check_pair(m1, m2, data, config: CampaignConfig) -> None:
+    """Refuse, on a few test inputs, models that compute NaN or infinite outputs, that have
+    different numbers of classes, or whose layers the criterion cannot read."""
+    from ..checks import check_finite_outputs
+    from ..core.batches import iterate_batches
+
+    sample = data.x_test[:8]
+    check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
+    layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
+    for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
+        break
 
 
 def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) -> CampaignResult:
