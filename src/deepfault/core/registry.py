@@ -51,8 +51,8 @@ class Registry(Generic[T]):
         """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.
 
         Raises:
-            DuplicateName: (a :class:`DeepFaultError`) ``name`` is registered already (a plug-in or a user's own
-                measure registered twice: unregister it first to replace it).
+            DuplicateName: (a :class:`DeepFaultError`) ``name`` is registered already (a plug-in or
+                a user's own measure registered twice: unregister it first to replace it).
         """
 
         def add(obj: T) -> T:
