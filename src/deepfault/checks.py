@@ -197,7 +197,7 @@ def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path |
         _check_names(param, path)
         if text.endswith(os.sep) or text in (".", "..") or path.is_dir():
             raise error(param, "a file name", text,
-                        f"{text!r} is a directory; give a file such as result.json inside it")
+                        "it is a directory; give a file such as result.json inside it")
         _check_place(param, path, what="file")
         key = os.path.normcase(os.path.abspath(path))
         if key in seen:

@@ -85,8 +85,17 @@ def _command(args) -> str:
     return f"{args.command} {sub}" if sub else args.command
 
 
-def _suffixed(path: str | None, suffix: str) -> Path | None:
-    return None if path in (None, "-") else Path(path).with_suffix(suffix)
+def _suffixed(path, suffix: str) -> Path | None:
+    """``path`` with another suffix (``None`` for none, ``'-'``, or a path without a file name,
+    which its own check refuses first)."""
+    if path in (None, "-") or not Path(path).name or Path(path).name in (".", ".."):
+        return None
+    return Path(path).with_suffix(suffix)
+
+
+def _first(param: str, path) -> None:
+    """Check the main output alone first, so that its siblings are derived from a sane name."""
+    c.check_outputs((param, path))
 
 
 # --- per command: the files it writes and what the generic pass cannot see --------------------
@@ -94,9 +103,12 @@ def _suffixed(path: str | None, suffix: str) -> Path | None:
 
 def _run(args) -> None:
     out = None if args.out == "-" else args.out
+    _first("--out", out)
+    if args.save_inputs:
+        _first("--save-inputs", args.save_inputs)
     inputs = None
     if not args.no_save_inputs and (args.save_inputs or out is not None):
-        inputs = args.save_inputs or Path(out).with_suffix(".npz")
+        inputs = args.save_inputs or _suffixed(out, ".npz")
     c.check_outputs(("--out", out), ("--save-inputs", inputs),
                     ("--save-inputs (its image grid)", _suffixed(inputs and str(inputs), ".png")),
                     ("--log", args.log))
@@ -120,6 +132,7 @@ def _coverage_rank(args) -> None:
 
 
 def _xplore(args) -> None:
+    _first("--out", args.out)
     c.check_outputs(("--out", args.out), ("--out (its inputs, .npz)", _suffixed(args.out, ".npz")),
                     ("--out (its image grid, .png)", _suffixed(args.out, ".png")))
 
@@ -137,6 +150,10 @@ def _regress(args) -> None:
     if args.layers is not None and not args.layers:
         raise c.error("--layers", "comma-separated layer names", _typed(args, "--layers", ""))
     campaign = args.campaign if args.campaign is None else c.check_name("--campaign", args.campaign)
+    _first("--store", args.store)
+    if args.out is not None and (not Path(args.out).name or Path(args.out).name in (".", "..")
+                                 or args.out.endswith("/")):
+        raise c.error("--out", "a file name prefix (PREFIX.npz and PREFIX.png are written)", args.out)
     npz, png = faults_paths(args.store, campaign or f"{args.strategy}-seed{args.seed}", args.out)
     c.check_outputs(("--store", args.store), ("--out (faults, .npz)", npz), ("--out (fault grid, .png)", png))
     from ..experiment.store import ResultStore
@@ -176,6 +193,7 @@ def _train(args) -> None:
         raise c.error("--arch", "a classifier of the zoo (or dcgan_discriminator)", args.arch,
                       "the generator is trained with its discriminator: 'deepfault gan train'")
     if args.arch == "dcgan_discriminator":
+        _first("--out", args.out)
         out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
         c.check_outputs(("--out", out), ("--out (its generator)", out.with_name(f"{out.stem}.generator.pt")))
         return
@@ -183,6 +201,9 @@ def _train(args) -> None:
 
 
 def _gan_train(args) -> None:
+    _first("--out", args.out)
+    if args.generator_out:
+        _first("--generator-out", args.generator_out)
     out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
     gen = args.generator_out or out.with_name(f"{out.stem}.generator.pt")
     c.check_outputs(("--out", out), ("--generator-out", gen))
