@@ -59,8 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             status = _main(argv)
         except KeyboardInterrupt as exc:
-            status = _interrupted(_signals.exit_status(exc))
-        return _signals.exit_status() if status == 130 else status
+            return _interrupted(_signals.exit_status(exc))
+        # A command that caught the interruption itself (to keep a resumable state) returns 130.
+        return _interrupted(_signals.exit_status()) if status == 130 else status
 
 
 def _join_negative_values(argv: list[str]) -> list[str]:
@@ -80,8 +81,8 @@ def _join_negative_values(argv: list[str]) -> list[str]:
 def _interrupted(status: int) -> int:
     name = "SIGTERM" if status == 143 else "SIGINT"
     with contextlib.suppress(Exception):
-        print(f"deepfault: interrupted ({name}); temporary files removed, finished results kept",
-              file=sys.stderr)
+        print(f"deepfault: interrupted ({name}); temporary files removed, finished results kept "
+              "(rerun the same command to resume where it has a store)", file=sys.stderr)
     return status
 
 
