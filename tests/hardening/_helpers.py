@@ -34,8 +34,14 @@ def pair(tmp_path_factory):
     x = torch.rand(60, 1, 28, 28, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         y = m1(x).argmax(1).numpy()
-    np.savez(d / "data.npz", x=x.numpy(), y=y, x_train=x.numpy(), y_train=y,
-             class_names=np.array([str(i) for i in range(10)]))
+    np.savez(
+        d / "data.npz",
+        x=x.numpy(),
+        y=y,
+        x_train=x.numpy(),
+        y_train=y,
+        class_names=np.array([str(i) for i in range(10)]),
+    )
     meta = {"input_shape": [1, 28, 28]}
 
     def save(name, model, classes=10, bounds=(0.0, 1.0)):

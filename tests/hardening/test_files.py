@@ -11,8 +11,8 @@ import sqlite3
 import numpy as np
 import pytest
 import torch
-
 from _helpers import assert_refused, cli
+
 from deepfault import DeepFaultError
 
 TOML = """name = "tiny"
@@ -58,14 +58,18 @@ def test_model_metadata_is_validated_before_building(pair, tmp_path, case):
     torch.save(payload, bad)
     work = tmp_path / "w"
     work.mkdir()
-    for argv in (["run", "--model", bad, "--out", "-", "-q"], ["inspect", bad, "--input-shape", "1,8,8"],
-                 ["coverage", "measure", "--model", bad, "--out", "-"],
-                 ["xplore", "--models", f"{bad},{pair / 'digits.pt'}", "--out", "-"],
-                 ["regress", "--m1", bad, "--m2", pair / "digits.pt", "--budget", "5it"]):
+    for argv in (
+        ["run", "--model", bad, "--out", "-", "-q"],
+        ["inspect", bad, "--input-shape", "1,8,8"],
+        ["coverage", "measure", "--model", bad, "--out", "-"],
+        ["xplore", "--models", f"{bad},{pair / 'digits.pt'}", "--out", "-"],
+        ["regress", "--m1", bad, "--m2", pair / "digits.pt", "--budget", "5it"],
+    ):
         assert_refused(argv, work, "bad.pt")
 
 
 # --- stores: corrupt cells name themselves; a resume recomputes them ---------------------------
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
@@ -98,7 +102,9 @@ CORRUPT = {
 
 def _corrupt(path, column, change):
     with sqlite3.connect(path) as db:
-        cell_id, data, blob = db.execute("SELECT cell_id, data, arrays FROM cells ORDER BY cell_id").fetchone()
+        cell_id, data, blob = db.execute(
+            "SELECT cell_id, data, arrays FROM cells ORDER BY cell_id"
+        ).fetchone()
         db.execute(f"UPDATE cells SET {column} = ? WHERE cell_id = ?", (change(blob, data), cell_id))
     return cell_id, data
 
@@ -144,6 +150,7 @@ def test_campaign_checkpoint_missing_fields_names_the_cell(tmp_path):
 
 # --- profiles --------------------------------------------------------------------------------------
 
+
 def _profile(tmp_path, pair):
     from deepfault.coverage import compute_profile
     from deepfault.models import load_model
@@ -178,5 +185,19 @@ def test_hostile_profiles_are_refused(pair, tmp_path, case):
     with pytest.raises(DeepFaultError, match="damaged profile"):
         load_profile(tmp_path / "bad.npz")
     for command in ("measure", "rank"):
-        assert_refused(["coverage", command, "--model", pair / "digits.pt", "--criteria", "kmnc",
-                        "--profile", tmp_path / "bad.npz", "--out", "o.json"], tmp_path, "damaged profile")
+        assert_refused(
+            [
+                "coverage",
+                command,
+                "--model",
+                pair / "digits.pt",
+                "--criteria",
+                "kmnc",
+                "--profile",
+                tmp_path / "bad.npz",
+                "--out",
+                "o.json",
+            ],
+            tmp_path,
+            "damaged profile",
+        )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from _helpers import assert_refused, cli, files
 
 LONG = "n" * 300
@@ -16,14 +15,53 @@ def _commands(d):
     m1, m2, data = d / "m1.pt", d / "m2.pt", d / "data.npz"
     return {
         "coverage profile": ["coverage", "profile", "--model", d / "digits.pt", "--out", "OUT"],
-        "coverage measure --plot": ["coverage", "measure", "--model", d / "digits.pt", "--out", "-",
-                                    "--plot", "OUT"],
+        "coverage measure --plot": [
+            "coverage",
+            "measure",
+            "--model",
+            d / "digits.pt",
+            "--out",
+            "-",
+            "--plot",
+            "OUT",
+        ],
         "xplore --out": ["xplore", "--models", f"{m1},{m2}", "--dataset", data, "--out", "OUT"],
-        "regress --out": ["regress", "--m1", m1, "--m2", m2, "--dataset", data, "--budget", "5it", "--out", "OUT"],
-        "regress --store": ["regress", "--m1", m1, "--m2", m2, "--dataset", data, "--budget", "5it",
-                            "--store", "OUT"],
-        "scenario --out-dir": ["scenario", "prune", "--arch", "digits_mlp", "--dataset", "digits",
-                               "--out-dir", "OUT"],
+        "regress --out": [
+            "regress",
+            "--m1",
+            m1,
+            "--m2",
+            m2,
+            "--dataset",
+            data,
+            "--budget",
+            "5it",
+            "--out",
+            "OUT",
+        ],
+        "regress --store": [
+            "regress",
+            "--m1",
+            m1,
+            "--m2",
+            m2,
+            "--dataset",
+            data,
+            "--budget",
+            "5it",
+            "--store",
+            "OUT",
+        ],
+        "scenario --out-dir": [
+            "scenario",
+            "prune",
+            "--arch",
+            "digits_mlp",
+            "--dataset",
+            "digits",
+            "--out-dir",
+            "OUT",
+        ],
         "gan train --out": ["gan", "train", "--dataset", data, "--out", "OUT"],
         "run --out": ["run", "--model", d / "digits.pt", "--out", "OUT"],
         "train --out": ["train", "--arch", "digits_mlp", "--dataset", "digits", "--out", "OUT"],
@@ -62,7 +100,9 @@ def test_bad_output_path_is_refused_before_work(pair, tmp_path, command, case):
 @pytest.mark.parametrize("command", ["scenario --out-dir", "coverage measure --plot"])
 def test_folder_option_set_to_an_existing_file(pair, tmp_path, command):
     (tmp_path / "afile").write_text("x")
-    assert_refused(_sub(_commands(pair)[command], "afile"), tmp_path, command.split()[-1], "is an existing file")
+    assert_refused(
+        _sub(_commands(pair)[command], "afile"), tmp_path, command.split()[-1], "is an existing file"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
@@ -87,19 +127,41 @@ def test_read_only_file_system_is_refused(pair, tmp_path, monkeypatch):
     assert_refused(_sub(_commands(pair)["run --out"], "r.json"), tmp_path, "--out", "Read-only file system")
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.npz"], "--out (its inputs, .npz)"),
-    (["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.png"], "--out (its image grid, .png)"),
-    (["run", "--model", "DIGITS", "--out", "x.npz", "--save-inputs", "x.npz"], "--save-inputs"),
-    (["run", "--model", "DIGITS", "--out", "x.json", "--log", "x.json"], "--log"),
-    (["run", "--model", "DIGITS", "--out", "x.json", "--save-inputs", "a.npz", "--log", "a.png"], "--log"),
-    (["gan", "train", "--dataset", "DATA", "--out", "d.pt", "--generator-out", "d.pt"], "--generator-out"),
-    (["regress", "--m1", "M1", "--m2", "M2", "--dataset", "DATA", "--store", "f.npz", "--out", "f"], "--out"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.npz"], "--out (its inputs, .npz)"),
+        (
+            ["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.png"],
+            "--out (its image grid, .png)",
+        ),
+        (["run", "--model", "DIGITS", "--out", "x.npz", "--save-inputs", "x.npz"], "--save-inputs"),
+        (["run", "--model", "DIGITS", "--out", "x.json", "--log", "x.json"], "--log"),
+        (
+            ["run", "--model", "DIGITS", "--out", "x.json", "--save-inputs", "a.npz", "--log", "a.png"],
+            "--log",
+        ),
+        (
+            ["gan", "train", "--dataset", "DATA", "--out", "d.pt", "--generator-out", "d.pt"],
+            "--generator-out",
+        ),
+        (
+            ["regress", "--m1", "M1", "--m2", "M2", "--dataset", "DATA", "--store", "f.npz", "--out", "f"],
+            "--out",
+        ),
+    ],
+)
 def test_sibling_outputs_that_would_clobber_each_other(pair, tmp_path, argv, needle):
-    table = {"M1": pair / "m1.pt", "M2": pair / "m2.pt", "DATA": pair / "data.npz", "DIGITS": pair / "digits.pt"}
+    table = {
+        "M1": pair / "m1.pt",
+        "M2": pair / "m2.pt",
+        "DATA": pair / "data.npz",
+        "DIGITS": pair / "digits.pt",
+    }
     argv = [table.get(a, a) for a in argv]
-    argv = [a.replace("M1,M2", f"{pair / 'm1.pt'},{pair / 'm2.pt'}") if isinstance(a, str) else a for a in argv]
+    argv = [
+        a.replace("M1,M2", f"{pair / 'm1.pt'},{pair / 'm2.pt'}") if isinstance(a, str) else a for a in argv
+    ]
     assert_refused(argv, tmp_path, needle, "overwrite each other")
 
 
@@ -119,8 +181,11 @@ def test_experiment_with_an_unusable_store_creates_nothing(tmp_path):
     (tmp_path / "afile").write_text("x")
     for preset in ("digits", "drfuzz-mnist"):
         assert_refused(["experiment", "--preset", preset, "--store", "afile/s.sqlite"], tmp_path, "--store")
-        assert_refused(["experiment", "--preset", preset, "--store", "s.sqlite", "--models-dir", "afile"],
-                       tmp_path, "--models-dir")
+        assert_refused(
+            ["experiment", "--preset", preset, "--store", "s.sqlite", "--models-dir", "afile"],
+            tmp_path,
+            "--models-dir",
+        )
 
 
 def test_the_runner_checks_the_store_before_planning(tmp_path):

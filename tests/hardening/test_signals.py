@@ -25,8 +25,14 @@ STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 def _start(argv, cwd):
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "deepfault", *map(str, argv)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "deepfault", *map(str, argv)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(predicate, proc, timeout=60.0):
@@ -46,6 +52,7 @@ def _torch_loading(proc):
             return "libtorch" in Path(f"/proc/{proc.pid}/maps").read_text()
         except OSError:
             return False
+
     return check
 
 
@@ -66,21 +73,88 @@ def _check(status, err, signum, cwd):
 def _commands(d, tmp):
     big = tmp / "big.npz"
     if not big.exists():
-        np.savez(big, x=np.random.default_rng(0).random((20000, 1, 8, 8)).astype(np.float32),
-                 y=np.zeros(20000, int))
+        np.savez(
+            big,
+            x=np.random.default_rng(0).random((20000, 1, 8, 8)).astype(np.float32),
+            y=np.zeros(20000, int),
+        )
     return {
-        "xplore": ["xplore", "--models", f"{d / 'm1.pt'},{d / 'm2.pt'}", "--dataset", d / "data.npz",
-                   "--seeds", "60", "--iterations", "100000", "--step", "1e-9", "--no-progress", "--threads", "1",
-                   "--out", "x.json"],
-        "regress": ["regress", "--m1", d / "m1.pt", "--m2", d / "m2.pt", "--dataset", d / "data.npz",
-                    "--budget", "600s", "--checkpoint-every", "0.5", "--no-progress", "--threads", "1",
-                    "--store", "s.sqlite", "--fidelity", "ssim:0.5", "--criterion", "nc"],
-        "coverage profile": ["coverage", "profile", "--model", d / "digits.pt", "--split", big,
-                             "--batch-size", "1", "--out", "p.npz"],
-        "scenario": ["scenario", "prune", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "5000",
-                     "--no-progress", "--out-dir", "sc"],
-        "gan train": ["gan", "train", "--dataset", d / "data.npz", "--epochs", "5000", "--no-progress",
-                      "--out", "d.pt"],
+        "xplore": [
+            "xplore",
+            "--models",
+            f"{d / 'm1.pt'},{d / 'm2.pt'}",
+            "--dataset",
+            d / "data.npz",
+            "--seeds",
+            "60",
+            "--iterations",
+            "100000",
+            "--step",
+            "1e-9",
+            "--no-progress",
+            "--threads",
+            "1",
+            "--out",
+            "x.json",
+        ],
+        "regress": [
+            "regress",
+            "--m1",
+            d / "m1.pt",
+            "--m2",
+            d / "m2.pt",
+            "--dataset",
+            d / "data.npz",
+            "--budget",
+            "600s",
+            "--checkpoint-every",
+            "0.5",
+            "--no-progress",
+            "--threads",
+            "1",
+            "--store",
+            "s.sqlite",
+            "--fidelity",
+            "ssim:0.5",
+            "--criterion",
+            "nc",
+        ],
+        "coverage profile": [
+            "coverage",
+            "profile",
+            "--model",
+            d / "digits.pt",
+            "--split",
+            big,
+            "--batch-size",
+            "1",
+            "--out",
+            "p.npz",
+        ],
+        "scenario": [
+            "scenario",
+            "prune",
+            "--arch",
+            "digits_mlp",
+            "--dataset",
+            "digits",
+            "--epochs",
+            "5000",
+            "--no-progress",
+            "--out-dir",
+            "sc",
+        ],
+        "gan train": [
+            "gan",
+            "train",
+            "--dataset",
+            d / "data.npz",
+            "--epochs",
+            "5000",
+            "--no-progress",
+            "--out",
+            "d.pt",
+        ],
     }
 
 
@@ -130,27 +204,58 @@ def _metrics(stdout: str) -> list[str]:
 
 
 def test_kill_9_then_resume_continues_exactly(pair, tmp_path):
-    argv = ["regress", "--m1", pair / "m1.pt", "--m2", pair / "m2.pt", "--dataset", pair / "data.npz",
-            "--budget", "600it", "--checkpoint-every", "0.2", "--no-progress", "--threads", "1",
-            "--fidelity", "ssim:0.5", "--criterion", "nc", "--store", "s.sqlite"]
+    argv = [
+        "regress",
+        "--m1",
+        pair / "m1.pt",
+        "--m2",
+        pair / "m2.pt",
+        "--dataset",
+        pair / "data.npz",
+        "--budget",
+        "600it",
+        "--checkpoint-every",
+        "0.2",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--fidelity",
+        "ssim:0.5",
+        "--criterion",
+        "nc",
+        "--store",
+        "s.sqlite",
+    ]
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
     (tmp_path / "clean").mkdir()
     (tmp_path / "killed").mkdir()
-    clean = subprocess.run([sys.executable, "-m", "deepfault", *map(str, argv)], cwd=tmp_path / "clean",
-                           text=True, capture_output=True, env=env)
+    clean = subprocess.run(
+        [sys.executable, "-m", "deepfault", *map(str, argv)],
+        cwd=tmp_path / "clean",
+        text=True,
+        capture_output=True,
+        env=env,
+    )
     assert clean.returncode == 0, clean.stderr
     proc = _start(argv, tmp_path / "killed")
     assert _wait_for(lambda: _checkpoints(tmp_path / "killed" / "s.sqlite") > 0, proc), proc.communicate()
     proc.kill()
     proc.wait()
     assert not list((tmp_path / "killed").glob("*faults*"))  # no half result
-    resumed = subprocess.run([sys.executable, "-m", "deepfault", *map(str, argv)], cwd=tmp_path / "killed",
-                             text=True, capture_output=True, env=env)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "deepfault", *map(str, argv)],
+        cwd=tmp_path / "killed",
+        text=True,
+        capture_output=True,
+        env=env,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from checkpoint" in resumed.stdout
     assert _metrics(resumed.stdout) == _metrics(clean.stdout), (resumed.stdout, clean.stdout)
-    with np.load(tmp_path / "clean" / "s-drfuzz-seed0-faults.npz") as a, \
-            np.load(tmp_path / "killed" / "s-drfuzz-seed0-faults.npz") as b:
+    with (
+        np.load(tmp_path / "clean" / "s-drfuzz-seed0-faults.npz") as a,
+        np.load(tmp_path / "killed" / "s-drfuzz-seed0-faults.npz") as b,
+    ):
         assert sorted(a.files) == sorted(b.files)
         for key in set(a.files) - {"elapsed"}:  # wall-clock times differ; everything else is exact
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -64,6 +64,25 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
     return path
 
 
+def _check_crc(path: Path) -> None:
+    """Refuse a damaged file: ``torch.load`` does not check the zip's CRC-32s, so a flipped byte
+    inside a weight would load as a silently different model."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return  # a legacy (non-zip) file, or not a model file at all: torch.load reports it
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as err:
+        bad = f"({type(err).__name__}: {err})"
+    except Exception as err:  # noqa: BLE001 - zlib errors and the like: the file is damaged
+        bad = f"({type(err).__name__})"
+    if bad is not None:
+        raise DeepFaultError(f"{str(path)!r} is damaged (a checksum fails at {bad}); copy or train the model "
+                             "again")
+
+
 #: Largest integer an architecture keyword may hold (widths, class counts).
 MAX_WIDTH = 1 << 20
 
@@ -145,6 +164,7 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
     path = Path(path)
     if not path.is_file():
         raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
+    _check_crc(path)
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises several types for corrupt or foreign files
