@@ -278,8 +278,13 @@ def check_finite_outputs(models: Sequence, inputs, *, names: Sequence[str] | Non
     for i, model in enumerate(models):
         label = names[i] if names is not None else f"{param} {i}"
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
-        with torch.inference_mode():
-            out = model(x.to(device))
+        try:
+            with torch.inference_mode():
+                out = model(x.to(device))
+        except (RuntimeError, ValueError, TypeError) as err:
+            raise error(label, f"a model that takes the data's inputs of shape {tuple(x.shape[1:])}",
+                        f"<{type(err).__name__}: {str(err).splitlines()[0][:100] if str(err) else ''}>",
+                        "give models of the data set's input shape") from None
         out = out[0] if isinstance(out, (tuple, list)) else out
         out = next(iter(out.values())) if isinstance(out, dict) else out
         if not torch.isfinite(out).all():

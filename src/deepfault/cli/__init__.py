@@ -14,6 +14,7 @@ import importlib
 import logging
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -97,9 +98,18 @@ def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(level=logging.INFO, format="deepfault: %(message)s")
     try:
         _preflight.check(parser, args)  # every option and output, before any work
-        return args.func(args)
+        with warnings.catch_warnings():
+            # PyTorch's own warnings about files it refuses: the one error line says it all.
+            warnings.filterwarnings("ignore", module=r"torch(\.|$)")
+            return args.func(args)
     except DeepFaultError as err:
         print(f"deepfault: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a path the user gave that the system refuses (the checks missed it)
+        if isinstance(err, BrokenPipeError) or err.filename is None:
+            raise
+        print(f"deepfault: error: cannot use {err.filename!r}: {err.strerror or err}; check the path",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         with contextlib.suppress(Exception):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 
 from .. import checks as c
@@ -26,6 +27,8 @@ BOUNDS = {
     "blackout_size": (1, 1 << 16),
     "images_per_epoch": (1, MAX_BATCH), "repeat": (1, MAX_REPEAT), "num_inputs": (1, MAX_BATCH),
 }
+#: Bounds of real-valued options, by ``dest``: (exclusive minimum, maximum).
+FLOAT_BOUNDS = {"lr": (0.0, 10.0)}
 #: Options whose command checks no lower bound itself (the others keep their own messages).
 NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
                   "max_seeds", "sections", "epochs", "iterations", "batch"}
@@ -46,6 +49,8 @@ def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
                     stack.append(action.choices[chosen])
             elif action.option_strings:
                 names[action.dest] = max(action.option_strings, key=len)
+            elif action.dest not in ("help", argparse.SUPPRESS):
+                names[action.dest] = action.metavar or action.dest  # a positional, e.g. MODEL
     return names
 
 
@@ -61,6 +66,14 @@ def check(parser: argparse.ArgumentParser, args) -> None:
             c.check_count(option, value, minimum=lo if dest in NO_OWN_MINIMUM else -(2**63), maximum=hi)
         elif isinstance(value, float) and not math.isfinite(value):
             raise c.error(option, "a finite number", _typed(args, option, value))
+        elif dest in FLOAT_BOUNDS and isinstance(value, float):
+            lo, hi = FLOAT_BOUNDS[dest]
+            if not lo < value <= hi:
+                raise c.error(option, f"a number > {lo:g} and <= {hi:g}", _typed(args, option, value))
+        if isinstance(value, str) and any(len(os.fsencode(part)) > 255 for part in value.split("/")):
+            raise c.error(option, "a name of at most 255 bytes (between slashes)",
+                          f"<{len(value)} characters>",
+                          "no file system takes longer names")
     if "device" in options and getattr(args, "device", None) is not None:
         c.check_device(args.device, "--device")
     command = _command(args)
