@@ -102,8 +102,8 @@ def check_device(value, param: str = "device"):
     try:
         device = torch.device(value)
     except (RuntimeError, ValueError):
-        raise error(param, f"one of this machine's devices ({', '.join(['auto', *have])})", str(value),
-                    "see torch.device for the syntax") from None
+        raise error(param, f"one of this machine's devices ({', '.join(['auto', *have])})",
+                    f"unknown device {str(value)!r}", "see torch.device for the syntax") from None
     ok = (device.type == "cpu"
           or (device.type == "cuda" and torch.cuda.is_available()
               and (device.index is None or device.index < torch.cuda.device_count()))
@@ -268,9 +268,10 @@ def check_labels(param: str, labels, num_classes: int, *, count: int | None = No
 
 
 def check_finite_outputs(models: Sequence, inputs, *, names: Sequence[str] | None = None, sample: int = 16,
-                         param: str = "model") -> list[int]:
-    """Run every model on the first ``sample`` inputs; refuse NaN/inf outputs or differing class
-    counts. Returns each model's number of classes."""
+                         param: str = "model", same_classes: bool = False) -> list[int]:
+    """Run every model on the first ``sample`` inputs; refuse NaN/inf outputs, inputs a model
+    cannot take and (with ``same_classes``) differing class counts. Returns each model's number
+    of classes (the commands word the class-count mismatch their own way)."""
     import torch
 
     x = torch.as_tensor(inputs[:sample]).float()
@@ -291,7 +292,7 @@ def check_finite_outputs(models: Sequence, inputs, *, names: Sequence[str] | Non
             raise error(f"{label}", "a model with finite outputs on the data", "<NaN or infinite outputs>",
                         "its weights are broken (NaN or inf); retrain or reload it")
         classes.append(int(out.shape[-1]))
-    if len(set(classes)) > 1:
+    if same_classes and len(set(classes)) > 1:
         detail = ", ".join(f"{names[i] if names else i}: {c}" for i, c in enumerate(classes))
         raise error("models", "classifiers of the same classes", f"<{detail} classes>",
                     "compare models trained on the same data set")

@@ -193,7 +193,10 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     from ..core.batches import iterate_batches
 
     sample = data.x_test[:8]
-    check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
+    c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
+    if c1 != c2:  # the campaign says the same, but only after the store is opened
+        raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
+                             "one classifier")
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
     for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
         break

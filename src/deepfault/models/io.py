@@ -146,8 +146,9 @@ def _check_payload(path: Path, payload: dict) -> None:
               and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds))
         if not ok or not (math.isfinite(bounds[0]) and math.isfinite(bounds[1]) and bounds[0] < bounds[1]):
             raise bad("bounds", "two finite numbers [lo, hi] with lo < hi", repr(bounds)[:80])
-    if payload.get("output_kind", "logits") not in ("logits", "probabilities"):
-        raise bad("output_kind", "'logits' or 'probabilities'", repr(payload.get("output_kind"))[:80])
+    if payload.get("output_kind", "logits") not in ("logits", "probabilities", "images"):
+        raise bad("output_kind", "'logits', 'probabilities' or 'images' (a generator)",
+                  repr(payload.get("output_kind"))[:80])
     if payload.get("dataset") is not None and not isinstance(payload.get("dataset"), str):
         raise bad("dataset", "a data set name", type(payload.get("dataset")).__name__)
     if not isinstance(payload.get("meta", {}), dict):
