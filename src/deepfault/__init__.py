@@ -14,6 +14,7 @@ Three methods on one engine (capture, batch loop, accumulators, registries, stor
 See the README for worked examples.
 """
 
+from . import _signals as _signals  # noqa: I001  (first: guards the CLI's start-up against Ctrl-C)
 from . import methods  # noqa: E402,F401,I001  (registers every method with the engine)
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture

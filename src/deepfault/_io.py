@@ -9,8 +9,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import DeepFaultError
-
 __all__ = ["atomic_path", "write_json", "check_writable", "user_cache_dir"]
 
 
@@ -19,7 +17,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it onto ``path`` only on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale(path)
+    # The writer's pid is in the name, so that a later run can remove what a ``kill -9``
+    # (which runs no ``finally``) left behind.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results follow the user's umask
     try:
@@ -30,6 +31,30 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove ``.NAME.PID.*.tmp`` files beside ``path`` whose writer process is gone."""
+    prefix = f".{path.name}."
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            pid = name[len(prefix):].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_json(path: str | os.PathLike, data) -> Path:
@@ -47,29 +72,15 @@ def _umask() -> int:
     return mask
 
 
-def check_writable(path: str | os.PathLike) -> Path:
+def check_writable(path: str | os.PathLike, param: str = "output") -> Path:
     """Fail early, before any work, when ``path`` cannot be written; creates nothing.
 
-    The nearest existing folder on the way to ``path`` must be writable (missing folders
-    are made only when the result is written).
+    See :func:`deepfault.checks.check_outputs`, which checks several outputs together
+    (sibling files included); this is its one-path form.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise DeepFaultError(f"output path {str(path)!r} is a directory; give a file name")
-    parent = path.parent if str(path.parent) else Path(".")
-    existing = parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{str(existing)!r} is a file")
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=f".{path.name}.", suffix=".probe"):
-            pass
-    except OSError as err:
-        raise DeepFaultError(
-            f"cannot write output file {str(path)!r}: {err.strerror or err}; choose a writable path"
-        ) from None
-    return path
+    from .checks import check_outputs
+
+    return check_outputs((param, path))[0] or Path(path)
 
 
 def user_cache_dir() -> Path:

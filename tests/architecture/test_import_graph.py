@@ -13,7 +13,8 @@ import deepfault
 
 ROOT = Path(deepfault.__file__).parent
 #: The shared engine: knows no method.
-ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance"}
+ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance", "checks",
+          "_signals"}
 #: What sits on top: the method list, the CLI, the package's re-exports, test oracles.
 TOP = {"methods", "cli", "__init__", "__main__", "testing"}
 

@@ -303,9 +303,52 @@ def test_models_returning_tuples_and_dicts_work():
         compute_spectrum(model, x, np.zeros(5, int))
 
 
+# --- the whole surface: every option of every sub-command, every reader (a sample) --------------
+
+#: Seconds the sample may take on a 2-core shared machine; ``benchmarks/probe_all.py`` runs all.
+SURFACE_BUDGET = 15.0
+
+
+def test_every_option_and_reader_sample(tmp_path):
+    """A seeded sample of :mod:`deepfault.testing.probe`'s cases (cheap refusals first, then
+    whatever fits in the budget); the benchmark runs every case and records the counts."""
+    import logging
+    import random
+    import time
+
+    from deepfault.testing.probe import file_cases, make_fixtures, option_cases, run_case
+
+    fixtures = make_fixtures(tmp_path / "fixtures")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "afile").write_text("x")
+    (work / "adir").mkdir()
+    cases = option_cases(fixtures) + file_cases(fixtures)
+    random.Random(0).shuffle(cases)
+    # One case of every kind first (each option and reader is tried), then the rest as time allows.
+    first, rest, seen = [], [], set()
+    for case in cases:
+        (rest if case.kind in seen else first).append(case)
+        seen.add(case.kind)
+    start, failures = time.monotonic(), []
+    logging.disable(logging.WARNING)
+    try:
+        for i, case in enumerate(first + rest):
+            if i >= len(first) and time.monotonic() - start > SURFACE_BUDGET:
+                break
+            outcome = run_case(case, work)
+            TRIED["surface sample"] = TRIED.get("surface sample", 0) + 1
+            if not outcome.ok:
+                failures.append((case.argv, outcome.problem, outcome.stderr))
+    finally:
+        logging.disable(logging.NOTSET)
+    assert not failures, failures[:3]
+    assert TRIED["surface sample"] >= len(first)
+
+
 def test_zz_probe_counts():
     """The probe's size, as the issue asks (printed with -s)."""
     total = sum(TRIED.values())
     print(f"\nbad-input probe: {total} inputs tried: {TRIED}")
-    if len(TRIED) >= 7:  # the whole file ran
+    if len(TRIED) >= 8:  # the whole file ran
         assert total >= 500

@@ -12,12 +12,16 @@ import argparse
 import contextlib
 import importlib
 import logging
+import re
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import _signals
 from ..errors import DeepFaultError
 from ..methods import ALL as _METHODS
+from . import _preflight
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -83,24 +87,64 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 success, 2 bad input)."""
+    """Run the command line; returns the exit status (0 success, 2 bad input, 130 after SIGINT,
+    143 after SIGTERM: both unwind alike, see :mod:`deepfault._signals`)."""
+    with _signals.handling():
+        try:
+            status = _main(argv)
+        except KeyboardInterrupt as exc:
+            return _interrupted(_signals.exit_status(exc))
+        # A command that caught the interruption itself (to keep a resumable state) returns 130.
+        return _interrupted(_signals.exit_status()) if status == 130 else status
+
+
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--budget -5s`` as ``--budget=-5s``: argparse takes a value that starts with '-' for an
+    option unless it is a plain number, so values such as ``-5s`` or ``-1e3`` get the ``=``
+    form here (and then a message about the value, not about an unknown option)."""
+    out: list[str] = []
+    for arg in argv:
+        if (out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-[\d.]", arg)
+                and not re.fullmatch(r"-\d+|-\d*\.\d+", arg)):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+def _interrupted(status: int) -> int:
+    name = "SIGTERM" if status == 143 else "SIGINT"
+    with contextlib.suppress(Exception):
+        print(f"deepfault: interrupted ({name}); temporary files removed, finished results kept "
+              "(rerun the same command to resume where it has a store)", file=sys.stderr)
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_join_negative_values(argv))
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     args.argv = ["deepfault", *argv]
     logging.basicConfig(format="deepfault: %(message)s")
     logging.getLogger().setLevel(_log_level(args))
     try:
-        return args.func(args)
+        _preflight.check(parser, args)  # every option and output, before any work
+        with warnings.catch_warnings():
+            # PyTorch's own warnings about files it refuses: the one error line says it all.
+            warnings.filterwarnings("ignore", module=r"torch(\.|$)")
+            return args.func(args)
     except DeepFaultError as err:
         print(f"deepfault: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("deepfault: interrupted", file=sys.stderr)
-        return 130
+    except OSError as err:  # a path the user gave that the system refuses (the checks missed it)
+        if isinstance(err, BrokenPipeError) or err.filename is None:
+            raise
+        print(f"deepfault: error: cannot use {err.filename!r}: {err.strerror or err}; check the path",
+              file=sys.stderr)
+        return 2
     except BrokenPipeError:
         with contextlib.suppress(Exception):
             sys.stdout = open(Path("/dev/null"), "w")  # noqa: SIM115

@@ -84,17 +84,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def device_from(name: str):
-    import torch
+    """``--device`` as a :class:`torch.device` that exists here (:func:`deepfault.checks.check_device`)."""
+    from ..checks import check_device
 
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise DeepFaultError(f"unknown device {name!r}; use cpu, cuda, cuda:N or auto") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise DeepFaultError(f"device {name!r} asked for, but CUDA is not available; use --device cpu")
-    return device
+    return check_device(name, "--device")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence], indent: str = "  ") -> str:

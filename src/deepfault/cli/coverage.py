@@ -91,7 +91,7 @@ def add_parser(sub) -> None:
     )
     _add_common(prof, split="train")
     prof.add_argument("--out", metavar="FILE", default="coverage-profile.npz",
-                      help="profile file (.npz), written atomically")
+                      help="profile file (.npz), written atomically; '-' writes none")
     prof.set_defaults(func=_cmd_profile)
 
     meas = cov_sub.add_parser(
@@ -234,7 +234,7 @@ def _cmd_profile(args) -> int:
     from .._io import check_writable
     from ..coverage import compute_profile
 
-    check_writable(args.out)
+    out = None if args.out == "-" else check_writable(args.out)  # '-' writes none, as elsewhere
     device = device_from(args.device)
     prep, x, _, split = _load(args)
     model = prep.to(device).module
@@ -244,8 +244,9 @@ def _cmd_profile(args) -> int:
     rows = [(r["layer"], r["units"], f"{r['low']:.4g}", f"{r['high']:.4g}", f"{r['mean']:.4g}",
              f"{r['std']:.4g}", r["constant"]) for r in profile.layer_summary()]
     print(table(("layer", "units", "min", "max", "mean of means", "mean std", "constant"), rows))
-    profile.save(args.out)
-    print(f"\nwrote {args.out} (weights sha256 {profile.model_hash[:12]}...)")
+    if out is not None:
+        profile.save(out)
+        print(f"\nwrote {out} (weights sha256 {profile.model_hash[:12]}...)")
     return 0
 
 

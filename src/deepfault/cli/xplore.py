@@ -328,6 +328,7 @@ def _cmd_xplore(args) -> int:
     import torch
 
     from .._io import check_writable, write_json
+    from ..checks import check_finite_outputs
     from ..provenance import provenance
     from ..xplore import save_inputs, xplore
     from ..xplore.search import auto_threads
@@ -339,6 +340,7 @@ def _cmd_xplore(args) -> int:
     labels = [p.name for p in prepared]
     for p in prepared:
         p.to(device)
+    check_finite_outputs([p.module for p in prepared], data.x_test, names=labels)  # NaN weights, 10 vs 5
     threads = args.threads or auto_threads([p.module for p in prepared], device) or torch.get_num_threads()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below

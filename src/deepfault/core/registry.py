@@ -14,6 +14,11 @@ from typing import Generic, TypeVar
 
 from ..errors import DeepFaultError
 
+
+class DuplicateName(DeepFaultError, RuntimeError):
+    """A name registered twice: a :class:`DeepFaultError` (the CLI prints one line), and a
+    :class:`RuntimeError` as it was before, for code that catches that."""
+
 __all__ = ["Registry"]
 
 T = TypeVar("T")
@@ -46,13 +51,14 @@ class Registry(Generic[T]):
         """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.
 
         Raises:
-            RuntimeError: ``name`` is registered already (a programming error, not a
-                user's).
+            DuplicateName: (a :class:`DeepFaultError`) ``name`` is registered already (a plug-in or
+                a user's own measure registered twice: unregister it first to replace it).
         """
 
         def add(obj: T) -> T:
             if name in self._entries:
-                raise RuntimeError(f"{self.kind} {name!r} is registered twice")
+                raise DuplicateName(f"{self.kind} {name!r} is registered twice: the name is taken; pick "
+                                    "another name or unregister the old entry first")
             self._entries[name] = obj
             return obj
 

@@ -213,18 +213,50 @@ def load_profile(path: str | os.PathLike) -> Profile:
     if "format" not in a or str(a["format"]) != FORMAT:
         raise DeepFaultError(f"{str(path)!r} is not a deepfault profile (no {FORMAT!r} marker)")
     try:
-        sizes = tuple(int(s) for s in a["sizes"])
-        m = sum(sizes)
-        stats = {k: np.asarray(a[k], dtype=np.float64) for k in ("low", "high", "mean", "std")}
-        if any(v.shape != (m,) for v in stats.values()) or len(a["layers"]) != len(sizes):
-            raise ValueError("array shapes do not match the layer sizes")
-        kind = str(a["selection_kind"])
-        names = tuple(str(s) for s in a["selection"])
-        selection = None if kind == "none" else names[0] if kind == "name" else names
-        return Profile(tuple(str(n) for n in a["layers"]), sizes, str(a["transform"]), str(a["model_hash"]),
-                       int(a["count"]), selection=selection, **stats)
-    except (KeyError, ValueError, IndexError) as err:
-        raise DeepFaultError(f"{str(path)!r} is a damaged profile ({err}); compute it again") from None
+        return _profile_from(a)
+    except (KeyError, ValueError, IndexError, TypeError, OverflowError) as err:
+        raise DeepFaultError(f"{str(path)!r} is a damaged profile ({err}); compute it again with "
+                             "'deepfault coverage profile'") from None
+
+
+def _field(a: dict, key: str, ndim: int, kinds: str) -> np.ndarray:
+    v = np.asarray(a[key])
+    if v.ndim != ndim or v.dtype.kind not in kinds:
+        raise ValueError(f"field {key!r} must be a {ndim}-d array of kind {kinds!r}; got shape {v.shape}, "
+                         f"dtype {v.dtype}")
+    return v
+
+
+def _profile_from(a: dict) -> Profile:
+    """A :class:`Profile` from the arrays of its file, every field checked (rank, type, values)."""
+    sizes_a = _field(a, "sizes", 1, "iu")
+    layers_a = _field(a, "layers", 1, "U")
+    if len(sizes_a) == 0 or len(layers_a) != len(sizes_a) or (sizes_a < 1).any() or sizes_a.sum() > 1 << 31:
+        raise ValueError("layers and sizes must be non-empty, of the same length, with sizes >= 1")
+    sizes = tuple(int(s) for s in sizes_a)
+    m = sum(sizes)
+    stats = {k: _field(a, k, 1, "f").astype(np.float64) for k in ("low", "high", "mean", "std")}
+    if any(v.shape != (m,) for v in stats.values()):
+        raise ValueError(f"low, high, mean and std must hold {m} values, one per neuron")
+    for k, v in stats.items():
+        if not np.isfinite(v).all():
+            raise ValueError(f"field {k!r} holds NaN or infinite values")
+    if (stats["low"] > stats["high"]).any():
+        raise ValueError("a neuron's low is above its high")
+    if (stats["std"] < 0).any():
+        raise ValueError("field 'std' holds a negative standard deviation")
+    count = _field(a, "count", 0, "iu")
+    if int(count) < 1:
+        raise ValueError("field 'count' must be >= 1")
+    transform = str(_field(a, "transform", 0, "U"))
+    check_transform(transform)
+    kind = str(_field(a, "selection_kind", 0, "U"))
+    names = tuple(str(s) for s in _field(a, "selection", 1, "U"))
+    if kind not in ("none", "name", "list") or (kind == "name" and len(names) != 1):
+        raise ValueError(f"field 'selection_kind' must be none, name or list; got {kind!r}")
+    selection = None if kind == "none" else names[0] if kind == "name" else names
+    return Profile(tuple(str(n) for n in layers_a), sizes, transform, str(_field(a, "model_hash", 0, "U")),
+                   int(count), selection=selection, **stats)
 
 
 def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):

@@ -218,19 +218,25 @@ def rank_inputs(
 
     Raises:
         DeepFaultError: As :func:`~deepfault.coverage.measure.measure_coverage`, and labels
-            that do not match the inputs.
+            that are missing (``None``), do not match the inputs, or are no class of the model
+            (negative, ``>=`` its number of outputs, NaN or fractional).
     """
+    from ..checks import MAX_CLASSES, check_labels
+
     model = _module(model)
     names = parse_criteria(criteria)
     check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile)
     layers, transform = resolve_setup(model, profile, layers, transform)
     if len(inputs) == 0:
         raise DeepFaultError("no inputs: the input set is empty")
+    labels = check_labels("labels", labels, MAX_CLASSES, count=len(inputs))
     t0 = time.perf_counter()
     values, wrong, layout = [], [], None
     for batch in iterate_batches(model, inputs, labels=labels, layers=layers, transform=transform,
                                  batch_size=batch_size):
         layout = batch.layout
+        if layout is not None and not values:  # the first batch tells the number of classes
+            check_labels("labels", labels, int(batch.outputs.shape[1]), count=len(inputs))
         values.append(batch.values.cpu())
         wrong.append((batch.outputs.argmax(dim=1).cpu() != batch.labels).numpy())
     if profile is not None:

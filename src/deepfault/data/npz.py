@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..checks import MAX_CLASSES
 from ..errors import DeepFaultError
 from . import Dataset
 
@@ -52,9 +53,15 @@ def _labels(path: Path, key: str, y: np.ndarray, n: int) -> np.ndarray:
             raise DeepFaultError(f"{path}: array {key!r} holds non-integer labels")
     elif y.dtype.kind not in "biu":
         raise DeepFaultError(f"{path}: array {key!r} has dtype {y.dtype}; save integer labels")
+    if y.dtype.kind == "f" and len(y) and np.abs(y).max() > MAX_CLASSES:
+        raise DeepFaultError(f"{path}: array {key!r} holds label {np.abs(y).max():g}; labels must be "
+                             f"below {MAX_CLASSES:,} (the most classes deepfault takes)")
     y = y.astype(np.int64)
     if len(y) and y.min() < 0:
         raise DeepFaultError(f"{path}: array {key!r} holds the negative label {y.min()}")
+    if len(y) and y.max() >= MAX_CLASSES:  # class names 0..max(y) would be allocated
+        raise DeepFaultError(f"{path}: array {key!r} holds label {y.max()}; labels must be below "
+                             f"{MAX_CLASSES:,} (the most classes deepfault takes); relabel them 0..C-1")
     return y
 
 
@@ -116,7 +123,7 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
 
     if "class_names" in arrays:
         names = arrays["class_names"]
-        if names.ndim != 1 or names.dtype.kind not in "US" or len(names) == 0:
+        if names.ndim != 1 or names.dtype.kind not in "US" or not 0 < len(names) <= MAX_CLASSES:
             raise DeepFaultError(f"{path}: class_names must be a 1-D array of strings")
         class_names = tuple(str(n) for n in names.tolist())
     else:

@@ -50,7 +50,9 @@ class Executor(ABC):
     name = ""
 
     def __init__(self, *, workers: int = 1, address: str | None = None):
-        self.workers = check_int("workers", workers)
+        from ..checks import MAX_WORKERS
+
+        self.workers = check_int("workers", workers, maximum=MAX_WORKERS)
         self.address = address
 
     @abstractmethod
@@ -125,6 +127,8 @@ class RayExecutor(Executor):
             ) from None
         self._ray = ray
         self._started = False
+        if address and not ray.is_initialized():
+            _reachable(address)
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                       "configure_logging": False}
@@ -157,6 +161,34 @@ class RayExecutor(Executor):
         if self._started and self._ray.is_initialized():
             self._ray.shutdown()
             self._started = False
+
+
+#: Seconds a cluster address has to accept a connection before the run is refused.
+CONNECT_TIMEOUT = 5.0
+
+
+def _reachable(address: str) -> None:
+    """Refuse, within :data:`CONNECT_TIMEOUT` seconds, an address where nothing listens (Ray
+    itself retries for minutes). ``auto``, ``local`` and addresses without a port pass."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise DeepFaultError(f"--ray-address must be HOST:PORT or ray://HOST:PORT; got {address!r}") from None
+    if not host or port is None:
+        return
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except OSError as err:
+        raise DeepFaultError(
+            f"cannot reach the Ray cluster at {address!r} within {CONNECT_TIMEOUT:g} s "
+            f"({err.strerror or err}); check --ray-address, or leave it out to start a local Ray"
+        ) from None
 
 
 def _ray_call(fn, job):

@@ -182,16 +182,16 @@ class ExperimentPreset(ABC):
             DeepFaultError: Any invalid setting (checked before the store is created), or
                 another process writing to the same store.
         """
+        from ..checks import check_output_dir, check_outputs
         from ..provenance import provenance
 
         start = time.perf_counter()
         store_path = Path(store_path)
-        if store_path.is_dir():
-            raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
+        # Everything the run will create is checked before the plan trains or loads anything.
+        check_outputs(("--store", store_path))
         ResultStore.check(store_path)
         models_dir = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
-        if models_dir.exists() and not models_dir.is_dir():
-            raise DeepFaultError(f"--models-dir {str(models_dir)!r} is a file; give a folder")
+        check_output_dir("--models-dir", models_dir)
         opts = {_option_key(k): str(v) for k, v in (options or {}).items()}
         known = {_option_key(k) for k in self.options}
         unknown = sorted(set(opts) - known)

@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import io
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -40,6 +41,8 @@ from ..errors import DeepFaultError
 __all__ = ["Record", "ResultStore", "SCHEMA_VERSION", "choose_experiment"]
 
 SCHEMA_VERSION = 2
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -80,23 +83,35 @@ def _blob(arrays: dict[str, np.ndarray] | None) -> bytes | None:
     return buf.getvalue()
 
 
-def _unblob(blob: bytes | None) -> dict[str, np.ndarray]:
-    if not blob:
+def _unblob(blob: bytes | None, what: str = "a cell") -> dict[str, np.ndarray]:
+    """The arrays of a blob, never unpickled (``allow_pickle=False``: a pickled blob is refused)."""
+    if blob is None:
         return {}
+    if not isinstance(blob, bytes) or not blob:
+        raise DeepFaultError(f"{what}'s arrays in the results store are corrupt (not an .npz blob); {_FIX}")
     try:
         with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            if not hasattr(npz, "files"):
+                raise ValueError("a bare array, not an .npz archive")
             return {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, EOFError) as err:
-        raise DeepFaultError(f"a cell's arrays in the store are corrupt ({err})") from err
+    except Exception as err:  # noqa: BLE001 - zipfile, zlib, numpy: every kind of damage
+        raise DeepFaultError(f"{what}'s arrays in the results store are corrupt ({type(err).__name__}: "
+                             f"{str(err)[:120]}); {_FIX}") from None
 
 
-def _loads(text: str, what: str):
+_FIX = ("rerun the same 'deepfault experiment' command to compute the cell again (corrupt cells are "
+        "recomputed), or give a new --store")
+
+
+def _loads(text: str, what: str, kind: type = dict):
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, TypeError) as err:
-        raise DeepFaultError(
-            f"{what} in the results store is corrupt ({err}); delete that cell or rerun into a new store"
-        ) from None
+        value = json.loads(text)
+    except (json.JSONDecodeError, TypeError, RecursionError) as err:
+        raise DeepFaultError(f"{what} in the results store is corrupt ({str(err)[:120]}); {_FIX}") from None
+    if not isinstance(value, kind):
+        raise DeepFaultError(f"{what} in the results store is corrupt (JSON {type(value).__name__}, expected "
+                             f"an object); {_FIX}")
+    return value
 
 
 # --- the store --------------------------------------------------------------------------
@@ -191,7 +206,13 @@ class ResultStore:
                     f"{str(self.path)!r} is another program's SQLite database, not a deepfault results "
                     "store; choose another --store path"
                 )
-            version = int(meta.get("schema", "0"))
+            try:
+                version = int(meta.get("schema", "0"))
+            except (TypeError, ValueError):
+                raise DeepFaultError(
+                    f"results store {str(self.path)!r} is corrupt (schema {meta.get('schema')!r} is no "
+                    "integer); give a new --store (the damaged file is left as it is)"
+                ) from None
             if version > SCHEMA_VERSION:
                 raise DeepFaultError(
                     f"results store {str(self.path)!r} was written by a newer deepfault (schema {version}); "
@@ -308,12 +329,42 @@ class ResultStore:
 
     # --- reading --------------------------------------------------------------------------
 
-    def done(self, experiment: str, method: str = "deepfault") -> set[str]:
-        """The ids of the cells of ``experiment`` already in the store."""
+    def done(self, experiment: str, method: str = "deepfault", *, check: bool = True) -> set[str]:
+        """The ids of the intact cells of ``experiment`` already in the store.
+
+        A resumed run must not count a damaged cell as done: with ``check`` every cell's JSON
+        and arrays are read (never unpickled), and a corrupt cell is logged, deleted (when the
+        store is open for writing) and left out, so that the run computes it again.
+        """
         rows = self._db.execute(
-            "SELECT cell_id FROM cells WHERE experiment = ? AND method = ?", (experiment, method)
+            "SELECT cell_id, data, arrays FROM cells WHERE experiment = ? AND method = ?",
+            (experiment, method),
         )
-        return {row[0] for row in rows}
+        ids, corrupt = set(), []
+        for cell_id, data, blob in rows:
+            if check:
+                try:
+                    _loads(data, f"cell {cell_id!r}")
+                    _unblob(blob, f"cell {cell_id!r}")
+                except DeepFaultError as err:
+                    corrupt.append((cell_id, err))
+                    continue
+            ids.add(cell_id)
+        for _, err in corrupt:
+            log.warning("%s; it is computed again", err)
+        if corrupt and not self.readonly:
+            with self._db:
+                self._db.executemany("DELETE FROM cells WHERE experiment = ? AND method = ? AND cell_id = ?",
+                                     [(experiment, method, cid) for cid, _ in corrupt])
+        return ids
+
+    def require(self, record: Record, *fields_: str) -> Record:
+        """``record`` when its JSON holds every field; else the error that names the cell."""
+        missing = [f for f in fields_ if f not in record.data]
+        if missing:
+            raise DeepFaultError(f"cell {record.cell_id!r} in the results store {str(self.path)!r} is corrupt"
+                                 f" (no {', '.join(missing)}); {_FIX}")
+        return record
 
     def get(self, experiment: str, method: str, cell_id: str) -> Record | None:
         row = self._db.execute(
@@ -322,7 +373,7 @@ class ResultStore:
         ).fetchone()
         if row is None:
             return None
-        return Record(cell_id, _loads(row[0], f"cell {cell_id!r}"), _unblob(row[1]))
+        return Record(cell_id, _loads(row[0], f"cell {cell_id!r}"), _unblob(row[1], f"cell {cell_id!r}"))
 
     def records(self, experiment: str, method: str, *, arrays: bool = True) -> Iterator[Record]:
         """Every cell of an experiment, in id order."""
@@ -332,7 +383,7 @@ class ResultStore:
             (experiment, method),
         )
         for cell_id, data, blob in rows:
-            yield Record(cell_id, _loads(data, f"cell {cell_id!r}"), _unblob(blob))
+            yield Record(cell_id, _loads(data, f"cell {cell_id!r}"), _unblob(blob, f"cell {cell_id!r}"))
 
     def experiments(self, method: str | None = None) -> list[dict]:
         """The experiments in the store, oldest first (optionally of one method)."""

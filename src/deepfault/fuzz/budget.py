@@ -22,6 +22,9 @@ from ..errors import DeepFaultError
 
 __all__ = ["Budget", "parse_budget"]
 
+#: Largest budgets: a year of fuzzing time, a billion iterations (finite for typos).
+MAX_SECONDS = 365 * 86400
+MAX_ITERATIONS = 10**9
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(it|s|sec|m|min|h)\s*$")
 
@@ -47,7 +50,8 @@ class Budget:
     def __str__(self) -> str:
         if self.kind == "iterations":
             return f"{self.value}it"
-        return f"{self.value:g}s"
+        # Plain decimals (never '3.6e+08s'), so that the text parses back to the same budget.
+        return f"{self.value:.6f}".rstrip("0").rstrip(".") + "s"
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "value": self.value, "text": str(self)}
@@ -80,5 +84,13 @@ def parse_budget(text: str | Budget) -> Budget:
     if unit == "it":
         if "." in number:
             raise DeepFaultError(f"an iteration budget must be a whole number; got {text!r}")
+        if int(number) > MAX_ITERATIONS:
+            raise DeepFaultError(f"budget must be at most {MAX_ITERATIONS:,} iterations; got {text!r}")
         return Budget("iterations", int(number))
-    return Budget("seconds", float(number) * _UNITS[unit])
+    seconds = float(number) * _UNITS[unit]
+    if seconds > MAX_SECONDS:
+        raise DeepFaultError(f"budget must be at most {MAX_SECONDS // 86400} days ({MAX_SECONDS:,} s); "
+                             f"got {text!r}")
+    if not seconds > 0:
+        raise DeepFaultError(f"budget must be positive; got {text!r}")
+    return Budget("seconds", seconds)

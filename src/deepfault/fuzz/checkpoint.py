@@ -175,6 +175,8 @@ class CampaignStore:
         rec = self.store.get(self.experiment, METHOD, _cid(self.cell, "checkpoint"))
         if rec is None:
             return False
+        self.store.require(rec, "config", "corpus_chunks", "corpus_size", "refs_size", "fault_chunks",
+                           "counters", "numpy_rng", "timeline", "timings", "rule_rf", "checkpoints")
         data, arrays = rec.data, rec.arrays
         if data.get("config") != c.config.to_dict():
             raise DeepFaultError(
@@ -241,7 +243,7 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
         return None
     data, arrays = rec.data, rec.arrays
     ckpt = store.get(experiment, METHOD, _cid(cell, "checkpoint"))
-    chunks = [] if ckpt is None else ckpt.data["fault_chunks"]
+    chunks = [] if ckpt is None else store.require(ckpt, "fault_chunks").data["fault_chunks"]
     tables = [FaultTable.from_arrays({k[8:]: v for k, v in arrays.items()
                                       if k.startswith("initial.") and not k.startswith("initial.rf_")})]
     rf_inputs, rf_p1, rf_p2 = ([arrays[f"initial.{k}"]] for k in ("rf_inputs", "rf_p1", "rf_p2"))

@@ -124,6 +124,11 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
         raise DeepFaultError(f"model file {str(m1)!r} does not name its data set; add --dataset NAME")
     p1 = prepare_model(o1, data, data_dir=data_dir, name=label1)
     p2 = prepare_model(o2, p1.data, data_dir=data_dir, name=label2)
+    if p1.bounds is not None and p2.bounds is not None and tuple(p1.bounds) != tuple(p2.bounds):
+        raise DeepFaultError(
+            f"M1 takes inputs in {tuple(p1.bounds)} and M2 in {tuple(p2.bounds)}; regression fuzzing feeds "
+            "the same inputs to both: give two versions of one classifier, with the same input range"
+        )
     return p1, p2, p1.data
 
 
@@ -174,12 +179,19 @@ def regress(
     Returns:
         A :class:`RegressOutcome`.
     """
-    p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
+    from ..checks import check_device, check_name, check_outputs
+
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
+    device = check_device(device)
+    if store is not None:
+        check_outputs(("store", store))
+    if cell is not None:
+        check_name("cell", cell)
+    p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
-    device = torch.device(device)
     model1, model2 = p1.to(device).module, p2.to(device).module
+    check_pair(model1, model2, data, config)  # before the store is opened or created
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
@@ -194,6 +206,22 @@ def regress(
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
                           tuple(data.class_names), tuple(data.bounds))
+
+
+def check_pair(m1, m2, data, config: CampaignConfig) -> None:
+    """Refuse, on a few test inputs, models that compute NaN or infinite outputs, that have
+    different numbers of classes, or whose layers the criterion cannot read."""
+    from ..checks import check_finite_outputs
+    from ..core.batches import iterate_batches
+
+    sample = data.x_test[:8]
+    c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
+    if c1 != c2:  # the campaign says the same, but only after the store is opened
+        raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
+                             "one classifier")
+    layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
+    for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
+        break
 
 
 def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) -> CampaignResult:

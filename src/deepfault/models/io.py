@@ -6,6 +6,7 @@ loads with ``torch.load(weights_only=True)``: nothing is unpickled that could ru
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,97 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
     return path
 
 
+def _check_crc(path: Path) -> None:
+    """Refuse a damaged file: ``torch.load`` does not check the zip's CRC-32s, so a flipped byte
+    inside a weight would load as a silently different model."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return  # a legacy (non-zip) file, or not a model file at all: torch.load reports it
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as err:
+        bad = f"({type(err).__name__}: {err})"
+    except Exception as err:  # noqa: BLE001 - zlib errors and the like: the file is damaged
+        bad = f"({type(err).__name__})"
+    if bad is not None:
+        raise DeepFaultError(f"{str(path)!r} is damaged (a checksum fails at {bad}); copy or train the model "
+                             "again")
+
+
+#: Largest integer an architecture keyword may hold (widths, class counts).
+MAX_WIDTH = 1 << 20
+
+
+def _check_payload(path: Path, payload: dict) -> None:
+    """Validate a model file's metadata before anything is built (as the Keras loader does):
+    the architecture and its keywords, the weights' names and shapes (against the
+    architecture built on the ``meta`` device, which allocates nothing), bounds and kinds.
+
+    Raises:
+        DeepFaultError: Naming the field, what was expected and what the file holds.
+    """
+    import inspect
+
+    from .zoo import ARCHITECTURES, list_architectures
+
+    def bad(field_: str, expected: str, got) -> DeepFaultError:
+        return DeepFaultError(f"{str(path)!r}: field {field_!r} must be {expected}; got {got}; the file is "
+                              "damaged or not written by deepfault: train it again with 'deepfault train'")
+
+    arch = payload.get("arch")
+    if not isinstance(arch, str) or arch not in list_architectures():
+        raise bad("arch", f"one of {', '.join(list_architectures())}", repr(arch)[:80])
+    kwargs = payload.get("arch_kwargs", {})
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise bad("arch_kwargs", "a mapping of keyword names to values", type(kwargs).__name__)
+    params = inspect.signature(ARCHITECTURES.get(arch)).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for key, value in kwargs.items():
+        if key not in params and not takes_any:
+            raise bad("arch_kwargs", f"keywords of {arch} ({', '.join(params) or 'none'})", repr(key))
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, bool) or v is None or isinstance(v, (float, str)):
+                continue
+            if not isinstance(v, int) or not 1 <= v <= MAX_WIDTH:
+                raise bad(f"arch_kwargs.{key}", f"integers from 1 to {MAX_WIDTH:,}", repr(v)[:80])
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or not state or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise bad("state_dict", "a mapping of parameter names to tensors", type(state).__name__)
+    try:
+        with torch.device("meta"):
+            skeleton = build_model(arch, **kwargs)
+    except Exception as err:  # noqa: BLE001 - any builder error is a bad keyword
+        raise bad("arch_kwargs", f"keywords {arch} can be built with", f"{kwargs!r}"[:120]
+                  + f" ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+    want = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
+    have = {k: tuple(v.shape) for k, v in state.items()}
+    if want != have:
+        diff = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
+        key = diff[0]
+        raise DeepFaultError(
+            f"the weights in {str(path)!r} do not fit architecture {arch!r} with {kwargs}: {key!r} is "
+            f"{have.get(key, 'missing')} in the file, {want.get(key, 'absent')} in the architecture; "
+            "the file is damaged or its metadata is wrong"
+        )
+    bounds = payload.get("bounds")
+    if bounds is not None:
+        ok = (isinstance(bounds, (list, tuple)) and len(bounds) == 2
+              and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds))
+        if not ok or not (math.isfinite(bounds[0]) and math.isfinite(bounds[1]) and bounds[0] < bounds[1]):
+            raise bad("bounds", "two finite numbers [lo, hi] with lo < hi", repr(bounds)[:80])
+    if payload.get("output_kind", "logits") not in ("logits", "probabilities", "images"):
+        raise bad("output_kind", "'logits', 'probabilities' or 'images' (a generator)",
+                  repr(payload.get("output_kind"))[:80])
+    if payload.get("dataset") is not None and not isinstance(payload.get("dataset"), str):
+        raise bad("dataset", "a data set name", type(payload.get("dataset")).__name__)
+    if not isinstance(payload.get("meta", {}), dict):
+        raise bad("meta", "a mapping", type(payload.get("meta")).__name__)
+
+
 def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu") -> ModelFile:
     """Load a deepfault model file without unpickling arbitrary objects.
 
@@ -73,6 +165,7 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
     path = Path(path)
     if not path.is_file():
         raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
+    _check_crc(path)
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises several types for corrupt or foreign files
@@ -86,6 +179,7 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
             f"{str(path)!r} is not a deepfault model file (no {FORMAT!r} marker); "
             "train one with 'deepfault train'"
         )
+    _check_payload(path, payload)
     model = build_model(payload["arch"], **payload["arch_kwargs"])
     try:
         model.load_state_dict(payload["state_dict"])

@@ -1,0 +1,299 @@
+"""One validation layer for the command line and the Python API alike.
+
+Every check raises :class:`~deepfault.errors.DeepFaultError` with one line that names the
+parameter, says what was expected and what was received, and, where there is one, the
+fix: ``--out must be a file name; got '.' (a directory); give a file such as result.json``.
+The CLI passes option names (``--out``), the API its keyword names (``out``); both reach
+the same code, so a bad value reads the same from either side.
+
+The checks change nothing on disk and start no work: a command runs them all first, so a
+bad input costs nothing and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import DeepFaultError
+
+__all__ = [
+    "MAX_CLASSES", "MAX_EPOCHS", "MAX_ITERATIONS", "MAX_SECTIONS", "MAX_THREADS", "MAX_WORKERS", "MAX_SEED",
+    "error", "check_count", "check_number", "check_seed", "check_device", "available_devices",
+    "check_outputs", "check_output_dir", "check_name", "check_labels", "check_finite_outputs",
+]
+
+#: Upper bounds: generous for any real use, finite for typos (each message names its bound).
+MAX_CLASSES = 100_000
+MAX_EPOCHS = 100_000
+MAX_ITERATIONS = 100_000
+MAX_SECTIONS = 100_000
+MAX_THREADS = 1024
+MAX_WORKERS = 1024
+MAX_SEED = 2**63 - 1
+
+
+def error(param: str, expected: str, received, fix: str = "") -> DeepFaultError:
+    """The one message shape: ``PARAM must be EXPECTED; got RECEIVED[; FIX]``."""
+    shown = received if isinstance(received, str) and received.startswith("<") else repr(received)
+    return DeepFaultError(f"{param} must be {expected}; got {shown}" + (f"; {fix}" if fix else ""))
+
+
+# --- numbers ----------------------------------------------------------------------------------
+
+
+def check_count(param: str, value, *, minimum: int = 1, maximum: int | None = None, fix: str = "") -> int:
+    """``value`` as an ``int`` in ``[minimum, maximum]`` (bools are no counts)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise error(param, f"an integer >= {minimum}", value, fix)
+    if maximum is not None and value > maximum:
+        raise error(param, f"at most {maximum:,}", value, fix or "larger cannot fit in memory or time")
+    return int(value)
+
+
+def check_seed(param: str, value) -> int:
+    return check_count(param, value, minimum=0, maximum=MAX_SEED, fix="seeds are 64-bit integers")
+
+
+def check_number(param: str, value, *, minimum: float | None = None, maximum: float | None = None,
+                 strict_minimum: bool = False) -> float:
+    """A finite real number in the given range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise error(param, "a finite number", value)
+    value = float(value)
+    low_ok = minimum is None or (value > minimum if strict_minimum else value >= minimum)
+    if not low_ok or (maximum is not None and value > maximum):
+        lo = "" if minimum is None else f"{'>' if strict_minimum else '>='} {minimum:g}"
+        hi = "" if maximum is None else f"<= {maximum:g}"
+        raise error(param, f"a number {' and '.join(p for p in (lo, hi) if p)}", value)
+    return value
+
+
+# --- devices ----------------------------------------------------------------------------------
+
+
+def available_devices() -> list[str]:
+    """The devices this machine has: ``cpu``, then ``cuda:N`` and ``mps`` where present."""
+    import torch
+
+    names = ["cpu"]
+    if torch.cuda.is_available():
+        names += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        names.append("mps")
+    return names
+
+
+def check_device(value, param: str = "device"):
+    """``value`` (``'auto'``, ``'cpu'``, ``'cuda'``, ``'cuda:N'``, ``'mps'`` or a ``torch.device``)
+    as a :class:`torch.device` that exists here; the message lists the ones that do."""
+    import torch
+
+    have = available_devices()
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(value, (str, torch.device)):
+        raise error(param, f"a device name ({', '.join(['auto', *have])})", value)
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError):
+        raise error(param, f"one of this machine's devices ({', '.join(['auto', *have])})",
+                    f"unknown device {str(value)!r}", "see torch.device for the syntax") from None
+    ok = (device.type == "cpu"
+          or (device.type == "cuda" and torch.cuda.is_available()
+              and (device.index is None or device.index < torch.cuda.device_count()))
+          or (device.type == "mps" and "mps" in have))
+    if not ok:
+        raise error(param, f"one of this machine's devices ({', '.join(['auto', *have])})", str(value),
+                    "use --device cpu (or auto)")
+    return device
+
+
+# --- output paths -----------------------------------------------------------------------------
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def _nearest_existing(path: Path) -> Path:
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing
+
+
+def _check_names(param: str, path: Path) -> None:
+    """Refuse names longer than the file system takes (checked before any ``stat``, which
+    would fail on them)."""
+    limit = 255
+    long = next((part for part in path.parts if len(os.fsencode(part)) > limit), None)
+    if long is not None:
+        raise error(param, f"a path whose every name has at most {limit} bytes",
+                    f"<a name of {len(os.fsencode(long))} bytes>", "choose a shorter name")
+    if len(os.fsencode(os.path.abspath(path))) >= 4096:
+        raise error(param, "a path shorter than 4096 bytes", f"<{len(str(path))} characters>",
+                    "choose a shorter path")
+
+
+def _check_place(param: str, path: Path, *, what: str) -> None:
+    """Refuse a path whose folders cannot be made or written, or whose names are too long."""
+    text = str(path)
+    existing = _nearest_existing(path.parent if str(path.parent) else Path("."))
+    if not existing.is_dir():
+        raise error(param, f"a {what} whose folders can be made", text,
+                    f"cannot write output {what} there: {str(existing)!r} is a file; choose another path")
+    limit = _name_max(existing)
+    long = next((part for part in path.parts if len(os.fsencode(part)) > limit), None)
+    if long is not None:
+        raise error(param, f"a path whose every name has at most {limit} bytes",
+                    f"<a name of {len(os.fsencode(long))} bytes>", "choose a shorter name")
+    problem = None if os.access(existing, os.W_OK | os.X_OK) else "no permission or a read-only file system"
+    if problem is None:  # root passes access(); only a real file tells (then it is removed at once)
+        try:
+            with tempfile.NamedTemporaryFile(dir=existing, prefix=".deepfault-probe.", suffix=".tmp"):
+                pass
+        except OSError as err:
+            problem = err.strerror or str(err)
+    if problem:
+        raise error(param, f"a {what} in a writable folder", text,
+                    f"cannot write output {what} in {str(existing)!r} ({problem}); choose another path")
+
+
+def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path | None]:
+    """Check every output file a command will write, together, before any work.
+
+    Args:
+        outputs: ``(parameter, path)`` pairs; a ``None`` or ``'-'`` path writes nothing and
+            is skipped. Sibling files (``x.npz`` beside ``x.json``) are passed as their own
+            pairs so that collisions between them are caught too.
+
+    Returns:
+        The paths (``None`` where skipped), in order.
+
+    Raises:
+        DeepFaultError: A path that is a directory (``.`` included), lies under a file, has
+            a name too long for the file system, sits on a read-only file system, or is the
+            same file as another output.
+    """
+    seen: dict[str, str] = {}
+    out: list[Path | None] = []
+    for param, raw in outputs:
+        if raw is None or str(raw) == "-":
+            out.append(None)
+            continue
+        text = os.fspath(raw)
+        if not text.strip():
+            raise error(param, "a file name", text)
+        path = Path(text).expanduser()
+        _check_names(param, path)
+        if text.endswith(os.sep) or text in (".", "..") or path.is_dir():
+            raise error(param, "a file name", text,
+                        "it is a directory; give a file such as result.json inside it")
+        _check_place(param, path, what="file")
+        key = os.path.normcase(os.path.abspath(path))
+        if key in seen:
+            other = seen[key]
+            raise error(param, f"a file other than {other}'s", text,
+                        "two outputs of one run would overwrite each other; give them different names")
+        seen[key] = param
+        out.append(path)
+    return out
+
+
+def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
+    """A folder a command will create (or fill): not a file, not under a file, writable."""
+    text = os.fspath(raw)
+    if not text.strip():
+        raise error(param, "a folder name", text)
+    path = Path(text).expanduser()
+    _check_names(param, path)
+    if path.exists() and not path.is_dir():
+        raise error(param, "a folder", text, "it is an existing file; give a folder name")
+    if path.is_dir():
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise error(param, "a writable folder", text, "choose another folder")
+        return path
+    _check_place(param, path / "x", what="folder")
+    return path
+
+
+def check_name(param: str, value, *, max_length: int = 200) -> str:
+    """An identifier that also names files (a campaign id): no folders, no ``..``, printable."""
+    if not isinstance(value, str) or not value.strip():
+        raise error(param, "a non-empty name", value)
+    bad = value in (".", "..") or ".." in value.split("/") or any(c in value for c in "/\\\0")
+    if bad or not value.isprintable() or len(value) > max_length:
+        raise error(param, f"a plain name (letters, digits, '-', '_', '.'; at most {max_length} characters, "
+                    "no '/' or '..')", value, "it becomes part of file names")
+    return value
+
+
+# --- data and models --------------------------------------------------------------------------
+
+
+def check_labels(param: str, labels, num_classes: int, *, count: int | None = None):
+    """``(N,)`` integer labels in ``0 .. num_classes - 1`` as an ``int64`` array."""
+    import numpy as np
+
+    if labels is None:
+        raise error(param, f"an array of {count if count is not None else 'N'} class labels", None,
+                    "pass the inputs' true labels (they decide which inputs fail)")
+    try:
+        y = np.asarray(labels.cpu() if hasattr(labels, "cpu") else labels)
+    except Exception:  # noqa: BLE001 - anything array_like refuses
+        raise error(param, "an array of integer class labels", f"<{type(labels).__name__}>") from None
+    if y.ndim != 1 or (count is not None and len(y) != count):
+        raise error(param, f"a 1-D array of {count if count is not None else 'N'} labels",
+                    f"<shape {y.shape}>")
+    if y.dtype.kind == "f":
+        if not np.isfinite(y).all() or (y != np.round(y)).any():
+            bad = y[~np.isfinite(y) | (y != np.round(y))][0]
+            raise error(param, "integer class labels", float(bad))
+    elif y.dtype.kind not in "biu":
+        raise error(param, "integer class labels", f"<dtype {y.dtype}>")
+    y = y.astype(np.int64)
+    if len(y) and (y.min() < 0 or y.max() >= num_classes):
+        bad = int(y.min()) if y.min() < 0 else int(y.max())
+        raise error(param, f"labels in 0..{num_classes - 1} (the model's {num_classes} classes)", bad)
+    return y
+
+
+def check_finite_outputs(models: Sequence, inputs, *, names: Sequence[str] | None = None, sample: int = 16,
+                         param: str = "model", same_classes: bool = False) -> list[int]:
+    """Run every model on the first ``sample`` inputs; refuse NaN/inf outputs, inputs a model
+    cannot take and (with ``same_classes``) differing class counts. Returns each model's number
+    of classes (the commands word the class-count mismatch their own way)."""
+    import torch
+
+    x = torch.as_tensor(inputs[:sample]).float()
+    classes = []
+    for i, model in enumerate(models):
+        label = names[i] if names is not None else f"{param} {i}"
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        try:
+            with torch.inference_mode():
+                out = model(x.to(device))
+        except (RuntimeError, ValueError, TypeError) as err:
+            raise error(label, f"a model that takes the data's inputs of shape {tuple(x.shape[1:])}",
+                        f"<{type(err).__name__}: {str(err).splitlines()[0][:100] if str(err) else ''}>",
+                        "give models of the data set's input shape") from None
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        out = next(iter(out.values())) if isinstance(out, dict) else out
+        if not torch.isfinite(out).all():
+            raise error(f"{label}", "a model with finite outputs on the data", "<NaN or infinite outputs>",
+                        "its weights are broken (NaN or inf); retrain or reload it")
+        classes.append(int(out.shape[-1]))
+    if same_classes and len(set(classes)) > 1:
+        detail = ", ".join(f"{names[i] if names else i}: {c}" for i, c in enumerate(classes))
+        raise error("models", "classifiers of the same classes", f"<{detail} classes>",
+                    "compare models trained on the same data set")
+    return classes

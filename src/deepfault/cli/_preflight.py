@@ -1,0 +1,243 @@
+"""Every option of every sub-command checked before the command starts any work.
+
+:func:`check` runs between parsing and the command: it bounds every count (each message
+names its limit), refuses non-finite numbers, checks the device, and checks every file and
+folder the command will write, together, sibling files included (``xplore --out r.npz``
+would be overwritten by its own inputs file). It reads the parsed namespace only, so the
+command modules need no change; the checks themselves live in :mod:`deepfault.checks`,
+which the Python API uses too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from .. import checks as c
+from ..errors import MAX_BATCH, MAX_REPEAT
+
+#: Bounds of integer options, by ``dest``: (minimum, maximum).
+BOUNDS = {
+    "threads": (1, c.MAX_THREADS), "seed": (0, c.MAX_SEED), "iterations": (1, c.MAX_ITERATIONS),
+    "epochs": (1, c.MAX_EPOCHS), "sections": (1, c.MAX_SECTIONS), "workers": (1, c.MAX_WORKERS),
+    "grid": (1, 10_000), "batch_size": (1, MAX_BATCH), "batch": (1, MAX_BATCH), "chunk_size": (1, MAX_BATCH),
+    "seeds": (1, MAX_BATCH), "max_seeds": (1, MAX_BATCH), "top_k": (1, MAX_BATCH),
+    "blackout_size": (1, 1 << 16),
+    "images_per_epoch": (1, MAX_BATCH), "repeat": (1, MAX_REPEAT), "num_inputs": (1, MAX_BATCH),
+}
+#: Bounds of real-valued options, by ``dest``: (exclusive minimum, maximum).
+FLOAT_BOUNDS = {"lr": (0.0, 10.0)}
+#: Options whose command checks no lower bound itself (the others keep their own messages).
+NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
+                  "max_seeds", "sections", "epochs", "iterations", "batch"}
+#: Classes of the zoo that are no classifiers (trained and used by ``gan train``).
+GAN_PARTS = ("dcgan_generator", "dcgan_discriminator")
+
+
+def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
+    """``dest -> the option's longest spelling`` for the sub-command that ``args`` runs."""
+    names: dict[str, str] = {}
+    stack = [parser]
+    while stack:
+        p = stack.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = getattr(args, action.dest, None)
+                if chosen in action.choices:
+                    stack.append(action.choices[chosen])
+            elif action.option_strings:
+                names[action.dest] = max(action.option_strings, key=len)
+            elif action.dest not in ("help", argparse.SUPPRESS):
+                names[action.dest] = action.metavar or action.dest  # a positional, e.g. MODEL
+    return names
+
+
+def check(parser: argparse.ArgumentParser, args) -> None:
+    """Raise :class:`~deepfault.errors.DeepFaultError` for the first bad option of ``args``."""
+    options = _options(parser, args)
+    for dest, option in options.items():
+        value = getattr(args, dest, None)
+        if dest == "seed" and value is not None:
+            c.check_seed(option, value)
+        elif dest in BOUNDS and value is not None and not isinstance(value, bool):
+            lo, hi = BOUNDS[dest]
+            c.check_count(option, value, minimum=lo if dest in NO_OWN_MINIMUM else -(2**63), maximum=hi)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise c.error(option, "a finite number", _typed(args, option, value))
+        elif dest in FLOAT_BOUNDS and isinstance(value, float):
+            lo, hi = FLOAT_BOUNDS[dest]
+            if not lo < value <= hi:
+                raise c.error(option, f"a number > {lo:g} and <= {hi:g}", _typed(args, option, value))
+        if isinstance(value, str) and any(len(os.fsencode(part)) > 255 for part in value.split("/")):
+            raise c.error(option, "a name of at most 255 bytes (between slashes)",
+                          f"<{len(value)} characters>",
+                          "no file system takes longer names")
+    if "device" in options and getattr(args, "device", None) is not None:
+        c.check_device(args.device, "--device")
+    command = _command(args)
+    checker = _COMMANDS.get(command)
+    if checker is not None:
+        checker(args)
+
+
+def _typed(args, option: str, value):
+    """What the user typed after ``option`` (messages quote that, not a parsed value)."""
+    argv = getattr(args, "argv", [])
+    for i, a in enumerate(argv):
+        if a == option and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(option + "="):
+            return a.split("=", 1)[1]
+    return value
+
+
+def _command(args) -> str:
+    sub = getattr(args, "coverage_command", None) or getattr(args, "gan_command", None)
+    return f"{args.command} {sub}" if sub else args.command
+
+
+def _suffixed(path, suffix: str) -> Path | None:
+    """``path`` with another suffix (``None`` for none, ``'-'``, or a path without a file name,
+    which its own check refuses first)."""
+    if path in (None, "-") or not Path(path).name or Path(path).name in (".", ".."):
+        return None
+    return Path(path).with_suffix(suffix)
+
+
+def _first(param: str, path) -> None:
+    """Check the main output alone first, so that its siblings are derived from a sane name."""
+    c.check_outputs((param, path))
+
+
+# --- per command: the files it writes and what the generic pass cannot see --------------------
+
+
+def _run(args) -> None:
+    out = None if args.out == "-" else args.out
+    _first("--out", out)
+    if args.save_inputs:
+        _first("--save-inputs", args.save_inputs)
+    inputs = None
+    if not args.no_save_inputs and (args.save_inputs or out is not None):
+        inputs = args.save_inputs or _suffixed(out, ".npz")
+    c.check_outputs(("--out", out), ("--save-inputs", inputs),
+                    ("--save-inputs (its image grid)", _suffixed(inputs and str(inputs), ".png")),
+                    ("--log", args.log))
+
+
+def _coverage_profile(args) -> None:
+    c.check_outputs(("--out", args.out))
+
+
+def _coverage_measure(args) -> None:
+    plots = []
+    if args.plot:
+        folder = c.check_output_dir("--plot", args.plot)
+        plots = [(f"--plot ({name})", folder / name) for name in
+                 ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png")]
+    c.check_outputs(("--out", args.out), *plots)
+
+
+def _coverage_rank(args) -> None:
+    c.check_outputs(("--out", args.out))
+
+
+def _xplore(args) -> None:
+    _first("--out", args.out)
+    c.check_outputs(("--out", args.out), ("--out (its inputs, .npz)", _suffixed(args.out, ".npz")),
+                    ("--out (its image grid, .png)", _suffixed(args.out, ".png")))
+
+
+def _regress(args) -> None:
+    from ..fuzz.budget import parse_budget
+    from ..fuzz.regress import faults_paths
+
+    parse_budget(args.budget)
+    _fidelity(args.fidelity)
+    from ..coverage import list_criteria
+
+    if args.criterion not in list_criteria():
+        raise c.error("--criterion", f"one of {', '.join(list_criteria())}", args.criterion)
+    if args.layers is not None and not args.layers:
+        raise c.error("--layers", "comma-separated layer names", _typed(args, "--layers", ""))
+    campaign = args.campaign if args.campaign is None else c.check_name("--campaign", args.campaign)
+    _first("--store", args.store)
+    if args.out is not None and (not Path(args.out).name or Path(args.out).name in (".", "..")
+                                 or args.out.endswith("/")):
+        raise c.error("--out", "a file name prefix (PREFIX.npz and PREFIX.png are written)", args.out)
+    npz, png = faults_paths(args.store, campaign or f"{args.strategy}-seed{args.seed}", args.out)
+    c.check_outputs(("--store", args.store), ("--out (faults, .npz)", npz), ("--out (fault grid, .png)", png))
+    from ..experiment.store import ResultStore
+
+    ResultStore.check(args.store)
+
+
+def _fidelity(spec: str) -> None:
+    """``ssim``, ``ssim:T`` (0 < T <= 1) or ``discriminator:FILE`` (an existing file)."""
+    from ..fuzz.fidelity import FIDELITIES
+
+    name, sep, arg = str(spec).partition(":")
+    known = FIDELITIES.names()
+    if name.strip().lower() not in known:
+        raise c.error("--fidelity", f"one of {', '.join(known)} (ssim:T, discriminator:FILE)", spec)
+    if name == "ssim" and sep:
+        try:
+            t = float(arg)
+        except ValueError:
+            t = math.nan
+        if not (math.isfinite(t) and 0.0 < t <= 1.0):
+            raise c.error("--fidelity", "ssim:T with a threshold 0 < T <= 1", spec)
+    if name == "discriminator" and (not arg or not Path(arg).is_file()):
+        raise c.error("--fidelity", "discriminator:FILE naming an existing model file", spec,
+                      "train one with 'deepfault gan train'")
+
+
+def _scenario(args) -> None:
+    if args.arch in GAN_PARTS:
+        raise c.error("--arch", "a classifier of the zoo", args.arch,
+                      "the dcgan parts are trained together with 'deepfault gan train'")
+    c.check_output_dir("--out-dir", args.out_dir)
+
+
+def _train(args) -> None:
+    if args.arch == "dcgan_generator":
+        raise c.error("--arch", "a classifier of the zoo (or dcgan_discriminator)", args.arch,
+                      "the generator is trained with its discriminator: 'deepfault gan train'")
+    if args.arch == "dcgan_discriminator":
+        _first("--out", args.out)
+        out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
+        c.check_outputs(("--out", out), ("--out (its generator)", out.with_name(f"{out.stem}.generator.pt")))
+        return
+    c.check_outputs(("--out", args.out or f"{args.arch}-{Path(args.dataset).stem}.pt"))
+
+
+def _gan_train(args) -> None:
+    _first("--out", args.out)
+    if args.generator_out:
+        _first("--generator-out", args.generator_out)
+    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
+    gen = args.generator_out or out.with_name(f"{out.stem}.generator.pt")
+    c.check_outputs(("--out", out), ("--generator-out", gen))
+
+
+def _experiment(args) -> None:
+    if args.store is not None:
+        c.check_outputs(("--store", args.store))
+    if args.models_dir is not None:
+        c.check_output_dir("--models-dir", args.models_dir)
+    if args.ray_address is not None and (args.executor or "serial") != "ray":
+        raise c.error("--ray-address", "given with --executor ray only", args.ray_address)
+
+
+def _report(args) -> None:
+    if args.out is not None:
+        c.check_output_dir("--out", args.out)
+
+
+_COMMANDS = {
+    "run": _run, "coverage profile": _coverage_profile, "coverage measure": _coverage_measure,
+    "coverage rank": _coverage_rank, "xplore": _xplore, "regress": _regress, "scenario": _scenario,
+    "train": _train, "gan train": _gan_train, "experiment": _experiment, "report": _report,
+}
