@@ -1,1 +1,1 @@
-from _helpers import pair  # noqa: F401  (the shared files, as a fixture)
+from helpers.hardening import pair  # noqa: F401  (the shared files, as a fixture)

@@ -11,9 +11,9 @@ import sqlite3
 import numpy as np
 import pytest
 import torch
-from _helpers import assert_refused, cli
 
 from deepfault import DeepFaultError
+from helpers.hardening import assert_refused, cli
 
 TOML = """name = "tiny"
 dataset = "digits"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from _helpers import assert_refused, cli, files
+
+from helpers.hardening import assert_refused, cli, files
 
 LONG = "n" * 300
 

@@ -16,11 +16,11 @@ import sqlite3
 import numpy as np
 import pytest
 import torch
-from _helpers import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deepfault import DeepFaultError
+from helpers.hardening import cli
 
 SETTINGS = settings(
     max_examples=40,

@@ -70,7 +70,7 @@ def _deepxplore_keras_lenet(arch: str, rng) -> tuple[list[dict], dict]:
     """DeepXplore's Keras LeNet (``Model1`` .. ``Model3`` in its MNIST code) as a layer list
     and random weights: fused-ReLU convolutions, max pooling, flatten, dense, logits named
     ``before_softmax`` and ``Activation('softmax')`` named ``predictions``."""
-    from test_keras_import import layer
+    from helpers.keras_files import layer
 
     c1, c2 = (4, 12) if arch == "lenet1" else (6, 16)
     hidden = {"lenet1": [], "lenet4": [84], "lenet5": [120, 84]}[arch]
@@ -98,10 +98,9 @@ def _deepxplore_keras_lenet(arch: str, rng) -> tuple[list[dict], dict]:
 def test_deepxplore_layers_of_keras_imports_and_zoo_lenets(tmp_path, arch, neurons):
     """Every layer but input and flatten, activated: DeepXplore's 52/148/268 neurons, with the
     Keras import's own softmax as the softmax layer (not a softmax of its probabilities)."""
-    from test_keras_import import functional_config, write_full
-
     from deepfault.core.capture import _resolve, capture
     from deepfault.models import open_model
+    from helpers.keras_files import functional_config, write_full
 
     layers, weights = _deepxplore_keras_lenet(arch, np.random.default_rng(0))
     mf = open_model(write_full(tmp_path / "m.h5", functional_config(layers, [28, 28, 1]), weights))

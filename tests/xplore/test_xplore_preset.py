@@ -112,7 +112,8 @@ def test_bad_preset_options_are_named(tmp_path, tiny_mnist, options, message):
 
 def test_published_weights_are_loaded_from_the_weights_dir(tmp_path, tiny_mnist):
     pytest.importorskip("h5py")
-    from test_xplore_keras_weights import _keras_arrays, _write_save_weights
+    from helpers.keras_files import keras_arrays as _keras_arrays
+    from helpers.keras_files import write_save_weights as _write_save_weights
 
     folder = tmp_path / "published"
     folder.mkdir()

@@ -7,9 +7,9 @@ import socket
 import numpy as np
 import pytest
 import torch
-from _helpers import assert_refused, cli, files
 
 from deepfault import DeepFaultError
+from helpers.hardening import assert_refused, cli, files
 
 
 def _regress(d, *extra):
@@ -181,9 +181,8 @@ def test_negative_values_need_no_equals_sign(tmp_path):
     "labels", [[-1, 0, 0, 0], [99, 0, 0, 0], [np.nan, 0, 0, 0], [2.5, 0, 0, 0], None, [0, 0]]
 )
 def test_rank_inputs_refuses_labels_outside_the_classes(labels):
-    from tiny_models import chain_model
-
     from deepfault import rank_inputs
+    from helpers.tiny_models import chain_model
 
     x = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
     with pytest.raises(DeepFaultError, match="labels"):
