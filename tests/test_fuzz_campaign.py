@@ -210,10 +210,11 @@ _SCRIPT = TINY + textwrap.dedent('''
     from deepfault.fuzz.campaign import run_campaign
     store, out = sys.argv[1], sys.argv[2]
     m1, m2, x, y = tiny_problem()
+    # a queue of 200 images: entries are evicted long before the kill (bounded memory and store)
     r = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="2400it", batch=4,
                      seed=5, store=None if store == "-" else store, experiment="e", cell="c",
-                     checkpoint_every=0.02)
-    np.savez(out, rf_inputs=r.rf_inputs, corpus=r.corpus, resumed=r.resumed,
+                     checkpoint_every=0.02, queue_capacity=200)
+    np.savez(out, rf_inputs=r.rf_inputs, corpus=r.corpus, resumed=r.resumed, evicted=r.evicted,
              **{k: v for k, v in r.faults.to_arrays().items() if k != "elapsed"},
              usage=np.array([[u[k] for k in ("selected", "faithful", "gain", "rf")]
                              for u in r.rule_usage.values()]))
@@ -233,7 +234,7 @@ def _iterations_checkpointed(path) -> int:
     return json.loads(row[0])["counters"]["iterations"]
 
 
-def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path):
+def test_kill_9_then_resume_with_eviction_equals_an_uninterrupted_run(tmp_path):
     script = tmp_path / "campaign.py"
     script.write_text(_SCRIPT)
     env = dict(os.environ, PYTHONHASHSEED="0")
@@ -261,7 +262,7 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path):
     for key in whole.files:
         if key != "resumed":
             np.testing.assert_array_equal(whole[key], resumed[key], err_msg=key)
-    assert len(whole["root"]) > 0
+    assert len(whole["root"]) > 0 and int(whole["evicted"]) > 0
     # a finished campaign in the store is returned as it is, not run again
     subprocess.run([*run, str(store), str(tmp_path / "again.npz")], check=True, env=env, timeout=300)
     again = np.load(tmp_path / "again.npz")

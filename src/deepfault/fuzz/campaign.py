@@ -272,6 +272,8 @@ class CampaignResult:
             ``rf`` rows of ``faults`` (initial ones are the seeds themselves).
         rf_p1, rf_p2: ``(R, classes)`` the two models' probabilities on them.
         resumed: Checkpoints this run resumed from (0 for a fresh run).
+        evicted: Queue entries whose images were evicted (the queue's capacity was reached).
+        shared_rejected: Mutants that passed their strategy's own check and failed the shared filter.
         examples: The first generated regression faults beside their seeds, for figures:
             ``seeds``, ``faults`` ``(E, C, H, W)``, ``seed_index``, ``label``, ``m2_pred``.
     """
@@ -298,6 +300,8 @@ class CampaignResult:
     rf_p2: np.ndarray = field(repr=False)
     resumed: int = 0
     examples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    evicted: int = 0
+    shared_rejected: int = 0
 
     def to_dict(self) -> dict:
         """Everything but the arrays, JSON-ready."""
@@ -320,6 +324,8 @@ class CampaignResult:
             "timeline": list(self.timeline),
             "timings": self.timings,
             "resumed": self.resumed,
+            "evicted": self.evicted,
+            "shared_rejected": self.shared_rejected,
         }
 
     def fault_arrays(self) -> dict[str, np.ndarray]:
@@ -935,7 +941,8 @@ class Campaign:
             roots=len(self.root_index), queued_seeds=self.num_seed_entries, corpus=len(self.corpus),
             rule_usage=usage, timeline=tuple(self.timeline), timings=dict(self.timings), faults=faults,
             rf_inputs=all_inputs, rf_p1=np.concatenate(rf_p1), rf_p2=np.concatenate(rf_p2),
-            resumed=self.resumed, examples=examples,
+            resumed=self.resumed, examples=examples, evicted=self.corpus.evicted,
+            shared_rejected=self.shared_rejected,
         )
 
 

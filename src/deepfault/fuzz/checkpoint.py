@@ -248,7 +248,8 @@ def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
         setup_seconds=data["setup_seconds"], roots=data["roots"], queued_seeds=data["queued_seeds"],
         corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
         timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
-        resumed=data.get("resumed", 0), examples=examples or {},
+        resumed=data.get("resumed", 0), examples=examples or {}, evicted=data.get("evicted", 0),
+        shared_rejected=data.get("shared_rejected", 0),
     )
 
 
