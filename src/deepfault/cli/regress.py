@@ -137,7 +137,7 @@ def _cmd_regress(args) -> int:
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,
             shared_fidelity=shared,
         )
-        outcomes[strategy] = out = _run_one(args, config, budget, device, live, show, log_line)
+        outcomes[strategy] = _run_one(args, config, budget, device, live, show, log_line)
     if len(outcomes) > 1:
         from ..fuzz.metrics import compare_campaigns
 

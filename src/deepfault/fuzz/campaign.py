@@ -524,7 +524,7 @@ class Campaign:
         roots = np.flatnonzero(self.strategy.roots(y1 == y, y2 == y))
         if len(roots) == 0:
             raise DeepFaultError(
-                f"M1 classifies none of the test inputs correctly: there is no seed to fuzz"
+                "M1 classifies none of the test inputs correctly: there is no seed to fuzz"
                 if self.strategy.name == "drfuzz" else
                 f"no test input qualifies as a {self.strategy.name} seed: there is no seed to fuzz"
             )

@@ -30,7 +30,6 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
-import torch
 
 from ..errors import DeepFaultError
 from .campaign import Campaign, CampaignConfig, CampaignResult

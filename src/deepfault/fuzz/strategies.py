@@ -213,7 +213,7 @@ class FuzzStrategy(ABC):
                 campaign.chooser.update(int(rules[i]), faithful=bool(faithful[i]), gain=bool(gain[i]))
             return
         rows = np.flatnonzero(gained)
-        for it, rule in dict.fromkeys(zip(gen.owner[rows].tolist(), gen.rule[rows].tolist(), strict=True)):
+        for _, rule in dict.fromkeys(zip(gen.owner[rows].tolist(), gen.rule[rows].tolist(), strict=True)):
             campaign.chooser.gain[rule] += 1
 
     def to_dict(self) -> dict:
