@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
         "file (its meta records input_range [-1, 1], which 'deepfault regress --fidelity "
         "discriminator:FILE' uses) and the generator beside it, and report its quality (mean score on "
         "real test images against noise and heavily mutated images). For mnist and fashion-mnist "
-        "'deepfault regress' makes one on first use without this step. Ctrl-C keeps the last completed epoch.",
+        "'deepfault regress' makes one on first use without this step. Ctrl-C keeps the last completed "
+        "epoch.",
         formatter_class=HelpFormatter,
     )
     train.add_argument("--dataset", required=True, metavar="NAME",

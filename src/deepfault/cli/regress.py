@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                    "same budget and one shared fidelity filter, and compares them")
     p.add_argument("--fidelity", default="discriminator", metavar="SPEC",
                    help="DRFuzz's fidelity check: 'discriminator' (the data set's, trained on first use for "
-                   "mnist and fashion-mnist and cached), 'discriminator:FILE' ('deepfault gan train'), 'ssim' "
+                   "mnist and fashion-mnist and cached), 'discriminator:FILE' ('deepfault gan train'), "
+                   "'ssim' "
                    "or 'ssim:T' (SSIM >= T, default 0.99, with the data's true range), 'ssim-compat' (a "
                    "compatibility mode: the published code's SSIM path, uniform 7x7 window, int16 range "
                    "65535, up to 20 accepted mutants per iteration, 50 tries each) or 'none' (measurement)")
@@ -142,10 +143,11 @@ def _cmd_regress(args) -> int:
         from ..fuzz.metrics import compare_campaigns
 
         cmp = compare_campaigns({k: o.result for k, o in outcomes.items()})
-        print(f"comparison (shared filter: {cmp['filter']}): at equal wall time ({cmp['wall_seconds']:.1f} s) "
-              f"and at equal iterations ({cmp['iterations']:,})")
-        rows = [(name, row["at_equal_time"]["rf"], row["at_equal_time"]["urf"], row["at_equal_iterations"]["rf"],
-                 row["at_equal_iterations"]["urf"], fmt(row["urf_filtered"]), row["iterations"])
+        print(f"comparison (shared filter: {cmp['filter']}): at equal wall time "
+              f"({cmp['wall_seconds']:.1f} s) and at equal iterations ({cmp['iterations']:,})")
+        rows = [(name, row["at_equal_time"]["rf"], row["at_equal_time"]["urf"],
+                 row["at_equal_iterations"]["rf"], row["at_equal_iterations"]["urf"],
+                 fmt(row["urf_filtered"]), row["iterations"])
                 for name, row in cmp["rows"].items()]
         print(table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
                      "#URF passing the filter", "iterations"), rows))

@@ -769,7 +769,8 @@ class Campaign:
         were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`)."""
         data, arrays = state["data"], state["arrays"]
         if len(self.corpus) != data["corpus_size"] or self.refs.size != data["refs_size"]:
-            raise DeepFaultError("the campaign's state does not match its queue entries; the checkpoint is corrupt")
+            raise DeepFaultError("the campaign's state does not match its queue entries; "
+                                 "the checkpoint is corrupt")
         counters = data["counters"]
         for name in ("iterations", "steps", "queries", "generated", "passed"):
             setattr(self, name, int(counters[name]))

@@ -7,8 +7,9 @@ A campaign ``cell`` of experiment ``experiment`` (method ``drfuzz``) is kept as 
   fixed fields, about 30 bytes each) and the new fidelity reference rows; append-only.
 - ``{cell}/pool/{p}/{0,1}``: page ``p`` of the queue's image pool (1,024 images), written
   when one of its images changed, alternately into one of two copies (the checkpoint says
-  which is current, so a kill between the two writes leaves the previous one intact). The pool holds at most ``queue_capacity`` images (older,
-  unlikely ones are evicted: :mod:`.corpus`), so the store does not grow with the queue.
+  which is current, so a kill between the two writes leaves the previous one intact).
+  The pool holds at most ``queue_capacity`` images (older, unlikely ones are evicted:
+  :mod:`.corpus`), so the store does not grow with the queue.
 - ``{cell}/faults/{k}``: the faults found since the previous checkpoint (and the regression
   faults' inputs and probabilities); append-only.
 - ``{cell}/checkpoint``: everything else, overwritten each time: counters, both random

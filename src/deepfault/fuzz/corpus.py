@@ -140,7 +140,8 @@ class Corpus:
         """``n`` free pool slots, growing the pool or evicting entries older than ``keep_from``."""
         free = np.flatnonzero(self.slot_owner < 0)
         if len(free) < n and len(self.slot_owner) < self.capacity:
-            self._grow_pool(min(self.capacity, max(len(self.slot_owner) + n - len(free), 2 * len(self.slot_owner))))
+            pool = len(self.slot_owner)
+            self._grow_pool(min(self.capacity, max(pool + n - len(free), 2 * pool)))
             free = np.flatnonzero(self.slot_owner < 0)
         if len(free) < n:
             resident = np.flatnonzero(self.slot[:keep_from] >= 0)

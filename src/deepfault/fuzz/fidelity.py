@@ -9,10 +9,10 @@ from). The fuzzing loop computes the roots' reference once and passes each mutan
 
 | spec | score of a mutant | passes when |
 | --- | --- | --- |
-| ``discriminator`` (default) | the data set's cached DCGAN discriminator (trained on first use, MNIST and Fashion-MNIST) | ``score >=`` the root's score |
+| ``discriminator`` (default) | the data set's cached DCGAN discriminator (below) | ``>=`` the root's score |
 | ``discriminator:FILE`` | the discriminator in ``FILE`` | ``score >=`` the root's score |
-| ``ssim`` or ``ssim:T`` | mean SSIM to its root (Gaussian window 11, sigma 1.5, the data's true range) | ``score >= T`` (default 0.99) |
-| ``ssim-compat`` | the published code's SSIM: uniform 7x7 window, sample covariance, range ``65535 (hi - lo) / 255`` | ``score >= 0.99``; up to 50 tries per mutant |
+| ``ssim`` or ``ssim:T`` | mean SSIM to its root (Gaussian 11, sigma 1.5, true range) | ``>= T`` (0.99) |
+| ``ssim-compat`` | the published code's SSIM (below) | ``score >= 0.99``; 50 tries |
 | ``none`` | 1 | always (for measurement) |
 
 ``ssim-compat`` reproduces the published DRFuzz code's SSIM path, a compatibility mode,
@@ -205,8 +205,9 @@ def _band(n: int, weights: torch.Tensor) -> torch.Tensor:
     taps = len(weights)
     out = n - taps + 1
     band = torch.zeros(n, out, device=weights.device, dtype=weights.dtype)
-    rows = torch.arange(out, device=weights.device)[None, :] + torch.arange(taps, device=weights.device)[:, None]
-    band[rows, torch.arange(out, device=weights.device)[None, :].expand(taps, out)] = weights[:, None].expand(taps, out)
+    dev = weights.device
+    rows = torch.arange(out, device=dev)[None, :] + torch.arange(taps, device=dev)[:, None]
+    band[rows, torch.arange(out, device=dev)[None, :].expand(taps, out)] = weights[:, None].expand(taps, out)
     return band
 
 
@@ -222,7 +223,8 @@ def _uniform_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
 
 
 def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 4096,
-         window: str = "gaussian", win_size: int | None = None, sample_covariance: bool = False) -> torch.Tensor:
+         window: str = "gaussian", win_size: int | None = None,
+         sample_covariance: bool = False) -> torch.Tensor:
     """Mean structural similarity of each pair of images (Wang et al., IEEE TIP 2004).
 
     ``SSIM = (2 mu_x mu_y + C1)(2 s_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(s_x^2 + s_y^2 + C2))``
@@ -366,7 +368,8 @@ class SSIMCompatFidelity(SSIMFidelity):
 @register_fidelity("ssim-compat")
 def _make_ssim_compat(arg: str | None, *, bounds, device="cpu", **_) -> SSIMCompatFidelity:
     if arg:
-        raise DeepFaultError("'ssim-compat' takes no argument: it is the published code's SSIM path as it was")
+        raise DeepFaultError("'ssim-compat' takes no argument: it is the published code's SSIM path, "
+                             "as it was")
     return SSIMCompatFidelity(bounds=bounds, device=device)
 
 

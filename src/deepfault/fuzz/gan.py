@@ -395,7 +395,8 @@ def discriminator_cache_path(dataset: str) -> Path:
     """Where the default discriminator of ``dataset`` is cached (under ``$DEEPFAULT_CACHE``)."""
     from .._io import user_cache_dir
 
-    return user_cache_dir() / "gan" / f"dcgan-{dataset}-v{AUTO_VERSION}-seed{AUTO_RECIPE.seed}-discriminator.pt"
+    name = f"dcgan-{dataset}-v{AUTO_VERSION}-seed{AUTO_RECIPE.seed}-discriminator.pt"
+    return user_cache_dir() / "gan" / name
 
 
 def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, data_dir=None,

@@ -175,7 +175,8 @@ def compute_metrics(faults: FaultTable) -> Metrics:
     )
 
 
-def metrics_until(faults: FaultTable, *, iterations: int | None = None, seconds: float | None = None) -> Metrics:
+def metrics_until(faults: FaultTable, *, iterations: int | None = None,
+                  seconds: float | None = None) -> Metrics:
     """The metrics of the faults found within the first ``iterations`` iterations and/or
     ``seconds`` of fuzzing (initial faults always count): campaigns compared at equal
     iterations or at equal wall time."""

@@ -12,9 +12,11 @@ Fashion-MNIST with the AlexNet-style ``alexnet_fm``.
 From the command line the pairs folder is given by the environment variable
 ``DEEPFAULT_DRFUZZ_PAIRS`` (the engine's ``experiment`` command knows no DRFuzz option):
 ``DEEPFAULT_DRFUZZ_PAIRS=my-pairs deepfault experiment --preset drfuzz-mnist``; from Python,
-``run_preset(store, config=PresetConfig(pairs_dir="my-pairs"))``. Every campaign is one executor job that checkpoints into the store
-and writes its result there, so a killed or interrupted preset resumes where it stopped and
-finished campaigns are skipped. ``deepfault report STORE`` then writes the comparison
+``run_preset(store, config=PresetConfig(pairs_dir="my-pairs"))``.
+
+Every campaign is one executor job that checkpoints into the store and writes its result
+there, so a killed or interrupted preset resumes where it stopped and finished campaigns are
+skipped. ``deepfault report STORE`` then writes the comparison
 table with the README's MNIST rows (:mod:`.report`).
 
 Cells: ``SCENARIO/STRATEGY/seedS`` (``.../result``, ``.../checkpoint`` and the chunks).
@@ -33,8 +35,8 @@ from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, 
 from .campaign import DEFAULT_BATCH, CampaignConfig
 from .checkpoint import METHOD
 
-__all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist", "PresetConfig",
-           "plan_jobs", "run_preset"]
+__all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
+           "PresetConfig", "plan_jobs", "run_preset"]
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +138,8 @@ def plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store:
         for strategy in config.strategies:
             for seed in config.seeds:
                 jobs.append({
-                    "cell": f"{scenario}/{strategy}/seed{seed}", "m1": m1, "m2": m2, "dataset": config.dataset,
+                    "cell": f"{scenario}/{strategy}/seed{seed}", "m1": m1, "m2": m2,
+                    "dataset": config.dataset,
                     "data_dir": None if data_dir is None else str(data_dir),
                     "config": config.campaign(strategy, seed, fidelity).to_dict(), "store": store,
                     "experiment": experiment, "profile_dir": profile_dir, "threads": config.threads,
@@ -297,7 +300,8 @@ class DRFuzzFashion(DRFuzzMnist):
                    "seeds, the same budget, with the README's FM rows")
 
     def __init__(self, config: PresetConfig | None = None):
-        super().__init__(config or PresetConfig(arch="alexnet_fm", dataset="fashion-mnist"), name=FASHION_PRESET)
+        super().__init__(config or PresetConfig(arch="alexnet_fm", dataset="fashion-mnist"),
+                         name=FASHION_PRESET)
 
 
 #: The presets of this method.

@@ -102,7 +102,8 @@ def _urf_at_equal_iterations(rows: list[dict]) -> dict[str, int]:
             for r in rows}
 
 
-def comparison_rows(rows: list[dict], published: dict | None = None) -> tuple[list[str], list[list], list[dict]]:
+def comparison_rows(rows: list[dict],
+                    published: dict | None = None) -> tuple[list[str], list[list], list[dict]]:
     """The comparison table: per scenario and strategy, mean ± sd over seeds, and the README's row
     (``published``: :data:`README_MNIST` by default, or :data:`README_FASHION`).
 
@@ -141,7 +142,8 @@ def comparison_rows(rows: list[dict], published: dict | None = None) -> tuple[li
             table.append([
                 scenario, label, len(results), results[0].config.budget,
                 *(_pm([getattr(x.metrics, m) for x in results]) for m in _METRICS), ratio,
-                _pm([at_n[r["cell"]] for r in rows if (r["scenario"], r["strategy"]) == (scenario, strategy)]),
+                _pm([at_n[r["cell"]] for r in rows
+                     if (r["scenario"], r["strategy"]) == (scenario, strategy)]),
                 results[0].config.shared_fidelity or "-",
                 _pm([x.metrics.urf_ssim for x in results]), _pm([x.iterations for x in results]),
                 _pm(speed) if speed else "-",
@@ -152,7 +154,8 @@ def comparison_rows(rows: list[dict], published: dict | None = None) -> tuple[li
             for x, r in zip(results, mine, strict=True):
                 records.append({"scenario": scenario, "strategy": strategy, "seed": r["seed"],
                                 **x.metrics.to_dict(), "urf_equal_iterations": at_n[r["cell"]],
-                                "shared_filter": x.config.shared_fidelity, "iterations": x.iterations, "seconds": x.seconds,
+                                "shared_filter": x.config.shared_fidelity, "iterations": x.iterations,
+                                "seconds": x.seconds,
                                 "generated": x.generated, "queries": x.queries, "budget": x.config.budget,
                                 "stop_reason": x.stop_reason})
     return headers, table, records

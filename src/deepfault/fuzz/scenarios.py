@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | ``supply`` (SUPPLY) | trained on 80% of the training split | ``M1`` trained further on the other 20% |
 | ``adv-bim`` (ADV:BIM) | trained on the whole split | ``M1`` fine-tuned on BIM adversarial examples |
-| ``adv-cw`` (ADV:CW) | trained on the whole split | ``M1`` fine-tuned on Carlini-Wagner L2 adversarial examples |
+| ``adv-cw`` (ADV:CW) | trained on the whole split | ``M1`` fine-tuned on C&W L2 adversarial examples |
 | ``fixing`` (FIXING) | trained on the whole split | ``M1`` repaired Apricot-style from per-class sub-models |
 | ``prune`` (PRUNE) | trained on the whole split | smallest 50% of each layer's weights removed, fine-tuned |
 | ``quant-fp16`` (QUANT) | trained on the whole split | every float rounded to float16 (stored as float32) |
@@ -493,7 +493,8 @@ def _adv_bim(m2: nn.Module, data, ctx: ScenarioContext, *, eps: float = 0.1, ste
 
 
 @register_scenario("adv-cw", label="ADV:CW",
-                   description="M2 = M1 fine-tuned on Carlini-Wagner L2 adversarial examples (and their clean originals)")
+                   description="M2 = M1 fine-tuned on Carlini-Wagner L2 adversarial examples "
+                   "(and their clean originals)")
 def _adv_cw(m2: nn.Module, data, ctx: ScenarioContext, *, samples: int = 2_000, steps: int = 50,
             binary_steps: int = 4, lr: float = LR / 2, epochs: int | None = None) -> dict:
     """M2 = M1 fine-tuned on ``samples`` training inputs and their C&W L2 adversarial examples."""

@@ -14,9 +14,9 @@ learns and when a selected input's counter rises. The loop in :mod:`.campaign` i
 ``deephunter``:
     roots are the inputs M2 gets right; 20 slots per iteration, each a uniformly random
     transformation (translation, rotation, scale, shear, contrast, brightness, blur, Gaussian
-    noise) and parameter, retried up to 49 times until valid; at most one affine rule per lineage, with DeepHunter's own parameter lists
-    (:data:`DEEPHUNTER_PARAMS`, as the published DRFuzz code runs it); validity against
-    the lineage's reference (< 2% of the elements changed, or every element by < 20% of the
+    noise) and parameter, retried up to 49 times until valid; at most one affine rule per
+    lineage, with DeepHunter's own parameter lists (:data:`DEEPHUNTER_PARAMS`, as the
+    published DRFuzz code runs it); validity against the lineage's reference (< 2% of the elements changed, or every element by < 20% of the
     range); a candidate is kept when it raises a coverage criterion of M2
     (:class:`CoverageKeep`); no banning.
 
@@ -262,7 +262,8 @@ def _generate_per_iteration(strategy: FuzzStrategy, c, sel: np.ndarray) -> Gener
     for u, (idx, params) in raw_params.items():
         rows = (idx[:, None] * m + np.arange(m)[None, :]).reshape(-1)
         good = ok[rows]
-        affine_params[u] = (rows[good], {k: v[torch.as_tensor(np.flatnonzero(good))] for k, v in params.items()})
+        pick = torch.as_tensor(np.flatnonzero(good))
+        affine_params[u] = (rows[good], {k: v[pick] for k, v in params.items()})
     return Generated(mutants, owner, mrule, ok, n * m, affine_params, per_iteration_rule=True)
 
 
@@ -292,8 +293,8 @@ def _generate_with_retries(strategy: FuzzStrategy, c, sel: np.ndarray, tries: in
     for _ in range(tries):
         if len(pending) == 0:
             break
-        r = np.array([c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[owner[s]])) for s in pending],
-                     dtype=np.int64)
+        r = np.array([c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[owner[s]]))
+                      for s in pending], dtype=np.int64)
         c.tick("select")
         cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=c.device)
         params_of: dict[int, tuple[np.ndarray, dict]] = {}
@@ -326,7 +327,8 @@ def _generate_with_retries(strategy: FuzzStrategy, c, sel: np.ndarray, tries: in
             good = passed[j]
             if good.any():
                 pick = torch.as_tensor(np.flatnonzero(good))
-                collected.setdefault(u, []).append((pending[j[good]], {k: v[pick] for k, v in params.items()}))
+                sub = {k: v[pick] for k, v in params.items()}
+                collected.setdefault(u, []).append((pending[j[good]], sub))
         pending = pending[~passed]
         c.tick("check")
     affine_params = {}
