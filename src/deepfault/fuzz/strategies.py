@@ -16,9 +16,9 @@ learns and when a selected input's counter rises. The loop in :mod:`.campaign` i
     transformation (translation, rotation, scale, shear, contrast, brightness, blur, Gaussian
     noise) and parameter, retried up to 49 times until valid; at most one affine rule per
     lineage, with DeepHunter's own parameter lists (:data:`DEEPHUNTER_PARAMS`, as the
-    published DRFuzz code runs it); validity against the lineage's reference (< 2% of the elements changed, or every element by < 20% of the
-    range); a candidate is kept when it raises a coverage criterion of M2
-    (:class:`CoverageKeep`); no banning.
+    published DRFuzz code runs it); validity against the lineage's reference (< 2% of the
+    elements changed, or every element by < 20% of the range); a candidate is kept when it
+    raises a coverage criterion of M2 (:class:`CoverageKeep`); no banning.
 
 Strategies are registered in :data:`STRATEGIES`; a new one subclasses :class:`FuzzStrategy`.
 """
