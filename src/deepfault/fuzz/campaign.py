@@ -28,7 +28,7 @@ Example:
     >>> m2 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
     >>> x = torch.rand(30, 1, 8, 8)
     >>> y = m1(x).argmax(1)
-    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0)
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0, fidelity="ssim")
     >>> result.iterations, result.stop_reason
     (20, 'budget')
 """
