@@ -515,7 +515,10 @@ class Campaign:
         self.num_classes = p1n.shape[1]
         self.check = self.strategy.make_check(self)
         self.shared = self._shared
-        if self.shared is None and self.config.shared_fidelity is not None:
+        same = (self.config.shared_fidelity == self.config.fidelity and self._fidelity is None
+                and self.strategy.name == "drfuzz")
+        if self.shared is None and self.config.shared_fidelity is not None and not same:
+            # (DRFuzz's own check is the shared filter itself, against the same roots: already applied)
             from .fidelity import make_fidelity
 
             self.shared = make_fidelity(self.config.shared_fidelity, bounds=self.bounds, device=self.device,
