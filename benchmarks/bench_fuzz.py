@@ -4,7 +4,9 @@ Measures, in one run:
 
 - **throughput**: mutants generated (each one checked for fidelity and, when it passes,
   executed on both models) per second by :func:`deepfault.fuzz.run_campaign` at the default
-  ``B``, with SSIM and with the DCGAN discriminator, and by the one-input-at-a-time loop
+  ``B``, per fidelity mode (``none``, ``ssim``, ``ssim-compat`` with its retry structure, and
+  the DCGAN discriminator: the cached default one, or ``--discriminator FILE``), and by the
+  one-input-at-a-time loop
   :func:`deepfault.testing.fuzz_reference.drfuzz_reference` (a rule call, a fidelity call and
   a forward pass of each model per mutant); their ratio;
 - **B**: the same for several ``B`` (SSIM), to show what the default buys;
@@ -69,6 +71,7 @@ def campaign_speed(m1, m2, data, *, fidelity: str, batch: int, seconds: float,
                      config=CampaignConfig(strategy=strategy, budget=f"{seconds}s", batch=batch, seed=0,
                                            fidelity=fidelity, criterion="nc"))
     return {"strategy": strategy, "fidelity": fidelity.split(":")[0], "batch": batch, "seconds": r.seconds,
+            "passed_share": r.queries / max(r.generated, 1),
             "iterations": r.iterations, "generated": r.generated, "executed": r.queries,
             "generated_per_second": r.generated / r.seconds, "executed_per_second": r.queries / r.seconds,
             "rf": r.metrics.rf, "urf": r.metrics.urf,
@@ -78,7 +81,7 @@ def campaign_speed(m1, m2, data, *, fidelity: str, batch: int, seconds: float,
 
 
 def reference_speed(m1, m2, data, *, fidelity: str, seconds: float) -> dict:
-    fid = make_fidelity(fidelity, bounds=data.bounds)
+    fid = make_fidelity(fidelity, bounds=data.bounds, dataset=data.name)
     out = drfuzz_reference(m1, m2, data.x_test[:2000], data.y_test[:2000], bounds=data.bounds, fidelity=fid,
                            seconds=seconds, seed=0)
     return {"fidelity": fidelity.split(":")[0], **out, "generated_per_second": out["mutants_per_second"]}
@@ -101,13 +104,14 @@ def rule_costs(data, *, images: int = 40, repeats: int = 5) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=20.0, help="seconds per batched measurement")
-    ap.add_argument("--reference-seconds", type=float, default=15.0, help="seconds of the one-at-a-time loop")
-    ap.add_argument("--batches", type=int, nargs="*", default=[1, 16, DEFAULT_BATCH, 256])
+    ap.add_argument("--seconds", type=float, default=15.0, help="seconds per batched measurement")
+    ap.add_argument("--reference-seconds", type=float, default=10.0, help="seconds of the one-at-a-time loop")
+    ap.add_argument("--batches", type=int, nargs="*", default=[1, DEFAULT_BATCH])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--m1", default=None)
     ap.add_argument("--m2", default=None)
-    ap.add_argument("--discriminator", default=str(REPO / "benchmarks/models/dcgan-mnist-discriminator.pt"))
+    ap.add_argument("--discriminator", default=None,
+                    help="discriminator file (default: the cached default one, when it exists)")
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared/datasets"))
     ap.add_argument("--urf-minutes", type=float, default=0.0,
                     help="also run DRFuzz this long and report #URF")
@@ -116,9 +120,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     data = load_dataset("mnist", data_dir=args.data_dir)
     m1, m2, pair = _pair(args)
-    fidelities = ["ssim"]
-    if Path(args.discriminator).is_file():
+    from deepfault.fuzz.gan import discriminator_cache_path
+
+    fidelities = ["none", "ssim", "ssim-compat"]
+    if args.discriminator:
         fidelities.append(f"discriminator:{args.discriminator}")
+    elif discriminator_cache_path(data.name).is_file():
+        fidelities.append("discriminator")
     load_before = os.getloadavg()
     result: dict = {"pair": pair, "default_batch": DEFAULT_BATCH, "threads": args.threads, "throughput": {}}
     for fid in fidelities:
@@ -128,7 +136,8 @@ def main() -> None:
         result["throughput"][name] = {"batched": batched, "one_at_a_time": ref,
                                       "ratio": batched["generated_per_second"] / ref["generated_per_second"]}
         print(f"{name:14s} batched B={DEFAULT_BATCH}: {batched['generated_per_second']:8.0f} mutants/s "
-              f"({batched['executed_per_second']:.0f} executed/s); one at a time: "
+              f"({batched['executed_per_second']:.0f} executed/s, {batched['passed_share']:.0%} pass); "
+              f"one at a time: "
               f"{ref['generated_per_second']:6.0f}/s; ratio {result['throughput'][name]['ratio']:.1f}x")
         print(f"{'':14s} phases (s): {batched['phases']}")
     result["batch_sweep"] = []

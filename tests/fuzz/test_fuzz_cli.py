@@ -165,3 +165,24 @@ def test_hooks_are_removed_when_a_campaign_fails(files):
         run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", batch=5, progress=boom, **DH)
     assert all(not module._forward_hooks for module in m2.modules())
     assert not m1.training and not m2.training
+
+
+def test_regress_both_strategies_share_one_filter_and_are_compared(files, capsys):
+    argv = _regress(files, "--strategy", "both", "--criterion", "nc", "--queue-capacity", "100",
+                    store="both.sqlite")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("regress: ") == 2
+    assert "drfuzz on" in out and "deephunter on" in out and "+ shared ssim:0.5 check" in out
+    assert "comparison (shared filter: ssim:0.5): at equal wall time" in out
+    assert "at equal iterations (40)" in out
+    assert "#URF passing the filter" in out and "#URF per 1,000 model queries" in out
+
+
+def test_regress_without_a_discriminator_for_the_data_set_names_both_ways(files, capsys, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("DEEPFAULT_CACHE", str(tmp_path))
+    argv = [a for a in _regress(files) if a not in ("--fidelity", "ssim:0.5")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no discriminator for data set" in err and "deepfault gan train" in err and "--fidelity" in err

@@ -220,9 +220,11 @@ def test_trained_dcgan_discriminator_file_works_as_fidelity(tmp_path):
 
 def test_registry_and_bad_specs(tmp_path):
     assert {"ssim", "discriminator"} <= set(list_fidelities())
-    with pytest.raises(DeepFaultError, match="unknown fidelity check 'gan'; known: discriminator, ssim"):
+    with pytest.raises(DeepFaultError, match="unknown fidelity check 'gan'; known: discriminator, none, "
+                                             "ssim, ssim-compat"):
         make_fidelity("gan", bounds=(0, 1))
-    with pytest.raises(DeepFaultError, match="needs its model file"):
+    with pytest.raises(DeepFaultError, match="no discriminator for data set None.*"
+                                             "deepfault gan train.*--fidelity"):
         make_fidelity("discriminator", bounds=(0, 1))
     with pytest.raises(DeepFaultError, match="does not exist"):
         make_fidelity(f"discriminator:{tmp_path / 'missing.pt'}", bounds=(0, 1))

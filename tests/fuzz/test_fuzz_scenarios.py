@@ -11,7 +11,9 @@ from deepfault.cli import main
 from deepfault.data import Dataset, load_dataset
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.scenarios import (
+    apricot_repair,
     bim,
+    carlini_wagner_l2,
     list_scenarios,
     make_scenario,
     prune_weights,
@@ -22,8 +24,10 @@ from deepfault.fuzz.scenarios import (
 )
 from deepfault.models import build_model, load_model
 
-ALL = ["adv-bim", "prune", "quant-fp16", "quant-int8", "supply"]
-OPTIONS = {"adv-bim": {"samples": 200, "steps": 3}}
+ALL = ["adv-bim", "adv-cw", "fixing", "prune", "quant-fp16", "quant-int8", "supply"]
+OPTIONS = {"adv-bim": {"samples": 200, "steps": 3},
+           "adv-cw": {"samples": 100, "steps": 10, "binary_steps": 2},
+           "fixing": {"subset": 200, "batches": 4}}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,7 @@ def pairs(digits, tmp_path_factory):
     return out, results
 
 
-def test_registry_lists_the_five():
+def test_registry_lists_the_seven():
     assert list_scenarios() == ALL
 
 
@@ -188,8 +192,9 @@ def test_scenario_on_a_conv_net_and_random_images(tmp_path):
 
 def test_api_errors(digits, tmp_path):
     out = tmp_path / "never"
-    with pytest.raises(DeepFaultError, match="unknown scenario 'fixing'; known: adv-bim, prune"):
-        make_scenario("fixing", "digits_mlp", digits, out_dir=out)
+    with pytest.raises(DeepFaultError, match="unknown scenario 'apricot'; known: adv-bim, adv-cw, fixing, "
+                                             "prune"):
+        make_scenario("apricot", "digits_mlp", digits, out_dir=out)
     with pytest.raises(DeepFaultError, match="unknown architecture 'lenet9'"):
         make_scenario("prune", "lenet9", digits, out_dir=out)
     with pytest.raises(DeepFaultError, match="has no option 'eps'; its options: amount, lr, epochs"):
@@ -202,7 +207,7 @@ def test_api_errors(digits, tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["scenario", "fixing", "--arch", "lenet5", "--dataset", "digits"], "invalid choice: 'fixing'"),
+    (["scenario", "apricot", "--arch", "lenet5", "--dataset", "digits"], "invalid choice: 'apricot'"),
     (["scenario", "prune", "--arch", "lenet9", "--dataset", "digits"], "invalid choice: 'lenet9'"),
     (["scenario", "prune", "--arch", "lenet5", "--dataset", "nosuch"], "unknown data set 'nosuch'"),
     (["scenario", "prune", "--arch", "lenet5", "--dataset", "digits"], "does not fit data set 'digits'"),
@@ -225,3 +230,41 @@ def test_cli_writes_the_pair_and_prints_the_table(tmp_path, capsys):
     assert "quant-int8  QUANT:INT8" in text and "regressions" in text
     assert (out / "quant-int8-digits_mlp-digits-m1.pt").is_file()
     assert (out / "quant-int8-digits_mlp-digits-m2.pt").is_file()
+
+
+def test_carlini_wagner_is_vectorised_stays_in_bounds_and_fools_the_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, 3)).eval()
+    x = torch.rand(12, 1, 4, 4)
+    y = model(x).argmax(1)
+    adv = carlini_wagner_l2(model, x, y, bounds=(0.0, 1.0), steps=60, binary_steps=3, lr=0.1)
+    assert adv.shape == x.shape and adv.min() >= 0 and adv.max() <= 1
+    fooled = model(adv).argmax(1) != y
+    assert fooled.float().mean() > 0.8
+    # one input at a time gives the same answer (per-input search, no cross-talk)
+    one = torch.cat([carlini_wagner_l2(model, x[i : i + 1], y[i : i + 1], bounds=(0.0, 1.0), steps=60,
+                                       binary_steps=3, lr=0.1) for i in range(3)])
+    torch.testing.assert_close(one, adv[:3], atol=1e-5, rtol=0)
+    # unfooled inputs come back unchanged
+    same = ~fooled
+    assert torch.equal(adv[same], x[same])
+
+
+def test_apricot_repair_moves_towards_submodels_that_are_right_and_never_loses_validation_accuracy():
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).random((300, 4)).astype(np.float32)
+    y = (x[:, 0] > x[:, 1]).astype(np.int64)
+    good = nn.Linear(4, 2)
+    with torch.no_grad():
+        good.weight.copy_(torch.tensor([[-1.0, 1.0, 0, 0], [1.0, -1.0, 0, 0]]))  # class 1 when x0 > x1
+        good.bias.zero_()
+    bad = nn.Linear(4, 2)
+    with torch.no_grad():
+        bad.weight.copy_(torch.tensor([[0.2, -0.1, 0.5, 0], [-0.1, 0.3, 0, 0.5]]))
+        bad.bias.zero_()
+    model = nn.Linear(4, 2)
+    with torch.no_grad():
+        model.weight.copy_(bad.weight)
+        model.bias.zero_()
+    out = apricot_repair(model, [good, bad], x, y, x_val=x, y_val=y, rate=0.3, batch_size=16, batches=10)
+    assert out["val_after"] > out["val_before"] and out["kept"] > 0

@@ -13,7 +13,7 @@ from deepfault.models import ModelFile, build_model, list_architectures, load_mo
 PARAMS = {"mnist_1": 27_420, "mnist_2": 22_975, "mnist_3": 18_680,
           "cifar_1": 411_434, "cifar_2": 724_010, "cifar_3": 1_250_858}
 INPUT = {"cifar": (3, 32, 32), "digits": (1, 8, 8), "mnist": (1, 28, 28), "lenet": (1, 28, 28),
-         "dcgan_discriminator": (1, 28, 28), "dcgan_generator": (100,)}
+         "dcgan_discriminator": (1, 28, 28), "dcgan_generator": (100,), "alexnet": (1, 28, 28)}
 #: Architectures that are not 10-class classifiers: their output shape per input.
 OUTPUT = {"dcgan_discriminator": (1,), "dcgan_generator": (1, 28, 28)}
 

@@ -155,7 +155,9 @@ def _regress(args) -> None:
     from ..fuzz.regress import faults_paths
 
     parse_budget(args.budget)
-    _fidelity(args.fidelity)
+    _fidelity("--fidelity", args.fidelity)
+    if getattr(args, "shared_fidelity", None):
+        _fidelity("--shared-fidelity", args.shared_fidelity)
     from ..coverage import list_criteria
 
     if args.criterion not in list_criteria():
@@ -174,24 +176,27 @@ def _regress(args) -> None:
     ResultStore.check(args.store)
 
 
-def _fidelity(spec: str) -> None:
-    """``ssim``, ``ssim:T`` (0 < T <= 1) or ``discriminator:FILE`` (an existing file)."""
+def _fidelity(option: str, spec: str) -> None:
+    """``discriminator`` (the data set's own: checked when the data set is known),
+    ``discriminator:FILE`` (an existing file), ``ssim``, ``ssim:T`` (0 < T <= 1),
+    ``ssim-compat`` or ``none``."""
     from ..fuzz.fidelity import FIDELITIES
 
     name, sep, arg = str(spec).partition(":")
     known = FIDELITIES.names()
     if name.strip().lower() not in known:
-        raise c.error("--fidelity", f"one of {', '.join(known)} (ssim:T, discriminator:FILE)", spec)
+        raise c.error(option, f"one of {', '.join(known)} (ssim:T, discriminator:FILE)", spec)
     if name == "ssim" and sep:
         try:
             t = float(arg)
         except ValueError:
             t = math.nan
         if not (math.isfinite(t) and 0.0 < t <= 1.0):
-            raise c.error("--fidelity", "ssim:T with a threshold 0 < T <= 1", spec)
-    if name == "discriminator" and (not arg or not Path(arg).is_file()):
-        raise c.error("--fidelity", "discriminator:FILE naming an existing model file", spec,
-                      "train one with 'deepfault gan train'")
+            raise c.error(option, "ssim:T with a threshold 0 < T <= 1", spec)
+    if name == "discriminator" and sep and (not arg or not Path(arg).is_file()):
+        raise c.error(option, "discriminator:FILE naming an existing model file", spec,
+                      "train one with 'deepfault gan train', or give plain 'discriminator' for the data "
+                      "set's own")
 
 
 def _scenario(args) -> None:

@@ -30,10 +30,28 @@ def add_parser(sub) -> None:
     add_data_dir(p)
     p.add_argument("--budget", default="5m", metavar="B",
                    help="wall time ('300s', '10m', '1h') or iterations ('5000it'; reproducible with --seed)")
-    p.add_argument("--strategy", default="drfuzz", choices=STRATEGIES.names(), help="fuzzing strategy")
-    p.add_argument("--fidelity", default="ssim", metavar="SPEC",
-                   help="DRFuzz's fidelity check: 'ssim', 'ssim:T' or 'discriminator:FILE' "
-                   "(train one with 'deepfault gan train')")
+    p.add_argument("--strategy", default="drfuzz", choices=[*STRATEGIES.names(), "both"],
+                   help="fuzzing strategy; 'both' runs drfuzz and deephunter one after the other under the "
+                   "same budget and one shared fidelity filter, and compares them")
+    p.add_argument("--fidelity", default="discriminator", metavar="SPEC",
+                   help="DRFuzz's fidelity check: 'discriminator' (the data set's, trained on first use for "
+                   "mnist and fashion-mnist and cached), 'discriminator:FILE' ('deepfault gan train'), "
+                   "'ssim' "
+                   "or 'ssim:T' (SSIM >= T, default 0.99, with the data's true range), 'ssim-compat' (a "
+                   "compatibility mode: the published code's SSIM path, uniform 7x7 window, int16 range "
+                   "65535, up to 20 accepted mutants per iteration, 50 tries each) or 'none' (measurement)")
+    p.add_argument("--shared-fidelity", default=None, metavar="SPEC",
+                   help="one filter applied on top of each strategy's own check to every executed mutant "
+                   "(DeepHunter's affine ones included), same specs as --fidelity (default: none; with "
+                   "--strategy both: the --fidelity check)")
+    p.add_argument("--mutants", type=positive_int, default=None, metavar="N",
+                   help="mutants per selected input (default: 20, as published)")
+    p.add_argument("--count-selections", choices=("fault", "every"), default=None,
+                   help="when a selected input's times_selected rises: only in iterations where it produced "
+                   "a regression fault (fault, as published; the default) or at every selection")
+    p.add_argument("--queue-capacity", type=positive_int, default=None, metavar="N",
+                   help="queue images held at once; the least likely to be selected are evicted beyond it "
+                   "(default 65536)")
     p.add_argument("--chooser", default=None, choices=CHOOSERS.names(),
                    help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for deephunter)")
     p.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH,
@@ -78,7 +96,7 @@ def _cmd_regress(args) -> int:
     from ..errors import check_int
     from ..fuzz.budget import parse_budget
     from ..fuzz.campaign import CampaignConfig
-    from ..fuzz.regress import faults_paths, progress_line, regress
+    from ..fuzz.regress import progress_line
 
     check_int("--seed", args.seed, 0)
     from pathlib import Path
@@ -89,11 +107,8 @@ def _cmd_regress(args) -> int:
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
             raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
     budget = parse_budget(args.budget)
-    config = CampaignConfig(
-        strategy=args.strategy, budget=str(budget), batch=args.batch, seed=args.seed, chooser=args.chooser,
-        fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
-        layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
-    )
+    strategies = ["drfuzz", "deephunter"] if args.strategy == "both" else [args.strategy]
+    shared = args.shared_fidelity or (args.fidelity if args.strategy == "both" else None)
     device = device_from(args.device)
     if args.threads is not None:
         import torch
@@ -114,10 +129,39 @@ def _cmd_regress(args) -> int:
             last[0] = now
             print(progress_line(p), file=sys.stderr, flush=True)
 
-    print(f"regress: {args.strategy} on {args.m1} -> {args.m2}, budget {budget}, batch {args.batch}, "
+    outcomes = {}
+    for strategy in strategies:
+        config = CampaignConfig(
+            strategy=strategy, budget=str(budget), batch=args.batch, seed=args.seed, chooser=args.chooser,
+            fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
+            layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
+            mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,
+            shared_fidelity=shared,
+        )
+        outcomes[strategy] = _run_one(args, config, budget, device, live, show, log_line)
+    if len(outcomes) > 1:
+        from ..fuzz.metrics import compare_campaigns
+
+        cmp = compare_campaigns({k: o.result for k, o in outcomes.items()})
+        print(f"comparison (shared filter: {cmp['filter']}): at equal wall time "
+              f"({cmp['wall_seconds']:.1f} s) and at equal iterations ({cmp['iterations']:,})")
+        rows = [(name, row["at_equal_time"]["rf"], row["at_equal_time"]["urf"],
+                 row["at_equal_iterations"]["rf"], row["at_equal_iterations"]["urf"],
+                 fmt(row["urf_filtered"]), row["iterations"])
+                for name, row in cmp["rows"].items()]
+        print(table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
+                     "#URF passing the filter", "iterations"), rows))
+    return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
+
+
+def _run_one(args, config, budget, device, live, show, log_line):
+    from ..fuzz.regress import faults_paths, regress
+
+    print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, batch {args.batch}, "
           f"seed {args.seed}, {config.check_name} check, {device}")
     out = regress(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, store=args.store,
-                  cell=args.campaign, device=device, arch=args.arch, trust_pickle=args.trust_pickle,
+                  cell=args.campaign if args.strategy != "both" else None, device=device, arch=args.arch,
+                  trust_pickle=args.trust_pickle,
                   progress=None if args.no_progress else (show if live else log_line), config=config)
     if live:
         print(file=sys.stderr)
@@ -134,12 +178,14 @@ def _cmd_regress(args) -> int:
         ("queries to first RF", fmt(m.queries_to_first_rf)),
         ("iterations", r.iterations), ("mutants generated", r.generated), ("mutants executed", r.queries),
         ("mutants per second", fmt(r.generated / r.seconds if r.seconds else None, 0)),
+        ("#URF per minute", fmt(60 * m.urf / r.seconds if r.seconds else None, 1)),
+        ("#URF per 1,000 model queries", fmt(1000 * m.urf / r.queries if r.queries else None, 2)),
         ("fuzzing time (s)", fmt(r.seconds, 1)), ("queue at the end", r.corpus),
     ]
     print(table(("metric", "value"), rows))
-    print(f"{reason[r.stop_reason]}; {r.roots} seeds M1 gets right, {r.queued_seeds} queued"
+    print(f"{reason[r.stop_reason]}; {r.roots} seeds, {r.queued_seeds} queued"
           + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
-    npz, png = faults_paths(args.store, out.cell, args.out)
+    npz, png = faults_paths(args.store, out.cell, args.out if args.strategy != "both" else None)
     r.save_faults(npz)
     wrote = [str(npz)]
     try:
@@ -150,9 +196,9 @@ def _cmd_regress(args) -> int:
         arrays = r.fault_arrays()
         fault_grid(out.seed_inputs[idx], arrays["inputs"][idx], arrays["label"][idx], arrays["m2_pred"][idx],
                    png, bounds=out.bounds, class_names=out.class_names,
-                   title=f"regression faults ({args.strategy}, seed {args.seed}): seed | fault")
+                   title=f"regression faults ({config.strategy}, seed {args.seed}): seed | fault")
         wrote.append(str(png))
     except ModuleNotFoundError as err:
         print(f"no image grid: {err}")
     print(f"store: {out.store} (experiment {out.experiment}, campaign {out.cell}); wrote {', '.join(wrote)}")
-    return 130 if r.stop_reason == "interrupted" else 0
+    return out

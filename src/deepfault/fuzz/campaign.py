@@ -28,7 +28,8 @@ Example:
     >>> m2 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
     >>> x = torch.rand(30, 1, 8, 8)
     >>> y = m1(x).argmax(1)
-    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0)
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0,
+    ...                       fidelity="ssim")
     >>> result.iterations, result.stop_reason
     (20, 'budget')
 """
@@ -59,13 +60,7 @@ from .mcmc import CHOOSERS, gain_delta, make_chooser
 from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
 from .mutations import get_rule
 from .oracle import OUTPUT_KINDS, Bucket, classify, to_probabilities
-from .strategies import (
-    STRATEGIES,
-    CoverageKeep,
-    DiversityKeep,
-    KeepInput,
-    ValidityCheck,
-)
+from .strategies import STRATEGIES, FuzzStrategy, Generated, KeepInput
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -80,8 +75,11 @@ log = logging.getLogger(__name__)
 
 #: Selected inputs per step by default (``--batch``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
-#: Mutants per selected input (spec section 3, step 3).
-MUTANTS_PER_INPUT = 10
+#: Mutants per selected input, as published (20; the strategies' default).
+MUTANTS_PER_INPUT = 20
+#: Queue images kept in memory by default; beyond it the least likely to be selected are
+#: evicted (their bookkeeping stays; :mod:`.corpus`).
+QUEUE_CAPACITY = 65_536
 #: Seconds between checkpoints by default.
 CHECKPOINT_EVERY = 5.0
 #: DeepHunter's KMNC sections (``k``), the default of the ``kmnc`` criterion here.
@@ -104,14 +102,26 @@ class CampaignConfig:
         batch: Selected inputs per step ``B`` (1 is the published algorithm).
         seed: Seed of every random choice.
         chooser: Rule chooser (``mcmc``, ``uniform``); ``None``: the strategy's.
-        mutants: Mutants per selected input.
-        fidelity: Fidelity check of DRFuzz (``ssim``, ``ssim:T``, ``discriminator:FILE``);
-            DeepHunter uses its validity rule instead.
+        mutants: Mutant slots per selected input; ``None``: the strategy's (20, as published).
+        fidelity: Fidelity check of DRFuzz: ``discriminator`` (the default: the data set's
+            cached discriminator, trained on first use for MNIST and Fashion-MNIST),
+            ``discriminator:FILE``, ``ssim``/``ssim:T`` (true pixel range), ``ssim-compat``
+            (the published SSIM path, with its retry structure) or ``none``. DeepHunter uses
+            its validity rule instead.
+        shared_fidelity: One filter applied on top of the strategy's own check to every
+            executed mutant (affine ones included), for a fair comparison of strategies
+            (same specs as ``fidelity``); ``None``: none.
+        count_selections: ``fault`` (an input's ``times_selected`` rises only in iterations
+            where it produced a regression fault, as published) or ``every``; ``None``: the
+            strategy's (``fault``).
+        queue_capacity: Queue images held at once (``None``: :data:`QUEUE_CAPACITY`).
         criterion: DeepHunter's coverage criterion (``kmnc``, ``nc``, ``nbc``, ``snac``, ``tknc``).
         criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``); KMNC
             takes DeepHunter's 1,000 sections unless told otherwise.
         layers: Layers of M2 the criterion reads (``None``: every Linear/Conv but the logits).
-        transform: Neuron value transform for the criterion (``raw`` or ``layer-minmax``).
+        transform: Neuron value transform for the criterion (``raw`` or ``layer-minmax``);
+            ``None``: ``layer-minmax`` for DeepHunter (per-input min-max scaled outputs, as
+            published), ``raw`` otherwise.
         max_seeds: Use only the first ``max_seeds`` test inputs as candidate seeds.
         output_kinds: What M1 and M2 output (``logits`` or ``probabilities``).
         checkpoint_every: Seconds between checkpoints (0: after every step).
@@ -122,13 +132,16 @@ class CampaignConfig:
     batch: int = DEFAULT_BATCH
     seed: int = 0
     chooser: str | None = None
-    mutants: int = MUTANTS_PER_INPUT
-    fidelity: str = "ssim"
+    mutants: int | None = None
+    fidelity: str = "discriminator"
     criterion: str = "kmnc"
     criterion_params: tuple[tuple[str, Any], ...] = ()
     layers: tuple[str, ...] | None = None
-    transform: str = "raw"
+    transform: str | None = None
     max_seeds: int | None = None
+    shared_fidelity: str | None = None
+    count_selections: str | None = None
+    queue_capacity: int | None = None
     output_kinds: tuple[str, str] = ("logits", "logits")
     checkpoint_every: float = field(default=CHECKPOINT_EVERY, compare=False)
 
@@ -137,7 +150,14 @@ class CampaignConfig:
         object.__setattr__(self, "budget", str(parse_budget(self.budget)))
         check_int("batch", self.batch)
         check_int("seed", self.seed, minimum=0)
-        check_int("mutants", self.mutants)
+        if self.mutants is not None:
+            check_int("mutants", self.mutants)
+        if self.count_selections not in (None, "fault", "every"):
+            raise DeepFaultError(
+                f"count_selections must be 'fault' or 'every'; got {self.count_selections!r}"
+            )
+        if self.queue_capacity is not None:
+            check_int("queue_capacity", self.queue_capacity)
         if self.chooser is not None:
             CHOOSERS.get(self.chooser)
         if self.max_seeds is not None:
@@ -158,7 +178,7 @@ class CampaignConfig:
             )
 
     @property
-    def strategy_spec(self):
+    def strategy_spec(self) -> FuzzStrategy:
         return STRATEGIES.get(self.strategy)
 
     @property
@@ -166,8 +186,23 @@ class CampaignConfig:
         return self.chooser or self.strategy_spec.chooser
 
     @property
+    def mutants_per_input(self) -> int:
+        return self.mutants or self.strategy_spec.mutants
+
+    @property
+    def count_rule(self) -> str:
+        return self.count_selections or self.strategy_spec.count_selections
+
+    @property
+    def transform_name(self) -> str:
+        if self.transform is not None:
+            return self.transform
+        return "layer-minmax" if self.strategy == "deephunter" else "raw"
+
+    @property
     def check_name(self) -> str:
-        return self.fidelity if self.strategy_spec.check == "fidelity" else "validity"
+        own = self.fidelity if self.strategy_spec.name == "drfuzz" else "validity"
+        return own if self.shared_fidelity is None else f"{own} + shared {self.shared_fidelity}"
 
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "checkpoint_every"}
@@ -175,6 +210,9 @@ class CampaignConfig:
         out["layers"] = list(self.layers) if isinstance(self.layers, tuple) else self.layers
         out["output_kinds"] = list(self.output_kinds)
         out["chooser"] = self.chooser_name
+        out["mutants"] = self.mutants_per_input
+        out["count_selections"] = self.count_rule
+        out["transform"] = self.transform_name
         return out
 
     @classmethod
@@ -235,6 +273,8 @@ class CampaignResult:
             ``rf`` rows of ``faults`` (initial ones are the seeds themselves).
         rf_p1, rf_p2: ``(R, classes)`` the two models' probabilities on them.
         resumed: Checkpoints this run resumed from (0 for a fresh run).
+        evicted: Queue entries whose images were evicted (the queue's capacity was reached).
+        shared_rejected: Mutants that passed their strategy's own check and failed the shared filter.
         examples: The first generated regression faults beside their seeds, for figures:
             ``seeds``, ``faults`` ``(E, C, H, W)``, ``seed_index``, ``label``, ``m2_pred``.
     """
@@ -261,6 +301,8 @@ class CampaignResult:
     rf_p2: np.ndarray = field(repr=False)
     resumed: int = 0
     examples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    evicted: int = 0
+    shared_rejected: int = 0
 
     def to_dict(self) -> dict:
         """Everything but the arrays, JSON-ready."""
@@ -283,6 +325,8 @@ class CampaignResult:
             "timeline": list(self.timeline),
             "timings": self.timings,
             "resumed": self.resumed,
+            "evicted": self.evicted,
+            "shared_rejected": self.shared_rejected,
         }
 
     def fault_arrays(self) -> dict[str, np.ndarray]:
@@ -373,6 +417,7 @@ class Campaign:
         train_inputs=None,
         dataset: str | None = None,
         profile=None,
+        shared_fidelity=None,
     ):
         if not isinstance(m1, nn.Module) or not isinstance(m2, nn.Module):
             raise DeepFaultError("m1 and m2 must be torch.nn.Module models")
@@ -398,24 +443,20 @@ class Campaign:
         self.dataset = dataset
         self.train_inputs = train_inputs
         self.profile = profile
+        self.mutants = config.mutants_per_input
         self.rules = list(self.strategy.rules)
-        self._rules = [get_rule(r) for r in self.rules]
-        self.affine = np.array([r.family == "affine" for r in self._rules])
-        if self.strategy.check == "validity":
-            self.check = ValidityCheck(bounds=self.bounds, device=self.device)
-        elif fidelity is not None:
-            self.check = fidelity
-        else:
-            from .fidelity import make_fidelity
-
-            self.check = make_fidelity(config.fidelity, bounds=self.bounds, device=self.device,
-                                       dataset=dataset)
+        self.rule_fns = [get_rule(r) for r in self.rules]
+        self.affine = np.array([r.family == "affine" for r in self.rule_fns])
+        self._fidelity = fidelity
+        self._shared = shared_fidelity
+        self.check = self.shared = None  # made in setup(), once the models are known to fit
         seq = np.random.SeedSequence(config.seed)
         np_seed, torch_seed = seq.spawn(2)
         self.rng = np.random.default_rng(np_seed)
         self.tgen = torch.Generator().manual_seed(int(torch_seed.generate_state(1, np.uint64)[0] >> 1))
         self.chooser = make_chooser(config.chooser_name, self.rules)
         self.iterations = self.steps = self.queries = self.generated = self.passed = 0
+        self.shared_rejected = 0
         self.elapsed = 0.0
         self.setup_seconds = 0.0
         self.rule_rf = np.zeros(len(self.rules), dtype=np.int64)
@@ -430,6 +471,16 @@ class Campaign:
         self._ready = False
         self._session_start: float | None = None
         self._consistent = True
+        self._t = time.perf_counter()
+
+    def fidelity_check(self):
+        """DRFuzz's fidelity check: the one given to the constructor, else ``config.fidelity``."""
+        if self._fidelity is not None:
+            return self._fidelity
+        from .fidelity import make_fidelity
+
+        return make_fidelity(self.config.fidelity, bounds=self.bounds, device=self.device,
+                             dataset=self.dataset, train_inputs=self.train_inputs)
 
     # --- setup ----------------------------------------------------------------------------
 
@@ -463,21 +514,37 @@ class Campaign:
                 f"labels must lie in 0..{p1n.shape[1] - 1} (the models' classes); got {y.min()}..{y.max()}"
             )
         self.num_classes = p1n.shape[1]
+        self.check = self.strategy.make_check(self)
+        self.shared = self._shared
+        same = (self.config.shared_fidelity == self.config.fidelity and self._fidelity is None
+                and self.strategy.name == "drfuzz")
+        if self.shared is None and self.config.shared_fidelity is not None and not same:
+            # (DRFuzz's own check is the shared filter itself, against the same roots: already applied)
+            from .fidelity import make_fidelity
+
+            self.shared = make_fidelity(self.config.shared_fidelity, bounds=self.bounds, device=self.device,
+                                        dataset=self.dataset, train_inputs=self.train_inputs)
         y1, y2 = p1n.argmax(1), p2n.argmax(1)
-        roots = np.flatnonzero(y1 == y)
+        roots = np.flatnonzero(self.strategy.roots(y1 == y, y2 == y))
         if len(roots) == 0:
-            raise DeepFaultError("M1 classifies none of the test inputs correctly: there is no seed to fuzz")
+            raise DeepFaultError(
+                "M1 classifies none of the test inputs correctly: there is no seed to fuzz"
+                if self.strategy.name == "drfuzz" else
+                f"no test input qualifies as a {self.strategy.name} seed: there is no seed to fuzz"
+            )
         self.root_index = roots  # dense root -> test index
         self.root_label = y[roots]
         rp1, rp2 = p1n[roots], p2n[roots]
-        initial = y2[roots] != y[roots]
+        initial = (y1[roots] == y[roots]) & (y2[roots] != y[roots])
         self.initial_rf = np.flatnonzero(initial)
         self.root_images = x[roots].to(self.device)
         self.refs = _Rows(self.check.reference(self.root_images))
+        self.shared_refs = None if self.shared is None else self.shared.reference(self.root_images)
         self.table = DiversityTable(self.root_label, rp1, rp2)
         self.failures = FailureSet(len(roots))
+        capacity = self.config.queue_capacity or QUEUE_CAPACITY
         self.corpus = Corpus(tuple(x.shape[1:]), len(roots), device=self.device,
-                             capacity=max(1024, 2 * len(roots)))
+                             capacity=max(capacity, len(roots)))
         queued = np.flatnonzero(~initial)
         rows = np.arange(len(roots))
         d = rp1[rows, y1[roots]] - rp2[rows, y1[roots]]
@@ -501,15 +568,11 @@ class Campaign:
             self.root_images[torch.as_tensor(self.initial_rf, device=self.device)].cpu().numpy(),
             rp1[self.initial_rf], rp2[self.initial_rf],
         )
-        if self.strategy.keep == "diversity":
-            self.keep = DiversityKeep(self.table)
-        else:
-            seeds = self.root_images[torch.as_tensor(queued, device=self.device)]
-            self.keep = CoverageKeep(self._coverage_criterion(seeds if len(seeds) else self.root_images[:1],
-                                                              update=len(seeds) > 0))
-            self.keep.state_dict()  # fail now, not at the first checkpoint, on non-tensor state
+        self.keep = self.strategy.make_keep(self, queued)
+        self.keep.state_dict()  # fail now, not at the first checkpoint, on state it cannot save
 
-    def _coverage_criterion(self, seeds: torch.Tensor, *, update: bool = True):
+    def coverage_criterion(self, seeds: torch.Tensor, *, update: bool = True):
+        """The configured coverage criterion of M2, updated with ``seeds`` (DeepHunter's keep rule)."""
         from ..coverage import compute_profile, criterion_params, make_criterion
 
         cfg = self.config
@@ -526,9 +589,9 @@ class Campaign:
                     "data set has no training split; choose criterion 'nc' or 'tknc'"
                 )
             params["profile"] = compute_profile(self.m2, self.train_inputs, layers=layers,
-                                                transform=cfg.transform)
+                                                transform=cfg.transform_name)
         criterion = None
-        for batch in iterate_batches(self.m2, seeds, layers=layers, transform=cfg.transform,
+        for batch in iterate_batches(self.m2, seeds, layers=layers, transform=cfg.transform_name,
                                      batch_size=_SEED_BATCH):
             if criterion is None:
                 criterion = make_criterion(cfg.criterion, batch.layout, **params)
@@ -541,57 +604,35 @@ class Campaign:
 
     # --- one step -------------------------------------------------------------------------
 
-    def _tick(self, phase: str, t: float) -> float:
+    def tick(self, phase: str) -> None:
+        """Charge the time since the last tick to ``phase`` (:attr:`timings`)."""
         now = time.perf_counter()
-        self.timings[phase] += now - t
-        return now
+        self.timings[phase] += now - self._t
+        self._t = now
 
     def step(self, k: int) -> bool:
         """Run up to ``k`` iterations; ``False`` when no input can be selected (exhausted)."""
-        t = time.perf_counter()
-        corpus = self.corpus
-        sel = corpus.select(self.rng, k)
+        self._t = time.perf_counter()
+        sel = self.corpus.select(self.rng, k)
         n = len(sel)
         if n == 0:
             return False
-        one_affine = self.strategy.one_affine_per_lineage
-        lineage_affine = corpus.static["affine"][sel]
-        rules = np.empty(n, dtype=np.int64)
-        for i in range(n):
-            allowed = ~self.affine if one_affine and lineage_affine[i] else None
-            rules[i] = self.chooser.choose(self.rng, allowed)
-        t = self._tick("select", t)
-
-        m = self.config.mutants
-        sel_t = torch.as_tensor(sel, device=self.device)
-        parents = corpus.images[sel_t]
-        shape = parents.shape[1:]
-        mutants = torch.empty((n, m, *shape), dtype=parents.dtype, device=self.device)
-        affine_params: dict[int, tuple[np.ndarray, dict]] = {}
-        for u in dict.fromkeys(rules.tolist()):
-            idx = np.flatnonzero(rules == u)
-            idx_t = torch.as_tensor(idx, device=self.device)
-            fixed = self.strategy.draw_params(self.rules[u], len(idx) * m, self.tgen)
-            out, params = self._rules[u](parents[idx_t].repeat_interleave(m, 0), generator=self.tgen,
-                                         bounds=self.bounds, params=fixed)
-            mutants[idx_t] = out.view(len(idx), m, *shape)
-            if one_affine and self.affine[u]:
-                affine_params[u] = (idx, params)
-        mutants = mutants.view(n * m, *shape)
-        owner = np.repeat(np.arange(n), m)
-        self.generated += n * m
-        t = self._tick("mutate", t)
-
-        changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
-        ref_ids = torch.as_tensor(corpus.static["ref"][sel][owner], device=self.refs.data.device)
-        ok = self.check.passes(mutants, self.refs.data[ref_ids]).to(changed.device)
-        if self.strategy.check == "validity":  # DeepHunter trusts its affine transformations
-            ok = ok | torch.as_tensor(self.affine[rules][owner], device=ok.device)
-        ok = (ok & changed).cpu().numpy()
+        gen = self.strategy.generate(self, sel)
+        self.generated += gen.made
+        ok = gen.ok
+        if self.shared is not None and ok.any():
+            rows = np.flatnonzero(ok)
+            roots = self.corpus.static["root"][sel][gen.owner[rows]]
+            ref = self.shared_refs[torch.as_tensor(roots, device=self.shared_refs.device)]
+            passed = self.shared.passes(gen.mutants[torch.as_tensor(rows, device=self.device)], ref)
+            passed = passed.cpu().numpy()
+            self.shared_rejected += int((~passed).sum())
+            ok = ok.copy()
+            ok[rows[~passed]] = False
         exe = np.flatnonzero(ok)
-        t = self._tick("check", t)
+        self.tick("check")
 
-        xe = mutants[torch.as_tensor(exe, device=self.device)]
+        xe = gen.mutants[torch.as_tensor(exe, device=self.device)]
         kinds = self.config.output_kinds
         if len(exe):
             p2 = _probabilities(self.m2, xe, kinds[1], "M2")
@@ -606,17 +647,18 @@ class Campaign:
         queries_before = self.queries
         self.queries += len(exe)
         self.passed += len(exe)
-        t = self._tick("execute", t)
+        self.tick("execute")
 
-        self._update(sel, rules, owner, ok, exe, xe, p1, p2, values, affine_params, queries_before)
+        self._update(sel, gen, ok, exe, xe, p1, p2, values, queries_before)
         self.iterations += n
         self.steps += 1
-        self._tick("update", t)
+        self.tick("update")
         return True
 
-    def _update(self, sel, rules, owner, ok, exe, xe, p1, p2, values, affine_params, queries_before) -> None:
+    def _update(self, sel, gen: Generated, ok, exe, xe, p1, p2, values, queries_before) -> None:
         corpus, n = self.corpus, len(sel)
-        own = owner[exe]
+        own = gen.owner[exe]
+        rules = gen.rule[exe]
         roots = corpus.static["root"][sel][own]
         labels = self.root_label[roots]
         parent_d = corpus.static["d"][sel][own] if self.strategy.drop_confident else None
@@ -627,13 +669,15 @@ class Campaign:
         candidate = np.isin(b, (Bucket.WEAKEN, Bucket.HALF_WEAKEN, Bucket.REST))
         rows = np.arange(len(exe))
 
-        # MCMC statistics, in draw order (sums, so the order does not change them).
-        faithful = np.bincount(owner[ok.astype(bool)], minlength=n) > 0
+        # Rule statistics, in draw order (sums, so the order does not change them).
         delta = gain_delta(corpus.static["p2_label"][sel][own], p1[rows, labels], p2[rows, labels])
-        gained = np.bincount(own[(candidate | rf) & (delta > 0)], minlength=n) > 0
-        for i in range(n):
-            self.chooser.update(int(rules[i]), faithful=bool(faithful[i]), gain=bool(gained[i]))
-        corpus.times_selected[sel] += 1
+        gained = np.zeros(len(gen.owner), dtype=bool)
+        gained[exe[(candidate | rf) & (delta > 0)]] = True
+        self.strategy.learn(self, gen, n, gained)  # "faithful": the strategy's own check
+        if self.config.count_rule == "every":
+            corpus.times_selected[sel] += 1
+        else:  # as published: only the inputs that produced a regression fault this iteration
+            corpus.times_selected[sel[np.bincount(own[rf], minlength=n) > 0]] += 1
 
         tendency = (p2 - p1).astype(np.float32)
         kept = self.keep.select(KeepInput(own, roots, tendency, verdict.y2, candidate, rf, values))
@@ -641,7 +685,7 @@ class Campaign:
         # Regression faults: unique failures, saturated roots, banned ancestors.
         if rf.any():
             self.failures.add(roots[rf], verdict.y1[rf], verdict.y2[rf])
-            np.add.at(self.rule_rf, rules[own[rf]], 1)
+            np.add.at(self.rule_rf, rules[rf], 1)
             if self.strategy.ban:
                 corpus.root_banned |= self.failures.per_root >= ROOT_FAILURE_LIMIT
                 for i in np.unique(own[rf]):
@@ -674,32 +718,122 @@ class Campaign:
         if len(k):
             parent = sel[own[k]]
             ref = corpus.static["ref"][parent].copy()
-            made_affine = self.affine[rules[own[k]]]
-            if affine_params and made_affine.any():
-                ref[made_affine] = self._affine_refs(k[made_affine], exe, own, rules, affine_params, roots)
+            made_affine = self.affine[rules[k]]
+            if gen.affine_params and made_affine.any():
+                ref[made_affine] = self._affine_refs(exe[k[made_affine]], rules[k[made_affine]],
+                                                     roots[k[made_affine]], gen.affine_params)
             corpus.add(
                 xe[torch.as_tensor(k, device=xe.device)], root=roots[k],
                 generation=corpus.static["generation"][parent] + 1, parent=parent, d=verdict.d[k],
                 p2_label=p2[k, labels[k]], tendency=tendency_of(p1[k], p2[k], verdict.y1[k]), ref=ref,
-                affine=corpus.static["affine"][parent] | made_affine, rule=rules[own[k]],
+                affine=corpus.static["affine"][parent] | made_affine, rule=rules[k],
             )
 
-    def _affine_refs(self, rows, exe, own, rules, affine_params, roots) -> np.ndarray:
+    def _affine_refs(self, mutant_rows, rules, roots, affine_params) -> np.ndarray:
         """DeepHunter's reference after an affine change: the same change applied to the root."""
-        m = self.config.mutants
-        ids = np.empty(len(rows), dtype=np.int64)
-        for u, (idx, params) in affine_params.items():
-            mine = np.flatnonzero(rules[own[rows]] == u)
+        ids = np.empty(len(mutant_rows), dtype=np.int64)
+        for u, (rows, params) in affine_params.items():
+            mine = np.flatnonzero(rules == u)
             if len(mine) == 0:
                 continue
-            r = rows[mine]
-            mutant_row = exe[r]
-            group_row = np.searchsorted(idx, mutant_row // m) * m + mutant_row % m
-            sub = {key: value[torch.as_tensor(group_row)] for key, value in params.items()}
-            root_imgs = self.root_images[torch.as_tensor(roots[r], device=self.device)]
-            ref, _ = self._rules[u](root_imgs, bounds=self.bounds, params=sub)
+            at = torch.as_tensor(np.searchsorted(rows, mutant_rows[mine]))
+            sub = {key: value[at] for key, value in params.items()}
+            root_imgs = self.root_images[torch.as_tensor(roots[mine], device=self.device)]
+            ref, _ = self.rule_fns[u](root_imgs, bounds=self.bounds, params=sub)
             ids[mine] = self.refs.append(self.check.reference(ref))
         return ids
+
+    # --- state ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Everything that changes while the campaign runs, except the queue entries' fixed
+        fields, images and the faults (which a checkpoint stores incrementally: :meth:`queue_part`,
+        :meth:`fault_parts`): ``{"data": JSON-ready, "arrays": {name: ndarray}}``."""
+        data = {
+            "counters": {"iterations": self.iterations, "steps": self.steps, "queries": self.queries,
+                         "generated": self.generated, "passed": self.passed, "elapsed": self._now(),
+                         "setup_seconds": self.setup_seconds, "shared_rejected": self.shared_rejected,
+                         **self._counts},
+            "numpy_rng": self.rng.bit_generator.state,
+            "timeline": list(self.timeline),
+            "timings": dict(self.timings),
+            "corpus_size": len(self.corpus),
+            "refs_size": self.refs.size,
+            "rule_rf": self.rule_rf.tolist(),
+            "resumed": self.resumed,
+        }
+        arrays = {"torch_rng": self.tgen.get_state().numpy()}
+        for prefix, part in (("chooser", self.chooser), ("queue", self.corpus), ("keep", self.keep),
+                             ("failures", self.failures)):
+            arrays.update({f"{prefix}.{k}": v for k, v in part.state_dict().items()})
+        return {"data": data, "arrays": arrays}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` into a set-up campaign whose queue entries and faults
+        were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`)."""
+        data, arrays = state["data"], state["arrays"]
+        if len(self.corpus) != data["corpus_size"] or self.refs.size != data["refs_size"]:
+            raise DeepFaultError("the campaign's state does not match its queue entries; "
+                                 "the checkpoint is corrupt")
+        counters = data["counters"]
+        for name in ("iterations", "steps", "queries", "generated", "passed"):
+            setattr(self, name, int(counters[name]))
+        self.shared_rejected = int(counters.get("shared_rejected", 0))
+        self.elapsed = float(counters["elapsed"])
+        self._counts = {"rf": int(counters["rf"]), "gf": int(counters["gf"])}
+        self.rng.bit_generator.state = data["numpy_rng"]
+        self.tgen.set_state(torch.from_numpy(np.asarray(arrays["torch_rng"], dtype=np.uint8)))
+
+        def part(prefix: str) -> dict[str, np.ndarray]:
+            return {k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+
+        self.chooser.load_state_dict(part("chooser"))
+        self.corpus.load_state_dict(part("queue"))
+        self.keep.load_state_dict(part("keep"))
+        self.failures.load_state_dict(part("failures"))
+        self.timeline = list(data["timeline"])
+        self.timings = dict(data["timings"])
+        self.rule_rf = np.asarray(data["rule_rf"], dtype=np.int64)
+
+    def queue_part(self, start: int, rstart: int) -> dict[str, np.ndarray]:
+        """The fixed fields of queue entries ``start..`` and reference rows ``rstart..``."""
+        arrays = self.corpus.static_slice(start, len(self.corpus))
+        arrays["refs"] = self.refs.data[rstart : self.refs.size].detach().cpu().numpy()
+        return arrays
+
+    def add_queue_part(self, arrays: dict[str, np.ndarray]) -> None:
+        """Append what :meth:`queue_part` returned (resuming)."""
+        from .corpus import STATIC_FIELDS
+
+        self.corpus.add_entries(**{f: arrays[f] for f in STATIC_FIELDS})
+        if len(arrays["refs"]):
+            self.refs.append(torch.from_numpy(arrays["refs"]))
+
+    def queue_pages(self) -> dict[int, np.ndarray]:
+        """The queue's image pages changed since the last call (:meth:`.corpus.Corpus.take_dirty_pages`)."""
+        return self.corpus.take_dirty_pages()
+
+    def load_queue_page(self, index: int, images: np.ndarray) -> None:
+        """Restore one page of :meth:`queue_pages` (after :meth:`load_state_dict`)."""
+        self.corpus.load_page(index, images)
+
+    def fault_parts(self, start: int, rf_start: int) -> tuple[FaultTable | None, tuple | None]:
+        """The faults found since part ``start`` (and regression-fault inputs since ``rf_start``),
+        merged into one part each, which from now on replaces them in memory."""
+        parts, rf_parts = self._fault_parts[start:], self._rf_parts[rf_start:]
+        table = FaultTable.concat(parts) if parts else None
+        rf = tuple(np.concatenate([p[i] for p in rf_parts]) for i in range(3)) if rf_parts else None
+        if parts:
+            self._fault_parts[start:] = [table]
+        if rf_parts:
+            self._rf_parts[rf_start:] = [rf]
+        return table, rf
+
+    def add_fault_part(self, table: FaultTable, rf: tuple | None) -> None:
+        """Append a part that :meth:`fault_parts` returned (resuming)."""
+        self._fault_parts.append(table)
+        if rf is not None:
+            self._rf_parts.append(rf)
 
     # --- running --------------------------------------------------------------------------
 
@@ -750,7 +884,8 @@ class Campaign:
         self._session_start = time.perf_counter()
         last_checkpoint = time.perf_counter()
         layers = list(self.config.layers) if isinstance(self.config.layers, tuple) else self.config.layers
-        hooks = capture(self.m2, layers, transform=self.config.transform) if self.keep.needs_values else None
+        hooks = (capture(self.m2, layers, transform=self.config.transform_name) if self.keep.needs_values
+                 else None)
         reason = "budget"
         try:
             with eval_mode(self.m1), eval_mode(self.m2), torch.no_grad():
@@ -811,7 +946,8 @@ class Campaign:
             roots=len(self.root_index), queued_seeds=self.num_seed_entries, corpus=len(self.corpus),
             rule_usage=usage, timeline=tuple(self.timeline), timings=dict(self.timings), faults=faults,
             rf_inputs=all_inputs, rf_p1=np.concatenate(rf_p1), rf_p2=np.concatenate(rf_p2),
-            resumed=self.resumed, examples=examples,
+            resumed=self.resumed, examples=examples, evicted=self.corpus.evicted,
+            shared_rejected=self.shared_rejected,
         )
 
 
@@ -841,7 +977,8 @@ def run_campaign(
         bounds: The data's pixel range.
         config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
             ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
-        fidelity: A fidelity object instead of ``config.fidelity``.
+        fidelity: A fidelity object instead of ``config.fidelity`` (a string is taken as
+            ``config.fidelity``).
         train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
         dataset: The data set's name.
         profile: M2's coverage profile, instead of computing it from ``train_inputs``.
@@ -859,6 +996,8 @@ def run_campaign(
             images, a bad configuration, or a checkpoint made with another configuration.
     """
     config = config or CampaignConfig()
+    if isinstance(fidelity, str):  # a spec: the configuration's field
+        overrides["fidelity"], fidelity = fidelity, None
     if overrides:
         unknown = sorted(set(overrides) - {f.name for f in fields(CampaignConfig)})
         if unknown:

@@ -3,8 +3,13 @@
 A campaign ``cell`` of experiment ``experiment`` (method ``drfuzz``) is kept as cells of a
 :class:`~deepfault.experiment.store.ResultStore`, each written in one transaction:
 
-- ``{cell}/corpus/{k}``: the queue entries added since the previous checkpoint (images
-  and fixed fields) and the new fidelity reference rows; append-only.
+- ``{cell}/corpus/{k}``: the queue entries added since the previous checkpoint (their
+  fixed fields, about 30 bytes each) and the new fidelity reference rows; append-only.
+- ``{cell}/pool/{p}/{0,1}``: page ``p`` of the queue's image pool (1,024 images), written
+  when one of its images changed, alternately into one of two copies (the checkpoint says
+  which is current, so a kill between the two writes leaves the previous one intact).
+  The pool holds at most ``queue_capacity`` images (older, unlikely ones are evicted:
+  :mod:`.corpus`), so the store does not grow with the queue.
 - ``{cell}/faults/{k}``: the faults found since the previous checkpoint (and the regression
   faults' inputs and probabilities); append-only.
 - ``{cell}/checkpoint``: everything else, overwritten each time: counters, both random
@@ -26,18 +31,16 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
-import torch
 
 from ..errors import DeepFaultError
 from .campaign import Campaign, CampaignConfig, CampaignResult
-from .corpus import STATIC_FIELDS
 from .metrics import FAULT_KINDS, FaultTable, compute_metrics
 
 __all__ = ["METHOD", "CampaignStore", "load_result", "list_campaigns"]
 
 #: The store's method name for every fuzzing cell.
 METHOD = "drfuzz"
-_VERSION = 1
+_VERSION = 2
 
 
 def _cid(cell: str, part: str, k: int | None = None) -> str:
@@ -66,6 +69,7 @@ class CampaignStore:
         self._faults_done = 0  # parts of campaign._fault_parts already stored
         self._rf_done = 0
         self._checkpoints = 0
+        self.pages: dict[int, int] = {}  # pool page -> which of its two stored copies is current
 
     @classmethod
     @contextlib.contextmanager
@@ -93,7 +97,8 @@ class CampaignStore:
         self.store.put(self.experiment, METHOD, cell_id, data, arrays, replace=True)
 
     def save(self, c: Campaign) -> None:
-        """Write a checkpoint of ``c`` (new chunks first, then the state that lists them)."""
+        """Write a checkpoint of ``c``: new queue entries and faults as chunks, changed pool
+        pages, then the state (:meth:`~.campaign.Campaign.state_dict`) that lists them."""
         if not c._consistent:
             return  # interrupted in the middle of a step: the previous checkpoint stands
         if self._corpus_done is None:
@@ -101,52 +106,32 @@ class CampaignStore:
         start, stop = self._corpus_done, len(c.corpus)
         rstart, rstop = self._refs_done, c.refs.size
         if stop > start or rstop > rstart:
-            arrays = c.corpus.static_slice(start, stop)
-            arrays["refs"] = c.refs.data[rstart:rstop].detach().cpu().numpy()
             bounds = [start, stop, rstart, rstop]
-            self._put(_cid(self.cell, "corpus", len(self.corpus_chunks)), {"bounds": bounds}, arrays)
+            self._put(_cid(self.cell, "corpus", len(self.corpus_chunks)), {"bounds": bounds},
+                      c.queue_part(start, rstart))
             self.corpus_chunks.append(bounds)
             self._corpus_done, self._refs_done = stop, rstop
-        parts = c._fault_parts[self._faults_done :]
-        rf_parts = c._rf_parts[self._rf_done :]
-        if parts:
-            table = FaultTable.concat(parts)
+        table, rf = c.fault_parts(self._faults_done, self._rf_done)
+        if table is not None:
             arrays = {f"fault.{k}": v for k, v in table.to_arrays().items()}
-            if rf_parts:
-                arrays["rf_inputs"] = np.concatenate([p[0] for p in rf_parts])
-                arrays["rf_p1"] = np.concatenate([p[1] for p in rf_parts])
-                arrays["rf_p2"] = np.concatenate([p[2] for p in rf_parts])
-            bounds = [len(parts), len(rf_parts)]
-            self._put(_cid(self.cell, "faults", len(self.fault_chunks)), {"parts": bounds}, arrays)
-            self.fault_chunks.append(bounds)
-            # one stored chunk replaces the parts in memory, so a resumed run holds the same parts
-            c._fault_parts[self._faults_done :] = [table]
-            if rf_parts:
-                c._rf_parts[self._rf_done :] = [tuple(arrays[k] for k in ("rf_inputs", "rf_p1", "rf_p2"))]
-            self._faults_done, self._rf_done = len(c._fault_parts), len(c._rf_parts)
+            if rf is not None:
+                arrays.update(zip(("rf_inputs", "rf_p1", "rf_p2"), rf, strict=True))
+            self._put(_cid(self.cell, "faults", len(self.fault_chunks)), {"rf": rf is not None}, arrays)
+            self.fault_chunks.append([1, int(rf is not None)])
+            self._faults_done += 1
+            self._rf_done += int(rf is not None)
+        for index, images in c.queue_pages().items():
+            # two copies per page, alternating: the one the last checkpoint lists stays intact
+            # until the next checkpoint, which lists the other, is written
+            copy = 1 - self.pages.get(index, 1)
+            self._put(_cid(self.cell, "pool", index) + f"/{copy}", {"page": index}, {"images": images})
+            self.pages[index] = copy
         self._checkpoints += 1
-        data = {
-            "version": _VERSION,
-            "config": c.config.to_dict(),
-            "counters": {"iterations": c.iterations, "steps": c.steps, "queries": c.queries,
-                         "generated": c.generated, "passed": c.passed, "elapsed": c._now(),
-                         "setup_seconds": c.setup_seconds, **c._counts},
-            "numpy_rng": c.rng.bit_generator.state,
-            "timeline": c.timeline,
-            "timings": c.timings,
-            "corpus_size": len(c.corpus),
-            "refs_size": c.refs.size,
-            "corpus_chunks": self.corpus_chunks,
-            "fault_chunks": self.fault_chunks,
-            "rule_rf": c.rule_rf.tolist(),
-            "checkpoints": self._checkpoints,
-        }
-        arrays = {"torch_rng": c.tgen.get_state().numpy()}
-        arrays.update({f"chooser.{k}": v for k, v in c.chooser.state_dict().items()})
-        arrays.update({f"queue.{k}": v for k, v in c.corpus.mutable_state().items()})
-        arrays.update({f"keep.{k}": v for k, v in c.keep.state_dict().items()})
-        arrays.update({f"failures.{k}": v for k, v in c.failures.state_dict().items()})
-        self._put(_cid(self.cell, "checkpoint"), data, arrays)
+        state = c.state_dict()
+        data = {"version": _VERSION, "config": c.config.to_dict(), **state["data"],
+                "corpus_chunks": self.corpus_chunks, "fault_chunks": self.fault_chunks,
+                "pages": {str(k): v for k, v in sorted(self.pages.items())}, "checkpoints": self._checkpoints}
+        self._put(_cid(self.cell, "checkpoint"), data, state["arrays"])
 
     def save_result(self, result: CampaignResult) -> None:
         """Write the final result: its JSON and the initial faults (generated ones are in the chunks)."""
@@ -178,45 +163,32 @@ class CampaignStore:
         self.store.require(rec, "config", "corpus_chunks", "corpus_size", "refs_size", "fault_chunks",
                            "counters", "numpy_rng", "timeline", "timings", "rule_rf", "checkpoints")
         data, arrays = rec.data, rec.arrays
+        if data.get("version") != _VERSION:
+            raise DeepFaultError(
+                f"campaign {self.cell!r} in the store was checkpointed by another version of deepfault; "
+                "give another --store or campaign id to start afresh"
+            )
         if data.get("config") != c.config.to_dict():
             raise DeepFaultError(
                 f"campaign {self.cell!r} in the store was run with another configuration; give another "
                 "--store or campaign id to start afresh"
             )
-        for k, (start, _, rstart, rstop) in enumerate(data["corpus_chunks"]):
+        for k, (start, _, rstart, _) in enumerate(data["corpus_chunks"]):
             chunk = self._get(_cid(self.cell, "corpus", k), "a queue chunk").arrays
             if start != len(c.corpus) or rstart != c.refs.size:
                 raise DeepFaultError(
                     f"queue chunk {k} of campaign {self.cell!r} does not follow the previous one"
                 )
-            c.corpus.add(torch.from_numpy(chunk["images"]), **{f: chunk[f] for f in STATIC_FIELDS})
-            if rstop > rstart:
-                c.refs.append(torch.from_numpy(chunk["refs"]))
-        if len(c.corpus) != data["corpus_size"] or c.refs.size != data["refs_size"]:
-            raise DeepFaultError(f"the checkpoint of campaign {self.cell!r} does not match its queue chunks")
+            c.add_queue_part(chunk)
         for k in range(len(data["fault_chunks"])):
             chunk = self._get(_cid(self.cell, "faults", k), "a fault chunk").arrays
-            c._fault_parts.append(_fault_table(chunk))
-            if "rf_inputs" in chunk:
-                c._rf_parts.append((chunk["rf_inputs"], chunk["rf_p1"], chunk["rf_p2"]))
-        counters = data["counters"]
-        for name in ("iterations", "steps", "queries", "generated", "passed"):
-            setattr(c, name, int(counters[name]))
-        c.elapsed = float(counters["elapsed"])
-        c._counts = {"rf": int(counters["rf"]), "gf": int(counters["gf"])}
-        c.rng.bit_generator.state = data["numpy_rng"]
-        c.tgen.set_state(torch.from_numpy(np.asarray(arrays["torch_rng"], dtype=np.uint8)))
-
-        def part(prefix: str) -> dict[str, np.ndarray]:
-            return {k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
-
-        c.chooser.load_state_dict(part("chooser"))
-        c.corpus.load_mutable_state(part("queue"))
-        c.keep.load_state_dict(part("keep"))
-        c.failures.load_state_dict(part("failures"))
-        c.timeline = list(data["timeline"])
-        c.timings = dict(data["timings"])
-        c.rule_rf = np.asarray(data["rule_rf"], dtype=np.int64)
+            rf = tuple(chunk[n] for n in ("rf_inputs", "rf_p1", "rf_p2")) if "rf_inputs" in chunk else None
+            c.add_fault_part(_fault_table(chunk), rf)
+        c.load_state_dict({"data": data, "arrays": arrays})
+        self.pages = {int(k): int(v) for k, v in data["pages"].items()}
+        for index, copy in self.pages.items():
+            page = self._get(_cid(self.cell, "pool", index) + f"/{copy}", "a queue page")
+            c.load_queue_page(index, page.arrays["images"])
         c.resumed = int(data["checkpoints"])
         self.corpus_chunks = [list(b) for b in data["corpus_chunks"]]
         self.fault_chunks = [list(b) for b in data["fault_chunks"]]
@@ -278,7 +250,8 @@ def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
         setup_seconds=data["setup_seconds"], roots=data["roots"], queued_seeds=data["queued_seeds"],
         corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
         timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
-        resumed=data.get("resumed", 0), examples=examples or {},
+        resumed=data.get("resumed", 0), examples=examples or {}, evicted=data.get("evicted", 0),
+        shared_rejected=data.get("shared_rejected", 0),
     )
 
 

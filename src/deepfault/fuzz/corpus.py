@@ -11,9 +11,17 @@ Selection (spec section 3, step 1): an input is drawn with probability proportio
 once it was selected more than 10 times, once it is banned, and once its root is banned
 (:func:`selection_weights`). ``B`` inputs per step are drawn without replacement.
 
-Images live in one growing tensor on the model's device; the metadata in NumPy arrays. The
-corpus only grows: entries are never removed (a dead entry has ``p = 0``), so an entry's id
-is its position and stays valid in faults, lineages and checkpoints.
+Bounded memory (hours-long campaigns). Each entry's bookkeeping (about 30 bytes: the
+fields below, its counters and bans) is kept for the whole campaign, so an entry's id is its
+position and stays valid in faults, lineages and checkpoints. Its *image* lives in a pool of
+at most ``capacity`` slots on the model's device. When a step adds more entries than there are
+free slots, the resident entries least likely to be selected are *evicted*: those with weight
+0 first (used up or banned: they can never be selected again, so nothing changes), then the
+lowest weights, older entries first among equals. An evicted entry's weight is 0 from then on
+(it is never selected again); its bookkeeping stays, so banning along lineages and the
+failure tables are unchanged. Eviction is a deterministic function of the queue's state, and
+checkpoints save the pool (:meth:`Corpus.state_dict` and the pages of
+:meth:`Corpus.take_dirty_pages`), so a resumed campaign equals an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -25,12 +33,15 @@ import torch
 
 from ..errors import DeepFaultError
 
-__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "selection_weights", "STATIC_FIELDS"]
+__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "selection_weights", "STATIC_FIELDS"]
 
 #: ``a`` in ``exp(-a * (generation + times_selected / 2))``: the weight falls to 1/20 after 20.
 DECAY = math.log(20.0) / 20.0
 #: An input selected more than this many times is never selected again.
 MAX_SELECTIONS = 10
+
+#: Image slots per checkpoint page (a page is rewritten when one of its slots changed).
+PAGE_SLOTS = 1024
 
 #: Per-entry fields that never change once an entry is added, with their dtypes.
 STATIC_FIELDS = {
@@ -76,67 +87,127 @@ class Corpus:
         image_shape: Per-input shape ``(C, H, W)``.
         num_roots: Number of seed rows (roots), for the per-root ban.
         device: Where the images are kept (the model's device).
-        capacity: Initial number of slots (grows by doubling).
+        capacity: Most images held at once (the pool grows by doubling up to it).
     """
 
     def __init__(self, image_shape: tuple[int, ...], num_roots: int, *, device: torch.device | str = "cpu",
-                 capacity: int = 1024):
+                 capacity: int = 65_536):
         self.image_shape = tuple(image_shape)
         self.device = torch.device(device)
+        self.capacity = max(1, int(capacity))
         self.size = 0
-        cap = max(1, int(capacity))
-        self.images = torch.empty((cap, *self.image_shape), dtype=torch.float32, device=self.device)
-        self.static = {name: np.zeros(cap, dtype=dtype) for name, dtype in STATIC_FIELDS.items()}
-        self.times_selected = np.zeros(cap, dtype=np.int32)
-        self.banned = np.zeros(cap, dtype=bool)
+        self.evicted = 0
+        meta = 1024
+        self.static = {name: np.zeros(meta, dtype=dtype) for name, dtype in STATIC_FIELDS.items()}
+        self.times_selected = np.zeros(meta, dtype=np.int32)
+        self.banned = np.zeros(meta, dtype=bool)
+        self.slot = np.full(meta, -1, dtype=np.int64)  # pool slot of each entry, -1 when evicted
         self.root_banned = np.zeros(int(num_roots), dtype=bool)
+        pool = min(self.capacity, 1024)
+        self.images = torch.empty((pool, *self.image_shape), dtype=torch.float32, device=self.device)
+        self.slot_owner = np.full(pool, -1, dtype=np.int64)
+        self._dirty = np.zeros(pool, dtype=bool)
 
     def __len__(self) -> int:
         return self.size
 
-    def _grow(self, need: int) -> None:
-        cap = len(self.images)
+    def _grow_meta(self, need: int) -> None:
+        cap = len(self.times_selected)
         if need <= cap:
             return
         new = max(need, 2 * cap)
-        images = torch.empty((new, *self.image_shape), dtype=torch.float32, device=self.device)
-        images[: self.size] = self.images[: self.size]
+
+        def grown(arr: np.ndarray, fill=0) -> np.ndarray:
+            out = np.full(new, fill, dtype=arr.dtype)
+            out[: self.size] = arr[: self.size]
+            return out
+
+        self.static = {name: grown(arr) for name, arr in self.static.items()}
+        self.times_selected, self.banned = grown(self.times_selected), grown(self.banned)
+        self.slot = grown(self.slot, -1)
+
+    def _grow_pool(self, size: int) -> None:
+        old = len(self.slot_owner)
+        if size <= old:
+            return
+        images = torch.empty((size, *self.image_shape), dtype=torch.float32, device=self.device)
+        images[:old] = self.images
         self.images = images
-        for name, arr in self.static.items():
-            grown = np.zeros(new, dtype=arr.dtype)
-            grown[: self.size] = arr[: self.size]
-            self.static[name] = grown
-        for name in ("times_selected", "banned"):
-            arr = getattr(self, name)
-            grown = np.zeros(new, dtype=arr.dtype)
-            grown[: self.size] = arr[: self.size]
-            setattr(self, name, grown)
+        self.slot_owner = np.concatenate([self.slot_owner, np.full(size - old, -1, dtype=np.int64)])
+        self._dirty = np.concatenate([self._dirty, np.zeros(size - old, dtype=bool)])
+
+    def _free_slots(self, n: int, keep_from: int) -> np.ndarray:
+        """``n`` free pool slots, growing the pool or evicting entries older than ``keep_from``."""
+        free = np.flatnonzero(self.slot_owner < 0)
+        if len(free) < n and len(self.slot_owner) < self.capacity:
+            pool = len(self.slot_owner)
+            self._grow_pool(min(self.capacity, max(pool + n - len(free), 2 * pool)))
+            free = np.flatnonzero(self.slot_owner < 0)
+        if len(free) < n:
+            resident = np.flatnonzero(self.slot[:keep_from] >= 0)
+            need = n - len(free)
+            if need > len(resident):
+                raise DeepFaultError(
+                    f"the queue's capacity ({self.capacity} images) is smaller than one step's new entries "
+                    f"({n}); raise queue_capacity"
+                )
+            w = self.weights()[resident]
+            victims = resident[np.lexsort((resident, w))[:need]]  # lowest weight, then oldest
+            self.slot_owner[self.slot[victims]] = -1
+            self.slot[victims] = -1
+            self.evicted += need
+            free = np.flatnonzero(self.slot_owner < 0)
+        return free[:n]
 
     def add(self, images: torch.Tensor, **fields: np.ndarray) -> np.ndarray:
-        """Append entries; returns their ids. Every field of :data:`STATIC_FIELDS` is required."""
+        """Append entries with their images; returns their ids. Every field of
+        :data:`STATIC_FIELDS` is required. May evict older entries' images (module docstring)."""
         n = len(images)
+        start = self.size
+        ids = self.add_entries(**fields, _n=n)
+        if n:
+            slots = self._free_slots(n, start)
+            slots_t = torch.as_tensor(slots, device=self.device)
+            self.images[slots_t] = images.to(self.device, torch.float32)
+            self.slot[ids] = slots
+            self.slot_owner[slots] = ids
+            self._dirty[slots] = True
+        return ids
+
+    def add_entries(self, _n: int | None = None, **fields: np.ndarray) -> np.ndarray:
+        """Append entries' bookkeeping only (no image: resuming restores the pool separately)."""
         missing = set(STATIC_FIELDS) - set(fields)
         if missing:
             raise DeepFaultError(f"corpus entries need {sorted(missing)}")
-        self._grow(self.size + n)
+        n = len(np.asarray(fields["root"])) if _n is None else _n
+        self._grow_meta(self.size + n)
         ids = np.arange(self.size, self.size + n)
         if n:
-            self.images[self.size : self.size + n] = images.to(self.device, torch.float32)
             for name, value in fields.items():
                 self.static[name][self.size : self.size + n] = np.asarray(value)
         self.size += n
         return ids
+
+    def images_of(self, ids: np.ndarray) -> torch.Tensor:
+        """``(k, C, H, W)`` the images of resident entries ``ids``."""
+        slots = self.slot[np.asarray(ids)]
+        if (slots < 0).any():
+            raise DeepFaultError("an evicted queue entry was asked for its image")
+        return self.images[torch.as_tensor(slots, device=self.device)]
 
     def field(self, name: str) -> np.ndarray:
         """The live part of a static field (a view)."""
         return self.static[name][: self.size]
 
     def weights(self) -> np.ndarray:
-        """``(N,)`` selection weights of every entry (:func:`selection_weights`)."""
+        """``(N,)`` selection weights of every entry (:func:`selection_weights`; 0 once evicted)."""
         n = self.size
-        banned = self.banned[:n] | self.root_banned[self.static["root"][:n]]
+        banned = self.banned[:n] | self.root_banned[self.static["root"][:n]] | (self.slot[:n] < 0)
         return selection_weights(self.static["generation"][:n], self.times_selected[:n], banned)
 
+    def resident(self) -> int:
+        """Entries whose image is held."""
+        return int(np.count_nonzero(self.slot_owner >= 0))
     def select(self, rng: np.random.Generator, k: int) -> np.ndarray:
         """Up to ``k`` distinct entry ids drawn with probability proportional to their weight.
 
@@ -177,22 +248,44 @@ class Corpus:
     # --- checkpoints ------------------------------------------------------------------------
 
     def static_slice(self, start: int, stop: int) -> dict[str, np.ndarray]:
-        """The images and static fields of entries ``[start, stop)`` as CPU arrays."""
-        out = {name: arr[start:stop].copy() for name, arr in self.static.items()}
-        out["images"] = self.images[start:stop].detach().cpu().numpy()
-        return out
+        """The static fields of entries ``[start, stop)`` as CPU arrays."""
+        return {name: arr[start:stop].copy() for name, arr in self.static.items()}
 
-    def mutable_state(self) -> dict[str, np.ndarray]:
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The per-entry counters, bans and pool slots (the images go by :meth:`take_dirty_pages`)."""
         return {
             "times_selected": self.times_selected[: self.size].copy(),
             "banned": self.banned[: self.size].copy(),
             "root_banned": self.root_banned.copy(),
+            "slot": self.slot[: self.size].copy(),
+            "pool": np.array([len(self.slot_owner), self.evicted], dtype=np.int64),
         }
 
-    def load_mutable_state(self, state: dict[str, np.ndarray]) -> None:
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         n = self.size
         if len(state["times_selected"]) != n or len(state["root_banned"]) != len(self.root_banned):
             raise DeepFaultError("the checkpoint's queue does not match its corpus chunks; it is corrupt")
         self.times_selected[:n] = state["times_selected"]
         self.banned[:n] = state["banned"]
         self.root_banned[:] = state["root_banned"]
+        pool, self.evicted = (int(v) for v in state["pool"])
+        self._grow_pool(pool)
+        self.slot[:n] = state["slot"]
+        self.slot_owner[:] = -1
+        live = np.flatnonzero(self.slot[:n] >= 0)
+        self.slot_owner[self.slot[live]] = live
+        self._dirty[:] = False
+
+    def take_dirty_pages(self, page: int = PAGE_SLOTS) -> dict[int, np.ndarray]:
+        """The pool pages (``page`` slots each) written since the last call, as CPU arrays."""
+        pages = np.unique(np.flatnonzero(self._dirty) // page)
+        out = {int(p): self.images[p * page : (p + 1) * page].detach().cpu().numpy() for p in pages}
+        self._dirty[:] = False
+        return out
+
+    def load_page(self, index: int, images: np.ndarray, page: int = PAGE_SLOTS) -> None:
+        """Restore one page of :meth:`take_dirty_pages`."""
+        start = index * page
+        if start + len(images) > len(self.slot_owner):
+            raise DeepFaultError(f"queue page {index} lies outside the checkpoint's pool; it is corrupt")
+        self.images[start : start + len(images)] = torch.from_numpy(np.asarray(images)).to(self.device)

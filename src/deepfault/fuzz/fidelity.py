@@ -9,8 +9,21 @@ from). The fuzzing loop computes the roots' reference once and passes each mutan
 
 | spec | score of a mutant | passes when |
 | --- | --- | --- |
-| ``ssim`` or ``ssim:T`` | mean SSIM to its root (window 11, sigma 1.5) | ``score >= T`` (default 0.99) |
-| ``discriminator:FILE`` | the DCGAN discriminator's output | ``score >=`` the root's score |
+| ``discriminator`` (default) | the data set's cached DCGAN discriminator (below) | ``>=`` the root's score |
+| ``discriminator:FILE`` | the discriminator in ``FILE`` | ``score >=`` the root's score |
+| ``ssim`` or ``ssim:T`` | mean SSIM to its root (Gaussian 11, sigma 1.5, true range) | ``>= T`` (0.99) |
+| ``ssim-compat`` | the published code's SSIM (below) | ``score >= 0.99``; 50 tries |
+| ``none`` | 1 | always (for measurement) |
+
+``ssim-compat`` reproduces the published DRFuzz code's SSIM path, a compatibility mode,
+never the default: scikit-image's ``structural_similarity`` defaults (uniform 7x7 window,
+covariances normalised by ``N - 1``) with the data range taken from the array's dtype. The
+published images were ``int16`` holding 0..255, so that range was 65535, 257 times the
+true one, and about 97% of mutants pass. Our data are floats in ``bounds``; we map the
+published range onto them as ``L = 65535 * (hi - lo) / 255`` (65535 on 0..255 data, 257 on
+0..1 data), which gives the same SSIM the published code computed on the same pixels. Its
+``tries`` (50) tells the DRFuzz strategy to use the published loop structure (up to 20
+accepted mutants per iteration, each tried up to 50 times with a fresh MCMC rule).
 
 The discriminator sees its inputs in the range it was trained on: the model file's
 ``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.gan`), mapped linearly from
@@ -44,6 +57,8 @@ __all__ = [
     "list_fidelities",
     "ssim",
     "SSIM_THRESHOLD",
+    "SSIMCompatFidelity",
+    "NoFidelity",
 ]
 
 log = logging.getLogger(__name__)
@@ -53,6 +68,12 @@ SSIM_THRESHOLD = 0.99
 #: SSIM window (Wang et al. 2004): Gaussian, 11 taps, sigma 1.5.
 SSIM_WINDOW = 11
 SSIM_SIGMA = 1.5
+#: The published code's SSIM (scikit-image defaults): a uniform window of 7 taps.
+COMPAT_WINDOW = 7
+#: The published code's data range: ``int16``'s 65535 for images holding 0..255.
+COMPAT_RANGE_PER_255 = 65535.0 / 255.0
+#: Tries per mutant slot of the published SSIM path.
+COMPAT_TRIES = 50
 
 #: Factories ``factory(arg: str | None, *, bounds, device, dataset) -> Fidelity`` by name.
 FIDELITIES: Registry[Callable[..., Fidelity]] = Registry("fidelity check")
@@ -172,33 +193,48 @@ class Fidelity(ABC):
 # --- SSIM ---------------------------------------------------------------------------------
 
 
-def _window_for(height: int, width: int) -> int:
-    """The 11-tap window, or the largest odd one that fits a smaller image."""
-    side = min(SSIM_WINDOW, height, width)
+def _window_for(height: int, width: int, size: int = SSIM_WINDOW) -> int:
+    """The ``size``-tap window, or the largest odd one that fits a smaller image."""
+    side = min(size, height, width)
     return side if side % 2 else side - 1
 
 
-def _gaussian_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
-    """``(n, n - taps + 1)`` matrix ``G`` with ``(v @ G)[j] = sum_t g[t] v[j + t]``: a 'valid'
-    1-D Gaussian filter (sigma 1.5, weights summing to 1) as a banded matrix."""
-    t = torch.arange(taps, device=device, dtype=torch.float64) - (taps - 1) / 2
-    g = torch.exp(-(t**2) / (2 * SSIM_SIGMA**2))
-    g = (g / g.sum()).to(dtype)
+def _band(n: int, weights: torch.Tensor) -> torch.Tensor:
+    """``(n, n - taps + 1)`` matrix ``G`` with ``(v @ G)[j] = sum_t w[t] v[j + t]``: a 'valid'
+    1-D filter as a banded matrix."""
+    taps = len(weights)
     out = n - taps + 1
-    band = torch.zeros(n, out, device=device, dtype=dtype)
-    rows = torch.arange(out, device=device)[None, :] + torch.arange(taps, device=device)[:, None]
-    band[rows, torch.arange(out, device=device)[None, :].expand(taps, out)] = g[:, None].expand(taps, out)
+    band = torch.zeros(n, out, device=weights.device, dtype=weights.dtype)
+    dev = weights.device
+    rows = torch.arange(out, device=dev)[None, :] + torch.arange(taps, device=dev)[:, None]
+    band[rows, torch.arange(out, device=dev)[None, :].expand(taps, out)] = weights[:, None].expand(taps, out)
     return band
 
 
-def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 4096) -> torch.Tensor:
+def _gaussian_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
+    """A 'valid' 1-D Gaussian filter (sigma 1.5, weights summing to 1) as a banded matrix."""
+    t = torch.arange(taps, device=device, dtype=torch.float64) - (taps - 1) / 2
+    g = torch.exp(-(t**2) / (2 * SSIM_SIGMA**2))
+    return _band(n, (g / g.sum()).to(dtype))
+
+
+def _uniform_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
+    return _band(n, torch.full((taps,), 1.0 / taps, device=device, dtype=dtype))
+
+
+def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 4096,
+         window: str = "gaussian", win_size: int | None = None,
+         sample_covariance: bool = False) -> torch.Tensor:
     """Mean structural similarity of each pair of images (Wang et al., IEEE TIP 2004).
 
     ``SSIM = (2 mu_x mu_y + C1)(2 s_xy + C2) / ((mu_x^2 + mu_y^2 + C1)(s_x^2 + s_y^2 + C2))``
-    with local means and (population) variances under a Gaussian window of 11 taps and
-    sigma 1.5, ``C1 = (0.01 L)^2``, ``C2 = (0.03 L)^2``, ``L = data_range``; averaged over
-    the pixels where the window fits inside the image ('valid', as in the paper) and over
-    the channels. Images smaller than 11 pixels use the largest odd window that fits.
+    with local means and variances under a window, ``C1 = (0.01 L)^2``, ``C2 = (0.03 L)^2``,
+    ``L = data_range``; averaged over the pixels where the window fits inside the image
+    ('valid') and over the channels. The default is the paper's: a Gaussian window of 11
+    taps, sigma 1.5, population variances. ``window="uniform", win_size=7,
+    sample_covariance=True`` is scikit-image's ``structural_similarity`` default (its
+    reflect-padded filter cropped by ``(7 - 1) / 2`` is exactly the 'valid' region).
+    Images smaller than the window use the largest odd window that fits.
 
     The separable window is applied as two banded matrix products, batched on the images'
     device: on a CPU this is 10 to 50 times faster than :func:`kornia.metrics.ssim`'s
@@ -208,8 +244,12 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 40
 
     Args:
         x, y: ``(B, C, H, W)`` images, ``H, W >= 3``.
-        data_range: ``hi - lo`` of the pixel range.
+        data_range: ``L``, normally ``hi - lo`` of the pixel range.
         chunk: Images per block (bounds the working memory).
+        window: ``"gaussian"`` or ``"uniform"``.
+        win_size: Taps (default 11 for Gaussian, 7 for uniform).
+        sample_covariance: Normalise the local (co)variances by ``N - 1`` instead of ``N``
+            (``N = win_size**2``), as scikit-image does by default.
 
     Returns:
         ``(B,)`` float32 on the images' device; 1 for identical images.
@@ -230,11 +270,15 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 40
         raise DeepFaultError(f"SSIM needs images of at least 3x3 pixels; got {tuple(x.shape[-2:])}")
     if isinstance(data_range, bool) or not (math.isfinite(data_range) and data_range > 0):
         raise DeepFaultError(f"data_range must be a positive number; got {data_range!r}")
+    if window not in ("gaussian", "uniform"):
+        raise DeepFaultError(f"window must be 'gaussian' or 'uniform'; got {window!r}")
     height, width = x.shape[-2:]
-    taps = _window_for(height, width)
+    taps = _window_for(height, width, win_size or (SSIM_WINDOW if window == "gaussian" else COMPAT_WINDOW))
     dtype = torch.float64 if torch.float64 in (x.dtype, y.dtype) else torch.float32
-    g_w = _gaussian_band(width, taps, device=x.device, dtype=dtype)
-    g_h = _gaussian_band(height, taps, device=x.device, dtype=dtype).T.contiguous()
+    make = _gaussian_band if window == "gaussian" else _uniform_band
+    g_w = make(width, taps, device=x.device, dtype=dtype)
+    g_h = make(height, taps, device=x.device, dtype=dtype).T.contiguous()
+    norm = taps * taps / (taps * taps - 1) if sample_covariance else 1.0
     c1, c2 = 0.01**2, 0.03**2
     parts = []
     for i in range(0, len(x), chunk):
@@ -242,7 +286,8 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 40
         b = y[i : i + chunk].to(a.device, dtype) / data_range
         # Local first and second moments of both images: (5, B, C, H', W').
         mu_a, mu_b, aa, bb, ab = g_h @ (torch.stack((a, b, a * a, b * b, a * b)) @ g_w)
-        var_a, var_b, cov = aa - mu_a * mu_a, bb - mu_b * mu_b, ab - mu_a * mu_b
+        var_a, var_b, cov = (norm * (aa - mu_a * mu_a), norm * (bb - mu_b * mu_b),
+                             norm * (ab - mu_a * mu_b))
         num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
         smap = num / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))
         parts.append(smap.mean(dim=(1, 2, 3)).float())
@@ -292,6 +337,60 @@ def _make_ssim(arg: str | None, *, bounds, device="cpu", **_) -> SSIMFidelity:
         except ValueError:
             raise DeepFaultError(f"the SSIM threshold in 'ssim:{arg}' must be a number in (0, 1]") from None
     return SSIMFidelity(bounds=bounds, threshold=threshold, device=device)
+
+
+class SSIMCompatFidelity(SSIMFidelity):
+    """The published DRFuzz code's SSIM path (module docstring): scikit-image's default SSIM
+    (uniform 7x7 window, sample covariance) with the range ``65535 (hi - lo) / 255`` that
+    its ``int16`` images implied, threshold 0.99 against the root, and :attr:`tries` = 50
+    tries per mutant slot for the loop. A compatibility mode, for comparison with the
+    published code; :class:`SSIMFidelity` is the correct-range check."""
+
+    name = "ssim-compat"
+    tries = COMPAT_TRIES
+
+    def __init__(self, *, bounds: tuple[float, float], threshold: float = SSIM_THRESHOLD,
+                 device: torch.device | str = "cpu"):
+        super().__init__(bounds=bounds, threshold=threshold, device=device)
+        lo, hi = self.bounds
+        self.data_range = COMPAT_RANGE_PER_255 * (hi - lo)
+
+    def scores(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        return ssim(mutants.detach().to(self.device), ref_rows.to(self.device), data_range=self.data_range,
+                    window="uniform", win_size=COMPAT_WINDOW, sample_covariance=True)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "bounds": list(self.bounds), "threshold": self.threshold,
+                "window": f"uniform {COMPAT_WINDOW}x{COMPAT_WINDOW}", "data_range": self.data_range,
+                "tries": self.tries, "compatibility_mode": True}
+
+
+@register_fidelity("ssim-compat")
+def _make_ssim_compat(arg: str | None, *, bounds, device="cpu", **_) -> SSIMCompatFidelity:
+    if arg:
+        raise DeepFaultError("'ssim-compat' takes no argument: it is the published code's SSIM path, "
+                             "as it was")
+    return SSIMCompatFidelity(bounds=bounds, device=device)
+
+
+class NoFidelity(Fidelity):
+    """Passes every mutant (``--fidelity none``: to measure what the checks cost and remove)."""
+
+    name = "none"
+
+    def reference(self, roots: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(len(roots), device=self.device)
+
+    def scores(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        return torch.ones(len(mutants), device=self.device)
+
+    def limits(self, ref_rows: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(len(ref_rows), device=self.device)
+
+
+@register_fidelity("none")
+def _make_none(arg: str | None, *, bounds, device="cpu", **_) -> NoFidelity:
+    return NoFidelity(bounds=bounds, device=device)
 
 
 # --- the DCGAN discriminator -----------------------------------------------------------------
@@ -404,25 +503,27 @@ class DiscriminatorFidelity(Fidelity):
 
 
 @register_fidelity("discriminator")
-def _make_discriminator(arg: str | None, *, bounds, device="cpu", dataset=None) -> DiscriminatorFidelity:
+def _make_discriminator(arg: str | None, *, bounds, device="cpu", dataset=None, **_) -> DiscriminatorFidelity:
     if not arg:
-        raise DeepFaultError(
-            "the discriminator fidelity check needs its model file: 'discriminator:FILE' "
-            "(train one with 'deepfault gan train')"
-        )
+        from .gan import cached_discriminator
+
+        arg = str(cached_discriminator(dataset))
     return DiscriminatorFidelity.from_file(arg, bounds=bounds, device=device, dataset=dataset)
 
 
 def make_fidelity(spec: str, *, bounds: tuple[float, float], device: torch.device | str = "cpu",
-                  dataset: str | None = None) -> Fidelity:
+                  dataset: str | None = None, train_inputs=None) -> Fidelity:
     """The fidelity check that ``spec`` names.
 
     Args:
-        spec: ``"ssim"``, ``"ssim:T"`` (threshold ``T``) or ``"discriminator:FILE"``; the part
+        spec: ``"discriminator"`` (the data set's cached one), ``"discriminator:FILE"``,
+            ``"ssim"``, ``"ssim:T"`` (threshold ``T``), ``"ssim-compat"`` or ``"none"``; the part
             after the first ``:`` is the check's argument.
         bounds: The data's pixel range ``(lo, hi)``.
         device: Where the check computes.
-        dataset: The fuzzed data set's name, to warn about a discriminator trained on another.
+        dataset: The fuzzed data set's name: which cached discriminator ``"discriminator"``
+            means, and a warning for one trained on another data set.
+        train_inputs: Unused by the built-in checks (a plug-in may fit itself on them).
 
     Returns:
         A :class:`Fidelity`.
@@ -442,4 +543,5 @@ def make_fidelity(spec: str, *, bounds: tuple[float, float], device: torch.devic
         )
     name, sep, arg = spec.partition(":")
     factory = FIDELITIES.get(name.strip().lower())
-    return factory(arg if sep else None, bounds=bounds, device=device, dataset=dataset)
+    return factory(arg if sep else None, bounds=bounds, device=device, dataset=dataset,
+                   train_inputs=train_inputs)

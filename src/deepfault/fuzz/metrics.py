@@ -31,7 +31,8 @@ import numpy as np
 
 from ..errors import DeepFaultError
 
-__all__ = ["FAULT_KINDS", "REALISTIC_SSIM", "FaultTable", "Metrics", "compute_metrics"]
+__all__ = ["FAULT_KINDS", "REALISTIC_SSIM", "FaultTable", "Metrics", "compare_campaigns", "compute_metrics",
+           "metrics_until"]
 
 #: ``rf`` (regression fault) or ``both_fail`` (both models wrong).
 FAULT_KINDS = ("rf", "both_fail")
@@ -172,3 +173,45 @@ def compute_metrics(faults: FaultTable) -> Metrics:
         seconds_to_first_rf=first,
         queries_to_first_rf=queries,
     )
+
+
+def metrics_until(faults: FaultTable, *, iterations: int | None = None,
+                  seconds: float | None = None) -> Metrics:
+    """The metrics of the faults found within the first ``iterations`` iterations and/or
+    ``seconds`` of fuzzing (initial faults always count): campaigns compared at equal
+    iterations or at equal wall time."""
+    keep = np.ones(len(faults.kind), dtype=bool)
+    if iterations is not None:
+        keep &= faults.initial | (faults.iteration <= iterations)
+    if seconds is not None:
+        keep &= faults.initial | (faults.elapsed <= seconds)
+    return compute_metrics(faults.select(keep))
+
+
+def compare_campaigns(results: Mapping[str, object]) -> dict:
+    """Strategies' campaigns side by side, at equal wall time and at equal iterations.
+
+    Args:
+        results: ``{strategy: CampaignResult}`` of campaigns run under one budget and one
+            shared fidelity filter.
+
+    Returns:
+        ``{"wall_seconds": t, "iterations": n, "filter": spec, "rows": {strategy: {...}}}``:
+        each row holds its metrics within ``t`` seconds (the shortest campaign's time) and
+        within ``n`` iterations (the fewest any campaign ran), and ``urf_filtered``: its
+        unique faults whose inputs passed the shared filter (all of them when one was
+        applied; ``None`` without one).
+    """
+    if not results:
+        raise DeepFaultError("compare_campaigns needs at least one campaign result")
+    t = min(float(r.seconds) for r in results.values())
+    n = min(int(r.iterations) for r in results.values())
+    filters = {r.config.shared_fidelity for r in results.values()}
+    rows = {}
+    for name, r in results.items():
+        at_t, at_n = metrics_until(r.faults, seconds=t), metrics_until(r.faults, iterations=n)
+        rows[name] = {"at_equal_time": at_t.to_dict(), "at_equal_iterations": at_n.to_dict(),
+                      "urf_filtered": r.metrics.urf if r.config.shared_fidelity else None,
+                      "iterations": r.iterations, "seconds": r.seconds}
+    return {"wall_seconds": t, "iterations": n, "filter": filters.pop() if len(filters) == 1 else None,
+            "rows": rows}

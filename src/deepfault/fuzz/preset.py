@@ -1,11 +1,22 @@
 """``deepfault experiment --preset drfuzz-mnist``: DRFuzz against DeepHunter on MNIST LeNet-5.
 
-For each regression scenario (``supply``, ``adv-bim``, ``prune``, ``quant-fp16``,
-``quant-int8``; :mod:`.scenarios`) the ``M1``/``M2`` pair is made once in ``models_dir``
-(reused when there), then DRFuzz and DeepHunter each run one campaign per seed under the
-same wall-clock budget. Every campaign is one executor job that checkpoints into the store
-and writes its result there, so a killed or interrupted preset resumes where it stopped and
-finished campaigns are skipped. ``deepfault report STORE`` then writes the comparison
+For each regression scenario of the published table (``supply``, ``adv-bim``, ``adv-cw``,
+``fixing``, ``prune``; :mod:`.scenarios`) the ``M1``/``M2`` pair is made once in
+``models_dir`` (reused when there), or taken from the user's own files (``pairs_dir``:
+``supply-m1.h5``/``supply-m2.h5``, ... in any format ``deepfault run`` opens), then DRFuzz
+and DeepHunter each run one campaign per seed under the same wall-clock budget, with one
+fidelity filter (the discriminator by default) applied to every executed mutant of both,
+on top of each one's own check (spec section 6). ``drfuzz-fashion-mnist`` does the same on
+Fashion-MNIST with the AlexNet-style ``alexnet_fm``.
+
+From the command line the pairs folder is given by the environment variable
+``DEEPFAULT_DRFUZZ_PAIRS`` (the engine's ``experiment`` command knows no DRFuzz option):
+``DEEPFAULT_DRFUZZ_PAIRS=my-pairs deepfault experiment --preset drfuzz-mnist``; from Python,
+``run_preset(store, config=PresetConfig(pairs_dir="my-pairs"))``.
+
+Every campaign is one executor job that checkpoints into the store and writes its result
+there, so a killed or interrupted preset resumes where it stopped and finished campaigns are
+skipped. ``deepfault report STORE`` then writes the comparison
 table with the README's MNIST rows (:mod:`.report`).
 
 Cells: ``SCENARIO/STRATEGY/seedS`` (``.../result``, ``.../checkpoint`` and the chunks).
@@ -23,13 +34,14 @@ from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, 
 from .campaign import DEFAULT_BATCH, CampaignConfig
 from .checkpoint import METHOD
 
-__all__ = ["PRESET_NAME", "PRESETS", "DRFuzzMnist", "PresetConfig", "plan_jobs", "run_preset"]
+__all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
+           "PresetConfig", "plan_jobs", "run_preset"]
 
 log = logging.getLogger(__name__)
 
 PRESET_NAME = "drfuzz-mnist"
-#: The discriminator file the preset looks for in ``models_dir`` (``fidelity="discriminator"``).
-DISCRIMINATOR_FILE = "dcgan-mnist-discriminator.pt"
+#: The environment variable naming a folder of the user's own M1/M2 pairs.
+PAIRS_ENV = "DEEPFAULT_DRFUZZ_PAIRS"
 
 
 @dataclass(frozen=True)
@@ -38,13 +50,18 @@ class PresetConfig:
 
     Attributes:
         arch: The zoo architecture of M1 and M2.
+        dataset: ``mnist`` or ``fashion-mnist``.
         scenarios: Regression scenarios (:func:`~.scenarios.list_scenarios`).
         strategies: Fuzzing strategies compared under the same budget.
         seeds: One campaign per seed and strategy.
         budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted).
         batch: Selected inputs per step.
-        fidelity: DRFuzz's check: ``"ssim"`` or ``"discriminator"`` (``models_dir``'s
-            ``dcgan-mnist-discriminator.pt``, made with ``deepfault gan train``).
+        fidelity: DRFuzz's check (``"discriminator"``: the data set's, trained on first use
+            and cached; or any ``--fidelity`` spec).
+        shared_fidelity: The one filter applied to every executed mutant of both
+            strategies (default: the same as ``fidelity``); ``"none"`` for none.
+        pairs_dir: A folder with the user's own pairs ``SCENARIO-m1.EXT``/``SCENARIO-m2.EXT``
+            (default: ``$DEEPFAULT_DRFUZZ_PAIRS``; without one the scenarios are made).
         criterion, sections: DeepHunter's coverage criterion of M2 (KMNC with 1,000 sections,
             as in DRFuzz's DeepHunter runs) and its parameter.
         epochs: Training epochs of the scenarios' models.
@@ -53,12 +70,15 @@ class PresetConfig:
     """
 
     arch: str = "lenet5"
-    scenarios: tuple[str, ...] = ("supply", "adv-bim", "prune", "quant-fp16", "quant-int8")
+    dataset: str = "mnist"
+    scenarios: tuple[str, ...] = ("supply", "adv-bim", "adv-cw", "fixing", "prune")
     strategies: tuple[str, ...] = ("drfuzz", "deephunter")
     seeds: tuple[int, ...] = (0, 1, 2)
     budget: str = "50s"
     batch: int = DEFAULT_BATCH
-    fidelity: str = "ssim"
+    fidelity: str = "discriminator"
+    shared_fidelity: str | None = None
+    pairs_dir: str | None = None
     criterion: str = "kmnc"
     sections: int = 1000
     epochs: int = 3
@@ -67,25 +87,45 @@ class PresetConfig:
     max_seeds: int | None = field(default=None)
 
     def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out.pop("pairs_dir")  # where the files are does not change a result; their digests are recorded
+        return out
+
+    @property
+    def shared(self) -> str | None:
+        spec = self.shared_fidelity or self.fidelity
+        return None if spec == "none" else spec
 
     def campaign(self, strategy: str, seed: int, fidelity: str) -> CampaignConfig:
         params = {"sections": self.sections} if self.criterion == "kmnc" else {}
         return CampaignConfig(strategy=strategy, budget=self.budget, batch=self.batch, seed=seed,
                               fidelity=fidelity, criterion=self.criterion, criterion_params=params,
-                              max_seeds=self.max_seeds)
+                              max_seeds=self.max_seeds, shared_fidelity=self.shared)
 
 
-def _fidelity_spec(config: PresetConfig, models_dir: Path) -> str:
-    if config.fidelity == "discriminator":
-        path = models_dir / DISCRIMINATOR_FILE
-        if not path.is_file():
-            raise DeepFaultError(
-                f"the preset's discriminator {str(path)!r} is missing; make it with 'deepfault gan train "
-                f"--dataset mnist --out {path}', or run the preset with SSIM fidelity"
-            )
-        return f"discriminator:{path}"
-    return config.fidelity
+def _user_pairs(config: PresetConfig) -> dict[str, tuple[str, str]] | None:
+    """The user's own pairs in ``pairs_dir`` (or ``$DEEPFAULT_DRFUZZ_PAIRS``), by scenario."""
+    import os
+
+    folder = config.pairs_dir or os.environ.get(PAIRS_ENV)
+    if not folder:
+        return None
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DeepFaultError(f"the pairs folder {str(folder)!r} does not exist; give a folder with "
+                             "SCENARIO-m1.EXT and SCENARIO-m2.EXT model files")
+    pairs = {}
+    for name in config.scenarios:
+        found = []
+        for role in ("m1", "m2"):
+            files = sorted(p for p in folder.glob(f"{name}-{role}.*") if p.suffix != ".json" or
+                           not (folder / f"{name}-{role}.h5").exists())
+            if not files:
+                raise DeepFaultError(f"the pairs folder {str(folder)!r} has no {name}-{role}.* model file; "
+                                     f"scenarios: {', '.join(config.scenarios)}")
+            found.append(str(files[0]))
+        pairs[name] = (found[0], found[1])
+    return pairs
 
 
 def plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store: str, experiment: str,
@@ -97,7 +137,8 @@ def plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store:
         for strategy in config.strategies:
             for seed in config.seeds:
                 jobs.append({
-                    "cell": f"{scenario}/{strategy}/seed{seed}", "m1": m1, "m2": m2, "dataset": "mnist",
+                    "cell": f"{scenario}/{strategy}/seed{seed}", "m1": m1, "m2": m2,
+                    "dataset": config.dataset,
                     "data_dir": None if data_dir is None else str(data_dir),
                     "config": config.campaign(strategy, seed, fidelity).to_dict(), "store": store,
                     "experiment": experiment, "profile_dir": profile_dir, "threads": config.threads,
@@ -110,7 +151,7 @@ def _existing_pair(models_dir: Path, name: str, config: PresetConfig) -> dict | 
     """The scenario's pair already in ``models_dir`` when it was made with this recipe (else ``None``)."""
     from ..models import load_model
 
-    stem = models_dir / f"{name}-{config.arch}-mnist"
+    stem = models_dir / f"{name}-{config.arch}-{config.dataset}"
     paths = [Path(f"{stem}-m1.pt"), Path(f"{stem}-m2.pt"), Path(f"{stem}.json")]
     if not all(p.is_file() for p in paths):
         return None
@@ -158,8 +199,9 @@ class DRFuzzMnist(ExperimentPreset):
                    "the same budget, with the README's MNIST rows")
     job_function = _campaign_output
 
-    def __init__(self, config: PresetConfig | None = None):
+    def __init__(self, config: PresetConfig | None = None, *, name: str = PRESET_NAME):
         self.config = config or PresetConfig()
+        self.name = name
 
     def plan(self, context: RunContext) -> Plan:
         import torch
@@ -175,17 +217,32 @@ class DRFuzzMnist(ExperimentPreset):
 
     def _plan(self, context: RunContext) -> Plan:
         from ..data import load_dataset
-        from .scenarios import make_scenario
+        from .scenarios import SCENARIOS, make_scenario
 
         config, models_dir = self.config, context.models_dir
         if context.seed is not None:
-            log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", PRESET_NAME,
+            log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", self.name,
                         ", ".join(map(str, config.seeds)))
-        fidelity = _fidelity_spec(config, models_dir)
-        data = load_dataset("mnist", data_dir=context.data_dir)
+        data = load_dataset(config.dataset, data_dir=context.data_dir)
+        if "discriminator" in (config.fidelity, config.shared):
+            from .gan import cached_discriminator
+
+            cached_discriminator(data.name, data=data, device=context.device, progress=context.progress)
+        own = _user_pairs(config)
         pairs, accuracy, scenarios = {}, {}, {}
         for name in config.scenarios:
-            r = _existing_pair(models_dir, name, config)
+            if own is not None:
+                from ..models.prepare import prepare_model
+                from ..models.train import accuracy as acc
+
+                m1, m2 = own[name]  # prepared as the campaign will (layout and range of the data)
+                prepared = [prepare_model(p, data) for p in (m1, m2)]
+                a1, a2 = (acc(pm.module, pm.data.x_test, pm.data.y_test) for pm in prepared)
+                r = {"label": SCENARIOS.get(name).label if name in SCENARIOS.names() else name.upper(),
+                     "m1_path": m1, "m2_path": m2, "m1_accuracy": a1, "m2_accuracy": a2,
+                     "regressions": None, "fixes": None}
+            else:
+                r = _existing_pair(models_dir, name, config)
             if r is None:
                 made = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
                                      out_dir=models_dir, device=context.device, progress=context.progress)
@@ -196,16 +253,21 @@ class DRFuzzMnist(ExperimentPreset):
             accuracy[f"{name} M1"], accuracy[f"{name} M2"] = r["m1_accuracy"], r["m2_accuracy"]
             scenarios[name] = {"label": r["label"], "m1": r["m1_accuracy"], "m2": r["m2_accuracy"],
                                "regressions": r["regressions"], "fixes": r["fixes"]}
-            log.info("%s: %s: M1 %.4f, M2 %.4f, %d test regressions", PRESET_NAME, name, r["m1_accuracy"],
-                     r["m2_accuracy"], r["regressions"])
-        record = {"preset": PRESET_NAME, **config.to_dict(), "fidelity_spec": fidelity,
+            log.info("%s: %s: M1 %.4f, M2 %.4f", self.name, name, r["m1_accuracy"], r["m2_accuracy"])
+        record = {"preset": self.name, **config.to_dict(), "fidelity_spec": config.fidelity,
+                  "shared_filter": config.shared,
                   "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
-        if fidelity.startswith("discriminator:"):
-            record["discriminator_digest"] = _digest(fidelity.partition(":")[2])
+        for spec in {config.fidelity, config.shared} - {None}:
+            if spec.startswith("discriminator:"):
+                record["discriminator_digest"] = _digest(spec.partition(":")[2])
+            elif spec == "discriminator":
+                from .gan import discriminator_cache_path
+
+                record["discriminator_digest"] = _digest(str(discriminator_cache_path(data.name)))
         cells = [f"{scenario}/{strategy}/seed{seed}/result" for scenario in config.scenarios
                  for strategy in config.strategies for seed in config.seeds]
-        return Plan(PRESET_NAME, record, cells, {"scenarios": scenarios}, accuracy,
-                    {"pairs": pairs, "fidelity": fidelity})
+        return Plan(self.name, record, cells, {"scenarios": scenarios}, accuracy,
+                    {"pairs": pairs, "fidelity": config.fidelity})
 
     def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[dict]:
         profile_dir = context.models_dir / "profiles"
@@ -231,5 +293,20 @@ def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, pro
                                    progress=progress, argv=argv, device=device, seed=seed)
 
 
+#: Fashion-MNIST with the AlexNet-style model, as in the published FM rows.
+FASHION_PRESET = "drfuzz-fashion-mnist"
+
+
+class DRFuzzFashion(DRFuzzMnist):
+    """DRFuzz against DeepHunter on Fashion-MNIST with ``alexnet_fm`` (the published FM rows)."""
+
+    description = ("DRFuzz against DeepHunter on Fashion-MNIST AlexNet: five regression scenarios, three "
+                   "seeds, the same budget, with the README's FM rows")
+
+    def __init__(self, config: PresetConfig | None = None):
+        super().__init__(config or PresetConfig(arch="alexnet_fm", dataset="fashion-mnist"),
+                         name=FASHION_PRESET)
+
+
 #: The presets of this method.
-PRESETS = (DRFuzzMnist(),)
+PRESETS = (DRFuzzMnist(), DRFuzzFashion())

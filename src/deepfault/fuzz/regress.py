@@ -192,6 +192,7 @@ def regress(
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
     model1, model2 = p1.to(device).module, p2.to(device).module
     check_pair(model1, model2, data, config)  # before the store is opened or created
+    _prepare_discriminators(config, data, device, progress=None if progress else False)  # likewise
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
@@ -224,7 +225,22 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
         break
 
 
+def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: bool | None = False) -> None:
+    """Train (once, cached) the data set's default discriminator when the campaign uses it,
+    from the data already loaded (so ``--data-dir`` is respected); a data set without one is
+    refused here, before anything is written."""
+    specs = [config.shared_fidelity]
+    if config.strategy == "drfuzz":
+        specs.append(config.fidelity)
+    if "discriminator" in specs:
+        from .gan import cached_discriminator
+
+        cached_discriminator(data.name, data=data, device=device, progress=progress)
+
+
 def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) -> CampaignResult:
+    _prepare_discriminators(config, data, next(m1.parameters()).device if any(True for _ in m1.parameters())
+                            else "cpu")
     return run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config,
                         train_inputs=data.x_train, dataset=data.name, store=store, experiment=experiment,
                         cell=cell, progress=progress, profile=profile)
@@ -234,17 +250,17 @@ def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
     """M2's coverage profile on the training split, cached in ``folder`` by the weights' hash
     (DeepHunter's KMNC/NBC/SNAC; campaigns of the same M2 share it). ``None`` when the
     campaign's criterion needs none."""
-    from ..coverage import compute_profile, criterion_params, load_profile, model_hash
+    from ..coverage import compute_profile, load_profile, model_hash
 
-    if config.strategy_spec.keep != "coverage" or "profile" not in criterion_params(config.criterion):
+    if not config.strategy_spec.needs_profile(config):
         return None
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
-    key = hashlib.sha256(json.dumps([model_hash(m2), data.name, len(data.x_train), layers, config.transform],
-                                    default=str).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([model_hash(m2), data.name, len(data.x_train), layers,
+                                     config.transform_name], default=str).encode()).hexdigest()[:16]
     path = Path(folder) / f"profile-{key}.npz"
     if path.is_file():
         return load_profile(path)
-    profile = compute_profile(m2, data.x_train, layers=layers, transform=config.transform)
+    profile = compute_profile(m2, data.x_train, layers=layers, transform=config.transform_name)
     profile.save(path)
     return profile
 

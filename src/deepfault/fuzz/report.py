@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import DeepFaultError
 from .checkpoint import METHOD, list_campaigns, load_result
 
-__all__ = ["README_MNIST", "collect", "comparison_rows", "render_report"]
+__all__ = ["README_FASHION", "README_MNIST", "collect", "comparison_rows", "render_report"]
 
 #: The README's MNIST-LeNet5 rows (RQ1, 24 hours on a 40-core CPU): #RF, #URF, #Seed, #GF.
 README_MNIST = {
@@ -34,6 +34,14 @@ README_MNIST = {
     "ADV:CW": {"deephunter": (3799, 2408, 1791, 53178), "drfuzz": (25727, 7996, 3972, 117329)},
     "FIXING": {"deephunter": (2760, 2279, 1906, 35139), "drfuzz": (32858, 11075, 4990, 116021)},
     "PRUNE": {"deephunter": (6763, 3689, 2547, 68281), "drfuzz": (26470, 9071, 4571, 100967)},
+}
+#: The README's FM-AlexNet rows (RQ1, the same setting).
+README_FASHION = {
+    "SUPPLY": {"deephunter": (6248, 2872, 2088, 39535), "drfuzz": (63981, 12711, 5743, 260899)},
+    "ADV:BIM": {"deephunter": (6130, 2886, 1875, 26690), "drfuzz": (114729, 17886, 6806, 382470)},
+    "ADV:CW": {"deephunter": (2178, 1473, 1191, 33401), "drfuzz": (50801, 13803, 5759, 389195)},
+    "FIXING": {"deephunter": (9574, 5225, 3044, 25493), "drfuzz": (176104, 27352, 7999, 377966)},
+    "PRUNE": {"deephunter": (17302, 8150, 3963, 35696), "drfuzz": (168029, 26229, 7885, 306389)},
 }
 _README_KEYS = {"supply": "SUPPLY", "adv-bim": "ADV:BIM", "adv-cw": "ADV:CW", "fixing": "FIXING",
                 "prune": "PRUNE"}
@@ -81,8 +89,23 @@ def _pm(values: Sequence[float]) -> str:
     return f"{mean:,.0f} ± {sd:,.0f}" if len(values) > 1 else f"{mean:,.0f}"
 
 
-def comparison_rows(rows: list[dict]) -> tuple[list[str], list[list], list[dict]]:
-    """The comparison table: per scenario and strategy, mean ± sd over seeds, and the README's row.
+def _urf_at_equal_iterations(rows: list[dict]) -> dict[str, int]:
+    """Per campaign cell: its #URF within the fewest iterations any strategy ran on the same
+    scenario and seed (the comparison at equal iterations; spec section 6)."""
+    from .metrics import metrics_until
+
+    fewest: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["scenario"], r["seed"])
+        fewest[key] = min(fewest.get(key, r["result"].iterations), r["result"].iterations)
+    return {r["cell"]: metrics_until(r["result"].faults, iterations=fewest[(r["scenario"], r["seed"])]).urf
+            for r in rows}
+
+
+def comparison_rows(rows: list[dict],
+                    published: dict | None = None) -> tuple[list[str], list[list], list[dict]]:
+    """The comparison table: per scenario and strategy, mean ± sd over seeds, and the README's row
+    (``published``: :data:`README_MNIST` by default, or :data:`README_FASHION`).
 
     Returns:
         ``(headers, rows, records)``: Markdown rows and tidy records (full precision).
@@ -92,9 +115,12 @@ def comparison_rows(rows: list[dict]) -> tuple[list[str], list[list], list[dict]
         groups[(r["scenario"], r["strategy"])].append(r["result"])
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
     headers = ["scenario", "approach", "runs", "budget", *(_HEADS[m] for m in _METRICS),
-               "#URF DRFuzz/DeepHunter", "#URF at SSIM >= 0.99", "iterations", "mutants/s", "first RF (s)",
+               "#URF DRFuzz/DeepHunter", "#URF at equal iterations", "shared filter",
+               "#URF at SSIM >= 0.99", "iterations", "mutants/s", "first RF (s)",
                "README #RF", "README #URF", "README #Seed", "README #GF"]
     table, records = [], []
+    published = README_MNIST if published is None else published
+    at_n = _urf_at_equal_iterations(rows)
     for scenario in scenarios:
         urf = {s: _mean_sd([x.metrics.urf for x in groups[(scenario, s)]])[0]
                for s in ("drfuzz", "deephunter") if groups.get((scenario, s))}
@@ -108,7 +134,7 @@ def comparison_rows(rows: list[dict]) -> tuple[list[str], list[list], list[dict]
                 ratio = f"{urf['drfuzz'] / urf['deephunter']:.2f}"
             elif strategy == "drfuzz" and "deephunter" in urf:
                 ratio = "inf"
-            readme = README_MNIST.get(_README_KEYS.get(scenario, ""), {}).get(strategy)
+            readme = published.get(_README_KEYS.get(scenario, ""), {}).get(strategy)
             firsts = [x.metrics.seconds_to_first_rf for x in results
                       if x.metrics.seconds_to_first_rf is not None]
             speed = [x.generated / x.seconds for x in results if x.seconds > 0]
@@ -116,6 +142,9 @@ def comparison_rows(rows: list[dict]) -> tuple[list[str], list[list], list[dict]
             table.append([
                 scenario, label, len(results), results[0].config.budget,
                 *(_pm([getattr(x.metrics, m) for x in results]) for m in _METRICS), ratio,
+                _pm([at_n[r["cell"]] for r in rows
+                     if (r["scenario"], r["strategy"]) == (scenario, strategy)]),
+                results[0].config.shared_fidelity or "-",
                 _pm([x.metrics.urf_ssim for x in results]), _pm([x.iterations for x in results]),
                 _pm(speed) if speed else "-",
                 f"{_mean_sd(firsts)[0]:.1f}" if firsts else "-",
@@ -124,7 +153,9 @@ def comparison_rows(rows: list[dict]) -> tuple[list[str], list[list], list[dict]
             mine = [r for r in rows if (r["scenario"], r["strategy"]) == (scenario, strategy)]
             for x, r in zip(results, mine, strict=True):
                 records.append({"scenario": scenario, "strategy": strategy, "seed": r["seed"],
-                                **x.metrics.to_dict(), "iterations": x.iterations, "seconds": x.seconds,
+                                **x.metrics.to_dict(), "urf_equal_iterations": at_n[r["cell"]],
+                                "shared_filter": x.config.shared_fidelity, "iterations": x.iterations,
+                                "seconds": x.seconds,
                                 "generated": x.generated, "queries": x.queries, "budget": x.config.budget,
                                 "stop_reason": x.stop_reason})
     return headers, table, records
@@ -182,14 +213,20 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
     md = [f"# {title}", ""]
     parts = [f"<h1>{html.escape(title)}</h1>"]
 
-    headers, table, records = comparison_rows(rows)
+    config = next((e["config"] for e in store.experiments(METHOD) if e["experiment"] == experiment_hash), {})
+    fashion = config.get("dataset") == "fashion-mnist"
+    headers, table, records = comparison_rows(rows, README_FASHION if fashion else README_MNIST)
     files.append(_write_csv(out / "comparison.csv", records))
     note = ("Mean ± sd over the seeds of each scenario and approach, under the same budget. #RF: "
             "regression faults generated (M1 right, M2 wrong; seeds M2 already gets wrong are not counted); "
             "#URF: distinct (seed, M1 label, M2 label); #Seed: seeds with a fault; #GF: generated inputs M2 "
             "gets wrong; #URF at SSIM >= 0.99: the unique faults within DRFuzz's SSIM fidelity of their "
-            "seed (one realism yardstick for both approaches; DeepHunter checks validity only). The "
-            "README's MNIST LeNet-5 rows (24 hours on a 40-core CPU) are beside ours; it has no QUANT rows.")
+            "seed (one realism yardstick for both approaches; DeepHunter checks validity only); #URF at "
+            "equal iterations: within the fewest iterations either approach ran on that scenario and seed "
+            "(the other columns are at equal wall time); shared filter: the one fidelity filter applied to "
+            "every executed mutant of both approaches. The README's "
+            + ("FM-AlexNet" if fashion else "MNIST LeNet-5")
+            + " rows (24 hours on a 40-core CPU) are beside ours; it has no QUANT rows.")
     (out / "comparison.md").write_text(_md_table(headers, table) + "\n", encoding="utf-8")
     files.append(out / "comparison.md")
     md += ["## DRFuzz against DeepHunter", "", note, "", _md_table(headers, table), ""]

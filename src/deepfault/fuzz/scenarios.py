@@ -4,6 +4,8 @@
 | --- | --- | --- |
 | ``supply`` (SUPPLY) | trained on 80% of the training split | ``M1`` trained further on the other 20% |
 | ``adv-bim`` (ADV:BIM) | trained on the whole split | ``M1`` fine-tuned on BIM adversarial examples |
+| ``adv-cw`` (ADV:CW) | trained on the whole split | ``M1`` fine-tuned on C&W L2 adversarial examples |
+| ``fixing`` (FIXING) | trained on the whole split | ``M1`` repaired Apricot-style from per-class sub-models |
 | ``prune`` (PRUNE) | trained on the whole split | smallest 50% of each layer's weights removed, fine-tuned |
 | ``quant-fp16`` (QUANT) | trained on the whole split | every float rounded to float16 (stored as float32) |
 | ``quant-int8`` (QUANT) | trained on the whole split | per-tensor symmetric int8 weights (dequantised) |
@@ -46,6 +48,8 @@ __all__ = [
     "list_scenarios",
     "make_scenario",
     "bim",
+    "carlini_wagner_l2",
+    "apricot_repair",
     "prune_weights",
     "sparsity",
     "quantize_fp16",
@@ -214,6 +218,161 @@ def bim(
     return torch.cat(out) if out else x.clone()
 
 
+def carlini_wagner_l2(
+    model: nn.Module,
+    x,
+    y,
+    *,
+    bounds: tuple[float, float],
+    confidence: float = 0.0,
+    c_init: float = 1.0,
+    binary_steps: int = 4,
+    steps: int = 50,
+    lr: float = 0.05,
+    batch_size: int = 512,
+) -> torch.Tensor:
+    """Carlini-Wagner L2 attack (Carlini and Wagner, IEEE S&P 2017), untargeted, vectorised
+    over the batch.
+
+    Each input is written ``x' = lo + (hi - lo) (tanh(w) + 1) / 2`` and Adam minimises
+    ``||(x' - x) / (hi - lo)||_2^2 + c * max(z_y - max_{j != y} z_j + confidence, 0)`` (``z``
+    the logits); ``c`` is found per input by a binary search (``binary_steps`` rounds,
+    starting at ``c_init``, times 10 while no success bounds it). The smallest successful
+    perturbation is kept; inputs never misclassified are returned unchanged. Deterministic;
+    the model's mode is restored and its weights are not touched.
+
+    Args:
+        model: A classifier returning logits.
+        x: ``(N, ...)`` inputs in ``bounds``; ``y``: ``(N,)`` labels.
+        bounds: ``(lo, hi)``.
+        confidence: ``kappa``, the logit margin required.
+        c_init, binary_steps, steps, lr: The search (Adam's rate in tanh space).
+        batch_size: Inputs per pass.
+
+    Returns:
+        ``(N, ...)`` float32 adversarial inputs on the CPU.
+    """
+    from ..core.capture import eval_mode, forward, model_device
+
+    check_int("binary_steps", binary_steps)
+    check_int("steps", steps)
+    check_int("batch_size", batch_size)
+    if not c_init > 0 or not lr > 0:
+        raise DeepFaultError(f"c_init and lr must be positive; got {c_init!r} and {lr!r}")
+    lo, hi = (float(b) for b in bounds)
+    span = hi - lo
+    device = model_device(model)
+    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
+    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y, dtype=torch.long)
+    out = []
+    with eval_mode(model), torch.enable_grad():
+        for i in range(0, len(x), batch_size):
+            x0 = x[i : i + batch_size].to(device)
+            yb = y[i : i + batch_size].to(device)
+            n = len(x0)
+            unit = ((x0 - lo) / span).clamp(0, 1)
+            w0 = torch.atanh((unit * 2 - 1) * 0.999999)
+            c = torch.full((n,), float(c_init), device=device)
+            lower = torch.zeros(n, device=device)
+            upper = torch.full((n,), 1e10, device=device)
+            best_l2 = torch.full((n,), float("inf"), device=device)
+            best = x0.clone()
+            onehot = F.one_hot(yb, num_classes=forward(model, x0[:1]).shape[1]).bool()
+            for _ in range(binary_steps):
+                w = w0.clone().requires_grad_(True)
+                opt = torch.optim.Adam([w], lr=lr)
+                found = torch.zeros(n, dtype=torch.bool, device=device)
+                for _ in range(steps):
+                    xa = lo + span * (torch.tanh(w) + 1) / 2
+                    z = forward(model, xa)
+                    real = z[onehot]
+                    other = z.masked_fill(onehot, float("-inf")).amax(dim=1)
+                    l2 = (((xa - x0) / span) ** 2).flatten(1).sum(1)
+                    loss = (l2 + c * (real - other + confidence).clamp_min(0)).sum()
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    with torch.no_grad():
+                        success = (real - other + confidence) < 0 if confidence else z.argmax(1) != yb
+                        better = success & (l2 < best_l2)
+                        best_l2 = torch.where(better, l2, best_l2)
+                        best[better] = xa.detach()[better]
+                        found |= success
+                with torch.no_grad():
+                    upper = torch.where(found, torch.minimum(upper, c), upper)
+                    lower = torch.where(found, lower, torch.maximum(lower, c))
+                    c = torch.where(upper < 1e9, (lower + upper) / 2, c * 10)
+            out.append(best.detach().cpu())
+    return torch.cat(out) if out else x.clone()
+
+
+def apricot_repair(
+    model: nn.Module,
+    submodels: list[nn.Module],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    x_val: np.ndarray,
+    y_val: np.ndarray,
+    rate: float = 0.05,
+    batch_size: int = 64,
+    batches: int = 20,
+    seed: int = 0,
+) -> dict:
+    """An Apricot-style weight repair (Zhang and Chan, ASE 2019), in place.
+
+    For batches of training inputs that ``model`` misclassifies, each sub-model that
+    classifies an input correctly is "correct" for it, the others "wrong"; the weights move
+    towards the mean of the correct sub-models' weights and away from the wrong ones':
+    ``w <- w - rate (w - mean_correct) + rate (w - mean_wrong)`` (averaged over the batch's
+    inputs). After each batch the validation accuracy decides whether the adjustment is
+    kept (the best weights so far are kept).
+
+    Args:
+        model: The network to repair (changed in place); the sub-models have its architecture.
+        submodels: Sub-models (Apricot's rDLMs) whose weights guide the repair.
+        x, y: Training inputs and labels (the failing ones are taken from them).
+        x_val, y_val: Held-out inputs that judge each adjustment.
+        rate: Apricot's step.
+        batch_size, batches: Failing inputs per adjustment and most adjustments.
+        seed: Order of the failing inputs.
+
+    Returns:
+        ``{"failing": F, "adjustments": tried, "kept": kept, "val_before": a, "val_after": b}``.
+    """
+    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+    from ..core.batches import predict
+
+    if not submodels:
+        raise DeepFaultError("apricot_repair needs at least one sub-model")
+    pred = predict(model, x).argmax(1).numpy()
+    failing = np.flatnonzero(pred != y)
+    rng = np.random.default_rng(seed)
+    failing = failing[rng.permutation(len(failing))][: batch_size * batches]
+    weights = torch.stack([parameters_to_vector(m.parameters()).detach() for m in submodels])
+    right = np.stack([predict(m, x[failing]).argmax(1).numpy() == y[failing] for m in submodels], axis=1)
+    best_acc = _accuracy(model, x_val, y_val)
+    before, kept, tried = best_acc, 0, 0
+    best_w = parameters_to_vector(model.parameters()).detach().clone()
+    for start in range(0, len(failing), batch_size):
+        r = torch.as_tensor(right[start : start + batch_size], dtype=weights.dtype, device=weights.device)
+        w = best_w.clone()
+        n_right, n_wrong = r.sum(1, keepdim=True), (1 - r).sum(1, keepdim=True)
+        mean_right = (r @ weights) / n_right.clamp_min(1)
+        mean_wrong = ((1 - r) @ weights) / n_wrong.clamp_min(1)
+        step = (-(w - mean_right) * (n_right > 0) + (w - mean_wrong) * (n_wrong > 0)).mean(0)
+        w = w + rate * step
+        vector_to_parameters(w, model.parameters())
+        tried += 1
+        acc = _accuracy(model, x_val, y_val)
+        if acc >= best_acc:
+            best_acc, best_w, kept = acc, w, kept + 1
+    vector_to_parameters(best_w, model.parameters())
+    return {"failing": int(len(failing)), "adjustments": tried, "kept": kept, "val_before": before,
+            "val_after": best_acc}
+
+
 def _weighted_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(n, m) for n, m in model.named_modules()
             if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.weight is not None]
@@ -331,6 +490,53 @@ def _adv_bim(m2: nn.Module, data, ctx: ScenarioContext, *, eps: float = 0.1, ste
         "m1_bim_accuracy": m1_robust,
         "m2_bim_accuracy": _accuracy(m2, bim(m2, xt, yt, **attack).numpy(), yt),
     }
+
+
+@register_scenario("adv-cw", label="ADV:CW",
+                   description="M2 = M1 fine-tuned on Carlini-Wagner L2 adversarial examples "
+                   "(and their clean originals)")
+def _adv_cw(m2: nn.Module, data, ctx: ScenarioContext, *, samples: int = 2_000, steps: int = 50,
+            binary_steps: int = 4, lr: float = LR / 2, epochs: int | None = None) -> dict:
+    """M2 = M1 fine-tuned on ``samples`` training inputs and their C&W L2 adversarial examples."""
+    epochs = ctx.epochs if epochs is None else check_int("epochs", epochs)
+    check_int("samples", samples)
+    rng = np.random.default_rng(ctx.seed + 5)
+    idx = np.sort(rng.permutation(len(data.x_train))[:samples])
+    x, y = data.x_train[idx], data.y_train[idx]
+    attack = {"bounds": data.bounds, "steps": steps, "binary_steps": binary_steps}
+    x_adv = carlini_wagner_l2(m2, x, y, **attack).numpy()
+    m1_on_adv = _accuracy(m2, x_adv, y)
+    span = float(data.bounds[1] - data.bounds[0])
+    l2 = float(np.sqrt((((x_adv - x) / span) ** 2).reshape(len(x), -1).sum(1)).mean()) if len(x) else 0.0
+    # the supplementary data: the adversarial examples and a share of clean training inputs
+    ctx.fit(m2, np.concatenate([x, x_adv]), np.concatenate([y, y]), epochs=epochs, lr=lr, seed=ctx.seed + 6)
+    return {"adversarial_inputs": len(idx), "steps": steps, "binary_steps": binary_steps, "epochs": epochs,
+            "lr": lr, "m1_accuracy_on_training_adversarials": m1_on_adv, "mean_l2_share_of_range": l2}
+
+
+@register_scenario("fixing", label="FIXING",
+                   description="M2 = M1 repaired Apricot-style from per-class sub-models")
+def _fixing(m2: nn.Module, data, ctx: ScenarioContext, *, subset: int = 3_000, rate: float = 0.05,
+            batches: int = 20, lr: float = LR / 2, epochs: int = 1) -> dict:
+    """M2 = M1 after an Apricot-style repair (:func:`apricot_repair`) guided by one sub-model per
+    class: sub-model ``k`` is M1 fine-tuned on ``subset`` training inputs, half of class ``k``."""
+    check_int("subset", subset)
+    check_int("epochs", epochs)
+    rng = np.random.default_rng(ctx.seed + 7)
+    order = rng.permutation(len(data.x_train))
+    n_val = min(2_000, len(order) // 5)
+    val, train = np.sort(order[:n_val]), order[n_val:]
+    subs = []
+    for k in range(data.num_classes):
+        own = train[data.y_train[train] == k][: subset // 2]
+        rest = train[data.y_train[train] != k][: subset - len(own)]
+        idx = np.sort(np.concatenate([own, rest]))
+        sub = copy.deepcopy(m2)
+        ctx.fit(sub, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.seed + 10 + k)
+        subs.append(sub.eval())
+    details = apricot_repair(m2, subs, data.x_train[train], data.y_train[train], x_val=data.x_train[val],
+                             y_val=data.y_train[val], rate=rate, batches=batches, seed=ctx.seed + 8)
+    return {"submodels": len(subs), "subset": subset, "rate": rate, "epochs": epochs, "lr": lr, **details}
 
 
 @register_scenario("prune", label="PRUNE",

@@ -1,8 +1,10 @@
 """Fuzzing strategies in one loop: DRFuzz and the DeepHunter baseline (spec sections 3 and 10).
 
-A :class:`Strategy` names the choices that differ between the two; the loop in
-:mod:`.campaign` is shared (queue, selection, batched mutation and execution, the oracle,
-metrics, checkpoints).
+A strategy is an object (:class:`FuzzStrategy`) whose methods make the choices that differ
+between the two: which inputs are roots, how mutants are made and checked
+(:meth:`~FuzzStrategy.generate`), which candidates join the queue, how the rule chooser
+learns and when a selected input's counter rises. The loop in :mod:`.campaign` is shared
+(queue, selection, batched execution, the oracle, metrics, checkpoints).
 
 ``drfuzz``:
     the 15 rules of section 5 chosen by MCMC (``uniform`` as ablation); mutants checked
@@ -10,20 +12,21 @@ metrics, checkpoints).
     raises its root's failure tendency (:class:`DiversityKeep`); ancestors with a new
     fault's tendency and roots with 9 unique failures are banned.
 ``deephunter``:
-    translation, rotation, scale, shear, contrast, brightness, blur and Gaussian noise,
-    uniformly, at most one affine rule per lineage, with DeepHunter's own parameter lists
-    (:data:`DEEPHUNTER_PARAMS`, as the published DRFuzz code runs it); validity against
-    the lineage's reference (< 2% of the elements changed, or every element by < 20% of the
-    range); a candidate is kept when it raises a coverage criterion of M2
-    (:class:`CoverageKeep`); no banning.
+    roots are the inputs M2 gets right; 20 slots per iteration, each a uniformly random
+    transformation (translation, rotation, scale, shear, contrast, brightness, blur, Gaussian
+    noise) and parameter, retried up to 49 times until valid; at most one affine rule per
+    lineage, with DeepHunter's own parameter lists (:data:`DEEPHUNTER_PARAMS`, as the
+    published DRFuzz code runs it); validity against the lineage's reference (< 2% of the
+    elements changed, or every element by < 20% of the range); a candidate is kept when it
+    raises a coverage criterion of M2 (:class:`CoverageKeep`); no banning.
 
-Strategies are registered in :data:`STRATEGIES`; a new one is a :class:`Strategy` value.
+Strategies are registered in :data:`STRATEGIES`; a new one subclasses :class:`FuzzStrategy`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -38,7 +41,12 @@ __all__ = [
     "DEEPHUNTER_PARAMS",
     "DEEPHUNTER_RULES",
     "DRFUZZ_RULES",
+    "DEEPHUNTER_TRIES",
+    "DRFuzz",
+    "DeepHunter",
     "DiversityKeep",
+    "FuzzStrategy",
+    "Generated",
     "KeepInput",
     "KeepRule",
     "STRATEGIES",
@@ -71,48 +79,99 @@ DEEPHUNTER_PARAMS: dict[str, dict[str, tuple]] = {
     "brightness": {"beta": tuple(10.0 + 10 * k for k in range(10))},
 }
 
+#: Tries per DeepHunter mutant slot (the published ``for i in range(1, 50)``: 49).
+DEEPHUNTER_TRIES = 49
+
 #: DeepHunter's validity: fewer than this share of the elements changed (any amount) ...
 VALIDITY_L0 = 0.02
 #: ... or every element changed by less than this share of the pixel range.
 VALIDITY_LINF = 0.2
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """What a fuzzing strategy chooses (module docstring).
+@dataclass
+class Generated:
+    """The mutants of one step, one row per mutant slot (``n`` iterations x ``m`` slots).
 
     Attributes:
-        name: Registry name.
-        rules: Mutation rule names.
-        chooser: Default rule chooser (``mcmc`` or ``uniform``).
-        check: ``"fidelity"`` (the campaign's fidelity check) or ``"validity"`` (DeepHunter's).
-        keep: ``"diversity"`` or ``"coverage"``.
-        one_affine_per_lineage: Allow an affine rule only on inputs whose lineage had none.
-        ban: Ban ancestors and saturated roots after regression faults (section 7).
-        drop_confident: Drop "rest" mutants on which M2 became more confident (section 1).
-        description: One line for help texts.
-        params: Per rule, discrete parameter lists drawn uniformly instead of the rule's own
-            ranges (``{"rotation": {"angle": (...)}}``; a key ``"a,b"`` draws pairs).
+        mutants: ``(n * m, C, H, W)`` on the campaign's device; rows whose ``ok`` is false
+            hold whatever the last try made (never executed).
+        owner: ``(n * m,)`` the iteration (index into the step's selection) of each row.
+        rule: ``(n * m,)`` the rule index that made each row's mutant.
+        ok: ``(n * m,)`` bool: passed the strategy's own check and differs from its parent.
+        made: Mutants made, retries included (``generated`` in the result).
+        affine_params: Per affine rule index, ``(rows, params)``: the sorted rows of ``ok``
+            mutants it made and their parameters (rows of ``params`` aligned with ``rows``),
+            for DeepHunter's reference ``t(I0)``.
+        per_iteration_rule: One rule per iteration (MCMC statistics are then per iteration).
     """
 
-    name: str
-    rules: tuple[str, ...]
-    chooser: str
-    check: str
-    keep: str
-    one_affine_per_lineage: bool
-    ban: bool
-    drop_confident: bool
+    mutants: torch.Tensor
+    owner: np.ndarray
+    rule: np.ndarray
+    ok: np.ndarray
+    made: int
+    affine_params: dict = field(default_factory=dict)
+    per_iteration_rule: bool = True
+
+
+class FuzzStrategy(ABC):
+    """A fuzzing strategy: what the shared loop in :mod:`.campaign` asks of it.
+
+    The loop owns the queue, selection, execution, the oracle, faults, metrics and
+    checkpoints; a strategy says which test inputs are roots (:meth:`roots`), how an
+    iteration's mutants are made and checked (:meth:`generate`), which candidates join the
+    queue (:meth:`make_keep`), how the rule chooser learns (:meth:`learn`), when a selected
+    input's counter rises (:meth:`counts`) and whether to ban (:attr:`ban`). Subclasses are
+    registered as instances in :data:`STRATEGIES`.
+    """
+
+    name: str = ""
     description: str = ""
+    #: Mutation rule names, in the order the chooser indexes them.
+    rules: tuple[str, ...] = ()
+    #: Rule chooser when the configuration names none.
+    chooser: str = "mcmc"
+    #: Mutant slots per iteration when the configuration names none.
+    mutants: int = 20
+    #: When a selected input's ``times_selected`` rises: ``"fault"`` (only in iterations where
+    #: it produced a regression fault, as published) or ``"every"`` (every selection).
+    count_selections: str = "fault"
+    #: Ban ancestors and saturated roots after regression faults (section 7).
+    ban: bool = False
+    #: Drop "rest" mutants on which M2 became more confident (section 1).
+    drop_confident: bool = False
+    #: Allow an affine rule only on inputs whose lineage had none.
+    one_affine_per_lineage: bool = False
+    #: Discrete parameter lists drawn uniformly instead of the rules' own ranges.
     params: dict[str, dict[str, tuple]] | None = None
 
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name, "rules": list(self.rules), "chooser": self.chooser, "check": self.check,
-            "keep": self.keep, "one_affine_per_lineage": self.one_affine_per_lineage, "ban": self.ban,
-            "drop_confident": self.drop_confident,
-            "params": {r: {k: list(v) for k, v in p.items()} for r, p in (self.params or {}).items()},
-        }
+    # --- what the loop asks --------------------------------------------------------------
+
+    def roots(self, m1_right: np.ndarray, m2_right: np.ndarray) -> np.ndarray:
+        """``(N,)`` bool: the test inputs the campaign starts from (default: those M1 gets right)."""
+        return m1_right
+
+    @abstractmethod
+    def make_check(self, campaign) -> Fidelity:
+        """The strategy's own check of a mutant against its lineage's reference row."""
+
+    @abstractmethod
+    def make_keep(self, campaign, queued: np.ndarray) -> KeepRule:
+        """The keep rule, set up on the queued seeds (dense root indices ``queued``)."""
+
+    def needs_profile(self, config) -> bool:
+        """Whether the keep rule needs M2's coverage profile on the training split."""
+        return False
+
+    def tries(self, campaign) -> int:
+        """Tries per mutant slot; 0: one rule per iteration, every slot tried once."""
+        return 0
+
+    def allowed(self, campaign, lineage_affine: np.ndarray) -> np.ndarray | None:
+        """``(n_rules,)`` bool mask of rules allowed for an input (``None``: all)."""
+        if self.one_affine_per_lineage and lineage_affine:
+            return ~campaign.affine
+        return None
 
     def draw_params(self, rule: str, n: int, generator: torch.Generator) -> dict[str, torch.Tensor] | None:
         """Parameters for ``n`` images of ``rule`` from :attr:`params` (``None``: the rule draws)."""
@@ -130,22 +189,231 @@ class Strategy:
                 out[key] = table[pick]
         return out
 
+    def trusted(self, campaign, rules: np.ndarray) -> np.ndarray:
+        """``(k,)`` bool: mutants that pass the own check without it (DeepHunter's affine ones)."""
+        return np.zeros(len(rules), dtype=bool)
+
+    def generate(self, campaign, sel: np.ndarray) -> Generated:
+        """Make and check the mutants of the selected queue entries ``sel``."""
+        if self.tries(campaign):
+            return _generate_with_retries(self, campaign, sel, self.tries(campaign))
+        return _generate_per_iteration(self, campaign, sel)
+
+    def learn(self, campaign, gen: Generated, n: int, gained: np.ndarray) -> None:
+        """Update the rule chooser after execution; ``gained`` ``(n * m,)`` bool: an executed
+        mutant with ``delta > 0`` (section 4). With one rule per iteration, a call is an
+        iteration; with retries each try was recorded as a call already (:func:`_generate_with_retries`)
+        and a rule gains once per iteration in which one of its mutants gained."""
+        m = len(gen.owner) // max(n, 1)
+        if gen.per_iteration_rule:
+            faithful = gen.ok.reshape(n, m).any(axis=1)
+            gain = gained.reshape(n, m).any(axis=1)
+            rules = gen.rule.reshape(n, m)[:, 0]
+            for i in range(n):
+                campaign.chooser.update(int(rules[i]), faithful=bool(faithful[i]), gain=bool(gain[i]))
+            return
+        rows = np.flatnonzero(gained)
+        for _, rule in dict.fromkeys(zip(gen.owner[rows].tolist(), gen.rule[rows].tolist(), strict=True)):
+            campaign.chooser.gain[rule] += 1
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "rules": list(self.rules), "chooser": self.chooser, "mutants": self.mutants,
+            "count_selections": self.count_selections, "ban": self.ban, "drop_confident": self.drop_confident,
+            "one_affine_per_lineage": self.one_affine_per_lineage,
+            "params": {r: {k: list(v) for k, v in p.items()} for r, p in (self.params or {}).items()},
+        }
+
+
+def _generate_per_iteration(strategy: FuzzStrategy, c, sel: np.ndarray) -> Generated:
+    """One rule per iteration, ``m`` mutants with fresh parameters, checked once (spec section 3)."""
+    n, m = len(sel), c.mutants
+    lineage_affine = c.corpus.static["affine"][sel]
+    rules = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        rules[i] = c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[i]))
+    c.tick("select")
+    parents = c.corpus.images_of(sel)
+    shape = parents.shape[1:]
+    mutants = torch.empty((n, m, *shape), dtype=parents.dtype, device=c.device)
+    keep_params = strategy.one_affine_per_lineage
+    raw_params: dict[int, tuple[np.ndarray, dict]] = {}
+    for u in dict.fromkeys(rules.tolist()):
+        idx = np.flatnonzero(rules == u)
+        idx_t = torch.as_tensor(idx, device=c.device)
+        fixed = strategy.draw_params(c.rules[u], len(idx) * m, c.tgen)
+        out, params = c.rule_fns[u](parents[idx_t].repeat_interleave(m, 0), generator=c.tgen,
+                                    bounds=c.bounds, params=fixed)
+        mutants[idx_t] = out.view(len(idx), m, *shape)
+        if keep_params and c.affine[u]:
+            raw_params[u] = (idx, params)
+    mutants = mutants.view(n * m, *shape)
+    owner = np.repeat(np.arange(n), m)
+    c.tick("mutate")
+    changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
+    ref_ids = torch.as_tensor(c.corpus.static["ref"][sel][owner], device=c.refs.data.device)
+    ok = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
+    mrule = rules[owner]
+    trusted = strategy.trusted(c, mrule)
+    if trusted.any():
+        ok = ok | torch.as_tensor(trusted, device=ok.device)
+    ok = (ok & changed).cpu().numpy()
+    affine_params = {}
+    for u, (idx, params) in raw_params.items():
+        rows = (idx[:, None] * m + np.arange(m)[None, :]).reshape(-1)
+        good = ok[rows]
+        pick = torch.as_tensor(np.flatnonzero(good))
+        affine_params[u] = (rows[good], {k: v[pick] for k, v in params.items()})
+    return Generated(mutants, owner, mrule, ok, n * m, affine_params, per_iteration_rule=True)
+
+
+def _generate_with_retries(strategy: FuzzStrategy, c, sel: np.ndarray, tries: int) -> Generated:
+    """``m`` slots per iteration, each tried up to ``tries`` times with a fresh rule (and
+    parameters) per try until a mutant passes the check and differs from its parent: the
+    published code's structure for DeepHunter and for DRFuzz's SSIM path (``ssim-compat``).
+
+    All pending slots of the step are tried together, round by round; each try is one call
+    of the chooser (``selected``, and ``faithful`` when it passed), recorded in slot order
+    after each round, so the rules of one round are drawn from the statistics as they were
+    when the round began.
+    """
+    n, m = len(sel), c.mutants
+    slots = n * m
+    owner = np.repeat(np.arange(n), m)
+    parents = c.corpus.images_of(sel)
+    shape = parents.shape[1:]
+    flat_parents = parents.view(n, -1)
+    out = torch.empty((slots, *shape), dtype=parents.dtype, device=c.device)
+    rule_of = np.full(slots, -1, dtype=np.int64)
+    lineage_affine = c.corpus.static["affine"][sel]
+    refs = c.corpus.static["ref"][sel]
+    pending = np.arange(slots)
+    made = 0
+    collected: dict[int, list] = {}
+    for _ in range(tries):
+        if len(pending) == 0:
+            break
+        r = np.array([c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[owner[s]]))
+                      for s in pending], dtype=np.int64)
+        c.tick("select")
+        cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=c.device)
+        params_of: dict[int, tuple[np.ndarray, dict]] = {}
+        for u in dict.fromkeys(r.tolist()):
+            j = np.flatnonzero(r == u)
+            j_t = torch.as_tensor(j, device=c.device)
+            src = parents[torch.as_tensor(owner[pending[j]], device=c.device)]
+            fixed = strategy.draw_params(c.rules[u], len(j), c.tgen)
+            made_u, params = c.rule_fns[u](src, generator=c.tgen, bounds=c.bounds, params=fixed)
+            cand[j_t] = made_u
+            if c.affine[u]:
+                params_of[u] = (j, params)
+        made += len(pending)
+        c.tick("mutate")
+        own_t = torch.as_tensor(owner[pending], device=c.device)
+        changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
+        ref_ids = torch.as_tensor(refs[owner[pending]], device=c.refs.data.device)
+        passed = c.check.passes(cand, c.refs.data[ref_ids]).to(changed.device)
+        trusted = strategy.trusted(c, r)
+        if trusted.any():
+            passed = passed | torch.as_tensor(trusted, device=passed.device)
+        passed = (passed & changed).cpu().numpy()
+        for rule, ok in zip(r.tolist(), passed.tolist(), strict=True):
+            c.chooser.update(rule, faithful=ok, gain=False)
+        acc = np.flatnonzero(passed)
+        rows = pending[acc]
+        out[torch.as_tensor(rows, device=c.device)] = cand[torch.as_tensor(acc, device=c.device)]
+        rule_of[rows] = r[acc]
+        for u, (j, params) in params_of.items():
+            good = passed[j]
+            if good.any():
+                pick = torch.as_tensor(np.flatnonzero(good))
+                sub = {k: v[pick] for k, v in params.items()}
+                collected.setdefault(u, []).append((pending[j[good]], sub))
+        pending = pending[~passed]
+        c.tick("check")
+    affine_params = {}
+    for u, parts in collected.items():
+        rows = np.concatenate([p[0] for p in parts])
+        order = np.argsort(rows, kind="stable")
+        params = {k: torch.cat([p[1][k] for p in parts])[torch.as_tensor(order)] for k in parts[0][1]}
+        affine_params[u] = (rows[order], params)
+    ok = rule_of >= 0
+    rule_of[~ok] = 0
+    return Generated(out, owner, rule_of, ok, made, affine_params, per_iteration_rule=False)
+
+
+class DRFuzz(FuzzStrategy):
+    """DRFuzz (spec sections 3-7): the 15 rules chosen by MCMC, the fidelity check, the
+    diversity keep rule, banning; ``ssim-compat`` fidelity switches to the published SSIM
+    path's retry structure (up to 50 tries per slot, a fresh MCMC rule per try)."""
+
+    name = "drfuzz"
+    description = "DRFuzz: MCMC rule choice, fidelity, diversity criterion, banning"
+    rules = DRFUZZ_RULES
+    chooser = "mcmc"
+    mutants = 20
+    ban = True
+    drop_confident = True
+
+    def make_check(self, campaign) -> Fidelity:
+        return campaign.fidelity_check()
+
+    def make_keep(self, campaign, queued: np.ndarray) -> KeepRule:
+        return DiversityKeep(campaign.table)
+
+    def tries(self, campaign) -> int:
+        return int(getattr(campaign.check, "tries", 0) or 0)
+
+
+class DeepHunter(FuzzStrategy):
+    """DeepHunter as DRFuzz's published ``deephunter.py`` runs it (spec section 10): roots are
+    the test inputs M2 gets right; 20 slots per iteration, each a uniformly random
+    (transformation, parameter) pair tried up to :data:`DEEPHUNTER_TRIES` times until it is
+    valid (affine ones are trusted); at most one affine change per lineage; a candidate joins
+    the queue when it raises M2's coverage; no banning."""
+
+    name = "deephunter"
+    description = ("DeepHunter: random (transformation, parameter) per mutant with retries, one affine "
+                   "per lineage, validity, KMNC coverage of M2")
+    rules = DEEPHUNTER_RULES
+    chooser = "uniform"
+    mutants = 20
+    one_affine_per_lineage = True
+    params = DEEPHUNTER_PARAMS
+
+    def roots(self, m1_right: np.ndarray, m2_right: np.ndarray) -> np.ndarray:
+        return m2_right
+
+    def make_check(self, campaign) -> Fidelity:
+        return ValidityCheck(bounds=campaign.bounds, device=campaign.device)
+
+    def make_keep(self, campaign, queued: np.ndarray) -> KeepRule:
+        seeds = campaign.root_images[torch.as_tensor(queued, device=campaign.device)]
+        return CoverageKeep(campaign.coverage_criterion(seeds if len(seeds) else campaign.root_images[:1],
+                                                        update=len(seeds) > 0))
+
+    def needs_profile(self, config) -> bool:
+        from ..coverage import criterion_params
+
+        return "profile" in criterion_params(config.criterion)
+
+    def tries(self, campaign) -> int:
+        return DEEPHUNTER_TRIES
+
+    def trusted(self, campaign, rules: np.ndarray) -> np.ndarray:
+        return campaign.affine[rules]
+
 
 #: Every fuzzing strategy, by name (``--strategy``).
-STRATEGIES: Registry[Strategy] = Registry("fuzzing strategy")
+STRATEGIES: Registry[FuzzStrategy] = Registry("fuzzing strategy")
+STRATEGIES.register("drfuzz", DRFuzz())
+STRATEGIES.register("deephunter", DeepHunter())
 
-STRATEGIES.register("drfuzz", Strategy(
-    "drfuzz", DRFUZZ_RULES, "mcmc", "fidelity", "diversity", one_affine_per_lineage=False, ban=True,
-    drop_confident=True, description="DRFuzz: MCMC rule choice, fidelity, diversity criterion, banning",
-))
-STRATEGIES.register("deephunter", Strategy(
-    "deephunter", DEEPHUNTER_RULES, "uniform", "validity", "coverage", one_affine_per_lineage=True,
-    ban=False, drop_confident=False, params=DEEPHUNTER_PARAMS,
-    description="DeepHunter: uniform transformations (one affine per lineage), validity, coverage of M2",
-))
+#: Kept for callers of the old name: a strategy is a :class:`FuzzStrategy`.
+Strategy = FuzzStrategy
 
 
-def get_strategy(name: str) -> Strategy:
+def get_strategy(name: str) -> FuzzStrategy:
     return STRATEGIES.get(name)
 
 

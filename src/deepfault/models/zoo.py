@@ -173,4 +173,23 @@ def lenet5(*, num_classes: int = 10) -> nn.Module:
     return _lenet([6, 16], [120, 84], num_classes)
 
 
+
+@register_architecture("alexnet_fm")
+def alexnet_fm(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> nn.Module:
+    """An AlexNet-style network for 28x28 images (DRFuzz's Fashion-MNIST model, scaled to
+    the image): five 3x3 conv layers (32, 64, 96, 96, 64, ReLU) with max-pooling after the
+    first, second and fifth, then Dense(256), Dense(256) with dropout 0.5, Dense(classes)."""
+    side = image_size // 2 // 2 // 2
+    return nn.Sequential(OrderedDict([
+        ("conv1", nn.Conv2d(in_channels, 32, 3, padding=1)), ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(32, 64, 3, padding=1)), ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
+        ("conv3", nn.Conv2d(64, 96, 3, padding=1)), ("relu3", nn.ReLU()),
+        ("conv4", nn.Conv2d(96, 96, 3, padding=1)), ("relu4", nn.ReLU()),
+        ("conv5", nn.Conv2d(96, 64, 3, padding=1)), ("relu5", nn.ReLU()), ("pool5", nn.MaxPool2d(2)),
+        ("flatten", nn.Flatten()),
+        ("fc1", nn.Linear(64 * side * side, 256)), ("relu6", nn.ReLU()), ("drop1", nn.Dropout(0.5)),
+        ("fc2", nn.Linear(256, 256)), ("relu7", nn.ReLU()), ("drop2", nn.Dropout(0.5)),
+        ("fc3", nn.Linear(256, num_classes)),
+    ]))
+
 from . import dcgan as _dcgan  # noqa: E402,F401,I001  (registers the DCGAN architectures)
