@@ -9,10 +9,10 @@ fidelity filter (the discriminator by default) applied to every executed mutant 
 on top of each one's own check (spec section 6). ``drfuzz-fashion-mnist`` does the same on
 Fashion-MNIST with the AlexNet-style ``alexnet_fm``.
 
-From the command line the pairs folder is given by the environment variable
-``DEEPFAULT_DRFUZZ_PAIRS`` (the engine's ``experiment`` command knows no DRFuzz option):
-``DEEPFAULT_DRFUZZ_PAIRS=my-pairs deepfault experiment --preset drfuzz-mnist``; from Python,
-``run_preset(store, config=PresetConfig(pairs_dir="my-pairs"))``.
+Options (``deepfault experiment --preset drfuzz-mnist --preset-option KEY=VALUE``):
+:data:`OPTIONS`; ``pairs=DIR`` names the folder of the user's own pairs (also read from
+``$DEEPFAULT_DRFUZZ_PAIRS``). From Python, ``run_preset(store, options={"pairs": "my-pairs"})``
+or ``config=PresetConfig(pairs_dir="my-pairs")``.
 
 Every campaign is one executor job that checkpoints into the store and writes its result
 there, so a killed or interrupted preset resumes where it stopped and finished campaigns are
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import DeepFaultError
@@ -42,6 +42,18 @@ log = logging.getLogger(__name__)
 PRESET_NAME = "drfuzz-mnist"
 #: The environment variable naming a folder of the user's own M1/M2 pairs.
 PAIRS_ENV = "DEEPFAULT_DRFUZZ_PAIRS"
+
+#: The preset's options: key -> help.
+OPTIONS = {
+    "pairs": "folder of your own pairs SCENARIO-m1.EXT/SCENARIO-m2.EXT, e.g. supply-m1.h5 and supply-m2.h5 "
+             f"(any format 'deepfault run' opens; default: ${PAIRS_ENV}, else the scenarios are made)",
+    "scenarios": "comma-separated scenarios (default: supply,adv-bim,adv-cw,fixing,prune)",
+    "seeds": "comma-separated campaign seeds (default: 0,1,2)",
+    "budget": "each campaign's fuzzing budget, e.g. 50s or 5000it (default: 50s)",
+    "max-seeds": "use only the first N test inputs as candidate seeds (default: all)",
+    "fidelity": "DRFuzz's own check (default: discriminator; any 'regress --fidelity' spec)",
+    "shared-fidelity": "the filter applied to both strategies (default: the fidelity; 'none' for none)",
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,44 @@ class PresetConfig:
     scenario_seed: int = 0
     threads: int | None = 1
     max_seeds: int | None = field(default=None)
+
+    def with_options(self, options: dict[str, str]) -> PresetConfig:
+        """This configuration with ``--preset-option`` values (keys with ``_``) applied.
+
+        Raises:
+            DeepFaultError: A value of the wrong kind.
+        """
+        from .budget import parse_budget
+        from .scenarios import SCENARIOS
+
+        def bad(key, want, value):
+            return DeepFaultError(f"preset option {key.replace('_', '-')} must be {want}; got {value!r}")
+
+        out: dict = {}
+        for key, value in options.items():
+            if key == "pairs":
+                out["pairs_dir"] = value
+            elif key == "scenarios":
+                names = tuple(v.strip() for v in value.split(",") if v.strip())
+                unknown = [n for n in names if n not in SCENARIOS.names()]
+                if not names or unknown:
+                    raise bad(key, f"a comma-separated list of {', '.join(SCENARIOS.names())}", value)
+                out[key] = names
+            elif key == "seeds":
+                parts = [v.strip() for v in value.split(",")]
+                if not all(p.isdigit() for p in parts):
+                    raise bad(key, "comma-separated integers >= 0, e.g. 0,1,2", value)
+                out[key] = tuple(int(p) for p in parts)
+            elif key == "budget":
+                parse_budget(value)  # its own message names the accepted forms
+                out[key] = value
+            elif key == "max_seeds":
+                if not value.isdigit() or int(value) < 1:
+                    raise bad(key, "an integer >= 1", value)
+                out[key] = int(value)
+            elif key in ("fidelity", "shared_fidelity"):
+                out[key] = value
+        return replace(self, **out)
 
     def to_dict(self) -> dict:
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -198,6 +248,7 @@ class DRFuzzMnist(ExperimentPreset):
     description = ("DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds, "
                    "the same budget, with the README's MNIST rows")
     job_function = _campaign_output
+    options = OPTIONS
 
     def __init__(self, config: PresetConfig | None = None, *, name: str = PRESET_NAME):
         self.config = config or PresetConfig()
@@ -206,20 +257,21 @@ class DRFuzzMnist(ExperimentPreset):
     def plan(self, context: RunContext) -> Plan:
         import torch
 
+        config = self.config.with_options(dict(context.options))
         threads = torch.get_num_threads()
         try:
             # The scenarios' training too: two threads on a busy 2-core machine thrash.
-            if self.config.threads:
-                torch.set_num_threads(self.config.threads)
-            return self._plan(context)
+            if config.threads:
+                torch.set_num_threads(config.threads)
+            return self._plan(context, config)
         finally:
             torch.set_num_threads(threads)
 
-    def _plan(self, context: RunContext) -> Plan:
+    def _plan(self, context: RunContext, config: PresetConfig) -> Plan:
         from ..data import load_dataset
         from .scenarios import SCENARIOS, make_scenario
 
-        config, models_dir = self.config, context.models_dir
+        models_dir = context.models_dir
         if context.seed is not None:
             log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", self.name,
                         ", ".join(map(str, config.seeds)))
@@ -267,12 +319,12 @@ class DRFuzzMnist(ExperimentPreset):
         cells = [f"{scenario}/{strategy}/seed{seed}/result" for scenario in config.scenarios
                  for strategy in config.strategies for seed in config.seeds]
         return Plan(self.name, record, cells, {"scenarios": scenarios}, accuracy,
-                    {"pairs": pairs, "fidelity": config.fidelity})
+                    {"pairs": pairs, "fidelity": config.fidelity, "config": config})
 
     def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[dict]:
         profile_dir = context.models_dir / "profiles"
         profile_dir.mkdir(parents=True, exist_ok=True)
-        jobs = plan_jobs(self.config, plan.state["pairs"], store=str(context.store_path),
+        jobs = plan_jobs(plan.state["config"], plan.state["pairs"], store=str(context.store_path),
                          experiment=experiment, data_dir=context.data_dir, profile_dir=str(profile_dir),
                          fidelity=plan.state["fidelity"], device=context.device)
         wanted = set(todo)
@@ -281,16 +333,18 @@ class DRFuzzMnist(ExperimentPreset):
 
 def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
                argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None) -> ExperimentSummary:
+               config: PresetConfig | None = None,
+               options: dict[str, str] | None = None) -> ExperimentSummary:
     """Run (or resume) the DRFuzz MNIST reproduction; see :meth:`ExperimentPreset.run
     <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments. The summary's
     ``results`` holds each campaign's metrics.
 
     Args:
         config: What to run (default :class:`PresetConfig`; tests use small ones).
+        options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
     """
     return DRFuzzMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir, executor=executor,
-                                   progress=progress, argv=argv, device=device, seed=seed)
+                                   progress=progress, argv=argv, device=device, seed=seed, options=options)
 
 
 #: Fashion-MNIST with the AlexNet-style model, as in the published FM rows.
