@@ -109,6 +109,20 @@ class RuleChooser(ABC):
     def choose(self, rng: np.random.Generator, allowed: np.ndarray | None = None) -> int:
         """The index of the next rule (one of ``allowed`` when given, a ``(n,)`` bool mask)."""
 
+    def choose_many(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``(count,)`` successive choices with the statistics held fixed (no ``allowed``
+        mask): what ``count`` calls of :meth:`choose` draw, computed in one go where a
+        chooser can (the draws differ from those calls, their distribution does not)."""
+        return np.array([self.choose(rng) for _ in range(count)], dtype=np.int64)
+
+    def record(self, rules: np.ndarray, *, faithful: np.ndarray, gain: np.ndarray | None = None) -> None:
+        """:meth:`update` for many calls at once (``rules``, ``faithful``, ``gain``: ``(k,)``)."""
+        rules = np.asarray(rules, dtype=np.int64)
+        np.add.at(self.selected, rules, 1)
+        np.add.at(self.faithful, rules, np.asarray(faithful, dtype=np.int64))
+        if gain is not None:
+            np.add.at(self.gain, rules, np.asarray(gain, dtype=np.int64))
+
     def update(self, rule: int, *, faithful: bool, gain: bool) -> None:
         """Record one call of ``rule``: whether a mutant passed fidelity, whether it gained."""
         self.selected[rule] += 1
@@ -187,6 +201,36 @@ class MCMCChooser(RuleChooser):
             rule = int(order[k2])
         self.previous = rule
         return rule
+
+
+    def choose_many(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """The chain run ``count`` steps on fixed scores: each step's shuffle and ranking are
+        drawn for all steps at once, and each step's rank from its exact distribution given
+        the previous rule's rank (:func:`rank_probabilities`, what the rejection loop of
+        :meth:`choose` ends in) by one uniform; only the walk itself is sequential."""
+        n = len(self.rules)
+        if count <= 0:
+            return np.zeros(0, dtype=np.int64)
+        scores = self.scores()
+        perms = rng.permuted(np.broadcast_to(np.arange(n), (count, n)), axis=1)
+        orders = np.take_along_axis(perms, np.argsort(-scores[perms], axis=1, kind="stable"), axis=1)
+        rank_of = np.empty_like(orders)
+        np.put_along_axis(rank_of, orders, np.broadcast_to(np.arange(n), (count, n)), axis=1)
+        cdf = np.cumsum(np.stack([rank_probabilities(k1, n) for k1 in range(n)]), axis=1)
+        cdf[:, -1] = 1.0
+        u = rng.random(count)
+        first = int(rng.integers(n))
+        out = np.empty(count, dtype=np.int64)
+        prev = self.previous
+        for i in range(count):  # the walk: each step depends on the previous rule
+            if prev < 0:
+                prev = first
+            else:
+                k2 = int(np.searchsorted(cdf[rank_of[i, prev]], u[i], side="right"))
+                prev = int(orders[i, min(k2, n - 1)])
+            out[i] = prev
+        self.previous = prev
+        return out
 
 
 @CHOOSERS.register("uniform")

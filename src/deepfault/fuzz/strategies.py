@@ -293,8 +293,11 @@ def _generate_with_retries(strategy: FuzzStrategy, c, sel: np.ndarray, tries: in
     for _ in range(tries):
         if len(pending) == 0:
             break
-        r = np.array([c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[owner[s]]))
-                      for s in pending], dtype=np.int64)
+        masks = [strategy.allowed(c, lineage_affine[owner[s]]) for s in pending]
+        if all(mask is None for mask in masks):  # DRFuzz: every rule allowed, the chain in one go
+            r = c.chooser.choose_many(c.rng, len(pending))
+        else:
+            r = np.array([c.chooser.choose(c.rng, mask) for mask in masks], dtype=np.int64)
         c.tick("select")
         cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=c.device)
         params_of: dict[int, tuple[np.ndarray, dict]] = {}
@@ -317,8 +320,7 @@ def _generate_with_retries(strategy: FuzzStrategy, c, sel: np.ndarray, tries: in
         if trusted.any():
             passed = passed | torch.as_tensor(trusted, device=passed.device)
         passed = (passed & changed).cpu().numpy()
-        for rule, ok in zip(r.tolist(), passed.tolist(), strict=True):
-            c.chooser.update(rule, faithful=ok, gain=False)
+        c.chooser.record(r, faithful=passed)
         acc = np.flatnonzero(passed)
         rows = pending[acc]
         out[torch.as_tensor(rows, device=c.device)] = cand[torch.as_tensor(acc, device=c.device)]
