@@ -748,7 +748,8 @@ class Campaign:
     def state_dict(self) -> dict:
         """Everything that changes while the campaign runs, except the queue entries' fixed
         fields, images and the faults (which a checkpoint stores incrementally: :meth:`queue_part`,
-        :meth:`fault_parts`): ``{"data": JSON-ready, "arrays": {name: ndarray}}``."""
+        :meth:`fault_parts`): ``{"data": JSON-ready, "arrays": {name: ndarray}}``.
+        """
         data = {
             "counters": {"iterations": self.iterations, "steps": self.steps, "queries": self.queries,
                          "generated": self.generated, "passed": self.passed, "elapsed": self._now(),
@@ -770,7 +771,8 @@ class Campaign:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` into a set-up campaign whose queue entries and faults
-        were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`)."""
+        were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`).
+        """
         data, arrays = state["data"], state["arrays"]
         if len(self.corpus) != data["corpus_size"] or self.refs.size != data["refs_size"]:
             raise DeepFaultError("the campaign's state does not match its queue entries; "
@@ -819,7 +821,8 @@ class Campaign:
 
     def fault_parts(self, start: int, rf_start: int) -> tuple[FaultTable | None, tuple | None]:
         """The faults found since part ``start`` (and regression-fault inputs since ``rf_start``),
-        merged into one part each, which from now on replaces them in memory."""
+        merged into one part each, which from now on replaces them in memory.
+        """
         parts, rf_parts = self._fault_parts[start:], self._rf_parts[rf_start:]
         table = FaultTable.concat(parts) if parts else None
         rf = tuple(np.concatenate([p[i] for p in rf_parts]) for i in range(3)) if rf_parts else None
@@ -972,8 +975,10 @@ def run_campaign(
     """Fuzz ``m2`` for regressions against ``m1`` from the test inputs ``inputs``.
 
     Args:
-        m1, m2: The original and the new version of a classifier.
-        inputs, labels: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right) and labels.
+        m1: The original version of a classifier.
+        m2: The new version, fuzzed for regressions against ``m1``.
+        inputs: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right).
+        labels: ``(N,)`` their labels.
         bounds: The data's pixel range.
         config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
             ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
@@ -987,6 +992,7 @@ def run_campaign(
         experiment: The store's experiment key (default: ``config.key()``).
         cell: The campaign's id in the store.
         progress: Called with a :class:`CampaignProgress` after every step.
+        **overrides: :class:`CampaignConfig` fields that replace ``config``'s.
 
     Returns:
         A :class:`CampaignResult`.

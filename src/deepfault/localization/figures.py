@@ -1,5 +1,6 @@
 """DeepFault's figures: suspicious neurons per layer (the paper's Fig. 3) and original
-against synthesized inputs (Fig. 4). matplotlib is imported inside the functions."""
+against synthesized inputs (Fig. 4). matplotlib is imported inside the functions.
+"""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
 
 def _check_crc(path: Path) -> None:
     """Refuse a damaged file: ``torch.load`` does not check the zip's CRC-32s, so a flipped byte
-    inside a weight would load as a silently different model."""
+    inside a weight would load as a silently different model.
+    """
     import zipfile
 
     if not zipfile.is_zipfile(path):

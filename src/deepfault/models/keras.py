@@ -305,7 +305,8 @@ _LAYER_OPTIONS: dict[str, dict[str, _Option]] = {}
 
 def _layer(*class_names: str, options: dict[str, _Option] | None = None):
     """Decorator registering ``build(builder, name, config)`` for Keras classes, with the
-    options that ``build`` reads (any other option is ignored)."""
+    options that ``build`` reads (any other option is ignored).
+    """
 
     def decorate(build: _LayerBuilder) -> _LayerBuilder:
         for cls in class_names:
@@ -480,7 +481,8 @@ class _Builder:
 
 def _module_names(keras_names: list[str]) -> dict[str, str]:
     """Keras layer name -> torch module name: ``.`` -> ``_``, made unique and not an
-    attribute of ``nn.Sequential`` (torch refuses both)."""
+    attribute of ``nn.Sequential`` (torch refuses both).
+    """
     probe = nn.Sequential()
     names: dict[str, str] = {}
     for keras_name in keras_names:
@@ -928,7 +930,8 @@ def _check_options(name: str, cls: str, cfg: dict, source: str) -> None:
 
 def _tensor_refs(value, what: str, source: str) -> list[str]:
     """The layer names of a list of ``[layer, node_index, tensor_index(, kwargs)]``,
-    refusing other node or tensor indices (they mean a layer used more than once)."""
+    refusing other node or tensor indices (they mean a layer used more than once).
+    """
     ok = isinstance(value, list)
     names = []
     for ref in value if ok else ():

@@ -47,7 +47,8 @@ def _acc(pred: np.ndarray, y: np.ndarray) -> float | None:
 def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> Evaluation:
     """Accuracies of ``model`` on ``data``'s test split, its ``clean`` part (bool ``(N,)``) and
     each held-out set: ``held[name] = (x, y, m1_right)`` with ``m1_right`` ``(H,)`` bool for
-    regression faults (else ``None``)."""
+    regression faults (else ``None``).
+    """
     pred = _predict(model, data.x_test)
     held_out, rf = {}, {}
     for name, (x, y, m1_right) in held.items():
@@ -156,9 +157,11 @@ def repair(
         device: Where to fine-tune.
         save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
         progress: Progress bars.
-        arch, trust_pickle: As in :func:`deepfault.models.open_model`.
+        arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         train_on: Fine-tune only on these files' training parts (indices or file names);
             the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
+        **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
 
     Returns:
         A :class:`~.results.RepairResult`.

@@ -45,11 +45,14 @@ def drfuzz_reference(
     """Run DRFuzz (``B = 1``) one mutant at a time.
 
     Args:
-        m1, m2: The two models (logits out).
-        inputs, labels: Test inputs ``(N, C, H, W)`` and labels.
+        m1: The original model (logits out).
+        m2: The new model (logits out).
+        inputs: Test inputs ``(N, C, H, W)``.
+        labels: Their labels.
         bounds: Pixel range.
         fidelity: A fidelity check (``reference`` / ``passes``), called on one mutant at a time.
-        iterations, seconds: The budget (one of them).
+        iterations: Stop after this many iterations (``None``: no limit).
+        seconds: Stop after this many seconds of the loop (``None``: no limit).
         seed: Seed of every random choice.
         mutants: Mutants per iteration.
 

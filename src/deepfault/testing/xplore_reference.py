@@ -28,7 +28,8 @@ __all__ = ["search_reference", "constrain_reference"]
 
 def constrain_reference(name: str, params: dict, g: torch.Tensor, u) -> torch.Tensor:
     """The domain constraint on one input's gradient ``g`` ``(*input)``, from the table of
-    spec section 3, with the uniforms ``u`` of this seed and step."""
+    spec section 3, with the uniforms ``u`` of this seed and step.
+    """
     out = torch.zeros_like(g)
     if name == "none":
         return g.clone()
