@@ -88,7 +88,7 @@ def np_activation(x, name):
     }[name](x)
 
 
-def np_forward(layers: list[dict], weights: dict, x: np.ndarray, data_format: str):
+def np_forward(layers: list[dict], weights: dict, x: np.ndarray, data_format: str):  # noqa: C901 - one branch per layer class
     """Keras's forward pass in float64; images are kept NHWC whatever the model's format."""
     x = x.astype(np.float64)
     cf = data_format == "channels_first"
