@@ -90,7 +90,7 @@ def test_mnist_reads_idx_files(tmp_path, gz):
     np.testing.assert_array_equal(ds.x_test[:, 0], arrays["x_test"].astype(np.float32) / 255)
     np.testing.assert_array_equal(ds.y_train, arrays["y_train"])
     np.testing.assert_array_equal(ds.y_test, arrays["y_test"])
-    assert 0.0 <= ds.x_train.min()
+    assert ds.x_train.min() >= 0.0
     assert ds.x_train.max() <= 1.0
     assert ds.bounds == (0.0, 1.0)
     assert ds.class_names == tuple("0123456789")

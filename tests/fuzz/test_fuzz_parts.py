@@ -134,7 +134,7 @@ def test_choosers_respect_allowed_and_state_round_trip():
 
 def test_selection_probability_decays_as_specified():
     a = math.log(20) / 20
-    assert DECAY == pytest.approx(a)
+    assert a == pytest.approx(DECAY)
     w = selection_weights(np.array([0, 1, 20, 0, 0, 0]), np.array([0, 0, 0, 2, 10, 11]))
     np.testing.assert_allclose(w[:5], [1.0, math.exp(-a), 1 / 20, math.exp(-a), math.exp(-5 * a)])
     assert w[5] == 0.0

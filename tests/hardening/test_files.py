@@ -144,9 +144,9 @@ def test_non_integer_schema_version(store, tmp_path, schema):
 def test_campaign_checkpoint_missing_fields_names_the_cell(tmp_path):
     from deepfault.experiment.store import Record, ResultStore
 
-    with ResultStore(tmp_path / "s.sqlite") as s:
-        with pytest.raises(DeepFaultError, match="'c/checkpoint'.*corrupt.*fault_chunks"):
-            s.require(Record("c/checkpoint", {"config": {}}), "config", "fault_chunks")
+    with (ResultStore(tmp_path / "s.sqlite") as s,
+          pytest.raises(DeepFaultError, match="'c/checkpoint'.*corrupt.*fault_chunks")):
+        s.require(Record("c/checkpoint", {"config": {}}), "config", "fault_chunks")
 
 
 # --- profiles --------------------------------------------------------------------------------------

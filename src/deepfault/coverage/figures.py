@@ -31,9 +31,8 @@ def _pyplot():
 
 def _save(fig, path: str | os.PathLike) -> Path:
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
     return path
 
 

@@ -188,9 +188,8 @@ class Profile:
                                   [selection] if isinstance(selection, str) else list(selection), dtype=str),
         }
         path = Path(path)
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
         return path
 
 

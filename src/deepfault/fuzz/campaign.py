@@ -348,9 +348,8 @@ class CampaignResult:
         """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
         from .._io import atomic_path
 
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, **self.fault_arrays())
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **self.fault_arrays())
 
 
 class _Rows:

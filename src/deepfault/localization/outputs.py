@@ -71,9 +71,8 @@ def save_synthesized(result, data, path: str | os.PathLike) -> Path:
     """
     arrays = _collect(result, data)
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 

@@ -1212,7 +1212,7 @@ def _read_hdf5(path: Path, role: str) -> _KerasFile:
                                      "save the model again")
                 if not isinstance(config, dict):
                     raise DeepFaultError(f"{what} is not a Keras model config; save the model again")
-            group = f["model_weights"] if "model_weights" in f else f
+            group = f.get("model_weights", f)
             layer_names = _attr_list(group.attrs, "layer_names")
             weights = None
             if layer_names is not None:

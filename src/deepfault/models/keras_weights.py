@@ -93,7 +93,7 @@ def read_keras_weights(path: str | os.PathLike) -> tuple[list[tuple[str, list[tu
             f"{str(path)!r} is not an HDF5 file ({err}); give a Keras .h5 weights file"
         ) from err
     with f:
-        root = f["model_weights"] if "model_weights" in f else f
+        root = f.get("model_weights", f)
         if "layer_names" not in root.attrs:
             raise DeepFaultError(
                 f"{str(path)!r} has no 'layer_names' attribute, so it is not a Keras save_weights file"

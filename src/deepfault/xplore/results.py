@@ -349,9 +349,8 @@ def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
         "already_differ_predictions": result.seed_predictions[result.already_differ],
     }
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 
