@@ -41,7 +41,8 @@ def bench(name: str, data_dir: Path, cache_root: Path) -> dict:
     cache_dir = cache_root / name
     first, t_first = _timed_load(name, data_dir, cache_dir)
     second, t_second = _timed_load(name, data_dir, cache_dir)
-    assert first.meta["cache_hit"] is False and second.meta["cache_hit"] is True
+    assert first.meta["cache_hit"] is False
+    assert second.meta["cache_hit"] is True
     for field in ("x_train", "y_train", "x_test", "y_test"):
         if not np.array_equal(getattr(first, field), getattr(second, field)):
             raise SystemExit(f"{name}: cached {field} differs from the decoded one")

@@ -24,7 +24,6 @@ def _isolated_cache(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _deterministic():
     torch.use_deterministic_algorithms(True, warn_only=True)
-    yield
 
 
 @pytest.fixture

@@ -59,10 +59,9 @@ def _alive(pid: int) -> bool:
 
 def write_json(path: str | os.PathLike, data) -> Path:
     """Write ``data`` as indented JSON, atomically. Non-finite floats are not allowed."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, allow_nan=False)
-            fh.write("\n")
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, allow_nan=False)
+        fh.write("\n")
     return Path(path)
 
 

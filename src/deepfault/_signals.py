@@ -66,7 +66,8 @@ def _raise(signum, _frame) -> None:
 @contextlib.contextmanager
 def handling():
     """While the block runs, SIGINT and SIGTERM raise (see the module docstring); the previous
-    handlers come back afterwards. Only the main thread can set handlers: elsewhere a no-op."""
+    handlers come back afterwards. Only the main thread can set handlers: elsewhere a no-op.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return

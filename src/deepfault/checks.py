@@ -56,6 +56,7 @@ def check_count(param: str, value, *, minimum: int = 1, maximum: int | None = No
 
 
 def check_seed(param: str, value) -> int:
+    """``value`` as a random seed: an ``int`` in ``[0, MAX_SEED]``."""
     return check_count(param, value, minimum=0, maximum=MAX_SEED, fix="seeds are 64-bit integers")
 
 
@@ -91,7 +92,8 @@ def available_devices() -> list[str]:
 
 def check_device(value, param: str = "device"):
     """``value`` (``'auto'``, ``'cpu'``, ``'cuda'``, ``'cuda:N'``, ``'mps'`` or a ``torch.device``)
-    as a :class:`torch.device` that exists here; the message lists the ones that do."""
+    as a :class:`torch.device` that exists here; the message lists the ones that do.
+    """
     import torch
 
     have = available_devices()
@@ -133,7 +135,8 @@ def _nearest_existing(path: Path) -> Path:
 
 def _check_names(param: str, path: Path) -> None:
     """Refuse names longer than the file system takes (checked before any ``stat``, which
-    would fail on them)."""
+    would fail on them).
+    """
     limit = 255
     long = next((part for part in path.parts if len(os.fsencode(part)) > limit), None)
     if long is not None:
@@ -271,7 +274,8 @@ def check_finite_outputs(models: Sequence, inputs, *, names: Sequence[str] | Non
                          param: str = "model", same_classes: bool = False) -> list[int]:
     """Run every model on the first ``sample`` inputs; refuse NaN/inf outputs, inputs a model
     cannot take and (with ``same_classes``) differing class counts. Returns each model's number
-    of classes (the commands word the class-count mismatch their own way)."""
+    of classes (the commands word the class-count mismatch their own way).
+    """
     import torch
 
     x = torch.as_tensor(inputs[:sample]).float()

@@ -20,9 +20,11 @@ def test_default_run_all_classes_writes_json(tmp_path, capsys):
     code, text, err = run_cli(capsys, "run", "--class", "all", "--approach", "ochiai", "-k", "5",
                               "--out", str(out))
     assert code == 0, err
-    assert "rank  layer  unit  score" in text and "evaluation of synthesized inputs" in text
+    assert "rank  layer  unit  score" in text
+    assert "evaluation of synthesized inputs" in text
     data = json.loads(out.read_text())
-    assert data["config"]["approach"] == "ochiai" and data["config"]["k"] == 5
+    assert data["config"]["approach"] == "ochiai"
+    assert data["config"]["k"] == 5
     assert {"deepfault", "torch", "python", "device"} <= set(data["provenance"])
     assert [c["class"] for c in data["classes"]] == list(range(10))
     for c in data["classes"]:
@@ -71,7 +73,8 @@ def test_class_without_failures_is_reported_not_an_error(tmp_path, capsys):
     assert code == 0, err
     assert "classes with no failing test input: 0" in text
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["classes"][0]["no_failures"] and not data["classes"][1]["no_failures"]
+    assert data["classes"][0]["no_failures"]
+    assert not data["classes"][1]["no_failures"]
     assert data["classes"][1]["num_correct"] == 0
 
 
@@ -92,7 +95,8 @@ def test_help_documents_every_option_with_default(capsys):
                    "--step-size", "--distance", "--seed", "--star", "--repeat", "--log", "--layers",
                    "--threshold", "--iterations", "--device", "--out"):
         assert option in text
-    assert "(default: 0.1)" in text and "(default: tarantula)" in text
+    assert "(default: 0.1)" in text
+    assert "(default: tarantula)" in text
 
 
 def _model_file(tmp_path, name, **arch_kwargs):
@@ -123,7 +127,8 @@ def test_bad_input_exits_2_with_one_line_and_no_file(tmp_path, capsys, args, mes
     out = tmp_path / "r.json"
     code, text, err = run_cli(capsys, "run", *args, "--out", str(out))
     assert code == 2
-    assert err.startswith("deepfault: error: ") and err.count("\n") == 1, err
+    assert err.startswith("deepfault: error: "), err
+    assert err.count("\n") == 1, err
     assert re.search(message, err), err
     assert not out.exists()
 
@@ -131,7 +136,8 @@ def test_bad_input_exits_2_with_one_line_and_no_file(tmp_path, capsys, args, mes
 def test_model_that_does_not_fit_the_inputs(tmp_path, capsys):
     path, _ = _model_file(tmp_path, "wide.pt", in_features=30)
     code, _, err = run_cli(capsys, "run", "--model", str(path), "--out", str(tmp_path / "r.json"))
-    assert code == 2 and "cannot take inputs of shape (1, 8, 8)" in err
+    assert code == 2
+    assert "cannot take inputs of shape (1, 8, 8)" in err
     assert not (tmp_path / "r.json").exists()
 
 
@@ -142,7 +148,9 @@ def test_nan_activations(tmp_path, capsys):
     path = tmp_path / "nan.pt"
     save_model(path, ModelFile(model, "digits_mlp", dataset="digits"))
     code, _, err = run_cli(capsys, "run", "--model", str(path), "--out", str(tmp_path / "r.json"))
-    assert code == 2 and "NaN or infinite" in err and "fc2" in err
+    assert code == 2
+    assert "NaN or infinite" in err
+    assert "fc2" in err
     assert not (tmp_path / "r.json").exists()
 
 
@@ -150,21 +158,25 @@ def test_corrupt_model_file(tmp_path, capsys):
     path = tmp_path / "junk.pt"
     path.write_bytes(b"not a model")
     code, _, err = run_cli(capsys, "run", "--model", str(path), "--out", "-")
-    assert code == 2 and "is not a model file deepfault can read" in err
+    assert code == 2
+    assert "is not a model file deepfault can read" in err
 
 
 def test_unwritable_output_path(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, _, err = run_cli(capsys, "run", "--out", str(blocker / "r.json"))
-    assert code == 2 and "cannot write output file" in err
+    assert code == 2
+    assert "cannot write output file" in err
     code, _, err = run_cli(capsys, "run", "--out", str(tmp_path))
-    assert code == 2 and "is a directory" in err
+    assert code == 2
+    assert "is a directory" in err
 
 
 def test_argparse_errors_exit_2(capsys):
     code, _, err = run_cli(capsys, "run", "-k", "three")
-    assert code == 2 and "expected an integer" in err
+    assert code == 2
+    assert "expected an integer" in err
     code, _, _ = run_cli(capsys, "nonsense")
     assert code == 2
 
@@ -179,7 +191,8 @@ def test_log_file_appends_summary(tmp_path, capsys):
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "deepfault", "measures"], capture_output=True,
                           text=True, timeout=120)
-    assert proc.returncode == 0 and "tarantula" in proc.stdout
+    assert proc.returncode == 0
+    assert "tarantula" in proc.stdout
 
 
 def test_version_verbosity_and_completion(capsys):
@@ -191,7 +204,10 @@ def test_version_verbosity_and_completion(capsys):
     assert capsys.readouterr().out.strip() == f"deepfault {deepfault.__version__}"
     assert main(["--print-completion", "bash"]) == 0
     assert "complete" in capsys.readouterr().out
-    assert main(["-qq", "measures"]) == 0 and logging.getLogger().level == logging.ERROR
-    assert main(["-v", "measures"]) == 0 and logging.getLogger().level == logging.DEBUG
-    assert main(["measures"]) == 0 and logging.getLogger().level == logging.INFO
+    assert main(["-qq", "measures"]) == 0
+    assert logging.getLogger().level == logging.ERROR
+    assert main(["-v", "measures"]) == 0
+    assert logging.getLogger().level == logging.DEBUG
+    assert main(["measures"]) == 0
+    assert logging.getLogger().level == logging.INFO
     assert main(["-v", "-q", "measures"]) == 2  # one or the other

@@ -101,13 +101,16 @@ def test_train_then_run_then_inspect(tmp_path, capsys):
     code, text, err = run_cli(capsys, "train", "--arch", "digits_mlp", "--dataset", "digits",
                               "--epochs", "2", "--no-progress", "--out", model_path)
     assert code == 0, err
-    assert "test " in text and model_path.exists()
+    assert "test " in text
+    assert model_path.exists()
     code, text, err = run_cli(capsys, "run", "--model", model_path, "--class", "1", "-k", "2",
                               "--out", "-")
     assert code == 0, err and "class 1" in text
     code, text, err = run_cli(capsys, "inspect", model_path)
     assert code == 0, err
-    assert "fc4" in text and "96 neurons in the default layers" in text and "3,610 parameters" in text
+    assert "fc4" in text
+    assert "96 neurons in the default layers" in text
+    assert "3,610 parameters" in text
 
 
 def test_train_is_seeded(tmp_path, capsys):
@@ -135,14 +138,17 @@ def test_train_interrupted_keeps_last_epoch(tmp_path, capsys, monkeypatch):
     path = tmp_path / "i.pt"
     code, text, _ = run_cli(capsys, "train", "--arch", "digits_mlp", "--dataset", "digits",
                             "--epochs", "3", "--no-progress", "--out", path)
-    assert code == 130 and "kept the weights of epoch 1" in text
+    assert code == 130
+    assert "kept the weights of epoch 1" in text
     assert torch.load(path, weights_only=True)["meta"]["training"]["epochs_completed"] == 1
 
 
 def test_data_list_and_download(tmp_path, capsys, monkeypatch):
     code, text, _ = run_cli(capsys, "data", "list", "--data-dir", tmp_path)
     assert code == 0
-    assert "digits" in text and "bundled" in text and "missing: deepfault data download mnist" in text
+    assert "digits" in text
+    assert "bundled" in text
+    assert "missing: deepfault data download mnist" in text
     import deepfault.data.download as dl
 
     def no_network(url, dest):
@@ -150,17 +156,20 @@ def test_data_list_and_download(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(dl, "_urllib_transport", no_network)
     code, _, err = run_cli(capsys, "data", "download", "mnist", "--data-dir", tmp_path)
-    assert code == 2 and err.startswith("deepfault: error:")
+    assert code == 2
+    assert err.startswith("deepfault: error:")
 
 
 def test_inspect_needs_a_shape_for_a_state_dict(tmp_path, capsys):
     torch.save(build_model("lenet1").state_dict(), tmp_path / "sd.pt")
     code, _, err = run_cli(capsys, "inspect", tmp_path / "sd.pt", "--arch", "lenet1")
-    assert code == 2 and "--input-shape" in err
+    assert code == 2
+    assert "--input-shape" in err
     code, text, err = run_cli(capsys, "inspect", tmp_path / "sd.pt", "--arch", "lenet1",
                               "--input-shape", "1,28,28")
     assert code == 0, err
-    assert "block1_conv1" in text and "4x28x28" in text
+    assert "block1_conv1" in text
+    assert "4x28x28" in text
 
 
 def test_run_on_mnist_shaped_npz(tmp_path, capsys):

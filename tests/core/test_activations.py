@@ -77,10 +77,14 @@ def test_module_called_twice_is_refused():
 
 def test_capture_removes_hooks_even_on_error():
     model = chain_model()
-    with pytest.raises(RuntimeError, match="boom"):
+
+    def fail_while_capturing():
         with capture(model):
             assert has_hooks(model)
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_while_capturing()
     assert not has_hooks(model)
 
 
@@ -91,7 +95,8 @@ def test_batch_size_does_not_matter_and_mode_restored():
     _, a = activations(model, x, batch_size=1)
     _, b = activations(model, x, batch_size=7)
     _, c = activations(model, x)
-    assert torch.allclose(a, b, atol=1e-6) and torch.allclose(a, c, atol=1e-6)
+    assert torch.allclose(a, b, atol=1e-6)
+    assert torch.allclose(a, c, atol=1e-6)
     assert model.training
 
 

@@ -38,7 +38,9 @@ def test_registry_names_duplicates_and_unknown():
     def a():
         return 1
 
-    assert reg.names() == ["a", "b"] and "a" in reg and reg["b"] == 2
+    assert reg.names() == ["a", "b"]
+    assert "a" in reg
+    assert reg["b"] == 2
     with pytest.raises(RuntimeError, match="registered twice"):
         reg.register("a", 3)
     with pytest.raises(DeepFaultError, match=r"unknown widget 'c'; known: a, b"):
@@ -60,9 +62,11 @@ def test_every_extension_point_is_a_registry():
 
     for reg in (CRITERIA, DATASETS, EXECUTORS, METHODS, PRESETS, STRATEGIES, MEASURES, APPROACHES,
                 MODEL_FORMATS, ARCHITECTURES):
-        assert isinstance(reg, R) and len(reg) > 0
+        assert isinstance(reg, R)
+        assert len(reg) > 0
     assert {"random", "uniform", "tarantula"} <= set(APPROACHES.names())
-    assert APPROACHES.get("random").baseline and not APPROACHES.get("ochiai").baseline
+    assert APPROACHES.get("random").baseline
+    assert not APPROACHES.get("ochiai").baseline
     assert set(list_executors()) == {"serial", "process", "ray"}
 
 
@@ -142,7 +146,8 @@ def test_run_group_times_synthesis_after_a_warm_up(monkeypatch):
     cls = int(np.bincount(y).argmax())
     group = run_group(model, x, y, cls, [CellSpec("tarantula", 2), CellSpec("random", 2)],
                       bounds=(-5.0, 5.0), config=RunConfig(num_inputs=4))
-    assert calls[0] == 1 and calls[1:] == [len(group.input_indices)] * 2
+    assert calls[0] == 1
+    assert calls[1:] == [len(group.input_indices)] * 2
 
 
 def test_experiment_refuses_a_model_on_data_in_another_range(tmp_path):
@@ -232,7 +237,9 @@ def test_store_written_by_version_1_is_migrated(tmp_path):
         ResultStore(path, readonly=True)
     with ResultStore(path) as s:
         (cell,) = list(read_cells(s, "h"))
-        assert cell.key == CellKey("m", 2, "dstar", 5, 0) and cell.seed == seed and cell.loss == [0.5]
+        assert cell.key == CellKey("m", 2, "dstar", 5, 0)
+        assert cell.seed == seed
+        assert cell.loss == [0.5]
         assert s.experiments()[0]["method"] == "deepfault"
 
 
@@ -341,12 +348,15 @@ def test_prepare_names_the_file_and_records_the_layout(tmp_path):
                    meta={"input_shape": [64]})
     save_model(tmp_path / "flat.pt", mf)
     prepared = prepare(tmp_path / "flat.pt", data_dir=None)
-    assert prepared.label == "flat.pt" and prepared.layout == "flat"
+    assert prepared.label == "flat.pt"
+    assert prepared.layout == "flat"
     # the data stays native (channels first); the flat model is adapted to it
-    assert prepared.data.input_shape == (1, 8, 8) and prepared.prepared.adapter == "flat"
+    assert prepared.data.input_shape == (1, 8, 8)
+    assert prepared.prepared.adapter == "flat"
     assert prepared.model(torch.as_tensor(prepared.data.x_test[:2])).shape == (2, 10)
     default = prepare(None)
-    assert default.layout and default.label == "digits_mlp"
+    assert default.layout
+    assert default.label == "digits_mlp"
 
 
 def test_grid_of_model_files_records_no_training_recipe(tmp_path):

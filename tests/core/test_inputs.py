@@ -67,7 +67,8 @@ def test_correct_inputs_against_a_loop():
     with torch.no_grad():
         pred = model(x).argmax(1)
     want = [i for i in range(len(x)) if pred[i] == y[i] and y[i] == 2]
-    assert index.tolist() == want and got_y.tolist() == [2] * len(want)
+    assert index.tolist() == want
+    assert got_y.tolist() == [2] * len(want)
     torch.testing.assert_close(got_x, x[want])
 
 

@@ -28,7 +28,8 @@ def test_log_progress_writes_plain_lines_at_most_every_interval(caplog):
     assert len(lines) == 100 // 30 + 1
     assert all("\r" not in line for line in lines)
     assert lines[0] == "training: 30/100 batch, 30 s, 1 batch/s, about 70 s left"
-    assert lines[-1].startswith("training: 100/100 batch, 100 s") and lines[-1].endswith("(loss=0.25)")
+    assert lines[-1].startswith("training: 100/100 batch, 100 s")
+    assert lines[-1].endswith("(loss=0.25)")
 
 
 def test_resumed_counts_rate_only_new_steps():

@@ -33,7 +33,9 @@ def test_profile_measure_rank(tmp_path, capsys, digits_model):
     prof, out, rank, plots = (tmp_path / n for n in ("p.npz", "c.json", "r.json", "plots"))
     code, text, err = run_cli(capsys, "coverage", "profile", "--model", digits_model, "--out", prof)
     assert code == 0, err
-    assert "digits train" in text and "mean std" in text and load_profile(prof).count > 1000
+    assert "digits train" in text
+    assert "mean std" in text
+    assert load_profile(prof).count > 1000
 
     code, text, err = run_cli(capsys, "coverage", "measure", "--model", digits_model, "--profile", prof,
                               "--criteria", "all", "--threshold", "0,0.5", "1", "--threshold", "0.5",
@@ -44,16 +46,21 @@ def test_profile_measure_rank(tmp_path, capsys, digits_model):
                  "threshold=0.5", "sections=4"):
         assert head in text
     data = json.loads(out.read_text())
-    assert data["tool"] == "deepfault coverage measure" and "argv" in data["provenance"]
+    assert data["tool"] == "deepfault coverage measure"
+    assert "argv" in data["provenance"]
     labels = [r["label"] for r in data["results"]]
     assert labels[:3] == ["nc(threshold=0)", "nc(threshold=0.5)", "nc(threshold=1)"]
-    assert "kmnc(sections=4)" in labels and "tknp(top_k=2)" in labels
-    assert data["num_inputs"] > 300 and data["dataset"]["split"] == "digits test"
+    assert "kmnc(sections=4)" in labels
+    assert "tknp(top_k=2)" in labels
+    assert data["num_inputs"] > 300
+    assert data["dataset"]["split"] == "digits test"
     assert data["profile"]["model_sha256"] == data["model"]["weights_sha256"]
     assert sorted(p.name for p in plots.iterdir()) == ["coverage_growth.png", "coverage_layers.png",
                                                        "coverage_threshold.png", "report.html"]
     page = (plots / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and "kmnc" in page and "Provenance" in page
+    assert page.count("data:image/png;base64,") == 3
+    assert "kmnc" in page
+    assert "Provenance" in page
 
     code, text, err = run_cli(capsys, "coverage", "rank", "--model", digits_model, "--profile", prof,
                               "--criteria", "nc,kmnc", "--out", rank)
@@ -77,7 +84,8 @@ def test_deepxplore_layers_and_an_npz_split(tmp_path, capsys, digits_model):
                               "--threshold", "0,0.25,0.5,0.75", "--out", out)
     assert code == 0, err
     data = json.loads(out.read_text())
-    assert data["num_inputs"] == 10 and data["transform"] == "layer-minmax"
+    assert data["num_inputs"] == 10
+    assert data["transform"] == "layer-minmax"
     assert data["layers"][-1]["name"] == "softmax(output)"
 
 
@@ -100,7 +108,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("command", ["measure", "rank"])
-@pytest.mark.parametrize("args,message", BAD, ids=[m[:30] for _, m in BAD])
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[m[:30] for _, m in BAD])
 def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, capsys, digits_model, command, args, message):
     prof, other = tmp_path / "p.npz", tmp_path / "o.npz"
     if "PROFILE" in args or "OTHER" in args:
@@ -118,8 +126,11 @@ def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, capsys, digits_model
     code, text, err = run_cli(capsys, "coverage", command, "--model", digits_model, *args, "--out", out)
     assert code == 2
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("deepfault: error: ") and message in lines[0], err
-    assert not out.exists() and not list(tmp_path.glob(".out.json*"))
+    assert len(lines) == 1, err
+    assert lines[0].startswith("deepfault: error: "), err
+    assert message in lines[0], err
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.json*"))
 
 
 def test_profile_bad_input(tmp_path, capsys, digits_model):
@@ -128,7 +139,9 @@ def test_profile_bad_input(tmp_path, capsys, digits_model):
     np.savez(empty, x=np.zeros((3, 64), np.float32), y=np.zeros(3, int))
     code, _, err = run_cli(capsys, "coverage", "profile", "--model", digits_model, "--split", empty,
                            "--layers", "nosuch", "--out", out)
-    assert code == 2 and "unknown layer name(s) 'nosuch'" in err and not out.exists()
+    assert code == 2
+    assert "unknown layer name(s) 'nosuch'" in err
+    assert not out.exists()
 
 
 keras = pytest.importorskip("h5py")

@@ -83,7 +83,7 @@ PARAMS = {
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("name,params", [(n, p) for n, ps in PARAMS.items() for p in ps])
+@pytest.mark.parametrize(("name", "params"), [(n, p) for n, ps in PARAMS.items() for p in ps])
 @SETTINGS
 @given(case=cases())
 def test_bitset_criteria_match_the_naive_loop(name, params, dtype, case):
@@ -139,7 +139,8 @@ def test_tknp_matches_the_naive_loop(top_k, case):
     crit.update(x[half:])
     result = crit.compute()
     assert result.covered == len(set(expected)) == crit.covered_count()
-    assert result.total is None and result.ratio is None
+    assert result.total is None
+    assert result.ratio is None
     for i, la in enumerate(layout.layers):
         assert result.per_layer[la.name] == (len({p[i] for p in expected}), None)
 
@@ -288,7 +289,8 @@ def test_contract_every_criterion(name, setup):
     crit.reset()
     assert crit.compute().covered == 0
     items, num = crit.input_items(x)
-    assert items.shape[0] == len(x) and int(items.max()) < num
+    assert items.shape[0] == len(x)
+    assert int(items.max()) < num
     # numpy values are taken too
     assert crit.would_increase(x.numpy()).tolist() == crit.would_increase(x).tolist()
     with pytest.raises(DeepFaultError, match=r"expects neuron values of shape \(N, 7\)"):
@@ -308,7 +310,7 @@ def test_merging_different_parameters_or_layouts_is_refused(name, setup):
 
 
 @pytest.mark.parametrize(
-    "name,params,match",
+    ("name", "params", "match"),
     [
         ("kmnc", {"sections": 0}, r"sections must be an integer >= 1; got 0"),
         ("kmnc", {"sections": 2.5}, r"sections must be an integer >= 1; got 2.5"),

@@ -109,7 +109,7 @@ def test_tknc(matrices, top_k):
     np.testing.assert_array_equal(ours("tknc", layout, values, top_k=top_k), theirs)
 
 
-@pytest.mark.parametrize("name,params", [("nac", {"threshold": 0.0}), ("kmnc", {"sections": 10}),
+@pytest.mark.parametrize(("name", "params"), [("nac", {"threshold": 0.0}), ("kmnc", {"sections": 10}),
                                          ("tknc", {"top_k": 1})])
 def test_ranking_and_apfd_match_dnn_tip(matrices, name, params):
     """dnn-tip's coverage-additional method picks the same inputs in the same order while they add
@@ -140,6 +140,9 @@ def test_documented_differences_at_the_bounds():
                       np.array([0.5]))
     at = np.array([[0.0], [1.0]], dtype=np.float32)
     _, kmnc = tip.KMNC([profile.low], [profile.high], 4)([at])
-    assert not kmnc[1].any() and ours("kmnc", layout, at, profile=profile, sections=4)[1, 3]
+    assert not kmnc[1].any()
+    assert ours("kmnc", layout, at, profile=profile, sections=4)[1, 3]
     _, nbc = tip.NBC([profile.low], [profile.high], [profile.std], 0.0)([at])
-    assert nbc[0, 0, 0] and nbc[1, 0, 1] and not ours("nbc", layout, at, profile=profile).any()
+    assert nbc[0, 0, 0]
+    assert nbc[1, 0, 1]
+    assert not ours("nbc", layout, at, profile=profile).any()

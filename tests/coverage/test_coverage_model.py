@@ -79,7 +79,7 @@ def test_layer_minmax_of_a_conv_layer_on_paper():
     assert [r.covered for r in report.results] == [2, 1]
 
 
-@pytest.mark.parametrize("arch,neurons", [("lenet1", 52), ("lenet4", 148), ("lenet5", 268)])
+@pytest.mark.parametrize(("arch", "neurons"), [("lenet1", 52), ("lenet4", 148), ("lenet5", 268)])
 def test_deepxplore_selection_neuron_counts(arch, neurons):
     """DeepXplore's LeNets: convolutions, poolings, logits and softmax."""
     model = build_model(arch)
@@ -133,7 +133,8 @@ def test_results_do_not_depend_on_the_batch_size():
     x = torch.from_numpy(np.random.default_rng(1).normal(0, 1, (40, 4)).astype(np.float32))
     a = measure_coverage(model, x, criteria="nc,tknc,tknp", threshold=[0, 0.5], batch_size=3)
     b = measure_coverage(model, x, criteria="nc,tknc,tknp", threshold=[0, 0.5], batch_size=1000)
-    assert a.results == b.results and a.growth == b.growth
+    assert a.results == b.results
+    assert a.growth == b.growth
 
 
 def test_checkpoints():
@@ -155,7 +156,8 @@ def test_prioritize_matches_the_naive_greedy_loop(sets):
         items[i, : len(s)] = sorted(s)
     order, greedy = prioritize(items, 12)
     want, want_greedy = ref.greedy_reference(sets)
-    assert order.tolist() == want and greedy == want_greedy
+    assert order.tolist() == want
+    assert greedy == want_greedy
 
 
 def test_an_input_covering_everything_goes_first_and_rank_reports_apfd():
@@ -171,7 +173,9 @@ def test_an_input_covering_everything_goes_first_and_rank_reports_apfd():
         assert sorted(r.order.tolist()) == list(range(30))
         assert r.apfd == pytest.approx(ref.apfd_reference(r.order.tolist(), report.failing.tolist()))
     d = report.to_dict()
-    assert d["num_failing"] == 2 and d["failing"] == [3, 17] and len(d["rankings"][0]["order"]) == 30
+    assert d["num_failing"] == 2
+    assert d["failing"] == [3, 17]
+    assert len(d["rankings"][0]["order"]) == 30
     assert report.rankings[2].total is None  # tknp counts patterns
     assert not has_hooks(model)
 

@@ -35,8 +35,11 @@ def test_profile_matches_the_two_pass_reference(batch_size):
     # the same batch size: a matrix product of one row may round differently from one of many
     layout, values = activations(model, x, batch_size=batch_size)
     want = ref.profile_reference(values.tolist())
-    assert p.layers == layout.names and p.sizes == tuple(la.size for la in layout.layers)
-    assert p.count == 60 and p.transform == "raw" and p.model_hash == model_hash(model)
+    assert p.layers == layout.names
+    assert p.sizes == tuple(la.size for la in layout.layers)
+    assert p.count == 60
+    assert p.transform == "raw"
+    assert p.model_hash == model_hash(model)
     np.testing.assert_array_equal(p.low, want["low"])
     np.testing.assert_array_equal(p.high, want["high"])
     np.testing.assert_allclose(p.mean, want["mean"], rtol=1e-12, atol=1e-12)
@@ -72,7 +75,9 @@ def test_save_and_load_round_trip(tmp_path):
     for layers in (None, ["fc1", "fc3"], "fc2"):
         p = compute_profile(model, inputs(30), layers=layers, transform="layer-minmax")
         q = load_profile(p.save(tmp_path / "p.npz"))
-        assert q.same_as(p) and q.selection == p.selection and q.layers == p.layers
+        assert q.same_as(p)
+        assert q.selection == p.selection
+        assert q.layers == p.layers
         assert q.to_dict() == p.to_dict()
     assert not list(tmp_path.glob(".*.tmp")), "no temporary file is left"
 
@@ -109,9 +114,11 @@ def test_the_profile_supplies_layers_and_transform():
     x = inputs(20)
     p = compute_profile(model, x, layers=["fc2", "fc3"], transform="layer-minmax")
     report = measure_coverage(model, x, criteria="kmnc,nbc", profile=p)
-    assert report.layout.names == ("fc2", "fc3") and report.transform == "layer-minmax"
+    assert report.layout.names == ("fc2", "fc3")
+    assert report.transform == "layer-minmax"
     # the training inputs themselves: every value inside its range, no corner case
-    assert report.result("nbc").covered == 0 and report.result("kmnc").covered > 0
+    assert report.result("nbc").covered == 0
+    assert report.result("kmnc").covered > 0
     assert report.profile["model_sha256"] == model_hash(model)
 
 
@@ -121,9 +128,11 @@ def test_a_deepxplore_profile_is_reused_with_its_layers():
     model = small_conv_net()
     x = torch.rand(16, 1, 8, 8)
     p = compute_profile(model, x, layers="deepxplore", transform="layer-minmax")
-    assert p.selection == "deepxplore" and p.layers[-1] == "softmax(output)"
+    assert p.selection == "deepxplore"
+    assert p.layers[-1] == "softmax(output)"
     report = measure_coverage(model, x, criteria="kmnc,snac", profile=p)
-    assert report.layout.names == p.layers and report.result("snac").covered == 0
+    assert report.layout.names == p.layers
+    assert report.result("snac").covered == 0
 
 
 def test_empty_inputs_are_an_error():

@@ -82,23 +82,28 @@ def test_mnist_reads_idx_files(tmp_path, gz):
     arrays = write_mnist(tmp_path, gz=gz)
     ds = load_dataset("mnist", data_dir=tmp_path)
     assert ds.name == "mnist"
-    assert ds.x_train.shape == (6, 1, 28, 28) and ds.x_test.shape == (4, 1, 28, 28)
-    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int64
+    assert ds.x_train.shape == (6, 1, 28, 28)
+    assert ds.x_test.shape == (4, 1, 28, 28)
+    assert ds.x_train.dtype == np.float32
+    assert ds.y_train.dtype == np.int64
     np.testing.assert_array_equal(ds.x_train[:, 0], arrays["x_train"].astype(np.float32) / 255)
     np.testing.assert_array_equal(ds.x_test[:, 0], arrays["x_test"].astype(np.float32) / 255)
     np.testing.assert_array_equal(ds.y_train, arrays["y_train"])
     np.testing.assert_array_equal(ds.y_test, arrays["y_test"])
-    assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
+    assert ds.x_train.min() >= 0.0
+    assert ds.x_train.max() <= 1.0
     assert ds.bounds == (0.0, 1.0)
     assert ds.class_names == tuple("0123456789")
-    assert ds.input_shape == (1, 28, 28) and ds.num_classes == 10
+    assert ds.input_shape == (1, 28, 28)
+    assert ds.num_classes == 10
 
 
 def test_fashion_mnist_layout_and_class_names(tmp_path):
     arrays = write_mnist(tmp_path, folder="FashionMNIST")
     ds = load_dataset("fashion-mnist", data_dir=tmp_path)
     assert ds.class_names == FASHION_CLASSES
-    assert ds.class_names[0] == "T-shirt/top" and ds.class_names[9] == "Ankle boot"
+    assert ds.class_names[0] == "T-shirt/top"
+    assert ds.class_names[9] == "Ankle boot"
     np.testing.assert_array_equal(ds.y_test, arrays["y_test"])
     with pytest.raises(DeepFaultError, match="deepfault data download mnist"):
         load_dataset("mnist", data_dir=tmp_path)
@@ -117,7 +122,8 @@ def test_missing_file_names_it_and_the_command(tmp_path):
     with pytest.raises(DeepFaultError) as err:
         load_dataset("mnist", data_dir=tmp_path)
     msg = str(err.value)
-    assert "t10k-labels-idx1-ubyte" in msg and "deepfault data download mnist" in msg
+    assert "t10k-labels-idx1-ubyte" in msg
+    assert "deepfault data download mnist" in msg
     assert "\n" not in msg
 
 
@@ -135,25 +141,30 @@ def test_bad_magic_number(tmp_path):
     msg = _corrupt_and_load(tmp_path, "x_train", gzip.compress(labels_as_images))
     assert "bad IDX magic number 0x00000801" in msg
     assert "train-images-idx3-ubyte.gz" in msg
-    assert MNIST_TRAIN_IMAGES_MD5 in msg and "9,912,422 bytes" in msg
+    assert MNIST_TRAIN_IMAGES_MD5 in msg
+    assert "9,912,422 bytes" in msg
     assert "deepfault data download mnist" in msg
 
 
 def test_truncated_uncompressed_payload(tmp_path):
     data = idx_bytes(mnist_arrays()["x_train"])[:-100]
     msg = _corrupt_and_load(tmp_path, "x_train", gzip.compress(data))
-    assert "ends after" in msg and f"{len(data):,}" in msg and MNIST_TRAIN_IMAGES_MD5 in msg
+    assert "ends after" in msg
+    assert f"{len(data):,}" in msg
+    assert MNIST_TRAIN_IMAGES_MD5 in msg
 
 
 def test_truncated_gzip_stream(tmp_path):
     data = gzip.compress(idx_bytes(mnist_arrays()["x_train"]))
     msg = _corrupt_and_load(tmp_path, "x_train", data[: len(data) // 2])
-    assert "cannot decompress" in msg and MNIST_TRAIN_IMAGES_MD5 in msg
+    assert "cannot decompress" in msg
+    assert MNIST_TRAIN_IMAGES_MD5 in msg
 
 
 def test_short_header(tmp_path):
     msg = _corrupt_and_load(tmp_path, "y_test", b"\x00\x00\x08\x01\x00")
-    assert "header is cut short" in msg and "ec29112dd5afa0611ce80d1b7f02629c" in msg
+    assert "header is cut short" in msg
+    assert "ec29112dd5afa0611ce80d1b7f02629c" in msg
 
 
 def test_empty_file(tmp_path):
@@ -177,7 +188,7 @@ def test_trailing_bytes_are_rejected(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "change, problem",
+    ("change", "problem"),
     [
         (lambda a: a.update(y_train=a["y_train"][:-1]), "5 labels for 6 images"),
         (lambda a: a.update(y_test=np.full(4, 10, np.uint8)), "label 10 is outside 0-9"),
@@ -271,8 +282,10 @@ def test_read_only_data_dir_is_never_written(tmp_path):
         mnist_dir.chmod(0o755)
     assert sorted(p.relative_to(tmp_path) for p in mnist_dir.rglob("*")) == before
     user_cache = tmp_path / "user-cache"
-    assert first.meta["cache"].startswith(str(user_cache)) and not first.meta["cache_hit"]
-    assert second.meta["cache"] == first.meta["cache"] and second.meta["cache_hit"]
+    assert first.meta["cache"].startswith(str(user_cache))
+    assert not first.meta["cache_hit"]
+    assert second.meta["cache"] == first.meta["cache"]
+    assert second.meta["cache_hit"]
 
 
 def test_writable_data_dir_is_not_written_either(tmp_path):
@@ -286,7 +299,8 @@ def test_writable_data_dir_is_not_written_either(tmp_path):
 def test_explicit_cache_dir_and_no_cache(tmp_path):
     write_mnist(tmp_path)
     ds = load_dataset("mnist", data_dir=tmp_path, cache_dir=tmp_path / "c")
-    assert ds.meta["cache"] == str(tmp_path / "c") and (tmp_path / "c").is_dir()
+    assert ds.meta["cache"] == str(tmp_path / "c")
+    assert (tmp_path / "c").is_dir()
     ds = load_dataset("mnist", data_dir=tmp_path, cache=False)
     assert ds.meta["cache"] is None
     assert not (tmp_path / "MNIST" / "processed").exists()
@@ -323,14 +337,19 @@ def _key(batch, key):
     return batch[key.encode()] if key.encode() in batch else batch[key]
 
 
-@pytest.mark.parametrize("protocol, bytes_keys", [(2, True), (2, False), (4, False), (5, True)])
+@pytest.mark.parametrize(("protocol", "bytes_keys"), [(2, True), (2, False), (4, False), (5, True)])
 def test_cifar_pickle_batches(tmp_path, protocol, bytes_keys):
     batches = write_cifar_batches(tmp_path, protocol=protocol, bytes_keys=bytes_keys)
     ds = load_dataset("cifar10", data_dir=tmp_path)
-    assert ds.x_train.shape == (15, 3, 32, 32) and ds.x_test.shape == (4, 3, 32, 32)
-    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int64
-    assert ds.bounds == (0.0, 255.0) and ds.x_train.max() <= 255 and ds.x_train.max() > 1
-    assert ds.class_names == CIFAR10_CLASSES and ds.class_names[0] == "airplane"
+    assert ds.x_train.shape == (15, 3, 32, 32)
+    assert ds.x_test.shape == (4, 3, 32, 32)
+    assert ds.x_train.dtype == np.float32
+    assert ds.y_train.dtype == np.int64
+    assert ds.bounds == (0.0, 255.0)
+    assert ds.x_train.max() <= 255
+    assert ds.x_train.max() > 1
+    assert ds.class_names == CIFAR10_CLASSES
+    assert ds.class_names[0] == "airplane"
     first = _key(batches["data_batch_1"], "data")
     # Row layout of the official batches: 1024 red, then 1024 green, then 1024 blue.
     np.testing.assert_array_equal(ds.x_train[0, 1, 0, :], first[0, 1024:1056])
@@ -344,7 +363,8 @@ def test_cifar_scale01(tmp_path):
     write_cifar_batches(tmp_path)
     raw = load_dataset("cifar10", data_dir=tmp_path)
     scaled = load_dataset("cifar10", data_dir=tmp_path, scale01=True)
-    assert scaled.bounds == (0.0, 1.0) and scaled.x_test.max() <= 1.0
+    assert scaled.bounds == (0.0, 1.0)
+    assert scaled.x_test.max() <= 1.0
     np.testing.assert_allclose(scaled.x_test * 255, raw.x_test, rtol=1e-6)
 
 
@@ -365,7 +385,8 @@ def test_cifar_pickle_refuses_arbitrary_globals(tmp_path):
     with pytest.raises(DeepFaultError, match="not allowed in a CIFAR batch") as err:
         load_dataset("cifar10", data_dir=tmp_path)
     assert not marker.exists()
-    assert "data_batch_2" in str(err.value) and "d4bba439e000b95fd0a9bffe97cbabec" in str(err.value)
+    assert "data_batch_2" in str(err.value)
+    assert "d4bba439e000b95fd0a9bffe97cbabec" in str(err.value)
 
 
 def test_cifar_truncated_batch(tmp_path):
@@ -375,7 +396,8 @@ def test_cifar_truncated_batch(tmp_path):
     with pytest.raises(DeepFaultError) as err:
         load_dataset("cifar10", data_dir=tmp_path)
     msg = str(err.value)
-    assert "data_batch_1" in msg and "c99cafc152244af753f735de768cd75f" in msg
+    assert "data_batch_1" in msg
+    assert "c99cafc152244af753f735de768cd75f" in msg
     assert "deepfault data download cifar10" in msg
 
 
@@ -411,11 +433,13 @@ def test_cifar_npz_layout(tmp_path):
     np.savez(folder / "cifar10_train.npz", x=x_train, y=np.arange(5).reshape(5, 1))
     np.savez(folder / "cifar10_test.npz", x=x_test, y=np.array([9, 0]))
     ds = load_dataset("cifar10", data_dir=tmp_path)
-    assert ds.x_train.shape == (5, 3, 32, 32) and ds.x_train.dtype == np.float32
+    assert ds.x_train.shape == (5, 3, 32, 32)
+    assert ds.x_train.dtype == np.float32
     np.testing.assert_array_equal(ds.x_train, x_train.transpose(0, 3, 1, 2))
     np.testing.assert_array_equal(ds.y_train, np.arange(5))
     np.testing.assert_array_equal(ds.y_test, [9, 0])
-    assert ds.y_test.dtype == np.int64 and ds.bounds == (0.0, 255.0)
+    assert ds.y_test.dtype == np.int64
+    assert ds.bounds == (0.0, 255.0)
     assert load_dataset("cifar10", data_dir=tmp_path, scale01=True).x_test.max() <= 1.0
 
     np.savez(folder / "cifar10_test.npz", x=x_test.astype(np.float32), y=np.array([9, 0]))
@@ -447,14 +471,17 @@ def write_svhn(folder: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def test_svhn(tmp_path, sub):
     written = write_svhn(tmp_path / sub)
     ds = load_dataset("svhn", data_dir=tmp_path)
-    assert ds.x_train.shape == (5, 3, 32, 32) and ds.x_test.shape == (3, 3, 32, 32)
-    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int64
+    assert ds.x_train.shape == (5, 3, 32, 32)
+    assert ds.x_test.shape == (3, 3, 32, 32)
+    assert ds.x_train.dtype == np.float32
+    assert ds.y_train.dtype == np.int64
     x, _ = written["train"]
     np.testing.assert_array_equal(ds.x_train[4, 2, 7, 3], x[7, 3, 2, 4])
     np.testing.assert_array_equal(ds.x_train, x.transpose(3, 2, 0, 1))
     np.testing.assert_array_equal(ds.y_train, [0, 1, 2, 9, 0])
     np.testing.assert_array_equal(ds.y_test, [0, 1, 2])
-    assert ds.bounds == (0.0, 255.0) and ds.class_names == tuple("0123456789")
+    assert ds.bounds == (0.0, 255.0)
+    assert ds.class_names == tuple("0123456789")
     scaled = load_dataset("svhn", data_dir=tmp_path, scale01=True)
     assert scaled.bounds == (0.0, 1.0)
     np.testing.assert_allclose(scaled.x_train * 255, ds.x_train, rtol=1e-6)
@@ -469,7 +496,8 @@ def test_svhn_missing_and_corrupt(tmp_path):
     with pytest.raises(DeepFaultError) as err:
         load_dataset("svhn", data_dir=tmp_path)
     msg = str(err.value)
-    assert "test_32x32.mat" in msg and "eb5a983be6a315427106f1b164d9cef3" in msg
+    assert "test_32x32.mat" in msg
+    assert "eb5a983be6a315427106f1b164d9cef3" in msg
     assert "deepfault data download svhn" in msg
 
 
@@ -494,12 +522,17 @@ def test_npz_test_split_only(tmp_path):
     x = np.random.default_rng(0).random((4, 2, 3)).astype(np.float64)
     np.savez(tmp_path / "mine.npz", x=x, y=[0, 2, 1, 2])
     ds = load_npz(tmp_path / "mine.npz")
-    assert ds.name == "mine" and ds.bounds == (0.0, 1.0)
-    assert ds.x_test.dtype == np.float32 and ds.y_test.dtype == np.int64
+    assert ds.name == "mine"
+    assert ds.bounds == (0.0, 1.0)
+    assert ds.x_test.dtype == np.float32
+    assert ds.y_test.dtype == np.int64
     np.testing.assert_allclose(ds.x_test, x, rtol=1e-6)
-    assert ds.x_train.shape == (0, 2, 3) and ds.x_train.dtype == np.float32
-    assert ds.y_train.shape == (0,) and ds.y_train.dtype == np.int64
-    assert ds.class_names == ("0", "1", "2") and ds.input_shape == (2, 3)
+    assert ds.x_train.shape == (0, 2, 3)
+    assert ds.x_train.dtype == np.float32
+    assert ds.y_train.shape == (0,)
+    assert ds.y_train.dtype == np.int64
+    assert ds.class_names == ("0", "1", "2")
+    assert ds.input_shape == (2, 3)
 
 
 def test_npz_full(tmp_path):
@@ -515,9 +548,11 @@ def test_npz_full(tmp_path):
         class_names=np.array(["cat", "dog", "cow"]),
     )
     ds = load_npz(path, name="farm")
-    assert ds.name == "farm" and ds.bounds == (0.0, 255.0)
+    assert ds.name == "farm"
+    assert ds.bounds == (0.0, 255.0)
     assert ds.class_names == ("cat", "dog", "cow")
-    assert ds.x_train.shape == (5, 1, 4, 4) and ds.x_train.dtype == np.float32
+    assert ds.x_train.shape == (5, 1, 4, 4)
+    assert ds.x_train.dtype == np.float32
     np.testing.assert_array_equal(ds.y_train, [0, 1, 2, 0, 1])
     np.testing.assert_array_equal(ds.y_test, [0, 1, 0])
     assert ds.meta["path"] == str(path)
@@ -526,11 +561,12 @@ def test_npz_full(tmp_path):
 def test_load_dataset_accepts_an_npz_path(tmp_path):
     np.savez(tmp_path / "mine.npz", x=np.zeros((2, 3)), y=[0, 1])
     ds = load_dataset(str(tmp_path / "mine.npz"))
-    assert ds.name == "mine" and ds.x_test.shape == (2, 3)
+    assert ds.name == "mine"
+    assert ds.x_test.shape == (2, 3)
 
 
 @pytest.mark.parametrize(
-    "arrays, problem",
+    ("arrays", "problem"),
     [
         ({"x": np.full((2, 3), 2.0), "y": [0, 1]}, "outside the bounds.*add a bounds array"),
         ({"x": np.full((2, 3), 300.0), "y": [0, 1], "bounds": [0, 255]}, "fix the inputs"),
@@ -642,8 +678,11 @@ def test_corrupted_download_is_not_moved_into_place(tmp_path, monkeypatch):
         dl.download("mnist", tmp_path, transport=FakeTransport(payloads))
     msg = str(err.value)
     first = dl.SOURCES["mnist"].remote[0]
-    assert first.name in msg and "md5" in msg and first.md5 in msg
-    assert "https://a.example" in msg and "https://b.example" in msg
+    assert first.name in msg
+    assert "md5" in msg
+    assert first.md5 in msg
+    assert "https://a.example" in msg
+    assert "https://b.example" in msg
     assert f"{len(files[first.name]) - 10:,} bytes instead of" in msg
     # neither the file, nor a temporary, nor the folders the download created are left behind
     assert list(tmp_path.iterdir()) == []
@@ -664,7 +703,8 @@ def test_status_reports_present_but_unverified(tmp_path):
     ]
     assert status[3].file.name == "t10k-labels-idx1-ubyte"
     file, present, verified = status[0]  # still a plain tuple
-    assert present and not verified
+    assert present
+    assert not verified
 
 
 def test_unknown_download_name(tmp_path):
@@ -708,7 +748,8 @@ def test_download_cifar_extracts_the_batches(tmp_path, monkeypatch):
     assert (tmp_path / "cifar-10-python.tar.gz").is_file()
     assert not any(p.name.startswith(".extract-") for p in tmp_path.iterdir())
     ds = load_dataset("cifar10", data_dir=tmp_path)
-    assert ds.x_train.shape == (10, 3, 32, 32) and ds.x_test.shape == (2, 3, 32, 32)
+    assert ds.x_train.shape == (10, 3, 32, 32)
+    assert ds.x_test.shape == (2, 3, 32, 32)
 
 
 def test_download_cifar_refuses_unsafe_archive(tmp_path, monkeypatch):

@@ -10,7 +10,8 @@ from helpers.docs import DOCS, page, run_python_examples, section, undocumented_
 def test_deepfault_python_api_example_runs(capsys):
     run_python_examples(section("## Python API", "deepfault.md"), "docs/deepfault.md")
     out = capsys.readouterr().out
-    assert "score=" in out and "'accuracy':" in out
+    assert "score=" in out
+    assert "'accuracy':" in out
 
 
 def test_coverage_python_example_runs(tmp_path, monkeypatch, capsys):
@@ -24,7 +25,8 @@ def test_coverage_python_example_runs(tmp_path, monkeypatch, capsys):
         "nac(threshold=0)", "kmnc(sections=10)", "nbc(scale=0)", "snac(scale=0)", "tknc(top_k=1)",
         "tknp(top_k=1)",
     ]
-    assert "kept; kmnc" in out[7] and "APFD" in out[8]
+    assert "kept; kmnc" in out[7]
+    assert "APFD" in out[8]
     assert (tmp_path / "lenet1-profile.npz").is_file()
 
 
@@ -32,7 +34,8 @@ def test_xplore_python_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     run_python_examples(section("## Python", "xplore.md"), "docs/xplore.md")
     out = capsys.readouterr().out
-    assert "difference-inducing inputs" in out and "'target': None" in out
+    assert "difference-inducing inputs" in out
+    assert "'target': None" in out
     assert (tmp_path / "xplore-found.npz").is_file()
 
 

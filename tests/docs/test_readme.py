@@ -23,7 +23,8 @@ def test_readme_is_a_front_door_not_a_manual():
 def test_readme_quick_start_python_runs(capsys):
     run_python_examples(README.read_text(), "README.md")
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("Neuron(layer=") and 0.0 < float(out[1]) <= 1.0
+    assert out[0].startswith("Neuron(layer=")
+    assert 0.0 < float(out[1]) <= 1.0
 
 
 def test_every_relative_link_resolves():

@@ -45,13 +45,17 @@ def test_iteration_budget_campaigns_are_reproducible(settings):
     a = run_campaign(m1, m2, x, y, **kw)
     b = run_campaign(m1, m2, x, y, **kw)
     _same(a, b)
-    assert a.stop_reason == "budget" and a.iterations == int(kw["budget"][:-2])
-    assert a.metrics.urf <= a.metrics.rf and a.metrics.seeds <= a.metrics.urf
+    assert a.stop_reason == "budget"
+    assert a.iterations == int(kw["budget"][:-2])
+    assert a.metrics.urf <= a.metrics.rf
+    assert a.metrics.seeds <= a.metrics.urf
     if settings is DH:  # DeepHunter's seeds are the inputs M2 gets right (spec section 10)
-        assert a.metrics.rf > 0 and a.metrics.initial_rf == 0
+        assert a.metrics.rf > 0
+        assert a.metrics.initial_rf == 0
         assert a.roots == int((m2(x).argmax(1) == y).sum()) == a.queued_seeds
     else:
-        assert a.metrics.rf > 0 and a.metrics.initial_rf > 0
+        assert a.metrics.rf > 0
+        assert a.metrics.initial_rf > 0
         assert a.roots == int((m1(x).argmax(1) == y).sum())
         assert a.queued_seeds == a.roots - a.metrics.initial_rf
     c = run_campaign(m1, m2, x, y, **(kw | {"seed": 4}))
@@ -63,7 +67,8 @@ def test_identical_models_find_no_regression_and_stop_at_the_budget():
     for settings in (dict(), DH):
         r = run_campaign(m1, m1, x, y, bounds=(0.0, 1.0), budget="60it", batch=8, seed=0, fidelity="ssim",
                          **settings)
-        assert r.stop_reason == "budget" and r.iterations == 60
+        assert r.stop_reason == "budget"
+        assert r.iterations == 60
         assert (r.metrics.rf, r.metrics.urf, r.metrics.seeds, r.metrics.initial_rf) == (0, 0, 0, 0)
         assert r.to_dict()["stop_reason"] == "budget"
     # a copy of the model behaves the same; a time budget ends on time (2,000 seeds, so the
@@ -71,7 +76,9 @@ def test_identical_models_find_no_regression_and_stop_at_the_budget():
     twin = tiny_model(0)
     _, _, x, y = tiny_problem(n=2000)
     r = run_campaign(m1, twin, x, y, bounds=(0.0, 1.0), budget="0.5s", batch=8, seed=0, fidelity="ssim")
-    assert r.metrics.rf == 0 and r.stop_reason == "budget" and 0.5 <= r.seconds < 5.0
+    assert r.metrics.rf == 0
+    assert r.stop_reason == "budget"
+    assert 0.5 <= r.seconds < 5.0
 
 
 def test_models_with_other_classes_or_input_shapes_are_refused():
@@ -94,7 +101,8 @@ def test_models_are_left_as_they_were():
     before = {k: v.clone() for k, v in m2.state_dict().items()}
     x0 = x.clone()
     run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="30it", batch=5, **DH)
-    assert m1.training and not m2.training
+    assert m1.training
+    assert not m2.training
     assert all(torch.equal(before[k], v) for k, v in m2.state_dict().items())
     assert torch.equal(x, x0)
     for module in m2.modules():
@@ -162,7 +170,8 @@ def test_batch_size_changes_the_schedule_not_the_kind_of_result():
     one = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="60it", batch=1)
     many = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="60it", batch=16)
     assert one.iterations == many.iterations == 60
-    assert one.steps == 60 and many.steps == 4  # 16 + 16 + 16 + 12
+    assert one.steps == 60
+    assert many.steps == 4  # 16 + 16 + 16 + 12
     assert one.generated == many.generated == 1200
 
 
@@ -221,11 +230,13 @@ def test_kill_9_then_resume_with_eviction_equals_an_uninterrupted_run(tmp_path):
     assert 300 <= killed_at < 2400
     subprocess.run([*run, str(store), str(tmp_path / "resumed.npz")], check=True, env=env, timeout=300)
     whole, resumed = np.load(tmp_path / "whole.npz"), np.load(tmp_path / "resumed.npz")
-    assert int(resumed["resumed"]) > 0 and int(whole["resumed"]) == 0
+    assert int(resumed["resumed"]) > 0
+    assert int(whole["resumed"]) == 0
     for key in whole.files:
         if key != "resumed":
             np.testing.assert_array_equal(whole[key], resumed[key], err_msg=key)
-    assert len(whole["root"]) > 0 and int(whole["evicted"]) > 0
+    assert len(whole["root"]) > 0
+    assert int(whole["evicted"]) > 0
     # a finished campaign in the store is returned as it is, not run again
     subprocess.run([*run, str(store), str(tmp_path / "again.npz")], check=True, env=env, timeout=300)
     again = np.load(tmp_path / "again.npz")

@@ -53,11 +53,14 @@ def test_regress_prints_metrics_writes_faults_and_resumes(files, capsys):
     for word in ("#RF", "#URF", "#Seed", "#GF", "stopped at the budget (40it)"):
         assert word in out
     npz = files / "s-drfuzz-seed0-faults.npz"
-    assert npz.is_file() and (files / "s-drfuzz-seed0-faults.png").is_file()
+    assert npz.is_file()
+    assert (files / "s-drfuzz-seed0-faults.png").is_file()
     with np.load(npz) as f:
         assert set(f.files) >= {"inputs", "seed_index", "label", "m1_pred", "m2_pred", "m1_prob", "m2_prob"}
-        assert (f["m1_pred"] == f["label"]).all() and (f["m2_pred"] != f["label"]).all()
-        assert f["inputs"].shape[1:] == (1, 28, 28) and len(f["inputs"]) > 0
+        assert (f["m1_pred"] == f["label"]).all()
+        assert (f["m2_pred"] != f["label"]).all()
+        assert f["inputs"].shape[1:] == (1, 28, 28)
+        assert len(f["inputs"]) > 0
         first = f["inputs"].copy()
     # the same command finds the finished campaign in the store and prints the same metrics
     assert main(_regress(files)) == 0
@@ -78,12 +81,14 @@ def test_regress_deephunter_and_the_report(files, capsys, tmp_path):
     out = tmp_path / "report"
     assert main(["report", str(files / "dh.sqlite"), "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
-    assert "DRFuzz against DeepHunter" in md and "DeepHunter" in md
-    assert (out / "timeline.png").is_file() and (out / "rule_usage.png").is_file()
+    assert "DRFuzz against DeepHunter" in md
+    assert "DeepHunter" in md
+    assert (out / "timeline.png").is_file()
+    assert (out / "rule_usage.png").is_file()
     assert (out / "campaigns.csv").read_text().count("\n") == 2
 
 
-@pytest.mark.parametrize("other, message", [
+@pytest.mark.parametrize(("other", "message"), [
     ("m5.pt", "M1 has 10 classes and M2 5"),
     ("wide.pt", r"M1 takes inputs of shape \(1, 28, 28\) and M2 \(1, 32, 32\)"),
 ])
@@ -110,7 +115,8 @@ def test_library_entry_point(files):
 
     out = regress(files / "m1.pt", files / "m2.pt", dataset=str(files / "data.npz"), budget="20it", batch=4,
                   fidelity="ssim:0.5", store=files / "lib.sqlite")
-    assert out.result.iterations == 20 and out.cell == "drfuzz-seed0"
+    assert out.result.iterations == 20
+    assert out.cell == "drfuzz-seed0"
     assert len(out.seed_inputs) == int((out.result.faults.kind == 0).sum())
     assert out.to_dict()["metrics"]["rf"] == out.result.metrics.rf
 
@@ -121,10 +127,14 @@ def test_reference_loop_finds_regressions_and_none_for_identical_models():
 
     m1, m2, x, y = tiny_problem()
     r = drfuzz_reference(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), iterations=40, seed=0)
-    assert r["iterations"] == 40 and r["generated"] == 400
-    assert r["rf"] > 0 and 0 < r["urf"] <= r["rf"] and r["seeds"] <= r["urf"]
+    assert r["iterations"] == 40
+    assert r["generated"] == 400
+    assert r["rf"] > 0
+    assert 0 < r["urf"] <= r["rf"]
+    assert r["seeds"] <= r["urf"]
     same = drfuzz_reference(m1, m1, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), iterations=20, seed=0)
-    assert same["rf"] == 0 and same["urf"] == 0
+    assert same["rf"] == 0
+    assert same["urf"] == 0
 
 
 def test_campaigns_through_the_executors_write_the_same_results(files):
@@ -164,7 +174,8 @@ def test_hooks_are_removed_when_a_campaign_fails(files):
     with pytest.raises(RuntimeError, match="stop"):
         run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", batch=5, progress=boom, **DH)
     assert all(not module._forward_hooks for module in m2.modules())
-    assert not m1.training and not m2.training
+    assert not m1.training
+    assert not m2.training
 
 
 def test_regress_both_strategies_share_one_filter_and_are_compared(files, capsys):
@@ -173,10 +184,13 @@ def test_regress_both_strategies_share_one_filter_and_are_compared(files, capsys
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("regress: ") == 2
-    assert "drfuzz on" in out and "deephunter on" in out and "+ shared ssim:0.5 check" in out
+    assert "drfuzz on" in out
+    assert "deephunter on" in out
+    assert "+ shared ssim:0.5 check" in out
     assert "comparison (shared filter: ssim:0.5): at equal wall time" in out
     assert "at equal iterations (40)" in out
-    assert "#URF passing the filter" in out and "#URF per 1,000 model queries" in out
+    assert "#URF passing the filter" in out
+    assert "#URF per 1,000 model queries" in out
 
 
 def test_regress_without_a_discriminator_for_the_data_set_names_both_ways(files, capsys, tmp_path,
@@ -185,4 +199,6 @@ def test_regress_without_a_discriminator_for_the_data_set_names_both_ways(files,
     argv = [a for a in _regress(files) if a not in ("--fidelity", "ssim:0.5")]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "no discriminator for data set" in err and "deepfault gan train" in err and "--fidelity" in err
+    assert "no discriminator for data set" in err
+    assert "deepfault gan train" in err
+    assert "--fidelity" in err

@@ -45,7 +45,7 @@ def naive_ssim(x: torch.Tensor, y: torch.Tensor, data_range: float) -> float:
     return float(torch.stack(values).mean())
 
 
-@pytest.mark.parametrize("shape, data_range", [((3, 1, 28, 28), 1.0), ((2, 3, 9, 12), 255.0),
+@pytest.mark.parametrize(("shape", "data_range"), [((3, 1, 28, 28), 1.0), ((2, 3, 9, 12), 255.0),
                                                 ((2, 1, 8, 8), 1.0)])
 def test_ssim_equals_naive_loop(shape, data_range):
     gen = torch.Generator().manual_seed(1)
@@ -53,7 +53,8 @@ def test_ssim_equals_naive_loop(shape, data_range):
     y = (x + 0.08 * data_range * torch.randn(shape, generator=gen)).clamp(0, data_range)
     got = ssim(x, y, data_range=data_range)
     want = torch.tensor([naive_ssim(x[i], y[i], data_range) for i in range(shape[0])], dtype=torch.float64)
-    assert got.shape == (shape[0],) and got.dtype == torch.float32
+    assert got.shape == (shape[0],)
+    assert got.dtype == torch.float32
     torch.testing.assert_close(got.double(), want, atol=2e-6, rtol=0)
 
 
@@ -81,7 +82,8 @@ def test_ssim_identical_is_one_and_a_visible_change_is_below_threshold():
     patched[..., 10:16, 10:16] = 1.0  # a white square in the hole
     faint = (img + 0.002).clamp(0, 1)
     scores = ssim(torch.cat([shifted, patched, faint]), img.expand(3, -1, -1, -1), data_range=1.0)
-    assert scores[0] < 0.99 and scores[1] < 0.99
+    assert scores[0] < 0.99
+    assert scores[1] < 0.99
     assert scores[2] >= 0.99
     fid = make_fidelity("ssim", bounds=(0.0, 1.0))
     ref = fid.reference(img)
@@ -110,10 +112,12 @@ def test_ssim_threshold_from_spec():
     shifted = torch.roll(img, shifts=2, dims=-1)
     score = ssim(shifted, img, data_range=1.0).item()
     loose = make_fidelity(f"ssim:{score - 0.01}", bounds=(0.0, 1.0))
-    assert isinstance(loose, SSIMFidelity) and loose.threshold == pytest.approx(score - 0.01)
+    assert isinstance(loose, SSIMFidelity)
+    assert loose.threshold == pytest.approx(score - 0.01)
     assert loose.passes(shifted, loose.reference(img)).tolist() == [True]
     check = loose.check(shifted, loose.reference(img))
-    assert check.to_dict()["passed"] == [True] and check.scores.item() == pytest.approx(score)
+    assert check.to_dict()["passed"] == [True]
+    assert check.scores.item() == pytest.approx(score)
 
 
 # --- the discriminator check -------------------------------------------------------------------
@@ -147,7 +151,8 @@ def _mean_pixel_file(path, *, input_range=(-1.0, 1.0), bounds=(0.0, 1.0)):
 def test_discriminator_sees_the_recorded_input_range(tmp_path, mean_pixel_arch):
     path = _mean_pixel_file(tmp_path / "d.pt")
     fid = make_fidelity(f"discriminator:{path}", bounds=(0.0, 1.0))
-    assert isinstance(fid, DiscriminatorFidelity) and fid.input_range == (-1.0, 1.0)
+    assert isinstance(fid, DiscriminatorFidelity)
+    assert fid.input_range == (-1.0, 1.0)
     x = torch.stack([torch.full((1, 4, 4), v) for v in (0.0, 0.25, 0.5, 1.0)])
     # data 0..1 -> [-1, 1]: the mean pixel m becomes 2m - 1, not m (the published code's bug)
     torch.testing.assert_close(fid.reference(x), torch.tensor([-1.0, -0.5, 0.0, 1.0]))
@@ -180,7 +185,8 @@ def test_discriminator_leaves_the_callers_model_alone():
     model = MeanPixel().train()
     fid = DiscriminatorFidelity(model, bounds=(0.0, 1.0), input_range=(-1.0, 1.0))
     fid.reference(torch.rand(2, 1, 4, 4))
-    assert model.training and model.unused.requires_grad
+    assert model.training
+    assert model.unused.requires_grad
 
 
 def test_trained_dcgan_discriminator_file_works_as_fidelity(tmp_path):
@@ -198,16 +204,20 @@ def test_trained_dcgan_discriminator_file_works_as_fidelity(tmp_path):
     disc_path, gen_path = gan.save_gan(result, tmp_path / "disc.pt")
     assert gen_path.name == "disc.generator.pt"
     disc = load_model(disc_path)
-    assert disc.meta["input_range"] == [-1.0, 1.0] and disc.meta["generator_file"] == "disc.generator.pt"
-    assert disc.dataset == "rand" and disc.output_kind == "probabilities"
+    assert disc.meta["input_range"] == [-1.0, 1.0]
+    assert disc.meta["generator_file"] == "disc.generator.pt"
+    assert disc.dataset == "rand"
+    assert disc.output_kind == "probabilities"
     assert disc.model.fc1.in_features == 128 * 5 * 5  # the Keras model's 3200
     generator = load_model(gen_path).model
     with torch.no_grad():
         images = generator(torch.rand(3, gan.LATENT_DIM) * 2 - 1)
-    assert images.shape == (3, 1, 28, 28) and images.abs().max() <= 1
+    assert images.shape == (3, 1, 28, 28)
+    assert images.abs().max() <= 1
     fid = make_fidelity(f"discriminator:{disc_path}", bounds=(0.0, 1.0), dataset="rand")
     scores = fid.reference(torch.as_tensor(x[:5]))
-    assert scores.shape == (5,) and ((scores > 0) & (scores < 1)).all()
+    assert scores.shape == (5,)
+    assert ((scores > 0) & (scores < 1)).all()
     with torch.no_grad():
         direct = disc.model(torch.as_tensor(x[:5]) * 2 - 1)[:, 0]
     torch.testing.assert_close(scores, direct)
@@ -254,10 +264,12 @@ def test_gan_cli_bad_input_writes_nothing(tmp_path, capsys):
     out = tmp_path / "d.pt"
     assert main(["gan", "train", "--dataset", "nosuch", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "unknown data set 'nosuch'" in err
+    assert err.count("\n") == 1
+    assert "unknown data set 'nosuch'" in err
     assert main(["gan", "train", "--dataset", "digits", "--out", str(out)]) == 2
     assert "multiple of 4" in capsys.readouterr().err
-    assert not out.exists() and not list(tmp_path.iterdir())
+    assert not out.exists()
+    assert not list(tmp_path.iterdir())
 
 
 def test_gan_cli_trains_and_writes_both_files(tmp_path, capsys):
@@ -270,7 +282,9 @@ def test_gan_cli_trains_and_writes_both_files(tmp_path, capsys):
                  "--batch-size", "16", "--images-per-epoch", "all", "--no-progress", "--device", "cpu"])
     text = capsys.readouterr().out
     assert code == 0, text
-    assert "wrote" in text and out.is_file() and (tmp_path / "d.generator.pt").is_file()
+    assert "wrote" in text
+    assert out.is_file()
+    assert (tmp_path / "d.generator.pt").is_file()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_model(out).meta["gan"]["epochs_completed"] == 1
@@ -299,7 +313,8 @@ def test_gan_ctrl_c_keeps_the_last_completed_epoch(monkeypatch):
 
     monkeypatch.setattr(gan, "_noise", interrupt_in_epoch_two)
     cut = gan.train_gan(data, epochs=3, batch_size=16, images_per_epoch=None, seed=3)
-    assert cut.interrupted and cut.epochs_completed == 1
+    assert cut.interrupted
+    assert cut.epochs_completed == 1
     for a, b in zip(one.discriminator.model.state_dict().values(),
                     cut.discriminator.model.state_dict().values(), strict=True):
         assert torch.equal(a, b)

@@ -44,7 +44,8 @@ def test_oracle_buckets_on_hand_set_vectors():
         Bucket.REST, Bucket.REST_DROPPED,
     ]
     np.testing.assert_allclose(v.d, [0.6, 0.7, 0.5, 0.35, 0.2, 0.05, -0.04, -0.3])
-    assert v.y1.tolist() == [0, 1, 1, 0, 0, 0, 0, 0] and v.y2.tolist() == [1, 2, 0, 0, 0, 0, 0, 0]
+    assert v.y1.tolist() == [0, 1, 1, 0, 0, 0, 0, 0]
+    assert v.y2.tolist() == [1, 2, 0, 0, 0, 0, 0, 0]
     # without the parent's d nothing is dropped; the boundaries are strict as in the spec
     assert classify(p1, p2, np.zeros(8, dtype=int)).buckets[-1] == Bucket.REST
     eps = 1e-9  # d just at the thresholds (0.3 and 0.15 are not > themselves)
@@ -87,7 +88,8 @@ def test_mcmc_acceptance_gives_the_stated_probabilities():
     chooser.gain[:] = [6, 3, 1, 9, 2, 5]
     scores = chooser.scores()
     order = np.argsort(-scores, kind="stable")
-    assert len(set(scores.tolist())) == 6 and order.tolist() == [3, 0, 5, 1, 4, 2]
+    assert len(set(scores.tolist())) == 6
+    assert order.tolist() == [3, 0, 5, 1, 4, 2]
     rng = np.random.default_rng(12345)
     draws = 30000
     counts = np.zeros(6)
@@ -121,7 +123,8 @@ def test_choosers_respect_allowed_and_state_round_trip():
             c.update(1, faithful=True, gain=False)
         state = c.state_dict()
         d = cls(["a", "b", "c", "d"]).load_state_dict(state)
-        assert d.previous == c.previous and d.selected.tolist() == c.selected.tolist()
+        assert d.previous == c.previous
+        assert d.selected.tolist() == c.selected.tolist()
     with pytest.raises(DeepFaultError, match="no mutation rule is allowed"):
         UniformChooser(["a"]).choose(rng, np.array([False]))
 
@@ -131,10 +134,11 @@ def test_choosers_respect_allowed_and_state_round_trip():
 
 def test_selection_probability_decays_as_specified():
     a = math.log(20) / 20
-    assert DECAY == pytest.approx(a)
+    assert a == pytest.approx(DECAY)
     w = selection_weights(np.array([0, 1, 20, 0, 0, 0]), np.array([0, 0, 0, 2, 10, 11]))
     np.testing.assert_allclose(w[:5], [1.0, math.exp(-a), 1 / 20, math.exp(-a), math.exp(-5 * a)])
-    assert w[5] == 0.0 and MAX_SELECTIONS == 10
+    assert w[5] == 0.0
+    assert MAX_SELECTIONS == 10
     assert selection_weights(np.zeros(2), np.zeros(2), np.array([True, False])).tolist() == [0.0, 1.0]
 
 
@@ -168,7 +172,8 @@ def test_banning_of_ancestor_chain_and_roots():
     assert c.ancestors(3) == [3, 2, 1, 0]
     assert c.ban_chain(3, 0, {7}) == 3  # 3, 2 and 0 have tendency 7; 1 (tendency 4) is kept
     assert c.banned[:6].tolist() == [True, False, True, True, False, False]
-    assert c.weights()[[0, 2, 3]].tolist() == [0, 0, 0] and c.weights()[4] > 0
+    assert c.weights()[[0, 2, 3]].tolist() == [0, 0, 0]
+    assert c.weights()[4] > 0
     c.root_banned[1] = True
     assert c.weights()[5] == 0.0
 
@@ -211,10 +216,12 @@ def test_failure_set_counts_unique_keys_per_root():
     fs = FailureSet(3)
     assert fs.add(np.array([0, 0, 0, 2]), np.array([1, 1, 1, 0]), np.array([5, 5, 6, 1])).tolist() == [
         True, False, True, True]
-    assert len(fs) == 3 and fs.per_root.tolist() == [2, 0, 1]
+    assert len(fs) == 3
+    assert fs.per_root.tolist() == [2, 0, 1]
     fs2 = FailureSet(3)
     fs2.load_state_dict(fs.state_dict())
-    assert fs2.keys == fs.keys and fs2.per_root.tolist() == [2, 0, 1]
+    assert fs2.keys == fs.keys
+    assert fs2.per_root.tolist() == [2, 0, 1]
 
 
 def test_validity_rule():
@@ -252,7 +259,7 @@ def test_metrics_from_a_hand_made_fault_list():
         FaultTable.from_rows([dict(kind="oops", root=0, y1=0, y2=0)])
 
 
-@pytest.mark.parametrize("text, kind, value", [
+@pytest.mark.parametrize(("text", "kind", "value"), [
     ("10m", "seconds", 600.0), ("300s", "seconds", 300.0), ("1.5h", "seconds", 5400.0),
     ("5000it", "iterations", 5000),
 ])

@@ -60,8 +60,11 @@ def test_the_preset_fuzzes_the_users_keras_pair_from_the_command_line(user_pairs
         (experiment,) = opened.experiments()
         record = experiment["config"]
         cells = opened.done(experiment["config_hash"], "drfuzz")
-    assert list(record["scenarios"]) == ["supply"] and record["seeds"] == [0] and record["budget"] == "12it"
-    assert record["shared_filter"] == "ssim:0.3" and "pairs_dir" not in record  # digests name the files
+    assert list(record["scenarios"]) == ["supply"]
+    assert record["seeds"] == [0]
+    assert record["budget"] == "12it"
+    assert record["shared_filter"] == "ssim:0.3"
+    assert "pairs_dir" not in record  # the weights' digests name the files, not where they lie
     assert len(record["model_digests"]["supply"]) == 2
     assert {"supply/drfuzz/seed0/result", "supply/deephunter/seed0/result"} <= cells
     assert main(argv) == 0

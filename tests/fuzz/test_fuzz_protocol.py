@@ -77,8 +77,10 @@ def test_results_are_those_of_the_loop_before_the_refactor(name):
 @pytest.mark.parametrize("name", STRATEGIES.names())
 def test_every_strategy_is_an_object_with_the_loops_methods(name):
     strategy = STRATEGIES.get(name)
-    assert isinstance(strategy, FuzzStrategy) and strategy.name == name
-    assert strategy.mutants == 20 and strategy.count_selections == "fault"
+    assert isinstance(strategy, FuzzStrategy)
+    assert strategy.name == name
+    assert strategy.mutants == 20
+    assert strategy.count_selections == "fault"
     m1, m2, x, y = tiny_problem()
     settings = DH if name == "deephunter" else {}
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
@@ -89,8 +91,10 @@ def test_every_strategy_is_an_object_with_the_loops_methods(name):
     assert isinstance(gen, Generated)
     assert gen.mutants.shape == (3 * 20, 1, 8, 8)
     assert gen.owner.tolist() == np.repeat(np.arange(3), 20).tolist()
-    assert gen.rule.shape == gen.ok.shape == (60,) and gen.made >= 60
-    assert (gen.rule >= 0).all() and (gen.rule < len(strategy.rules)).all()
+    assert gen.rule.shape == gen.ok.shape == (60,)
+    assert gen.made >= 60
+    assert (gen.rule >= 0).all()
+    assert (gen.rule < len(strategy.rules)).all()
     right1, right2 = np.array([True, False, True]), np.array([True, True, False])
     assert strategy.roots(right1, right2).tolist() == (right2 if name == "deephunter" else right1).tolist()
     assert strategy.to_dict()["name"] == name
@@ -107,19 +111,23 @@ def test_deephunter_tries_each_slot_up_to_49_times_with_a_fresh_transformation()
     assert gen.made == int(c.chooser.selected.sum())  # every try is one uniform draw
     # each slot is retried with a fresh transformation until it draws an affine one (half of
     # the eight), so all 40 get there, after about two tries each
-    assert gen.ok.all() and c.affine[gen.rule].all()
+    assert gen.ok.all()
+    assert c.affine[gen.rule].all()
     assert 40 < gen.made < 49 * 40
     c.strategy.tries = lambda campaign: 1  # one try: the pixel rules' slots stay empty
     one = c.strategy.generate(c, c.corpus.select(c.rng, 2))
     del c.strategy.tries
-    assert one.made == 40 and 0 < one.ok.sum() < 40 and c.affine[one.rule[one.ok]].all()
+    assert one.made == 40
+    assert 0 < one.ok.sum() < 40
+    assert c.affine[one.rule[one.ok]].all()
 
 
 def test_retry_structure_counts_every_try_as_a_call():
     m1, m2, x, y = tiny_problem()
     never = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=NeverPass(tries=7), budget="12it", batch=4)
     # every slot tried 7 times, nothing executed, each try one call of the chain
-    assert never.generated == 12 * 20 * 7 and never.queries == 0
+    assert never.generated == 12 * 20 * 7
+    assert never.queries == 0
     assert sum(u["selected"] for u in never.rule_usage.values()) == never.generated
     assert sum(u["faithful"] for u in never.rule_usage.values()) == 0
     once = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=RetryingAlwaysPass(), budget="12it",
@@ -152,7 +160,9 @@ def test_compat_ssim_is_the_published_window_and_range():
     a = torch.randint(0, 256, (3, 1, 12, 12), generator=g).float()
     b = (a + torch.randint(-60, 61, a.shape, generator=g)).clamp(0, 255)
     fid = SSIMCompatFidelity(bounds=(0.0, 255.0))
-    assert fid.data_range == 65535.0 and fid.tries == 50 and fid.threshold == 0.99
+    assert fid.data_range == 65535.0
+    assert fid.tries == 50
+    assert fid.threshold == 0.99
     got = fid.scores(b, a)
     want = [_naive_skimage_ssim(a[i, 0].numpy(), b[i, 0].numpy(), 65535.0) for i in range(3)]
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
@@ -162,7 +172,8 @@ def test_compat_ssim_is_the_published_window_and_range():
     np.testing.assert_allclose(unit.scores(b / 255, a / 255).numpy(), got.numpy(), rtol=1e-5)
     # and it barely filters: what the true range rejects, the published one passes
     strict = ssim(b, a, data_range=255.0)
-    assert (strict < 0.99).all() and (got >= 0.99).all()
+    assert (strict < 0.99).all()
+    assert (got >= 0.99).all()
     assert make_fidelity("ssim-compat", bounds=(0.0, 255.0)).to_dict()["compatibility_mode"] is True
 
 
@@ -214,7 +225,9 @@ def test_one_shared_filter_applies_to_every_executed_mutant_of_both_strategies()
                      bounds=(0.0, 1.0), fidelity=kw.get("fidelity"), shared_fidelity=NeverPass())
         c.run()
         r = c.result()
-        assert r.queries == 0 and r.metrics.rf == 0 and r.shared_rejected > 0
+        assert r.queries == 0
+        assert r.metrics.rf == 0
+        assert r.shared_rejected > 0
 
 
 def test_shared_filter_by_name_and_the_comparison_at_equal_time_and_iterations():
@@ -225,7 +238,8 @@ def test_shared_filter_by_name_and_the_comparison_at_equal_time_and_iterations()
                for s, b in (("drfuzz", "40it"), ("deephunter", "24it"))}
     assert all(r.config.shared_fidelity == "ssim:0.5" for r in results.values())
     cmp = compare_campaigns(results)
-    assert cmp["iterations"] == 24 and cmp["filter"] == "ssim:0.5"
+    assert cmp["iterations"] == 24
+    assert cmp["filter"] == "ssim:0.5"
     d = results["drfuzz"]
     assert cmp["rows"]["drfuzz"]["at_equal_iterations"] == metrics_until(d.faults, iterations=24).to_dict()
     assert cmp["rows"]["drfuzz"]["urf_filtered"] == d.metrics.urf
@@ -253,7 +267,8 @@ def test_state_dict_round_trip_continues_exactly():
     second.run()
     a, b = whole.result(), second.result()
     assert _digest(a) == _digest(b)
-    assert a.rule_usage == b.rule_usage and a.evicted == b.evicted > 0
+    assert a.rule_usage == b.rule_usage
+    assert a.evicted == b.evicted > 0
 
 
 def test_eviction_keeps_the_queue_bounded_and_evicts_the_least_likely_first():
@@ -262,7 +277,10 @@ def test_eviction_keeps_the_queue_bounded_and_evicts_the_least_likely_first():
                  config=CampaignConfig(budget="200it", batch=5, seed=0, queue_capacity=150))
     c.run()
     q = c.corpus
-    assert q.evicted > 0 and len(q) > 150 and q.resident() <= 150 and len(q.images) <= 150
+    assert q.evicted > 0
+    assert len(q) > 150
+    assert q.resident() <= 150
+    assert len(q.images) <= 150
     w = q.weights()
     assert (w[q.slot[: len(q)] < 0] == 0).all()  # an evicted entry is never selected again
 
@@ -278,7 +296,8 @@ def test_the_discriminator_is_trained_on_first_use_and_cached(tmp_path, monkeypa
                    rng.random((20, 1, 16, 16), dtype=np.float32), rng.integers(0, 2, 20), (0.0, 1.0),
                    ("a", "b"))
     path = gan.cached_discriminator("mnist", data=tiny, progress=False)
-    assert path.is_file() and path.is_relative_to(tmp_path / "cache")
+    assert path.is_file()
+    assert path.is_relative_to(tmp_path / "cache")
     from deepfault.models import open_model
 
     quality = open_model(path).meta["gan"]

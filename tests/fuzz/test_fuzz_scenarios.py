@@ -54,8 +54,11 @@ def test_each_scenario_writes_two_loadable_models_that_differ(pairs, digits):
     x = torch.as_tensor(digits.x_test)
     for name, r in results.items():
         m1, m2 = load_model(r.m1_path), load_model(r.m2_path)
-        assert m1.meta["scenario"]["role"] == "M1" and m2.meta["scenario"]["role"] == "M2"
-        assert m2.meta["scenario"]["name"] == name and m2.dataset == "digits" and m2.bounds == (0.0, 1.0)
+        assert m1.meta["scenario"]["role"] == "M1"
+        assert m2.meta["scenario"]["role"] == "M2"
+        assert m2.meta["scenario"]["name"] == name
+        assert m2.dataset == "digits"
+        assert m2.bounds == (0.0, 1.0)
         assert all(v.dtype == torch.float32 for v in m2.model.state_dict().values())
         with torch.no_grad():
             o1, o2 = m1.model(x), m2.model(x)
@@ -66,10 +69,13 @@ def test_each_scenario_writes_two_loadable_models_that_differ(pairs, digits):
         # the reported figures are those of the files
         right1 = o1.argmax(1).numpy() == digits.y_test
         right2 = o2.argmax(1).numpy() == digits.y_test
-        assert r.m1_accuracy == pytest.approx(right1.mean()) and r.m2_accuracy == pytest.approx(right2.mean())
-        assert r.regressions == int((right1 & ~right2).sum()) and r.fixes == int((~right1 & right2).sum())
+        assert r.m1_accuracy == pytest.approx(right1.mean())
+        assert r.m2_accuracy == pytest.approx(right2.mean())
+        assert r.regressions == int((right1 & ~right2).sum())
+        assert r.fixes == int((~right1 & right2).sum())
         saved = json.loads((out / f"{name}-digits_mlp-digits.json").read_text())
-        assert saved["regressions"] == r.regressions and saved["m2_path"] == str(r.m2_path)
+        assert saved["regressions"] == r.regressions
+        assert saved["m2_path"] == str(r.m2_path)
 
 
 def test_base_models_are_shared_and_m1_is_the_base(pairs):
@@ -77,7 +83,8 @@ def test_base_models_are_shared_and_m1_is_the_base(pairs):
     bases = sorted(p.name for p in out.glob("base-*.pt"))
     assert bases == ["base-digits_mlp-digits-train100-seed0-epochs2.pt",
                      "base-digits_mlp-digits-train80-seed0-epochs2.pt"]
-    assert not results["supply"].base_reused and not results["adv-bim"].base_reused
+    assert not results["supply"].base_reused
+    assert not results["adv-bim"].base_reused
     assert all(results[n].base_reused for n in ("prune", "quant-fp16", "quant-int8"))
     full = load_model(out / bases[0]).model.state_dict()
     for name in ("adv-bim", "prune", "quant-fp16", "quant-int8"):
@@ -113,7 +120,8 @@ def test_quant_int8_error_bound_per_tensor(pairs):
             assert s == pytest.approx(float(w.abs().max()) / 127)
             assert float((w - q).abs().max()) <= s / 2 * (1 + 1e-5)
             levels = q / s
-            assert torch.allclose(levels, levels.round(), atol=1e-3) and levels.abs().max() <= 127 + 1e-3
+            assert torch.allclose(levels, levels.round(), atol=1e-3)
+            assert levels.abs().max() <= 127 + 1e-3
         else:  # biases stay float32
             assert torch.equal(w, q)
 
@@ -155,9 +163,11 @@ def test_int8_and_fp16_helpers_leave_the_model_alone():
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
     w = torch.randn(50, 7) * 3
     q, s = quantize_int8_tensor(w)
-    assert float((w - q).abs().max()) <= s / 2 * (1 + 1e-6) and q.abs().max() <= w.abs().max() + 1e-6
+    assert float((w - q).abs().max()) <= s / 2 * (1 + 1e-6)
+    assert q.abs().max() <= w.abs().max() + 1e-6
     zero, s0 = quantize_int8_tensor(torch.zeros(3))
-    assert s0 == 0.0 and torch.equal(zero, torch.zeros(3))
+    assert s0 == 0.0
+    assert torch.equal(zero, torch.zeros(3))
 
 
 def test_bim_stays_in_the_ball_and_raises_the_loss():
@@ -166,8 +176,10 @@ def test_bim_stays_in_the_ball_and_raises_the_loss():
     x = torch.rand(40, 1, 4, 4)
     y = torch.randint(0, 3, (40,))
     adv = bim(model, x, y, bounds=(0.0, 1.0), eps=0.1, steps=5, batch_size=7)
-    assert adv.shape == x.shape and (adv - x).abs().max() <= 0.1 + 1e-6
-    assert adv.min() >= 0 and adv.max() <= 1
+    assert adv.shape == x.shape
+    assert (adv - x).abs().max() <= 0.1 + 1e-6
+    assert adv.min() >= 0
+    assert adv.max() <= 1
     loss = nn.functional.cross_entropy
     with torch.no_grad():
         assert loss(model(adv), y) > loss(model(x), y)
@@ -206,7 +218,7 @@ def test_api_errors(digits, tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("argv, message", [
+@pytest.mark.parametrize(("argv", "message"), [
     (["scenario", "apricot", "--arch", "lenet5", "--dataset", "digits"], "invalid choice: 'apricot'"),
     (["scenario", "prune", "--arch", "lenet9", "--dataset", "digits"], "invalid choice: 'lenet9'"),
     (["scenario", "prune", "--arch", "lenet5", "--dataset", "nosuch"], "unknown data set 'nosuch'"),
@@ -217,7 +229,9 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, a
     out = tmp_path / "out"
     assert main([*argv, "--out-dir", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("deepfault: error:") and message in err
+    assert err.count("\n") == 1
+    assert err.startswith("deepfault: error:")
+    assert message in err
     assert not out.exists()
 
 
@@ -227,7 +241,8 @@ def test_cli_writes_the_pair_and_prints_the_table(tmp_path, capsys):
                  "--out-dir", str(out), "--device", "cpu", "--no-progress"])
     text = capsys.readouterr().out
     assert code == 0, text
-    assert "quant-int8  QUANT:INT8" in text and "regressions" in text
+    assert "quant-int8  QUANT:INT8" in text
+    assert "regressions" in text
     assert (out / "quant-int8-digits_mlp-digits-m1.pt").is_file()
     assert (out / "quant-int8-digits_mlp-digits-m2.pt").is_file()
 
@@ -238,7 +253,9 @@ def test_carlini_wagner_is_vectorised_stays_in_bounds_and_fools_the_model():
     x = torch.rand(12, 1, 4, 4)
     y = model(x).argmax(1)
     adv = carlini_wagner_l2(model, x, y, bounds=(0.0, 1.0), steps=60, binary_steps=3, lr=0.1)
-    assert adv.shape == x.shape and adv.min() >= 0 and adv.max() <= 1
+    assert adv.shape == x.shape
+    assert adv.min() >= 0
+    assert adv.max() <= 1
     fooled = model(adv).argmax(1) != y
     assert fooled.float().mean() > 0.8
     # one input at a time gives the same answer (per-input search, no cross-talk)
@@ -267,4 +284,5 @@ def test_apricot_repair_moves_towards_submodels_that_are_right_and_never_loses_v
         model.weight.copy_(bad.weight)
         model.bias.zero_()
     out = apricot_repair(model, [good, bad], x, y, x_val=x, y_val=y, rate=0.3, batch_size=16, batches=10)
-    assert out["val_after"] > out["val_before"] and out["kept"] > 0
+    assert out["val_after"] > out["val_before"]
+    assert out["kept"] > 0

@@ -32,7 +32,8 @@ def test_many_steps_at_once_follow_the_chain_of_single_steps():
     rng = np.random.default_rng(1)
     single = np.array([one.choose(rng) for _ in range(n)])
     many = _chooser().choose_many(np.random.default_rng(2), n)
-    assert many.dtype == np.int64 and many.shape == (n,)
+    assert many.dtype == np.int64
+    assert many.shape == (n,)
     # rule frequencies and the transition matrix (each step depends on the previous rule)
     assert np.abs(np.bincount(single, minlength=15) - np.bincount(many, minlength=15)).max() / n < 0.006
     assert np.abs(_transitions(single) - _transitions(many)).max() < 0.003
@@ -41,7 +42,8 @@ def test_many_steps_at_once_follow_the_chain_of_single_steps():
 def test_many_steps_continue_from_the_previous_rule_and_are_seeded():
     a, b = _chooser(), _chooser()
     x, y = a.choose_many(np.random.default_rng(5), 40), b.choose_many(np.random.default_rng(5), 40)
-    assert np.array_equal(x, y) and a.previous == x[-1]
+    assert np.array_equal(x, y)
+    assert a.previous == x[-1]
     fresh = _chooser(previous=-1)
     assert fresh.choose_many(np.random.default_rng(0), 3).shape == (3,)
     assert _chooser().choose_many(np.random.default_rng(0), 0).shape == (0,)

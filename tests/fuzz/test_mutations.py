@@ -59,7 +59,8 @@ def in_spec_range(name: str, p: dict, shape) -> None:
     elif name in ("erode", "dilate"):
         assert set(zip(p["kernel_h"].tolist(), p["kernel_w"].tolist(), strict=True)) <= KERNELS
     elif name.endswith("_patch"):
-        assert ((p["row"] >= 0) & (p["row"] <= h - 2)).all() and ((p["col"] >= 0) & (p["col"] <= w - 2)).all()
+        assert ((p["row"] >= 0) & (p["row"] <= h - 2)).all()
+        assert ((p["col"] >= 0) & (p["col"] <= w - 2)).all()
     elif name == "gauss_noise":
         assert set(p["var"].tolist()) <= {2, 1, 0.5, 0.1, 0.05, 0.01, 0.005, 0.001}
         assert p["noise"].shape == shape
@@ -75,7 +76,8 @@ def in_spec_range(name: str, p: dict, shape) -> None:
     else:  # pragma: no cover - a rule added without a range check here
         raise AssertionError(f"no range check for {name}")
     for value in p.values():
-        assert value.device.type == "cpu" and value.shape[0] == n
+        assert value.device.type == "cpu"
+        assert value.shape[0] == n
 
 
 # ----------------------------------------------------------------------------- registry
@@ -123,8 +125,11 @@ def test_contract(name, bounds, channels):
     x = images(n=7, c=channels, h=12, w=9, hi=bounds[1])
     before = x.clone()
     y, params = apply_rule(name, x, generator=gen(1), bounds=bounds)
-    assert y.shape == x.shape and y.dtype == x.dtype and y.device == x.device
-    assert y.min() >= bounds[0] and y.max() <= bounds[1]
+    assert y.shape == x.shape
+    assert y.dtype == x.dtype
+    assert y.device == x.device
+    assert y.min() >= bounds[0]
+    assert y.max() <= bounds[1]
     assert torch.equal(x, before)  # the input is never modified
     in_spec_range(name, params, tuple(x.shape))
     again, params_again = apply_rule(name, x, generator=gen(1), bounds=bounds)
@@ -138,9 +143,11 @@ def test_contract(name, bounds, channels):
 def test_float64_and_empty_batches(name):
     x = images(n=3, dtype=torch.float64)
     y, _ = apply_rule(name, x, generator=gen(), bounds=(0, 1))
-    assert y.dtype == torch.float64 and y.shape == x.shape
+    assert y.dtype == torch.float64
+    assert y.shape == x.shape
     empty, params = apply_rule(name, x[:0], generator=gen(), bounds=(0, 1))
-    assert empty.shape == (0, 1, 28, 28) and all(v.shape[0] == 0 for v in params.values())
+    assert empty.shape == (0, 1, 28, 28)
+    assert all(v.shape[0] == 0 for v in params.values())
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
@@ -154,7 +161,8 @@ def test_params_lie_in_the_spec_ranges(name, seed, n, size):
     x = images(n=n, h=size[0], w=size[1], seed=seed)
     y, params = apply_rule(name, x, generator=gen(seed), bounds=(0, 1))
     in_spec_range(name, params, tuple(x.shape))
-    assert 0 <= y.min() and y.max() <= 1
+    assert y.min() >= 0
+    assert y.max() <= 1
 
 
 @pytest.mark.parametrize(
@@ -175,7 +183,8 @@ def test_every_kernel_shape_is_drawn_and_continuous_draws_fill_their_range():
     _, p = apply_rule("erode", torch.zeros(300, 1, 8, 8), generator=gen(), bounds=(0, 1))
     assert set(zip(p["kernel_h"].tolist(), p["kernel_w"].tolist(), strict=True)) == KERNELS
     _, p = apply_rule("rotation", torch.zeros(300, 1, 8, 8), generator=gen(), bounds=(0, 1))
-    assert p["angle"].min() < -45 and p["angle"].max() > 45
+    assert p["angle"].min() < -45
+    assert p["angle"].max() > 45
 
 
 # ----------------------------------------------------------------------------- identities, batching, units
@@ -288,7 +297,8 @@ def test_patches_set_exactly_four_pixels(name, value):
     y, _ = apply_rule(name, x, bounds=(0.1, 0.9), params=params)
     for i, (r, c) in enumerate(zip(params["row"], params["col"], strict=True)):
         changed = (y[i] != x[i]).any(dim=0)
-        assert changed.sum() == 4 and changed[r : r + 2, c : c + 2].all()
+        assert changed.sum() == 4
+        assert changed[r : r + 2, c : c + 2].all()
         patch = y[i, :, r : r + 2, c : c + 2]
         expected = (1.0 - x[i, :, r : r + 2, c : c + 2]) if value is None else torch.full_like(patch, value)
         torch.testing.assert_close(patch, expected)
@@ -417,7 +427,8 @@ def test_bad_arguments_are_named():
 def test_partial_params_draw_the_rest():
     x = images(n=3)
     _, p = apply_rule("translation", x, generator=gen(), bounds=(0, 1), params={"dx": [1, 1, 1]})
-    assert p["dx"].tolist() == [1, 1, 1] and p["dy"].dtype == torch.int64
+    assert p["dx"].tolist() == [1, 1, 1]
+    assert p["dy"].dtype == torch.int64
 
 
 def test_missing_kornia_names_the_extra(monkeypatch):
@@ -444,5 +455,6 @@ def test_results_do_not_depend_on_the_device(name):
 
 
 def test_module_constants_match_the_spec():
-    assert mut.BLUR_FILTERS[1] == "box4" and len(mut.BLUR_FILTERS) == 9
+    assert mut.BLUR_FILTERS[1] == "box4"
+    assert len(mut.BLUR_FILTERS) == 9
     assert set(mut.MORPH_KERNELS) == KERNELS

@@ -34,7 +34,7 @@ def _regress(d, *extra):
 
 
 @pytest.mark.parametrize(
-    "argv,needle",
+    ("argv", "needle"),
     [
         (["coverage", "measure", "--sections", "1000000000"], "--sections must be at most 100,000"),
         (["run", "--iterations", "1000000000000"], "--iterations must be at most"),
@@ -124,7 +124,7 @@ def test_gan_parts_are_not_classifiers(tmp_path, argv):
 
 
 @pytest.mark.parametrize(
-    "other,needle", [("nan.pt", "NaN or infinite"), ("m5.pt", "classes"), ("range.pt", "input")]
+    ("other", "needle"), [("nan.pt", "NaN or infinite"), ("m5.pt", "classes"), ("range.pt", "input")]
 )
 def test_xplore_and_regress_refuse_broken_or_mismatched_models(pair, tmp_path, other, needle):
     assert_refused(
@@ -151,7 +151,7 @@ def test_xplore_and_regress_refuse_broken_or_mismatched_models(pair, tmp_path, o
 
 
 @pytest.mark.parametrize(
-    "extra,needle",
+    ("extra", "needle"),
     [
         (["--fidelity", "bogus"], "--fidelity"),
         (["--fidelity", "ssim:2"], "ssim:T"),
@@ -171,7 +171,8 @@ def test_regress_checks_options_before_the_store(pair, tmp_path, extra, needle):
 
 def test_negative_values_need_no_equals_sign(tmp_path):
     status, _, err = cli(["coverage", "measure", "--scale", "-1e3", "--device", "nosuch"], tmp_path)
-    assert status == 2 and "--device" in err  # '-1e3' was taken as --scale's value
+    assert status == 2
+    assert "--device" in err  # '-1e3' was taken as --scale's value
 
 
 # --- coverage rank labels ----------------------------------------------------------------------
@@ -249,5 +250,6 @@ def test_ray_address_with_nothing_listening_fails_within_the_stated_time(tmp_pat
         tmp_path,
         address,
     )
-    assert time.monotonic() - t0 < CONNECT_TIMEOUT + 30 and "Ray" in line
+    assert time.monotonic() - t0 < CONNECT_TIMEOUT + 30
+    assert "Ray" in line
     assert files(tmp_path) == set()

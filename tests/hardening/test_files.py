@@ -128,7 +128,8 @@ def test_corrupt_cell_in_report_names_itself_and_resume_recomputes_it(store, tmp
         return {k: v for k, v in json.loads(text).items() if not any(s in k for s in drop)}
 
     assert clean(again) == clean(original)  # recomputed exactly
-    assert not (d / "PWNED").exists() and not (tmp_path / "PWNED").exists()
+    assert not (d / "PWNED").exists()
+    assert not (tmp_path / "PWNED").exists()
 
 
 @pytest.mark.parametrize("schema", ["abc", "2.5", ""])
@@ -143,9 +144,9 @@ def test_non_integer_schema_version(store, tmp_path, schema):
 def test_campaign_checkpoint_missing_fields_names_the_cell(tmp_path):
     from deepfault.experiment.store import Record, ResultStore
 
-    with ResultStore(tmp_path / "s.sqlite") as s:
-        with pytest.raises(DeepFaultError, match="'c/checkpoint'.*corrupt.*fault_chunks"):
-            s.require(Record("c/checkpoint", {"config": {}}), "config", "fault_chunks")
+    with (ResultStore(tmp_path / "s.sqlite") as s,
+          pytest.raises(DeepFaultError, match="'c/checkpoint'.*corrupt.*fault_chunks")):
+        s.require(Record("c/checkpoint", {"config": {}}), "config", "fault_chunks")
 
 
 # --- profiles --------------------------------------------------------------------------------------

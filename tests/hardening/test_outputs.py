@@ -129,7 +129,7 @@ def test_read_only_file_system_is_refused(pair, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "argv,needle",
+    ("argv", "needle"),
     [
         (["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.npz"], "--out (its inputs, .npz)"),
         (
@@ -175,7 +175,8 @@ def test_coverage_profile_out_dash_writes_nothing(pair, tmp_path):
     before = files(tmp_path)
     status, out, err = cli(["coverage", "profile", "--model", pair / "digits.pt", "--out", "-"], tmp_path)
     assert status == 0, err
-    assert files(tmp_path) == before and "wrote" not in out
+    assert files(tmp_path) == before
+    assert "wrote" not in out
 
 
 def test_experiment_with_an_unusable_store_creates_nothing(tmp_path):

@@ -271,4 +271,5 @@ def test_stale_tmp_files_of_a_killed_writer_are_removed(tmp_path):
     stale = tmp_path / f".r.json.{proc.pid}.abc.tmp"
     stale.write_text("half")
     write_json(tmp_path / "r.json", {"a": 1})
-    assert not stale.exists() and (tmp_path / "r.json").exists()
+    assert not stale.exists()
+    assert (tmp_path / "r.json").exists()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from deepfault import DeepFaultError
 from deepfault.cli import main
 from deepfault.models import ModelFile, build_model, save_model
 
@@ -74,6 +75,15 @@ def cli(argv, cwd=None):
     return status, out.getvalue(), err.getvalue()
 
 
+def outcome(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), None)``, or ``(None, message)`` when it raises a DeepFaultError: for
+    property tests where a result and a refusal are both fine, checked after the call."""
+    try:
+        return fn(*args, **kwargs), None
+    except DeepFaultError as err:
+        return None, str(err)
+
+
 def files(folder) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
@@ -84,7 +94,8 @@ def assert_refused(argv, cwd, *needles):
     status, _, err = cli(argv, cwd)
     lines = [line for line in err.splitlines() if line.strip()]
     assert status == 2, (argv, status, err)
-    assert len(lines) == 1 and lines[0].startswith("deepfault: error: "), (argv, err)
+    assert len(lines) == 1, (argv, err)
+    assert lines[0].startswith("deepfault: error: "), (argv, err)
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     assert files(cwd) == before, (argv, sorted(files(cwd) - before))

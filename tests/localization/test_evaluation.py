@@ -24,7 +24,9 @@ def test_distances_loss_accuracy_and_increase_by_hand():
     want = torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1]), reduction="none")
     np.testing.assert_allclose(ev.loss, want.numpy(), rtol=1e-6)
     s = ev.summary()
-    assert s["accuracy"] == 0.5 and s["changed"] == 0.5 and s["inputs"] == 2
+    assert s["accuracy"] == 0.5
+    assert s["changed"] == 0.5
+    assert s["inputs"] == 2
 
 
 def test_probability_outputs_use_log_of_the_probabilities():
@@ -44,7 +46,8 @@ def test_k_prime_shares():
     x1 = torch.tensor([[0.6, 0.5]])  # fc1_0 = 3x0 + x1 up; fc1_1 = -2 x1 unchanged
     ranking = [("fc1", 0), ("fc1", 1)]
     ev = evaluate(model, x0, x1, [0], ranking[:1], ranking=ranking, k_primes=[1, 2])
-    assert ev.increased_at[1][0] == 1.0 and ev.increased_at[2][0] == 0.5
+    assert ev.increased_at[1][0] == 1.0
+    assert ev.increased_at[2][0] == 0.5
     with pytest.raises(DeepFaultError, match="k'=3 must lie between k=1 and the 2 ranked"):
         evaluate(model, x0, x1, [0], ranking[:1], ranking=ranking, k_primes=[3])
     with pytest.raises(DeepFaultError, match="same inputs"):

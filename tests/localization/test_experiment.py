@@ -79,7 +79,8 @@ def test_changed_configuration_never_reuses_cells(tmp_path, models_dir):
     from dataclasses import replace
 
     b = run_experiment(replace(SMALL, step=0.5), store, models_dir=models_dir)
-    assert a.config_hash != b.config_hash and b.cells_run == b.cells_total
+    assert a.config_hash != b.config_hash
+    assert b.cells_run == b.cells_total
     with ResultStore(store) as s:
         assert len(s.experiments()) == 2
 
@@ -122,7 +123,8 @@ def test_kill_9_midway_then_resume(tmp_path, models_dir):
     assert 4 <= count < total, "the run should have been killed midway"
     config = load_config(toml)
     resumed_run = run_experiment(config, store, models_dir=models_dir)
-    assert resumed_run.cells_total == total and resumed_run.cells_skipped >= count
+    assert resumed_run.cells_total == total
+    assert resumed_run.cells_skipped >= count
     with sqlite3.connect(store) as db:
         rows = db.execute("SELECT COUNT(*), COUNT(DISTINCT cell_id) FROM cells")
         assert rows.fetchone() == (total, total)
@@ -157,7 +159,9 @@ def test_a12_and_mann_whitney_by_hand():
     assert a12([1, 2], [2, 3]) == (0 + 0.5 + 0 + 0) / 4
     c = compare([4, 5, 6], [1, 2, 3], metric="loss")
     # exact one-sided p for complete separation of 3 vs 3: 1 / C(6, 3) = 0.05
-    assert c.alternative == "greater" and c.p_value == pytest.approx(0.05) and c.a12 == 1.0
+    assert c.alternative == "greater"
+    assert c.p_value == pytest.approx(0.05)
+    assert c.a12 == 1.0
     assert not c.significant()
     x, y = [0, 0, 1, 0, 0, 0, 1, 0], [1, 1, 1, 0, 1, 1, 1, 1]
     c = compare(x, y, metric="correct")

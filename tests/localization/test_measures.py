@@ -101,7 +101,9 @@ def test_zero_denominator_conventions():
     t = get_measure("tarantula")(a_s, a_f, n_s, n_f)
     np.testing.assert_allclose(t, [0.0, 1.0, 0.5])
     ds = get_measure("dstar")(a_s, a_f, n_s, n_f, star=2)
-    assert ds[1] == math.inf and ds[0] == 0.0 and ds[2] == 9 / 4
+    assert ds[1] == math.inf
+    assert ds[0] == 0.0
+    assert ds[2] == 9 / 4
     o = get_measure("ochiai")(a_s, a_f, n_s, n_f)
     np.testing.assert_allclose(o, [0.0, 1.0, 3 / math.sqrt(3 * 7)])
     # no passing inputs at all: tarantula of an always-failing-active neuron is 1

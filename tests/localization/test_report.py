@@ -95,12 +95,14 @@ def _pooled(cells, model, k, approach, attr):
 def test_files_exist(report):
     paths = report
     assert paths.config_hash == "abc123"
-    assert paths.html.is_file() and paths.tables_md.is_file()
+    assert paths.html.is_file()
+    assert paths.tables_md.is_file()
     names = {"table3_loss_accuracy", "table4_distances", "table5_increase", "table6_increase_kprime",
              "table8_significance", "table10_timing", "summary_accuracy_vs_random"}
     assert set(paths.tables) == names == set(paths.csvs)
     for p in [*paths.tables.values(), *paths.csvs.values(), *paths.figures.values()]:
-        assert p.is_file() and p.stat().st_size > 0
+        assert p.is_file()
+        assert p.stat().st_size > 0
     assert {"fig3_layers_m1", "fig3_layers_b_m_b", "fig4_examples"} == set(paths.figures)
     assert paths.figures["fig4_examples"].read_bytes()[:4] == b"\x89PNG"
 
@@ -152,12 +154,14 @@ def test_html_is_escaped_and_self_contained(report):
     assert "<b>m</b>" not in html
     assert "&lt;b&gt;m&lt;/b&gt;" in html
     srcs = re.findall(r'src="([^"]*)"', html)
-    assert len(srcs) == 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == 3
+    assert all(s.startswith("data:image/png;base64,") for s in srcs)
     text = re.sub(r'src="data:image/png;base64,[A-Za-z0-9+/=]*"', "", html)
     assert not re.search(r"(https?:|ftp:)?//[a-z0-9]", text, flags=re.IGNORECASE)
     assert not re.search(r"<(link|script|iframe|object|embed)\b|url\(|@import", text, flags=re.IGNORECASE)
     links = re.findall(r'href="([^"]*)"', text)
-    assert links and all(h.startswith("#") for h in links)
+    assert links
+    assert all(h.startswith("#") for h in links)
 
 
 def test_unknown_hash_lists_available(store, tmp_path):
@@ -193,7 +197,8 @@ def test_report_is_written_whole_or_not_at_all(store, tmp_path, monkeypatch):
     path, _ = store
     out = tmp_path / "rep"
     first = write_report(path, out)
-    assert first.html == out / "report.html" and first.html.is_file()
+    assert first.html == out / "report.html"
+    assert first.html.is_file()
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

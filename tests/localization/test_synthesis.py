@@ -84,7 +84,8 @@ def test_stays_within_distance_and_bounds(step, distance, iterations, seed):
     new = synthesize(chain_model(seed % 3), x, [("fc2", seed % 5), ("fc1", 0)], step=step,
                      distance=distance, bounds=(-1.0, 1.0), iterations=iterations)
     assert (new - x).abs().max() <= distance + 1e-6
-    assert new.min() >= -1.0 and new.max() <= 1.0
+    assert new.min() >= -1.0
+    assert new.max() <= 1.0
 
 
 def test_caller_tensors_and_model_untouched():
@@ -94,7 +95,8 @@ def test_caller_tensors_and_model_untouched():
     before = x.clone()
     params = [p.clone() for p in model.parameters()]
     synthesize(model, x, [("fc1", 0)])
-    assert torch.equal(x, before) and not x.requires_grad
+    assert torch.equal(x, before)
+    assert not x.requires_grad
     assert model.training
     assert all(torch.equal(a, b) for a, b in zip(params, model.parameters(), strict=True))
     assert all(p.grad is None for p in model.parameters())

@@ -289,13 +289,16 @@ def test_plain_hdf5_file_is_not_called_weights_only(tmp_path, files):
         f.attrs["note"] = "no Keras here"
     config, *_ = files["dense"]
     message = error(tmp_path, config, path, r"'.*data\.h5' holds no Keras weights")  # as weights
-    assert "--weights FILE" in message and "weights only" not in message
+    assert "--weights FILE" in message
+    assert "weights only" not in message
     with pytest.raises(DeepFaultError) as info:
         load_keras(path)
     message = str(info.value)
     assert "is an HDF5 file with no Keras model config or weights in it" in message
-    assert "save_weights" not in message.split(";")[0] and "weights only" not in message
-    assert "--weights FILE" in message and "weights= in Python" in message
+    assert "save_weights" not in message.split(";")[0]
+    assert "weights only" not in message
+    assert "--weights FILE" in message
+    assert "weights= in Python" in message
 
 
 def test_messages_speak_to_command_line_users(tmp_path, files):

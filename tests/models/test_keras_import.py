@@ -88,7 +88,7 @@ def np_activation(x, name):
     }[name](x)
 
 
-def np_forward(layers: list[dict], weights: dict, x: np.ndarray, data_format: str):
+def np_forward(layers: list[dict], weights: dict, x: np.ndarray, data_format: str):  # noqa: C901 - one branch per layer class
     """Keras's forward pass in float64; images are kept NHWC whatever the model's format."""
     x = x.astype(np.float64)
     cf = data_format == "channels_first"
@@ -165,10 +165,14 @@ def test_mlp_matches_numpy_in_every_config_form(tmp_path, form, as_bytes):
     mf = load_keras(write_full(tmp_path / "m.h5", config, weights, as_bytes=as_bytes))
     assert_matches(mf, layers, weights, inputs(shape), "channels_last")
     assert mf.output_kind == "probabilities"
-    assert mf.arch == "keras" and mf.arch_kwargs == {} and mf.dataset is None
-    assert mf.bounds is None and not mf.model.training
+    assert mf.arch == "keras"
+    assert mf.arch_kwargs == {}
+    assert mf.dataset is None
+    assert mf.bounds is None
+    assert not mf.model.training
     assert mf.meta["input_shape"] == [20]
-    assert mf.meta["keras_version"] == "2.2.4" and mf.meta["backend"] == "tensorflow"
+    assert mf.meta["keras_version"] == "2.2.4"
+    assert mf.meta["backend"] == "tensorflow"
 
 
 @pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
@@ -182,7 +186,8 @@ def test_convnet_matches_numpy(tmp_path, data_format):
     assert mf.meta["input_shape"] == list(shape)
     assert mf.meta["data_format"] == data_format
     names = [n for n, _ in mf.model.named_children()]
-    assert "conv2d_2_pad" in names and "conv2d_1_pad" not in names  # only when asymmetric
+    assert "conv2d_2_pad" in names
+    assert "conv2d_1_pad" not in names  # only when asymmetric
     # a channels_first model and its channels_last twin with the same weights agree
     if data_format == "channels_first":
         twin_layers, _, twin_shape = convnet("channels_last")

@@ -36,7 +36,8 @@ def test_every_architecture_runs_and_round_trips(arch, tmp_path):
     assert model(x).shape == (2, *OUTPUT.get(arch, (10,)))
     save_model(tmp_path / "m.pt", ModelFile(model, arch, dataset="digits", meta={"test_accuracy": 0.5}))
     mf = load_model(tmp_path / "m.pt")
-    assert torch.equal(mf.model(x), model(x)) and mf.meta["test_accuracy"] == 0.5
+    assert torch.equal(mf.model(x), model(x))
+    assert mf.meta["test_accuracy"] == 0.5
 
 
 def test_state_dict_needs_arch(tmp_path):
@@ -84,7 +85,8 @@ def test_pickled_module_needs_trust(tmp_path):
     with pytest.raises(DeepFaultError, match="unpickling can run arbitrary code.*--trust-pickle"):
         open_model(tmp_path / "whole.pt")
     mf = open_model(tmp_path / "whole.pt", trust_pickle=True)
-    assert isinstance(mf.model, torch.nn.Sequential) and mf.meta["pickled"]
+    assert isinstance(mf.model, torch.nn.Sequential)
+    assert mf.meta["pickled"]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +126,8 @@ def test_onnx_round_trip(tmp_path):
         except ModuleNotFoundError as err:
             pytest.skip(str(err))
         assert (mf.model(x) - model(x)).abs().max() < 1e-5
-        assert mf.meta["input_shape"] == [1, 28, 28] and mf.output_kind == "logits"
+        assert mf.meta["input_shape"] == [1, 28, 28]
+        assert mf.output_kind == "logits"
     assert "torchvision" not in sys.modules or hasattr(sys.modules["torchvision"], "__file__")
 
 

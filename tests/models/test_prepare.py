@@ -45,8 +45,11 @@ def test_keras_channels_last_model_takes_native_inputs_and_keeps_layer_names(tmp
     data = _images()
     pm = prepare_model(path, data)
     raw = pm.model_file.model
-    assert pm.adapter == "NHWC" and pm.layout == "NHWC" and pm.input_shape == (1, 28, 28)
-    assert pm.file_input_shape == (28, 28, 1) and pm.data.input_shape == (1, 28, 28)
+    assert pm.adapter == "NHWC"
+    assert pm.layout == "NHWC"
+    assert pm.input_shape == (1, 28, 28)
+    assert pm.file_input_shape == (28, 28, 1)
+    assert pm.data.input_shape == (1, 28, 28)
     assert [n for n, _ in pm.module.named_modules()][1:] == [n for n, _ in raw.named_modules()][1:]
     assert pm.module.state_dict().keys() == raw.state_dict().keys()
     # naive oracle: the old route (data laid out channels last by a loop) gives the same predictions
@@ -54,7 +57,8 @@ def test_keras_channels_last_model_takes_native_inputs_and_keeps_layer_names(tmp
         new = pm.module(torch.as_tensor(data.x_test))
         old = raw(torch.as_tensor(_naive_nhwc(data.x_test)))
     torch.testing.assert_close(new, old)
-    assert not has_hooks(raw) and not has_hooks(pm.module)
+    assert not has_hooks(raw)
+    assert not has_hooks(pm.module)
 
 
 def test_prepared_predictions_equal_the_old_reconcile_path(tmp_path):
@@ -76,14 +80,17 @@ def test_keras_logits_are_split_off_the_final_softmax(tmp_path):
     for softmax in ("activation", "layer"):
         path = write_lenet(tmp_path / f"m-{softmax}.h5", seed=1, softmax=softmax)
         pm = prepare_model(path, _images())
-        assert pm.output_kind == "probabilities" and pm.logits is not None and pm.no_logits is None
+        assert pm.output_kind == "probabilities"
+        assert pm.logits is not None
+        assert pm.no_logits is None
         x = torch.as_tensor(_images(seed=2).x_test)
         with torch.no_grad():
             torch.testing.assert_close(torch.softmax(pm.logits(x), 1), pm.module(x))
         assert fingerprint(pm.logits) == pm.fingerprint  # the same weights, shared
         assert pm.logits_module() is pm.logits
     logits_model = prepare_model(write_lenet(tmp_path / "l.h5", seed=1, softmax="none"), _images())
-    assert logits_model.output_kind == "logits" and logits_model.logits is logits_model.module
+    assert logits_model.output_kind == "logits"
+    assert logits_model.logits is logits_model.module
 
 
 class _FunctionalSoftmax(nn.Module):
@@ -107,14 +114,17 @@ class _SoftmaxThenScale(nn.Module):
 
 def test_non_separable_probability_models_say_why_there_are_no_logits():
     pm = prepare_model(_FunctionalSoftmax(), output_kind="probabilities", input_shape=(4,))
-    assert pm.logits is None and "not an nn.Softmax" in pm.no_logits
+    assert pm.logits is None
+    assert "not an nn.Softmax" in pm.no_logits
     with pytest.raises(df.DeepFaultError, match="not available: its last layer is not an nn.Softmax"):
         pm.logits_module()
     pm = prepare_model(_SoftmaxThenScale(), output_kind="probabilities")
-    assert pm.logits is None and "custom forward()" in pm.no_logits
+    assert pm.logits is None
+    assert "custom forward()" in pm.no_logits
     separable = nn.Sequential(OrderedDict(fc=nn.Linear(4, 3), soft=nn.Softmax(dim=1)))
     pm = prepare_model(separable)
-    assert pm.output_kind == "probabilities" and [n for n, _ in pm.logits.named_modules()] == ["", "fc"]
+    assert pm.output_kind == "probabilities"
+    assert [n for n, _ in pm.logits.named_modules()] == ["", "fc"]
 
 
 def test_fingerprint_is_the_same_whichever_way_the_weights_are_loaded(tmp_path):
@@ -126,7 +136,8 @@ def test_fingerprint_is_the_same_whichever_way_the_weights_are_loaded(tmp_path):
     b = prepare_model(tmp_path / "pair", _images())
     c = prepare_model(a.model_file.model, input_layout="NHWC")
     assert a.fingerprint == b.fingerprint == c.fingerprint == fingerprint(a.model_file.model)
-    assert len(a.fingerprint) == 16 and df.coverage.model_hash(a.module).startswith(a.fingerprint)
+    assert len(a.fingerprint) == 16
+    assert df.coverage.model_hash(a.module).startswith(a.fingerprint)
     other = prepare_model(write_lenet(tmp_path / "other.h5", seed=5), _images())
     assert other.fingerprint != a.fingerprint
     # a zoo .pt file, its ModelFile and its module
@@ -143,17 +154,22 @@ def test_caller_module_is_wrapped_not_modified():
     data = Dataset("hw", *(np.random.default_rng(0).uniform(0, 1, (5, 1, 3, 4)).astype(np.float32),
                            np.zeros(5, np.int64)) * 2, (0.0, 1.0), ("a", "b", "c"))
     pm = prepare_model(model, data, input_shape=(12,), name="mine")
-    assert isinstance(pm.module, InputAdapter) and pm.module.inner is model and pm.adapter == "flat"
-    assert pm.name == "mine" and pm.num_classes == 3
-    assert type(model) is nn.Sequential and not has_hooks(model)
+    assert isinstance(pm.module, InputAdapter)
+    assert pm.module.inner is model
+    assert pm.adapter == "flat"
+    assert pm.name == "mine"
+    assert pm.num_classes == 3
+    assert type(model) is nn.Sequential
+    assert not has_hooks(model)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     x = torch.as_tensor(data.x_test)
     torch.testing.assert_close(pm(x), model(x.flatten(1)))
     pm.module.eval()
-    assert not model.training and not model.fc.training
+    assert not model.training
+    assert not model.fc.training
 
 
-@pytest.mark.parametrize("layout, shape", [("NHWC", (4, 5, 3)), ("NHW", (4, 5)), ("flat", (60,)),
+@pytest.mark.parametrize(("layout", "shape"), [("NHWC", (4, 5, 3)), ("NHW", (4, 5)), ("flat", (60,)),
                                            ("flat-NHWC", (60,))])
 def test_every_adapter_matches_a_naive_loop(layout, shape):
     from deepfault.models.prepare import LAYOUTS
@@ -199,7 +215,8 @@ def test_range_and_output_kind_facts_and_errors(tmp_path):
         prepare_model(model, Dataset(**{**data.__dict__, "name": "px.npz", "meta": {"source": "px.npz"}}),
                       bounds=(0.0, 1.0))
     scaled = prepare_model(model, data, bounds=(0.0, 1.0))
-    assert scaled.bounds == (0.0, 1.0) and float(scaled.data.x_test.max()) == 1.0
+    assert scaled.bounds == (0.0, 1.0)
+    assert float(scaled.data.x_test.max()) == 1.0
     with pytest.raises(df.DeepFaultError, match="output_kind must be one of"):
         prepare_model(model, output_kind="scores")
     with pytest.raises(df.DeepFaultError, match="input_layout must be one of"):
@@ -221,4 +238,5 @@ def test_python_api_accepts_prepared_models(tmp_path):
     assert profile.model_hash == df.coverage.model_hash(pm.model_file.model)
     ranking = df.rank_inputs(pm, data.x_test, data.y_test, criteria="nc")
     assert len(ranking.rankings[0].order) == 16
-    assert isinstance(pm, PreparedModel) and pm.to_dict()["logits_available"]
+    assert isinstance(pm, PreparedModel)
+    assert pm.to_dict()["logits_available"]

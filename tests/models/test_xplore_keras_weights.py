@@ -23,7 +23,8 @@ def test_keras_weights_reproduce_the_original_outputs(tmp_path, arch):
     x = torch.rand(16, 1, 28, 28, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(mf.model(x), original(x), atol=1e-5, rtol=0)
-    assert mf.arch == arch and mf.meta["input_shape"] == [1, 28, 28]
+    assert mf.arch == arch
+    assert mf.meta["input_shape"] == [1, 28, 28]
     inferred = open_keras_weights(path, arch=arch)  # square 7x7 maps inferred from the sizes
     with torch.no_grad():
         torch.testing.assert_close(inferred.model(x), original(x), atol=1e-5, rtol=0)
@@ -94,7 +95,7 @@ def _deepxplore_keras_lenet(arch: str, rng) -> tuple[list[dict], dict]:
     return layers, weights
 
 
-@pytest.mark.parametrize("arch, neurons", [("lenet1", 52), ("lenet4", 148), ("lenet5", 268)])
+@pytest.mark.parametrize(("arch", "neurons"), [("lenet1", 52), ("lenet4", 148), ("lenet5", 268)])
 def test_deepxplore_layers_of_keras_imports_and_zoo_lenets(tmp_path, arch, neurons):
     """Every layer but input and flatten, activated: DeepXplore's 52/148/268 neurons, with the
     Keras import's own softmax as the softmax layer (not a softmax of its probabilities)."""

@@ -92,7 +92,8 @@ def test_held_out_rows_and_seeds_never_seen_in_training(task):
     d, data = task
     r = repair(d / "m.pt", [d / "run.npz"], dataset=data, epochs=1, baselines=())
     train, held = r.splits["run.npz"]
-    assert len(held) and len(train)
+    assert len(held)
+    assert len(train)
     assert not set(train) & set(held)
     assert len(train) + len(held) == 3 * int((data.x_test[:, 1] > 0.8).sum())
     with np.load(d / "run.npz") as z:
@@ -107,7 +108,8 @@ def test_repaired_model_reloads_and_is_deterministic(task):
     a = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=2, baselines=(), save_to=d / "r1.pt")
     b = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=2, baselines=(), save_to=d / "r2.pt")
     m1, m2 = open_model(d / "r1.pt"), load_model(d / "r2.pt")
-    assert m1.arch == "digits_mlp" and m1.meta["repair"]["after"] == a.found.after.to_dict()
+    assert m1.arch == "digits_mlp"
+    assert m1.meta["repair"]["after"] == a.found.after.to_dict()
     for (k, v), w in zip(m1.model.state_dict().items(), m2.model.state_dict().values(), strict=True):
         assert torch.equal(v, w), k
     assert a.to_dict()["approaches"] == b.to_dict()["approaches"] or a.found.after == b.found.after
@@ -120,7 +122,8 @@ def test_original_model_untouched(task):
     repair(mf.model, d / "run.npz", dataset=data, epochs=1, baselines=("fgsm",))
     for k, v in mf.model.state_dict().items():
         assert torch.equal(v, before[k])
-    assert all(p.requires_grad for p in mf.model.parameters()) and not mf.model.training
+    assert all(p.requires_grad for p in mf.model.parameters())
+    assert not mf.model.training
 
 
 def test_config_errors():

@@ -54,7 +54,8 @@ def test_presets_are_registered():
         (rp.DRFUZZ_PRESET, rp.RepairDRFuzzMnist),
     ):
         preset = get_preset(name)
-        assert preset.method == "repair" and isinstance(preset, cls)
+        assert preset.method == "repair"
+        assert isinstance(preset, cls)
 
 
 def test_deepxplore_preset_cells_resume_and_report(tmp_path, tiny_mnist):
@@ -76,10 +77,12 @@ def test_deepxplore_preset_cells_resume_and_report(tmp_path, tiny_mnist):
     summary = rp.run_deepxplore_preset(store_path, models_dir=models, config=tiny, argv=["deepfault"])
     assert summary.cells_total == summary.cells_run == 2 + 2 * 3
     again = rp.run_deepxplore_preset(store_path, models_dir=models, config=tiny)
-    assert again.cells_run == 0 and again.config_hash == summary.config_hash
+    assert again.cells_run == 0
+    assert again.config_hash == summary.config_hash
     with ResultStore(store_path, readonly=True) as store:
         done = store.done(summary.config_hash, "repair")
-        assert "deepxplore/repeat=1/model=lenet4" in done and "deepxplore/repeat=0/found" in done
+        assert "deepxplore/repeat=1/model=lenet4" in done
+        assert "deepxplore/repeat=0/found" in done
         cell = store.get(summary.config_hash, "repair", "deepxplore/repeat=0/model=lenet5")
         if "error" not in cell.data:
             assert [a["name"] for a in cell.data["approaches"]] == ["found", "random-test", "fgsm"]
@@ -101,7 +104,8 @@ def test_drfuzz_preset_cells_resume_and_report(tmp_path, tiny_mnist):
     summary = rp.run_drfuzz_preset(store_path, models_dir=tmp_path / "models", config=tiny)
     assert summary.cells_total == summary.cells_run == 2 + 2
     again = rp.run_drfuzz_preset(store_path, models_dir=tmp_path / "models", config=tiny)
-    assert again.cells_run == 0 and again.config_hash == summary.config_hash
+    assert again.cells_run == 0
+    assert again.config_hash == summary.config_hash
     with ResultStore(store_path, readonly=True) as store:
         done = store.done(summary.config_hash, "repair")
         assert done >= {

@@ -128,20 +128,25 @@ def made(tmp_path_factory):
 def test_labels_from_each_source(made):
     d, y = made
     run = read_inputs(d / "r.npz")
-    assert run.kind == "run" and len(run)
+    assert run.kind == "run"
+    assert len(run)
     lab = label_inputs(run)
     np.testing.assert_array_equal(lab.labels, y[run.seed_index])  # the originals' labels
     faults = read_inputs(d / "faults.npz")
-    assert faults.kind == "regress" and len(faults)
+    assert faults.kind == "regress"
+    assert len(faults)
     np.testing.assert_array_equal(label_inputs(faults).labels, y[faults.seed_index])  # M1's = the seeds'
     xp = read_inputs(d / "x.npz")
-    assert xp.kind == "xplore" and xp.predictions.shape == (len(xp), 3) and len(xp)
+    assert xp.kind == "xplore"
+    assert xp.predictions.shape == (len(xp), 3)
+    assert len(xp)
     lab = label_inputs(xp, ties="seed")
     vote, tied = majority_vote(xp.predictions)
     assert lab.ties == int(tied.sum())
     np.testing.assert_array_equal(lab.labels, np.where(tied, xp.common_class, vote))
     dropped = label_inputs(xp)
-    assert len(dropped.rows) == len(xp) - lab.ties and not tied[dropped.rows].any()
+    assert len(dropped.rows) == len(xp) - lab.ties
+    assert not tied[dropped.rows].any()
     named = label_inputs(xp, vote_model="m4.pt")
     np.testing.assert_array_equal(named.labels, xp.predictions[:, 2])
 
@@ -185,8 +190,10 @@ def test_cli_repairs_regression_faults(made, tmp_path, capsys):
     for word in ("before", "found", "random-train", "bim", "#RF faults.npz", "held-out faults.npz"):
         assert word in text
     payload = json.loads(out.read_text())
-    assert payload["tool"] == "deepfault repair" and payload["provenance"]["device"] == "cpu"
-    assert payload["config"]["epochs"] == 2 and [a["name"] for a in payload["approaches"]] == [
+    assert payload["tool"] == "deepfault repair"
+    assert payload["provenance"]["device"] == "cpu"
+    assert payload["config"]["epochs"] == 2
+    assert [a["name"] for a in payload["approaches"]] == [
         "found",
         "random-train",
         "bim",
@@ -195,7 +202,8 @@ def test_cli_repairs_regression_faults(made, tmp_path, capsys):
     assert payload["before"]["rf"]["faults.npz"] == held  # M2 gets every held-out fault wrong, M1 right
     assert (tmp_path / "rep.html").is_file()
     mf = open_model(tmp_path / "rep.pt")
-    assert mf.arch == "lenet1" and "repair" in mf.meta
+    assert mf.arch == "lenet1"
+    assert "repair" in mf.meta
 
 
 def test_cli_xplore_two_models_all_ties(made, tmp_path, capsys):
@@ -236,8 +244,10 @@ def test_cli_xplore_two_models_all_ties(made, tmp_path, capsys):
     ]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith("deepfault: error: no labelled input left") and "--ties seed" in err
-    assert not (tmp_path / "o.json").exists() and not (tmp_path / "o.pt").exists()
+    assert err.startswith("deepfault: error: no labelled input left")
+    assert "--ties seed" in err
+    assert not (tmp_path / "o.json").exists()
+    assert not (tmp_path / "o.pt").exists()
     assert main([*args, "--ties", "seed"]) == 0
     assert "ties are" in capsys.readouterr().out
 
@@ -272,7 +282,10 @@ def test_cli_bad_inputs_one_line_exit_2_nothing_written(made, tmp_path, capsys, 
         ]
     )
     err = capsys.readouterr().err
-    assert code == 2 and err.startswith("deepfault: error:") and message in err and err.count("\n") == 1
+    assert code == 2
+    assert err.startswith("deepfault: error:")
+    assert message in err
+    assert err.count("\n") == 1
     assert set(tmp_path.iterdir()) == before
 
 
@@ -296,9 +309,12 @@ def test_cli_bad_files(made, tmp_path, capsys):
             ]
         )
         err = capsys.readouterr().err
-        assert code == 2 and err.startswith("deepfault: error:") and err.count("\n") == 1, err
+        assert code == 2, err
+        assert err.startswith("deepfault: error:"), err
+        assert err.count("\n") == 1, err
         assert set(tmp_path.iterdir()) == before
     code = main(
         ["repair", str(d / "r.npz"), "--model", str(tmp_path / "nope.pt"), "--out", str(tmp_path / "o.json")]
     )
-    assert code == 2 and "does not exist" in capsys.readouterr().err
+    assert code == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -53,7 +53,7 @@ def _check_equal(result, ref):
 
 
 @pytest.mark.parametrize(
-    "kind, transform, extra",
+    ("kind", "transform", "extra"),
     [
         ("mlp", "none", {"layers": "default"}),
         ("mlp", "light", {"neurons": "per-seed"}),
@@ -83,7 +83,8 @@ def test_oracle_agreement_is_not_vacuous():
     """The compared runs find inputs at several steps and cover new neurons on the way."""
     config = XploreConfig(**{**BASE, "transform": "none", "layers": "deepxplore", "threshold": 0.5})
     result = search(_convs(), _seeds("conv"), config=config)
-    assert result.num_found >= 10 and len(set(result.found.iteration.tolist())) >= 3
+    assert result.num_found >= 10
+    assert len(set(result.found.iteration.tolist())) >= 3
     assert result.trace[-1].covered != result.trace[0].covered
 
 
@@ -132,12 +133,14 @@ def test_blackout_only_darkens_one_patch():
     draws = torch.tensor([[0.0, 0.0], [0.0, 0.0]], dtype=torch.float64)  # top-left patch
     out = c.apply(g, draws)
     # input 0: negative mean on the top-left patch -> -1 there, 0 elsewhere
-    assert torch.all(out[0, 0, :2, :2] == -1) and out[0].sum() == -4
+    assert torch.all(out[0, 0, :2, :2] == -1)
+    assert out[0].sum() == -4
     # input 1: positive mean there -> nothing at all
     assert torch.all(out[1] == 0)
     # the patch moves with the draws: u = (0.99, 0.5) -> rows 4..5, columns 2..3 of 6x6
     out = c.apply(-torch.ones(1, 1, 6, 6), torch.tensor([[0.99, 0.5]], dtype=torch.float64))
-    assert torch.all(out[0, 0, 4:6, 2:4] == -1) and out.sum() == -4
+    assert torch.all(out[0, 0, 4:6, 2:4] == -1)
+    assert out.sum() == -4
     assert torch.all(out <= 0)
 
 
@@ -150,7 +153,8 @@ def test_every_constraint_matches_the_literal_version(name):
     out = c.apply(g, u)
     for i in range(5):
         torch.testing.assert_close(out[i], constrain_reference(name, c.params(), g[i], u[i].tolist()))
-    assert out.shape == g.shape and out.data_ptr() != g.data_ptr()
+    assert out.shape == g.shape
+    assert out.data_ptr() != g.data_ptr()
 
 
 def test_constraints_refuse_inputs_they_do_not_fit():
@@ -201,7 +205,8 @@ def test_found_inputs_stay_in_bounds_and_really_differ_after_reloading(tmp_path)
     result = xplore(models, _seeds("conv", 64), config=XploreConfig(**{**config.to_dict(), "seeds": 40,
                                                                         "occlusion": (1, 2, 3, 2)}))
     assert result.num_found > 5
-    assert result.found.inputs.min() >= 0.0 and result.found.inputs.max() <= 1.0
+    assert result.found.inputs.min() >= 0.0
+    assert result.found.inputs.max() <= 1.0
     path = save_inputs(tmp_path / "found.npz", result)
     saved = load_inputs(path)
     preds = replay(models, saved["inputs"])
@@ -217,11 +222,14 @@ def test_found_inputs_stay_in_bounds_and_really_differ_after_reloading(tmp_path)
 def test_identical_models_never_disagree():
     result = xplore([mlp(0.0), mlp(0.0), mlp(0.0)], _seeds("mlp", 50),
                     config=XploreConfig(seeds=50, step=0.5, iterations=5))
-    assert result.num_found == 0 and result.num_already_differ == 0
-    assert result.first_found_seconds is None and result.seconds_per_found is None
+    assert result.num_found == 0
+    assert result.num_already_differ == 0
+    assert result.first_found_seconds is None
+    assert result.seconds_per_found is None
     assert result.found.inputs.shape == (0, 4)
     pooled = result.summaries()[-1]
-    assert pooled.found == 0 and pooled.searched == 50
+    assert pooled.found == 0
+    assert pooled.searched == 50
 
 
 def test_summaries_and_to_dict_add_up():
@@ -232,8 +240,10 @@ def test_summaries_and_to_dict_add_up():
     assert sum(r.found for r in rows[:-1]) == pooled.found == result.num_found
     assert sum(r.seeds for r in rows[:-1]) == pooled.seeds == 32
     d = result.to_dict()
-    assert d["found"] == result.num_found and d["already_differ"] == result.num_already_differ
-    assert 0 <= d["pooled_coverage"] <= 1 and len(d["coverage"]) == 3
+    assert d["found"] == result.num_found
+    assert d["already_differ"] == result.num_already_differ
+    assert 0 <= d["pooled_coverage"] <= 1
+    assert len(d["coverage"]) == 3
     assert d["trace"][-1]["found"] == result.num_found
     import json
 
@@ -261,7 +271,7 @@ def test_models_with_different_input_shapes_are_refused():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("kwargs", "match"),
     [
         ({"lambda1": float("nan")}, "lambda1 must be a finite number"),
         ({"step": -1.0}, "step must be >= 0"),
@@ -296,8 +306,10 @@ def test_models_are_left_as_they_were():
     models[1].logits.weight.requires_grad_(False)
     before = [{k: v.clone() for k, v in m.state_dict().items()} for m in models]
     search(models, _seeds("conv"), config=XploreConfig(**{**BASE, "transform": "blackout"}))
-    assert models[0].training and not models[1].training
-    assert not models[1].logits.weight.requires_grad and models[1].conv.weight.requires_grad
+    assert models[0].training
+    assert not models[1].training
+    assert not models[1].logits.weight.requires_grad
+    assert models[1].conv.weight.requires_grad
     assert not any(has_hooks(m) for m in models)
     for m, b in zip(models, before, strict=True):
         assert all(torch.equal(v, b[k]) for k, v in m.state_dict().items())

@@ -49,18 +49,24 @@ def test_xplore_writes_table_json_inputs_and_grid(tmp_path, capsys, two_models):
     code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "80", "--step", "0.5",
                            "--iterations", "8", "--out", str(out), "--grid", "3")
     assert code == 0, err
-    assert "target" in text and "neuron coverage (layer-minmax, t = 0)" in text and "pooled" in text
+    assert "target" in text
+    assert "neuron coverage (layer-minmax, t = 0)" in text
+    assert "pooled" in text
     payload = json.loads(out.read_text())
-    assert payload["tool"] == "deepfault xplore" and payload["provenance"]["argv"][1] == "xplore"
-    assert payload["seeds"] == 80 and payload["config"]["step"] == 0.5
+    assert payload["tool"] == "deepfault xplore"
+    assert payload["provenance"]["argv"][1] == "xplore"
+    assert payload["seeds"] == 80
+    assert payload["config"]["step"] == 0.5
     assert [m["name"] for m in payload["models"]] == ["m1.pt", "m2.pt"]
     assert (tmp_path / "res" / "x.png").stat().st_size > 1000
     saved = load_inputs(tmp_path / "res" / "x.npz")
     assert len(saved["inputs"]) == payload["found"] > 0
     models = [open_model(p).model for p in two_models]
     preds = replay(models, saved["inputs"].reshape(len(saved["inputs"]), -1))
-    assert np.array_equal(preds, saved["predictions"]) and np.all(preds[:, 0] != preds[:, 1])
-    assert saved["inputs"].min() >= 0 and saved["inputs"].max() <= 1
+    assert np.array_equal(preds, saved["predictions"])
+    assert np.all(preds[:, 0] != preds[:, 1])
+    assert saved["inputs"].min() >= 0
+    assert saved["inputs"].max() <= 1
 
 
 def test_same_command_same_inputs(tmp_path, capsys, two_models):
@@ -70,7 +76,8 @@ def test_same_command_same_inputs(tmp_path, capsys, two_models):
                             "--out", str(tmp_path / f"{name}.json"))
         assert code == 0, err
     a, b = load_inputs(tmp_path / "a.npz"), load_inputs(tmp_path / "b.npz")
-    assert np.array_equal(a["inputs"], b["inputs"]) and np.array_equal(a["seed_index"], b["seed_index"])
+    assert np.array_equal(a["inputs"], b["inputs"])
+    assert np.array_equal(a["seed_index"], b["seed_index"])
 
 
 def test_identical_models_find_nothing_and_say_so(tmp_path, capsys):
@@ -91,7 +98,9 @@ def test_zoo_names_resolve_in_the_models_dir(tmp_path, capsys):
     assert code == 0, err and "digits_mlp" in text
     code, _, err = _run(capsys, "--models", f"lenet1,{other}", "--dataset", "digits",
                         "--models-dir", str(tmp_path), "--out", "-")
-    assert code == 2 and "no trained lenet1 for digits at" in err and "deepfault train --arch lenet1" in err
+    assert code == 2
+    assert "no trained lenet1 for digits at" in err
+    assert "deepfault train --arch lenet1" in err
 
 
 def test_keras_weights_files_with_arch(tmp_path, capsys):
@@ -111,14 +120,16 @@ def test_keras_weights_files_with_arch(tmp_path, capsys):
     code, text, err = _run(capsys, "--models", ",".join(files), "--arch", "lenet1,lenet4", "--dataset",
                            str(tmp_path / "tiny.npz"), "--seeds", "20", "--iterations", "3", "--out", "-")
     assert code == 0, err
-    assert "Model1.h5 (" in text and "Model2.h5 (" in text
+    assert "Model1.h5 (" in text
+    assert "Model2.h5 (" in text
     code, _, err = _run(capsys, "--models", ",".join(files), "--dataset", str(tmp_path / "tiny.npz"),
                         "--out", "-")
-    assert code == 2 and "holds Keras weights without an architecture; name it with --arch" in err
+    assert code == 2
+    assert "holds Keras weights without an architecture; name it with --arch" in err
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (["--seeds", "0"], "seeds must be an integer >= 1; got 0"),
         (["--seeds", "600"], "--seeds 600 is more than the 540 inputs to draw from"),
@@ -138,19 +149,23 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, two_models, args, mes
     out = tmp_path / "r.json"
     code, _, err = _run(capsys, "--models", ",".join(two_models), "--out", str(out), *args)
     assert code == 2
-    assert message in err and err.startswith("deepfault: error: ") and err.count("\n") == 1
+    assert message in err
+    assert err.startswith("deepfault: error: ")
+    assert err.count("\n") == 1
     assert not out.exists()
 
 
 def test_fewer_than_two_models(capsys, two_models):
     code, _, err = _run(capsys, "--models", two_models[0], "--out", "-")
-    assert code == 2 and "two or more models; got 1" in err
+    assert code == 2
+    assert "two or more models; got 1" in err
 
 
 def test_different_class_counts_are_refused(tmp_path, capsys, two_models):
     five = _digits_model(tmp_path / "five.pt", seed=4, num_classes=5)
     code, _, err = _run(capsys, "--models", f"{two_models[0]},{five}", "--out", "-")
-    assert code == 2 and "different numbers of classes (m1.pt: 10, five.pt: 5)" in err, err
+    assert code == 2, err
+    assert "different numbers of classes (m1.pt: 10, five.pt: 5)" in err, err
 
 
 def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, capsys, two_models):
@@ -167,7 +182,8 @@ def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, cap
     save_model(wide, ModelFile(flat, "digits_mlp", dataset="digits", bounds=(0.0, 1.0),
                                meta={"input_shape": [65]}))
     code, _, err = _run(capsys, "--models", f"{two_models[0]},{wide}", "--seeds", "20", "--out", "-")
-    assert code == 2 and "has inputs of shape (1, 8, 8) but the model takes (65,)" in err, err
+    assert code == 2, err
+    assert "has inputs of shape (1, 8, 8) but the model takes (65,)" in err, err
 
 
 # --- the published code's options ---------------------------------------------------------
@@ -180,13 +196,15 @@ def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, two
     assert code == 0, err
     assert "4 seeds of 540 test inputs (given indices)" in text
     payload = json.loads(listed.read_text())
-    assert payload["config"]["seed_indices"] == [5, 3, 5, 539] and payload["seeds"] == 4
+    assert payload["config"]["seed_indices"] == [5, 3, 5, 539]
+    assert payload["seeds"] == 4
     (tmp_path / "idx.txt").write_text("# DeepXplore's seeds\n5 3\n5,539\n")
     code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.txt"),
                         "--step", "0.5", "--iterations", "4", "--out", str(tmp_path / "file.json"))
     assert code == 0, err
     a, b = load_inputs(tmp_path / "list.npz"), load_inputs(tmp_path / "file.npz")
-    assert np.array_equal(a["seed_index"], b["seed_index"]) and np.array_equal(a["inputs"], b["inputs"])
+    assert np.array_equal(a["seed_index"], b["seed_index"])
+    assert np.array_equal(a["inputs"], b["inputs"])
     np.save(tmp_path / "idx.npy", np.array([5, 3, 5, 539]))
     code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.npy"),
                         "--step", "0.5", "--iterations", "4", "--out", str(tmp_path / "npy.json"))
@@ -195,7 +213,7 @@ def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, two
 
 
 @pytest.mark.parametrize(
-    "content, message",
+    ("content", "message"),
     [
         (None, "expected a file of seed indices or a comma list such as 3,17,42; got '1,x'"),
         ("3 -1\n", "seed indices must be integers >= 0; file"),
@@ -210,7 +228,10 @@ def test_bad_seed_indices_are_one_line_errors(tmp_path, capsys, two_models, cont
         value = str(tmp_path / "idx.txt")
         (tmp_path / "idx.txt").write_text(content)
     code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", value, "--out", "-")
-    assert code == 2 and message in err and err.startswith("deepfault: error: ") and err.count("\n") == 1
+    assert code == 2
+    assert message in err
+    assert err.startswith("deepfault: error: ")
+    assert err.count("\n") == 1
 
 
 def _parsed(*args):
@@ -233,15 +254,20 @@ def test_compat_sets_every_published_choice():
                     "--neurons", "per-iteration")
     assert (given.clip, given.step, given.target, given.neurons, given.replace) == \
         (True, 0.05, None, "per-iteration", True)
-    assert _parsed("--no-clip").clip is False and _parsed("--no-clip").neurons == "per-iteration"
+    assert _parsed("--no-clip").clip is False
+    assert _parsed("--no-clip").neurons == "per-iteration"
 
 
 def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_path, capsys, two_models):
     code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "60", "--compat",
                            "--out", str(tmp_path / "r.json"))
     assert code == 0, err
-    assert "no clipping" in text and "still differ once clipped" in text and "saturate" in text
-    assert "warning: " in text and "a smaller --step (now 10), --transform none instead of light" in text
+    assert "no clipping" in text
+    assert "still differ once clipped" in text
+    assert "saturate" in text
+    assert "warning: " in text
+    assert "a smaller --step (now 10), --transform none instead of light" in text
     realism = json.loads((tmp_path / "r.json").read_text())["realism"]
-    assert realism["outside_bounds"] > 0 and 0 <= realism["still_differ_clipped"] <= 1
+    assert realism["outside_bounds"] > 0
+    assert 0 <= realism["still_differ_clipped"] <= 1
     assert json.loads((tmp_path / "r.json").read_text())["provenance"]["threads"] == 1

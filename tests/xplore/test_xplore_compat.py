@@ -52,16 +52,19 @@ def _config(**kw):
 
 def test_without_clipping_the_input_leaves_the_bounds_as_in_the_published_code():
     result = search(_pair(), SEED, config=_config(clip=False))
-    assert result.num_found == 1 and result.found.iteration.tolist() == [3]
+    assert result.num_found == 1
+    assert result.found.iteration.tolist() == [3]
     np.testing.assert_allclose(result.found.inputs[0], [0.9 + 3 * 0.1 * UNIT, 0.1], atol=1e-5)
     assert result.found.predictions.tolist() == [[0, 1]]
     r = result.realism
-    assert r.outside_bounds == 1.0 and r.still_differ_clipped == 0.0  # clipped, a = 1: both say 0
+    assert r.outside_bounds == 1.0
+    assert r.still_differ_clipped == 0.0  # clipped, a = 1: both say 0
 
 
 def test_with_clipping_the_same_seed_finds_nothing():
     result = search(_pair(), SEED, config=_config(clip=True))
-    assert result.num_found == 0 and result.realism.found == 0
+    assert result.num_found == 0
+    assert result.realism.found == 0
 
 
 def test_a_fixed_target_is_every_seeds_target():
@@ -81,7 +84,8 @@ def test_per_seed_neurons_are_drawn_once_and_kept():
     by_row: dict = {}
     for (row, _step), picks in ref["neurons"].items():
         by_row.setdefault(row, set()).add(tuple(picks))
-    assert by_row and all(len(p) == 1 for p in by_row.values())
+    assert by_row
+    assert all(len(p) == 1 for p in by_row.values())
     assert max(s for _, s in ref["neurons"]) > 0  # rows did take several steps
     result = search(models, seeds, config=config)
     np.testing.assert_array_equal(result.found.rows, ref["rows"])
@@ -90,7 +94,8 @@ def test_per_seed_neurons_are_drawn_once_and_kept():
 
 def test_published_settings_draw_seeds_with_replacement():
     index = select_seeds(5, 40, seed=0, replace=XploreConfig.published().replace)
-    assert len(index) == 40 and len(set(index.tolist())) <= 5
+    assert len(index) == 40
+    assert len(set(index.tolist())) <= 5
 
 
 def test_published_sets_every_choice():
@@ -155,10 +160,14 @@ def test_realism_equals_a_naive_loop(bounds):
     inputs[3::7] = 0.2 * seeds[3::7] + 0.4 * (lo + hi)  # flat grey: a fifth of the contrast
     r = measure_realism(inputs, seeds, bounds)
     l1, linf, sat, out = _naive_realism(inputs.astype(np.float64), seeds.astype(np.float64), lo, hi)
-    assert r.found == 40 and r.still_differ_clipped is None
-    assert r.mean_l1 == pytest.approx(l1, rel=1e-9) and r.mean_linf == pytest.approx(linf, rel=1e-9)
-    assert r.saturated == pytest.approx(sat) and r.outside_bounds == pytest.approx(out)
-    assert 0 < r.saturated < 1 and 0 < r.outside_bounds < 1
+    assert r.found == 40
+    assert r.still_differ_clipped is None
+    assert r.mean_l1 == pytest.approx(l1, rel=1e-9)
+    assert r.mean_linf == pytest.approx(linf, rel=1e-9)
+    assert r.saturated == pytest.approx(sat)
+    assert r.outside_bounds == pytest.approx(out)
+    assert 0 < r.saturated < 1
+    assert 0 < r.outside_bounds < 1
 
 
 def test_realism_of_nothing_found():
@@ -187,7 +196,8 @@ def test_saturation_warning_names_the_fixes():
                 r"smaller --step \(now 10\), --transform none instead of light or fewer --iterations$")
     with pytest.warns(UserWarning, match=expected):
         result = search(models, seeds, config=config)
-    assert result.found.iteration.tolist() == [1] * 10 and np.all(result.found.inputs == 1.0)
+    assert result.found.iteration.tolist() == [1] * 10
+    assert np.all(result.found.inputs == 1.0)
     assert result.realism.saturated == 1.0
     assert result.to_dict()["realism"]["saturated"] == 1.0
     # Without clipping the same step takes m to 10, where model 1 says 1 too: nothing found.
@@ -202,7 +212,8 @@ def test_small_steps_do_not_warn(recwarn):
     models = [conv(0.0), conv(0.02), conv(-0.02)]
     seeds = np.random.default_rng(0).uniform(0, 1, (32, 1, 6, 6)).astype(np.float32)
     result = search(models, seeds, config=XploreConfig(step=0.05, iterations=12, lambda1=2, lambda2=0.5))
-    assert result.num_found > 0 and result.realism.saturated <= 0.5
+    assert result.num_found > 0
+    assert result.realism.saturated <= 0.5
     assert not [w for w in recwarn if "saturate" in str(w.message)]
 
 
@@ -220,7 +231,8 @@ def test_small_models_run_on_one_thread_and_the_setting_is_restored(monkeypatch)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
     seeds = np.random.default_rng(0).uniform(0, 1, (4, 1, 6, 6)).astype(np.float32)
     search(models, seeds, config=XploreConfig(iterations=2))
-    assert seen == [1, 2] and torch.get_num_threads() == 2
+    assert seen == [1, 2]
+    assert torch.get_num_threads() == 2
     seen.clear()
     search(models, seeds, config=XploreConfig(iterations=2), threads=None)
     assert seen == []

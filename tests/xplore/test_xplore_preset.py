@@ -34,7 +34,8 @@ def tiny_mnist(monkeypatch, tmp_path):
 
 def test_preset_is_registered():
     preset = get_preset(PRESET_NAME)
-    assert preset.method == "deepxplore" and isinstance(preset, DeepXploreMnist)
+    assert preset.method == "deepxplore"
+    assert isinstance(preset, DeepXploreMnist)
 
 
 def test_preset_writes_every_cell_resumes_and_reports(tmp_path, tiny_mnist):
@@ -42,19 +43,22 @@ def test_preset_writes_every_cell_resumes_and_reports(tmp_path, tiny_mnist):
     summary = run_preset(store_path, models_dir=tiny_mnist, config=TINY, argv=["deepfault", "experiment"])
     assert summary.cells_total == summary.cells_run == 3 + 2 + 2
     again = run_preset(store_path, models_dir=tiny_mnist, config=TINY)
-    assert again.cells_run == 0 and again.config_hash == summary.config_hash
+    assert again.cells_run == 0
+    assert again.config_hash == summary.config_hash
     with ResultStore(store_path, readonly=True) as store:
         ids = sorted(store.done(summary.config_hash, "deepxplore"))
         assert ids == ["figure9/t=0", "figure9/t=0.5", "table2/target=lenet1/seed=0",
                        "table2/target=lenet4/seed=0", "table2/target=lenet5/seed=0",
                        "table5/lambda2=0/seed=0", "table5/lambda2=1/seed=0"]
         cell = store.get(summary.config_hash, "deepxplore", "table2/target=lenet4/seed=0")
-        assert cell.data["config"]["target"] == 1 and cell.data["seeds"] == 12
+        assert cell.data["config"]["target"] == 1
+        assert cell.data["seeds"] == 12
         assert set(cell.data["per_target"][0]) >= {"target", "found", "mean_l1"}
         fig = store.get(summary.config_hash, "deepxplore", "figure9/t=0.5").data["figure9"]
         assert set(fig["methods"]) == {"deepxplore", "random", "fgsm"}
         report = render_report(store, summary.config_hash, tmp_path / "report")
-    assert "Table 2" in report["markdown"] and "Table 5" in report["markdown"]
+    assert "Table 2" in report["markdown"]
+    assert "Table 5" in report["markdown"]
     assert "Figure 9" in report["html"]
     names = {p.rsplit("/", 1)[-1] for p in report["files"]}
     assert {"table2.md", "table2.csv", "table2.json", "table5.md", "figure9.csv", "figure9.png"} <= names
@@ -68,8 +72,10 @@ def test_fgsm_moves_every_pixel_by_eps_within_bounds():
     adv = fgsm(model, x, [1, 2, 3], eps=0.1, bounds=(0.0, 1.0))
     moved = (adv - x).abs()
     step = (moved - 0.1).abs() < 1e-6
-    assert torch.all(step | (moved == 0)) and step.float().mean() > 0.9  # sign(g) is 0 only where g is
-    assert adv.min() >= 0 and adv.max() <= 1
+    assert torch.all(step | (moved == 0))  # sign(g) is 0 only where g is
+    assert step.float().mean() > 0.9
+    assert adv.min() >= 0
+    assert adv.max() <= 1
     assert torch.equal(adv, fgsm(model, x, [1, 2, 3], eps=0.1, batch_size=1))
 
 
@@ -83,18 +89,22 @@ def test_compat_settings_reach_every_cell_and_options_override(tmp_path, tiny_mn
     published = XploreConfig.published()
     for key in ("clip", "neurons", "layers", "replace", "step", "transform"):
         assert cell["config"][key] == getattr(published, key) == t5["config"][key]
-    assert cell["config"]["target"] == 2 and t5["config"]["target"] == 0 and t5["config"]["threshold"] == 0.25
+    assert cell["config"]["target"] == 2
+    assert t5["config"]["target"] == 0
+    assert t5["config"]["threshold"] == 0.25
     assert set(cell["realism"]) >= {"mean_l1", "mean_linf", "saturated", "still_differ_clipped"}
     other = run_preset(tmp_path / "b.sqlite", models_dir=tiny_mnist, config=TINY,
                        options={"settings": "default", "iterations": "2"})
     assert other.config_hash != summary.config_hash
     with ResultStore(tmp_path / "b.sqlite", readonly=True) as store:
         cfg = store.get(other.config_hash, "deepxplore", "table2/target=lenet1/seed=0").data["config"]
-    assert cfg["clip"] is True and cfg["step"] == XploreConfig().step and cfg["iterations"] == 2
+    assert cfg["clip"] is True
+    assert cfg["step"] == XploreConfig().step
+    assert cfg["iterations"] == 2
 
 
 @pytest.mark.parametrize(
-    "options, message",
+    ("options", "message"),
     [
         ({"colour": "red"}, "preset 'deepxplore-mnist' has no option 'colour'; its options: iterations, "
                             "repeats, seeds, settings, weights-dir"),
@@ -123,7 +133,8 @@ def test_published_weights_are_loaded_from_the_weights_dir(tmp_path, tiny_mnist)
     summary = run_preset(tmp_path / "w.sqlite", models_dir=tiny_mnist, config=TINY,
                          options={"weights_dir": str(folder)})
     trained = run_preset(tmp_path / "t.sqlite", models_dir=tiny_mnist, config=TINY)
-    assert summary.cells_run == 7 and summary.config_hash != trained.config_hash
+    assert summary.cells_run == 7
+    assert summary.config_hash != trained.config_hash
     with ResultStore(tmp_path / "w.sqlite", readonly=True) as store:
         assert "'weights': 'published'" in str(store.experiments())
 
@@ -134,7 +145,10 @@ def test_the_cli_passes_preset_options_and_refuses_bad_ones(tmp_path, capsys):
     code = main(["experiment", "--preset", PRESET_NAME, "--store", str(tmp_path / "s.sqlite"),
                  "--preset-option", "colour=red", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "has no option 'colour'" in err and err.count("\n") == 1
+    assert code == 2
+    assert "has no option 'colour'" in err
+    assert err.count("\n") == 1
     code = main(["experiment", "--preset", PRESET_NAME, "--preset-option", "colour"])
     err = capsys.readouterr().err
-    assert code == 2 and "expected KEY=VALUE; got 'colour'" in err
+    assert code == 2
+    assert "expected KEY=VALUE; got 'colour'" in err

@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 success, 2 bad input, 130 after SIGINT,
-    143 after SIGTERM: both unwind alike, see :mod:`deepfault._signals`)."""
+    143 after SIGTERM: both unwind alike, see :mod:`deepfault._signals`).
+    """
     with _signals.handling():
         try:
             status = _main(argv)
@@ -101,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _join_negative_values(argv: list[str]) -> list[str]:
     """``--budget -5s`` as ``--budget=-5s``: argparse takes a value that starts with '-' for an
     option unless it is a plain number, so values such as ``-5s`` or ``-1e3`` get the ``=``
-    form here (and then a message about the value, not about an unknown option)."""
+    form here (and then a message about the value, not about an unknown option).
+    """
     out: list[str] = []
     for arg in argv:
         if (out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-[\d.]", arg)

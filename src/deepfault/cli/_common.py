@@ -128,7 +128,8 @@ def open_model_file(args):
 
 def load_inputs(args, data=None):
     """The prepared model and its data set (:func:`deepfault.models.prepare.prepare_model`):
-    ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's)."""
+    ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's).
+    """
     from ..models.prepare import prepare_model
 
     prepared = prepare_model(args.model, data if data is not None else args.dataset, data_dir=args.data_dir,

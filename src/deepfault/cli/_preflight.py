@@ -100,7 +100,8 @@ def _command(args) -> str:
 
 def _suffixed(path, suffix: str) -> Path | None:
     """``path`` with another suffix (``None`` for none, ``'-'``, or a path without a file name,
-    which its own check refuses first)."""
+    which its own check refuses first).
+    """
     if path in (None, "-") or not Path(path).name or Path(path).name in (".", ".."):
         return None
     return Path(path).with_suffix(suffix)
@@ -179,7 +180,8 @@ def _regress(args) -> None:
 def _fidelity(option: str, spec: str) -> None:
     """``discriminator`` (the data set's own: checked when the data set is known),
     ``discriminator:FILE`` (an existing file), ``ssim``, ``ssim:T`` (0 < T <= 1),
-    ``ssim-compat`` or ``none``."""
+    ``ssim-compat`` or ``none``.
+    """
     from ..fuzz.fidelity import FIDELITIES
 
     name, sep, arg = str(spec).partition(":")

@@ -73,6 +73,7 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault coverage`` and its actions profile, measure and rank to ``sub``."""
     cov = sub.add_parser(
         "coverage", help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), profiles, prioritisation",
         description="Structural coverage criteria of DeepXplore and DeepGauge on a model's "

@@ -7,6 +7,7 @@ from ._common import add_data_dir, table
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault data`` and its actions list and download to ``sub``."""
     data = sub.add_parser("data", help="list or download data sets",
                           description="List the data sets and whether their files are present and "
                           "intact under the data root, or download a data set's official files "

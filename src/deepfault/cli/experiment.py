@@ -24,6 +24,7 @@ def _preset_help(preset) -> str:
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault experiment`` and ``deepfault report`` to ``sub``."""
     from ..experiment.executors import list_executors
     from ..experiment.presets import get_preset, list_presets
 

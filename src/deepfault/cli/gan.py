@@ -14,6 +14,7 @@ _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault gan`` and its action train to ``sub``."""
     from ..data import list_datasets
     from ..fuzz.gan import GanConfig
 

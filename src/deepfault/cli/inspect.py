@@ -7,6 +7,7 @@ from ._common import HelpFormatter, add_data_dir, add_model_options, open_model_
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault inspect`` to ``sub``."""
     insp = sub.add_parser("inspect", help="show a model's layers, output shapes and neuron counts",
                           formatter_class=HelpFormatter)
     insp.add_argument("model", metavar="MODEL", help="model file (any format 'run --model' takes)")

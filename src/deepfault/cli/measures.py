@@ -6,6 +6,7 @@ from ._common import table
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault measures`` to ``sub``."""
     measures = sub.add_parser(
         "measures", help="list the suspiciousness measures and baselines",
         description="List every approach 'deepfault run --approach' takes: the suspiciousness "

@@ -9,6 +9,7 @@ from ._common import HelpFormatter, add_data_dir, device_from, fmt, names, numbe
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault regress`` to ``sub``."""
     from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH
     from ..fuzz.mcmc import CHOOSERS
     from ..fuzz.strategies import STRATEGIES

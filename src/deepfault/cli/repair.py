@@ -42,6 +42,7 @@ def _baselines(text: str) -> tuple[str, ...]:
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault repair`` to ``sub``."""
     from ..repair.config import BASELINES, TIE_POLICIES, RepairConfig
 
     d = RepairConfig()

@@ -24,6 +24,7 @@ from ._common import (
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault run`` to ``sub``."""
     run = sub.add_parser(
         "run",
         help="localise suspicious neurons and synthesize inputs from them",

@@ -6,6 +6,7 @@ from ._common import HelpFormatter, add_data_dir, device_from, fmt, positive_int
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault scenario`` to ``sub``."""
     from ..data import list_datasets
     from ..fuzz.scenarios import SCENARIOS, list_scenarios
     from ..models import list_architectures

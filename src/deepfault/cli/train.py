@@ -9,6 +9,7 @@ from ._common import HelpFormatter, add_data_dir, device_from, number, positive_
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault train`` to ``sub``."""
     from ..data import list_datasets
     from ..models import list_architectures
 

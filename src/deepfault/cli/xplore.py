@@ -46,7 +46,8 @@ def _target(text: str) -> int | None:
 
 def _seed_indices(text: str) -> tuple[int, ...]:
     """``--seed-indices``: a comma list (``3,17,42``) or a file of integers (whitespace,
-    commas or newlines between them; ``#`` starts a comment; or a ``.npy`` array)."""
+    commas or newlines between them; ``#`` starts a comment; or a ``.npy`` array).
+    """
     from pathlib import Path
 
     path = Path(text)
@@ -112,6 +113,7 @@ def _per_model(text: str) -> tuple[str | None, ...]:
 
 
 def add_parser(sub) -> None:
+    """Add ``deepfault xplore`` to ``sub``."""
     from ..xplore.config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES
     from ..xplore.constraints import list_constraints
 
@@ -215,7 +217,8 @@ def _aligned(values, count: int, option: str) -> list:
 def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, models_dir: str | Path,
                       dataset: str | None, trust_pickle: bool, input_shape=None):
     """One model of ``--models`` opened (not prepared): a file, a zoo name, or a Keras weights
-    file into a zoo architecture."""
+    file into a zoo architecture.
+    """
     from ..models import list_architectures, open_model
     from ..models.keras_weights import is_weights_only, open_keras_weights
 
@@ -241,7 +244,8 @@ def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, mode
 
 def load_xplore_inputs(args):
     """The models, prepared (:func:`~deepfault.models.prepare.prepare_model`) with one data set,
-    and the data."""
+    and the data.
+    """
     from ..data import load_dataset
     from ..models.prepare import model_label, prepare_model
 

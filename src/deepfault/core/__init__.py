@@ -1,1 +1,1 @@
-"""core"""
+"""The engine every method shares: inputs, batches, neuron capture, registries, progress."""

@@ -47,6 +47,7 @@ class Batch:
 
 
 def check_batch_size(batch_size) -> int:
+    """``batch_size`` as an ``int`` >= 1 (bools refused)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise DeepFaultError(f"batch_size must be an integer >= 1; got {batch_size!r}")
     return int(batch_size)
@@ -71,7 +72,8 @@ def iterate_batches(
         inputs: ``(N, ...)`` array or tensor (checked finite).
         labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``).
         neurons: Capture neuron values (``False``: outputs only, no hooks).
-        layers, transform: As in :func:`~.capture.capture`.
+        layers: The neuron layers, as in :func:`~.capture.capture`.
+        transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass.
         check: Check that outputs are ``(B, classes)`` and neuron values finite.
 
@@ -128,7 +130,8 @@ def activations(
     Args:
         model: The network; analysed in ``eval()`` mode, its mode restored afterwards.
         inputs: ``(N, ...)`` array or tensor.
-        layers, transform: As in :func:`~.capture.capture`.
+        layers: The neuron layers, as in :func:`~.capture.capture`.
+        transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass; the result does not depend on it.
 
     Returns:

@@ -186,6 +186,7 @@ SOFTMAX_LAYER = "softmax(output)"
 
 
 def check_transform(transform: str) -> str:
+    """``transform`` unchanged if it is one of :data:`TRANSFORMS`, else raise."""
     if transform not in TRANSFORMS:
         raise DeepFaultError(f"unknown transform {transform!r}; known: {', '.join(TRANSFORMS)}")
     return transform
@@ -425,7 +426,8 @@ def model_outputs(result, *, where: str = "the model") -> torch.Tensor:
 
 def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The model's class scores for ``x``, turning a shape error into a message that says
-    what to do. Other errors (out of memory, a bug in the model) pass through unchanged."""
+    what to do. Other errors (out of memory, a bug in the model) pass through unchanged.
+    """
     try:
         result = model(x)
     except DeepFaultError:

@@ -104,7 +104,8 @@ def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | N
 
 def unpack(data, labels=None):
     """``(inputs, labels)`` unchanged, except that a ``torch.utils.data`` data set or loader is
-    read into tensors and gives its own labels where ``labels`` is ``None``."""
+    read into tensors and gives its own labels where ``labels`` is ``None``.
+    """
     if not is_torch_data(data):
         return data, labels
     x, carried = inputs_and_labels(data)
@@ -117,7 +118,9 @@ def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = Non
 
     Args:
         model: The network (a module or a prepared model).
-        data, labels: As :func:`inputs_and_labels`; labels are required.
+        data: The inputs, in any form :func:`inputs_and_labels` takes.
+        labels: Labels for an array or tensor ``data``, as in :func:`inputs_and_labels`;
+            required unless ``data`` carries its own.
         cls: Keep only this class.
         batch_size: Inputs per forward pass.
 

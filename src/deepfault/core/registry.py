@@ -17,7 +17,8 @@ from ..errors import DeepFaultError
 
 class DuplicateName(DeepFaultError, RuntimeError):
     """A name registered twice: a :class:`DeepFaultError` (the CLI prints one line), and a
-    :class:`RuntimeError` as it was before, for code that catches that."""
+    :class:`RuntimeError` as it was before, for code that catches that.
+    """
 
 __all__ = ["Registry"]
 

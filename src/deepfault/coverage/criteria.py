@@ -218,12 +218,14 @@ class Criterion(Accumulator):
 
     def would_increase(self, values) -> torch.Tensor:
         """``(B,)`` bool on the CPU: whether each input alone would cover an item not covered
-        yet. Does not change the state."""
+        yet. Does not change the state.
+        """
         raise NotImplementedError
 
     def input_items(self, values) -> tuple[torch.Tensor, int]:
         """Each input's covered items as ``(B, L)`` int64 indices (``-1`` pads) into a set of
-        ``S`` items, and ``S``: the per-input covered sets that rank a test suite."""
+        ``S`` items, and ``S``: the per-input covered sets that rank a test suite.
+        """
         raise NotImplementedError
 
     def covered_count(self) -> int:
@@ -285,7 +287,8 @@ class BitSetCriterion(Criterion):
 
     def covered_items(self, values) -> torch.Tensor:
         """``(B, L)`` int64 on the values' device: the indices of the items each input covers,
-        ``-1`` where a slot holds none. Pure."""
+        ``-1`` where a slot holds none. Pure.
+        """
         dense = self.covered_by(values)
         return torch.where(dense, self._units(dense.device, self.num_items), -1)
 
@@ -332,7 +335,8 @@ class BitSetCriterion(Criterion):
 
 def _below32(a) -> np.ndarray:
     """The largest float32 ``<= a`` (elementwise): for a float32 ``v``, ``v > a`` exactly when
-    ``v > _below32(a)`` and ``v <= a`` exactly when ``v <= _below32(a)``."""
+    ``v > _below32(a)`` and ``v <= a`` exactly when ``v <= _below32(a)``.
+    """
     a = np.asarray(a, dtype=np.float64)
     f = a.astype(np.float32)
     return np.where(f.astype(np.float64) > a, np.nextafter(f, np.float32(-np.inf)), f).astype(np.float32)
@@ -340,7 +344,8 @@ def _below32(a) -> np.ndarray:
 
 def _above32(a) -> np.ndarray:
     """The smallest float32 ``>= a``: for a float32 ``v``, ``v < a`` exactly when
-    ``v < _above32(a)`` and ``v >= a`` exactly when ``v >= _above32(a)``."""
+    ``v < _above32(a)`` and ``v >= a`` exactly when ``v >= _above32(a)``.
+    """
     a = np.asarray(a, dtype=np.float64)
     f = a.astype(np.float32)
     return np.where(f.astype(np.float64) < a, np.nextafter(f, np.float32(np.inf)), f).astype(np.float32)
@@ -348,7 +353,8 @@ def _above32(a) -> np.ndarray:
 
 def _exact(values: torch.Tensor) -> torch.Tensor:
     """float32 and float64 values as they are (compared against bounds rounded the safe way);
-    anything else in float64."""
+    anything else in float64.
+    """
     return values if values.dtype in (torch.float32, torch.float64) else values.double()
 
 
@@ -386,14 +392,16 @@ class NeuronCoverage(BitSetCriterion):
 @CRITERIA.register("nac")
 class NeuronActivationCoverage(NeuronCoverage):
     """DeepGauge's neuron activation coverage: NC on ``raw`` values (the caller picks the
-    transform). ``NAC(T) = |{n : exists x in T, v(x, n) > t}| / M``."""
+    transform). ``NAC(T) = |{n : exists x in T, v(x, n) > t}| / M``.
+    """
 
     name = "nac"
 
 
 class _ProfiledCriterion(BitSetCriterion):
     """A criterion on the profile's per-neuron ``low``, ``high`` (and ``std``), kept in float64
-    on each device the values come from."""
+    on each device the values come from.
+    """
 
     def __init__(self, layout: NeuronLayout, profile: Profile):
         self.profile = _check_profile(profile, layout, self.name)
@@ -402,7 +410,8 @@ class _ProfiledCriterion(BitSetCriterion):
 
     def _on(self, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The bounds of :meth:`_arrays` on ``v``'s device: float64, or for float32 values
-        rounded to float32 on the side that keeps each comparison exact."""
+        rounded to float32 on the side that keeps each comparison exact.
+        """
         key = (v.device, v.dtype)
         bounds = self._bounds.get(key)
         if bounds is None:
@@ -416,7 +425,8 @@ class _ProfiledCriterion(BitSetCriterion):
 
     def _arrays(self) -> tuple[tuple[np.ndarray, str], ...]:
         """``(array, "below"|"above")`` pairs: the bounds, and how a float32 copy is rounded
-        (``"below"`` for ``v > a``, ``"above"`` for ``v < a``)."""
+        (``"below"`` for ``v > a``, ``"above"`` for ``v < a``).
+        """
         raise NotImplementedError
 
     def _check_compatible(self, other: Accumulator) -> None:

@@ -31,15 +31,15 @@ def _pyplot():
 
 def _save(fig, path: str | os.PathLike) -> Path:
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
     return path
 
 
 def threshold_curves(report: CoverageReport) -> dict[str, list[tuple[float, float]]]:
     """``{criterion: [(threshold, ratio), ...]}`` for the thresholded criteria with two or more
-    thresholds in ``report``."""
+    thresholds in ``report``.
+    """
     curves: dict[str, list[tuple[float, float]]] = {}
     for r in report.results:
         if "threshold" in r.params and r.ratio is not None:
@@ -59,6 +59,8 @@ def plot_threshold_curve(
     Args:
         curves: ``{label: [(threshold, ratio), ...]}`` (for example one line per model).
         path: The PNG file.
+        title: The figure's title.
+        xlabel: The x axis' label.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
@@ -79,7 +81,8 @@ def plot_threshold_curve(
 
 def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
     """Grouped bars: each layer's coverage (%) under each criterion of ``report`` that has a
-    ratio (TKNP, which counts patterns, is left out)."""
+    ratio (TKNP, which counts patterns, is left out).
+    """
     plt = _pyplot()
     results = [r for r in report.results if r.total is not None]
     layers = list(report.layout.names)
@@ -104,7 +107,8 @@ def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, titl
 
 def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
     """Coverage (%) after the first ``n`` inputs, ``n`` on a log scale (TKNP on its own axis, in
-    patterns)."""
+    patterns).
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     totals = {r.label: r.total for r in report.results}
@@ -139,7 +143,8 @@ def save_figures(
 ) -> list[Path]:
     """Write ``{prefix}_threshold.png`` (when a criterion has several thresholds),
     ``{prefix}_layers.png`` and ``{prefix}_growth.png`` (when growth was recorded) into
-    ``directory``; returns the paths written."""
+    ``directory``; returns the paths written.
+    """
     directory = Path(directory)
     paths = []
     curves = threshold_curves(report)

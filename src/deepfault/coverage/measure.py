@@ -187,7 +187,8 @@ def checkpoints(n: int) -> list[int]:
 
 def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: str | None):
     """The layers and transform to measure with, checked against the profile (its model, its
-    transform); a profile supplies both when they are not given."""
+    transform); a profile supplies both when they are not given.
+    """
     if profile is not None:
         if not isinstance(profile, Profile):
             raise DeepFaultError(f"profile must be a Profile; got {type(profile).__name__}")

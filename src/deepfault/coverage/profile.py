@@ -58,7 +58,8 @@ def _module(model):
 
 def model_hash(model: nn.Module) -> str:
     """The whole SHA-256 (64 hex) :func:`~deepfault.models.fingerprint.fingerprint` of a
-    model's weights; a model's short fingerprint is this hash's first 16 digits."""
+    model's weights; a model's short fingerprint is this hash's first 16 digits.
+    """
     from ..models.fingerprint import fingerprint
 
     return fingerprint(model, length=64)
@@ -157,7 +158,8 @@ class Profile:
 
     def layer_summary(self) -> list[dict]:
         """Per layer: units, the smallest ``low``, the largest ``high``, the mean of the means and
-        of the standard deviations, and how many neurons were constant (``low == high``)."""
+        of the standard deviations, and how many neurons were constant (``low == high``).
+        """
         rows = []
         for la in self.layout.layers:
             s = slice(la.offset, la.offset + la.size)
@@ -186,9 +188,8 @@ class Profile:
                                   [selection] if isinstance(selection, str) else list(selection), dtype=str),
         }
         path = Path(path)
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
         return path
 
 

@@ -41,7 +41,8 @@ __all__ = ["Ranking", "RankReport", "apfd", "prioritize", "rank_inputs"]
 
 def apfd(order: Sequence[int] | np.ndarray, failing: np.ndarray) -> float | None:
     """APFD of ``order`` (input indices, first run first) for the ``(N,)`` bool ``failing``;
-    ``None`` when nothing fails."""
+    ``None`` when nothing fails.
+    """
     failing = np.asarray(failing, dtype=bool)
     order = np.asarray(order, dtype=np.int64)
     n, k = len(failing), int(failing.sum())
@@ -176,7 +177,8 @@ class RankReport:
 
 def rank_criterion(criterion: Criterion, values: torch.Tensor, failing: np.ndarray) -> Ranking:
     """Prioritise inputs with ``(N, M)`` neuron ``values`` by one criterion (its state is not
-    used or changed)."""
+    used or changed).
+    """
     items, num_items = criterion.input_items(values)
     order, greedy = prioritize(items, num_items)
     ids = torch.as_tensor(items).cpu().numpy()
@@ -210,8 +212,16 @@ def rank_inputs(
         model: The classifier.
         inputs: ``(N, ...)`` inputs.
         labels: ``(N,)`` true labels (an input fails when the arg-max output differs).
-        criteria, threshold, sections, top_k, scale, profile, layers, transform, batch_size:
-            As in :func:`~deepfault.coverage.measure.measure_coverage`.
+        criteria: Criterion names (``"nc,kmnc"``, a list, or ``"all"``); one ranking each.
+        threshold: ``t`` of ``nc``/``nac``.
+        sections: ``k`` of ``kmnc``.
+        top_k: ``k`` of ``tknc``/``tknp``.
+        scale: ``s`` of ``nbc``/``snac``.
+        profile: The model's profile (needed by ``kmnc``, ``nbc``, ``snac``); it also supplies
+            ``layers`` and ``transform`` when they are ``None``.
+        layers: Neuron layers (``"deepxplore"``, module names, or ``None``: the default layers).
+        transform: ``"raw"`` (default) or ``"layer-minmax"``.
+        batch_size: Inputs per forward pass; the orders do not depend on it.
 
     Returns:
         A :class:`RankReport`. Holds the ``(N, M)`` neuron values in memory while ranking.

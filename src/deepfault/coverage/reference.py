@@ -45,7 +45,8 @@ def nc_sets(values: Rows, threshold: float) -> list[set]:
 
 def kmnc_sets(values: Rows, low, high, k: int) -> list[set]:
     """KMNC: section ``i`` of ``n`` when ``low + i*w <= v < low + (i+1)*w``, the last section
-    closed at ``high``; nothing outside ``[low, high]``."""
+    closed at ``high``; nothing outside ``[low, high]``.
+    """
     out = []
     for row in values:
         covered = set()
@@ -141,7 +142,8 @@ def profile_reference(values: Rows) -> dict[str, list[float]]:
 
 def greedy_reference(sets: list[set]) -> tuple[list[int], int]:
     """Additional-coverage order: the input adding most new items (lowest index on ties) until
-    none adds any, then the rest by their number of items, largest first, lowest index on ties."""
+    none adds any, then the rest by their number of items, largest first, lowest index on ties.
+    """
     covered: set = set()
     remaining = list(range(len(sets)))
     order = []

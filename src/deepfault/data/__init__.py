@@ -150,7 +150,8 @@ def list_datasets() -> list[str]:
 
 def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else ``data/`` in the user cache
-    (``$DEEPFAULT_CACHE`` when set)."""
+    (``$DEEPFAULT_CACHE`` when set).
+    """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get("DEEPFAULT_DATA")

@@ -93,7 +93,8 @@ class DatasetSource:
 
 class FileStatus(NamedTuple):
     """One file of a data set: where it is expected, whether it exists, whether its md5
-    matches the official one."""
+    matches the official one.
+    """
 
     file: Path
     present: bool
@@ -298,7 +299,8 @@ def _safe_members(tar: tarfile.TarFile, archive: Path):
 
 def _extract(archive: Path, folder: Path, local: tuple[LocalFile, ...]) -> None:
     """Extract ``archive`` into a temporary folder, check the md5 of the files the loader
-    reads, then move them into ``folder``."""
+    reads, then move them into ``folder``.
+    """
     import tarfile
 
     folder.mkdir(parents=True, exist_ok=True)

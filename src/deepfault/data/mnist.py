@@ -236,9 +236,8 @@ def _write_cache(folder: Path, name: str, fingerprint: dict, arrays: dict) -> bo
         with contextlib.suppress(FileNotFoundError):
             manifest.unlink()
         for role, array in arrays.items():
-            with atomic_path(_cache_file(folder, name, role)) as tmp:
-                with open(tmp, "wb") as fh:
-                    np.save(fh, array, allow_pickle=False)
+            with atomic_path(_cache_file(folder, name, role)) as tmp, open(tmp, "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
         with atomic_path(manifest) as tmp:
             tmp.write_text(json.dumps(fingerprint), encoding="utf-8")
     except OSError as err:

@@ -65,6 +65,37 @@ def _labels(path: Path, key: str, y: np.ndarray, n: int) -> np.ndarray:
     return y
 
 
+def _class_names(path: Path, arrays: dict, y_test: np.ndarray, y_train: np.ndarray) -> tuple[str, ...]:
+    """The file's ``class_names`` (default ``"0"`` to the largest label), checked against the labels."""
+    if "class_names" in arrays:
+        names = arrays["class_names"]
+        if names.ndim != 1 or names.dtype.kind not in "US" or not 0 < len(names) <= MAX_CLASSES:
+            raise DeepFaultError(f"{path}: class_names must be a 1-D array of strings")
+        class_names = tuple(str(n) for n in names.tolist())
+    else:
+        top = max([int(y.max()) for y in (y_test, y_train) if len(y)], default=0)
+        class_names = tuple(str(c) for c in range(top + 1))
+    for key, y in (("y", y_test), ("y_train", y_train)):
+        if len(y) and y.max() >= len(class_names):
+            raise DeepFaultError(
+                f"{path}: array {key!r} holds label {y.max()} but there are only "
+                f"{len(class_names)} class names"
+            )
+    return class_names
+
+
+def _bounds(path: Path, arrays: dict) -> tuple[tuple[float, float], str]:
+    """The file's ``bounds`` (default ``(0, 1)``) and the fix to suggest for inputs outside them."""
+    if "bounds" not in arrays:
+        return (0.0, 1.0), "add a bounds array, e.g. numpy.savez(..., bounds=[0, 255])"
+    b = arrays["bounds"]
+    if b.shape != (2,) or b.dtype.kind not in "biuf" or not np.isfinite(b).all() or (b[0] >= b[1]):
+        raise DeepFaultError(
+            f"{path}: bounds must be two finite numbers [lo, hi] with lo < hi; got {b!r}"
+        )
+    return (float(b[0]), float(b[1])), "fix the inputs or the bounds array"
+
+
 def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     """Load a data set from an ``.npz`` file (see the module docstring for its arrays).
 
@@ -121,32 +152,8 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         x_train = np.empty((0, *x_test.shape[1:]), dtype=np.float32)
         y_train = np.empty(0, dtype=np.int64)
 
-    if "class_names" in arrays:
-        names = arrays["class_names"]
-        if names.ndim != 1 or names.dtype.kind not in "US" or not 0 < len(names) <= MAX_CLASSES:
-            raise DeepFaultError(f"{path}: class_names must be a 1-D array of strings")
-        class_names = tuple(str(n) for n in names.tolist())
-    else:
-        top = max([int(y.max()) for y in (y_test, y_train) if len(y)], default=0)
-        class_names = tuple(str(c) for c in range(top + 1))
-    for key, y in (("y", y_test), ("y_train", y_train)):
-        if len(y) and y.max() >= len(class_names):
-            raise DeepFaultError(
-                f"{path}: array {key!r} holds label {y.max()} but there are only "
-                f"{len(class_names)} class names"
-            )
-
-    if "bounds" in arrays:
-        b = arrays["bounds"]
-        if b.shape != (2,) or b.dtype.kind not in "biuf" or not np.isfinite(b).all() or (b[0] >= b[1]):
-            raise DeepFaultError(
-                f"{path}: bounds must be two finite numbers [lo, hi] with lo < hi; got {b!r}"
-            )
-        bounds = (float(b[0]), float(b[1]))
-        fix = "fix the inputs or the bounds array"
-    else:
-        bounds = (0.0, 1.0)
-        fix = "add a bounds array, e.g. numpy.savez(..., bounds=[0, 255])"
+    class_names = _class_names(path, arrays, y_test, y_train)
+    bounds, fix = _bounds(path, arrays)
     for key, x in (("x", x_test), ("x_train", x_train)):
         if x.size and (x.min() < bounds[0] or x.max() > bounds[1]):
             raise DeepFaultError(

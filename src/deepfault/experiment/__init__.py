@@ -1,1 +1,1 @@
-"""experiment"""
+"""The experiment engine: methods, presets, executors, the results store, statistics, reports."""

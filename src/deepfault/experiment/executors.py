@@ -169,7 +169,8 @@ CONNECT_TIMEOUT = 5.0
 
 def _reachable(address: str) -> None:
     """Refuse, within :data:`CONNECT_TIMEOUT` seconds, an address where nothing listens (Ray
-    itself retries for minutes). ``auto``, ``local`` and addresses without a port pass."""
+    itself retries for minutes). ``auto``, ``local`` and addresses without a port pass.
+    """
     import socket
     from urllib.parse import urlsplit
 
@@ -197,6 +198,7 @@ def _ray_call(fn, job):
 
 
 def list_executors() -> list[str]:
+    """The names of the registered executors."""
     return EXECUTORS.names()
 
 

@@ -99,7 +99,8 @@ def write_section(render: Callable, store_path: Path, experiment: dict, out: Pat
 
 def render_page(title: str, body_html: str, provenance: dict | None = None) -> str:
     """A self-contained HTML page: ``body_html`` (trusted, made by deepfault) under ``title``,
-    with a provenance table. Used by the method sections and by ``coverage measure --plot``."""
+    with a provenance table. Used by the method sections and by ``coverage measure --plot``.
+    """
     import jinja2
 
     env = jinja2.Environment(autoescape=True)

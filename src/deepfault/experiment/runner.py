@@ -94,7 +94,8 @@ class CellOutput:
 @dataclass
 class JobOutput:
     """What one job returns: the cells to store (empty when the job stored its own, as a
-    checkpointing fuzz campaign does), the number of cells it completed, and a summary."""
+    checkpointing fuzz campaign does), the number of cells it completed, and a summary.
+    """
 
     cells: list[CellOutput] = field(default_factory=list)
     completed: int = 0
@@ -128,7 +129,8 @@ def config_hash(record: dict) -> str:
 
 class ExperimentPreset(ABC):
     """A built-in experiment of one method. Subclasses set :attr:`name`, :attr:`method`,
-    :attr:`description` and :attr:`job_function`, and implement :meth:`plan` and :meth:`jobs`."""
+    :attr:`description` and :attr:`job_function`, and implement :meth:`plan` and :meth:`jobs`.
+    """
 
     name: str
     method: str

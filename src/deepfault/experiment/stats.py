@@ -19,7 +19,8 @@ __all__ = ["Comparison", "a12", "compare"]
 def a12(x, y) -> float:
     """Vargha-Delaney A12: probability that a value drawn from ``x`` exceeds one from ``y``
     (ties count one half). 0.5 means no effect; 0.56, 0.64 and 0.71 are the usual
-    small, medium and large thresholds."""
+    small, medium and large thresholds.
+    """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if len(x) == 0 or len(y) == 0:

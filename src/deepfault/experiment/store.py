@@ -162,7 +162,8 @@ class ResultStore:
     @classmethod
     def check(cls, path: str | os.PathLike) -> None:
         """Refuse, before any work, a ``path`` that exists but is no deepfault store (or one
-        written by a newer deepfault); changes nothing. A missing file is fine."""
+        written by a newer deepfault); changes nothing. A missing file is fine.
+        """
         path = Path(path)
         if path.is_dir():
             raise DeepFaultError(f"results store {str(path)!r} is a directory; give a file name")
@@ -318,7 +319,8 @@ class ResultStore:
     def put(self, experiment: str, method: str, cell_id: str, data: dict,
             arrays: dict[str, np.ndarray] | None = None, *, replace: bool = False) -> None:
         """Write one cell atomically. Without ``replace`` an existing cell is kept as it is
-        (idempotent); with it the cell is overwritten (checkpoints)."""
+        (idempotent); with it the cell is overwritten (checkpoints).
+        """
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._db:  # one transaction
             self._db.execute(

@@ -348,9 +348,8 @@ class CampaignResult:
         """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
         from .._io import atomic_path
 
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, **self.fault_arrays())
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **self.fault_arrays())
 
 
 class _Rows:
@@ -382,7 +381,8 @@ def _execution_copy(model: nn.Module, device: torch.device) -> nn.Module:
     mutants (LeNet-5, 1,280 images, one thread: 105 -> 41 us per image;
     ``benchmarks/bench_drfuzz_yield.py``). The caller's model is never changed; the outputs
     equal the original's up to float rounding. Anything else, or a model that cannot be
-    copied, runs as given."""
+    copied, runs as given.
+    """
     if device.type != "cpu" or not any(isinstance(m, nn.Conv2d) for m in model.modules()):
         return model
     import copy
@@ -767,7 +767,8 @@ class Campaign:
     def state_dict(self) -> dict:
         """Everything that changes while the campaign runs, except the queue entries' fixed
         fields, images and the faults (which a checkpoint stores incrementally: :meth:`queue_part`,
-        :meth:`fault_parts`): ``{"data": JSON-ready, "arrays": {name: ndarray}}``."""
+        :meth:`fault_parts`): ``{"data": JSON-ready, "arrays": {name: ndarray}}``.
+        """
         data = {
             "counters": {"iterations": self.iterations, "steps": self.steps, "queries": self.queries,
                          "generated": self.generated, "passed": self.passed, "elapsed": self._now(),
@@ -789,7 +790,8 @@ class Campaign:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` into a set-up campaign whose queue entries and faults
-        were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`)."""
+        were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`).
+        """
         data, arrays = state["data"], state["arrays"]
         if len(self.corpus) != data["corpus_size"] or self.refs.size != data["refs_size"]:
             raise DeepFaultError("the campaign's state does not match its queue entries; "
@@ -838,7 +840,8 @@ class Campaign:
 
     def fault_parts(self, start: int, rf_start: int) -> tuple[FaultTable | None, tuple | None]:
         """The faults found since part ``start`` (and regression-fault inputs since ``rf_start``),
-        merged into one part each, which from now on replaces them in memory."""
+        merged into one part each, which from now on replaces them in memory.
+        """
         parts, rf_parts = self._fault_parts[start:], self._rf_parts[rf_start:]
         table = FaultTable.concat(parts) if parts else None
         rf = tuple(np.concatenate([p[i] for p in rf_parts]) for i in range(3)) if rf_parts else None
@@ -991,8 +994,10 @@ def run_campaign(
     """Fuzz ``m2`` for regressions against ``m1`` from the test inputs ``inputs``.
 
     Args:
-        m1, m2: The original and the new version of a classifier.
-        inputs, labels: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right) and labels.
+        m1: The original version of a classifier.
+        m2: The new version, fuzzed for regressions against ``m1``.
+        inputs: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right).
+        labels: ``(N,)`` their labels.
         bounds: The data's pixel range.
         config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
             ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
@@ -1006,6 +1011,7 @@ def run_campaign(
         experiment: The store's experiment key (default: ``config.key()``).
         cell: The campaign's id in the store.
         progress: Called with a :class:`CampaignProgress` after every step.
+        **overrides: :class:`CampaignConfig` fields that replace ``config``'s.
 
     Returns:
         A :class:`CampaignResult`.

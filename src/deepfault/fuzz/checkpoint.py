@@ -98,7 +98,8 @@ class CampaignStore:
 
     def save(self, c: Campaign) -> None:
         """Write a checkpoint of ``c``: new queue entries and faults as chunks, changed pool
-        pages, then the state (:meth:`~.campaign.Campaign.state_dict`) that lists them."""
+        pages, then the state (:meth:`~.campaign.Campaign.state_dict`) that lists them.
+        """
         if not c._consistent:
             return  # interrupted in the middle of a step: the previous checkpoint stands
         if self._corpus_done is None:
@@ -207,7 +208,8 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
 
     Args:
         store: An open :class:`~deepfault.experiment.store.ResultStore`.
-        experiment, cell: The campaign's keys.
+        experiment: The store's experiment key.
+        cell: The campaign's id in the store.
         inputs: Load the regression faults' inputs and probabilities too (else empty arrays).
     """
     rec = store.get(experiment, METHOD, _cid(cell, "result"))

@@ -161,7 +161,8 @@ class Corpus:
 
     def add(self, images: torch.Tensor, **fields: np.ndarray) -> np.ndarray:
         """Append entries with their images; returns their ids. Every field of
-        :data:`STATIC_FIELDS` is required. May evict older entries' images (module docstring)."""
+        :data:`STATIC_FIELDS` is required. May evict older entries' images (module docstring).
+        """
         n = len(images)
         start = self.size
         ids = self.add_entries(**fields, _n=n)
@@ -235,7 +236,8 @@ class Corpus:
 
     def ban_chain(self, entry: int, root: int, keys: set[int]) -> int:
         """Ban ``entry`` and its ancestors whose tendency is one of ``keys`` (classes ``y2``
-        of the new regression faults of root ``root``). Returns how many were banned."""
+        of the new regression faults of root ``root``). Returns how many were banned.
+        """
         tendency = self.static["tendency"]
         roots = self.static["root"]
         count = 0

@@ -1,4 +1,4 @@
-"""Fidelity checks: is a mutant still a realistic input? (``spec/drfuzz.md``, section 6)
+"""Fidelity checks: is a mutant still a realistic input? (``spec/drfuzz.md``, section 6).
 
 A check compares each mutant with its *root* seed (the test input its lineage started
 from). The fuzzing loop computes the roots' reference once and passes each mutant's row::
@@ -81,7 +81,8 @@ FIDELITIES: Registry[Callable[..., Fidelity]] = Registry("fidelity check")
 
 def register_fidelity(name: str):
     """Decorator registering ``factory(arg, *, bounds, device, dataset) -> Fidelity`` as
-    ``name``; ``arg`` is what follows the first ``:`` of the spec (``None`` without one)."""
+    ``name``; ``arg`` is what follows the first ``:`` of the spec (``None`` without one).
+    """
     return FIDELITIES.register(name)
 
 
@@ -201,7 +202,8 @@ def _window_for(height: int, width: int, size: int = SSIM_WINDOW) -> int:
 
 def _band(n: int, weights: torch.Tensor) -> torch.Tensor:
     """``(n, n - taps + 1)`` matrix ``G`` with ``(v @ G)[j] = sum_t w[t] v[j + t]``: a 'valid'
-    1-D filter as a banded matrix."""
+    1-D filter as a banded matrix.
+    """
     taps = len(weights)
     out = n - taps + 1
     band = torch.zeros(n, out, device=weights.device, dtype=weights.dtype)
@@ -243,7 +245,8 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 40
     are scaled together), so 0..255 data loses no precision in float32.
 
     Args:
-        x, y: ``(B, C, H, W)`` images, ``H, W >= 3``.
+        x: ``(B, C, H, W)`` images, ``H, W >= 3``.
+        y: ``(B, C, H, W)`` images compared with ``x`` pairwise.
         data_range: ``L``, normally ``hi - lo`` of the pixel range.
         chunk: Images per block (bounds the working memory).
         window: ``"gaussian"`` or ``"uniform"``.
@@ -344,7 +347,8 @@ class SSIMCompatFidelity(SSIMFidelity):
     (uniform 7x7 window, sample covariance) with the range ``65535 (hi - lo) / 255`` that
     its ``int16`` images implied, threshold 0.99 against the root, and :attr:`tries` = 50
     tries per mutant slot for the loop. A compatibility mode, for comparison with the
-    published code; :class:`SSIMFidelity` is the correct-range check."""
+    published code; :class:`SSIMFidelity` is the correct-range check.
+    """
 
     name = "ssim-compat"
     tries = COMPAT_TRIES

@@ -59,7 +59,8 @@ def fault_grid(
     """A PNG of regression faults beside their seeds: ``seed (label) | fault (M1 label, M2 y2)``.
 
     Args:
-        seeds, faults: ``(N, C, H, W)`` the root seeds and the faults (the first ``N`` shown).
+        seeds: ``(N, C, H, W)`` the faults' root seeds.
+        faults: ``(N, C, H, W)`` the faults (the first ``N`` shown).
         labels: Each fault's label (what M1 predicts).
         m2_preds: What M2 predicts.
         path: The PNG (written atomically).

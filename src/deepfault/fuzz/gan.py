@@ -217,7 +217,12 @@ def train_gan(
 
     Args:
         data: Square images ``(N, C, S, S)``, ``S`` a multiple of 4 (MNIST: 1x28x28).
-        epochs, batch_size, lr, images_per_epoch, seed: See :class:`GanConfig`.
+        epochs: Passes; each sees ``images_per_epoch`` training images.
+        batch_size: Real images per step (as many generated ones are added).
+        lr: Adam learning rate of both networks (``beta1 = 0.5``).
+        images_per_epoch: A fresh seeded random subset of this many training images per
+            epoch; ``None`` for the whole split.
+        seed: Seed of the weights, the subsets, the shuffling and the noise.
         device: Where to train.
         progress: Show a progress bar.
 

@@ -112,7 +112,8 @@ class RuleChooser(ABC):
     def choose_many(self, rng: np.random.Generator, count: int) -> np.ndarray:
         """``(count,)`` successive choices with the statistics held fixed (no ``allowed``
         mask): what ``count`` calls of :meth:`choose` draw, computed in one go where a
-        chooser can (the draws differ from those calls, their distribution does not)."""
+        chooser can (the draws differ from those calls, their distribution does not).
+        """
         return np.array([self.choose(rng) for _ in range(count)], dtype=np.int64)
 
     def record(self, rules: np.ndarray, *, faithful: np.ndarray, gain: np.ndarray | None = None) -> None:
@@ -207,7 +208,8 @@ class MCMCChooser(RuleChooser):
         """The chain run ``count`` steps on fixed scores: each step's shuffle and ranking are
         drawn for all steps at once, and each step's rank from its exact distribution given
         the previous rule's rank (:func:`rank_probabilities`, what the rejection loop of
-        :meth:`choose` ends in) by one uniform; only the walk itself is sequential."""
+        :meth:`choose` ends in) by one uniform; only the walk itself is sequential.
+        """
         n = len(self.rules)
         if count <= 0:
             return np.zeros(0, dtype=np.int64)

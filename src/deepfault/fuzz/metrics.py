@@ -179,7 +179,8 @@ def metrics_until(faults: FaultTable, *, iterations: int | None = None,
                   seconds: float | None = None) -> Metrics:
     """The metrics of the faults found within the first ``iterations`` iterations and/or
     ``seconds`` of fuzzing (initial faults always count): campaigns compared at equal
-    iterations or at equal wall time."""
+    iterations or at equal wall time.
+    """
     keep = np.ones(len(faults.kind), dtype=bool)
     if iterations is not None:
         keep &= faults.initial | (faults.iteration <= iterations)

@@ -594,7 +594,8 @@ def brightness(
 
 def _linear_blur_kernels() -> torch.Tensor:
     """The six box and Gaussian kernels of :data:`BLUR_FILTERS`, each placed in a 7x7 frame
-    whose centre is OpenCV's anchor, so one per-image 7x7 correlation applies any of them."""
+    whose centre is OpenCV's anchor, so one per-image 7x7 correlation applies any of them.
+    """
 
     def frame(taps: list[float], start: int) -> torch.Tensor:
         row = torch.zeros(7, dtype=torch.float64)

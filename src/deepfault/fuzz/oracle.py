@@ -109,7 +109,8 @@ def classify(
     """Bucket every mutant (see the module docstring).
 
     Args:
-        p1, p2: ``(B, C)`` probability vectors of M1 and M2.
+        p1: ``(B, C)`` probability vectors of M1.
+        p2: ``(B, C)`` probability vectors of M2.
         labels: ``(B,)`` the labels the mutants inherit from their seeds.
         parent_d: ``(B,)`` the selected input's ``d`` for each mutant; without it no mutant
             is dropped as ``REST_DROPPED``.

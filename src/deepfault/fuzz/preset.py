@@ -340,6 +340,16 @@ def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, pro
     ``results`` holds each campaign's metrics.
 
     Args:
+        store_path: The SQLite results store (created when missing).
+        data_dir: Data root.
+        models_dir: Where models are kept (made there when missing); default ``models/``
+            beside the store.
+        executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
+            closed at the end; one given here is left open).
+        progress: Progress bars.
+        argv: The command line, for provenance.
+        device: Where models are trained and cells computed.
+        seed: Overrides the preset's seed.
         config: What to run (default :class:`PresetConfig`; tests use small ones).
         options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
     """

@@ -90,11 +90,14 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
     """Prepare two models and their data set (:func:`~deepfault.models.prepare.prepare_model`).
 
     Args:
-        m1, m2: Model files, :class:`~deepfault.models.ModelFile`, modules or
+        m1: The original model: a model file, :class:`~deepfault.models.ModelFile`, module or
             :class:`~deepfault.models.prepare.PreparedModel`.
+        m2: The new model, in any form ``m1`` takes.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model files name).
-        data_dir, arch, trust_pickle: As in :func:`~deepfault.models.prepare.prepare_model`.
+        data_dir: Data root.
+        arch: Zoo architecture for a plain ``state_dict`` file.
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
 
     Returns:
         ``(p1, p2, data)``: two :class:`~deepfault.models.prepare.PreparedModel` taking the
@@ -160,10 +163,11 @@ def regress(
     """Fuzz the model ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
 
     Args:
-        m1, m2: Model files (any format ``deepfault run --model`` opens),
-            :class:`~deepfault.models.ModelFile`, modules or
+        m1: The original model: a model file (any format ``deepfault run --model`` opens),
+            :class:`~deepfault.models.ModelFile`, module or
             :class:`~deepfault.models.prepare.PreparedModel` (see :func:`load_pair`); the
             campaign works in the data set's native layout whatever layout the files take.
+        m2: The new model, fuzzed for regressions; in any form ``m1`` takes.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model files name).
         data_dir: Data root.
@@ -172,9 +176,11 @@ def regress(
         experiment: The store's experiment key (default :func:`experiment_key`).
         device: Where the models, mutations and checks run.
         progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
-        arch, trust_pickle: As in :func:`deepfault.models.open_model`.
+        arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         config: A :class:`~.campaign.CampaignConfig`; ``settings`` (``budget``, ``strategy``,
             ``batch``, ``seed``, ``fidelity``, ...) replace its fields.
+        **settings: :class:`~.campaign.CampaignConfig` fields that replace ``config``'s.
 
     Returns:
         A :class:`RegressOutcome`.
@@ -211,7 +217,8 @@ def regress(
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     """Refuse, on a few test inputs, models that compute NaN or infinite outputs, that have
-    different numbers of classes, or whose layers the criterion cannot read."""
+    different numbers of classes, or whose layers the criterion cannot read.
+    """
     from ..checks import check_finite_outputs
     from ..core.batches import iterate_batches
 
@@ -228,7 +235,8 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
 def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: bool | None = False) -> None:
     """Train (once, cached) the data set's default discriminator when the campaign uses it,
     from the data already loaded (so ``--data-dir`` is respected); a data set without one is
-    refused here, before anything is written."""
+    refused here, before anything is written.
+    """
     specs = [config.shared_fidelity]
     if config.strategy == "drfuzz":
         specs.append(config.fidelity)
@@ -249,7 +257,8 @@ def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) 
 def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
     """M2's coverage profile on the training split, cached in ``folder`` by the weights' hash
     (DeepHunter's KMNC/NBC/SNAC; campaigns of the same M2 share it). ``None`` when the
-    campaign's criterion needs none."""
+    campaign's criterion needs none.
+    """
     from ..coverage import compute_profile, load_profile, model_hash
 
     if not config.strategy_spec.needs_profile(config):

@@ -62,7 +62,8 @@ def _split(cell: str) -> tuple[str, str, str]:
 
 def collect(store, experiment: str) -> list[dict]:
     """One dict per finished campaign: ``cell``, ``scenario``, ``strategy``, ``seed`` and the
-    result (without the faults' inputs)."""
+    result (without the faults' inputs).
+    """
     rows = []
     for cell in list_campaigns(store, experiment):
         result = load_result(store, experiment, cell, inputs=False)
@@ -91,7 +92,8 @@ def _pm(values: Sequence[float]) -> str:
 
 def _urf_at_equal_iterations(rows: list[dict]) -> dict[str, int]:
     """Per campaign cell: its #URF within the fewest iterations any strategy ran on the same
-    scenario and seed (the comparison at equal iterations; spec section 6)."""
+    scenario and seed (the comparison at equal iterations; spec section 6).
+    """
     from .metrics import metrics_until
 
     fewest: dict[tuple, int] = {}

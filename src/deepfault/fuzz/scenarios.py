@@ -243,10 +243,14 @@ def carlini_wagner_l2(
 
     Args:
         model: A classifier returning logits.
-        x: ``(N, ...)`` inputs in ``bounds``; ``y``: ``(N,)`` labels.
+        x: ``(N, ...)`` inputs in ``bounds``.
+        y: ``(N,)`` labels.
         bounds: ``(lo, hi)``.
         confidence: ``kappa``, the logit margin required.
-        c_init, binary_steps, steps, lr: The search (Adam's rate in tanh space).
+        c_init: The first ``c`` of each input's binary search.
+        binary_steps: Rounds of the binary search over ``c``.
+        steps: Adam steps per round.
+        lr: Adam's learning rate in tanh space.
         batch_size: Inputs per pass.
 
     Returns:
@@ -331,10 +335,13 @@ def apricot_repair(
     Args:
         model: The network to repair (changed in place); the sub-models have its architecture.
         submodels: Sub-models (Apricot's rDLMs) whose weights guide the repair.
-        x, y: Training inputs and labels (the failing ones are taken from them).
-        x_val, y_val: Held-out inputs that judge each adjustment.
+        x: Training inputs (the failing ones are taken from them).
+        y: Their labels.
+        x_val: Held-out inputs that judge each adjustment.
+        y_val: Their labels.
         rate: Apricot's step.
-        batch_size, batches: Failing inputs per adjustment and most adjustments.
+        batch_size: Failing inputs per adjustment.
+        batches: Most adjustments.
         seed: Order of the failing inputs.
 
     Returns:
@@ -412,7 +419,8 @@ def sparsity(model: nn.Module) -> dict[str, float]:
 
 def quantize_fp16(model: nn.Module) -> nn.Module:
     """A copy of ``model`` whose floating-point parameters and buffers are rounded to float16
-    and stored back as float32 (so it runs wherever the original does)."""
+    and stored back as float32 (so it runs wherever the original does).
+    """
     out = copy.deepcopy(model)
     with torch.no_grad():
         for t in (*out.parameters(), *out.buffers()):
@@ -439,7 +447,8 @@ def quantize_int8_tensor(w: torch.Tensor) -> tuple[torch.Tensor, float]:
 def quantize_int8(model: nn.Module) -> tuple[nn.Module, dict[str, float]]:
     """A copy of ``model`` with every Linear and Conv weight quantised by
     :func:`quantize_int8_tensor` (biases stay float32, as int8 inference keeps them at a
-    finer scale), and the per-tensor scales by qualified parameter name."""
+    finer scale), and the per-tensor scales by qualified parameter name.
+    """
     out = copy.deepcopy(model)
     scales = {}
     with torch.no_grad():
@@ -519,7 +528,8 @@ def _adv_cw(m2: nn.Module, data, ctx: ScenarioContext, *, samples: int = 2_000, 
 def _fixing(m2: nn.Module, data, ctx: ScenarioContext, *, subset: int = 3_000, rate: float = 0.05,
             batches: int = 20, lr: float = LR / 2, epochs: int = 1) -> dict:
     """M2 = M1 after an Apricot-style repair (:func:`apricot_repair`) guided by one sub-model per
-    class: sub-model ``k`` is M1 fine-tuned on ``subset`` training inputs, half of class ``k``."""
+    class: sub-model ``k`` is M1 fine-tuned on ``subset`` training inputs, half of class ``k``.
+    """
     check_int("subset", subset)
     check_int("epochs", epochs)
     rng = np.random.default_rng(ctx.seed + 7)

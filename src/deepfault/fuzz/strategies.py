@@ -203,7 +203,8 @@ class FuzzStrategy(ABC):
         """Update the rule chooser after execution; ``gained`` ``(n * m,)`` bool: an executed
         mutant with ``delta > 0`` (section 4). With one rule per iteration, a call is an
         iteration; with retries each try was recorded as a call already (:func:`_generate_with_retries`)
-        and a rule gains once per iteration in which one of its mutants gained."""
+        and a rule gains once per iteration in which one of its mutants gained.
+        """
         m = len(gen.owner) // max(n, 1)
         if gen.per_iteration_rule:
             faithful = gen.ok.reshape(n, m).any(axis=1)
@@ -347,7 +348,8 @@ def _generate_with_retries(strategy: FuzzStrategy, c, sel: np.ndarray, tries: in
 class DRFuzz(FuzzStrategy):
     """DRFuzz (spec sections 3-7): the 15 rules chosen by MCMC, the fidelity check, the
     diversity keep rule, banning; ``ssim-compat`` fidelity switches to the published SSIM
-    path's retry structure (up to 50 tries per slot, a fresh MCMC rule per try)."""
+    path's retry structure (up to 50 tries per slot, a fresh MCMC rule per try).
+    """
 
     name = "drfuzz"
     description = "DRFuzz: MCMC rule choice, fidelity, diversity criterion, banning"
@@ -372,7 +374,8 @@ class DeepHunter(FuzzStrategy):
     the test inputs M2 gets right; 20 slots per iteration, each a uniformly random
     (transformation, parameter) pair tried up to :data:`DEEPHUNTER_TRIES` times until it is
     valid (affine ones are trusted); at most one affine change per lineage; a candidate joins
-    the queue when it raises M2's coverage; no banning."""
+    the queue when it raises M2's coverage; no banning.
+    """
 
     name = "deephunter"
     description = ("DeepHunter: random (transformation, parameter) per mutant with retries, one affine "
@@ -416,10 +419,12 @@ Strategy = FuzzStrategy
 
 
 def get_strategy(name: str) -> FuzzStrategy:
+    """The registered fuzzing strategy ``name`` (the message lists the known ones)."""
     return STRATEGIES.get(name)
 
 
 def list_strategies() -> list[str]:
+    """The names of the registered fuzzing strategies."""
     return STRATEGIES.names()
 
 

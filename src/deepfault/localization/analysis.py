@@ -53,6 +53,8 @@ class Pool:
 
 @dataclass
 class DeepFaultAnalysis:
+    """A DeepFault experiment's cells read back from a store and pooled for its tables and figures."""
+
     experiment: dict
     models: list
     ks: list
@@ -82,7 +84,8 @@ class DeepFaultAnalysis:
     def comparisons(self) -> dict[tuple, Comparison]:
         """Every one-sided Mann-Whitney test with A12 of the significance table:
         ``(model, k, a, b, metric) -> Comparison`` for each measure ``a`` against every other
-        approach ``b``, on ``loss`` and ``correct``."""
+        approach ``b``, on ``loss`` and ``correct``.
+        """
         return _tests(self)
 
     def records(self) -> list[dict]:
@@ -121,6 +124,7 @@ def _ordered(preferred, seen) -> list:
 
 
 def load_analysis(store_path: str | Path, config_hash: str | None = None) -> DeepFaultAnalysis:
+    """Read and pool one experiment's cells (``config_hash``, else the most recent) from a store."""
     store_path = Path(store_path)
     if not store_path.is_file():
         raise DeepFaultError(

@@ -131,6 +131,7 @@ def evaluate(
             ranked neurons that increased (the paper's Tables 6 and 7).
         output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax
             (default: the prepared model's, else ``"logits"``).
+        batch_size: Inputs per forward pass.
 
     Raises:
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,

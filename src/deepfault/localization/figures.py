@@ -1,5 +1,6 @@
 """DeepFault's figures: suspicious neurons per layer (the paper's Fig. 3) and original
-against synthesized inputs (Fig. 4). matplotlib is imported inside the functions."""
+against synthesized inputs (Fig. 4). matplotlib is imported inside the functions.
+"""
 
 from __future__ import annotations
 
@@ -83,6 +84,17 @@ def _image(x: np.ndarray):
     return None
 
 
+def _display_range(d: _Data) -> tuple[float, float]:
+    """The pixel range the examples are shown in: the recorded bounds, else their own range."""
+    lo, hi = (list(d.config.get("bounds") or []) + [None, None])[:2]
+    if lo is None or hi is None or not float(hi) > float(lo):
+        # No usable domain recorded: stretch over the examples' own range.
+        values = np.concatenate([np.ravel(e[i]) for e in d.examples.values() for i in (0, 1)])
+        lo, hi = float(values.min()), float(values.max())
+        hi = hi if hi > lo else lo + 1.0
+    return float(lo), float(hi)
+
+
 def fig4_examples(d: _Data, path: Path) -> str | None:
     """Originals, synthesized inputs and their differences for a few classes."""
     model = next((m for m in d.models if any(key[0] == m for key in d.examples)), None)
@@ -99,13 +111,7 @@ def fig4_examples(d: _Data, path: Path) -> str | None:
                             if (model, c, a, k) in d.examples)]
     if _image(first[0]) is None:
         return None
-    lo, hi = (list(d.config.get("bounds") or []) + [None, None])[:2]
-    if lo is None or hi is None or not float(hi) > float(lo):
-        # No usable domain recorded: stretch over the examples' own range.
-        values = np.concatenate([np.ravel(e[i]) for e in d.examples.values() for i in (0, 1)])
-        lo, hi = float(values.min()), float(values.max())
-        hi = hi if hi > lo else lo + 1.0
-    lo, hi = float(lo), float(hi)
+    lo, hi = _display_range(d)
     names = d.config.get("class_names") or []
 
     def label(c):

@@ -67,12 +67,12 @@ def _collect(result, data) -> dict[str, np.ndarray]:
 
 def save_synthesized(result, data, path: str | os.PathLike) -> Path:
     """Write every synthesized input of ``result`` (a :class:`~.protocol.RunResult` on ``data``)
-    with its original, label and predictions to ``path`` (``.npz``, atomically)."""
+    with its original, label and predictions to ``path`` (``.npz``, atomically).
+    """
     arrays = _collect(result, data)
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 

@@ -275,7 +275,7 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *
 
 
 def _check_neurons(config: ExperimentConfig, models) -> None:
-    """k and layers against every model, before the store is touched."""
+    """Check k and layers against every model, before the store is touched."""
     for name, prepared in models.items():
         layout, _ = activations(prepared.module, prepared.data.x_test[:1], layers=config.layers)
         if max(config.ks) > layout.num_neurons:
@@ -449,6 +449,7 @@ def run_experiment(
         address: Ray cluster address (``executor="ray"``); default: a local instance.
         device: Where models are trained and cells computed (``"cpu"``, ``"cuda"``, ...).
         progress: Show progress bars (training, and cells done/left with the estimated time).
+        argv: The command line, recorded for provenance.
 
     Returns:
         What was run and skipped, and the configuration hash that keys the cells.

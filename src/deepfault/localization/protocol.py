@@ -160,6 +160,8 @@ class ClassResult:
 
 @dataclass(frozen=True)
 class RunResult:
+    """One DeepFault run: its configuration, test accuracy and per-class results."""
+
     config: RunConfig
     classes: tuple[ClassResult, ...]
     test_accuracy: float
@@ -243,7 +245,8 @@ def run_group(
 
     Args:
         model: The classifier (on its device).
-        inputs, labels: The test inputs (only those of ``target_class`` are used).
+        inputs: The test inputs (only those labelled ``target_class`` are used).
+        labels: Their labels.
         target_class: The class.
         cells: The approaches, ``k`` and repetitions to compute.
         bounds: The data set's value range.

@@ -148,10 +148,12 @@ def list_approaches() -> list[str]:
 
 
 def get_approach(name: str) -> Approach:
+    """The registered selection approach ``name`` (a measure or a baseline)."""
     return APPROACHES.get(name)
 
 
 def check_k(k: int, num_neurons: int) -> int:
+    """``k`` as an ``int`` >= 1 and at most ``num_neurons``, the neurons analysed."""
     k = check_int("k (the number of suspicious neurons)", k)
     if k > num_neurons:
         raise DeepFaultError(

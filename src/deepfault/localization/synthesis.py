@@ -47,6 +47,7 @@ _FLOAT32_MAX = 3.4028234663852886e38
 
 
 def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, float, float, float, int]:
+    """Validate synthesis settings; returns ``(step, distance, lo, hi, iterations)`` as numbers."""
     for name, value in (("step", step), ("distance", distance)):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and math.isfinite(value) and value >= 0):

@@ -66,7 +66,8 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
 
 def _check_crc(path: Path) -> None:
     """Refuse a damaged file: ``torch.load`` does not check the zip's CRC-32s, so a flipped byte
-    inside a weight would load as a silently different model."""
+    inside a weight would load as a silently different model.
+    """
     import zipfile
 
     if not zipfile.is_zipfile(path):
@@ -87,7 +88,7 @@ def _check_crc(path: Path) -> None:
 MAX_WIDTH = 1 << 20
 
 
-def _check_payload(path: Path, payload: dict) -> None:
+def _check_payload(path: Path, payload: dict) -> None:  # noqa: C901 - a flat sequence of field checks
     """Validate a model file's metadata before anything is built (as the Keras loader does):
     the architecture and its keywords, the weights' names and shapes (against the
     architecture built on the ``meta`` device, which allocates nothing), bounds and kinds.

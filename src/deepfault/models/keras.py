@@ -305,7 +305,8 @@ _LAYER_OPTIONS: dict[str, dict[str, _Option]] = {}
 
 def _layer(*class_names: str, options: dict[str, _Option] | None = None):
     """Decorator registering ``build(builder, name, config)`` for Keras classes, with the
-    options that ``build`` reads (any other option is ignored)."""
+    options that ``build`` reads (any other option is ignored).
+    """
 
     def decorate(build: _LayerBuilder) -> _LayerBuilder:
         for cls in class_names:
@@ -480,7 +481,8 @@ class _Builder:
 
 def _module_names(keras_names: list[str]) -> dict[str, str]:
     """Keras layer name -> torch module name: ``.`` -> ``_``, made unique and not an
-    attribute of ``nn.Sequential`` (torch refuses both)."""
+    attribute of ``nn.Sequential`` (torch refuses both).
+    """
     probe = nn.Sequential()
     names: dict[str, str] = {}
     for keras_name in keras_names:
@@ -928,7 +930,8 @@ def _check_options(name: str, cls: str, cfg: dict, source: str) -> None:
 
 def _tensor_refs(value, what: str, source: str) -> list[str]:
     """The layer names of a list of ``[layer, node_index, tensor_index(, kwargs)]``,
-    refusing other node or tensor indices (they mean a layer used more than once)."""
+    refusing other node or tensor indices (they mean a layer used more than once).
+    """
     ok = isinstance(value, list)
     names = []
     for ref in value if ok else ():
@@ -952,22 +955,16 @@ def _tensor_refs(value, what: str, source: str) -> list[str]:
     return names
 
 
-def _chain(inner: dict, entries: list[dict], items: list[_Layer], source: str) -> list[_Layer]:
-    """The layers of a functional model that is a chain, from its input to its output.
+def _not_a_chain(source: str, why: str) -> DeepFaultError:
+    return DeepFaultError(
+        f"the functional Keras model in {source!r} is not a chain ({why}); load_keras "
+        "imports functional models only when each layer takes its one input from the "
+        "layer before"
+    )
 
-    The graph is checked in steps: well-formed references to existing layers, no cycle
-    (Kahn's topological sort), then one input, one output and one path between them.
-    """
-    layers = {item[0]: item for item in items}
-    raw = {name: entry for (name, _, _), entry in zip(items, entries, strict=True)}
 
-    def not_a_chain(why: str) -> DeepFaultError:
-        return DeepFaultError(
-            f"the functional Keras model in {source!r} is not a chain ({why}); load_keras "
-            "imports functional models only when each layer takes its one input from the "
-            "layer before"
-        )
-
+def _chain_ends(inner: dict, source: str) -> tuple[str, str]:
+    """The names of the model's one input layer and one output layer."""
     ends = {}
     for key in ("input_layers", "output_layers"):
         value = inner.get(key)
@@ -975,10 +972,14 @@ def _chain(inner: dict, entries: list[dict], items: list[_Layer], source: str) -
         if isinstance(value, list) and value and isinstance(value[0], str):
             value = [value]
         ends[key] = _tensor_refs(value, f"{key!r} of the model", source)
-    if len(ends["input_layers"]) != 1 or len(ends["output_layers"]) != 1:
-        raise not_a_chain(f"{len(ends['input_layers'])} inputs and {len(ends['output_layers'])} outputs")
-    (first,), (last,) = ends["input_layers"], ends["output_layers"]
+    inputs, outputs = ends["input_layers"], ends["output_layers"]
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise _not_a_chain(source, f"{len(inputs)} inputs and {len(outputs)} outputs")
+    return inputs[0], outputs[0]
 
+
+def _parents(items: list[_Layer], raw: dict[str, dict], source: str) -> dict[str, str]:
+    """Each layer's one inbound layer (input layers have none), from its ``inbound_nodes``."""
     parent: dict[str, str] = {}
     for name, cls, _ in items:
         nodes = raw[name].get("inbound_nodes")
@@ -993,18 +994,16 @@ def _chain(inner: dict, entries: list[dict], items: list[_Layer], source: str) -
         if cls == "InputLayer":
             continue
         if len(nodes) != 1:
-            raise not_a_chain(f"layer {name!r} is called {len(nodes)} times")
+            raise _not_a_chain(source, f"layer {name!r} is called {len(nodes)} times")
         inbound = _tensor_refs(nodes[0], f"the {what}", source)
         if len(inbound) != 1:
-            raise not_a_chain(f"layer {name!r} takes {len(inbound)} inputs")
+            raise _not_a_chain(source, f"layer {name!r} takes {len(inbound)} inputs")
         parent[name] = inbound[0]
-    for name, ref in [*parent.items(), ("input_layers", first), ("output_layers", last)]:
-        if ref not in layers:
-            raise DeepFaultError(
-                f"{name!r} of the functional Keras model in {source!r} refers to layer {ref!r}, "
-                f"which the model does not have; {_FIX_CONFIG}"
-            )
+    return parent
 
+
+def _children(parent: dict[str, str], layers: dict[str, _Layer], source: str) -> dict[str, list[str]]:
+    """The layers each layer feeds; refuses a cycle (Kahn's topological sort), naming it."""
     # Kahn's algorithm: what is left once no layer without a pending input remains is a cycle
     pending = {name: int(name in parent) for name in layers}
     children: dict[str, list[str]] = {}
@@ -1029,18 +1028,38 @@ def _chain(inner: dict, entries: list[dict], items: list[_Layer], source: str) -
             f"the functional Keras model in {source!r} has a cycle: each layer of {loop} takes "
             f"its input from the one after it; {_FIX_CONFIG}"
         )
+    return children
+
+
+def _chain(inner: dict, entries: list[dict], items: list[_Layer], source: str) -> list[_Layer]:
+    """The layers of a functional model that is a chain, from its input to its output.
+
+    The graph is checked in steps: well-formed references to existing layers, no cycle
+    (Kahn's topological sort), then one input, one output and one path between them.
+    """
+    layers = {item[0]: item for item in items}
+    raw = {name: entry for (name, _, _), entry in zip(items, entries, strict=True)}
+    first, last = _chain_ends(inner, source)
+    parent = _parents(items, raw, source)
+    for name, ref in [*parent.items(), ("input_layers", first), ("output_layers", last)]:
+        if ref not in layers:
+            raise DeepFaultError(
+                f"{name!r} of the functional Keras model in {source!r} refers to layer {ref!r}, "
+                f"which the model does not have; {_FIX_CONFIG}"
+            )
+    children = _children(parent, layers, source)
 
     for ref, kids in children.items():
         if len(kids) > 1:
-            raise not_a_chain(f"layer {ref!r} feeds more than one layer")
+            raise _not_a_chain(source, f"layer {ref!r} feeds more than one layer")
     if first in parent:
-        raise not_a_chain(f"the input layer {first!r} takes an input from {parent[first]!r}")
+        raise _not_a_chain(source, f"the input layer {first!r} takes an input from {parent[first]!r}")
     order, name = [first], first
     while children.get(name):
         name = children[name][0]
         order.append(name)
     if order[-1] != last or len(order) != len(layers):
-        raise not_a_chain("some layers are not on the path from the input to the output")
+        raise _not_a_chain(source, "some layers are not on the path from the input to the output")
     return [layers[n] for n in order]
 
 
@@ -1193,7 +1212,7 @@ def _read_hdf5(path: Path, role: str) -> _KerasFile:
                                      "save the model again")
                 if not isinstance(config, dict):
                     raise DeepFaultError(f"{what} is not a Keras model config; save the model again")
-            group = f["model_weights"] if "model_weights" in f else f
+            group = f.get("model_weights", f)
             layer_names = _attr_list(group.attrs, "layer_names")
             weights = None
             if layer_names is not None:

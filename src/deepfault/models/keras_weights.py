@@ -93,7 +93,7 @@ def read_keras_weights(path: str | os.PathLike) -> tuple[list[tuple[str, list[tu
             f"{str(path)!r} is not an HDF5 file ({err}); give a Keras .h5 weights file"
         ) from err
     with f:
-        root = f["model_weights"] if "model_weights" in f else f
+        root = f.get("model_weights", f)
         if "layer_names" not in root.attrs:
             raise DeepFaultError(
                 f"{str(path)!r} has no 'layer_names' attribute, so it is not a Keras save_weights file"
@@ -111,7 +111,8 @@ def read_keras_weights(path: str | os.PathLike) -> tuple[list[tuple[str, list[tu
 
 def _square_shape(leaves, flatten: str) -> tuple[int, int, int]:
     """``(C, H, W)`` before ``flatten`` without an input shape: ``C`` from the last Conv2d before
-    it, ``H = W`` from the next Linear's ``in_features`` (square feature maps, as in the LeNets)."""
+    it, ``H = W`` from the next Linear's ``in_features`` (square feature maps, as in the LeNets).
+    """
     names = [n for n, _ in leaves]
     before = [m for _, m in leaves[: names.index(flatten)] if isinstance(m, nn.Conv2d)]
     after = next(m for _, m in leaves[names.index(flatten) + 1 :] if isinstance(m, nn.Linear))
@@ -242,7 +243,8 @@ def open_keras_weights(
         arch: Zoo architecture (``lenet1`` for DeepXplore's ``Model1.h5``, ...).
         input_shape: Per-input ``(C, H, W)`` shape; recorded in ``meta["input_shape"]``.
         arch_kwargs: Arguments of the architecture (``num_classes``).
-        dataset, bounds: Recorded in the model file when known.
+        dataset: The data set's name, recorded in the model file when known.
+        bounds: The input range, recorded in the model file when known.
 
     Raises:
         DeepFaultError: See :func:`match_keras_weights`.

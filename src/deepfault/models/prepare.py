@@ -241,7 +241,8 @@ def _ends_in_softmax(model: nn.Module) -> bool:
 def _without_softmax(model: nn.Module) -> nn.Module | None:
     """``model`` minus its final ``nn.Softmax``, sharing its layers and names; ``None`` when the
     softmax is not the last step of a chain of ``nn.Sequential`` (then a custom ``forward`` may
-    do anything after it)."""
+    do anything after it).
+    """
     if not isinstance(model, nn.Sequential):
         return None
     items = list(model.named_children())
@@ -313,7 +314,8 @@ def _native_of(shape: tuple, layout: str | None) -> tuple | None:
 def native_shape(shape: Sequence[int | None], *, channels_last: bool = False) -> tuple[int | None, ...]:
     """The native (channels-first) per-input shape of a model input ``shape``: an
     ``(H, W, C)`` image shape (by :func:`layout_name`, or any 3-D shape when
-    ``channels_last``, as a Keras file records) becomes ``(C, H, W)``; others stay."""
+    ``channels_last``, as a Keras file records) becomes ``(C, H, W)``; others stay.
+    """
     shape = tuple(shape)
     if len(shape) == 3 and (channels_last or layout_name(shape) == "NHWC"):
         return (shape[2], shape[0], shape[1])
@@ -392,7 +394,10 @@ def prepare_model(
         data: A :class:`Dataset`, a data set name or ``.npz`` path, or ``None`` for the one
             the model file names (no data when it names none).
         data_dir: Data root.
-        weights, arch, trust_pickle: As in :func:`~deepfault.models.open_model` (files only).
+        weights: The Keras weights HDF5 when ``model`` is an architecture JSON (files only).
+        arch: Zoo architecture for a plain ``state_dict`` file (files only).
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module`` (files only); only for
+            files you trust: unpickling can run arbitrary code.
         input_layout: The layout the module takes, a key of :data:`LAYOUTS` or ``"NCHW"``
             (native); default: worked out from ``input_shape`` against the data's shape.
         input_shape: Per-input shape the module takes, in its own layout (default: what the

@@ -33,7 +33,8 @@ SCHEDULES = ("cosine", "constant")
 class TrainConfig:
     """The training recipe: the DeepFault prototype's (Adam, lr 1e-3, batch 32, 10 epochs,
     1/6 held out), plus a cosine decay of the learning rate by default; with the
-    prototype's constant rate the paper's MNIST accuracies are not reached (README)."""
+    prototype's constant rate the paper's MNIST accuracies are not reached (README).
+    """
 
     epochs: int = 10
     batch_size: int = 32
@@ -55,6 +56,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TrainResult:
+    """What a training run reached, and whether Ctrl-C cut it short."""
+
     epochs_completed: int
     train_loss: float
     train_accuracy: float

@@ -22,12 +22,14 @@ def register_architecture(name: str):
 
 
 def list_architectures() -> list[str]:
+    """The names of the registered zoo architectures."""
     return ARCHITECTURES.names()
 
 
 def build_model(name: str, **kwargs) -> nn.Module:
     """A freshly initialised model of architecture ``name`` (initialised from the global RNG;
-    seed it with ``torch.random.fork_rng`` for reproducible weights)."""
+    seed it with ``torch.random.fork_rng`` for reproducible weights).
+    """
     return ARCHITECTURES.get(name)(**kwargs)
 
 
@@ -59,7 +61,8 @@ def digits_mlp(*, hidden: Sequence[int] = (24, 24, 24, 24), in_features: int = 6
 def keras_init(model: nn.Module) -> nn.Module:
     """Keras's default initialisation (Glorot-uniform kernels, zero biases), which the
     paper's Keras prototype used; it trains these deep, narrow, bias-free MLPs better
-    than PyTorch's default (benchmarks/train_zoo.py)."""
+    than PyTorch's default (benchmarks/train_zoo.py).
+    """
     for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Conv2d)):
             nn.init.xavier_uniform_(module.weight)
@@ -97,7 +100,8 @@ def mnist_3(*, num_classes: int = 10) -> nn.Module:
 
 def _cifar_front() -> OrderedDict[str, nn.Module]:
     """Conv(32, same), ReLU, Conv(32, valid), ReLU, MaxPool 2, Dropout 0.25, then the same
-    with 64 channels, Flatten: 2,304 features for 3x32x32 inputs."""
+    with 64 channels, Flatten: 2,304 features for 3x32x32 inputs.
+    """
     return OrderedDict([
         ("conv1", nn.Conv2d(3, 32, 3, padding=1)), ("relu1", nn.ReLU()),
         ("conv2", nn.Conv2d(32, 32, 3)), ("relu2", nn.ReLU()),
@@ -169,7 +173,8 @@ def lenet4(*, num_classes: int = 10) -> nn.Module:
 @register_architecture("lenet5")
 def lenet5(*, num_classes: int = 10) -> nn.Module:
     """LeNet-5 (DeepXplore's MNIST model 3): conv 6, pool, conv 16, pool, Dense(120),
-    Dense(84), Dense(10)."""
+    Dense(84), Dense(10).
+    """
     return _lenet([6, 16], [120, 84], num_classes)
 
 
@@ -178,7 +183,8 @@ def lenet5(*, num_classes: int = 10) -> nn.Module:
 def alexnet_fm(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> nn.Module:
     """An AlexNet-style network for 28x28 images (DRFuzz's Fashion-MNIST model, scaled to
     the image): five 3x3 conv layers (32, 64, 96, 96, 64, ReLU) with max-pooling after the
-    first, second and fifth, then Dense(256), Dense(256) with dropout 0.5, Dense(classes)."""
+    first, second and fifth, then Dense(256), Dense(256) with dropout 0.5, Dense(classes).
+    """
     side = image_size // 2 // 2 // 2
     return nn.Sequential(OrderedDict([
         ("conv1", nn.Conv2d(in_channels, 32, 3, padding=1)), ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),

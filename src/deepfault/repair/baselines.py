@@ -24,7 +24,8 @@ __all__ = ["BaselineInputs", "baseline_inputs"]
 @dataclass(frozen=True, eq=False)
 class BaselineInputs:
     """Inputs of one baseline: ``x`` ``(n, *input)``, ``y`` ``(n,)`` and the test indices
-    they came from (``None`` for training inputs)."""
+    they came from (``None`` for training inputs).
+    """
 
     name: str
     x: np.ndarray

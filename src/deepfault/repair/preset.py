@@ -370,7 +370,8 @@ def run_deepxplore_preset(
 ) -> ExperimentSummary:
     """Run (or resume) ``repair-deepxplore-mnist``; the arguments are
     :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s, with ``config`` a
-    :class:`DeepXploreRepairConfig`."""
+    :class:`DeepXploreRepairConfig`.
+    """
     return RepairDeepXploreMnist(config).run(
         store_path,
         data_dir=data_dir,
@@ -619,7 +620,8 @@ def run_drfuzz_preset(
 ) -> ExperimentSummary:
     """Run (or resume) ``repair-drfuzz-mnist``; the arguments are
     :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s (``models_dir`` holds the
-    scenarios' pairs, made there when missing), with ``config`` a :class:`DRFuzzRepairConfig`."""
+    scenarios' pairs, made there when missing), with ``config`` a :class:`DRFuzzRepairConfig`.
+    """
     return RepairDRFuzzMnist(config).run(
         store_path,
         data_dir=data_dir,

@@ -26,7 +26,7 @@ from .config import RepairConfig
 from .finetune import finetune
 from .holdout import seed_keys, split_by_seed
 from .inputs import InputFile, read_inputs
-from .labels import label_inputs
+from .labels import Labelled, label_inputs
 from .results import ApproachResult, Evaluation, FileSummary, RepairResult
 
 __all__ = ["repair", "evaluate_model", "save_repaired"]
@@ -47,7 +47,8 @@ def _acc(pred: np.ndarray, y: np.ndarray) -> float | None:
 def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> Evaluation:
     """Accuracies of ``model`` on ``data``'s test split, its ``clean`` part (bool ``(N,)``) and
     each held-out set: ``held[name] = (x, y, m1_right)`` with ``m1_right`` ``(H,)`` bool for
-    regression faults (else ``None``)."""
+    regression faults (else ``None``).
+    """
     pred = _predict(model, data.x_test)
     held_out, rf = {}, {}
     for name, (x, y, m1_right) in held.items():
@@ -115,6 +116,37 @@ def _trained(train_on, files, names) -> list[bool]:
     return [i in chosen for i in range(len(files))]
 
 
+def _label_file(f: InputFile, data, config: RepairConfig) -> Labelled:
+    """Label one inputs file (:func:`.labels.label_inputs`), checked against the data set."""
+    if f.inputs.shape[1:] != data.input_shape:
+        raise DeepFaultError(
+            f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
+            f"{data.input_shape}; give the model and data set the inputs were made for"
+        )
+    lab = label_inputs(f, vote_model=config.vote_model, ties=config.ties, num_classes=data.num_classes)
+    if lab.ties:
+        log.info(
+            "%s: %d of %d votes tied (%s)",
+            f.name,
+            lab.ties,
+            len(f),
+            "dropped" if config.ties == "drop" else "labelled with the seed's class",
+        )
+    bad = (lab.labels < 0) | (lab.labels >= data.num_classes)
+    if bad.any():
+        raise DeepFaultError(
+            f"{f.name} has labels outside the {data.num_classes} classes of {data.name!r}"
+        )
+    return lab
+
+
+def _reference_accuracy(evaluation: Evaluation) -> float:
+    """The test accuracy a fine-tuning's change is measured on: on the clean test inputs when known."""
+    if evaluation.clean_test_accuracy is not None:
+        return evaluation.clean_test_accuracy
+    return evaluation.test_accuracy
+
+
 def repair(
     model: str | os.PathLike | nn.Module,
     inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
@@ -156,9 +188,11 @@ def repair(
         device: Where to fine-tune.
         save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
         progress: Progress bars.
-        arch, trust_pickle: As in :func:`deepfault.models.open_model`.
+        arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         train_on: Fine-tune only on these files' training parts (indices or file names);
             the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
+        **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
 
     Returns:
         A :class:`~.results.RepairResult`.
@@ -196,25 +230,7 @@ def repair(
     summaries, splits, held, parts = [], {}, {}, []
     held_seeds = []
     for name, f, use in zip(names, files, trained, strict=True):
-        if f.inputs.shape[1:] != data.input_shape:
-            raise DeepFaultError(
-                f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
-                f"{data.input_shape}; give the model and data set the inputs were made for"
-            )
-        lab = label_inputs(f, vote_model=config.vote_model, ties=config.ties, num_classes=data.num_classes)
-        if lab.ties:
-            log.info(
-                "%s: %d of %d votes tied (%s)",
-                f.name,
-                lab.ties,
-                len(f),
-                "dropped" if config.ties == "drop" else "labelled with the seed's class",
-            )
-        bad = (lab.labels < 0) | (lab.labels >= data.num_classes)
-        if bad.any():
-            raise DeepFaultError(
-                f"{f.name} has labels outside the {data.num_classes} classes of {data.name!r}"
-            )
+        lab = _label_file(f, data, config)
         tr, ho = split_by_seed(lab.seed_index, holdout=config.holdout, keys=keys)
         splits[name] = (lab.rows[tr], lab.rows[ho])
         seeds = lab.seed_index
@@ -304,13 +320,7 @@ def repair(
                 seed=config.seed,
             )
             after = evaluate_model(tuned, data, clean=clean, held=held)
-            ref_b = (
-                before.clean_test_accuracy if before.clean_test_accuracy is not None else before.test_accuracy
-            )
-            ref_a = (
-                after.clean_test_accuracy if after.clean_test_accuracy is not None else after.test_accuracy
-            )
-            change = 100.0 * (ref_a - ref_b)
+            change = 100.0 * (_reference_accuracy(after) - _reference_accuracy(before))
             approaches.append(
                 ApproachResult(
                     name,

@@ -183,7 +183,8 @@ def write_result_page(path, result, provenance: dict | None = None) -> Path | No
 
 def collect(store, experiment: str) -> dict:
     """The repair cells: ``{"deepxplore": {model: {repeat: data}}, "found": {repeat: data},
-    "drfuzz": {scenario: {train: {seed: data}}}, "faults": {scenario: {strategy: {seed: data}}}}``."""
+    "drfuzz": {scenario: {train: {seed: data}}}, "faults": {scenario: {strategy: {seed: data}}}}``.
+    """
     out = {
         "deepxplore": defaultdict(dict),
         "found": {},
@@ -218,7 +219,8 @@ def _approach(cell: dict, name: str) -> dict | None:
 
 def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
     """Figure 10 as a table: per model, clean test accuracy before and after each approach,
-    the found inputs' gain over each baseline and a one-sided Mann-Whitney U test over repeats."""
+    the found inputs' gain over each baseline and a one-sided Mann-Whitney U test over repeats.
+    """
     from scipy.stats import mannwhitneyu
 
     from ..experiment.stats import a12
@@ -287,7 +289,8 @@ def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
 
 def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
     """RQ3's cross table: accuracy (%) of M2 fine-tuned on one strategy's faults, on each
-    strategy's held-out faults (mean ± sd over seeds), beside the README's."""
+    strategy's held-out faults (mean ± sd over seeds), beside the README's.
+    """
     headers = [
         "scenario",
         "train on",

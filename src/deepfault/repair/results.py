@@ -1,5 +1,6 @@
 """What a repair reports: the model before and after each approach, on the test split and on
-every file's held-out inputs (frozen dataclasses with ``to_dict()``)."""
+every file's held-out inputs (frozen dataclasses with ``to_dict()``).
+"""
 
 from __future__ import annotations
 

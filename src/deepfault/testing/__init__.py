@@ -1,1 +1,1 @@
-"""testing"""
+"""Test oracles (literal reference versions of the methods) and the bad-input probe."""

@@ -29,6 +29,67 @@ def _probs(model: nn.Module, x: torch.Tensor) -> list[float]:
     return torch.softmax(model(x[None]), dim=1)[0].tolist()
 
 
+def _seed_queue(m1: nn.Module, m2: nn.Module, x: torch.Tensor, y: list[int], device, fidelity):
+    """The first queue (the seeds M1 and M2 both get right), the table of each seed's
+    ``p2[k] - p1[k]`` (every seed M1 gets right) and each queued seed's fidelity reference.
+    """
+    queue: list[dict] = []
+    table: dict[tuple[int, int], float] = {}
+    root_ref = {}
+    for i in range(len(x)):  # seeds: M1 right and M2 right are queued
+        xi = x[i].to(device)
+        p1, p2 = _probs(m1, xi), _probs(m2, xi)
+        y1, y2 = int(np.argmax(p1)), int(np.argmax(p2))
+        if y1 != y[i]:
+            continue
+        for k in range(len(p1)):
+            if k != y1:
+                table[(i, k)] = p2[k] - p1[k]
+        if y2 != y[i]:
+            continue
+        root_ref[i] = fidelity.reference(xi[None])[0]
+        tend = max((k for k in range(len(p1)) if k != y1), key=lambda k: p2[k] - p1[k])
+        queue.append({"x": xi, "root": i, "gen": 0, "times": 0, "parent": -1, "banned": False,
+                      "d": p1[y1] - p2[y1], "p2y": p2[y[i]], "tend": tend})
+    return queue, table, root_ref
+
+
+def _choose_rule(rng: np.random.Generator, rules: list[str], stats: dict, previous: str | None) -> str:
+    """The iteration's mutation rule: uniform at first, then the MCMC chain over the rules' scores."""
+    n_rules = len(rules)
+    if previous is None:
+        return rules[int(rng.integers(n_rules))]
+    # the MCMC chain: shuffle, sort by score, accept rank k2 with (1 - 1/n)^(k2 - k1)
+    order = [rules[j] for j in rng.permutation(n_rules)]
+    score = {r: s["gain"] * s["faithful"] / s["selected"] ** 2 if s["selected"] else 0.0
+             for r, s in stats.items()}
+    order.sort(key=lambda r: -score[r])
+    k1 = order.index(previous)
+    while True:
+        k2 = int(rng.integers(n_rules))
+        if k2 <= k1 or rng.random() < (1 - 1 / n_rules) ** (k2 - k1):
+            break
+    return order[k2]
+
+
+def _raise_table(table: dict[tuple[int, int], float], root: int, label: int,
+                 raised: list[tuple[list[float], list[float]]]) -> None:
+    """Raise the root's ``p2[k] - p1[k]`` table to the kept candidates' and faults' values."""
+    for p1, p2 in raised:
+        for k in range(len(p1)):
+            if k != label:
+                table[(root, k)] = max(table[(root, k)], p2[k] - p1[k])
+
+
+def _ban_chain(queue: list[dict], pick: int, keys: set[int]) -> None:
+    """Ban ``pick`` and its ancestors whose tendency is one of the new faults' classes ``keys``."""
+    j = pick
+    while j >= 0:
+        if queue[j]["tend"] in keys:
+            queue[j]["banned"] = True
+        j = queue[j]["parent"]
+
+
 def drfuzz_reference(
     m1: nn.Module,
     m2: nn.Module,
@@ -45,11 +106,14 @@ def drfuzz_reference(
     """Run DRFuzz (``B = 1``) one mutant at a time.
 
     Args:
-        m1, m2: The two models (logits out).
-        inputs, labels: Test inputs ``(N, C, H, W)`` and labels.
+        m1: The original model (logits out).
+        m2: The new model (logits out).
+        inputs: Test inputs ``(N, C, H, W)``.
+        labels: Their labels.
         bounds: Pixel range.
         fidelity: A fidelity check (``reference`` / ``passes``), called on one mutant at a time.
-        iterations, seconds: The budget (one of them).
+        iterations: Stop after this many iterations (``None``: no limit).
+        seconds: Stop after this many seconds of the loop (``None``: no limit).
         seed: Seed of every random choice.
         mutants: Mutants per iteration.
 
@@ -63,30 +127,12 @@ def drfuzz_reference(
     x = torch.as_tensor(np.asarray(inputs), dtype=torch.float32)
     y = [int(v) for v in np.asarray(labels)]
     rules = list(DRFUZZ_RULES)
-    n_rules = len(rules)
     stats = {r: {"selected": 0, "faithful": 0, "gain": 0} for r in rules}
-    queue: list[dict] = []
-    table: dict[tuple[int, int], float] = {}
     failures: set[tuple[int, int, int]] = set()
     per_root: dict[int, int] = {}
     rf = gf = 0
-    root_ref = {}
     with eval_mode(m1), eval_mode(m2), torch.no_grad():
-        for i in range(len(x)):  # seeds: M1 right and M2 right are queued
-            xi = x[i].to(device)
-            p1, p2 = _probs(m1, xi), _probs(m2, xi)
-            y1, y2 = int(np.argmax(p1)), int(np.argmax(p2))
-            if y1 != y[i]:
-                continue
-            for k in range(len(p1)):
-                if k != y1:
-                    table[(i, k)] = p2[k] - p1[k]
-            if y2 != y[i]:
-                continue
-            root_ref[i] = fidelity.reference(xi[None])[0]
-            tend = max((k for k in range(len(p1)) if k != y1), key=lambda k: p2[k] - p1[k])
-            queue.append({"x": xi, "root": i, "gen": 0, "times": 0, "parent": -1, "banned": False,
-                          "d": p1[y1] - p2[y1], "p2y": p2[y[i]], "tend": tend})
+        queue, table, root_ref = _seed_queue(m1, m2, x, y, device, fidelity)
         previous = None
         start = time.perf_counter()
         done = generated = executed = 0
@@ -103,19 +149,7 @@ def drfuzz_reference(
                 break
             pick = int(rng.choice(len(queue), p=np.array(w) / total))
             parent = queue[pick]
-            if previous is None:
-                rule = rules[int(rng.integers(n_rules))]
-            else:  # the MCMC chain: shuffle, sort by score, accept rank k2 with (1 - 1/n)^(k2 - k1)
-                order = [rules[j] for j in rng.permutation(n_rules)]
-                score = {r: s["gain"] * s["faithful"] / s["selected"] ** 2 if s["selected"] else 0.0
-                         for r, s in stats.items()}
-                order.sort(key=lambda r: -score[r])
-                k1 = order.index(previous)
-                while True:
-                    k2 = int(rng.integers(n_rules))
-                    if k2 <= k1 or rng.random() < (1 - 1 / n_rules) ** (k2 - k1):
-                        break
-                rule = order[k2]
+            rule = _choose_rule(rng, rules, stats, previous)
             previous = rule
             root, label = parent["root"], y[parent["root"]]
             faithful = gained = False
@@ -151,10 +185,7 @@ def drfuzz_reference(
                     kept.append({"x": m[0], "root": root, "gen": parent["gen"] + 1, "times": 0,
                                  "parent": pick, "banned": False, "d": d, "p2y": p2[label], "tend": tend})
                     raised.append((p1, p2))
-            for p1, p2 in raised:  # kept candidates and faults raise the table, after the iteration
-                for k in range(len(p1)):
-                    if k != label:
-                        table[(root, k)] = max(table[(root, k)], p2[k] - p1[k])
+            _raise_table(table, root, label, raised)  # after the iteration
             stats[rule]["selected"] += 1
             stats[rule]["faithful"] += faithful
             stats[rule]["gain"] += gained
@@ -166,11 +197,7 @@ def drfuzz_reference(
                     if (root, label, y2) not in failures:
                         failures.add((root, label, y2))
                         per_root[root] = per_root.get(root, 0) + 1
-                j = pick
-                while j >= 0:
-                    if queue[j]["tend"] in keys:
-                        queue[j]["banned"] = True
-                    j = queue[j]["parent"]
+                _ban_chain(queue, pick, keys)
             done += 1
         elapsed = time.perf_counter() - start
     return {"rf": rf, "urf": len(failures), "seeds": len({r for r, _, _ in failures}), "gf": gf,

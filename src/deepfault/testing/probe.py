@@ -43,6 +43,8 @@ class Case:
 
 @dataclass
 class Outcome:
+    """A probe case's exit status and, when it misbehaved, the problem and stderr's tail."""
+
     case: Case
     status: int
     ok: bool
@@ -52,7 +54,8 @@ class Outcome:
 
 def make_fixtures(folder: Path) -> dict[str, str]:
     """Tiny files the base commands use: two LeNet-1 versions, a 28x28 data set labelled by the
-    first, a digits MLP, a TOML grid, a hostile-file zoo; returns name -> path."""
+    first, a digits MLP, a TOML grid, a hostile-file zoo; returns name -> path.
+    """
     import numpy as np
     import torch
 
@@ -271,7 +274,8 @@ def _snapshot(folder: Path) -> set[str]:
 
 def run_case(case: Case, workdir: Path) -> Outcome:
     """Run ``case`` in ``workdir`` (which holds ``afile`` and ``adir``) and check the contract;
-    the folder is restored afterwards."""
+    the folder is restored afterwards.
+    """
     from ..cli import main
 
     before = _snapshot(workdir)

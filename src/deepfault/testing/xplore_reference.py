@@ -28,7 +28,8 @@ __all__ = ["search_reference", "constrain_reference"]
 
 def constrain_reference(name: str, params: dict, g: torch.Tensor, u) -> torch.Tensor:
     """The domain constraint on one input's gradient ``g`` ``(*input)``, from the table of
-    spec section 3, with the uniforms ``u`` of this seed and step."""
+    spec section 3, with the uniforms ``u`` of this seed and step.
+    """
     out = torch.zeros_like(g)
     if name == "none":
         return g.clone()
@@ -88,6 +89,43 @@ def search_reference(
         return _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi)
 
 
+def _cover(covered: list[list[bool]], models, layers, x: torch.Tensor, threshold: float) -> None:
+    """Mark each model's neurons whose scaled value at ``x`` exceeds ``threshold`` as covered."""
+    for k, m in enumerate(models):
+        with torch.no_grad():
+            _, v = _values(m, layers, "layer-minmax", x)
+        if covered[k] is None:
+            covered[k] = [False] * len(v)
+        for i in range(len(v)):
+            if float(v[i]) > threshold:
+                covered[k][i] = True
+
+
+def _pick_neurons(covered: list[list[bool]], u: np.ndarray) -> list[int]:
+    """One neuron per model, drawn by ``u[k]`` among its uncovered ones (all when none is left)."""
+    picks = []
+    for k in range(len(covered)):
+        free = [i for i in range(len(covered[k])) if not covered[k][i]]
+        if not free:
+            free = list(range(len(covered[k])))
+        picks.append(free[min(int(float(u[k]) * len(free)), len(free) - 1)])
+    return picks
+
+
+def _objective(models, layers, kinds, config, x: torch.Tensor, c: int, j: int, neurons: list[int]):
+    """The joint objective at ``x``: every model's score of the common class ``c`` (model ``j``'s
+    weighted ``-lambda1``) plus ``lambda2`` times each model's chosen neuron.
+    """
+    obj = 0.0
+    for k, m in enumerate(models):
+        scores, values = _values(m, layers, "raw", x)
+        if config.objective == "probabilities" and kinds[k] == "logits":
+            scores = torch.softmax(scores, dim=0)
+        weight = -config.lambda1 if k == j else 1.0
+        obj = obj + weight * scores[c] + config.lambda2 * values[neurons[k]]
+    return obj
+
+
 def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi) -> dict:
     n = len(models)
 
@@ -95,18 +133,8 @@ def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds,
         with torch.no_grad():
             return [int(m(x.to(device))[0].argmax()) for m in models]
 
-    covered = None
-
     def cover(x):
-        nonlocal covered
-        for k, m in enumerate(models):
-            with torch.no_grad():
-                _, v = _values(m, layers, "layer-minmax", x.to(device))
-            if covered[k] is None:
-                covered[k] = [False] * len(v)
-            for i in range(len(v)):
-                if float(v[i]) > config.threshold:
-                    covered[k][i] = True
+        _cover(covered, models, layers, x.to(device), config.threshold)
 
     with torch.no_grad():
         sizes = [len(_values(m, layers, "raw", x_all[:1].to(device))[1]) for m in models]
@@ -146,24 +174,11 @@ def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds,
                 for r in list(current):
                     if config.neurons == "per-iteration" or it == 0:
                         step = it if config.neurons == "per-iteration" else 0
-                        picks = []
-                        for k in range(n):
-                            free = [i for i in range(len(covered[k])) if not covered[k][i]]
-                            if not free:
-                                free = list(range(len(covered[k])))
-                            u = float(draws.neuron_u[r, step, k])
-                            picks.append(free[min(int(u * len(free)), len(free) - 1)])
-                        per_seed[r] = picks
+                        per_seed[r] = _pick_neurons(covered, draws.neuron_u[r, step])
                     chosen[(r, it)] = list(per_seed[r])
                     c, j = common[r], int(draws.targets[r])
                     x = current[r].to(device).requires_grad_(True)
-                    obj = 0.0
-                    for k, m in enumerate(models):
-                        scores, values = _values(m, layers, "raw", x)
-                        if config.objective == "probabilities" and kinds[k] == "logits":
-                            scores = torch.softmax(scores, dim=0)
-                        weight = -config.lambda1 if k == j else 1.0
-                        obj = obj + weight * scores[c] + config.lambda2 * values[per_seed[r][k]]
+                    obj = _objective(models, layers, kinds, config, x, c, j, per_seed[r])
                     (g,) = torch.autograd.grad(obj, x)
                     g = g[0]
                     g = g / (math.sqrt(float((g * g).mean())) + RMS_EPS)

@@ -199,6 +199,7 @@ class Blackout(Constraint):
 
 
 def list_constraints() -> list[str]:
+    """The names of the registered input constraints."""
     return CONSTRAINTS.names()
 
 

@@ -1,6 +1,7 @@
 """The fast gradient sign method (Goodfellow et al., ICLR 2015), the adversarial baseline of
 DeepXplore's Figure 9: ``x' = clip(x + eps * sign(d loss(x, y) / d x), lo, hi)`` with the
-cross-entropy loss of the true label."""
+cross-entropy loss of the true label.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Figures of DeepXplore runs: the image grid, coverage against ``t`` (the paper's Figure 9)
-and coverage over time. matplotlib is imported inside each function (the ``report`` extra)."""
+and coverage over time. matplotlib is imported inside each function (the ``report`` extra).
+"""
 
 from __future__ import annotations
 
@@ -102,6 +103,7 @@ def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]],
         coverage: ``{method: {model: [coverage at each t]}}`` (ratios in [0, 1]).
         thresholds: The ``t`` values.
         path: The PNG to write.
+        title: The figure's title (default: none).
     """
     plt = _pyplot()
     models = list(next(iter(coverage.values())))

@@ -164,7 +164,8 @@ def _coverage(model: nn.Module, x, layers: str, threshold: float) -> dict:
 
 def run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     """Run one cell on one CPU thread, as the executors' workers do; returns its JSON data and
-    arrays (module level: any executor can call it)."""
+    arrays (module level: any executor can call it).
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -208,7 +209,8 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
 def _models(models_dir: Path, data, *, progress: bool, device: str,
             weights_dir: str | None = None) -> dict[str, object]:
     """LeNet-1/4/5: the published weights from ``weights_dir``, else model files from
-    ``models_dir``, trained (and saved) when missing."""
+    ``models_dir``, trained (and saved) when missing.
+    """
     from ..errors import DeepFaultError
     from ..models.train import TrainConfig, trained_model
 
@@ -323,6 +325,16 @@ def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, pro
     <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
 
     Args:
+        store_path: The SQLite results store (created when missing).
+        data_dir: Data root.
+        models_dir: Where models are kept (made there when missing); default ``models/``
+            beside the store.
+        executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
+            closed at the end; one given here is left open).
+        progress: Progress bars.
+        argv: The command line, for provenance.
+        device: Where models are trained and cells computed.
+        seed: Overrides the preset's seed.
         config: What to run (default :class:`PresetConfig`; tests use small ones).
         options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
     """

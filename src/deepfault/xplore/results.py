@@ -110,7 +110,8 @@ def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float
     Pixels pushed to a bound (black or white squares) or shifted together towards one (flat
     grey squares) lose the contrast; a noisy but recognisable digit keeps it or gains. The
     share of pixels at a bound cannot tell these apart on MNIST, where most of a digit's
-    pixels are at 0 already."""
+    pixels are at 0 already.
+    """
     lo, hi = bounds
     x = np.clip(inputs.reshape(len(inputs), -1), lo, hi)
     s = seeds.reshape(len(seeds), -1)
@@ -348,9 +349,8 @@ def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
         "already_differ_predictions": result.seed_predictions[result.already_differ],
     }
     path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 

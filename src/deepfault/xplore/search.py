@@ -86,7 +86,8 @@ SMALL_MODEL_PARAMETERS = 2_000_000
 
 def auto_threads(models: Sequence[nn.Module], device) -> int | None:
     """The CPU thread count a search should use: 1 for small models on the CPU, else
-    ``None`` (leave PyTorch's setting alone)."""
+    ``None`` (leave PyTorch's setting alone).
+    """
     if torch.device(device).type != "cpu":
         return None
     size = sum(p.numel() for m in models for p in m.parameters())
@@ -613,7 +614,15 @@ def xplore(
         inputs: ``(P, *input)`` pool of seed inputs (the test split).
         config: The run's parameters (default :class:`XploreConfig`); the seeds are
             ``config.seed_indices`` when given, else drawn with ``config.seed``.
-        bounds, names, output_kinds, progress, chunk_size, threads: As in :func:`search`.
+        bounds: ``(lo, hi)``, the valid input range (default: the prepared models', else
+            ``(0, 1)``).
+        names: One name per model (default ``model0``, ``model1``, ...).
+        output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
+            model's, else logits).
+        progress: Show a progress bar over the iterations.
+        chunk_size: Inputs per forward and backward pass (a performance knob, as in
+            :func:`search`).
+        threads: CPU threads for the run, as in :func:`search`.
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
