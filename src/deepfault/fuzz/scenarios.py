@@ -155,6 +155,22 @@ def list_scenarios() -> list[str]:
 # --- the transformations, as plain functions ----------------------------------------------------
 
 
+def _attack_inputs(x, y) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as float32 and ``y`` as int64 tensors, from arrays or tensors."""
+    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
+    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y, dtype=torch.long)
+    return x, y
+
+
+def _attack_batches(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int):
+    """``(inputs, labels)`` batches of ``batch_size`` on the model's device."""
+    from ..core.capture import model_device
+
+    device = model_device(model)
+    for i in range(0, len(x), batch_size):
+        yield x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+
+
 def bim(
     model: nn.Module,
     x,
@@ -188,7 +204,7 @@ def bim(
     Returns:
         ``(N, ...)`` float32 adversarial inputs on the CPU.
     """
-    from ..core.capture import eval_mode, forward, model_device
+    from ..core.capture import eval_mode, forward
 
     check_int("steps", steps)
     check_int("batch_size", batch_size)
@@ -199,14 +215,10 @@ def bim(
         raise DeepFaultError(f"step_size must be positive; got {step_size!r}")
     lo, hi = (float(b) for b in bounds)
     radius, alpha = eps * (hi - lo), step_size * (hi - lo)
-    device = model_device(model)
-    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
-    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y, dtype=torch.long)
+    x, y = _attack_inputs(x, y)
     out = []
     with eval_mode(model), torch.enable_grad():
-        for i in range(0, len(x), batch_size):
-            x0 = x[i : i + batch_size].to(device)
-            yb = y[i : i + batch_size].to(device)
+        for x0, yb in _attack_batches(model, x, y, batch_size):
             low, high = (x0 - radius).clamp_min(lo), (x0 + radius).clamp_max(hi)
             xa = x0.clone()
             for _ in range(steps):
@@ -256,7 +268,7 @@ def carlini_wagner_l2(
     Returns:
         ``(N, ...)`` float32 adversarial inputs on the CPU.
     """
-    from ..core.capture import eval_mode, forward, model_device
+    from ..core.capture import eval_mode, forward
 
     check_int("binary_steps", binary_steps)
     check_int("steps", steps)
@@ -265,17 +277,14 @@ def carlini_wagner_l2(
         raise DeepFaultError(f"c_init and lr must be positive; got {c_init!r} and {lr!r}")
     lo, hi = (float(b) for b in bounds)
     span = hi - lo
-    device = model_device(model)
-    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
-    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y, dtype=torch.long)
+    x, y = _attack_inputs(x, y)
     out = []
     with eval_mode(model), torch.enable_grad():
-        for i in range(0, len(x), batch_size):
-            x0 = x[i : i + batch_size].to(device)
-            yb = y[i : i + batch_size].to(device)
+        for x0, yb in _attack_batches(model, x, y, batch_size):
             n = len(x0)
             unit = ((x0 - lo) / span).clamp(0, 1)
             w0 = torch.atanh((unit * 2 - 1) * 0.999999)
+            device = x0.device
             c = torch.full((n,), float(c_init), device=device)
             lower = torch.zeros(n, device=device)
             upper = torch.full((n,), 1e10, device=device)
