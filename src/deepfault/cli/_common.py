@@ -100,7 +100,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 #: Old spellings of options, per sub-command: ``old -> new``. Checked before parsing, so an
 #: old spelling is an error that names its new one (issue 19: one name for each concept in
-#: every command). ``None`` as the command applies to every sub-command.
+#: every command). docs/cli.md lists them.
 RENAMES: dict[str, dict[str, str]] = {
     "run": {"--approach": "--measure", "--suspicious-num": "-k"},
     "xplore": {"--models": "--model", "--step": "--step-size", "--seeds": "--num-seeds",
@@ -145,8 +145,8 @@ def add_threads(p: argparse.ArgumentParser) -> None:
     """``--threads N|auto``, one definition for every command that computes (:func:`apply_threads`)."""
     p.add_argument("--threads", type=threads_value, default="auto", metavar="N|auto",
                    help="PyTorch CPU threads; 'auto': 1 when the command's models are small (<= 2M "
-                   "parameters) and on the CPU, measured faster (docs/performance.md), else PyTorch's "
-                   "default (also for commands that build their models as they train)")
+                   "parameters) and on the CPU, measured faster (docs/xplore.md), else PyTorch's default "
+                   "(so in the commands that build or fine-tune their models as they go)")
 
 
 def add_no_progress(p: argparse.ArgumentParser) -> None:
