@@ -24,7 +24,7 @@ dev: $(VENV)/.dev-installed
 
 ## Set up and run DeepFault on the embedded default (scikit-learn digits + a small MLP).
 demo: venv
-	$(VENV)/bin/deepfault run --class all --approach tarantula -k 5 --out deepfault-demo.json
+	$(VENV)/bin/deepfault run --class all --measure tarantula -k 5 --out deepfault-demo.json
 
 ## Set up with the development dependencies and run the whole test suite.
 test: dev
@@ -35,7 +35,7 @@ docs: dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: dev
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

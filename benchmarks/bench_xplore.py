@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--thread-seeds", type=int, default=None,
                    help="seeds of the thread comparison, both thread counts on the same ones (default: all)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seeds", type=int, default=2000)
+    p.add_argument("--num-seeds", dest="seeds", type=int, default=2000)
     p.add_argument("--ref-seeds", type=int, default=100, help="seeds of the per-seed loop")
     p.add_argument("--table9-seeds", type=int, default=30, help="seeds searched one by one per step size")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")

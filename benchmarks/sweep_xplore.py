@@ -2,14 +2,14 @@
 of step size, constraint and iterations (the table of ``docs/xplore.md`` that chose the
 library's defaults).
 
-For each setting, one run of :func:`deepfault.xplore.search` on the same ``--seeds`` test
+For each setting, one run of :func:`deepfault.xplore.search` on the same ``--num-seeds`` test
 seeds (seed 0) with LeNet-1, LeNet-4 and LeNet-5, DeepXplore's layers, random targets,
 clipped to [0, 1]; plus the published code's settings (``compat``). Recorded per run: the
 share of searched seeds that gave a difference, mean L1 and L_inf to the seed, the share
 of found inputs that saturate, mean steps, pooled coverage and time.
 
 Usage:
-    .venv/bin/python benchmarks/sweep_xplore.py [--seeds 300]
+    .venv/bin/python benchmarks/sweep_xplore.py [--num-seeds 300]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "datasets"))
     p.add_argument("--models-dir", default=str(REPO / "benchmarks" / "models"))
-    p.add_argument("--seeds", type=int, default=300)
+    p.add_argument("--num-seeds", dest="seeds", type=int, default=300)
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "sweep_xplore.json"))
     args = p.parse_args(argv)
     torch.set_num_threads(1)

@@ -17,7 +17,7 @@ def run_cli(capsys, *argv):
 
 def test_default_run_all_classes_writes_json(tmp_path, capsys):
     out = tmp_path / "r.json"
-    code, text, err = run_cli(capsys, "run", "--class", "all", "--approach", "ochiai", "-k", "5",
+    code, text, err = run_cli(capsys, "run", "--class", "all", "--measure", "ochiai", "-k", "5",
                               "--out", str(out))
     assert code == 0, err
     assert "rank  layer  unit  score" in text
@@ -50,7 +50,7 @@ def test_same_seed_same_result(tmp_path, capsys):
     paths = []
     for name in ("a.json", "b.json"):
         paths.append(tmp_path / name)
-        code, _, _ = run_cli(capsys, "run", "--class", "3", "--approach", "random", "-k", "4",
+        code, _, _ = run_cli(capsys, "run", "--class", "3", "--measure", "random", "-k", "4",
                              "--repeat", "2", "--inputs", "5", "--seed", "7", "--out", str(paths[-1]))
         assert code == 0
     a, b = (_without_times(json.loads(p.read_text())["classes"]) for p in paths)
@@ -91,7 +91,7 @@ def test_measures_lists_every_measure_with_formula(capsys):
 def test_help_documents_every_option_with_default(capsys):
     code, text, _ = run_cli(capsys, "run", "--help")
     assert code == 0
-    for option in ("--model", "--dataset", "--class", "--approach", "--measure", "--suspicious-num",
+    for option in ("--model", "--dataset", "--class", "--measure", "-k", "--threads", "--no-progress",
                    "--step-size", "--distance", "--seed", "--star", "--repeat", "--log", "--layers",
                    "--threshold", "--iterations", "--device", "--out"):
         assert option in text
@@ -107,7 +107,7 @@ def _model_file(tmp_path, name, **arch_kwargs):
 
 
 BAD = [
-    (["--approach", "tarntula"], r"unknown approach 'tarntula'; known: ample, "),
+    (["--measure", "tarntula"], r"unknown approach 'tarntula'; known: ample, "),
     (["--layers", "fc9"], r"unknown layer name\(s\) 'fc9'; valid: flatten, fc1"),
     (["-k", "0"], r"k \(the number of suspicious neurons\) must be an integer >= 1; got 0"),
     (["-k", "97"], r"k=97 is larger than the 96 analysed neurons"),

@@ -38,7 +38,7 @@ def keras_pair(tmp_path_factory):
 def test_regress_fuzzes_a_channels_last_keras_pair(keras_pair, capsys):
     d = keras_pair
     args = ["regress", "--m1", str(d / "m1.h5"), "--m2", str(d / "m2.h5"), "--dataset", str(d / "data.npz"),
-            "--budget", "30it", "--batch", "4", "--store", str(d / "s.sqlite"), "--no-progress",
+            "--budget", "30it", "--inputs-per-step", "4", "--store", str(d / "s.sqlite"), "--no-progress",
             "--device", "cpu", "--fidelity", "ssim:0.3", "--seed", "1"]
     code = main(args)
     out, err = capsys.readouterr()
@@ -66,8 +66,9 @@ def test_regress_api_takes_prepared_models_and_paths_alike(keras_pair):
 def test_xplore_runs_on_channels_last_keras_lenets_with_logits(keras_pair, capsys, tmp_path):
     d = keras_pair
     out = tmp_path / "x.json"
-    args = ["xplore", "--models", f"{d / 'm1.h5'},{d / 'm2.h5'}", "--dataset", str(d / "data.npz"),
-            "--seeds", "12", "--iterations", "3", "--step", "0.5", "--out", str(out), "--no-progress"]
+    args = ["xplore", "--model", f"{d / 'm1.h5'},{d / 'm2.h5'}", "--dataset", str(d / "data.npz"),
+            "--num-seeds", "12", "--iterations", "3", "--step-size", "0.5", "--out", str(out),
+            "--no-progress"]
     code = main(args)
     text, err = capsys.readouterr()
     assert code == 0, err

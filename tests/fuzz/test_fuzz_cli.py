@@ -43,8 +43,8 @@ def files(tmp_path_factory):
 
 def _regress(d, *extra, store="s.sqlite"):
     return ["regress", "--m1", str(d / "m1.pt"), "--m2", str(d / "m2.pt"), "--dataset", str(d / "data.npz"),
-            "--budget", "40it", "--batch", "5", "--store", str(d / store), "--no-progress", "--device", "cpu",
-            "--fidelity", "ssim:0.5", *extra]
+            "--budget", "40it", "--inputs-per-step", "5", "--store", str(d / store), "--no-progress",
+            "--device", "cpu", "--fidelity", "ssim:0.5", *extra]
 
 
 def test_regress_prints_metrics_writes_faults_and_resumes(files, capsys):
@@ -74,7 +74,7 @@ def test_regress_prints_metrics_writes_faults_and_resumes(files, capsys):
 
 
 def test_regress_deephunter_and_the_report(files, capsys, tmp_path):
-    args = _regress(files, "--strategy", "deephunter", "--criterion", "nc", "--threshold", "0.2",
+    args = _regress(files, "--strategy", "deephunter", "--criteria", "nc", "--threshold", "0.2",
                     store="dh.sqlite")
     assert main(args) == 0
     assert "validity check" in capsys.readouterr().out
@@ -179,7 +179,7 @@ def test_hooks_are_removed_when_a_campaign_fails(files):
 
 
 def test_regress_both_strategies_share_one_filter_and_are_compared(files, capsys):
-    argv = _regress(files, "--strategy", "both", "--criterion", "nc", "--queue-capacity", "100",
+    argv = _regress(files, "--strategy", "both", "--criteria", "nc", "--queue-capacity", "100",
                     store="both.sqlite")
     assert main(argv) == 0
     out = capsys.readouterr().out

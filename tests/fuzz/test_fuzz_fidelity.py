@@ -331,7 +331,8 @@ def test_train_command_arguments_dispatch_to_the_gan(tmp_path, capsys):
     out = tmp_path / "disc.pt"
     argv = ["deepfault", "train", "--arch", "dcgan_discriminator", "--epochs", "1", "--batch-size=16"]
     args = argparse.Namespace(dataset=str(data), data_dir=None, out=str(out), epochs=1, batch_size=16,
-                              lr=1e-3, seed=0, device="cpu", no_progress=True, argv=argv)
+                              lr=1e-3, seed=0, device="cpu", threads="auto", no_progress=True,
+                              argv=argv)
     assert train_from_train_args(args) == 0
     meta = load_model(out).meta["gan"]
     # --epochs and --batch-size were given; --lr was not, so the GAN's own rate applies

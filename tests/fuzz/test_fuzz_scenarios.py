@@ -227,7 +227,7 @@ def test_api_errors(digits, tmp_path):
 ])
 def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
-    assert main([*argv, "--out-dir", str(out)]) == 2
+    assert main([*argv, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("deepfault: error:")
@@ -238,7 +238,7 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, a
 def test_cli_writes_the_pair_and_prints_the_table(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["scenario", "quant-int8", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1",
-                 "--out-dir", str(out), "--device", "cpu", "--no-progress"])
+                 "--out", str(out), "--device", "cpu", "--no-progress"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "quant-int8  QUANT:INT8" in text

@@ -62,7 +62,7 @@ def test_model_metadata_is_validated_before_building(pair, tmp_path, case):
         ["run", "--model", bad, "--out", "-", "-q"],
         ["inspect", bad, "--input-shape", "1,8,8"],
         ["coverage", "measure", "--model", bad, "--out", "-"],
-        ["xplore", "--models", f"{bad},{pair / 'digits.pt'}", "--out", "-"],
+        ["xplore", "--model", f"{bad},{pair / 'digits.pt'}", "--out", "-"],
         ["regress", "--m1", bad, "--m2", pair / "digits.pt", "--budget", "5it"],
     ):
         assert_refused(argv, work, "bad.pt")

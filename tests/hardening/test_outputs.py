@@ -26,7 +26,7 @@ def _commands(d):
             "--plot",
             "OUT",
         ],
-        "xplore --out": ["xplore", "--models", f"{m1},{m2}", "--dataset", data, "--out", "OUT"],
+        "xplore --out": ["xplore", "--model", f"{m1},{m2}", "--dataset", data, "--out", "OUT"],
         "regress --out": [
             "regress",
             "--m1",
@@ -53,14 +53,14 @@ def _commands(d):
             "--store",
             "OUT",
         ],
-        "scenario --out-dir": [
+        "scenario --out": [
             "scenario",
             "prune",
             "--arch",
             "digits_mlp",
             "--dataset",
             "digits",
-            "--out-dir",
+            "--out",
             "OUT",
         ],
         "gan train --out": ["gan", "train", "--dataset", data, "--out", "OUT"],
@@ -89,16 +89,14 @@ def test_bad_output_path_is_refused_before_work(pair, tmp_path, command, case):
     (tmp_path / "adir").mkdir()
     make, needle = CASES[case]
     argv = _sub(_commands(pair)[command], make(tmp_path))
-    is_dir_option = command.endswith(("--out-dir", "--plot"))
+    is_dir_option = command in ("scenario --out",) or command.endswith("--plot")
     if is_dir_option and case in ("a directory", "dot"):  # a folder is what these take
-        return
-    if command == "regress --out" and case == "a directory":  # a prefix: adir.npz, adir.png
         return
     option = command.split()[-1] if command.split()[-1].startswith("--") else "--out"
     assert_refused(argv, tmp_path, option, needle)
 
 
-@pytest.mark.parametrize("command", ["scenario --out-dir", "coverage measure --plot"])
+@pytest.mark.parametrize("command", ["scenario --out", "coverage measure --plot"])
 def test_folder_option_set_to_an_existing_file(pair, tmp_path, command):
     (tmp_path / "afile").write_text("x")
     assert_refused(
@@ -131,9 +129,9 @@ def test_read_only_file_system_is_refused(pair, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.npz"], "--out (its inputs, .npz)"),
+        (["xplore", "--model", "M1,M2", "--dataset", "DATA", "--out", "r.npz"], "--out (its inputs, .npz)"),
         (
-            ["xplore", "--models", "M1,M2", "--dataset", "DATA", "--out", "r.png"],
+            ["xplore", "--model", "M1,M2", "--dataset", "DATA", "--out", "r.png"],
             "--out (its image grid, .png)",
         ),
         (["run", "--model", "DIGITS", "--out", "x.npz", "--save-inputs", "x.npz"], "--save-inputs"),
@@ -147,7 +145,8 @@ def test_read_only_file_system_is_refused(pair, tmp_path, monkeypatch):
             "--generator-out",
         ),
         (
-            ["regress", "--m1", "M1", "--m2", "M2", "--dataset", "DATA", "--store", "f.npz", "--out", "f"],
+            ["regress", "--m1", "M1", "--m2", "M2", "--dataset", "DATA", "--store", "f.npz",
+             "--out", "f.npz"],
             "--out",
         ),
     ],

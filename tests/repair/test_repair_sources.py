@@ -70,7 +70,7 @@ def made(tmp_path_factory):
                 str(d / "m2.pt"),
                 "--budget",
                 "40it",
-                "--batch",
+                "--inputs-per-step",
                 "5",
                 "--store",
                 str(d / "s.sqlite"),
@@ -78,7 +78,7 @@ def made(tmp_path_factory):
                 "--fidelity",
                 "ssim:0.5",
                 "--out",
-                str(d / "faults"),
+                str(d / "faults.npz"),
                 *data,
             ]
         )
@@ -88,9 +88,9 @@ def made(tmp_path_factory):
         main(
             [
                 "xplore",
-                "--models",
+                "--model",
                 ",".join(str(d / f"{n}.pt") for n in ("m1", "m3", "m4")),
-                "--seeds",
+                "--num-seeds",
                 "40",
                 "--iterations",
                 "5",
@@ -213,9 +213,9 @@ def test_cli_xplore_two_models_all_ties(made, tmp_path, capsys):
         main(
             [
                 "xplore",
-                "--models",
+                "--model",
                 f"{d / 'm1.pt'},{d / 'm2.pt'}",
-                "--seeds",
+                "--num-seeds",
                 "20",
                 "--iterations",
                 "3",

@@ -46,7 +46,7 @@ def _run(capsys, *args):
 
 def test_xplore_writes_table_json_inputs_and_grid(tmp_path, capsys, two_models):
     out = tmp_path / "res" / "x.json"
-    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "80", "--step", "0.5",
+    code, text, err = _run(capsys, "--model", ",".join(two_models), "--num-seeds", "80", "--step-size", "0.5",
                            "--iterations", "8", "--out", str(out), "--grid", "3")
     assert code == 0, err
     assert "target" in text
@@ -71,8 +71,8 @@ def test_xplore_writes_table_json_inputs_and_grid(tmp_path, capsys, two_models):
 
 def test_same_command_same_inputs(tmp_path, capsys, two_models):
     for name in ("a", "b"):
-        code, _, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "30", "--step", "0.5",
-                            "--iterations", "4", "--transform", "none",
+        code, _, err = _run(capsys, "--model", ",".join(two_models), "--num-seeds", "30",
+                            "--step-size", "0.5", "--iterations", "4", "--constraint", "none",
                             "--out", str(tmp_path / f"{name}.json"))
         assert code == 0, err
     a, b = load_inputs(tmp_path / "a.npz"), load_inputs(tmp_path / "b.npz")
@@ -83,7 +83,7 @@ def test_same_command_same_inputs(tmp_path, capsys, two_models):
 def test_identical_models_find_nothing_and_say_so(tmp_path, capsys):
     a = _digits_model(tmp_path / "a.pt", seed=3)
     b = _digits_model(tmp_path / "b.pt", seed=3)
-    code, text, err = _run(capsys, "--models", f"{a},{b}", "--seeds", "40", "--iterations", "3",
+    code, text, err = _run(capsys, "--model", f"{a},{b}", "--num-seeds", "40", "--iterations", "3",
                            "--out", str(tmp_path / "r.json"))
     assert code == 0, err
     assert "no difference-inducing input found in 40 seeds (the models agree on every input tried)" in text
@@ -93,10 +93,11 @@ def test_identical_models_find_nothing_and_say_so(tmp_path, capsys):
 def test_zoo_names_resolve_in_the_models_dir(tmp_path, capsys):
     _digits_model(tmp_path / "digits_mlp-digits.pt", seed=1)
     other = _digits_model(tmp_path / "other.pt", seed=2)
-    code, text, err = _run(capsys, "--models", f"digits_mlp,{other}", "--dataset", "digits",
-                           "--models-dir", str(tmp_path), "--seeds", "10", "--iterations", "2", "--out", "-")
+    code, text, err = _run(capsys, "--model", f"digits_mlp,{other}", "--dataset", "digits",
+                           "--models-dir", str(tmp_path), "--num-seeds", "10", "--iterations", "2",
+                           "--out", "-")
     assert code == 0, err and "digits_mlp" in text
-    code, _, err = _run(capsys, "--models", f"lenet1,{other}", "--dataset", "digits",
+    code, _, err = _run(capsys, "--model", f"lenet1,{other}", "--dataset", "digits",
                         "--models-dir", str(tmp_path), "--out", "-")
     assert code == 2
     assert "no trained lenet1 for digits at" in err
@@ -117,12 +118,12 @@ def test_keras_weights_files_with_arch(tmp_path, capsys):
         path = _write_save_weights(tmp_path / f"Model{i + 1}.h5", _keras_arrays(build_model(arch)))
         files.append(str(path))
     assert h5py is not None
-    code, text, err = _run(capsys, "--models", ",".join(files), "--arch", "lenet1,lenet4", "--dataset",
-                           str(tmp_path / "tiny.npz"), "--seeds", "20", "--iterations", "3", "--out", "-")
+    code, text, err = _run(capsys, "--model", ",".join(files), "--arch", "lenet1,lenet4", "--dataset",
+                           str(tmp_path / "tiny.npz"), "--num-seeds", "20", "--iterations", "3", "--out", "-")
     assert code == 0, err
     assert "Model1.h5 (" in text
     assert "Model2.h5 (" in text
-    code, _, err = _run(capsys, "--models", ",".join(files), "--dataset", str(tmp_path / "tiny.npz"),
+    code, _, err = _run(capsys, "--model", ",".join(files), "--dataset", str(tmp_path / "tiny.npz"),
                         "--out", "-")
     assert code == 2
     assert "holds Keras weights without an architecture; name it with --arch" in err
@@ -131,23 +132,24 @@ def test_keras_weights_files_with_arch(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--seeds", "0"], "seeds must be an integer >= 1; got 0"),
-        (["--seeds", "600"], "--seeds 600 is more than the 540 inputs to draw from"),
+        (["--num-seeds", "0"], "seeds must be an integer >= 1; got 0"),
+        (["--num-seeds", "600"], "--num-seeds 600 is more than the 540 inputs to draw from"),
         (["--lambda1", "nan"], "lambda1 must be a finite number"),
-        (["--step", "-1"], "step must be >= 0"),
+        (["--step-size", "-1"], "step must be >= 0"),
         (["--target", "2"], "target must be a model index in 0..1 (or random); got 2"),
         (["--target", "first"], "expected a model index (0, 1, ...) or 'random'"),
         (["--occlusion", "1,2"], "expected x,y,h,w (four integers >= 0); got '1,2'"),
-        (["--transform", "fog"], "argument --transform: invalid choice: 'fog'"),
+        (["--constraint", "fog"], "argument --constraint: invalid choice: 'fog'"),
         (["--neurons", "often"], "argument --neurons: invalid choice: 'often'"),
-        (["--seeds", "9", "--transform", "occl", "--occlusion", "0,0,9,9"], "does not fit in 8 x 8 images"),
+        (["--num-seeds", "9", "--constraint", "occl", "--occlusion", "0,0,9,9"],
+         "does not fit in 8 x 8 images"),
         (["--arch", "a,b,c"], "--arch gives 3 entries for 2 models"),
         (["--device", "tpu"], "unknown device 'tpu'"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, capsys, two_models, args, message):
     out = tmp_path / "r.json"
-    code, _, err = _run(capsys, "--models", ",".join(two_models), "--out", str(out), *args)
+    code, _, err = _run(capsys, "--model", ",".join(two_models), "--out", str(out), *args)
     assert code == 2
     assert message in err
     assert err.startswith("deepfault: error: ")
@@ -156,14 +158,14 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, two_models, args, mes
 
 
 def test_fewer_than_two_models(capsys, two_models):
-    code, _, err = _run(capsys, "--models", two_models[0], "--out", "-")
+    code, _, err = _run(capsys, "--model", two_models[0], "--out", "-")
     assert code == 2
     assert "two or more models; got 1" in err
 
 
 def test_different_class_counts_are_refused(tmp_path, capsys, two_models):
     five = _digits_model(tmp_path / "five.pt", seed=4, num_classes=5)
-    code, _, err = _run(capsys, "--models", f"{two_models[0]},{five}", "--out", "-")
+    code, _, err = _run(capsys, "--model", f"{two_models[0]},{five}", "--out", "-")
     assert code == 2, err
     assert "different numbers of classes (m1.pt: 10, five.pt: 5)" in err, err
 
@@ -174,14 +176,14 @@ def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, cap
     flat = build_model("digits_mlp")
     save_model(tmp_path / "flat.pt", ModelFile(flat, "digits_mlp", dataset="digits", bounds=(0.0, 1.0),
                                                meta={"input_shape": [64]}))
-    code, text, err = _run(capsys, "--models", f"{two_models[0]},{tmp_path / 'flat.pt'}", "--seeds", "20",
+    code, text, err = _run(capsys, "--model", f"{two_models[0]},{tmp_path / 'flat.pt'}", "--num-seeds", "20",
                            "--iterations", "2", "--out", "-")
     assert code == 0, err
     assert "20 seeds" in text
     wide = tmp_path / "wide.pt"
     save_model(wide, ModelFile(flat, "digits_mlp", dataset="digits", bounds=(0.0, 1.0),
                                meta={"input_shape": [65]}))
-    code, _, err = _run(capsys, "--models", f"{two_models[0]},{wide}", "--seeds", "20", "--out", "-")
+    code, _, err = _run(capsys, "--model", f"{two_models[0]},{wide}", "--num-seeds", "20", "--out", "-")
     assert code == 2, err
     assert "has inputs of shape (1, 8, 8) but the model takes (65,)" in err, err
 
@@ -191,23 +193,23 @@ def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, cap
 
 def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, two_models):
     listed = tmp_path / "list.json"
-    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", "5,3,5,539",
-                           "--step", "0.5", "--iterations", "4", "--out", str(listed))
+    code, text, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", "5,3,5,539",
+                           "--step-size", "0.5", "--iterations", "4", "--out", str(listed))
     assert code == 0, err
     assert "4 seeds of 540 test inputs (given indices)" in text
     payload = json.loads(listed.read_text())
     assert payload["config"]["seed_indices"] == [5, 3, 5, 539]
     assert payload["seeds"] == 4
     (tmp_path / "idx.txt").write_text("# DeepXplore's seeds\n5 3\n5,539\n")
-    code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.txt"),
-                        "--step", "0.5", "--iterations", "4", "--out", str(tmp_path / "file.json"))
+    code, _, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.txt"),
+                        "--step-size", "0.5", "--iterations", "4", "--out", str(tmp_path / "file.json"))
     assert code == 0, err
     a, b = load_inputs(tmp_path / "list.npz"), load_inputs(tmp_path / "file.npz")
     assert np.array_equal(a["seed_index"], b["seed_index"])
     assert np.array_equal(a["inputs"], b["inputs"])
     np.save(tmp_path / "idx.npy", np.array([5, 3, 5, 539]))
-    code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.npy"),
-                        "--step", "0.5", "--iterations", "4", "--out", str(tmp_path / "npy.json"))
+    code, _, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.npy"),
+                        "--step-size", "0.5", "--iterations", "4", "--out", str(tmp_path / "npy.json"))
     assert code == 0, err
     assert json.loads((tmp_path / "npy.json").read_text())["config"]["seed_indices"] == [5, 3, 5, 539]
 
@@ -227,7 +229,7 @@ def test_bad_seed_indices_are_one_line_errors(tmp_path, capsys, two_models, cont
     if content is not None:
         value = str(tmp_path / "idx.txt")
         (tmp_path / "idx.txt").write_text(content)
-    code, _, err = _run(capsys, "--models", ",".join(two_models), "--seed-indices", value, "--out", "-")
+    code, _, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", value, "--out", "-")
     assert code == 2
     assert message in err
     assert err.startswith("deepfault: error: ")
@@ -238,19 +240,19 @@ def _parsed(*args):
     from deepfault.cli import build_parser
     from deepfault.cli.xplore import _config
 
-    return _config(build_parser().parse_args(["xplore", "--models", "a,b", *args]))
+    return _config(build_parser().parse_args(["xplore", "--model", "a,b", *args]))
 
 
 def test_compat_sets_every_published_choice():
     from deepfault.xplore import XploreConfig
     from deepfault.xplore.config import PUBLISHED
 
-    config = _parsed("--compat", "--seeds", "300")
+    config = _parsed("--compat", "--num-seeds", "300")
     assert config == XploreConfig.published(seeds=300)
     assert {k: getattr(config, k) for k in PUBLISHED} == PUBLISHED
     assert _parsed("--paper") == XploreConfig.published()
     assert _parsed() == XploreConfig()
-    given = _parsed("--compat", "--clip", "--step", "0.05", "--target", "random",
+    given = _parsed("--compat", "--clip", "--step-size", "0.05", "--target", "random",
                     "--neurons", "per-iteration")
     assert (given.clip, given.step, given.target, given.neurons, given.replace) == \
         (True, 0.05, None, "per-iteration", True)
@@ -259,14 +261,14 @@ def test_compat_sets_every_published_choice():
 
 
 def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_path, capsys, two_models):
-    code, text, err = _run(capsys, "--models", ",".join(two_models), "--seeds", "60", "--compat",
+    code, text, err = _run(capsys, "--model", ",".join(two_models), "--num-seeds", "60", "--compat",
                            "--out", str(tmp_path / "r.json"))
     assert code == 0, err
     assert "no clipping" in text
     assert "still differ once clipped" in text
     assert "saturate" in text
     assert "warning: " in text
-    assert "a smaller --step (now 10), --transform none instead of light" in text
+    assert "a smaller --step-size (now 10), --constraint none instead of light" in text
     realism = json.loads((tmp_path / "r.json").read_text())["realism"]
     assert realism["outside_bounds"] > 0
     assert 0 <= realism["still_differ_clipped"] <= 1

@@ -193,7 +193,7 @@ def test_saturation_warning_names_the_fixes():
     seeds = np.random.default_rng(0).uniform(0.1, 0.5, (10, 1, 6, 6)).astype(np.float32)
     config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0)
     expected = (r"100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
-                r"smaller --step \(now 10\), --transform none instead of light or fewer --iterations$")
+                r"smaller --step-size \(now 10\), --constraint none instead of light or fewer --iterations$")
     with pytest.warns(UserWarning, match=expected):
         result = search(models, seeds, config=config)
     assert result.found.iteration.tolist() == [1] * 10
@@ -204,8 +204,8 @@ def test_saturation_warning_names_the_fixes():
     assert search(models, seeds, config=XploreConfig(**{**config.to_dict(), "clip": False,
                                                         "occlusion": (0, 0, 10, 10)})).num_found == 0
     text = saturation_warning(Realism(10, 300.0, 1.0, 0.9, 0.25, 1.0), XploreConfig(step=0.5))
-    assert text.endswith("use a smaller --step (now 0.5) or fewer --iterations; without clipping only 25% "
-                         "still differ once clipped")
+    assert text.endswith("use a smaller --step-size (now 0.5) or fewer --iterations; without clipping only "
+                         "25% still differ once clipped")
 
 
 def test_small_steps_do_not_warn(recwarn):

@@ -32,7 +32,15 @@ COMMANDS = (*(c for method in _METHODS for c in method.commands), *ENGINE_COMMAN
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad usage is one line (``deepfault: error: ...``) and a pointer to ``--help``."""
+    """Bad usage is one line (``deepfault: error: ...``) and a pointer to ``--help``.
+
+    No abbreviations: ``--batch`` must not silently mean ``--batch-size``, and an old
+    spelling must not match a new option by its prefix.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"deepfault: error: {message} (see '{self.prog} --help')\n")
@@ -124,6 +132,12 @@ def _interrupted(status: int) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from ._common import check_renamed
+
+    renamed = check_renamed(argv)
+    if renamed is not None:
+        print(f"deepfault: error: {renamed}", file=sys.stderr)
+        return 2
     parser = build_parser()
     try:
         args = parser.parse_args(_join_negative_values(argv))

@@ -28,11 +28,24 @@ def int_list(text: str) -> tuple[int, ...]:
 
 
 def seed_int(text: str) -> int:
-    """A seed: an integer >= 0."""
-    value = positive_int(text)
+    """``--seed``: the random seed of every command, an integer >= 0 (the one parser of it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0; got {text!r}")
     return value
+
+
+def threads_value(text: str) -> int | str:
+    """``--threads``: ``auto`` or an integer (its bounds are checked with every other count's)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number of threads; got {text!r}") from None
 
 
 def number(text: str) -> float:
@@ -81,6 +94,94 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow loading a pickled whole nn.Module (unpickling can run code: "
                    "only for files you trust)")
+
+
+# --------------------------------------------------------------------------- one vocabulary
+
+#: Old spellings of options, per sub-command: ``old -> new``. Checked before parsing, so an
+#: old spelling is an error that names its new one (issue 19: one name for each concept in
+#: every command). docs/cli.md lists them.
+RENAMES: dict[str, dict[str, str]] = {
+    "run": {"--approach": "--measure", "--suspicious-num": "-k"},
+    "xplore": {"--models": "--model", "--step": "--step-size", "--seeds": "--num-seeds",
+               "--chunk-size": "--batch-size", "--transform": "--constraint"},
+    "regress": {"--batch": "--inputs-per-step", "--criterion": "--criteria"},
+    "scenario": {"--out-dir": "--out"},
+}
+
+
+def check_renamed(argv: Sequence[str]) -> str | None:
+    """The error message for the first old spelling in ``argv``, else ``None``.
+
+    The sub-command is the first argument that is no option (the global options before it
+    take no value); an option counts when it is given alone or as ``--option=value``.
+    Arguments after ``--`` are values, not options.
+    """
+    command = next((a for a in argv if not a.startswith("-")), None)
+    table_ = RENAMES.get(command or "", {})
+    for arg in argv:
+        if arg == "--":
+            break
+        old = arg.split("=", 1)[0]
+        new = table_.get(old)
+        if new is not None:
+            return (f"{old} was renamed {new} (one name for each concept in every command; "
+                    "see docs/cli.md)")
+    return None
+
+
+def add_seed(p: argparse.ArgumentParser, help: str, default: int | None = 0) -> None:
+    """``--seed S``: the random seed (:func:`seed_int`), the same in every command."""
+    p.add_argument("--seed", type=seed_int, default=default, metavar="S", help=help)
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    """``--device``, default ``auto`` in every command."""
+    p.add_argument("--device", default="auto",
+                   help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    """``--threads N|auto``, one definition for every command that computes (:func:`apply_threads`)."""
+    p.add_argument("--threads", type=threads_value, default="auto", metavar="N|auto",
+                   help="PyTorch CPU threads; 'auto': 1 when the command's models are small (<= 2M "
+                   "parameters) and on the CPU, measured faster (docs/xplore.md), else PyTorch's default "
+                   "(so in the commands that build or fine-tune their models as they go)")
+
+
+def add_no_progress(p: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no bar (a terminal) or periodic lines (a log)."""
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def resolve_threads(value: int | str | None, models=(), device="cpu") -> int:
+    """The thread count ``--threads`` asks for: a count as given; ``auto`` is 1 for small
+    models on the CPU (:func:`deepfault.xplore.search.auto_threads`), else PyTorch's current
+    setting (no models given: PyTorch's).
+    """
+    import torch
+
+    if value not in (None, "auto"):
+        return int(value)
+    if models:
+        from ..xplore.search import auto_threads
+
+        auto = auto_threads(list(models), device)
+        if auto is not None:
+            return auto
+    return torch.get_num_threads()
+
+
+def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
+    """``torch.set_num_threads`` per ``--threads`` (:func:`resolve_threads`), before the work;
+    returns the count now in effect (recorded in the results' provenance).
+    """
+    import torch
+
+    count = resolve_threads(value, models, device)
+    if count != torch.get_num_threads():
+        torch.set_num_threads(count)
+    return count
 
 
 def device_from(name: str):

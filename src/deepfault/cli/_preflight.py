@@ -22,7 +22,8 @@ from ..errors import MAX_BATCH, MAX_REPEAT
 BOUNDS = {
     "threads": (1, c.MAX_THREADS), "seed": (0, c.MAX_SEED), "iterations": (1, c.MAX_ITERATIONS),
     "epochs": (1, c.MAX_EPOCHS), "sections": (1, c.MAX_SECTIONS), "workers": (1, c.MAX_WORKERS),
-    "grid": (1, 10_000), "batch_size": (1, MAX_BATCH), "batch": (1, MAX_BATCH), "chunk_size": (1, MAX_BATCH),
+    "grid": (1, 10_000), "batch_size": (1, MAX_BATCH), "inputs_per_step": (1, MAX_BATCH),
+    "chunk_size": (1, MAX_BATCH),
     "seeds": (1, MAX_BATCH), "max_seeds": (1, MAX_BATCH), "top_k": (1, MAX_BATCH),
     "blackout_size": (1, 1 << 16),
     "images_per_epoch": (1, MAX_BATCH), "repeat": (1, MAX_REPEAT), "num_inputs": (1, MAX_BATCH),
@@ -31,7 +32,7 @@ BOUNDS = {
 FLOAT_BOUNDS = {"lr": (0.0, 10.0)}
 #: Options whose command checks no lower bound itself (the others keep their own messages).
 NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
-                  "max_seeds", "sections", "epochs", "iterations", "batch"}
+                  "max_seeds", "sections", "epochs", "iterations", "inputs_per_step"}
 #: Classes of the zoo that are no classifiers (trained and used by ``gan train``).
 GAN_PARTS = ("dcgan_generator", "dcgan_discriminator")
 
@@ -61,7 +62,7 @@ def check(parser: argparse.ArgumentParser, args) -> None:
         value = getattr(args, dest, None)
         if dest == "seed" and value is not None:
             c.check_seed(option, value)
-        elif dest in BOUNDS and value is not None and not isinstance(value, bool):
+        elif dest in BOUNDS and value is not None and not isinstance(value, (bool, str)):  # "auto"
             lo, hi = BOUNDS[dest]
             c.check_count(option, value, minimum=lo if dest in NO_OWN_MINIMUM else -(2**63), maximum=hi)
         elif isinstance(value, float) and not math.isfinite(value):
@@ -162,16 +163,19 @@ def _regress(args) -> None:
     from ..coverage import list_criteria
 
     if args.criterion not in list_criteria():
-        raise c.error("--criterion", f"one of {', '.join(list_criteria())}", args.criterion)
+        raise c.error("--criteria", f"one of {', '.join(list_criteria())}", args.criterion)
     if args.layers is not None and not args.layers:
         raise c.error("--layers", "comma-separated layer names", _typed(args, "--layers", ""))
     campaign = args.campaign if args.campaign is None else c.check_name("--campaign", args.campaign)
     _first("--store", args.store)
+    npz_name = "a file name ending in .npz (the fault grid goes beside it as .png)"
     if args.out is not None and (not Path(args.out).name or Path(args.out).name in (".", "..")
                                  or args.out.endswith("/")):
-        raise c.error("--out", "a file name prefix (PREFIX.npz and PREFIX.png are written)", args.out)
+        raise c.error("--out", npz_name, args.out)
     npz, png = faults_paths(args.store, campaign or f"{args.strategy}-seed{args.seed}", args.out)
     c.check_outputs(("--store", args.store), ("--out (faults, .npz)", npz), ("--out (fault grid, .png)", png))
+    if args.out is not None and (Path(args.out).suffix != ".npz" or Path(args.out).name == ".npz"):
+        raise c.error("--out", npz_name, args.out)
     from ..experiment.store import ResultStore
 
     ResultStore.check(args.store)
@@ -205,7 +209,7 @@ def _scenario(args) -> None:
     if args.arch in GAN_PARTS:
         raise c.error("--arch", "a classifier of the zoo", args.arch,
                       "the dcgan parts are trained together with 'deepfault gan train'")
-    c.check_output_dir("--out-dir", args.out_dir)
+    c.check_output_dir("--out", args.out)
 
 
 def _train(args) -> None:

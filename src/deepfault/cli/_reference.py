@@ -9,10 +9,78 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["markdown", "BEGIN", "END"]
+__all__ = ["markdown", "BEGIN", "END", "VOCABULARY"]
 
 BEGIN = "<!-- BEGIN GENERATED: python scripts/cli_reference.py -->"
 END = "<!-- END GENERATED -->"
+
+
+#: One name for each concept in every command (issue 19): ``(concept, options, note)``. The
+#: commands column of docs/cli.md is read from the parser, so it cannot drift.
+VOCABULARY = (
+    ("the model", ("--model",), "xplore compares several: repeat it (`--model a.h5 --model b.h5`), each "
+     "value also a comma list (`--model lenet1,lenet4,lenet5`)"),
+    ("a model pair with roles", ("--m1", "--m2"), "M1 is the original, M2 its new version: the roles differ "
+     "(faults are what M1 gets right and M2 wrong), so the pair is not a repeated `--model`"),
+    ("the data set", ("--dataset",), "a name or an .npz file"),
+    ("where data sets are kept", ("--data-dir",), ""),
+    ("the random seed", ("--seed",), "an integer >= 0, read by one parser everywhere"),
+    ("how many seed inputs", ("--num-seeds",), ""),
+    ("the step size", ("--step-size",), ""),
+    ("inputs per forward pass", ("--batch-size",), "a speed knob in analysis (results do not depend on "
+     "it); the minibatch in training"),
+    ("inputs taken per step of a search", ("--inputs-per-step",), "xplore: seeds advanced together; "
+     "regress: DRFuzz's B"),
+    ("coverage criteria", ("--criteria",), "regress takes one name"),
+    ("how neuron values are scaled", ("--transform",), "raw or layer-minmax"),
+    ("xplore's domain constraint", ("--constraint",), "light, occl, blackout, none"),
+    ("CPU threads", ("--threads",), "default `auto` everywhere: 1 when the command's models are small "
+     "(<= 2M parameters) and on the CPU, measured faster; PyTorch's otherwise, and in the commands that "
+     "build or fine-tune their models as they go (train, gan train, scenario, repair, experiment)"),
+    ("the device", ("--device",), "default `auto` everywhere: CUDA when available"),
+    ("no progress bar", ("--no-progress",), "with the global `-q`/`-v` before the command"),
+    ("the result", ("--out",), "one path; siblings go beside it with their own suffix (.npz, .png, .html, "
+     ".pt); a folder for scenario and report"),
+    ("the suspiciousness measure", ("--measure",), ""),
+    ("how many suspicious neurons", ("-k",), ""),
+)
+
+
+def _commands_with(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """``option -> the sub-commands that take it``, in help order."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: dict[str, list[str]] = {}
+    for name, command in sub.choices.items():
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        parsers = [(f"{name} {n}", p) for a in nested for n, p in a.choices.items()] or [(name, command)]
+        for title, p in parsers:
+            for action in p._actions:
+                for option in action.option_strings:
+                    found.setdefault(option, []).append(title)
+    return found
+
+
+def _vocabulary(parser: argparse.ArgumentParser) -> list[str]:
+    from ._common import RENAMES
+
+    where = _commands_with(parser)
+    out = ["## One vocabulary", "",
+           "Each concept has one option name, the same in every command that has the concept.", "",
+           "| concept | option | commands | note |", "| --- | --- | --- | --- |"]
+    for concept, options, note in VOCABULARY:
+        commands = list(dict.fromkeys(c for o in options for c in where.get(o, [])))
+        out.append(f"| {concept} | {', '.join(f'`{o}`' for o in options)} | {', '.join(commands)} | "
+                   f"{_cell(note)} |")
+    out += ["", "Old spellings are errors that name the new one (exit 2), e.g. `deepfault: error: --step was "
+            "renamed --step-size (one name for each concept in every command; see docs/cli.md)`:", "",
+            "| command | old | new |", "| --- | --- | --- |"]
+    out += [f"| {command} | `{old}` | `{new}` |" for command, table in RENAMES.items()
+            for old, new in table.items()]
+    out += ["", "xplore's `--batch-size` kept its spelling and changed its meaning: it was the seeds "
+            "searched together (now `--inputs-per-step`) and is now the inputs per forward pass (was "
+            "`--chunk-size`). regress's `--out` is now the faults file itself (`FILE.npz`, the grid beside "
+            "it as `FILE.png`), no longer a prefix.", ""]
+    return out
 
 
 def _cell(text: str) -> str:
@@ -50,7 +118,10 @@ def markdown() -> str:
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    out = [BEGIN, ""]
+    out = [BEGIN, "", *_vocabulary(parser),
+           "## Every option of every command", "",
+           "This part is written from the parser by `python scripts/cli_reference.py`; a test fails",
+           "when it and the program disagree.", ""]
     for name, command in sub.choices.items():
         out += [f"### `deepfault {name}`", "", _cell(command.description or ""), ""]
         nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]

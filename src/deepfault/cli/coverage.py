@@ -11,7 +11,11 @@ from ..errors import DeepFaultError
 from ._common import (
     HelpFormatter,
     add_data_dir,
+    add_device,
     add_model_options,
+    add_no_progress,
+    add_threads,
+    apply_threads,
     device_from,
     names,
     number,
@@ -50,7 +54,9 @@ def _add_common(p: argparse.ArgumentParser, *, split: str) -> None:
                    help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
                    "to [0, 1], DeepXplore's) (default: the profile's, else raw)")
     p.add_argument("--batch-size", type=positive_int, default=1024, help="inputs per pass")
-    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N', or 'auto'")
+    add_device(p)
+    add_threads(p)
+    add_no_progress(p)
     add_model_options(p)
 
 
@@ -239,8 +245,9 @@ def _cmd_profile(args) -> int:
     device = device_from(args.device)
     prep, x, _, split = _load(args)
     model = prep.to(device).module
+    apply_threads(args.threads, [model], device)
     profile = compute_profile(model, x, layers=_layers(args), transform=args.transform or "raw",
-                              batch_size=args.batch_size)
+                              batch_size=args.batch_size, progress=not args.no_progress)
     print(_header(prep, split, len(x), profile.layout, profile.transform, device, None), end="")
     rows = [(r["layer"], r["units"], f"{r['low']:.4g}", f"{r['high']:.4g}", f"{r['mean']:.4g}",
              f"{r['std']:.4g}", r["constant"]) for r in profile.layer_summary()]
@@ -263,8 +270,10 @@ def _cmd_measure(args) -> int:
     device = device_from(args.device)
     prep, x, _, split = _load(args)
     model = prep.to(device).module
+    apply_threads(args.threads, [model], device)
     report = measure_coverage(model, x, **opts, profile=profile, layers=_layers(args),
-                              transform=args.transform, batch_size=args.batch_size)
+                              transform=args.transform, batch_size=args.batch_size,
+                              progress=not args.no_progress)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
     text += _coverage_tables(report)
     text += f"\nmeasured in {report.seconds:.2f} s\n"
@@ -301,8 +310,9 @@ def _cmd_rank(args) -> int:
     device = device_from(args.device)
     prep, x, y, split = _load(args)
     model = prep.to(device).module
+    apply_threads(args.threads, [model], device)
     report = rank_inputs(model, x, y, **opts, profile=profile, layers=_layers(args),
-                         transform=args.transform, batch_size=args.batch_size)
+                         transform=args.transform, batch_size=args.batch_size, progress=not args.no_progress)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
     nf = int(report.failing.sum())
     text += f"{nf} of {report.num_inputs} inputs misclassified; a random order has APFD 0.5 on average\n\n"

@@ -5,7 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DeepFaultError
-from ._common import HelpFormatter, add_data_dir, device_from, positive_int, seed_int
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
+    device_from,
+    positive_int,
+)
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -53,14 +63,14 @@ def add_parser(sub) -> None:
                      help="parallel workers (processes or Ray CPUs)")
     exp.add_argument("--ray-address", metavar="ADDRESS", default=None,
                      help="join this Ray cluster (e.g. ray://head:10001) instead of starting a local one")
-    exp.add_argument("--device", default="cpu",
-                     help="'cpu', 'cuda', 'cuda:N' or 'auto' for training and cells")
-    exp.add_argument("--seed", type=seed_int, default=None, help="override the grid's seed")
+    add_device(exp)
+    add_threads(exp)
+    add_seed(exp, "override the grid's seed", default=None)
     exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
                      metavar="KEY=VALUE",
                      help="an option of the chosen preset (repeatable); each preset lists its own in "
                      "'deepfault experiment --help'; none by default")
-    exp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(exp)
     exp.set_defaults(func=_cmd_experiment)
 
     rep = sub.add_parser("report", help="tables, figures and an HTML report from a results store",
@@ -83,6 +93,7 @@ def _cmd_experiment(args) -> int:
     from ..localization.preset import DeepFaultGrid, load_config
 
     device = device_from(args.device)
+    apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
     store = Path(args.store or f"results/{preset.name}.sqlite")
     if store.is_dir():

@@ -7,7 +7,18 @@ import sys
 from pathlib import Path
 
 from ..errors import DeepFaultError
-from ._common import HelpFormatter, add_data_dir, device_from, number, positive_int
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
+    device_from,
+    number,
+    positive_int,
+)
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
 _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"}
@@ -45,10 +56,10 @@ def add_parser(sub) -> None:
     train.add_argument("--batch-size", type=positive_int, default=GanConfig.batch_size,
                        help="real images per step")
     train.add_argument("--lr", type=number, default=GanConfig.lr, help="Adam learning rate (beta1 0.5)")
-    train.add_argument("--seed", type=positive_int, default=GanConfig.seed,
-                       help="seed of the weights, subsets, shuffling and noise")
-    train.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_seed(train, "seed of the weights, subsets, shuffling and noise", default=GanConfig.seed)
+    add_device(train)
+    add_threads(train)
+    add_no_progress(train)
     train.set_defaults(func=_cmd_gan_train)
 
 
@@ -70,6 +81,7 @@ def _cmd_gan_train(args) -> int:
                        images_per_epoch=args.images_per_epoch, seed=args.seed)
     config.validate()
     device = device_from(args.device)
+    apply_threads(args.threads)
     data = load_dataset(args.dataset, data_dir=args.data_dir)
     check_gan_data(data)
     out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
@@ -118,6 +130,6 @@ def train_from_train_args(args) -> int:
         batch_size=args.batch_size if "batch_size" in given else defaults.batch_size,
         lr=args.lr if "lr" in given else defaults.lr,
         images_per_epoch=defaults.images_per_epoch, seed=args.seed, device=args.device,
-        no_progress=args.no_progress,
+        threads=args.threads, no_progress=args.no_progress,
     )
     return _cmd_gan_train(gan_args)

@@ -5,7 +5,21 @@ from __future__ import annotations
 import sys
 import time
 
-from ._common import HelpFormatter, add_data_dir, device_from, fmt, names, number, positive_int, table
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
+    device_from,
+    fmt,
+    names,
+    number,
+    positive_int,
+    table,
+)
 
 
 def add_parser(sub) -> None:
@@ -21,7 +35,7 @@ def add_parser(sub) -> None:
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
         f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
         "command resumes (also after a crash or kill). Prints the metrics (#RF, #URF, #Seed, #GF) and "
-        "writes the faults as .npz (input, seed index, label, both predictions) and a PNG grid.",
+        "writes the faults as .npz (input, seed index, label, both predictions) and a PNG grid beside it.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
@@ -55,33 +69,34 @@ def add_parser(sub) -> None:
                    "(default 65536)")
     p.add_argument("--chooser", default=None, choices=CHOOSERS.names(),
                    help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for deephunter)")
-    p.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH,
-                   help="selected inputs per step (B; 1 is the published algorithm)")
-    p.add_argument("--seed", type=positive_int, default=0, help="seed of every random choice")
+    p.add_argument("--inputs-per-step", dest="inputs_per_step", type=positive_int, default=DEFAULT_BATCH,
+                   metavar="B", help="selected inputs per step (B; 1 is the published algorithm)")
+    add_seed(p, "seed of every random choice")
     p.add_argument("--store", metavar="FILE", default="regress.sqlite",
                    help="SQLite results store for checkpoints and the result")
     p.add_argument("--campaign", metavar="ID", default=None,
                    help="the campaign's id in the store (default: STRATEGY-seedS)")
-    p.add_argument("--out", metavar="PREFIX", default=None,
-                   help="faults file prefix: PREFIX.npz and PREFIX.png (default: STORE-CAMPAIGN-faults)")
+    p.add_argument("--out", metavar="FILE.npz", default=None,
+                   help="the faults file; the fault grid goes beside it as FILE.png (default: "
+                   "STORE-CAMPAIGN-faults.npz beside the store)")
     p.add_argument("--grid", type=positive_int, default=16, metavar="N", help="faults in the image grid")
-    p.add_argument("--criterion", default="kmnc", metavar="NAME",
-                   help="DeepHunter's coverage criterion of M2 (kmnc, nbc, snac need the training split)")
+    p.add_argument("--criteria", dest="criterion", default="kmnc", metavar="NAME",
+                   help="DeepHunter's coverage criterion of M2, one name (kmnc, nbc, snac need the training "
+                   "split)")
     p.add_argument("--sections", type=positive_int, default=1000, help="KMNC sections (DeepHunter's k)")
-    p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criterion nc)")
+    p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criteria nc)")
     p.add_argument("--layers", type=names, default=None, metavar="NAMES",
                    help="M2's layers the criterion reads (default: every Linear/Conv but the logits)")
     p.add_argument("--max-seeds", type=positive_int, default=None, metavar="N",
                    help="use only the first N test inputs as candidate seeds")
     p.add_argument("--checkpoint-every", type=number, default=CHECKPOINT_EVERY, metavar="S",
                    help="seconds between checkpoints")
-    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")
-    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                   help="PyTorch CPU threads (default: PyTorch's; 1 is faster on a busy machine)")
+    add_device(p)
+    add_threads(p)
     p.add_argument("--arch", default=None, metavar="NAME", help="zoo architecture of plain state_dict files")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow pickled whole modules (unpickling can run code: only for files you trust)")
-    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    add_no_progress(p)
     p.set_defaults(func=_cmd_regress)
 
 
@@ -94,15 +109,12 @@ def _criterion_params(args) -> dict:
 
 
 def _cmd_regress(args) -> int:
-    from ..errors import check_int
-    from ..fuzz.budget import parse_budget
-    from ..fuzz.campaign import CampaignConfig
-    from ..fuzz.regress import progress_line
-
-    check_int("--seed", args.seed, 0)
     from pathlib import Path
 
     from ..errors import DeepFaultError
+    from ..fuzz.budget import parse_budget
+    from ..fuzz.campaign import CampaignConfig
+    from ..fuzz.regress import load_pair, progress_line
 
     for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
@@ -111,10 +123,10 @@ def _cmd_regress(args) -> int:
     strategies = ["drfuzz", "deephunter"] if args.strategy == "both" else [args.strategy]
     shared = args.shared_fidelity or (args.fidelity if args.strategy == "both" else None)
     device = device_from(args.device)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(check_int("--threads", args.threads))
+    # The pair is opened once, here, so that --threads auto can see the models' size.
+    p1, p2, data = load_pair(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, arch=args.arch,
+                             trust_pickle=args.trust_pickle)
+    apply_threads(args.threads, [p1.module, p2.module], device)
     live = not args.no_progress and sys.stderr.isatty()
     last = [0.0]
 
@@ -133,13 +145,14 @@ def _cmd_regress(args) -> int:
     outcomes = {}
     for strategy in strategies:
         config = CampaignConfig(
-            strategy=strategy, budget=str(budget), batch=args.batch, seed=args.seed, chooser=args.chooser,
+            strategy=strategy, budget=str(budget), batch=args.inputs_per_step, seed=args.seed,
+            chooser=args.chooser,
             fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,
             shared_fidelity=shared,
         )
-        outcomes[strategy] = _run_one(args, config, budget, device, live, show, log_line)
+        outcomes[strategy] = _run_one(args, (p1, p2, data), config, budget, device, live, show, log_line)
     if len(outcomes) > 1:
         from ..fuzz.metrics import compare_campaigns
 
@@ -155,12 +168,13 @@ def _cmd_regress(args) -> int:
     return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
 
 
-def _run_one(args, config, budget, device, live, show, log_line):
+def _run_one(args, pair, config, budget, device, live, show, log_line):
     from ..fuzz.regress import faults_paths, regress
 
-    print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, batch {args.batch}, "
-          f"seed {args.seed}, {config.check_name} check, {device}")
-    out = regress(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, store=args.store,
+    print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, "
+          f"{args.inputs_per_step} inputs per step, seed {args.seed}, {config.check_name} check, {device}")
+    p1, p2, data = pair
+    out = regress(p1, p2, dataset=data, data_dir=args.data_dir, store=args.store,
                   cell=args.campaign if args.strategy != "both" else None, device=device, arch=args.arch,
                   trust_pickle=args.trust_pickle,
                   progress=None if args.no_progress else (show if live else log_line), config=config)

@@ -8,12 +8,16 @@ import io
 from ._common import (
     HelpFormatter,
     add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
     device_from,
     fmt,
     names,
     number,
     positive_int,
-    seed_int,
     table,
 )
 
@@ -105,12 +109,7 @@ def add_parser(sub) -> None:
     p.add_argument("--epochs", type=positive_int, default=d.epochs, help="fine-tuning epochs")
     p.add_argument("--lr", type=number, default=d.lr, help="Adam's learning rate (constant)")
     p.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="inputs per step")
-    p.add_argument(
-        "--seed",
-        type=seed_int,
-        default=d.seed,
-        help="seed of the split, the mixed-in and random inputs and the shuffling",
-    )
+    add_seed(p, "seed of the split, the mixed-in and random inputs and the shuffling", default=d.seed)
     p.add_argument(
         "--max-drop",
         type=number,
@@ -139,13 +138,8 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--eps", type=number, default=d.eps, help="FGSM/BIM radius as a share of the pixel range")
     p.add_argument("--bim-steps", type=positive_int, default=d.bim_steps, help="BIM iterations")
-    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
-    p.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="PyTorch CPU threads (default: PyTorch's; 1 is fastest on a busy machine)",
-    )
+    add_device(p)
+    add_threads(p)
     p.add_argument(
         "--out",
         metavar="FILE",
@@ -158,7 +152,7 @@ def add_parser(sub) -> None:
         default=None,
         help="the repaired model (default: beside --out as .pt); '-' writes none",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(p)
     p.set_defaults(func=_cmd_repair)
 
 
@@ -259,9 +253,8 @@ def _cmd_repair(args) -> int:
     model_path = args.save_model or (None if out is None else str(out.with_suffix(".pt")))
     model_path = None if model_path == "-" else check_writable(model_path) if model_path else None
     device = device_from(args.device)
-    threads = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    before = torch.get_num_threads()
+    threads = apply_threads(args.threads)
     try:
         result = repair(
             args.model,
@@ -277,11 +270,11 @@ def _cmd_repair(args) -> int:
             trust_pickle=args.trust_pickle,
         )
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
     print(summary(result), end="")
     wrote = [str(model_path)] if model_path else []
     if out is not None:
-        prov = {**provenance(device, argv=args.argv), "threads": args.threads or threads}
+        prov = {**provenance(device, argv=args.argv), "threads": threads}
         payload = {
             "tool": "deepfault repair",
             "provenance": prov,

@@ -9,7 +9,12 @@ from ..errors import DeepFaultError
 from ._common import (
     HelpFormatter,
     add_data_dir,
+    add_device,
     add_model_options,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
     class_list,
     device_from,
     fmt,
@@ -18,7 +23,6 @@ from ._common import (
     names,
     number,
     positive_int,
-    seed_int,
     table,
 )
 
@@ -46,18 +50,18 @@ def add_parser(sub) -> None:
     from ..localization.selection import list_approaches
 
     approaches = list_approaches()
-    run.add_argument("--approach", "--measure", dest="approach", metavar="NAME",
+    run.add_argument("--measure", dest="approach", metavar="NAME",
                      default="tarantula",
                      help="suspiciousness measure or baseline; see 'deepfault measures' "
                      f"({', '.join(approaches)})")
-    run.add_argument("-k", "--suspicious-num", dest="k", type=positive_int, default=10,
+    run.add_argument("-k", dest="k", type=positive_int, default=10,
                      help="number of suspicious neurons")
     run.add_argument("--step-size", dest="step", type=number, default=1.0,
                      help="multiplier of the gradient in synthesis")
     run.add_argument("--distance", type=number, default=0.1,
                      help="largest change of any input element (L_inf bound), in the data "
                      "set's units")
-    run.add_argument("--seed", type=seed_int, default=0, help="seed of every random choice")
+    add_seed(run, "seed of every random choice")
     run.add_argument("--star", type=number, default=3.0, help="exponent of D* (dstar), >= 1")
     run.add_argument("--repeat", type=positive_int, default=1,
                      help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
@@ -76,8 +80,8 @@ def add_parser(sub) -> None:
     run.add_argument("--k-prime", dest="k_primes", type=int_list, default=None, metavar="K1,K2",
                      help="report the share of the top k' neurons that increased "
                      "(default: 2k,5k)")
-    run.add_argument("--device", default="auto",
-                     help="'cpu', 'cuda', 'cuda:N', or 'auto' (CUDA when available)")
+    add_device(run)
+    add_threads(run)
     run.add_argument("--batch-size", type=positive_int, default=1024, help="inputs per pass")
     run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
@@ -90,6 +94,7 @@ def add_parser(sub) -> None:
     run.add_argument("--no-save-inputs", action="store_true", help="do not save the synthesized inputs")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only the evaluation table, not every class's neurons")
+    add_no_progress(run)
     add_model_options(run)
     run.set_defaults(func=_cmd_run)
 
@@ -179,14 +184,26 @@ def _cmd_run(args) -> int:
                 raise DeepFaultError(f"--class {c} is outside the {data.num_classes} classes of "
                                      f"{data.name!r} (0..{data.num_classes - 1})")
     model = prepared.to(device).module
-    with torch.random.fork_rng(devices=[]):
-        result = run_deepfault(model, data, config, output_kind=prepared.output_kind)
+    threads = apply_threads(args.threads, [model], device)
+    bar = None
+    if not args.no_progress:
+        from ..core.progress import progress_bar
+
+        bar = progress_bar(len(config.classes or range(data.num_classes)), desc="run", unit="class",
+                           leave=False)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            result = run_deepfault(model, data, config, output_kind=prepared.output_kind,
+                                   on_class=None if bar is None else lambda _: bar.update())
+    finally:
+        if bar is not None:
+            bar.close()
     text = _summary(result, prepared, device, quiet=args.quiet)
     print(text, end="")
     if out is not None:
         payload = {
             "tool": "deepfault run",
-            "provenance": provenance(device, argv=args.argv),
+            "provenance": {**provenance(device, argv=args.argv), "threads": threads},
             "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
                       "layout": list(prepared.file_input_shape or data.input_shape),
                       "layout_name": prepared.layout, "input_shape": list(data.input_shape),

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from ._common import HelpFormatter, add_data_dir, device_from, fmt, positive_int, table
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
+    device_from,
+    fmt,
+    positive_int,
+    table,
+)
 
 
 def add_parser(sub) -> None:
@@ -16,7 +28,7 @@ def add_parser(sub) -> None:
         "scenario", help="write the M1/M2 model pair of a regression scenario (DRFuzz)",
         description="Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
         f"(spec/drfuzz.md section 9): {lines}. 'all' runs every scenario. The base models are cached "
-        "in --out-dir and shared between scenarios with the same architecture, data, seed and epochs. "
+        "in --out and shared between scenarios with the same architecture, data, seed and epochs. "
         "Prints both test accuracies and the regressions (test inputs M1 gets right and M2 wrong).",
         formatter_class=HelpFormatter,
     )
@@ -27,13 +39,14 @@ def add_parser(sub) -> None:
     p.add_argument("--dataset", required=True, metavar="NAME",
                    help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
     add_data_dir(p)
-    p.add_argument("--out-dir", metavar="DIR", default="scenarios", help="where to write the models")
-    p.add_argument("--seed", type=positive_int, default=0, help="seed of weights, splits and shuffling")
+    p.add_argument("--out", metavar="DIR", default="scenarios", help="folder to write the models to")
+    add_seed(p, "seed of weights, splits and shuffling")
     p.add_argument("--epochs", type=positive_int, default=3,
                    help="epochs of M1's training (SUPPLY and ADV:BIM fine-tune as long)")
     p.add_argument("--scale01", action="store_true", help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_device(p)
+    add_threads(p)
+    add_no_progress(p)
     p.set_defaults(func=_cmd_scenario)
 
 
@@ -43,8 +56,8 @@ def _cmd_scenario(args) -> int:
     from ..fuzz.scenarios import list_scenarios, make_scenario
 
     check_int("--epochs", args.epochs)
-    check_int("--seed", args.seed, 0)
     device = device_from(args.device)
+    apply_threads(args.threads)
     kwargs = {"scale01": True} if args.scale01 else {}
     data = load_dataset(args.dataset, data_dir=args.data_dir, **kwargs)
     names = list_scenarios() if args.name == "all" else [args.name]
@@ -52,7 +65,7 @@ def _cmd_scenario(args) -> int:
           f"{len(data.y_test)} test inputs), seed {args.seed}, {args.epochs} epochs, {device}")
     rows, paths = [], []
     for name in names:
-        r = make_scenario(name, args.arch, data, seed=args.seed, epochs=args.epochs, out_dir=args.out_dir,
+        r = make_scenario(name, args.arch, data, seed=args.seed, epochs=args.epochs, out_dir=args.out,
                           device=device, progress=not args.no_progress)
         rows.append((name, r.label, fmt(r.m1_accuracy, 4), fmt(r.m2_accuracy, 4), r.regressions, r.fixes,
                      fmt(r.seconds, 1)))

@@ -5,7 +5,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._common import HelpFormatter, add_data_dir, device_from, number, positive_int, seed_int
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
+    apply_threads,
+    device_from,
+    number,
+    positive_int,
+)
 
 
 def add_parser(sub) -> None:
@@ -34,14 +45,14 @@ def add_parser(sub) -> None:
                        help="learning-rate schedule; 'constant' is exactly the prototype's recipe")
     train.add_argument("--val-fraction", type=number, default=1 / 6,
                        help="share of the training set held out for validation (default: 1/6)")
-    train.add_argument("--seed", type=seed_int, default=0,
-                       help="seed of the weights, the split and the shuffling")
+    add_seed(train, "seed of the weights, the split and the shuffling")
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    train.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
+    add_device(train)
+    add_threads(train)
     train.add_argument("--out", metavar="FILE", default=None,
                        help="model file to write (default: ARCH-DATASET.pt)")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(train)
     train.set_defaults(func=_cmd_train)
 
 
@@ -61,6 +72,7 @@ def _cmd_train(args) -> int:
                          val_fraction=args.val_fraction, seed=args.seed, schedule=args.schedule)
     config.validate()
     device = device_from(args.device)
+    apply_threads(args.threads)
     kwargs = {"scale01": True} if args.scale01 else {}
     data = load_dataset(args.dataset, data_dir=args.data_dir, **kwargs)
     print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "

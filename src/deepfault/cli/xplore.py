@@ -12,12 +12,16 @@ from ..xplore.config import PUBLISHED, XploreConfig
 from ._common import (
     HelpFormatter,
     add_data_dir,
+    add_device,
+    add_no_progress,
+    add_seed,
+    add_threads,
     device_from,
     fmt,
     names,
     number,
     positive_int,
-    seed_int,
+    resolve_threads,
     table,
 )
 
@@ -103,12 +107,12 @@ def _config(args) -> XploreConfig:
         values["clip"] = args.clip
     return XploreConfig(
         seeds=args.seeds, seed=args.seed, seed_indices=args.seed_indices, occlusion=args.occlusion,
-        blackout_size=args.blackout_size, batch_size=args.batch_size, **values,
+        blackout_size=args.blackout_size, batch_size=args.inputs_per_step, **values,
     )
 
 
 def _per_model(text: str) -> tuple[str | None, ...]:
-    """A comma-separated list aligned with --models; '-' or an empty entry skips a model."""
+    """A comma-separated list aligned with --model; '-' or an empty entry skips a model."""
     return tuple(p.strip() if p.strip() not in ("", "-") else None for p in text.split(","))
 
 
@@ -127,9 +131,10 @@ def add_parser(sub) -> None:
         "writes a JSON result, the inputs (.npz) and an image grid (.png).",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("--models", required=True, type=names, metavar="M1,M2,...",
-                   help="two or more models: files in any format 'deepfault run' takes, or zoo names "
-                   "(NAME resolves to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it)")
+    p.add_argument("--model", dest="models", required=True, type=names, action="extend", metavar="FILE",
+                   help="a model, repeatable (--model a.h5 --model b.h5), each value also a comma list; two "
+                   "or more in all: files in any format 'deepfault run' takes, or zoo names (NAME resolves "
+                   "to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it)")
     p.add_argument("--dataset", metavar="NAME", default=None,
                    help="data set of the seeds (default: the one the first model file names)")
     add_data_dir(p)
@@ -138,15 +143,16 @@ def add_parser(sub) -> None:
                    help="zoo architecture per model, for plain state_dicts and Keras save_weights .h5 "
                    "files ('-' skips a model; one name applies to all)")
     p.add_argument("--weights", type=_per_model, default=None, metavar="W1,W2,...",
-                   help="Keras weights per model: with --arch (or a zoo name in --models) a save_weights "
+                   help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights "
                    ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow loading pickled whole nn.Modules (only for files you trust)")
-    p.add_argument("--seeds", type=positive_int, default=2000, metavar="N", help="seed inputs drawn")
+    p.add_argument("--num-seeds", dest="seeds", type=positive_int, default=2000, metavar="N",
+                   help="seed inputs drawn")
     p.add_argument("--seed-indices", type=_seed_indices, default=None, metavar="FILE|I,J,...",
                    help="explicit seeds: test-set indices as a comma list or a file of integers (text or "
-                   ".npy), in place of --seeds drawn ones")
-    p.add_argument("--seed", type=seed_int, default=0, help="seed of every random draw")
+                   ".npy), in place of --num-seeds drawn ones")
+    add_seed(p, "seed of every random draw")
     p.add_argument("--replace", action="store_true",
                    help="draw seeds with replacement (as DeepXplore's code did); default without")
     p.add_argument("--compat", "--paper", dest="compat", action="store_true",
@@ -157,22 +163,22 @@ def add_parser(sub) -> None:
                    "(default: 1)")
     p.add_argument("--lambda2", type=number, default=_UNSET, help="weight of the neuron-coverage term "
                    "(default: 0.1)")
-    p.add_argument("--step", type=number, default=_UNSET,
+    p.add_argument("--step-size", dest="step", type=number, default=_UNSET,
                    help=f"step size s, in the data set's units (default: {_DEFAULT.step:g}; the paper's 10 "
                    "turns most MNIST seeds into flat squares)")
     p.add_argument("--iterations", type=positive_int, default=_UNSET,
                    help=f"largest number of steps per seed (default: {_DEFAULT.iterations})")
     p.add_argument("--threshold", type=number, default=_UNSET,
                    help="neuron-coverage threshold t on layer-minmax values (default: 0)")
-    p.add_argument("--transform", choices=list_constraints(), default=_UNSET,
+    p.add_argument("--constraint", dest="transform", choices=list_constraints(), default=_UNSET,
                    help=f"domain constraint on the gradient (default: {_DEFAULT.transform})")
     p.add_argument("--clip", action=argparse.BooleanOptionalAction, default=None,
                    help="clip every step to the data's bounds (default: clip; --compat: --no-clip, as the "
                    "published code, whose inputs then leave the valid range)")
     p.add_argument("--occlusion", type=_occlusion, default=(0, 0, 10, 10), metavar="X,Y,H,W",
-                   help="rectangle of --transform occl: first column, first row, height, width")
+                   help="rectangle of --constraint occl: first column, first row, height, width")
     p.add_argument("--blackout-size", type=positive_int, default=6, metavar="M",
-                   help="side of the patches of --transform blackout")
+                   help="side of the patches of --constraint blackout")
     p.add_argument("--target", type=_target, default=_UNSET, metavar="J|random",
                    help="index of the model pushed away from the common class (default: random per seed; "
                    "--compat: 0)")
@@ -186,20 +192,18 @@ def add_parser(sub) -> None:
                    help="neuron layers of coverage and objective: DeepXplore's (every layer but input and "
                    "flatten, activated, poolings, logits and softmax; the default) or every Linear/Conv "
                    "but the logits layer")
-    p.add_argument("--batch-size", type=positive_int, default=None, metavar="B",
+    p.add_argument("--inputs-per-step", dest="inputs_per_step", type=positive_int, default=None, metavar="B",
                    help="seeds advanced together, group after group (default: all)")
-    p.add_argument("--chunk-size", type=positive_int, default=None, metavar="C",
+    p.add_argument("--batch-size", dest="chunk_size", type=positive_int, default=None, metavar="C",
                    help="inputs per forward/backward pass, a speed knob only (default: 256 on the CPU, "
                    "all on a GPU)")
-    p.add_argument("--device", default="auto", help="'cpu', 'cuda', 'cuda:N' or 'auto'")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="PyTorch CPU threads (default: 1 for small models on the CPU, measured faster, "
-                   "else PyTorch's)")
+    add_device(p)
+    add_threads(p)
     p.add_argument("--out", metavar="FILE", default="xplore-result.json",
                    help="JSON result; the inputs go to the same name with .npz and the image grid with "
                    ".png; '-' writes none")
     p.add_argument("--grid", type=positive_int, default=8, metavar="N", help="inputs in the image grid")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(p)
     p.set_defaults(func=_cmd_xplore)
 
 
@@ -216,7 +220,7 @@ def _aligned(values, count: int, option: str) -> list:
 
 def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, models_dir: str | Path,
                       dataset: str | None, trust_pickle: bool, input_shape=None):
-    """One model of ``--models`` opened (not prepared): a file, a zoo name, or a Keras weights
+    """One model of ``--model`` opened (not prepared): a file, a zoo name, or a Keras weights
     file into a zoo architecture.
     """
     from ..models import list_architectures, open_model
@@ -252,7 +256,7 @@ def load_xplore_inputs(args):
     entries = list(args.models)
     if len(entries) < 2:
         raise DeepFaultError(f"DeepXplore compares two or more models; got {len(entries)}: "
-                             "give at least two with --models A,B")
+                             "give at least two: --model A --model B (or --model A,B)")
     archs = _aligned(args.arch, len(entries), "--arch")
     weights = _aligned(args.weights, len(entries), "--weights")
     dataset = args.dataset
@@ -329,13 +333,11 @@ def _summary(result, labels, data, device) -> str:
 
 
 def _cmd_xplore(args) -> int:
-    import torch
 
     from .._io import check_writable, write_json
     from ..checks import check_finite_outputs
     from ..provenance import provenance
     from ..xplore import save_inputs, xplore
-    from ..xplore.search import auto_threads
 
     out = None if args.out == "-" else check_writable(args.out)
     config = _config(args).validate(len(args.models))
@@ -345,7 +347,7 @@ def _cmd_xplore(args) -> int:
     for p in prepared:
         p.to(device)
     check_finite_outputs([p.module for p in prepared], data.x_test, names=labels)  # NaN weights, 10 vs 5
-    threads = args.threads or auto_threads([p.module for p in prepared], device) or torch.get_num_threads()
+    threads = resolve_threads(args.threads, [p.module for p in prepared], device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,

@@ -63,6 +63,7 @@ def iterate_batches(
     transform: str = "raw",
     batch_size: int = 1024,
     check: bool = True,
+    progress: bool | str = False,
 ) -> Iterator[Batch]:
     """Run ``inputs`` through ``model`` in batches, capturing neuron values.
 
@@ -76,6 +77,8 @@ def iterate_batches(
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass.
         check: Check that outputs are ``(B, classes)`` and neuron values finite.
+        progress: Show a progress bar over the inputs (:func:`~.progress.progress_bar`); a
+            string names what is counted.
 
     Yields:
         One :class:`Batch` per slice, in order. Hooks are removed when the generator is
@@ -93,7 +96,13 @@ def iterate_batches(
             )
     device = model_device(model)
     hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
-    with eval_mode(model), hooks as rec, torch.inference_mode():
+    bar = contextlib.nullcontext()
+    if progress:
+        from .progress import progress_bar
+
+        bar = progress_bar(len(x), desc=progress if isinstance(progress, str) else "", unit="input",
+                           leave=False)
+    with eval_mode(model), hooks as rec, torch.inference_mode(), bar as shown:
         for start in range(0, len(x), batch_size):
             xb = x[start : start + batch_size].to(device)
             out = forward(model, xb)
@@ -108,6 +117,8 @@ def iterate_batches(
                 if check:
                     check_finite(values, layout, start)
             yb = None if y is None else y[start : start + batch_size]
+            if shown is not None:
+                shown.update(len(xb))
             yield Batch(start, start + len(xb), xb, out, values, layout, yb)
 
 

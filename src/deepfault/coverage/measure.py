@@ -214,6 +214,7 @@ def measure_coverage(
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
     batch_size: int = 1024,
+    progress: bool = False,
     growth: bool = True,
 ) -> CoverageReport:
     """Coverage of ``inputs`` under each criterion, from one pass through the model.
@@ -233,6 +234,7 @@ def measure_coverage(
         layers: Neuron layers (``"deepxplore"``, module names, or ``None``: the default layers).
         transform: ``"raw"`` (default) or ``"layer-minmax"``.
         batch_size: Inputs per forward pass; results do not depend on it.
+        progress: Show a progress bar over the inputs.
         growth: Record coverage after ``1, 2, 5, 10, ...`` inputs.
 
     Returns:
@@ -262,7 +264,8 @@ def measure_coverage(
     crits: list[Criterion] = []
     layout = None
     t0 = time.perf_counter()
-    for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size):
+    for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
+                                 progress=progress and "coverage"):
         if layout is None:
             layout = batch.layout
             if profile is not None:

@@ -331,6 +331,7 @@ def compute_profile(
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
     batch_size: int = 1024,
+    progress: bool = False,
 ) -> Profile:
     """The profile of ``model``'s neurons on ``inputs`` (normally its training split), in one
     streaming pass.
@@ -342,6 +343,7 @@ def compute_profile(
             ``"deepxplore"``, module names, or ``None`` for the default layers).
         transform: ``"raw"`` or ``"layer-minmax"``.
         batch_size: Inputs per forward pass; the result does not depend on it.
+        progress: Show a progress bar over the inputs.
 
     Returns:
         A :class:`Profile`; memory used does not grow with ``N`` beyond the inputs themselves.
@@ -356,7 +358,8 @@ def compute_profile(
                              "a training split? use --split test or another file)")
     acc = ProfileAccumulator()
     layout = None
-    for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size):
+    for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
+                                 progress=progress and "profile"):
         layout = batch.layout
         acc.update(batch.values)
     stats = acc.compute()

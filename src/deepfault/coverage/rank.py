@@ -204,6 +204,7 @@ def rank_inputs(
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
     batch_size: int = 1024,
+    progress: bool = False,
 ) -> RankReport:
     """Order ``inputs`` by additional coverage under each criterion and score each order by
     APFD of the inputs the model misclassifies.
@@ -222,6 +223,7 @@ def rank_inputs(
         layers: Neuron layers (``"deepxplore"``, module names, or ``None``: the default layers).
         transform: ``"raw"`` (default) or ``"layer-minmax"``.
         batch_size: Inputs per forward pass; the orders do not depend on it.
+        progress: Show a progress bar over the inputs.
 
     Returns:
         A :class:`RankReport`. Holds the ``(N, M)`` neuron values in memory while ranking.
@@ -243,7 +245,8 @@ def rank_inputs(
     t0 = time.perf_counter()
     values, wrong, layout = [], [], None
     for batch in iterate_batches(model, inputs, labels=labels, layers=layers, transform=transform,
-                                 batch_size=batch_size):
+                                 batch_size=batch_size,
+                                 progress=progress and "rank"):
         layout = batch.layout
         if layout is not None and not values:  # the first batch tells the number of classes
             check_labels("labels", labels, int(batch.outputs.shape[1]), count=len(inputs))

@@ -73,7 +73,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Selected inputs per step by default (``--batch``): 640 mutants per forward pass.
+#: Selected inputs per step by default (``--inputs-per-step``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
 #: Mutants per selected input, as published (20; the strategies' default).
 MUTANTS_PER_INPUT = 20

@@ -39,7 +39,7 @@ class Measure:
     """A registered suspiciousness measure.
 
     Attributes:
-        name: Registry name (``--approach`` on the command line).
+        name: Registry name (``--measure`` on the command line).
         fn: ``fn(a_s, a_f, n_s, n_f, **params) -> scores``.
         formula: The score in the literature's notation.
         reference: Where the measure comes from.
@@ -57,7 +57,7 @@ class Measure:
         return np.asarray(self.fn(*counts, **params), dtype=np.float64)
 
 
-#: Every suspiciousness measure, by name (``--approach``).
+#: Every suspiciousness measure, by name (``--measure``).
 MEASURES: Registry[Measure] = Registry("measure")
 
 #: Called with each newly registered measure (the approach registry listens).
@@ -76,7 +76,7 @@ def register_measure(name: str, fn: Callable[..., np.ndarray] | None = None, *, 
         def other(a_s, a_f, n_s, n_f): ...
 
     Args:
-        name: Registry name (``--approach`` on the command line).
+        name: Registry name (``--measure`` on the command line).
         fn: The scoring function of the four ``(M,)`` count arrays.
         formula: The score in the literature's notation, for listings.
         reference: Where the measure comes from.

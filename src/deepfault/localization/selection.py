@@ -116,7 +116,7 @@ class Approach:
     """A way to choose ``k`` neurons from a spectrum: a measure's ranking or a baseline.
 
     Attributes:
-        name: Registry name (``--approach``).
+        name: Registry name (``--measure``).
         choose: ``choose(spectrum, k, *, star, seed) -> Selection``.
         baseline: True for the random draws (no ranking, so no ``k'`` figures).
         description: One line for listings.

@@ -36,7 +36,7 @@ __all__ = [
     "list_constraints",
 ]
 
-#: Every domain constraint, by name (``--transform NAME``).
+#: Every domain constraint, by name (``xplore --constraint NAME``).
 CONSTRAINTS: Registry[type[Constraint]] = Registry("domain constraint")
 
 
@@ -74,7 +74,7 @@ def _image_size(name: str, input_shape: Sequence[int]) -> tuple[int, int]:
     if len(input_shape) < 2:
         raise DeepFaultError(
             f"the {name!r} constraint needs image inputs (..., H, W); the inputs have per-input "
-            f"shape {tuple(input_shape)}; use --transform light or none"
+            f"shape {tuple(input_shape)}; use --constraint light or none"
         )
     return int(input_shape[-2]), int(input_shape[-1])
 

@@ -148,9 +148,9 @@ def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> 
     """A one-line warning when most found inputs saturate (``None`` otherwise)."""
     if realism.saturated is None or realism.saturated <= 0.5:
         return None
-    fixes = ["a smaller --step" + ("" if config is None else f" (now {config.step:g})")]
+    fixes = ["a smaller --step-size" + ("" if config is None else f" (now {config.step:g})")]
     if config is None or config.transform == "light":
-        fixes.append("--transform none instead of light")
+        fixes.append("--constraint none instead of light")
     fixes.append("fewer --iterations")
     text = (f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate (pixels "
             f"pushed to a bound or shifted together: less than half the seed's contrast left): they are "

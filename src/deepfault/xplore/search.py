@@ -123,7 +123,7 @@ def select_seeds(pool_size: int, num: int, *, seed: int = 0, replace: bool = Fal
     num = check_int("seeds", num, 1)
     if num > pool_size and not replace:
         raise DeepFaultError(
-            f"--seeds {num} is more than the {pool_size} inputs to draw from; draw fewer or "
+            f"--num-seeds {num} is more than the {pool_size} inputs to draw from; draw fewer or "
             "with replacement (--replace)"
         )
     return _rng(seed, 0).choice(pool_size, size=num, replace=replace).astype(np.int64)
@@ -191,7 +191,7 @@ def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Seque
     """
     if len(models) < 2:
         raise DeepFaultError(
-            f"DeepXplore compares two or more models; got {len(models)}: give at least two with --models"
+            f"DeepXplore compares two or more models; got {len(models)}: give at least two with --model"
         )
     if len(names) != len(models):
         raise DeepFaultError(f"names must give one name per model ({len(models)}); got {len(names)}")
