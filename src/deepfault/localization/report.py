@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment.report import ReportPaths, data_uri, value_text
+from ..experiment.report import ReportPaths, data_uri, page_environment, page_rows
 from .analysis import DeepFaultAnalysis as _Data
 from .analysis import load_analysis
 from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_name
@@ -392,20 +392,16 @@ def _write_csv(path: Path, table: _Table) -> None:
 
 # --- the page ----------------------------------------------------------------------------
 def _render_html(d: _Data, tables: list, figures: list) -> str:
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("deepfault.localization", "templates"),
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-    )
     exp = d.experiment
     config = dict(d.config)
     accuracy = config.pop("model_accuracy", None)
-    return env.get_template("report.html.j2").render(
-        name=exp["name"], config_hash=exp["config_hash"], created=exp["created"],
-        num_cells=d.num_cells,
-        config=[(k, value_text(v)) for k, v in sorted(config.items())],
-        provenance=[(k, value_text(v)) for k, v in sorted(exp["provenance"].items())],
+    nav = [(t.name, t.title) for t in tables] + [(f"figure-{i}", f["title"]) for i, f in enumerate(figures, 1)]
+    if isinstance(accuracy, dict):
+        nav.insert(0, ("model_accuracy", "Model accuracy on the test set"))
+    return page_environment("deepfault.localization").get_template("report.html.j2").render(
+        title=f"{exp['name']}: DeepFault report",
+        meta=f"Experiment {exp['config_hash']}, created {exp['created']}, {d.num_cells} cells.",
+        nav=nav, config=page_rows(config), provenance=page_rows(exp["provenance"]),
         accuracy=sorted(accuracy.items()) if isinstance(accuracy, dict) else [],
         tables=tables, figures=figures,
     )
@@ -477,7 +473,3 @@ def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = Non
     html = out / "report.html"
     html.write_text(_render_html(d, tables, figures), encoding="utf-8")
     return ReportPaths(out, exp["config_hash"], html, tables_md, md_paths, csv_paths, fig_paths)
-
-
-#: Report writers of the other methods: ``method -> module`` with
-#: ``render_report(store, experiment_hash, out_dir) -> dict(title, markdown, html, files)``.
