@@ -395,7 +395,8 @@ def _render_html(d: _Data, tables: list, figures: list) -> str:
     exp = d.experiment
     config = dict(d.config)
     accuracy = config.pop("model_accuracy", None)
-    nav = [(t.name, t.title) for t in tables] + [(f"figure-{i}", f["title"]) for i, f in enumerate(figures, 1)]
+    nav = [(t.name, t.title) for t in tables]
+    nav += [(f"figure-{i}", f["title"]) for i, f in enumerate(figures, 1)]
     if isinstance(accuracy, dict):
         nav.insert(0, ("model_accuracy", "Model accuracy on the test set"))
     return page_environment("deepfault.localization").get_template("report.html.j2").render(
