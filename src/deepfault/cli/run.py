@@ -10,6 +10,7 @@ from ._common import (
     HelpFormatter,
     add_data_dir,
     add_model_options,
+    add_report_option,
     class_list,
     device_from,
     fmt,
@@ -20,6 +21,7 @@ from ._common import (
     positive_int,
     seed_int,
     table,
+    write_run_report,
 )
 
 
@@ -91,6 +93,7 @@ def add_parser(sub) -> None:
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only the evaluation table, not every class's neurons")
     add_model_options(run)
+    add_report_option(run)
     run.set_defaults(func=_cmd_run)
 
 
@@ -210,6 +213,30 @@ def _cmd_run(args) -> int:
     if args.log:
         with open(args.log, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
+    if args.report_dir is not None:
+        _report(args, config, result, prepared, model, device)
     return 0
+
+
+def _report(args, config, result, prepared, model, device) -> None:
+    """``--report DIR``: the run beside the same run from random neurons (its baseline)."""
+    from dataclasses import replace
+
+    import torch
+
+    from ..localization.protocol import run_deepfault
+    from ..localization.report import run_page
+    from ..localization.selection import get_approach
+    from ..provenance import provenance
+
+    baseline = None
+    if not get_approach(config.approach).baseline:
+        print("--report: the same run from random neurons, for the baseline")
+        with torch.random.fork_rng(devices=[]):
+            baseline = run_deepfault(model, prepared.data, replace(config, approach="random", k_primes=None),
+                                     output_kind=prepared.output_kind)
+    write_run_report(args, lambda folder: run_page(result, prepared.data, folder, model_name=prepared.name,
+                                                   baseline=baseline,
+                                                   provenance=provenance(device, argv=args.argv)))
 
 
