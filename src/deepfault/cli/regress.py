@@ -5,7 +5,18 @@ from __future__ import annotations
 import sys
 import time
 
-from ._common import HelpFormatter, add_data_dir, device_from, fmt, names, number, positive_int, table
+from ._common import (
+    HelpFormatter,
+    add_data_dir,
+    add_report_option,
+    device_from,
+    fmt,
+    names,
+    number,
+    positive_int,
+    table,
+    write_run_report,
+)
 
 
 def add_parser(sub) -> None:
@@ -82,6 +93,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow pickled whole modules (unpickling can run code: only for files you trust)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    add_report_option(p)
     p.set_defaults(func=_cmd_regress)
 
 
@@ -152,6 +164,10 @@ def _cmd_regress(args) -> int:
                 for name, row in cmp["rows"].items()]
         print(table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
                      "#URF passing the filter", "iterations"), rows))
+    if args.report_dir is not None:
+        from ..fuzz.report import campaign_page
+
+        write_run_report(args, lambda folder: campaign_page(outcomes, folder))
     return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
 
 
