@@ -368,8 +368,8 @@ def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds)
     return difference_grid(
         np.asarray(ex["seeds"])[rows], np.asarray(ex["faults"])[rows], path, bounds=bounds, columns=2,
         labels=("seed", "fault"),
-        before_titles=[f"seed #{int(i)}: {m1} {label(c)}" for i, c in seeds],
-        after_titles=[f"{m2} {label(c)}" + (f" ({r})" if r else "") for c, r in faults],
+        before_titles=[f"seed #{int(i)}\n{m1}: {label(c)}" for i, c in seeds],
+        after_titles=[f"{m2}: {label(c)}\n{r or 'rule unknown'}" for c, r in faults],
         highlight=[True] * n)
 
 

@@ -590,9 +590,10 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
     png = difference_grid(
         arrays["originals"][rows], arrays["synthesized"][rows], folder / "synthesized.png",
         bounds=data.bounds, columns=2, labels=("original", "synthesized"), highlight=changed[rows],
-        before_titles=[f"#{int(arrays['test_index'][i])}: {data.class_names[int(arrays['labels'][i])]}"
-                       for i in rows],
-        after_titles=[f"predicted {data.class_names[int(arrays['pred_synthesized'][i])]}" for i in rows])
+        before_titles=[f"test #{int(arrays['test_index'][i])}\n"
+                       f"label {data.class_names[int(arrays['labels'][i])]}" for i in rows],
+        after_titles=[f"synthesized\npredicted {data.class_names[int(arrays['pred_synthesized'][i])]}"
+                      for i in rows])
     nav = [("baseline", "Against the random baseline")]
     if png is not None:
         nav.append(("inputs", "Synthesized inputs"))
