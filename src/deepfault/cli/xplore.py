@@ -12,6 +12,7 @@ from ..xplore.config import PUBLISHED, XploreConfig
 from ._common import (
     HelpFormatter,
     add_data_dir,
+    add_report_option,
     device_from,
     fmt,
     names,
@@ -19,6 +20,7 @@ from ._common import (
     positive_int,
     seed_int,
     table,
+    write_run_report,
 )
 
 
@@ -200,6 +202,7 @@ def add_parser(sub) -> None:
                    ".png; '-' writes none")
     p.add_argument("--grid", type=positive_int, default=8, metavar="N", help="inputs in the image grid")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_report_option(p)
     p.set_defaults(func=_cmd_xplore)
 
 
@@ -351,6 +354,11 @@ def _cmd_xplore(args) -> int:
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
                         progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads)
     print(_summary(result, labels, data, device), end="")
+    if args.report_dir is not None:
+        from ..xplore.report import run_page
+
+        where = {**provenance(device, argv=args.argv), "threads": threads}
+        write_run_report(args, lambda folder: run_page(result, labels, data, folder, provenance=where))
     if out is None:
         return 0
     npz, png = out.with_suffix(".npz"), out.with_suffix(".png")
