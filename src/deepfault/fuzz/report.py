@@ -322,9 +322,11 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
                            for k in ("selected", "rf"))]
                   for rule in every_rule]
     usage_head = ["rule", *(f"{s} {k}" for s in usage for k in ("selected", "RF"))]
+    choosers = {"DRFuzz": "MCMC for DRFuzz", "DeepHunter": "uniform for DeepHunter"}
+    how = ", ".join(choosers.get(s, s) for s in usage)
     add("rules", "Regression faults by mutation rule",
-        "Each rule's share of the selections (MCMC for DRFuzz, uniform for DeepHunter) and of the regression "
-        "faults it made, summed over campaigns; the counts below.",
+        f"Each rule's share of the selections ({how}) and of the regression faults it made, summed over "
+        "campaigns; the counts below.",
         image_tag(path, path.name), html_table(usage_head, usage_rows),
         md_parts=(f"![rule usage]({path.name})", "", _md_table(usage_head, usage_rows)))
 
