@@ -90,11 +90,24 @@ def test_pages_say_what_the_issue_asked(pages):
     assert "README" not in regress
 
 
-def test_report_folder_is_checked_before_any_work(tmp_path, capsys):
+def test_report_folder_is_checked_before_any_work(tmp_path, capsys, monkeypatch):
     (tmp_path / "file").write_text("x")
     code = main(["run", "--class", "0", "--out", "-", "--report", str(tmp_path / "file")])
     assert code == 2
     assert "--report must be a folder" in capsys.readouterr().err
+    # a folder with other files would be replaced whole: refused, and left as it was
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "keep.json").write_text("{}")
+    code = main(["run", "--class", "0", "--out", "-", "--report", str(tmp_path / "results")])
+    assert code == 2
+    assert "--report must be a new folder or a previous report's" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["keep.json"]
+    # nor the folder it runs in, or one above it, or '/', even when it holds a report.html
+    monkeypatch.chdir(tmp_path / "results")
+    (tmp_path / "results" / "report.html").write_text("old")
+    for folder in (".", "..", "/"):
+        assert main(["run", "--class", "0", "--out", "-", "--report", folder]) == 2
+        assert "--report must be a folder of its own" in capsys.readouterr().err
 
 
 def _rendered_width(page: Path, tmp_path: Path) -> int:

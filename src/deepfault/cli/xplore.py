@@ -81,6 +81,10 @@ def _seed_indices(text: str) -> tuple[int, ...]:
     for part in parts:
         if not part.isdigit():
             raise argparse.ArgumentTypeError(f"seed indices must be integers >= 0; {where} holds {part!r}")
+        if int(part) >= 2**62:  # no data set is that large; numpy cannot even index with it
+            shown = part[:20] + ("..." if len(part) > 20 else "")
+            raise argparse.ArgumentTypeError(
+                f"seed indices must be test-split indices; {where} holds {shown}, beyond any data set")
         out.append(int(part))
     if not out:
         raise argparse.ArgumentTypeError(f"no seed index in {where}")

@@ -96,9 +96,10 @@ def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[
         ax.set_yticks([])
     for ax in list(axes.flat)[3 * n:]:
         ax.axis("off")
-    fig.colorbar(grey, ax=axes[:, :].ravel().tolist(), location="right", shrink=0.6, pad=0.01,
+    shrink = 0.6 if rows <= 4 else max(0.12, 2.4 / rows)  # a bar about two rows high, not the figure's
+    fig.colorbar(grey, ax=axes[:, :].ravel().tolist(), location="right", shrink=shrink, pad=0.01,
                  label=f"{labels[0]} / {labels[1]} value")
-    fig.colorbar(diff_image, ax=axes[:, :].ravel().tolist(), location="right", shrink=0.6, pad=0.01,
+    fig.colorbar(diff_image, ax=axes[:, :].ravel().tolist(), location="right", shrink=shrink, pad=0.01,
                  label=f"{labels[1]} - {labels[0]}")
     if title:
         fig.suptitle(tex_safe(title), fontsize=9)

@@ -68,17 +68,27 @@ def tex_safe(text: str) -> str:
 
 def new_figure(width: float, height: float, layout: str | None = None):
     """A matplotlib figure in the report's style, drawn off-screen (no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError("figures need matplotlib: pip install 'deepfault[report]'") from err
 
     fig = Figure(figsize=(width, height), dpi=100, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 
 
-def save_figure(fig, path: Path) -> None:
-    """Save ``fig`` as a PNG with no timestamp, so reruns write identical files."""
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+def save_figure(fig, path: Path) -> Path:
+    """Save ``fig`` as a PNG with no timestamp, so reruns write identical files, atomically
+    (a reader never sees half a file). Every report figure goes through here: one style.
+    """
+    from .._io import atomic_path
+
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return path
 
 
 def write_section(render: Callable, store_path: Path, experiment: dict, out: Path) -> ReportPaths:
@@ -208,6 +218,13 @@ def _atomic_folder(out: Path):
 
     if out.exists() and not out.is_dir():
         raise DeepFaultError(f"report folder {str(out)!r} is an existing file; give a folder name")
+    if out.is_dir() and any(out.iterdir()) and not (out / "report.html").is_file():
+        raise DeepFaultError(f"report folder {str(out)!r} holds other files, which writing the report whole "
+                             "would replace; give a new folder (or a previous report's)")
+    resolved = out.resolve()
+    if resolved == resolved.parent or Path.cwd().resolve().is_relative_to(resolved):
+        raise DeepFaultError(f"report folder {str(out)!r} is '/', '.' or a folder above the current one, "
+                             "which writing the report whole would replace; give a new folder")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
