@@ -601,8 +601,8 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
             "inputs", "Synthesized inputs",
             f"{int(changed.sum())} of {len(changed)} synthesized inputs change the model's prediction; "
             "they come first (one class after another), red titles. Each triple: the original, the "
-            "synthesized input (grey scale: the data's range, left colour bar) and their difference "
-            "(blue: darker, red: brighter; right colour bar, one scale for every row).",
+            "synthesized input (grey scale: the data's range, the grey colour bar) and their difference "
+            "(blue: darker, red: brighter; the blue-to-red colour bar, one scale for every row).",
             image_tag(png, "synthesized.png")))
     dist_rows = []
     for cr in result.classes:
@@ -619,7 +619,8 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
         f"Per class: the mean L1, L2 and L_inf distance of the synthesized inputs to their originals, "
         f"the share of the {cfg.k} selected neurons whose value increased, and the selected neurons "
         "(most suspicious first; the JSON result has their scores).",
-        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased", "neurons"], dist_rows)))
+        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased", "neurons"], dist_rows,
+                   classes=[[""] * 6 + ["key"] for _ in dist_rows])))
     return {"title": f"DeepFault: {long_name(cfg.approach)} on {model_name}",
             "meta": f"{data.name}, {len(_pooled_run(result, 'correct')['all'])} synthesized inputs, "
                     f"k = {cfg.k}, step {cfg.step:g}, distance {cfg.distance:g}, "
