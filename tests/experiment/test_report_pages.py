@@ -143,3 +143,13 @@ def test_the_width_probe_sees_an_overflowing_page(tmp_path):
     page = tmp_path / "wide.html"
     page.write_text(render_page("wide", "<img alt='' style='width:3000px;max-width:none'>"), encoding="utf-8")
     assert _rendered_width(page, tmp_path) > 1280
+
+
+def test_changed_first_puts_changed_rows_first_in_order_or_by_key():
+    from deepfault.experiment.figures import changed_first
+
+    changed = [False, True, False, True, True]
+    assert changed_first(changed, limit=10).tolist() == [1, 3, 4, 0, 2]
+    assert changed_first(changed, limit=2).tolist() == [1, 3]
+    assert changed_first(changed, limit=10, key=[0, 1, 5, 3, 2]).tolist() == [3, 4, 1, 2, 0]
+    assert changed_first([], limit=3).tolist() == []
