@@ -24,7 +24,8 @@ from .errors import DeepFaultError
 __all__ = [
     "MAX_CLASSES", "MAX_EPOCHS", "MAX_ITERATIONS", "MAX_SECTIONS", "MAX_THREADS", "MAX_WORKERS", "MAX_SEED",
     "error", "check_count", "check_number", "check_seed", "check_device", "available_devices",
-    "check_outputs", "check_output_dir", "check_name", "check_labels", "check_finite_outputs",
+    "check_outputs", "check_output_dir", "check_report_dir", "check_name", "check_labels",
+    "check_finite_outputs",
 ]
 
 #: Upper bounds: generous for any real use, finite for typos (each message names its bound).
@@ -221,11 +222,33 @@ def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
     _check_names(param, path)
     if path.exists() and not path.is_dir():
         raise error(param, "a folder", text, "it is an existing file; give a folder name")
+    resolved = path.resolve()
+    if resolved == resolved.parent:  # even where it is writable (as root), results never go there
+        raise error(param, "a folder of its own", text,
+                    "writing results into the file system's root is refused; give a folder such as out/")
     if path.is_dir():
         if not os.access(path, os.W_OK | os.X_OK):
             raise error(param, "a writable folder", text, "choose another folder")
         return path
     _check_place(param, path / "x", what="folder")
+    return path
+
+
+def check_report_dir(param: str, raw: str | os.PathLike) -> Path:
+    """A report folder: new, or a previous report's (one with a ``report.html``), which is then
+    replaced whole; never a folder that holds anything else (``.``, ``results/``), whose files
+    the replacement would delete.
+    """
+    path = check_output_dir(param, raw)
+    resolved = path.resolve()
+    if resolved == resolved.parent or Path.cwd().resolve().is_relative_to(resolved):
+        raise error(param, "a folder of its own", os.fspath(raw),
+                    "the report replaces its folder whole, which cannot be '/', '.' or a folder above this "
+                    "one; give a new folder such as report/")
+    if path.is_dir() and any(path.iterdir()) and not (path / "report.html").is_file():
+        raise error(param, "a new folder or a previous report's", os.fspath(raw),
+                    "it holds other files, which writing the report whole would replace; give a new folder "
+                    "such as report/")
     return path
 
 

@@ -81,8 +81,13 @@ def test_regress_deephunter_and_the_report(files, capsys, tmp_path):
     out = tmp_path / "report"
     assert main(["report", str(files / "dh.sqlite"), "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
-    assert "DRFuzz against DeepHunter" in md
+    assert "DRFuzz against DeepHunter" not in md  # only DeepHunter ran: nothing to compare
     assert "DeepHunter" in md
+    assert "README" not in md  # the published numbers belong to the reproduction preset's report
+    page = (out / "report.html").read_text()
+    assert page.count("<h1>") == 1
+    assert "regression faults of m2.pt against m1.pt" in page  # the user's names for M1 and M2
+    assert not [p.name for p in out.iterdir() if "--" in p.name]
     assert (out / "timeline.png").is_file()
     assert (out / "rule_usage.png").is_file()
     assert (out / "campaigns.csv").read_text().count("\n") == 2

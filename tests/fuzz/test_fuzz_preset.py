@@ -70,7 +70,11 @@ def test_the_preset_fuzzes_the_users_keras_pair_from_the_command_line(user_pairs
     assert main(argv) == 0
     assert "0 run now, 2 already in the store" in capsys.readouterr().out
     assert main(["report", str(store), "--out", str(tmp_path / "report")]) == 0
-    assert (tmp_path / "report" / "report.html").is_file()
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    # the reproduction preset's report: both strategies ran, and the README's numbers are beside ours
+    assert "DRFuzz against DeepHunter" in page
+    assert "Beside the published numbers" in page
+    assert not [f.name for f in (tmp_path / "report").iterdir() if "--" in f.name]
 
 
 def test_user_pairs_are_prepared_in_the_data_layout(user_pairs, tmp_path):

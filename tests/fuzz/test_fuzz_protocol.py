@@ -43,7 +43,7 @@ def _digest(r) -> tuple:
     h = hashlib.sha256()
     fa = r.faults.to_arrays()
     for k in sorted(fa):
-        if k != "elapsed":
+        if k not in ("elapsed", "rule"):  # "rule" (which rule made each fault) came later
             h.update(k.encode())
             h.update(np.ascontiguousarray(fa[k]).tobytes())
     h.update(np.ascontiguousarray(r.rf_inputs).tobytes())

@@ -104,6 +104,23 @@ def test_folder_option_set_to_an_existing_file(pair, tmp_path, command):
     )
 
 
+@pytest.mark.parametrize("command", ["scenario --out", "coverage measure --plot"])
+def test_folder_option_set_to_the_file_system_root_is_refused(pair, tmp_path, command):
+    """Even as root, where '/' is writable: results never go into the root (a probe once left
+    models and pages there)."""
+    before = set(os.listdir("/"))
+    assert_refused(_sub(_commands(pair)[command], "/"), tmp_path, command.split()[-1], "root")
+    assert set(os.listdir("/")) == before
+
+
+def test_models_dir_at_the_file_system_root_is_refused(tmp_path):
+    from deepfault.errors import DeepFaultError
+    from deepfault.experiment.presets import get_preset
+
+    with pytest.raises(DeepFaultError, match="root"):
+        get_preset("digits").run(tmp_path / "s.sqlite", models_dir="/")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_read_only_folder(pair, tmp_path):
     ro = tmp_path / "ro"

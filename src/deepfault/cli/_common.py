@@ -184,6 +184,26 @@ def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
     return count
 
 
+def add_report_option(p: argparse.ArgumentParser) -> None:
+    """``--report DIR``: the one way every single-run command asks for its HTML page."""
+    p.add_argument("--report", dest="report_dir", metavar="DIR", default=None,
+                   help="also write a self-contained DIR/report.html of this run (its PNGs beside it), "
+                   "written whole or not at all")
+
+
+def write_run_report(args, render) -> None:
+    """Write ``--report DIR`` (when given) through the report shell and print where.
+
+    ``render(folder) -> dict(title, html, ...)`` is the method's page
+    (:func:`deepfault.experiment.report.write_page`).
+    """
+    if getattr(args, "report_dir", None) is None:
+        return
+    from ..experiment.report import write_page
+
+    print(f"wrote {write_page(args.report_dir, render)}")
+
+
 def device_from(name: str):
     """``--device`` as a :class:`torch.device` that exists here (:func:`deepfault.checks.check_device`)."""
     from ..checks import check_device

@@ -77,6 +77,8 @@ def check(parser: argparse.ArgumentParser, args) -> None:
                           "no file system takes longer names")
     if "device" in options and getattr(args, "device", None) is not None:
         c.check_device(args.device, "--device")
+    if getattr(args, "report_dir", None) is not None:  # --report DIR of the single-run commands
+        c.check_report_dir("--report", args.report_dir)
     command = _command(args)
     checker = _COMMANDS.get(command)
     if checker is not None:

@@ -14,6 +14,7 @@ from ._common import (
     add_device,
     add_model_options,
     add_no_progress,
+    add_report_option,
     add_threads,
     apply_threads,
     device_from,
@@ -21,6 +22,7 @@ from ._common import (
     number,
     positive_int,
     table,
+    write_run_report,
 )
 
 
@@ -115,6 +117,7 @@ def add_parser(sub) -> None:
     meas.add_argument("--plot", metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
+    add_report_option(meas)
     meas.set_defaults(func=_cmd_measure)
 
     rank = cov_sub.add_parser(
@@ -278,24 +281,27 @@ def _cmd_measure(args) -> int:
     text += _coverage_tables(report)
     text += f"\nmeasured in {report.seconds:.2f} s\n"
     print(text, end="")
-    if args.plot:
-        import html
-
-        from ..coverage.figures import save_figures
-        from ..experiment.report import image_tag, render_page
+    if args.plot or args.report_dir:
+        from ..coverage.report import measure_page
         from ..provenance import provenance
 
-        figures = save_figures(report, args.plot)
-        captions = {"threshold": "Coverage against the threshold t (DeepXplore's Figure 9 style).",
-                    "layers": "Coverage of each layer, per criterion.",
-                    "growth": "Coverage as inputs are added (log scale of inputs)."}
-        body = f"<pre>{html.escape(text)}</pre>" + "".join(
-            image_tag(p, next((c for k, c in captions.items() if k in p.stem), "")) for p in figures)
-        page = Path(args.plot) / "report.html"
-        page.write_text(render_page("deepfault coverage measure", body, provenance(device, argv=args.argv)),
-                        encoding="utf-8")
-        for path in [*figures, page]:
+        def page(folder):
+            return measure_page(report, folder, model_name=prep.name, data_name=split, device=str(device),
+                                provenance=provenance(device, argv=args.argv),
+                                config={k: v for k, v in vars(args).items() if k not in ("func", "argv")})
+
+    if args.plot:
+        from ..experiment.report import render_page
+
+        shown = page(args.plot)
+        html_path = Path(args.plot) / "report.html"
+        page_text = render_page(shown["title"], shown["html"], shown["provenance"], config=shown["config"],
+                                meta=shown["meta"], nav=shown["nav"])
+        html_path.write_text(page_text, encoding="utf-8")
+        for path in [*shown["figures"], html_path]:
             print(f"wrote {path}")
+    if args.report_dir:
+        write_run_report(args, page)
     if out is not None:
         write_json(out, _payload("deepfault coverage measure", args, device, prep, split, report.to_dict()))
         print(f"wrote {out}")

@@ -10,6 +10,7 @@ from ._common import (
     add_data_dir,
     add_device,
     add_no_progress,
+    add_report_option,
     add_seed,
     add_threads,
     apply_threads,
@@ -19,6 +20,7 @@ from ._common import (
     number,
     positive_int,
     table,
+    write_run_report,
 )
 
 
@@ -97,6 +99,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow pickled whole modules (unpickling can run code: only for files you trust)")
     add_no_progress(p)
+    add_report_option(p)
     p.set_defaults(func=_cmd_regress)
 
 
@@ -165,6 +168,10 @@ def _cmd_regress(args) -> int:
                 for name, row in cmp["rows"].items()]
         print(table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
                      "#URF passing the filter", "iterations"), rows))
+    if args.report_dir is not None:
+        from ..fuzz.report import campaign_page
+
+        write_run_report(args, lambda folder: campaign_page(outcomes, folder))
     return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
 
 

@@ -12,6 +12,7 @@ from ._common import (
     add_device,
     add_model_options,
     add_no_progress,
+    add_report_option,
     add_seed,
     add_threads,
     apply_threads,
@@ -24,6 +25,7 @@ from ._common import (
     number,
     positive_int,
     table,
+    write_run_report,
 )
 
 
@@ -96,6 +98,7 @@ def add_parser(sub) -> None:
                      help="print only the evaluation table, not every class's neurons")
     add_no_progress(run)
     add_model_options(run)
+    add_report_option(run)
     run.set_defaults(func=_cmd_run)
 
 
@@ -227,6 +230,30 @@ def _cmd_run(args) -> int:
     if args.log:
         with open(args.log, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
+    if args.report_dir is not None:
+        _report(args, config, result, prepared, model, device)
     return 0
+
+
+def _report(args, config, result, prepared, model, device) -> None:
+    """``--report DIR``: the run beside the same run from random neurons (its baseline)."""
+    from dataclasses import replace
+
+    import torch
+
+    from ..localization.protocol import run_deepfault
+    from ..localization.report import run_page
+    from ..localization.selection import get_approach
+    from ..provenance import provenance
+
+    baseline = None
+    if not get_approach(config.approach).baseline:
+        print("--report: the same run from random neurons, for the baseline")
+        with torch.random.fork_rng(devices=[]):
+            baseline = run_deepfault(model, prepared.data, replace(config, approach="random", k_primes=None),
+                                     output_kind=prepared.output_kind)
+    write_run_report(args, lambda folder: run_page(result, prepared.data, folder, model_name=prepared.name,
+                                                   baseline=baseline,
+                                                   provenance=provenance(device, argv=args.argv)))
 
 

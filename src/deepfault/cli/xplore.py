@@ -14,6 +14,7 @@ from ._common import (
     add_data_dir,
     add_device,
     add_no_progress,
+    add_report_option,
     add_seed,
     add_threads,
     device_from,
@@ -23,6 +24,7 @@ from ._common import (
     positive_int,
     resolve_threads,
     table,
+    write_run_report,
 )
 
 
@@ -83,6 +85,10 @@ def _seed_indices(text: str) -> tuple[int, ...]:
     for part in parts:
         if not part.isdigit():
             raise argparse.ArgumentTypeError(f"seed indices must be integers >= 0; {where} holds {part!r}")
+        if int(part) >= 2**62:  # no data set is that large; numpy cannot even index with it
+            shown = part[:20] + ("..." if len(part) > 20 else "")
+            raise argparse.ArgumentTypeError(
+                f"seed indices must be test-split indices; {where} holds {shown}, beyond any data set")
         out.append(int(part))
     if not out:
         raise argparse.ArgumentTypeError(f"no seed index in {where}")
@@ -204,6 +210,7 @@ def add_parser(sub) -> None:
                    ".png; '-' writes none")
     p.add_argument("--grid", type=positive_int, default=8, metavar="N", help="inputs in the image grid")
     add_no_progress(p)
+    add_report_option(p)
     p.set_defaults(func=_cmd_xplore)
 
 
@@ -353,6 +360,11 @@ def _cmd_xplore(args) -> int:
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
                         progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads)
     print(_summary(result, labels, data, device), end="")
+    if args.report_dir is not None:
+        from ..xplore.report import run_page
+
+        where = {**provenance(device, argv=args.argv), "threads": threads}
+        write_run_report(args, lambda folder: run_page(result, labels, data, folder, provenance=where))
     if out is None:
         return 0
     npz, png = out.with_suffix(".npz"), out.with_suffix(".png")

@@ -10,30 +10,23 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .._io import atomic_path
+from ..experiment.report import new_figure, save_figure
 from .measure import CoverageReport
 
 __all__ = ["plot_threshold_curve", "plot_layer_coverage", "plot_growth", "save_figures", "threshold_curves"]
 
 
 def _pyplot():
+    """Check that matplotlib is installed, or name the extra (the figures themselves use
+    :func:`~deepfault.experiment.report.new_figure`, no pyplot state).
+    """
     try:
         import matplotlib
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
             "coverage figures need matplotlib; install the extra: pip install 'deepfault[report]'"
         ) from err
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
-    return path
+    return matplotlib
 
 
 def threshold_curves(report: CoverageReport) -> dict[str, list[tuple[float, float]]]:
@@ -62,8 +55,8 @@ def plot_threshold_curve(
         title: The figure's title.
         xlabel: The x axis' label.
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig = new_figure(5.5, 3.8)
+    ax = fig.subplots()
     for label, points in curves.items():
         xs, ys = zip(*sorted(points), strict=True)
         ax.plot(xs, [100 * y for y in ys], marker="o", label=label)
@@ -73,20 +66,17 @@ def plot_threshold_curve(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    try:
-        return _save(fig, path)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, path)
 
 
 def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
     """Grouped bars: each layer's coverage (%) under each criterion of ``report`` that has a
     ratio (TKNP, which counts patterns, is left out).
     """
-    plt = _pyplot()
     results = [r for r in report.results if r.total is not None]
     layers = list(report.layout.names)
-    fig, ax = plt.subplots(figsize=(max(5.5, 0.9 * len(layers) + 2), 3.8))
+    fig = new_figure(max(5.5, 0.9 * len(layers) + 2), 3.8)
+    ax = fig.subplots()
     width = 0.8 / max(len(results), 1)
     for j, r in enumerate(results):
         ys = [100 * c / t if t else 0.0 for c, t in (r.per_layer[name] for name in layers)]
@@ -99,18 +89,15 @@ def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, titl
     ax.set_title(title or f"Coverage per layer ({report.num_inputs} inputs, {report.transform})")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    try:
-        return _save(fig, path)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, path)
 
 
 def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
     """Coverage (%) after the first ``n`` inputs, ``n`` on a log scale (TKNP on its own axis, in
     patterns).
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig = new_figure(5.5, 3.8)
+    ax = fig.subplots()
     totals = {r.label: r.total for r in report.results}
     twin = None
     for label, points in report.growth.items():
@@ -132,10 +119,7 @@ def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str |
     ax.set_title(title or "Coverage growth over inputs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.15 if twin else 1.01, 1.0))
-    try:
-        return _save(fig, path)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, path)
 
 
 def save_figures(

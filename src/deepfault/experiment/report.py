@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from ..errors import DeepFaultError
 from .method import get_method
 from .store import ResultStore, choose_experiment
 
-__all__ = ["ReportPaths", "write_report", "write_section", "render_page", "image_tag", "new_figure",
-           "save_figure", "data_uri", "value_text", "tex_safe"]
+__all__ = ["ReportPaths", "write_report", "write_section", "write_page", "render_page", "page_environment",
+           "page_rows", "html_table", "section", "image_tag", "new_figure", "save_figure", "data_uri",
+           "value_text", "tex_safe"]
 
 
 @dataclass(frozen=True)
@@ -66,54 +68,136 @@ def tex_safe(text: str) -> str:
 
 def new_figure(width: float, height: float, layout: str | None = None):
     """A matplotlib figure in the report's style, drawn off-screen (no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError("figures need matplotlib: pip install 'deepfault[report]'") from err
 
     fig = Figure(figsize=(width, height), dpi=100, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 
 
-def save_figure(fig, path: Path) -> None:
-    """Save ``fig`` as a PNG with no timestamp, so reruns write identical files."""
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+def save_figure(fig, path: Path) -> Path:
+    """Save ``fig`` as a PNG with no timestamp, so reruns write identical files, atomically
+    (a reader never sees half a file). Every report figure goes through here: one style.
+    """
+    from .._io import atomic_path
+
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return path
 
 
 def write_section(render: Callable, store_path: Path, experiment: dict, out: Path) -> ReportPaths:
     """Write a method's report from its section renderer.
 
     ``render(store, experiment_hash, out_dir)`` returns a dict with ``title``, ``markdown``,
-    ``html`` (trusted, made by deepfault) and ``files``; this writes ``report.md`` and a
-    ``report.html`` page around it.
+    ``html`` (trusted, made by deepfault), ``files`` and optionally ``meta`` (one line under
+    the title) and ``nav`` (``(anchor, text)`` pairs); this writes ``report.md`` and a
+    ``report.html`` page around it, with the experiment's configuration at the end.
     """
     with ResultStore(store_path, readonly=True) as store:
         section = render(store, experiment["config_hash"], out)
     md = out / "report.md"
     md.write_text(section["markdown"], encoding="utf-8")
     html = out / "report.html"
-    page = render_page(section["title"], section["html"], experiment["provenance"])
+    meta = section.get("meta") or (f"Experiment {experiment['config_hash']} ({experiment.get('name', '')}), "
+                                   f"created {experiment.get('created', '?')}.")
+    page = render_page(section["title"], section["html"], experiment.get("provenance"),
+                       config=experiment.get("config"), meta=meta, nav=section.get("nav"))
     html.write_text(page, encoding="utf-8")
     files = {Path(f).stem: Path(f) for f in section.get("files", [])}
     return ReportPaths(out, experiment["config_hash"], html, md, {"report": md}, {}, files)
 
 
-def render_page(title: str, body_html: str, provenance: dict | None = None) -> str:
-    """A self-contained HTML page: ``body_html`` (trusted, made by deepfault) under ``title``,
-    with a provenance table. Used by the method sections and by ``coverage measure --plot``.
+def page_environment(package: str | None = None):
+    """A jinja2 environment that finds the page shell (``page.html.j2``) and, with
+    ``package``, that package's own ``templates/`` (a section template starts with
+    ``{% extends "page.html.j2" %}`` and fills ``{% block content %}``).
     """
     import jinja2
 
-    env = jinja2.Environment(autoescape=True)
-    page = env.from_string(
-        "<!doctype html><html><head><meta charset='utf-8'><title>{{ title }}</title>"
-        "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "img{max-width:100%}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head>"
-        "<body><h1>{{ title }}</h1>{{ body }}"
-        "{% if provenance %}<h2>Provenance</h2><table>{% for k, v in provenance %}<tr><th>{{ k }}</th>"
-        "<td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}</body></html>")
-    rows = [(k, value_text(v)) for k, v in sorted((provenance or {}).items())]
-    return page.render(title=title, body=jinja2.utils.markupsafe.Markup(body_html), provenance=rows)
+    loaders = [jinja2.PackageLoader("deepfault.experiment", "templates")]
+    if package is not None:
+        loaders.insert(0, jinja2.PackageLoader(package, "templates"))
+    return jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def page_rows(values: dict | None) -> list[tuple[str, str]]:
+    """``values`` as sorted ``(key, text)`` rows for the configuration table."""
+    return [(str(k), value_text(v)) for k, v in sorted((values or {}).items())]
+
+
+def render_page(title: str, body_html: str, provenance: dict | None = None, *, config: dict | None = None,
+                meta: str = "", nav=None) -> str:
+    """A self-contained HTML page in the one page shell of every report.
+
+    Args:
+        title: The page's one ``<h1>``.
+        body_html: The method's section (trusted HTML made by deepfault).
+        provenance: Where the results came from (shown collapsed at the end).
+        config: The run's configuration (shown collapsed at the end, never first).
+        meta: One line under the title.
+        nav: ``(anchor, text)`` pairs of a table of contents.
+    """
+    import markupsafe
+
+    return page_environment().get_template("page.html.j2").render(
+        title=title, body=markupsafe.Markup(body_html), meta=meta, nav=list(nav or []),
+        config=page_rows(config), provenance=page_rows(provenance))
+
+
+def html_table(headers: Sequence, rows: Sequence[Sequence], *, classes: Sequence[Sequence[str]] | None = None
+               ) -> str:
+    """A table that scrolls inside its own box (never the page), its cells escaped.
+
+    ``classes``: optional CSS classes per cell (``"best"``, ``"sig"``), same shape as ``rows``.
+    """
+    import html
+
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        cells = []
+        for j, c in enumerate(row):
+            cls = classes[i][j] if classes and classes[i][j] else ""
+            cells.append(f"<td class='{cls}'>{html.escape(str(c))}</td>" if cls
+                         else f"<td>{html.escape(str(c))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+            "</table></div>")
+
+
+def section(anchor: str, title: str, note: str = "", *parts: str) -> str:
+    """An ``<h2>`` section: its title, a caption paragraph (escaped) and its trusted parts."""
+    import html
+
+    text = f"<p class='caption'>{html.escape(note)}</p>" if note else ""
+    return f"<h2 id='{html.escape(anchor)}'>{html.escape(title)}</h2>{text}" + "".join(parts)
+
+
+def write_page(out_dir, render: Callable[[Path], dict]) -> Path:
+    """Write one run's self-contained ``report.html`` (and its PNGs) into ``out_dir``, whole or
+    not at all: ``render(folder)`` writes its figures into ``folder`` and returns ``title``,
+    ``html`` (trusted) and optionally ``meta``, ``nav``, ``config`` and ``provenance``.
+
+    Returns:
+        The path of ``report.html``.
+
+    Raises:
+        DeepFaultError: ``out_dir`` is a file or cannot be written.
+    """
+    out = Path(out_dir)
+    with _atomic_folder(out) as tmp:
+        page = render(tmp)
+        text = render_page(page["title"], page["html"], page.get("provenance"), config=page.get("config"),
+                           meta=page.get("meta", ""), nav=page.get("nav"))
+        (tmp / "report.html").write_text(text, encoding="utf-8")
+    return out / "report.html"
 
 
 def image_tag(path: Path, caption: str = "") -> str:
@@ -122,6 +206,45 @@ def image_tag(path: Path, caption: str = "") -> str:
 
     return (f"<figure><img src='{data_uri(Path(path))}' alt='{html.escape(Path(path).name)}'>"
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+@contextmanager
+def _atomic_folder(out: Path):
+    """A temporary folder beside ``out``, renamed to ``out`` when the block ends without error
+    (a previous ``out`` is replaced whole); removed on any error or interrupt.
+    """
+    import shutil
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise DeepFaultError(f"report folder {str(out)!r} is an existing file; give a folder name")
+    if out.is_dir() and any(out.iterdir()) and not (out / "report.html").is_file():
+        raise DeepFaultError(f"report folder {str(out)!r} holds other files, which writing the report whole "
+                             "would replace; give a new folder (or a previous report's)")
+    resolved = out.resolve()
+    if resolved == resolved.parent or Path.cwd().resolve().is_relative_to(resolved):
+        raise DeepFaultError(f"report folder {str(out)!r} is '/', '.' or a folder above the current one, "
+                             "which writing the report whole would replace; give a new folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as err:
+        raise DeepFaultError(
+            f"cannot write the report to {str(out)!r}: {err.strerror or err}; choose a writable folder"
+        ) from None
+    try:
+        tmp.chmod(0o777 & ~_umask())
+        yield tmp
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{tmp.name}")
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _moved(paths: ReportPaths, tmp: Path, out: Path) -> ReportPaths:
@@ -160,9 +283,6 @@ def write_report(store_path, out_dir, *, config_hash: str | None = None) -> Repo
         paths = write_report("results/paper-mnist.sqlite", "results/report")
         print(paths.html)
     """
-    import shutil
-    import tempfile
-
     for module in ("matplotlib", "jinja2"):
         try:
             __import__(module)
@@ -173,33 +293,14 @@ def write_report(store_path, out_dir, *, config_hash: str | None = None) -> Repo
     store_path, out = Path(store_path), Path(out_dir)
     with ResultStore(store_path, readonly=True) as store:
         experiment = choose_experiment(store, config_hash)
-    if out.exists() and not out.is_dir():
-        raise DeepFaultError(f"report folder {str(out)!r} is an existing file; give a folder name")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    except OSError as err:
-        raise DeepFaultError(
-            f"cannot write the report to {str(out)!r}: {err.strerror or err}; choose a writable folder"
-        ) from None
-    try:
-        tmp.chmod(0o777 & ~_umask())
-        method = get_method(experiment["method"])
-        if method.report is None:
-            raise DeepFaultError(f"method {method.name!r} writes no report (experiment "
-                                 f"{experiment['config_hash']})")
+    method = get_method(experiment["method"])
+    if method.report is None:
+        raise DeepFaultError(f"method {method.name!r} writes no report (experiment "
+                             f"{experiment['config_hash']})")
+    with _atomic_folder(out) as tmp:
         paths = method.report(store_path, experiment, tmp)
-        old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{tmp.name}")
-            out.rename(old)
-        tmp.rename(out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return _moved(paths, tmp, out)
+
 
 def _umask() -> int:
     import os

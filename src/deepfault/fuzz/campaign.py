@@ -582,6 +582,7 @@ class Campaign:
             elapsed=np.zeros(len(self.initial_rf)), queries=np.zeros(len(self.initial_rf), dtype=np.int64),
             iteration=np.zeros(len(self.initial_rf), dtype=np.int64),
             ssim=np.ones(len(self.initial_rf), dtype=np.float32),
+            rule=np.full(len(self.initial_rf), -1, dtype=np.int16),
         )
         self.initial_rf_data = (
             self.root_images[torch.as_tensor(self.initial_rf, device=self.device)].cpu().numpy(),
@@ -726,6 +727,7 @@ class Campaign:
                 root=self.root_index[roots[f]].astype(np.int64), y1=verdict.y1[f], y2=verdict.y2[f],
                 initial=np.zeros(len(f), dtype=bool), elapsed=np.full(len(f), self._now()),
                 queries=queries_before + f + 1, iteration=self.iterations + own[f] + 1, ssim=similarity,
+                rule=rules[f].astype(np.int16),
             ))
             if len(r):
                 self._rf_parts.append((xe[torch.as_tensor(r, device=xe.device)].cpu().numpy(), p1[r], p2[r]))
@@ -960,6 +962,7 @@ class Campaign:
         examples = {
             "seeds": self.x[torch.as_tensor(rf_rows.root[first])].numpy(), "faults": all_inputs[first],
             "seed_index": rf_rows.root[first], "label": rf_rows.y1[first], "m2_pred": rf_rows.y2[first],
+            "rule": np.array([self.rules[i] if i >= 0 else "" for i in rf_rows.rule[first]], dtype=str),
         }
         return CampaignResult(
             config=self.config, metrics=compute_metrics(faults), stop_reason=self.stop_reason or "budget",

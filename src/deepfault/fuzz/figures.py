@@ -11,37 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..experiment.report import new_figure, save_figure
+
 __all__ = ["fault_grid", "plot_rule_usage", "plot_timeline"]
-
-
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError("figures need matplotlib: pip install 'deepfault[report]'") from err
-    return plt
-
-
-def _save(fig, path: str | os.PathLike) -> Path:
-    from .._io import atomic_path
-
-    plt = _pyplot()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _image(x: np.ndarray) -> np.ndarray:
-    """``(C, H, W)`` or ``(H, W)`` as something ``imshow`` takes."""
-    x = np.asarray(x)
-    if x.ndim == 3 and x.shape[0] in (1, 3):
-        x = x[0] if x.shape[0] == 1 else np.moveaxis(x, 0, -1)
-    return x
 
 
 def fault_grid(
@@ -56,7 +28,8 @@ def fault_grid(
     class_names: Sequence[str] | None = None,
     title: str | None = None,
 ) -> Path:
-    """A PNG of regression faults beside their seeds: ``seed (label) | fault (M1 label, M2 y2)``.
+    """A PNG of regression faults beside their seeds and their difference, with colour bars:
+    ``seed (label) | fault (M1 label, M2 y2) | fault - seed``.
 
     Args:
         seeds: ``(N, C, H, W)`` the faults' root seeds.
@@ -65,33 +38,23 @@ def fault_grid(
         m2_preds: What M2 predicts.
         path: The PNG (written atomically).
         bounds: The pixel range (grey scale limits).
-        columns: Seed/fault pairs per row.
+        columns: Triples per row (at most 3).
         class_names: Class names (default: indices).
         title: Figure title.
     """
-    plt = _pyplot()
-    n = len(faults)
-    rows = max(1, -(-n // columns))
-    lo, hi = float(bounds[0]), float(bounds[1])
+    from ..experiment.figures import difference_grid
+
     name = (lambda c: class_names[c]) if class_names else str
-    fig, axes = plt.subplots(rows, 2 * columns, figsize=(1.45 * 2 * columns, 1.65 * rows + 0.4),
-                             squeeze=False, layout="constrained")
-    for ax in axes.flat:
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.axis("off")
-    for i in range(n):
-        r, c = divmod(i, columns)
-        a, b = axes[r, 2 * c], axes[r, 2 * c + 1]
-        a.imshow(_image(seeds[i]), cmap="gray", vmin=lo, vmax=hi)
-        a.set_title(f"seed: {name(int(labels[i]))}", fontsize=7)
-        b.imshow(_image(faults[i]), cmap="gray", vmin=lo, vmax=hi)
-        b.set_title(f"M1 {name(int(labels[i]))}, M2 {name(int(m2_preds[i]))}", fontsize=7, color="firebrick")
+    n = len(faults)
     if n == 0:
-        axes[0, 0].text(0.5, 0.5, "no regression fault", ha="left", va="center")
-    if title:
-        fig.suptitle(title, fontsize=9)
-    return _save(fig, path)
+        fig = new_figure(4.0, 1.0)
+        fig.text(0.5, 0.5, "no regression fault", ha="center", va="center")
+        return save_figure(fig, path)
+    return difference_grid(
+        seeds, faults, path, bounds=bounds, columns=min(columns, 3), labels=("seed", "fault"),
+        before_titles=[f"seed: {name(int(c))}" for c in labels],
+        after_titles=[f"M1 {name(int(a))}, M2 {name(int(b))}" for a, b in zip(labels, m2_preds, strict=True)],
+        highlight=[True] * n, title=title)
 
 
 def plot_timeline(
@@ -106,9 +69,8 @@ def plot_timeline(
         keys: The counts to plot, one panel each.
         title: Figure title.
     """
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 3.4), squeeze=False,
-                             layout="constrained")
+    fig = new_figure(5.0 * len(keys), 3.4, layout="constrained")
+    axes = fig.subplots(1, len(keys), squeeze=False)
     names = {"rf": "#RF", "urf": "#URF", "seeds": "#Seed", "gf": "#GF", "corpus": "queue"}
     for ax, key in zip(axes[0], keys, strict=True):
         for label, timeline in series.items():
@@ -121,7 +83,7 @@ def plot_timeline(
         axes[0, -1].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_rule_usage(usage: Mapping[str, Mapping[str, Mapping[str, float]]], path: str | os.PathLike, *,
@@ -133,9 +95,9 @@ def plot_rule_usage(usage: Mapping[str, Mapping[str, Mapping[str, float]]], path
         path: The PNG.
         title: Figure title.
     """
-    plt = _pyplot()
     rules = sorted({r for u in usage.values() for r in u})
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.6), layout="constrained")
+    fig = new_figure(11.0, 3.6, layout="constrained")
+    axes = fig.subplots(1, 2)
     width = 0.8 / max(1, len(usage))
     x = np.arange(len(rules))
     for k, (label, u) in enumerate(usage.items()):
@@ -149,4 +111,4 @@ def plot_rule_usage(usage: Mapping[str, Mapping[str, Mapping[str, float]]], path
     axes[1].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

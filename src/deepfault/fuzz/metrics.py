@@ -47,6 +47,7 @@ _COLUMNS = {
     "queries": np.int64,  # inputs run through each model when found (this one included)
     "iteration": np.int64,
     "ssim": np.float32,  # SSIM of the input to its seed (NaN where not computed)
+    "rule": np.int16,  # the mutation rule that made it (index into the campaign's rules; -1: none)
 }
 
 #: The SSIM a fault needs to count in ``urf_ssim`` (DRFuzz's fidelity threshold).
@@ -66,6 +67,7 @@ class FaultTable:
     queries: np.ndarray
     iteration: np.ndarray
     ssim: np.ndarray
+    rule: np.ndarray
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -91,13 +93,17 @@ class FaultTable:
             cols["queries"].append(int(row.get("queries", 0)))
             cols["iteration"].append(int(row.get("iteration", 0)))
             cols["ssim"].append(float(row.get("ssim", np.nan)))
+            cols["rule"].append(int(row.get("rule", -1)))
         return cls(**{name: np.asarray(cols[name], dtype=dtype) for name, dtype in _COLUMNS.items()})
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> FaultTable:
         n = len(arrays["kind"])
-        return cls(**{name: np.asarray(arrays[name], dtype=dtype) if name in arrays
-                      else np.full(n, np.nan, dtype=dtype) for name, dtype in _COLUMNS.items()})
+        def missing(dtype):  # a column older files lack: NaN, or -1 for integers ("unknown")
+            return np.full(n, -1 if np.issubdtype(dtype, np.integer) else np.nan, dtype=dtype)
+
+        return cls(**{name: np.asarray(arrays[name], dtype=dtype) if name in arrays else missing(dtype)
+                      for name, dtype in _COLUMNS.items()})
 
     @classmethod
     def concat(cls, parts: Iterable[FaultTable]) -> FaultTable:

@@ -29,6 +29,7 @@ import torch
 
 from ..errors import DeepFaultError
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
+from .checkpoint import METHOD
 
 __all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
 
@@ -48,6 +49,7 @@ class RegressOutcome:
         seed_inputs: ``(R, C, H, W)`` the root seed of each regression fault (for figures).
         class_names: The data set's class names.
         bounds: The data's pixel range.
+        names: How reports name M1 and M2 (their file names, else ``M1``, ``M2``).
     """
 
     result: CampaignResult
@@ -57,6 +59,7 @@ class RegressOutcome:
     seed_inputs: np.ndarray
     class_names: tuple[str, ...]
     bounds: tuple[float, float]
+    names: tuple[str, str] = ("M1", "M2")
 
     def to_dict(self) -> dict:
         return {"experiment": self.experiment, "cell": self.cell, "store": self.store,
@@ -196,6 +199,7 @@ def regress(
     p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
+    names = (p1.name or "M1", p2.name or "M2")
     model1, model2 = p1.to(device).module, p2.to(device).module
     check_pair(model1, model2, data, config)  # before the store is opened or created
     _prepare_discriminators(config, data, device, progress=None if progress else False)  # likewise
@@ -207,12 +211,14 @@ def regress(
 
         with ResultStore(store) as opened, opened.writer():
             result = _run(model1, model2, data, config, opened, experiment, cell, progress)
+            # the report names the models by their files (the experiment key holds their weights)
+            opened.put(experiment, METHOD, "models", {"m1": names[0], "m2": names[1]}, replace=True)
     else:
         result = _run(model1, model2, data, config, None, experiment, cell, progress)
     rf = result.faults.kind == 0
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
-                          tuple(data.class_names), tuple(data.bounds))
+                          tuple(data.class_names), tuple(data.bounds), names)
 
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:

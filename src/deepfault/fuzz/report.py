@@ -15,7 +15,7 @@ For every finished campaign of an experiment (one ``deepfault regress`` run, or 
 from __future__ import annotations
 
 import csv
-import html
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -169,12 +169,6 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def _write_csv(path: Path, records: list[dict]) -> Path:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         if records:
@@ -182,6 +176,211 @@ def _write_csv(path: Path, records: list[dict]) -> Path:
             writer.writeheader()
             writer.writerows(records)
     return path
+
+
+#: The presets that reproduce the paper: only their reports show the README's numbers.
+_REPRODUCTIONS = ("drfuzz-mnist", "drfuzz-fashion-mnist")
+_LABELS = {"drfuzz": "DRFuzz", "deephunter": "DeepHunter"}
+
+
+def _label(strategy: str) -> str:
+    return _LABELS.get(strategy, strategy)
+
+
+def _stem(*parts: str) -> str:
+    """A file-name stem from words (``faults-adv-bim-drfuzz``): no empty parts, no ``--``."""
+    words = [re.sub(r"[^A-Za-z0-9_.]+", "-", p).strip("-.") for p in parts]
+    return "-".join(w for w in words if w)
+
+
+def _results_table(rows: list[dict]) -> tuple[list[str], list[list]]:
+    """Per scenario and strategy: the metrics, mean ± sd over seeds."""
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for r in rows:
+        groups[(r["scenario"], r["strategy"])].append(r["result"])
+    scenarios = any(sc != "-" for sc, _ in groups)
+    headers = [*(["scenario"] if scenarios else []), "approach", "runs", "budget", "#RF", "#URF", "#Seed",
+               "#GF", "#URF at SSIM >= 0.99", "iterations", "mutants/s", "first RF (s)", "stopped"]
+    table = []
+    for (scenario, strategy), results in groups.items():
+        firsts = [x.metrics.seconds_to_first_rf for x in results if x.metrics.seconds_to_first_rf is not None]
+        speed = [x.generated / x.seconds for x in results if x.seconds > 0]
+        table.append([*([scenario] if scenarios else []), _label(strategy), len(results),
+                      results[0].config.budget,
+                      *(_pm([getattr(x.metrics, m) for x in results]) for m in _METRICS),
+                      _pm([x.metrics.urf_ssim for x in results]), _pm([x.iterations for x in results]),
+                      _pm(speed) if speed else "-", f"{_mean_sd(firsts)[0]:.1f}" if firsts else "-",
+                      ", ".join(sorted({x.stop_reason for x in results}))])
+    return headers, table
+
+
+def _head_to_head(headers: list[str], table: list[list]) -> tuple[list[str], list[list]]:
+    """The comparison columns of :func:`comparison_rows`, for scenarios where both strategies ran."""
+    keep = ["scenario", "approach", "#URF", "#URF DRFuzz/DeepHunter", "#URF at equal iterations",
+            "shared filter", "#URF at SSIM >= 0.99", "iterations"]
+    both = {r[0] for r in table if r[1] == "DRFuzz"} & {r[0] for r in table if r[1] == "DeepHunter"}
+    if both == {"-"}:  # one regress run, no scenarios
+        keep = keep[1:]
+    idx = [headers.index(h) for h in keep]
+    return keep, [[r[i] for i in idx] for r in table if r[0] in both and r[1] in ("DRFuzz", "DeepHunter")]
+
+
+def _published_table(headers: list[str], table: list[list]) -> tuple[list[str], list[list]]:
+    keep = ["scenario", "approach", "#RF", "README #RF", "#URF", "README #URF", "#Seed", "README #Seed",
+            "#GF", "README #GF"]
+    idx = [headers.index(h) for h in keep]
+    return keep, [[r[i] for i in idx] for r in table]
+
+
+def _rule_usage(rows: list[dict]) -> dict[str, dict]:
+    usage: dict[str, dict] = {}
+    for strategy in dict.fromkeys(r["strategy"] for r in rows):
+        total: dict[str, dict] = defaultdict(lambda: {"selected": 0, "rf": 0})
+        for r in rows:
+            if r["strategy"] == strategy:
+                for rule, u in r["result"].rule_usage.items():
+                    total[rule]["selected"] += u["selected"]
+                    total[rule]["rf"] += u["rf"]
+        usage[_label(strategy)] = dict(total)
+    return usage
+
+
+def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = ("M1", "M2"),
+                      published: dict | None = None, class_names=None, bounds=(0.0, 1.0)) -> dict:
+    """The DRFuzz section of a page: tables and figures of finished campaigns.
+
+    Args:
+        rows: :func:`collect`'s rows (``cell``, ``scenario``, ``strategy``, ``seed``, ``result``).
+        out: Folder for the PNGs and CSVs.
+        names: How the page names M1 and M2 (their file names).
+        published: The README's rows to show beside ours (only the reproduction presets).
+        class_names: The data set's class names (default: indices).
+        bounds: The data's pixel range.
+
+    Returns:
+        ``dict(markdown=[...], html=[...], nav=[...], files=[...])``.
+    """
+    from ..experiment.report import html_table, image_tag, section
+    from .figures import plot_rule_usage, plot_timeline
+
+    m1, m2 = names
+    md: list[str] = []
+    parts: list[str] = []
+    nav: list[tuple[str, str]] = []
+    files: list[Path] = []
+    label = (lambda c: class_names[int(c)]) if class_names is not None else (lambda c: str(int(c)))
+
+    def add(anchor: str, title: str, note: str, *html_parts: str, md_parts: tuple = ()) -> None:
+        nav.append((anchor, title))
+        parts.append(section(anchor, title, note, *html_parts))
+        md.extend([f"## {title}", "", note, "", *md_parts, ""])
+
+    h, t = _results_table(rows)
+    add("faults", "Regression faults found",
+        f"Per approach (mean ± sd over seeds where several ran): #RF, regression faults, inputs {m1} (M1) "
+        f"classifies right and {m2} (M2) wrong, not counting seeds M2 already gets wrong; #URF, the distinct "
+        "(seed, M1 label, M2 label) among them; #Seed, seeds with a fault; #GF, generated inputs M2 gets "
+        "wrong; #URF at SSIM >= 0.99, the unique faults within DRFuzz's fidelity of their seed.",
+        html_table(h, t), md_parts=(_md_table(h, t),))
+    headers, table, records = comparison_rows(rows, published or {})
+    files.append(_write_csv(out / "comparison.csv", records))
+    shown = len(headers) if published else len(headers) - 4  # the README's columns: reproductions only
+    (out / "comparison.md").write_text(_md_table(headers[:shown], [r[:shown] for r in table]) + "\n",
+                                       encoding="utf-8")
+    files.append(out / "comparison.md")
+    hh, th = _head_to_head(headers, table)
+    if th:
+        add("versus", "DRFuzz against DeepHunter",
+            "Both approaches on the same scenario, seed and budget. #URF at equal iterations: within the "
+            "fewest iterations either ran (the other columns are at equal wall time); shared filter: the one "
+            "fidelity filter applied to every executed mutant of both.", html_table(hh, th),
+            md_parts=(_md_table(hh, th),))
+    if published:
+        hp, tp = _published_table(headers, table)
+        add("published", "Beside the published numbers",
+            "The DRFuzz README's rows (RQ1, 24 hours on a 40-core CPU; it has no QUANT rows) beside ours, "
+            "which ran under a far smaller budget: compare the ordering, not the counts.",
+            html_table(hp, tp), md_parts=(_md_table(hp, tp),))
+
+    first_seed: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        first_seed.setdefault((r["scenario"], r["strategy"]), r)
+    series = {(f"{sc} " if sc != "-" else "") + _label(st): r["result"].timeline
+              for (sc, st), r in first_seed.items()}
+    several = len(rows) > len(first_seed)
+    path = plot_timeline(series, out / "timeline.png", title="first seed of each" if several else None)
+    files.append(path)
+    add("timeline", "#RF and #URF over time",
+        "Regression faults and unique ones against fuzzing time"
+        + (", first seed of each scenario and approach." if several else "."),
+        image_tag(path, path.name), md_parts=(f"![timeline]({path.name})",))
+    usage = _rule_usage(rows)
+    path = plot_rule_usage(usage, out / "rule_usage.png")
+    files.append(path)
+    every_rule = sorted({r for u in usage.values() for r in u})
+    usage_rows = [[rule, *(f"{u.get(rule, {}).get(k, 0):,}" for u in usage.values()
+                           for k in ("selected", "rf"))]
+                  for rule in every_rule]
+    usage_head = ["rule", *(f"{s} {k}" for s in usage for k in ("selected", "RF"))]
+    choosers = {"DRFuzz": "MCMC for DRFuzz", "DeepHunter": "uniform for DeepHunter"}
+    how = ", ".join(choosers.get(s, s) for s in usage)
+    add("rules", "Regression faults by mutation rule",
+        f"Each rule's share of the selections ({how}) and of the regression faults it made, summed over "
+        "campaigns; the counts below.",
+        image_tag(path, path.name), html_table(usage_head, usage_rows),
+        md_parts=(f"![rule usage]({path.name})", "", _md_table(usage_head, usage_rows)))
+
+    grids = []
+    for (scenario, strategy), r in first_seed.items():
+        ex = r["result"].examples
+        if len(grids) >= 6 or not len(ex.get("faults", [])):
+            continue
+        n = min(8, len(ex["faults"]))
+        rules = ex.get("rule", [])
+        stem = _stem("faults", "" if scenario == "-" else scenario, strategy)
+        path = fault_grid_png(ex, n, out / f"{stem}.png", names=names, label=label, rules=rules,
+                              bounds=bounds)
+        if path is None:
+            continue
+        files.append(path)
+        where = f"{scenario}, {_label(strategy)}" if scenario != "-" else _label(strategy)
+        grids.append(image_tag(path, f"{where}: {path.name}"))
+        md.extend([f"![{where}]({path.name})", ""])
+    if grids:
+        add("examples", "Example regression faults",
+            f"Early regression faults of each campaign, distinct (seed, M2 label) first: the seed (what {m1} "
+            f"predicts), the fault ({m2}'s "
+            "prediction in red, and the mutation rule that made it) and their difference (blue: darker, red: "
+            "brighter; one colour scale per figure).", *grids)
+    return {"markdown": md, "html": parts, "nav": nav, "files": files}
+
+
+def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds) -> Path | None:
+    """Seed | fault | difference for ``n`` examples (unique faults first), titled by models and rule."""
+    from ..experiment.figures import difference_grid
+
+    m1, m2 = names
+    # unique faults (seed, M2 label) first: the first faults found often share one seed
+    keys = list(zip(np.asarray(ex["seed_index"]).tolist(), np.asarray(ex["m2_pred"]).tolist(), strict=True))
+    first = [keys.index(k) for k in dict.fromkeys(keys)]
+    rows = (first + [i for i in range(len(keys)) if i not in first])[:n]
+    rules = np.asarray(list(rules) + [""] * len(keys))[rows]
+    seeds = zip(np.asarray(ex["seed_index"])[rows], np.asarray(ex["label"])[rows], strict=True)
+    faults = zip(np.asarray(ex["m2_pred"])[rows], rules, strict=True)
+    return difference_grid(
+        np.asarray(ex["seeds"])[rows], np.asarray(ex["faults"])[rows], path, bounds=bounds, columns=2,
+        labels=("seed", "fault"),
+        before_titles=[f"seed #{int(i)}\n{m1}: {label(c)}" for i, c in seeds],
+        after_titles=[f"{m2}: {label(c)}\n{r or 'rule unknown'}" for c, r in faults],
+        highlight=[True] * n)
+
+
+def model_names(store, experiment: str) -> tuple[str, str]:
+    """M1's and M2's names as ``deepfault regress`` recorded them (their file names), else M1, M2."""
+    record = store.get(experiment, METHOD, "models")
+    if record is None:
+        return "M1", "M2"
+    return str(record.data.get("m1", "M1")), str(record.data.get("m2", "M2"))
 
 
 def render_report(store, experiment_hash: str, out_dir) -> dict:
@@ -193,13 +392,11 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
         out_dir: Folder for the files (created).
 
     Returns:
-        ``dict(title=..., markdown=..., html=..., files=[...])``.
+        ``dict(title=..., markdown=..., html=..., nav=..., files=[...])``.
 
     Raises:
         DeepFaultError: The experiment has no finished campaign.
     """
-    from .figures import fault_grid, plot_rule_usage, plot_timeline
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = collect(store, experiment_hash)
@@ -210,31 +407,17 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
             f"experiment {experiment_hash} has no finished DRFuzz campaign ({pending} checkpointed, not "
             "finished); rerun its command to finish them"
         )
-    files: list[Path] = []
-    title = "DRFuzz: regression faults of M2 against M1"
-    md = [f"# {title}", ""]
-    parts = [f"<h1>{html.escape(title)}</h1>"]
-
-    config = next((e["config"] for e in store.experiments(METHOD) if e["experiment"] == experiment_hash), {})
-    fashion = config.get("dataset") == "fashion-mnist"
-    headers, table, records = comparison_rows(rows, README_FASHION if fashion else README_MNIST)
-    files.append(_write_csv(out / "comparison.csv", records))
-    note = ("Mean ± sd over the seeds of each scenario and approach, under the same budget. #RF: "
-            "regression faults generated (M1 right, M2 wrong; seeds M2 already gets wrong are not counted); "
-            "#URF: distinct (seed, M1 label, M2 label); #Seed: seeds with a fault; #GF: generated inputs M2 "
-            "gets wrong; #URF at SSIM >= 0.99: the unique faults within DRFuzz's SSIM fidelity of their "
-            "seed (one realism yardstick for both approaches; DeepHunter checks validity only); #URF at "
-            "equal iterations: within the fewest iterations either approach ran on that scenario and seed "
-            "(the other columns are at equal wall time); shared filter: the one fidelity filter applied to "
-            "every executed mutant of both approaches. The README's "
-            + ("FM-AlexNet" if fashion else "MNIST LeNet-5")
-            + " rows (24 hours on a 40-core CPU) are beside ours; it has no QUANT rows.")
-    (out / "comparison.md").write_text(_md_table(headers, table) + "\n", encoding="utf-8")
-    files.append(out / "comparison.md")
-    md += ["## DRFuzz against DeepHunter", "", note, "", _md_table(headers, table), ""]
-    parts += ["<h2>DRFuzz against DeepHunter</h2>", f"<p>{html.escape(note)}</p>",
-              _html_table(headers, table)]
-
+    experiment = next((e for e in store.experiments(METHOD) if e["experiment"] == experiment_hash), {})
+    config = experiment.get("config", {})
+    published = None
+    if experiment.get("name") in _REPRODUCTIONS:
+        published = README_FASHION if config.get("dataset") == "fashion-mnist" else README_MNIST
+    names = model_names(store, experiment_hash)
+    strategies = " and ".join(dict.fromkeys(_label(r["strategy"]) for r in rows))
+    title = f"DRFuzz: regression faults of {names[1]} against {names[0]}"
+    if experiment.get("name") in _REPRODUCTIONS:
+        title = f"DRFuzz reproduction ({experiment['name']}): regression faults of M2 against M1"
+    body = campaign_sections(rows, out, names=names, published=published)
     campaigns = [{"cell": r["cell"], "scenario": r["scenario"], "strategy": r["strategy"], "seed": r["seed"],
                   **r["result"].metrics.to_dict(), "iterations": r["result"].iterations,
                   "steps": r["result"].steps, "generated": r["result"].generated,
@@ -242,58 +425,39 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
                   "setup_seconds": r["result"].setup_seconds, "corpus": r["result"].corpus,
                   "stop_reason": r["result"].stop_reason, "batch": r["result"].config.batch,
                   "fidelity": r["result"].config.check_name} for r in rows]
-    files.append(_write_csv(out / "campaigns.csv", campaigns))
+    files = [*body["files"], _write_csv(out / "campaigns.csv", campaigns)]
+    meta = (f"{len(rows)} finished campaign{'s' if len(rows) != 1 else ''} of {strategies}, experiment "
+            f"{experiment_hash}.")
+    markdown = "\n".join([f"# {title}", "", meta, "", *body["markdown"]])
+    return {"title": title, "meta": meta, "markdown": markdown,
+            "html": "\n".join(body["html"]), "nav": body["nav"], "files": [str(p) for p in files]}
 
-    def figure(name: str, path: Path, text: str) -> None:
-        files.append(path)
-        md.extend([f"### {name}", "", f"![{name}]({path.name})", "", text, ""])
-        parts.append(f"<h3>{html.escape(name)}</h3><img src='{path.name}' alt='{path.name}'>"
-                     f"<p>{html.escape(text)}</p>")
 
-    try:
-        first_seed = {}
-        for r in rows:
-            first_seed.setdefault((r["scenario"], r["strategy"]), r)
-        series = {(f"{sc} " if sc != "-" else "") + st: r["result"].timeline
-                  for (sc, st), r in first_seed.items()}
-        timeline = plot_timeline(series, out / "timeline.png", title="first seed of each")
-        figure("#RF and #URF over time", timeline,
-               "Regression faults and unique ones against fuzzing time, first seed of each scenario and "
-               "approach.")
-        usage: dict[str, dict] = {}
-        for strategy in dict.fromkeys(r["strategy"] for r in rows):
-            total: dict[str, dict] = defaultdict(lambda: {"selected": 0, "rf": 0})
-            for r in rows:
-                if r["strategy"] == strategy:
-                    for rule, u in r["result"].rule_usage.items():
-                        total[rule]["selected"] += u["selected"]
-                        total[rule]["rf"] += u["rf"]
-            usage[strategy] = dict(total)
-        figure("Rule usage", plot_rule_usage(usage, out / "rule_usage.png", title="summed over campaigns"),
-               "Each mutation rule's share of the selections (MCMC for DRFuzz, uniform for DeepHunter) and "
-               "of the regression faults found.")
-        usage_rows = [[rule, *(f"{usage[s].get(rule, {}).get(k, 0):,}" for s in usage
-                               for k in ("selected", "rf"))]
-                      for rule in sorted({r for u in usage.values() for r in u})]
-        usage_head = ["rule", *(f"{s} {k}" for s in usage for k in ("selected", "RF"))]
-        md += ["### Rule usage (counts)", "", _md_table(usage_head, usage_rows), ""]
-        parts.append(_html_table(usage_head, usage_rows))
-        shown = 0
-        for (scenario, strategy), r in first_seed.items():
-            ex = r["result"].examples
-            if shown >= 12 or not len(ex.get("faults", [])):
-                continue
-            stem = f"faults-{scenario}-{strategy}".replace(":", "").replace("/", "-").replace("--", "-")
-            n = min(8, len(ex["faults"]))
-            path = fault_grid(ex["seeds"][:n], ex["faults"][:n], ex["label"][:n], ex["m2_pred"][:n],
-                              out / f"{stem}.png", columns=4,
-                              title=f"{scenario} {strategy}: seed | regression fault")
-            figure(f"Example faults: {scenario}, {strategy}", path,
-                   f"The first regression faults of {r['cell']}, each beside its seed, with the label (M1's "
-                   "prediction) and M2's prediction.")
-            shown += 1
-    except ModuleNotFoundError as err:
-        md += [f"(no figures: {err})", ""]
-    return {"title": title, "markdown": "\n".join(md), "html": "\n".join(parts),
-            "files": [str(p) for p in files]}
+def campaign_page(outcomes: dict, folder) -> dict:
+    """The page of one ``deepfault regress`` (one campaign, or both strategies' with ``--strategy both``).
 
+    Args:
+        outcomes: ``{strategy: RegressOutcome}`` (:func:`~deepfault.fuzz.regress.regress`'s).
+        folder: Where the PNGs and CSVs go (the report folder being written).
+
+    Returns:
+        ``dict(title, html, meta, nav, config, provenance)`` for
+        :func:`~deepfault.experiment.report.write_page`.
+    """
+    from ..provenance import provenance
+
+    first = next(iter(outcomes.values()))
+    rows = [{"cell": o.cell, "scenario": "-", "strategy": o.result.config.strategy,
+             "seed": str(o.result.config.seed), "result": o.result} for o in outcomes.values()]
+    body = campaign_sections(rows, Path(folder), names=first.names, class_names=first.class_names,
+                             bounds=first.bounds)
+    m1, m2 = first.names
+    r = first.result
+    meta = (f"{' and '.join(_label(s) for s in outcomes)}, budget {r.config.budget}, seed {r.config.seed}, "
+            f"{r.config.check_name} check; {r.roots} seeds {m1} classifies right. Store {first.store}, "
+            f"experiment {first.experiment}.")
+    config = {s: o.result.config.to_dict() for s, o in outcomes.items()}
+    return {"title": f"DRFuzz: regression faults of {m2} against {m1}", "meta": meta,
+            "html": "\n".join(body["html"]), "nav": body["nav"],
+            "config": config if len(config) > 1 else next(iter(config.values())),
+            "provenance": provenance()}

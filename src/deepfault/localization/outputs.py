@@ -76,60 +76,35 @@ def save_synthesized(result, data, path: str | os.PathLike) -> Path:
     return path
 
 
-def _image(x: np.ndarray) -> np.ndarray | None:
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim == 3 and x.shape[0] in (1, 3):
-        return x[0] if x.shape[0] == 1 else x.transpose(1, 2, 0)
-    if x.ndim == 3 and x.shape[2] in (1, 3):
-        return x[..., 0] if x.shape[2] == 1 else x
-    if x.ndim == 2:
-        return x
-    side = int(round(np.sqrt(x.size)))
-    return x.reshape(side, side) if side * side == x.size else None
-
-
 def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *, bounds=(0.0, 1.0),
                      class_names=None, per_class: int = 2) -> Path | None:
     """A PNG grid from a :func:`save_synthesized` file: original, synthesized and their
-    difference, ``per_class`` inputs of each class, with the model's predictions.
+    difference with colour bars, ``per_class`` inputs of each class (those whose prediction
+    changed first, titled in red), with the model's predictions.
 
     Returns ``None`` (and writes nothing) when the inputs are not images or matplotlib is
     not installed.
     """
     try:
-        import matplotlib
+        from ..experiment.figures import as_image, changed_first, difference_grid
+        from ..experiment.report import new_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        new_figure(1, 1)  # matplotlib is there
     except ModuleNotFoundError:
         return None
     with np.load(npz_path, allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
+    changed = arrays["pred_synthesized"] != arrays["labels"]
     rows = []
     for c in np.unique(arrays["target_class"]):
-        rows.extend(np.flatnonzero(arrays["target_class"] == c)[:per_class].tolist())
-    if not rows or _image(arrays["originals"][rows[0]]) is None:
+        mine = np.flatnonzero(arrays["target_class"] == c)
+        rows.extend(mine[changed_first(changed[mine], limit=per_class)].tolist())
+    if not rows or as_image(arrays["originals"][rows[0]]) is None:
         return None
     name = (lambda i: class_names[i]) if class_names else str
-    lo, hi = float(bounds[0]), float(bounds[1])
-    fig, axes = plt.subplots(len(rows), 3, figsize=(5.4, 1.9 * len(rows)), squeeze=False,
-                             layout="constrained")
-    for r, i in enumerate(rows):
-        orig, new = _image(arrays["originals"][i]), _image(arrays["synthesized"][i])
-        diff = new - orig
-        span = max(float(np.abs(diff).max()), 1e-12)
-        axes[r, 0].imshow(orig, cmap="gray", vmin=lo, vmax=hi)
-        axes[r, 0].set_title(f"#{int(arrays['test_index'][i])} label {name(int(arrays['labels'][i]))}\n"
-                             f"predicted {name(int(arrays['pred_original'][i]))}", fontsize=7)
-        axes[r, 1].imshow(new, cmap="gray", vmin=lo, vmax=hi)
-        axes[r, 1].set_title(f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}", fontsize=7)
-        axes[r, 2].imshow(diff if diff.ndim == 2 else diff.mean(-1), cmap="coolwarm", vmin=-span, vmax=span)
-        axes[r, 2].set_title(f"difference\nmax {span:.3g}", fontsize=7)
-    for ax in axes.flat:
-        ax.set_xticks([])
-        ax.set_yticks([])
-    png_path = Path(png_path)
-    with atomic_path(png_path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return png_path
+    return difference_grid(
+        arrays["originals"][rows], arrays["synthesized"][rows], png_path, bounds=bounds, columns=2,
+        labels=("original", "synthesized"), highlight=changed[rows],
+        before_titles=[f"#{int(arrays['test_index'][i])} label {name(int(arrays['labels'][i]))}\n"
+                       f"predicted {name(int(arrays['pred_original'][i]))}" for i in rows],
+        after_titles=[f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}" for i in rows])

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment.report import ReportPaths, data_uri, value_text
+from ..experiment.report import ReportPaths, data_uri, page_environment, page_rows
 from .analysis import DeepFaultAnalysis as _Data
 from .analysis import load_analysis
 from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_name
@@ -392,20 +392,17 @@ def _write_csv(path: Path, table: _Table) -> None:
 
 # --- the page ----------------------------------------------------------------------------
 def _render_html(d: _Data, tables: list, figures: list) -> str:
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("deepfault.localization", "templates"),
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-    )
     exp = d.experiment
     config = dict(d.config)
     accuracy = config.pop("model_accuracy", None)
-    return env.get_template("report.html.j2").render(
-        name=exp["name"], config_hash=exp["config_hash"], created=exp["created"],
-        num_cells=d.num_cells,
-        config=[(k, value_text(v)) for k, v in sorted(config.items())],
-        provenance=[(k, value_text(v)) for k, v in sorted(exp["provenance"].items())],
+    nav = [(t.name, t.title) for t in tables]
+    nav += [(f"figure-{i}", f["title"]) for i, f in enumerate(figures, 1)]
+    if isinstance(accuracy, dict):
+        nav.insert(0, ("model_accuracy", "Model accuracy on the test set"))
+    return page_environment("deepfault.localization").get_template("report.html.j2").render(
+        title=f"{exp['name']}: DeepFault report",
+        meta=f"Experiment {exp['config_hash']}, created {exp['created']}, {d.num_cells} cells.",
+        nav=nav, config=page_rows(config), provenance=page_rows(exp["provenance"]),
         accuracy=sorted(accuracy.items()) if isinstance(accuracy, dict) else [],
         tables=tables, figures=figures,
     )
@@ -479,5 +476,153 @@ def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = Non
     return ReportPaths(out, exp["config_hash"], html, tables_md, md_paths, csv_paths, fig_paths)
 
 
-#: Report writers of the other methods: ``method -> module`` with
-#: ``render_report(store, experiment_hash, out_dir) -> dict(title, markdown, html, files)``.
+# --- the page of one run (deepfault run --report DIR) --------------------------------------
+
+
+def _nan(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _pooled_run(result, attr: str) -> dict:
+    """``class -> concatenated per-input values`` over repetitions, plus ``"all"``."""
+    out = {}
+    for cr in result.classes:
+        values = [getattr(rep.evaluation, attr) for rep in cr.repetitions]
+        out[cr.target_class] = np.concatenate(values) if values else np.zeros(0)
+    out["all"] = np.concatenate(list(out.values())) if out else np.zeros(0)
+    return out
+
+
+def _baseline_table(result, baseline, name) -> tuple[str, str]:
+    """The approach against the random baseline per class: HTML table and a verdict line."""
+    from ..experiment.report import html_table
+    from ..experiment.stats import compare
+
+    approach = long_name(result.config.approach)
+    acc, loss, changed = (_pooled_run(result, a) for a in ("correct", "loss", "pred_synthesized"))
+    labels = _pooled_run(result, "pred_original")
+    heads = ["class", "inputs", f"{approach} accuracy", "random accuracy", f"{approach} changed",
+             "random changed", f"{approach} loss", "random loss", f"{approach} < random? (p)", "A12"]
+    racc = rloss = rchanged = rlabels = None
+    if baseline is not None:
+        racc, rloss, rchanged = (_pooled_run(baseline, a) for a in ("correct", "loss", "pred_synthesized"))
+        rlabels = _pooled_run(baseline, "pred_original")
+    rows, marks, wins, tested = [], [], 0, 0
+    for key in [*(cr.target_class for cr in result.classes), "all"]:
+        a = acc[key].astype(float)
+        row = ["all classes" if key == "all" else name(key), len(a), _fixed(_mean(a), 3)]
+        mark = [""] * len(heads)
+        if baseline is not None and key in racc and len(racc[key]) and len(a):
+            r = racc[key].astype(float)
+            c = compare(a, r, metric="correct")
+            sig = c.significant(ALPHA)
+            if key != "all":
+                wins += sig
+                tested += 1
+            row += [_fixed(_mean(r), 3), _pct(_mean(changed[key] != labels[key])),
+                    _pct(_mean(rchanged[key] != rlabels[key])), _fixed(_mean(loss[key]), 3),
+                    _fixed(_mean(rloss[key]), 3), ("✓ " if sig else "✗ ") + f"p={_p(c.p_value)}",
+                    _fixed(c.a12)]
+            if sig:
+                mark[8] = "sig"
+        else:
+            row += ["–", _pct(_mean(changed[key] != labels[key])), "–", _fixed(_mean(loss[key]), 3), "–",
+                    "–", "–"]
+        rows.append(row)
+        marks.append(mark)
+    if baseline is None:
+        verdict = ("No random baseline (the run's approach is a baseline itself), so its accuracy has "
+                   "nothing to be compared with.")
+    else:
+        verdict = (f"In {wins} of {tested} classes the inputs synthesized from {approach}'s neurons have "
+                   f"significantly lower accuracy than those from random neurons (one-sided Mann-Whitney U, "
+                   f"p < {ALPHA}).")
+    return html_table(heads, rows, classes=marks), verdict
+
+
+def run_page(result, data, folder, *, model_name: str, baseline=None, provenance: dict | None = None,
+             grid_rows: int = 12) -> dict:
+    """The page of one ``deepfault run``: the approach against the random baseline per class,
+    the synthesized inputs whose prediction changed first, distances and the neurons.
+
+    Args:
+        result: The run's :class:`~deepfault.localization.protocol.RunResult`.
+        data: Its :class:`~deepfault.data.Dataset`.
+        folder: Where the PNGs go (the report folder being written).
+        model_name: How the page names the model.
+        baseline: The same run with ``approach="random"`` (``None``: none to compare with).
+        provenance: Where the run came from.
+        grid_rows: Inputs in the image grid.
+
+    Returns:
+        ``dict(title, html, meta, nav, config, provenance)`` for
+        :func:`~deepfault.experiment.report.write_page`.
+    """
+    import html as _html
+
+    from ..experiment.figures import changed_first, difference_grid
+    from ..experiment.report import html_table, image_tag, section
+    from .outputs import _collect
+
+    folder = Path(folder)
+    cfg = result.config
+
+    def name(c):
+        return str(c) if data.class_names[c] == str(c) else f"{c} ({data.class_names[c]})"
+
+    table, verdict = _baseline_table(result, baseline, name)
+    parts = [section(
+        "baseline", "Against the random baseline",
+        "Accuracy of the model on the synthesized inputs (labels: the originals'), the share whose "
+        "prediction changed, and the mean loss, for the run's approach and for the same run with "
+        f"{cfg.k} random neurons per class (the paper's baseline, same inputs and seed). An accuracy "
+        "means something only beside random's: synthesis changes any input, suspicious neurons or not. "
+        "✓: the approach's accuracy is significantly lower; A12 below 0.5 means lower accuracy.",
+        f"<p class='verdict'>{_html.escape(verdict)}</p>", table)]
+    arrays = _collect(result, data)
+    changed = arrays["pred_synthesized"] != arrays["labels"]
+    # changed predictions first, one per class in turn, so the grid spans the classes
+    turn = np.zeros(len(changed))
+    for c in np.unique(arrays["target_class"]):
+        mine = arrays["target_class"] == c
+        turn[mine] = np.cumsum(changed[mine]) - 1
+    rows = changed_first(changed, limit=grid_rows, key=-turn)
+    png = difference_grid(
+        arrays["originals"][rows], arrays["synthesized"][rows], folder / "synthesized.png",
+        bounds=data.bounds, columns=2, labels=("original", "synthesized"), highlight=changed[rows],
+        before_titles=[f"test #{int(arrays['test_index'][i])}\n"
+                       f"label {data.class_names[int(arrays['labels'][i])]}" for i in rows],
+        after_titles=[f"synthesized\npredicted {data.class_names[int(arrays['pred_synthesized'][i])]}"
+                      for i in rows])
+    nav = [("baseline", "Against the random baseline")]
+    if png is not None:
+        nav.append(("inputs", "Synthesized inputs"))
+        parts.append(section(
+            "inputs", "Synthesized inputs",
+            f"{int(changed.sum())} of {len(changed)} synthesized inputs change the model's prediction; "
+            "they come first (one class after another), red titles. Each triple: the original, the "
+            "synthesized input (grey scale: the data's range, the grey colour bar) and their difference "
+            "(blue: darker, red: brighter; the blue-to-red colour bar, one scale for every row).",
+            image_tag(png, "synthesized.png")))
+    dist_rows = []
+    for cr in result.classes:
+        for rep in cr.repetitions:
+            s = rep.evaluation.summary()
+            dist_rows.append([name(cr.target_class) + (f" / {rep.index}" if cfg.repeat > 1 else ""),
+                              s["inputs"], _num(_nan(s["l1"])), _num(_nan(s["l2"])),
+                              _num(_nan(s["linf"])), _pct(_nan(s["increased"])),
+                              ", ".join(f"{n.layer}[{n.unit}]" for n in rep.selection.neurons[:8])
+                              + (" ..." if len(rep.selection.neurons) > 8 else "")])
+    nav.append(("neurons", "Suspicious neurons and distances"))
+    parts.append(section(
+        "neurons", "Suspicious neurons and distances",
+        f"Per class: the mean L1, L2 and L_inf distance of the synthesized inputs to their originals, "
+        f"the share of the {cfg.k} selected neurons whose value increased, and the selected neurons "
+        "(most suspicious first; the JSON result has their scores).",
+        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased", "neurons"], dist_rows,
+                   classes=[[""] * 6 + ["key"] for _ in dist_rows])))
+    return {"title": f"DeepFault: {long_name(cfg.approach)} on {model_name}",
+            "meta": f"{data.name}, {len(_pooled_run(result, 'correct')['all'])} synthesized inputs, "
+                    f"k = {cfg.k}, step {cfg.step:g}, distance {cfg.distance:g}, "
+                    f"test accuracy {result.test_accuracy:.1%}.",
+            "html": "\n".join(parts), "nav": nav, "config": cfg.to_dict(), "provenance": provenance}

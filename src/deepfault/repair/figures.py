@@ -21,16 +21,15 @@ def accuracy_bars(
 
     Returns ``None`` (and writes nothing) without matplotlib.
     """
-    try:
-        import matplotlib
+    from ..experiment.report import new_figure, save_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ModuleNotFoundError:
-        return None
     names = list(order or dict.fromkeys(a for g in groups.values() for a in g))
     width = 0.8 / max(len(names), 1)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 + 1.3 * len(groups)), 3.2), layout="constrained")
+    try:
+        fig = new_figure(max(4.0, 1.2 + 1.3 * len(groups)), 3.2, layout="constrained")
+    except ModuleNotFoundError:
+        return None
+    ax = fig.subplots()
     for i, name in enumerate(names):
         xs, ys = [], []
         for j, g in enumerate(groups.values()):
@@ -43,7 +42,4 @@ def accuracy_bars(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, ncol=min(len(names), 4))
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, Path(path))

@@ -57,9 +57,9 @@ def _pm(values, scale: float = 100.0, digits: int = 2) -> str:
 
 
 def _html_table(headers, rows) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    from ..experiment.report import html_table  # the shell's table: scrolls in its own box
+
+    return html_table(headers, rows)
 
 
 def _md_table(headers, rows) -> str:
@@ -172,7 +172,8 @@ def write_result_page(path, result, provenance: dict | None = None) -> Path | No
         png = accuracy_bars(groups, Path(tmp) / "accuracy.png", title=f"repair of {d['model']}")
         if png is not None:
             body.append(image_tag(png, "Accuracy before and after each fine-tuning."))
-    page = render_page(f"Repair of {d['model']} on {d['dataset']}", "\n".join(body), provenance)
+    page = render_page(f"Repair of {d['model']} on {d['dataset']}", "\n".join(body), provenance,
+                       config=d.get("config"))
     with atomic_path(path) as tmp:
         Path(tmp).write_text(page, encoding="utf-8")
     return Path(path)
@@ -353,10 +354,13 @@ def render_report(store, config_hash: str, out_dir) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     cells = collect(store, config_hash)
     md, parts, files = ["# Repair with found inputs", ""], [], []
+    nav: list[tuple[str, str]] = []
 
     def add(title, note, headers, rows, data, stem):
         md.extend([f"## {title}", "", note, "", _md_table(headers, rows), ""])
-        parts.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(note)}</p>{_html_table(headers, rows)}")
+        nav.append((stem, title))
+        parts.append(f"<h2 id='{html.escape(stem)}'>{html.escape(title)}</h2>"
+                     f"<p class='caption'>{html.escape(note)}</p>{_html_table(headers, rows)}")
         path = out / f"{stem}.json"
         path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         files.append(path)
@@ -417,5 +421,6 @@ def render_report(store, config_hash: str, out_dir) -> dict:
         "title": title,
         "markdown": "\n".join(md),
         "html": "\n".join(parts),
+        "nav": nav,
         "files": [str(p) for p in files],
     }

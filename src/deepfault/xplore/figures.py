@@ -10,20 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path
+from ..experiment.report import new_figure, save_figure
 
 __all__ = ["image_grid", "coverage_vs_threshold", "coverage_over_time", "as_image"]
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError("figures need matplotlib: pip install 'deepfault[report]'") from err
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def as_image(x: np.ndarray) -> np.ndarray:
@@ -37,16 +26,6 @@ def as_image(x: np.ndarray) -> np.ndarray:
         side = int(round(np.sqrt(x.size)))
         x = x.reshape(side, side) if side * side == x.size else x[None, :]
     return x
-
-
-def _save(fig, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, rows: int = 8,
@@ -63,36 +42,23 @@ def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, ro
         class_names: Names of the classes (default their indices).
         title: Figure title.
     """
-    plt = _pyplot()
+    from ..experiment.figures import difference_grid
+
     n = min(rows, len(found))
-    lo, hi = float(bounds[0]), float(bounds[1])
-    lines = 1 + len(model_names)
-    fig, axes = plt.subplots(max(n, 1), 3, figsize=(7.2, (1.9 + 0.16 * lines) * max(n, 1)), squeeze=False,
-                             layout="constrained")
-    label = (lambda c: class_names[c]) if class_names else str
-    for i in range(n):
-        seed, new = as_image(found.seeds[i]), as_image(found.inputs[i])
-        diff = new - seed
-        span = max(float(np.abs(diff).max()), 1e-12)
-        axes[i, 0].imshow(seed, cmap="gray", vmin=lo, vmax=hi)
-        common = label(int(found.common_class[i]))
-        axes[i, 0].set_title(f"seed #{int(found.seed_index[i])}\nall predict {common}", fontsize=8)
-        axes[i, 1].imshow(new, cmap="gray", vmin=lo, vmax=hi)
-        preds = "\n".join(f"{m}: {label(int(p))}" for m, p in zip(model_names, found.predictions[i],
-                                                                    strict=True))
-        axes[i, 1].set_title(f"after {int(found.iteration[i])} step(s)\n{preds}", fontsize=7)
-        axes[i, 2].imshow(diff if diff.ndim == 2 else diff.mean(-1), cmap="coolwarm", vmin=-span, vmax=span)
-        axes[i, 2].set_title(f"difference\nL1 {float(found.l1[i]):.1f}", fontsize=8)
-    for ax in axes.flat:
-        ax.set_xticks([])
-        ax.set_yticks([])
     if n == 0:
-        axes[0, 1].text(0.5, 0.5, "no difference-inducing input", ha="center", va="center")
-        for ax in axes.flat:
-            ax.axis("off")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+        fig = new_figure(4.0, 1.0)
+        fig.text(0.5, 0.5, "no difference-inducing input", ha="center", va="center")
+        return save_figure(fig, path)
+    label = (lambda c: class_names[c]) if class_names else str
+    after = []
+    for i in range(n):
+        pairs = zip(model_names, found.predictions[i], strict=True)
+        preds = "\n".join(f"{m}: {label(int(p))}" for m, p in pairs)
+        after.append(f"after {int(found.iteration[i])} step(s)\n{preds}")
+    return difference_grid(
+        found.seeds[:n], found.inputs[:n], path, bounds=bounds, columns=1, labels=("seed", "generated"),
+        before_titles=[f"seed #{int(found.seed_index[i])}\nall predict {label(int(found.common_class[i]))}"
+                       for i in range(n)], after_titles=after, highlight=[True] * n, title=title)
 
 
 def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]], thresholds: Sequence[float],
@@ -105,10 +71,9 @@ def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]],
         path: The PNG to write.
         title: The figure's title (default: none).
     """
-    plt = _pyplot()
     models = list(next(iter(coverage.values())))
-    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models), 3.0), squeeze=False, sharey=True,
-                             layout="constrained")
+    fig = new_figure(3.4 * len(models), 3.0, layout="constrained")
+    axes = fig.subplots(1, len(models), squeeze=False, sharey=True)
     markers = ["o", "s", "^", "D", "v"]
     for ax, model in zip(axes[0], models, strict=True):
         for i, (method, per_model) in enumerate(coverage.items()):
@@ -122,15 +87,15 @@ def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]],
     axes[0, -1].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def coverage_over_time(trace: Sequence[Mapping], model_names: Sequence[str], num_neurons: Sequence[int],
                        path: str | os.PathLike, *, title: str | None = None) -> Path:
     """Each model's coverage and the number found against time, from a run's trace."""
-    plt = _pyplot()
     seconds = [p["seconds"] for p in trace]
-    fig, ax = plt.subplots(figsize=(5.5, 3.2), layout="constrained")
+    fig = new_figure(5.5, 3.2, layout="constrained")
+    ax = fig.subplots()
     for k, name in enumerate(model_names):
         ax.plot(seconds, [100 * p["covered"][k] / num_neurons[k] for p in trace], label=name)
     ax.set_xlabel("seconds")
@@ -142,4 +107,4 @@ def coverage_over_time(trace: Sequence[Mapping], model_names: Sequence[str], num
     ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

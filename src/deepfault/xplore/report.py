@@ -8,7 +8,6 @@ paper's numbers (as DeepXplore spec section 6 restates them), as Markdown, CSV, 
 from __future__ import annotations
 
 import csv
-import html
 import json
 import re
 from collections import defaultdict
@@ -172,29 +171,31 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
     Raises:
         DeepFaultError: The experiment has no DeepXplore cells.
     """
-    from .figures import coverage_over_time, coverage_vs_threshold, image_grid
+    from .figures import coverage_over_time, coverage_vs_threshold
     from .results import FoundInputs
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = collect(store, experiment_hash)
     files: list[Path] = []
+    from ..experiment.report import html_table, image_tag, section
+
     md: list[str] = ["# DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", ""]
-    parts_html: list[str] = ["<h1>DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5</h1>"]
+    parts_html: list[str] = []
+    nav: list[tuple[str, str]] = []
 
     def add_table(title, stem, headers, rows, data, note):
         files.extend(_write_table(out, stem, headers, rows, data))
         md.extend([f"## {title}", "", note, "", (out / f"{stem}.md").read_text(encoding="utf-8"), ""])
-        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-        parts_html.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(note)}</p>"
-                          f"<table><tr>{head}</tr>{body}</table>")
+        nav.append((stem, title))
+        parts_html.append(section(stem, title, note, html_table(headers, rows)))
 
     def add_figure(title, path, note):
         files.append(path)
         md.extend([f"### {title}", "", f"![{title}]({path.name})", "", note, ""])
-        parts_html.append(f"<h3>{html.escape(title)}</h3><img src='{path.name}' alt='{path.name}'>"
-                          f"<p>{html.escape(note)}</p>")
+        anchor = f"figure-{path.stem}"
+        nav.append((anchor, title))
+        parts_html.append(section(anchor, title, note, image_tag(path, path.name)))
 
     if cells["table2"]:
         h, r, d = _table2(cells["table2"])
@@ -235,13 +236,119 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
                             inputs=a["inputs"], seeds=a["seeds"], iteration=a["iteration"],
                             predictions=a["predictions"], common_class=a["common_class"], target=a["target"],
                             l1=a["l1"])
-        grid = image_grid(found, names, out / "examples.png", rows=8, bounds=record.data["bounds"])
-        add_figure("Difference-inducing inputs", grid,
-                   f"The first inputs of {first}: seed, generated input, difference, each model's "
-                   "prediction.")
+        grid = _found_grid(found, names, out, rows=8, bounds=record.data["bounds"], file="examples.png")
+        if grid is not None:
+            add_figure("Difference-inducing inputs", grid,
+                       f"Inputs of {first}, one per seed first: seed, generated input (each model's "
+                       "prediction in red), difference (one colour scale for every row).")
         add_figure("Coverage over time", coverage_over_time(record.data["trace"], names,
                                                              [m["neurons"] for m in record.data["models"]],
                                                              out / "coverage_over_time.png", title=first),
                    "Each model's neuron coverage (t 0) and the inputs found, against the run's time.")
-    return {"title": "DeepXplore on MNIST", "markdown": "\n".join(md), "html": "\n".join(parts_html),
-            "files": [str(p) for p in files]}
+    return {"title": "DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", "markdown": "\n".join(md),
+            "html": "\n".join(parts_html), "nav": nav, "files": [str(p) for p in files]}
+
+
+def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: int = 12,
+                file: str = "found_inputs.png") -> Path | None:
+    """Seed | found input | difference, one row per distinct seed first, titled by predictions."""
+    from ..experiment.figures import difference_grid
+
+    if not len(found):
+        return None
+    seen: dict[int, int] = {}
+    for i, s in enumerate(np.asarray(found.seed_index).tolist()):
+        seen.setdefault(s, i)
+    first = list(seen.values())
+    picked = (first + [i for i in range(len(found)) if i not in seen.values()])[:rows]
+    label = (lambda c: class_names[int(c)]) if class_names else (lambda c: str(int(c)))
+    after = []
+    for i in picked:
+        preds = ", ".join(f"{n}: {label(p)}" for n, p in zip(names, found.predictions[i], strict=True))
+        after.append(f"after {int(found.iteration[i])} step(s)\n{preds}")
+    return difference_grid(
+        found.seeds[picked], found.inputs[picked], folder / file, bounds=bounds, columns=2,
+        labels=("seed", "found"), highlight=[True] * len(picked), after_titles=after,
+        before_titles=[f"seed #{int(found.seed_index[i])}\nall predict {label(found.common_class[i])}"
+                       for i in picked])
+
+
+def run_page(result, labels, data, folder, *, provenance: dict | None = None, grid_rows: int = 12) -> dict:
+    """The page of one ``deepfault xplore`` run: the seeds, what was found, coverage, realism.
+
+    Args:
+        result: The :class:`~deepfault.xplore.results.XploreResult`.
+        labels: The models' names, in the run's order.
+        data: The :class:`~deepfault.data.Dataset` the seeds came from.
+        folder: Where the PNGs go.
+        provenance: Where the run came from.
+        grid_rows: Found inputs in the image grid.
+
+    Returns:
+        ``dict(title, html, meta, nav, config, provenance)`` for
+        :func:`~deepfault.experiment.report.write_page`.
+    """
+    from ..experiment.report import html_table, image_tag, section
+    from .figures import coverage_over_time
+
+    folder = Path(folder)
+    cfg = result.config
+    rows = []
+    for s in result.summaries():
+        rows.append(["all" if s.target is None else labels[s.target], s.seeds,
+                     s.already_differ if s.target is None else "-", s.searched, s.found,
+                     "-" if s.found_ratio is None else f"{100 * s.found_ratio:.1f}%",
+                     "-" if s.mean_iterations is None else f"{s.mean_iterations:.2f}",
+                     "-" if s.mean_l1 is None else f"{s.mean_l1:.1f}"])
+    parts = [section(
+        "found", "Seeds and difference-inducing inputs",
+        f"{result.num_seeds} seeds from {data.name}'s test split; seeds on which the models already disagree "
+        "are counted apart, the others are searched (gradient ascent on the target model's disagreement, "
+        f"constraint {cfg.transform}). found/searched: the share of searched seeds that gave an input the "
+        "models disagree on; mean L1: its distance to the seed in data units.",
+        html_table(["target", "seeds", "already differ", "searched", "found", "found/searched", "mean steps",
+                    "mean L1"], rows))]
+    nav = [("found", "Seeds and difference-inducing inputs")]
+    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=list(data.class_names),
+                      rows=grid_rows)
+    if png is not None:
+        nav.append(("inputs", "Found inputs"))
+        parts.append(section(
+            "inputs", "Found inputs",
+            "One found input per seed first. Each triple: the seed (all models agree on it), the found input "
+            "(each model's prediction in red) and their difference (blue: darker, red: brighter; one colour "
+            "scale for every row).", image_tag(png, png.name)))
+    cov_rows = [[n, c.covered, c.total, f"{100 * c.ratio:.1f}%"] for n, c in zip(labels, result.coverage,
+                                                                                   strict=True)]
+    cov_rows.append(["pooled", sum(c.covered for c in result.coverage), sum(c.total for c in result.coverage),
+                     f"{100 * result.pooled_coverage:.1f}%"])
+    cov_parts = [html_table(["model", "covered", "neurons", "coverage"], cov_rows)]
+    if result.trace:
+        trace = [{"seconds": p.seconds, "found": p.found, "covered": list(p.covered)} for p in result.trace]
+        path = coverage_over_time(trace, labels, result.num_neurons, folder / "coverage_over_time.png")
+        cov_parts.append(image_tag(path, "coverage_over_time.png: each model's coverage (left axis) and the "
+                                         "inputs found (dashed, right axis) against time"))
+    nav.append(("coverage", "Neuron coverage"))
+    parts.append(section("coverage", "Neuron coverage",
+                         f"Neurons each model's activations cover over the seeds and found inputs "
+                         f"(layer-minmax scaling, threshold t = {cfg.threshold:g}).", *cov_parts))
+    r = result.realism
+    if r is not None and r.found:
+        def pct(x):
+            return "-" if x is None else f"{100 * x:.1f}%"
+
+        real = [["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
+                ["saturated (a flat or black/white square)", pct(r.saturated)],
+                ["outside the bounds", pct(r.outside_bounds)],
+                ["still differ once clipped", pct(r.still_differ_clipped)]]
+        nav.append(("realism", "Realism"))
+        parts.append(section(
+            "realism", "Realism",
+            "Are the found inputs still images of the data set? Distances in data units; saturated: less "
+            "than half the seed's contrast left after clipping; the last two rows apply to runs without "
+            "clipping.", html_table(["measure", "value"], real)))
+    meta = (f"{', '.join(labels)} on {data.name}: {result.num_found} difference-inducing inputs from "
+            f"{result.num_seeds} seeds in {result.seconds:.2f} s; lambda1 {cfg.lambda1:g}, lambda2 "
+            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations.")
+    return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
+            "config": cfg.to_dict(), "provenance": provenance}

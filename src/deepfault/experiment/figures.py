@@ -1,0 +1,108 @@
+"""The one image grid every report draws: before | after | difference, with colour bars.
+
+DeepFault's synthesized inputs, DeepXplore's difference-inducing inputs and DRFuzz's
+regression faults are all "an input, a changed input, and what changed". They share one
+figure so that a reader learns to read it once: grey-scale inputs on the data's range, the
+difference on a symmetric blue-white-red scale, each with its colour bar, and the rows the
+caller chose (changed predictions first: see :func:`changed_first`). matplotlib is imported
+inside the functions (through :func:`~deepfault.experiment.report.new_figure`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .report import new_figure, save_figure, tex_safe
+
+__all__ = ["as_image", "changed_first", "difference_grid"]
+
+
+def as_image(x) -> np.ndarray | None:
+    """One input as a 2-D (grey) or ``(H, W, 3)`` image: channels first or last, or a flat
+    square; ``None`` when it is no image (a flat vector of non-square length).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 3 and x.shape[0] in (1, 3):
+        return x[0] if x.shape[0] == 1 else x.transpose(1, 2, 0)
+    if x.ndim == 3 and x.shape[2] in (1, 3):
+        return x[..., 0] if x.shape[2] == 1 else x
+    if x.ndim == 2:
+        return x
+    side = int(round(np.sqrt(x.size)))
+    return x.reshape(side, side) if side * side == x.size else None
+
+
+def changed_first(changed, *, limit: int, key=None) -> np.ndarray:
+    """Indices of at most ``limit`` rows: those whose prediction changed first, then the others,
+    each group in its order (or by descending ``key``, e.g. the size of the change).
+    """
+    changed = np.asarray(changed, dtype=bool)
+    order = np.arange(len(changed)) if key is None else np.argsort(-np.asarray(key, dtype=float),
+                                                                   kind="stable")
+    return np.concatenate([order[changed[order]], order[~changed[order]]])[:limit].astype(int)
+
+
+def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[float] = (0.0, 1.0),
+                    before_titles: Sequence[str] = (), after_titles: Sequence[str] = (),
+                    highlight: Sequence[bool] = (), columns: int = 2, labels=("original", "changed"),
+                    title: str | None = None) -> Path | None:
+    """A PNG grid of ``before | after | after - before`` triples, ``columns`` triples a row.
+
+    Args:
+        before: ``(N, ...)`` the inputs as they were (seeds, originals).
+        after: ``(N, ...)`` the changed inputs.
+        path: The PNG to write.
+        bounds: The data's value range (the grey scale's limits).
+        before_titles: One title per input before (its index, label).
+        after_titles: One title per changed input (the predictions).
+        highlight: Per row, whether to draw its ``after`` title in red (a changed prediction).
+        columns: Triples per row of the figure.
+        labels: Names of the two inputs in the colour bars' captions.
+        title: The figure's title.
+
+    Returns:
+        ``path``, or ``None`` (nothing written) when there is no row or the inputs are no images.
+    """
+    n = len(before)
+    if n == 0 or as_image(before[0]) is None:
+        return None
+    lo, hi = float(bounds[0]), float(bounds[1])
+    diffs = [as_image(after[i]) - as_image(before[i]) for i in range(n)]
+    span = max(max(float(np.abs(d).max()) for d in diffs), 1e-12)
+    rows = -(-n // columns)
+    fig = new_figure(2.5 * 3 * min(columns, n) / 1.5 + 0.9, 1.75 * rows + (0.5 if title else 0.2),
+                     layout="constrained")
+    axes = fig.subplots(rows, 3 * min(columns, n), squeeze=False)
+    grey = diff_image = None
+    for i in range(n):
+        r, c = divmod(i, columns)
+        a, b, d = axes[r, 3 * c], axes[r, 3 * c + 1], axes[r, 3 * c + 2]
+        grey = a.imshow(as_image(before[i]), cmap="gray", vmin=lo, vmax=hi)
+        b.imshow(as_image(after[i]), cmap="gray", vmin=lo, vmax=hi)
+        diff = diffs[i] if diffs[i].ndim == 2 else diffs[i].mean(-1)
+        diff_image = d.imshow(diff, cmap="coolwarm", vmin=-span, vmax=span)
+        if i < len(before_titles):
+            a.set_title(tex_safe(before_titles[i]), fontsize=7)
+        if i < len(after_titles):
+            red = i < len(highlight) and bool(highlight[i])
+            b.set_title(tex_safe(after_titles[i]), fontsize=7, color="firebrick" if red else "black")
+        d.set_title(f"L_inf {float(np.abs(diff).max()):.3g}", fontsize=7)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    for ax in list(axes.flat)[3 * n:]:
+        ax.axis("off")
+    shrink = 0.6 if rows <= 4 else max(0.12, 2.4 / rows)  # a bar about two rows high, not the figure's
+    fig.colorbar(grey, ax=axes[:, :].ravel().tolist(), location="right", shrink=shrink, pad=0.01,
+                 label=f"{labels[0]} / {labels[1]} value")
+    fig.colorbar(diff_image, ax=axes[:, :].ravel().tolist(), location="right", shrink=shrink, pad=0.01,
+                 label=f"{labels[1]} - {labels[0]}")
+    if title:
+        fig.suptitle(tex_safe(title), fontsize=9)
+    path = Path(path)
+    save_figure(fig, path)
+    return path
