@@ -220,8 +220,17 @@ def test_small_steps_do_not_warn(recwarn):
 # --- threads ----------------------------------------------------------------------------
 
 
-def test_small_models_run_on_one_thread_and_the_setting_is_restored(monkeypatch):
+def test_small_models_use_the_free_cores_and_the_setting_is_restored(monkeypatch):
+    import deepfault.core.threads as threads
+
     models = [conv(0.0), conv(0.02)]
+    torch.set_num_threads(2)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads, "busy_cores", lambda: 0.0)  # a quiet machine: both cores
+    assert auto_threads(models, "cpu") == 2
+    monkeypatch.setattr(threads, "busy_cores", lambda: 1.2)  # the other core busy: one thread
+    assert auto_threads(models, "cpu") == 1
+    monkeypatch.setattr(threads, "busy_cores", lambda: 7.0)  # never fewer than one
     assert auto_threads(models, "cpu") == 1
     assert auto_threads([nn.Linear(2000, 2000)], "cpu") is None
     assert auto_threads(models, "cuda") is None

@@ -144,9 +144,10 @@ def add_device(p: argparse.ArgumentParser) -> None:
 def add_threads(p: argparse.ArgumentParser) -> None:
     """``--threads N|auto``, one definition for every command that computes (:func:`apply_threads`)."""
     p.add_argument("--threads", type=threads_value, default="auto", metavar="N|auto",
-                   help="PyTorch CPU threads; 'auto': 1 when the command's models are small (<= 2M "
-                   "parameters) and on the CPU, measured faster (docs/xplore.md), else PyTorch's default "
-                   "(so in the commands that build or fine-tune their models as they go)")
+                   help="PyTorch CPU threads; 'auto': for small models (<= 2M parameters) on the CPU, "
+                   "the cores no other process is using now (1 on a busy machine: measured 6-25x faster "
+                   "there, and 2 on an idle 2-core one: 1.5-1.8x faster; docs/performance.md), else "
+                   "PyTorch's default (so in the commands that build or fine-tune their models as they go)")
 
 
 def add_no_progress(p: argparse.ArgumentParser) -> None:
@@ -155,16 +156,16 @@ def add_no_progress(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_threads(value: int | str | None, models=(), device="cpu") -> int:
-    """The thread count ``--threads`` asks for: a count as given; ``auto`` is 1 for small
-    models on the CPU (:func:`deepfault.xplore.search.auto_threads`), else PyTorch's current
-    setting (no models given: PyTorch's).
+    """The thread count ``--threads`` asks for: a count as given; ``auto`` is the free cores
+    for small models on the CPU (:func:`deepfault.core.threads.auto_threads`: 1 on a busy
+    machine), else PyTorch's current setting (no models given: PyTorch's).
     """
     import torch
 
     if value not in (None, "auto"):
         return int(value)
     if models:
-        from ..xplore.search import auto_threads
+        from ..core.threads import auto_threads
 
         auto = auto_threads(list(models), device)
         if auto is not None:

@@ -66,6 +66,29 @@ CREATE TABLE IF NOT EXISTS cells (
 """
 
 
+def _create_schema(db: sqlite3.Connection) -> None:
+    """:data:`SCHEMA`, one statement at a time, inside the caller's transaction
+    (``executescript`` would commit it first).
+    """
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, schema changes included (Python's sqlite3 begins none for
+    ``CREATE``/``ALTER``): committed whole, or rolled back on any error.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
+
+
 @dataclass(frozen=True)
 class Record:
     """One stored cell: its id, the method's JSON fields and its named arrays."""
@@ -149,8 +172,8 @@ class ResultStore:
                 self._check_kind(migrate=True)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
-                with self._db:
-                    self._db.executescript(SCHEMA)
+                with _transaction(self._db):  # two runs creating one store never see half a schema
+                    _create_schema(self._db)
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'deepfault')")
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                                      (str(SCHEMA_VERSION),))
@@ -241,10 +264,10 @@ class ResultStore:
     def _migrate_v1(self) -> None:
         """Schema 1 (deepfault 0.1) to 2, in one transaction: nothing is lost or half-done."""
         db = self._db
-        with db:
+        with _transaction(db):
             db.execute("ALTER TABLE experiments RENAME TO experiments_v1")
             db.execute("ALTER TABLE cells RENAME TO cells_v1")
-            db.executescript(SCHEMA)
+            _create_schema(db)
             now = time.time()
             db.execute(
                 "INSERT INTO experiments (experiment, method, name, config, provenance, created) "

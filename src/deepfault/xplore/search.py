@@ -46,6 +46,7 @@ from torch import nn
 
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
+from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError, check_bounds, check_int
 from .config import XploreConfig
@@ -76,22 +77,6 @@ RMS_EPS = 1e-5
 #: Inputs per forward/backward pass on the CPU: 256 LeNet inputs keep a pass's tensors in
 #: cache, about 1.7x faster than one pass over 2,000 (benchmarks/bench_xplore.py).
 CPU_CHUNK = 256
-
-
-#: Models with at most this many parameters run on one CPU thread unless told otherwise:
-#: LeNets on 2,000 seeds are 1.1x to 25x faster on one thread than on PyTorch's default
-#: (2 here), the more so the busier the machine (``docs/xplore.md``).
-SMALL_MODEL_PARAMETERS = 2_000_000
-
-
-def auto_threads(models: Sequence[nn.Module], device) -> int | None:
-    """The CPU thread count a search should use: 1 for small models on the CPU, else
-    ``None`` (leave PyTorch's setting alone).
-    """
-    if torch.device(device).type != "cpu":
-        return None
-    size = sum(p.numel() for m in models for p in m.parameters())
-    return 1 if size <= SMALL_MODEL_PARAMETERS else None
 
 
 @contextlib.contextmanager
