@@ -151,7 +151,7 @@ def test_data_list_and_download(tmp_path, capsys, monkeypatch):
     assert "missing: deepfault data download mnist" in text
     import deepfault.data.download as dl
 
-    def no_network(url, dest):
+    def no_network(url, dest, progress=False):
         raise OSError("network unreachable")
 
     monkeypatch.setattr(dl, "_urllib_transport", no_network)

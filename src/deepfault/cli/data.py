@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DeepFaultError
-from ._common import add_data_dir, table
+from ._common import add_data_dir, add_no_progress, table
 
 
 def add_parser(sub) -> None:
@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
     dl.add_argument("name", help="data set name")
     add_data_dir(dl)
     dl.add_argument("--force", action="store_true", help="fetch again even when verified")
+    add_no_progress(dl)
     dl.set_defaults(func=_cmd_data_download)
 
 
@@ -60,7 +61,8 @@ def _cmd_data_download(args) -> int:
     from ..data import default_data_dir
     from ..data.download import download
 
-    paths = download(args.name, default_data_dir(args.data_dir), force=args.force)
+    paths = download(args.name, default_data_dir(args.data_dir), force=args.force,
+                     progress=not args.no_progress)
     for path in paths:
         print(f"ok {path}")
     return 0

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -245,12 +246,28 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> list
     return out
 
 
-def _urllib_transport(url: str, dest: Path) -> None:
+def _urllib_transport(url: str, dest: Path, *, progress: bool = False) -> None:
+    """Write the body of ``url`` to ``dest``, with a bar over its bytes when ``progress``."""
     import urllib.request
 
     request = urllib.request.Request(url, headers={"User-Agent": "deepfault"})
     with urllib.request.urlopen(request, timeout=60) as response, open(dest, "wb") as fh:
-        shutil.copyfileobj(response, fh, length=1 << 20)
+        if not progress:
+            shutil.copyfileobj(response, fh, length=1 << 20)
+            return
+        from ..core.progress import progress_bar
+
+        total = int(response.headers.get("Content-Length") or 0) or None
+        shown = dest.name  # atomic_path's ".NAME.PID.XXXX.tmp" shows as NAME
+        if shown.startswith(".") and shown.endswith(".tmp"):
+            shown = shown[1:].rsplit(f".{os.getpid()}.", 1)[0]
+        bar = progress_bar(total, desc=f"download {shown}", unit="B")
+        try:
+            while chunk := response.read(1 << 20):
+                fh.write(chunk)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
 
 
 class _BadDownload(Exception):
@@ -335,6 +352,7 @@ def download(
     *,
     transport: Transport | None = None,
     force: bool = False,
+    progress: bool = False,
 ) -> list[Path]:
     """Fetch the official files of data set ``name`` into ``data_dir``, checking md5s.
 
@@ -350,6 +368,8 @@ def download(
         transport: ``transport(url, dest_path)`` writing the body of ``url`` to
             ``dest_path``; defaults to urllib. Tests pass a fake one.
         force: Download even when intact files are present.
+        progress: A bar over each file's bytes (bars on a terminal, lines in a log) with the
+            default transport.
 
     Returns:
         The paths of the files the loader reads, all verified.
@@ -363,7 +383,8 @@ def download(
     source = _source(name)
     root = default_data_dir(data_dir)
     folder = _folder(source, root)
-    transport = transport or _urllib_transport
+    if transport is None:
+        transport = functools.partial(_urllib_transport, progress=progress)
     local_paths = [folder / item.name for item in source.local]
     if not force and all(
         p.is_file() and md5sum(p) == item.md5 for p, item in zip(local_paths, source.local, strict=True)
