@@ -8,18 +8,8 @@ import pytest
 import torch
 
 from deepfault.cli import main
-from deepfault.models import ModelFile, build_model, save_model
-
-
-def _lenet(seed: int, noise: float = 0.0, classes: int = 10):
-    torch.manual_seed(seed)
-    m = build_model("lenet1", num_classes=classes).eval()
-    if noise:
-        g = torch.Generator().manual_seed(seed + 100)
-        with torch.no_grad():
-            for p in m.parameters():
-                p.add_(torch.randn(p.shape, generator=g) * noise)
-    return m
+from deepfault.models import ModelFile, save_model
+from helpers.hardening import lenet as _lenet
 
 
 @pytest.fixture(scope="module")

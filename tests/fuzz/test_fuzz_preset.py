@@ -108,3 +108,11 @@ def test_a_pairs_folder_without_a_scenario_names_the_missing_file(user_pairs, tm
     with pytest.raises(DeepFaultError, match="no supply-m2.* model file"):
         run_preset(tmp_path / "s.sqlite", models_dir=tmp_path / "m",
                    options={"pairs": str(user_pairs.dir), "scenarios": "supply", "fidelity": "ssim"})
+
+
+def test_seed_is_ignored_with_a_warning_by_a_preset_with_fixed_seeds(tmp_path, caplog):
+    from deepfault.fuzz.preset import DRFuzzMnist
+
+    with pytest.raises(DeepFaultError, match="preset option seeds"):
+        DRFuzzMnist().run(tmp_path / "s.sqlite", models_dir=tmp_path / "m", seed=3, options={"seeds": "x"})
+    assert "--seed is ignored by drfuzz-mnist" in caplog.text

@@ -19,12 +19,7 @@ def _labels(x: np.ndarray) -> np.ndarray:
     return np.where(x[:, 1] > 0.8, 2, (x[:, 0] > 0.5).astype(int))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,7 @@ from deepfault.repair import RepairConfig
 from deepfault.repair import preset as rp
 from deepfault.repair.report import render_report
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _lenet(arch: str, seed: int, noise: float = 0.0):

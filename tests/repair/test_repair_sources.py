@@ -10,27 +10,11 @@ import pytest
 import torch
 
 from deepfault.cli import main
-from deepfault.models import ModelFile, build_model, open_model, save_model
+from deepfault.models import ModelFile, open_model, save_model
 from deepfault.repair import label_inputs, majority_vote, read_inputs
+from helpers.hardening import lenet as _lenet
 
-
-def _lenet(seed: int, noise: float = 0.0):
-    torch.manual_seed(seed)
-    m = build_model("lenet1", num_classes=10).eval()
-    if noise:
-        g = torch.Generator().manual_seed(seed + 100)
-        with torch.no_grad():
-            for p in m.parameters():
-                p.add_(torch.randn(p.shape, generator=g) * noise)
-    return m
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -32,6 +33,8 @@ import numpy as np
 from ..errors import DeepFaultError
 from .executors import Executor, get_executor
 from .store import ResultStore
+
+log = logging.getLogger(__name__)
 
 __all__ = ["RunContext", "Plan", "CellOutput", "JobOutput", "ExperimentSummary", "ExperimentPreset",
            "config_hash"]
@@ -140,6 +143,9 @@ class ExperimentPreset(ABC):
     #: The options the preset takes (``--preset-option KEY=VALUE``): key -> one line of help.
     #: The values reach :meth:`plan` as strings in ``context.options``; the preset parses them.
     options: Mapping[str, str] = {}
+    #: Whether ``--seed`` changes the run; a preset whose seeds are part of its configuration
+    #: sets ``False``, and the runner says that ``--seed`` is ignored.
+    uses_seed: bool = True
 
     def check(self, context: RunContext) -> None:  # noqa: B027 - optional hook
         """Refuse bad settings before anything is loaded or created (default: nothing)."""
@@ -203,6 +209,9 @@ class ExperimentPreset(ABC):
             raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}; {what}")
         context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv,
                              options=opts)
+        if seed is not None and not self.uses_seed:
+            log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
+                        "the store)", self.name)
         self.check(context)
         plan = self.plan(context)
         key = config_hash(plan.record)

@@ -248,6 +248,7 @@ class DRFuzzMnist(ExperimentPreset):
     description = ("DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds, "
                    "the same budget, with the README's MNIST rows")
     job_function = _campaign_output
+    uses_seed = False
     options = OPTIONS
 
     def __init__(self, config: PresetConfig | None = None, *, name: str = PRESET_NAME):
@@ -272,9 +273,6 @@ class DRFuzzMnist(ExperimentPreset):
         from .scenarios import SCENARIOS, make_scenario
 
         models_dir = context.models_dir
-        if context.seed is not None:
-            log.warning("--seed is ignored by %s: its campaigns' seeds are fixed (%s)", self.name,
-                        ", ".join(map(str, config.seeds)))
         data = load_dataset(config.dataset, data_dir=context.data_dir)
         if "discriminator" in (config.fidelity, config.shared):
             from .gan import cached_discriminator

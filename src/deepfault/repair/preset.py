@@ -250,6 +250,7 @@ class RepairDeepXploreMnist(ExperimentPreset):
         "random test and FGSM inputs, over repeats"
     )
     job_function = staticmethod(_job)
+    uses_seed = False
 
     def __init__(self, config: DeepXploreRepairConfig | None = None):
         self.config = config or DeepXploreRepairConfig()
@@ -262,10 +263,6 @@ class RepairDeepXploreMnist(ExperimentPreset):
         from ..models.train import TrainConfig, accuracy, trained_model
 
         config = self.config
-        if context.seed is not None:
-            log.warning(
-                "--seed is ignored by %s: its seeds are fixed (0..%d)", DEEPXPLORE_PRESET, config.repeats - 1
-            )
         data_dir = None if context.data_dir is None else str(context.data_dir)
         data = _dataset("mnist", data_dir)
         models = {
@@ -486,6 +483,7 @@ class RepairDRFuzzMnist(ExperimentPreset):
         "each one's held-out faults"
     )
     job_function = staticmethod(_job)
+    uses_seed = False
 
     def __init__(self, config: DRFuzzRepairConfig | None = None):
         self.config = config or DRFuzzRepairConfig()
@@ -498,12 +496,6 @@ class RepairDRFuzzMnist(ExperimentPreset):
         from ..models.fingerprint import fingerprint
 
         config = self.config
-        if context.seed is not None:
-            log.warning(
-                "--seed is ignored by %s: its seeds are fixed (%s)",
-                DRFUZZ_PRESET,
-                ", ".join(map(str, config.seeds)),
-            )
         context.models_dir.mkdir(parents=True, exist_ok=True)
         data_dir = None if context.data_dir is None else str(context.data_dir)
         data = _dataset("mnist", data_dir)

@@ -27,7 +27,6 @@ Options (``deepfault experiment --preset deepxplore-mnist --preset-option KEY=VA
 
 from __future__ import annotations
 
-import logging
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +42,6 @@ from .config import XploreConfig
 __all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "PresetConfig", "XploreJob", "run_job", "run_preset",
            "plan_jobs"]
 
-log = logging.getLogger(__name__)
 
 PRESET_NAME = "deepxplore-mnist"
 METHOD = "deepxplore"
@@ -286,6 +284,7 @@ class DeepXploreMnist(ExperimentPreset):
     description = ("DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5, the published "
                    "code's settings")
     job_function = _job_output
+    uses_seed = False
     options = OPTIONS
 
     def __init__(self, config: PresetConfig | None = None):
@@ -296,9 +295,6 @@ class DeepXploreMnist(ExperimentPreset):
         from ..data import load_dataset
 
         config = self.config.with_options(dict(context.options))
-        if context.seed is not None:
-            log.warning("--seed is ignored by %s: its seeds are fixed (0..%d)", PRESET_NAME,
-                        config.repeats - 1)
         data = load_dataset("mnist", data_dir=context.data_dir)
         models = _models(context.models_dir, data, progress=context.progress, device=context.device,
                          weights_dir=config.weights_dir)
