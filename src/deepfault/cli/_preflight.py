@@ -155,7 +155,7 @@ def _xplore(args) -> None:
 
 
 def _regress(args) -> None:
-    from ..fuzz.budget import parse_budget
+    from ..fuzz.campaign.budget import parse_budget
     from ..fuzz.regress import faults_paths
 
     parse_budget(args.budget)

@@ -27,8 +27,8 @@ from ._common import (
 def add_parser(sub) -> None:
     """Add ``deepfault regress`` to ``sub``."""
     from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH
-    from ..fuzz.mcmc import CHOOSERS
-    from ..fuzz.strategies import STRATEGIES
+    from ..fuzz.campaign.strategies import STRATEGIES
+    from ..fuzz.mutation.mcmc import CHOOSERS
 
     strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
     p = sub.add_parser(
@@ -115,8 +115,8 @@ def _cmd_regress(args) -> int:
     from pathlib import Path
 
     from ..errors import DeepFaultError
-    from ..fuzz.budget import parse_budget
     from ..fuzz.campaign import CampaignConfig
+    from ..fuzz.campaign.budget import parse_budget
     from ..fuzz.regress import load_pair, progress_line
 
     for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
@@ -157,7 +157,7 @@ def _cmd_regress(args) -> int:
         )
         outcomes[strategy] = _run_one(args, (p1, p2, data), config, budget, device, live, show, log_line)
     if len(outcomes) > 1:
-        from ..fuzz.metrics import compare_campaigns
+        from ..fuzz.campaign.metrics import compare_campaigns
 
         cmp = compare_campaigns({k: o.result for k, o in outcomes.items()})
         print(f"comparison (shared filter: {cmp['filter']}): at equal wall time "

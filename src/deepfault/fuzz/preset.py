@@ -31,8 +31,8 @@ from pathlib import Path
 
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
-from .campaign import DEFAULT_BATCH, CampaignConfig
-from .checkpoint import METHOD
+from .campaign.checkpoint import METHOD
+from .campaign.loop import DEFAULT_BATCH, CampaignConfig
 
 __all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
            "PresetConfig", "plan_jobs", "run_preset"]
@@ -104,8 +104,8 @@ class PresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from .budget import parse_budget
-        from .scenarios import SCENARIOS
+        from .campaign.budget import parse_budget
+        from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
             return DeepFaultError(f"preset option {key.replace('_', '-')} must be {want}; got {value!r}")
@@ -270,12 +270,12 @@ class DRFuzzMnist(ExperimentPreset):
 
     def _plan(self, context: RunContext, config: PresetConfig) -> Plan:
         from ..data import load_dataset
-        from .scenarios import SCENARIOS, make_scenario
+        from .pairs.scenarios import SCENARIOS, make_scenario
 
         models_dir = context.models_dir
         data = load_dataset(config.dataset, data_dir=context.data_dir)
         if "discriminator" in (config.fidelity, config.shared):
-            from .gan import cached_discriminator
+            from .fidelity.gan import cached_discriminator
 
             cached_discriminator(data.name, data=data, device=context.device, progress=context.progress)
         own = _user_pairs(config)
@@ -311,7 +311,7 @@ class DRFuzzMnist(ExperimentPreset):
             if spec.startswith("discriminator:"):
                 record["discriminator_digest"] = _digest(spec.partition(":")[2])
             elif spec == "discriminator":
-                from .gan import discriminator_cache_path
+                from .fidelity.gan import discriminator_cache_path
 
                 record["discriminator_digest"] = _digest(str(discriminator_cache_path(data.name)))
         cells = [f"{scenario}/{strategy}/seed{seed}/result" for scenario in config.scenarios

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from ..errors import DeepFaultError
-from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
-from .checkpoint import METHOD
+from .campaign.checkpoint import METHOD
+from .campaign.loop import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 
 __all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
 
@@ -247,7 +247,7 @@ def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: b
     if config.strategy == "drfuzz":
         specs.append(config.fidelity)
     if "discriminator" in specs:
-        from .gan import cached_discriminator
+        from .fidelity.gan import cached_discriminator
 
         cached_discriminator(data.name, data=data, device=device, progress=progress)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from .checkpoint import METHOD, list_campaigns, load_result
+from .campaign.checkpoint import METHOD, list_campaigns, load_result
 
 __all__ = ["README_FASHION", "README_MNIST", "collect", "comparison_rows", "render_report"]
 
@@ -94,7 +94,7 @@ def _urf_at_equal_iterations(rows: list[dict]) -> dict[str, int]:
     """Per campaign cell: its #URF within the fewest iterations any strategy ran on the same
     scenario and seed (the comparison at equal iterations; spec section 6).
     """
-    from .metrics import metrics_until
+    from .campaign.metrics import metrics_until
 
     fewest: dict[tuple, int] = {}
     for r in rows:

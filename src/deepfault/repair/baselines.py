@@ -5,7 +5,7 @@
 - ``fgsm``: one FGSM step (:func:`deepfault.xplore.fgsm.fgsm`) from those random test
   inputs against the model under repair, labelled with the originals' labels
   (Figure 10's "adversarial");
-- ``bim``: the Basic Iterative Method (:func:`deepfault.fuzz.scenarios.bim`, batched) from
+- ``bim``: the Basic Iterative Method (:func:`deepfault.fuzz.pairs.scenarios.bim`, batched) from
   the same random test inputs.
 
 Random test inputs are never drawn from a held-out seed.
@@ -64,7 +64,7 @@ def baseline_inputs(
         bim_steps: BIM iterations.
         output_kind: ``logits`` or ``probabilities``.
     """
-    from ..fuzz.scenarios import bim
+    from ..fuzz.pairs.scenarios import bim
     from ..xplore.fgsm import fgsm
 
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(22,)))

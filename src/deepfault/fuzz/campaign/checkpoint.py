@@ -32,8 +32,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import DeepFaultError
-from .campaign import Campaign, CampaignConfig, CampaignResult
+from ...errors import DeepFaultError
+from .loop import Campaign, CampaignConfig, CampaignResult
 from .metrics import FAULT_KINDS, FaultTable, compute_metrics
 
 __all__ = ["METHOD", "CampaignStore", "load_result", "list_campaigns"]
@@ -75,7 +75,7 @@ class CampaignStore:
     @contextlib.contextmanager
     def open(cls, store, experiment: str, cell: str, config: CampaignConfig) -> Iterator[CampaignStore]:
         """A :class:`CampaignStore` on ``store`` (a store, or a path opened and closed here)."""
-        from ..experiment.store import ResultStore
+        from ...experiment.store import ResultStore
 
         if isinstance(store, (str, os.PathLike)):
             with ResultStore(store) as opened:
@@ -87,7 +87,7 @@ class CampaignStore:
 
     @staticmethod
     def _begin(store, experiment: str, cell: str, config: CampaignConfig) -> None:
-        from ..provenance import provenance
+        from ...provenance import provenance
 
         store.begin(experiment, name=cell, config=config.to_dict(), provenance=provenance(), method=METHOD)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
 
 __all__ = ["DiversityTable", "FailureSet", "ROOT_FAILURE_LIMIT", "raises_tendency", "tendency_of"]
 

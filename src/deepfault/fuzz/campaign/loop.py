@@ -49,16 +49,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.batches import iterate_batches
-from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
-from ..errors import DeepFaultError, check_int
+from ...core.batches import iterate_batches
+from ...core.capture import as_tensor, capture, eval_mode, forward, model_device
+from ...errors import DeepFaultError, check_int
+from ..fidelity.checks import ssim
+from ..mutation.diversity import ROOT_FAILURE_LIMIT, DiversityTable, FailureSet, tendency_of
+from ..mutation.mcmc import CHOOSERS, gain_delta, make_chooser
+from ..mutation.rules import get_rule
 from .budget import Budget, parse_budget
 from .corpus import Corpus
-from .diversity import ROOT_FAILURE_LIMIT, DiversityTable, FailureSet, tendency_of
-from .fidelity import ssim
-from .mcmc import CHOOSERS, gain_delta, make_chooser
 from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
-from .mutations import get_rule
 from .oracle import OUTPUT_KINDS, Bucket, classify, to_probabilities
 from .strategies import STRATEGIES, FuzzStrategy, Generated, KeepInput
 
@@ -346,7 +346,7 @@ class CampaignResult:
 
     def save_faults(self, path) -> None:
         """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
-        from .._io import atomic_path
+        from ..._io import atomic_path
 
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez_compressed(fh, **self.fault_arrays())
@@ -496,7 +496,7 @@ class Campaign:
         """DRFuzz's fidelity check: the one given to the constructor, else ``config.fidelity``."""
         if self._fidelity is not None:
             return self._fidelity
-        from .fidelity import make_fidelity
+        from ..fidelity.checks import make_fidelity
 
         return make_fidelity(self.config.fidelity, bounds=self.bounds, device=self.device,
                              dataset=self.dataset, train_inputs=self.train_inputs)
@@ -539,7 +539,7 @@ class Campaign:
                 and self.strategy.name == "drfuzz")
         if self.shared is None and self.config.shared_fidelity is not None and not same:
             # (DRFuzz's own check is the shared filter itself, against the same roots: already applied)
-            from .fidelity import make_fidelity
+            from ..fidelity.checks import make_fidelity
 
             self.shared = make_fidelity(self.config.shared_fidelity, bounds=self.bounds, device=self.device,
                                         dataset=self.dataset, train_inputs=self.train_inputs)
@@ -593,7 +593,7 @@ class Campaign:
 
     def coverage_criterion(self, seeds: torch.Tensor, *, update: bool = True):
         """The configured coverage criterion of M2, updated with ``seeds`` (DeepHunter's keep rule)."""
-        from ..coverage import compute_profile, criterion_params, make_criterion
+        from ...coverage import compute_profile, criterion_params, make_criterion
 
         cfg = self.config
         params = dict(cfg.criterion_params)

@@ -18,8 +18,8 @@ import torch
 
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign import Campaign, CampaignConfig, run_campaign
-from deepfault.fuzz.diversity import DiversityTable
-from deepfault.fuzz.strategies import DiversityKeep, KeepInput
+from deepfault.fuzz.campaign.strategies import DiversityKeep, KeepInput
+from deepfault.fuzz.mutation.diversity import DiversityTable
 from helpers.fuzz_problems import DH, TINY, AlwaysPass, tiny_model, tiny_problem  # noqa: E402
 
 

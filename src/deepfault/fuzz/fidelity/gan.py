@@ -39,12 +39,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import DeepFaultError, check_int
-from ..models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
+from ...errors import DeepFaultError, check_int
+from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
 
 if TYPE_CHECKING:
-    from ..data import Dataset
-    from ..models.io import ModelFile
+    from ...data import Dataset
+    from ...models.io import ModelFile
 
 __all__ = [
     "GAN_RANGE",
@@ -237,7 +237,7 @@ def train_gan(
         >>> result = train_gan(load_dataset("mnist"), epochs=1)  # doctest: +SKIP
         >>> save_model("disc.pt", result.discriminator)  # doctest: +SKIP
     """
-    from ..models.io import ModelFile
+    from ...models.io import ModelFile
 
     config = GanConfig(epochs=epochs, batch_size=batch_size, lr=lr, images_per_epoch=images_per_epoch,
                        seed=seed)
@@ -268,7 +268,7 @@ def train_gan(
     completed, d_loss, g_loss, interrupted = 0, float("nan"), float("nan"), False
     bar = None
     if progress:
-        from ..core.progress import progress_bar
+        from ...core.progress import progress_bar
 
         bar = progress_bar(epochs * steps, desc="gan", unit="batch")
     try:
@@ -372,7 +372,7 @@ def save_gan(result: GanResult, path: str | os.PathLike,
     Returns:
         ``(discriminator path, generator path)``.
     """
-    from ..models.io import save_model
+    from ...models.io import save_model
 
     path = Path(path)
     generator_path = Path(generator_path) if generator_path else path.with_name(f"{path.stem}.generator.pt")
@@ -398,7 +398,7 @@ AUTO_VERSION = 1
 
 def discriminator_cache_path(dataset: str) -> Path:
     """Where the default discriminator of ``dataset`` is cached (under ``$DEEPFAULT_CACHE``)."""
-    from .._io import user_cache_dir
+    from ..._io import user_cache_dir
 
     name = f"dcgan-{dataset}-v{AUTO_VERSION}-seed{AUTO_RECIPE.seed}-discriminator.pt"
     return user_cache_dir() / "gan" / name
@@ -426,7 +426,7 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
     """
     import sys
 
-    from ..models.load import open_model
+    from ...models.load import open_model
 
     path = discriminator_cache_path(str(dataset))
     recipe = {**AUTO_RECIPE.to_dict(), "version": AUTO_VERSION}
@@ -444,7 +444,7 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
             "(ssim, ssim-compat or none)"
         )
     if data is None:
-        from ..data import load_dataset
+        from ...data import load_dataset
 
         data = load_dataset(dataset, data_dir=data_dir)
     log.warning("training the %s discriminator for the fidelity check (once; cached in %s)...", dataset, path)

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from ...core.registry import Registry
+from ...errors import DeepFaultError
 
 __all__ = [
     "Fidelity",
@@ -421,7 +421,7 @@ class DiscriminatorFidelity(Fidelity):
         super().__init__(bounds=bounds, device=device)
         if not isinstance(model, nn.Module):
             raise DeepFaultError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-        from ..errors import check_int
+        from ...errors import check_int
 
         self.batch_size = check_int("batch_size", batch_size)
         self.input_range = _check_bounds(input_range)
@@ -490,7 +490,7 @@ class DiscriminatorFidelity(Fidelity):
             dataset: The data set being fuzzed; a warning when the discriminator was trained on
                 another one.
         """
-        from ..models.load import open_model
+        from ...models.load import open_model
         from . import gan as _gan  # noqa: F401  (registers the DCGAN architectures)
 
         mf = open_model(path)

@@ -84,8 +84,8 @@ from typing import Any
 
 import torch
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from ...core.registry import Registry
+from ...errors import DeepFaultError
 
 __all__ = [
     "AFFINE",

@@ -31,7 +31,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
 
 __all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "selection_weights", "STATIC_FIELDS"]
 

@@ -10,7 +10,7 @@ from torch import nn
 from deepfault.cli import main
 from deepfault.data import Dataset, load_dataset
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz.scenarios import (
+from deepfault.fuzz.pairs.scenarios import (
     apricot_repair,
     bim,
     carlini_wagner_l2,

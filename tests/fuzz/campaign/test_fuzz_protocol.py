@@ -18,9 +18,9 @@ import torch
 from deepfault.data import Dataset
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign import Campaign, CampaignConfig, run_campaign
+from deepfault.fuzz.campaign.metrics import FAULT_KINDS, compare_campaigns, metrics_until
+from deepfault.fuzz.campaign.strategies import STRATEGIES, FuzzStrategy, Generated
 from deepfault.fuzz.fidelity import SSIMCompatFidelity, make_fidelity, ssim
-from deepfault.fuzz.metrics import FAULT_KINDS, compare_campaigns, metrics_until
-from deepfault.fuzz.strategies import STRATEGIES, FuzzStrategy, Generated
 from helpers.fuzz_problems import DH, AlwaysPass, tiny_problem
 
 
@@ -302,7 +302,7 @@ def test_eviction_keeps_the_queue_bounded_and_evicts_the_least_likely_first():
 
 
 def test_the_discriminator_is_trained_on_first_use_and_cached(tmp_path, monkeypatch):
-    from deepfault.fuzz import gan
+    from deepfault.fuzz.fidelity import gan
 
     monkeypatch.setenv("DEEPFAULT_CACHE", str(tmp_path / "cache"))
     recipe = gan.GanConfig(epochs=1, batch_size=16, images_per_epoch=32, seed=0)

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from ...core.registry import Registry
+from ...errors import DeepFaultError
 
 __all__ = [
     "CHOOSERS",

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
-from .diversity import DiversityTable
-from .fidelity import Fidelity
+from ...core.registry import Registry
+from ...errors import DeepFaultError
+from ..fidelity.checks import Fidelity
+from ..mutation.diversity import DiversityTable
 
 __all__ = [
     "CoverageKeep",
@@ -398,7 +398,7 @@ class DeepHunter(FuzzStrategy):
                                                         update=len(seeds) > 0))
 
     def needs_profile(self, config) -> bool:
-        from ..coverage import criterion_params
+        from ...coverage import criterion_params
 
         return "profile" in criterion_params(config.criterion)
 

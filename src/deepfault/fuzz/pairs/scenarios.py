@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError, check_int
+from ...core.registry import Registry
+from ...errors import DeepFaultError, check_int
 
 __all__ = [
     "Scenario",
@@ -93,7 +93,7 @@ class ScenarioContext:
         Raises:
             KeyboardInterrupt: Training was interrupted (nothing half-trained is kept).
         """
-        from ..models.train import TrainConfig, fit
+        from ...models.train import TrainConfig, fit
 
         config = TrainConfig(epochs=epochs, batch_size=BATCH_SIZE, lr=lr, val_fraction=0.0, seed=seed)
         result = fit(model, x, y, config, progress=self.progress)
@@ -164,7 +164,7 @@ def _attack_inputs(x, y) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _attack_batches(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int):
     """``(inputs, labels)`` batches of ``batch_size`` on the model's device."""
-    from ..core.capture import model_device
+    from ...core.capture import model_device
 
     device = model_device(model)
     for i in range(0, len(x), batch_size):
@@ -204,7 +204,7 @@ def bim(
     Returns:
         ``(N, ...)`` float32 adversarial inputs on the CPU.
     """
-    from ..core.capture import eval_mode, forward
+    from ...core.capture import eval_mode, forward
 
     check_int("steps", steps)
     check_int("batch_size", batch_size)
@@ -268,7 +268,7 @@ def carlini_wagner_l2(
     Returns:
         ``(N, ...)`` float32 adversarial inputs on the CPU.
     """
-    from ..core.capture import eval_mode, forward
+    from ...core.capture import eval_mode, forward
 
     check_int("binary_steps", binary_steps)
     check_int("steps", steps)
@@ -358,7 +358,7 @@ def apricot_repair(
     """
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-    from ..core.batches import predict
+    from ...core.batches import predict
 
     if not submodels:
         raise DeepFaultError("apricot_repair needs at least one sub-model")
@@ -640,7 +640,7 @@ class ScenarioResult:
 
 
 def _accuracy(model: nn.Module, x, y) -> float:
-    from ..models.train import accuracy
+    from ...models.train import accuracy
 
     return accuracy(model, x, y)
 
@@ -668,8 +668,8 @@ def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out_dir: Path,
                 device: torch.device, progress: bool, fingerprint: str):
     """``M1``: trained on ``fraction`` of the training split, or read from the cache."""
-    from ..models.io import ModelFile, load_model, save_model
-    from ..models.zoo import build_model
+    from ...models.io import ModelFile, load_model, save_model
+    from ...models.zoo import build_model
 
     pct = int(round(fraction * 100))
     path = out_dir / f"base-{arch}-{_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
@@ -706,8 +706,8 @@ def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out
 
 
 def _check_model_fits(arch: str, data) -> None:
-    from ..core.capture import forward
-    from ..models.zoo import build_model
+    from ...core.capture import forward
+    from ...models.zoo import build_model
 
     if len(data.x_train) == 0 or len(data.x_test) == 0:
         raise DeepFaultError(f"data set {data.name!r} needs a training and a test split for scenarios")
@@ -768,10 +768,10 @@ def make_scenario(
         >>> r = make_scenario("prune", "lenet5", load_dataset("mnist"), epochs=3)  # doctest: +SKIP
         >>> r.m1_accuracy, r.m2_accuracy, r.regressions  # doctest: +SKIP
     """
-    from .._io import write_json
-    from ..core.batches import predict
-    from ..models.io import ModelFile, save_model
-    from ..models.zoo import list_architectures
+    from ..._io import write_json
+    from ...core.batches import predict
+    from ...models.io import ModelFile, save_model
+    from ...models.zoo import list_architectures
 
     scenario = SCENARIOS.get(name)
     if arch not in list_architectures():
