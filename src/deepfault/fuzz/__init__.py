@@ -28,9 +28,9 @@ Example:
 from pathlib import Path
 
 from ..experiment.method import Method
+from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.budget import Budget, parse_budget
 from .campaign.checkpoint import METHOD as _NAME
-from .campaign.loop import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.metrics import FaultTable, Metrics, compute_metrics
 from .campaign.oracle import Bucket, classify
 from .campaign.strategies import STRATEGIES, Strategy, get_strategy, list_strategies

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from .campaign import DEFAULT_BATCH, CampaignConfig
 from .campaign.checkpoint import METHOD
-from .campaign.loop import DEFAULT_BATCH, CampaignConfig
 
 __all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
            "PresetConfig", "plan_jobs", "run_preset"]

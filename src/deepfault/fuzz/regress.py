@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from ..errors import DeepFaultError
+from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
-from .campaign.loop import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 
 __all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
 
@@ -243,9 +243,7 @@ def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: b
     from the data already loaded (so ``--data-dir`` is respected); a data set without one is
     refused here, before anything is written.
     """
-    specs = [config.shared_fidelity]
-    if config.strategy == "drfuzz":
-        specs.append(config.fidelity)
+    specs = [config.shared_fidelity, config.strategy_spec.check_spec(config)]
     if "discriminator" in specs:
         from .fidelity.gan import cached_discriminator
 

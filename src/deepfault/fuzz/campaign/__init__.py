@@ -4,15 +4,9 @@ Placeholder re-exports; see the modules.
 """
 
 from .budget import Budget, parse_budget
-from .loop import (
-    CHECKPOINT_EVERY,
-    DEFAULT_BATCH,
-    Campaign,
-    CampaignConfig,
-    CampaignProgress,
-    CampaignResult,
-    run_campaign,
-)
+from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig, CampaignProgress
+from .loop import Campaign, run_campaign
+from .result import CampaignResult
 
 __all__ = [
     "CHECKPOINT_EVERY",

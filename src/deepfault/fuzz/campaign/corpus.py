@@ -33,7 +33,8 @@ import torch
 
 from ...errors import DeepFaultError
 
-__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "selection_weights", "STATIC_FIELDS"]
+__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "ReferenceRows", "selection_weights",
+           "STATIC_FIELDS"]
 
 #: ``a`` in ``exp(-a * (generation + times_selected / 2))``: the weight falls to 1/20 after 20.
 DECAY = math.log(20.0) / 20.0
@@ -291,3 +292,28 @@ class Corpus:
         if start + len(images) > len(self.slot_owner):
             raise DeepFaultError(f"queue page {index} lies outside the checkpoint's pool; it is corrupt")
         self.images[start : start + len(images)] = torch.from_numpy(np.asarray(images)).to(self.device)
+
+
+class ReferenceRows:
+    """The fidelity reference rows of the queue's lineages (entries point at them by ``ref``):
+    a tensor that grows along its first axis by doubling.
+    """
+
+    def __init__(self, first: torch.Tensor):
+        self.data = first
+        self.size = len(first)
+
+    def append(self, rows: torch.Tensor) -> np.ndarray:
+        n = len(rows)
+        if self.size + n > len(self.data):
+            grown = torch.empty((max(self.size + n, 2 * len(self.data)), *self.data.shape[1:]),
+                                dtype=self.data.dtype, device=self.data.device)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : self.size + n] = rows.to(self.data.device, self.data.dtype)
+        ids = np.arange(self.size, self.size + n)
+        self.size += n
+        return ids
+
+    def view(self) -> torch.Tensor:
+        return self.data[: self.size]

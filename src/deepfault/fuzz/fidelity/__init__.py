@@ -20,6 +20,7 @@ from .checks import (
     register_fidelity,
     ssim,
 )
+from .validity import ValidityCheck
 
 __all__ = [
     "FIDELITIES",
@@ -30,6 +31,7 @@ __all__ = [
     "NoFidelity",
     "SSIMCompatFidelity",
     "SSIMFidelity",
+    "ValidityCheck",
     "list_fidelities",
     "make_fidelity",
     "register_fidelity",
