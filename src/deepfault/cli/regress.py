@@ -116,13 +116,12 @@ def _cmd_regress(args) -> int:
 
     from ..errors import DeepFaultError
     from ..fuzz.campaign import CampaignConfig
-    from ..fuzz.campaign.budget import parse_budget
     from ..fuzz.regress import load_pair, progress_line
 
     for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
             raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
-    budget = parse_budget(args.budget)
+    budget = args.budget  # a Budget, parsed once by _preflight
     strategies = ["drfuzz", "deephunter"] if args.strategy == "both" else [args.strategy]
     shared = args.shared_fidelity or (args.fidelity if args.strategy == "both" else None)
     device = device_from(args.device)
@@ -148,7 +147,7 @@ def _cmd_regress(args) -> int:
     outcomes = {}
     for strategy in strategies:
         config = CampaignConfig(
-            strategy=strategy, budget=str(budget), batch=args.inputs_per_step, seed=args.seed,
+            strategy=strategy, budget=budget, batch=args.inputs_per_step, seed=args.seed,
             chooser=args.chooser,
             fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,

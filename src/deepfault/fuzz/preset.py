@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from .campaign import DEFAULT_BATCH, CampaignConfig
+from .campaign.budget import Budget, parse_budget
 from .campaign.checkpoint import METHOD
 
 __all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
@@ -66,7 +67,8 @@ class PresetConfig:
         scenarios: Regression scenarios (:func:`~.scenarios.list_scenarios`).
         strategies: Fuzzing strategies compared under the same budget.
         seeds: One campaign per seed and strategy.
-        budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted).
+        budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted): a
+            :class:`~.campaign.budget.Budget`, or its text (``"50s"``), parsed once, here.
         batch: Selected inputs per step.
         fidelity: DRFuzz's check (``"discriminator"``: the data set's, trained on first use
             and cached; or any ``--fidelity`` spec).
@@ -86,7 +88,7 @@ class PresetConfig:
     scenarios: tuple[str, ...] = ("supply", "adv-bim", "adv-cw", "fixing", "prune")
     strategies: tuple[str, ...] = ("drfuzz", "deephunter")
     seeds: tuple[int, ...] = (0, 1, 2)
-    budget: str = "50s"
+    budget: Budget = Budget("seconds", 50.0)
     batch: int = DEFAULT_BATCH
     fidelity: str = "discriminator"
     shared_fidelity: str | None = None
@@ -98,13 +100,15 @@ class PresetConfig:
     threads: int | None = 1
     max_seeds: int | None = field(default=None)
 
+    def __post_init__(self):
+        object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
+
     def with_options(self, options: dict[str, str]) -> PresetConfig:
         """This configuration with ``--preset-option`` values (keys with ``_``) applied.
 
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from .campaign.budget import parse_budget
         from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
@@ -126,8 +130,7 @@ class PresetConfig:
                     raise bad(key, "comma-separated integers >= 0, e.g. 0,1,2", value)
                 out[key] = tuple(int(p) for p in parts)
             elif key == "budget":
-                parse_budget(value)  # its own message names the accepted forms
-                out[key] = value
+                out[key] = value  # parsed by __post_init__, whose message names the accepted forms
             elif key == "max_seeds":
                 if not value.isdigit() or int(value) < 1:
                     raise bad(key, "an integer >= 1", value)
@@ -138,6 +141,7 @@ class PresetConfig:
 
     def to_dict(self) -> dict:
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out["budget"] = str(self.budget)
         out.pop("pairs_dir")  # where the files are does not change a result; their digests are recorded
         return out
 
