@@ -93,7 +93,7 @@ def _naive_cw(model, x0, y, *, lo, hi, c_init, binary_steps, steps, lr):
             if int(z.argmax()) != y:
                 found = True
                 if float(l2.detach()) < best_l2:
-                    best_l2, best = float(l2), xa.detach().clone()
+                    best_l2, best = float(l2.detach()), xa.detach().clone()
         if found:
             upper = min(upper, c)
         else:

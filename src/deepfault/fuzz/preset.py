@@ -151,7 +151,7 @@ class PresetConfig:
         return None if spec == "none" else spec
 
     def campaign(self, strategy: str, seed: int, fidelity: str) -> CampaignConfig:
-        params = {"sections": self.sections} if self.criterion == "kmnc" else {}
+        params = (("sections", self.sections),) if self.criterion == "kmnc" else ()
         return CampaignConfig(strategy=strategy, budget=self.budget, batch=self.batch, seed=seed,
                               fidelity=fidelity, criterion=self.criterion, criterion_params=params,
                               max_seeds=self.max_seeds, shared_fidelity=self.shared)
@@ -164,18 +164,18 @@ def _user_pairs(config: PresetConfig) -> dict[str, tuple[str, str]] | None:
     folder = config.pairs_dir or os.environ.get(PAIRS_ENV)
     if not folder:
         return None
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DeepFaultError(f"the pairs folder {str(folder)!r} does not exist; give a folder with "
+    root = Path(folder)
+    if not root.is_dir():
+        raise DeepFaultError(f"the pairs folder {str(root)!r} does not exist; give a folder with "
                              "SCENARIO-m1.EXT and SCENARIO-m2.EXT model files")
     pairs = {}
     for name in config.scenarios:
         found = []
         for role in ("m1", "m2"):
-            files = sorted(p for p in folder.glob(f"{name}-{role}.*") if p.suffix != ".json" or
-                           not (folder / f"{name}-{role}.h5").exists())
+            files = sorted(p for p in root.glob(f"{name}-{role}.*") if p.suffix != ".json" or
+                           not (root / f"{name}-{role}.h5").exists())
             if not files:
-                raise DeepFaultError(f"the pairs folder {str(folder)!r} has no {name}-{role}.* model file; "
+                raise DeepFaultError(f"the pairs folder {str(root)!r} has no {name}-{role}.* model file; "
                                      f"scenarios: {', '.join(config.scenarios)}")
             found.append(str(files[0]))
         pairs[name] = (found[0], found[1])
@@ -251,7 +251,7 @@ class DRFuzzMnist(ExperimentPreset):
     method = METHOD
     description = ("DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds, "
                    "the same budget, with the README's MNIST rows")
-    job_function = _campaign_output
+    job_function = staticmethod(_campaign_output)
     uses_seed = False
     options = OPTIONS
 
@@ -283,7 +283,9 @@ class DRFuzzMnist(ExperimentPreset):
 
             cached_discriminator(data.name, data=data, device=context.device, progress=context.progress)
         own = _user_pairs(config)
-        pairs, accuracy, scenarios = {}, {}, {}
+        pairs: dict[str, tuple[str, str]] = {}
+        accuracy: dict[str, float] = {}
+        scenarios: dict[str, dict] = {}
         for name in config.scenarios:
             if own is not None:
                 from ..models.prepare import prepare_model
@@ -291,10 +293,11 @@ class DRFuzzMnist(ExperimentPreset):
 
                 m1, m2 = own[name]  # prepared as the campaign will (layout and range of the data)
                 prepared = [prepare_model(p, data) for p in (m1, m2)]
-                a1, a2 = (acc(pm.module, pm.data.x_test, pm.data.y_test) for pm in prepared)
-                r = {"label": SCENARIOS.get(name).label if name in SCENARIOS.names() else name.upper(),
-                     "m1_path": m1, "m2_path": m2, "m1_accuracy": a1, "m2_accuracy": a2,
-                     "regressions": None, "fixes": None}
+                tests = [pm.data if pm.data is not None else data for pm in prepared]
+                a1, a2 = (acc(pm.module, d.x_test, d.y_test) for pm, d in zip(prepared, tests, strict=True))
+                label = SCENARIOS.get(name).label if name in SCENARIOS.names() else name.upper()
+                r: dict | None = {"label": label, "m1_path": m1, "m2_path": m2, "m1_accuracy": a1,
+                                  "m2_accuracy": a2, "regressions": None, "fixes": None}
             else:
                 r = _existing_pair(models_dir, name, config)
             if r is None:
@@ -311,7 +314,7 @@ class DRFuzzMnist(ExperimentPreset):
         record = {"preset": self.name, **config.to_dict(), "fidelity_spec": config.fidelity,
                   "shared_filter": config.shared,
                   "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
-        for spec in {config.fidelity, config.shared} - {None}:
+        for spec in {s for s in (config.fidelity, config.shared) if s is not None}:
             if spec.startswith("discriminator:"):
                 record["discriminator_digest"] = _digest(spec.partition(":")[2])
             elif spec == "discriminator":

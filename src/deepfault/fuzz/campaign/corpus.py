@@ -99,7 +99,8 @@ class Corpus:
         self.size = 0
         self.evicted = 0
         meta = 1024
-        self.static = {name: np.zeros(meta, dtype=dtype) for name, dtype in STATIC_FIELDS.items()}
+        self.static: dict[str, np.ndarray] = {name: np.zeros(meta, dtype=dtype)
+                                              for name, dtype in STATIC_FIELDS.items()}
         self.times_selected = np.zeros(meta, dtype=np.int32)
         self.banned = np.zeros(meta, dtype=bool)
         self.slot = np.full(meta, -1, dtype=np.int64)  # pool slot of each entry, -1 when evicted
@@ -166,7 +167,7 @@ class Corpus:
         """
         n = len(images)
         start = self.size
-        ids = self.add_entries(**fields, _n=n)
+        ids = self.add_entries(n, **fields)
         if n:
             slots = self._free_slots(n, start)
             slots_t = torch.as_tensor(slots, device=self.device)
@@ -176,7 +177,7 @@ class Corpus:
             self._dirty[slots] = True
         return ids
 
-    def add_entries(self, _n: int | None = None, **fields: np.ndarray) -> np.ndarray:
+    def add_entries(self, _n: int | None = None, /, **fields: np.ndarray) -> np.ndarray:
         """Append entries' bookkeeping only (no image: resuming restores the pool separately)."""
         missing = set(STATIC_FIELDS) - set(fields)
         if missing:

@@ -31,7 +31,8 @@ def execution_copy(model: nn.Module, device: torch.device) -> nn.Module:
         fast = copy.deepcopy(model)
     except Exception:  # noqa: BLE001 - an uncopyable model still runs, only slower
         return model
-    return fast.to(memory_format=torch.channels_last)  # type: ignore[call-arg]  # nn.Module.to takes memory_format; torch's stub omits it
+    # Module.to(memory_format=...) exists at runtime (torch docs); torch's overloads omit it
+    return fast.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
 
 class ModelPair:

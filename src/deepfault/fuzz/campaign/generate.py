@@ -74,12 +74,12 @@ def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray)
     c.clock.tick("mutate")
     changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
     ref_ids = torch.as_tensor(c.corpus.static["ref"][sel][owner], device=c.refs.data.device)
-    ok = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
+    passed = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
     mrule = rules[owner]
     trusted = strategy.trusted(c, mrule)
     if trusted.any():
-        ok = ok | torch.as_tensor(trusted, device=ok.device)
-    ok = (ok & changed).cpu().numpy()
+        passed = passed | torch.as_tensor(trusted, device=passed.device)
+    ok = (passed & changed).cpu().numpy()
     affine_params = {}
     for u, (idx, params) in raw_params.items():
         rows = (idx[:, None] * m + np.arange(m)[None, :]).reshape(-1)
@@ -137,11 +137,11 @@ def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, 
         own_t = torch.as_tensor(owner[pending], device=c.device)
         changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
         ref_ids = torch.as_tensor(refs[owner[pending]], device=c.refs.data.device)
-        passed = c.check.passes(cand, c.refs.data[ref_ids]).to(changed.device)
+        passes = c.check.passes(cand, c.refs.data[ref_ids]).to(changed.device)
         trusted = strategy.trusted(c, r)
         if trusted.any():
-            passed = passed | torch.as_tensor(trusted, device=passed.device)
-        passed = (passed & changed).cpu().numpy()
+            passes = passes | torch.as_tensor(trusted, device=passes.device)
+        passed = (passes & changed).cpu().numpy()
         c.chooser.record(r, faithful=passed)
         acc = np.flatnonzero(passed)
         rows = pending[acc]

@@ -204,6 +204,8 @@ def coverage_criterion(m2: nn.Module, seeds: torch.Tensor, config: CampaignConfi
     batches = iterate_batches(m2, seeds, layers=layers, transform=config.transform_name, batch_size=_BATCH)
     for batch in batches:
         if criterion is None:
+            if batch.layout is None:
+                raise DeepFaultError("the coverage criterion needs M2's neuron values; none were captured")
             criterion = make_criterion(config.criterion, batch.layout, **params)
         if update:
             criterion.update(batch.values)

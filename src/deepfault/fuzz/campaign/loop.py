@@ -39,6 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -111,7 +112,7 @@ class Campaign:
         self.clock = Clock()
         self.stop_reason: str | None = None
         self.resumed = 0
-        self.recorder = None  # M2's neuron values while a coverage keep rule runs
+        self.recorder: Any = None  # captures M2's neuron values while a coverage keep rule runs
         self.between_steps = True  # False while a step runs: a checkpoint then would be torn
 
     def fidelity_check(self) -> Fidelity:

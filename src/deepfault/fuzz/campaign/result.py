@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -116,8 +117,9 @@ class CampaignResult:
         """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
         from ..._io import atomic_path
 
+        arrays: dict[str, Any] = self.fault_arrays()  # (Any: numpy's stub types **kwds against allow_pickle)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **self.fault_arrays())
+            np.savez_compressed(fh, **arrays)
 
 
 def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,

@@ -186,8 +186,8 @@ class FuzzStrategy(ABC):
         """
         m = len(gen.owner) // max(n, 1)
         if gen.per_iteration_rule:
-            faithful = gen.ok.reshape(n, m).any(axis=1)
-            gain = gained.reshape(n, m).any(axis=1)
+            faithful = np.asarray(gen.ok.reshape(n, m).any(axis=1))
+            gain = np.asarray(gained.reshape(n, m).any(axis=1))
             rules = gen.rule.reshape(n, m)[:, 0]
             for i in range(n):
                 campaign.chooser.update(int(rules[i]), faithful=bool(faithful[i]), gain=bool(gain[i]))

@@ -428,7 +428,8 @@ class DiscriminatorFidelity(Fidelity):
         self.source = source
         self.model = copy.deepcopy(model).to(self.device).eval()
         if self.device.type == "cpu":  # oneDNN runs its convolutions 1.6-1.9x faster this way
-            self.model = self.model.to(memory_format=torch.channels_last)
+            # Module.to(memory_format=...) exists at runtime (torch docs); torch's overloads omit it
+            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         for p in self.model.parameters():
             p.requires_grad_(False)
 

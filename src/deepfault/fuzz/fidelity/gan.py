@@ -363,7 +363,7 @@ class _GanTraining:
         disc_file = ModelFile(
             model=self.disc.cpu(), arch="dcgan_discriminator",
             arch_kwargs={"in_channels": channels, "image_size": size}, dataset=data.name,
-            bounds=tuple(data.bounds), output_kind="probabilities",
+            bounds=(float(data.bounds[0]), float(data.bounds[1])), output_kind="probabilities",
             meta={"role": "gan-discriminator", "input_range": list(GAN_RANGE),
                   "input_shape": [channels, size, size], "gan": gan},
         )

@@ -223,6 +223,14 @@ def apricot_repair(
             "val_after": best_acc}
 
 
+def _weight(module: nn.Module) -> torch.Tensor:
+    """The ``weight`` of a Linear or Conv layer (typed: ``Module.__getattr__`` is not)."""
+    weight = module.weight
+    if not isinstance(weight, torch.Tensor):
+        raise DeepFaultError(f"{type(module).__name__} has no weight tensor")
+    return weight
+
+
 def _weighted_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(n, m) for n, m in model.named_modules()
             if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.weight is not None]
@@ -257,7 +265,7 @@ def prune_weights(model: nn.Module, *, amount: float = 0.5, permanent: bool = Tr
 
 def sparsity(model: nn.Module) -> dict[str, float]:
     """Share of exactly-zero weights of each Linear and Conv layer, by qualified name."""
-    return {name: float((m.weight == 0).float().mean()) for name, m in _weighted_layers(model)}
+    return {name: float((_weight(m) == 0).float().mean()) for name, m in _weighted_layers(model)}
 
 
 def quantize_fp16(model: nn.Module) -> nn.Module:
@@ -296,8 +304,9 @@ def quantize_int8(model: nn.Module) -> tuple[nn.Module, dict[str, float]]:
     scales = {}
     with torch.no_grad():
         for name, module in _weighted_layers(out):
-            q, scale = quantize_int8_tensor(module.weight)
-            module.weight.copy_(q)
+            weight = _weight(module)
+            q, scale = quantize_int8_tensor(weight)
+            weight.copy_(q)
             scales[f"{name}.weight" if name else "weight"] = scale
     return out, scales
 
