@@ -1,13 +1,16 @@
 """Regression fuzzing of a model's new version: DRFuzz and the DeepHunter baseline (``spec/drfuzz.md``).
 
-- :mod:`.mutations`: the 15 batched mutation rules; :mod:`.fidelity`: SSIM and discriminator
-  checks; :mod:`.gan`: the DCGAN behind the discriminator; :mod:`.scenarios`: M1/M2 pairs.
-- :mod:`.oracle` (buckets), :mod:`.mcmc` (rule choice), :mod:`.corpus` (queue, selection,
-  banning), :mod:`.diversity` (the failure-tendency table), :mod:`.metrics` (#RF, #URF,
-  #Seed, #GF), :mod:`.budget`, :mod:`.strategies` (``drfuzz``, ``deephunter``).
-- :mod:`.campaign`: the loop with ``B`` inputs per step; :mod:`.checkpoint`: checkpoints in
-  the results store and resuming; :mod:`.regress`: from model files (``deepfault regress``);
-  :mod:`.preset` (``drfuzz-mnist``), :mod:`.report`, :mod:`.figures`.
+- :mod:`.campaign`: the engine: the loop (:class:`~.campaign.loop.Campaign`,
+  :func:`~.campaign.loop.run_campaign`), its configuration, seeds, steps, strategies
+  (``drfuzz``, ``deephunter``), queue, oracle, metrics (#RF, #URF, #Seed, #GF), budget and
+  checkpoints in the results store.
+- :mod:`.mutation`: the 15 batched mutation rules, the rule choosers (MCMC) and the
+  failure-tendency table.
+- :mod:`.fidelity`: the checks of a mutant's realism (SSIM, the discriminator of
+  :mod:`.fidelity.gan`, DeepHunter's validity).
+- :mod:`.pairs`: the M1/M2 regression scenarios.
+- :mod:`.regress` (``deepfault regress``, from model files), :mod:`.preset`
+  (``drfuzz-mnist``), :mod:`.report`, :mod:`.figures`.
 
 Example:
     >>> import torch

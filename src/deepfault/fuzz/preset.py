@@ -1,7 +1,7 @@
 """``deepfault experiment --preset drfuzz-mnist``: DRFuzz against DeepHunter on MNIST LeNet-5.
 
 For each regression scenario of the published table (``supply``, ``adv-bim``, ``adv-cw``,
-``fixing``, ``prune``; :mod:`.scenarios`) the ``M1``/``M2`` pair is made once in
+``fixing``, ``prune``; :mod:`.pairs.scenarios`) the ``M1``/``M2`` pair is made once in
 ``models_dir`` (reused when there), or taken from the user's own files (``pairs_dir``:
 ``supply-m1.h5``/``supply-m2.h5``, ... in any format ``deepfault run`` opens), then DRFuzz
 and DeepHunter each run one campaign per seed under the same wall-clock budget, with one
@@ -64,7 +64,7 @@ class PresetConfig:
     Attributes:
         arch: The zoo architecture of M1 and M2.
         dataset: ``mnist`` or ``fashion-mnist``.
-        scenarios: Regression scenarios (:func:`~.scenarios.list_scenarios`).
+        scenarios: Regression scenarios (:func:`~.pairs.scenarios.list_scenarios`).
         strategies: Fuzzing strategies compared under the same budget.
         seeds: One campaign per seed and strategy.
         budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted): a

@@ -3,7 +3,7 @@
 :func:`regress` prepares the two models (files, modules or prepared models) and the data set,
 checks that the models are
 two versions of one classifier (same classes, same input shape), runs (or resumes) a
-campaign into a results store and returns its :class:`~.campaign.CampaignResult` with
+campaign into a results store and returns its :class:`~.campaign.result.CampaignResult` with
 the keys it was stored under. :func:`campaign_job` does the same for one job of an
 executor (a module-level function of a plain dict), so campaigns run in worker processes
 or on Ray.
@@ -41,7 +41,7 @@ class RegressOutcome:
     """A campaign run from model files.
 
     Attributes:
-        result: The :class:`~.campaign.CampaignResult`.
+        result: The :class:`~.campaign.result.CampaignResult`.
         experiment: The store's experiment key (hash of the configuration, both models' weights
             and the data).
         cell: The campaign's id in the store.

@@ -84,7 +84,7 @@ def occurrence_rank(keys: np.ndarray) -> np.ndarray:
 
 
 class DiversityKeep(KeepRule):
-    """DRFuzz's keep rule on a :class:`~.diversity.DiversityTable` (spec section 7).
+    """DRFuzz's keep rule on a :class:`~..mutation.diversity.DiversityTable` (spec section 7).
 
     Within one iteration every mutant is judged against the table as it was before the
     iteration; then the kept candidates and the regression faults raise the table.

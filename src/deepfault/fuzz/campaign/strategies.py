@@ -3,7 +3,7 @@
 A strategy is an object (:class:`FuzzStrategy`) whose methods make the choices that differ
 between the two: which inputs are roots, how mutants are made and checked
 (:meth:`~FuzzStrategy.generate`), which candidates join the queue, how the rule chooser
-learns and when a selected input's counter rises. The loop in :mod:`.campaign` is shared
+learns and when a selected input's counter rises. The loop in :mod:`.loop` is shared
 (queue, selection, batched execution, the oracle, metrics, checkpoints).
 
 ``drfuzz``:
@@ -83,7 +83,7 @@ DEEPHUNTER_TRIES = 49
 
 
 class FuzzStrategy(ABC):
-    """A fuzzing strategy: what the shared loop in :mod:`.campaign` asks of it.
+    """A fuzzing strategy: what the shared loop in :mod:`.loop` asks of it.
 
     The loop owns the queue, selection, execution, the oracle, faults, metrics and
     checkpoints; a strategy says which test inputs are roots (:meth:`roots`), how an

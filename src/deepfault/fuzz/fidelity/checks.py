@@ -26,7 +26,7 @@ published range onto them as ``L = 65535 * (hi - lo) / 255`` (65535 on 0..255 da
 accepted mutants per iteration, each tried up to 50 times with a fresh MCMC rule).
 
 The discriminator sees its inputs in the range it was trained on: the model file's
-``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.gan`), mapped linearly from
+``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.fidelity.gan`), mapped linearly from
 the data's ``bounds``. New checks register a factory with :func:`register_fidelity`.
 """
 
