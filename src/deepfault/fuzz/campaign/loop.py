@@ -106,12 +106,10 @@ class Campaign:
         self.tgen = torch.Generator().manual_seed(int(torch_seed.generate_state(1, np.uint64)[0] >> 1))
         self.chooser = make_chooser(config.chooser_name, self.rules)
         self.iterations = self.steps = self.queries = self.generated = self.passed = self.shared_rejected = 0
-        self.setup_seconds = 0.0
+        self.setup_seconds, self.resumed = 0.0, 0  # resumed: checkpoints of the run resumed from
         self.rule_rf = np.zeros(len(self.rules), dtype=np.int64)
-        self.timeline = Timeline()
-        self.clock = Clock()
+        self.clock, self.timeline = Clock(), Timeline()
         self.stop_reason: str | None = None
-        self.resumed = 0
         self.recorder: Any = None  # captures M2's neuron values while a coverage keep rule runs
         self.between_steps = True  # False while a step runs: a checkpoint then would be torn
 
@@ -299,6 +297,7 @@ class Campaign:
     # --- results --------------------------------------------------------------------------
 
     def faults(self) -> FaultTable:
+        """Every fault found, the initial ones first."""
         return self.fault_log.table()
 
     def result(self) -> CampaignResult:
