@@ -41,9 +41,9 @@ import torch
 from deepfault._io import write_json
 from deepfault.data import load_dataset
 from deepfault.fuzz.campaign import DEFAULT_BATCH, CampaignConfig, run_campaign
+from deepfault.fuzz.campaign.strategies import DRFUZZ_RULES
 from deepfault.fuzz.fidelity import make_fidelity
-from deepfault.fuzz.mutations import apply_rule
-from deepfault.fuzz.strategies import DRFUZZ_RULES
+from deepfault.fuzz.mutation.rules import apply_rule
 from deepfault.models import open_model
 from deepfault.provenance import provenance
 from deepfault.testing.fuzz_reference import drfuzz_reference
@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _pair(args):
-    import deepfault.fuzz.gan  # noqa: F401  (registers the discriminator's architecture)
+    import deepfault.fuzz.fidelity.gan  # noqa: F401  (registers the discriminator's architecture)
 
     if args.m1 and args.m2:
         return open_model(args.m1).model.eval(), open_model(args.m2).model.eval(), f"{args.m1} -> {args.m2}"
@@ -120,7 +120,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     data = load_dataset("mnist", data_dir=args.data_dir)
     m1, m2, pair = _pair(args)
-    from deepfault.fuzz.gan import discriminator_cache_path
+    from deepfault.fuzz.fidelity.gan import discriminator_cache_path
 
     fidelities = ["none", "ssim", "ssim-compat"]
     if args.discriminator:

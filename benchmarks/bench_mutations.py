@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from deepfault._io import write_json
-from deepfault.fuzz.mutations import get_rule, list_rules
+from deepfault.fuzz.mutation.rules import get_rule, list_rules
 from deepfault.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]

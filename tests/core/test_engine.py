@@ -54,7 +54,7 @@ def test_every_extension_point_is_a_registry():
     from deepfault.experiment.executors import EXECUTORS
     from deepfault.experiment.method import METHODS
     from deepfault.experiment.presets import PRESETS
-    from deepfault.fuzz.strategies import STRATEGIES
+    from deepfault.fuzz.campaign.strategies import STRATEGIES
     from deepfault.localization.measures import MEASURES
     from deepfault.localization.selection import APPROACHES
     from deepfault.models.load import MODEL_FORMATS

@@ -136,7 +136,7 @@ def test_campaigns_through_the_executors_write_the_same_results(files):
     from deepfault.experiment.executors import get_executor
     from deepfault.experiment.store import ResultStore
     from deepfault.fuzz.campaign import CampaignConfig
-    from deepfault.fuzz.checkpoint import list_campaigns
+    from deepfault.fuzz.campaign.checkpoint import list_campaigns
     from deepfault.fuzz.regress import campaign_job
 
     def jobs(store):

@@ -155,10 +155,10 @@ def _xplore(args) -> None:
 
 
 def _regress(args) -> None:
-    from ..fuzz.budget import parse_budget
+    from ..fuzz.campaign.budget import parse_budget
     from ..fuzz.regress import faults_paths
 
-    parse_budget(args.budget)
+    args.budget = parse_budget(args.budget)  # parsed once, here; the command takes the Budget
     _fidelity("--fidelity", args.fidelity)
     if getattr(args, "shared_fidelity", None):
         _fidelity("--shared-fidelity", args.shared_fidelity)

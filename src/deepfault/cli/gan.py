@@ -27,7 +27,7 @@ _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"
 def add_parser(sub) -> None:
     """Add ``deepfault gan`` and its action train to ``sub``."""
     from ..data import list_datasets
-    from ..fuzz.gan import GanConfig
+    from ..fuzz.fidelity.gan import GanConfig
 
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
@@ -75,7 +75,7 @@ def _count_or_all(text: str) -> int | None:
 def _cmd_gan_train(args) -> int:
     from .._io import check_writable
     from ..data import load_dataset
-    from ..fuzz.gan import GanConfig, check_gan_data, save_gan, train_gan
+    from ..fuzz.fidelity.gan import GanConfig, check_gan_data, save_gan, train_gan
 
     config = GanConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        images_per_epoch=args.images_per_epoch, seed=args.seed)
@@ -119,7 +119,7 @@ def train_from_train_args(args) -> int:
     the command line; otherwise the GAN's own defaults apply (the classifier defaults of
     ``train`` would make a GAN run for an hour on a CPU).
     """
-    from ..fuzz.gan import GanConfig
+    from ..fuzz.fidelity.gan import GanConfig
 
     given = {_TRAIN_FLAGS[flag.split("=")[0]] for flag in getattr(args, "argv", [])
              if flag.split("=")[0] in _TRAIN_FLAGS}

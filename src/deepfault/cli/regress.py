@@ -27,8 +27,8 @@ from ._common import (
 def add_parser(sub) -> None:
     """Add ``deepfault regress`` to ``sub``."""
     from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH
-    from ..fuzz.mcmc import CHOOSERS
-    from ..fuzz.strategies import STRATEGIES
+    from ..fuzz.campaign.strategies import STRATEGIES
+    from ..fuzz.mutation.mcmc import CHOOSERS
 
     strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
     p = sub.add_parser(
@@ -115,14 +115,13 @@ def _cmd_regress(args) -> int:
     from pathlib import Path
 
     from ..errors import DeepFaultError
-    from ..fuzz.budget import parse_budget
     from ..fuzz.campaign import CampaignConfig
     from ..fuzz.regress import load_pair, progress_line
 
     for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
             raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
-    budget = parse_budget(args.budget)
+    budget = args.budget  # a Budget, parsed once by _preflight
     strategies = ["drfuzz", "deephunter"] if args.strategy == "both" else [args.strategy]
     shared = args.shared_fidelity or (args.fidelity if args.strategy == "both" else None)
     device = device_from(args.device)
@@ -148,7 +147,7 @@ def _cmd_regress(args) -> int:
     outcomes = {}
     for strategy in strategies:
         config = CampaignConfig(
-            strategy=strategy, budget=str(budget), batch=args.inputs_per_step, seed=args.seed,
+            strategy=strategy, budget=budget, batch=args.inputs_per_step, seed=args.seed,
             chooser=args.chooser,
             fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
@@ -157,7 +156,7 @@ def _cmd_regress(args) -> int:
         )
         outcomes[strategy] = _run_one(args, (p1, p2, data), config, budget, device, live, show, log_line)
     if len(outcomes) > 1:
-        from ..fuzz.metrics import compare_campaigns
+        from ..fuzz.campaign.metrics import compare_campaigns
 
         cmp = compare_campaigns({k: o.result for k, o in outcomes.items()})
         print(f"comparison (shared filter: {cmp['filter']}): at equal wall time "

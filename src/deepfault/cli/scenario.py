@@ -20,7 +20,7 @@ from ._common import (
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
     from ..data import list_datasets
-    from ..fuzz.scenarios import SCENARIOS, list_scenarios
+    from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios
     from ..models import list_architectures
 
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
 def _cmd_scenario(args) -> int:
     from ..data import load_dataset
     from ..errors import check_int
-    from ..fuzz.scenarios import list_scenarios, make_scenario
+    from ..fuzz.pairs.scenarios import list_scenarios, make_scenario
 
     check_int("--epochs", args.epochs)
     device = device_from(args.device)

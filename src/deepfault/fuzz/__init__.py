@@ -1,13 +1,16 @@
 """Regression fuzzing of a model's new version: DRFuzz and the DeepHunter baseline (``spec/drfuzz.md``).
 
-- :mod:`.mutations`: the 15 batched mutation rules; :mod:`.fidelity`: SSIM and discriminator
-  checks; :mod:`.gan`: the DCGAN behind the discriminator; :mod:`.scenarios`: M1/M2 pairs.
-- :mod:`.oracle` (buckets), :mod:`.mcmc` (rule choice), :mod:`.corpus` (queue, selection,
-  banning), :mod:`.diversity` (the failure-tendency table), :mod:`.metrics` (#RF, #URF,
-  #Seed, #GF), :mod:`.budget`, :mod:`.strategies` (``drfuzz``, ``deephunter``).
-- :mod:`.campaign`: the loop with ``B`` inputs per step; :mod:`.checkpoint`: checkpoints in
-  the results store and resuming; :mod:`.regress`: from model files (``deepfault regress``);
-  :mod:`.preset` (``drfuzz-mnist``), :mod:`.report`, :mod:`.figures`.
+- :mod:`.campaign`: the engine: the loop (:class:`~.campaign.loop.Campaign`,
+  :func:`~.campaign.loop.run_campaign`), its configuration, seeds, steps, strategies
+  (``drfuzz``, ``deephunter``), queue, oracle, metrics (#RF, #URF, #Seed, #GF), budget and
+  checkpoints in the results store.
+- :mod:`.mutation`: the 15 batched mutation rules, the rule choosers (MCMC) and the
+  failure-tendency table.
+- :mod:`.fidelity`: the checks of a mutant's realism (SSIM, the discriminator of
+  :mod:`.fidelity.gan`, DeepHunter's validity).
+- :mod:`.pairs`: the M1/M2 regression scenarios.
+- :mod:`.regress` (``deepfault regress``, from model files), :mod:`.preset`
+  (``drfuzz-mnist``), :mod:`.report`, :mod:`.figures`.
 
 Example:
     >>> import torch
@@ -28,14 +31,14 @@ Example:
 from pathlib import Path
 
 from ..experiment.method import Method
-from .budget import Budget, parse_budget
 from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
-from .checkpoint import METHOD as _NAME
-from .metrics import FaultTable, Metrics, compute_metrics
-from .oracle import Bucket, classify
+from .campaign.budget import Budget, parse_budget
+from .campaign.checkpoint import METHOD as _NAME
+from .campaign.metrics import FaultTable, Metrics, compute_metrics
+from .campaign.oracle import Bucket, classify
+from .campaign.strategies import STRATEGIES, Strategy, get_strategy, list_strategies
 from .preset import PRESETS
 from .regress import RegressOutcome, regress
-from .strategies import STRATEGIES, Strategy, get_strategy, list_strategies
 
 __all__ = [
     "METHOD",

@@ -27,7 +27,7 @@ def fault_grid(
     columns: int = 4,
     class_names: Sequence[str] | None = None,
     title: str | None = None,
-) -> Path:
+) -> Path | None:
     """A PNG of regression faults beside their seeds and their difference, with colour bars:
     ``seed (label) | fault (M1 label, M2 y2) | fault - seed``.
 
@@ -49,7 +49,7 @@ def fault_grid(
     if n == 0:
         fig = new_figure(4.0, 1.0)
         fig.text(0.5, 0.5, "no regression fault", ha="center", va="center")
-        return save_figure(fig, path)
+        return save_figure(fig, Path(path))
     return difference_grid(
         seeds, faults, path, bounds=bounds, columns=min(columns, 3), labels=("seed", "fault"),
         before_titles=[f"seed: {name(int(c))}" for c in labels],
@@ -83,7 +83,7 @@ def plot_timeline(
         axes[0, -1].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))
 
 
 def plot_rule_usage(usage: Mapping[str, Mapping[str, Mapping[str, float]]], path: str | os.PathLike, *,
@@ -111,4 +111,4 @@ def plot_rule_usage(usage: Mapping[str, Mapping[str, Mapping[str, float]]], path
     axes[1].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))

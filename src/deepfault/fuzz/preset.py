@@ -1,7 +1,7 @@
 """``deepfault experiment --preset drfuzz-mnist``: DRFuzz against DeepHunter on MNIST LeNet-5.
 
 For each regression scenario of the published table (``supply``, ``adv-bim``, ``adv-cw``,
-``fixing``, ``prune``; :mod:`.scenarios`) the ``M1``/``M2`` pair is made once in
+``fixing``, ``prune``; :mod:`.pairs.scenarios`) the ``M1``/``M2`` pair is made once in
 ``models_dir`` (reused when there), or taken from the user's own files (``pairs_dir``:
 ``supply-m1.h5``/``supply-m2.h5``, ... in any format ``deepfault run`` opens), then DRFuzz
 and DeepHunter each run one campaign per seed under the same wall-clock budget, with one
@@ -32,7 +32,8 @@ from pathlib import Path
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from .campaign import DEFAULT_BATCH, CampaignConfig
-from .checkpoint import METHOD
+from .campaign.budget import Budget, parse_budget
+from .campaign.checkpoint import METHOD
 
 __all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
            "PresetConfig", "plan_jobs", "run_preset"]
@@ -63,10 +64,11 @@ class PresetConfig:
     Attributes:
         arch: The zoo architecture of M1 and M2.
         dataset: ``mnist`` or ``fashion-mnist``.
-        scenarios: Regression scenarios (:func:`~.scenarios.list_scenarios`).
+        scenarios: Regression scenarios (:func:`~.pairs.scenarios.list_scenarios`).
         strategies: Fuzzing strategies compared under the same budget.
         seeds: One campaign per seed and strategy.
-        budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted).
+        budget: Each campaign's budget (fuzzing time; the seeds' evaluation is not counted): a
+            :class:`~.campaign.budget.Budget`, or its text (``"50s"``), parsed once, here.
         batch: Selected inputs per step.
         fidelity: DRFuzz's check (``"discriminator"``: the data set's, trained on first use
             and cached; or any ``--fidelity`` spec).
@@ -86,7 +88,7 @@ class PresetConfig:
     scenarios: tuple[str, ...] = ("supply", "adv-bim", "adv-cw", "fixing", "prune")
     strategies: tuple[str, ...] = ("drfuzz", "deephunter")
     seeds: tuple[int, ...] = (0, 1, 2)
-    budget: str = "50s"
+    budget: Budget = Budget("seconds", 50.0)
     batch: int = DEFAULT_BATCH
     fidelity: str = "discriminator"
     shared_fidelity: str | None = None
@@ -98,14 +100,16 @@ class PresetConfig:
     threads: int | None = 1
     max_seeds: int | None = field(default=None)
 
+    def __post_init__(self):
+        object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
+
     def with_options(self, options: dict[str, str]) -> PresetConfig:
         """This configuration with ``--preset-option`` values (keys with ``_``) applied.
 
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from .budget import parse_budget
-        from .scenarios import SCENARIOS
+        from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
             return DeepFaultError(f"preset option {key.replace('_', '-')} must be {want}; got {value!r}")
@@ -126,8 +130,7 @@ class PresetConfig:
                     raise bad(key, "comma-separated integers >= 0, e.g. 0,1,2", value)
                 out[key] = tuple(int(p) for p in parts)
             elif key == "budget":
-                parse_budget(value)  # its own message names the accepted forms
-                out[key] = value
+                out[key] = value  # parsed by __post_init__, whose message names the accepted forms
             elif key == "max_seeds":
                 if not value.isdigit() or int(value) < 1:
                     raise bad(key, "an integer >= 1", value)
@@ -138,6 +141,7 @@ class PresetConfig:
 
     def to_dict(self) -> dict:
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out["budget"] = str(self.budget)
         out.pop("pairs_dir")  # where the files are does not change a result; their digests are recorded
         return out
 
@@ -147,7 +151,7 @@ class PresetConfig:
         return None if spec == "none" else spec
 
     def campaign(self, strategy: str, seed: int, fidelity: str) -> CampaignConfig:
-        params = {"sections": self.sections} if self.criterion == "kmnc" else {}
+        params = (("sections", self.sections),) if self.criterion == "kmnc" else ()
         return CampaignConfig(strategy=strategy, budget=self.budget, batch=self.batch, seed=seed,
                               fidelity=fidelity, criterion=self.criterion, criterion_params=params,
                               max_seeds=self.max_seeds, shared_fidelity=self.shared)
@@ -160,18 +164,18 @@ def _user_pairs(config: PresetConfig) -> dict[str, tuple[str, str]] | None:
     folder = config.pairs_dir or os.environ.get(PAIRS_ENV)
     if not folder:
         return None
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DeepFaultError(f"the pairs folder {str(folder)!r} does not exist; give a folder with "
+    root = Path(folder)
+    if not root.is_dir():
+        raise DeepFaultError(f"the pairs folder {str(root)!r} does not exist; give a folder with "
                              "SCENARIO-m1.EXT and SCENARIO-m2.EXT model files")
     pairs = {}
     for name in config.scenarios:
         found = []
         for role in ("m1", "m2"):
-            files = sorted(p for p in folder.glob(f"{name}-{role}.*") if p.suffix != ".json" or
-                           not (folder / f"{name}-{role}.h5").exists())
+            files = sorted(p for p in root.glob(f"{name}-{role}.*") if p.suffix != ".json" or
+                           not (root / f"{name}-{role}.h5").exists())
             if not files:
-                raise DeepFaultError(f"the pairs folder {str(folder)!r} has no {name}-{role}.* model file; "
+                raise DeepFaultError(f"the pairs folder {str(root)!r} has no {name}-{role}.* model file; "
                                      f"scenarios: {', '.join(config.scenarios)}")
             found.append(str(files[0]))
         pairs[name] = (found[0], found[1])
@@ -247,7 +251,7 @@ class DRFuzzMnist(ExperimentPreset):
     method = METHOD
     description = ("DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds, "
                    "the same budget, with the README's MNIST rows")
-    job_function = _campaign_output
+    job_function = staticmethod(_campaign_output)
     uses_seed = False
     options = OPTIONS
 
@@ -270,16 +274,18 @@ class DRFuzzMnist(ExperimentPreset):
 
     def _plan(self, context: RunContext, config: PresetConfig) -> Plan:
         from ..data import load_dataset
-        from .scenarios import SCENARIOS, make_scenario
+        from .pairs.scenarios import SCENARIOS, make_scenario
 
         models_dir = context.models_dir
         data = load_dataset(config.dataset, data_dir=context.data_dir)
         if "discriminator" in (config.fidelity, config.shared):
-            from .gan import cached_discriminator
+            from .fidelity.gan import cached_discriminator
 
             cached_discriminator(data.name, data=data, device=context.device, progress=context.progress)
         own = _user_pairs(config)
-        pairs, accuracy, scenarios = {}, {}, {}
+        pairs: dict[str, tuple[str, str]] = {}
+        accuracy: dict[str, float] = {}
+        scenarios: dict[str, dict] = {}
         for name in config.scenarios:
             if own is not None:
                 from ..models.prepare import prepare_model
@@ -287,10 +293,11 @@ class DRFuzzMnist(ExperimentPreset):
 
                 m1, m2 = own[name]  # prepared as the campaign will (layout and range of the data)
                 prepared = [prepare_model(p, data) for p in (m1, m2)]
-                a1, a2 = (acc(pm.module, pm.data.x_test, pm.data.y_test) for pm in prepared)
-                r = {"label": SCENARIOS.get(name).label if name in SCENARIOS.names() else name.upper(),
-                     "m1_path": m1, "m2_path": m2, "m1_accuracy": a1, "m2_accuracy": a2,
-                     "regressions": None, "fixes": None}
+                tests = [pm.data if pm.data is not None else data for pm in prepared]
+                a1, a2 = (acc(pm.module, d.x_test, d.y_test) for pm, d in zip(prepared, tests, strict=True))
+                label = SCENARIOS.get(name).label if name in SCENARIOS.names() else name.upper()
+                r: dict | None = {"label": label, "m1_path": m1, "m2_path": m2, "m1_accuracy": a1,
+                                  "m2_accuracy": a2, "regressions": None, "fixes": None}
             else:
                 r = _existing_pair(models_dir, name, config)
             if r is None:
@@ -307,11 +314,11 @@ class DRFuzzMnist(ExperimentPreset):
         record = {"preset": self.name, **config.to_dict(), "fidelity_spec": config.fidelity,
                   "shared_filter": config.shared,
                   "model_digests": {n: [_digest(a), _digest(b)] for n, (a, b) in pairs.items()}}
-        for spec in {config.fidelity, config.shared} - {None}:
+        for spec in {s for s in (config.fidelity, config.shared) if s is not None}:
             if spec.startswith("discriminator:"):
                 record["discriminator_digest"] = _digest(spec.partition(":")[2])
             elif spec == "discriminator":
-                from .gan import discriminator_cache_path
+                from .fidelity.gan import discriminator_cache_path
 
                 record["discriminator_digest"] = _digest(str(discriminator_cache_path(data.name)))
         cells = [f"{scenario}/{strategy}/seed{seed}/result" for scenario in config.scenarios

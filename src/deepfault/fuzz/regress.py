@@ -3,7 +3,7 @@
 :func:`regress` prepares the two models (files, modules or prepared models) and the data set,
 checks that the models are
 two versions of one classifier (same classes, same input shape), runs (or resumes) a
-campaign into a results store and returns its :class:`~.campaign.CampaignResult` with
+campaign into a results store and returns its :class:`~.campaign.result.CampaignResult` with
 the keys it was stored under. :func:`campaign_job` does the same for one job of an
 executor (a module-level function of a plain dict), so campaigns run in worker processes
 or on Ray.
@@ -29,7 +29,7 @@ import torch
 
 from ..errors import DeepFaultError
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
-from .checkpoint import METHOD
+from .campaign.checkpoint import METHOD
 
 __all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
 
@@ -41,7 +41,7 @@ class RegressOutcome:
     """A campaign run from model files.
 
     Attributes:
-        result: The :class:`~.campaign.CampaignResult`.
+        result: The :class:`~.campaign.result.CampaignResult`.
         experiment: The store's experiment key (hash of the configuration, both models' weights
             and the data).
         cell: The campaign's id in the store.
@@ -243,11 +243,9 @@ def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: b
     from the data already loaded (so ``--data-dir`` is respected); a data set without one is
     refused here, before anything is written.
     """
-    specs = [config.shared_fidelity]
-    if config.strategy == "drfuzz":
-        specs.append(config.fidelity)
+    specs = [config.shared_fidelity, config.strategy_spec.check_spec(config)]
     if "discriminator" in specs:
-        from .gan import cached_discriminator
+        from .fidelity.gan import cached_discriminator
 
         cached_discriminator(data.name, data=data, device=device, progress=progress)
 

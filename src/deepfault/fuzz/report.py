@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from .checkpoint import METHOD, list_campaigns, load_result
+from .campaign.checkpoint import METHOD, list_campaigns, load_result
 
 __all__ = ["README_FASHION", "README_MNIST", "collect", "comparison_rows", "render_report"]
 
@@ -67,6 +67,9 @@ def collect(store, experiment: str) -> list[dict]:
     rows = []
     for cell in list_campaigns(store, experiment):
         result = load_result(store, experiment, cell, inputs=False)
+        if result is None:  # listed as finished, so its result cell is there
+            raise DeepFaultError(f"campaign {cell!r} of experiment {experiment} has no result; "
+                                 "the store is corrupt")
         scenario, strategy, seed = _split(cell)
         rows.append({"cell": cell, "scenario": scenario, "strategy": result.config.strategy, "seed": seed,
                      "result": result})
@@ -94,7 +97,7 @@ def _urf_at_equal_iterations(rows: list[dict]) -> dict[str, int]:
     """Per campaign cell: its #URF within the fewest iterations any strategy ran on the same
     scenario and seed (the comparison at equal iterations; spec section 6).
     """
-    from .metrics import metrics_until
+    from .campaign.metrics import metrics_until
 
     fewest: dict[tuple, int] = {}
     for r in rows:
@@ -330,7 +333,7 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
         image_tag(path, path.name), html_table(usage_head, usage_rows),
         md_parts=(f"![rule usage]({path.name})", "", _md_table(usage_head, usage_rows)))
 
-    grids = []
+    grids: list[str] = []
     for (scenario, strategy), r in first_seed.items():
         ex = r["result"].examples
         if len(grids) >= 6 or not len(ex.get("faults", [])):
@@ -338,14 +341,14 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
         n = min(8, len(ex["faults"]))
         rules = ex.get("rule", [])
         stem = _stem("faults", "" if scenario == "-" else scenario, strategy)
-        path = fault_grid_png(ex, n, out / f"{stem}.png", names=names, label=label, rules=rules,
+        grid = fault_grid_png(ex, n, out / f"{stem}.png", names=names, label=label, rules=rules,
                               bounds=bounds)
-        if path is None:
+        if grid is None:
             continue
-        files.append(path)
+        files.append(grid)
         where = f"{scenario}, {_label(strategy)}" if scenario != "-" else _label(strategy)
-        grids.append(image_tag(path, f"{where}: {path.name}"))
-        md.extend([f"![{where}]({path.name})", ""])
+        grids.append(image_tag(grid, f"{where}: {grid.name}"))
+        md.extend([f"![{where}]({grid.name})", ""])
     if grids:
         add("examples", "Example regression faults",
             f"Early regression faults of each campaign, distinct (seed, M2 label) first: the seed (what {m1} "
@@ -407,7 +410,7 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
             f"experiment {experiment_hash} has no finished DRFuzz campaign ({pending} checkpointed, not "
             "finished); rerun its command to finish them"
         )
-    experiment = next((e for e in store.experiments(METHOD) if e["experiment"] == experiment_hash), {})
+    experiment: dict = next((e for e in store.experiments(METHOD) if e["experiment"] == experiment_hash), {})
     config = experiment.get("config", {})
     published = None
     if experiment.get("name") in _REPRODUCTIONS:

@@ -1,4 +1,4 @@
-"""DRFuzz's DCGAN architectures, as zoo entries (the training loop is :mod:`deepfault.fuzz.gan`).
+"""DRFuzz's DCGAN architectures, as zoo entries (the training loop is :mod:`deepfault.fuzz.fidelity.gan`).
 
 * ``dcgan_discriminator``: conv 64 5x5 ('same') tanh, max-pool 2, conv 128 5x5 ('valid')
   tanh, max-pool 2, dense 1024 tanh, dense 1 sigmoid, after the Keras DCGAN-MNIST example

@@ -2,10 +2,10 @@
 
 - ``random-train``: random training inputs with their labels;
 - ``random-test``: random test inputs with their labels (DeepXplore Figure 10's "random");
-- ``fgsm``: one FGSM step (:func:`deepfault.xplore.fgsm.fgsm`) from those random test
+- ``fgsm``: one FGSM step (:func:`deepfault.core.attacks.fgsm`) from those random test
   inputs against the model under repair, labelled with the originals' labels
   (Figure 10's "adversarial");
-- ``bim``: the Basic Iterative Method (:func:`deepfault.fuzz.scenarios.bim`, batched) from
+- ``bim``: the Basic Iterative Method (:func:`deepfault.core.attacks.bim`, batched) from
   the same random test inputs.
 
 Random test inputs are never drawn from a held-out seed.
@@ -64,8 +64,7 @@ def baseline_inputs(
         bim_steps: BIM iterations.
         output_kind: ``logits`` or ``probabilities``.
     """
-    from ..fuzz.scenarios import bim
-    from ..xplore.fgsm import fgsm
+    from ..core.attacks import bim, fgsm
 
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(22,)))
     train_idx = _draw(np.arange(len(data.x_train)), n, rng)

@@ -9,7 +9,7 @@ majority vote (cell ``deepxplore/repeat=R/found``); each model is then fine-tune
 and, as baselines, on as many random test inputs and FGSM inputs (cell
 ``deepxplore/repeat=R/model=M``).
 
-``repair-drfuzz-mnist`` (DRFuzz RQ3): for each scenario (:mod:`deepfault.fuzz.scenarios`,
+``repair-drfuzz-mnist`` (DRFuzz RQ3): for each scenario (:mod:`deepfault.fuzz.pairs.scenarios`,
 pairs kept in ``models_dir`` as ``drfuzz-mnist`` keeps them) and seed, a DRFuzz and a
 DeepHunter campaign on M2 (cells ``SCENARIO/faults/STRATEGY/seedS``), then M2 fine-tuned on
 one strategy's faults and tested on the held-out faults of each strategy (cells
@@ -422,7 +422,7 @@ def campaign_job(job: dict) -> tuple[dict, dict]:
 
 def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device, progress) -> dict:
     """The scenario's M1/M2 files: reused from ``models_dir`` when made with this recipe."""
-    from ..fuzz.scenarios import make_scenario
+    from ..fuzz.pairs.scenarios import make_scenario
     from ..models import load_model
 
     stem = models_dir / f"{name}-{config.arch}-mnist"

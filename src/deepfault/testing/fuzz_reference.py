@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from ..core.capture import eval_mode, model_device
-from ..fuzz.mutations import apply_rule
-from ..fuzz.strategies import DRFUZZ_RULES
+from ..fuzz.campaign.strategies import DRFUZZ_RULES
+from ..fuzz.mutation.rules import apply_rule
 
 __all__ = ["drfuzz_reference"]
 

@@ -173,7 +173,7 @@ def run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
-    from .fgsm import fgsm
+    from ..core.attacks import fgsm
     from .search import search
 
     models = [m.to(job.device) for m in job.models]

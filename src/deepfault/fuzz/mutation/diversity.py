@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
 
 __all__ = ["DiversityTable", "FailureSet", "ROOT_FAILURE_LIMIT", "raises_tendency", "tendency_of"]
 
@@ -122,7 +122,7 @@ class FailureSet:
         return {"keys": keys}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.keys = {tuple(int(v) for v in row) for row in np.asarray(state["keys"]).reshape(-1, 3)}
+        self.keys = {(int(a), int(b), int(c)) for a, b, c in np.asarray(state["keys"]).reshape(-1, 3)}
         self.per_root[:] = 0
         for root, _, _ in self.keys:
             self.per_root[root] += 1

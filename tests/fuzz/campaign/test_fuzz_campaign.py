@@ -18,8 +18,8 @@ import torch
 
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign import Campaign, CampaignConfig, run_campaign
-from deepfault.fuzz.diversity import DiversityTable
-from deepfault.fuzz.strategies import DiversityKeep, KeepInput
+from deepfault.fuzz.campaign.keep import DiversityKeep, KeepInput
+from deepfault.fuzz.mutation.diversity import DiversityTable
 from helpers.fuzz_problems import DH, TINY, AlwaysPass, tiny_model, tiny_problem  # noqa: E402
 
 
@@ -129,14 +129,14 @@ def test_deephunter_allows_one_affine_change_per_lineage():
     rule = c.corpus.field("rule")
     affine_rules = {i for i, r in enumerate(c.rules) if r in ("translation", "rotation", "scale", "shear")}
     affine_entries = 0
-    for i in range(c.num_seed_entries, len(c.corpus)):
+    for i in range(len(c.seeds.queued), len(c.corpus)):
         lineage = [int(rule[j]) for j in c.corpus.ancestors(i) if rule[j] >= 0]
         count = sum(r in affine_rules for r in lineage)
         assert count <= 1
         affine_entries += count == 1
         assert bool(c.corpus.field("affine")[i]) == (count == 1)
         if count == 1:  # the lineage's reference is the root under that affine change
-            assert c.corpus.field("ref")[i] >= len(c.root_index)
+            assert c.corpus.field("ref")[i] >= len(c.seeds.index)
     assert affine_entries > 0
     assert set(c.rules) == {"translation", "rotation", "scale", "shear", "contrast", "brightness", "blur",
                             "gauss_noise"}

@@ -10,10 +10,10 @@ from torch import nn
 
 from deepfault.cli import main
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz import gan
 from deepfault.fuzz.fidelity import (
     DiscriminatorFidelity,
     SSIMFidelity,
+    gan,
     list_fidelities,
     make_fidelity,
     ssim,

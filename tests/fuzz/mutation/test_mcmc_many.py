@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deepfault.fuzz.mcmc import MCMCChooser, UniformChooser
+from deepfault.fuzz.mutation.mcmc import MCMCChooser, UniformChooser
 
 RULES = [f"r{i}" for i in range(15)]
 

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError, check_int
+from ...core.attacks import bim, carlini_wagner_l2
+from ...core.registry import Registry
+from ...errors import DeepFaultError, check_int
 
 __all__ = [
     "Scenario",
@@ -47,8 +47,6 @@ __all__ = [
     "register_scenario",
     "list_scenarios",
     "make_scenario",
-    "bim",
-    "carlini_wagner_l2",
     "apricot_repair",
     "prune_weights",
     "sparsity",
@@ -93,7 +91,7 @@ class ScenarioContext:
         Raises:
             KeyboardInterrupt: Training was interrupted (nothing half-trained is kept).
         """
-        from ..models.train import TrainConfig, fit
+        from ...models.train import TrainConfig, fit
 
         config = TrainConfig(epochs=epochs, batch_size=BATCH_SIZE, lr=lr, val_fraction=0.0, seed=seed)
         result = fit(model, x, y, config, progress=self.progress)
@@ -155,170 +153,6 @@ def list_scenarios() -> list[str]:
 # --- the transformations, as plain functions ----------------------------------------------------
 
 
-def _attack_inputs(x, y) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x`` as float32 and ``y`` as int64 tensors, from arrays or tensors."""
-    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
-    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y, dtype=torch.long)
-    return x, y
-
-
-def _attack_batches(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int):
-    """``(inputs, labels)`` batches of ``batch_size`` on the model's device."""
-    from ..core.capture import model_device
-
-    device = model_device(model)
-    for i in range(0, len(x), batch_size):
-        yield x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-
-
-def bim(
-    model: nn.Module,
-    x,
-    y,
-    *,
-    bounds: tuple[float, float],
-    eps: float = 0.1,
-    steps: int = 10,
-    step_size: float | None = None,
-    batch_size: int = 512,
-) -> torch.Tensor:
-    """Basic Iterative Method (Kurakin et al., ICLR 2017 workshop): ``steps`` signed-gradient
-    ascent steps on the cross-entropy, each followed by projection onto the L-infinity ball
-    of radius ``eps`` around ``x`` and onto ``bounds``.
-
-    ``x_{t+1} = clip_{x, eps}(x_t + a * sign(grad_x CE(model(x_t), y)))``, ``x_0 = x``.
-    ``eps`` and ``step_size`` are shares of the pixel range ``hi - lo`` (0.1 on 0..1 data is
-    0.1, on 0..255 data 25.5). Deterministic; batched; the model's mode is restored and its
-    weights are not touched.
-
-    Args:
-        model: A classifier returning logits.
-        x: ``(N, ...)`` inputs in ``bounds`` (array or tensor).
-        y: ``(N,)`` labels.
-        bounds: ``(lo, hi)``.
-        eps: Radius of the ball.
-        steps: Iterations.
-        step_size: Per step; default ``eps / 4``.
-        batch_size: Inputs per pass.
-
-    Returns:
-        ``(N, ...)`` float32 adversarial inputs on the CPU.
-    """
-    from ..core.capture import eval_mode, forward
-
-    check_int("steps", steps)
-    check_int("batch_size", batch_size)
-    if not 0 < eps <= 1:
-        raise DeepFaultError(f"eps must be a share of the pixel range in (0, 1]; got {eps!r}")
-    step_size = eps / 4 if step_size is None else step_size
-    if not step_size > 0:
-        raise DeepFaultError(f"step_size must be positive; got {step_size!r}")
-    lo, hi = (float(b) for b in bounds)
-    radius, alpha = eps * (hi - lo), step_size * (hi - lo)
-    x, y = _attack_inputs(x, y)
-    out = []
-    with eval_mode(model), torch.enable_grad():
-        for x0, yb in _attack_batches(model, x, y, batch_size):
-            low, high = (x0 - radius).clamp_min(lo), (x0 + radius).clamp_max(hi)
-            xa = x0.clone()
-            for _ in range(steps):
-                xa.requires_grad_(True)
-                loss = F.cross_entropy(forward(model, xa), yb, reduction="sum")
-                (grad,) = torch.autograd.grad(loss, xa)
-                xa = torch.minimum(torch.maximum(xa.detach() + alpha * grad.sign(), low), high)
-            out.append(xa.detach().cpu())
-    return torch.cat(out) if out else x.clone()
-
-
-def carlini_wagner_l2(
-    model: nn.Module,
-    x,
-    y,
-    *,
-    bounds: tuple[float, float],
-    confidence: float = 0.0,
-    c_init: float = 1.0,
-    binary_steps: int = 4,
-    steps: int = 50,
-    lr: float = 0.05,
-    batch_size: int = 512,
-) -> torch.Tensor:
-    """Carlini-Wagner L2 attack (Carlini and Wagner, IEEE S&P 2017), untargeted, vectorised
-    over the batch.
-
-    Each input is written ``x' = lo + (hi - lo) (tanh(w) + 1) / 2`` and Adam minimises
-    ``||(x' - x) / (hi - lo)||_2^2 + c * max(z_y - max_{j != y} z_j + confidence, 0)`` (``z``
-    the logits); ``c`` is found per input by a binary search (``binary_steps`` rounds,
-    starting at ``c_init``, times 10 while no success bounds it). The smallest successful
-    perturbation is kept; inputs never misclassified are returned unchanged. Deterministic;
-    the model's mode is restored and its weights are not touched.
-
-    Args:
-        model: A classifier returning logits.
-        x: ``(N, ...)`` inputs in ``bounds``.
-        y: ``(N,)`` labels.
-        bounds: ``(lo, hi)``.
-        confidence: ``kappa``, the logit margin required.
-        c_init: The first ``c`` of each input's binary search.
-        binary_steps: Rounds of the binary search over ``c``.
-        steps: Adam steps per round.
-        lr: Adam's learning rate in tanh space.
-        batch_size: Inputs per pass.
-
-    Returns:
-        ``(N, ...)`` float32 adversarial inputs on the CPU.
-    """
-    from ..core.capture import eval_mode, forward
-
-    check_int("binary_steps", binary_steps)
-    check_int("steps", steps)
-    check_int("batch_size", batch_size)
-    if not c_init > 0 or not lr > 0:
-        raise DeepFaultError(f"c_init and lr must be positive; got {c_init!r} and {lr!r}")
-    lo, hi = (float(b) for b in bounds)
-    span = hi - lo
-    x, y = _attack_inputs(x, y)
-    out = []
-    with eval_mode(model), torch.enable_grad():
-        for x0, yb in _attack_batches(model, x, y, batch_size):
-            n = len(x0)
-            unit = ((x0 - lo) / span).clamp(0, 1)
-            w0 = torch.atanh((unit * 2 - 1) * 0.999999)
-            device = x0.device
-            c = torch.full((n,), float(c_init), device=device)
-            lower = torch.zeros(n, device=device)
-            upper = torch.full((n,), 1e10, device=device)
-            best_l2 = torch.full((n,), float("inf"), device=device)
-            best = x0.clone()
-            onehot = F.one_hot(yb, num_classes=forward(model, x0[:1]).shape[1]).bool()
-            for _ in range(binary_steps):
-                w = w0.clone().requires_grad_(True)
-                opt = torch.optim.Adam([w], lr=lr)
-                found = torch.zeros(n, dtype=torch.bool, device=device)
-                for _ in range(steps):
-                    xa = lo + span * (torch.tanh(w) + 1) / 2
-                    z = forward(model, xa)
-                    real = z[onehot]
-                    other = z.masked_fill(onehot, float("-inf")).amax(dim=1)
-                    l2 = (((xa - x0) / span) ** 2).flatten(1).sum(1)
-                    loss = (l2 + c * (real - other + confidence).clamp_min(0)).sum()
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    with torch.no_grad():
-                        success = (real - other + confidence) < 0 if confidence else z.argmax(1) != yb
-                        better = success & (l2 < best_l2)
-                        best_l2 = torch.where(better, l2, best_l2)
-                        best[better] = xa.detach()[better]
-                        found |= success
-                with torch.no_grad():
-                    upper = torch.where(found, torch.minimum(upper, c), upper)
-                    lower = torch.where(found, lower, torch.maximum(lower, c))
-                    c = torch.where(upper < 1e9, (lower + upper) / 2, c * 10)
-            out.append(best.detach().cpu())
-    return torch.cat(out) if out else x.clone()
-
-
 def apricot_repair(
     model: nn.Module,
     submodels: list[nn.Module],
@@ -358,7 +192,7 @@ def apricot_repair(
     """
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-    from ..core.batches import predict
+    from ...core.batches import predict
 
     if not submodels:
         raise DeepFaultError("apricot_repair needs at least one sub-model")
@@ -387,6 +221,14 @@ def apricot_repair(
     vector_to_parameters(best_w, model.parameters())
     return {"failing": int(len(failing)), "adjustments": tried, "kept": kept, "val_before": before,
             "val_after": best_acc}
+
+
+def _weight(module: nn.Module) -> torch.Tensor:
+    """The ``weight`` of a Linear or Conv layer (typed: ``Module.__getattr__`` is not)."""
+    weight = module.weight
+    if not isinstance(weight, torch.Tensor):
+        raise DeepFaultError(f"{type(module).__name__} has no weight tensor")
+    return weight
 
 
 def _weighted_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -423,7 +265,7 @@ def prune_weights(model: nn.Module, *, amount: float = 0.5, permanent: bool = Tr
 
 def sparsity(model: nn.Module) -> dict[str, float]:
     """Share of exactly-zero weights of each Linear and Conv layer, by qualified name."""
-    return {name: float((m.weight == 0).float().mean()) for name, m in _weighted_layers(model)}
+    return {name: float((_weight(m) == 0).float().mean()) for name, m in _weighted_layers(model)}
 
 
 def quantize_fp16(model: nn.Module) -> nn.Module:
@@ -462,8 +304,9 @@ def quantize_int8(model: nn.Module) -> tuple[nn.Module, dict[str, float]]:
     scales = {}
     with torch.no_grad():
         for name, module in _weighted_layers(out):
-            q, scale = quantize_int8_tensor(module.weight)
-            module.weight.copy_(q)
+            weight = _weight(module)
+            q, scale = quantize_int8_tensor(weight)
+            weight.copy_(q)
             scales[f"{name}.weight" if name else "weight"] = scale
     return out, scales
 
@@ -640,7 +483,7 @@ class ScenarioResult:
 
 
 def _accuracy(model: nn.Module, x, y) -> float:
-    from ..models.train import accuracy
+    from ...models.train import accuracy
 
     return accuracy(model, x, y)
 
@@ -668,8 +511,8 @@ def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out_dir: Path,
                 device: torch.device, progress: bool, fingerprint: str):
     """``M1``: trained on ``fraction`` of the training split, or read from the cache."""
-    from ..models.io import ModelFile, load_model, save_model
-    from ..models.zoo import build_model
+    from ...models.io import ModelFile, load_model, save_model
+    from ...models.zoo import build_model
 
     pct = int(round(fraction * 100))
     path = out_dir / f"base-{arch}-{_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
@@ -706,8 +549,8 @@ def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out
 
 
 def _check_model_fits(arch: str, data) -> None:
-    from ..core.capture import forward
-    from ..models.zoo import build_model
+    from ...core.capture import forward
+    from ...models.zoo import build_model
 
     if len(data.x_train) == 0 or len(data.x_test) == 0:
         raise DeepFaultError(f"data set {data.name!r} needs a training and a test split for scenarios")
@@ -768,10 +611,10 @@ def make_scenario(
         >>> r = make_scenario("prune", "lenet5", load_dataset("mnist"), epochs=3)  # doctest: +SKIP
         >>> r.m1_accuracy, r.m2_accuracy, r.regressions  # doctest: +SKIP
     """
-    from .._io import write_json
-    from ..core.batches import predict
-    from ..models.io import ModelFile, save_model
-    from ..models.zoo import list_architectures
+    from ..._io import write_json
+    from ...core.batches import predict
+    from ...models.io import ModelFile, save_model
+    from ...models.zoo import list_architectures
 
     scenario = SCENARIOS.get(name)
     if arch not in list_architectures():

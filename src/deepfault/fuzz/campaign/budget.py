@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
 
 __all__ = ["Budget", "parse_budget"]
 

@@ -26,7 +26,7 @@ published range onto them as ``L = 65535 * (hi - lo) / 255`` (65535 on 0..255 da
 accepted mutants per iteration, each tried up to 50 times with a fresh MCMC rule).
 
 The discriminator sees its inputs in the range it was trained on: the model file's
-``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.gan`), mapped linearly from
+``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.fidelity.gan`), mapped linearly from
 the data's ``bounds``. New checks register a factory with :func:`register_fidelity`.
 """
 
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from ...core.registry import Registry
+from ...errors import DeepFaultError
 
 __all__ = [
     "Fidelity",
@@ -421,14 +421,15 @@ class DiscriminatorFidelity(Fidelity):
         super().__init__(bounds=bounds, device=device)
         if not isinstance(model, nn.Module):
             raise DeepFaultError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-        from ..errors import check_int
+        from ...errors import check_int
 
         self.batch_size = check_int("batch_size", batch_size)
         self.input_range = _check_bounds(input_range)
         self.source = source
         self.model = copy.deepcopy(model).to(self.device).eval()
         if self.device.type == "cpu":  # oneDNN runs its convolutions 1.6-1.9x faster this way
-            self.model = self.model.to(memory_format=torch.channels_last)
+            # Module.to(memory_format=...) exists at runtime (torch docs); torch's overloads omit it
+            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         for p in self.model.parameters():
             p.requires_grad_(False)
 
@@ -490,7 +491,7 @@ class DiscriminatorFidelity(Fidelity):
             dataset: The data set being fuzzed; a warning when the discriminator was trained on
                 another one.
         """
-        from ..models.load import open_model
+        from ...models.load import open_model
         from . import gan as _gan  # noqa: F401  (registers the DCGAN architectures)
 
         mf = open_model(path)

@@ -68,7 +68,7 @@ Conventions and where they differ from the published OpenCV code:
 
 Example:
     >>> import torch
-    >>> from deepfault.fuzz.mutations import apply_rule
+    >>> from deepfault.fuzz.mutation.rules import apply_rule
     >>> x = torch.rand(10, 1, 28, 28)
     >>> y, params = apply_rule("rotation", x, generator=torch.Generator().manual_seed(0), bounds=(0.0, 1.0))
     >>> y.shape, params["angle"].shape
@@ -84,8 +84,8 @@ from typing import Any
 
 import torch
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from ...core.registry import Registry
+from ...errors import DeepFaultError
 
 __all__ = [
     "AFFINE",

@@ -39,12 +39,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import DeepFaultError, check_int
-from ..models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
+from ...errors import DeepFaultError, check_int
+from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
 
 if TYPE_CHECKING:
-    from ..data import Dataset
-    from ..models.io import ModelFile
+    from ...data import Dataset
+    from ...models.io import ModelFile
 
 __all__ = [
     "GAN_RANGE",
@@ -197,14 +197,11 @@ def _mean_score(disc: nn.Module, x: torch.Tensor, batch_size: int = 500) -> floa
 
 def train_gan(
     data: Dataset,
+    config: GanConfig | None = None,
     *,
-    epochs: int = GanConfig.epochs,
-    batch_size: int = GanConfig.batch_size,
-    lr: float = GanConfig.lr,
-    images_per_epoch: int | None = GanConfig.images_per_epoch,
-    seed: int = GanConfig.seed,
     device: torch.device | str = "cpu",
     progress: bool = False,
+    **settings,
 ) -> GanResult:
     """Train DRFuzz's DCGAN on ``data``'s training split.
 
@@ -217,14 +214,11 @@ def train_gan(
 
     Args:
         data: Square images ``(N, C, S, S)``, ``S`` a multiple of 4 (MNIST: 1x28x28).
-        epochs: Passes; each sees ``images_per_epoch`` training images.
-        batch_size: Real images per step (as many generated ones are added).
-        lr: Adam learning rate of both networks (``beta1 = 0.5``).
-        images_per_epoch: A fresh seeded random subset of this many training images per
-            epoch; ``None`` for the whole split.
-        seed: Seed of the weights, the subsets, the shuffling and the noise.
+        config: The recipe (:class:`GanConfig`: epochs, batch size, learning rate, images per
+            epoch, seed); default ``GanConfig()``.
         device: Where to train.
         progress: Show a progress bar.
+        **settings: :class:`GanConfig` fields that replace ``config``'s (``epochs=1``, ...).
 
     Returns:
         The two model files (CPU weights, ``eval()`` mode) and the training figures.
@@ -234,130 +228,153 @@ def train_gan(
 
     Example:
         >>> from deepfault.models import save_model
-        >>> result = train_gan(load_dataset("mnist"), epochs=1)  # doctest: +SKIP
+        >>> result = train_gan(load_dataset("mnist"), GanConfig(epochs=1))  # doctest: +SKIP
         >>> save_model("disc.pt", result.discriminator)  # doctest: +SKIP
     """
-    from ..models.io import ModelFile
-
-    config = GanConfig(epochs=epochs, batch_size=batch_size, lr=lr, images_per_epoch=images_per_epoch,
-                       seed=seed)
+    config = replace(config or GanConfig(), **settings)
     config.validate()
-    channels, size = check_gan_data(data)
-    device = torch.device(device)
     start = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        disc = dcgan_discriminator(in_channels=channels, image_size=size)
-        gen = dcgan_generator(out_channels=channels, image_size=size)
-    disc.to(device).train()
-    gen.to(device).train()
-    opt_d = torch.optim.Adam(disc.parameters(), lr=lr, betas=(0.5, 0.999))
-    opt_g = torch.optim.Adam(gen.parameters(), lr=lr, betas=(0.5, 0.999))
-    bce = nn.BCELoss()
-    rng = np.random.default_rng(seed)
-    noise_gen = torch.Generator().manual_seed(seed)
-    n_train = len(data.x_train)
-    per_epoch = n_train if images_per_epoch is None else min(images_per_epoch, n_train)
-    steps = -(-per_epoch // batch_size)
-
-    def snapshot():
-        return ({k: v.detach().clone() for k, v in disc.state_dict().items()},
-                {k: v.detach().clone() for k, v in gen.state_dict().items()})
-
-    saved = snapshot()
-    completed, d_loss, g_loss, interrupted = 0, float("nan"), float("nan"), False
-    bar = None
-    if progress:
-        from ..core.progress import progress_bar
-
-        bar = progress_bar(epochs * steps, desc="gan", unit="batch")
-    try:
-        for epoch in range(epochs):
-            order = rng.permutation(n_train)[:per_epoch]
-            d_total = g_total = 0.0
-            for i in range(0, per_epoch, batch_size):
-                idx = np.sort(order[i : i + batch_size])  # sorted: faster gather, same set
-                real = to_gan_range(torch.as_tensor(data.x_train[idx], dtype=torch.float32, device=device),
-                                    data.bounds)
-                n = len(real)
-                fake = gen(_noise(n, noise_gen, device))
-                ones = torch.ones(n, 1, device=device)
-                zeros = torch.zeros(n, 1, device=device)
-                opt_d.zero_grad(set_to_none=True)
-                loss_d = bce(disc(real), ones) + bce(disc(fake.detach()), zeros)
-                loss_d.backward()
-                opt_d.step()
-                opt_g.zero_grad(set_to_none=True)
-                loss_g = bce(disc(fake), ones)
-                loss_g.backward()  # also fills the discriminator's grads; zeroed before its next step
-                opt_g.step()
-                d_total += float(loss_d.detach()) * n
-                g_total += float(loss_g.detach()) * n
-                if bar is not None:
-                    bar.update(1)
-                    if bar.n % 10 == 0:
-                        seen = min(i + batch_size, per_epoch)
-                        bar.set_postfix(epoch=f"{epoch + 1}/{epochs}", d_loss=f"{d_total / seen:.3f}",
-                                        g_loss=f"{g_total / seen:.3f}")
-            d_loss, g_loss = d_total / per_epoch, g_total / per_epoch
-            completed = epoch + 1
-            saved = snapshot()
-            log.debug("GAN epoch %d: d_loss %.4f g_loss %.4f", completed, d_loss, g_loss)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if bar is not None:
-            bar.close()
-    disc.load_state_dict(saved[0])
-    gen.load_state_dict(saved[1])
-    disc.eval()
-    gen.eval()
+    run = _GanTraining(data, config, torch.device(device))
+    completed, losses, interrupted = run.fit(progress)
     seconds = time.perf_counter() - start
-    n_eval = min(1000, len(data.x_test))
-    test_real = to_gan_range(torch.as_tensor(data.x_test[:n_eval], dtype=torch.float32, device=device),
-                             data.bounds)
-    with torch.inference_mode():
-        fakes = gen(_noise(max(n_eval, 1), torch.Generator().manual_seed(seed + 1), device))
-    real_score, fake_score = _mean_score(disc, test_real), _mean_score(disc, fakes)
-    qgen = torch.Generator().manual_seed(seed + 2)
-    noise = torch.rand(test_real.shape, generator=qgen).to(device) * 2 - 1
-    mask = (torch.rand(test_real.shape, generator=qgen) < 0.3).to(device)
-    mutated = torch.where(mask, noise, test_real)
-    noise_score, mutated_score = _mean_score(disc, noise), _mean_score(disc, mutated)
     figures = {"epochs_completed": completed, "interrupted": interrupted, "seconds": seconds,
-               "d_loss": d_loss, "g_loss": g_loss, "test_real_score": real_score,
-               "fake_score": fake_score, "noise_score": noise_score, "mutated_score": mutated_score}
-    disc_file = ModelFile(
-        model=disc.cpu(),
-        arch="dcgan_discriminator",
-        arch_kwargs={"in_channels": channels, "image_size": size},
-        dataset=data.name,
-        bounds=tuple(data.bounds),
-        output_kind="probabilities",
-        meta={
-            "role": "gan-discriminator",
-            "input_range": list(GAN_RANGE),
-            "input_shape": [channels, size, size],
-            "gan": {**config.to_dict(), **figures},
-        },
-    )
-    gen_file = ModelFile(
-        model=gen.cpu(),
-        arch="dcgan_generator",
-        arch_kwargs={"latent_dim": LATENT_DIM, "out_channels": channels, "image_size": size},
-        dataset=data.name,
-        bounds=GAN_RANGE,
-        output_kind="images",
-        meta={
-            "role": "gan-generator",
-            "input_shape": [LATENT_DIM],
-            "output_range": list(GAN_RANGE),
-            "data_bounds": list(data.bounds),
-            "gan": {**config.to_dict(), **figures},
-        },
-    )
-    return GanResult(disc_file, gen_file, config, completed, d_loss, g_loss, real_score, fake_score,
-                     interrupted, seconds, noise_score, mutated_score)
+               "d_loss": losses[0], "g_loss": losses[1], **run.quality()}
+    disc_file, gen_file = run.model_files(figures)
+    return GanResult(disc_file, gen_file, config, completed, losses[0], losses[1],
+                     figures["test_real_score"], figures["fake_score"], interrupted, seconds,
+                     figures["noise_score"], figures["mutated_score"])
+
+
+class _GanTraining:
+    """One adversarial training run: the two networks, their optimisers and random streams."""
+
+    def __init__(self, data: Dataset, config: GanConfig, device: torch.device):
+        self.data, self.config, self.device = data, config, device
+        self.channels, self.size = check_gan_data(data)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            self.disc = dcgan_discriminator(in_channels=self.channels, image_size=self.size)
+            self.gen = dcgan_generator(out_channels=self.channels, image_size=self.size)
+        self.disc.to(device).train()
+        self.gen.to(device).train()
+        self.opt_d = torch.optim.Adam(self.disc.parameters(), lr=config.lr, betas=(0.5, 0.999))
+        self.opt_g = torch.optim.Adam(self.gen.parameters(), lr=config.lr, betas=(0.5, 0.999))
+        self.bce = nn.BCELoss()
+        self.rng = np.random.default_rng(config.seed)
+        self.noise_gen = torch.Generator().manual_seed(config.seed)
+        n_train = len(data.x_train)
+        per_epoch = config.images_per_epoch
+        self.per_epoch = n_train if per_epoch is None else min(per_epoch, n_train)
+
+    def fit(self, progress: bool) -> tuple[int, tuple[float, float], bool]:
+        """Train for the configured epochs: ``(epochs completed, (d_loss, g_loss) of the last one,
+        interrupted)``; the networks keep the weights of the last completed epoch.
+        """
+        epochs, batch = self.config.epochs, self.config.batch_size
+        saved = self._snapshot()
+        completed, losses, interrupted = 0, (float("nan"), float("nan")), False
+        bar = None
+        if progress:
+            from ...core.progress import progress_bar
+
+            bar = progress_bar(epochs * -(-self.per_epoch // batch), desc="gan", unit="batch")
+        try:
+            for epoch in range(epochs):
+                losses = self._epoch(epoch, bar)
+                completed = epoch + 1
+                saved = self._snapshot()
+                log.debug("GAN epoch %d: d_loss %.4f g_loss %.4f", completed, *losses)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if bar is not None:
+                bar.close()
+        self.disc.load_state_dict(saved[0])
+        self.gen.load_state_dict(saved[1])
+        self.disc.eval()
+        self.gen.eval()
+        return completed, losses, interrupted
+
+    def _snapshot(self) -> tuple[dict, dict]:
+        return ({k: v.detach().clone() for k, v in self.disc.state_dict().items()},
+                {k: v.detach().clone() for k, v in self.gen.state_dict().items()})
+
+    def _epoch(self, epoch: int, bar) -> tuple[float, float]:
+        """One pass over a fresh random subset of the training split; its mean losses."""
+        data, batch = self.data, self.config.batch_size
+        order = self.rng.permutation(len(data.x_train))[: self.per_epoch]
+        d_total = g_total = 0.0
+        for i in range(0, self.per_epoch, batch):
+            idx = np.sort(order[i : i + batch])  # sorted: faster gather, same set
+            real = to_gan_range(torch.as_tensor(data.x_train[idx], dtype=torch.float32, device=self.device),
+                                data.bounds)
+            loss_d, loss_g = self._step(real)
+            d_total += loss_d * len(real)
+            g_total += loss_g * len(real)
+            if bar is not None:
+                bar.update(1)
+                if bar.n % 10 == 0:
+                    seen = min(i + batch, self.per_epoch)
+                    bar.set_postfix(epoch=f"{epoch + 1}/{self.config.epochs}", d_loss=f"{d_total / seen:.3f}",
+                                    g_loss=f"{g_total / seen:.3f}")
+        return d_total / self.per_epoch, g_total / self.per_epoch
+
+    def _step(self, real: torch.Tensor) -> tuple[float, float]:
+        """One discriminator step and one generator step on ``real`` and as many generated images."""
+        n = len(real)
+        fake = self.gen(_noise(n, self.noise_gen, self.device))
+        ones = torch.ones(n, 1, device=self.device)
+        zeros = torch.zeros(n, 1, device=self.device)
+        self.opt_d.zero_grad(set_to_none=True)
+        loss_d = self.bce(self.disc(real), ones) + self.bce(self.disc(fake.detach()), zeros)
+        loss_d.backward()
+        self.opt_d.step()
+        self.opt_g.zero_grad(set_to_none=True)
+        loss_g = self.bce(self.disc(fake), ones)
+        loss_g.backward()  # also fills the discriminator's grads; zeroed before its next step
+        self.opt_g.step()
+        return float(loss_d.detach()), float(loss_g.detach())
+
+    def quality(self) -> dict[str, float]:
+        """Mean discriminator scores of test images, generated ones, noise and heavily mutated
+        test images (30% of the pixels replaced by noise), as :class:`GanResult` reports them.
+        """
+        data, device, seed = self.data, self.device, self.config.seed
+        n_eval = min(1000, len(data.x_test))
+        test_real = to_gan_range(torch.as_tensor(data.x_test[:n_eval], dtype=torch.float32, device=device),
+                                 data.bounds)
+        with torch.inference_mode():
+            fakes = self.gen(_noise(max(n_eval, 1), torch.Generator().manual_seed(seed + 1), device))
+        real_score, fake_score = _mean_score(self.disc, test_real), _mean_score(self.disc, fakes)
+        qgen = torch.Generator().manual_seed(seed + 2)
+        noise = torch.rand(test_real.shape, generator=qgen).to(device) * 2 - 1
+        mask = (torch.rand(test_real.shape, generator=qgen) < 0.3).to(device)
+        mutated = torch.where(mask, noise, test_real)
+        return {"test_real_score": real_score, "fake_score": fake_score,
+                "noise_score": _mean_score(self.disc, noise),
+                "mutated_score": _mean_score(self.disc, mutated)}
+
+    def model_files(self, figures: dict) -> tuple[ModelFile, ModelFile]:
+        """Both networks' model files (CPU weights), with the recipe and ``figures`` in their meta."""
+        from ...models.io import ModelFile
+
+        data, channels, size = self.data, self.channels, self.size
+        gan = {**self.config.to_dict(), **figures}
+        disc_file = ModelFile(
+            model=self.disc.cpu(), arch="dcgan_discriminator",
+            arch_kwargs={"in_channels": channels, "image_size": size}, dataset=data.name,
+            bounds=(float(data.bounds[0]), float(data.bounds[1])), output_kind="probabilities",
+            meta={"role": "gan-discriminator", "input_range": list(GAN_RANGE),
+                  "input_shape": [channels, size, size], "gan": gan},
+        )
+        gen_file = ModelFile(
+            model=self.gen.cpu(), arch="dcgan_generator",
+            arch_kwargs={"latent_dim": LATENT_DIM, "out_channels": channels, "image_size": size},
+            dataset=data.name, bounds=GAN_RANGE, output_kind="images",
+            meta={"role": "gan-generator", "input_shape": [LATENT_DIM], "output_range": list(GAN_RANGE),
+                  "data_bounds": list(data.bounds), "gan": dict(gan)},
+        )
+        return disc_file, gen_file
 
 
 def save_gan(result: GanResult, path: str | os.PathLike,
@@ -372,7 +389,7 @@ def save_gan(result: GanResult, path: str | os.PathLike,
     Returns:
         ``(discriminator path, generator path)``.
     """
-    from ..models.io import save_model
+    from ...models.io import save_model
 
     path = Path(path)
     generator_path = Path(generator_path) if generator_path else path.with_name(f"{path.stem}.generator.pt")
@@ -398,7 +415,7 @@ AUTO_VERSION = 1
 
 def discriminator_cache_path(dataset: str) -> Path:
     """Where the default discriminator of ``dataset`` is cached (under ``$DEEPFAULT_CACHE``)."""
-    from .._io import user_cache_dir
+    from ..._io import user_cache_dir
 
     name = f"dcgan-{dataset}-v{AUTO_VERSION}-seed{AUTO_RECIPE.seed}-discriminator.pt"
     return user_cache_dir() / "gan" / name
@@ -426,7 +443,7 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
     """
     import sys
 
-    from ..models.load import open_model
+    from ...models.load import open_model
 
     path = discriminator_cache_path(str(dataset))
     recipe = {**AUTO_RECIPE.to_dict(), "version": AUTO_VERSION}
@@ -444,11 +461,11 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
             "(ssim, ssim-compat or none)"
         )
     if data is None:
-        from ..data import load_dataset
+        from ...data import load_dataset
 
         data = load_dataset(dataset, data_dir=data_dir)
     log.warning("training the %s discriminator for the fidelity check (once; cached in %s)...", dataset, path)
-    result = train_gan(data, **AUTO_RECIPE.to_dict(), device=device,
+    result = train_gan(data, AUTO_RECIPE, device=device,
                        progress=sys.stderr.isatty() if progress is None else progress)
     if result.interrupted:
         raise KeyboardInterrupt

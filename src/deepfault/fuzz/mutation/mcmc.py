@@ -36,8 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from ...core.registry import Registry
+from ...errors import DeepFaultError
 
 __all__ = [
     "CHOOSERS",
@@ -171,7 +171,6 @@ def _uniform_allowed(rng: np.random.Generator, allowed: np.ndarray | None, n: in
     return int(choices[rng.integers(len(choices))])
 
 
-@CHOOSERS.register("mcmc")
 class MCMCChooser(RuleChooser):
     """DRFuzz's Metropolis-Hastings chain over the rules ranked by score (module docstring).
 
@@ -235,7 +234,6 @@ class MCMCChooser(RuleChooser):
         return out
 
 
-@CHOOSERS.register("uniform")
 class UniformChooser(RuleChooser):
     """Every (allowed) rule with the same probability: the ablation of the chain, and DeepHunter."""
 
@@ -245,6 +243,10 @@ class UniformChooser(RuleChooser):
         rule = _uniform_allowed(rng, allowed, len(self.rules))
         self.previous = rule
         return rule
+
+
+CHOOSERS.register("mcmc", MCMCChooser)
+CHOOSERS.register("uniform", UniformChooser)
 
 
 def make_chooser(name: str, rules: Sequence[str]) -> RuleChooser:

@@ -29,12 +29,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import DeepFaultError
-from .campaign import Campaign, CampaignConfig, CampaignResult
-from .metrics import FAULT_KINDS, FaultTable, compute_metrics
+from ...errors import DeepFaultError
+from .config import CampaignConfig
+from .metrics import FAULT_KINDS, FaultTable
+from .result import CampaignResult, result_from_dict
+
+if TYPE_CHECKING:
+    from .loop import Campaign
 
 __all__ = ["METHOD", "CampaignStore", "load_result", "list_campaigns"]
 
@@ -66,7 +71,7 @@ class CampaignStore:
         self.fault_chunks: list[list[int]] = []
         self._corpus_done: int | None = None
         self._refs_done: int | None = None
-        self._faults_done = 0  # parts of campaign._fault_parts already stored
+        self._faults_done = 0  # fault parts (Campaign.fault_parts) already stored
         self._rf_done = 0
         self._checkpoints = 0
         self.pages: dict[int, int] = {}  # pool page -> which of its two stored copies is current
@@ -75,7 +80,7 @@ class CampaignStore:
     @contextlib.contextmanager
     def open(cls, store, experiment: str, cell: str, config: CampaignConfig) -> Iterator[CampaignStore]:
         """A :class:`CampaignStore` on ``store`` (a store, or a path opened and closed here)."""
-        from ..experiment.store import ResultStore
+        from ...experiment.store import ResultStore
 
         if isinstance(store, (str, os.PathLike)):
             with ResultStore(store) as opened:
@@ -87,7 +92,7 @@ class CampaignStore:
 
     @staticmethod
     def _begin(store, experiment: str, cell: str, config: CampaignConfig) -> None:
-        from ..provenance import provenance
+        from ...provenance import provenance
 
         store.begin(experiment, name=cell, config=config.to_dict(), provenance=provenance(), method=METHOD)
 
@@ -98,14 +103,16 @@ class CampaignStore:
 
     def save(self, c: Campaign) -> None:
         """Write a checkpoint of ``c``: new queue entries and faults as chunks, changed pool
-        pages, then the state (:meth:`~.campaign.Campaign.state_dict`) that lists them.
+        pages, then the state (:meth:`~.loop.Campaign.state_dict`) that lists them.
         """
-        if not c._consistent:
+        if not c.between_steps:
             return  # interrupted in the middle of a step: the previous checkpoint stands
-        if self._corpus_done is None:
-            self._corpus_done, self._refs_done = c.num_seed_entries, len(c.root_index)
-        start, stop = self._corpus_done, len(c.corpus)
-        rstart, rstop = self._refs_done, c.refs.size
+        state = c.state_dict()
+        sizes = state["data"]
+        if self._corpus_done is None or self._refs_done is None:  # the seeds are recomputed, not stored
+            self._corpus_done, self._refs_done = sizes["seed_entries"], sizes["seed_refs"]
+        start, stop = self._corpus_done, sizes["corpus_size"]
+        rstart, rstop = self._refs_done, sizes["refs_size"]
         if stop > start or rstop > rstart:
             bounds = [start, stop, rstart, rstop]
             self._put(_cid(self.cell, "corpus", len(self.corpus_chunks)), {"bounds": bounds},
@@ -128,7 +135,6 @@ class CampaignStore:
             self._put(_cid(self.cell, "pool", index) + f"/{copy}", {"page": index}, {"images": images})
             self.pages[index] = copy
         self._checkpoints += 1
-        state = c.state_dict()
         data = {"version": _VERSION, "config": c.config.to_dict(), **state["data"],
                 "corpus_chunks": self.corpus_chunks, "fault_chunks": self.fault_chunks,
                 "pages": {str(k): v for k, v in sorted(self.pages.items())}, "checkpoints": self._checkpoints}
@@ -176,7 +182,7 @@ class CampaignStore:
             )
         for k, (start, _, rstart, _) in enumerate(data["corpus_chunks"]):
             chunk = self._get(_cid(self.cell, "corpus", k), "a queue chunk").arrays
-            if start != len(c.corpus) or rstart != c.refs.size:
+            if (start, rstart) != c.queue_sizes():
                 raise DeepFaultError(
                     f"queue chunk {k} of campaign {self.cell!r} does not follow the previous one"
                 )
@@ -185,16 +191,18 @@ class CampaignStore:
             chunk = self._get(_cid(self.cell, "faults", k), "a fault chunk").arrays
             rf = tuple(chunk[n] for n in ("rf_inputs", "rf_p1", "rf_p2")) if "rf_inputs" in chunk else None
             c.add_fault_part(_fault_table(chunk), rf)
-        c.load_state_dict({"data": data, "arrays": arrays})
+        # the run resumed from is counted by its checkpoints
+        c.load_state_dict({"data": {**data, "resumed": int(data["checkpoints"])}, "arrays": arrays})
         self.pages = {int(k): int(v) for k, v in data["pages"].items()}
         for index, copy in self.pages.items():
             page = self._get(_cid(self.cell, "pool", index) + f"/{copy}", "a queue page")
             c.load_queue_page(index, page.arrays["images"])
-        c.resumed = int(data["checkpoints"])
         self.corpus_chunks = [list(b) for b in data["corpus_chunks"]]
         self.fault_chunks = [list(b) for b in data["fault_chunks"]]
-        self._corpus_done, self._refs_done = len(c.corpus), c.refs.size
-        self._faults_done, self._rf_done = len(c._fault_parts), len(c._rf_parts)
+        self._corpus_done, self._refs_done = c.queue_sizes()
+        # one part per fault chunk was added above, with regression-fault data where it has some
+        self._faults_done = len(self.fault_chunks)
+        self._rf_done = sum(int(has_rf) for _, has_rf in self.fault_chunks)
         self._checkpoints = int(data["checkpoints"])
         return True
 
@@ -204,7 +212,7 @@ class CampaignStore:
 
 
 def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> CampaignResult | None:
-    """A finished campaign's :class:`~.campaign.CampaignResult` from ``store`` (``None`` if absent).
+    """A finished campaign's :class:`~.result.CampaignResult` from ``store`` (``None`` if absent).
 
     Args:
         store: An open :class:`~deepfault.experiment.store.ResultStore`.
@@ -240,21 +248,6 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
 
 def _fault_table(arrays: dict[str, np.ndarray]) -> FaultTable:
     return FaultTable.from_arrays({n[6:]: v for n, v in arrays.items() if n.startswith("fault.")})
-
-
-def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
-                     examples: dict | None = None) -> CampaignResult:
-    """Rebuild a :class:`~.campaign.CampaignResult` from :meth:`~.campaign.CampaignResult.to_dict`."""
-    return CampaignResult(
-        config=CampaignConfig.from_dict(data["config"]), metrics=compute_metrics(faults),
-        stop_reason=data["stop_reason"], iterations=data["iterations"], steps=data["steps"],
-        queries=data["queries"], generated=data["generated"], passed=data["passed"], seconds=data["seconds"],
-        setup_seconds=data["setup_seconds"], roots=data["roots"], queued_seeds=data["queued_seeds"],
-        corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
-        timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
-        resumed=data.get("resumed", 0), examples=examples or {}, evicted=data.get("evicted", 0),
-        shared_rejected=data.get("shared_rejected", 0),
-    )
 
 
 def list_campaigns(store, experiment: str) -> list[str]:

@@ -10,17 +10,19 @@ import pytest
 import torch
 
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz.budget import Budget, parse_budget
-from deepfault.fuzz.corpus import DECAY, MAX_SELECTIONS, Corpus, selection_weights
-from deepfault.fuzz.diversity import DiversityTable, FailureSet, raises_tendency, tendency_of
-from deepfault.fuzz.mcmc import MCMCChooser, UniformChooser, gain_delta, mcmc_scores, rank_probabilities
-from deepfault.fuzz.metrics import FaultTable, compute_metrics
-from deepfault.fuzz.oracle import Bucket, classify, to_probabilities
-from deepfault.fuzz.strategies import (
-    DiversityKeep,
-    KeepInput,
-    ValidityCheck,
-    occurrence_rank,
+from deepfault.fuzz.campaign.budget import Budget, parse_budget
+from deepfault.fuzz.campaign.corpus import DECAY, MAX_SELECTIONS, Corpus, selection_weights
+from deepfault.fuzz.campaign.keep import DiversityKeep, KeepInput, occurrence_rank
+from deepfault.fuzz.campaign.metrics import FaultTable, compute_metrics
+from deepfault.fuzz.campaign.oracle import Bucket, classify, to_probabilities
+from deepfault.fuzz.fidelity.validity import ValidityCheck
+from deepfault.fuzz.mutation.diversity import DiversityTable, FailureSet, raises_tendency, tendency_of
+from deepfault.fuzz.mutation.mcmc import (
+    MCMCChooser,
+    UniformChooser,
+    gain_delta,
+    mcmc_scores,
+    rank_probabilities,
 )
 
 # --- oracle ------------------------------------------------------------------------------------

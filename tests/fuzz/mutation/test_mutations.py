@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from scipy import ndimage
 
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz import mutations as mut
-from deepfault.fuzz.mutations import apply_rule, get_rule, list_rules, neutral_params, register_rule
+from deepfault.fuzz.mutation import rules as mut
+from deepfault.fuzz.mutation.rules import apply_rule, get_rule, list_rules, neutral_params, register_rule
 
 RULES = [
     "translation", "scale", "shear", "rotation", "contrast", "brightness", "blur", "erode", "dilate",
@@ -439,7 +439,7 @@ def test_missing_kornia_names_the_extra(monkeypatch):
 
 
 def test_importing_deepfault_does_not_import_kornia():
-    code = "import sys, deepfault, deepfault.fuzz.mutations; sys.exit('kornia' in sys.modules)"
+    code = "import sys, deepfault, deepfault.fuzz.mutation.rules; sys.exit('kornia' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 

@@ -31,9 +31,10 @@ import math
 import numpy as np
 import torch
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
 
-__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "selection_weights", "STATIC_FIELDS"]
+__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "ReferenceRows", "selection_weights",
+           "STATIC_FIELDS"]
 
 #: ``a`` in ``exp(-a * (generation + times_selected / 2))``: the weight falls to 1/20 after 20.
 DECAY = math.log(20.0) / 20.0
@@ -98,7 +99,8 @@ class Corpus:
         self.size = 0
         self.evicted = 0
         meta = 1024
-        self.static = {name: np.zeros(meta, dtype=dtype) for name, dtype in STATIC_FIELDS.items()}
+        self.static: dict[str, np.ndarray] = {name: np.zeros(meta, dtype=dtype)
+                                              for name, dtype in STATIC_FIELDS.items()}
         self.times_selected = np.zeros(meta, dtype=np.int32)
         self.banned = np.zeros(meta, dtype=bool)
         self.slot = np.full(meta, -1, dtype=np.int64)  # pool slot of each entry, -1 when evicted
@@ -165,7 +167,7 @@ class Corpus:
         """
         n = len(images)
         start = self.size
-        ids = self.add_entries(**fields, _n=n)
+        ids = self.add_entries(n, **fields)
         if n:
             slots = self._free_slots(n, start)
             slots_t = torch.as_tensor(slots, device=self.device)
@@ -175,7 +177,7 @@ class Corpus:
             self._dirty[slots] = True
         return ids
 
-    def add_entries(self, _n: int | None = None, **fields: np.ndarray) -> np.ndarray:
+    def add_entries(self, _n: int | None = None, /, **fields: np.ndarray) -> np.ndarray:
         """Append entries' bookkeeping only (no image: resuming restores the pool separately)."""
         missing = set(STATIC_FIELDS) - set(fields)
         if missing:
@@ -291,3 +293,28 @@ class Corpus:
         if start + len(images) > len(self.slot_owner):
             raise DeepFaultError(f"queue page {index} lies outside the checkpoint's pool; it is corrupt")
         self.images[start : start + len(images)] = torch.from_numpy(np.asarray(images)).to(self.device)
+
+
+class ReferenceRows:
+    """The fidelity reference rows of the queue's lineages (entries point at them by ``ref``):
+    a tensor that grows along its first axis by doubling.
+    """
+
+    def __init__(self, first: torch.Tensor):
+        self.data = first
+        self.size = len(first)
+
+    def append(self, rows: torch.Tensor) -> np.ndarray:
+        n = len(rows)
+        if self.size + n > len(self.data):
+            grown = torch.empty((max(self.size + n, 2 * len(self.data)), *self.data.shape[1:]),
+                                dtype=self.data.dtype, device=self.data.device)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : self.size + n] = rows.to(self.data.device, self.data.dtype)
+        ids = np.arange(self.size, self.size + n)
+        self.size += n
+        return ids
+
+    def view(self) -> torch.Tensor:
+        return self.data[: self.size]

@@ -34,7 +34,7 @@ from enum import IntEnum
 import numpy as np
 import torch
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
 
 __all__ = [
     "Bucket",

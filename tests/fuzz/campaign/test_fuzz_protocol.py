@@ -18,9 +18,10 @@ import torch
 from deepfault.data import Dataset
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign import Campaign, CampaignConfig, run_campaign
+from deepfault.fuzz.campaign.generate import Generated
+from deepfault.fuzz.campaign.metrics import FAULT_KINDS, compare_campaigns, metrics_until
+from deepfault.fuzz.campaign.strategies import STRATEGIES, FuzzStrategy
 from deepfault.fuzz.fidelity import SSIMCompatFidelity, make_fidelity, ssim
-from deepfault.fuzz.metrics import FAULT_KINDS, compare_campaigns, metrics_until
-from deepfault.fuzz.strategies import STRATEGIES, FuzzStrategy, Generated
 from helpers.fuzz_problems import DH, AlwaysPass, tiny_problem
 
 
@@ -206,11 +207,11 @@ def test_times_selected_rises_only_in_iterations_with_a_regression_fault():
                 state = c.rng.bit_generator.state
                 sel = c.corpus.select(c.rng, 8)
                 c.rng.bit_generator.state = state  # step() draws the same selection again
-                parts = len(c._fault_parts)
+                parts = len(c.fault_log.parts)
                 start = c.iterations
                 c.step(8)
                 rf_iters = set()
-                for table in c._fault_parts[parts:]:
+                for table in c.fault_log.parts[parts:]:
                     rf = table.kind == FAULT_KINDS.index("rf")
                     rf_iters |= set((table.iteration[rf] - start - 1).tolist())
                 seen_rf |= bool(rf_iters)
@@ -275,7 +276,7 @@ def test_state_dict_round_trip_continues_exactly():
     assert first.corpus.evicted > 0
     second = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), config=config)
     second.setup()
-    second.add_queue_part(first.queue_part(first.num_seed_entries, len(first.root_index)))
+    second.add_queue_part(first.queue_part(len(first.seeds.queued), len(first.seeds.index)))
     second.add_fault_part(*first.fault_parts(0, 0))
     second.load_state_dict(state)
     for index, images in pages.items():
@@ -302,7 +303,7 @@ def test_eviction_keeps_the_queue_bounded_and_evicts_the_least_likely_first():
 
 
 def test_the_discriminator_is_trained_on_first_use_and_cached(tmp_path, monkeypatch):
-    from deepfault.fuzz import gan
+    from deepfault.fuzz.fidelity import gan
 
     monkeypatch.setenv("DEEPFAULT_CACHE", str(tmp_path / "cache"))
     recipe = gan.GanConfig(epochs=1, batch_size=16, images_per_epoch=32, seed=0)

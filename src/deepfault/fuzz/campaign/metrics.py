@@ -26,10 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import DeepFaultError
+from ...errors import DeepFaultError
+
+if TYPE_CHECKING:
+    from .result import CampaignResult
 
 __all__ = ["FAULT_KINDS", "REALISTIC_SSIM", "FaultTable", "Metrics", "compare_campaigns", "compute_metrics",
            "metrics_until"]
@@ -195,7 +199,7 @@ def metrics_until(faults: FaultTable, *, iterations: int | None = None,
     return compute_metrics(faults.select(keep))
 
 
-def compare_campaigns(results: Mapping[str, object]) -> dict:
+def compare_campaigns(results: Mapping[str, CampaignResult]) -> dict:
     """Strategies' campaigns side by side, at equal wall time and at equal iterations.
 
     Args:

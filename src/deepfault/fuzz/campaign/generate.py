@@ -1,0 +1,167 @@
+"""Making and checking one step's mutants: one rule per iteration (DRFuzz as published), or
+fresh rules per try until a mutant passes (DeepHunter, and DRFuzz's ``ssim-compat`` path).
+
+Both take the strategy (its rule mask, parameter lists and trusted rules) and the campaign
+(its chooser, generators, queue, rules and check) and return a :class:`Generated`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from .loop import Campaign
+    from .strategies import FuzzStrategy
+
+__all__ = ["Generated", "generate_per_iteration", "generate_with_retries"]
+
+
+@dataclass
+class Generated:
+    """The mutants of one step, one row per mutant slot (``n`` iterations x ``m`` slots).
+
+    Attributes:
+        mutants: ``(n * m, C, H, W)`` on the campaign's device; rows whose ``ok`` is false
+            hold whatever the last try made (never executed).
+        owner: ``(n * m,)`` the iteration (index into the step's selection) of each row.
+        rule: ``(n * m,)`` the rule index that made each row's mutant.
+        ok: ``(n * m,)`` bool: passed the strategy's own check and differs from its parent.
+        made: Mutants made, retries included (``generated`` in the result).
+        affine_params: Per affine rule index, ``(rows, params)``: the sorted rows of ``ok``
+            mutants it made and their parameters (rows of ``params`` aligned with ``rows``),
+            for DeepHunter's reference ``t(I0)``.
+        per_iteration_rule: One rule per iteration (MCMC statistics are then per iteration).
+    """
+
+    mutants: torch.Tensor
+    owner: np.ndarray
+    rule: np.ndarray
+    ok: np.ndarray
+    made: int
+    affine_params: dict = field(default_factory=dict)
+    per_iteration_rule: bool = True
+
+
+
+def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray) -> Generated:
+    """One rule per iteration, ``m`` mutants with fresh parameters, checked once (spec section 3)."""
+    n, m = len(sel), c.mutants
+    lineage_affine = c.corpus.static["affine"][sel]
+    rules = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        rules[i] = c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[i]))
+    c.clock.tick("select")
+    parents = c.corpus.images_of(sel)
+    shape = parents.shape[1:]
+    mutants = torch.empty((n, m, *shape), dtype=parents.dtype, device=c.device)
+    keep_params = strategy.one_affine_per_lineage
+    raw_params: dict[int, tuple[np.ndarray, dict]] = {}
+    for u in dict.fromkeys(rules.tolist()):
+        idx = np.flatnonzero(rules == u)
+        idx_t = torch.as_tensor(idx, device=c.device)
+        fixed = strategy.draw_params(c.rules[u], len(idx) * m, c.tgen)
+        out, params = c.rule_fns[u](parents[idx_t].repeat_interleave(m, 0), generator=c.tgen,
+                                    bounds=c.bounds, params=fixed)
+        mutants[idx_t] = out.view(len(idx), m, *shape)
+        if keep_params and c.affine[u]:
+            raw_params[u] = (idx, params)
+    mutants = mutants.view(n * m, *shape)
+    owner = np.repeat(np.arange(n), m)
+    c.clock.tick("mutate")
+    changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
+    ref_ids = torch.as_tensor(c.corpus.static["ref"][sel][owner], device=c.refs.data.device)
+    passed = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
+    mrule = rules[owner]
+    trusted = strategy.trusted(c, mrule)
+    if trusted.any():
+        passed = passed | torch.as_tensor(trusted, device=passed.device)
+    ok = (passed & changed).cpu().numpy()
+    affine_params = {}
+    for u, (idx, params) in raw_params.items():
+        rows = (idx[:, None] * m + np.arange(m)[None, :]).reshape(-1)
+        good = ok[rows]
+        pick = torch.as_tensor(np.flatnonzero(good))
+        affine_params[u] = (rows[good], {k: v[pick] for k, v in params.items()})
+    return Generated(mutants, owner, mrule, ok, n * m, affine_params, per_iteration_rule=True)
+
+
+def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, tries: int) -> Generated:
+    """``m`` slots per iteration, each tried up to ``tries`` times with a fresh rule (and
+    parameters) per try until a mutant passes the check and differs from its parent: the
+    published code's structure for DeepHunter and for DRFuzz's SSIM path (``ssim-compat``).
+
+    All pending slots of the step are tried together, round by round; each try is one call
+    of the chooser (``selected``, and ``faithful`` when it passed), recorded in slot order
+    after each round, so the rules of one round are drawn from the statistics as they were
+    when the round began.
+    """
+    n, m = len(sel), c.mutants
+    slots = n * m
+    owner = np.repeat(np.arange(n), m)
+    parents = c.corpus.images_of(sel)
+    shape = parents.shape[1:]
+    flat_parents = parents.view(n, -1)
+    out = torch.empty((slots, *shape), dtype=parents.dtype, device=c.device)
+    rule_of = np.full(slots, -1, dtype=np.int64)
+    lineage_affine = c.corpus.static["affine"][sel]
+    refs = c.corpus.static["ref"][sel]
+    pending = np.arange(slots)
+    made = 0
+    collected: dict[int, list] = {}
+    for _ in range(tries):
+        if len(pending) == 0:
+            break
+        masks = [strategy.allowed(c, lineage_affine[owner[s]]) for s in pending]
+        if all(mask is None for mask in masks):  # DRFuzz: every rule allowed, the chain in one go
+            r = c.chooser.choose_many(c.rng, len(pending))
+        else:
+            r = np.array([c.chooser.choose(c.rng, mask) for mask in masks], dtype=np.int64)
+        c.clock.tick("select")
+        cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=c.device)
+        params_of: dict[int, tuple[np.ndarray, dict]] = {}
+        for u in dict.fromkeys(r.tolist()):
+            j = np.flatnonzero(r == u)
+            j_t = torch.as_tensor(j, device=c.device)
+            src = parents[torch.as_tensor(owner[pending[j]], device=c.device)]
+            fixed = strategy.draw_params(c.rules[u], len(j), c.tgen)
+            made_u, params = c.rule_fns[u](src, generator=c.tgen, bounds=c.bounds, params=fixed)
+            cand[j_t] = made_u
+            if c.affine[u]:
+                params_of[u] = (j, params)
+        made += len(pending)
+        c.clock.tick("mutate")
+        own_t = torch.as_tensor(owner[pending], device=c.device)
+        changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
+        ref_ids = torch.as_tensor(refs[owner[pending]], device=c.refs.data.device)
+        passes = c.check.passes(cand, c.refs.data[ref_ids]).to(changed.device)
+        trusted = strategy.trusted(c, r)
+        if trusted.any():
+            passes = passes | torch.as_tensor(trusted, device=passes.device)
+        passed = (passes & changed).cpu().numpy()
+        c.chooser.record(r, faithful=passed)
+        acc = np.flatnonzero(passed)
+        rows = pending[acc]
+        out[torch.as_tensor(rows, device=c.device)] = cand[torch.as_tensor(acc, device=c.device)]
+        rule_of[rows] = r[acc]
+        for u, (j, params) in params_of.items():
+            good = passed[j]
+            if good.any():
+                pick = torch.as_tensor(np.flatnonzero(good))
+                sub = {k: v[pick] for k, v in params.items()}
+                collected.setdefault(u, []).append((pending[j[good]], sub))
+        pending = pending[~passed]
+        c.clock.tick("check")
+    affine_params = {}
+    for u, parts in collected.items():
+        rows = np.concatenate([p[0] for p in parts])
+        order = np.argsort(rows, kind="stable")
+        params = {k: torch.cat([p[1][k] for p in parts])[torch.as_tensor(order)] for k in parts[0][1]}
+        affine_params[u] = (rows[order], params)
+    ok = rule_of >= 0
+    rule_of[~ok] = 0
+    return Generated(out, owner, rule_of, ok, made, affine_params, per_iteration_rule=False)
+

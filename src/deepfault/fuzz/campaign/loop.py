@@ -1,0 +1,401 @@
+"""A regression fuzzing campaign: DRFuzz's loop with ``B`` inputs per step (spec section 3).
+
+One *iteration* selects a queued input, draws a mutation rule, makes ``mutants`` (10)
+mutants of it with fresh parameters, keeps those that pass the check (fidelity or
+validity) and differ from their parent, runs them through M1 and M2, buckets them with
+the oracle, lets the strategy's keep rule decide which candidates join the queue, records
+the faults, and updates the rule statistics, the input's counters and the bans.
+
+A *step* runs ``B`` iterations at once: ``B`` distinct inputs are drawn, each gets its own
+rule draw from the chain (in order), all ``mutants * B`` mutants are made with one call per
+distinct rule, checked in one call and executed in one forward pass per model; then the
+updates are applied in the order of the draws. ``B = 1`` is the published algorithm.
+
+Randomness: a :class:`numpy.random.Generator` (selection, rule choice) and a CPU
+:class:`torch.Generator` (mutation parameters), both seeded from ``seed`` and saved in
+every checkpoint, so a campaign with an iteration budget is reproducible exactly and a
+resumed campaign continues as if it had not stopped.
+
+Checkpoints (:mod:`.checkpoint`) go to a :class:`~deepfault.experiment.store.ResultStore`
+every ``checkpoint_every`` seconds; :func:`run_campaign` resumes from the last one.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> m1 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    >>> m2 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    >>> x = torch.rand(30, 1, 8, 8)
+    >>> y = m1(x).argmax(1)
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0,
+    ...                       fidelity="ssim")
+    >>> result.iterations, result.stop_reason
+    (20, 'budget')
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import fields, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...core.capture import capture
+from ...errors import DeepFaultError
+from ..fidelity.checks import Fidelity, make_fidelity
+from ..mutation.diversity import DiversityTable, FailureSet
+from ..mutation.mcmc import make_chooser
+from ..mutation.rules import get_rule
+from .checkpoint import CampaignStore
+from .clock import Clock, Timeline
+from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, CampaignConfig, CampaignProgress
+from .corpus import STATIC_FIELDS, Corpus, ReferenceRows
+from .execution import ModelPair
+from .faults import FaultLog, RFData
+from .metrics import FaultTable, compute_metrics
+from .result import CampaignResult, examples
+from .seeds import evaluate_seeds, select_seeds, test_inputs
+from .step import run_step
+
+__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "Campaign", "CampaignConfig", "CampaignProgress",
+           "CampaignResult", "run_campaign"]
+
+
+class Campaign:
+    """One campaign's state and loop; :func:`run_campaign` is the usual entry point.
+
+    Args:
+        m1, m2: The original and the new model (same device, same input shape and classes).
+            Used in ``eval()`` mode (restored afterwards), never modified.
+        inputs: ``(N, C, H, W)`` test inputs, in the data's range ``bounds``.
+        labels: ``(N,)`` their labels.
+        bounds: The data's pixel range ``(lo, hi)``.
+        config: The :class:`~.config.CampaignConfig`.
+        fidelity: A :class:`~..fidelity.checks.Fidelity` to use instead of ``config.fidelity``
+            (tests, custom checks); ignored by strategies with their own check.
+        train_inputs: Training inputs for the coverage profile (KMNC/NBC/SNAC; DeepHunter).
+        dataset: The data set's name (recorded; warns about a discriminator trained on another).
+        profile: M2's :class:`~deepfault.coverage.Profile` (instead of computing it from
+            ``train_inputs``).
+        shared_fidelity: A check applied to every executed mutant on top of the strategy's own,
+            instead of ``config.shared_fidelity``.
+    """
+
+    def __init__(self, m1: nn.Module, m2: nn.Module, inputs, labels, *, bounds: tuple[float, float],
+                 config: CampaignConfig, fidelity: Fidelity | None = None, train_inputs=None,
+                 dataset: str | None = None, profile=None, shared_fidelity: Fidelity | None = None):
+        self.config = config
+        self.strategy = config.strategy_spec
+        self.pair = ModelPair(m1, m2, config.output_kinds)
+        self.device = self.pair.device
+        self.x, self.y = test_inputs(inputs, labels)
+        self.bounds = (float(bounds[0]), float(bounds[1]))
+        self.dataset, self.train_inputs, self.profile = dataset, train_inputs, profile
+        self.mutants = config.mutants_per_input
+        self.rules = list(self.strategy.rules)
+        self.rule_fns = [get_rule(r) for r in self.rules]
+        self.affine = np.array([r.family == "affine" for r in self.rule_fns])
+        self._fidelity, self._shared = fidelity, shared_fidelity
+        np_seed, torch_seed = np.random.SeedSequence(config.seed).spawn(2)
+        self.rng = np.random.default_rng(np_seed)
+        self.tgen = torch.Generator().manual_seed(int(torch_seed.generate_state(1, np.uint64)[0] >> 1))
+        self.chooser = make_chooser(config.chooser_name, self.rules)
+        self.iterations = self.steps = self.queries = self.generated = self.passed = self.shared_rejected = 0
+        self.setup_seconds, self.resumed = 0.0, 0  # resumed: checkpoints of the run resumed from
+        self.rule_rf = np.zeros(len(self.rules), dtype=np.int64)
+        self.clock, self.timeline = Clock(), Timeline()
+        self.stop_reason: str | None = None
+        self.recorder: Any = None  # captures M2's neuron values while a coverage keep rule runs
+        self.between_steps = True  # False while a step runs: a checkpoint then would be torn
+
+    def fidelity_check(self) -> Fidelity:
+        """The configured fidelity check (the one given to the constructor, else ``config.fidelity``)."""
+        return self._fidelity if self._fidelity is not None else self._make_fidelity(self.config.fidelity)
+
+    def _make_fidelity(self, spec: str) -> Fidelity:
+        return make_fidelity(spec, bounds=self.bounds, device=self.device, dataset=self.dataset,
+                             train_inputs=self.train_inputs)
+
+    # --- setup ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Evaluate the seeds, fill the queue and the tables (spec section 2)."""
+        t0 = time.perf_counter()
+        with self.pair.evaluating():
+            evaluation = evaluate_seeds(self.pair, self.x, self.y, self.config.max_seeds)
+            self.num_classes = evaluation.num_classes
+            self.check = self.strategy.make_check(self)
+            self.shared = self._shared
+            cfg = self.config
+            own = self._fidelity is None and self.strategy.check_spec(cfg) == cfg.shared_fidelity
+            if self.shared is None and cfg.shared_fidelity is not None and not own:
+                # (a strategy whose own check is the shared filter has applied it already)
+                self.shared = self._make_fidelity(cfg.shared_fidelity)
+            self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)
+            self.refs = ReferenceRows(self.check.reference(seeds.images))
+            self.shared_refs = None if self.shared is None else self.shared.reference(seeds.images)
+            self.table = DiversityTable(seeds.label, seeds.p1, seeds.p2)
+            self.failures = FailureSet(len(seeds.index))
+            capacity = max(cfg.queue_capacity or QUEUE_CAPACITY, len(seeds.index))
+            self.corpus = Corpus(tuple(self.x.shape[1:]), len(seeds.index), device=self.device,
+                                 capacity=capacity)
+            queued = seeds.queued
+            self.corpus.add(seeds.images[torch.as_tensor(queued, device=self.device)], **seeds.queue_fields())
+            self.fault_log = FaultLog(*seeds.initial_faults())
+            self.keep = self.strategy.make_keep(self, queued)
+            self.keep.state_dict()  # fail now, not at the first checkpoint, on state it cannot save
+        self.setup_seconds = time.perf_counter() - t0
+
+    # --- running --------------------------------------------------------------------------
+
+    def step(self, k: int) -> bool:
+        """Run up to ``k`` iterations; ``False`` when no input can be selected (exhausted)."""
+        return run_step(self, k)
+
+    def run(self, *, progress: Callable[[CampaignProgress], None] | None = None,
+            checkpoint: Callable[[Campaign], None] | None = None) -> str:
+        """Step until the budget is spent or no input is left; returns the stop reason.
+
+        Args:
+            progress: Called with a :class:`~.config.CampaignProgress` after every step.
+            checkpoint: Called every ``config.checkpoint_every`` seconds and at the end.
+        """
+        if not hasattr(self, "keep"):  # not set up yet
+            self.setup()
+        cfg, budget, clock = self.config, self.config.budget, self.clock
+        last_checkpoint = clock.start()
+        layers = list(cfg.layers) if isinstance(cfg.layers, tuple) else cfg.layers
+        values = self.keep.needs_values
+        hooks = capture(self.pair.m2, layers, transform=cfg.transform_name) if values else None
+        reason = "budget"
+        try:
+            with self.pair.evaluating():
+                if hooks is not None:
+                    self.recorder = hooks.__enter__()
+                while not budget.exhausted(iterations=self.iterations, seconds=clock.now()):
+                    left = budget.remaining_iterations(self.iterations)
+                    self.between_steps = False
+                    more = self.step(cfg.batch if left is None else min(cfg.batch, left))
+                    self.between_steps = True
+                    if not more:
+                        reason = "exhausted"
+                        break
+                    self.timeline.sample(clock.now(), self.progress, self.queries)
+                    if progress is not None:
+                        progress(self.progress())
+                    due = time.perf_counter() - last_checkpoint >= cfg.checkpoint_every
+                    if checkpoint is not None and due:
+                        last_checkpoint = clock.timed("checkpoint", checkpoint, self)
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        finally:
+            if hooks is not None:
+                hooks.__exit__(None, None, None)
+                self.recorder = None
+            clock.stop()
+        self.stop_reason = reason
+        self.timeline.sample(clock.now(), self.progress, self.queries, force=True)
+        if progress is not None:
+            progress(self.progress())
+        return reason
+
+    def progress(self) -> CampaignProgress:
+        total = max(1, int(self.chooser.selected.sum()))
+        shares = {r: float(self.chooser.selected[i]) / total for i, r in enumerate(self.rules)}
+        counts = self.fault_log.counts
+        return CampaignProgress(
+            elapsed=self.clock.now(), iterations=self.iterations, rf=counts["rf"], urf=len(self.failures),
+            seeds=int(np.count_nonzero(self.failures.per_root)), gf=counts["gf"], corpus=len(self.corpus),
+            rule_shares=shares, budget=str(self.config.budget),
+        )
+
+    # --- state (checkpoints: :mod:`.checkpoint`) ------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Everything that changes while the campaign runs, except the queue entries' fixed
+        fields, images and the faults (which a checkpoint stores incrementally: :meth:`queue_part`,
+        :meth:`queue_pages`, :meth:`fault_parts`): ``{"data": JSON-ready, "arrays": {name: ndarray}}``.
+        """
+        counters = {name: getattr(self, name) for name in _COUNTERS}
+        data = {
+            "counters": {**counters, "elapsed": self.clock.now(), "setup_seconds": self.setup_seconds,
+                         **self.fault_log.counts},
+            "numpy_rng": self.rng.bit_generator.state, "timeline": list(self.timeline.samples),
+            "timings": dict(self.clock.timings), "corpus_size": len(self.corpus), "refs_size": self.refs.size,
+            "seed_entries": len(self.seeds.queued), "seed_refs": len(self.seeds.index),
+            "rule_rf": self.rule_rf.tolist(), "resumed": self.resumed,
+        }
+        arrays = {"torch_rng": self.tgen.get_state().numpy()}
+        for prefix, part in self._parts():
+            arrays.update({f"{prefix}.{k}": v for k, v in part.state_dict().items()})
+        return {"data": data, "arrays": arrays}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` into a set-up campaign whose queue entries and faults
+        were restored already (:meth:`add_queue_part`, :meth:`add_fault_part`).
+        """
+        data, arrays = state["data"], state["arrays"]
+        if len(self.corpus) != data["corpus_size"] or self.refs.size != data["refs_size"]:
+            raise DeepFaultError("the campaign's state does not match its queue entries; "
+                                 "the checkpoint is corrupt")
+        counters = data["counters"]
+        for name in _COUNTERS:
+            setattr(self, name, int(counters.get(name, 0)))
+        self.clock.elapsed = float(counters["elapsed"])
+        self.fault_log.counts = {"rf": int(counters["rf"]), "gf": int(counters["gf"])}
+        self.rng.bit_generator.state = data["numpy_rng"]
+        self.tgen.set_state(torch.from_numpy(np.asarray(arrays["torch_rng"], dtype=np.uint8)))
+        for prefix, part in self._parts():
+            n = len(prefix) + 1
+            part.load_state_dict({k[n:]: v for k, v in arrays.items() if k.startswith(prefix + ".")})
+        self.timeline.samples = list(data["timeline"])
+        self.clock.timings = dict(data["timings"])
+        self.rule_rf = np.asarray(data["rule_rf"], dtype=np.int64)
+        self.resumed = int(data.get("resumed", 0))
+
+    def _parts(self):
+        return (("chooser", self.chooser), ("queue", self.corpus), ("keep", self.keep),
+                ("failures", self.failures))
+
+    def queue_part(self, start: int, rstart: int) -> dict[str, np.ndarray]:
+        """The fixed fields of queue entries ``start..`` and reference rows ``rstart..``."""
+        arrays = self.corpus.static_slice(start, len(self.corpus))
+        arrays["refs"] = self.refs.data[rstart : self.refs.size].detach().cpu().numpy()
+        return arrays
+
+    def queue_sizes(self) -> tuple[int, int]:
+        """``(queue entries, reference rows)`` held now."""
+        return len(self.corpus), self.refs.size
+
+    def add_queue_part(self, arrays: dict[str, np.ndarray]) -> None:
+        """Append what :meth:`queue_part` returned (resuming)."""
+        self.corpus.add_entries(**{f: arrays[f] for f in STATIC_FIELDS})
+        if len(arrays["refs"]):
+            self.refs.append(torch.from_numpy(arrays["refs"]))
+
+    def queue_pages(self) -> dict[int, np.ndarray]:
+        """The queue's image pages changed since the last call (:meth:`.corpus.Corpus.take_dirty_pages`)."""
+        return self.corpus.take_dirty_pages()
+
+    def load_queue_page(self, index: int, images: np.ndarray) -> None:
+        """Restore one page of :meth:`queue_pages` (after :meth:`load_state_dict`)."""
+        self.corpus.load_page(index, images)
+
+    def fault_parts(self, start: int, rf_start: int) -> tuple[FaultTable | None, RFData | None]:
+        """The faults since part ``start`` (rf data since ``rf_start``): :meth:`.faults.FaultLog.take`."""
+        return self.fault_log.take(start, rf_start)
+
+    def add_fault_part(self, table: FaultTable, rf: RFData | None) -> None:
+        """Append a part that :meth:`fault_parts` returned (resuming)."""
+        self.fault_log.add(table, rf)
+
+    # --- results --------------------------------------------------------------------------
+
+    def faults(self) -> FaultTable:
+        """Every fault found, the initial ones first."""
+        return self.fault_log.table()
+
+    def result(self) -> CampaignResult:
+        faults = self.faults()
+        rf_inputs, rf_p1, rf_p2 = self.fault_log.rf_data()
+        usage = self.chooser.to_dict()
+        for i, rule in enumerate(self.rules):
+            usage[rule]["rf"] = int(self.rule_rf[i])
+        return CampaignResult(
+            config=self.config, metrics=compute_metrics(faults), stop_reason=self.stop_reason or "budget",
+            iterations=self.iterations, steps=self.steps, queries=self.queries, generated=self.generated,
+            passed=self.passed, seconds=self.clock.elapsed, setup_seconds=self.setup_seconds,
+            roots=len(self.seeds.index), queued_seeds=len(self.seeds.queued), corpus=len(self.corpus),
+            rule_usage=usage, timeline=tuple(self.timeline.samples), timings=dict(self.clock.timings),
+            faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2, resumed=self.resumed,
+            examples=examples(faults, rf_inputs, self.x, self.rules), evicted=self.corpus.evicted,
+            shared_rejected=self.shared_rejected,
+        )
+
+
+#: The counters :meth:`Campaign.state_dict` saves.
+_COUNTERS = ("iterations", "steps", "queries", "generated", "passed", "shared_rejected")
+
+
+def run_campaign(
+    m1: nn.Module,
+    m2: nn.Module,
+    inputs,
+    labels,
+    *,
+    bounds: tuple[float, float],
+    config: CampaignConfig | None = None,
+    fidelity=None,
+    train_inputs=None,
+    dataset: str | None = None,
+    profile=None,
+    store=None,
+    experiment: str | None = None,
+    cell: str = "campaign",
+    progress: Callable[[CampaignProgress], None] | None = None,
+    **overrides,
+) -> CampaignResult:
+    """Fuzz ``m2`` for regressions against ``m1`` from the test inputs ``inputs``.
+
+    Args:
+        m1: The original version of a classifier.
+        m2: The new version, fuzzed for regressions against ``m1``.
+        inputs: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right).
+        labels: ``(N,)`` their labels.
+        bounds: The data's pixel range.
+        config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
+            ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
+        fidelity: A fidelity object instead of ``config.fidelity`` (a string is taken as
+            ``config.fidelity``).
+        train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
+        dataset: The data set's name.
+        profile: M2's coverage profile, instead of computing it from ``train_inputs``.
+        store: A :class:`~deepfault.experiment.store.ResultStore` or its path: checkpoints are
+            written there and a campaign found there resumes (or, finished, is returned as it is).
+        experiment: The store's experiment key (default: ``config.key()``).
+        cell: The campaign's id in the store.
+        progress: Called with a :class:`CampaignProgress` after every step.
+        **overrides: :class:`CampaignConfig` fields that replace ``config``'s.
+
+    Returns:
+        A :class:`CampaignResult`.
+
+    Raises:
+        DeepFaultError: Models with different classes or input shapes, inputs that are not
+            images, a bad configuration, or a checkpoint made with another configuration.
+    """
+    config = config or CampaignConfig()
+    if isinstance(fidelity, str):  # a spec: the configuration's field
+        overrides["fidelity"], fidelity = fidelity, None
+    if overrides:
+        unknown = sorted(set(overrides) - {f.name for f in fields(CampaignConfig)})
+        if unknown:
+            raise DeepFaultError(
+                f"unknown campaign setting(s) {', '.join(unknown)}; known: "
+                f"{', '.join(f.name for f in fields(CampaignConfig))}"
+            )
+        config = replace(config, **overrides)
+    campaign = Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
+                        train_inputs=train_inputs, dataset=dataset, profile=profile)
+    if store is None:
+        campaign.run(progress=progress)
+        return campaign.result()
+
+    with CampaignStore.open(store, experiment or config.key(), cell, config) as cs:
+        done = cs.load_result()
+        if done is not None:
+            return done
+        campaign.setup()
+        cs.restore(campaign)
+        campaign.run(progress=progress, checkpoint=cs.save)
+        cs.save(campaign)
+        result = campaign.result()
+        if result.stop_reason != "interrupted":
+            cs.save_result(result)
+        return result
+

@@ -1,0 +1,155 @@
+"""What a campaign found and how it ran (:class:`CampaignResult`), and rebuilding one from the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import CampaignConfig
+from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
+
+__all__ = ["EXAMPLES", "STOP_REASONS", "CampaignResult", "examples", "result_from_dict"]
+
+#: Why a campaign stopped.
+STOP_REASONS = ("budget", "exhausted", "interrupted")
+#: Regression faults kept beside their seeds in a result, for figures.
+EXAMPLES = 16
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    """What a campaign found and how it ran.
+
+    Attributes:
+        config: The :class:`CampaignConfig`.
+        metrics: #RF, #URF, #Seed, #GF and the first fault (:class:`~.metrics.Metrics`).
+        stop_reason: ``budget`` (reached), ``exhausted`` (no input could be selected any more)
+            or ``interrupted``.
+        iterations, steps: Selected inputs and steps processed.
+        queries: Inputs run through each model (the executed mutants).
+        generated: Mutants made; ``passed``: those that passed the check and changed.
+        seconds: Fuzzing wall time (summed over resumes); ``setup_seconds``: seed evaluation.
+        roots: Test inputs M1 classifies correctly; ``queued_seeds``: those M2 does too.
+        corpus: Queue size at the end.
+        rule_usage: Per rule: selected, faithful, gain, score and regression faults found.
+        timeline: ``{elapsed, iterations, queries, rf, urf, seeds, gf, corpus}`` samples.
+        timings: Seconds spent per phase (select, mutate, check, execute, update, checkpoint).
+        faults: Every fault (:class:`~.metrics.FaultTable`), initial ones flagged.
+        rf_inputs: ``(R, C, H, W)`` the regression faults' inputs, rows aligned with the
+            ``rf`` rows of ``faults`` (initial ones are the seeds themselves).
+        rf_p1, rf_p2: ``(R, classes)`` the two models' probabilities on them.
+        resumed: Checkpoints this run resumed from (0 for a fresh run).
+        evicted: Queue entries whose images were evicted (the queue's capacity was reached).
+        shared_rejected: Mutants that passed their strategy's own check and failed the shared filter.
+        examples: The first generated regression faults beside their seeds, for figures:
+            ``seeds``, ``faults`` ``(E, C, H, W)``, ``seed_index``, ``label``, ``m2_pred``.
+    """
+
+    config: CampaignConfig
+    metrics: Metrics
+    stop_reason: str
+    iterations: int
+    steps: int
+    queries: int
+    generated: int
+    passed: int
+    seconds: float
+    setup_seconds: float
+    roots: int
+    queued_seeds: int
+    corpus: int
+    rule_usage: dict[str, dict]
+    timeline: tuple[dict, ...]
+    timings: dict[str, float]
+    faults: FaultTable = field(repr=False)
+    rf_inputs: np.ndarray = field(repr=False)
+    rf_p1: np.ndarray = field(repr=False)
+    rf_p2: np.ndarray = field(repr=False)
+    resumed: int = 0
+    examples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    evicted: int = 0
+    shared_rejected: int = 0
+
+    def to_dict(self) -> dict:
+        """Everything but the arrays, JSON-ready."""
+        return {
+            "config": self.config.to_dict(),
+            "metrics": self.metrics.to_dict(),
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "steps": self.steps,
+            "queries": self.queries,
+            "generated": self.generated,
+            "passed": self.passed,
+            "seconds": self.seconds,
+            "setup_seconds": self.setup_seconds,
+            "mutants_per_second": self.generated / self.seconds if self.seconds > 0 else None,
+            "roots": self.roots,
+            "queued_seeds": self.queued_seeds,
+            "corpus": self.corpus,
+            "rule_usage": self.rule_usage,
+            "timeline": list(self.timeline),
+            "timings": self.timings,
+            "resumed": self.resumed,
+            "evicted": self.evicted,
+            "shared_rejected": self.shared_rejected,
+        }
+
+    def fault_arrays(self) -> dict[str, np.ndarray]:
+        """The regression faults as named arrays (the ``.npz`` that :meth:`save_faults` writes).
+
+        ``inputs`` ``(R, C, H, W)``, ``seed_index`` (the root's index in the test split),
+        ``label``, ``m1_pred``, ``m2_pred``, ``m1_prob``/``m2_prob`` ``(R, classes)``,
+        ``initial`` (a seed M2 already got wrong), ``elapsed``, ``iteration``.
+        """
+        rf = self.faults.kind == FAULT_KINDS.index("rf")
+        f = self.faults.select(rf)
+        return {
+            "inputs": self.rf_inputs, "seed_index": f.root, "label": f.y1, "m1_pred": f.y1, "m2_pred": f.y2,
+            "m1_prob": self.rf_p1, "m2_prob": self.rf_p2, "initial": f.initial, "elapsed": f.elapsed,
+            "iteration": f.iteration,
+        }
+
+    def save_faults(self, path) -> None:
+        """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
+        from ..._io import atomic_path
+
+        arrays: dict[str, Any] = self.fault_arrays()  # (Any: numpy's stub types **kwds against allow_pickle)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+
+
+def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
+                     examples: dict | None = None) -> CampaignResult:
+    """Rebuild a :class:`CampaignResult` from :meth:`CampaignResult.to_dict`."""
+    return CampaignResult(
+        config=CampaignConfig.from_dict(data["config"]), metrics=compute_metrics(faults),
+        stop_reason=data["stop_reason"], iterations=data["iterations"], steps=data["steps"],
+        queries=data["queries"], generated=data["generated"], passed=data["passed"], seconds=data["seconds"],
+        setup_seconds=data["setup_seconds"], roots=data["roots"], queued_seeds=data["queued_seeds"],
+        corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
+        timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
+        resumed=data.get("resumed", 0), examples=examples or {}, evicted=data.get("evicted", 0),
+        shared_rejected=data.get("shared_rejected", 0),
+    )
+
+
+def examples(faults: FaultTable, rf_inputs: np.ndarray, inputs, rules) -> dict[str, np.ndarray]:
+    """The first :data:`EXAMPLES` generated regression faults beside their seeds (for figures).
+
+    Args:
+        faults: Every fault, the initial ones first, then the generated ones in order.
+        rf_inputs: The regression faults' inputs, aligned with the ``rf`` rows of ``faults``.
+        inputs: The campaign's test inputs (a CPU tensor).
+        rules: The rule names, by rule index.
+    """
+    rf_rows = faults.select(faults.kind == FAULT_KINDS.index("rf"))
+    first = np.flatnonzero(~rf_rows.initial)[:EXAMPLES]
+    return {
+        "seeds": inputs[torch.as_tensor(rf_rows.root[first])].numpy(), "faults": rf_inputs[first],
+        "seed_index": rf_rows.root[first], "label": rf_rows.y1[first], "m2_pred": rf_rows.y2[first],
+        "rule": np.array([rules[i] if i >= 0 else "" for i in rf_rows.rule[first]], dtype=str),
+    }

@@ -1,0 +1,147 @@
+"""The seeds a campaign starts from (spec section 2): the test inputs evaluated by both models,
+the roots the strategy picks among them, and the faults they already are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...core.capture import as_tensor
+from ...errors import DeepFaultError
+from ..mutation.diversity import tendency_of
+from .execution import ModelPair
+from .metrics import FAULT_KINDS, FaultTable
+
+__all__ = ["SEED_BATCH", "Evaluation", "Seeds", "evaluate_seeds", "select_seeds", "test_inputs"]
+
+#: Inputs per forward pass while evaluating the seeds.
+SEED_BATCH = 1024
+
+
+def test_inputs(inputs, labels) -> tuple[torch.Tensor, np.ndarray]:
+    """``(x, y)``: the test images ``(N, C, H, W)`` as a tensor and their labels ``(N,)`` as int64.
+
+    Raises:
+        DeepFaultError: Inputs that are not images, or labels that do not match them.
+    """
+    x = as_tensor(inputs)
+    if x.ndim != 4:
+        raise DeepFaultError("regression fuzzing mutates images: inputs must have shape (N, C, H, W); "
+                             f"got shape {tuple(x.shape)}")
+    y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels).astype(np.int64)
+    if y.shape != (len(x),):
+        raise DeepFaultError(f"labels must be (N,) with N = {len(x)}; got shape {y.shape}")
+    return x, y
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The candidate seeds and both models' probabilities ``(N, classes)`` on them."""
+
+    x: torch.Tensor
+    y: np.ndarray
+    p1: np.ndarray
+    p2: np.ndarray
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.p1.shape[1])
+
+
+def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: int | None) -> Evaluation:
+    """Run the first ``max_seeds`` test inputs (all: ``None``) through both models.
+
+    Raises:
+        DeepFaultError: No inputs, models with different classes, labels outside them.
+    """
+    n = len(x) if max_seeds is None else min(len(x), max_seeds)
+    if n == 0:
+        raise DeepFaultError("no test inputs to fuzz from: the input set is empty")
+    x, y = x[:n], y[:n]
+    parts = [pair.seed_probabilities(x[start : start + SEED_BATCH].to(pair.device))
+             for start in range(0, n, SEED_BATCH)]
+    p1, p2 = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    if p1.shape[1] != p2.shape[1]:
+        raise DeepFaultError(
+            f"M1 has {p1.shape[1]} classes and M2 {p2.shape[1]}; regression fuzzing compares two "
+            "versions of one classifier, with the same classes"
+        )
+    if y.max(initial=0) >= p1.shape[1] or y.min(initial=0) < 0:
+        raise DeepFaultError(
+            f"labels must lie in 0..{p1.shape[1] - 1} (the models' classes); got {y.min()}..{y.max()}"
+        )
+    return Evaluation(x, y, p1, p2)
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """The roots: the test inputs a campaign's lineages start from, by dense root index.
+
+    Attributes:
+        index: ``(R,)`` each root's index in the test inputs.
+        label: ``(R,)`` their labels.
+        images: ``(R, C, H, W)`` on the campaign's device.
+        p1, p2: ``(R, classes)`` both models' probabilities.
+        y1, y2: ``(R,)`` both models' predictions.
+    """
+
+    index: np.ndarray
+    label: np.ndarray
+    images: torch.Tensor
+    p1: np.ndarray
+    p2: np.ndarray
+    y1: np.ndarray
+    y2: np.ndarray
+
+    @property
+    def initial(self) -> np.ndarray:
+        """``(R,)`` bool: roots that already are regression faults (M1 right, M2 wrong)."""
+        return (self.y1 == self.label) & (self.y2 != self.label)
+
+    @property
+    def queued(self) -> np.ndarray:
+        """Dense indices of the roots that join the queue (all but the initial faults)."""
+        return np.flatnonzero(~self.initial)
+
+    def queue_fields(self) -> dict[str, np.ndarray]:
+        """The queue entries of :attr:`queued` (generation 0, no parent, no rule)."""
+        q = self.queued
+        rows = np.arange(len(self.index))
+        d = self.p1[rows, self.y1] - self.p2[rows, self.y1]
+        return {
+            "root": q, "generation": np.zeros(len(q)), "parent": np.full(len(q), -1), "d": d[q],
+            "p2_label": self.p2[q, self.label[q]],
+            "tendency": tendency_of(self.p1[q], self.p2[q], self.label[q]),
+            "ref": q, "affine": np.zeros(len(q), dtype=bool), "rule": np.full(len(q), -1),
+        }
+
+    def initial_faults(self) -> tuple[FaultTable, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The initial regression faults' table and their inputs and probabilities."""
+        f = np.flatnonzero(self.initial)
+        n = len(f)
+        table = FaultTable(
+            kind=np.full(n, FAULT_KINDS.index("rf"), dtype=np.int8), root=self.index[f].astype(np.int64),
+            y1=self.y1[f].astype(np.int64), y2=self.y2[f].astype(np.int64), initial=np.ones(n, dtype=bool),
+            elapsed=np.zeros(n), queries=np.zeros(n, dtype=np.int64), iteration=np.zeros(n, dtype=np.int64),
+            ssim=np.ones(n, dtype=np.float32), rule=np.full(n, -1, dtype=np.int16),
+        )
+        images = self.images[torch.as_tensor(f, device=self.images.device)].cpu().numpy()
+        return table, (images, self.p1[f], self.p2[f])
+
+
+def select_seeds(evaluation: Evaluation, strategy, device: torch.device) -> Seeds:
+    """The roots ``strategy`` picks among the evaluated inputs.
+
+    Raises:
+        DeepFaultError: None qualifies (the strategy's :meth:`~.strategies.FuzzStrategy.no_seed_message`).
+    """
+    e = evaluation
+    y1, y2 = e.p1.argmax(1), e.p2.argmax(1)
+    roots = np.flatnonzero(strategy.roots(y1 == e.y, y2 == e.y))
+    if len(roots) == 0:
+        raise DeepFaultError(strategy.no_seed_message())
+    return Seeds(index=roots, label=e.y[roots], images=e.x[roots].to(device), p1=e.p1[roots], p2=e.p2[roots],
+                 y1=y1[roots], y2=y2[roots])

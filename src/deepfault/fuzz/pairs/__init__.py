@@ -1,0 +1,9 @@
+"""The model pairs DRFuzz fuzzes: ``M1`` and its new version ``M2`` (``spec/drfuzz.md``, section 9).
+
+- :mod:`.scenarios`: the regression scenarios (``SCENARIOS``: supply, adv-bim, adv-cw,
+  fixing, prune, quant-fp16, quant-int8) that make a pair from a data set <- add one here.
+"""
+
+from .scenarios import SCENARIOS, Scenario, ScenarioResult, list_scenarios, make_scenario, register_scenario
+
+__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "list_scenarios", "make_scenario", "register_scenario"]
