@@ -285,6 +285,9 @@ def compute_class_spectra(
     """
     inputs, labels = unpack(inputs, labels)
     classes = [int(c) for c in classes]
+    if any(c < 0 for c in classes):
+        # lookup[-1] would be the slot of the labels above every class: they would count as c
+        raise DeepFaultError(f"classes must be non-negative class indices; got {min(classes)}")
     # No classes: a one-entry lookup that is never used (SpectrumAccumulator refuses 0 groups).
     lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
     for g, c in enumerate(classes):
