@@ -279,7 +279,7 @@ class XploreResult:
     @property
     def pooled_coverage(self) -> float:
         """``sum covered / sum neurons`` over the models."""
-        total = sum(c.total for c in self.coverage)
+        total = sum(c.total or 0 for c in self.coverage)  # neuron coverage: total is never None
         return sum(c.covered for c in self.coverage) / total if total else 0.0
 
     @property
