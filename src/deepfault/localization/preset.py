@@ -367,7 +367,7 @@ class DeepFaultGrid(ExperimentPreset):
     """
 
     method = METHOD
-    job_function = _group_job
+    job_function = staticmethod(_group_job)
 
     def __init__(self, config: ExperimentConfig, description: str = ""):
         self.config = config

@@ -291,7 +291,7 @@ class DeepXploreMnist(ExperimentPreset):
     method = METHOD
     description = ("DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5, the published "
                    "code's settings")
-    job_function = _job_output
+    job_function = staticmethod(_job_output)
     uses_seed = False
     options = OPTIONS
 
