@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from ..core.accumulator import Accumulator
 from ..core.capture import NeuronLayout
@@ -207,14 +208,13 @@ class Criterion(Accumulator):
         return _label(self.name, self.params())
 
     def _check(self, values) -> torch.Tensor:
-        if not isinstance(values, torch.Tensor):
-            values = torch.as_tensor(np.asarray(values))
-        if values.ndim != 2 or values.shape[1] != self.layout.num_neurons:
+        v = values if isinstance(values, torch.Tensor) else torch.as_tensor(np.asarray(values))
+        if v.ndim != 2 or v.shape[1] != self.layout.num_neurons:
             raise DeepFaultError(
                 f"{self.name} expects neuron values of shape (N, {self.layout.num_neurons}); "
-                f"got {tuple(values.shape)}: was it made for another model or other layers?"
+                f"got {tuple(v.shape)}: was it made for another model or other layers?"
             )
-        return values
+        return v
 
     def would_increase(self, values) -> torch.Tensor:
         """``(B,)`` bool on the CPU: whether each input alone would cover an item not covered
@@ -335,22 +335,22 @@ class BitSetCriterion(Criterion):
         return CoverageResult(self.name, n, total, n / total if total else 0.0, per_layer, self.params())
 
 
-def _below32(a) -> np.ndarray:
+def _below32(a: ArrayLike) -> np.ndarray:
     """The largest float32 ``<= a`` (elementwise): for a float32 ``v``, ``v > a`` exactly when
     ``v > _below32(a)`` and ``v <= a`` exactly when ``v <= _below32(a)``.
     """
-    a = np.asarray(a, dtype=np.float64)
-    f = a.astype(np.float32)
-    return np.where(f.astype(np.float64) > a, np.nextafter(f, np.float32(-np.inf)), f).astype(np.float32)
+    a64 = np.asarray(a, dtype=np.float64)
+    f = a64.astype(np.float32)
+    return np.where(f.astype(np.float64) > a64, np.nextafter(f, np.float32(-np.inf)), f).astype(np.float32)
 
 
-def _above32(a) -> np.ndarray:
+def _above32(a: ArrayLike) -> np.ndarray:
     """The smallest float32 ``>= a``: for a float32 ``v``, ``v < a`` exactly when
     ``v < _above32(a)`` and ``v >= a`` exactly when ``v >= _above32(a)``.
     """
-    a = np.asarray(a, dtype=np.float64)
-    f = a.astype(np.float32)
-    return np.where(f.astype(np.float64) < a, np.nextafter(f, np.float32(np.inf)), f).astype(np.float32)
+    a64 = np.asarray(a, dtype=np.float64)
+    f = a64.astype(np.float32)
+    return np.where(f.astype(np.float64) < a64, np.nextafter(f, np.float32(np.inf)), f).astype(np.float32)
 
 
 def _exact(values: torch.Tensor) -> torch.Tensor:

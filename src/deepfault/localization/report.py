@@ -401,13 +401,14 @@ def _render_html(d: _Data, tables: list, figures: list) -> str:
     nav += [(f"figure-{i}", f["title"]) for i, f in enumerate(figures, 1)]
     if isinstance(accuracy, dict):
         nav.insert(0, ("model_accuracy", "Model accuracy on the test set"))
-    return page_environment("deepfault.localization").get_template("report.html.j2").render(
+    html: str = page_environment("deepfault.localization").get_template("report.html.j2").render(
         title=f"{exp['name']}: DeepFault report",
         meta=f"Experiment {exp['config_hash']}, created {exp['created']}, {d.num_cells} cells.",
         nav=nav, config=page_rows(config), provenance=page_rows(exp["provenance"]),
         accuracy=sorted(accuracy.items()) if isinstance(accuracy, dict) else [],
         tables=tables, figures=figures,
     )
+    return html
 
 
 def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = None) -> ReportPaths:

@@ -28,6 +28,7 @@ from ..errors import MAX_ITERATIONS, DeepFaultError, check_bounds, check_int
 from ..models.prepare import PreparedModel, resolve_model
 
 if TYPE_CHECKING:
+    from ..core.capture import _Recorder
     from .selection import Selection
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
@@ -79,7 +80,8 @@ def _prefers_loop(model: nn.Module) -> bool:
     return any(isinstance(m, _LOOPED_UNDER_VMAP) for m in model.modules())
 
 
-def _direction(model, rec, x, columns, normalize: bool, loop: bool) -> torch.Tensor:
+def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch.Tensor, normalize: bool,
+               loop: bool) -> torch.Tensor:
     """The ascent direction ``g`` for a batch ``x`` (same shape as ``x``)."""
     x = x.detach().requires_grad_(True)
     forward(model, x)
