@@ -47,6 +47,15 @@ def test_class_spectra_equal_single_class_spectra():
         assert together[c].num_inputs == int((y == c).sum())
 
 
+def test_class_spectra_refuse_a_negative_class():
+    """A negative class once took the lookup slot of the labels above every class, so a class
+    that no input has got their counts (compute_spectrum says no input has the label)."""
+    model = chain_model()
+    x, y = random_data(40, classes=3, seed=2)
+    with pytest.raises(DeepFaultError, match="non-negative class indices; got -1"):
+        compute_class_spectra(model, x, y, [-1, 1])
+
+
 def planted_model() -> torch.nn.Sequential:
     """x = (u, f): fc1 = (u + 1, -u - 1, f - 0.5); fc2 = (relu(fc1_0), -relu(fc1_0));
     logits = (fc2_0, 1.5). fc1 unit 2 is active exactly when f = 1."""

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from ..core.accumulator import Accumulator
 from ..core.capture import NeuronLayout
@@ -207,14 +208,13 @@ class Criterion(Accumulator):
         return _label(self.name, self.params())
 
     def _check(self, values) -> torch.Tensor:
-        if not isinstance(values, torch.Tensor):
-            values = torch.as_tensor(np.asarray(values))
-        if values.ndim != 2 or values.shape[1] != self.layout.num_neurons:
+        v = values if isinstance(values, torch.Tensor) else torch.as_tensor(np.asarray(values))
+        if v.ndim != 2 or v.shape[1] != self.layout.num_neurons:
             raise DeepFaultError(
                 f"{self.name} expects neuron values of shape (N, {self.layout.num_neurons}); "
-                f"got {tuple(values.shape)}: was it made for another model or other layers?"
+                f"got {tuple(v.shape)}: was it made for another model or other layers?"
             )
-        return values
+        return v
 
     def would_increase(self, values) -> torch.Tensor:
         """``(B,)`` bool on the CPU: whether each input alone would cover an item not covered
@@ -234,6 +234,7 @@ class Criterion(Accumulator):
 
     def _check_compatible(self, other: Accumulator) -> None:
         super()._check_compatible(other)
+        assert isinstance(other, Criterion)  # super() refused any other type
         if other.layout != self.layout or other.params() != self.params():
             raise DeepFaultError(
                 f"cannot merge {self.name} states made for different layers or parameters"
@@ -251,6 +252,7 @@ class BitSetCriterion(Criterion):
 
     items_per_neuron: int = 1
     _dense: bool = True
+    covered: torch.Tensor  # state (add_state)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -264,7 +266,7 @@ class BitSetCriterion(Criterion):
     def __init__(self, layout: NeuronLayout):
         super().__init__(layout)
         self.add_state("covered", torch.zeros(self.num_items, dtype=torch.bool), "or")
-        self._arange: dict[torch.device, torch.Tensor] = {}
+        self._arange: dict[tuple[torch.device, int], torch.Tensor] = {}
 
     @property
     def num_items(self) -> int:
@@ -324,7 +326,7 @@ class BitSetCriterion(Criterion):
 
     def compute(self) -> CoverageResult:
         covered = self.covered.view(self.layout.num_neurons, self.items_per_neuron)
-        per_layer = {}
+        per_layer: dict[str, tuple[int, int | None]] = {}
         for layer in self.layout.layers:
             part = covered[layer.offset : layer.offset + layer.size]
             per_layer[layer.name] = (int(part.sum()), part.numel())
@@ -333,22 +335,22 @@ class BitSetCriterion(Criterion):
         return CoverageResult(self.name, n, total, n / total if total else 0.0, per_layer, self.params())
 
 
-def _below32(a) -> np.ndarray:
+def _below32(a: ArrayLike) -> np.ndarray:
     """The largest float32 ``<= a`` (elementwise): for a float32 ``v``, ``v > a`` exactly when
     ``v > _below32(a)`` and ``v <= a`` exactly when ``v <= _below32(a)``.
     """
-    a = np.asarray(a, dtype=np.float64)
-    f = a.astype(np.float32)
-    return np.where(f.astype(np.float64) > a, np.nextafter(f, np.float32(-np.inf)), f).astype(np.float32)
+    a64 = np.asarray(a, dtype=np.float64)
+    f = a64.astype(np.float32)
+    return np.where(f.astype(np.float64) > a64, np.nextafter(f, np.float32(-np.inf)), f).astype(np.float32)
 
 
-def _above32(a) -> np.ndarray:
+def _above32(a: ArrayLike) -> np.ndarray:
     """The smallest float32 ``>= a``: for a float32 ``v``, ``v < a`` exactly when
     ``v < _above32(a)`` and ``v >= a`` exactly when ``v >= _above32(a)``.
     """
-    a = np.asarray(a, dtype=np.float64)
-    f = a.astype(np.float32)
-    return np.where(f.astype(np.float64) < a, np.nextafter(f, np.float32(np.inf)), f).astype(np.float32)
+    a64 = np.asarray(a, dtype=np.float64)
+    f = a64.astype(np.float32)
+    return np.where(f.astype(np.float64) < a64, np.nextafter(f, np.float32(np.inf)), f).astype(np.float32)
 
 
 def _exact(values: torch.Tensor) -> torch.Tensor:
@@ -403,7 +405,7 @@ class _ProfiledCriterion(BitSetCriterion):
     on each device the values come from.
     """
 
-    def __init__(self, layout: NeuronLayout, profile: Profile):
+    def __init__(self, layout: NeuronLayout, profile: Profile | None):
         self.profile = _check_profile(profile, layout, self.name)
         super().__init__(layout)
         self._bounds: dict[tuple, tuple[torch.Tensor, ...]] = {}
@@ -431,6 +433,7 @@ class _ProfiledCriterion(BitSetCriterion):
 
     def _check_compatible(self, other: Accumulator) -> None:
         super()._check_compatible(other)
+        assert isinstance(other, _ProfiledCriterion)  # super() refused any other type
         if not self.profile.same_as(other.profile):
             raise DeepFaultError(f"cannot merge {self.name} states made with different profiles")
 
@@ -621,6 +624,7 @@ class TopKPatternCoverage(Criterion):
     """
 
     name = "tknp"
+    patterns: set[bytes]  # state (add_state)
 
     def __init__(self, layout: NeuronLayout, *, top_k: int = 1):
         self.top_k = _positive_int("top_k", top_k)
@@ -647,7 +651,7 @@ class TopKPatternCoverage(Criterion):
 
     def would_increase(self, values) -> torch.Tensor:
         keys = self.pattern_keys(values).tolist()
-        seen = np.fromiter(map(self.patterns.__contains__, keys), dtype=bool, count=len(keys))
+        seen = np.fromiter(map(self.patterns.__contains__, keys), dtype=np.bool_, count=len(keys))
         return torch.from_numpy(~seen)
 
     def update(self, values) -> None:
@@ -662,7 +666,7 @@ class TopKPatternCoverage(Criterion):
         return torch.from_numpy(inverse.reshape(-1, 1).astype(np.int64)), len(unique)
 
     def compute(self) -> CoverageResult:
-        per_layer = {}
+        per_layer: dict[str, tuple[int, int | None]] = {}
         start = 0
         for layer in self.layout.layers:
             stop = start + 4 * min(self.top_k, layer.size)

@@ -66,7 +66,7 @@ def plot_threshold_curve(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))
 
 
 def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
@@ -89,7 +89,7 @@ def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, titl
     ax.set_title(title or f"Coverage per layer ({report.num_inputs} inputs, {report.transform})")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))
 
 
 def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
@@ -119,7 +119,7 @@ def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str |
     ax.set_title(title or "Coverage growth over inputs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.15 if twin else 1.01, 1.0))
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))
 
 
 def save_figures(

@@ -266,6 +266,8 @@ def measure_coverage(
     t0 = time.perf_counter()
     for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
                                  progress=progress and "coverage"):
+        assert batch.values is not None  # neurons are captured
+        assert batch.layout is not None
         if layout is None:
             layout = batch.layout
             if profile is not None:
@@ -283,6 +285,7 @@ def measure_coverage(
                     curves[c.label].append((hi, c.covered_count()))
             lo = hi
     seconds = time.perf_counter() - t0
+    assert layout is not None  # n > 0: there was a batch
     return CoverageReport(
         results=tuple(c.compute() for c in crits),
         layout=layout,

@@ -49,7 +49,7 @@ __all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_p
 FORMAT = "deepfault-profile/1"
 
 
-def _module(model):
+def _module(model: nn.Module | PreparedModel) -> nn.Module:
     """The module of a :class:`~deepfault.models.prepare.PreparedModel`, or ``model`` itself."""
     from ..models.prepare import resolve_model
 
@@ -189,7 +189,7 @@ class Profile:
         }
         path = Path(path)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, allow_pickle=False, **arrays)
         return path
 
 
@@ -260,7 +260,8 @@ def _profile_from(a: dict) -> Profile:
                    int(count), selection=selection, **stats)
 
 
-def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+def _chan(n_a: int, mean_a: torch.Tensor, m2_a: torch.Tensor, n_b: int, mean_b: torch.Tensor,
+          m2_b: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
     """Chan et al.'s pairwise combination of two (count, mean, M2) summaries."""
     n = n_a + n_b
     delta = mean_b - mean_a
@@ -275,6 +276,13 @@ class ProfileAccumulator(Accumulator):
     so it is overridden; ``update`` folds each batch in with the same formula, which is why
     the result does not depend on the batch size beyond float64 rounding.
     """
+
+    # State (add_state): the tensors are (M,) float64 on the CPU, None until count > 0.
+    count: int
+    low: torch.Tensor | None
+    high: torch.Tensor | None
+    mean: torch.Tensor | None
+    m2: torch.Tensor | None
 
     def __init__(self) -> None:
         super().__init__()
@@ -294,33 +302,44 @@ class ProfileAccumulator(Accumulator):
         m2 = ((v - mean) ** 2).sum(dim=0)
         self._fold(len(v), v.amin(dim=0).cpu(), v.amax(dim=0).cpu(), mean.cpu(), m2.cpu())
 
-    def _fold(self, n, low, high, mean, m2) -> None:
-        if self.count and self.mean.shape != mean.shape:
-            raise DeepFaultError(
-                f"cannot combine profiles of {self.mean.numel()} and {mean.numel()} neurons"
-            )
+    def _stats(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``low, high, mean, m2``: set by the first batch, so only for ``count > 0``."""
+        low, high, mean, m2 = self.low, self.high, self.mean, self.m2
+        if low is None or high is None or mean is None or m2 is None:
+            raise DeepFaultError("no inputs were profiled: the input set is empty")
+        return low, high, mean, m2
+
+    def _fold(self, n: int, low: torch.Tensor, high: torch.Tensor, mean: torch.Tensor,
+              m2: torch.Tensor) -> None:
         if self.count == 0:
             self.count, self.low, self.high, self.mean, self.m2 = n, low, high, mean, m2
             return
-        self.low = torch.minimum(self.low, low)
-        self.high = torch.maximum(self.high, high)
-        self.count, self.mean, self.m2 = _chan(self.count, self.mean, self.m2, n, mean, m2)
+        my_low, my_high, my_mean, my_m2 = self._stats()
+        if my_mean.shape != mean.shape:
+            raise DeepFaultError(
+                f"cannot combine profiles of {my_mean.numel()} and {mean.numel()} neurons"
+            )
+        self.low = torch.minimum(my_low, low)
+        self.high = torch.maximum(my_high, high)
+        self.count, self.mean, self.m2 = _chan(self.count, my_mean, my_m2, n, mean, m2)
 
     def merge(self, other: Accumulator) -> ProfileAccumulator:
         self._check_compatible(other)
+        assert isinstance(other, ProfileAccumulator)  # _check_compatible refused any other type
         if other.count:
-            self._fold(other.count, other.low, other.high, other.mean, other.m2)
+            self._fold(other.count, *other._stats())
         return self
 
     def compute(self) -> dict[str, np.ndarray]:
         """``{"low", "high", "mean", "std"}``: ``(M,)`` float64 arrays (population std)."""
         if not self.count:
             raise DeepFaultError("no inputs were profiled: the input set is empty")
+        low, high, mean, m2 = self._stats()
         return {
-            "low": self.low.numpy().copy(),
-            "high": self.high.numpy().copy(),
-            "mean": self.mean.numpy().copy(),
-            "std": np.sqrt(np.maximum(self.m2.numpy() / self.count, 0.0)),
+            "low": low.numpy().copy(),
+            "high": high.numpy().copy(),
+            "mean": mean.numpy().copy(),
+            "std": np.sqrt(np.maximum(m2.numpy() / self.count, 0.0)),
         }
 
 
@@ -362,7 +381,8 @@ def compute_profile(
                                  progress=progress and "profile"):
         layout = batch.layout
         acc.update(batch.values)
-    stats = acc.compute()
+    stats = acc.compute()  # raises for no inputs, so the loop set layout
+    assert layout is not None
     selection = tuple(layers) if layers is not None and not isinstance(layers, str) else layers
     return Profile(layout.names, tuple(la.size for la in layout.layers), transform, model_hash(model),
                    int(acc.count), selection=selection, **stats)

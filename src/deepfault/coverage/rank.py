@@ -243,15 +243,21 @@ def rank_inputs(
         raise DeepFaultError("no inputs: the input set is empty")
     labels = check_labels("labels", labels, MAX_CLASSES, count=len(inputs))
     t0 = time.perf_counter()
-    values, wrong, layout = [], [], None
+    values: list[torch.Tensor] = []
+    wrong: list[np.ndarray] = []
+    layout: NeuronLayout | None = None
     for batch in iterate_batches(model, inputs, labels=labels, layers=layers, transform=transform,
                                  batch_size=batch_size,
                                  progress=progress and "rank"):
+        assert batch.values is not None  # neurons are captured
+        assert batch.layout is not None
+        assert batch.labels is not None  # labels are given
         layout = batch.layout
-        if layout is not None and not values:  # the first batch tells the number of classes
+        if not values:  # the first batch tells the number of classes
             check_labels("labels", labels, int(batch.outputs.shape[1]), count=len(inputs))
         values.append(batch.values.cpu())
         wrong.append((batch.outputs.argmax(dim=1).cpu() != batch.labels).numpy())
+    assert layout is not None  # inputs are not empty: there was a batch
     if profile is not None:
         profile.check_layout(layout)
     all_values = torch.cat(values)

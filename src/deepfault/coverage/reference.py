@@ -95,12 +95,13 @@ def _top(row, offset: int, size: int, k: int) -> list[int]:
     """The ``k`` units with the largest values, ties to the lower unit."""
     chosen: list[int] = []
     for _ in range(min(k, size)):
-        best = None
+        best: int | None = None
         for u in range(size):
             if u in chosen:
                 continue
             if best is None or float(row[offset + u]) > float(row[offset + best]):
                 best = u
+        assert best is not None  # fewer than size units are chosen so far
         chosen.append(best)
     return chosen
 
@@ -129,7 +130,7 @@ def profile_reference(values: Rows) -> dict[str, list[float]]:
     """Per neuron min, max, mean and population standard deviation, two passes."""
     n = len(values)
     m = len(values[0])
-    out = {"low": [], "high": [], "mean": [], "std": []}
+    out: dict[str, list[float]] = {"low": [], "high": [], "mean": [], "std": []}
     for j in range(m):
         col = [float(row[j]) for row in values]
         mean = sum(col) / n

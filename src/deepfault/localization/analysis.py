@@ -68,7 +68,8 @@ class DeepFaultAnalysis:
 
     @property
     def config(self) -> dict:
-        return self.experiment["config"]
+        config: dict = self.experiment["config"]
+        return config
 
     @property
     def measures(self) -> list:

@@ -148,13 +148,16 @@ def evaluate(
         )
     pairs = neuron_pairs(neurons)
     k_primes = sorted({int(kp) for kp in k_primes})
-    if k_primes and ranking is None:
-        raise DeepFaultError("k_primes needs the full ranking of neurons (ranking=...)")
-    for kp in k_primes:
-        if not len(pairs) <= kp <= len(ranking):
-            raise DeepFaultError(
-                f"k'={kp} must lie between k={len(pairs)} and the {len(ranking)} ranked neurons"
-            )
+    top: list[tuple[str, int]] = []  # the top max(k') ranked neurons
+    if k_primes:
+        if ranking is None:
+            raise DeepFaultError("k_primes needs the full ranking of neurons (ranking=...)")
+        for kp in k_primes:
+            if not len(pairs) <= kp <= len(ranking):
+                raise DeepFaultError(
+                    f"k'={kp} must lie between k={len(pairs)} and the {len(ranking)} ranked neurons"
+                )
+        top = list(ranking[: max(k_primes)])
     n = len(x0)
     if n == 0:
         empty = np.zeros(0)
@@ -170,7 +173,6 @@ def evaluate(
         )
     loss = cross_entropy(out1, y, output_kind)
     diff = (x1 - x0).flatten(1)
-    top = list(ranking[: max(k_primes)]) if k_primes else []
     inc = _increase(model, x0, x1, pairs + top, batch_size)
     inc_sn, inc_top = inc[:, : len(pairs)], inc[:, len(pairs) :]
     return Evaluation(

@@ -47,7 +47,7 @@ def fig3_layers(d: _Data, model: str, path: Path) -> str | None:
         return None
     k = ks[-1]
     names = [la["name"] for la in layers]
-    classes = max((len(d.pool(model, k, a).classes) for a in d.measures if d.pool(model, k, a)), default=0)
+    classes = max((len(p.classes) for a in d.measures if (p := d.pool(model, k, a))), default=0)
     width = min(16.0, max(5.0, 0.35 * len(names) * max(1, len(d.measures)) ** 0.5 + 1.5))
     fig = new_figure(width, 3.6)
     ax = fig.add_subplot(1, 1, 1)

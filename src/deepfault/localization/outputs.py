@@ -32,7 +32,7 @@ def _collect(result, data) -> dict[str, np.ndarray]:
     parts: dict[str, list] = {k: [] for k in ("originals", "synthesized", "labels", "pred_original",
                                                "pred_synthesized", "test_index", "target_class",
                                                "repetition", "selection_row")}
-    neurons = []
+    neurons: list[list[str]] = []
     for cr in result.classes:
         for rep in cr.repetitions:
             n = len(rep.input_indices)
@@ -72,7 +72,7 @@ def save_synthesized(result, data, path: str | os.PathLike) -> Path:
     arrays = _collect(result, data)
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        np.savez_compressed(fh, allow_pickle=False, **arrays)  # no object arrays; read without pickle
     return path
 
 

@@ -211,7 +211,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
 
 #: The TOML type of each key of an experiment file: int, float (an int is fine), str, bool,
 #: or a list of ints / strs.
-_TOML_TYPES = {
+_TOML_TYPES: dict[str, type | list[type]] = {
     "name": str, "dataset": str, "ks": [int], "approaches": [str], "classes": [int], "layers": [str],
     "inputs_per_class": int, "random_repetitions": int, "seed": int, "iterations": int, "train_epochs": int,
     "step": float, "distance": float, "star": float, "threshold": float, "train_lr": float,
@@ -262,6 +262,7 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *
             mf = open_model(spec.file, weights=spec.weights, trust_pickle=spec.trust_pickle)
             label = Path(spec.file).name
         else:
+            assert spec.arch is not None  # validate(): a model has exactly one of arch and file
             path = config.zoo_model_path(models_dir, spec.arch)
             label = spec.arch
             if not path.is_file():
@@ -366,7 +367,7 @@ class DeepFaultGrid(ExperimentPreset):
     """
 
     method = METHOD
-    job_function = _group_job
+    job_function = staticmethod(_group_job)
 
     def __init__(self, config: ExperimentConfig, description: str = ""):
         self.config = config

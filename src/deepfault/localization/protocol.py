@@ -6,6 +6,7 @@ command line's ``deepfault run`` is a thin layer over it.
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -277,8 +278,9 @@ def run_group(
         correct_chosen = correct
     originals = x_class[correct_chosen]
     y_chosen = y[in_class][correct_chosen]
-    synth = dict(step=config.step, distance=config.distance, bounds=bounds, normalize=config.normalize,
-                 iterations=config.iterations, batch_size=config.batch_size)
+    synth = functools.partial(synthesize, model, step=config.step, distance=config.distance, bounds=bounds,
+                              normalize=config.normalize, iterations=config.iterations,
+                              batch_size=config.batch_size)
     out = []
     warmed = False
     for cell in cells:
@@ -286,10 +288,10 @@ def run_group(
         seed = group_seed(config.seed, target_class, cell.k, cell.repetition)
         selection = select(spectrum, cell.approach, cell.k, star=config.star, seed=seed)
         if not warmed and len(originals):  # the first synthesis pays one-off costs: not timed
-            synthesize(model, originals[:1], selection, **synth)
+            synth(originals[:1], selection)
             warmed = True
         start = time.perf_counter()
-        new = synthesize(model, originals, selection, **synth)
+        new = synth(originals, selection)
         seconds = time.perf_counter() - start
         k_primes = [] if get_approach(cell.approach).baseline else k_primes_for(
             cell.k, layout.num_neurons, ks=ks, explicit=config.k_primes)

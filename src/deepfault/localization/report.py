@@ -60,13 +60,14 @@ class _Grid:
     group: int = 1
 
     def html_rows(self) -> list:
-        out, previous = [], None
+        out: list[dict] = []
+        previous: list | None = None
         for i, row in enumerate(self.rows):
             head = row[: self.group]
             cells, same = [], previous is not None
             for j, text in enumerate(row):
                 if j < self.group:
-                    same = same and previous[j] == text
+                    same = same and previous is not None and previous[j] == text
                 classes = [self.marks.get((i, j), "")]
                 classes.append("key" if j < self.group else "num")
                 cells.append({"text": "" if j < self.group and same else text,
@@ -95,11 +96,11 @@ def _legend(approaches) -> str:
     return ", ".join(f"{short_name(a)}: {long_name(a)}" for a in approaches if short_name(a) != long_name(a))
 
 
-def _fixed(x: float, digits: int = 2) -> str:
+def _fixed(x: float | None, digits: int = 2) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def _num(x: float) -> str:
+def _num(x: float | None) -> str:
     """Three significant figures without exponents for the magnitudes distances take."""
     if x is None or not math.isfinite(x):
         return "–"
@@ -130,13 +131,13 @@ def _table3(d: _Data) -> _Table:
     rows = []
     for m in d.models:
         for k in d.ks:
-            present = [a for a in d.approaches if d.pool(m, k, a) is not None]
-            if not present:
+            pools = {a: p for a in d.approaches if (p := d.pool(m, k, a)) is not None}
+            if not pools:
                 continue
-            loss = {a: _mean(d.pool(m, k, a).loss) for a in present}
-            acc = {a: _mean(d.pool(m, k, a).correct) for a in present}
-            for a in present:
-                rows.append([m, k, a, len(d.pool(m, k, a).loss), loss[a], acc[a]])
+            loss = {a: _mean(p.loss) for a, p in pools.items()}
+            acc = {a: _mean(p.correct) for a, p in pools.items()}
+            for a, p in pools.items():
+                rows.append([m, k, a, len(p.loss), loss[a], acc[a]])
             for metric, values, best in (("loss", loss, max), ("accuracy", acc, min)):
                 i = len(grid.rows)
                 grid.rows.append([m, str(k), metric, *[_fixed(values.get(a)) for a in d.approaches]])
@@ -324,11 +325,12 @@ def _summary(d: _Data, tests: dict) -> _Table:
                 accs, verdicts = [], []
                 for a in d.measures:
                     c = tests.get((m, k, a, "random", "correct"))
-                    if c is None:
+                    pa = d.pool(m, k, a)
+                    if c is None or pa is None:  # a test exists only where both pools do
                         accs.append("–")
                         verdicts.append("–")
                         continue
-                    acc = _mean(d.pool(m, k, a).correct)
+                    acc = _mean(pa.correct)
                     sig = c.significant(ALPHA)
                     wins += sig
                     total += 1
@@ -399,13 +401,14 @@ def _render_html(d: _Data, tables: list, figures: list) -> str:
     nav += [(f"figure-{i}", f["title"]) for i, f in enumerate(figures, 1)]
     if isinstance(accuracy, dict):
         nav.insert(0, ("model_accuracy", "Model accuracy on the test set"))
-    return page_environment("deepfault.localization").get_template("report.html.j2").render(
+    html: str = page_environment("deepfault.localization").get_template("report.html.j2").render(
         title=f"{exp['name']}: DeepFault report",
         meta=f"Experiment {exp['config_hash']}, created {exp['created']}, {d.num_cells} cells.",
         nav=nav, config=page_rows(config), provenance=page_rows(exp["provenance"]),
         accuracy=sorted(accuracy.items()) if isinstance(accuracy, dict) else [],
         tables=tables, figures=figures,
     )
+    return html
 
 
 def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = None) -> ReportPaths:
@@ -503,7 +506,10 @@ def _baseline_table(result, baseline, name) -> tuple[str, str]:
     labels = _pooled_run(result, "pred_original")
     heads = ["class", "inputs", f"{approach} accuracy", "random accuracy", f"{approach} changed",
              "random changed", f"{approach} loss", "random loss", f"{approach} < random? (p)", "A12"]
-    racc = rloss = rchanged = rlabels = None
+    racc: dict = {}
+    rloss: dict = {}
+    rchanged: dict = {}
+    rlabels: dict = {}
     if baseline is not None:
         racc, rloss, rchanged = (_pooled_run(baseline, a) for a in ("correct", "loss", "pred_synthesized"))
         rlabels = _pooled_run(baseline, "pred_original")

@@ -55,9 +55,9 @@ class Neuron:
     n_f: int
 
     def to_dict(self) -> dict:
-        score = self.score
-        if score is not None and not np.isfinite(score):
-            score = "inf" if score > 0 else "-inf"
+        score: float | str | None = self.score
+        if self.score is not None and not np.isfinite(self.score):
+            score = "inf" if self.score > 0 else "-inf"
         return {
             "layer": self.layer,
             "unit": self.unit,

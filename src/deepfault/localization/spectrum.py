@@ -10,7 +10,7 @@ the ``N x M`` boolean activity matrix and ``s`` the pass vector, ``as = A^T s`` 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,6 +128,12 @@ class SpectrumAccumulator(Accumulator):
     ``(G,)``); two accumulators over different inputs merge into the one over both.
     """
 
+    # State (add_state): a_s and a_f are (G, M), None before the first batch.
+    a_s: torch.Tensor | None
+    a_f: torch.Tensor | None
+    n_pass: torch.Tensor
+    n_fail: torch.Tensor
+
     def __init__(self, groups: int, *, threshold: float = 0.0):
         super().__init__()
         self.groups = check_int("groups", groups)
@@ -145,7 +151,7 @@ class SpectrumAccumulator(Accumulator):
         self.n_fail += n_fail
 
     def compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        if self.a_s is None:
+        if self.a_s is None or self.a_f is None:
             raise DeepFaultError("no inputs to analyse: the input set is empty")
         return self.a_s.numpy(), self.a_f.numpy(), self.n_pass.numpy(), self.n_fail.numpy()
 
@@ -165,7 +171,7 @@ def _spectra(
     inputs,
     labels,
     groups: int,
-    group_of,
+    group_of: Callable[[torch.Tensor], torch.Tensor],
     *,
     layers: Sequence[str] | None,
     threshold: float,
@@ -186,11 +192,14 @@ def _spectra(
     _check_labels(y.long().cpu(), len(x), None)
     layout = None
     for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size):
+        assert b.labels is not None  # labels are given
+        assert b.values is not None  # neurons are captured
         _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
         passed = b.outputs.argmax(dim=1).cpu() == b.labels
         acc.update(b.values, passed, group_of(b.labels))
         layout = b.layout
     a_s, a_f, n_pass, n_fail = acc.compute()
+    assert layout is not None  # x is not empty: there was a batch
     return layout, a_s, a_f, n_pass, n_fail, time.perf_counter() - start_time
 
 
@@ -249,7 +258,7 @@ def compute_spectrum(
             inputs = np.asarray(inputs)[index]
         labels = y[index]
 
-    def group_of(yb):
+    def group_of(yb: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(yb)
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, 1, group_of, layers=layers, threshold=threshold,
@@ -276,10 +285,14 @@ def compute_class_spectra(
     """
     inputs, labels = unpack(inputs, labels)
     classes = [int(c) for c in classes]
-    lookup = torch.full((max(classes) + 2,), -1, dtype=torch.long) if classes else None
+    if any(c < 0 for c in classes):
+        # lookup[-1] would be the slot of the labels above every class: they would count as c
+        raise DeepFaultError(f"classes must be non-negative class indices; got {min(classes)}")
+    # No classes: a one-entry lookup that is never used (SpectrumAccumulator refuses 0 groups).
+    lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
     for g, c in enumerate(classes):
         lookup[c] = g
-    def group_of(yb):
+    def group_of(yb: torch.Tensor) -> torch.Tensor:
         return lookup[yb.clamp(max=len(lookup) - 1)]
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, len(classes), group_of, layers=layers, threshold=threshold,

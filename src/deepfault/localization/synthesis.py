@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -25,6 +26,10 @@ from torch import nn
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
 from ..errors import MAX_ITERATIONS, DeepFaultError, check_bounds, check_int
 from ..models.prepare import PreparedModel, resolve_model
+
+if TYPE_CHECKING:
+    from ..core.capture import _Recorder
+    from .selection import Selection
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
 
@@ -75,7 +80,8 @@ def _prefers_loop(model: nn.Module) -> bool:
     return any(isinstance(m, _LOOPED_UNDER_VMAP) for m in model.modules())
 
 
-def _direction(model, rec, x, columns, normalize: bool, loop: bool) -> torch.Tensor:
+def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch.Tensor, normalize: bool,
+               loop: bool) -> torch.Tensor:
     """The ascent direction ``g`` for a batch ``x`` (same shape as ``x``)."""
     x = x.detach().requires_grad_(True)
     forward(model, x)
@@ -102,18 +108,19 @@ def _direction(model, rec, x, columns, normalize: bool, loop: bool) -> torch.Ten
             # grads: (k, B, *input); each input's gradient for each neuron divided by its RMS.
             rms = grads.flatten(2).pow(2).mean(dim=2).sqrt().add(RMS_EPS)
             return (grads / rms.view(k, *spread)).mean(dim=0)
-    total = None
+    total: torch.Tensor | None = None
     for j in range(k):
         (g,) = torch.autograd.grad(phi[:, j].sum(), x, retain_graph=j < k - 1)
         g = g / g.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS).view(spread)
         total = g if total is None else total.add_(g)
+    assert total is not None  # k >= 1: neuron_pairs refuses an empty selection
     return total.div_(k)
 
 
 def synthesize(
     model: nn.Module | PreparedModel,
     inputs,
-    neurons: Iterable,
+    neurons: Selection | Iterable,
     *,
     step: float = 1.0,
     distance: float = 0.1,
@@ -169,7 +176,9 @@ def synthesize(
             if columns is None:  # the layout is known after the first forward pass
                 forward(model, x0[:1])
                 rec.collect()
-                columns = torch.tensor([rec.layout.index(layer, unit) for layer, unit in pairs])
+                layout = rec.layout
+                assert layout is not None  # collect() sets it
+                columns = torch.tensor([layout.index(layer, unit) for layer, unit in pairs])
             cur = x0
             for _ in range(iterations):
                 g = _direction(model, rec, cur, columns, normalize, loop)

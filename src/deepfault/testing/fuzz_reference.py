@@ -60,7 +60,7 @@ def _choose_rule(rng: np.random.Generator, rules: list[str], stats: dict, previo
     if previous is None:
         return rules[int(rng.integers(n_rules))]
     # the MCMC chain: shuffle, sort by score, accept rank k2 with (1 - 1/n)^(k2 - k1)
-    order = [rules[j] for j in rng.permutation(n_rules)]
+    order = [rules[int(j)] for j in rng.permutation(n_rules)]
     score = {r: s["gain"] * s["faithful"] / s["selected"] ** 2 if s["selected"] else 0.0
              for r, s in stats.items()}
     order.sort(key=lambda r: -score[r])

@@ -141,7 +141,7 @@ def _hostile_files(folder: Path, digits) -> dict[str, str]:
         "x-shape.npz": dict(x=np.zeros((3, 5), np.float32), y=np.zeros(3, int)),
         "objects.npz": dict(x=np.array([object()] * 3, dtype=object)),
     }.items():
-        np.savez(folder / name, **arrays)
+        np.savez(folder / name, allow_pickle=True, **arrays)  # objects.npz holds an object array
         out[f"file:{name}"] = str(folder / name)
     with contextlib.redirect_stdout(io.StringIO()):  # through the CLI: the testing unit imports no method
         main(["coverage", "profile", "--model", str(folder / "ok.pt"), "--out", str(folder / "p.npz")])
@@ -153,7 +153,7 @@ def _hostile_files(folder: Path, digits) -> dict[str, str]:
                          "rank2": lambda a: a.update(low=a["low"][None])}.items():
         arrays = {k: v.copy() for k, v in base.items()}
         change(arrays)
-        np.savez(folder / f"profile-{name}.npz", **arrays)
+        np.savez(folder / f"profile-{name}.npz", allow_pickle=True, **arrays)  # savez's default
         out[f"file:profile-{name}.npz"] = str(folder / f"profile-{name}.npz")
     return out
 

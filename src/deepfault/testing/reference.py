@@ -22,7 +22,7 @@ def spectrum_reference(model: nn.Module, inputs, labels, *, layers=None, thresho
     device = model_device(model)
     x = torch.as_tensor(np.asarray(inputs), dtype=torch.float32)
     y = np.asarray(labels)
-    counts = None
+    counts: dict[str, list[int]] | None = None
     with eval_mode(model), capture(model, layers) as rec, torch.no_grad():
         for i in range(len(x)):
             logits = model(x[i : i + 1].to(device))
@@ -33,6 +33,7 @@ def spectrum_reference(model: nn.Module, inputs, labels, *, layers=None, thresho
             for j, v in enumerate(values):
                 key = ("a" if v > threshold else "n") + ("s" if passed else "f")
                 counts[key][j] += 1
+    assert counts is not None, "no inputs"
     return tuple(np.array(counts[key]) for key in ("as", "af", "ns", "nf"))
 
 
@@ -63,6 +64,7 @@ def synthesize_reference(
                     x = cur.detach().clone().requires_grad_(True)
                     model(x)
                     values = rec.collect()
+                    assert rec.layout is not None  # collect() sets it
                     phi = values[0, rec.layout.index(layer, unit)]
                     (g,) = torch.autograd.grad(phi, x)
                     if normalize:

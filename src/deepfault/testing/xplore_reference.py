@@ -139,7 +139,7 @@ def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds,
     with torch.no_grad():
         sizes = [len(_values(m, layers, "raw", x_all[:1].to(device))[1]) for m in models]
     covered = [[False] * s for s in sizes]
-    found = {"rows": [], "inputs": [], "iteration": [], "predictions": []}
+    found: dict[str, list] = {"rows": [], "inputs": [], "iteration": [], "predictions": []}
     chosen: dict = {}
     common, differ = [0] * len(x_all), []
     size = config.batch_size or len(x_all)

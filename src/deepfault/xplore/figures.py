@@ -44,21 +44,26 @@ def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, ro
     """
     from ..experiment.figures import difference_grid
 
+    def note(text: str) -> Path:
+        fig = new_figure(4.0, 1.0)
+        fig.text(0.5, 0.5, text, ha="center", va="center")
+        return save_figure(fig, Path(path))
+
     n = min(rows, len(found))
     if n == 0:
-        fig = new_figure(4.0, 1.0)
-        fig.text(0.5, 0.5, "no difference-inducing input", ha="center", va="center")
-        return save_figure(fig, path)
+        return note("no difference-inducing input")
     label = (lambda c: class_names[c]) if class_names else str
     after = []
     for i in range(n):
         pairs = zip(model_names, found.predictions[i], strict=True)
         preds = "\n".join(f"{m}: {label(int(p))}" for m, p in pairs)
         after.append(f"after {int(found.iteration[i])} step(s)\n{preds}")
-    return difference_grid(
+    png = difference_grid(
         found.seeds[:n], found.inputs[:n], path, bounds=bounds, columns=1, labels=("seed", "generated"),
         before_titles=[f"seed #{int(found.seed_index[i])}\nall predict {label(int(found.common_class[i]))}"
                        for i in range(n)], after_titles=after, highlight=[True] * n, title=title)
+    # difference_grid writes nothing for inputs that are no images (a vector of 10 features)
+    return png if png is not None else note(f"{len(found)} inputs found; they are not images")
 
 
 def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]], thresholds: Sequence[float],
@@ -87,7 +92,7 @@ def coverage_vs_threshold(coverage: Mapping[str, Mapping[str, Sequence[float]]],
     axes[0, -1].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))
 
 
 def coverage_over_time(trace: Sequence[Mapping], model_names: Sequence[str], num_neurons: Sequence[int],
@@ -107,4 +112,4 @@ def coverage_over_time(trace: Sequence[Mapping], model_names: Sequence[str], num
     ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title, fontsize=10)
-    return save_figure(fig, path)
+    return save_figure(fig, Path(path))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ from torch import nn
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..models.fingerprint import fingerprint
 from .config import XploreConfig
+
+if TYPE_CHECKING:
+    from ..models.io import ModelFile
 
 __all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "PresetConfig", "XploreJob", "run_job", "run_preset",
            "plan_jobs"]
@@ -102,21 +106,25 @@ class PresetConfig:
         """
         from ..errors import DeepFaultError
 
-        out = {}
+        counts: dict[str, int] = {}
+        settings, weights_dir = self.settings, self.weights_dir
         for key, value in options.items():
             if key in ("seeds", "repeats", "iterations"):
                 if not value.isdigit() or int(value) < 1:
                     raise DeepFaultError(f"preset option {key.replace('_', '-')} must be an integer >= 1; "
                                          f"got {value!r}")
-                out[key] = int(value)
+                counts[key] = int(value)
             elif key == "settings":
                 if value not in SETTINGS:
                     raise DeepFaultError(f"preset option settings must be one of {', '.join(SETTINGS)}; "
                                          f"got {value!r}")
-                out[key] = value
+                settings = value
             elif key == "weights_dir":
-                out[key] = value
-        return replace(self, **out)
+                weights_dir = value
+        return replace(self, seeds=counts.get("seeds", self.seeds),
+                       repeats=counts.get("repeats", self.repeats),
+                       iterations=counts.get("iterations", self.iterations),
+                       settings=settings, weights_dir=weights_dir)
 
     def to_dict(self) -> dict:
         out = {**self.__dict__, "thresholds": list(self.thresholds)}
@@ -150,7 +158,7 @@ class XploreJob:
     extra: dict = field(default_factory=dict)
 
 
-def _coverage(model: nn.Module, x, layers: str, threshold: float) -> dict:
+def _coverage(model: nn.Module, x, layers: str | None, threshold: float) -> dict:
     from ..core.batches import activations
     from ..coverage.criteria import NeuronCoverage
 
@@ -205,7 +213,7 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _models(models_dir: Path, data, *, progress: bool, device: str,
-            weights_dir: str | None = None) -> dict[str, object]:
+            weights_dir: str | None = None) -> dict[str, ModelFile]:
     """LeNet-1/4/5: the published weights from ``weights_dir``, else model files from
     ``models_dir``, trained (and saved) when missing.
     """
@@ -237,7 +245,7 @@ def plan_jobs(config: PresetConfig, data, models: dict, device: str = "cpu") -> 
 
     names = tuple(models)
     modules = tuple(mf.model.cpu() for mf in models.values())
-    bounds = tuple(float(b) for b in data.bounds)
+    bounds = (float(data.bounds[0]), float(data.bounds[1]))
     jobs = []
 
     def seeds_for(cfg: XploreConfig):
@@ -283,7 +291,7 @@ class DeepXploreMnist(ExperimentPreset):
     method = METHOD
     description = ("DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5, the published "
                    "code's settings")
-    job_function = _job_output
+    job_function = staticmethod(_job_output)
     uses_seed = False
     options = OPTIONS
 

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -20,8 +21,15 @@ from ..errors import DeepFaultError
 
 __all__ = ["PAPER", "render_report", "collect"]
 
+class _Paper(TypedDict):
+    table2: dict[str, int]  # target -> inputs found
+    table5: dict[float, dict[str, float]]  # lambda2 -> l1, found, coverage
+    figure9: str
+    table9_seconds: tuple[float, float]
+
+
 #: The paper's MNIST numbers as DeepXplore spec section 6 gives them.
-PAPER = {
+PAPER: _Paper = {
     "table2": {"lenet1": 1073, "lenet4": 1968, "lenet5": 827},
     "table5": {0.0: {"l1": 237.9, "found": 871, "coverage": 0.694},
                1.0: {"l1": 283.3, "found": 776, "coverage": 0.706}},
@@ -39,16 +47,16 @@ _CELL = re.compile(
 )
 
 
-def _mean_sd(values: Sequence[float]) -> tuple[float | None, float | None]:
-    values = [v for v in values if v is not None]
-    if not values:
+def _mean_sd(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    present = [v for v in values if v is not None]
+    if not present:
         return None, None
-    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return float(np.mean(present)), float(np.std(present, ddof=1)) if len(present) > 1 else 0.0
 
 
-def _pm(values: Sequence[float], digits: int = 1, scale: float = 1.0) -> str:
+def _pm(values: Sequence[float | None], digits: int = 1, scale: float = 1.0) -> str:
     mean, sd = _mean_sd(values)
-    if mean is None:
+    if mean is None or sd is None:  # both or neither
         return "-"
     if len(values) == 1:
         return f"{mean * scale:.{digits}f}"
@@ -141,7 +149,8 @@ def _figure9(cells: dict) -> tuple[list[str], list[list], dict, dict]:
     methods = ("deepxplore", "random", "fgsm")
     models = list(cells[thresholds[0]]["figure9"]["methods"]["deepxplore"])
     headers = ["t", "inputs", *[f"{m} {method}" for m in models for method in methods]]
-    rows, curves = [], {method: {m: [] for m in models} for method in methods}
+    rows: list[list] = []
+    curves: dict[str, dict[str, list[float]]] = {method: {m: [] for m in models} for method in methods}
     for t in thresholds:
         fig = cells[t]["figure9"]
         row = [f"{t:g}", fig["inputs"]]

@@ -115,7 +115,8 @@ def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float
     lo, hi = bounds
     x = np.clip(inputs.reshape(len(inputs), -1), lo, hi)
     s = seeds.reshape(len(seeds), -1)
-    return x.std(axis=1) < 0.5 * s.std(axis=1)
+    flat: np.ndarray = x.std(axis=1) < 0.5 * s.std(axis=1)  # numpy types a reduction as Any
+    return flat
 
 
 def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
@@ -279,7 +280,7 @@ class XploreResult:
     @property
     def pooled_coverage(self) -> float:
         """``sum covered / sum neurons`` over the models."""
-        total = sum(c.total for c in self.coverage)
+        total = sum(c.total or 0 for c in self.coverage)  # neuron coverage: total is never None
         return sum(c.covered for c in self.coverage) / total if total else 0.0
 
     @property

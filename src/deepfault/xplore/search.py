@@ -283,6 +283,9 @@ def _frozen(models: Sequence[nn.Module]) -> Iterator[None]:
 class _Run:
     """The state of one search: models, coverage, draws and what was found."""
 
+    #: ``(N, n)`` every model's prediction on each seed; made by :func:`search` for its seeds.
+    seed_predictions: np.ndarray
+
     def __init__(self, models, names, output_kinds, config: XploreConfig, bounds, device,
                  chunk_size: int | None = None):
         self.models = list(models)
@@ -324,6 +327,7 @@ class _Run:
                 with capture(model, self.layers) as rec:
                     forward(model, sample)
                     rec.collect()
+                assert rec.layout is not None  # collect() sets it
                 out.append(rec.layout)
         return out
 
@@ -446,10 +450,11 @@ class _Run:
         keys = ("rows", "inputs", "seeds", "iteration", "predictions", "common_class", "target", "l1")
         if not self.found:
             n = len(self.models)
-            empty = {"rows": np.zeros(0, np.int64), "inputs": np.zeros((0, *shape), np.float32),
-                     "seeds": np.zeros((0, *shape), np.float32), "iteration": np.zeros(0, np.int64),
-                     "predictions": np.zeros((0, n), np.int64), "common_class": np.zeros(0, np.int64),
-                     "target": np.zeros(0, np.int64), "l1": np.zeros(0)}
+            empty: dict[str, np.ndarray] = {
+                "rows": np.zeros(0, np.int64), "inputs": np.zeros((0, *shape), np.float32),
+                "seeds": np.zeros((0, *shape), np.float32), "iteration": np.zeros(0, np.int64),
+                "predictions": np.zeros((0, n), np.int64), "common_class": np.zeros(0, np.int64),
+                "target": np.zeros(0, np.int64), "l1": np.zeros(0)}
             return FoundInputs(seed_index=np.zeros(0, np.int64), **empty)
         parts = {k: np.concatenate([f[k] for f in self.found]) for k in keys}
         order = np.argsort(parts["rows"], kind="stable")
@@ -532,7 +537,8 @@ def search(
     num_classes = check_models(models, x_all[:1], names)
     run = _Run(models, names, kinds, config, (lo, hi), device, chunk_size)
     draws = draw_randomness(len(x_all), len(models), config, run.constraint)
-    count = auto_threads(models, device) if threads == "auto" else threads
+    count = auto_threads(models, device) if threads == "auto" else \
+        None if threads is None else check_int("threads", threads, 1)
     with _frozen(models), _threads(count):
         layouts = run.layouts(x_all[:1].to(device))
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
