@@ -18,10 +18,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checks import check_int
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 
-__all__ = ["Batch", "iterate_batches", "predict", "activations", "check_batch_size"]
+__all__ = ["Batch", "iterate_batches", "predict", "activations"]
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,6 @@ class Batch:
     values: torch.Tensor | None = None
     layout: NeuronLayout | None = None
     labels: torch.Tensor | None = None
-
-
-def check_batch_size(batch_size) -> int:
-    """``batch_size`` as an ``int`` >= 1 (bools refused)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise DeepFaultError(f"batch_size must be an integer >= 1; got {batch_size!r}")
-    return int(batch_size)
 
 
 def iterate_batches(
@@ -84,7 +78,7 @@ def iterate_batches(
         One :class:`Batch` per slice, in order. Hooks are removed when the generator is
         exhausted or closed.
     """
-    batch_size = check_batch_size(batch_size)
+    batch_size = check_int("batch_size", batch_size)
     x = as_tensor(inputs)
     y = None
     if labels is not None:

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.capture import NeuronLayout
 from ..core.registry import Registry
@@ -145,12 +146,6 @@ def _threshold(t) -> float:
     if not np.isfinite(value):
         raise DeepFaultError(f"threshold must be a finite number; got {t!r}")
     return value
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise DeepFaultError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
 
 
 def _scale(value) -> float:
@@ -455,7 +450,7 @@ class KMultisectionCoverage(_ProfiledCriterion):
     name = "kmnc"
 
     def __init__(self, layout: NeuronLayout, *, profile: Profile | None = None, sections: int = 10):
-        self.sections = _positive_int("sections", sections)
+        self.sections = check_int("sections", sections)
         self.items_per_neuron = self.sections
         super().__init__(layout, profile)
 
@@ -594,7 +589,7 @@ class TopKNeuronCoverage(BitSetCriterion):
     name = "tknc"
 
     def __init__(self, layout: NeuronLayout, *, top_k: int = 1):
-        self.top_k = _positive_int("top_k", top_k)
+        self.top_k = check_int("top_k", top_k)
         super().__init__(layout)
 
     def params(self) -> dict:
@@ -623,7 +618,7 @@ class TopKPatternCoverage(Criterion):
     name = "tknp"
 
     def __init__(self, layout: NeuronLayout, *, top_k: int = 1):
-        self.top_k = _positive_int("top_k", top_k)
+        self.top_k = check_int("top_k", top_k)
         super().__init__(layout)
         self.add_state("patterns", set(), "union")
 

@@ -19,6 +19,7 @@ from torch import nn
 if TYPE_CHECKING:
     from ..models.prepare import PreparedModel
 
+from ..checks import check_int
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
 from ..errors import DeepFaultError
@@ -26,7 +27,6 @@ from .criteria import (
     CRITERIA,
     CoverageResult,
     Criterion,
-    _positive_int,
     _scale,
     _threshold,
     criterion_params,
@@ -87,8 +87,8 @@ def check_params(names, *, threshold=0.0, sections=10, top_k=1, scale=0.0, profi
             profiled criterion without a profile.
     """
     thresholds = _thresholds(threshold)
-    _positive_int("sections", sections)
-    _positive_int("top_k", top_k)
+    check_int("sections", sections)
+    check_int("top_k", top_k)
     _scale(scale)
     need = [n for n in names if n in PROFILED]
     if need and profile is None:

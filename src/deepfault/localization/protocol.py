@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from torch import nn
 
+from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_int
 from ..core.batches import predict
 from ..data import Dataset
-from ..errors import MAX_BATCH, MAX_REPEAT, MAX_SEED, DeepFaultError, check_int
+from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .evaluation import Evaluation, evaluate
 from .measures import check_star

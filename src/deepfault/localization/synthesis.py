@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
+from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
-from ..errors import MAX_ITERATIONS, DeepFaultError, check_bounds, check_int
+from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
@@ -58,7 +59,7 @@ def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, flo
                 "choose a value in the data's units, e.g. 0.1 for 0-1 pixels"
             )
     lo, hi = check_bounds(bounds)
-    iterations = check_int("iterations", iterations, maximum=MAX_ITERATIONS)
+    iterations = check_int("iterations", iterations, maximum=MAX_GRADIENT_ITERATIONS)
     return float(step), float(distance), lo, hi, iterations
 
 

@@ -15,7 +15,8 @@ from collections import OrderedDict
 
 from torch import nn
 
-from ..errors import DeepFaultError, check_int
+from ..checks import check_int
+from ..errors import DeepFaultError
 from .zoo import keras_init, register_architecture
 
 __all__ = ["LATENT_DIM", "dcgan_discriminator", "dcgan_generator"]
@@ -25,7 +26,7 @@ LATENT_DIM = 100
 
 
 def _check_image_size(image_size: int, *, multiple: int, minimum: int) -> int:
-    check_int("image_size", image_size, minimum)
+    check_int("image_size", image_size, minimum=minimum)
     if image_size % multiple:
         raise DeepFaultError(f"image_size must be a multiple of {multiple}; got {image_size}")
     return image_size

@@ -14,9 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..checks import check_int
 from ..core.capture import model_device
 from ..data import Dataset
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError
 from .io import ModelFile
 from .zoo import build_model
 
