@@ -24,7 +24,14 @@ class DeepFaultError(ValueError):
 
 
 def check_int(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
-    """Deprecated spelling of :func:`deepfault.checks.check_int` (positional bounds)."""
-    from .checks import check_int as _check_int
+    """Old spelling of :func:`deepfault.checks.check_int` (positional bounds), the same check and
+    message (a copy, since this module must not import :mod:`deepfault.checks`, which imports it).
+    """
+    import numbers
 
-    return _check_int(name, value, minimum=minimum, maximum=maximum)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
+        raise DeepFaultError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    if maximum is not None and int(value) > maximum:
+        raise DeepFaultError(f"{name} must be at most {maximum:,}; got {value!r}; larger cannot fit in "
+                             "memory or time")
+    return int(value)
