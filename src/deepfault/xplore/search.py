@@ -56,8 +56,6 @@ from .results import FoundInputs, TracePoint, XploreResult, measure_realism, sat
 
 __all__ = [
     "Draws",
-    "STRATEGY",
-    "Strategy",
     "RMS_EPS",
     "auto_threads",
     "check_models",
@@ -638,29 +636,3 @@ def xplore(
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size,
                   threads=threads)
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A generation strategy's entry for the generation registry.
-
-    Attributes:
-        name: Registry name.
-        description: One line for listings.
-        generate: ``generate(models, inputs, *, config, bounds, ...) -> result``.
-        config: The frozen dataclass of its parameters.
-    """
-
-    name: str
-    description: str
-    generate: object
-    config: type
-
-
-#: DeepXplore as a generation strategy (``GENERATORS.register(STRATEGY.name, STRATEGY)``).
-STRATEGY = Strategy(
-    name="deepxplore",
-    description="differential testing of two or more models by joint gradient ascent (Pei et al. 2017)",
-    generate=xplore,
-    config=XploreConfig,
-)
