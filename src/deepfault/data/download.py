@@ -229,7 +229,7 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> list
     Raises:
         DeepFaultError: ``name`` has no download source.
     """
-    from . import default_data_dir
+    from ._api import default_data_dir
 
     source = _source(name)
     root = default_data_dir(data_dir)
@@ -378,7 +378,7 @@ def download(
         DeepFaultError: ``name`` has no source, or a file could not be fetched intact from
             any mirror (nothing is left in its place), or the archive is unsafe or corrupt.
     """
-    from . import default_data_dir
+    from ._api import default_data_dir
 
     source = _source(name)
     root = default_data_dir(data_dir)

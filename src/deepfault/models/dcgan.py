@@ -17,7 +17,8 @@ from torch import nn
 
 from ..checks import check_int
 from ..errors import DeepFaultError
-from .zoo import keras_init, register_architecture
+from ._api import register_architecture
+from .zoo import keras_init
 
 __all__ = ["LATENT_DIM", "dcgan_discriminator", "dcgan_generator"]
 
