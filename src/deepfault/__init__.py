@@ -33,7 +33,8 @@ from .errors import DeepFaultError
 from .fuzz import regress
 from .localization.evaluation import Evaluation, evaluate
 from .localization.measures import get_measure, list_measures, register_measure, suspiciousness
-from .localization.protocol import RunConfig, RunResult, run_deepfault
+from .localization.config import RunConfig
+from .localization.protocol import RunResult, run_deepfault
 from .localization.selection import (
     Neuron,
     Selection,

@@ -52,7 +52,6 @@ Example:
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,6 +62,7 @@ from ..core.accumulator import Accumulator
 from ..core.capture import NeuronLayout
 from ..core.registry import Registry
 from ..errors import DeepFaultError
+from .results import CoverageResult, _label
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -86,51 +86,6 @@ __all__ = [
 
 #: Every coverage criterion, by name (``--criteria nc,kmnc,...``).
 CRITERIA: Registry[type[Criterion]] = Registry("coverage criterion")
-
-
-@dataclass(frozen=True)
-class CoverageResult:
-    """Coverage of everything folded into a criterion so far.
-
-    Attributes:
-        criterion: Registry name.
-        covered: Items covered (patterns seen, for TKNP).
-        total: Items in all (``None`` for TKNP, which counts patterns).
-        ratio: ``covered / total`` (``None`` for TKNP).
-        per_layer: ``{layer: (covered, total)}`` (for TKNP: distinct top-k sets of the layer,
-            total ``None``).
-        params: The criterion's parameters (threshold, sections, ...).
-    """
-
-    criterion: str
-    covered: int
-    total: int | None
-    ratio: float | None
-    per_layer: dict[str, tuple[int, int | None]] = field(default_factory=dict)
-    params: dict = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """``name`` and its parameters, for example ``nc(threshold=0.25)``."""
-        return _label(self.criterion, self.params)
-
-    def to_dict(self) -> dict:
-        return {
-            "criterion": self.criterion,
-            "label": self.label,
-            "covered": self.covered,
-            "total": self.total,
-            "ratio": self.ratio,
-            "per_layer": {k: {"covered": c, "total": t} for k, (c, t) in self.per_layer.items()},
-            "params": self.params,
-        }
-
-
-def _label(name: str, params: dict) -> str:
-    if not params:
-        return name
-    parts = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-    return f"{name}({', '.join(parts)})"
 
 
 # --------------------------------------------------------------------------- validation

@@ -25,8 +25,9 @@ from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError
 from ..experiment.executors import Executor, get_executor
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from .config import RunConfig
 from .measures import check_star
-from .protocol import CellSpec, RunConfig, run_group
+from .protocol import CellSpec, run_group
 from .results import METHOD, Cell, CellKey
 from .selection import get_approach, list_approaches
 from .spectrum import check_threshold
