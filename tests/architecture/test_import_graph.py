@@ -1,17 +1,23 @@
-"""The package's shape, checked: the engine imports no method, and no sub-package cycle.
+"""The package's shape, checked: the engine imports no method, a method imports only the
+methods the table in docs/architecture.md allows, no sub-package cycle, and no module-level
+import cycle between modules.
 
 Every ``import`` in ``src/deepfault`` is read with :mod:`ast` (those inside functions
-too, since a lazy import is still a dependency) and resolved to a top-level sub-package.
+too, since a lazy import is still a dependency) and resolved to a top-level sub-package;
+the module cycles are those of what runs on import (module level, without ``if
+TYPE_CHECKING:`` blocks).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import deepfault
 
 ROOT = Path(deepfault.__file__).parent
+DOC = ROOT.parents[1] / "docs" / "architecture.md"
 #: The shared engine: knows no method.
 ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance", "checks",
           "_signals"}
@@ -110,3 +116,96 @@ def test_the_method_list_is_the_only_place_that_names_every_method():
     # Nothing below the top imports every method package: only the list does.
     everything = {u for u, deps in _graph().items() if _methods() <= deps}
     assert everything <= {"methods", "__init__", "cli"}, everything
+
+
+# --- which method may import which (docs/architecture.md) ------------------------------------
+
+
+def _allowed() -> dict[str, set[str]]:
+    """``method -> the methods it may import``, from the page's table."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## Which method may import which", 1)[1].split("\n## ", 1)[0]
+    table: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        row = re.fullmatch(r"\| `(\w+)` \| (.+) \|", line.strip())
+        if row:
+            table[row.group(1)] = set(re.findall(r"`(\w+)`", row.group(2)))
+    return table
+
+
+def test_the_table_lists_every_method_package():
+    assert set(_allowed()) == _methods()
+
+
+def test_a_method_imports_only_the_methods_the_table_allows():
+    allowed, graph, methods = _allowed(), _graph(), _methods()
+    extra = {(m, d) for m in methods for d in graph.get(m, set()) & methods if d not in allowed[m]}
+    assert not extra, f"method imports the table in docs/architecture.md does not allow: {sorted(extra)}"
+
+
+def test_the_table_names_only_imports_that_exist():
+    allowed, graph = _allowed(), _graph()
+    stale = {(m, d) for m, deps in allowed.items() for d in deps if d not in graph.get(m, set())}
+    assert not stale, f"docs/architecture.md names method imports that are gone: {sorted(stale)}"
+
+
+# --- no module-level import cycle --------------------------------------------------------------
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports when it is imported."""
+    name = _module(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    body = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    nodes = [n for n in body if not isinstance(n, ast.If)]
+    nodes += [x for n in body if isinstance(n, ast.If) and "TYPE_CHECKING" not in ast.unparse(n.test)
+              for x in n.body]
+
+    def known(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name`` imports mod
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                       for a in node.names]
+        else:
+            continue
+        out.update(m for m in map(known, targets) if m is not None and m != name)
+    return out
+
+
+def test_no_module_imports_itself_through_others_at_import_time():
+    paths = {_module(p): p for p in ROOT.rglob("*.py")}
+    graph = {m: _top_level_imports(p, set(paths)) for m, p in paths.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, f"import cycles between modules: {cycles}"
