@@ -1,15 +1,16 @@
 """deepfault: test deep neural networks the way software is tested.
 
-Three methods on one engine (capture, batch loop, accumulators, registries, store):
+Five methods on one engine (capture, batch loop, accumulators, registries, store):
 
 - DeepFault (fault localisation and suspiciousness-guided synthesis)::
 
     data set -> model -> activations -> compute_spectrum -> suspiciousness / localize
              -> synthesize -> evaluate -> results (JSON / store)
 
-- coverage criteria (``measure_coverage``, ``compute_profile``, ``rank_inputs``) and
-  DeepXplore's differential testing (``xplore``);
-- DRFuzz's regression fuzzing of a model's new version (``regress``).
+- coverage criteria (``measure_coverage``, ``compute_profile``, ``rank_inputs``);
+- DeepXplore's differential testing (``xplore``);
+- DRFuzz's regression fuzzing of a model's new version (``regress``);
+- repair: fine-tuning a model on the failing inputs found (``repair``).
 
 See the README for worked examples.
 """
