@@ -108,7 +108,7 @@ def iterate_batches(
             if rec is not None:
                 values = rec.collect()
                 layout = rec.layout
-                if check:
+                if check and layout is not None:  # collect() has set it
                     check_finite(values, layout, start)
             yb = None if y is None else y[start : start + batch_size]
             if shown is not None:
@@ -145,6 +145,8 @@ def activations(
     layout, out = None, []
     for b in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
                              check=False):
+        if b.values is None or b.layout is None:  # cannot happen: neurons are captured by default
+            raise RuntimeError("iterate_batches returned no neuron values")
         check_finite(b.values, b.layout, b.start)
         layout = b.layout
         out.append(b.values.cpu())

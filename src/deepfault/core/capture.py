@@ -13,6 +13,7 @@ All hooks are registered and removed by :func:`capture`, in a ``finally`` block.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ class NeuronLayout:
 
     @classmethod
     def from_sizes(cls, names: Sequence[str], sizes: Sequence[int]) -> NeuronLayout:
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int) if sizes else []
+        offsets = list(itertools.accumulate(sizes, initial=0))[:-1]  # each layer's first column
         return cls(
             tuple(
                 Layer(n, int(s), int(o), d)

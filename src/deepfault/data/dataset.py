@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -60,7 +61,7 @@ class Dataset:
 
         if fits(have):
             return self
-        candidates = []
+        candidates: list[tuple[tuple[int, ...], Callable[[np.ndarray], np.ndarray]]] = []
         if len(have) == 3:
             c, h, w = have
             candidates += [((h, w, c), lambda x: x.transpose(0, 2, 3, 1))]

@@ -235,6 +235,7 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> list
     root = default_data_dir(data_dir)
     folder = _folder(source, root)
     out = []
+    md5: str | None
     for local in source.local:
         path, md5 = folder / local.name, local.md5
         if not path.is_file() and local.alt_name and (folder / local.alt_name).is_file():

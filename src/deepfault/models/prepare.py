@@ -100,6 +100,8 @@ class InputAdapter(nn.Module):
         layout: A key of :data:`LAYOUTS`.
     """
 
+    inner: nn.Module  # set in __init__, outside nn.Module's registries
+
     def __init__(self, module: nn.Module, layout: str):
         if layout not in LAYOUTS:
             raise ValueError(f"unknown input layout {layout!r}; known: {', '.join(LAYOUTS)}")
@@ -284,7 +286,7 @@ def _conversion(native: tuple, want: tuple, *, keras: bool, what: str) -> str | 
     """The :data:`LAYOUTS` key turning native inputs into ``want`` (``None``: they fit)."""
     if _fits(want, native):
         return None
-    candidates = []
+    candidates: list[tuple[tuple[int, ...], str]] = []
     flat = "flat"
     if len(native) == 3:
         c, h, w = native
