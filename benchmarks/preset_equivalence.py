@@ -54,8 +54,12 @@ def _run(data_dir: str, work: Path) -> dict:
     torch.set_num_threads(1)
     from deepfault.fuzz.preset import PresetConfig as FuzzConfig
     from deepfault.fuzz.preset import run_preset as run_fuzz
-    from deepfault.xplore.preset import PresetConfig as XConfig
     from deepfault.xplore.preset import run_preset as run_xplore
+
+    try:
+        from deepfault.xplore.preset import XplorePresetConfig as XConfig
+    except ImportError:  # the trees before the one PresetConfig meaning
+        from deepfault.xplore.preset import PresetConfig as XConfig
 
     try:
         from deepfault.localization.preset import GRIDS, run_experiment

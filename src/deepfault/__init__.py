@@ -1,15 +1,16 @@
 """deepfault: test deep neural networks the way software is tested.
 
-Three methods on one engine (capture, batch loop, accumulators, registries, store):
+Five methods on one engine (capture, batch loop, accumulators, registries, store):
 
 - DeepFault (fault localisation and suspiciousness-guided synthesis)::
 
     data set -> model -> activations -> compute_spectrum -> suspiciousness / localize
              -> synthesize -> evaluate -> results (JSON / store)
 
-- coverage criteria (``measure_coverage``, ``compute_profile``, ``rank_inputs``) and
-  DeepXplore's differential testing (``xplore``);
-- DRFuzz's regression fuzzing of a model's new version (``regress``).
+- coverage criteria (``measure_coverage``, ``compute_profile``, ``rank_inputs``);
+- DeepXplore's differential testing (``xplore``);
+- DRFuzz's regression fuzzing of a model's new version (``regress``);
+- repair: fine-tuning a model on the failing inputs found (``repair``).
 
 See the README for worked examples.
 """
@@ -18,7 +19,8 @@ from . import _signals as _signals  # noqa: I001  (first: guards the CLI's start
 from . import methods  # noqa: E402,F401,I001  (registers every method with the engine)
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
-from .core.inputs import correct_inputs, inputs_and_labels
+from .core.batches import correct_inputs
+from .core.inputs import inputs_and_labels
 from .coverage import (
     compute_profile,
     list_criteria,
@@ -33,7 +35,8 @@ from .errors import DeepFaultError
 from .fuzz import regress
 from .localization.evaluation import Evaluation, evaluate
 from .localization.measures import get_measure, list_measures, register_measure, suspiciousness
-from .localization.protocol import RunConfig, RunResult, run_deepfault
+from .localization.config import RunConfig
+from .localization.protocol import RunResult, run_deepfault
 from .localization.selection import (
     Neuron,
     Selection,

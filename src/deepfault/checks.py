@@ -16,29 +16,56 @@ import math
 import numbers
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .errors import DeepFaultError
 
 __all__ = [
-    "MAX_CLASSES", "MAX_EPOCHS", "MAX_ITERATIONS", "MAX_SECTIONS", "MAX_THREADS", "MAX_WORKERS", "MAX_SEED",
-    "error", "check_count", "check_number", "check_seed", "check_device", "available_devices",
+    "MAX_BATCH", "MAX_BLACKOUT_SIZE", "MAX_BUDGET_ITERATIONS", "MAX_BUDGET_SECONDS", "MAX_CLASSES",
+    "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
+    "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
+    "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "check_outputs", "check_output_dir", "check_report_dir", "check_name", "check_labels",
     "check_finite_outputs",
 ]
 
-#: Upper bounds: generous for any real use, finite for typos (each message names its bound).
+# --- limits -----------------------------------------------------------------------------------
+# Generous for any real use, finite for typos: ``--repeat 1000000000`` is an error, not a run
+# that never ends. Each has one value; every check and the CLI's bounds read them from here.
+
+#: Inputs per batch, per step or per run (batch sizes, seeds, top-k, inputs per class).
+MAX_BATCH = 1 << 24
+#: Side of xplore's blackout patches, in pixels.
+MAX_BLACKOUT_SIZE = 1 << 16
+#: Iterations of a fuzzing budget (``5000it``): one iteration is one selected input, cheap.
+MAX_BUDGET_ITERATIONS = 10**9
+#: Seconds of a fuzzing budget: a year.
+MAX_BUDGET_SECONDS = 365 * 86400
+#: Classes of a data set's labels.
 MAX_CLASSES = 100_000
+#: Training and fine-tuning passes over a data set.
 MAX_EPOCHS = 100_000
-MAX_ITERATIONS = 100_000
+#: Gradient steps per input (DeepFault's synthesis, DeepXplore's search): each one a
+#: forward and backward pass, so far fewer than a fuzzing budget's iterations.
+MAX_GRADIENT_ITERATIONS = 100_000
+#: Images in an image grid.
+MAX_GRID = 10_000
+#: Learning rates (Adam's; larger ones only diverge).
+MAX_LEARNING_RATE = 10.0
+#: Repetitions of a run.
+MAX_REPEAT = 10_000
+#: Sections of KMNC (and DeepHunter's k).
 MAX_SECTIONS = 100_000
-MAX_THREADS = 1024
-MAX_WORKERS = 1024
+#: Random seeds are 64-bit integers.
 MAX_SEED = 2**63 - 1
+#: PyTorch CPU threads.
+MAX_THREADS = 1024
+#: Worker processes of an executor.
+MAX_WORKERS = 1024
 
 
-def error(param: str, expected: str, received, fix: str = "") -> DeepFaultError:
+def error(param: str, expected: str, received: object, fix: str = "") -> DeepFaultError:
     """The one message shape: ``PARAM must be EXPECTED; got RECEIVED[; FIX]``."""
     shown = received if isinstance(received, str) and received.startswith("<") else repr(received)
     return DeepFaultError(f"{param} must be {expected}; got {shown}" + (f"; {fix}" if fix else ""))
@@ -47,18 +74,35 @@ def error(param: str, expected: str, received, fix: str = "") -> DeepFaultError:
 # --- numbers ----------------------------------------------------------------------------------
 
 
-def check_count(param: str, value, *, minimum: int = 1, maximum: int | None = None, fix: str = "") -> int:
-    """``value`` as an ``int`` in ``[minimum, maximum]`` (bools are no counts)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+def check_int(param: str, value: object, *, minimum: int = 1, maximum: int | None = None,
+              fix: str = "") -> int:
+    """``value`` as an ``int`` when it is an integer in ``[minimum, maximum]`` (bools are not).
+
+    ``maximum`` bounds counts that drive loops or allocations (iterations, repetitions,
+    batch sizes; the ``MAX_*`` limits above).
+
+    Raises:
+        DeepFaultError: ``PARAM must be an integer >= MINIMUM; got VALUE`` or
+            ``PARAM must be at most MAXIMUM; got VALUE; FIX``.
+
+    Example:
+        >>> check_int("repeat", 3, maximum=MAX_REPEAT)
+        3
+        >>> check_int("k", 0)
+        Traceback (most recent call last):
+        ...
+        deepfault.errors.DeepFaultError: k must be an integer >= 1; got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
         raise error(param, f"an integer >= {minimum}", value, fix)
-    if maximum is not None and value > maximum:
+    if maximum is not None and int(value) > maximum:
         raise error(param, f"at most {maximum:,}", value, fix or "larger cannot fit in memory or time")
     return int(value)
 
 
-def check_seed(param: str, value) -> int:
+def check_seed(param: str, value: object) -> int:
     """``value`` as a random seed: an ``int`` in ``[0, MAX_SEED]``."""
-    return check_count(param, value, minimum=0, maximum=MAX_SEED, fix="seeds are 64-bit integers")
+    return check_int(param, value, minimum=0, maximum=MAX_SEED, fix="seeds are 64-bit integers")
 
 
 def check_number(param: str, value, *, minimum: float | None = None, maximum: float | None = None,
@@ -73,6 +117,21 @@ def check_number(param: str, value, *, minimum: float | None = None, maximum: fl
         hi = "" if maximum is None else f"<= {maximum:g}"
         raise error(param, f"a number {' and '.join(p for p in (lo, hi) if p)}", value)
     return value
+
+
+def check_bounds(bounds: Iterable[float], name: str = "bounds") -> tuple[float, float]:
+    """``bounds`` as ``(lo, hi)`` floats with ``lo < hi``.
+
+    Raises:
+        DeepFaultError: Not a pair of numbers, or not ``lo < hi``.
+    """
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise error(name, "a pair (lo, hi)", bounds) from None
+    if not lo < hi:
+        raise error(name, "a pair with lo < hi", (lo, hi))
+    return lo, hi
 
 
 # --- devices ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def provenance(device: torch.device | str | None = None, *, argv: list[str] | No
     from ._version import __version__
 
     device = torch.device(device) if device is not None else torch.device("cpu")
-    info = {
+    info: dict[str, str | list[str]] = {
         "deepfault": __version__,
         "torch": torch.__version__,
         "numpy": np.__version__,

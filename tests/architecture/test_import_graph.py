@@ -1,17 +1,22 @@
-"""The package's shape, checked: the engine imports no method, no sub-package cycle, no module cycle.
+"""The package's shape, checked: the engine imports no method, a method imports only the
+methods the table in docs/architecture.md allows, no sub-package cycle, and no cycle
+between any two modules (lazy imports included).
 
 Every ``import`` in ``src/deepfault`` is read with :mod:`ast` (those inside functions
-too, since a lazy import is still a dependency) and resolved to a top-level sub-package.
+too, since a lazy import is still a dependency) and resolved to a top-level sub-package or
+to a module; only imports under ``if TYPE_CHECKING:`` are left out (they never run).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import deepfault
 
 ROOT = Path(deepfault.__file__).parent
+DOC = ROOT.parents[1] / "docs" / "architecture.md"
 #: The shared engine: knows no method.
 ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance", "checks",
           "_signals"}
@@ -112,18 +117,38 @@ def test_the_method_list_is_the_only_place_that_names_every_method():
     assert everything <= {"methods", "__init__", "cli"}, everything
 
 
+# --- which method may import which (docs/architecture.md) ------------------------------------
+
+
+def _allowed() -> dict[str, set[str]]:
+    """``method -> the methods it may import``, from the page's table."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## Which method may import which", 1)[1].split("\n## ", 1)[0]
+    table: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        row = re.fullmatch(r"\| `(\w+)` \| (.+) \|", line.strip())
+        if row:
+            table[row.group(1)] = set(re.findall(r"`(\w+)`", row.group(2)))
+    return table
+
+
+def test_the_table_lists_every_method_package():
+    assert set(_allowed()) == _methods()
+
+
+def test_a_method_imports_only_the_methods_the_table_allows():
+    allowed, graph, methods = _allowed(), _graph(), _methods()
+    extra = {(m, d) for m in methods for d in graph.get(m, set()) & methods if d not in allowed[m]}
+    assert not extra, f"method imports the table in docs/architecture.md does not allow: {sorted(extra)}"
+
+
+def test_the_table_names_only_imports_that_exist():
+    allowed, graph = _allowed(), _graph()
+    stale = {(m, d) for m, deps in allowed.items() for d in deps if d not in graph.get(m, set())}
+    assert not stale, f"docs/architecture.md names method imports that are gone: {sorted(stale)}"
+
+
 # --- cycles between modules ------------------------------------------------------------------
-
-#: Module cycles found when this check was written, outside fuzz/, left to their packages'
-#: owners (issue 25 names the zoo <-> dcgan and data-registry ones). Each must still be a
-#: cycle (remove it here once it is broken), and no other may appear.
-KNOWN_MODULE_CYCLES = [
-    {"deepfault.core.batches", "deepfault.core.capture", "deepfault.core.inputs"},
-    {"deepfault.models.dcgan", "deepfault.models.zoo"},
-    {"deepfault.data", "deepfault.data.cifar", "deepfault.data.digits", "deepfault.data.download",
-     "deepfault.data.mnist", "deepfault.data.npz", "deepfault.data.svhn"},
-]
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
@@ -203,10 +228,7 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
 
 def test_no_cycle_between_modules():
     groups = _strongly_connected(_module_graph())
-    new = [sorted(g) for g in groups if g not in KNOWN_MODULE_CYCLES]
-    assert not new, f"modules that import each other (directly or through others): {new}"
-    gone = [sorted(g) for g in KNOWN_MODULE_CYCLES if g not in groups]
-    assert not gone, f"these cycles are broken now: remove them from KNOWN_MODULE_CYCLES: {gone}"
+    assert not groups, f"modules that import each other (directly or through others): {groups}"
 
 
 def test_the_module_cycle_check_finds_a_planted_cycle():

@@ -57,8 +57,8 @@ def test_every_extension_point_is_a_registry():
     from deepfault.fuzz.campaign.strategies import STRATEGIES
     from deepfault.localization.measures import MEASURES
     from deepfault.localization.selection import APPROACHES
+    from deepfault.models._api import ARCHITECTURES
     from deepfault.models.load import MODEL_FORMATS
-    from deepfault.models.zoo import ARCHITECTURES
 
     for reg in (CRITERIA, DATASETS, EXECUTORS, METHODS, PRESETS, STRATEGIES, MEASURES, APPROACHES,
                 MODEL_FORMATS, ARCHITECTURES):

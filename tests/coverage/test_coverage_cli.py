@@ -91,7 +91,7 @@ def test_deepxplore_layers_and_an_npz_split(tmp_path, capsys, digits_model):
 
 BAD = [
     (["--criteria", "nc,bogus"], "unknown coverage criterion 'bogus'; known: kmnc, nac, nbc"),
-    (["--criteria", "tknc", "--top-k", "0"], "top_k must be an integer >= 1; got 0"),
+    (["--criteria", "tknc", "--top-k", "0"], "--top-k must be an integer >= 1; got 0"),
     (["--criteria", "kmnc", "--sections", "0", "--profile", "PROFILE"],
      "sections must be an integer >= 1; got 0"),
     (["--threshold", "0,abc"],

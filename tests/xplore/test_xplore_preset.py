@@ -8,10 +8,10 @@ from deepfault.data import Dataset
 from deepfault.experiment.presets import get_preset
 from deepfault.experiment.store import ResultStore
 from deepfault.models import ModelFile, build_model, save_model
-from deepfault.xplore.preset import PRESET_NAME, DeepXploreMnist, PresetConfig, run_preset
+from deepfault.xplore.preset import PRESET_NAME, DeepXploreMnist, XplorePresetConfig, run_preset
 from deepfault.xplore.report import render_report
 
-TINY = PresetConfig(seeds=12, repeats=1, iterations=3, figure9_inputs=4, figure9_seeds=12,
+TINY = XplorePresetConfig(seeds=12, repeats=1, iterations=3, figure9_inputs=4, figure9_seeds=12,
                     thresholds=(0.0, 0.5))
 
 

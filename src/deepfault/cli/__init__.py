@@ -43,6 +43,9 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        # A bounded argument type's "argument -k: must be ..." reads as every other check's
+        # "-k must be ...; got ..." (deepfault.checks' one message shape).
+        message = re.sub(r"^argument (\S+): must be ", r"\1 must be ", message)
         self.exit(2, f"deepfault: error: {message} (see '{self.prog} --help')\n")
 
 

@@ -4,27 +4,124 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..errors import DeepFaultError
 
 log = logging.getLogger("deepfault")
 
 
-def positive_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+# --------------------------------------------------------------------------- argument types
+# Each type refuses what is out of its range while parsing, with the checks' one message shape
+# (``must be EXPECTED; got VALUE``; the parser puts the option's name in front). Upper bounds
+# (the ``MAX_*`` limits of :mod:`deepfault.checks`) are checked right after parsing, by
+# :mod:`._preflight`, before any work.
+
+
+@dataclass(frozen=True)
+class BoundedInt:
+    """An argparse type: an integer in ``[minimum, maximum]``.
+
+    Example:
+        >>> BoundedInt(1)("3")
+        3
+        >>> BoundedInt(1)("-5")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be an integer >= 1; got -5
+    """
+
+    minimum: int
+    maximum: int | None = None
+
+    @property
+    def expected(self) -> str:
+        if self.maximum is None:
+            return f"an integer >= {self.minimum}"
+        return f"an integer from {self.minimum} to {self.maximum:,}"
+
+    def __call__(self, text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {text!r}") from None
+        if value < self.minimum or (self.maximum is not None and value > self.maximum):
+            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {value}")
+        return value
+
+
+@dataclass(frozen=True)
+class BoundedNumber:
+    """An argparse type: a finite number in ``[minimum, maximum]`` (an end left out by
+    ``exclude_minimum`` / ``exclude_maximum``; ``None``: unbounded).
+
+    Example:
+        >>> BoundedNumber(0, 1, exclude_maximum=True)("0.25")
+        0.25
+        >>> BoundedNumber(0, 1, exclude_maximum=True)("1")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be a number >= 0 and < 1; got 1.0
+    """
+
+    minimum: float | None = None
+    maximum: float | None = None
+    exclude_minimum: bool = False
+    exclude_maximum: bool = False
+
+    @property
+    def expected(self) -> str:
+        parts = []
+        if self.minimum is not None:
+            parts.append(f"{'>' if self.exclude_minimum else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            parts.append(f"{'<' if self.exclude_maximum else '<='} {self.maximum:g}")
+        return "a number " + " and ".join(parts) if parts else "a finite number"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number; got {text!r}")
+        lo, hi = self.minimum, self.maximum
+        low_ok = lo is None or (value > lo if self.exclude_minimum else value >= lo)
+        high_ok = hi is None or (value < hi if self.exclude_maximum else value <= hi)
+        if not (low_ok and high_ok):
+            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {value!r}")
+        return value
+
+
+#: Counts: 1, 2, ...
+positive_int = BoundedInt(1)
+#: Indices and offsets: 0, 1, ...
+non_negative_int = BoundedInt(0)
+#: Any finite number.
+number = BoundedNumber()
+#: Rates and sizes: > 0.
+positive_number = BoundedNumber(0.0, exclude_minimum=True)
+#: Tolerances: >= 0.
+non_negative_number = BoundedNumber(0)
+#: A share held out: [0, 1).
+fraction = BoundedNumber(0, 1, exclude_maximum=True)
+#: A share of a range that must move something: (0, 1].
+positive_share = BoundedNumber(0, 1, exclude_minimum=True)
 
 
 def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated integers, e.g. ``20,50``."""
+    """Comma-separated counts (integers >= 1), e.g. ``20,50``."""
     try:
-        return tuple(int(v) for v in text.split(","))
+        values = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers such as 20,50; got {text!r}") from None
+    bad = next((v for v in values if v < 1), None)
+    if bad is not None:
+        raise argparse.ArgumentTypeError(f"must be integers >= 1; got {bad} in {text!r}")
+    return values
 
 
 def seed_int(text: str) -> int:
@@ -39,31 +136,31 @@ def seed_int(text: str) -> int:
 
 
 def threads_value(text: str) -> int | str:
-    """``--threads``: ``auto`` or an integer (its bounds are checked with every other count's)."""
+    """``--threads``: ``auto`` or a number of threads >= 1 (its maximum is checked with every
+    other count's).
+    """
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected 'auto' or a number of threads; got {text!r}") from None
-
-
-def number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    return positive_int(str(value))
 
 
 def class_list(text: str) -> tuple[int, ...] | None:
     if text.strip().lower() == "all":
         return None
     try:
-        return tuple(int(part) for part in text.split(","))
+        values = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a class index, a comma-separated list, or 'all'; got {text!r}"
         ) from None
+    bad = next((v for v in values if v < 0), None)
+    if bad is not None:
+        raise argparse.ArgumentTypeError(f"must be class indices >= 0 (or 'all'); got {bad}")
+    return values
 
 
 def names(text: str) -> tuple[str, ...]:

@@ -16,20 +16,19 @@ import os
 from pathlib import Path
 
 from .. import checks as c
-from ..errors import MAX_BATCH, MAX_REPEAT
 
 #: Bounds of integer options, by ``dest``: (minimum, maximum).
 BOUNDS = {
-    "threads": (1, c.MAX_THREADS), "seed": (0, c.MAX_SEED), "iterations": (1, c.MAX_ITERATIONS),
+    "threads": (1, c.MAX_THREADS), "seed": (0, c.MAX_SEED), "iterations": (1, c.MAX_GRADIENT_ITERATIONS),
     "epochs": (1, c.MAX_EPOCHS), "sections": (1, c.MAX_SECTIONS), "workers": (1, c.MAX_WORKERS),
-    "grid": (1, 10_000), "batch_size": (1, MAX_BATCH), "inputs_per_step": (1, MAX_BATCH),
-    "chunk_size": (1, MAX_BATCH),
-    "seeds": (1, MAX_BATCH), "max_seeds": (1, MAX_BATCH), "top_k": (1, MAX_BATCH),
-    "blackout_size": (1, 1 << 16),
-    "images_per_epoch": (1, MAX_BATCH), "repeat": (1, MAX_REPEAT), "num_inputs": (1, MAX_BATCH),
+    "grid": (1, c.MAX_GRID), "batch_size": (1, c.MAX_BATCH), "inputs_per_step": (1, c.MAX_BATCH),
+    "chunk_size": (1, c.MAX_BATCH),
+    "seeds": (1, c.MAX_BATCH), "max_seeds": (1, c.MAX_BATCH), "top_k": (1, c.MAX_BATCH),
+    "blackout_size": (1, c.MAX_BLACKOUT_SIZE),
+    "images_per_epoch": (1, c.MAX_BATCH), "repeat": (1, c.MAX_REPEAT), "num_inputs": (1, c.MAX_BATCH),
 }
 #: Bounds of real-valued options, by ``dest``: (exclusive minimum, maximum).
-FLOAT_BOUNDS = {"lr": (0.0, 10.0)}
+FLOAT_BOUNDS = {"lr": (0.0, c.MAX_LEARNING_RATE)}
 #: Options whose command checks no lower bound itself (the others keep their own messages).
 NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
                   "max_seeds", "sections", "epochs", "iterations", "inputs_per_step"}
@@ -64,7 +63,7 @@ def check(parser: argparse.ArgumentParser, args) -> None:
             c.check_seed(option, value)
         elif dest in BOUNDS and value is not None and not isinstance(value, (bool, str)):  # "auto"
             lo, hi = BOUNDS[dest]
-            c.check_count(option, value, minimum=lo if dest in NO_OWN_MINIMUM else -(2**63), maximum=hi)
+            c.check_int(option, value, minimum=lo if dest in NO_OWN_MINIMUM else -(2**63), maximum=hi)
         elif isinstance(value, float) and not math.isfinite(value):
             raise c.error(option, "a finite number", _typed(args, option, value))
         elif dest in FLOAT_BOUNDS and isinstance(value, float):

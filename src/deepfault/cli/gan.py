@@ -16,8 +16,8 @@ from ._common import (
     add_threads,
     apply_threads,
     device_from,
-    number,
     positive_int,
+    positive_number,
 )
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -55,7 +55,8 @@ def add_parser(sub) -> None:
                        help="training images per pass, a fresh random subset each time, or 'all'")
     train.add_argument("--batch-size", type=positive_int, default=GanConfig.batch_size,
                        help="real images per step")
-    train.add_argument("--lr", type=number, default=GanConfig.lr, help="Adam learning rate (beta1 0.5)")
+    train.add_argument("--lr", type=positive_number, default=GanConfig.lr,
+                       help="Adam learning rate (beta1 0.5)")
     add_seed(train, "seed of the weights, subsets, shuffling and noise", default=GanConfig.seed)
     add_device(train)
     add_threads(train)

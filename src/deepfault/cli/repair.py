@@ -15,9 +15,13 @@ from ._common import (
     apply_threads,
     device_from,
     fmt,
+    fraction,
     names,
+    non_negative_number,
     number,
     positive_int,
+    positive_number,
+    positive_share,
     table,
 )
 
@@ -95,7 +99,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--holdout",
-        type=number,
+        type=fraction,
         default=d.holdout,
         help="share of every file's seeds held out for evaluation",
     )
@@ -107,12 +111,12 @@ def add_parser(sub) -> None:
         help="training inputs mixed in per found input, or 'all' for the whole training split",
     )
     p.add_argument("--epochs", type=positive_int, default=d.epochs, help="fine-tuning epochs")
-    p.add_argument("--lr", type=number, default=d.lr, help="Adam's learning rate (constant)")
+    p.add_argument("--lr", type=positive_number, default=d.lr, help="Adam's learning rate (constant)")
     p.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="inputs per step")
     add_seed(p, "seed of the split, the mixed-in and random inputs and the shuffling", default=d.seed)
     p.add_argument(
         "--max-drop",
-        type=number,
+        type=non_negative_number,
         default=d.max_drop,
         metavar="POINTS",
         help="flag a repair that loses more test accuracy than this (percentage points)",
@@ -136,7 +140,8 @@ def add_parser(sub) -> None:
         metavar="B1,B2",
         help=f"baselines ({', '.join(BASELINES)}) or 'none' (default: all)",
     )
-    p.add_argument("--eps", type=number, default=d.eps, help="FGSM/BIM radius as a share of the pixel range")
+    p.add_argument("--eps", type=positive_share, default=d.eps,
+                   help="FGSM/BIM radius as a share of the pixel range")
     p.add_argument("--bim-steps", type=positive_int, default=d.bim_steps, help="BIM iterations")
     add_device(p)
     add_threads(p)

@@ -51,8 +51,8 @@ def add_parser(sub) -> None:
 
 
 def _cmd_scenario(args) -> int:
+    from ..checks import check_int
     from ..data import load_dataset
-    from ..errors import check_int
     from ..fuzz.pairs.scenarios import list_scenarios, make_scenario
 
     check_int("--epochs", args.epochs)

@@ -14,8 +14,9 @@ from ._common import (
     add_threads,
     apply_threads,
     device_from,
-    number,
+    fraction,
     positive_int,
+    positive_number,
 )
 
 
@@ -40,10 +41,10 @@ def add_parser(sub) -> None:
     add_data_dir(train)
     train.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
     train.add_argument("--batch-size", type=positive_int, default=32, help="inputs per step")
-    train.add_argument("--lr", type=number, default=1e-3, help="Adam learning rate")
+    train.add_argument("--lr", type=positive_number, default=1e-3, help="Adam learning rate")
     train.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
                        help="learning-rate schedule; 'constant' is exactly the prototype's recipe")
-    train.add_argument("--val-fraction", type=number, default=1 / 6,
+    train.add_argument("--val-fraction", type=fraction, default=1 / 6,
                        help="share of the training set held out for validation (default: 1/6)")
     add_seed(train, "seed of the weights, the split and the shuffling")
     train.add_argument("--scale01", action="store_true",

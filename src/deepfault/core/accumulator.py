@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,7 +28,7 @@ def _union(a: set, b: set) -> set:
 
 
 #: How two partial states combine.
-REDUCTIONS = {
+REDUCTIONS: dict[str, Callable[[Any, Any], Any]] = {
     "sum": lambda a, b: a + b,
     "max": torch.maximum,
     "min": torch.minimum,

@@ -18,10 +18,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checks import check_int
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
+from .inputs import inputs_and_labels
 
-__all__ = ["Batch", "iterate_batches", "predict", "activations", "check_batch_size"]
+__all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
 
 
 @dataclass(frozen=True)
@@ -44,13 +46,6 @@ class Batch:
     values: torch.Tensor | None = None
     layout: NeuronLayout | None = None
     labels: torch.Tensor | None = None
-
-
-def check_batch_size(batch_size) -> int:
-    """``batch_size`` as an ``int`` >= 1 (bools refused)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise DeepFaultError(f"batch_size must be an integer >= 1; got {batch_size!r}")
-    return int(batch_size)
 
 
 def iterate_batches(
@@ -84,7 +79,7 @@ def iterate_batches(
         One :class:`Batch` per slice, in order. Hooks are removed when the generator is
         exhausted or closed.
     """
-    batch_size = check_batch_size(batch_size)
+    batch_size = check_int("batch_size", batch_size)
     x = as_tensor(inputs)
     y = None
     if labels is not None:
@@ -114,7 +109,7 @@ def iterate_batches(
             if rec is not None:
                 values = rec.collect()
                 layout = rec.layout
-                if check:
+                if check and layout is not None:  # collect() has set it
                     check_finite(values, layout, start)
             yb = None if y is None else y[start : start + batch_size]
             if shown is not None:
@@ -151,9 +146,57 @@ def activations(
     layout, out = None, []
     for b in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
                              check=False):
+        if b.values is None or b.layout is None:  # cannot happen: neurons are captured by default
+            raise RuntimeError("iterate_batches returned no neuron values")
         check_finite(b.values, b.layout, b.start)
         layout = b.layout
         out.append(b.values.cpu())
     if layout is None:  # no inputs: one empty pass to learn nothing is not possible; say so
         raise DeepFaultError("no inputs: the input set is empty")
     return layout, torch.cat(out)
+
+
+def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = None,
+                   batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """The inputs the model classifies correctly (of class ``cls`` only, when given).
+
+    Args:
+        model: The network (a module or a prepared model).
+        data: The inputs, in any form :func:`inputs_and_labels` takes.
+        labels: Labels for an array or tensor ``data``, as in :func:`inputs_and_labels`;
+            required unless ``data`` carries its own.
+        cls: Keep only this class.
+        batch_size: Inputs per forward pass.
+
+    Returns:
+        ``(inputs, labels, index)``: the selected inputs, their labels and their positions in
+        ``data``.
+
+    Raises:
+        DeepFaultError: No labels, or ``cls`` outside the model's outputs.
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> model = nn.Linear(2, 2)
+        >>> with torch.no_grad():
+        ...     _ = model.weight.copy_(torch.eye(2)); _ = model.bias.zero_()
+        >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+        >>> _, _, index = correct_inputs(model, x, torch.tensor([0, 0, 0]), cls=0)
+        >>> index.tolist()
+        [0, 2]
+    """
+    module = getattr(model, "module", model)
+    x, y = inputs_and_labels(data, labels)
+    if y is None:
+        raise DeepFaultError("correct_inputs needs labels: pass labels=..., or data that carries them")
+    predicted = predict(module, x, batch_size=batch_size).argmax(1)
+    if cls is not None:
+        classes = int(predict(module, x[:1]).shape[1])
+        if isinstance(cls, bool) or not 0 <= int(cls) < classes:
+            raise DeepFaultError(f"cls must be a class of the model (0..{classes - 1}); got {cls!r}")
+    keep = predicted.cpu() == y.cpu()
+    if cls is not None:
+        keep &= y.cpu() == int(cls)
+    index = np.flatnonzero(keep.numpy())
+    return x[index], y[index], index

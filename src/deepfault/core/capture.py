@@ -13,6 +13,7 @@ All hooks are registered and removed by :func:`capture`, in a ``finally`` block.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from ..errors import DeepFaultError
+from .inputs import inputs_and_labels, is_torch_data
 
 __all__ = [
     "Layer",
@@ -70,7 +72,7 @@ class NeuronLayout:
 
     @classmethod
     def from_sizes(cls, names: Sequence[str], sizes: Sequence[int]) -> NeuronLayout:
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int) if sizes else []
+        offsets = list(itertools.accumulate(sizes, initial=0))[:-1]  # each layer's first column
         return cls(
             tuple(
                 Layer(n, int(s), int(o), d)
@@ -149,8 +151,6 @@ def as_tensor(inputs, *, name: str = "inputs") -> torch.Tensor:
     A ``torch.utils.data`` data set or loader gives its inputs
     (:func:`~deepfault.core.inputs.inputs_and_labels`).
     """
-    from .inputs import inputs_and_labels, is_torch_data
-
     if is_torch_data(inputs):
         inputs = inputs_and_labels(inputs)[0]
     x = torch.as_tensor(np.asarray(inputs) if not isinstance(inputs, torch.Tensor) else inputs)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
 from torch.utils.data import DataLoader
 from torch.utils.data import Dataset as TorchDataset
 
 from ..errors import DeepFaultError
 
-__all__ = ["inputs_and_labels", "correct_inputs", "is_torch_data", "unpack"]
+__all__ = ["inputs_and_labels", "is_torch_data", "unpack"]
 
 #: Items read per step when a map-style data set is stacked.
 _STACK_BATCH = 512
@@ -110,51 +109,3 @@ def unpack(data, labels=None):
         return data, labels
     x, carried = inputs_and_labels(data)
     return x, carried if labels is None else labels
-
-
-def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = None,
-                   batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-    """The inputs the model classifies correctly (of class ``cls`` only, when given).
-
-    Args:
-        model: The network (a module or a prepared model).
-        data: The inputs, in any form :func:`inputs_and_labels` takes.
-        labels: Labels for an array or tensor ``data``, as in :func:`inputs_and_labels`;
-            required unless ``data`` carries its own.
-        cls: Keep only this class.
-        batch_size: Inputs per forward pass.
-
-    Returns:
-        ``(inputs, labels, index)``: the selected inputs, their labels and their positions in
-        ``data``.
-
-    Raises:
-        DeepFaultError: No labels, or ``cls`` outside the model's outputs.
-
-    Example:
-        >>> import torch
-        >>> from torch import nn
-        >>> model = nn.Linear(2, 2)
-        >>> with torch.no_grad():
-        ...     _ = model.weight.copy_(torch.eye(2)); _ = model.bias.zero_()
-        >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
-        >>> _, _, index = correct_inputs(model, x, torch.tensor([0, 0, 0]), cls=0)
-        >>> index.tolist()
-        [0, 2]
-    """
-    from .batches import predict
-
-    module = getattr(model, "module", model)
-    x, y = inputs_and_labels(data, labels)
-    if y is None:
-        raise DeepFaultError("correct_inputs needs labels: pass labels=..., or data that carries them")
-    predicted = predict(module, x, batch_size=batch_size).argmax(1)
-    if cls is not None:
-        classes = int(predict(module, x[:1]).shape[1])
-        if isinstance(cls, bool) or not 0 <= int(cls) < classes:
-            raise DeepFaultError(f"cls must be a class of the model (0..{classes - 1}); got {cls!r}")
-    keep = predicted.cpu() == y.cpu()
-    if cls is not None:
-        keep &= y.cpu() == int(cls)
-    index = np.flatnonzero(keep.numpy())
-    return x[index], y[index], index

@@ -10,7 +10,7 @@ a decorator adds an entry, a duplicate name is refused, and an unknown name rais
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 from ..errors import DeepFaultError
 
@@ -47,6 +47,12 @@ class Registry(Generic[T]):
         self.kind = kind
         self._entries: dict[str, T] = {}
         self._listing = listing
+
+    @overload
+    def register(self, name: str, entry: None = None) -> Callable[[T], T]: ...
+
+    @overload
+    def register(self, name: str, entry: T) -> T: ...
 
     def register(self, name: str, entry: T | None = None) -> Callable[[T], T] | T:
         """Add ``entry`` under ``name``; without ``entry``, return a decorator that does.

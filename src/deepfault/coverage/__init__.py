@@ -5,6 +5,9 @@
 - :mod:`.profile`: each neuron's range on the training data, streamed, saved as ``.npz``.
 - :mod:`.measure`: :func:`measure_coverage`, coverage of a set of inputs in one pass.
 - :mod:`.rank`: :func:`rank_inputs`, test prioritisation by additional coverage, with APFD.
+- :mod:`.results`: :class:`CoverageResult`, :class:`CoverageReport`, :class:`Ranking` and
+  :class:`RankReport`, the frozen results of the above.
+- :mod:`.report`: the HTML page of one ``coverage measure --report DIR``.
 - :mod:`.figures`: coverage-versus-threshold, per-layer and growth plots (matplotlib).
 - :mod:`.reference`: the criteria as naive per-input, per-neuron loops (for checks).
 """
@@ -13,7 +16,6 @@ from ..experiment.method import Method
 from .criteria import (
     CRITERIA,
     BitSetCriterion,
-    CoverageResult,
     Criterion,
     KMultisectionCoverage,
     NeuronActivationCoverage,
@@ -26,9 +28,10 @@ from .criteria import (
     list_criteria,
     make_criterion,
 )
-from .measure import CoverageReport, build_criteria, measure_coverage
+from .measure import build_criteria, measure_coverage
 from .profile import Profile, ProfileAccumulator, compute_profile, load_profile, model_hash
-from .rank import Ranking, RankReport, apfd, prioritize, rank_inputs
+from .rank import apfd, prioritize, rank_inputs
+from .results import CoverageReport, CoverageResult, Ranking, RankReport
 
 __all__ = [
     "METHOD",

@@ -52,17 +52,18 @@ Example:
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
+from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.capture import NeuronLayout
 from ..core.registry import Registry
 from ..errors import DeepFaultError
+from .results import CoverageResult, _label
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -88,51 +89,6 @@ __all__ = [
 CRITERIA: Registry[type[Criterion]] = Registry("coverage criterion")
 
 
-@dataclass(frozen=True)
-class CoverageResult:
-    """Coverage of everything folded into a criterion so far.
-
-    Attributes:
-        criterion: Registry name.
-        covered: Items covered (patterns seen, for TKNP).
-        total: Items in all (``None`` for TKNP, which counts patterns).
-        ratio: ``covered / total`` (``None`` for TKNP).
-        per_layer: ``{layer: (covered, total)}`` (for TKNP: distinct top-k sets of the layer,
-            total ``None``).
-        params: The criterion's parameters (threshold, sections, ...).
-    """
-
-    criterion: str
-    covered: int
-    total: int | None
-    ratio: float | None
-    per_layer: dict[str, tuple[int, int | None]] = field(default_factory=dict)
-    params: dict = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """``name`` and its parameters, for example ``nc(threshold=0.25)``."""
-        return _label(self.criterion, self.params)
-
-    def to_dict(self) -> dict:
-        return {
-            "criterion": self.criterion,
-            "label": self.label,
-            "covered": self.covered,
-            "total": self.total,
-            "ratio": self.ratio,
-            "per_layer": {k: {"covered": c, "total": t} for k, (c, t) in self.per_layer.items()},
-            "params": self.params,
-        }
-
-
-def _label(name: str, params: dict) -> str:
-    if not params:
-        return name
-    parts = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-    return f"{name}({', '.join(parts)})"
-
-
 # --------------------------------------------------------------------------- validation
 
 
@@ -146,12 +102,6 @@ def _threshold(t) -> float:
     if not np.isfinite(value):
         raise DeepFaultError(f"threshold must be a finite number; got {t!r}")
     return value
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise DeepFaultError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
 
 
 def _scale(value) -> float:
@@ -458,7 +408,7 @@ class KMultisectionCoverage(_ProfiledCriterion):
     name = "kmnc"
 
     def __init__(self, layout: NeuronLayout, *, profile: Profile | None = None, sections: int = 10):
-        self.sections = _positive_int("sections", sections)
+        self.sections = check_int("sections", sections)
         self.items_per_neuron = self.sections
         super().__init__(layout, profile)
 
@@ -597,7 +547,7 @@ class TopKNeuronCoverage(BitSetCriterion):
     name = "tknc"
 
     def __init__(self, layout: NeuronLayout, *, top_k: int = 1):
-        self.top_k = _positive_int("top_k", top_k)
+        self.top_k = check_int("top_k", top_k)
         super().__init__(layout)
 
     def params(self) -> dict:
@@ -627,7 +577,7 @@ class TopKPatternCoverage(Criterion):
     patterns: set[bytes]  # state (add_state)
 
     def __init__(self, layout: NeuronLayout, *, top_k: int = 1):
-        self.top_k = _positive_int("top_k", top_k)
+        self.top_k = check_int("top_k", top_k)
         super().__init__(layout)
         self.add_state("patterns", set(), "union")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torch import nn
@@ -19,20 +18,20 @@ from torch import nn
 if TYPE_CHECKING:
     from ..models.prepare import PreparedModel
 
+from ..checks import check_int
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
 from ..errors import DeepFaultError
 from .criteria import (
     CRITERIA,
-    CoverageResult,
     Criterion,
-    _positive_int,
     _scale,
     _threshold,
     criterion_params,
     make_criterion,
 )
 from .profile import Profile, _module
+from .results import CoverageReport
 
 __all__ = [
     "PROFILED",
@@ -87,8 +86,8 @@ def check_params(names, *, threshold=0.0, sections=10, top_k=1, scale=0.0, profi
             profiled criterion without a profile.
     """
     thresholds = _thresholds(threshold)
-    _positive_int("sections", sections)
-    _positive_int("top_k", top_k)
+    check_int("sections", sections)
+    check_int("top_k", top_k)
     _scale(scale)
     need = [n for n in names if n in PROFILED]
     if need and profile is None:
@@ -130,50 +129,6 @@ def build_criteria(
             extra = {} if t is None else {"threshold": t}
             out.append(make_criterion(name, layout, **params, **extra))
     return out
-
-
-@dataclass(frozen=True)
-class CoverageReport:
-    """Coverage of a set of inputs under several criteria.
-
-    Attributes:
-        results: One :class:`~deepfault.coverage.criteria.CoverageResult` per criterion and
-            parameter setting, in the order asked.
-        layout: The neurons.
-        transform: ``"raw"`` or ``"layer-minmax"``.
-        num_inputs: ``N``.
-        growth: ``{label: ((n, covered), ...)}``: covered items (patterns for TKNP) after the
-            first ``n`` inputs, at ``n = 1, 2, 5, 10, ..., N``.
-        profile: The profile's summary (``Profile.to_dict()``), or ``None``.
-        seconds: Wall time of the pass.
-    """
-
-    results: tuple[CoverageResult, ...]
-    layout: NeuronLayout
-    transform: str
-    num_inputs: int
-    growth: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
-    profile: dict | None = None
-    seconds: float = 0.0
-
-    def result(self, label: str) -> CoverageResult:
-        """The result with this label (``"nc(threshold=0.5)"``) or criterion name (the first)."""
-        for r in self.results:
-            if label in (r.label, r.criterion):
-                return r
-        raise DeepFaultError(f"no result {label!r}; have: {', '.join(r.label for r in self.results)}")
-
-    def to_dict(self) -> dict:
-        return {
-            "transform": self.transform,
-            "layers": self.layout.to_dict(),
-            "num_neurons": self.layout.num_neurons,
-            "num_inputs": self.num_inputs,
-            "profile": self.profile,
-            "results": [r.to_dict() for r in self.results],
-            "growth": {k: [list(p) for p in v] for k, v in self.growth.items()},
-            "seconds": self.seconds,
-        }
 
 
 def checkpoints(n: int) -> list[int]:

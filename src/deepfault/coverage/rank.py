@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,6 +34,7 @@ from ..errors import DeepFaultError
 from .criteria import BitSetCriterion, Criterion
 from .measure import build_criteria, check_params, parse_criteria, resolve_setup
 from .profile import Profile, _module
+from .results import Ranking, RankReport
 
 __all__ = ["Ranking", "RankReport", "apfd", "prioritize", "rank_inputs"]
 
@@ -106,73 +106,6 @@ def prioritize(items: np.ndarray | torch.Tensor, num_items: int) -> tuple[np.nda
     rest = np.flatnonzero(~chosen)
     rest = rest[np.argsort(-totals[rest], kind="stable")]
     return np.concatenate([np.asarray(picked, dtype=np.int64), rest]), len(picked)
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """One criterion's prioritisation of the inputs.
-
-    Attributes:
-        criterion: The criterion's label (``"kmnc(sections=10)"``).
-        order: ``(N,)`` input indices, first to run first (CAM).
-        greedy: How many leading inputs were picked for new coverage.
-        covered: Items the whole set covers (patterns for TKNP).
-        total: Items in all (``None`` for TKNP).
-        apfd: APFD of ``order`` for the failing inputs (``None`` when none fails).
-        apfd_total: APFD of the coverage-total order (most covered items first).
-    """
-
-    criterion: str
-    order: np.ndarray
-    greedy: int
-    covered: int
-    total: int | None
-    apfd: float | None
-    apfd_total: float | None
-
-    def to_dict(self, *, with_order: bool = True) -> dict:
-        out = {"criterion": self.criterion, "greedy": self.greedy, "covered": self.covered,
-               "total": self.total, "apfd": self.apfd, "apfd_total": self.apfd_total}
-        if with_order:
-            out["order"] = self.order.tolist()
-        return out
-
-
-@dataclass(frozen=True)
-class RankReport:
-    """Prioritisations of one set of inputs under several criteria.
-
-    Attributes:
-        rankings: One :class:`Ranking` per criterion and parameter setting.
-        failing: ``(N,)`` bool: the inputs the model misclassifies.
-        layout: The neurons.
-        transform: The value transform.
-        profile: The profile's summary, or ``None``.
-        seconds: Wall time.
-    """
-
-    rankings: tuple[Ranking, ...]
-    failing: np.ndarray
-    layout: NeuronLayout
-    transform: str
-    profile: dict | None = None
-    seconds: float = 0.0
-
-    @property
-    def num_inputs(self) -> int:
-        return len(self.failing)
-
-    def to_dict(self, *, with_order: bool = True) -> dict:
-        return {
-            "transform": self.transform,
-            "layers": self.layout.to_dict(),
-            "num_inputs": self.num_inputs,
-            "num_failing": int(self.failing.sum()),
-            "failing": np.flatnonzero(self.failing).tolist(),
-            "profile": self.profile,
-            "rankings": [r.to_dict(with_order=with_order) for r in self.rankings],
-            "seconds": self.seconds,
-        }
 
 
 def rank_criterion(criterion: Criterion, values: torch.Tensor, failing: np.ndarray) -> Ranking:

@@ -2,187 +2,23 @@
 
 Every data set knows its input shape, number of classes, class names and the valid
 input range (``bounds``) that synthesis clips to. Loaders are registered by name with
-:func:`register_dataset` and looked up with :func:`load_dataset`.
+:func:`register_dataset` (the registry is :mod:`._api`, the value :mod:`.dataset`) and
+looked up with :func:`load_dataset`.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-
-import numpy as np
-
-from ..core.registry import Registry
-from ..errors import DeepFaultError
+from . import cifar, digits, mnist, svhn  # noqa: F401  (the registry's entries: importing them registers them)
+from ._api import DATASETS, DatasetInfo, default_data_dir, list_datasets, load_dataset, register_dataset
+from .dataset import Dataset, pixel_dataset
 
 __all__ = [
+    "DATASETS",
     "Dataset",
     "DatasetInfo",
     "register_dataset",
     "load_dataset",
     "list_datasets",
     "default_data_dir",
+    "pixel_dataset",
 ]
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """A labelled train/test split held as numpy arrays.
-
-    Attributes:
-        name: Registry name.
-        x_train, x_test: Inputs, ``float32``, shape ``(N, *input_shape)``, in the
-            layout the models take (channels first for images).
-        y_train, y_test: Integer labels, shape ``(N,)``, in ``range(num_classes)``.
-        bounds: ``(lo, hi)``, the valid range of every input element.
-        class_names: One name per class.
-    """
-
-    name: str
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    bounds: tuple[float, float]
-    class_names: tuple[str, ...]
-    meta: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.x_test.shape[1:])
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
-
-    def for_input_shape(self, shape) -> Dataset:
-        """The same data laid out as a model with per-input ``shape`` takes it.
-
-        Handles the layouts that differ only in order or flatness: channels first
-        ``(C, H, W)`` to channels last ``(H, W, C)``, flat ``(C*H*W,)`` (in the model's own
-        element order when it is channels last, as after a Keras ``Flatten``), and
-        ``(H, W)`` for one channel. ``None`` in ``shape`` matches any size.
-
-        Raises:
-            DeepFaultError: No such layout matches.
-        """
-        have = self.input_shape
-        want = tuple(shape)
-
-        def fits(target):
-            return len(target) == len(want) and all(w in (None, t) for w, t in zip(want, target, strict=True))
-
-        if fits(have):
-            return self
-        candidates = []
-        if len(have) == 3:
-            c, h, w = have
-            candidates += [((h, w, c), lambda x: x.transpose(0, 2, 3, 1))]
-            if c == 1:
-                candidates += [((h, w), lambda x: x[:, 0])]
-        candidates += [((int(np.prod(have)),), lambda x: x.reshape(len(x), -1))]
-        for target, convert in candidates:
-            if fits(target):
-                return replace(
-                    self,
-                    x_train=np.ascontiguousarray(convert(self.x_train)),
-                    x_test=np.ascontiguousarray(convert(self.x_test)),
-                    meta={**self.meta, "layout_from": list(have), "layout_to": list(target)},
-                )
-        raise DeepFaultError(
-            f"data set {self.name!r} has inputs of shape {have} but the model takes "
-            f"{want}; use a data set of that shape or a model made for this one"
-        )
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """What the registry knows about a data set without loading it."""
-
-    name: str
-    loader: Callable[..., Dataset]
-    description: str
-
-
-#: Every built-in data set, by name (``--dataset``).
-DATASETS: Registry[DatasetInfo] = Registry("data set")
-_REGISTRY = DATASETS
-
-
-def register_dataset(name: str, *, description: str = ""):
-    """Decorator registering ``loader(data_dir: Path | None, **kwargs) -> Dataset``."""
-
-    def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
-        DATASETS.register(name, DatasetInfo(name, loader, description or (loader.__doc__ or "").strip()))
-        return loader
-
-    return decorate
-
-
-def pixel_dataset(name: str, train: tuple, test: tuple, class_names, *, scale01: bool,
-                  meta: dict | None = None) -> Dataset:
-    """A data set of 0-255 pixel arrays ``(x, y)`` as float32, scaled to [0, 1] on request."""
-
-    def images(x: np.ndarray) -> np.ndarray:
-        out = x.astype(np.float32)
-        if scale01:
-            out /= 255.0
-        return out
-
-    return Dataset(
-        name=name,
-        x_train=images(train[0]),
-        y_train=train[1],
-        x_test=images(test[0]),
-        y_test=test[1],
-        bounds=(0.0, 1.0) if scale01 else (0.0, 255.0),
-        class_names=tuple(class_names),
-        meta={**(meta or {}), "scale01": scale01},
-    )
-
-
-def list_datasets() -> list[str]:
-    """The names of the registered data sets, sorted."""
-    return DATASETS.names()
-
-
-def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else ``data/`` in the user cache
-    (``$DEEPFAULT_CACHE`` when set).
-    """
-    if data_dir is not None:
-        return Path(data_dir).expanduser()
-    env = os.environ.get("DEEPFAULT_DATA")
-    if env:
-        return Path(env).expanduser()
-    from .._io import user_cache_dir
-
-    return user_cache_dir() / "data"
-
-
-def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwargs) -> Dataset:
-    """Load a registered data set by name, or a user's ``.npz`` file by its path.
-
-    Raises:
-        DeepFaultError: ``name`` is not registered (the message lists the known names),
-            or the loader found missing or corrupt files.
-    """
-    if str(name).lower().endswith(".npz"):
-        from .npz import load_npz
-
-        return load_npz(name, **kwargs)
-    info = DATASETS.get(name)
-    import inspect
-
-    options = [p for p in list(inspect.signature(info.loader).parameters)[1:] if p not in ("args", "kwargs")]
-    unknown = sorted(set(kwargs) - set(options))
-    if unknown:
-        takes = f"its options: {', '.join(options)}" if options else "it takes no options"
-        hint = "; --scale01 is for 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else ""
-        raise DeepFaultError(f"data set {name!r} does not take {', '.join(unknown)} ({takes}){hint}")
-    return info.loader(default_data_dir(data_dir), **kwargs)
-
-
-from . import cifar as _cifar, digits as _digits, mnist as _mnist, svhn as _svhn  # noqa: E402,F401,I001  (registers the built-in data sets)

@@ -12,6 +12,7 @@ Pixels stay in [0, 255] by default, the range the DeepFault paper synthesises in
 
 from __future__ import annotations
 
+import importlib
 import io
 import pickle
 from pathlib import Path
@@ -19,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from . import Dataset, pixel_dataset, register_dataset
+from ._api import register_dataset
+from .dataset import Dataset, pixel_dataset
 from .download import SOURCES, fetch_hint
 
 __all__ = ["load_cifar10", "CIFAR10_CLASSES"]
@@ -48,9 +50,11 @@ def _allowed_globals() -> dict[tuple[str, str], object]:
     import codecs
 
     try:  # numpy >= 2
-        from numpy._core import multiarray, numeric
+        multiarray = importlib.import_module("numpy._core.multiarray")
+        numeric = importlib.import_module("numpy._core.numeric")
     except ImportError:  # pragma: no cover - numpy 1
-        from numpy.core import multiarray, numeric
+        multiarray = importlib.import_module("numpy.core.multiarray")
+        numeric = importlib.import_module("numpy.core.numeric")
     allowed: dict[tuple[str, str], object] = {
         ("numpy", "ndarray"): np.ndarray,
         ("numpy", "dtype"): np.dtype,
@@ -66,13 +70,14 @@ def _allowed_globals() -> dict[tuple[str, str], object]:
 class _RestrictedUnpickler(pickle.Unpickler):
     """An unpickler that refuses every global outside :func:`_allowed_globals`."""
 
-    _allowed = None
+    _allowed: dict[tuple[str, str], object] | None = None
 
     def find_class(self, module: str, name: str):
-        if _RestrictedUnpickler._allowed is None:
-            _RestrictedUnpickler._allowed = _allowed_globals()
+        allowed = _RestrictedUnpickler._allowed
+        if allowed is None:
+            allowed = _RestrictedUnpickler._allowed = _allowed_globals()
         try:
-            return _RestrictedUnpickler._allowed[(module, name)]
+            return allowed[(module, name)]
         except KeyError:
             raise pickle.UnpicklingError(
                 f"global '{module}.{name}' is not allowed in a CIFAR batch"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import Dataset, register_dataset
+from ._api import register_dataset
+from .dataset import Dataset
 
 #: Share of the 1,797 images held out for testing, stratified by class.
 TEST_FRACTION = 0.3

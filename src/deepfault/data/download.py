@@ -229,12 +229,13 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> list
     Raises:
         DeepFaultError: ``name`` has no download source.
     """
-    from . import default_data_dir
+    from ._api import default_data_dir
 
     source = _source(name)
     root = default_data_dir(data_dir)
     folder = _folder(source, root)
     out = []
+    md5: str | None
     for local in source.local:
         path, md5 = folder / local.name, local.md5
         if not path.is_file() and local.alt_name and (folder / local.alt_name).is_file():
@@ -378,7 +379,7 @@ def download(
         DeepFaultError: ``name`` has no source, or a file could not be fetched intact from
             any mirror (nothing is left in its place), or the archive is unsafe or corrupt.
     """
-    from . import default_data_dir
+    from ._api import default_data_dir
 
     source = _source(name)
     root = default_data_dir(data_dir)

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from . import Dataset, register_dataset
+from ._api import register_dataset
+from .dataset import Dataset
 from .download import SOURCES, fetch_hint
 
 __all__ = ["load_mnist", "load_fashion_mnist", "read_idx", "FASHION_CLASSES"]

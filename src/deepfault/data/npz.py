@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import MAX_CLASSES
 from ..errors import DeepFaultError
-from . import Dataset
+from .dataset import Dataset
 
 __all__ = ["load_npz"]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
-from . import Dataset, pixel_dataset, register_dataset
+from ._api import register_dataset
+from .dataset import Dataset, pixel_dataset
 from .download import SOURCES, fetch_hint
 
 __all__ = ["load_svhn"]

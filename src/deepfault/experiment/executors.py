@@ -22,8 +22,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..checks import MAX_WORKERS, check_int
 from ..core.registry import Registry
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError
 
 __all__ = ["EXECUTORS", "Executor", "get_executor", "list_executors"]
 
@@ -50,8 +51,6 @@ class Executor(ABC):
     name = ""
 
     def __init__(self, *, workers: int = 1, address: str | None = None):
-        from ..checks import MAX_WORKERS
-
         self.workers = check_int("workers", workers, maximum=MAX_WORKERS)
         self.address = address
 

@@ -21,6 +21,14 @@ from .report import new_figure, save_figure, tex_safe
 __all__ = ["as_image", "changed_first", "difference_grid"]
 
 
+def _image(x) -> np.ndarray:
+    """:func:`as_image` of an input of a row whose first input is an image (so all are)."""
+    image = as_image(x)
+    if image is None:
+        raise ValueError(f"an input of shape {np.shape(x)} is no image, unlike the first of its row")
+    return image
+
+
 def as_image(x) -> np.ndarray | None:
     """One input as a 2-D (grey) or ``(H, W, 3)`` image: channels first or last, or a flat
     square; ``None`` when it is no image (a flat vector of non-square length).
@@ -71,7 +79,7 @@ def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[
     if n == 0 or as_image(before[0]) is None:
         return None
     lo, hi = float(bounds[0]), float(bounds[1])
-    diffs = [as_image(after[i]) - as_image(before[i]) for i in range(n)]
+    diffs = [_image(after[i]) - _image(before[i]) for i in range(n)]
     span = max(max(float(np.abs(d).max()) for d in diffs), 1e-12)
     rows = -(-n // columns)
     fig = new_figure(2.5 * 3 * min(columns, n) / 1.5 + 0.9, 1.75 * rows + (0.5 if title else 0.2),

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ..errors import DeepFaultError
 from .method import get_method
@@ -66,7 +67,8 @@ def tex_safe(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
-def new_figure(width: float, height: float, layout: str | None = None):
+def new_figure(width: float, height: float,
+               layout: Literal["constrained", "compressed", "tight"] | None = None):
     """A matplotlib figure in the report's style, drawn off-screen (no pyplot state)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg

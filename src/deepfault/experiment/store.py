@@ -102,7 +102,7 @@ def _blob(arrays: dict[str, np.ndarray] | None) -> bytes | None:
     if not arrays:
         return None
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    np.savez_compressed(buf, allow_pickle=True, **{k: np.asarray(v) for k, v in arrays.items()})
     return buf.getvalue()
 
 
@@ -365,14 +365,15 @@ class ResultStore:
             "SELECT cell_id, data, arrays FROM cells WHERE experiment = ? AND method = ?",
             (experiment, method),
         )
-        ids, corrupt = set(), []
+        ids: set[str] = set()
+        corrupt: list[tuple[str, DeepFaultError]] = []
         for cell_id, data, blob in rows:
             if check:
                 try:
                     _loads(data, f"cell {cell_id!r}")
                     _unblob(blob, f"cell {cell_id!r}")
-                except DeepFaultError as err:
-                    corrupt.append((cell_id, err))
+                except DeepFaultError as bad:
+                    corrupt.append((cell_id, bad))
                     continue
             ids.add(cell_id)
         for _, err in corrupt:

@@ -6,6 +6,7 @@ The data's way through it, each arrow a plain function call::
              -> synthesis -> evaluation -> protocol (one group of cells) -> preset (grids)
              -> analysis -> report, figures
 
+- :mod:`.config`: :class:`RunConfig`, everything that determines a run's result;
 - :mod:`.spectrum`: hit spectra per class, as an accumulator; :mod:`.measures`:
   suspiciousness measures (registry); :mod:`.selection`: top-k neurons and the random
   and uniform baselines; :mod:`.synthesis`: the suspiciousness-guided gradient ascent

@@ -19,13 +19,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..checks import MAX_GRADIENT_ITERATIONS, MAX_SEED, check_int
 from ..core.batches import activations, predict
 from ..data import Dataset, load_dataset
-from ..errors import MAX_ITERATIONS, MAX_SEED, DeepFaultError, check_int
+from ..errors import DeepFaultError
 from ..experiment.executors import Executor, get_executor
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from .config import RunConfig
 from .measures import check_star
-from .protocol import CellSpec, RunConfig, run_group
+from .protocol import CellSpec, run_group
 from .results import METHOD, Cell, CellKey
 from .selection import get_approach, list_approaches
 from .spectrum import check_threshold
@@ -110,7 +112,7 @@ class ExperimentConfig:
                 dupes = sorted({v for v in values if list(values).count(v) > 1}, key=str)
                 raise DeepFaultError(f"{name} must be distinct; {dupes} given more than once")
         for name in ("inputs_per_class", "random_repetitions", "iterations", "train_epochs"):
-            check_int(name, getattr(self, name), maximum=MAX_ITERATIONS)
+            check_int(name, getattr(self, name), maximum=MAX_GRADIENT_ITERATIONS)
         check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         if self.classes is not None:
             for c in self.classes:

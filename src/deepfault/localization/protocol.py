@@ -10,105 +10,23 @@ import functools
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 from torch import nn
 
 from ..core.batches import predict
 from ..data import Dataset
-from ..errors import MAX_BATCH, MAX_REPEAT, MAX_SEED, DeepFaultError, check_int
+from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
+from .config import RunConfig
 from .evaluation import Evaluation, evaluate
-from .measures import check_star
-from .selection import Selection, check_k, get_approach, list_approaches, select
-from .spectrum import Spectrum, check_threshold, compute_spectrum
-from .synthesis import check_synthesis_args, synthesize
+from .selection import Selection, check_k, get_approach, select
+from .spectrum import Spectrum, compute_spectrum
+from .synthesis import synthesize
 
 __all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupResult", "run_group",
            "run_deepfault", "group_seed", "k_primes_for"]
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that determines a run's result (recorded in every result file).
-
-    Attributes:
-        approach: A measure name, ``"random"`` (the paper's baseline) or ``"uniform"``.
-        k: Number of suspicious neurons.
-        classes: Classes to analyse; ``None`` means every class of the data set.
-        step, distance: Synthesis step size and L_inf bound.
-        star: The D* exponent.
-        seed: Seed of every random choice (input sampling, random baselines).
-        repeat: Repetitions of the baselines' random draws of neurons (all repetitions
-            synthesize from the same inputs, as in the paper's protocol; a measure gives
-            the same result in every repetition).
-        layers: Module names to analyse; ``None`` = every Linear/Conv but the logits layer.
-        threshold: Activity threshold of the spectrum.
-        iterations: Synthesis steps per input.
-        normalize: RMS-normalise each neuron's gradient (the paper's results).
-        num_inputs: Correctly classified inputs per class to synthesize from, drawn
-            without replacement; ``None`` uses all of them.
-        k_primes: ``k' >= k`` for the share of the top ``k'`` neurons that increased;
-            ``None`` means ``2k`` and ``5k`` where there are that many neurons
-            (:func:`k_primes_for`).
-        batch_size: Inputs per forward pass.
-    """
-
-    approach: str = "tarantula"
-    k: int = 10
-    classes: tuple[int, ...] | None = None
-    step: float = 1.0
-    distance: float = 0.1
-    star: float = 3.0
-    seed: int = 0
-    repeat: int = 1
-    layers: tuple[str, ...] | None = None
-    threshold: float = 0.0
-    iterations: int = 1
-    normalize: bool = True
-    num_inputs: int | None = None
-    k_primes: tuple[int, ...] | None = None
-    batch_size: int = 1024
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def validate(self, bounds: Sequence[float]) -> None:
-        """Check every argument that needs no model, before any work is done."""
-        if self.approach not in list_approaches():
-            raise DeepFaultError(
-                f"unknown approach {self.approach!r}; known: {', '.join(list_approaches())}"
-            )
-        check_int("k (the number of suspicious neurons)", self.k)
-        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
-        check_star(self.star)
-        for name in ("classes", "k_primes", "layers"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, (str, bytes)) or not isinstance(value, tuple | list)):
-                raise DeepFaultError(f"{name} must be a tuple (or None); got {value!r}")
-        if self.classes is not None:
-            for c in self.classes:
-                check_int("each class", c, minimum=0)
-            dupes = sorted({c for c in self.classes if list(self.classes).count(c) > 1})
-            if dupes:
-                raise DeepFaultError(f"classes must be distinct; {dupes} given more than once")
-        if self.k_primes is not None:
-            if get_approach(self.approach).baseline:
-                raise DeepFaultError(
-                    f"k' (--k-prime) ranks neurons by a measure; approach {self.approach!r} is a baseline "
-                    "with no ranking, so leave k' out"
-                )
-            for kp in self.k_primes:
-                check_int("k' (--k-prime)", kp)
-                if kp < self.k:
-                    raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
-        check_synthesis_args(self.step, self.distance, bounds, self.iterations)
-        check_int("repeat", self.repeat, maximum=MAX_REPEAT)
-        check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
-        if self.num_inputs is not None:
-            check_int("num_inputs (None for all)", self.num_inputs)
-        check_threshold(self.threshold)
 
 
 @dataclass(frozen=True)

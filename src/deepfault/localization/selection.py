@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_int
 from ..core.registry import Registry
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError
 from .measures import Measure, get_measure, list_measures, suspiciousness
 from .measures import _listeners as _measure_listeners
 from .spectrum import Spectrum

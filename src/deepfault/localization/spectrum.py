@@ -17,11 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
 from ..core.inputs import unpack
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError
 
 __all__ = ["Spectrum", "SpectrumAccumulator", "spectrum_counts", "compute_spectrum", "compute_class_spectra"]
 

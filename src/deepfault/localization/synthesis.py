@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
-from ..errors import MAX_ITERATIONS, DeepFaultError, check_bounds, check_int
+from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, flo
                 "choose a value in the data's units, e.g. 0.1 for 0-1 pixels"
             )
     lo, hi = check_bounds(bounds)
-    iterations = check_int("iterations", iterations, maximum=MAX_ITERATIONS)
+    iterations = check_int("iterations", iterations, maximum=MAX_GRADIENT_ITERATIONS)
     return float(step), float(distance), lo, hi, iterations
 
 

@@ -15,8 +15,10 @@ from collections import OrderedDict
 
 from torch import nn
 
-from ..errors import DeepFaultError, check_int
-from .zoo import keras_init, register_architecture
+from ..checks import check_int
+from ..errors import DeepFaultError
+from ._api import register_architecture
+from .zoo import keras_init
 
 __all__ = ["LATENT_DIM", "dcgan_discriminator", "dcgan_generator"]
 
@@ -25,7 +27,7 @@ LATENT_DIM = 100
 
 
 def _check_image_size(image_size: int, *, multiple: int, minimum: int) -> int:
-    check_int("image_size", image_size, minimum)
+    check_int("image_size", image_size, minimum=minimum)
     if image_size % multiple:
         raise DeepFaultError(f"image_size must be a multiple of {multiple}; got {image_size}")
     return image_size

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TypedDict
 
 from .._io import user_cache_dir
 from ..data import Dataset
@@ -20,8 +21,21 @@ __all__ = ["default_model", "RECIPE"]
 
 log = logging.getLogger(__name__)
 
+class Recipe(TypedDict):
+    """The keys of :data:`RECIPE`."""
+
+    arch: str
+    arch_kwargs: dict[str, list[int]]
+    epochs: int
+    batch_size: int
+    lr: float
+    seed: int
+    schedule: str
+    version: int
+
+
 #: Everything that determines the default model; part of the cache key.
-RECIPE = {
+RECIPE: Recipe = {
     "arch": "digits_mlp",
     "arch_kwargs": {"hidden": [24, 24, 24, 24]},
     "epochs": 40,

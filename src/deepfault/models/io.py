@@ -16,7 +16,7 @@ from torch import nn
 
 from .._io import atomic_path
 from ..errors import DeepFaultError
-from .zoo import build_model
+from ._api import build_model
 
 __all__ = ["ModelFile", "save_model", "load_model", "FORMAT"]
 
@@ -98,7 +98,7 @@ def _check_payload(path: Path, payload: dict) -> None:  # noqa: C901 - a flat se
     """
     import inspect
 
-    from .zoo import ARCHITECTURES, list_architectures
+    from ._api import ARCHITECTURES, list_architectures
 
     def bad(field_: str, expected: str, got) -> DeepFaultError:
         return DeepFaultError(f"{str(path)!r}: field {field_!r} must be {expected}; got {got}; the file is "

@@ -40,6 +40,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 import torch
@@ -221,7 +222,7 @@ def _is_size(value) -> bool:
     return _is_int(value, 1, _MAX_SIZE)
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     try:
@@ -460,6 +461,7 @@ class _Builder:
             activation = inner if isinstance(inner, str) else activation.get("class_name")
         if activation is None:
             activation = "linear"
+        module: nn.Module
         if activation == _SOFTMAX:
             module = nn.Softmax(dim=self.torch_dim(-1))
         elif activation in _ACTIVATIONS:
@@ -564,6 +566,7 @@ def _pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> None:
     kernel = _pair(cfg.get("pool_size", 2), "pool_size")
     stride = _pair(cfg.get("strides") or kernel, "strides")
     padding = cfg.get("padding", "valid")
+    module: nn.Module
     if padding == "valid":
         module = nn.MaxPool2d(kernel, stride) if mode == "max" else nn.AvgPool2d(kernel, stride)
     elif padding == "same" and mode == "max":
@@ -808,7 +811,8 @@ def _validate_config(config, source: str) -> tuple[list[_Layer], tuple[int | Non
     if cls == "Sequential":
         layers = _layer_items(_layer_list(inner, source, sequential=True), source)
     elif cls in ("Model", "Functional"):
-        items = _layer_list(inner, source, sequential=False)
+        items = _layer_list(inner, source, sequential=False)  # refuses an ``inner`` that is no dict
+        assert isinstance(inner, dict)  # for the type checker: _layer_list has just checked it
         layers = _chain(inner, items, _layer_items(items, source), source)
     else:
         raise DeepFaultError(
@@ -1205,13 +1209,14 @@ def _read_hdf5(path: Path, role: str) -> _KerasFile:
     source = str(path)
     try:
         with h5py.File(path, "r") as f:
-            config = None
+            config: dict | None = None
             if "model_config" in f.attrs:
                 what = f"the model_config of {source!r}"
-                config = _parse_json(_text(f.attrs["model_config"]), what, "is not valid JSON",
+                parsed = _parse_json(_text(f.attrs["model_config"]), what, "is not valid JSON",
                                      "save the model again")
-                if not isinstance(config, dict):
+                if not isinstance(parsed, dict):
                     raise DeepFaultError(f"{what} is not a Keras model config; save the model again")
+                config = parsed
             group = f.get("model_weights", f)
             layer_names = _attr_list(group.attrs, "layer_names")
             weights = None
@@ -1315,7 +1320,8 @@ def _materialise(model: nn.Module, targets: list[_Target],
     """Give the meta modules memory and copy the file's weights in."""
     model.to_empty(device="cpu")
     for t in targets:
-        if t.cls == "BatchNormalization":  # gamma/beta are not in the file when scale/center are off
+        # gamma/beta are not in the file when scale/center are off (the builder makes BatchNorm1d/2d)
+        if t.cls == "BatchNormalization" and isinstance(t.module, (nn.BatchNorm1d, nn.BatchNorm2d)):
             t.module.reset_parameters()
     with torch.no_grad():
         for module, attr, array in plan:
@@ -1422,7 +1428,7 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
     _materialise(model, builder.targets, plan)
     model.eval()
 
-    meta = {
+    meta: dict[str, object] = {
         "input_shape": list(input_shape),
         "data_format": builder.data_format,
         "keras_version": version,

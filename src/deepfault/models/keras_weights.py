@@ -29,8 +29,8 @@ from torch import nn
 
 from ..core.capture import eval_mode, forward_hooks
 from ..errors import DeepFaultError
+from ._api import build_model
 from .io import ModelFile
-from .zoo import build_model
 
 __all__ = ["read_keras_weights", "match_keras_weights", "load_keras_weights", "open_keras_weights",
            "is_weights_only"]

@@ -24,8 +24,8 @@ from torch import nn
 
 from ..core.registry import Registry
 from ..errors import DeepFaultError
+from ._api import build_model, list_architectures
 from .io import FORMAT, ModelFile, load_model
-from .zoo import build_model, list_architectures
 
 __all__ = ["open_model", "MODEL_FORMATS", "ModelFormat", "register_format", "supported_formats"]
 

@@ -40,13 +40,14 @@ import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..checks import check_bounds
 from ..data import DATASETS, Dataset, load_dataset
 from ..errors import DeepFaultError
 from .fingerprint import fingerprint
@@ -58,6 +59,7 @@ __all__ = [
     "OUTPUT_KINDS",
     "PreparedModel",
     "prepare_model",
+    "PrepareOptions",
     "resolve_model",
     "Prepared",
     "reconcile",
@@ -97,6 +99,8 @@ class InputAdapter(nn.Module):
         module: The network, taking inputs in ``layout``.
         layout: A key of :data:`LAYOUTS`.
     """
+
+    inner: nn.Module  # set in __init__, outside nn.Module's registries
 
     def __init__(self, module: nn.Module, layout: str):
         if layout not in LAYOUTS:
@@ -282,7 +286,7 @@ def _conversion(native: tuple, want: tuple, *, keras: bool, what: str) -> str | 
     """The :data:`LAYOUTS` key turning native inputs into ``want`` (``None``: they fit)."""
     if _fits(want, native):
         return None
-    candidates = []
+    candidates: list[tuple[tuple[int, ...], str]] = []
     flat = "flat"
     if len(native) == 3:
         c, h, w = native
@@ -416,56 +420,128 @@ def prepare_model(
         DeepFaultError: Unreadable files, a data range or shape the model cannot take, or an
             unknown layout or output kind.
     """
+    options = PrepareOptions(input_layout=input_layout, input_shape=input_shape, bounds=bounds,
+                             output_kind=output_kind, num_classes=num_classes, logits=logits)
     if isinstance(model, PreparedModel):
-        facts = [k for k, v in dict(input_layout=input_layout, input_shape=input_shape, bounds=bounds,
-                                    output_kind=output_kind, num_classes=num_classes, logits=logits).items()
-                 if v is not None]
-        if facts:
-            raise DeepFaultError(f"model is already prepared; {', '.join(facts)} cannot change it "
-                                 "(prepare the module again instead)")
-        if data is None or data is model.data:
-            return model if name is None else replace(model, name=name)
-        base = model.model_file if model.model_file is not None else model._inner()
-        return prepare_model(base, data, data_dir=data_dir, name=name or model.name,
-                             output_kind=model.output_kind, bounds=model.bounds,
-                             input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
-                             logits=None if model.model_file is not None else _logits_inner(model))
-    if output_kind is not None and output_kind not in OUTPUT_KINDS:
-        raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
-    if input_layout is not None and input_layout not in (*LAYOUTS, "NCHW"):
-        raise DeepFaultError(f"input_layout must be one of NCHW, {', '.join(LAYOUTS)}; got {input_layout!r}")
-
-    mf, label = _open(model, data, data_dir=data_dir, weights=weights, arch=arch, trust_pickle=trust_pickle)
-    module = mf.model if mf is not None else model
+        return _prepare_again(model, data, data_dir=data_dir, name=name, options=options)
+    options.check()
+    mf, module, label = _open(model, data, data_dir=data_dir, weights=weights, arch=arch,
+                              trust_pickle=trust_pickle)
     from ..core.capture import check_model
 
     check_model(module)
     what = name or label
-    kind = output_kind or (mf.output_kind if mf is not None else
-                           "probabilities" if isinstance(_last_leaf(module), nn.Softmax) else "logits")
-    trained_bounds = tuple(float(b) for b in bounds) if bounds is not None else (
-        tuple(mf.bounds) if mf is not None and mf.bounds is not None else None)
-    trained_on = mf.dataset if mf is not None else None
+    ends_in_softmax = isinstance(_last_leaf(module), nn.Softmax)
+    kind = options.output_kind or (mf.output_kind if mf is not None else
+                                   "probabilities" if ends_in_softmax else "logits")
+    trained_bounds = _trained_bounds(options, mf)
+    dataset = _data_for(mf, data, trained_bounds, data_dir=data_dir, what=what)
+    layout = _input_layout(options, mf, dataset)
+    head, no_logits = _logits_head(module, kind, options.logits, mf, what)
 
-    # the data, in the model's range and its native layout
+    wrapped = module if layout.adapter is None else InputAdapter(module, layout.adapter)
+    wrapped_logits = None if head is None else (
+        wrapped if head is module else head if layout.adapter is None else InputAdapter(head, layout.adapter))
+    classes = options.num_classes or (
+        dataset.num_classes if dataset is not None else _probe_classes(wrapped, layout.native))
+    final_bounds = _pair(dataset.bounds) if dataset is not None else trained_bounds
+    return PreparedModel(
+        module=wrapped, name=what, fingerprint=fingerprint(module), output_kind=kind, logits=wrapped_logits,
+        input_shape=layout.native, layout=layout.name, adapter=layout.adapter,
+        file_input_shape=layout.file_shape,
+        bounds=final_bounds, num_classes=classes, data=dataset, model_file=mf, no_logits=no_logits,
+    )
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """What a caller states about a model instead of letting :func:`prepare_model` work it out
+    from the file, the module and the data (``None``: work it out). The fields are
+    :func:`prepare_model`'s keywords of the same names.
+    """
+
+    input_layout: str | None = None
+    input_shape: Sequence[int | None] | None = None
+    bounds: Sequence[float] | None = None
+    output_kind: str | None = None
+    num_classes: int | None = None
+    logits: nn.Module | None = None
+
+    def stated(self) -> list[str]:
+        """The names of the fields given."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def check(self) -> None:
+        """Raise :class:`DeepFaultError` for an unknown output kind or input layout."""
+        if self.output_kind is not None and self.output_kind not in OUTPUT_KINDS:
+            raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; "
+                                 f"got {self.output_kind!r}")
+        if self.input_layout is not None and self.input_layout not in (*LAYOUTS, "NCHW"):
+            raise DeepFaultError(f"input_layout must be one of NCHW, {', '.join(LAYOUTS)}; "
+                                 f"got {self.input_layout!r}")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How the module takes its inputs: the adapter from the native layout (``None``: none),
+    the native per-input shape, the layout's name and the shape the file records.
+    """
+
+    adapter: str | None
+    native: tuple[int | None, ...] | None
+    name: str
+    file_shape: tuple[int | None, ...] | None
+
+
+def _prepare_again(model: PreparedModel, data: Dataset | str | None, *, data_dir: str | os.PathLike | None,
+                   name: str | None, options: PrepareOptions) -> PreparedModel:
+    """A prepared model as it is (renamed), or prepared again for other data."""
+    if options.stated():
+        raise DeepFaultError(f"model is already prepared; {', '.join(options.stated())} cannot change it "
+                             "(prepare the module again instead)")
+    if data is None or data is model.data:
+        return model if name is None else replace(model, name=name)
+    base: ModelFile | nn.Module = model.model_file if model.model_file is not None else model._inner()
+    return prepare_model(base, data, data_dir=data_dir, name=name or model.name,
+                         output_kind=model.output_kind, bounds=model.bounds,
+                         input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
+                         logits=None if model.model_file is not None else _logits_inner(model))
+
+
+def _trained_bounds(options: PrepareOptions, mf: ModelFile | None) -> tuple[float, float] | None:
+    """The input range the model was trained on: the caller's, else the file's."""
+    if options.bounds is not None:
+        return check_bounds(options.bounds, "bounds")
+    if mf is not None and mf.bounds is not None:
+        lo, hi = mf.bounds
+        return lo, hi
+    return None
+
+
+def _data_for(mf: ModelFile | None, data: Dataset | str | None, trained_bounds: tuple[float, float] | None, *,
+              data_dir: str | os.PathLike | None, what: str) -> Dataset | None:
+    """The data (the caller's, else the one the file names) in the model's range."""
     if data is None and mf is not None and mf.dataset is not None:
         data = mf.dataset
-    dataset = None
-    if data is not None:
-        source = _source(data)
-        dataset = load_dataset(data, data_dir=data_dir) if isinstance(data, str) else data
-        _check_trained_on(trained_on, dataset, source, what)
-        dataset = _in_range(trained_bounds, dataset, source, trained_on=trained_on, data_dir=data_dir,
-                            what=what)
+    if data is None:
+        return None
+    source = _source(data)
+    dataset = load_dataset(data, data_dir=data_dir) if isinstance(data, str) else data
+    trained_on = mf.dataset if mf is not None else None
+    _check_trained_on(trained_on, dataset, source, what)
+    return _in_range(trained_bounds, dataset, source, trained_on=trained_on, data_dir=data_dir, what=what)
 
-    # the layout the module takes, and the adapter from the native layout
-    recorded = input_shape if input_shape is not None else (
+
+def _input_layout(options: PrepareOptions, mf: ModelFile | None, dataset: Dataset | None) -> _Layout:
+    """The layout the module takes, and the adapter from the native layout."""
+    recorded = options.input_shape if options.input_shape is not None else (
         mf.meta.get("input_shape") if mf is not None else None)
     file_shape = tuple(recorded) if recorded else None
     keras = mf is not None and (mf.arch == "keras" or "keras_version" in mf.meta)
-    channels_last = keras and mf.meta.get("data_format") == "channels_last"
-    if input_layout is not None:
-        adapter = None if input_layout == "NCHW" else input_layout
+    channels_last = keras and mf is not None and mf.meta.get("data_format") == "channels_last"
+    native: tuple[int | None, ...] | None
+    if options.input_layout is not None:
+        adapter = None if options.input_layout == "NCHW" else options.input_layout
         native = dataset.input_shape if dataset is not None else (
             _native_of(file_shape, adapter) if file_shape is not None else None)
     elif dataset is not None:
@@ -476,32 +552,28 @@ def prepare_model(
         adapter, native = "NHWC", native_shape(file_shape, channels_last=channels_last)
     else:
         adapter, native = None, file_shape
-    layout = layout_name(file_shape) if file_shape is not None else (
+    name = layout_name(file_shape) if file_shape is not None else (
         layout_name(native) if native is not None else "unknown")
+    return _Layout(adapter=adapter, native=None if native is None else tuple(native), name=name,
+                   file_shape=file_shape)
 
-    # the logits, where the model has them
-    no_logits = None
-    if kind == "logits":
-        head = module
-    elif logits is not None:
-        head = logits
-    else:
-        head, no_logits = _split_logits(module)
+
+def _logits_head(module: nn.Module, kind: str, logits: nn.Module | None, mf: ModelFile | None,
+                 what: str) -> tuple[nn.Module | None, str | None]:
+    """The module returning logits, where the model has them, and why not where it has none."""
     if kind == "logits" and mf is not None and _ends_in_softmax(module):
         warnings.warn(f"{what} ends in a softmax but is declared to return logits; losses will be "
-                      "computed as if its probabilities were logits", stacklevel=2)
+                      "computed as if its probabilities were logits", stacklevel=3)
+    if kind == "logits":
+        return module, None
+    if logits is not None:
+        return logits, None
+    return _split_logits(module)
 
-    wrapped = module if adapter is None else InputAdapter(module, adapter)
-    wrapped_logits = None if head is None else (wrapped if head is module else
-                                                head if adapter is None else InputAdapter(head, adapter))
-    classes = num_classes or (dataset.num_classes if dataset is not None else _probe_classes(wrapped, native))
-    final_bounds = tuple(dataset.bounds) if dataset is not None else trained_bounds
-    return PreparedModel(
-        module=wrapped, name=what, fingerprint=fingerprint(module), output_kind=kind, logits=wrapped_logits,
-        input_shape=None if native is None else tuple(native), layout=layout, adapter=adapter,
-        file_input_shape=file_shape, bounds=final_bounds, num_classes=classes, data=dataset,
-        model_file=mf, no_logits=no_logits,
-    )
+
+def _pair(bounds: Sequence[float]) -> tuple[float, float]:
+    lo, hi = bounds
+    return lo, hi
 
 
 def _logits_inner(pm: PreparedModel) -> nn.Module | None:
@@ -510,12 +582,14 @@ def _logits_inner(pm: PreparedModel) -> nn.Module | None:
     return pm.logits.inner if isinstance(pm.logits, InputAdapter) else pm.logits
 
 
-def _open(model, data, *, data_dir, weights, arch, trust_pickle) -> tuple[ModelFile | None, str]:
-    """The model file (``None`` for a caller's module) and the model's default name."""
+def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset | str | None, *,
+          data_dir: str | os.PathLike | None, weights: str | os.PathLike | None, arch: str | None,
+          trust_pickle: bool) -> tuple[ModelFile | None, nn.Module, str]:
+    """The model file (``None`` for a caller's module), the module and the model's default name."""
     if isinstance(model, ModelFile):
-        return model, model.arch
+        return model, model.model, model.arch
     if isinstance(model, nn.Module):
-        return None, type(model).__name__
+        return None, model, type(model).__name__
     if model is None:
         from .default import default_model
 
@@ -523,14 +597,14 @@ def _open(model, data, *, data_dir, weights, arch, trust_pickle) -> tuple[ModelF
         if (name or "digits") != "digits":
             raise DeepFaultError(f"--dataset {name} needs a model trained on it; give one with --model FILE")
         mf = default_model(data if isinstance(data, Dataset) else load_dataset("digits", data_dir=data_dir))
-        return mf, mf.arch
+        return mf, mf.model, mf.arch
     if not isinstance(model, (str, os.PathLike)):
         raise DeepFaultError(f"model must be a path, a ModelFile, an nn.Module or a PreparedModel; "
                              f"got {type(model).__name__}")
     from .load import open_model
 
     mf = open_model(model, weights=weights, arch=arch, trust_pickle=trust_pickle)
-    return mf, model_label(model, mf)
+    return mf, mf.model, model_label(model, mf)
 
 
 def resolve_model(model: nn.Module | PreparedModel, output_kind: str | None = None) -> tuple[nn.Module, str]:

@@ -14,11 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..checks import check_int
 from ..core.capture import model_device
 from ..data import Dataset
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError
+from ._api import build_model
 from .io import ModelFile
-from .zoo import build_model
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model", "trained_model"]
 

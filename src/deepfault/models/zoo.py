@@ -1,36 +1,21 @@
-"""A registry of architectures, built as plain ``nn.Sequential`` code with named layers."""
+"""The classifier architectures of the zoo, built as plain ``nn.Sequential`` code with named
+layers; each registers itself in :data:`deepfault.models._api.ARCHITECTURES`.
+
+``build_model``, ``list_architectures`` and ``ARCHITECTURES`` are also importable from here,
+as they were before the registry got its own module.
+"""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from torch import nn
 
-from ..core.registry import Registry
+from ._api import ARCHITECTURES, build_model, list_architectures, register_architecture
 
-__all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures"]
-
-#: Every zoo architecture, by name (``--arch``).
-ARCHITECTURES: Registry[Callable[..., nn.Module]] = Registry("architecture")
-_REGISTRY = ARCHITECTURES  # the name tests and plug-ins used before the shared Registry
-
-
-def register_architecture(name: str):
-    """Decorator registering ``builder(**kwargs) -> nn.Module`` under ``name``."""
-    return ARCHITECTURES.register(name)
-
-
-def list_architectures() -> list[str]:
-    """The names of the registered zoo architectures."""
-    return ARCHITECTURES.names()
-
-
-def build_model(name: str, **kwargs) -> nn.Module:
-    """A freshly initialised model of architecture ``name`` (initialised from the global RNG;
-    seed it with ``torch.random.fork_rng`` for reproducible weights).
-    """
-    return ARCHITECTURES.get(name)(**kwargs)
+__all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures", "dense_stack",
+           "keras_init"]
 
 
 def dense_stack(in_features: int, hidden: Sequence[int], num_classes: int, *, bias: bool = True,
@@ -197,5 +182,3 @@ def alexnet_fm(*, num_classes: int = 10, in_channels: int = 1, image_size: int =
         ("fc2", nn.Linear(256, 256)), ("relu7", nn.ReLU()), ("drop2", nn.Dropout(0.5)),
         ("fc3", nn.Linear(256, num_classes)),
     ]))
-
-from . import dcgan as _dcgan  # noqa: E402,F401,I001  (registers the DCGAN architectures)

@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import DeepFaultError, check_int
+from ..checks import MAX_EPOCHS, check_int
+from ..errors import DeepFaultError
 
 __all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
 
@@ -84,9 +85,9 @@ class RepairConfig:
                 f"mix must be a number >= 0 (training inputs per found input) or None "
                 f"(the whole training split); got {self.mix!r}"
             )
-        check_int("epochs", self.epochs, 1, 10_000)
+        check_int("epochs", self.epochs, maximum=MAX_EPOCHS)
         check_int("batch_size", self.batch_size)
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, minimum=0)
         check_int("bim_steps", self.bim_steps)
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and np.isfinite(self.lr)):
             raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")

@@ -18,7 +18,7 @@ from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constra
 from .preset import METHOD as _NAME
 from .preset import PRESETS
 from .results import FoundInputs, TargetSummary, TracePoint, XploreResult, load_inputs, replay, save_inputs
-from .search import STRATEGY, Strategy, search, select_seeds, xplore
+from .search import search, select_seeds, xplore
 
 __all__ = [
     "METHOD",
@@ -28,8 +28,6 @@ __all__ = [
     "LAYER_CHOICES",
     "NEURON_CHOICES",
     "OBJECTIVES",
-    "STRATEGY",
-    "Strategy",
     "TargetSummary",
     "TracePoint",
     "XploreConfig",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ..errors import DeepFaultError, check_int
+from ..checks import check_int
+from ..errors import DeepFaultError
 from .constraints import Constraint, make_constraint
 
 __all__ = ["XploreConfig", "NEURON_CHOICES", "OBJECTIVES", "LAYER_CHOICES", "PUBLISHED"]
@@ -125,30 +126,30 @@ class XploreConfig:
         Raises:
             DeepFaultError: The first bad field, named, with what was expected.
         """
-        check_int("seeds", self.seeds, 1)
+        check_int("seeds", self.seeds)
         if self.seed_indices is not None:
             if not self.seed_indices:
                 raise DeepFaultError("seed_indices must name at least one seed; got none")
             for i in self.seed_indices:
-                check_int("seed_indices entry", i, 0)
+                check_int("seed_indices entry", i, minimum=0)
         for name in ("replace", "clip"):
             if not isinstance(getattr(self, name), bool):
                 raise DeepFaultError(f"{name} must be True or False; got {getattr(self, name)!r}")
-        check_int("seed", self.seed, 0)
-        check_int("iterations", self.iterations, 1)
+        check_int("seed", self.seed, minimum=0)
+        check_int("iterations", self.iterations)
         _number("lambda1", self.lambda1)
         _number("lambda2", self.lambda2)
         _number("step", self.step, minimum=0.0)
         _number("threshold", self.threshold)
         if self.batch_size is not None:
-            check_int("batch_size", self.batch_size, 1)
+            check_int("batch_size", self.batch_size)
         for name, value, known in (("neurons", self.neurons, NEURON_CHOICES),
                                    ("objective", self.objective, OBJECTIVES),
                                    ("layers", self.layers, LAYER_CHOICES)):
             if value not in known:
                 raise DeepFaultError(f"unknown {name} {value!r}; known: {', '.join(known)}")
         if self.target is not None:
-            check_int("target", self.target, 0)
+            check_int("target", self.target, minimum=0)
             if num_models is not None and self.target >= num_models:
                 raise DeepFaultError(
                     f"target must be a model index in 0..{num_models - 1} (or random); got {self.target}"

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 
 import torch
 
+from ..checks import check_int
 from ..core.registry import Registry
-from ..errors import DeepFaultError, check_int
+from ..errors import DeepFaultError
 
 __all__ = [
     "CONSTRAINTS",
@@ -124,10 +125,10 @@ class Occlusion(Constraint):
     name = "occl"
 
     def __init__(self, *, x: int = 0, y: int = 0, h: int = 10, w: int = 10):
-        self.x = check_int("occlusion x", x, 0)
-        self.y = check_int("occlusion y", y, 0)
-        self.h = check_int("occlusion h", h, 1)
-        self.w = check_int("occlusion w", w, 1)
+        self.x = check_int("occlusion x", x, minimum=0)
+        self.y = check_int("occlusion y", y, minimum=0)
+        self.h = check_int("occlusion h", h)
+        self.w = check_int("occlusion w", w)
 
     def params(self) -> dict:
         return {"x": self.x, "y": self.y, "h": self.h, "w": self.w}
@@ -165,7 +166,7 @@ class Blackout(Constraint):
     num_draws = 2
 
     def __init__(self, *, size: int = 6):
-        self.size = check_int("blackout size", size, 1)
+        self.size = check_int("blackout size", size)
 
     def params(self) -> dict:
         return {"size": self.size}

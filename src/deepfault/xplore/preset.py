@@ -43,8 +43,8 @@ from .config import XploreConfig
 if TYPE_CHECKING:
     from ..models.io import ModelFile
 
-__all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "PresetConfig", "XploreJob", "run_job", "run_preset",
-           "plan_jobs"]
+__all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "XplorePresetConfig", "XploreJob", "run_job",
+           "run_preset", "plan_jobs"]
 
 
 PRESET_NAME = "deepxplore-mnist"
@@ -66,7 +66,7 @@ OPTIONS = {
 
 
 @dataclass(frozen=True)
-class PresetConfig:
+class XplorePresetConfig:
     """What the preset runs (recorded in the store; its hash keys the cells).
 
     Attributes:
@@ -98,7 +98,7 @@ class PresetConfig:
             return XploreConfig.published(seeds=self.seeds, iterations=self.iterations, layers=self.layers)
         return XploreConfig(seeds=self.seeds, iterations=self.iterations, layers=self.layers)
 
-    def with_options(self, options: dict[str, str]) -> PresetConfig:
+    def with_options(self, options: dict[str, str]) -> XplorePresetConfig:
         """This configuration with ``--preset-option`` values (keys with ``_``) applied.
 
         Raises:
@@ -239,7 +239,7 @@ def _models(models_dir: Path, data, *, progress: bool, device: str,
     return out
 
 
-def plan_jobs(config: PresetConfig, data, models: dict, device: str = "cpu") -> list[XploreJob]:
+def plan_jobs(config: XplorePresetConfig, data, models: dict, device: str = "cpu") -> list[XploreJob]:
     """Every cell of the preset, in order."""
     from .search import select_seeds
 
@@ -284,7 +284,7 @@ class DeepXploreMnist(ExperimentPreset):
     """DeepXplore's MNIST reproduction (Tables 2 and 5, Figure 9) with LeNet-1/4/5.
 
     Args:
-        config: What to run (default :class:`PresetConfig`; tests use small ones).
+        config: What to run (default :class:`XplorePresetConfig`; tests use small ones).
     """
 
     name = PRESET_NAME
@@ -295,8 +295,8 @@ class DeepXploreMnist(ExperimentPreset):
     uses_seed = False
     options = OPTIONS
 
-    def __init__(self, config: PresetConfig | None = None):
-        self.config = config or PresetConfig()
+    def __init__(self, config: XplorePresetConfig | None = None):
+        self.config = config or XplorePresetConfig()
 
     def plan(self, context: RunContext) -> Plan:
         from ..core.batches import predict
@@ -323,7 +323,7 @@ class DeepXploreMnist(ExperimentPreset):
 
 def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
                argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None,
+               config: XplorePresetConfig | None = None,
                options: dict[str, str] | None = None) -> ExperimentSummary:
     """Run (or resume) the DeepXplore MNIST reproduction; see :meth:`ExperimentPreset.run
     <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
@@ -339,7 +339,7 @@ def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, pro
         argv: The command line, for provenance.
         device: Where models are trained and cells computed.
         seed: Overrides the preset's seed.
-        config: What to run (default :class:`PresetConfig`; tests use small ones).
+        config: What to run (default :class:`XplorePresetConfig`; tests use small ones).
         options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
     """
     return DeepXploreMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir,

@@ -44,19 +44,18 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checks import check_bounds, check_int
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
-from ..errors import DeepFaultError, check_bounds, check_int
+from ..errors import DeepFaultError
 from .config import XploreConfig
 from .constraints import Constraint
 from .results import FoundInputs, TracePoint, XploreResult, measure_realism, saturation_warning
 
 __all__ = [
     "Draws",
-    "STRATEGY",
-    "Strategy",
     "RMS_EPS",
     "auto_threads",
     "check_models",
@@ -86,7 +85,7 @@ def _threads(count: int | None) -> Iterator[None]:
         yield
         return
     before = torch.get_num_threads()
-    torch.set_num_threads(check_int("threads", count, 1))
+    torch.set_num_threads(check_int("threads", count))
     try:
         yield
     finally:
@@ -104,8 +103,8 @@ def select_seeds(pool_size: int, num: int, *, seed: int = 0, replace: bool = Fal
     Raises:
         DeepFaultError: More seeds than inputs without replacement, or an empty pool.
     """
-    pool_size = check_int("pool size", pool_size, 1)
-    num = check_int("seeds", num, 1)
+    pool_size = check_int("pool size", pool_size)
+    num = check_int("seeds", num)
     if num > pool_size and not replace:
         raise DeepFaultError(
             f"--num-seeds {num} is more than the {pool_size} inputs to draw from; draw fewer or "
@@ -291,7 +290,7 @@ class _Run:
         self.models = list(models)
         if chunk_size is None:  # CPU caches favour small passes; a GPU wants them large
             chunk_size = CPU_CHUNK if torch.device(device).type == "cpu" else 1 << 30
-        self.chunk_size = check_int("chunk_size", chunk_size, 1)
+        self.chunk_size = check_int("chunk_size", chunk_size)
         self.names = list(names)
         self.config = config
         self.constraint = config.constraint()
@@ -643,29 +642,3 @@ def xplore(
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size,
                   threads=threads)
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A generation strategy's entry for the generation registry.
-
-    Attributes:
-        name: Registry name.
-        description: One line for listings.
-        generate: ``generate(models, inputs, *, config, bounds, ...) -> result``.
-        config: The frozen dataclass of its parameters.
-    """
-
-    name: str
-    description: str
-    generate: object
-    config: type
-
-
-#: DeepXplore as a generation strategy (``GENERATORS.register(STRATEGY.name, STRATEGY)``).
-STRATEGY = Strategy(
-    name="deepxplore",
-    description="differential testing of two or more models by joint gradient ascent (Pei et al. 2017)",
-    generate=xplore,
-    config=XploreConfig,
-)

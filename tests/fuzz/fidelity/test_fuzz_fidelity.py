@@ -138,7 +138,7 @@ class MeanPixel(nn.Module):
 def mean_pixel_arch():
     zoo.register_architecture("test_mean_pixel")(lambda: MeanPixel())
     yield "test_mean_pixel"
-    zoo._REGISTRY.pop("test_mean_pixel", None)
+    zoo.ARCHITECTURES.pop("test_mean_pixel", None)
 
 
 def _mean_pixel_file(path, *, input_range=(-1.0, 1.0), bounds=(0.0, 1.0)):

@@ -1,0 +1,85 @@
+"""The data-set registry, apart from its entries (torchvision's ``models/_api.py``).
+
+The loaders live in their own modules (:mod:`.digits`, :mod:`.mnist`, :mod:`.cifar`,
+:mod:`.svhn`), which import :func:`register_dataset` from here; ``deepfault.data`` imports
+them so that the decorators have run before anyone looks a name up. This module imports no
+loader (``.npz`` files are read through :mod:`.npz`, imported when one is asked for).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.registry import Registry
+from ..errors import DeepFaultError
+from .dataset import Dataset
+
+__all__ = ["DATASETS", "DatasetInfo", "register_dataset", "load_dataset", "list_datasets", "default_data_dir"]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the registry knows about a data set without loading it."""
+
+    name: str
+    loader: Callable[..., Dataset]
+    description: str
+
+
+#: Every built-in data set, by name (``--dataset``).
+DATASETS: Registry[DatasetInfo] = Registry("data set")
+
+
+def register_dataset(name: str, *, description: str = ""):
+    """Decorator registering ``loader(data_dir: Path | None, **kwargs) -> Dataset``."""
+
+    def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
+        DATASETS.register(name, DatasetInfo(name, loader, description or (loader.__doc__ or "").strip()))
+        return loader
+
+    return decorate
+
+
+def list_datasets() -> list[str]:
+    """The names of the registered data sets, sorted."""
+    return DATASETS.names()
+
+
+def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else ``data/`` in the user cache
+    (``$DEEPFAULT_CACHE`` when set).
+    """
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get("DEEPFAULT_DATA")
+    if env:
+        return Path(env).expanduser()
+    from .._io import user_cache_dir
+
+    return user_cache_dir() / "data"
+
+
+def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwargs) -> Dataset:
+    """Load a registered data set by name, or a user's ``.npz`` file by its path.
+
+    Raises:
+        DeepFaultError: ``name`` is not registered (the message lists the known names),
+            or the loader found missing or corrupt files.
+    """
+    if str(name).lower().endswith(".npz"):
+        from .npz import load_npz
+
+        return load_npz(name, **kwargs)
+    info = DATASETS.get(name)
+    import inspect
+
+    options = [p for p in list(inspect.signature(info.loader).parameters)[1:] if p not in ("args", "kwargs")]
+    unknown = sorted(set(kwargs) - set(options))
+    if unknown:
+        takes = f"its options: {', '.join(options)}" if options else "it takes no options"
+        hint = "; --scale01 is for 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else ""
+        raise DeepFaultError(f"data set {name!r} does not take {', '.join(unknown)} ({takes}){hint}")
+    return info.loader(default_data_dir(data_dir), **kwargs)
