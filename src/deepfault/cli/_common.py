@@ -1,4 +1,8 @@
-"""What the sub-commands share: argument types, the help formatter, devices, tables."""
+"""What the sub-commands share: argument types, the help formatter, devices, tables.
+
+``table`` and ``fmt`` are :mod:`deepfault.experiment.tables`' (one table renderer for the
+terminal and the pages).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,13 @@ import logging
 from collections.abc import Sequence
 
 from ..errors import DeepFaultError
+from ..experiment.tables import fmt as fmt
+from ..experiment.tables import text_table
 
 log = logging.getLogger("deepfault")
+
+#: The terminal's table layout (:func:`deepfault.experiment.tables.text_table`).
+table = text_table
 
 
 def positive_int(text: str) -> int:
@@ -210,35 +219,6 @@ def device_from(name: str):
     from ..checks import check_device
 
     return check_device(name, "--device")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence], indent: str = "  ") -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for r in cells:
-        parts = [c.ljust(w) if i == 0 or not numeric(c) else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        lines.append(indent + "  ".join(parts).rstrip())
-    return "\n".join(lines)
-
-
-def numeric(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return text in ("inf", "-", "n/a")
-
-
-def fmt(value, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value == float("inf"):
-            return "inf"
-        return f"{value:.{digits}f}"
-    return str(value)
 
 
 def open_model_file(args):
