@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import DeepFaultError
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
+from ..models.prepare import prepare_model
 
 log = logging.getLogger("deepfault")
 
@@ -139,6 +142,42 @@ def check_renamed(argv: Sequence[str]) -> str | None:
     return None
 
 
+class Output(NamedTuple):
+    """One path a command will write, as its module's ``outputs(args)`` declares it.
+
+    :mod:`._preflight` checks every declared output before the command starts, and the
+    command writes exactly these paths.
+
+    Attributes:
+        option: How messages name it: ``"--out"``, ``"--out (its inputs, .npz)"``.
+        path: Where (``None``: not written this run).
+        folder: A folder the command creates or fills, not a file.
+    """
+
+    option: str
+    path: Path | None
+    folder: bool = False
+
+
+def output_path(value) -> Path | None:
+    """An output option's path: ``None`` for none or ``'-'`` (writes none)."""
+    return None if value in (None, "-") else Path(value)
+
+
+def sibling(path: Path | None, suffix: str) -> Path | None:
+    """``path`` with another suffix (``None`` for none, or a path without a file name, which its
+    own check refuses first).
+    """
+    if path is None or not path.name or path.name in (".", ".."):
+        return None
+    return path.with_suffix(suffix)
+
+
+def declared(outputs: Sequence[Output], option: str) -> Path | None:
+    """The path of the output named ``option`` in ``outputs``."""
+    return next((o.path for o in outputs if o.option == option), None)
+
+
 def add_seed(p: argparse.ArgumentParser, help: str, default: int | None = 0) -> None:
     """``--seed S``: the random seed (:func:`seed_int`), the same in every command."""
     p.add_argument("--seed", type=seed_int, default=default, metavar="S", help=help)
@@ -232,10 +271,9 @@ def load_inputs(args, data=None):
     """The prepared model and its data set (:func:`deepfault.models.prepare.prepare_model`):
     ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's).
     """
-    from ..models.prepare import prepare_model
-
     prepared = prepare_model(args.model, data if data is not None else args.dataset, data_dir=args.data_dir,
-                             weights=args.weights, arch=args.arch, trust_pickle=args.trust_pickle)
+                             weights=getattr(args, "weights", None), arch=args.arch,
+                             trust_pickle=args.trust_pickle)
     if prepared.data is None:
         raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
     return prepared

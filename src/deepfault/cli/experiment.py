@@ -7,6 +7,7 @@ from pathlib import Path
 from ..errors import DeepFaultError
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -114,6 +115,16 @@ def _cmd_experiment(args) -> int:
         print(f"test accuracy: {accuracy}")
     print(f"store: {store}; next: deepfault report {store}")
     return 0
+
+
+def outputs(args) -> list[Output]:
+    """What ``deepfault experiment`` (its store, its models folder) or ``deepfault report`` (its
+    folder) writes; a default store's name depends on the preset and is checked when known.
+    """
+    if args.command == "report":
+        return [] if args.out is None else [Output("--out", Path(args.out), folder=True)]
+    return [Output("--models-dir", None if args.models_dir is None else Path(args.models_dir), folder=True),
+            Output("--store", None if args.store is None else Path(args.store))]
 
 
 def _cmd_report(args) -> int:

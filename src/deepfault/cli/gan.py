@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import DeepFaultError
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -72,8 +73,16 @@ def _count_or_all(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
 
 
+def outputs(args) -> list[Output]:
+    """The files ``deepfault gan train`` (and ``train --arch dcgan_discriminator``) writes."""
+    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
+    generator = getattr(args, "generator_out", None)
+    if generator:
+        return [Output("--out", out), Output("--generator-out", Path(generator))]
+    return [Output("--out", out), Output("--out (its generator)", out.with_name(f"{out.stem}.generator.pt"))]
+
+
 def _cmd_gan_train(args) -> int:
-    from .._io import check_writable
     from ..data import load_dataset
     from ..fuzz.gan import GanConfig, check_gan_data, save_gan, train_gan
 
@@ -84,12 +93,9 @@ def _cmd_gan_train(args) -> int:
     apply_threads(args.threads)
     data = load_dataset(args.dataset, data_dir=args.data_dir)
     check_gan_data(data)
-    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-    gen_out = Path(args.generator_out or out.with_name(f"{out.stem}.generator.pt"))
+    out, gen_out = (Path(str(o.path)) for o in outputs(args))
     if gen_out.resolve() == out.resolve():
         raise DeepFaultError(f"--generator-out and --out name the same file {str(out)!r}")
-    check_writable(out)
-    check_writable(gen_out)
     per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
                                                                                 len(data.y_train))
     print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "

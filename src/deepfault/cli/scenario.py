@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -48,6 +51,11 @@ def add_parser(sub) -> None:
     add_threads(p)
     add_no_progress(p)
     p.set_defaults(func=_cmd_scenario)
+
+
+def outputs(args) -> list[Output]:
+    """The folder ``deepfault scenario`` writes its models into."""
+    return [Output("--out", Path(args.out), folder=True)]
 
 
 def _cmd_scenario(args) -> int:

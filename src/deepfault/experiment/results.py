@@ -14,7 +14,7 @@ envelope, and writes it atomically (:func:`deepfault._io.write_json`)::
       "device": "cpu",
       "provenance": {...},              # deepfault.provenance.provenance(): versions, platform,
                                         # time, argv, threads
-      "files": {...},                   # the other files the command wrote, by role (may be empty)
+      "outputs": {...},                 # the other files the command wrote, by role (may be empty)
       ...                               # the method's payload: its result's keys ("classes",
                                         # "model", "dataset", "results", "approaches", ...)
     }
@@ -42,14 +42,14 @@ SCHEMA = "deepfault-result"
 VERSION = 1
 #: The keys every result document has, whatever command wrote it.
 ENVELOPE = ("schema", "version", "command", "tool", "config", "seed", "versions", "device", "provenance",
-            "files")
+            "outputs")
 #: The provenance entries repeated at the top as ``versions``.
 _VERSIONS = ("deepfault", "torch", "numpy", "python")
 
 
 def result_document(command: str, payload: Mapping, *, config: Mapping | None, seed: int | None = None,
                     device=None, argv: list[str] | None = None, threads: int | None = None,
-                    files: Mapping[str, str | None] | None = None) -> dict:
+                    outputs: Mapping[str, str | None] | None = None) -> dict:
     """The result document of one run of ``command``.
 
     Args:
@@ -61,7 +61,7 @@ def result_document(command: str, payload: Mapping, *, config: Mapping | None, s
         device: Where it ran (a :class:`torch.device` or its name; default the CPU).
         argv: The command line, recorded in the provenance.
         threads: The PyTorch CPU threads it ran with, recorded in the provenance.
-        files: The other files the run wrote, by role (``{"inputs": "r.npz"}``).
+        outputs: The other files the run wrote, by role (``{"inputs": "r.npz"}``).
 
     Returns:
         The document, a dict of JSON values.
@@ -85,7 +85,7 @@ def result_document(command: str, payload: Mapping, *, config: Mapping | None, s
         "versions": {k: prov[k] for k in _VERSIONS},
         "device": prov["device"],
         "provenance": prov,
-        "files": dict(files or {}),
+        "outputs": dict(outputs or {}),
         **payload,
     }
 

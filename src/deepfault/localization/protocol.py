@@ -73,6 +73,13 @@ class RunConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def check_classes(self, data: Dataset) -> None:
+        """Refuse a class (``--class``) that ``data`` does not have."""
+        for c in self.classes or ():
+            if not 0 <= c < data.num_classes:
+                raise DeepFaultError(f"--class {c} is outside the {data.num_classes} classes of "
+                                     f"{data.name!r} (0..{data.num_classes - 1})")
+
     def validate(self, bounds: Sequence[float]) -> None:
         """Check every argument that needs no model, before any work is done."""
         if self.approach not in list_approaches():
