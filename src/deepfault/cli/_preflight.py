@@ -53,7 +53,7 @@ def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
             elif action.option_strings:
                 names[action.dest] = max(action.option_strings, key=len)
             elif action.dest not in ("help", argparse.SUPPRESS):
-                names[action.dest] = action.metavar or action.dest  # a positional, e.g. MODEL
+                names[action.dest] = str(action.metavar or action.dest)  # a positional, e.g. MODEL
     return names
 
 
@@ -70,9 +70,9 @@ def check(parser: argparse.ArgumentParser, args) -> None:
         elif isinstance(value, float) and not math.isfinite(value):
             raise c.error(option, "a finite number", _typed(args, option, value))
         elif dest in FLOAT_BOUNDS and isinstance(value, float):
-            lo, hi = FLOAT_BOUNDS[dest]
-            if not lo < value <= hi:
-                raise c.error(option, f"a number > {lo:g} and <= {hi:g}", _typed(args, option, value))
+            low, high = FLOAT_BOUNDS[dest]
+            if not low < value <= high:
+                raise c.error(option, f"a number > {low:g} and <= {high:g}", _typed(args, option, value))
         if isinstance(value, str) and any(len(os.fsencode(part)) > 255 for part in value.split("/")):
             raise c.error(option, "a name of at most 255 bytes (between slashes)",
                           f"<{len(value)} characters>",

@@ -106,8 +106,8 @@ def _rows(parser: argparse.ArgumentParser) -> list[str]:
                 name += f" {action.metavar or action.dest.upper()}"
         else:
             name = f"`{action.metavar or action.dest}`"
-        choices = f" (one of: {', '.join(map(str, action.choices))})" if action.choices and \
-            not isinstance(action.choices, dict) and len(action.choices) <= 30 else ""
+        listed = [] if not action.choices or isinstance(action.choices, dict) else list(action.choices)
+        choices = f" (one of: {', '.join(map(str, listed))})" if listed and len(listed) <= 30 else ""
         rows.append(f"| {_cell(name)} | {_cell(_default(action))} | {_cell((action.help or '') + choices)} |")
     return rows
 

@@ -44,7 +44,7 @@ def _cmd_data_list(args) -> int:
             if verified == len(status):
                 state = "verified"
             elif present:
-                bad = [st.path.name for st in status if st.present and not st.verified]
+                bad = [st.file.name for st in status if st.present and not st.verified]
                 state = f"incomplete: {present}/{len(status)} files, {verified} verified"
                 if bad:
                     state += f"; wrong md5: {', '.join(bad)} (deepfault data download {name} --force)"

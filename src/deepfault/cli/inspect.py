@@ -59,6 +59,6 @@ def _cmd_inspect(args) -> int:
               "yes" if r.default_neuron_layer else "")
              for r in rows]
     print(table(("layer", "type", "output", "units", "params", "analysed by default"), body))
-    neurons = sum(r.units for r in rows if r.default_neuron_layer)
+    neurons = sum(r.units or 0 for r in rows if r.default_neuron_layer)
     print(f"{neurons} neurons in the default layers; name others with --layers")
     return 0

@@ -171,7 +171,8 @@ def _cmd_regress(args) -> int:
         config = CampaignConfig(
             strategy=strategy, budget=str(budget), batch=args.inputs_per_step, seed=args.seed,
             chooser=args.chooser,
-            fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
+            fidelity=args.fidelity, criterion=args.criterion,
+            criterion_params=tuple(sorted(_criterion_params(args).items())),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,
             shared_fidelity=shared,

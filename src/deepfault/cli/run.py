@@ -169,7 +169,7 @@ def _cmd_run(args) -> int:
                                           config=config.to_dict(), seed=config.seed, device=device,
                                           argv=args.argv, threads=threads, outputs=files))
         print(f"\nwrote {out}")
-    if inputs_path is not None:
+    if inputs_path is not None and grid_path is not None:  # the grid goes with the inputs
         save_synthesized(result, data, inputs_path)
         grid = synthesized_grid(inputs_path, grid_path, bounds=data.bounds,
                                 class_names=list(data.class_names))

@@ -44,7 +44,7 @@ def _occlusion(text: str) -> tuple[int, int, int, int]:
         parts = ()
     if len(parts) != 4 or min(parts) < 0:
         raise argparse.ArgumentTypeError(f"expected x,y,h,w (four integers >= 0); got {text!r}")
-    return parts  # type: ignore[return-value]
+    return parts[0], parts[1], parts[2], parts[3]
 
 
 def _target(text: str) -> int | None:

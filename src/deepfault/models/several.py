@@ -106,7 +106,7 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
         if label in [p.name for p in prepared]:
             label = f"{label}#{len(prepared)}"
         prepared.append(prepare_model(mf, data, data_dir=data_dir, name=label))
-    bounds = {tuple(p.data.bounds) for p in prepared}
+    bounds = {tuple(p.bounds or ()) for p in prepared}
     if len(bounds) > 1:
         raise DeepFaultError(f"the models take inputs in different ranges ({sorted(bounds)}); DeepXplore "
                              "feeds the same inputs to every model")

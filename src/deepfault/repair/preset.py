@@ -122,7 +122,7 @@ class DRFuzzRepairConfig:
     def campaign(self, strategy: str, seed: int):
         from ..fuzz.campaign import CampaignConfig
 
-        params = {"sections": self.sections} if self.criterion == "kmnc" else {}
+        params = (("sections", self.sections),) if self.criterion == "kmnc" else ()
         return CampaignConfig(
             strategy=strategy,
             budget=self.budget,
@@ -210,6 +210,17 @@ def repair_job(job: dict) -> tuple[dict, dict]:
         log.warning("%s: %s", job["cell"], err)
         return {"error": str(err)}, {}
     return result.to_dict(), {}
+
+
+def _stored(context, experiment: str, cell: str) -> dict:
+    """The arrays of a cell an earlier stage of the plan stored (an error when it is missing)."""
+    from ..errors import DeepFaultError
+
+    record = None if context.store is None else context.store.get(experiment, METHOD, cell)
+    if record is None:
+        raise DeepFaultError(f"cell {cell!r} of experiment {experiment} is not in the store; rerun the "
+                             "preset")
+    return record.arrays
 
 
 def _xplore_file(arrays: dict, names, repeat: int):
@@ -337,13 +348,13 @@ class RepairDeepXploreMnist(ExperimentPreset):
                 cell = f"deepxplore/repeat={r}/model={n}"
                 if cell not in wanted:
                     continue
-                found = context.store.get(experiment, METHOD, f"deepxplore/repeat={r}/found")
+                found = _stored(context, experiment, f"deepxplore/repeat={r}/found")
                 jobs.append(
                     {
                         "kind": "repair",
                         "cell": cell,
                         "model": m,
-                        "files": [_xplore_file(found.arrays, names, r)],
+                        "files": [_xplore_file(found, names, r)],
                         "repair": RepairConfig(**{**asdict(config.repair), "seed": r}),
                         "data_dir": plan.state["data_dir"],
                         "device": context.device,
@@ -577,9 +588,7 @@ class RepairDRFuzzMnist(ExperimentPreset):
                         continue
                     m2 = m2 or open_model(pairs[n]["m2_path"]).model
                     files = [
-                        _faults_file(
-                            context.store.get(experiment, METHOD, f"{n}/faults/{t}/seed{k}").arrays, t
-                        )
+                        _faults_file(_stored(context, experiment, f"{n}/faults/{t}/seed{k}"), t)
                         for t in config.strategies
                     ]
                     jobs.append(

@@ -293,11 +293,10 @@ def repair(
     start = time.perf_counter()
     config = replace(config or RepairConfig(), **settings)
     device = torch.device(device)
-    prepared = _prepare(model, dataset, data_dir)
-    data = prepared.data
+    prepared, data = _prepare(model, dataset, data_dir)
     net = prepared.module.to(device).eval()
     files = _read_files(inputs)
-    m1_net = None if m1 is None else _prepare(m1, data, data_dir).module.to(device).eval()
+    m1_net = None if m1 is None else _prepare(m1, data, data_dir)[0].module.to(device).eval()
     found = _split_files(files, data, config, train_on, m1_net)
     n = len(found.found_x)
     mix_idx = _mixed_in(config, n, len(data.x_train))
@@ -318,7 +317,7 @@ def repair(
     return result
 
 
-def _prepare(model, dataset, data_dir) -> PreparedModel:
+def _prepare(model, dataset, data_dir) -> tuple[PreparedModel, Dataset]:
     """The model through the one preparation route, with its data set (an error without one)."""
     if isinstance(model, nn.Module) and not isinstance(dataset, Dataset):
         raise DeepFaultError(
@@ -327,7 +326,7 @@ def _prepare(model, dataset, data_dir) -> PreparedModel:
     prepared = prepare_model(model, dataset, data_dir=data_dir)
     if prepared.data is None:
         raise DeepFaultError(f"model {prepared.name!r} does not name its data set; pass dataset=")
-    return prepared
+    return prepared, prepared.data
 
 
 def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,

@@ -11,6 +11,7 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ __all__ = ["PAPER", "render_report", "write_result_page", "collect", "files_tabl
 #: points more accuracy than random test or FGSM inputs. DRFuzz README, RQ3 (MNIST LeNet-5):
 #: accuracy (%) of M2 fine-tuned on one approach's faults, on each approach's faults, and the
 #: test-accuracy change ("Acc Change", %).
-PAPER = {
+PAPER: dict[str, Any] = {
     "deepxplore": {"gain_over_baselines_points": (1.0, 3.0), "inputs": 100, "epochs": 5},
     "drfuzz": {
         "supply": {
@@ -156,7 +157,7 @@ def collect(store, experiment: str) -> dict:
     """The repair cells: ``{"deepxplore": {model: {repeat: data}}, "found": {repeat: data},
     "drfuzz": {scenario: {train: {seed: data}}}, "faults": {scenario: {strategy: {seed: data}}}}``.
     """
-    out = {
+    out: dict[str, dict] = {
         "deepxplore": defaultdict(dict),
         "found": {},
         "drfuzz": defaultdict(lambda: defaultdict(dict)),
@@ -184,8 +185,12 @@ def collect(store, experiment: str) -> dict:
     return out
 
 
-def _approach(cell: dict, name: str) -> dict | None:
-    return next((a for a in cell["approaches"] if a["name"] == name), None)
+def _approach(cell: dict, name: str) -> dict:
+    found = next((a for a in cell["approaches"] if a["name"] == name), None)
+    if found is None:
+        ran = ", ".join(a["name"] for a in cell["approaches"])
+        raise DeepFaultError(f"a repair cell has no {name!r} approach (it ran {ran})")
+    return found
 
 
 def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
@@ -210,7 +215,8 @@ def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
         "held-out before %",
         *[f"held-out after {a} %" for a in ["found", *baselines]],
     ]
-    rows, data = [], {}
+    rows: list[list] = []
+    data: dict = {}
     for model in models:
         runs = [cells[model][r] for r in sorted(cells[model])]
         before = [c["before"]["clean_test_accuracy"] for c in runs]
@@ -273,7 +279,8 @@ def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
         "paper change %",
         "#RF left / held out",
     ]
-    rows, data = [], {}
+    rows: list[list] = []
+    data: dict = {}
     for scenario in sorted(cells):
         for train in sorted(cells[scenario]):
             runs = [cells[scenario][train][k] for k in sorted(cells[scenario][train])]
