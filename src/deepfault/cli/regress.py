@@ -45,7 +45,8 @@ def add_parser(sub) -> None:
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
         f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
         "command resumes (also after a crash or kill). Prints the metrics (#RF, #URF, #Seed, #GF) and "
-        "writes the faults as .npz (input, seed index, label, both predictions) and a PNG grid beside it.",
+        "writes the faults as .npz (input, seed index, label, both predictions), a PNG grid and the JSON "
+        "result beside it.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
@@ -87,7 +88,8 @@ def add_parser(sub) -> None:
     p.add_argument("--campaign", metavar="ID", default=None,
                    help="the campaign's id in the store (default: STRATEGY-seedS)")
     p.add_argument("--out", metavar="FILE.npz", default=None,
-                   help="the faults file; the fault grid goes beside it as FILE.png (default: "
+                   help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
+                   "FILE.json (default: "
                    "STORE-CAMPAIGN-faults.npz beside the store)")
     p.add_argument("--grid", type=positive_int, default=16, metavar="N", help="faults in the image grid")
     p.add_argument("--criteria", dest="criterion", default="kmnc", metavar="NAME",
