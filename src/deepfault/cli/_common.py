@@ -12,9 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+import torch
+
+from ..checks import check_device
+from ..core.threads import auto_threads
 from ..errors import DeepFaultError
+from ..experiment.report import write_page
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
+from ..models import open_model
 from ..models.prepare import prepare_model
 
 log = logging.getLogger("deepfault")
@@ -208,13 +214,9 @@ def resolve_threads(value: int | str | None, models=(), device="cpu") -> int:
     for small models on the CPU (:func:`deepfault.core.threads.auto_threads`: 1 on a busy
     machine), else PyTorch's current setting (no models given: PyTorch's).
     """
-    import torch
-
     if value not in (None, "auto"):
         return int(value)
     if models:
-        from ..core.threads import auto_threads
-
         auto = auto_threads(list(models), device)
         if auto is not None:
             return auto
@@ -225,8 +227,6 @@ def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
     """``torch.set_num_threads`` per ``--threads`` (:func:`resolve_threads`), before the work;
     returns the count now in effect (recorded in the results' provenance).
     """
-    import torch
-
     count = resolve_threads(value, models, device)
     if count != torch.get_num_threads():
         torch.set_num_threads(count)
@@ -248,21 +248,15 @@ def write_run_report(args, render) -> None:
     """
     if getattr(args, "report_dir", None) is None:
         return
-    from ..experiment.report import write_page
-
     print(f"wrote {write_page(args.report_dir, render)}")
 
 
 def device_from(name: str):
     """``--device`` as a :class:`torch.device` that exists here (:func:`deepfault.checks.check_device`)."""
-    from ..checks import check_device
-
     return check_device(name, "--device")
 
 
 def open_model_file(args):
-    from ..models import open_model
-
     return open_model(args.model, weights=args.weights, arch=args.arch,
                       trust_pickle=args.trust_pickle)
 

@@ -18,7 +18,10 @@ import os
 from pathlib import Path
 
 from .. import checks as c
+from ..coverage import list_criteria
 from ..errors import MAX_BATCH, MAX_REPEAT
+from ..experiment.store import ResultStore
+from ..fuzz.fidelity import FIDELITIES
 
 #: Bounds of integer options, by ``dest``: (minimum, maximum).
 BOUNDS = {
@@ -126,8 +129,6 @@ def _regress(args) -> None:
     _fidelity("--fidelity", args.fidelity)
     if getattr(args, "shared_fidelity", None):
         _fidelity("--shared-fidelity", args.shared_fidelity)
-    from ..coverage import list_criteria
-
     if args.criterion not in list_criteria():
         raise c.error("--criteria", f"one of {', '.join(list_criteria())}", args.criterion)
     if args.layers is not None and not args.layers:
@@ -141,8 +142,6 @@ def _regress(args) -> None:
         raise c.error("--out", npz_name, args.out)
     if args.out is not None and (Path(args.out).suffix != ".npz" or Path(args.out).name == ".npz"):
         raise c.error("--out", npz_name, args.out)
-    from ..experiment.store import ResultStore
-
     ResultStore.check(args.store)
 
 
@@ -151,8 +150,6 @@ def _fidelity(option: str, spec: str) -> None:
     ``discriminator:FILE`` (an existing file), ``ssim``, ``ssim:T`` (0 < T <= 1),
     ``ssim-compat`` or ``none``.
     """
-    from ..fuzz.fidelity import FIDELITIES
-
     name, sep, arg = str(spec).partition(":")
     known = FIDELITIES.names()
     if name.strip().lower() not in known:

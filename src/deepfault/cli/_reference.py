@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from ._common import RENAMES
+
 __all__ = ["markdown", "BEGIN", "END", "VOCABULARY"]
 
 BEGIN = "<!-- BEGIN GENERATED: python scripts/cli_reference.py -->"
@@ -61,8 +63,6 @@ def _commands_with(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
 
 
 def _vocabulary(parser: argparse.ArgumentParser) -> list[str]:
-    from ._common import RENAMES
-
     where = _commands_with(parser)
     out = ["## One vocabulary", "",
            "Each concept has one option name, the same in every command that has the concept.", "",

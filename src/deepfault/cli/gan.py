@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
+from ..fuzz.gan import GanConfig, check_gan_data, save_gan, train_gan
 from ._common import (
     HelpFormatter,
     Output,
@@ -27,9 +29,6 @@ _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"
 
 def add_parser(sub) -> None:
     """Add ``deepfault gan`` and its action train to ``sub``."""
-    from ..data import list_datasets
-    from ..fuzz.gan import GanConfig
-
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
     gan_sub.required = True
@@ -83,9 +82,6 @@ def outputs(args) -> list[Output]:
 
 
 def _cmd_gan_train(args) -> int:
-    from ..data import load_dataset
-    from ..fuzz.gan import GanConfig, check_gan_data, save_gan, train_gan
-
     config = GanConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        images_per_epoch=args.images_per_epoch, seed=args.seed)
     config.validate()
@@ -125,8 +121,6 @@ def train_from_train_args(args) -> int:
     the command line; otherwise the GAN's own defaults apply (the classifier defaults of
     ``train`` would make a GAN run for an hour on a CPU).
     """
-    from ..fuzz.gan import GanConfig
-
     given = {_TRAIN_FLAGS[flag.split("=")[0]] for flag in getattr(args, "argv", [])
              if flag.split("=")[0] in _TRAIN_FLAGS}
     defaults = GanConfig()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..data import list_datasets, load_dataset
+from ..errors import check_int
+from ..fuzz.scenarios import SCENARIOS, list_scenarios, make_scenario
+from ..models import list_architectures
 from ._common import (
     HelpFormatter,
     Output,
@@ -22,10 +26,6 @@ from ._common import (
 
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
-    from ..data import list_datasets
-    from ..fuzz.scenarios import SCENARIOS, list_scenarios
-    from ..models import list_architectures
-
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
     p = sub.add_parser(
         "scenario", help="write the M1/M2 model pair of a regression scenario (DRFuzz)",
@@ -59,10 +59,6 @@ def outputs(args) -> list[Output]:
 
 
 def _cmd_scenario(args) -> int:
-    from ..data import load_dataset
-    from ..errors import check_int
-    from ..fuzz.scenarios import list_scenarios, make_scenario
-
     check_int("--epochs", args.epochs)
     device = device_from(args.device)
     apply_threads(args.threads)
