@@ -141,6 +141,8 @@ def _regress(args) -> None:
                                  or args.out.endswith("/")):
         raise c.error("--out", npz_name, args.out)
     if args.out is not None and (Path(args.out).suffix != ".npz" or Path(args.out).name == ".npz"):
+        # a path's own fault (under a file, ...) is named before its suffix
+        check_declared(importlib.import_module(f"{__package__}.regress").outputs(args))
         raise c.error("--out", npz_name, args.out)
     ResultStore.check(args.store)
 

@@ -78,7 +78,9 @@ def outputs(args) -> list[Output]:
     generator = getattr(args, "generator_out", None)
     if generator:
         return [Output("--out", out), Output("--generator-out", Path(generator))]
-    return [Output("--out", out), Output("--out (its generator)", out.with_name(f"{out.stem}.generator.pt"))]
+    named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
+    return [Output("--out", out),
+            Output("--out (its generator)", out.with_name(f"{out.stem}.generator.pt") if named else None)]
 
 
 def _cmd_gan_train(args) -> int:
