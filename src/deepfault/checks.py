@@ -119,11 +119,12 @@ def check_number(param: str, value, *, minimum: float | None = None, maximum: fl
     return value
 
 
-def check_bounds(bounds: Iterable[float], name: str = "bounds") -> tuple[float, float]:
-    """``bounds`` as ``(lo, hi)`` floats with ``lo < hi``.
+def check_bounds(bounds: Iterable[float], name: str = "bounds", *,
+                 finite: bool = False) -> tuple[float, float]:
+    """``bounds`` as ``(lo, hi)`` floats with ``lo < hi`` (and both finite, with ``finite=True``).
 
     Raises:
-        DeepFaultError: Not a pair of numbers, or not ``lo < hi``.
+        DeepFaultError: Not a pair of numbers, not ``lo < hi``, or (``finite``) not finite.
     """
     try:
         lo, hi = (float(b) for b in bounds)
@@ -131,6 +132,8 @@ def check_bounds(bounds: Iterable[float], name: str = "bounds") -> tuple[float, 
         raise error(name, "a pair (lo, hi)", bounds) from None
     if not lo < hi:
         raise error(name, "a pair with lo < hi", (lo, hi))
+    if finite and not (math.isfinite(lo) and math.isfinite(hi)):
+        raise error(name, "a pair of finite numbers", (lo, hi))
     return lo, hi
 
 

@@ -24,7 +24,7 @@ from deepfault.localization.protocol import CellSpec, RunConfig, run_group
 from deepfault.localization.results import Cell, CellKey, read_cells, write_cell
 from deepfault.localization.spectrum import SpectrumAccumulator
 from deepfault.models import ModelFile, save_model
-from deepfault.models.prepare import reconcile
+from deepfault.models.prepare import prepare_model
 from helpers.tiny_models import chain_model
 
 # --- registry -------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def test_experiment_refuses_a_model_on_data_in_another_range(tmp_path):
         run_experiment(config, tmp_path / "s.sqlite")
     assert not (tmp_path / "s.sqlite").exists()
     with pytest.raises(DeepFaultError, match="trained on inputs"):
-        reconcile(mf, load_dataset("digits"))
+        prepare_model(mf, load_dataset("digits"))
 
 
 def test_bad_grid_leaves_no_store_behind(tmp_path):
@@ -341,22 +341,21 @@ def test_ray_grid_equals_serial_grid(tmp_path):
 
 
 def test_prepare_names_the_file_and_records_the_layout(tmp_path):
-    from deepfault.models.prepare import prepare
     from deepfault.models.zoo import build_model
 
     mf = ModelFile(build_model("digits_mlp"), "digits_mlp", {}, dataset="digits", bounds=(0.0, 1.0),
                    meta={"input_shape": [64]})
     save_model(tmp_path / "flat.pt", mf)
-    prepared = prepare(tmp_path / "flat.pt", data_dir=None)
-    assert prepared.label == "flat.pt"
+    prepared = prepare_model(tmp_path / "flat.pt", data_dir=None)
+    assert prepared.name == "flat.pt"
     assert prepared.layout == "flat"
     # the data stays native (channels first); the flat model is adapted to it
     assert prepared.data.input_shape == (1, 8, 8)
-    assert prepared.prepared.adapter == "flat"
-    assert prepared.model(torch.as_tensor(prepared.data.x_test[:2])).shape == (2, 10)
-    default = prepare(None)
+    assert prepared.adapter == "flat"
+    assert prepared.module(torch.as_tensor(prepared.data.x_test[:2])).shape == (2, 10)
+    default = prepare_model(None)
     assert default.layout
-    assert default.label == "digits_mlp"
+    assert default.name == "digits_mlp"
 
 
 def test_grid_of_model_files_records_no_training_recipe(tmp_path):

@@ -1,4 +1,8 @@
-"""What the sub-commands share: argument types, the help formatter, devices, tables."""
+"""What the sub-commands share: argument types, the help formatter, devices, tables.
+
+``table`` and ``fmt`` are :mod:`deepfault.experiment.tables`' (one table renderer for the
+terminal and the pages).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,24 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
+import torch
+
+from ..checks import check_device
+from ..core.threads import auto_threads
 from ..errors import DeepFaultError
+from ..experiment.report import write_page
+from ..experiment.tables import fmt as fmt
+from ..experiment.tables import text_table
+from ..models import open_model
+from ..models.prepare import prepare_model
 
 log = logging.getLogger("deepfault")
+
+#: The terminal's table layout (:func:`deepfault.experiment.tables.text_table`).
+table = text_table
 
 
 # --------------------------------------------------------------------------- argument types
@@ -227,6 +245,42 @@ def check_renamed(argv: Sequence[str]) -> str | None:
     return None
 
 
+class Output(NamedTuple):
+    """One path a command will write, as its module's ``outputs(args)`` declares it.
+
+    :mod:`._preflight` checks every declared output before the command starts, and the
+    command writes exactly these paths.
+
+    Attributes:
+        option: How messages name it: ``"--out"``, ``"--out (its inputs, .npz)"``.
+        path: Where (``None``: not written this run).
+        folder: A folder the command creates or fills, not a file.
+    """
+
+    option: str
+    path: Path | None
+    folder: bool = False
+
+
+def output_path(value) -> Path | None:
+    """An output option's path: ``None`` for none or ``'-'`` (writes none)."""
+    return None if value in (None, "-") else Path(value)
+
+
+def sibling(path: Path | None, suffix: str) -> Path | None:
+    """``path`` with another suffix (``None`` for none, or a path without a file name, which its
+    own check refuses first).
+    """
+    if path is None or not path.name or path.name in (".", ".."):
+        return None
+    return path.with_suffix(suffix)
+
+
+def declared(outputs: Sequence[Output], option: str) -> Path | None:
+    """The path of the output named ``option`` in ``outputs``."""
+    return next((o.path for o in outputs if o.option == option), None)
+
+
 def add_seed(p: argparse.ArgumentParser, help: str, default: int | None = 0) -> None:
     """``--seed S``: the random seed (:func:`seed_int`), the same in every command."""
     p.add_argument("--seed", type=seed_int, default=default, metavar="S", help=help)
@@ -257,13 +311,9 @@ def resolve_threads(value: int | str | None, models=(), device="cpu") -> int:
     for small models on the CPU (:func:`deepfault.core.threads.auto_threads`: 1 on a busy
     machine), else PyTorch's current setting (no models given: PyTorch's).
     """
-    import torch
-
     if value not in (None, "auto"):
         return int(value)
     if models:
-        from ..core.threads import auto_threads
-
         auto = auto_threads(list(models), device)
         if auto is not None:
             return auto
@@ -274,8 +324,6 @@ def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
     """``torch.set_num_threads`` per ``--threads`` (:func:`resolve_threads`), before the work;
     returns the count now in effect (recorded in the results' provenance).
     """
-    import torch
-
     count = resolve_threads(value, models, device)
     if count != torch.get_num_threads():
         torch.set_num_threads(count)
@@ -297,50 +345,15 @@ def write_run_report(args, render) -> None:
     """
     if getattr(args, "report_dir", None) is None:
         return
-    from ..experiment.report import write_page
-
     print(f"wrote {write_page(args.report_dir, render)}")
 
 
 def device_from(name: str):
     """``--device`` as a :class:`torch.device` that exists here (:func:`deepfault.checks.check_device`)."""
-    from ..checks import check_device
-
     return check_device(name, "--device")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence], indent: str = "  ") -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for r in cells:
-        parts = [c.ljust(w) if i == 0 or not numeric(c) else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        lines.append(indent + "  ".join(parts).rstrip())
-    return "\n".join(lines)
-
-
-def numeric(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return text in ("inf", "-", "n/a")
-
-
-def fmt(value, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value == float("inf"):
-            return "inf"
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def open_model_file(args):
-    from ..models import open_model
-
     return open_model(args.model, weights=args.weights, arch=args.arch,
                       trust_pickle=args.trust_pickle)
 
@@ -349,10 +362,9 @@ def load_inputs(args, data=None):
     """The prepared model and its data set (:func:`deepfault.models.prepare.prepare_model`):
     ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's).
     """
-    from ..models.prepare import prepare_model
-
     prepared = prepare_model(args.model, data if data is not None else args.dataset, data_dir=args.data_dir,
-                             weights=args.weights, arch=args.arch, trust_pickle=args.trust_pickle)
+                             weights=getattr(args, "weights", None), arch=args.arch,
+                             trust_pickle=args.trust_pickle)
     if prepared.data is None:
         raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
     return prepared

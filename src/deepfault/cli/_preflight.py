@@ -3,19 +3,25 @@
 :func:`check` runs between parsing and the command: it bounds every count (each message
 names its limit), refuses non-finite numbers, checks the device, and checks every file and
 folder the command will write, together, sibling files included (``xplore --out r.npz``
-would be overwritten by its own inputs file). It reads the parsed namespace only, so the
-command modules need no change; the checks themselves live in :mod:`deepfault.checks`,
-which the Python API uses too.
+would be overwritten by its own inputs file). The files are those the command's module
+declares (its ``outputs(args)``, a list of :class:`~._common.Output`), the same list the
+command writes to; the checks themselves live in :mod:`deepfault.checks`, which the
+Python API uses too.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 from pathlib import Path
 
 from .. import checks as c
+from ..coverage import list_criteria
+from ..experiment.store import ResultStore
+from ..fuzz.campaign.budget import parse_budget
+from ..fuzz.fidelity import FIDELITIES
 
 #: Bounds of integer options, by ``dest``: (minimum, maximum).
 BOUNDS = {
@@ -50,7 +56,7 @@ def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
             elif action.option_strings:
                 names[action.dest] = max(action.option_strings, key=len)
             elif action.dest not in ("help", argparse.SUPPRESS):
-                names[action.dest] = action.metavar or action.dest  # a positional, e.g. MODEL
+                names[action.dest] = str(action.metavar or action.dest)  # a positional, e.g. MODEL
     return names
 
 
@@ -67,9 +73,9 @@ def check(parser: argparse.ArgumentParser, args) -> None:
         elif isinstance(value, float) and not math.isfinite(value):
             raise c.error(option, "a finite number", _typed(args, option, value))
         elif dest in FLOAT_BOUNDS and isinstance(value, float):
-            lo, hi = FLOAT_BOUNDS[dest]
-            if not lo < value <= hi:
-                raise c.error(option, f"a number > {lo:g} and <= {hi:g}", _typed(args, option, value))
+            low, high = FLOAT_BOUNDS[dest]
+            if not low < value <= high:
+                raise c.error(option, f"a number > {low:g} and <= {high:g}", _typed(args, option, value))
         if isinstance(value, str) and any(len(os.fsencode(part)) > 255 for part in value.split("/")):
             raise c.error(option, "a name of at most 255 bytes (between slashes)",
                           f"<{len(value)} characters>",
@@ -78,10 +84,13 @@ def check(parser: argparse.ArgumentParser, args) -> None:
         c.check_device(args.device, "--device")
     if getattr(args, "report_dir", None) is not None:  # --report DIR of the single-run commands
         c.check_report_dir("--report", args.report_dir)
-    command = _command(args)
-    checker = _COMMANDS.get(command)
+    checker = _COMMANDS.get(_command(args))
     if checker is not None:
         checker(args)
+    func = getattr(args, "func", None)
+    declare = None if func is None else getattr(importlib.import_module(func.__module__), "outputs", None)
+    if declare is not None:
+        check_declared(declare(args))
 
 
 def _typed(args, option: str, value):
@@ -100,85 +109,39 @@ def _command(args) -> str:
     return f"{args.command} {sub}" if sub else args.command
 
 
-def _suffixed(path, suffix: str) -> Path | None:
-    """``path`` with another suffix (``None`` for none, ``'-'``, or a path without a file name,
-    which its own check refuses first).
+def check_declared(outputs) -> None:
+    """Check the outputs a command declares (its module's ``outputs(args)``), folders first,
+    then every file together (so that siblings that collide are caught).
     """
-    if path in (None, "-") or not Path(path).name or Path(path).name in (".", ".."):
-        return None
-    return Path(path).with_suffix(suffix)
+    for o in outputs:
+        if o.folder and o.path is not None:
+            c.check_output_dir(o.option, o.path)
+    c.check_outputs(*((o.option, o.path) for o in outputs if not o.folder))
 
 
-def _first(param: str, path) -> None:
-    """Check the main output alone first, so that its siblings are derived from a sane name."""
-    c.check_outputs((param, path))
-
-
-# --- per command: the files it writes and what the generic pass cannot see --------------------
-
-
-def _run(args) -> None:
-    out = None if args.out == "-" else args.out
-    _first("--out", out)
-    if args.save_inputs:
-        _first("--save-inputs", args.save_inputs)
-    inputs = None
-    if not args.no_save_inputs and (args.save_inputs or out is not None):
-        inputs = args.save_inputs or _suffixed(out, ".npz")
-    c.check_outputs(("--out", out), ("--save-inputs", inputs),
-                    ("--save-inputs (its image grid)", _suffixed(inputs and str(inputs), ".png")),
-                    ("--log", args.log))
-
-
-def _coverage_profile(args) -> None:
-    c.check_outputs(("--out", args.out))
-
-
-def _coverage_measure(args) -> None:
-    plots = []
-    if args.plot:
-        folder = c.check_output_dir("--plot", args.plot)
-        plots = [(f"--plot ({name})", folder / name) for name in
-                 ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png")]
-    c.check_outputs(("--out", args.out), *plots)
-
-
-def _coverage_rank(args) -> None:
-    c.check_outputs(("--out", args.out))
-
-
-def _xplore(args) -> None:
-    _first("--out", args.out)
-    c.check_outputs(("--out", args.out), ("--out (its inputs, .npz)", _suffixed(args.out, ".npz")),
-                    ("--out (its image grid, .png)", _suffixed(args.out, ".png")))
+# --- per command: what the generic pass cannot see (the files come from the declarations) ----------
 
 
 def _regress(args) -> None:
-    from ..fuzz.campaign.budget import parse_budget
-    from ..fuzz.regress import faults_paths
-
     args.budget = parse_budget(args.budget)  # parsed once, here; the command takes the Budget
     _fidelity("--fidelity", args.fidelity)
     if getattr(args, "shared_fidelity", None):
         _fidelity("--shared-fidelity", args.shared_fidelity)
-    from ..coverage import list_criteria
-
     if args.criterion not in list_criteria():
         raise c.error("--criteria", f"one of {', '.join(list_criteria())}", args.criterion)
     if args.layers is not None and not args.layers:
         raise c.error("--layers", "comma-separated layer names", _typed(args, "--layers", ""))
-    campaign = args.campaign if args.campaign is None else c.check_name("--campaign", args.campaign)
-    _first("--store", args.store)
+    if args.campaign is not None:
+        c.check_name("--campaign", args.campaign)
+    c.check_outputs(("--store", args.store))
     npz_name = "a file name ending in .npz (the fault grid goes beside it as .png)"
     if args.out is not None and (not Path(args.out).name or Path(args.out).name in (".", "..")
                                  or args.out.endswith("/")):
         raise c.error("--out", npz_name, args.out)
-    npz, png = faults_paths(args.store, campaign or f"{args.strategy}-seed{args.seed}", args.out)
-    c.check_outputs(("--store", args.store), ("--out (faults, .npz)", npz), ("--out (fault grid, .png)", png))
     if args.out is not None and (Path(args.out).suffix != ".npz" or Path(args.out).name == ".npz"):
+        # a path's own fault (under a file, ...) is named before its suffix
+        check_declared(importlib.import_module(f"{__package__}.regress").outputs(args))
         raise c.error("--out", npz_name, args.out)
-    from ..experiment.store import ResultStore
-
     ResultStore.check(args.store)
 
 
@@ -187,8 +150,6 @@ def _fidelity(option: str, spec: str) -> None:
     ``discriminator:FILE`` (an existing file), ``ssim``, ``ssim:T`` (0 < T <= 1),
     ``ssim-compat`` or ``none``.
     """
-    from ..fuzz.fidelity import FIDELITIES
-
     name, sep, arg = str(spec).partition(":")
     known = FIDELITIES.names()
     if name.strip().lower() not in known:
@@ -210,46 +171,17 @@ def _scenario(args) -> None:
     if args.arch in GAN_PARTS:
         raise c.error("--arch", "a classifier of the zoo", args.arch,
                       "the dcgan parts are trained together with 'deepfault gan train'")
-    c.check_output_dir("--out", args.out)
 
 
 def _train(args) -> None:
     if args.arch == "dcgan_generator":
         raise c.error("--arch", "a classifier of the zoo (or dcgan_discriminator)", args.arch,
                       "the generator is trained with its discriminator: 'deepfault gan train'")
-    if args.arch == "dcgan_discriminator":
-        _first("--out", args.out)
-        out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-        c.check_outputs(("--out", out), ("--out (its generator)", out.with_name(f"{out.stem}.generator.pt")))
-        return
-    c.check_outputs(("--out", args.out or f"{args.arch}-{Path(args.dataset).stem}.pt"))
-
-
-def _gan_train(args) -> None:
-    _first("--out", args.out)
-    if args.generator_out:
-        _first("--generator-out", args.generator_out)
-    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-    gen = args.generator_out or out.with_name(f"{out.stem}.generator.pt")
-    c.check_outputs(("--out", out), ("--generator-out", gen))
 
 
 def _experiment(args) -> None:
-    if args.store is not None:
-        c.check_outputs(("--store", args.store))
-    if args.models_dir is not None:
-        c.check_output_dir("--models-dir", args.models_dir)
     if args.ray_address is not None and (args.executor or "serial") != "ray":
         raise c.error("--ray-address", "given with --executor ray only", args.ray_address)
 
 
-def _report(args) -> None:
-    if args.out is not None:
-        c.check_output_dir("--out", args.out)
-
-
-_COMMANDS = {
-    "run": _run, "coverage profile": _coverage_profile, "coverage measure": _coverage_measure,
-    "coverage rank": _coverage_rank, "xplore": _xplore, "regress": _regress, "scenario": _scenario,
-    "train": _train, "gan train": _gan_train, "experiment": _experiment, "report": _report,
-}
+_COMMANDS = {"regress": _regress, "scenario": _scenario, "train": _train, "experiment": _experiment}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from ._common import RENAMES
+
 __all__ = ["markdown", "BEGIN", "END", "VOCABULARY"]
 
 BEGIN = "<!-- BEGIN GENERATED: python scripts/cli_reference.py -->"
@@ -61,8 +63,6 @@ def _commands_with(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
 
 
 def _vocabulary(parser: argparse.ArgumentParser) -> list[str]:
-    from ._common import RENAMES
-
     where = _commands_with(parser)
     out = ["## One vocabulary", "",
            "Each concept has one option name, the same in every command that has the concept.", "",
@@ -106,8 +106,8 @@ def _rows(parser: argparse.ArgumentParser) -> list[str]:
                 name += f" {action.metavar or action.dest.upper()}"
         else:
             name = f"`{action.metavar or action.dest}`"
-        choices = f" (one of: {', '.join(map(str, action.choices))})" if action.choices and \
-            not isinstance(action.choices, dict) and len(action.choices) <= 30 else ""
+        listed = [] if not action.choices or isinstance(action.choices, dict) else list(action.choices)
+        choices = f" (one of: {', '.join(map(str, listed))})" if listed and len(listed) <= 30 else ""
         rows.append(f"| {_cell(name)} | {_cell(_default(action))} | {_cell((action.help or '') + choices)} |")
     return rows
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import io
 import math
 from pathlib import Path
 
+from ..coverage import compute_profile, list_criteria, load_profile, measure_coverage, model_hash, rank_inputs
+from ..coverage.figures import _pyplot
+from ..coverage.measure import check_params, parse_criteria
+from ..coverage.report import layer_tables, measure_page
 from ..errors import DeepFaultError
+from ..experiment.report import render_page
+from ..experiment.results import result_document, write_result
+from ..models.prepare import prepare_model
+from ..provenance import provenance
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_model_options,
@@ -17,9 +25,12 @@ from ._common import (
     add_report_option,
     add_threads,
     apply_threads,
+    declared,
     device_from,
+    load_inputs,
     names,
     number,
+    output_path,
     positive_int,
     table,
     write_run_report,
@@ -63,8 +74,6 @@ def _add_common(p: argparse.ArgumentParser, *, split: str) -> None:
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:
-    from ..coverage import list_criteria
-
     p.add_argument("--criteria", default="nc", metavar="NAMES",
                    help=f"comma-separated criteria, or 'all' ({', '.join(list_criteria())})")
     p.add_argument("--threshold", type=thresholds, action="extend", nargs="+", default=None, metavar="T",
@@ -136,6 +145,20 @@ def add_parser(sub) -> None:
 
 # --------------------------------------------------------------------------- helpers
 
+_PLOTS = ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png")
+
+
+def outputs(args) -> list[Output]:
+    """The files ``coverage profile`` (an .npz), ``measure`` (a JSON result, and ``--plot DIR``'s
+    page and figures) and ``rank`` (a JSON result) write.
+    """
+    out = [Output("--out", output_path(args.out))]
+    if args.coverage_command == "measure" and args.plot:
+        folder = Path(args.plot)
+        out = [Output("--plot", folder, folder=True), *out,
+               *[Output(f"--plot ({name})", folder / name) for name in _PLOTS]]
+    return out
+
 
 def _layers(args):
     if args.layers is None:
@@ -145,9 +168,6 @@ def _layers(args):
 
 def _load(args):
     """``(prepared model, inputs, labels, split description)``."""
-    from ..models.prepare import prepare_model
-    from ._common import load_inputs
-
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
@@ -168,25 +188,11 @@ def _criteria_options(args) -> dict:
 
 def _prepare(args):
     """Validate the options and load the profile before the data, so bad input costs nothing."""
-    from .._io import check_writable
-    from ..coverage import load_profile
-    from ..coverage.measure import check_params, parse_criteria
-
     opts = _criteria_options(args)
     profile = load_profile(args.profile) if args.profile else None
     check_params(parse_criteria(opts["criteria"]), threshold=opts["threshold"], sections=opts["sections"],
                  top_k=opts["top_k"], scale=opts["scale"], profile=profile)
-    out = None if args.out == "-" else check_writable(args.out)
-    return opts, profile, out
-
-
-def _model_info(args, prep) -> dict:
-    from ..coverage import model_hash
-
-    mf = prep.model_file
-    return {"file": args.model, "label": prep.name, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
-            "output_kind": prep.output_kind, "fingerprint": prep.fingerprint,
-            "weights_sha256": model_hash(prep.module)}
+    return opts, profile
 
 
 def _header(prep, split: str, n: int, layout, transform: str, device, profile) -> str:
@@ -204,47 +210,27 @@ def _cell(covered: int, total: int | None) -> str:
     return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
 
 
-def _coverage_tables(report) -> str:
-    """One table per criterion: a row per layer and the total, a column per parameter setting."""
-    out = io.StringIO()
-    groups: dict[str, list] = {}
-    for r in report.results:
-        groups.setdefault(r.criterion, []).append(r)
-    for name, results in groups.items():
-        heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
-                 or name for r in results]
-        unit = "distinct top-k sets per layer; total: patterns" if name == "tknp" else "covered/items"
-        out.write(f"\n{name} ({unit})\n")
-        rows = [(la.name, la.size, *[_cell(*r.per_layer[la.name]) for r in results])
-                for la in report.layout.layers]
-        rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
-        out.write(table(("layer", "units", *heads), rows) + "\n")
-    return out.getvalue()
-
-
-def _payload(tool: str, args, device, prep, split: str, body: dict) -> dict:
-    from ..provenance import provenance
-
+def _write(command: str, path, args, device, threads: int, prep, split: str, opts: dict, body: dict) -> None:
+    """The JSON result of ``coverage measure`` or ``rank`` (:mod:`deepfault.experiment.results`)."""
     data = prep.data
-    return {
-        "tool": tool,
-        "provenance": provenance(device, argv=args.argv),
-        "model": _model_info(args, prep),
-        "dataset": {"name": data.name, "data_dir": args.data_dir, "split": split,
-                    "bounds": list(data.bounds), "layout": prep.layout,
-                    "input_shape": list(data.input_shape)},
-        **body,
-    }
+    mf = prep.model_file
+    model = {"file": args.model, "label": prep.name, "arch": prep.arch,
+             "arch_kwargs": None if mf is None else mf.arch_kwargs, "output_kind": prep.output_kind,
+             "fingerprint": prep.fingerprint, "weights_sha256": model_hash(prep.module)}
+    dataset = {"name": data.name, "data_dir": args.data_dir, "split": split, "bounds": list(data.bounds),
+               "layout": prep.layout, "input_shape": list(data.input_shape)}
+    config = {**opts, "layers": None if args.layers is None else list(args.layers),
+              "transform": args.transform, "batch_size": args.batch_size, "profile": args.profile}
+    write_result(path, result_document(command, {"model": model, "dataset": dataset, **body}, config=config,
+                                       device=device, argv=args.argv, threads=threads))
+    print(f"wrote {path}")
 
 
 # --------------------------------------------------------------------------- commands
 
 
 def _cmd_profile(args) -> int:
-    from .._io import check_writable
-    from ..coverage import compute_profile
-
-    out = None if args.out == "-" else check_writable(args.out)  # '-' writes none, as elsewhere
+    out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
     device = device_from(args.device)
     prep, x, _, split = _load(args)
     model = prep.to(device).module
@@ -262,37 +248,28 @@ def _cmd_profile(args) -> int:
 
 
 def _cmd_measure(args) -> int:
-    from .._io import write_json
-    from ..coverage import measure_coverage
-
-    opts, profile, out = _prepare(args)
+    opts, profile = _prepare(args)
+    out = declared(outputs(args), "--out")
     if args.plot:
-        from ..coverage.figures import _pyplot
-
         _pyplot()  # fail now, not after the work, when matplotlib is missing
     device = device_from(args.device)
     prep, x, _, split = _load(args)
     model = prep.to(device).module
-    apply_threads(args.threads, [model], device)
+    threads = apply_threads(args.threads, [model], device)
     report = measure_coverage(model, x, **opts, profile=profile, layers=_layers(args),
                               transform=args.transform, batch_size=args.batch_size,
                               progress=not args.no_progress)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
-    text += _coverage_tables(report)
+    text += "".join(f"\n{t.title}\n{t.text()}\n" for t in layer_tables(report))
     text += f"\nmeasured in {report.seconds:.2f} s\n"
     print(text, end="")
-    if args.plot or args.report_dir:
-        from ..coverage.report import measure_page
-        from ..provenance import provenance
 
-        def page(folder):
-            return measure_page(report, folder, model_name=prep.name, data_name=split, device=str(device),
-                                provenance=provenance(device, argv=args.argv),
-                                config={k: v for k, v in vars(args).items() if k not in ("func", "argv")})
+    def page(folder):
+        return measure_page(report, folder, model_name=prep.name, data_name=split, device=str(device),
+                            provenance=provenance(device, argv=args.argv),
+                            config={k: v for k, v in vars(args).items() if k not in ("func", "argv")})
 
     if args.plot:
-        from ..experiment.report import render_page
-
         shown = page(args.plot)
         html_path = Path(args.plot) / "report.html"
         page_text = render_page(shown["title"], shown["html"], shown["provenance"], config=shown["config"],
@@ -303,20 +280,17 @@ def _cmd_measure(args) -> int:
     if args.report_dir:
         write_run_report(args, page)
     if out is not None:
-        write_json(out, _payload("deepfault coverage measure", args, device, prep, split, report.to_dict()))
-        print(f"wrote {out}")
+        _write("coverage measure", out, args, device, threads, prep, split, opts, report.to_dict())
     return 0
 
 
 def _cmd_rank(args) -> int:
-    from .._io import write_json
-    from ..coverage import rank_inputs
-
-    opts, profile, out = _prepare(args)
+    opts, profile = _prepare(args)
+    out = declared(outputs(args), "--out")
     device = device_from(args.device)
     prep, x, y, split = _load(args)
     model = prep.to(device).module
-    apply_threads(args.threads, [model], device)
+    threads = apply_threads(args.threads, [model], device)
     report = rank_inputs(model, x, y, **opts, profile=profile, layers=_layers(args),
                          transform=args.transform, batch_size=args.batch_size, progress=not args.no_progress)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
@@ -332,6 +306,5 @@ def _cmd_rank(args) -> int:
     text += f"\n\nranked in {report.seconds:.2f} s\n"
     print(text, end="")
     if out is not None:
-        write_json(out, _payload("deepfault coverage rank", args, device, prep, split, report.to_dict()))
-        print(f"wrote {out}")
+        _write("coverage rank", out, args, device, threads, prep, split, opts, report.to_dict())
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..data import DATASETS, default_data_dir, list_datasets
+from ..data.download import SOURCES, dataset_status, download
 from ..errors import DeepFaultError
 from ._common import add_data_dir, add_no_progress, table
 
@@ -27,9 +29,6 @@ def add_parser(sub) -> None:
 
 
 def _cmd_data_list(args) -> int:
-    from ..data import DATASETS, default_data_dir, list_datasets
-    from ..data.download import SOURCES, dataset_status
-
     root = default_data_dir(args.data_dir)
     if args.data_dir is not None and not root.is_dir():
         raise DeepFaultError(f"--data-dir {args.data_dir!r} is not a folder; give the folder that holds "
@@ -44,7 +43,7 @@ def _cmd_data_list(args) -> int:
             if verified == len(status):
                 state = "verified"
             elif present:
-                bad = [st.path.name for st in status if st.present and not st.verified]
+                bad = [st.file.name for st in status if st.present and not st.verified]
                 state = f"incomplete: {present}/{len(status)} files, {verified} verified"
                 if bad:
                     state += f"; wrong md5: {', '.join(bad)} (deepfault data download {name} --force)"
@@ -58,9 +57,6 @@ def _cmd_data_list(args) -> int:
 
 
 def _cmd_data_download(args) -> int:
-    from ..data import default_data_dir
-    from ..data.download import download
-
     paths = download(args.name, default_data_dir(args.data_dir), force=args.force,
                      progress=not args.no_progress)
     for path in paths:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ..errors import DeepFaultError
+from ..experiment.executors import get_executor, list_executors
+from ..experiment.presets import get_preset, list_presets
+from ..experiment.report import write_report
+from ..localization.preset import DeepFaultGrid, load_config
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -19,8 +25,6 @@ from ._common import (
 
 
 def _key_value(text: str) -> tuple[str, str]:
-    import argparse
-
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE; got {text!r}")
@@ -35,9 +39,6 @@ def _preset_help(preset) -> str:
 
 def add_parser(sub) -> None:
     """Add ``deepfault experiment`` and ``deepfault report`` to ``sub``."""
-    from ..experiment.executors import list_executors
-    from ..experiment.presets import get_preset, list_presets
-
     presets = "; ".join(_preset_help(get_preset(n)) for n in list_presets())
     exp = sub.add_parser(
         "experiment", help="run (or resume) an experiment grid into a results store",
@@ -88,10 +89,6 @@ def add_parser(sub) -> None:
 
 
 def _cmd_experiment(args) -> int:
-    from ..experiment.executors import get_executor
-    from ..experiment.presets import get_preset
-    from ..localization.preset import DeepFaultGrid, load_config
-
     device = device_from(args.device)
     apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
@@ -116,9 +113,17 @@ def _cmd_experiment(args) -> int:
     return 0
 
 
-def _cmd_report(args) -> int:
-    from ..experiment.report import write_report
+def outputs(args) -> list[Output]:
+    """What ``deepfault experiment`` (its store, its models folder) or ``deepfault report`` (its
+    folder) writes; a default store's name depends on the preset and is checked when known.
+    """
+    if args.command == "report":
+        return [] if args.out is None else [Output("--out", Path(args.out), folder=True)]
+    return [Output("--models-dir", None if args.models_dir is None else Path(args.models_dir), folder=True),
+            Output("--store", None if args.store is None else Path(args.store))]
 
+
+def _cmd_report(args) -> int:
     store = Path(args.store)
     if not store.is_file():
         raise DeepFaultError(f"results store {str(store)!r} does not exist; run 'deepfault experiment' first")

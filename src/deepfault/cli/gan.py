@@ -6,9 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
+from ..fuzz.fidelity.gan import GanConfig, check_gan_data, save_gan, train_gan
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -26,9 +29,6 @@ _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"
 
 def add_parser(sub) -> None:
     """Add ``deepfault gan`` and its action train to ``sub``."""
-    from ..data import list_datasets
-    from ..fuzz.fidelity.gan import GanConfig
-
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
     gan_sub.required = True
@@ -73,11 +73,18 @@ def _count_or_all(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
 
 
-def _cmd_gan_train(args) -> int:
-    from .._io import check_writable
-    from ..data import load_dataset
-    from ..fuzz.fidelity.gan import GanConfig, check_gan_data, save_gan, train_gan
+def outputs(args) -> list[Output]:
+    """The files ``deepfault gan train`` (and ``train --arch dcgan_discriminator``) writes."""
+    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
+    generator = getattr(args, "generator_out", None)
+    if generator:
+        return [Output("--out", out), Output("--generator-out", Path(generator))]
+    named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
+    return [Output("--out", out),
+            Output("--out (its generator)", out.with_name(f"{out.stem}.generator.pt") if named else None)]
 
+
+def _cmd_gan_train(args) -> int:
     config = GanConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                        images_per_epoch=args.images_per_epoch, seed=args.seed)
     config.validate()
@@ -85,12 +92,9 @@ def _cmd_gan_train(args) -> int:
     apply_threads(args.threads)
     data = load_dataset(args.dataset, data_dir=args.data_dir)
     check_gan_data(data)
-    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-    gen_out = Path(args.generator_out or out.with_name(f"{out.stem}.generator.pt"))
+    out, gen_out = (Path(str(o.path)) for o in outputs(args))
     if gen_out.resolve() == out.resolve():
         raise DeepFaultError(f"--generator-out and --out name the same file {str(out)!r}")
-    check_writable(out)
-    check_writable(gen_out)
     per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
                                                                                 len(data.y_train))
     print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "
@@ -120,8 +124,6 @@ def train_from_train_args(args) -> int:
     the command line; otherwise the GAN's own defaults apply (the classifier defaults of
     ``train`` would make a GAN run for an hour on a CPU).
     """
-    from ..fuzz.fidelity.gan import GanConfig
-
     given = {_TRAIN_FLAGS[flag.split("=")[0]] for flag in getattr(args, "argv", [])
              if flag.split("=")[0] in _TRAIN_FLAGS}
     defaults = GanConfig()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import DeepFaultError
+from ..models.prepare import prepare_model
 from ._common import HelpFormatter, add_data_dir, add_model_options, open_model_file, table
 
 
@@ -22,9 +25,6 @@ def add_parser(sub) -> None:
 
 
 def _cmd_inspect(args) -> int:
-    from dataclasses import replace
-
-    from ..models.prepare import prepare_model
     from ..models.summary import describe_model
 
     mf = open_model_file(args)
@@ -59,6 +59,6 @@ def _cmd_inspect(args) -> int:
               "yes" if r.default_neuron_layer else "")
              for r in rows]
     print(table(("layer", "type", "output", "units", "params", "analysed by default"), body))
-    neurons = sum(r.units for r in rows if r.default_neuron_layer)
+    neurons = sum(r.units or 0 for r in rows if r.default_neuron_layer)
     print(f"{neurons} neurons in the default layers; name others with --layers")
     return 0

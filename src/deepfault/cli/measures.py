@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..localization.measures import MEASURES
+from ..localization.selection import APPROACHES, list_approaches
 from ._common import table
 
 
@@ -15,9 +17,6 @@ def add_parser(sub) -> None:
 
 
 def _cmd_measures(args) -> int:
-    from ..localization.measures import MEASURES
-    from ..localization.selection import APPROACHES, list_approaches
-
     rows = []
     for name in list_approaches():
         approach = APPROACHES.get(name)

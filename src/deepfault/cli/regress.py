@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
+from ..errors import DeepFaultError
+from ..experiment.results import result_document, write_result
+from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig
+from ..fuzz.campaign.metrics import compare_campaigns
+from ..fuzz.campaign.strategies import STRATEGIES
+from ..fuzz.figures import fault_grid
+from ..fuzz.mutation.mcmc import CHOOSERS
+from ..fuzz.regress import faults_paths, load_pair, progress_line, regress
+from ..fuzz.report import campaign_page, metrics_table
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -26,10 +37,6 @@ from ._common import (
 
 def add_parser(sub) -> None:
     """Add ``deepfault regress`` to ``sub``."""
-    from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH
-    from ..fuzz.campaign.strategies import STRATEGIES
-    from ..fuzz.mutation.mcmc import CHOOSERS
-
     strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
     p = sub.add_parser(
         "regress", help="fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
@@ -37,7 +44,8 @@ def add_parser(sub) -> None:
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
         f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
         "command resumes (also after a crash or kill). Prints the metrics (#RF, #URF, #Seed, #GF) and "
-        "writes the faults as .npz (input, seed index, label, both predictions) and a PNG grid beside it.",
+        "writes the faults as .npz (input, seed index, label, both predictions), a PNG grid and the JSON "
+        "result beside it.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
@@ -79,7 +87,8 @@ def add_parser(sub) -> None:
     p.add_argument("--campaign", metavar="ID", default=None,
                    help="the campaign's id in the store (default: STRATEGY-seedS)")
     p.add_argument("--out", metavar="FILE.npz", default=None,
-                   help="the faults file; the fault grid goes beside it as FILE.png (default: "
+                   help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
+                   "FILE.json (default: "
                    "STORE-CAMPAIGN-faults.npz beside the store)")
     p.add_argument("--grid", type=positive_int, default=16, metavar="N", help="faults in the image grid")
     p.add_argument("--criteria", dest="criterion", default="kmnc", metavar="NAME",
@@ -111,24 +120,37 @@ def _criterion_params(args) -> dict:
     return {}
 
 
+def _cells(args) -> list[tuple[str, str]]:
+    """``(strategy, campaign id)`` of each campaign the command runs, in order."""
+    if args.strategy == "both":
+        return [(s, f"{s}-seed{args.seed}") for s in ("drfuzz", "deephunter")]
+    return [(args.strategy, args.campaign or f"{args.strategy}-seed{args.seed}")]
+
+
+def outputs(args) -> list[Output]:
+    """The files ``deepfault regress`` writes: the store, and per campaign its faults (.npz), their
+    grid (.png) and its JSON result (.json beside the faults).
+    """
+    out = [Output("--store", Path(args.store))]
+    for strategy, cell in _cells(args):
+        npz, png = faults_paths(args.store, cell, args.out if args.strategy != "both" else None)
+        where = "" if args.strategy != "both" else f" of {strategy}"
+        out += [Output(f"--out (faults{where}, .npz)", npz), Output(f"--out (fault grid{where}, .png)", png),
+                Output(f"--out (result{where}, .json)", npz.with_suffix(".json"))]
+    return out
+
+
 def _cmd_regress(args) -> int:
-    from pathlib import Path
-
-    from ..errors import DeepFaultError
-    from ..fuzz.campaign import CampaignConfig
-    from ..fuzz.regress import load_pair, progress_line
-
     for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
             raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
-    budget = args.budget  # a Budget, parsed once by _preflight
-    strategies = ["drfuzz", "deephunter"] if args.strategy == "both" else [args.strategy]
+    budget = args.budget  # a Budget, parsed once by the preflight
     shared = args.shared_fidelity or (args.fidelity if args.strategy == "both" else None)
     device = device_from(args.device)
-    # The pair is opened once, here, so that --threads auto can see the models' size.
+    # The pair is prepared once, here (--threads auto sees the models' size), and every campaign takes it.
     p1, p2, data = load_pair(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, arch=args.arch,
                              trust_pickle=args.trust_pickle)
-    apply_threads(args.threads, [p1.module, p2.module], device)
+    threads = apply_threads(args.threads, [p1.module, p2.module], device)
     live = not args.no_progress and sys.stderr.isatty()
     last = [0.0]
 
@@ -144,20 +166,22 @@ def _cmd_regress(args) -> int:
             last[0] = now
             print(progress_line(p), file=sys.stderr, flush=True)
 
+    paths = outputs(args)[1:]
     outcomes = {}
-    for strategy in strategies:
+    for i, (strategy, _) in enumerate(_cells(args)):
         config = CampaignConfig(
             strategy=strategy, budget=budget, batch=args.inputs_per_step, seed=args.seed,
             chooser=args.chooser,
-            fidelity=args.fidelity, criterion=args.criterion, criterion_params=_criterion_params(args),
+            fidelity=args.fidelity, criterion=args.criterion,
+            criterion_params=tuple(sorted(_criterion_params(args).items())),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,
             shared_fidelity=shared,
         )
-        outcomes[strategy] = _run_one(args, (p1, p2, data), config, budget, device, live, show, log_line)
+        npz, png, result_path = (o.path for o in paths[3 * i:3 * i + 3])
+        outcomes[strategy] = _run_one(args, (p1, p2, data), config, budget, device, threads,
+                                      show if live else log_line, live, (npz, png, result_path))
     if len(outcomes) > 1:
-        from ..fuzz.campaign.metrics import compare_campaigns
-
         cmp = compare_campaigns({k: o.result for k, o in outcomes.items()})
         print(f"comparison (shared filter: {cmp['filter']}): at equal wall time "
               f"({cmp['wall_seconds']:.1f} s) and at equal iterations ({cmp['iterations']:,})")
@@ -168,50 +192,31 @@ def _cmd_regress(args) -> int:
         print(table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
                      "#URF passing the filter", "iterations"), rows))
     if args.report_dir is not None:
-        from ..fuzz.report import campaign_page
-
         write_run_report(args, lambda folder: campaign_page(outcomes, folder))
     return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
 
 
-def _run_one(args, pair, config, budget, device, live, show, log_line):
-    from ..fuzz.regress import faults_paths, regress
-
+def _run_one(args, pair, config, budget, device, threads, progress, live, paths):
     print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, "
           f"{args.inputs_per_step} inputs per step, seed {args.seed}, {config.check_name} check, {device}")
     p1, p2, data = pair
+    npz, png, result_path = paths
     out = regress(p1, p2, dataset=data, data_dir=args.data_dir, store=args.store,
-                  cell=args.campaign if args.strategy != "both" else None, device=device, arch=args.arch,
-                  trust_pickle=args.trust_pickle,
-                  progress=None if args.no_progress else (show if live else log_line), config=config)
+                  cell=args.campaign if args.strategy != "both" else None, device=device,
+                  progress=None if args.no_progress else progress, config=config)
     if live:
         print(file=sys.stderr)
-    r, m = out.result, out.result.metrics
+    r = out.result
     reason = {"budget": f"stopped at the budget ({budget})",
               "exhausted": "stopped early: no queued input can be selected any more (all used or banned)",
               "interrupted": "interrupted; rerun the same command to resume from the last checkpoint"}
-    rows = [
-        ("#RF (regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
-        ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),
-        ("#URF with SSIM to the seed >= 0.99", m.urf_ssim),
-        ("seeds M2 already gets wrong (not counted)", m.initial_rf),
-        ("time to first RF (s)", fmt(m.seconds_to_first_rf, 2)),
-        ("queries to first RF", fmt(m.queries_to_first_rf)),
-        ("iterations", r.iterations), ("mutants generated", r.generated), ("mutants executed", r.queries),
-        ("mutants per second", fmt(r.generated / r.seconds if r.seconds else None, 0)),
-        ("#URF per minute", fmt(60 * m.urf / r.seconds if r.seconds else None, 1)),
-        ("#URF per 1,000 model queries", fmt(1000 * m.urf / r.queries if r.queries else None, 2)),
-        ("fuzzing time (s)", fmt(r.seconds, 1)), ("queue at the end", r.corpus),
-    ]
-    print(table(("metric", "value"), rows))
+    print(metrics_table(r).text())
     print(f"{reason[r.stop_reason]}; {r.roots} seeds, {r.queued_seeds} queued"
           + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
-    npz, png = faults_paths(args.store, out.cell, args.out if args.strategy != "both" else None)
     r.save_faults(npz)
     wrote = [str(npz)]
+    grid: str | None = png.name
     try:
-        from ..fuzz.figures import fault_grid
-
         gen = ~r.faults.select(r.faults.kind == 0).initial
         idx = [i for i, g in enumerate(gen) if g][: args.grid]
         arrays = r.fault_arrays()
@@ -220,6 +225,17 @@ def _run_one(args, pair, config, budget, device, live, show, log_line):
                    title=f"regression faults ({config.strategy}, seed {args.seed}): seed | fault")
         wrote.append(str(png))
     except ModuleNotFoundError as err:
+        grid = None
         print(f"no image grid: {err}")
+    payload = out.to_dict()
+    body = {k: v for k, v in payload.items() if k != "config"}  # the envelope has it
+    models = {"m1": {"file": args.m1, "name": out.names[0], "fingerprint": p1.fingerprint},
+              "m2": {"file": args.m2, "name": out.names[1], "fingerprint": p2.fingerprint}}
+    dataset = {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
+               "num_test": len(data.y_test), "class_names": list(data.class_names)}
+    write_result(result_path, result_document(
+        "regress", {"models": models, "dataset": dataset, **body}, config=payload["config"], seed=config.seed,
+        device=device, argv=args.argv, threads=threads, outputs={"faults": npz.name, "grid": grid}))
+    wrote.append(str(result_path))
     print(f"store: {out.store} (experiment {out.experiment}, campaign {out.cell}); wrote {', '.join(wrote)}")
     return out

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import io
 
+import torch
+
+from ..experiment.results import result_document, write_result
+from ..models.prepare import prepare_model
+from ..repair import RepairConfig, repair
+from ..repair.config import BASELINES, TIE_POLICIES
+from ..repair.report import summary_text, write_result_page
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -14,15 +21,16 @@ from ._common import (
     add_threads,
     apply_threads,
     device_from,
-    fmt,
     fraction,
+    load_inputs,
     names,
     non_negative_number,
     number,
+    output_path,
     positive_int,
     positive_number,
     positive_share,
-    table,
+    sibling,
 )
 
 
@@ -36,8 +44,6 @@ def _mix(text: str) -> float | None:
 
 
 def _baselines(text: str) -> tuple[str, ...]:
-    from ..repair.config import BASELINES
-
     if text.strip() == "none":
         return ()
     chosen = names(text)
@@ -51,8 +57,6 @@ def _baselines(text: str) -> tuple[str, ...]:
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
-    from ..repair.config import BASELINES, TIE_POLICIES, RepairConfig
-
     d = RepairConfig()
     p = sub.add_parser(
         "repair",
@@ -161,140 +165,45 @@ def add_parser(sub) -> None:
     p.set_defaults(func=_cmd_repair)
 
 
-def summary(result) -> str:
-    """The printed report: the files, then one row per model (before, found, baselines)."""
-    out = io.StringIO()
-    w = out.write
-    cfg = result.config
-    w(f"model {result.model_name} · data {result.dataset} · {result.device}\n")
-    w(
-        f"hold out {cfg.holdout:g} of each file's seeds, {result.mixed} training inputs mixed in, "
-        f"{cfg.epochs} epochs, lr {cfg.lr:g}, batch {cfg.batch_size}, seed {cfg.seed}\n\n"
-    )
-    rows = [
-        (
-            f.name,
-            f.kind,
-            f.inputs,
-            f.used,
-            f.ties if f.tie_policy else "-",
-            f"{f.tie_policy}" if f.tie_policy else "-",
-            f.train,
-            f.held_out,
-            f.source,
-        )
-        for f in result.files
-    ]
-    w(
-        table(("file", "kind", "inputs", "labelled", "ties", "ties are", "train", "held out", "labels"), rows)
-        + "\n\n"
-    )
-    files = [f.name for f in result.files]
-    rf_files = [f.name for f in result.files if f.kind == "regress"]
-    headers = [
-        "model",
-        "inputs",
-        "test acc",
-        f"clean test acc ({result.clean_test})",
-        "change (pts)",
-        *[f"held-out {n}" for n in files],
-        *[f"#RF {n}" for n in rf_files],
-        "flag",
-    ]
-
-    def row(name, inputs, ev, change, flag):
-        return [
-            name,
-            inputs,
-            fmt(ev.test_accuracy, 4),
-            fmt(ev.clean_test_accuracy, 4),
-            change,
-            *[fmt(ev.held_out.get(n), 4) for n in files],
-            *[ev.rf.get(n, "-") for n in rf_files],
-            flag,
-        ]
-
-    rows = [row("before", "-", result.before, "-", "")]
-    for a in result.approaches:
-        rows.append(
-            row(
-                a.name,
-                a.inputs,
-                a.after,
-                f"{a.test_change:+.2f}",
-                f"costs > {cfg.max_drop:g} pts" if a.flagged else "",
-            )
-        )
-    w(table(headers, rows) + "\n")
-    flagged = [a.name for a in result.approaches if a.flagged]
-    if flagged:
-        w(f"\nflagged: {', '.join(flagged)} lost more than {cfg.max_drop:g} points of clean test accuracy\n")
-    return out.getvalue()
+def outputs(args) -> list[Output]:
+    """The files ``deepfault repair`` writes: the JSON result, its HTML page and the repaired model."""
+    out = output_path(args.out)
+    model = args.save_model if args.save_model is not None else sibling(out, ".pt")
+    return [Output("--out", out), Output("--out (its page, .html)", sibling(out, ".html")),
+            Output("--save-model", output_path(model))]
 
 
 def _cmd_repair(args) -> int:
-    import torch
-
-    from .._io import check_writable, write_json
-    from ..provenance import provenance
-    from ..repair import RepairConfig, repair
-
     config = RepairConfig(
-        holdout=args.holdout,
-        mix=args.mix,
-        epochs=args.epochs,
-        lr=args.lr,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        max_drop=args.max_drop,
-        ties=args.ties,
-        vote_model=args.vote_model,
-        baselines=args.baselines,
-        eps=args.eps,
-        bim_steps=args.bim_steps,
-    ).validate()
-    out = None if args.out == "-" else check_writable(args.out)
-    html = None if out is None else check_writable(out.with_suffix(".html"))
-    model_path = args.save_model or (None if out is None else str(out.with_suffix(".pt")))
-    model_path = None if model_path == "-" else check_writable(model_path) if model_path else None
+        holdout=args.holdout, mix=args.mix, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+        seed=args.seed, max_drop=args.max_drop, ties=args.ties, vote_model=args.vote_model,
+        baselines=args.baselines, eps=args.eps, bim_steps=args.bim_steps,
+    )
+    paths = outputs(args)
+    out, html, model_path = (p.path for p in paths)
     device = device_from(args.device)
+    prepared = load_inputs(args)
+    m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
+                                                    arch=args.arch, trust_pickle=args.trust_pickle)
     before = torch.get_num_threads()
     threads = apply_threads(args.threads)
     try:
-        result = repair(
-            args.model,
-            args.inputs,
-            dataset=args.dataset,
-            data_dir=args.data_dir,
-            config=config,
-            m1=args.m1,
-            device=device,
-            save_to=model_path,
-            progress=not args.no_progress,
-            arch=args.arch,
-            trust_pickle=args.trust_pickle,
-        )
+        result = repair(prepared, args.inputs, config=config, data_dir=args.data_dir, m1=m1, device=device,
+                        save_to=model_path, progress=not args.no_progress)
     finally:
         torch.set_num_threads(before)
-    print(summary(result), end="")
+    print(summary_text(result), end="")
     wrote = [str(model_path)] if model_path else []
     if out is not None:
-        prov = {**provenance(device, argv=args.argv), "threads": threads}
-        payload = {
-            "tool": "deepfault repair",
-            "provenance": prov,
-            "model": {
-                "file": args.model,
-                "name": result.model_name,
-                "saved": str(model_path) if model_path else None,
-            },
-            **result.to_dict(),
-        }
-        write_json(out, payload)
+        payload = result.to_dict()
+        body = {k: v for k, v in payload.items() if k not in ("config", "device")}  # the envelope has them
+        document = result_document(
+            "repair", body, config=payload["config"],
+            seed=config.seed, device=device, argv=args.argv, threads=threads,
+            outputs={"page": html.name if html else None, "model": str(model_path) if model_path else None})
+        write_result(out, document)
         wrote.append(str(out))
-        from ..repair.report import write_result_page
-
-        if write_result_page(html, result, prov) is not None:
+        if html is not None and write_result_page(html, result, document["provenance"]) is not None:
             wrote.append(str(html))
     if wrote:
         print(f"wrote {', '.join(wrote)}")

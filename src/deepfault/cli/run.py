@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import io
+from dataclasses import replace
 from pathlib import Path
 
-from ..errors import DeepFaultError
+import torch
+
+from ..core.progress import progress_bar
+from ..experiment.results import result_document, write_result
+from ..localization.outputs import save_synthesized, summary_text, synthesized_grid
+from ..localization.protocol import RunConfig, run_deepfault
+from ..localization.selection import get_approach, list_approaches
+from ..provenance import provenance
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_model_options,
@@ -18,13 +26,13 @@ from ._common import (
     apply_threads,
     class_list,
     device_from,
-    fmt,
     int_list,
     load_inputs,
     names,
     number,
+    output_path,
     positive_int,
-    table,
+    sibling,
     write_run_report,
 )
 
@@ -49,8 +57,6 @@ def add_parser(sub) -> None:
     run.add_argument("--class", dest="classes", metavar="C", type=class_list, default=None,
                      help="class to analyse: an index, a comma-separated list, or 'all' "
                      "(default: all)")
-    from ..localization.selection import list_approaches
-
     approaches = list_approaches()
     run.add_argument("--measure", dest="approach", metavar="NAME",
                      default="tarantula",
@@ -103,67 +109,20 @@ def add_parser(sub) -> None:
 
 
 
-def _summary(result, prepared, device, *, quiet: bool = False) -> str:
-    mf, data = prepared.model_file, prepared.data
-    cfg = result.config
-    acc = mf.meta.get("test_accuracy", result.test_accuracy)
-    out = io.StringIO()
-    w = out.write
-    w(f"model {prepared.name} (test accuracy {acc:.1%}) · data {data.name} "
-      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
-    w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
-      f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
-      f"seed {cfg.seed}\n")
-    for cr in [] if quiet else result.classes:
-        sp = cr.spectrum
-        name = data.class_names[cr.target_class]
-        label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
-        w(f"\nclass {label}: {sp.num_inputs} inputs, "
-          f"{sp.num_passed} pass, {sp.num_failed} fail · spectrum {sp.seconds * 1e3:.1f} ms\n")
-        if cr.no_failures:
-            w("  no failing input: every score is 0; neurons follow the tie-breaking order\n")
-        for rep in cr.repetitions:
-            if cfg.repeat > 1:
-                w(f"  repetition {rep.index}\n")
-            rows = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
-                    for i, n in enumerate(rep.selection.neurons)]
-            w(table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), rows) + "\n")
-    w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
-    rows = []
-    for cr in result.classes:
-        for rep in cr.repetitions:
-            s = rep.evaluation.summary()
-            n = s["inputs"]
-            ms = rep.synthesis_seconds / n * 1e3 if n else None
-            inc_at = " ".join(f"{k}:{fmt(v, 2)}" for k, v in s["increased_at"].items())
-            label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
-            rows.append((label, n, fmt(s["loss"]), fmt(s["accuracy"]), fmt(s["changed"]),
-                         fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3),
-                         fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
-    w(table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
-              "increased", "increased@k'", "ms/input"), rows) + "\n")
-    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
-    total = sum(e.num_inputs for e in evs)
-    if total:
-        import numpy as np
-
-        acc_all = float(np.concatenate([e.correct for e in evs]).mean())
-        loss_all = float(np.concatenate([e.loss for e in evs]).mean())
-        w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
-    none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
-    if none:
-        w(f"classes with no failing test input: {', '.join(none)}\n")
-    return out.getvalue()
-
+def outputs(args) -> list[Output]:
+    """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
+    and the log it appends to.
+    """
+    out = output_path(args.out)
+    inputs = None
+    if not args.no_save_inputs and (args.save_inputs or out is not None):
+        inputs = Path(args.save_inputs) if args.save_inputs else sibling(out, ".npz")
+    return [Output("--out", out), Output("--save-inputs", inputs),
+            Output("--save-inputs (its image grid)", sibling(inputs, ".png")),
+            Output("--log", output_path(args.log))]
 
 
 def _cmd_run(args) -> int:
-    import torch
-
-    from .._io import check_writable, write_json
-    from ..localization.protocol import RunConfig, run_deepfault
-    from ..provenance import provenance
-
     config = RunConfig(
         approach=args.approach, k=args.k, classes=args.classes, step=args.step,
         distance=args.distance, star=args.star, seed=args.seed, repeat=args.repeat,
@@ -171,27 +130,16 @@ def _cmd_run(args) -> int:
         normalize=args.normalize, num_inputs=args.num_inputs, k_primes=args.k_primes,
         batch_size=args.batch_size,
     )
-    out = None if args.out == "-" else check_writable(args.out)
-    if args.log:
-        check_writable(args.log)
-    inputs_path = None
-    if not args.no_save_inputs and (args.save_inputs or out is not None):
-        inputs_path = check_writable(args.save_inputs or Path(out).with_suffix(".npz"))
+    out, inputs_path, grid_path, log_path = (o.path for o in outputs(args))
     device = device_from(args.device)
     prepared = load_inputs(args)
     mf, data = prepared.model_file, prepared.data
     config.validate(data.bounds)
-    if config.classes is not None:
-        for c in config.classes:
-            if not 0 <= c < data.num_classes:
-                raise DeepFaultError(f"--class {c} is outside the {data.num_classes} classes of "
-                                     f"{data.name!r} (0..{data.num_classes - 1})")
+    config.check_classes(data)
     model = prepared.to(device).module
     threads = apply_threads(args.threads, [model], device)
     bar = None
     if not args.no_progress:
-        from ..core.progress import progress_bar
-
         bar = progress_bar(len(config.classes or range(data.num_classes)), desc="run", unit="class",
                            leave=False)
     try:
@@ -201,34 +149,33 @@ def _cmd_run(args) -> int:
     finally:
         if bar is not None:
             bar.close()
-    text = _summary(result, prepared, device, quiet=args.quiet)
+    text = summary_text(result, prepared, device, quiet=args.quiet)
     print(text, end="")
     if out is not None:
-        payload = {
-            "tool": "deepfault run",
-            "provenance": {**provenance(device, argv=args.argv), "threads": threads},
-            "model": {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
+        payload = result.to_dict()
+        payload.pop("config")
+        model_info = {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
                       "layout": list(prepared.file_input_shape or data.input_shape),
                       "layout_name": prepared.layout, "input_shape": list(data.input_shape),
                       "adapter": prepared.adapter, "label": prepared.name,
                       "fingerprint": prepared.fingerprint,
                       "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
-                      "output_kind": prepared.output_kind},
-            "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
-                        "num_test": len(data.y_test), "class_names": list(data.class_names)},
-            **result.to_dict(),
-        }
-        write_json(out, payload)
+                      "output_kind": prepared.output_kind}
+        dataset = {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
+                   "num_test": len(data.y_test), "class_names": list(data.class_names)}
+        files = {"inputs": None if inputs_path is None else inputs_path.name,
+                 "grid": None if grid_path is None else grid_path.name}
+        write_result(out, result_document("run", {"model": model_info, "dataset": dataset, **payload},
+                                          config=config.to_dict(), seed=config.seed, device=device,
+                                          argv=args.argv, threads=threads, outputs=files))
         print(f"\nwrote {out}")
-    if inputs_path is not None:
-        from ..localization.outputs import save_synthesized, synthesized_grid
-
+    if inputs_path is not None and grid_path is not None:  # the grid goes with the inputs
         save_synthesized(result, data, inputs_path)
-        grid = synthesized_grid(inputs_path, Path(inputs_path).with_suffix(".png"), bounds=data.bounds,
+        grid = synthesized_grid(inputs_path, grid_path, bounds=data.bounds,
                                 class_names=list(data.class_names))
         print(f"wrote {inputs_path}" + (f" and {grid}" if grid else ""))
-    if args.log:
-        with open(args.log, "a", encoding="utf-8") as fh:
+    if log_path is not None:
+        with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
     if args.report_dir is not None:
         _report(args, config, result, prepared, model, device)
@@ -237,14 +184,7 @@ def _cmd_run(args) -> int:
 
 def _report(args, config, result, prepared, model, device) -> None:
     """``--report DIR``: the run beside the same run from random neurons (its baseline)."""
-    from dataclasses import replace
-
-    import torch
-
-    from ..localization.protocol import run_deepfault
     from ..localization.report import run_page
-    from ..localization.selection import get_approach
-    from ..provenance import provenance
 
     baseline = None
     if not get_approach(config.approach).baseline:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..checks import check_int
+from ..data import list_datasets, load_dataset
+from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
+from ..models import list_architectures
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -19,10 +26,6 @@ from ._common import (
 
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
-    from ..data import list_datasets
-    from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios
-    from ..models import list_architectures
-
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
     p = sub.add_parser(
         "scenario", help="write the M1/M2 model pair of a regression scenario (DRFuzz)",
@@ -50,11 +53,12 @@ def add_parser(sub) -> None:
     p.set_defaults(func=_cmd_scenario)
 
 
-def _cmd_scenario(args) -> int:
-    from ..checks import check_int
-    from ..data import load_dataset
-    from ..fuzz.pairs.scenarios import list_scenarios, make_scenario
+def outputs(args) -> list[Output]:
+    """The folder ``deepfault scenario`` writes its models into."""
+    return [Output("--out", Path(args.out), folder=True)]
 
+
+def _cmd_scenario(args) -> int:
     check_int("--epochs", args.epochs)
     device = device_from(args.device)
     apply_threads(args.threads)

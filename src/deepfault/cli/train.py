@@ -5,8 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..data import list_datasets, load_dataset
+from ..models import list_architectures, save_model
+from ..models.train import TrainConfig, train_model
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -18,13 +22,12 @@ from ._common import (
     positive_int,
     positive_number,
 )
+from .gan import outputs as gan_outputs
+from .gan import train_from_train_args
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault train`` to ``sub``."""
-    from ..data import list_datasets
-    from ..models import list_architectures
-
     train = sub.add_parser(
         "train", help="train a zoo architecture on a data set and write a model file",
         description="Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
@@ -58,17 +61,17 @@ def add_parser(sub) -> None:
 
 
 
+def outputs(args) -> list[Output]:
+    """The files ``deepfault train`` writes (a discriminator comes with its generator)."""
+    if args.arch == "dcgan_discriminator":
+        return gan_outputs(args)
+    return [Output("--out", Path(args.out or f"{args.arch}-{Path(args.dataset).stem}.pt"))]
+
+
 def _cmd_train(args) -> int:
     if args.arch == "dcgan_discriminator":  # trained adversarially with its generator
-        from .gan import train_from_train_args
-
         return train_from_train_args(args)
-    from .._io import check_writable
-    from ..data import load_dataset
-    from ..models import save_model
-    from ..models.train import TrainConfig, train_model
-
-    out = check_writable(args.out or f"{args.arch}-{Path(args.dataset).stem}.pt")
+    out = Path(str(outputs(args)[0].path))
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                          val_fraction=args.val_fraction, seed=args.seed, schedule=args.schedule)
     config.validate()

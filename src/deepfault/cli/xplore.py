@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import io
 import warnings
 from pathlib import Path
 
-from ..errors import DeepFaultError
-from ..xplore.config import PUBLISHED, XploreConfig
+import numpy as np
+
+from ..checks import check_finite_outputs
+from ..experiment.results import result_document, write_result
+from ..models.several import load_xplore_inputs
+from ..provenance import provenance
+from ..xplore import save_inputs, xplore
+from ..xplore.config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, PUBLISHED, XploreConfig
+from ..xplore.constraints import list_constraints
+from ..xplore.figures import image_grid
+from ..xplore.report import run_page, summary_text
 from ._common import (
     HelpFormatter,
+    Output,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -18,12 +27,12 @@ from ._common import (
     add_seed,
     add_threads,
     device_from,
-    fmt,
     names,
     number,
+    output_path,
     positive_int,
     resolve_threads,
-    table,
+    sibling,
     write_run_report,
 )
 
@@ -35,7 +44,7 @@ def _occlusion(text: str) -> tuple[int, int, int, int]:
         parts = ()
     if len(parts) != 4 or min(parts) < 0:
         raise argparse.ArgumentTypeError(f"expected x,y,h,w (four integers >= 0); got {text!r}")
-    return parts  # type: ignore[return-value]
+    return parts[0], parts[1], parts[2], parts[3]
 
 
 def _target(text: str) -> int | None:
@@ -54,13 +63,9 @@ def _seed_indices(text: str) -> tuple[int, ...]:
     """``--seed-indices``: a comma list (``3,17,42``) or a file of integers (whitespace,
     commas or newlines between them; ``#`` starts a comment; or a ``.npy`` array).
     """
-    from pathlib import Path
-
     path = Path(text)
     if path.is_file():
         if path.suffix == ".npy":
-            import numpy as np
-
             try:
                 values = np.load(path, allow_pickle=False).ravel().tolist()
             except (OSError, ValueError) as err:
@@ -124,9 +129,6 @@ def _per_model(text: str) -> tuple[str | None, ...]:
 
 def add_parser(sub) -> None:
     """Add ``deepfault xplore`` to ``sub``."""
-    from ..xplore.config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES
-    from ..xplore.constraints import list_constraints
-
     p = sub.add_parser(
         "xplore",
         help="find inputs on which two or more models disagree (DeepXplore)",
@@ -214,142 +216,20 @@ def add_parser(sub) -> None:
     p.set_defaults(func=_cmd_xplore)
 
 
-def _aligned(values, count: int, option: str) -> list:
-    if values is None:
-        return [None] * count
-    if len(values) == 1:
-        return list(values) * count
-    if len(values) != count:
-        raise DeepFaultError(f"{option} gives {len(values)} entries for {count} models; give one per model "
-                             "(or one for all)")
-    return list(values)
-
-
-def open_xplore_model(entry: str, *, arch: str | None, weights: str | None, models_dir: str | Path,
-                      dataset: str | None, trust_pickle: bool, input_shape=None):
-    """One model of ``--model`` opened (not prepared): a file, a zoo name, or a Keras weights
-    file into a zoo architecture.
-    """
-    from ..models import list_architectures, open_model
-    from ..models.keras_weights import is_weights_only, open_keras_weights
-
-    path = Path(entry)
-    zoo = entry in list_architectures() and not path.exists()
-    h5 = next((f for f in (weights, None if zoo else entry) if f and is_weights_only(f)), None)
-    if h5 is not None and (arch or zoo):
-        return open_keras_weights(h5, arch=arch or entry, input_shape=input_shape, dataset=dataset)
-    if zoo:
-        if dataset is None:
-            raise DeepFaultError(f"zoo name {entry!r} needs --dataset to find its trained file")
-        path = Path(models_dir) / f"{entry}-{dataset}.pt"
-        if not path.is_file():
-            raise DeepFaultError(
-                f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train --arch "
-                f"{entry} --dataset {dataset} --out {path}' or give the model file"
-            )
-    if h5 is not None:
-        raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
-                             "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
-    return open_model(path, weights=weights, arch=arch, trust_pickle=trust_pickle)
-
-
-def load_xplore_inputs(args):
-    """The models, prepared (:func:`~deepfault.models.prepare.prepare_model`) with one data set,
-    and the data.
-    """
-    from ..data import load_dataset
-    from ..models.prepare import model_label, prepare_model
-
-    entries = list(args.models)
-    if len(entries) < 2:
-        raise DeepFaultError(f"DeepXplore compares two or more models; got {len(entries)}: "
-                             "give at least two: --model A --model B (or --model A,B)")
-    archs = _aligned(args.arch, len(entries), "--arch")
-    weights = _aligned(args.weights, len(entries), "--weights")
-    dataset = args.dataset
-    data = load_dataset(dataset, data_dir=args.data_dir) if dataset else None
-    prepared = []
-    for entry, arch, w in zip(entries, archs, weights, strict=True):
-        mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=args.models_dir, dataset=dataset,
-                               trust_pickle=args.trust_pickle,
-                               input_shape=data.input_shape if data is not None else None)
-        if data is None:
-            if mf.dataset is None:
-                raise DeepFaultError(f"model {entry!r} does not name its data set; add --dataset NAME")
-            dataset = mf.dataset
-            data = load_dataset(dataset, data_dir=args.data_dir)
-        label = model_label(entry, mf)
-        if label in [p.name for p in prepared]:
-            label = f"{label}#{len(prepared)}"
-        prepared.append(prepare_model(mf, data, data_dir=args.data_dir, name=label))
-    bounds = {tuple(p.data.bounds) for p in prepared}
-    if len(bounds) > 1:
-        raise DeepFaultError(f"the models take inputs in different ranges ({sorted(bounds)}); DeepXplore "
-                             "feeds the same inputs to every model")
-    return prepared, prepared[0].data
-
-
-def _summary(result, labels, data, device) -> str:
-    out = io.StringIO()
-    w = out.write
-    cfg = result.config
-    con = result.config.constraint().to_dict()
-    constraint = " ".join([con.pop("name"), *(f"{k}={v}" for k, v in con.items())])
-    w(f"models {', '.join(f'{n} ({m} neurons)' for n, m in zip(labels, result.num_neurons, strict=True))}\n")
-    picked = "given indices" if cfg.seed_indices is not None else f"seed {cfg.seed}"
-    w(f"data {data.name}: {result.num_seeds} seeds of {len(data.y_test)} test inputs ({picked}), "
-      f"bounds {data.bounds[0]:g}..{data.bounds[1]:g} · {device}\n")
-    w(f"lambda1 {cfg.lambda1:g}, lambda2 {cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations, "
-      f"t {cfg.threshold:g}, constraint {constraint}, target "
-      f"{'random' if cfg.target is None else labels[cfg.target]}, neurons {cfg.neurons}, "
-      f"objective {cfg.objective}, layers {cfg.layers}, "
-      f"{'clipped to the bounds' if cfg.clip else 'no clipping'}"
-      f"{', seeds with replacement' if cfg.replace else ''}\n\n")
-    rows = []
-    for s in result.summaries():
-        name = "all" if s.target is None else labels[s.target]
-        rows.append((name, s.seeds, s.already_differ if s.target is None else "-", s.searched, s.found,
-                     fmt(s.found_ratio), fmt(s.mean_iterations, 2), fmt(s.mean_l1, 1)))
-    w(table(("target", "seeds", "already differ", "searched", "found", "found/searched", "mean steps",
-             "mean L1"), rows) + "\n\n")
-    cov = result.coverage
-    rows = [(n, c.covered, c.total, fmt(100 * c.ratio, 1)) for n, c in zip(labels, cov, strict=True)]
-    rows.append(("pooled", sum(c.covered for c in cov), sum(c.total for c in cov),
-                 fmt(100 * result.pooled_coverage, 1)))
-    w(f"neuron coverage (layer-minmax, t = {cfg.threshold:g})\n")
-    w(table(("model", "covered", "neurons", "%"), rows) + "\n\n")
-    w(f"time {result.seconds:.2f} s; {fmt(result.seconds_per_found, 4)} s per difference-inducing input; "
-      f"first after {fmt(result.first_found_seconds, 3)} s\n")
-    r = result.realism
-    if r is not None and r.found:
-        w(f"change: mean L1 {r.mean_l1:.1f}, mean L_inf {r.mean_linf:.3f} (data units); "
-          f"{100 * r.saturated:.1f}% saturate")
-        if r.still_differ_clipped is not None:
-            w(f"; {100 * r.outside_bounds:.1f}% leave the bounds, {100 * r.still_differ_clipped:.1f}% still "
-              "differ once clipped")
-        w("\n")
-        from ..xplore.results import saturation_warning
-
-        message = saturation_warning(r, cfg)
-        if message:
-            w(f"warning: {message}\n")
-    if result.num_found == 0:
-        w(f"no difference-inducing input found in {result.num_seeds} seeds"
-          + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
-    return out.getvalue()
+def outputs(args) -> list[Output]:
+    """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png)."""
+    out = output_path(args.out)
+    return [Output("--out", out), Output("--out (its inputs, .npz)", sibling(out, ".npz")),
+            Output("--out (its image grid, .png)", sibling(out, ".png"))]
 
 
 def _cmd_xplore(args) -> int:
-
-    from .._io import check_writable, write_json
-    from ..checks import check_finite_outputs
-    from ..provenance import provenance
-    from ..xplore import save_inputs, xplore
-
-    out = None if args.out == "-" else check_writable(args.out)
+    out, npz, png = (o.path for o in outputs(args))
     config = _config(args).validate(len(args.models))
     device = device_from(args.device)
-    prepared, data = load_xplore_inputs(args)
+    prepared, data = load_xplore_inputs(args.models, dataset=args.dataset, data_dir=args.data_dir,
+                                        models_dir=args.models_dir, archs=args.arch, weights=args.weights,
+                                        trust_pickle=args.trust_pickle)
     labels = [p.name for p in prepared]
     for p in prepared:
         p.to(device)
@@ -359,40 +239,36 @@ def _cmd_xplore(args) -> int:
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
                         progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads)
-    print(_summary(result, labels, data, device), end="")
+    print(summary_text(result, labels, data, device), end="")
     if args.report_dir is not None:
-        from ..xplore.report import run_page
-
         where = {**provenance(device, argv=args.argv), "threads": threads}
         write_run_report(args, lambda folder: run_page(result, labels, data, folder, provenance=where))
-    if out is None:
+    if out is None or npz is None or png is None:
         return 0
-    npz, png = out.with_suffix(".npz"), out.with_suffix(".png")
-    payload = {
-        "tool": "deepfault xplore",
-        "provenance": {**provenance(device, argv=args.argv), "threads": threads},
-        "models": [{"name": p.name, "file": entry, "arch": p.arch, "output_kind": p.output_kind,
-                    "fingerprint": p.fingerprint, "layout": p.layout,
-                    "meta": {k: v for k, v in p.model_file.meta.items() if k != "recipe"}}
-                   for entry, p in zip(args.models, prepared, strict=True)],
-        "dataset": {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
-                    "num_test": len(data.y_test), "class_names": list(data.class_names)},
-        "files": {"inputs": npz.name, "grid": png.name},
-        **result.to_dict(),
-    }
     save_inputs(npz, result)
     wrote = [str(out), str(npz)]
+    grid: str | None = png.name
     try:
-        from ..xplore.figures import image_grid
-
         image_grid(result.found, labels, png, rows=args.grid, bounds=data.bounds,
                    class_names=list(data.class_names),
                    title=f"DeepXplore: {result.num_found} difference-inducing inputs from "
                    f"{result.num_seeds} seeds")
         wrote.append(str(png))
     except ModuleNotFoundError as err:
-        payload["files"]["grid"] = None
+        grid = None
         print(f"no image grid: {err}")
-    write_json(out, payload)
+    payload = result.to_dict()
+    body = {k: v for k, v in payload.items() if k not in ("config", "device")}  # the envelope has them
+    files = [{"name": p.name, "file": entry, "arch": p.arch, "output_kind": p.output_kind,
+               "fingerprint": p.fingerprint, "layout": p.layout,
+               "meta": {k: v for k, v in p.model_file.meta.items() if k != "recipe"} if p.model_file else {}}
+              for entry, p in zip(args.models, prepared, strict=True)]
+    models = [{**f, **m} for f, m in zip(files, body.pop("models"), strict=True)]
+    dataset = {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
+               "num_test": len(data.y_test), "class_names": list(data.class_names)}
+    write_result(out, result_document(
+        "xplore", {"models": models, "dataset": dataset, **body},
+        config=payload["config"], seed=config.seed, device=device, argv=args.argv, threads=threads,
+        outputs={"inputs": npz.name, "grid": grid}))
     print(f"wrote {', '.join(wrote)}")
     return 0

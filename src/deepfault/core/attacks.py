@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import DeepFaultError, check_int
+from ..checks import check_int
+from ..errors import DeepFaultError
 from .capture import as_tensor, eval_mode, forward, model_device
 
 __all__ = ["bim", "carlini_wagner_l2", "fgsm"]

@@ -1,16 +1,19 @@
 """The coverage section of a report page: what ``coverage measure --report DIR`` (and ``--plot``) shows.
 
-Tables, not the terminal's text: one row per criterion and setting (covered, total, ratio),
-one row per layer, and the curves the measurement recorded (coverage against the number of
-inputs, against the threshold, per layer). jinja2 and matplotlib are imported inside the
-functions that need them.
+One row per criterion and setting (covered, total, ratio), one table per criterion with a row
+per layer (the same :func:`layer_tables` ``coverage measure`` prints), and the curves the
+measurement recorded (coverage against the number of inputs, against the threshold, per
+layer). jinja2 and matplotlib are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
-__all__ = ["measure_page", "CAPTIONS"]
+from ..experiment.tables import Table
+
+__all__ = ["measure_page", "CAPTIONS", "layer_tables"]
 
 #: What each figure of :func:`~deepfault.coverage.figures.save_figures` shows, by file-name part.
 CAPTIONS = {
@@ -27,6 +30,31 @@ def _ratio(covered: int, total: int | None) -> str:
     if total is None:
         return "–"
     return f"{100 * covered / total:.1f}%" if total else "–"
+
+
+def _cell(covered: int, total: int | None) -> str:
+    if total is None:
+        return str(covered)
+    return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
+
+
+def layer_tables(report) -> list[Table]:
+    """One table per criterion: a row per layer and the total, a column per parameter setting
+    (what ``coverage measure`` prints and its page shows).
+    """
+    groups: dict[str, list] = {}
+    for r in report.results:
+        groups.setdefault(r.criterion, []).append(r)
+    tables = []
+    for name, results in groups.items():
+        heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
+                 or name for r in results]
+        unit = "distinct top-k sets per layer; total: patterns" if name == "tknp" else "covered/items"
+        rows = [(la.name, la.size, *[_cell(*r.per_layer[la.name]) for r in results])
+                for la in report.layout.layers]
+        rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
+        tables.append(Table(("layer", "units", *heads), rows, title=f"{name} ({unit})"))
+    return tables
 
 
 def measure_page(report, folder, *, model_name: str, data_name: str, device: str = "",
@@ -46,7 +74,7 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         ``dict(title, html, meta, nav, config, provenance, figures)`` for
         :func:`~deepfault.experiment.report.write_page` (``figures``: the PNGs written).
     """
-    from ..experiment.report import html_table, image_tag, section
+    from ..experiment.report import image_tag, section
     from .figures import save_figures
 
     folder = Path(folder)
@@ -57,20 +85,13 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         f"What the {report.num_inputs:,} inputs cover under each criterion and setting: items covered, items "
         "in all (neurons for NC, sections for KMNC, ...) and their ratio. TKNP counts distinct top-k "
         "patterns and has no total.",
-        html_table(["criterion", "covered", "total", "ratio"], rows))]
-    labels = [r.label for r in report.results]
-    layer_rows = []
-    for la in report.layout.layers:
-        cells = []
-        for r in report.results:
-            covered, total = r.per_layer.get(la.name, (0, None))
-            cells.append(f"{covered}/{total} ({_ratio(covered, total)})" if total else str(covered))
-        layer_rows.append([la.name, la.size, *cells])
+        Table(["criterion", "covered", "total", "ratio"], rows).html())]
     parts.append(section(
         "layers", "Coverage per layer",
-        "Each analysed layer's units and its coverage under each criterion (covered/total, ratio); the "
-        "table scrolls sideways when there are many settings.",
-        html_table(["layer", "units", *labels], layer_rows)))
+        "Each analysed layer's units and its coverage under each criterion, one table per criterion "
+        "(covered/total and the ratio; the last row: every layer); a table scrolls sideways when there are "
+        "many settings.",
+        *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in layer_tables(report)]))
     nav = [("summary", "Coverage per criterion"), ("layers", "Coverage per layer")]
     figures = save_figures(report, folder)
     titles = {"growth": "Coverage against the number of inputs",

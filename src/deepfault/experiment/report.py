@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Literal
 from ..errors import DeepFaultError
 from .method import get_method
 from .store import ResultStore, choose_experiment
+from .tables import html_table
 
 __all__ = ["ReportPaths", "write_report", "write_section", "write_page", "render_page", "page_environment",
            "page_rows", "html_table", "section", "image_tag", "new_figure", "save_figure", "data_uri",
@@ -151,27 +152,6 @@ def render_page(title: str, body_html: str, provenance: dict | None = None, *, c
     return page_environment().get_template("page.html.j2").render(
         title=title, body=markupsafe.Markup(body_html), meta=meta, nav=list(nav or []),
         config=page_rows(config), provenance=page_rows(provenance))
-
-
-def html_table(headers: Sequence, rows: Sequence[Sequence], *, classes: Sequence[Sequence[str]] | None = None
-               ) -> str:
-    """A table that scrolls inside its own box (never the page), its cells escaped.
-
-    ``classes``: optional CSS classes per cell (``"best"``, ``"sig"``), same shape as ``rows``.
-    """
-    import html
-
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-    body = []
-    for i, row in enumerate(rows):
-        cells = []
-        for j, c in enumerate(row):
-            cls = classes[i][j] if classes and classes[i][j] else ""
-            cells.append(f"<td class='{cls}'>{html.escape(str(c))}</td>" if cls
-                         else f"<td>{html.escape(str(c))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
-            "</table></div>")
 
 
 def section(anchor: str, title: str, note: str = "", *parts: str) -> str:

@@ -196,7 +196,14 @@ def regress(
         check_outputs(("store", store))
     if cell is not None:
         check_name("cell", cell)
-    p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
+    from ..models.prepare import PreparedModel
+
+    if (isinstance(m1, PreparedModel) and isinstance(m2, PreparedModel) and m1.data is not None
+            and m2.data is m1.data and dataset in (None, m1.data)):
+        p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
+    else:
+        p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
+                                 trust_pickle=trust_pickle)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
     names = (p1.name or "M1", p2.name or "M2")
@@ -218,7 +225,7 @@ def regress(
     rf = result.faults.kind == 0
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
-                          tuple(data.class_names), tuple(data.bounds), names)
+                          tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), names)
 
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:

@@ -15,6 +15,7 @@ For every finished campaign of an experiment (one ``deepfault regress`` run, or 
 from __future__ import annotations
 
 import csv
+import html
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -23,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DeepFaultError
+from ..experiment.tables import Table, fmt
 from .campaign.checkpoint import METHOD, list_campaigns, load_result
 
-__all__ = ["README_FASHION", "README_MNIST", "collect", "comparison_rows", "render_report"]
+__all__ = ["README_FASHION", "README_MNIST", "collect", "comparison_rows", "render_report", "metrics_table"]
 
 #: The README's MNIST-LeNet5 rows (RQ1, 24 hours on a 40-core CPU): #RF, #URF, #Seed, #GF.
 README_MNIST = {
@@ -436,6 +438,25 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
             "html": "\n".join(body["html"]), "nav": body["nav"], "files": [str(p) for p in files]}
 
 
+def metrics_table(result) -> Table:
+    """One campaign's metrics, one per row: what ``deepfault regress`` prints and its page shows."""
+    r, m = result, result.metrics
+    rows = [
+        ("#RF (regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
+        ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),
+        ("#URF with SSIM to the seed >= 0.99", m.urf_ssim),
+        ("seeds M2 already gets wrong (not counted)", m.initial_rf),
+        ("time to first RF (s)", fmt(m.seconds_to_first_rf, 2)),
+        ("queries to first RF", fmt(m.queries_to_first_rf)),
+        ("iterations", r.iterations), ("mutants generated", r.generated), ("mutants executed", r.queries),
+        ("mutants per second", fmt(r.generated / r.seconds if r.seconds else None, 0)),
+        ("#URF per minute", fmt(60 * m.urf / r.seconds if r.seconds else None, 1)),
+        ("#URF per 1,000 model queries", fmt(1000 * m.urf / r.queries if r.queries else None, 2)),
+        ("fuzzing time (s)", fmt(r.seconds, 1)), ("queue at the end", r.corpus),
+    ]
+    return Table(("metric", "value"), rows, title=f"{_label(r.config.strategy)}, seed {r.config.seed}")
+
+
 def campaign_page(outcomes: dict, folder) -> dict:
     """The page of one ``deepfault regress`` (one campaign, or both strategies' with ``--strategy both``).
 
@@ -454,6 +475,13 @@ def campaign_page(outcomes: dict, folder) -> dict:
              "seed": str(o.result.config.seed), "result": o.result} for o in outcomes.values()]
     body = campaign_sections(rows, Path(folder), names=first.names, class_names=first.class_names,
                              bounds=first.bounds)
+    from ..experiment.report import section
+
+    tables = [metrics_table(o.result) for o in outcomes.values()]
+    body["nav"].append(("metrics", "Every metric"))
+    body["html"].append(section("metrics", "Every metric",
+                                "What 'deepfault regress' printed for each campaign.",
+                                *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in tables]))
     m1, m2 = first.names
     r = first.result
     meta = (f"{' and '.join(_label(s) for s in outcomes)}, budget {r.config.budget}, seed {r.config.seed}, "

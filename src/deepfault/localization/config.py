@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_int
 from ..errors import DeepFaultError
@@ -11,6 +12,9 @@ from .measures import check_star
 from .selection import get_approach, list_approaches
 from .spectrum import check_threshold
 from .synthesis import check_synthesis_args
+
+if TYPE_CHECKING:
+    from ..data import Dataset
 
 __all__ = ["RunConfig"]
 
@@ -59,6 +63,13 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def check_classes(self, data: Dataset) -> None:
+        """Refuse a class (``--class``) that ``data`` does not have."""
+        for c in self.classes or ():
+            if not 0 <= c < data.num_classes:
+                raise DeepFaultError(f"--class {c} is outside the {data.num_classes} classes of "
+                                     f"{data.name!r} (0..{data.num_classes - 1})")
 
     def validate(self, bounds: Sequence[float]) -> None:
         """Check every argument that needs no model, before any work is done."""

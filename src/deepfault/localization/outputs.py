@@ -18,14 +18,16 @@ The ``.npz`` (read with ``np.load(path)``, no pickle) holds one row per synthesi
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
 import numpy as np
 
 from .._io import atomic_path
+from ..experiment.tables import fmt, text_table
 
-__all__ = ["save_synthesized", "synthesized_grid"]
+__all__ = ["save_synthesized", "synthesized_grid", "summary_text"]
 
 
 def _collect(result, data) -> dict[str, np.ndarray]:
@@ -108,3 +110,57 @@ def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *
         before_titles=[f"#{int(arrays['test_index'][i])} label {name(int(arrays['labels'][i]))}\n"
                        f"predicted {name(int(arrays['pred_original'][i]))}" for i in rows],
         after_titles=[f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}" for i in rows])
+
+
+def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
+    """What ``deepfault run`` prints: the model and data, each class's neurons (unless ``quiet``)
+    and the evaluation of the synthesized inputs.
+    """
+    mf, data = prepared.model_file, prepared.data
+    cfg = result.config
+    acc = mf.meta.get("test_accuracy", result.test_accuracy)
+    out = io.StringIO()
+    w = out.write
+    w(f"model {prepared.name} (test accuracy {acc:.1%}) · data {data.name} "
+      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
+    w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
+      f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
+      f"seed {cfg.seed}\n")
+    for cr in [] if quiet else result.classes:
+        sp = cr.spectrum
+        name = data.class_names[cr.target_class]
+        label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
+        w(f"\nclass {label}: {sp.num_inputs} inputs, "
+          f"{sp.num_passed} pass, {sp.num_failed} fail · spectrum {sp.seconds * 1e3:.1f} ms\n")
+        if cr.no_failures:
+            w("  no failing input: every score is 0; neurons follow the tie-breaking order\n")
+        for rep in cr.repetitions:
+            if cfg.repeat > 1:
+                w(f"  repetition {rep.index}\n")
+            neurons = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
+                       for i, n in enumerate(rep.selection.neurons)]
+            w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), neurons) + "\n")
+    w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
+    rows = []
+    for cr in result.classes:
+        for rep in cr.repetitions:
+            s = rep.evaluation.summary()
+            n = s["inputs"]
+            ms = rep.synthesis_seconds / n * 1e3 if n else None
+            inc_at = " ".join(f"{k}:{fmt(v, 2)}" for k, v in s["increased_at"].items())
+            label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
+            rows.append((label, n, fmt(s["loss"]), fmt(s["accuracy"]), fmt(s["changed"]),
+                         fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3),
+                         fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
+    w(text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
+              "increased", "increased@k'", "ms/input"), rows) + "\n")
+    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+    total = sum(e.num_inputs for e in evs)
+    if total:
+        acc_all = float(np.concatenate([e.correct for e in evs]).mean())
+        loss_all = float(np.concatenate([e.loss for e in evs]).mean())
+        w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
+    none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
+    if none:
+        w(f"classes with no failing test input: {', '.join(none)}\n")
+    return out.getvalue()

@@ -22,9 +22,6 @@ way everywhere, and every method then works in one tensor layout:
   module sharing its weights; one whose softmax cannot be split off has none and says why.
 - **Fingerprint.** One :func:`~deepfault.models.fingerprint.fingerprint` of the weights.
 
-:func:`prepare` and :func:`reconcile` (and :class:`Prepared`) are the older entry points,
-kept for the callers that still use them.
-
 Example:
     >>> from deepfault.models.prepare import prepare_model
     >>> pm = prepare_model("lenet5.h5", "mnist")  # doctest: +SKIP
@@ -61,9 +58,6 @@ __all__ = [
     "prepare_model",
     "PrepareOptions",
     "resolve_model",
-    "Prepared",
-    "reconcile",
-    "prepare",
     "model_label",
     "layout_name",
     "native_shape",
@@ -626,71 +620,3 @@ def resolve_model(model: nn.Module | PreparedModel, output_kind: str | None = No
     if kind not in OUTPUT_KINDS:
         raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {kind!r}")
     return model, kind
-
-
-# --------------------------------------------------------------------------- older entry points
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A model and the data laid out for it (older form of :class:`PreparedModel`).
-
-    Attributes:
-        model_file: The opened model file; its ``model`` takes the data as it is (adapted
-            when :func:`prepare` made it).
-        data: The data set, in the model's range and a layout its model takes.
-        label: How results name the model: the file name, or the zoo architecture.
-        layout: ``"NCHW"``, ``"NHWC"``, ``"flat"`` or the per-input shape the file takes.
-        prepared: The :class:`PreparedModel` when :func:`prepare` made this.
-    """
-
-    model_file: ModelFile
-    data: Dataset
-    label: str
-    layout: str
-    prepared: PreparedModel | None = None
-
-    @property
-    def model(self) -> nn.Module:
-        return self.model_file.model
-
-
-def reconcile(mf: ModelFile, data: Dataset | str, *, data_dir: str | os.PathLike | None = None,
-              label: str | None = None) -> Dataset:
-    """The data set ``data`` (or the one named) in ``mf``'s value range and ``mf.model``'s own
-    input layout (for callers that run ``mf.model`` unadapted; :func:`prepare_model` keeps the
-    data native and adapts the model instead).
-
-    Raises:
-        DeepFaultError: The ranges differ in a way that cannot be repaired, or no layout
-            of the data fits the model's input shape.
-    """
-    what = label or mf.arch
-    source = _source(data)
-    if isinstance(data, str):
-        data = load_dataset(data, data_dir=data_dir)
-    _check_trained_on(mf.dataset, data, source, what)
-    data = _in_range(mf.bounds, data, source, trained_on=mf.dataset, data_dir=data_dir, what=what)
-    shape = mf.meta.get("input_shape")
-    if shape:
-        data = data.for_input_shape(shape)
-    if mf.output_kind == "logits" and _ends_in_softmax(mf.model):
-        warnings.warn(f"{what} ends in a softmax but is declared to return logits; losses will be "
-                      "computed as if its probabilities were logits", stacklevel=2)
-    return data
-
-
-def prepare(model: str | os.PathLike | None, dataset: str | None = None, *,
-            data_dir: str | os.PathLike | None = None, weights: str | None = None,
-            arch: str | None = None, trust_pickle: bool = False) -> Prepared:
-    """Open a model file (``None``: the embedded default) and its data set, through
-    :func:`prepare_model`: the data stays native and ``model_file.model`` is adapted to it.
-
-    Raises:
-        DeepFaultError: As :func:`prepare_model`, or the data set cannot be determined.
-    """
-    pm = prepare_model(model, dataset, data_dir=data_dir, weights=weights, arch=arch,
-                       trust_pickle=trust_pickle)
-    if pm.data is None:
-        raise DeepFaultError(f"model file {str(model)!r} does not name its data set; add --dataset NAME")
-    return Prepared(replace(pm.model_file, model=pm.module), pm.data, pm.name, pm.layout, pm)

@@ -37,9 +37,10 @@ BASELINES = ("random-train", "random-test", "fgsm", "bim")
 TIE_POLICIES = ("drop", "seed")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RepairConfig:
-    """How to repair (every field keyword-only in spirit; validated by :meth:`validate`).
+    """How to repair: keyword-only fields, validated when the config is made (also by
+    :func:`dataclasses.replace`).
 
     Attributes:
         holdout: Share of every file's seeds held out for evaluation, in ``[0, 1)``.
@@ -69,6 +70,9 @@ class RepairConfig:
     baselines: tuple[str, ...] = BASELINES
     eps: float = 0.1
     bim_steps: int = 10
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     def validate(self) -> RepairConfig:
         """Check every field; returns ``self``.

@@ -85,6 +85,14 @@ class Labelled:
         }
 
 
+def _needed(values: np.ndarray | None, file: InputFile, name: str) -> np.ndarray:
+    """``values``, an array a file of this kind always has (an error naming it when missing)."""
+    if values is None:
+        raise DeepFaultError(f"{file.name} is a {file.kind} file without its {name!r}; write it again with "
+                             f"'deepfault {file.kind}'")
+    return values
+
+
 def label_inputs(
     file: InputFile,
     *,
@@ -107,7 +115,8 @@ def label_inputs(
     everything = np.arange(len(file))
     if file.kind in ("run", "regress"):
         source = "original labels" if file.kind == "run" else "M1's labels (the seeds' labels)"
-        return Labelled(file, everything, file.labels, source)
+        return Labelled(file, everything, _needed(file.labels, file, "labels"), source)
+    predictions = _needed(file.predictions, file, "predictions")
     if vote_model is not None:
         names = list(file.model_names)
         if isinstance(vote_model, str) and vote_model in names:
@@ -123,11 +132,11 @@ def label_inputs(
             raise DeepFaultError(
                 f"vote model {vote_model!r} is not a model of {file.name}; its models: {', '.join(names)}"
             )
-        return Labelled(file, everything, file.predictions[:, j], f"model {names[j]}'s predictions")
-    labels, tied = majority_vote(file.predictions, num_classes)
+        return Labelled(file, everything, predictions[:, j], f"model {names[j]}'s predictions")
+    labels, tied = majority_vote(predictions, num_classes)
     source = f"majority vote of {', '.join(file.model_names)}"
     if ties == "seed":
-        labels = np.where(tied, file.common_class, labels)
+        labels = np.where(tied, _needed(file.common_class, file, "common_class"), labels)
         return Labelled(file, everything, labels, source, int(tied.sum()), ties)
     keep = np.flatnonzero(~tied)
     return Labelled(file, keep, labels[keep], source, int(tied.sum()), ties)

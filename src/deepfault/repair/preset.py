@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from ..fuzz.campaign.budget import Budget, parse_budget
 from .config import RepairConfig
 
 __all__ = [
@@ -92,7 +93,8 @@ class DRFuzzRepairConfig:
         scenarios: Regression scenarios.
         strategies: Fuzzers whose faults are crossed.
         seeds: Campaign seeds (and fine-tuning seeds).
-        budget: Each campaign's budget (``"60s"``, ``"2000it"``).
+        budget: Each campaign's budget: a :class:`~deepfault.fuzz.campaign.budget.Budget`, or its
+            text (``"60s"``, ``"2000it"``), parsed once, here.
         fidelity, criterion, sections: As in ``drfuzz-mnist``.
         epochs, scenario_seed: The scenarios' training (as ``drfuzz-mnist``).
         max_seeds: Candidate seeds of a campaign (``None``: the whole test split).
@@ -104,7 +106,7 @@ class DRFuzzRepairConfig:
     scenarios: tuple[str, ...] = ("supply", "adv-bim")
     strategies: tuple[str, ...] = ("drfuzz", "deephunter")
     seeds: tuple[int, ...] = (0, 1)
-    budget: str = "60s"
+    budget: Budget = Budget("seconds", 60.0)
     fidelity: str = "ssim"
     criterion: str = "kmnc"
     sections: int = 1000
@@ -114,15 +116,19 @@ class DRFuzzRepairConfig:
     threads: int | None = 1
     repair: RepairConfig = RepairConfig(mix=1.0, baselines=())
 
+    def __post_init__(self):
+        object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
+
     def to_dict(self) -> dict:
         out = _as_dict(self)
+        out["budget"] = str(self.budget)  # the text, as the store keys have always hashed it
         out["repair"] = self.repair.to_dict()
         return out
 
     def campaign(self, strategy: str, seed: int):
         from ..fuzz.campaign import CampaignConfig
 
-        params = {"sections": self.sections} if self.criterion == "kmnc" else {}
+        params = (("sections", self.sections),) if self.criterion == "kmnc" else ()
         return CampaignConfig(
             strategy=strategy,
             budget=self.budget,
@@ -210,6 +216,17 @@ def repair_job(job: dict) -> tuple[dict, dict]:
         log.warning("%s: %s", job["cell"], err)
         return {"error": str(err)}, {}
     return result.to_dict(), {}
+
+
+def _stored(context, experiment: str, cell: str) -> dict:
+    """The arrays of a cell an earlier stage of the plan stored (an error when it is missing)."""
+    from ..errors import DeepFaultError
+
+    record = None if context.store is None else context.store.get(experiment, METHOD, cell)
+    if record is None:
+        raise DeepFaultError(f"cell {cell!r} of experiment {experiment} is not in the store; rerun the "
+                             "preset")
+    return record.arrays
 
 
 def _xplore_file(arrays: dict, names, repeat: int):
@@ -337,13 +354,13 @@ class RepairDeepXploreMnist(ExperimentPreset):
                 cell = f"deepxplore/repeat={r}/model={n}"
                 if cell not in wanted:
                     continue
-                found = context.store.get(experiment, METHOD, f"deepxplore/repeat={r}/found")
+                found = _stored(context, experiment, f"deepxplore/repeat={r}/found")
                 jobs.append(
                     {
                         "kind": "repair",
                         "cell": cell,
                         "model": m,
-                        "files": [_xplore_file(found.arrays, names, r)],
+                        "files": [_xplore_file(found, names, r)],
                         "repair": RepairConfig(**{**asdict(config.repair), "seed": r}),
                         "data_dir": plan.state["data_dir"],
                         "device": context.device,
@@ -577,9 +594,7 @@ class RepairDRFuzzMnist(ExperimentPreset):
                         continue
                     m2 = m2 or open_model(pairs[n]["m2_path"]).model
                     files = [
-                        _faults_file(
-                            context.store.get(experiment, METHOD, f"{n}/faults/{t}/seed{k}").arrays, t
-                        )
+                        _faults_file(_stored(context, experiment, f"{n}/faults/{t}/seed{k}"), t)
                         for t in config.strategies
                     ]
                     jobs.append(

@@ -13,14 +13,17 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..data import Dataset
 from ..errors import DeepFaultError
+from ..models import ModelFile
+from ..models.prepare import PreparedModel, prepare_model
 from .baselines import baseline_inputs
 from .config import RepairConfig
 from .finetune import finetune
@@ -56,40 +59,12 @@ def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> 
         held_out[name] = _acc(p, y)
         if m1_right is not None:
             rf[name] = int((m1_right & (p != y)).sum())
-    return Evaluation(_acc(pred, data.y_test), _acc(pred[clean], data.y_test[clean]), held_out, rf)
-
-
-def _open(model, dataset, data_dir, arch, trust_pickle):
-    """``(model_file, data, name)`` from a path, a ModelFile or a module."""
-    from ..data import Dataset
-    from ..models import ModelFile, open_model
-    from ..models.prepare import model_label, prepare, reconcile
-
-    if isinstance(model, nn.Module):
-        if not isinstance(dataset, Dataset):
-            raise DeepFaultError(
-                "a model given as an nn.Module needs the data set as a Dataset (dataset=load_dataset(...))"
-            )
-        return (
-            ModelFile(model, type(model).__name__, bounds=tuple(dataset.bounds)),
-            dataset,
-            type(model).__name__,
-        )
-    if isinstance(model, ModelFile):
-        if dataset is None and model.dataset is None:
-            raise DeepFaultError("the model does not name its data set; pass dataset=")
-        data = reconcile(model, dataset if dataset is not None else model.dataset, data_dir=data_dir)
-        return model, data, model.arch
-    if isinstance(dataset, Dataset):
-        mf = open_model(model, arch=arch, trust_pickle=trust_pickle)
-        label = model_label(model, mf)
-        return mf, reconcile(mf, dataset, data_dir=data_dir, label=label), label
-    prepared = prepare(model, dataset, data_dir=data_dir, arch=arch, trust_pickle=trust_pickle)
-    return prepared.model_file, prepared.data, prepared.label
+    test = float((pred == data.y_test).mean())  # the test split is never empty
+    return Evaluation(test, _acc(pred[clean], data.y_test[clean]), held_out, rf)
 
 
 def _unique_names(files: Sequence[InputFile]) -> list[str]:
-    names = []
+    names: list[str] = []
     for f in files:
         name = f.name
         while name in names:
@@ -147,19 +122,127 @@ def _reference_accuracy(evaluation: Evaluation) -> float:
     return evaluation.test_accuracy
 
 
+@dataclass(frozen=True, eq=False)
+class _Files:
+    """The input files labelled and split: what is fine-tuned on and what is held out."""
+
+    summaries: tuple[FileSummary, ...]
+    splits: dict[str, tuple[np.ndarray, np.ndarray]]
+    held: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+    found_x: np.ndarray
+    found_y: np.ndarray
+    found_seeds: np.ndarray
+    held_seeds: np.ndarray
+
+
+def _read_files(inputs) -> list[InputFile]:
+    one = isinstance(inputs, (str, os.PathLike, InputFile))
+    files = [f if isinstance(f, InputFile) else read_inputs(f) for f in ([inputs] if one else list(inputs))]
+    if not files:
+        raise DeepFaultError(
+            "no inputs file given; give one or more .npz files of 'deepfault run', 'xplore' or 'regress'"
+        )
+    return files
+
+
+def _split_files(files: list[InputFile], data, config: RepairConfig, train_on, m1_net) -> _Files:
+    """Label every file, split it by seed, and pool the training parts of the files trained on."""
+    keys = seed_keys(len(data.x_test), config.seed)
+    names = _unique_names(files)
+    summaries, splits, held, parts, held_seeds = [], {}, {}, [], []
+    for name, f, use in zip(names, files, _trained(train_on, files, names), strict=True):
+        lab = _label_file(f, data, config)
+        tr, ho = split_by_seed(lab.seed_index, holdout=config.holdout, keys=keys)
+        splits[name] = (lab.rows[tr], lab.rows[ho])
+        seeds = lab.seed_index
+        summaries.append(FileSummary(name, str(f.path), f.kind, len(f), len(lab.rows), lab.source, lab.ties,
+                                     lab.tie_policy, len(tr), len(ho), len(np.unique(seeds[tr])),
+                                     len(np.unique(seeds[ho])), use))
+        x_ho, y_ho = lab.inputs[ho], lab.labels[ho]
+        m1_right = None
+        if f.kind == "regress":
+            m1_pred = _m1_predictions(f, lab, ho, x_ho, m1_net)
+            m1_right = m1_pred == y_ho
+        held[name] = (x_ho, y_ho, m1_right)
+        held_seeds.append(seeds[ho])
+        if use:
+            parts.append((lab.inputs[tr], lab.labels[tr], seeds[tr]))
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        parts.append((np.zeros((0, *data.input_shape), np.float32), empty, empty))
+    found = _Files(tuple(summaries), splits, held, np.concatenate([p[0] for p in parts]),
+                   np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+                   np.unique(np.concatenate(held_seeds)) if held_seeds else np.zeros(0, np.int64))
+    if len(found.found_x) == 0:
+        detail = "; ".join(f"{s.name}: {s.used} labelled of {s.inputs}, {s.held_out} held out"
+                           for s in summaries)
+        hint = (" (tied votes are dropped: use ties='seed' / --ties seed or a vote model)"
+                if any(s.ties for s in summaries) else "")
+        raise DeepFaultError(f"no labelled input left to fine-tune on ({detail}){hint}")
+    return found
+
+
+def _m1_predictions(f: InputFile, lab: Labelled, held_rows: np.ndarray, x_ho: np.ndarray,
+                    m1_net: nn.Module | None) -> np.ndarray:
+    """M1's predictions of a regress file's held-out inputs: recomputed with ``m1_net``, else saved."""
+    if m1_net is not None:
+        return _predict(m1_net, x_ho)
+    if f.m1_pred is None:
+        raise DeepFaultError(f"{f.name} is a regress file without M1's predictions; give M1 (--m1)")
+    return f.m1_pred[lab.rows[held_rows]]
+
+
+def _mixed_in(config: RepairConfig, found: int, n_train: int) -> np.ndarray:
+    """The training inputs mixed into every fine-tuning (sorted indices)."""
+    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(23,)))
+    n_mix = n_train if config.mix is None else min(int(round(config.mix * found)), n_train)
+    return np.sort(rng.choice(n_train, size=n_mix, replace=False)) if n_mix else np.zeros(0, np.int64)
+
+
+def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, config: RepairConfig, *,
+                    clean: np.ndarray, held: dict, before: Evaluation, progress: bool
+                    ) -> tuple[list[ApproachResult], nn.Module]:
+    """Fine-tune a copy of ``net`` on each augmentation mixed with the same training inputs."""
+    approaches, repaired = [], None
+    bar = None
+    if progress:
+        from ..core.progress import progress_bar
+
+        bar = progress_bar(len(augmentations), desc="repair", unit="fine-tuning")
+    try:
+        for name, x, y in augmentations:
+            t0 = time.perf_counter()
+            xs = np.concatenate([x.astype(np.float32), data.x_train[mix_idx]])
+            ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
+            tuned, tr = finetune(net, xs, ys, epochs=config.epochs, lr=config.lr,
+                                 batch_size=config.batch_size, seed=config.seed)
+            after = evaluate_model(tuned, data, clean=clean, held=held)
+            change = 100.0 * (_reference_accuracy(after) - _reference_accuracy(before))
+            approaches.append(ApproachResult(name, len(x), after, change, change < -config.max_drop,
+                                             tr.train_loss, time.perf_counter() - t0))
+            if name == "found":
+                repaired = tuned.cpu().eval()
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    if repaired is None:  # "found" is always the first augmentation
+        raise DeepFaultError("no fine-tuning on the found inputs ran")
+    return approaches, repaired
+
+
 def repair(
-    model: str | os.PathLike | nn.Module,
+    model: str | os.PathLike | nn.Module | ModelFile | PreparedModel,
     inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
     *,
+    config: RepairConfig | None = None,
     dataset=None,
     data_dir: str | os.PathLike | None = None,
-    config: RepairConfig | None = None,
-    m1: str | os.PathLike | nn.Module | None = None,
+    m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
     device: torch.device | str = "cpu",
     save_to: str | os.PathLike | None = None,
     progress: bool = False,
-    arch: str | None = None,
-    trust_pickle: bool = False,
     train_on: Sequence[int | str] | None = None,
     **settings,
 ) -> RepairResult:
@@ -173,23 +256,23 @@ def repair(
     test split and on every file's held-out inputs (DeepXplore section 7.3; DRFuzz RQ3).
 
     Args:
-        model: A model file (any format :func:`deepfault.models.open_model` takes), a
-            :class:`~deepfault.models.ModelFile`, or an ``nn.Module`` (then ``dataset`` must
-            be a :class:`~deepfault.data.Dataset`). Never modified.
+        model: Anything :func:`deepfault.models.prepare.prepare_model` takes: a model file, a
+            :class:`~deepfault.models.ModelFile`, an ``nn.Module`` (then ``dataset`` must be
+            a :class:`~deepfault.data.Dataset`) or a
+            :class:`~deepfault.models.prepare.PreparedModel` (prepare a file yourself to give
+            ``arch=`` or ``trust_pickle=``). Never modified.
         inputs: One or more files written by ``deepfault run --save-inputs``, ``deepfault
             xplore`` or ``deepfault regress`` (or :class:`~.inputs.InputFile` objects).
+        config: A :class:`~.config.RepairConfig`; ``settings`` (``epochs=``, ``holdout=``,
+            ...) replace its fields.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model file names); the inputs must come from its test split.
         data_dir: Data root.
-        config: A :class:`~.config.RepairConfig`; ``settings`` (``epochs=``, ``holdout=``,
-            ...) replace its fields.
-        m1: For ``regress`` files, M1 (file or module) to recompute which held-out faults M1
-            gets right; by default the M1 predictions saved in the file are used.
+        m1: For ``regress`` files, M1 (anything ``model`` takes) to recompute which held-out
+            faults M1 gets right; by default the M1 predictions saved in the file are used.
         device: Where to fine-tune.
         save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
         progress: Progress bars.
-        arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
-        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         train_on: Fine-tune only on these files' training parts (indices or file names);
             the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
         **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
@@ -208,157 +291,46 @@ def repair(
         >>> r.found.after.held_out, r.found.test_change  # doctest: +SKIP
     """
     start = time.perf_counter()
-    config = replace(config or RepairConfig(), **settings).validate()
+    config = replace(config or RepairConfig(), **settings)
     device = torch.device(device)
-    mf, data, model_name = _open(model, dataset, data_dir, arch, trust_pickle)
-    net = mf.model.to(device).eval()
-    files = [
-        f if isinstance(f, InputFile) else read_inputs(f)
-        for f in ([inputs] if isinstance(inputs, (str, os.PathLike, InputFile)) else list(inputs))
-    ]
-    if not files:
-        raise DeepFaultError(
-            "no inputs file given; give one or more .npz files of 'deepfault run', 'xplore' or 'regress'"
-        )
-    m1_net = None
-    if m1 is not None:
-        m1_net = m1 if isinstance(m1, nn.Module) else _open(m1, data, data_dir, arch, trust_pickle)[0].model
-        m1_net = m1_net.to(device).eval()
-    keys = seed_keys(len(data.x_test), config.seed)
-    names = _unique_names(files)
-    trained = _trained(train_on, files, names)
-    summaries, splits, held, parts = [], {}, {}, []
-    held_seeds = []
-    for name, f, use in zip(names, files, trained, strict=True):
-        lab = _label_file(f, data, config)
-        tr, ho = split_by_seed(lab.seed_index, holdout=config.holdout, keys=keys)
-        splits[name] = (lab.rows[tr], lab.rows[ho])
-        seeds = lab.seed_index
-        summaries.append(
-            FileSummary(
-                name,
-                str(f.path),
-                f.kind,
-                len(f),
-                len(lab.rows),
-                lab.source,
-                lab.ties,
-                lab.tie_policy,
-                len(tr),
-                len(ho),
-                len(np.unique(seeds[tr])),
-                len(np.unique(seeds[ho])),
-                use,
-            )
-        )
-        x_ho, y_ho = lab.inputs[ho], lab.labels[ho]
-        m1_right = None
-        if f.kind == "regress":
-            m1_pred = f.m1_pred[lab.rows[ho]] if m1_net is None else _predict(m1_net, x_ho)
-            m1_right = m1_pred == y_ho
-        held[name] = (x_ho, y_ho, m1_right)
-        held_seeds.append(seeds[ho])
-        if use:
-            parts.append((lab.inputs[tr], lab.labels[tr], seeds[tr]))
-    if not parts:
-        parts.append(
-            (np.zeros((0, *data.input_shape), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64))
-        )
-    found_x = np.concatenate([p[0] for p in parts])
-    found_y = np.concatenate([p[1] for p in parts])
-    found_seeds = np.concatenate([p[2] for p in parts])
-    if len(found_x) == 0:
-        detail = "; ".join(
-            f"{s.name}: {s.used} labelled of {s.inputs}, {s.held_out} held out" for s in summaries
-        )
-        hint = (
-            " (tied votes are dropped: use ties='seed' / --ties seed or a vote model)"
-            if any(s.ties for s in summaries)
-            else ""
-        )
-        raise DeepFaultError(f"no labelled input left to fine-tune on ({detail}){hint}")
-    n = len(found_x)
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(23,)))
-    n_train = len(data.x_train)
-    n_mix = n_train if config.mix is None else min(int(round(config.mix * n)), n_train)
-    mix_idx = np.sort(rng.choice(n_train, size=n_mix, replace=False)) if n_mix else np.zeros(0, np.int64)
-    held_set = np.unique(np.concatenate(held_seeds)) if held_seeds else np.zeros(0, np.int64)
-    test_pool = np.setdiff1d(np.arange(len(data.x_test)), held_set)
-    baselines = baseline_inputs(
-        config.baselines,
-        net,
-        data,
-        n,
-        seed=config.seed,
-        test_pool=test_pool,
-        eps=config.eps,
-        bim_steps=config.bim_steps,
-        output_kind=mf.output_kind,
-    )
-    used = [found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
+    prepared, data = _prepare(model, dataset, data_dir)
+    net = prepared.module.to(device).eval()
+    files = _read_files(inputs)
+    m1_net = None if m1 is None else _prepare(m1, data, data_dir)[0].module.to(device).eval()
+    found = _split_files(files, data, config, train_on, m1_net)
+    n = len(found.found_x)
+    mix_idx = _mixed_in(config, n, len(data.x_train))
+    test_pool = np.setdiff1d(np.arange(len(data.x_test)), found.held_seeds)
+    baselines = baseline_inputs(config.baselines, net, data, n, seed=config.seed, test_pool=test_pool,
+                                eps=config.eps, bim_steps=config.bim_steps, output_kind=prepared.output_kind)
+    used = [found.found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
     clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
-    before = evaluate_model(net, data, clean=clean, held=held)
-    augmentations = [("found", found_x, found_y)] + [(b.name, b.x, b.y) for b in baselines]
-    approaches, repaired = [], None
-    bar = None
-    if progress:
-        from ..core.progress import progress_bar
-
-        bar = progress_bar(len(augmentations), desc="repair", unit="fine-tuning")
-    try:
-        for name, x, y in augmentations:
-            t0 = time.perf_counter()
-            xs = np.concatenate([x.astype(np.float32), data.x_train[mix_idx]])
-            ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
-            tuned, tr = finetune(
-                net,
-                xs,
-                ys,
-                epochs=config.epochs,
-                lr=config.lr,
-                batch_size=config.batch_size,
-                seed=config.seed,
-            )
-            after = evaluate_model(tuned, data, clean=clean, held=held)
-            change = 100.0 * (_reference_accuracy(after) - _reference_accuracy(before))
-            approaches.append(
-                ApproachResult(
-                    name,
-                    len(x),
-                    after,
-                    change,
-                    change < -config.max_drop,
-                    tr.train_loss,
-                    time.perf_counter() - t0,
-                )
-            )
-            if name == "found":
-                repaired = tuned.cpu().eval()
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    result = RepairResult(
-        config,
-        model_name,
-        data.name,
-        tuple(summaries),
-        before,
-        tuple(approaches),
-        n_mix,
-        int(clean.sum()),
-        splits,
-        repaired,
-        str(device),
-        time.perf_counter() - start,
-    )
+    before = evaluate_model(net, data, clean=clean, held=found.held)
+    augmentations = [("found", found.found_x, found.found_y)] + [(b.name, b.x, b.y) for b in baselines]
+    approaches, repaired = _fine_tune_each(net, data, augmentations, mix_idx, config, clean=clean,
+                                           held=found.held, before=before, progress=progress)
+    result = RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
+                          len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
+                          time.perf_counter() - start)
     if save_to is not None:
-        save_repaired(save_to, mf, result)
+        save_repaired(save_to, prepared, result)
     return result
 
 
-def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
+def _prepare(model, dataset, data_dir) -> tuple[PreparedModel, Dataset]:
+    """The model through the one preparation route, with its data set (an error without one)."""
+    if isinstance(model, nn.Module) and not isinstance(dataset, Dataset):
+        raise DeepFaultError(
+            "a model given as an nn.Module needs the data set as a Dataset (dataset=load_dataset(...))"
+        )
+    prepared = prepare_model(model, dataset, data_dir=data_dir)
+    if prepared.data is None:
+        raise DeepFaultError(f"model {prepared.name!r} does not name its data set; pass dataset=")
+    return prepared, prepared.data
+
+
+def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
+                  result: RepairResult) -> Path:
     """Write the model fine-tuned on the found inputs as a PyTorch ``.pt`` that
     :func:`deepfault.models.open_model` opens.
 
@@ -367,9 +339,15 @@ def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
     ``meta["repair"]`` (the summary); any other model (TorchScript, Keras, ONNX) as a
     TorchScript archive when it scripts, else as a pickled module (open it with
     ``--trust-pickle``). Written atomically.
+
+    ``mf`` is the repaired model's file (a prepared model gives its own; ``None`` for a
+    caller's module).
     """
     from .._io import atomic_path
-    from ..models import ModelFile, list_architectures, save_model
+    from ..models import list_architectures, save_model
+
+    if isinstance(mf, PreparedModel):
+        mf = mf.model_file
 
     path = Path(path)
     model = result.model
@@ -380,7 +358,7 @@ def save_repaired(path: str | os.PathLike, mf, result: RepairResult) -> Path:
         "before": result.before.to_dict(),
         "after": result.found.after.to_dict(),
     }
-    if mf.arch in list_architectures():
+    if mf is not None and mf.arch in list_architectures():
         meta = {**mf.meta, "test_accuracy": result.found.after.test_accuracy, "repair": summary}
         return save_model(
             path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)

@@ -11,19 +11,22 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import DeepFaultError
+from ..experiment.tables import Table
 
-__all__ = ["PAPER", "render_report", "write_result_page", "collect"]
+__all__ = ["PAPER", "render_report", "write_result_page", "collect", "files_table", "before_after_table",
+           "summary_text"]
 
 #: The published yardsticks. DeepXplore section 7.3 / Figure 10: augmenting with 100
 #: difference-inducing inputs (majority-vote labels) and retraining 5 epochs gained 1-3
 #: points more accuracy than random test or FGSM inputs. DRFuzz README, RQ3 (MNIST LeNet-5):
 #: accuracy (%) of M2 fine-tuned on one approach's faults, on each approach's faults, and the
 #: test-accuracy change ("Acc Change", %).
-PAPER = {
+PAPER: dict[str, Any] = {
     "deepxplore": {"gain_over_baselines_points": (1.0, 3.0), "inputs": 100, "epochs": 5},
     "drfuzz": {
         "supply": {
@@ -56,66 +59,57 @@ def _pm(values, scale: float = 100.0, digits: int = 2) -> str:
     return f"{scale * np.mean(values):.{digits}f} ± {scale * np.std(values, ddof=1):.{digits}f}"
 
 
-def _html_table(headers, rows) -> str:
-    from ..experiment.report import html_table  # the shell's table: scrolls in its own box
-
-    return html_table(headers, rows)
-
-
-def _md_table(headers, rows) -> str:
-    lines = [
-        "| " + " | ".join(str(h) for h in headers) + " |",
-        "|" + "|".join(" --- " for _ in headers) + "|",
-    ]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
-
-
 # --- one run of ``deepfault repair`` -------------------------------------------------------------
 
 
-def result_rows(result: dict) -> tuple[list[str], list[list]]:
-    """The before/after table of a :meth:`~.results.RepairResult.to_dict`."""
+def files_table(result: dict) -> Table:
+    """The input files of a :meth:`~.results.RepairResult.to_dict`: kinds, labels, split."""
+    rows = [(f["name"], f["kind"], f["inputs"], f["used"], f["ties"] if f["tie_policy"] else "-",
+             f["tie_policy"] or "-", f["train"], f["held_out"], f["source"]) for f in result["files"]]
+    headers = ("file", "kind", "inputs", "labelled", "ties", "ties are", "train", "held out", "labels")
+    return Table(headers, rows, title="Input files")
+
+
+def before_after_table(result: dict) -> Table:
+    """The before/after table of a :meth:`~.results.RepairResult.to_dict`: one row per model."""
     files = [f["name"] for f in result["files"]]
     rf_files = [f["name"] for f in result["files"] if f["kind"] == "regress"]
-    headers = [
-        "model",
-        "inputs",
-        "test acc %",
-        "clean test acc %",
-        "change (pts)",
-        *[f"held-out {n} %" for n in files],
-        *[f"#RF {n}" for n in rf_files],
-        "flag",
-    ]
+    max_drop = result["config"]["max_drop"]
+    headers = ["model", "inputs", "test acc %", f"clean test acc % ({result['clean_test']})", "change (pts)",
+               *[f"held-out {n} %" for n in files], *[f"#RF {n}" for n in rf_files], "flag"]
 
     def row(name, inputs, ev, change, flag):
-        return [
-            name,
-            inputs,
-            _pct(ev["test_accuracy"]),
-            _pct(ev["clean_test_accuracy"]),
-            change,
-            *[_pct(ev["held_out"].get(n)) for n in files],
-            *[ev["rf"].get(n, "-") for n in rf_files],
-            flag,
-        ]
+        return [name, inputs, _pct(ev["test_accuracy"]), _pct(ev["clean_test_accuracy"]), change,
+                *[_pct(ev["held_out"].get(n)) for n in files], *[ev["rf"].get(n, "-") for n in rf_files],
+                flag]
 
     rows = [row("before", "-", result["before"], "-", "")]
-    for a in result["approaches"]:
-        rows.append(
-            row(
-                a["name"],
-                a["inputs"],
-                a["after"],
-                f"{a['test_change']:+.2f}",
-                "flagged" if a["flagged"] else "",
-            )
-        )
-    return headers, rows
+    rows += [row(a["name"], a["inputs"], a["after"], f"{a['test_change']:+.2f}",
+                 f"costs > {max_drop:g} pts" if a["flagged"] else "") for a in result["approaches"]]
+    return Table(headers, rows, title="Before and after",
+                 note=f"{result['mixed']} training inputs mixed into every fine-tuning; clean test accuracy "
+                 f"on the {result['clean_test']} test inputs no approach trained on; changes in points of "
+                 f"clean test accuracy; flagged when a repair loses more than {max_drop:g} points.")
+
+
+def summary_text(result) -> str:
+    """What ``deepfault repair`` prints: the settings, the files, then one row per model."""
+    d = result.to_dict()
+    cfg = result.config
+    lines = [f"model {result.model_name} · data {result.dataset} · {result.device}",
+             f"hold out {cfg.holdout:g} of each file's seeds, {result.mixed} training inputs mixed in, "
+             f"{cfg.epochs} epochs, lr {cfg.lr:g}, batch {cfg.batch_size}, seed {cfg.seed}", "",
+             files_table(d).text(), "", before_after_table(d).text()]
+    flagged = [a.name for a in result.approaches if a.flagged]
+    if flagged:
+        lines += ["", f"flagged: {', '.join(flagged)} lost more than {cfg.max_drop:g} points of clean test "
+                  "accuracy"]
+    return "\n".join(lines) + "\n"
 
 
 def write_result_page(path, result, provenance: dict | None = None) -> Path | None:
-    """The HTML page of one repair (tables and a bar figure, images inlined).
+    """The HTML page of one repair (the tables of :func:`summary_text` and a bar figure, images
+    inlined).
 
     Returns ``None`` (and writes nothing) without jinja2.
     """
@@ -132,37 +126,14 @@ def write_result_page(path, result, provenance: dict | None = None) -> Path | No
     from .figures import accuracy_bars
 
     d = result.to_dict()
-    files_rows = [
-        [
-            f["name"],
-            f["kind"],
-            f["inputs"],
-            f["used"],
-            f["ties"],
-            f["tie_policy"] or "-",
-            f["train"],
-            f["held_out"],
-            f["source"],
-        ]
-        for f in d["files"]
-    ]
-    body = [
-        "<h2>Input files</h2>",
-        _html_table(
-            ["file", "kind", "inputs", "labelled", "ties", "ties are", "train", "held out", "labels"],
-            files_rows,
-        ),
-    ]
-    headers, rows = result_rows(d)
-    body += [
-        "<h2>Before and after</h2>",
-        f"<p>{d['mixed']} training inputs mixed into every fine-tuning; clean test accuracy on the "
-        f"{d['clean_test']} test inputs no approach trained on; changes in points of clean test accuracy; "
-        f"flagged when a repair loses more than {d['config']['max_drop']:g} points.</p>",
-        _html_table(headers, rows),
-    ]
+    body = []
+    for table in (files_table(d), before_after_table(d)):
+        body += [f"<h2>{html.escape(table.title)}</h2>"]
+        if table.note:
+            body += [f"<p>{html.escape(table.note)}</p>"]
+        body += [table.html()]
     with tempfile.TemporaryDirectory() as tmp:
-        groups = {"clean test": {"before": d["before"]["clean_test_accuracy"]}}
+        groups: dict[str, dict] = {"clean test": {"before": d["before"]["clean_test_accuracy"]}}
         for a in d["approaches"]:
             groups["clean test"][a["name"]] = a["after"]["clean_test_accuracy"]
         for f in d["files"]:
@@ -186,7 +157,7 @@ def collect(store, experiment: str) -> dict:
     """The repair cells: ``{"deepxplore": {model: {repeat: data}}, "found": {repeat: data},
     "drfuzz": {scenario: {train: {seed: data}}}, "faults": {scenario: {strategy: {seed: data}}}}``.
     """
-    out = {
+    out: dict[str, dict] = {
         "deepxplore": defaultdict(dict),
         "found": {},
         "drfuzz": defaultdict(lambda: defaultdict(dict)),
@@ -214,8 +185,12 @@ def collect(store, experiment: str) -> dict:
     return out
 
 
-def _approach(cell: dict, name: str) -> dict | None:
-    return next((a for a in cell["approaches"] if a["name"] == name), None)
+def _approach(cell: dict, name: str) -> dict:
+    found = next((a for a in cell["approaches"] if a["name"] == name), None)
+    if found is None:
+        ran = ", ".join(a["name"] for a in cell["approaches"])
+        raise DeepFaultError(f"a repair cell has no {name!r} approach (it ran {ran})")
+    return found
 
 
 def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
@@ -240,7 +215,8 @@ def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
         "held-out before %",
         *[f"held-out after {a} %" for a in ["found", *baselines]],
     ]
-    rows, data = [], {}
+    rows: list[list] = []
+    data: dict = {}
     for model in models:
         runs = [cells[model][r] for r in sorted(cells[model])]
         before = [c["before"]["clean_test_accuracy"] for c in runs]
@@ -303,7 +279,8 @@ def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
         "paper change %",
         "#RF left / held out",
     ]
-    rows, data = [], {}
+    rows: list[list] = []
+    data: dict = {}
     for scenario in sorted(cells):
         for train in sorted(cells[scenario]):
             runs = [cells[scenario][train][k] for k in sorted(cells[scenario][train])]
@@ -357,10 +334,11 @@ def render_report(store, config_hash: str, out_dir) -> dict:
     nav: list[tuple[str, str]] = []
 
     def add(title, note, headers, rows, data, stem):
-        md.extend([f"## {title}", "", note, "", _md_table(headers, rows), ""])
+        table = Table(headers, rows, title=title, note=note)
+        md.extend([f"## {title}", "", note, "", table.markdown(), ""])
         nav.append((stem, title))
         parts.append(f"<h2 id='{html.escape(stem)}'>{html.escape(title)}</h2>"
-                     f"<p class='caption'>{html.escape(note)}</p>{_html_table(headers, rows)}")
+                     f"<p class='caption'>{html.escape(note)}</p>{table.html()}")
         path = out / f"{stem}.json"
         path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         files.append(path)

@@ -8,6 +8,7 @@ paper's numbers (as DeepXplore spec section 6 restates them), as Markdown, CSV, 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections import defaultdict
@@ -18,8 +19,11 @@ from typing import TypedDict
 import numpy as np
 
 from ..errors import DeepFaultError
+from ..experiment.tables import Table, fmt
+from .results import saturation_warning
 
-__all__ = ["PAPER", "render_report", "collect"]
+__all__ = ["PAPER", "render_report", "collect", "run_page", "summary_text", "summary_table",
+           "coverage_table"]
 
 class _Paper(TypedDict):
     table2: dict[str, int]  # target -> inputs found
@@ -282,6 +286,68 @@ def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: i
                        for i in picked])
 
 
+def summary_table(result, labels: Sequence[str]) -> Table:
+    """Seeds, searches and finds per target model, and all together (printed and on the page)."""
+    rows = []
+    for s in result.summaries():
+        rows.append(["all" if s.target is None else labels[s.target], s.seeds,
+                     s.already_differ if s.target is None else "-", s.searched, s.found,
+                     "-" if s.found_ratio is None else f"{100 * s.found_ratio:.1f}%",
+                     "-" if s.mean_iterations is None else f"{s.mean_iterations:.2f}",
+                     "-" if s.mean_l1 is None else f"{s.mean_l1:.1f}"])
+    return Table(["target", "seeds", "already differ", "searched", "found", "found/searched", "mean steps",
+                  "mean L1"], rows, title="Seeds and difference-inducing inputs")
+
+
+def coverage_table(result, labels: Sequence[str]) -> Table:
+    """Each model's neuron coverage and the pooled coverage (printed and on the page)."""
+    rows = [[n, c.covered, c.total, f"{100 * c.ratio:.1f}%"] for n, c in zip(labels, result.coverage,
+                                                                              strict=True)]
+    rows.append(["pooled", sum(c.covered for c in result.coverage), sum(c.total for c in result.coverage),
+                 f"{100 * result.pooled_coverage:.1f}%"])
+    return Table(["model", "covered", "neurons", "coverage"], rows,
+                 title=f"neuron coverage (layer-minmax, t = {result.config.threshold:g})")
+
+
+def summary_text(result, labels: Sequence[str], data, device) -> str:
+    """What ``deepfault xplore`` prints: the models, data and settings, the finds, coverage, times."""
+    out = io.StringIO()
+    w = out.write
+    cfg = result.config
+    con = result.config.constraint().to_dict()
+    constraint = " ".join([con.pop("name"), *(f"{k}={v}" for k, v in con.items())])
+    w(f"models {', '.join(f'{n} ({m} neurons)' for n, m in zip(labels, result.num_neurons, strict=True))}\n")
+    picked = "given indices" if cfg.seed_indices is not None else f"seed {cfg.seed}"
+    w(f"data {data.name}: {result.num_seeds} seeds of {len(data.y_test)} test inputs ({picked}), "
+      f"bounds {data.bounds[0]:g}..{data.bounds[1]:g} · {device}\n")
+    w(f"lambda1 {cfg.lambda1:g}, lambda2 {cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations, "
+      f"t {cfg.threshold:g}, constraint {constraint}, target "
+      f"{'random' if cfg.target is None else labels[cfg.target]}, neurons {cfg.neurons}, "
+      f"objective {cfg.objective}, layers {cfg.layers}, "
+      f"{'clipped to the bounds' if cfg.clip else 'no clipping'}"
+      f"{', seeds with replacement' if cfg.replace else ''}\n\n")
+    w(summary_table(result, labels).text() + "\n\n")
+    cov = coverage_table(result, labels)
+    w(f"{cov.title}\n{cov.text()}\n\n")
+    w(f"time {result.seconds:.2f} s; {fmt(result.seconds_per_found, 4)} s per difference-inducing input; "
+      f"first after {fmt(result.first_found_seconds, 3)} s\n")
+    r = result.realism
+    if r is not None and r.found:
+        w(f"change: mean L1 {r.mean_l1:.1f}, mean L_inf {r.mean_linf:.3f} (data units); "
+          f"{100 * r.saturated:.1f}% saturate")
+        if r.still_differ_clipped is not None:
+            w(f"; {100 * r.outside_bounds:.1f}% leave the bounds, {100 * r.still_differ_clipped:.1f}% still "
+              "differ once clipped")
+        w("\n")
+        message = saturation_warning(r, cfg)
+        if message:
+            w(f"warning: {message}\n")
+    if result.num_found == 0:
+        w(f"no difference-inducing input found in {result.num_seeds} seeds"
+          + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
+    return out.getvalue()
+
+
 def run_page(result, labels, data, folder, *, provenance: dict | None = None, grid_rows: int = 12) -> dict:
     """The page of one ``deepfault xplore`` run: the seeds, what was found, coverage, realism.
 
@@ -297,26 +363,18 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         ``dict(title, html, meta, nav, config, provenance)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
-    from ..experiment.report import html_table, image_tag, section
+    from ..experiment.report import image_tag, section
     from .figures import coverage_over_time
 
     folder = Path(folder)
     cfg = result.config
-    rows = []
-    for s in result.summaries():
-        rows.append(["all" if s.target is None else labels[s.target], s.seeds,
-                     s.already_differ if s.target is None else "-", s.searched, s.found,
-                     "-" if s.found_ratio is None else f"{100 * s.found_ratio:.1f}%",
-                     "-" if s.mean_iterations is None else f"{s.mean_iterations:.2f}",
-                     "-" if s.mean_l1 is None else f"{s.mean_l1:.1f}"])
     parts = [section(
         "found", "Seeds and difference-inducing inputs",
         f"{result.num_seeds} seeds from {data.name}'s test split; seeds on which the models already disagree "
         "are counted apart, the others are searched (gradient ascent on the target model's disagreement, "
         f"constraint {cfg.transform}). found/searched: the share of searched seeds that gave an input the "
         "models disagree on; mean L1: its distance to the seed in data units.",
-        html_table(["target", "seeds", "already differ", "searched", "found", "found/searched", "mean steps",
-                    "mean L1"], rows))]
+        summary_table(result, labels).html())]
     nav = [("found", "Seeds and difference-inducing inputs")]
     png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=list(data.class_names),
                       rows=grid_rows)
@@ -327,11 +385,7 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
             "One found input per seed first. Each triple: the seed (all models agree on it), the found input "
             "(each model's prediction in red) and their difference (blue: darker, red: brighter; one colour "
             "scale for every row).", image_tag(png, png.name)))
-    cov_rows = [[n, c.covered, c.total, f"{100 * c.ratio:.1f}%"] for n, c in zip(labels, result.coverage,
-                                                                                   strict=True)]
-    cov_rows.append(["pooled", sum(c.covered for c in result.coverage), sum(c.total for c in result.coverage),
-                     f"{100 * result.pooled_coverage:.1f}%"])
-    cov_parts = [html_table(["model", "covered", "neurons", "coverage"], cov_rows)]
+    cov_parts = [coverage_table(result, labels).html()]
     if result.trace:
         trace = [{"seconds": p.seconds, "found": p.found, "covered": list(p.covered)} for p in result.trace]
         path = coverage_over_time(trace, labels, result.num_neurons, folder / "coverage_over_time.png")
@@ -355,7 +409,7 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
             "realism", "Realism",
             "Are the found inputs still images of the data set? Distances in data units; saturated: less "
             "than half the seed's contrast left after clipping; the last two rows apply to runs without "
-            "clipping.", html_table(["measure", "value"], real)))
+            "clipping.", Table(["measure", "value"], real).html()))
     meta = (f"{', '.join(labels)} on {data.name}: {result.num_found} difference-inducing inputs from "
             f"{result.num_seeds} seeds in {result.seconds:.2f} s; lambda1 {cfg.lambda1:g}, lambda2 "
             f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations.")

@@ -537,7 +537,7 @@ def search(
     run = _Run(models, names, kinds, config, (lo, hi), device, chunk_size)
     draws = draw_randomness(len(x_all), len(models), config, run.constraint)
     count = auto_threads(models, device) if threads == "auto" else \
-        None if threads is None else check_int("threads", threads, 1)
+        None if threads is None else check_int("threads", threads, minimum=1)
     with _frozen(models), _threads(count):
         layouts = run.layouts(x_all[:1].to(device))
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]

@@ -18,13 +18,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...checks import MAX_BUDGET_ITERATIONS, MAX_BUDGET_SECONDS
 from ...errors import DeepFaultError
 
 __all__ = ["Budget", "parse_budget"]
 
-#: Largest budgets: a year of fuzzing time, a billion iterations (finite for typos).
-MAX_SECONDS = 365 * 86400
-MAX_ITERATIONS = 10**9
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(it|s|sec|m|min|h)\s*$")
 
@@ -84,13 +82,13 @@ def parse_budget(text: str | Budget) -> Budget:
     if unit == "it":
         if "." in number:
             raise DeepFaultError(f"an iteration budget must be a whole number; got {text!r}")
-        if int(number) > MAX_ITERATIONS:
-            raise DeepFaultError(f"budget must be at most {MAX_ITERATIONS:,} iterations; got {text!r}")
+        if int(number) > MAX_BUDGET_ITERATIONS:
+            raise DeepFaultError(f"budget must be at most {MAX_BUDGET_ITERATIONS:,} iterations; got {text!r}")
         return Budget("iterations", int(number))
     seconds = float(number) * _UNITS[unit]
-    if seconds > MAX_SECONDS:
-        raise DeepFaultError(f"budget must be at most {MAX_SECONDS // 86400} days ({MAX_SECONDS:,} s); "
-                             f"got {text!r}")
+    if seconds > MAX_BUDGET_SECONDS:
+        raise DeepFaultError(f"budget must be at most {MAX_BUDGET_SECONDS // 86400} days "
+                             f"({MAX_BUDGET_SECONDS:,} s); got {text!r}")
     if not seconds > 0:
         raise DeepFaultError(f"budget must be positive; got {text!r}")
     return Budget("seconds", seconds)

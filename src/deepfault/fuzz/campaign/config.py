@@ -12,7 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ...errors import DeepFaultError, check_int
+from ...checks import check_int
+from ...errors import DeepFaultError
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
 from .oracle import OUTPUT_KINDS

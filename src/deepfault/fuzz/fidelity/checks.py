@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...checks import check_bounds, check_int
 from ...core.registry import Registry
 from ...errors import DeepFaultError
 
@@ -91,16 +92,6 @@ def list_fidelities() -> list[str]:
     return FIDELITIES.names()
 
 
-def _check_bounds(bounds) -> tuple[float, float]:
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise DeepFaultError(f"bounds must be a pair (lo, hi) of numbers; got {bounds!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise DeepFaultError(f"bounds must be finite with lo < hi; got {bounds!r}")
-    return lo, hi
-
-
 def _check_images(x, name: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise DeepFaultError(f"{name} must be a torch.Tensor of shape (B, C, H, W); got {type(x).__name__}")
@@ -142,7 +133,7 @@ class Fidelity(ABC):
     name: str = ""
 
     def __init__(self, *, bounds: tuple[float, float], device: torch.device | str = "cpu"):
-        self.bounds = _check_bounds(bounds)
+        self.bounds = check_bounds(bounds, finite=True)
         self.device = torch.device(device)
 
     @abstractmethod
@@ -421,10 +412,8 @@ class DiscriminatorFidelity(Fidelity):
         super().__init__(bounds=bounds, device=device)
         if not isinstance(model, nn.Module):
             raise DeepFaultError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-        from ...errors import check_int
-
         self.batch_size = check_int("batch_size", batch_size)
-        self.input_range = _check_bounds(input_range)
+        self.input_range = check_bounds(input_range, "input_range", finite=True)
         self.source = source
         self.model = copy.deepcopy(model).to(self.device).eval()
         if self.device.type == "cpu":  # oneDNN runs its convolutions 1.6-1.9x faster this way

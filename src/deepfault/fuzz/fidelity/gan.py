@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...errors import DeepFaultError, check_int
+from ...checks import check_int
+from ...errors import DeepFaultError
 from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class GanConfig:
     def validate(self) -> None:
         check_int("epochs", self.epochs)
         check_int("batch_size", self.batch_size)
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, minimum=0)
         if self.images_per_epoch is not None:
             check_int("images_per_epoch", self.images_per_epoch)
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):

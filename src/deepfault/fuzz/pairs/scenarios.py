@@ -35,9 +35,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...checks import check_int
 from ...core.attacks import bim, carlini_wagner_l2
 from ...core.registry import Registry
-from ...errors import DeepFaultError, check_int
+from ...errors import DeepFaultError
 
 __all__ = [
     "Scenario",
@@ -620,7 +621,7 @@ def make_scenario(
     if arch not in list_architectures():
         raise DeepFaultError(f"unknown architecture {arch!r}; known: {', '.join(list_architectures())}")
     check_int("epochs", epochs)
-    check_int("seed", seed, 0)
+    check_int("seed", seed, minimum=0)
     options = dict(options or {})
     known = scenario.options()
     unknown = sorted(set(options) - set(known))

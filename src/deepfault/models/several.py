@@ -1,0 +1,116 @@
+"""Several models on one data set, named as ``deepfault xplore --model`` names them.
+
+:func:`open_xplore_model` opens one entry (a file, a zoo name resolved in a models folder,
+or Keras weights loaded into a zoo architecture); :func:`load_xplore_inputs` prepares two or
+more of them (:func:`~deepfault.models.prepare.prepare_model`) with one data set, in one
+value range, as DeepXplore feeds the same inputs to every model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..data import Dataset, load_dataset
+from ..errors import DeepFaultError
+from .io import ModelFile
+from .keras_weights import is_weights_only, open_keras_weights
+from .load import open_model
+from .prepare import PreparedModel, model_label, prepare_model
+from .zoo import list_architectures
+
+__all__ = ["open_xplore_model", "load_xplore_inputs"]
+
+
+def _aligned(values, count: int, option: str) -> list:
+    if values is None:
+        return [None] * count
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise DeepFaultError(f"{option} gives {len(values)} entries for {count} models; give one per model "
+                             "(or one for all)")
+    return list(values)
+
+
+def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | None = None,
+                      models_dir: str | os.PathLike = ".", dataset: str | None = None,
+                      trust_pickle: bool = False, input_shape=None) -> ModelFile:
+    """One model of ``deepfault xplore --model`` opened (not prepared): a file, a zoo name
+    (``NAME`` is ``MODELS_DIR/NAME-DATASET.pt``, as ``deepfault train`` names it), or a Keras
+    weights file loaded into a zoo architecture.
+
+    Raises:
+        DeepFaultError: A zoo name without a data set or a trained file, or Keras weights
+            without an architecture.
+    """
+    path = Path(entry)
+    zoo = entry in list_architectures() and not path.exists()
+    h5 = next((f for f in (weights, None if zoo else entry) if f and is_weights_only(f)), None)
+    if h5 is not None and (arch or zoo):
+        return open_keras_weights(h5, arch=arch or entry, input_shape=input_shape, dataset=dataset)
+    if zoo:
+        if dataset is None:
+            raise DeepFaultError(f"zoo name {entry!r} needs --dataset to find its trained file")
+        path = Path(models_dir) / f"{entry}-{dataset}.pt"
+        if not path.is_file():
+            raise DeepFaultError(
+                f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train --arch "
+                f"{entry} --dataset {dataset} --out {path}' or give the model file"
+            )
+    if h5 is not None:
+        raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
+                             "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
+    return open_model(path, weights=weights, arch=arch, trust_pickle=trust_pickle)
+
+
+def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
+                       data_dir: str | os.PathLike | None = None, models_dir: str | os.PathLike = ".",
+                       archs: Sequence[str | None] | None = None, weights: Sequence[str | None] | None = None,
+                       trust_pickle: bool = False) -> tuple[list[PreparedModel], Dataset]:
+    """Two or more models, each opened by :func:`open_xplore_model` and prepared
+    (:func:`~deepfault.models.prepare.prepare_model`) with one data set, and the data.
+
+    Args:
+        entries: Model files or zoo names (``deepfault xplore --model``).
+        dataset: The data set (default: the one the first model file names).
+        data_dir: Data root.
+        models_dir: Where zoo names are looked up.
+        archs: Zoo architecture per model (one entry applies to all; ``None`` skips a model).
+        weights: Keras weights per model, likewise.
+        trust_pickle: Allow unpickling whole pickled modules; only for trusted files.
+
+    Raises:
+        DeepFaultError: Fewer than two models, per-model lists of another length, no data set
+            named, or models that take inputs in different ranges.
+    """
+    entries = list(entries)
+    if len(entries) < 2:
+        raise DeepFaultError(f"DeepXplore compares two or more models; got {len(entries)}: "
+                             "give at least two: --model A --model B (or --model A,B)")
+    arch_list = _aligned(archs, len(entries), "--arch")
+    weight_list = _aligned(weights, len(entries), "--weights")
+    data = load_dataset(dataset, data_dir=data_dir) if dataset else None
+    prepared: list[PreparedModel] = []
+    for entry, arch, w in zip(entries, arch_list, weight_list, strict=True):
+        mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=models_dir, dataset=dataset,
+                               trust_pickle=trust_pickle,
+                               input_shape=data.input_shape if data is not None else None)
+        if data is None:
+            if mf.dataset is None:
+                raise DeepFaultError(f"model {entry!r} does not name its data set; add --dataset NAME")
+            dataset = mf.dataset
+            data = load_dataset(dataset, data_dir=data_dir)
+        label = model_label(entry, mf)
+        if label in [p.name for p in prepared]:
+            label = f"{label}#{len(prepared)}"
+        prepared.append(prepare_model(mf, data, data_dir=data_dir, name=label))
+    bounds = {tuple(p.bounds or ()) for p in prepared}
+    if len(bounds) > 1:
+        raise DeepFaultError(f"the models take inputs in different ranges ({sorted(bounds)}); DeepXplore "
+                             "feeds the same inputs to every model")
+    first = prepared[0].data
+    if first is None:  # prepared with a data set, so never
+        raise DeepFaultError("the models were prepared without a data set")
+    return prepared, first
