@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: demo test venv dev lint docs clean
+.PHONY: demo test venv dev lint typecheck docs clean
 
 $(VENV)/.installed: pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,8 @@ dev: $(VENV)/.dev-installed
 demo: venv
 	$(VENV)/bin/deepfault run --class all --measure tarantula -k 5 --out deepfault-demo.json
 
-## Set up with the development dependencies and run the whole test suite.
-test: dev
+## Set up with the development dependencies; run the linter, the type checker and the whole test suite.
+test: dev lint typecheck
 	$(PY) -m pytest
 
 ## Build the documentation site (docs/ and the API reference) into build/site, warnings as errors.
@@ -37,5 +37,9 @@ docs: dev
 lint: dev
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 
+## mypy over src/deepfault, at the strictness set in pyproject.toml ([tool.mypy]).
+typecheck: dev
+	$(VENV)/bin/mypy
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache

@@ -174,9 +174,11 @@ def _load(args):
     prep = load_inputs(args)
     if split in ("test", "train"):
         data = prep.data
+        assert data is not None  # load_inputs prepares the model on its data set
         x, y = (data.x_test, data.y_test) if split == "test" else (data.x_train, data.y_train)
         return prep, x, y, f"{data.name} {split}"
     prep = prepare_model(prep, split, data_dir=args.data_dir)
+    assert prep.data is not None  # prepared on the .npz's data
     return prep, prep.data.x_test, prep.data.y_test, f"{split} (x)"
 
 

@@ -19,8 +19,8 @@ __all__ = ["fault_grid", "plot_rule_usage", "plot_timeline"]
 def fault_grid(
     seeds: np.ndarray,
     faults: np.ndarray,
-    labels: Sequence[int],
-    m2_preds: Sequence[int],
+    labels: Sequence[int] | np.ndarray,
+    m2_preds: Sequence[int] | np.ndarray,
     path: str | os.PathLike,
     *,
     bounds: Sequence[float] = (0.0, 1.0),

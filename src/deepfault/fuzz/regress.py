@@ -199,7 +199,7 @@ def regress(
     from ..models.prepare import PreparedModel
 
     if (isinstance(m1, PreparedModel) and isinstance(m2, PreparedModel) and m1.data is not None
-            and m2.data is m1.data and dataset in (None, m1.data)):
+            and m2.data is m1.data and dataset in (None, m1.data.name)):
         p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
     else:
         p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,

@@ -42,8 +42,9 @@ def _torchvision_placeholder():
 
     tv = types.ModuleType("torchvision")
     ops = types.ModuleType("torchvision.ops")
-    ops.nms = ops.roi_align = ops.box_convert = unavailable
-    tv.ops = ops
+    for name in ("nms", "roi_align", "box_convert"):
+        setattr(ops, name, unavailable)
+    setattr(tv, "ops", ops)  # noqa: B010 (a module object: no attribute to type-check)
     sys.modules.update({"torchvision": tv, "torchvision.ops": ops})
     try:
         yield
