@@ -25,6 +25,21 @@ import numpy as np
 TIMING = ("seconds", "time", "timings", "elapsed", "created", "wall", "per_second")
 
 
+def _load(modules: tuple[str, ...], *names: str) -> list:
+    """``names`` from the first of ``modules`` that has them all: the public package first,
+    then the module paths this tree or a restructured one keeps them in."""
+    import importlib
+
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if all(hasattr(module, n) for n in names):
+            return [getattr(module, n) for n in names]
+    raise ImportError(f"none of {', '.join(modules)} has {', '.join(names)}")
+
+
 def _strip(value):
     if isinstance(value, dict):
         return {k: _strip(v) for k, v in value.items() if not any(t in k.split(".")[-1] for t in TIMING)}
@@ -34,7 +49,7 @@ def _strip(value):
 
 
 def _dump(store_path: Path) -> dict:
-    from deepfault.experiment.store import ResultStore
+    ResultStore = _load(("deepfault.experiment", "deepfault.experiment.store"), "ResultStore")[0]
 
     out = {}
     with ResultStore(store_path, readonly=True) as store:
@@ -52,20 +67,19 @@ def _run(data_dir: str, work: Path) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from deepfault.fuzz.preset import PresetConfig as FuzzConfig
-    from deepfault.fuzz.preset import run_preset as run_fuzz
-    from deepfault.xplore.preset import run_preset as run_xplore
-
+    FuzzConfig, run_fuzz = _load(("deepfault.fuzz", "deepfault.fuzz.preset", "deepfault.fuzz.presets"),
+                                 "PresetConfig", "run_preset")
+    xplore = ("deepfault.xplore", "deepfault.xplore.preset", "deepfault.xplore.presets")
     try:
-        from deepfault.xplore.preset import XplorePresetConfig as XConfig
+        XConfig, run_xplore = _load(xplore, "XplorePresetConfig", "run_preset")
     except ImportError:  # the trees before the one PresetConfig meaning
-        from deepfault.xplore.preset import PresetConfig as XConfig
-
+        XConfig, run_xplore = _load(xplore, "PresetConfig", "run_preset")
     try:
-        from deepfault.localization.preset import GRIDS, run_experiment
+        GRIDS, run_experiment = _load(("deepfault.localization", "deepfault.localization.preset",
+                                       "deepfault.localization.presets"), "GRIDS", "run_experiment")
     except ImportError:  # the tree before the method packages
-        from deepfault.experiment.grid import PRESETS as GRIDS
-        from deepfault.experiment.grid import run_experiment
+        PRESETS, run_experiment = _load(("deepfault.experiment.grid",), "PRESETS", "run_experiment")
+        GRIDS = PRESETS
 
     models = work / "models"
     summaries = {}
