@@ -108,6 +108,22 @@ def _close(a, b) -> bool:
     return a == b
 
 
+def _without_added(old, new):
+    """``new`` without the dict keys that ``old`` lacks (fields a newer tree records in addition),
+    and the dotted names of those keys.
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        kept, added = {}, []
+        for k, v in new.items():
+            if k not in old:
+                added.append(k)
+                continue
+            kept[k], more = _without_added(old[k], v)
+            added += [f"{k}.{m}" for m in more]
+        return kept, added
+    return new, []
+
+
 def _compare(old: dict, new: dict) -> int:
     old, new = _strip(old), _strip(new)  # also drops timings an older dump kept
     bad = 0
@@ -118,10 +134,18 @@ def _compare(old: dict, new: dict) -> int:
             bad += 1
             continue
         same = [c for c in exp["cells"] if _close(exp["cells"][c], other["cells"].get(c))]
+        added = {}
+        for c in set(exp["cells"]) - set(same):
+            kept, fields = _without_added(exp["cells"][c], other["cells"].get(c))
+            if fields and _close(exp["cells"][c], kept):
+                added[c] = fields
         missing = sorted(set(exp["cells"]) ^ set(other["cells"]))
-        print(f"{name}: {len(same)} of {len(exp['cells'])} cells identical; ids differ: {len(missing)}; "
-              f"store key {exp['config_hash']} -> {other['config_hash']}")
-        bad += len(exp["cells"]) - len(same) + len(missing)
+        print(f"{name}: {len(same)} of {len(exp['cells'])} cells identical"
+              + (f", {len(added)} more identical but for fields the new tree adds" if added else "")
+              + f"; ids differ: {len(missing)}; store key {exp['config_hash']} -> {other['config_hash']}")
+        for c, fields in sorted(added.items()):
+            print(f"    {c}: adds {', '.join(fields)}")
+        bad += len(exp["cells"]) - len(same) - len(added) + len(missing)
     for name, summary in old["summaries"].items():
         keep = ("cells_total", "cells_run", "cells_skipped", "model_accuracy", "results")
         a = {k: summary.get(k) for k in keep if k in summary}
