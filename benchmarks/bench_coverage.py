@@ -38,7 +38,7 @@ from deepfault.core.batches import activations
 from deepfault.coverage import build_criteria, compute_profile, measure_coverage
 from deepfault.coverage import reference as ref
 from deepfault.coverage.figures import plot_growth, plot_layer_coverage, plot_threshold_curve
-from deepfault.models.prepare import prepare
+from deepfault.models.prepare import prepare_model
 from deepfault.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,8 +71,8 @@ def _stats(times: list[float]) -> dict:
 
 
 def _load(arch: str, data_dir: str):
-    prep = prepare(str(MODELS / f"{arch}-mnist.pt"), "mnist", data_dir=data_dir)
-    return prep.model.eval(), prep.data
+    prep = prepare_model(MODELS / f"{arch}-mnist.pt", "mnist", data_dir=data_dir)
+    return prep.module.eval(), prep.data
 
 
 def _naive_all(values: list, layout, profile, sections: int = 10) -> None:

@@ -24,7 +24,7 @@ import torch
 from deepfault._io import write_json
 from deepfault.data import load_dataset
 from deepfault.errors import DeepFaultError
-from deepfault.localization.preset import PRESETS
+from deepfault.localization.preset import GRIDS
 from deepfault.models import save_model
 from deepfault.models.train import train_model
 from deepfault.provenance import provenance
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         data = load_dataset(dataset, data_dir=args.data_dir)
         # The same recipe and file name as the paper presets of 'deepfault experiment', so
         # that '--models-dir benchmarks/models' reuses these models.
-        grid = PRESETS["paper-mnist" if dataset == "mnist" else "paper-cifar"]
+        grid = GRIDS["paper-mnist" if dataset == "mnist" else "paper-cifar"]
         grid = replace(grid, train_epochs=args.epochs, seed=args.seed)
         config = grid.train_config()
         mf, result = train_model(arch, data, config, device=args.device, progress=sys.stderr.isatty(),
