@@ -12,7 +12,7 @@ from ..coverage.measure import check_params, parse_criteria
 from ..coverage.report import layer_tables, measure_page
 from ..errors import DeepFaultError
 from ..experiment.report import render_page
-from ..experiment.results import result_document, write_result
+from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..models.prepare import prepare_model
 from ..provenance import provenance
 from ._common import (
@@ -216,11 +216,11 @@ def _write(command: str, path, args, device, threads: int, prep, split: str, opt
     """The JSON result of ``coverage measure`` or ``rank`` (:mod:`deepfault.experiment.results`)."""
     data = prep.data
     mf = prep.model_file
-    model = {"file": args.model, "label": prep.name, "arch": prep.arch,
-             "arch_kwargs": None if mf is None else mf.arch_kwargs, "output_kind": prep.output_kind,
-             "fingerprint": prep.fingerprint, "weights_sha256": model_hash(prep.module)}
-    dataset = {"name": data.name, "data_dir": args.data_dir, "split": split, "bounds": list(data.bounds),
-               "layout": prep.layout, "input_shape": list(data.input_shape)}
+    model = model_record(prep, args.model, label=prep.name,
+                         arch_kwargs=None if mf is None else mf.arch_kwargs,
+                         weights_sha256=model_hash(prep.module))
+    dataset = dataset_record(data, args.data_dir, split=split, layout=prep.layout,
+                             input_shape=list(data.input_shape))
     config = {**opts, "layers": None if args.layers is None else list(args.layers),
               "transform": args.transform, "batch_size": args.batch_size, "profile": args.profile}
     write_result(path, result_document(command, {"model": model, "dataset": dataset, **body}, config=config,

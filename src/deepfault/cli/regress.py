@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import DeepFaultError
-from ..experiment.results import result_document, write_result
+from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig
 from ..fuzz.campaign.metrics import compare_campaigns
 from ..fuzz.campaign.strategies import STRATEGIES
@@ -229,10 +229,9 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
         print(f"no image grid: {err}")
     payload = out.to_dict()
     body = {k: v for k, v in payload.items() if k != "config"}  # the envelope has it
-    models = {"m1": {"file": args.m1, "name": out.names[0], "fingerprint": p1.fingerprint},
-              "m2": {"file": args.m2, "name": out.names[1], "fingerprint": p2.fingerprint}}
-    dataset = {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
-               "num_test": len(data.y_test), "class_names": list(data.class_names)}
+    models = {"m1": model_record(p1, args.m1, name=out.names[0]),
+              "m2": model_record(p2, args.m2, name=out.names[1])}
+    dataset = dataset_record(data, args.data_dir)
     write_result(result_path, result_document(
         "regress", {"models": models, "dataset": dataset, **body}, config=payload["config"], seed=config.seed,
         device=device, argv=args.argv, threads=threads, outputs={"faults": npz.name, "grid": grid}))

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..core.progress import progress_bar
-from ..experiment.results import result_document, write_result
+from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..localization.outputs import save_synthesized, summary_text, synthesized_grid
 from ..localization.protocol import RunConfig, run_deepfault
 from ..localization.selection import get_approach, list_approaches
@@ -154,15 +154,12 @@ def _cmd_run(args) -> int:
     if out is not None:
         payload = result.to_dict()
         payload.pop("config")
-        model_info = {"file": args.model, "arch": mf.arch, "arch_kwargs": mf.arch_kwargs,
-                      "layout": list(prepared.file_input_shape or data.input_shape),
-                      "layout_name": prepared.layout, "input_shape": list(data.input_shape),
-                      "adapter": prepared.adapter, "label": prepared.name,
-                      "fingerprint": prepared.fingerprint,
-                      "meta": {k: v for k, v in mf.meta.items() if k != "recipe"},
-                      "output_kind": prepared.output_kind}
-        dataset = {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
-                   "num_test": len(data.y_test), "class_names": list(data.class_names)}
+        model_info = model_record(prepared, args.model, arch_kwargs=mf.arch_kwargs,
+                                  layout=list(prepared.file_input_shape or data.input_shape),
+                                  layout_name=prepared.layout, input_shape=list(data.input_shape),
+                                  adapter=prepared.adapter, label=prepared.name,
+                                  meta={k: v for k, v in mf.meta.items() if k != "recipe"})
+        dataset = dataset_record(data, args.data_dir)
         files = {"inputs": None if inputs_path is None else inputs_path.name,
                  "grid": None if grid_path is None else grid_path.name}
         write_result(out, result_document("run", {"model": model_info, "dataset": dataset, **payload},

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checks import check_finite_outputs
-from ..experiment.results import result_document, write_result
+from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..models.several import load_xplore_inputs
 from ..provenance import provenance
 from ..xplore import save_inputs, xplore
@@ -259,13 +259,11 @@ def _cmd_xplore(args) -> int:
         print(f"no image grid: {err}")
     payload = result.to_dict()
     body = {k: v for k, v in payload.items() if k not in ("config", "device")}  # the envelope has them
-    files = [{"name": p.name, "file": entry, "arch": p.arch, "output_kind": p.output_kind,
-               "fingerprint": p.fingerprint, "layout": p.layout,
-               "meta": {k: v for k, v in p.model_file.meta.items() if k != "recipe"} if p.model_file else {}}
-              for entry, p in zip(args.models, prepared, strict=True)]
+    files = [model_record(p, entry, layout=p.layout, meta={k: v for k, v in p.model_file.meta.items()
+                                                           if k != "recipe"} if p.model_file else {})
+             for entry, p in zip(args.models, prepared, strict=True)]
     models = [{**f, **m} for f, m in zip(files, body.pop("models"), strict=True)]
-    dataset = {"name": data.name, "data_dir": args.data_dir, "bounds": list(data.bounds),
-               "num_test": len(data.y_test), "class_names": list(data.class_names)}
+    dataset = dataset_record(data, args.data_dir)
     write_result(out, result_document(
         "xplore", {"models": models, "dataset": dataset, **body},
         config=payload["config"], seed=config.seed, device=device, argv=args.argv, threads=threads,

@@ -30,13 +30,18 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._io import write_json
 from ..errors import DeepFaultError
 from ..provenance import provenance
 
+if TYPE_CHECKING:
+    from ..data import Dataset
+    from ..models.prepare import PreparedModel
+
 __all__ = ["SCHEMA", "VERSION", "ENVELOPE", "result_document", "write_result", "read_result",
-           "check_document"]
+           "check_document", "model_record", "dataset_record"]
 
 SCHEMA = "deepfault-result"
 VERSION = 1
@@ -88,6 +93,23 @@ def result_document(command: str, payload: Mapping, *, config: Mapping | None, s
         "outputs": dict(outputs or {}),
         **payload,
     }
+
+
+def model_record(prepared: PreparedModel, file: str | os.PathLike | None, **extra) -> dict:
+    """How a result names a model it ran: the file given, the name results use, the architecture,
+    the output kind and the weights' fingerprint, then a command's ``extra`` fields.
+    """
+    return {"file": None if file is None else str(file), "name": prepared.name, "arch": prepared.arch,
+            "output_kind": prepared.output_kind, "fingerprint": prepared.fingerprint, **extra}
+
+
+def dataset_record(data: Dataset, data_dir: str | os.PathLike | None, **extra) -> dict:
+    """How a result names the data set it ran on: its name, the folder it was read from, its
+    bounds, test-split size and class names, then a command's ``extra`` fields.
+    """
+    return {"name": data.name, "data_dir": None if data_dir is None else str(data_dir),
+            "bounds": list(data.bounds), "num_test": len(data.y_test), "class_names": list(data.class_names),
+            **extra}
 
 
 def check_document(document, what: str = "result", command: str | None = None) -> dict:
