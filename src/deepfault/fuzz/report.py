@@ -250,6 +250,29 @@ def _rule_usage(rows: list[dict]) -> dict[str, dict]:
     return usage
 
 
+class _Sections:
+    """The sections of one page as they are added: HTML parts, Markdown lines, the contents and
+    the files written.
+    """
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.md: list[str] = []
+        self.parts: list[str] = []
+        self.nav: list[tuple[str, str]] = []
+        self.files: list[Path] = []
+
+    def add(self, anchor: str, title: str, note: str, *html_parts: str, md_parts: tuple = ()) -> None:
+        from ..experiment.report import section
+
+        self.nav.append((anchor, title))
+        self.parts.append(section(anchor, title, note, *html_parts))
+        self.md.extend([f"## {title}", "", note, "", *md_parts, ""])
+
+    def to_dict(self) -> dict:
+        return {"markdown": self.md, "html": self.parts, "nav": self.nav, "files": self.files}
+
+
 def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = ("M1", "M2"),
                       published: dict | None = None, class_names=None, bounds=(0.0, 1.0)) -> dict:
     """The DRFuzz section of a page: tables and figures of finished campaigns.
@@ -265,63 +288,75 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
     Returns:
         ``dict(markdown=[...], html=[...], nav=[...], files=[...])``.
     """
-    from ..experiment.report import html_table, image_tag, section
-    from .figures import plot_rule_usage, plot_timeline
-
-    m1, m2 = names
-    md: list[str] = []
-    parts: list[str] = []
-    nav: list[tuple[str, str]] = []
-    files: list[Path] = []
-    label = (lambda c: class_names[int(c)]) if class_names is not None else (lambda c: str(int(c)))
-
-    def add(anchor: str, title: str, note: str, *html_parts: str, md_parts: tuple = ()) -> None:
-        nav.append((anchor, title))
-        parts.append(section(anchor, title, note, *html_parts))
-        md.extend([f"## {title}", "", note, "", *md_parts, ""])
-
-    h, t = _results_table(rows)
-    add("faults", "Regression faults found",
-        f"Per approach (mean ± sd over seeds where several ran): #RF, regression faults, inputs {m1} (M1) "
-        f"classifies right and {m2} (M2) wrong, not counting seeds M2 already gets wrong; #URF, the distinct "
-        "(seed, M1 label, M2 label) among them; #Seed, seeds with a fault; #GF, generated inputs M2 gets "
-        "wrong; #URF at SSIM >= 0.99, the unique faults within DRFuzz's fidelity of their seed.",
-        html_table(h, t), md_parts=(_md_table(h, t),))
-    headers, table, records = comparison_rows(rows, published or {})
-    files.append(_write_csv(out / "comparison.csv", records))
-    shown = len(headers) if published else len(headers) - 4  # the README's columns: reproductions only
-    (out / "comparison.md").write_text(_md_table(headers[:shown], [r[:shown] for r in table]) + "\n",
-                                       encoding="utf-8")
-    files.append(out / "comparison.md")
-    hh, th = _head_to_head(headers, table)
-    if th:
-        add("versus", "DRFuzz against DeepHunter",
-            "Both approaches on the same scenario, seed and budget. #URF at equal iterations: within the "
-            "fewest iterations either ran (the other columns are at equal wall time); shared filter: the one "
-            "fidelity filter applied to every executed mutant of both.", html_table(hh, th),
-            md_parts=(_md_table(hh, th),))
-    if published:
-        hp, tp = _published_table(headers, table)
-        add("published", "Beside the published numbers",
-            "The DRFuzz README's rows (RQ1, 24 hours on a 40-core CPU; it has no QUANT rows) beside ours, "
-            "which ran under a far smaller budget: compare the ordering, not the counts.",
-            html_table(hp, tp), md_parts=(_md_table(hp, tp),))
-
+    page = _Sections(out)
+    _table_sections(page, rows, names, published)
     first_seed: dict[tuple[str, str], dict] = {}
     for r in rows:
         first_seed.setdefault((r["scenario"], r["strategy"]), r)
+    _timeline_section(page, first_seed, several=len(rows) > len(first_seed))
+    _rules_section(page, rows)
+    label = (lambda c: class_names[int(c)]) if class_names is not None else (lambda c: str(int(c)))
+    _examples_section(page, first_seed, names, label, bounds)
+    return page.to_dict()
+
+
+def _table_sections(page: _Sections, rows: list[dict], names: tuple[str, str],
+                    published: dict | None) -> None:
+    """The results table, DRFuzz against DeepHunter and (reproductions) the published numbers."""
+    from ..experiment.report import html_table
+
+    m1, m2 = names
+    h, t = _results_table(rows)
+    page.add("faults", "Regression faults found",
+             "Per approach (mean ± sd over seeds where several ran): #RF, regression faults, inputs "
+             f"{m1} (M1) classifies right and {m2} (M2) wrong, not counting seeds M2 already gets wrong; "
+             "#URF, the distinct (seed, M1 label, M2 label) among them; #Seed, seeds with a fault; #GF, "
+             "generated inputs M2 gets wrong; #URF at SSIM >= 0.99, the unique faults within DRFuzz's "
+             "fidelity of their seed.", html_table(h, t), md_parts=(_md_table(h, t),))
+    headers, table, records = comparison_rows(rows, published or {})
+    page.files.append(_write_csv(page.out / "comparison.csv", records))
+    shown = len(headers) if published else len(headers) - 4  # the README's columns: reproductions only
+    (page.out / "comparison.md").write_text(_md_table(headers[:shown], [r[:shown] for r in table]) + "\n",
+                                            encoding="utf-8")
+    page.files.append(page.out / "comparison.md")
+    hh, th = _head_to_head(headers, table)
+    if th:
+        page.add("versus", "DRFuzz against DeepHunter",
+                 "Both approaches on the same scenario, seed and budget. #URF at equal iterations: within "
+                 "the fewest iterations either ran (the other columns are at equal wall time); shared "
+                 "filter: the one fidelity filter applied to every executed mutant of both.",
+                 html_table(hh, th), md_parts=(_md_table(hh, th),))
+    if published:
+        hp, tp = _published_table(headers, table)
+        page.add("published", "Beside the published numbers",
+                 "The DRFuzz README's rows (RQ1, 24 hours on a 40-core CPU; it has no QUANT rows) beside "
+                 "ours, which ran under a far smaller budget: compare the ordering, not the counts.",
+                 html_table(hp, tp), md_parts=(_md_table(hp, tp),))
+
+
+def _timeline_section(page: _Sections, first_seed: dict, *, several: bool) -> None:
+    """#RF and #URF over fuzzing time, the first seed of each scenario and approach."""
+    from ..experiment.report import image_tag
+    from .figures import plot_timeline
+
     series = {(f"{sc} " if sc != "-" else "") + _label(st): r["result"].timeline
               for (sc, st), r in first_seed.items()}
-    several = len(rows) > len(first_seed)
-    path = plot_timeline(series, out / "timeline.png", title="first seed of each" if several else None)
-    files.append(path)
-    add("timeline", "#RF and #URF over time",
-        "Regression faults and unique ones against fuzzing time"
-        + (", first seed of each scenario and approach." if several else "."),
-        image_tag(path, path.name), md_parts=(f"![timeline]({path.name})",))
+    path = plot_timeline(series, page.out / "timeline.png", title="first seed of each" if several else None)
+    page.files.append(path)
+    page.add("timeline", "#RF and #URF over time",
+             "Regression faults and unique ones against fuzzing time"
+             + (", first seed of each scenario and approach." if several else "."),
+             image_tag(path, path.name), md_parts=(f"![timeline]({path.name})",))
+
+
+def _rules_section(page: _Sections, rows: list[dict]) -> None:
+    """Each mutation rule's selections and regression faults, as a figure and a table."""
+    from ..experiment.report import html_table, image_tag
+    from .figures import plot_rule_usage
+
     usage = _rule_usage(rows)
-    path = plot_rule_usage(usage, out / "rule_usage.png")
-    files.append(path)
+    path = plot_rule_usage(usage, page.out / "rule_usage.png")
+    page.files.append(path)
     every_rule = sorted({r for u in usage.values() for r in u})
     usage_rows = [[rule, *(f"{u.get(rule, {}).get(k, 0):,}" for u in usage.values()
                            for k in ("selected", "rf"))]
@@ -329,12 +364,18 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
     usage_head = ["rule", *(f"{s} {k}" for s in usage for k in ("selected", "RF"))]
     choosers = {"DRFuzz": "MCMC for DRFuzz", "DeepHunter": "uniform for DeepHunter"}
     how = ", ".join(choosers.get(s, s) for s in usage)
-    add("rules", "Regression faults by mutation rule",
-        f"Each rule's share of the selections ({how}) and of the regression faults it made, summed over "
-        "campaigns; the counts below.",
-        image_tag(path, path.name), html_table(usage_head, usage_rows),
-        md_parts=(f"![rule usage]({path.name})", "", _md_table(usage_head, usage_rows)))
+    page.add("rules", "Regression faults by mutation rule",
+             f"Each rule's share of the selections ({how}) and of the regression faults it made, summed over "
+             "campaigns; the counts below.",
+             image_tag(path, path.name), html_table(usage_head, usage_rows),
+             md_parts=(f"![rule usage]({path.name})", "", _md_table(usage_head, usage_rows)))
 
+
+def _examples_section(page: _Sections, first_seed: dict, names: tuple[str, str], label, bounds) -> None:
+    """Up to six grids of early faults (seed | fault | difference), one per campaign."""
+    from ..experiment.report import image_tag
+
+    m1, m2 = names
     grids: list[str] = []
     for (scenario, strategy), r in first_seed.items():
         ex = r["result"].examples
@@ -343,21 +384,19 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
         n = min(8, len(ex["faults"]))
         rules = ex.get("rule", [])
         stem = _stem("faults", "" if scenario == "-" else scenario, strategy)
-        grid = fault_grid_png(ex, n, out / f"{stem}.png", names=names, label=label, rules=rules,
+        grid = fault_grid_png(ex, n, page.out / f"{stem}.png", names=names, label=label, rules=rules,
                               bounds=bounds)
         if grid is None:
             continue
-        files.append(grid)
+        page.files.append(grid)
         where = f"{scenario}, {_label(strategy)}" if scenario != "-" else _label(strategy)
         grids.append(image_tag(grid, f"{where}: {grid.name}"))
-        md.extend([f"![{where}]({grid.name})", ""])
+        page.md.extend([f"![{where}]({grid.name})", ""])
     if grids:
-        add("examples", "Example regression faults",
-            f"Early regression faults of each campaign, distinct (seed, M2 label) first: the seed (what {m1} "
-            f"predicts), the fault ({m2}'s "
-            "prediction in red, and the mutation rule that made it) and their difference (blue: darker, red: "
-            "brighter; one colour scale per figure).", *grids)
-    return {"markdown": md, "html": parts, "nav": nav, "files": files}
+        page.add("examples", "Example regression faults",
+                 f"Early regression faults of each campaign, distinct (seed, M2 label) first: the seed (what "
+                 f"{m1} predicts), the fault ({m2}'s prediction in red, and the mutation rule that made it) "
+                 "and their difference (blue: darker, red: brighter; one colour scale per figure).", *grids)
 
 
 def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds) -> Path | None:
