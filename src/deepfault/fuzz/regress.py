@@ -27,7 +27,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..checks import check_device, check_finite_outputs, check_name, check_outputs
+from ..core.batches import iterate_batches
+from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
+from ..experiment.store import ResultStore
+from ..models import ModelFile, open_model
+from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
 
@@ -69,18 +75,12 @@ class RegressOutcome:
 def _open(m, *, arch, trust_pickle):
     """A path opened as a model file (with its file name as label); anything else as it is."""
     if isinstance(m, (str, os.PathLike)):
-        from ..models import open_model
-        from ..models.prepare import model_label
-
         mf = open_model(m, arch=arch, trust_pickle=trust_pickle)
         return mf, model_label(m, mf)
     return m, None
 
 
 def _native_shape(m) -> tuple | None:
-    from ..models import ModelFile
-    from ..models.prepare import PreparedModel, native_shape
-
     if isinstance(m, PreparedModel):
         return m.input_shape
     if isinstance(m, ModelFile) and m.meta.get("input_shape"):
@@ -110,8 +110,6 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
         DeepFaultError: Unreadable files, no data set named, models that take inputs of
             different shapes, or a data range that a model was not trained on.
     """
-    from ..models.prepare import PreparedModel, prepare_model
-
     (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle) for m in (m1, m2))
     s1, s2 = _native_shape(o1), _native_shape(o2)
     if s1 and s2 and tuple(s1) != tuple(s2):
@@ -140,8 +138,6 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
 
 def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int) -> str:
     """The store key of a campaign: the configuration, both models' weights, the data (16 hex)."""
-    from ..coverage import model_hash
-
     text = json.dumps({"config": config.to_dict(), "m1": model_hash(m1), "m2": model_hash(m2),
                        "data": data_name, "n": n_inputs}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -188,15 +184,12 @@ def regress(
     Returns:
         A :class:`RegressOutcome`.
     """
-    from ..checks import check_device, check_name, check_outputs
-
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     device = check_device(device)
     if store is not None:
         check_outputs(("store", store))
     if cell is not None:
         check_name("cell", cell)
-    from ..models.prepare import PreparedModel
 
     if (isinstance(m1, PreparedModel) and isinstance(m2, PreparedModel) and m1.data is not None
             and m2.data is m1.data and dataset in (None, m1.data.name)):
@@ -214,8 +207,6 @@ def regress(
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
     if store is not None:
-        from ..experiment.store import ResultStore
-
         with ResultStore(store) as opened, opened.writer():
             result = _run(model1, model2, data, config, opened, experiment, cell, progress)
             # the report names the models by their files (the experiment key holds their weights)
@@ -232,9 +223,6 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     """Refuse, on a few test inputs, models that compute NaN or infinite outputs, that have
     different numbers of classes, or whose layers the criterion cannot read.
     """
-    from ..checks import check_finite_outputs
-    from ..core.batches import iterate_batches
-
     sample = data.x_test[:8]
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
     if c1 != c2:  # the campaign says the same, but only after the store is opened
@@ -270,8 +258,6 @@ def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
     (DeepHunter's KMNC/NBC/SNAC; campaigns of the same M2 share it). ``None`` when the
     campaign's criterion needs none.
     """
-    from ..coverage import compute_profile, load_profile, model_hash
-
     if not config.strategy_spec.needs_profile(config):
         return None
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
@@ -293,8 +279,6 @@ def campaign_job(job: dict) -> dict:
     ``device``. The campaign checkpoints into ``store`` (which workers must reach: a local
     path, or a shared file system for a cluster) and resumes from it.
     """
-    from ..experiment.store import ResultStore
-
     config = CampaignConfig.from_dict(job["config"])
     device = torch.device(job.get("device", "cpu"))
     p1, p2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"))

@@ -23,8 +23,6 @@ __all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "QUEUE_CAPACITY", "CampaignConfi
 
 #: Selected inputs per step by default (``--inputs-per-step``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
-#: Mutants per selected input, as published (20; the strategies' default).
-MUTANTS_PER_INPUT = 20
 #: Queue images kept in memory by default; beyond it the least likely to be selected are
 #: evicted (their bookkeeping stays; :mod:`.corpus`).
 QUEUE_CAPACITY = 65_536
