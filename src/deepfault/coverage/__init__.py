@@ -5,6 +5,9 @@
 - :mod:`.profile`: each neuron's range on the training data, streamed, saved as ``.npz``.
 - :mod:`.measure`: :func:`measure_coverage`, coverage of a set of inputs in one pass.
 - :mod:`.rank`: :func:`rank_inputs`, test prioritisation by additional coverage, with APFD.
+- :mod:`.uncertainty`: max-softmax, margin, entropy and DeepGini of each input's outputs.
+- :mod:`.surprise`: surprise adequacy (LSA, DSA, MDSA) fitted on the training split, and
+  surprise coverage.
 - :mod:`.results`: :class:`CoverageResult`, :class:`CoverageReport`, :class:`Ranking` and
   :class:`RankReport`, the frozen results of the above.
 - :mod:`.report`: the HTML page of one ``coverage measure --report DIR``.
@@ -32,10 +35,22 @@ from .measure import build_criteria, measure_coverage
 from .profile import Profile, ProfileAccumulator, compute_profile, load_profile, model_hash
 from .rank import apfd, prioritize, rank_inputs
 from .results import CoverageReport, CoverageResult, Ranking, RankReport
+from .surprise import (
+    SURPRISE_KINDS,
+    Surprise,
+    fit_surprise,
+    load_surprise,
+    save_surprise,
+    surprise_coverage,
+    surprise_scores,
+)
+from .uncertainty import UNCERTAINTY, list_uncertainty, priority_order, uncertainty_scores
 
 __all__ = [
     "METHOD",
     "CRITERIA",
+    "SURPRISE_KINDS",
+    "UNCERTAINTY",
     "BitSetCriterion",
     "CoverageReport",
     "CoverageResult",
@@ -49,19 +64,28 @@ __all__ = [
     "RankReport",
     "Ranking",
     "StrongNeuronActivationCoverage",
+    "Surprise",
     "TopKNeuronCoverage",
     "TopKPatternCoverage",
     "apfd",
     "build_criteria",
     "compute_profile",
     "criterion_params",
+    "fit_surprise",
     "list_criteria",
+    "list_uncertainty",
     "load_profile",
+    "load_surprise",
     "make_criterion",
     "measure_coverage",
     "model_hash",
     "prioritize",
+    "priority_order",
     "rank_inputs",
+    "save_surprise",
+    "surprise_coverage",
+    "surprise_scores",
+    "uncertainty_scores",
 ]
 
 

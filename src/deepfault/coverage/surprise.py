@@ -1,0 +1,715 @@
+"""Surprise adequacy: how far an input's activations lie from the training data's (Kim, Feldt
+and Yoo, ICSE 2019; MDSA from Kim et al., 2020), with the conventions of dnn-tip (Weiss and
+Tonella), the reference implementation.
+
+A :class:`Surprise` is fitted once, on the training split: the activation traces (ATs) of the
+chosen layers for every training input (neuron values as :mod:`deepfault.core.capture`
+defines them: a channel's spatial mean, a unit's value), kept as float32, each with its class
+(the model's prediction by default, or the label). Every score of an input ``x`` with AT ``a``
+is taken within the class ``c`` the model predicts for ``x``:
+
+- **LSA** ``= -log f_c(a)``, with ``f_c`` a Gaussian KDE (Scott's bandwidth, as scipy's
+  ``gaussian_kde``) over the ATs of class ``c``. Before fitting, the neurons whose variance
+  within the class is below ``var_threshold`` are dropped (Kim et al.'s original), or all
+  but the ``max_features`` of highest variance (dnn-tip's default, 300); a neuron that still
+  makes the covariance singular (the first column where the Cholesky factorisation fails) is
+  dropped too, and the factorisation tried again. The log-density is a log-sum-exp in
+  float64, so it does not underflow to ``inf`` where a density would.
+- **DSA** ``= dist_a / dist_b``: ``dist_a`` is the distance from ``a`` to the nearest training
+  AT of class ``c`` (``a'``, ties to the lower training index), ``dist_b`` the distance from
+  ``a'`` to the nearest training AT of any other class.
+- **MDSA** ``= (a - mu_c)^T S_c^+ (a - mu_c)``, the *squared* Mahalanobis distance to class
+  ``c``'s mean, with ``S_c`` its maximum-likelihood covariance and ``S_c^+`` the
+  pseudo-inverse (scikit-learn's ``EmpiricalCovariance.mahalanobis``, which dnn-tip uses; the
+  square root gives the same order).
+
+A class the model never predicted on the training data (no ATs) makes every score ``inf``:
+nothing like the input was seen. A class with a single AT has no KDE (``inf`` LSA). When no
+neuron varies within a class, its LSA is 0 (dnn-tip's convention: the ATs tell nothing).
+
+Nothing builds a test-by-training matrix at once: distances and kernel sums run over blocks
+of at most :data:`BLOCK_ELEMENTS` pairs, on the device of the activations, so DSA of 10,000
+inputs against 60,000 training ATs holds a few megabytes of distances at a time. Nearest
+neighbours are searched in float32 (centred on the training mean) and the distances of the
+neighbours found are recomputed exactly in float64.
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> torch.manual_seed(0) and None
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    >>> sa = fit_surprise(model, torch.randn(300, 4), layers=["0"])
+    >>> sa.num_inputs, sa.num_neurons
+    (300, 8)
+    >>> scores = surprise_scores(model, torch.randn(5, 4), sa, kinds=("dsa", "mdsa"))
+    >>> sorted(scores), scores["dsa"].shape
+    (['dsa', 'mdsa'], (5,))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from ..models.prepare import PreparedModel
+
+from .._io import atomic_path
+from ..core.batches import iterate_batches
+from ..core.capture import NeuronLayout, check_transform
+from ..errors import DeepFaultError
+from .profile import _field, _module, model_hash
+
+__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
+           "parse_kinds", "save_surprise", "surprise_coverage",
+           "surprise_scores", "SurpriseScores"]
+
+FORMAT = "deepfault-surprise/1"
+
+#: The surprise adequacies, in the order they are listed.
+SURPRISE_KINDS = ("lsa", "dsa", "mdsa")
+
+#: Test-by-training pairs handled at once (float64: 32 MiB).
+BLOCK_ELEMENTS = 1 << 22
+
+#: Training ATs held by a fitted state at most (float32 values): 4 GiB.
+MAX_VALUES = 1 << 30
+
+GROUPINGS = ("predictions", "labels")
+
+
+def parse_kinds(kinds: str | Iterable[str]) -> tuple[str, ...]:
+    """``"lsa,dsa"``, a list, or ``"all"`` -> the surprise kinds, checked."""
+    names = [k.strip() for k in (kinds.split(",") if isinstance(kinds, str) else kinds) if k.strip()]
+    if names == ["all"]:
+        return SURPRISE_KINDS
+    unknown = [k for k in names if k not in SURPRISE_KINDS]
+    if unknown or not names:
+        raise DeepFaultError(f"unknown surprise adequacy {', '.join(map(repr, unknown)) or '(none)'}; "
+                             f"known: {', '.join(SURPRISE_KINDS)}")
+    return tuple(dict.fromkeys(names))
+
+
+# --------------------------------------------------------------------------- the fitted state
+
+
+@dataclass(frozen=True)
+class _Kde:
+    """One class's KDE: the kept neurons, the whitening factor and the whitened ATs."""
+
+    kept: np.ndarray          # (d,) neuron indices
+    mean: np.ndarray          # (d,) the class's mean AT (whitening is centred, for precision)
+    chol: np.ndarray          # (d, d) lower Cholesky factor of the kernel covariance
+    whitened: torch.Tensor    # (n_c, d) float64, L^-1 (a - mean)
+    log_norm: float           # log n_c + d/2 log 2 pi + log det L
+
+
+@dataclass(frozen=True, eq=False)
+class Surprise:
+    """A fitted surprise-adequacy state: the training ATs and what scoring needs.
+
+    Attributes:
+        layers: Layer names, in layout order.
+        sizes: Units per layer.
+        transform: The neuron value transform (``"raw"`` or ``"layer-minmax"``).
+        model_hash: The weights' SHA-256 (:func:`~deepfault.coverage.profile.model_hash`).
+        num_classes: The model's number of outputs.
+        ats: ``(N, M)`` float32 training ATs.
+        classes: ``(N,)`` int64 class of each training AT.
+        grouping: ``"predictions"`` (the classes are the model's predictions) or ``"labels"``.
+        var_threshold: LSA drops the neurons whose variance within a class is below this
+            (``None``: none by variance).
+        max_features: LSA keeps only this many neurons of highest variance per class
+            (``None``: all).
+        selection: The ``layers`` argument of the fit.
+    """
+
+    layers: tuple[str, ...]
+    sizes: tuple[int, ...]
+    transform: str
+    model_hash: str
+    num_classes: int
+    ats: np.ndarray
+    classes: np.ndarray
+    grouping: str = "predictions"
+    var_threshold: float | None = 1e-5
+    max_features: int | None = None
+    selection: str | tuple[str, ...] | None = None
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_settings(self.var_threshold, self.max_features, self.grouping)
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def layout(self) -> NeuronLayout:
+        return NeuronLayout.from_sizes(self.layers, self.sizes)
+
+    @property
+    def num_neurons(self) -> int:
+        return int(sum(self.sizes))
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.ats)
+
+    def class_counts(self) -> np.ndarray:
+        """``(num_classes,)`` training ATs per class."""
+        return np.bincount(self.classes, minlength=self.num_classes)
+
+    def check_model(self, model: nn.Module) -> None:
+        """Raise unless ``model`` has the weights the state was fitted with."""
+        mine = model_hash(model)
+        if mine != self.model_hash:
+            raise DeepFaultError(
+                f"the surprise state was fitted for another model (weights sha256 {self.model_hash[:12]}..., "
+                f"this model {mine[:12]}...); fit one for this model with 'deepfault coverage surprise' "
+                "(fit_surprise)"
+            )
+
+    def check_layout(self, layout: NeuronLayout) -> None:
+        have = tuple((la.name, la.size) for la in layout.layers)
+        want = tuple(zip(self.layers, self.sizes, strict=True))
+        if have != want:
+            raise DeepFaultError(
+                f"the surprise state was fitted on other layers ({_show(want)}) than these ({_show(have)}); "
+                "use its layers or fit it again"
+            )
+
+    def to_dict(self) -> dict:
+        """A summary (no per-input arrays) for result files."""
+        return {
+            "format": FORMAT,
+            "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
+            "transform": self.transform, "model_sha256": self.model_hash, "count": self.num_inputs,
+            "num_classes": self.num_classes, "grouping": self.grouping,
+            "class_counts": self.class_counts().tolist(), "var_threshold": self.var_threshold,
+            "max_features": self.max_features,
+            "selection": list(self.selection) if isinstance(self.selection, tuple) else self.selection,
+        }
+
+    # ------------------------------------------------------------------ scores
+
+    def score(self, kind: str, ats, classes, *, device: torch.device | str | None = None) -> np.ndarray:
+        """``(B,)`` float64 surprise adequacy ``kind`` of ``(B, M)`` ATs whose inputs the model
+        assigns to ``classes`` (``(B,)`` ints).
+        """
+        kind = parse_kinds([kind])[0]
+        a, c = self._check_batch(ats, classes)
+        if len(a) == 0:
+            return np.zeros(0)
+        dev = torch.device(device) if device is not None else a.device
+        return {"lsa": self._lsa, "dsa": self._dsa, "mdsa": self._mdsa}[kind](a.to(dev), c)
+
+    def lsa(self, ats, classes) -> np.ndarray:
+        return self.score("lsa", ats, classes)
+
+    def dsa(self, ats, classes) -> np.ndarray:
+        return self.score("dsa", ats, classes)
+
+    def mdsa(self, ats, classes) -> np.ndarray:
+        return self.score("mdsa", ats, classes)
+
+    def _check_batch(self, ats, classes) -> tuple[torch.Tensor, np.ndarray]:
+        a = torch.as_tensor(ats).detach()
+        if a.ndim != 2 or a.shape[1] != self.num_neurons:
+            raise DeepFaultError(f"activation traces must be (N, {self.num_neurons}); got {tuple(a.shape)}")
+        if not torch.isfinite(a).all():
+            raise DeepFaultError("the activation traces hold NaN or infinite values")
+        c = np.asarray(torch.as_tensor(classes).detach().cpu().numpy()).astype(np.int64, copy=False)
+        if c.shape != (len(a),):
+            raise DeepFaultError(f"classes must be ({len(a)},) ints, one per AT; got shape {c.shape}")
+        return a, c
+
+    def _members(self, c: int) -> np.ndarray:
+        key = ("members", c)
+        if key not in self._cache:
+            self._cache[key] = np.flatnonzero(self.classes == c)
+        return self._cache[key]
+
+    def _train(self, device: torch.device) -> torch.Tensor:
+        """The training ATs as float32 on ``device``, centred on their mean (for precision)."""
+        key = ("train", str(device))
+        if key not in self._cache:
+            t = torch.from_numpy(self.ats)
+            self._cache[("center",)] = t.double().mean(dim=0)
+            self._cache[key] = (t.double() - self._cache[("center",)]).float().to(device)
+        return self._cache[key]
+
+    # --- LSA
+
+    def _kde(self, c: int) -> _Kde | None | float:
+        """Class ``c``'s KDE; ``None`` for fewer than two ATs; ``0.0`` when no neuron varies."""
+        key = ("kde", c)
+        if key not in self._cache:
+            self._cache[key] = _fit_kde(self.ats[self._members(c)].astype(np.float64), self.var_threshold,
+                                        self.max_features)
+        return self._cache[key]
+
+    def _lsa(self, a: torch.Tensor, c: np.ndarray) -> np.ndarray:
+        out = np.full(len(a), np.inf)
+        for cls in np.unique(c):
+            rows = np.flatnonzero(c == cls)
+            kde = self._kde(int(cls)) if 0 <= cls < self.num_classes else None
+            if kde is None:
+                continue
+            if isinstance(kde, float):
+                out[rows] = kde
+                continue
+            x = a[torch.from_numpy(rows).to(a.device)].double()[:, torch.from_numpy(kde.kept).to(a.device)]
+            chol = torch.from_numpy(kde.chol).to(a.device)
+            centred = x - torch.from_numpy(kde.mean).to(a.device)
+            z = torch.linalg.solve_triangular(chol, centred.T, upper=False).T
+            out[rows] = kde.log_norm - _logsumexp_kernel(z, kde.whitened.to(a.device))
+        return out
+
+    # --- MDSA
+
+    def _gauss(self, c: int) -> tuple[np.ndarray, np.ndarray] | None:
+        key = ("gauss", c)
+        if key not in self._cache:
+            x = self.ats[self._members(c)].astype(np.float64)
+            if len(x) == 0:
+                self._cache[key] = None
+            else:
+                import scipy.linalg
+
+                mean = x.mean(axis=0)
+                cov = np.atleast_2d(np.cov(x.T, bias=True)) if len(x) > 1 else np.zeros((x.shape[1],) * 2)
+                self._cache[key] = (mean, scipy.linalg.pinvh(cov, check_finite=False))
+        return self._cache[key]
+
+    def _mdsa(self, a: torch.Tensor, c: np.ndarray) -> np.ndarray:
+        out = np.full(len(a), np.inf)
+        for cls in np.unique(c):
+            g = self._gauss(int(cls)) if 0 <= cls < self.num_classes else None
+            if g is None:
+                continue
+            rows = np.flatnonzero(c == cls)
+            mean, prec = (torch.from_numpy(v).to(a.device) for v in g)
+            d = a[torch.from_numpy(rows).to(a.device)].double() - mean
+            out[rows] = ((d @ prec) * d).sum(dim=1).clamp_min(0).cpu().numpy()
+        return out
+
+    # --- DSA
+
+    def _dsa(self, a: torch.Tensor, c: np.ndarray) -> np.ndarray:
+        device = a.device
+        train = self._train(device)
+        center = self._cache[("center",)].to(device)
+        q = (a.double() - center).float()
+        dist_a = np.full(len(a), np.inf)
+        nearest = np.full(len(a), -1, dtype=np.int64)
+        for cls in np.unique(c):
+            members = self._members(int(cls)) if 0 <= cls < self.num_classes else np.zeros(0, np.int64)
+            if len(members) == 0:
+                continue
+            rows = np.flatnonzero(c == cls)
+            rows_t = torch.from_numpy(rows).to(device)
+            idx = _nearest(q[rows_t], train, torch.from_numpy(members).to(device), None)
+            nearest[rows] = members[idx]
+            dist_a[rows] = _exact(q[rows_t], train[torch.from_numpy(members[idx]).to(device)])
+        found = nearest >= 0
+        dist_b = np.full(len(a), np.inf)
+        if found.any():
+            dist_b[found] = self._other_class_distance(nearest[found], device)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(found, dist_a / dist_b, np.inf)
+
+    def _other_class_distance(self, index: np.ndarray, device: torch.device) -> np.ndarray:
+        """Distance from each training AT ``index`` to the nearest AT of another class (cached)."""
+        key = ("dist_b",)
+        if key not in self._cache:
+            self._cache[key] = np.full(self.num_inputs, np.nan)
+        cache = self._cache[key]
+        todo = np.unique(index[np.isnan(cache[index])])
+        if len(todo):
+            train = self._train(device)
+            todo_t = torch.from_numpy(todo).to(device)
+            classes = torch.from_numpy(self.classes).to(device)
+            idx = _nearest(train[todo_t], train, None, (classes[todo_t], classes))
+            d = np.full(len(todo), np.inf)
+            ok = idx >= 0
+            if ok.any():
+                rows = torch.from_numpy(todo[ok]).to(device)
+                d[ok] = _exact(train[rows], train[torch.from_numpy(idx[ok]).to(device)])
+            cache[todo] = d
+        return cache[index]
+
+
+def _show(pairs) -> str:
+    return ", ".join(f"{n}[{s}]" for n, s in pairs)
+
+
+def _check_settings(var_threshold, max_features, grouping) -> None:
+    if var_threshold is not None and not (isinstance(var_threshold, int | float)
+                                          and math.isfinite(var_threshold) and var_threshold >= 0):
+        raise DeepFaultError(f"var_threshold must be a finite number >= 0 or None; got {var_threshold!r}")
+    if max_features is not None and (isinstance(max_features, bool) or not isinstance(max_features, int)
+                                     or max_features < 1):
+        raise DeepFaultError(f"max_features must be an int >= 1 or None; got {max_features!r}")
+    if grouping not in GROUPINGS:
+        raise DeepFaultError(f"classes must be 'predictions' or 'labels'; got {grouping!r}")
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _rows_per_block(cols: int) -> int:
+    return max(1, BLOCK_ELEMENTS // max(cols, 1))
+
+
+def _nearest(q: torch.Tensor, train: torch.Tensor, among: torch.Tensor | None,
+             other_class: tuple[torch.Tensor, torch.Tensor] | None) -> np.ndarray:
+    """For each row of ``q``, the index (into ``among``, or into ``train`` when ``among`` is
+    ``None``) of its nearest training AT by float32 squared distance, ties to the lower
+    index; with ``other_class = (row classes, train classes)`` only ATs of another class count
+    (``-1`` when there is none).
+    """
+    cand = train if among is None else train[among]
+    n_cand = len(cand)
+    cand_sq = (cand * cand).sum(dim=1)
+    out_idx = torch.empty(len(q), dtype=torch.long, device=q.device)
+    step_r = min(len(q), max(1, int(math.sqrt(BLOCK_ELEMENTS))))
+    step_c = _rows_per_block(step_r)
+    for r0 in range(0, len(q), step_r):
+        qb = q[r0 : r0 + step_r]
+        q_sq = (qb * qb).sum(dim=1, keepdim=True)
+        best = torch.full((len(qb),), math.inf, dtype=torch.float32, device=q.device)
+        best_i = torch.full((len(qb),), -1, dtype=torch.long, device=q.device)
+        for c0 in range(0, n_cand, step_c):
+            cb = cand[c0 : c0 + step_c]
+            d = torch.addmm(q_sq + cand_sq[c0 : c0 + step_c], qb, cb.T, alpha=-2.0)
+            if other_class is not None:
+                mine, theirs = other_class
+                same = mine[r0 : r0 + step_r, None] == theirs[None, c0 : c0 + step_c]
+                d = d.masked_fill(same, math.inf)
+            v, i = d.min(dim=1)
+            better = v < best  # strict: an equal distance later keeps the lower index
+            best = torch.where(better, v, best)
+            best_i = torch.where(better & torch.isfinite(v), i + c0, best_i)
+        out_idx[r0 : r0 + step_r] = best_i
+    return out_idx.cpu().numpy()
+
+
+def _exact(x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """Row-wise Euclidean distances in float64."""
+    return torch.linalg.vector_norm(x.double() - y.double(), dim=1).cpu().numpy()
+
+
+def _logsumexp_kernel(z: torch.Tensor, data: torch.Tensor) -> np.ndarray:
+    """``log sum_j exp(-|z_i - data_j|^2 / 2)`` per row of ``z`` (float64, blocked)."""
+    data_sq = (data * data).sum(dim=1)
+    out = torch.empty(len(z), dtype=torch.float64, device=z.device)
+    step_r = min(len(z), max(1, int(math.sqrt(BLOCK_ELEMENTS))))
+    step_c = _rows_per_block(step_r)
+    for r0 in range(0, len(z), step_r):
+        zb = z[r0 : r0 + step_r]
+        z_sq = (zb * zb).sum(dim=1, keepdim=True)
+        acc = torch.full((len(zb),), -math.inf, dtype=torch.float64, device=z.device)
+        for c0 in range(0, len(data), step_c):
+            d = torch.addmm(z_sq + data_sq[c0 : c0 + step_c], zb, data[c0 : c0 + step_c].T, alpha=-2.0)
+            acc = torch.logaddexp(acc, torch.logsumexp(-0.5 * d.clamp_min(0), dim=1))
+        out[r0 : r0 + step_r] = acc
+    return out.cpu().numpy()
+
+
+def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | None) -> _Kde | None | float:
+    """SciPy's ``gaussian_kde`` (Scott's factor) over ``x`` (``(n, M)`` float64), with the
+    neurons dropped as the module docstring says.
+    """
+    import scipy.linalg
+
+    n = len(x)
+    if n < 2:
+        return None
+    var = x.var(axis=0)
+    kept = np.arange(x.shape[1])
+    if var_threshold is not None:
+        kept = kept[var[kept] >= var_threshold]
+    if max_features is not None and len(kept) > max_features:
+        kept = np.sort(kept[np.argsort(var[kept], kind="stable")[len(kept) - max_features:]])
+    while len(kept):
+        d = len(kept)
+        factor = n ** (-1.0 / (d + 4))
+        cov = np.atleast_2d(np.cov(x[:, kept].T)) * factor ** 2
+        chol, info = scipy.linalg.lapack.dpotrf(cov, lower=1, clean=1)
+        if info == 0:
+            mean = x[:, kept].mean(axis=0)
+            whitened = scipy.linalg.solve_triangular(chol, (x[:, kept] - mean).T, lower=True).T
+            log_norm = math.log(n) + 0.5 * d * math.log(2 * math.pi) + float(np.log(np.diag(chol)).sum())
+            return _Kde(kept, mean, chol, torch.from_numpy(np.ascontiguousarray(whitened)), log_norm)
+        if info < 0:  # an argument error: not a matrix LAPACK can take (NaN)
+            raise DeepFaultError("the activation traces' covariance is not a valid matrix (NaN?)")
+        kept = np.delete(kept, info - 1)
+    return 0.0
+
+
+# --------------------------------------------------------------------------- fitting and scoring
+
+
+def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
+    """The deepest of the default layers (the one before the logits), found by running one input."""
+    batch = next(iter(iterate_batches(model, inputs[:1], layers=None, transform=transform, batch_size=1)))
+    assert batch.layout is not None
+    return [batch.layout.layers[-1].name]
+
+
+def fit_surprise(
+    model: nn.Module | PreparedModel,
+    inputs,
+    labels=None,
+    *,
+    layers: Sequence[str] | str | None = None,
+    transform: str = "raw",
+    classes: str = "predictions",
+    var_threshold: float | None = 1e-5,
+    max_features: int | None = None,
+    batch_size: int = 1024,
+    progress: bool = False,
+) -> Surprise:
+    """Fit surprise adequacy on ``inputs`` (normally the training split), in one pass.
+
+    Args:
+        model: The classifier.
+        inputs: ``(N, ...)`` inputs; a tensor, an array, a ``Dataset`` or a ``DataLoader``.
+        labels: ``(N,)`` labels, needed when ``classes="labels"`` (a loader's own are used).
+        layers: The layers whose ATs are compared (module names or a selection, as in
+            :func:`~deepfault.core.capture.capture`); ``None``: the deepest layer before the
+            logits, the usual choice of Kim et al.
+        transform: ``"raw"`` or ``"layer-minmax"``.
+        classes: Group the training ATs by the model's ``"predictions"`` (default; a test input
+            is always grouped by its prediction) or by the ``"labels"``.
+        var_threshold: LSA: drop neurons whose variance within a class is below this (Kim et
+            al.'s ``1e-5``; ``None`` for none).
+        max_features: LSA: keep only this many neurons of highest variance per class (dnn-tip's
+            default is 300; ``None``: all).
+        batch_size: Inputs per forward pass; the state does not depend on it.
+        progress: Show a progress bar.
+
+    Returns:
+        A :class:`Surprise` holding ``N x M`` float32 ATs (the scores need them all).
+
+    Raises:
+        DeepFaultError: No inputs, labels missing or of the wrong length when they are needed,
+            fewer than two classes, more ATs than :data:`MAX_VALUES`, or bad settings.
+    """
+    from ..checks import MAX_CLASSES, check_labels
+    from ..core.inputs import inputs_and_labels
+
+    _check_settings(var_threshold, max_features, classes)
+    check_transform(transform)
+    module = _module(model)
+    x, own = inputs_and_labels(inputs, labels)
+    if len(x) == 0:
+        raise DeepFaultError("no inputs to fit surprise adequacy on: the input set is empty")
+    y = own if own is not None else None
+    if classes == "labels":
+        if y is None:
+            raise DeepFaultError("classes='labels' needs labels; pass labels= or use classes='predictions'")
+        y = check_labels("labels", y, MAX_CLASSES, count=len(x))
+    if layers is None:
+        layers = _default_layer(module, x, transform)
+    ats: np.ndarray | None = None
+    assigned = np.empty(len(x), dtype=np.int64)
+    layout = None
+    num_classes = 0
+    for batch in iterate_batches(module, x, layers=layers, transform=transform, batch_size=batch_size,
+                                 progress=progress and "fit"):
+        assert batch.values is not None
+        assert batch.layout is not None
+        if ats is None:
+            layout = batch.layout
+            num_classes = int(batch.outputs.shape[1])
+            if len(x) * layout.num_neurons > MAX_VALUES:
+                raise DeepFaultError(
+                    f"{len(x)} inputs x {layout.num_neurons} neurons is more than the {MAX_VALUES:,} "
+                    "training values a surprise state may hold; choose fewer or smaller layers "
+                    "(--layers) or a subset of the inputs")
+            ats = np.empty((len(x), layout.num_neurons), dtype=np.float32)
+        ats[batch.start : batch.stop] = batch.values.float().cpu().numpy()
+        assigned[batch.start : batch.stop] = batch.outputs.argmax(dim=1).cpu().numpy()
+    assert ats is not None
+    assert layout is not None
+    if classes == "labels":
+        assert y is not None
+        y_np = np.asarray(y.cpu().numpy() if isinstance(y, torch.Tensor) else y).astype(np.int64)
+        if (y_np >= num_classes).any():
+            raise DeepFaultError(f"labels go up to {int(y_np.max())} but the model has {num_classes} outputs")
+        assigned = y_np
+    if len(np.unique(assigned)) < 2:
+        raise DeepFaultError(
+            f"all {len(x)} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
+            "so fit it on inputs of at least two classes")
+    selection = tuple(layers) if not isinstance(layers, str) else layers
+    return Surprise(layout.names, tuple(la.size for la in layout.layers), transform, model_hash(module),
+                    num_classes, ats, assigned, grouping=classes, var_threshold=var_threshold,
+                    max_features=max_features, selection=selection)
+
+
+@dataclass(frozen=True)
+class SurpriseScores:
+    """Per-input scores of one pass (see :func:`surprise_scores`)."""
+
+    scores: dict[str, np.ndarray]
+    predictions: np.ndarray
+
+    def __getitem__(self, kind: str) -> np.ndarray:
+        return self.scores[kind]
+
+    def __iter__(self):
+        return iter(self.scores)
+
+    def keys(self):
+        return self.scores.keys()
+
+
+def surprise_scores(
+    model: nn.Module | PreparedModel,
+    inputs,
+    surprise: Surprise,
+    *,
+    kinds: str | Iterable[str] = ("dsa",),
+    batch_size: int = 1024,
+    progress: bool = False,
+) -> SurpriseScores:
+    """Surprise adequacy of every input, streamed: one forward pass, the scores of each batch
+    computed from its ATs and predictions before the next.
+
+    Returns:
+        ``SurpriseScores``: ``scores[kind]`` is an ``(N,)`` float64 array, ``predictions`` the
+        ``(N,)`` predicted classes.
+
+    Raises:
+        DeepFaultError: The state belongs to another model or other layers, or bad kinds.
+    """
+    from ..core.inputs import inputs_and_labels
+
+    names = parse_kinds(kinds)
+    module = _module(model)
+    surprise.check_model(module)
+    x, _ = inputs_and_labels(inputs)
+    out = {k: np.empty(len(x)) for k in names}
+    pred = np.empty(len(x), dtype=np.int64)
+    for batch in iterate_batches(module, x, layers=list(surprise.layers), transform=surprise.transform,
+                                 batch_size=batch_size, progress=progress and "surprise"):
+        assert batch.values is not None
+        assert batch.layout is not None
+        if batch.start == 0:
+            surprise.check_layout(batch.layout)
+        c = batch.outputs.argmax(dim=1)
+        pred[batch.start : batch.stop] = c.cpu().numpy()
+        for k in names:
+            out[k][batch.start : batch.stop] = surprise.score(k, batch.values, c)
+    return SurpriseScores(out, pred)
+
+
+def surprise_coverage(scores: np.ndarray, *, upper: float, sections: int = 10) -> np.ndarray:
+    """Surprise coverage (Kim et al.): which of ``sections`` equal buckets of ``[0, upper)``
+    the ``scores`` fall in; a score ``>= upper``, negative or not finite covers none
+    (dnn-tip's ``SurpriseCoverageMapper`` without its overflow bucket).
+
+    Returns:
+        ``(sections,)`` bool: the covered buckets. Coverage is their mean.
+    """
+    if not (isinstance(upper, int | float) and math.isfinite(upper) and upper > 0):
+        raise DeepFaultError(f"the surprise coverage upper bound must be a finite number > 0; got {upper!r}")
+    if isinstance(sections, bool) or not isinstance(sections, int) or sections < 1:
+        raise DeepFaultError(f"sections must be an int >= 1; got {sections!r}")
+    s = np.asarray(scores, dtype=np.float64)
+    edges = np.linspace(0.0, float(upper), sections + 1)
+    ok = np.isfinite(s) & (s >= 0) & (s < upper)
+    bucket = np.clip(np.searchsorted(edges, s[ok], side="right") - 1, 0, sections - 1)
+    covered = np.zeros(sections, dtype=bool)
+    covered[bucket] = True
+    return covered
+
+
+# --------------------------------------------------------------------------- files
+
+
+def save_surprise(surprise: Surprise, path: str | os.PathLike) -> Path:
+    """Write ``surprise`` as an ``.npz`` file (no pickle), atomically; returns the path."""
+    sel = surprise.selection
+    arrays = {
+        "format": np.array(FORMAT),
+        "layers": np.array(surprise.layers, dtype=str),
+        "sizes": np.array(surprise.sizes, dtype=np.int64),
+        "transform": np.array(surprise.transform),
+        "model_hash": np.array(surprise.model_hash),
+        "num_classes": np.array(surprise.num_classes, dtype=np.int64),
+        "ats": surprise.ats,
+        "classes": surprise.classes,
+        "grouping": np.array(surprise.grouping),
+        "var_threshold": np.array(np.nan if surprise.var_threshold is None else surprise.var_threshold),
+        "max_features": np.array(surprise.max_features or 0, dtype=np.int64),
+        "selection_kind": np.array("none" if sel is None else "name" if isinstance(sel, str) else "list"),
+        "selection": np.array([] if sel is None else [sel] if isinstance(sel, str) else list(sel), dtype=str),
+    }
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+    return path
+
+
+def load_surprise(path: str | os.PathLike) -> Surprise:
+    """Read a state written by :func:`save_surprise` (``allow_pickle=False``), every field checked.
+
+    Raises:
+        DeepFaultError: The file is missing, unreadable, not a surprise state, or damaged.
+    """
+    path = Path(path).expanduser()
+    fix = "fit one with 'deepfault coverage surprise'"
+    if not path.is_file():
+        raise DeepFaultError(f"surprise file {str(path)!r} does not exist; {fix}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            a = {k: npz[k] for k in npz.files}
+    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError, EOFError
+        raise DeepFaultError(
+            f"{str(path)!r} is not a readable surprise state ({type(err).__name__}); {fix}") from err
+    if "format" not in a or str(a["format"]) != FORMAT:
+        raise DeepFaultError(f"{str(path)!r} is not a deepfault surprise state (no {FORMAT!r} marker); {fix}")
+    try:
+        return _surprise_from(a)
+    except (KeyError, ValueError, IndexError, TypeError, OverflowError, DeepFaultError) as err:
+        raise DeepFaultError(f"{str(path)!r} is a damaged surprise state ({err}); {fix}") from None
+
+
+def _surprise_from(a: dict) -> Surprise:
+    sizes_a = _field(a, "sizes", 1, "iu")
+    layers_a = _field(a, "layers", 1, "U")
+    if len(sizes_a) == 0 or len(layers_a) != len(sizes_a) or (sizes_a < 1).any():
+        raise ValueError("layers and sizes must be non-empty, of the same length, with sizes >= 1")
+    sizes = tuple(int(s) for s in sizes_a)
+    ats = _field(a, "ats", 2, "f").astype(np.float32, copy=False)
+    classes = _field(a, "classes", 1, "iu").astype(np.int64)
+    num_classes = int(_field(a, "num_classes", 0, "iu"))
+    if ats.shape[1] != sum(sizes) or len(classes) != len(ats) or len(ats) == 0:
+        raise ValueError(f"ats must be (N, {sum(sizes)}) with N >= 1 and classes (N,)")
+    if not np.isfinite(ats).all():
+        raise ValueError("field 'ats' holds NaN or infinite values")
+    if num_classes < 2 or (classes < 0).any() or (classes >= num_classes).any():
+        raise ValueError("classes must lie in [0, num_classes) with num_classes >= 2")
+    transform = str(_field(a, "transform", 0, "U"))
+    check_transform(transform)
+    vt = float(_field(a, "var_threshold", 0, "f"))
+    mf = int(_field(a, "max_features", 0, "iu"))
+    kind = str(_field(a, "selection_kind", 0, "U"))
+    names = tuple(str(s) for s in _field(a, "selection", 1, "U"))
+    if kind not in ("none", "name", "list") or (kind == "name" and len(names) != 1):
+        raise ValueError(f"field 'selection_kind' must be none, name or list; got {kind!r}")
+    return Surprise(
+        tuple(str(n) for n in layers_a), sizes, transform, str(_field(a, "model_hash", 0, "U")), num_classes,
+        ats, classes, grouping=str(_field(a, "grouping", 0, "U")),
+        var_threshold=None if math.isnan(vt) else vt, max_features=mf or None,
+        selection=None if kind == "none" else names[0] if kind == "name" else names)
