@@ -480,8 +480,8 @@ def _cmd_rank(args) -> int:
     for r in report.rankings:
         if r.prioritiser == "cam":
             picked = "input covers" if r.greedy == 1 else f"{r.greedy} inputs cover"
-            text += (f"\ncam under {r.criterion}: the set covers {_cell(r.covered or 0, r.total)}; cam's first "
-                     f"{picked} it all")
+            text += (f"\ncam under {r.criterion}: the set covers {_cell(r.covered or 0, r.total)}; "
+                     f"cam's first {picked} it all")
     text += (f"\n\nforward pass (shared) {report.forward_seconds:.2f} s; ranked in {report.seconds:.2f} s; "
              "seconds: each prioritiser's own time beyond the forward pass\n")
     print(text, end="")

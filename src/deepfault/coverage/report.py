@@ -192,8 +192,10 @@ def rank_table(report, *, head: float = 0.1, first: int = 8) -> tuple[Table, lis
                   f"misclassified among its first {first}", "seconds", "its first inputs"), rows), classes
 
 
-def _first_inputs(report, ranking, count: int = 12) -> Table:
-    """The first inputs of one ranking, one column each: index, label, prediction, score."""
+def _first_inputs(report, ranking, count: int = 12) -> str:
+    """The first inputs of one ranking, one column each: index, label, prediction, score (the
+    misclassified ones marked).
+    """
     top = ranking.order[:count].tolist()
     heads = ["", *[f"{i + 1}." for i in range(len(top))]]
     rows = [("input", *top)]
@@ -204,7 +206,8 @@ def _first_inputs(report, ranking, count: int = 12) -> Table:
     rows.append(("misclassified", *["yes" if report.failing[i] else "no" for i in top]))
     if ranking.scores is not None:
         rows.append((ranking.prioritiser, *[f"{ranking.scores[i]:.4g}" for i in top]))
-    return Table(heads, rows)
+    classes = [["" if row[0] != "misclassified" or cell != "yes" else "sig" for cell in row] for row in rows]
+    return Table(heads, rows).html(classes)
 
 
 def rank_page(report, folder, *, model_name: str, data_name: str, device: str = "",
@@ -259,7 +262,7 @@ def rank_page(report, folder, *, model_name: str, data_name: str, device: str = 
         parts.append(section(
             "first", f"The first inputs to look at ({best.name}'s order)",
             "Input indices into the ranked set, with their label, the model's prediction and the score.",
-            _first_inputs(report, best).html()))
+            _first_inputs(report, best)))
     if notes:
         parts.append(f"<p class='note'>{html.escape(notes)}</p>")
         nav.append(("first", "The first inputs to look at"))
