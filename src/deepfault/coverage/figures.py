@@ -168,15 +168,19 @@ def plot_surprise_scores(report: CoverageReport, path: str | os.PathLike) -> Pat
     for ax, kind in zip(axes, kinds, strict=True):
         s = report.scores[kind]
         fin = s[np.isfinite(s)]
+        edges, scale = _bins(fin, bins=min(60, max(10, len(fin) // 10)))
+        if scale is not None:
+            ax.set_xscale("asinh", linear_width=scale)
         if len(fin):
-            ax.hist(fin, bins=min(60, max(10, len(fin) // 10)), color="#4c72b0")
+            ax.hist(fin, bins=edges, color="#4c72b0")
         upper = uppers.get(kind)
         if upper is not None:
             ax.axvspan(0, upper, color="#55a868", alpha=0.12, label=f"[0, U), U = {upper:.4g}")
             ax.axvline(upper, color="#55a868", linewidth=1)
             ax.legend(fontsize=7, loc="upper right")
         inf = len(s) - len(fin)
-        ax.set_title(kind.upper() + (f" ({inf} not finite)" if inf else ""), fontsize=10)
+        notes = (f" ({inf} not finite)" if inf else "") + (", asinh axis" if scale else "")
+        ax.set_title(kind.upper() + notes, fontsize=10)
         ax.set_xlabel("score")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("inputs")
@@ -225,6 +229,21 @@ def plot_ranking_curves(report: RankReport, path: str | os.PathLike, *, head: fl
     return save_figure(fig, Path(path))
 
 
+def _bins(values: np.ndarray, bins: int = 40) -> tuple[np.ndarray, float | None]:
+    """Histogram edges for ``values``; for a long tail (the full range more than 20 times the
+    central 90%'s), edges equal on an ``asinh`` axis and that axis' linear width, so the bulk
+    and the outliers both stay readable.
+    """
+    if not len(values):
+        return np.linspace(0, 1, bins + 1), None
+    lo, hi = float(values.min()), float(values.max())
+    q5, q95 = np.quantile(values, [0.05, 0.95])
+    core = float(q95 - q5)
+    if core <= 0 or hi - lo <= 20 * core:
+        return np.histogram_bin_edges(values, bins=bins), None
+    return core * np.sinh(np.linspace(np.arcsinh(lo / core), np.arcsinh(hi / core), bins + 1)), core
+
+
 def plot_score_distributions(report: RankReport, path: str | os.PathLike) -> Path | None:
     """One panel per prioritiser with a score: histograms of the scores of the misclassified
     and of the correctly classified inputs (each normalised to its own count, so a small
@@ -242,8 +261,9 @@ def plot_score_distributions(report: RankReport, path: str | os.PathLike) -> Pat
     for ax, r in zip(axes, scored, strict=False):
         assert r.scores is not None
         fin = np.isfinite(r.scores)
-        values = r.scores[fin]
-        edges = np.histogram_bin_edges(values, bins=40) if len(values) else np.linspace(0, 1, 41)
+        edges, scale = _bins(r.scores[fin])
+        if scale is not None:  # a long tail (an LSA of 10^4 beside most near 10): asinh axis
+            ax.set_xscale("asinh", linear_width=scale)
         for group, color, label in ((~failing, "#4c72b0", "correct"), (failing, "#dd5544", "misclassified")):
             v = r.scores[fin & group]
             if len(v):
@@ -251,6 +271,7 @@ def plot_score_distributions(report: RankReport, path: str | os.PathLike) -> Pat
                         color=color, label=f"{label} ({len(v):,})")
         first = "lowest" if r.ascending else "highest"
         extra = f"; {int((~fin).sum())} not finite" if (~fin).any() else ""
+        extra += "; asinh axis" if scale else ""
         ax.set_title(tex_safe(f"{r.name}: {first} first{extra}"), fontsize=9)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
