@@ -330,3 +330,29 @@ def test_surprise_coverage_bad_input(setup):
     with pytest.raises(DeepFaultError, match="cover one score per input, not neurons"):
         build_criteria("nc,lsc", state.layout)
     assert not has_hooks(model)
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def test_the_pages(setup, tmp_path):
+    pytest.importorskip("matplotlib")
+    from deepfault.coverage.report import measure_page, rank_page
+
+    model, _, x, y, state = setup
+    report = rank_inputs(model, x, y, by="all", surprise=state)
+    page = rank_page(report, tmp_path, model_name="chain", data_name="random")
+    assert sorted(p.name for p in page["figures"]) == ["rank_curves.png", "rank_scores.png"]
+    best = report.best()
+    assert page["html"].index(f"{best.name} found the {report.num_failing} misclassified") < \
+        page["html"].index("Ranking curves")
+    assert [a for a, _ in page["nav"]][:2] == ["answer", "first"]
+    with torch.no_grad():
+        right = model(x).argmax(1)
+    none = rank_page(rank_inputs(model, x, right, by="gini,margin"), tmp_path / "none", model_name="chain",
+                     data_name="random")
+    assert "classifies all 70 inputs correctly" in none["html"]
+    measured = measure_coverage(model, x, criteria="dsc,mdsc", surprise=state, sa_sections=10)
+    page = measure_page(measured, tmp_path / "m", model_name="chain", data_name="random")
+    assert [a for a, _ in page["nav"]] == ["summary", "surprise", "figure-growth", "figure-surprise"]
+    assert "coverage_surprise.png" in {p.name for p in page["figures"]}

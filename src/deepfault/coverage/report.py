@@ -129,13 +129,16 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         "in all (neurons for NC, sections for KMNC, ...) and their ratio. TKNP counts distinct top-k "
         "patterns and has no total.",
         Table(["criterion", "covered", "total", "ratio"], rows).html())]
-    parts.append(section(
-        "layers", "Coverage per layer",
-        "Each analysed layer's units and its coverage under each criterion, one table per criterion "
-        "(covered/total and the ratio; the last row: every layer); a table scrolls sideways when there are "
-        "many settings.",
-        *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in layer_tables(report)]))
-    nav = [("summary", "Coverage per criterion"), ("layers", "Coverage per layer")]
+    nav = [("summary", "Coverage per criterion")]
+    tables = layer_tables(report)
+    if tables:  # none with surprise coverage alone
+        parts.append(section(
+            "layers", "Coverage per layer",
+            "Each analysed layer's units and its coverage under each criterion, one table per criterion "
+            "(covered/total and the ratio; the last row: every layer); a table scrolls sideways when there "
+            "are many settings.",
+            *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in tables]))
+        nav.append(("layers", "Coverage per layer"))
     sa = surprise_table(report)
     if sa is not None:
         state = report.surprise["state"]
@@ -263,9 +266,9 @@ def rank_page(report, folder, *, model_name: str, data_name: str, device: str = 
             "first", f"The first inputs to look at ({best.name}'s order)",
             "Input indices into the ranked set, with their label, the model's prediction and the score.",
             _first_inputs(report, best)))
+        nav.append(("first", "The first inputs to look at"))
     if notes:
         parts.append(f"<p class='note'>{html.escape(notes)}</p>")
-        nav.append(("first", "The first inputs to look at"))
     figures = save_rank_figures(report, folder)
     titles = {"curves": "Ranking curves", "scores": "Score distributions: misclassified against correct"}
     for key, caption in RANK_CAPTIONS.items():
