@@ -7,7 +7,8 @@ Five methods on one engine (capture, batch loop, accumulators, registries, store
     data set -> model -> activations -> compute_spectrum -> suspiciousness / localize
              -> synthesize -> evaluate -> results (JSON / store)
 
-- coverage criteria (``measure_coverage``, ``compute_profile``, ``rank_inputs``);
+- coverage criteria, surprise adequacy and test prioritisation (``measure_coverage``,
+  ``compute_profile``, ``fit_surprise``, ``rank_inputs``);
 - DeepXplore's differential testing (``xplore``);
 - DRFuzz's regression fuzzing of a model's new version (``regress``);
 - repair: fine-tuning a model on the failing inputs found (``repair``).
@@ -23,11 +24,17 @@ from .core.batches import correct_inputs
 from .core.inputs import inputs_and_labels
 from .coverage import (
     compute_profile,
+    fit_surprise,
     list_criteria,
+    list_prioritisers,
     load_profile,
+    load_surprise,
     make_criterion,
     measure_coverage,
     rank_inputs,
+    save_surprise,
+    surprise_scores,
+    uncertainty_scores,
 )
 from .data import Dataset, list_datasets, load_dataset
 from ._version import __version__
@@ -68,6 +75,12 @@ __all__ = [
     "make_criterion",
     "measure_coverage",
     "rank_inputs",
+    "fit_surprise",
+    "load_surprise",
+    "save_surprise",
+    "surprise_scores",
+    "uncertainty_scores",
+    "list_prioritisers",
     "xplore",
     "regress",
     "repair",

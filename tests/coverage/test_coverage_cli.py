@@ -1,4 +1,7 @@
-"""``deepfault coverage profile|measure|rank``: outputs, and bad input as one line, exit 2, no file."""
+"""``deepfault coverage profile|measure|rank``: outputs, and bad input as one line, exit 2, no file.
+
+``coverage surprise``, ``rank --by`` and the surprise coverages: tests/coverage/test_prioritise_cli.py.
+"""
 
 from __future__ import annotations
 
@@ -63,12 +66,13 @@ def test_profile_measure_rank(tmp_path, capsys, digits_model):
     assert "Provenance" in page
 
     code, text, err = run_cli(capsys, "coverage", "rank", "--model", digits_model, "--profile", prof,
-                              "--criteria", "nc,kmnc", "--out", rank)
+                              "--criteria", "nc,kmnc", "--by", "cam", "--out", rank)
     assert code == 0, err
-    assert "APFD additional" in text
+    assert "cam under kmnc(sections=10): the set covers" in text
     data = json.loads(rank.read_text())
     assert [r["criterion"] for r in data["rankings"]] == ["nc(threshold=0)", "kmnc(sections=10)"]
-    assert all(0 <= r["apfd"] <= 1 for r in data["rankings"])
+    assert [r["name"] for r in data["rankings"]] == ["cam:nc(threshold=0)", "cam:kmnc(sections=10)"]
+    assert all(0 <= r["apfd"] <= 1 and 0 <= r["apfd_total"] <= 1 for r in data["rankings"])
     assert sorted(data["rankings"][0]["order"]) == list(range(data["num_inputs"]))
 
 

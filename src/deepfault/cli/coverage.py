@@ -1,15 +1,30 @@
-"""``deepfault coverage profile|measure|rank``: neuron profiles, coverage, prioritisation."""
+"""``deepfault coverage profile|surprise|measure|rank``: neuron profiles, surprise states,
+coverage, prioritisation.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+import time
 from pathlib import Path
 
-from ..coverage import compute_profile, list_criteria, load_profile, measure_coverage, model_hash, rank_inputs
+from ..coverage import (
+    compute_profile,
+    fit_surprise,
+    list_criteria,
+    load_profile,
+    load_surprise,
+    measure_coverage,
+    model_hash,
+    rank_inputs,
+    save_surprise,
+)
 from ..coverage.figures import _pyplot
-from ..coverage.measure import check_params, parse_criteria
-from ..coverage.report import layer_tables, measure_page
+from ..coverage.measure import SA_SECTIONS, SCORE_CRITERIA, check_params, parse_criteria
+from ..coverage.rank import COVERAGE_ORDERS, DEFAULT_BY, list_prioritisers, parse_by
+from ..coverage.report import layer_tables, measure_page, rank_page, surprise_table
+from ..coverage.surprise import SURPRISE_KINDS
 from ..errors import DeepFaultError
 from ..experiment.report import render_page
 from ..experiment.results import dataset_record, model_record, result_document, write_result
@@ -29,9 +44,11 @@ from ._common import (
     device_from,
     load_inputs,
     names,
+    non_negative_number,
     number,
     output_path,
     positive_int,
+    positive_number,
     table,
     write_run_report,
 )
@@ -50,7 +67,11 @@ def thresholds(text: str) -> tuple[float, ...]:
     return values
 
 
-def _add_common(p: argparse.ArgumentParser, *, split: str) -> None:
+_LAYERS_HELP = ("every Linear/Conv layer except the logits layer, or the profile's layers; a surprise state "
+                "brings its own")
+
+
+def _add_common(p: argparse.ArgumentParser, *, split: str, layers_default: str = _LAYERS_HELP) -> None:
     p.add_argument("--model", metavar="FILE", default=None,
                    help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras "
                    ".h5/.json or stem, .onnx (default: the embedded digits model)")
@@ -61,8 +82,7 @@ def _add_common(p: argparse.ArgumentParser, *, split: str) -> None:
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
     p.add_argument("--layers", type=names, default=None, metavar="NAMES",
                    help="comma-separated module names, or a named selection ('deepxplore': "
-                   "activated conv/dense outputs, pooling, logits and softmax) (default: every "
-                   "Linear/Conv layer except the logits layer, or the profile's layers)")
+                   f"activated conv/dense outputs, pooling, logits and softmax) (default: {layers_default})")
     p.add_argument("--transform", choices=("raw", "layer-minmax"), default=None,
                    help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
                    "to [0, 1], DeepXplore's) (default: the profile's, else raw)")
@@ -89,13 +109,22 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
                    help="profile from 'deepfault coverage profile' (needed by kmnc, nbc, snac)")
 
 
+def _add_surprise(p: argparse.ArgumentParser, needed_by: str) -> None:
+    p.add_argument("--surprise", metavar="FILE", default=None,
+                   help=f"surprise state from 'deepfault coverage surprise' (needed by {needed_by}; "
+                        "default: fit "
+                   "one on the model's training split first, with that command's defaults, and say so)")
+
+
 def add_parser(sub) -> None:
-    """Add ``deepfault coverage`` and its actions profile, measure and rank to ``sub``."""
+    """Add ``deepfault coverage`` and its actions profile, surprise, measure and rank to ``sub``."""
     cov = sub.add_parser(
-        "coverage", help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), profiles, prioritisation",
+        "coverage",
+        help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), surprise adequacy, prioritisation",
         description="Structural coverage criteria of DeepXplore and DeepGauge on a model's "
-        "neurons: profile the training data, measure coverage of a test set, or order a test "
-        "set by additional coverage.",
+        "neurons and Kim et al.'s surprise adequacy: profile the training data or fit surprise "
+        "adequacy on it, measure coverage of a test set, or order a test set by uncertainty, "
+        "surprise or coverage.",
     )
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
@@ -112,6 +141,28 @@ def add_parser(sub) -> None:
                       help="profile file (.npz), written atomically; '-' writes none")
     prof.set_defaults(func=_cmd_profile)
 
+    surp = cov_sub.add_parser(
+        "surprise", help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
+        description="Stream the training split once and keep each input's activation trace of the "
+        "chosen layers with its class, with the transform and a hash of the model's weights, in an "
+        ".npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
+        formatter_class=HelpFormatter,
+    )
+    _add_common(surp, split="train", layers_default="the deepest Linear/Conv layer before the logits, Kim "
+                "et al.'s usual choice")
+    surp.add_argument("--classes", choices=("predictions", "labels"), default="predictions",
+                      help="group the training traces by the model's predictions (as a test input always "
+                      "is) or by the labels")
+    surp.add_argument("--var-threshold", type=non_negative_number, default=1e-5, metavar="V",
+                      help="LSA: drop the neurons whose variance within a class is below V (Kim et al.'s; 0 "
+                      "drops none)")
+    surp.add_argument("--max-features", type=positive_int, default=None, metavar="K",
+                      help="LSA: keep only the K neurons of highest variance per class (dnn-tip uses 300) "
+                      "(default: all)")
+    surp.add_argument("--out", metavar="FILE", default="surprise.npz",
+                      help="surprise state (.npz), written atomically; '-' writes none")
+    surp.set_defaults(func=_cmd_surprise)
+
     meas = cov_sub.add_parser(
         "measure", help="coverage of a set of inputs, overall and per layer",
         description="Run the inputs through the model once and print each criterion's coverage "
@@ -121,6 +172,12 @@ def add_parser(sub) -> None:
     )
     _add_common(meas, split="test")
     _add_criteria(meas)
+    _add_surprise(meas, "lsc, dsc, mdsc")
+    meas.add_argument("--sa-upper", type=positive_number, default=None, metavar="U",
+                      help="surprise coverage buckets [0, U) (default: the largest finite score of the "
+                      "measured inputs, printed; not comparable between input sets)")
+    meas.add_argument("--sa-sections", type=positive_int, default=SA_SECTIONS, metavar="K",
+                      help="surprise coverage buckets (Kim et al.'s)")
     meas.add_argument("--out", metavar="FILE", default="coverage.json",
                       help="JSON result file, written atomically; '-' writes none")
     meas.add_argument("--plot", metavar="DIR", default=None,
@@ -130,27 +187,35 @@ def add_parser(sub) -> None:
     meas.set_defaults(func=_cmd_measure)
 
     rank = cov_sub.add_parser(
-        "rank", help="order inputs by additional coverage and report APFD of the failing ones",
-        description="Order the inputs greedily by the coverage each adds to the ones before it "
-        "(then by their own coverage) and report APFD of the inputs the model misclassifies "
-        "(0.5 is what a random order gets on average).",
+        "rank", help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
+        description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
+        "adequacy, or coverage: additional (cam) or total (ctm) under each --criteria) and report "
+        "APFD of the inputs the model misclassifies (0.5 is what a random order gets on average), "
+        "each prioritiser's time and its first inputs.",
         formatter_class=HelpFormatter,
     )
     _add_common(rank, split="test")
+    rank.add_argument("--by", default=",".join(DEFAULT_BY), metavar="NAMES",
+                      help=f"comma-separated prioritisers, or 'all' ({', '.join(list_prioritisers())}); "
+                      "cam/ctm rank once per --criteria (default: every one that needs nothing fitted, "
+                      f"{','.join(DEFAULT_BY)})")
     _add_criteria(rank)
+    _add_surprise(rank, "lsa, dsa, mdsa")
     rank.add_argument("--out", metavar="FILE", default="coverage-rank.json",
-                      help="JSON result file with each order, written atomically; '-' writes none")
+                      help="JSON result file with each order and score, written atomically; '-' writes none")
+    add_report_option(rank)
     rank.set_defaults(func=_cmd_rank)
 
 
 # --------------------------------------------------------------------------- helpers
 
-_PLOTS = ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png")
+_PLOTS = ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png",
+          "coverage_surprise.png")
 
 
 def outputs(args) -> list[Output]:
-    """The files ``coverage profile`` (an .npz), ``measure`` (a JSON result, and ``--plot DIR``'s
-    page and figures) and ``rank`` (a JSON result) write.
+    """The files ``coverage profile`` and ``surprise`` (an .npz), ``measure`` (a JSON result, and
+    ``--plot DIR``'s page and figures) and ``rank`` (a JSON result) write.
     """
     out = [Output("--out", output_path(args.out))]
     if args.coverage_command == "measure" and args.plot:
@@ -167,19 +232,21 @@ def _layers(args):
 
 
 def _load(args):
-    """``(prepared model, inputs, labels, split description)``."""
+    """``(prepared model, inputs, labels, split description, the model's own data set)``; the
+    last gives the training split a surprise state is fitted on.
+    """
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
     prep = load_inputs(args)
+    data = prep.data
+    assert data is not None  # load_inputs prepares the model on its data set
     if split in ("test", "train"):
-        data = prep.data
-        assert data is not None  # load_inputs prepares the model on its data set
         x, y = (data.x_test, data.y_test) if split == "test" else (data.x_train, data.y_train)
-        return prep, x, y, f"{data.name} {split}"
+        return prep, x, y, f"{data.name} {split}", data
     prep = prepare_model(prep, split, data_dir=args.data_dir)
     assert prep.data is not None  # prepared on the .npz's data
-    return prep, prep.data.x_test, prep.data.y_test, f"{split} (x)"
+    return prep, prep.data.x_test, prep.data.y_test, f"{split} (x)", data
 
 
 def _criteria_options(args) -> dict:
@@ -188,13 +255,43 @@ def _criteria_options(args) -> dict:
             "top_k": args.top_k, "scale": args.scale}
 
 
-def _prepare(args):
+def _prepare(args, *, check: bool = True):
     """Validate the options and load the profile before the data, so bad input costs nothing."""
     opts = _criteria_options(args)
     profile = load_profile(args.profile) if args.profile else None
-    check_params(parse_criteria(opts["criteria"]), threshold=opts["threshold"], sections=opts["sections"],
-                 top_k=opts["top_k"], scale=opts["scale"], profile=profile)
+    if check:
+        extra = ({"sa_sections": args.sa_sections, "sa_upper": args.sa_upper}
+                 if hasattr(args, "sa_sections") else {})
+        check_params(parse_criteria(opts["criteria"]), threshold=opts["threshold"], sections=opts["sections"],
+                     top_k=opts["top_k"], scale=opts["scale"], profile=profile, **extra)
     return opts, profile
+
+
+def _layer_names(layout) -> str:
+    return ", ".join(f"{la.name} ({la.size})" for la in layout.layers)
+
+
+def _state(args, module, base) -> tuple:
+    """The surprise state of ``--surprise``, or one fitted now on the training split of the
+    model's data set (``(state, what to print, summary extras)``).
+    """
+    if args.surprise:
+        state = load_surprise(args.surprise)
+        state.check_model(module)
+        text = (f"surprise state {args.surprise}: layers {_layer_names(state.layout)}, {state.num_inputs} "
+                f"training inputs, {state.transform}\n")
+        return state, text, {"source": str(args.surprise)}
+    if base is None or len(base.x_train) == 0:
+        raise DeepFaultError("the data set has no training split to fit surprise adequacy on; fit a state "
+                             "with "
+                             "'deepfault coverage surprise --split FILE.npz' and pass --surprise FILE")
+    t0 = time.perf_counter()
+    state = fit_surprise(module, base.x_train, batch_size=args.batch_size, progress=not args.no_progress)
+    seconds = time.perf_counter() - t0
+    text = (f"no --surprise given: fitted surprise adequacy on {base.name} train ({state.num_inputs} inputs, "
+            f"layers {_layer_names(state.layout)}, raw, by predictions) in {seconds:.2f} s; "
+            "'deepfault coverage surprise --out FILE' keeps one for --surprise FILE\n")
+    return state, text, {"source": f"fitted on {base.name} train", "fit_seconds": seconds}
 
 
 def _header(prep, split: str, n: int, layout, transform: str, device, profile) -> str:
@@ -228,13 +325,17 @@ def _write(command: str, path, args, device, threads: int, prep, split: str, opt
     print(f"wrote {path}")
 
 
+def _page_config(args) -> dict:
+    return {k: v for k, v in vars(args).items() if k not in ("func", "argv")}
+
+
 # --------------------------------------------------------------------------- commands
 
 
 def _cmd_profile(args) -> int:
     out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
     device = device_from(args.device)
-    prep, x, _, split = _load(args)
+    prep, x, _, split, _ = _load(args)
     model = prep.to(device).module
     apply_threads(args.threads, [model], device)
     profile = compute_profile(model, x, layers=_layers(args), transform=args.transform or "raw",
@@ -249,27 +350,69 @@ def _cmd_profile(args) -> int:
     return 0
 
 
+def _cmd_surprise(args) -> int:
+    out = declared(outputs(args), "--out")
+    device = device_from(args.device)
+    prep, x, y, split, _ = _load(args)
+    model = prep.to(device).module
+    apply_threads(args.threads, [model], device)
+    t0 = time.perf_counter()
+    state = fit_surprise(model, x, y if args.classes == "labels" else None, layers=_layers(args),
+                         transform=args.transform or "raw", classes=args.classes,
+                         var_threshold=args.var_threshold, max_features=args.max_features,
+                         batch_size=args.batch_size, progress=not args.no_progress)
+    seconds = time.perf_counter() - t0
+    print(f"model {prep.name} · data {split} ({state.num_inputs} inputs) · transform {state.transform} · "
+          f"{device}")
+    print(f"layers: {_layer_names(state.layout)}; {state.num_neurons} neurons")
+    counts = state.class_counts()
+    names = list(getattr(prep.data, "class_names", None) or [])
+    rows = [(c, names[c] if c < len(names) else "", int(counts[c])) for c in range(state.num_classes)]
+    print(f"\ninputs per class (by {state.grouping}; a class with none makes every score inf, one input "
+          "gives no LSA)")
+    print(table(("class", "name", "inputs"), rows))
+    print(f"\nLSA drops neurons of variance < {state.var_threshold} per class"
+          + (f", keeps at most {state.max_features}" if state.max_features else "")
+          + f"; fitted in {seconds:.2f} s")
+    if out is not None:
+        save_surprise(state, out)
+        print(f"\nwrote {out} ({state.num_inputs} x {state.num_neurons} float32 traces, weights sha256 "
+              f"{state.model_hash[:12]}...)")
+    return 0
+
+
 def _cmd_measure(args) -> int:
     opts, profile = _prepare(args)
+    opts.update(sa_upper=args.sa_upper, sa_sections=args.sa_sections)
+    needs_state = any(n in SCORE_CRITERIA for n in parse_criteria(opts["criteria"]))
+    if needs_state and args.surprise:
+        load_surprise(args.surprise)  # a bad file fails now, before the data
     out = declared(outputs(args), "--out")
     if args.plot:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
     device = device_from(args.device)
-    prep, x, _, split = _load(args)
+    prep, x, _, split, base = _load(args)
     model = prep.to(device).module
     threads = apply_threads(args.threads, [model], device)
-    report = measure_coverage(model, x, **opts, profile=profile, layers=_layers(args),
+    state, fitted, source = _state(args, model, base) if needs_state else (None, "", {})
+    print(fitted, end="")
+    report = measure_coverage(model, x, **opts, profile=profile, surprise=state, layers=_layers(args),
                               transform=args.transform, batch_size=args.batch_size,
                               progress=not args.no_progress)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
     text += "".join(f"\n{t.title}\n{t.text()}\n" for t in layer_tables(report))
+    sa = surprise_table(report)
+    if sa is not None and report.surprise is not None:
+        text += f"\n{sa.title}\n{sa.text()}\n"
+        if any(v["upper_from"] == "inputs" for v in report.surprise["criteria"].values()):
+            text += ("U: the largest finite score of these inputs, so the coverage is not comparable between "
+                     "input sets; give --sa-upper U to compare\n")
     text += f"\nmeasured in {report.seconds:.2f} s\n"
     print(text, end="")
 
     def page(folder):
         return measure_page(report, folder, model_name=prep.name, data_name=split, device=str(device),
-                            provenance=provenance(device, argv=args.argv),
-                            config={k: v for k, v in vars(args).items() if k not in ("func", "argv")})
+                            provenance=provenance(device, argv=args.argv), config=_page_config(args))
 
     if args.plot:
         shown = page(args.plot)
@@ -282,31 +425,77 @@ def _cmd_measure(args) -> int:
     if args.report_dir:
         write_run_report(args, page)
     if out is not None:
-        _write("coverage measure", out, args, device, threads, prep, split, opts, report.to_dict())
+        body = report.to_dict()
+        if body["surprise"] is not None:
+            body["surprise"]["state"].update(source)
+        _write("coverage measure", out, args, device, threads, prep, split,
+               {**opts, "surprise": args.surprise}, body)
     return 0
 
 
+def _share(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
 def _cmd_rank(args) -> int:
-    opts, profile = _prepare(args)
+    by = parse_by(args.by)
+    coverage = any(n in COVERAGE_ORDERS for n in by)
+    surprising = any(n in SURPRISE_KINDS for n in by)
+    opts, profile = _prepare(args, check=coverage)
+    if surprising and args.surprise:
+        load_surprise(args.surprise)  # a bad file fails now, before the data
+    if args.report_dir:
+        _pyplot()
     out = declared(outputs(args), "--out")
     device = device_from(args.device)
-    prep, x, y, split = _load(args)
+    prep, x, y, split, base = _load(args)
     model = prep.to(device).module
     threads = apply_threads(args.threads, [model], device)
-    report = rank_inputs(model, x, y, **opts, profile=profile, layers=_layers(args),
-                         transform=args.transform, batch_size=args.batch_size, progress=not args.no_progress)
-    text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
-    nf = int(report.failing.sum())
-    text += f"{nf} of {report.num_inputs} inputs misclassified; a random order has APFD 0.5 on average\n\n"
+    state, fitted, source = _state(args, model, base) if surprising else (None, "", {})
+    report = rank_inputs(model, x, y, by=by, **opts, profile=profile, surprise=state, layers=_layers(args),
+                         transform=args.transform, output_kind=prep.output_kind, batch_size=args.batch_size,
+                         progress=not args.no_progress)
+    text = f"model {prep.name} · data {split} ({report.num_inputs} inputs) · {device}\n" + fitted
+    if report.layout is not None:
+        text += (f"cam/ctm: {len(report.layout.layers)} layers, {report.layout.num_neurons} neurons, "
+                 "transform "
+                 f"{report.transform}\n")
+        if profile is not None:
+            text += f"profile: {profile.count} inputs, {profile.transform}\n"
+    nf, n = report.num_failing, report.num_inputs
+    ideal = f", the ideal order {1 - nf / (2 * n):.3f}" if nf else ""
+    text += f"{nf} of {n} inputs misclassified; a random order has APFD 0.5 on average{ideal}\n\n"
+    tenth = max(1, math.ceil(0.1 * n))
 
     def f3(v):
         return "-" if v is None else f"{v:.3f}"
 
-    rows = [(r.criterion, r.greedy, _cell(r.covered, r.total), f3(r.apfd), f3(r.apfd_total),
-             " ".join(map(str, r.order[:5].tolist())) + " ...") for r in report.rankings]
-    text += table(("criterion", "greedy", "covered", "APFD additional", "APFD total", "first inputs"), rows)
-    text += f"\n\nranked in {report.seconds:.2f} s\n"
+    rows = [(r.name, f3(r.apfd), _share(r.found(report.failing)[tenth - 1]) if nf else "-",
+             f"{r.seconds:.4f}",
+             " ".join(map(str, r.order[:5].tolist())) + (" ..." if n > 5 else "")) for r in report.rankings]
+    text += table(("prioritiser", "APFD", f"found in first {tenth}", "seconds", "first inputs"), rows)
+    best = report.best()
+    if best is not None:
+        text += f"\n\nearliest: {best.name} (APFD {best.apfd:.3f})"
+    for r in report.rankings:
+        if r.prioritiser == "cam":
+            picked = "input covers" if r.greedy == 1 else f"{r.greedy} inputs cover"
+            text += (f"\ncam under {r.criterion}: the set covers {_cell(r.covered or 0, r.total)}; "
+                     f"cam's first {picked} it all")
+    text += (f"\n\nforward pass (shared) {report.forward_seconds:.2f} s; ranked in {report.seconds:.2f} s; "
+             "seconds: each prioritiser's own time beyond the forward pass\n")
     print(text, end="")
+
+    def page(folder):
+        return rank_page(report, folder, model_name=prep.name, data_name=split, device=str(device),
+                         provenance=provenance(device, argv=args.argv), config=_page_config(args),
+                         notes=fitted.strip())
+
+    write_run_report(args, page)
     if out is not None:
-        _write("coverage rank", out, args, device, threads, prep, split, opts, report.to_dict())
+        body = report.to_dict()
+        if body["surprise"] is not None:
+            body["surprise"].update(source)
+        _write("coverage rank", out, args, device, threads, prep, split,
+               {**opts, "by": list(by), "surprise": args.surprise}, body)
     return 0

@@ -4,14 +4,19 @@
   (``update`` / ``compute`` / ``merge`` / ``would_increase``), registered by name.
 - :mod:`.profile`: each neuron's range on the training data, streamed, saved as ``.npz``.
 - :mod:`.measure`: :func:`measure_coverage`, coverage of a set of inputs in one pass.
-- :mod:`.rank`: :func:`rank_inputs`, test prioritisation by additional coverage, with APFD.
+- :mod:`.measure` also holds the surprise coverages (``lsc``, ``dsc``, ``mdsc``) of
+  :data:`SCORE_CRITERIA`, buckets of one score per input.
+- :mod:`.rank`: :func:`rank_inputs`, test prioritisation by uncertainty, surprise adequacy or
+  coverage (CAM/CTM), with APFD.
 - :mod:`.uncertainty`: max-softmax, margin, entropy and DeepGini of each input's outputs.
 - :mod:`.surprise`: surprise adequacy (LSA, DSA, MDSA) fitted on the training split, and
   surprise coverage.
 - :mod:`.results`: :class:`CoverageResult`, :class:`CoverageReport`, :class:`Ranking` and
   :class:`RankReport`, the frozen results of the above.
-- :mod:`.report`: the HTML page of one ``coverage measure --report DIR``.
-- :mod:`.figures`: coverage-versus-threshold, per-layer and growth plots (matplotlib).
+- :mod:`.report`: the HTML pages of ``coverage measure --report DIR`` and ``coverage rank
+  --report DIR``.
+- :mod:`.figures`: coverage-versus-threshold, per-layer, growth and surprise plots, ranking
+  curves and score distributions (matplotlib).
 - :mod:`.reference`: the criteria as naive per-input, per-neuron loops (for checks).
 """
 
@@ -31,9 +36,9 @@ from .criteria import (
     list_criteria,
     make_criterion,
 )
-from .measure import build_criteria, measure_coverage
+from .measure import SCORE_CRITERIA, SurpriseCoverage, build_criteria, measure_coverage
 from .profile import Profile, ProfileAccumulator, compute_profile, load_profile, model_hash
-from .rank import apfd, prioritize, rank_inputs
+from .rank import DEFAULT_BY, apfd, list_prioritisers, parse_by, prioritize, rank_inputs
 from .results import CoverageReport, CoverageResult, Ranking, RankReport
 from .surprise import (
     SURPRISE_KINDS,
@@ -49,6 +54,8 @@ from .uncertainty import UNCERTAINTY, list_uncertainty, priority_order, uncertai
 __all__ = [
     "METHOD",
     "CRITERIA",
+    "DEFAULT_BY",
+    "SCORE_CRITERIA",
     "SURPRISE_KINDS",
     "UNCERTAINTY",
     "BitSetCriterion",
@@ -65,6 +72,7 @@ __all__ = [
     "Ranking",
     "StrongNeuronActivationCoverage",
     "Surprise",
+    "SurpriseCoverage",
     "TopKNeuronCoverage",
     "TopKPatternCoverage",
     "apfd",
@@ -73,12 +81,14 @@ __all__ = [
     "criterion_params",
     "fit_surprise",
     "list_criteria",
+    "list_prioritisers",
     "list_uncertainty",
     "load_profile",
     "load_surprise",
     "make_criterion",
     "measure_coverage",
     "model_hash",
+    "parse_by",
     "prioritize",
     "priority_order",
     "rank_inputs",
@@ -92,6 +102,7 @@ __all__ = [
 #: Coverage as the engine sees it (no stored experiments, so no presets or report).
 METHOD = Method(
     name="coverage", title="Coverage",
-    description="how much of a network a set of inputs exercises (DeepXplore's and DeepGauge's criteria)",
+    description="how much of a network a set of inputs exercises (DeepXplore's and DeepGauge's criteria), "
+                "how surprising each input is, and which inputs to look at first",
     result_type=CoverageReport, commands=("coverage",),
 )

@@ -1,18 +1,44 @@
-"""Test prioritisation by coverage: order inputs "more new coverage first" and score the order
-with APFD.
+"""Test prioritisation: which inputs to look at first, and APFD of each order.
 
-The order is the coverage-additional method (CAM, Rothermel et al. 2001; as in dnn-tip and
-DeepGini's evaluation): repeatedly pick the input that covers the most items not covered by
-the inputs picked before it (ties to the lower index); once no input adds anything, the rest
-follow by their own number of covered items, largest first (the coverage-total method, CTM;
-ties to the lower index). The gains of all candidates are kept in one array and lowered, after
-each pick, only for the inputs that share one of the newly covered items (a column-major index
-of the per-input covered sets), so a pick costs the size of what it covered, not ``N``.
+A prioritiser orders the inputs, the one most likely to be misclassified first. ``by``
+names them (:func:`parse_by`):
+
+========== ========================================================== ==============
+name       order                                                      needs
+========== ========================================================== ==============
+gini       DeepGini ``1 - sum p_c^2``, highest first                  the outputs
+margin     top-1 minus top-2 probability, lowest first                the outputs
+entropy    softmax entropy, highest first                             the outputs
+confidence max-softmax, lowest first                                  the outputs
+lsa        likelihood-based surprise adequacy, highest first          a surprise state
+dsa        distance-based surprise adequacy, highest first            a surprise state
+mdsa       Mahalanobis-distance surprise adequacy, highest first      a surprise state
+cam        coverage-additional order under each coverage criterion    ``(N, M)`` neuron values
+ctm        coverage-total order (most covered items first)            ``(N, M)`` neuron values
+========== ========================================================== ==============
+
+(:mod:`~deepfault.coverage.uncertainty` and :mod:`~deepfault.coverage.surprise` define the
+scores.) Every score order is a stable sort, so ties go to the lower input index and no order
+depends on the batch size. All prioritisers share one forward pass: the uncertainty scores
+come from each batch's outputs and the surprise adequacies from the activation traces of the
+surprise state's layers (a second capture in the same pass), both streamed, one float per
+input; only ``cam``/``ctm`` keep the ``(N, M)`` neuron values of their layers.
+
+CAM (Rothermel et al. 2001; as in dnn-tip and DeepGini's evaluation) repeatedly picks the
+input that covers the most items not covered by the inputs picked before it (ties to the
+lower index); once no input adds anything, the rest follow by their own number of covered
+items, largest first (CTM's order; ties to the lower index). The gains of all candidates are
+kept in one array and lowered, after each pick, only for the inputs that share one of the
+newly covered items (a column-major index of the per-input covered sets), so a pick costs
+the size of what it covered, not ``N``.
 
 APFD (average percentage of faults detected) of an order of ``n`` inputs of which ``k`` fail,
 the ``i``-th failing one at position ``p_i`` (1-based):
 
     APFD = 1 - (p_1 + ... + p_k) / (k * n) + 1 / (2n)
+
+A random order scores 0.5 on average, the ideal one (every failing input first)
+``1 - k / (2n)``.
 """
 
 from __future__ import annotations
@@ -32,11 +58,67 @@ from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
 from ..errors import DeepFaultError
 from .criteria import BitSetCriterion, Criterion
-from .measure import build_criteria, check_params, parse_criteria, resolve_setup
+from .measure import (
+    SCORE_CRITERIA,
+    build_criteria,
+    check_params,
+    parse_criteria,
+    resolve_setup,
+    resolve_surprise,
+    surprise_scorer,
+)
 from .profile import Profile, _module
 from .results import Ranking, RankReport
+from .surprise import SURPRISE_KINDS, Surprise
+from .uncertainty import UNCERTAINTY, priority_order, uncertainty_scores
 
-__all__ = ["Ranking", "RankReport", "apfd", "prioritize", "rank_inputs"]
+__all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "Ranking", "RankReport", "apfd", "list_prioritisers", "parse_by",
+           "prioritize", "rank_inputs"]
+
+#: The prioritisers that order by coverage of neuron items (one ranking per criterion).
+COVERAGE_ORDERS = ("cam", "ctm")
+
+#: What ``by`` ranks with when not told: everything that needs nothing fitted on the training
+#: data (the four uncertainty scores, cheap and as good as coverage in Weiss and Tonella's
+#: study, and the coverage orders of earlier versions; docs/decisions.md).
+DEFAULT_BY = ("gini", "margin", "entropy", "confidence", "cam", "ctm")
+
+_UNCERTAINTY_ORDER = ("gini", "margin", "entropy", "confidence")
+
+
+def list_prioritisers() -> list[str]:
+    """Every name ``by`` takes, in the order ``"all"`` ranks them."""
+    extra = [n for n in UNCERTAINTY.names() if n not in _UNCERTAINTY_ORDER]
+    return [*_UNCERTAINTY_ORDER, *extra, *SURPRISE_KINDS, *COVERAGE_ORDERS]
+
+
+def parse_by(by: str | Iterable[str]) -> tuple[str, ...]:
+    """Prioritiser names from ``"gini,lsa,cam"``, a list, or ``"all"``, in the order given,
+    without repeats.
+
+    Raises:
+        DeepFaultError: An unknown name (the message lists the known ones) or none at all.
+
+    Example:
+        >>> parse_by("gini, cam,gini")
+        ('gini', 'cam')
+    """
+    parts = by.split(",") if isinstance(by, str) else list(by)
+    known = list_prioritisers()
+    names: list[str] = []
+    for part in parts:
+        name = str(part).strip().lower()
+        if not name:
+            continue
+        for n in known if name == "all" else [name]:
+            if n not in known:
+                raise DeepFaultError(f"unknown prioritiser {str(part).strip()!r}; known: {', '.join(known)}, "
+                                     "or all")
+            if n not in names:
+                names.append(n)
+    if not names:
+        raise DeepFaultError(f"no prioritiser given; known: {', '.join(known)}, or all")
+    return tuple(names)
 
 
 def apfd(order: Sequence[int] | np.ndarray, failing: np.ndarray) -> float | None:
@@ -108,95 +190,209 @@ def prioritize(items: np.ndarray | torch.Tensor, num_items: int) -> tuple[np.nda
     return np.concatenate([np.asarray(picked, dtype=np.int64), rest]), len(picked)
 
 
-def rank_criterion(criterion: Criterion, values: torch.Tensor, failing: np.ndarray) -> Ranking:
-    """Prioritise inputs with ``(N, M)`` neuron ``values`` by one criterion (its state is not
-    used or changed).
+def _coverage_rankings(criterion: Criterion, values: torch.Tensor, failing: np.ndarray,
+                       which: Sequence[str]) -> dict[str, Ranking]:
+    """CAM and/or CTM of one criterion over ``(N, M)`` neuron ``values`` (the criterion's state
+    is not used or changed).
     """
+    t0 = time.perf_counter()
     items, num_items = criterion.input_items(values)
-    order, greedy = prioritize(items, num_items)
     ids = torch.as_tensor(items).cpu().numpy()
     totals = (ids >= 0).sum(axis=1)
     covered = int(np.unique(ids[ids >= 0]).size)
+    total = num_items if isinstance(criterion, BitSetCriterion) else None
+    shared = time.perf_counter() - t0
+    t1 = time.perf_counter()
     total_order = np.argsort(-totals, kind="stable")
-    return Ranking(criterion.label, order, greedy, covered,
-                   num_items if isinstance(criterion, BitSetCriterion) else None,
-                   apfd(order, failing), apfd(total_order, failing))
+    apfd_total = apfd(total_order, failing)
+    ctm_seconds = time.perf_counter() - t1
+    label = criterion.label
+    out = {}
+    if "cam" in which:
+        t2 = time.perf_counter()
+        order, greedy = prioritize(items, num_items)
+        cam_apfd = apfd(order, failing)
+        seconds = shared + ctm_seconds + time.perf_counter() - t2
+        out["cam"] = Ranking(f"cam:{label}", "cam", order, cam_apfd, seconds, criterion=label, greedy=greedy,
+                             covered=covered, total=total, apfd_total=apfd_total)
+    if "ctm" in which:
+        out["ctm"] = Ranking(f"ctm:{label}", "ctm", total_order, apfd_total, shared + ctm_seconds,
+                             scores=totals.astype(np.float64), ascending=False, criterion=label, greedy=0,
+                             covered=covered, total=total, apfd_total=apfd_total)
+    return out
+
+
+def rank_criterion(criterion: Criterion, values: torch.Tensor, failing: np.ndarray) -> Ranking:
+    """The CAM ranking of one criterion over ``(N, M)`` neuron ``values``."""
+    return _coverage_rankings(criterion, values, failing, ("cam",))["cam"]
+
+
+def _output_kind(model, output_kind: str | None) -> str:
+    if output_kind is not None:
+        return output_kind
+    return str(getattr(model, "output_kind", None) or "logits")
 
 
 def rank_inputs(
     model: nn.Module | PreparedModel,
     inputs,
-    labels,
+    labels=None,
     *,
+    by: str | Iterable[str] = DEFAULT_BY,
     criteria: str | Iterable[str] = ("nc",),
     threshold: float | Sequence[float] = 0.0,
     sections: int = 10,
     top_k: int = 1,
     scale: float = 0.0,
     profile: Profile | None = None,
+    surprise: Surprise | str | None = None,
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
+    output_kind: str | None = None,
     batch_size: int = 1024,
     progress: bool = False,
 ) -> RankReport:
-    """Order ``inputs`` by additional coverage under each criterion and score each order by
-    APFD of the inputs the model misclassifies.
+    """Order ``inputs`` by each prioritiser of ``by`` and score each order by APFD of the
+    inputs the model misclassifies, from one forward pass.
 
     Args:
-        model: The classifier.
-        inputs: ``(N, ...)`` inputs.
-        labels: ``(N,)`` true labels (an input fails when the arg-max output differs).
-        criteria: Criterion names (``"nc,kmnc"``, a list, or ``"all"``); one ranking each.
+        model: The classifier (a module or a prepared model).
+        inputs: ``(N, ...)`` inputs; a tensor, an array, a ``Dataset`` or a ``DataLoader``
+            (whose labels are used).
+        labels: ``(N,)`` true labels (an input fails when the arg-max output differs); taken
+            from ``inputs`` when it is a data set or loader.
+        by: Prioritisers (``"gini,lsa,cam"``, a list, or ``"all"``; see the module table).
+            Default: :data:`DEFAULT_BY`, everything that needs nothing fitted.
+        criteria: ``cam``/``ctm``: coverage criteria (``"nc,kmnc"``, a list, or ``"all"``); one
+            ranking each per criterion and setting.
         threshold: ``t`` of ``nc``/``nac``.
         sections: ``k`` of ``kmnc``.
         top_k: ``k`` of ``tknc``/``tknp``.
         scale: ``s`` of ``nbc``/``snac``.
-        profile: The model's profile (needed by ``kmnc``, ``nbc``, ``snac``); it also supplies
-            ``layers`` and ``transform`` when they are ``None``.
-        layers: Neuron layers (``"deepxplore"``, module names, or ``None``: the default layers).
-        transform: ``"raw"`` (default) or ``"layer-minmax"``.
+        profile: ``cam``/``ctm``: the model's profile (needed by ``kmnc``, ``nbc``, ``snac``); it
+            also supplies ``layers`` and ``transform`` when they are ``None``.
+        surprise: ``lsa``/``dsa``/``mdsa``: the fitted state
+            (:func:`~deepfault.coverage.surprise.fit_surprise`) or its ``.npz`` path; its own
+            layers and transform are captured.
+        layers: ``cam``/``ctm``: neuron layers (``"deepxplore"``, module names, or ``None``: the
+            default layers).
+        transform: ``cam``/``ctm``: ``"raw"`` (default) or ``"layer-minmax"``.
+        output_kind: ``"logits"`` or ``"probabilities"`` (default: a prepared model's, else
+            logits); the uncertainty scores take a softmax of logits.
         batch_size: Inputs per forward pass; the orders do not depend on it.
         progress: Show a progress bar over the inputs.
 
     Returns:
-        A :class:`RankReport`. Holds the ``(N, M)`` neuron values in memory while ranking.
+        A :class:`RankReport`, one :class:`Ranking` per prioritiser in the order asked (per
+        criterion for ``cam``/``ctm``). Only ``cam``/``ctm`` hold the ``(N, M)`` neuron values in
+        memory; the other scores stream, one float per input.
 
     Raises:
-        DeepFaultError: As :func:`~deepfault.coverage.measure.measure_coverage`, and labels
-            that are missing (``None``), do not match the inputs, or are no class of the model
-            (negative, ``>=`` its number of outputs, NaN or fractional).
+        DeepFaultError: An unknown prioritiser; for ``cam``/``ctm`` as
+            :func:`~deepfault.coverage.measure.measure_coverage`; a surprise adequacy without
+            a state, or a state of another model; labels that are missing, do not match the
+            inputs, or are no class of the model (negative, ``>=`` its number of outputs, NaN
+            or fractional).
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> torch.manual_seed(0) and None
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        >>> x, y = torch.randn(50, 4), torch.randint(0, 3, (50,))
+        >>> report = rank_inputs(model, x, y, by="gini,margin,cam")
+        >>> [r.name for r in report.rankings]
+        ['gini', 'margin', 'cam:nc(threshold=0)']
+        >>> report.ranking("gini").order.shape
+        (50,)
     """
     from ..checks import MAX_CLASSES, check_labels
+    from ..core.inputs import unpack
 
-    model = _module(model)
-    names = parse_criteria(criteria)
-    check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile)
-    layers, transform = resolve_setup(model, profile, layers, transform)
-    if len(inputs) == 0:
+    names = parse_by(by)
+    kind = _output_kind(model, output_kind)
+    module = _module(model)
+    uncertain = [n for n in names if n in UNCERTAINTY]
+    surprising = [n for n in names if n in SURPRISE_KINDS]
+    coverage = [n for n in names if n in COVERAGE_ORDERS]
+    crit_names: tuple[str, ...] = ()
+    if coverage:
+        crit_names = _coverage_criteria(criteria)
+        check_params(crit_names, threshold=threshold, sections=sections, top_k=top_k, scale=scale,
+                     profile=profile)
+        layers, transform = resolve_setup(module, profile, layers, transform)
+    state = None
+    if surprising:
+        state = resolve_surprise(surprise)
+        state.check_model(module)
+    x, labels = unpack(inputs, labels)
+    if len(x) == 0:
         raise DeepFaultError("no inputs: the input set is empty")
-    labels = check_labels("labels", labels, MAX_CLASSES, count=len(inputs))
-    t0 = time.perf_counter()
+    y = check_labels("labels", labels, MAX_CLASSES, count=len(x))
+    n = len(x)
+    scores = {k: np.empty(n) for k in (*uncertain, *surprising)}
+    spent = dict.fromkeys(names, 0.0)
+    predictions = np.empty(n, dtype=np.int64)
     values: list[torch.Tensor] = []
-    wrong: list[np.ndarray] = []
     layout: NeuronLayout | None = None
-    for batch in iterate_batches(model, inputs, labels=labels, layers=layers, transform=transform,
-                                 batch_size=batch_size,
-                                 progress=progress and "rank"):
-        assert batch.values is not None  # neurons are captured
-        assert batch.layout is not None
-        assert batch.labels is not None  # labels are given
-        layout = batch.layout
-        if not values:  # the first batch tells the number of classes
-            check_labels("labels", labels, int(batch.outputs.shape[1]), count=len(inputs))
-        values.append(batch.values.cpu())
-        wrong.append((batch.outputs.argmax(dim=1).cpu() != batch.labels).numpy())
-    assert layout is not None  # inputs are not empty: there was a batch
-    if profile is not None:
-        profile.check_layout(layout)
-    all_values = torch.cat(values)
-    failing = np.concatenate(wrong)
-    crits = build_criteria(names, layout, threshold=threshold, sections=sections, top_k=top_k,
-                           scale=scale, profile=profile)
-    rankings = tuple(rank_criterion(c, all_values, failing) for c in crits)
-    return RankReport(rankings, failing, layout, transform,
-                      None if profile is None else profile.to_dict(), time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    with surprise_scorer(module, state, surprising, spent) as score_batch:
+        for batch in iterate_batches(module, x, neurons=bool(coverage), layers=layers,
+                                     transform=transform or "raw", batch_size=batch_size,
+                                     progress=progress and "rank"):
+            if batch.start == 0:  # the first batch tells the number of classes
+                check_labels("labels", y, int(batch.outputs.shape[1]), count=n)
+            part = slice(batch.start, batch.stop)
+            predictions[part] = batch.outputs.argmax(dim=1).cpu().numpy()
+            for name in uncertain:
+                t = time.perf_counter()
+                scores[name][part] = uncertainty_scores(batch.outputs, name, output_kind=kind).cpu().numpy()
+                spent[name] += time.perf_counter() - t
+            for name, v in score_batch(batch).items():
+                scores[name][part] = v
+            if coverage:
+                assert batch.values is not None  # neurons are captured
+                layout = batch.layout
+                values.append(batch.values.cpu())
+    forward = time.perf_counter() - t0 - sum(spent.values())
+    failing = predictions != y
+    by_coverage: dict[str, list[Ranking]] = {"cam": [], "ctm": []}
+    if coverage:
+        assert layout is not None  # n > 0: there was a batch
+        if profile is not None:
+            profile.check_layout(layout)
+        all_values = torch.cat(values)
+        for c in build_criteria(crit_names, layout, threshold=threshold, sections=sections, top_k=top_k,
+                                scale=scale, profile=profile):
+            for name, r in _coverage_rankings(c, all_values, failing, coverage).items():
+                by_coverage[name].append(r)
+    rankings: list[Ranking] = []
+    for name in names:
+        if name in COVERAGE_ORDERS:
+            rankings += by_coverage[name]
+        else:
+            rankings.append(_score_ranking(name, scores[name], failing, spent[name]))
+    return RankReport(tuple(rankings), failing, layout, transform if coverage else None,
+                      None if profile is None or not coverage else profile.to_dict(),
+                      time.perf_counter() - t0, forward, predictions, y,
+                      None if state is None else state.to_dict())
+
+
+def _coverage_criteria(criteria) -> tuple[str, ...]:
+    """The coverage criteria of ``cam``/``ctm``: neuron criteria only."""
+    names = parse_criteria(criteria)
+    scored = [n for n in names if n in SCORE_CRITERIA]
+    if scored:
+        raise DeepFaultError(f"{', '.join(scored)} cover one score per input and give no coverage order; "
+                             f"rank by the score itself (by='{SCORE_CRITERIA.get(scored[0]).score}')")
+    return names
+
+
+def _score_ranking(name: str, scores: np.ndarray, failing: np.ndarray, seconds: float) -> Ranking:
+    """The order of one per-input score, looked at from the end its registry entry says."""
+    ascending = UNCERTAINTY.get(name).ascending if name in UNCERTAINTY else False
+    t = time.perf_counter()
+    order = priority_order(scores, ascending=ascending)
+    found = apfd(order, failing)
+    return Ranking(name, name, order, found, seconds + time.perf_counter() - t, scores=scores,
+                   ascending=ascending)

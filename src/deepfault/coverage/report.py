@@ -1,19 +1,26 @@
-"""The coverage section of a report page: what ``coverage measure --report DIR`` (and ``--plot``) shows.
+"""The coverage pages: what ``coverage measure --report DIR`` (and ``--plot``) and
+``coverage rank --report DIR`` show.
 
-One row per criterion and setting (covered, total, ratio), one table per criterion with a row
-per layer (the same :func:`layer_tables` ``coverage measure`` prints), and the curves the
+A measurement: one row per criterion and setting (covered, total, ratio), one table per
+criterion with a row per layer (the same :func:`layer_tables` ``coverage measure`` prints),
+the surprise coverages with their bound (:func:`surprise_table`), and the curves the
 measurement recorded (coverage against the number of inputs, against the threshold, per
-layer). jinja2 and matplotlib are imported inside the functions that need them.
+layer, the surprise scores). A prioritisation (:func:`rank_page`): which prioritiser found
+the misclassified inputs earliest and the first inputs to look at, the ranking curves, and
+the score distributions. jinja2 and matplotlib are imported inside the functions that need
+them.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 from ..experiment.tables import Table
 
-__all__ = ["measure_page", "CAPTIONS", "layer_tables"]
+__all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "layer_tables", "rank_table",
+           "surprise_table"]
 
 #: What each figure of :func:`~deepfault.coverage.figures.save_figures` shows, by file-name part.
 CAPTIONS = {
@@ -23,6 +30,22 @@ CAPTIONS = {
     "threshold": "Coverage against the activation threshold t (DeepXplore's Figure 9 style): a higher t "
                  "asks more of a neuron, so coverage falls.",
     "layers": "Coverage of each layer under each criterion: where the inputs leave neurons unexercised.",
+    "surprise": "The surprise adequacy of every input, one panel per score, with the range [0, U) that its "
+                "surprise coverage splits into equal buckets shaded: scores below 0 or at or above U cover "
+                "no "
+                "bucket.",
+}
+
+#: What each figure of :func:`~deepfault.coverage.figures.save_rank_figures` shows.
+RANK_CAPTIONS = {
+    "curves": "The share of the misclassified inputs found (y) after inspecting a share of the inputs (x) in "
+              "each prioritiser's order; higher and further left is better, and APFD is the area under the "
+              "curve. The grey diagonal is what a random order gets on average, the dotted line the ideal "
+              "order (every misclassified input first). Right: the first 10% of the inputs, where a tester's "
+              "budget usually ends. The legend lists the prioritisers by APFD, best first.",
+    "scores": "Each score's distribution over the correctly classified (blue) and the misclassified (red) "
+              "inputs, each normalised to its own count. The title says which end is looked at first; the "
+              "less the two overlap, the earlier that score's order finds the misclassified inputs.",
 }
 
 
@@ -44,7 +67,8 @@ def layer_tables(report) -> list[Table]:
     """
     groups: dict[str, list] = {}
     for r in report.results:
-        groups.setdefault(r.criterion, []).append(r)
+        if r.per_layer:  # the surprise coverages bucket one score per input: surprise_table
+            groups.setdefault(r.criterion, []).append(r)
     tables = []
     for name, results in groups.items():
         heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
@@ -55,6 +79,25 @@ def layer_tables(report) -> list[Table]:
         rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
         tables.append(Table(("layer", "units", *heads), rows, title=f"{name} ({unit})"))
     return tables
+
+
+def surprise_table(report) -> Table | None:
+    """The surprise coverages of a measurement: buckets covered, the bound ``U`` and where it
+    came from, and how many scores fell outside ``[0, U)`` (``None`` without them).
+    """
+    if not report.surprise:
+        return None
+    rows = []
+    for r in report.results:
+        v = report.surprise["criteria"].get(r.criterion)
+        if v is None:
+            continue
+        upper = "-" if v["upper"] is None else f"{v['upper']:.6g}"
+        rows.append((r.criterion, v["score"], f"{r.covered}/{r.total} {100 * r.ratio:.1f}%", upper,
+                     "largest score here" if v["upper_from"] == "inputs" else "given", v["negative"],
+                     v["at_or_above_upper"], v["not_finite"]))
+    return Table(("criterion", "score", "buckets covered", "U", "U is", "scores < 0", "scores >= U",
+                  "not finite"), rows, title="surprise coverage (equal buckets of [0, U))")
 
 
 def measure_page(report, folder, *, model_name: str, data_name: str, device: str = "",
@@ -86,16 +129,35 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         "in all (neurons for NC, sections for KMNC, ...) and their ratio. TKNP counts distinct top-k "
         "patterns and has no total.",
         Table(["criterion", "covered", "total", "ratio"], rows).html())]
-    parts.append(section(
-        "layers", "Coverage per layer",
-        "Each analysed layer's units and its coverage under each criterion, one table per criterion "
-        "(covered/total and the ratio; the last row: every layer); a table scrolls sideways when there are "
-        "many settings.",
-        *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in layer_tables(report)]))
-    nav = [("summary", "Coverage per criterion"), ("layers", "Coverage per layer")]
+    nav = [("summary", "Coverage per criterion")]
+    tables = layer_tables(report)
+    if tables:  # none with surprise coverage alone
+        parts.append(section(
+            "layers", "Coverage per layer",
+            "Each analysed layer's units and its coverage under each criterion, one table per criterion "
+            "(covered/total and the ratio; the last row: every layer); a table scrolls sideways when there "
+            "are many settings.",
+            *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in tables]))
+        nav.append(("layers", "Coverage per layer"))
+    sa = surprise_table(report)
+    if sa is not None:
+        state = report.surprise["state"]
+        layers = ", ".join(f"{la['name']} ({la['size']})" for la in state["layers"])
+        parts.append(section(
+            "surprise", "Surprise coverage",
+            "Kim et al.'s surprise coverage: the share of K equal buckets of [0, U) that the inputs' "
+            "surprise "
+            "adequacies fall in (LSC: likelihood, DSC: distance, MDSC: Mahalanobis distance), with the state "
+            f"fitted on {state['count']:,} training inputs, layers {layers}, {state['transform']}, grouped "
+            "by "
+            f"{state['grouping']}. When U is the largest score of these inputs the coverage says how they "
+            "spread over their own range and is not comparable with another input set's; a given U is.",
+            sa.html()))
+        nav.append(("surprise", "Surprise coverage"))
     figures = save_figures(report, folder)
     titles = {"growth": "Coverage against the number of inputs",
-              "threshold": "Coverage against the threshold", "layers": "Coverage of each layer"}
+              "threshold": "Coverage against the threshold", "layers": "Coverage of each layer",
+              "surprise": "Surprise adequacy of the inputs"}
     for key in CAPTIONS:  # the growth curve first: the question most readers bring
         path = next((p for p in figures if key in p.stem), None)
         if path is None:
@@ -107,3 +169,131 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
             + (f", {device}" if device else "") + f"; measured in {report.seconds:.2f} s.")
     return {"title": f"Coverage of {model_name}", "meta": meta, "html": "\n".join(parts), "nav": nav,
             "config": config, "provenance": provenance, "figures": figures}
+
+
+def _f3(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def rank_table(report, *, head: float = 0.1, first: int = 8) -> tuple[Table, list[list[str]]]:
+    """The prioritisers by APFD, best first: APFD, the share of the misclassified inputs in the
+    first ``head`` of the order, how many of its ``first`` inputs are misclassified, its time
+    and its first inputs; and the cells' CSS classes (the best row bold).
+    """
+    n, k = report.num_inputs, report.num_failing
+    cut = max(1, math.ceil(head * n))
+    ranked = sorted(report.rankings, key=lambda r: -(r.apfd if r.apfd is not None else -1.0))
+    best = report.best()
+    rows, classes = [], []
+    for r in ranked:
+        top = r.order[:first]
+        rows.append((r.name, _f3(r.apfd), f"{100 * r.found(report.failing)[cut - 1]:.1f}%" if k else "-",
+                     f"{int(report.failing[top].sum())} of {len(top)}", f"{r.seconds:.4f}",
+                     " ".join(map(str, top.tolist()))))
+        classes.append(["best" if best is not None and r is best else ""] * 6)
+    return Table(("prioritiser", "APFD", f"found in the first {cut:,} ({head:.0%})",
+                  f"misclassified among its first {first}", "seconds", "its first inputs"), rows), classes
+
+
+def _first_inputs(report, ranking, count: int = 12) -> str:
+    """The first inputs of one ranking, one column each: index, label, prediction, score (the
+    misclassified ones marked).
+    """
+    top = ranking.order[:count].tolist()
+    heads = ["", *[f"{i + 1}." for i in range(len(top))]]
+    rows = [("input", *top)]
+    if report.labels is not None:
+        rows.append(("label", *[int(report.labels[i]) for i in top]))
+    if report.predictions is not None:
+        rows.append(("predicted", *[int(report.predictions[i]) for i in top]))
+    rows.append(("misclassified", *["yes" if report.failing[i] else "no" for i in top]))
+    if ranking.scores is not None:
+        rows.append((ranking.prioritiser, *[f"{ranking.scores[i]:.4g}" for i in top]))
+    classes = [["" if row[0] != "misclassified" or cell != "yes" else "sig" for cell in row] for row in rows]
+    return Table(heads, rows).html(classes)
+
+
+def rank_page(report, folder, *, model_name: str, data_name: str, device: str = "",
+              provenance: dict | None = None, config: dict | None = None, notes: str = "") -> dict:
+    """The page of one prioritisation (``coverage rank --report DIR``): first the answer (which
+    prioritiser found the misclassified inputs earliest, and the first inputs to look at),
+    then the ranking curves and the score distributions.
+
+    Args:
+        report: The :class:`~deepfault.coverage.results.RankReport`.
+        folder: Where the PNGs go.
+        model_name: How the page names the model.
+        data_name: The inputs ranked (data set and split).
+        device: Where it ran.
+        provenance: Where it came from.
+        config: The options it ran with.
+        notes: A line under the answer (for example that a surprise state was fitted first).
+
+    Returns:
+        ``dict(title, html, meta, nav, config, provenance, figures)`` for
+        :func:`~deepfault.experiment.report.write_page`.
+    """
+    from ..experiment.report import image_tag, section
+    from .figures import save_rank_figures
+
+    folder = Path(folder)
+    n, k = report.num_inputs, report.num_failing
+    best = report.best()
+    cut = max(1, math.ceil(0.1 * n))
+    if best is None:
+        verdict = (f"The model classifies all {n:,} inputs correctly, so no order finds a misclassified "
+                   "input "
+                   "earlier than another (APFD is undefined).")
+    else:
+        assert best.apfd is not None
+        verdict = (f"{best.name} found the {k:,} misclassified inputs earliest: APFD {best.apfd:.3f} (a "
+                   "random "
+                   f"order 0.5 on average, the ideal one {1 - k / (2 * n):.3f}); the first {cut:,} inputs "
+                   "of its "
+                   f"order ({cut / n:.0%}) hold {100 * best.found(report.failing)[cut - 1]:.0f}% of the "
+                   "misclassified ones.")
+    table, classes = rank_table(report)
+    parts = [section(
+        "answer", "Which prioritiser finds the misclassified inputs earliest",
+        f"APFD of each order (1 - mean position of the misclassified inputs / N + 1/(2N)): the higher, the "
+        f"earlier the {k:,} misclassified inputs among the {n:,} come. Seconds: the prioritiser's own time "
+        "beyond "
+        "the forward pass all share.",
+        f"<p class='verdict'>{html.escape(verdict)}</p>", table.html(classes))]
+    nav = [("answer", "Which prioritiser finds the misclassified inputs earliest")]
+    if best is not None:
+        parts.append(section(
+            "first", f"The first inputs to look at ({best.name}'s order)",
+            "Input indices into the ranked set, with their label, the model's prediction and the score.",
+            _first_inputs(report, best)))
+        nav.append(("first", "The first inputs to look at"))
+    if notes:
+        parts.append(f"<p class='note'>{html.escape(notes)}</p>")
+    figures = save_rank_figures(report, folder)
+    titles = {"curves": "Ranking curves", "scores": "Score distributions: misclassified against correct"}
+    for key, caption in RANK_CAPTIONS.items():
+        path = next((p for p in figures if p.stem.endswith(key)), None)
+        if path is None:
+            continue
+        nav.append((f"figure-{key}", titles[key]))
+        parts.append(section(f"figure-{key}", titles[key], caption, image_tag(path, path.name)))
+    cov = [r for r in report.rankings if r.prioritiser == "cam"]
+    if cov:
+        rows = [(r.criterion, "-" if r.covered is None else f"{r.covered:,}",
+                 "-" if r.total is None else f"{r.total:,}", r.greedy, _f3(r.apfd), _f3(r.apfd_total))
+                for r in cov]
+        parts.append(section(
+            "coverage", "Coverage orders",
+            "Per coverage criterion: the items the whole set covers, how many inputs cam picks before they "
+            "cover "
+            "it all (then the rest by their own coverage), and the APFD of cam and of ctm (most covered "
+            "items "
+            "first).", Table(("criterion", "covered", "total", "cam's greedy inputs", "APFD cam", "APFD ctm"),
+                             rows).html()))
+        nav.append(("coverage", "Coverage orders"))
+    meta = (f"{model_name} on {data_name}: {n:,} inputs, {k:,} misclassified"
+            + (f" ({100 * k / n:.1f}%)" if n else "") + (f", {device}" if device else "")
+            + f"; ranked in {report.seconds:.2f} s, of which the shared forward pass "
+              f"{report.forward_seconds:.2f} s.")
+    return {"title": f"Which inputs to look at first: {model_name}", "meta": meta, "html": "\n".join(parts),
+            "nav": nav, "config": config, "provenance": provenance, "figures": figures}

@@ -4,6 +4,7 @@ and the prioritisations :class:`Ranking` and :class:`RankReport`; frozen, with `
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,12 +27,13 @@ class CoverageResult:
     """Coverage of everything folded into a criterion so far.
 
     Attributes:
-        criterion: Registry name.
-        covered: Items covered (patterns seen, for TKNP).
+        criterion: Registry name (of :data:`~deepfault.coverage.criteria.CRITERIA`, or of
+            :data:`~deepfault.coverage.measure.SCORE_CRITERIA` for surprise coverage).
+        covered: Items covered (patterns seen, for TKNP; buckets for surprise coverage).
         total: Items in all (``None`` for TKNP, which counts patterns).
         ratio: ``covered / total`` (``None`` for TKNP).
         per_layer: ``{layer: (covered, total)}`` (for TKNP: distinct top-k sets of the layer,
-            total ``None``).
+            total ``None``; empty for surprise coverage, which buckets one score per input).
         params: The criterion's parameters (threshold, sections, ...).
     """
 
@@ -73,6 +75,12 @@ class CoverageReport:
             first ``n`` inputs, at ``n = 1, 2, 5, 10, ..., N``.
         profile: The profile's summary (``Profile.to_dict()``), or ``None``.
         seconds: Wall time of the pass.
+        surprise: With surprise coverage (``lsc``, ``dsc``, ``mdsc``): the state's summary
+            (``Surprise.to_dict()``) under ``"state"``, and per score its bound ``upper``, where
+            the bound came from (``"given"`` or ``"inputs"``: the largest finite score of these
+            inputs) and a summary of the scores; else ``None``.
+        scores: ``{kind: (N,) float64}``: each surprise adequacy of every input, for the report
+            (not written by :meth:`to_dict`).
     """
 
     results: tuple[CoverageResult, ...]
@@ -82,6 +90,8 @@ class CoverageReport:
     growth: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     profile: dict | None = None
     seconds: float = 0.0
+    surprise: dict | None = None
+    scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def result(self, label: str) -> CoverageResult:
         """The result with this label (``"nc(threshold=0.5)"``) or criterion name (the first)."""
@@ -100,71 +110,142 @@ class CoverageReport:
             "results": [r.to_dict() for r in self.results],
             "growth": {k: [list(p) for p in v] for k, v in self.growth.items()},
             "seconds": self.seconds,
+            "surprise": self.surprise,
         }
+
+
+def _score_list(scores: np.ndarray) -> list[float | None]:
+    """Scores for JSON: 7 significant digits, ``null`` for a score that is not finite (an
+    infinite surprise: a class the training data never had).
+    """
+    values = np.asarray(scores, dtype=np.float64).tolist()
+    return [float(f"{v:.7g}") if math.isfinite(v) else None for v in values]
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """One criterion's prioritisation of the inputs.
+    """One prioritiser's order of the inputs, and how early it finds the misclassified ones.
 
     Attributes:
-        criterion: The criterion's label (``"kmnc(sections=10)"``).
-        order: ``(N,)`` input indices, first to run first (CAM).
-        greedy: How many leading inputs were picked for new coverage.
-        covered: Items the whole set covers (patterns for TKNP).
-        total: Items in all (``None`` for TKNP).
-        apfd: APFD of ``order`` for the failing inputs (``None`` when none fails).
-        apfd_total: APFD of the coverage-total order (most covered items first).
+        name: How tables name it: the prioritiser (``"gini"``, ``"lsa"``), or for a coverage
+            order the prioritiser and the criterion's label (``"cam:kmnc(sections=10)"``).
+        prioritiser: The ``by`` name: ``gini``, ``margin``, ``entropy``, ``confidence``,
+            ``lsa``, ``dsa``, ``mdsa``, ``cam`` or ``ctm``.
+        order: ``(N,)`` input indices, the one to look at first first.
+        apfd: APFD of ``order`` for the misclassified inputs (``None`` when none is).
+        seconds: The prioritiser's own time (its scores, its order, its APFD), beyond the one
+            forward pass all prioritisers share.
+        scores: ``(N,)`` float64 score of each input (``ctm``: its number of covered items;
+            ``None`` for ``cam``, whose order is no sort by a score).
+        ascending: ``True`` when the lowest score goes first (``None`` for ``cam``).
+        criterion: ``cam``/``ctm``: the coverage criterion's label (``"kmnc(sections=10)"``).
+        greedy: ``cam``: how many leading inputs were picked for new coverage.
+        covered: ``cam``/``ctm``: items the whole set covers (patterns for TKNP).
+        total: ``cam``/``ctm``: items in all (``None`` for TKNP).
+        apfd_total: ``cam``/``ctm``: APFD of the coverage-total order (most covered items first).
     """
 
-    criterion: str
+    name: str
+    prioritiser: str
     order: np.ndarray
-    greedy: int
-    covered: int
-    total: int | None
     apfd: float | None
-    apfd_total: float | None
+    seconds: float = 0.0
+    scores: np.ndarray | None = None
+    ascending: bool | None = None
+    criterion: str | None = None
+    greedy: int | None = None
+    covered: int | None = None
+    total: int | None = None
+    apfd_total: float | None = None
+
+    def found(self, failing: np.ndarray) -> np.ndarray:
+        """``(N,)`` share of the misclassified inputs found after inspecting the first
+        ``1, 2, ..., N`` inputs of the order (the ranking curve; zeros when none fails).
+        """
+        failing = np.asarray(failing, dtype=bool)
+        k = int(failing.sum())
+        hits = np.cumsum(failing[self.order])
+        return hits / k if k else hits.astype(np.float64)
 
     def to_dict(self, *, with_order: bool = True) -> dict:
-        out = {"criterion": self.criterion, "greedy": self.greedy, "covered": self.covered,
-               "total": self.total, "apfd": self.apfd, "apfd_total": self.apfd_total}
+        out: dict = {"name": self.name, "prioritiser": self.prioritiser, "apfd": self.apfd,
+                     "seconds": self.seconds}
+        if self.ascending is not None:
+            out["ascending"] = self.ascending
+        if self.criterion is not None:
+            out.update(criterion=self.criterion, greedy=self.greedy, covered=self.covered, total=self.total,
+                       apfd_total=self.apfd_total)
         if with_order:
             out["order"] = self.order.tolist()
+            if self.scores is not None:
+                out["scores"] = _score_list(self.scores)
         return out
 
 
 @dataclass(frozen=True)
 class RankReport:
-    """Prioritisations of one set of inputs under several criteria.
+    """Prioritisations of one set of inputs, one :class:`Ranking` per prioritiser (and, for
+    ``cam``/``ctm``, per coverage criterion and setting).
 
     Attributes:
-        rankings: One :class:`Ranking` per criterion and parameter setting.
+        rankings: In the order asked.
         failing: ``(N,)`` bool: the inputs the model misclassifies.
-        layout: The neurons.
-        transform: The value transform.
+        layout: The neurons of ``cam``/``ctm`` (``None`` without them).
+        transform: Their value transform (``None`` without them).
         profile: The profile's summary, or ``None``.
-        seconds: Wall time.
+        seconds: Wall time of the whole ranking, the forward pass included.
+        forward_seconds: The shared forward pass (with the captures) alone.
+        predictions: ``(N,)`` the model's predicted class of each input.
+        labels: ``(N,)`` the true labels.
+        surprise: The surprise state's summary (``Surprise.to_dict()``) when a surprise
+            adequacy ranked, else ``None``.
     """
 
     rankings: tuple[Ranking, ...]
     failing: np.ndarray
-    layout: NeuronLayout
-    transform: str
+    layout: NeuronLayout | None = None
+    transform: str | None = None
     profile: dict | None = None
     seconds: float = 0.0
+    forward_seconds: float = 0.0
+    predictions: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    surprise: dict | None = None
 
     @property
     def num_inputs(self) -> int:
         return len(self.failing)
 
+    @property
+    def num_failing(self) -> int:
+        return int(self.failing.sum())
+
+    def ranking(self, name: str) -> Ranking:
+        """The ranking named ``name`` (``"gini"``, ``"cam:nc(threshold=0)"``), or the first of a
+        prioritiser (``"cam"``).
+        """
+        for r in self.rankings:
+            if name in (r.name, r.prioritiser):
+                return r
+        raise DeepFaultError(f"no ranking {name!r}; have: {', '.join(r.name for r in self.rankings)}")
+
+    def best(self) -> Ranking | None:
+        """The ranking with the highest APFD (the first asked among equals); ``None`` when no
+        input is misclassified.
+        """
+        scored = [r for r in self.rankings if r.apfd is not None]
+        return max(scored, key=lambda r: r.apfd or 0.0) if scored else None
+
     def to_dict(self, *, with_order: bool = True) -> dict:
         return {
             "transform": self.transform,
-            "layers": self.layout.to_dict(),
+            "layers": None if self.layout is None else self.layout.to_dict(),
             "num_inputs": self.num_inputs,
-            "num_failing": int(self.failing.sum()),
+            "num_failing": self.num_failing,
             "failing": np.flatnonzero(self.failing).tolist(),
             "profile": self.profile,
+            "surprise": self.surprise,
             "rankings": [r.to_dict(with_order=with_order) for r in self.rankings],
             "seconds": self.seconds,
+            "forward_seconds": self.forward_seconds,
         }
