@@ -68,7 +68,8 @@ def test_registry_lists_the_four():
 def test_logits_equal_naive_loop(name):
     x = logits_batch()
     mine = uncertainty_scores(torch.from_numpy(x), name)
-    assert mine.dtype == torch.float64 and mine.shape == (len(x),)
+    assert mine.dtype == torch.float64
+    assert mine.shape == (len(x),)
     np.testing.assert_allclose(mine.numpy(), naive(x, name), rtol=1e-12, atol=1e-14)
 
 
@@ -127,7 +128,8 @@ def test_uncertainty_does_not_touch_the_callers_tensor():
     x = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
     before = x.detach().clone()
     uncertainty_scores(x, "gini")
-    assert torch.equal(x.detach(), before) and x.grad is None
+    assert torch.equal(x.detach(), before)
+    assert x.grad is None
 
 
 # --------------------------------------------------------------------------- priority_order

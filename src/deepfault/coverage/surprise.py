@@ -12,7 +12,8 @@ is taken within the class ``c`` the model predicts for ``x``:
   ``gaussian_kde``) over the ATs of class ``c``. Before fitting, the neurons whose variance
   within the class is below ``var_threshold`` are dropped (Kim et al.'s original), or all
   but the ``max_features`` of highest variance (dnn-tip's default, 300); a neuron that still
-  makes the covariance singular (the first column where the Cholesky factorisation fails) is
+  makes the covariance singular (the first column where the Cholesky factorisation fails, or
+  leaves less than ``1e-10`` of the column's variance unexplained by the columns before it) is
   dropped too, and the factorisation tried again. The log-density is a log-sum-exp in
   float64, so it does not underflow to ``inf`` where a density would.
 - **DSA** ``= dist_a / dist_b``: ``dist_a`` is the distance from ``a`` to the nearest training
@@ -31,7 +32,7 @@ Nothing builds a test-by-training matrix at once: distances and kernel sums run 
 of at most :data:`BLOCK_ELEMENTS` pairs, on the device of the activations, so DSA of 10,000
 inputs against 60,000 training ATs holds a few megabytes of distances at a time. Nearest
 neighbours are searched in float32 (centred on the training mean) and the distances of the
-neighbours found are recomputed exactly in float64.
+neighbours found are recomputed exactly in float64, from the ATs as stored.
 
 Example:
     >>> import torch
@@ -79,6 +80,11 @@ SURPRISE_KINDS = ("lsa", "dsa", "mdsa")
 
 #: Test-by-training pairs handled at once (float64: 32 MiB).
 BLOCK_ELEMENTS = 1 << 22
+
+#: LSA: a Cholesky pivot whose square is at most this share of its column's kernel variance
+#: (the column's variance left once the columns before it explain the rest) makes the column
+#: count as singular: exactly collinear neurons leave ~1e-16 there, not a failed factorisation.
+_SINGULAR = 1e-10
 
 #: Training ATs held by a fitted state at most (float32 values): 4 GiB.
 MAX_VALUES = 1 << 30
@@ -245,6 +251,10 @@ class Surprise:
             self._cache[key] = (t.double() - self._cache[("center",)]).float().to(device)
         return self._cache[key]
 
+    def _raw(self, index: np.ndarray, device: torch.device) -> torch.Tensor:
+        """Training ATs ``index`` as stored (not centred: the exact distances start from these)."""
+        return torch.from_numpy(self.ats[index]).to(device)
+
     # --- LSA
 
     def _kde(self, c: int) -> _Kde | None | float:
@@ -317,7 +327,7 @@ class Surprise:
             rows_t = torch.from_numpy(rows).to(device)
             idx = _nearest(q[rows_t], train, torch.from_numpy(members).to(device), None)
             nearest[rows] = members[idx]
-            dist_a[rows] = _exact(q[rows_t], train[torch.from_numpy(members[idx]).to(device)])
+            dist_a[rows] = _exact(a[rows_t], self._raw(members[idx], device))
         found = nearest >= 0
         dist_b = np.full(len(a), np.inf)
         if found.any():
@@ -340,8 +350,7 @@ class Surprise:
             d = np.full(len(todo), np.inf)
             ok = idx >= 0
             if ok.any():
-                rows = torch.from_numpy(todo[ok]).to(device)
-                d[ok] = _exact(train[rows], train[torch.from_numpy(idx[ok]).to(device)])
+                d[ok] = _exact(self._raw(todo[ok], device), self._raw(idx[ok], device))
             cache[todo] = d
         return cache[index]
 
@@ -443,6 +452,9 @@ def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | Non
         factor = n ** (-1.0 / (d + 4))
         cov = np.atleast_2d(np.cov(x[:, kept].T)) * factor ** 2
         chol, info = scipy.linalg.lapack.dpotrf(cov, lower=1, clean=1)
+        if info == 0:  # exactly collinear columns factorise, with a pivot at rounding level
+            tiny = np.flatnonzero(np.diag(chol) ** 2 <= _SINGULAR * np.diag(cov))
+            info = int(tiny[0]) + 1 if len(tiny) else 0
         if info == 0:
             mean = x[:, kept].mean(axis=0)
             whitened = scipy.linalg.solve_triangular(chol, (x[:, kept] - mean).T, lower=True).T
