@@ -325,7 +325,7 @@ class Surprise:
                 continue
             rows = np.flatnonzero(c == cls)
             rows_t = torch.from_numpy(rows).to(device)
-            idx = _nearest(q[rows_t], train, torch.from_numpy(members).to(device), None)
+            idx = _nearest(q[rows_t], train[torch.from_numpy(members).to(device)])
             nearest[rows] = members[idx]
             dist_a[rows] = _exact(a[rows_t], self._raw(members[idx], device))
         found = nearest >= 0
@@ -342,16 +342,16 @@ class Surprise:
             self._cache[key] = np.full(self.num_inputs, np.nan)
         cache = self._cache[key]
         todo = np.unique(index[np.isnan(cache[index])])
-        if len(todo):
-            train = self._train(device)
-            todo_t = torch.from_numpy(todo).to(device)
-            classes = torch.from_numpy(self.classes).to(device)
-            idx = _nearest(train[todo_t], train, None, (classes[todo_t], classes))
-            d = np.full(len(todo), np.inf)
-            ok = idx >= 0
-            if ok.any():
-                d[ok] = _exact(self._raw(todo[ok], device), self._raw(idx[ok], device))
-            cache[todo] = d
+        train = self._train(device)
+        for cls in np.unique(self.classes[todo]):  # against the other classes' rows, gathered
+            rows = todo[self.classes[todo] == cls]
+            others = np.flatnonzero(self.classes != cls)
+            if len(others) == 0:
+                cache[rows] = np.inf
+                continue
+            idx = others[_nearest(train[torch.from_numpy(rows).to(device)],
+                                  train[torch.from_numpy(others).to(device)])]
+            cache[rows] = _exact(self._raw(rows, device), self._raw(idx, device))
         return cache[index]
 
 
@@ -377,35 +377,26 @@ def _rows_per_block(cols: int) -> int:
     return max(1, BLOCK_ELEMENTS // max(cols, 1))
 
 
-def _nearest(q: torch.Tensor, train: torch.Tensor, among: torch.Tensor | None,
-             other_class: tuple[torch.Tensor, torch.Tensor] | None) -> np.ndarray:
-    """For each row of ``q``, the index (into ``among``, or into ``train`` when ``among`` is
-    ``None``) of its nearest training AT by float32 squared distance, ties to the lower
-    index; with ``other_class = (row classes, train classes)`` only ATs of another class count
-    (``-1`` when there is none).
+def _nearest(q: torch.Tensor, cand: torch.Tensor) -> np.ndarray:
+    """For each row of ``q``, the index of its nearest row of ``cand`` by float32 squared
+    distance, ties to the lower index, in blocks of at most :data:`BLOCK_ELEMENTS` pairs.
+    ``|q|^2`` is the same for every candidate of a row, so the blocks hold only
+    ``|c|^2 - 2 q.c``: one matrix product and one minimum per block.
     """
-    cand = train if among is None else train[among]
-    n_cand = len(cand)
     cand_sq = (cand * cand).sum(dim=1)
     out_idx = torch.empty(len(q), dtype=torch.long, device=q.device)
     step_r = min(len(q), max(1, int(math.sqrt(BLOCK_ELEMENTS))))
     step_c = _rows_per_block(step_r)
     for r0 in range(0, len(q), step_r):
         qb = q[r0 : r0 + step_r]
-        q_sq = (qb * qb).sum(dim=1, keepdim=True)
         best = torch.full((len(qb),), math.inf, dtype=torch.float32, device=q.device)
-        best_i = torch.full((len(qb),), -1, dtype=torch.long, device=q.device)
-        for c0 in range(0, n_cand, step_c):
-            cb = cand[c0 : c0 + step_c]
-            d = torch.addmm(q_sq + cand_sq[c0 : c0 + step_c], qb, cb.T, alpha=-2.0)
-            if other_class is not None:
-                mine, theirs = other_class
-                same = mine[r0 : r0 + step_r, None] == theirs[None, c0 : c0 + step_c]
-                d = d.masked_fill(same, math.inf)
+        best_i = torch.zeros(len(qb), dtype=torch.long, device=q.device)
+        for c0 in range(0, len(cand), step_c):
+            d = torch.addmm(cand_sq[None, c0 : c0 + step_c], qb, cand[c0 : c0 + step_c].T, alpha=-2.0)
             v, i = d.min(dim=1)
             better = v < best  # strict: an equal distance later keeps the lower index
             best = torch.where(better, v, best)
-            best_i = torch.where(better & torch.isfinite(v), i + c0, best_i)
+            best_i = torch.where(better, i + c0, best_i)
         out_idx[r0 : r0 + step_r] = best_i
     return out_idx.cpu().numpy()
 
