@@ -438,10 +438,11 @@ def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | Non
         kept = kept[var[kept] >= var_threshold]
     if max_features is not None and len(kept) > max_features:
         kept = np.sort(kept[np.argsort(var[kept], kind="stable")[len(kept) - max_features:]])
+    data_cov = np.atleast_2d(np.cov(x.T))  # once: each try's covariance is a slice of it
     while len(kept):
         d = len(kept)
         factor = n ** (-1.0 / (d + 4))
-        cov = np.atleast_2d(np.cov(x[:, kept].T)) * factor ** 2
+        cov = data_cov[np.ix_(kept, kept)] * factor ** 2
         chol, info = scipy.linalg.lapack.dpotrf(cov, lower=1, clean=1)
         if info == 0:  # exactly collinear columns factorise, with a pivot at rounding level
             tiny = np.flatnonzero(np.diag(chol) ** 2 <= _SINGULAR * np.diag(cov))
