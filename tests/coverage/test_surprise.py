@@ -712,3 +712,12 @@ def test_a_loaded_state_still_checks_the_model(saved, model_and_data):
     surprise_scores(model, x[:3], s)
     with pytest.raises(DeepFaultError, match="another model"):
         surprise_scores(chain_model(2, classes=3, widths=(8, 6, 5)), x[:3], s)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_scores_on_the_device_equal_the_cpus():
+    tr, tc, te, ec = blobs(19, n=300, m=6, k=3, test=50)
+    s = state(tr, tc)
+    for kind in ("lsa", "dsa", "mdsa"):
+        on_gpu = s.score(kind, torch.from_numpy(te).cuda(), ec)
+        np.testing.assert_allclose(on_gpu, state(tr, tc).score(kind, te, ec), rtol=1e-9, err_msg=kind)
