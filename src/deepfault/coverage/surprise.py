@@ -12,7 +12,8 @@ is taken within the class ``c`` the model predicts for ``x``:
   ``gaussian_kde``) over the ATs of class ``c``. Before fitting, the neurons whose variance
   within the class is below ``var_threshold`` are dropped (Kim et al.'s original), or all
   but the ``max_features`` of highest variance (dnn-tip's default, 300); a neuron that still
-  makes the covariance singular (the first column where the Cholesky factorisation fails) is
+  makes the covariance singular (the first column where the Cholesky factorisation fails, or
+  leaves less than ``1e-10`` of the column's variance unexplained by the columns before it) is
   dropped too, and the factorisation tried again. The log-density is a log-sum-exp in
   float64, so it does not underflow to ``inf`` where a density would.
 - **DSA** ``= dist_a / dist_b``: ``dist_a`` is the distance from ``a`` to the nearest training
@@ -31,7 +32,7 @@ Nothing builds a test-by-training matrix at once: distances and kernel sums run 
 of at most :data:`BLOCK_ELEMENTS` pairs, on the device of the activations, so DSA of 10,000
 inputs against 60,000 training ATs holds a few megabytes of distances at a time. Nearest
 neighbours are searched in float32 (centred on the training mean) and the distances of the
-neighbours found are recomputed exactly in float64.
+neighbours found are recomputed exactly in float64, from the ATs as stored.
 
 Example:
     >>> import torch
@@ -80,6 +81,11 @@ SURPRISE_KINDS = ("lsa", "dsa", "mdsa")
 #: Test-by-training pairs handled at once (float64: 32 MiB).
 BLOCK_ELEMENTS = 1 << 22
 
+#: LSA: a Cholesky pivot whose square is at most this share of its column's kernel variance
+#: (the column's variance left once the columns before it explain the rest) makes the column
+#: count as singular: exactly collinear neurons leave ~1e-16 there, not a failed factorisation.
+_SINGULAR = 1e-10
+
 #: Training ATs held by a fitted state at most (float32 values): 4 GiB.
 MAX_VALUES = 1 << 30
 
@@ -110,6 +116,20 @@ class _Kde:
     chol: np.ndarray          # (d, d) lower Cholesky factor of the kernel covariance
     whitened: torch.Tensor    # (n_c, d) float64, L^-1 (a - mean)
     log_norm: float           # log n_c + d/2 log 2 pi + log det L
+
+
+@dataclass(frozen=True)
+class _ByClass:
+    """The training ATs sorted by class (by index within a class, so a class is a slice and
+    the other classes two), centred on their mean, float32: the nearest-neighbour search's.
+    """
+
+    train: torch.Tensor       # (N, M) float32, row k is training AT order[k] minus center
+    sq: torch.Tensor          # (N,) float32 squared norms of those rows
+    center: torch.Tensor      # (M,) float64 mean training AT
+    order: np.ndarray         # (N,) sorted row -> training index
+    position: np.ndarray      # (N,) training index -> sorted row
+    bounds: np.ndarray        # (num_classes + 1,) class c is rows bounds[c]:bounds[c + 1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,14 +256,24 @@ class Surprise:
             self._cache[key] = np.flatnonzero(self.classes == c)
         return self._cache[key]
 
-    def _train(self, device: torch.device) -> torch.Tensor:
-        """The training ATs as float32 on ``device``, centred on their mean (for precision)."""
-        key = ("train", str(device))
+    def _by_class(self, device: torch.device) -> _ByClass:
+        """The training ATs for the nearest-neighbour search (cached per device)."""
+        key = ("by_class", str(device))
         if key not in self._cache:
-            t = torch.from_numpy(self.ats)
-            self._cache[("center",)] = t.double().mean(dim=0)
-            self._cache[key] = (t.double() - self._cache[("center",)]).float().to(device)
+            order = np.argsort(self.classes, kind="stable")  # by class, then by index
+            t = torch.from_numpy(self.ats).double()
+            center = t.mean(dim=0)
+            train = (t[torch.from_numpy(order)] - center).float().to(device)
+            position = np.empty_like(order)
+            position[order] = np.arange(len(order))
+            bounds = np.searchsorted(self.classes[order], np.arange(self.num_classes + 1))
+            self._cache[key] = _ByClass(train, (train * train).sum(dim=1), center.to(device), order, position,
+                                        bounds)
         return self._cache[key]
+
+    def _raw(self, index: np.ndarray, device: torch.device) -> torch.Tensor:
+        """Training ATs ``index`` as stored (not centred: the exact distances start from these)."""
+        return torch.from_numpy(self.ats[index]).to(device)
 
     # --- LSA
 
@@ -284,7 +314,7 @@ class Surprise:
                 import scipy.linalg
 
                 mean = x.mean(axis=0)
-                cov = np.atleast_2d(np.cov(x.T, bias=True)) if len(x) > 1 else np.zeros((x.shape[1],) * 2)
+                cov = _cov(x, ddof=0) if len(x) > 1 else np.zeros((x.shape[1],) * 2)
                 self._cache[key] = (mean, scipy.linalg.pinvh(cov, check_finite=False))
         return self._cache[key]
 
@@ -304,20 +334,18 @@ class Surprise:
 
     def _dsa(self, a: torch.Tensor, c: np.ndarray) -> np.ndarray:
         device = a.device
-        train = self._train(device)
-        center = self._cache[("center",)].to(device)
-        q = (a.double() - center).float()
+        bc = self._by_class(device)
+        q = (a.double() - bc.center).float()
         dist_a = np.full(len(a), np.inf)
         nearest = np.full(len(a), -1, dtype=np.int64)
         for cls in np.unique(c):
-            members = self._members(int(cls)) if 0 <= cls < self.num_classes else np.zeros(0, np.int64)
-            if len(members) == 0:
+            if not 0 <= cls < self.num_classes or bc.bounds[cls] == bc.bounds[cls + 1]:
                 continue
             rows = np.flatnonzero(c == cls)
             rows_t = torch.from_numpy(rows).to(device)
-            idx = _nearest(q[rows_t], train, torch.from_numpy(members).to(device), None)
-            nearest[rows] = members[idx]
-            dist_a[rows] = _exact(q[rows_t], train[torch.from_numpy(members[idx]).to(device)])
+            idx = bc.order[_nearest(q[rows_t], bc.train, bc.sq, [(bc.bounds[cls], bc.bounds[cls + 1])])]
+            nearest[rows] = idx
+            dist_a[rows] = _exact(a[rows_t], self._raw(idx, device))
         found = nearest >= 0
         dist_b = np.full(len(a), np.inf)
         if found.any():
@@ -332,17 +360,20 @@ class Surprise:
             self._cache[key] = np.full(self.num_inputs, np.nan)
         cache = self._cache[key]
         todo = np.unique(index[np.isnan(cache[index])])
-        if len(todo):
-            train = self._train(device)
-            todo_t = torch.from_numpy(todo).to(device)
-            classes = torch.from_numpy(self.classes).to(device)
-            idx = _nearest(train[todo_t], train, None, (classes[todo_t], classes))
-            d = np.full(len(todo), np.inf)
-            ok = idx >= 0
-            if ok.any():
-                rows = torch.from_numpy(todo[ok]).to(device)
-                d[ok] = _exact(train[rows], train[torch.from_numpy(idx[ok]).to(device)])
-            cache[todo] = d
+        if len(todo) == 0:
+            return cache[index]
+        bc = self._by_class(device)
+        n = self.num_inputs
+        for cls in np.unique(self.classes[todo]):
+            rows = todo[self.classes[todo] == cls]
+            lo, hi = int(bc.bounds[cls]), int(bc.bounds[cls + 1])
+            others = [(a, b) for a, b in ((0, lo), (hi, n)) if b > a]
+            if not others:
+                cache[rows] = np.inf
+                continue
+            q = bc.train[torch.from_numpy(bc.position[rows]).to(device)]
+            idx = bc.order[_nearest(q, bc.train, bc.sq, others)]
+            cache[rows] = _exact(self._raw(rows, device), self._raw(idx, device))
         return cache[index]
 
 
@@ -368,35 +399,29 @@ def _rows_per_block(cols: int) -> int:
     return max(1, BLOCK_ELEMENTS // max(cols, 1))
 
 
-def _nearest(q: torch.Tensor, train: torch.Tensor, among: torch.Tensor | None,
-             other_class: tuple[torch.Tensor, torch.Tensor] | None) -> np.ndarray:
-    """For each row of ``q``, the index (into ``among``, or into ``train`` when ``among`` is
-    ``None``) of its nearest training AT by float32 squared distance, ties to the lower
-    index; with ``other_class = (row classes, train classes)`` only ATs of another class count
-    (``-1`` when there is none).
+def _nearest(q: torch.Tensor, cand: torch.Tensor, cand_sq: torch.Tensor,
+             ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """For each row of ``q``, the index of its nearest row of ``cand`` among the row
+    ``ranges`` (``[(start, stop), ...]``, ascending) by float32 squared distance, ties to the
+    lower index, in blocks of at most :data:`BLOCK_ELEMENTS` pairs. ``|q|^2`` is the same for
+    every candidate of a row, so the blocks hold only ``|c|^2 - 2 q.c`` (``cand_sq`` holds the
+    ``|c|^2``): one matrix product and one minimum per block.
     """
-    cand = train if among is None else train[among]
-    n_cand = len(cand)
-    cand_sq = (cand * cand).sum(dim=1)
     out_idx = torch.empty(len(q), dtype=torch.long, device=q.device)
     step_r = min(len(q), max(1, int(math.sqrt(BLOCK_ELEMENTS))))
     step_c = _rows_per_block(step_r)
     for r0 in range(0, len(q), step_r):
         qb = q[r0 : r0 + step_r]
-        q_sq = (qb * qb).sum(dim=1, keepdim=True)
         best = torch.full((len(qb),), math.inf, dtype=torch.float32, device=q.device)
-        best_i = torch.full((len(qb),), -1, dtype=torch.long, device=q.device)
-        for c0 in range(0, n_cand, step_c):
-            cb = cand[c0 : c0 + step_c]
-            d = torch.addmm(q_sq + cand_sq[c0 : c0 + step_c], qb, cb.T, alpha=-2.0)
-            if other_class is not None:
-                mine, theirs = other_class
-                same = mine[r0 : r0 + step_r, None] == theirs[None, c0 : c0 + step_c]
-                d = d.masked_fill(same, math.inf)
-            v, i = d.min(dim=1)
-            better = v < best  # strict: an equal distance later keeps the lower index
-            best = torch.where(better, v, best)
-            best_i = torch.where(better & torch.isfinite(v), i + c0, best_i)
+        best_i = torch.zeros(len(qb), dtype=torch.long, device=q.device)
+        for lo, hi in ranges:
+            for c0 in range(lo, hi, step_c):
+                c1 = min(c0 + step_c, hi)
+                d = torch.addmm(cand_sq[None, c0:c1], qb, cand[c0:c1].T, alpha=-2.0)
+                v, i = d.min(dim=1)
+                better = v < best  # strict: an equal distance later keeps the lower index
+                best = torch.where(better, v, best)
+                best_i = torch.where(better, i + c0, best_i)
         out_idx[r0 : r0 + step_r] = best_i
     return out_idx.cpu().numpy()
 
@@ -423,6 +448,14 @@ def _logsumexp_kernel(z: torch.Tensor, data: torch.Tensor) -> np.ndarray:
     return out.cpu().numpy()
 
 
+def _cov(x: np.ndarray, *, ddof: int) -> np.ndarray:
+    """``np.cov(x.T, ddof=ddof)`` of ``(n, M)`` float64 rows, as a plain centred product (the
+    same sums; ``np.cov`` took 20 times as long on MNIST's classes).
+    """
+    c = x - x.mean(axis=0)
+    return np.atleast_2d(c.T @ c / (len(x) - ddof))
+
+
 def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | None) -> _Kde | None | float:
     """SciPy's ``gaussian_kde`` (Scott's factor) over ``x`` (``(n, M)`` float64), with the
     neurons dropped as the module docstring says.
@@ -438,11 +471,15 @@ def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | Non
         kept = kept[var[kept] >= var_threshold]
     if max_features is not None and len(kept) > max_features:
         kept = np.sort(kept[np.argsort(var[kept], kind="stable")[len(kept) - max_features:]])
+    data_cov = _cov(x, ddof=1)  # once: each try's covariance is a slice of it
     while len(kept):
         d = len(kept)
         factor = n ** (-1.0 / (d + 4))
-        cov = np.atleast_2d(np.cov(x[:, kept].T)) * factor ** 2
+        cov = data_cov[np.ix_(kept, kept)] * factor ** 2
         chol, info = scipy.linalg.lapack.dpotrf(cov, lower=1, clean=1)
+        if info == 0:  # exactly collinear columns factorise, with a pivot at rounding level
+            tiny = np.flatnonzero(np.diag(chol) ** 2 <= _SINGULAR * np.diag(cov))
+            info = int(tiny[0]) + 1 if len(tiny) else 0
         if info == 0:
             mean = x[:, kept].mean(axis=0)
             whitened = scipy.linalg.solve_triangular(chol, (x[:, kept] - mean).T, lower=True).T

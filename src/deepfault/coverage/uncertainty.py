@@ -131,6 +131,6 @@ def priority_order(scores: np.ndarray | torch.Tensor, *, ascending: bool) -> np.
     ``ascending``), ties to the lower index; ``NaN`` scores last.
     """
     s = torch.as_tensor(scores).detach().cpu().double().numpy()
-    key = s if ascending else -s
-    key = np.where(np.isnan(key), np.inf, key)
-    return np.argsort(key, kind="stable")
+    order = np.argsort(s if ascending else -s, kind="stable")  # NaN sorts last, but beside +-inf
+    nan = np.isnan(s[order])
+    return np.concatenate([order[~nan], order[nan]])  # so NaN goes after every number, inf included
