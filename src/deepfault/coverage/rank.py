@@ -70,7 +70,7 @@ from .measure import (
 from .profile import Profile, _module
 from .results import Ranking, RankReport
 from .surprise import SURPRISE_KINDS, Surprise
-from .uncertainty import UNCERTAINTY, priority_order, uncertainty_scores
+from .uncertainty import UNCERTAINTY, priority_order, uncertainty_table
 
 __all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "Ranking", "RankReport", "apfd", "list_prioritisers", "parse_by",
            "prioritize", "rank_inputs"]
@@ -233,6 +233,21 @@ def _output_kind(model, output_kind: str | None) -> str:
     return str(getattr(model, "output_kind", None) or "logits")
 
 
+def _score_uncertainty(outputs: torch.Tensor, names: Sequence[str], kind: str, part: slice,
+                       scores: dict[str, np.ndarray], spent: dict[str, float]) -> None:
+    """One batch's uncertainty scores into ``scores[name][part]``, from one softmax; the time is
+    shared equally among the scores.
+    """
+    if not names:
+        return
+    t = time.perf_counter()
+    for name, v in uncertainty_table(outputs, names, output_kind=kind).items():
+        scores[name][part] = v.cpu().numpy()
+    share = (time.perf_counter() - t) / len(names)
+    for name in names:
+        spent[name] += share
+
+
 def rank_inputs(
     model: nn.Module | PreparedModel,
     inputs,
@@ -344,10 +359,7 @@ def rank_inputs(
                 check_labels("labels", y, int(batch.outputs.shape[1]), count=n)
             part = slice(batch.start, batch.stop)
             predictions[part] = batch.outputs.argmax(dim=1).cpu().numpy()
-            for name in uncertain:
-                t = time.perf_counter()
-                scores[name][part] = uncertainty_scores(batch.outputs, name, output_kind=kind).cpu().numpy()
-                spent[name] += time.perf_counter() - t
+            _score_uncertainty(batch.outputs, uncertain, kind, part, scores, spent)
             for name, v in score_batch(batch).items():
                 scores[name][part] = v
             if coverage:

@@ -28,7 +28,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +38,7 @@ from ..core.registry import Registry
 from ..errors import DeepFaultError
 
 __all__ = ["UNCERTAINTY", "Uncertainty", "list_uncertainty", "priority_order", "probabilities",
-           "uncertainty_scores"]
+           "uncertainty_scores", "uncertainty_table"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,13 @@ def probabilities(outputs: torch.Tensor, *, output_kind: str = "logits") -> torc
 def uncertainty_scores(outputs: torch.Tensor, name: str, *, output_kind: str = "logits") -> torch.Tensor:
     """``(N,)`` float64 scores of ``name`` (see the module table) for ``(N, C)`` outputs."""
     return UNCERTAINTY.get(name).score(probabilities(outputs, output_kind=output_kind))
+
+
+def uncertainty_table(outputs: torch.Tensor, names: Iterable[str], *,
+                      output_kind: str = "logits") -> dict[str, torch.Tensor]:
+    """``{name: (N,) float64 scores}`` for several scores of the same outputs, with one softmax."""
+    p = probabilities(outputs, output_kind=output_kind)
+    return {name: UNCERTAINTY.get(name).score(p) for name in names}
 
 
 def priority_order(scores: np.ndarray | torch.Tensor, *, ascending: bool) -> np.ndarray:
