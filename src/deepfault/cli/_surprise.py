@@ -22,16 +22,16 @@ def add_surprise_options(p: argparse.ArgumentParser, *, per_model: bool = False)
     group = p.add_mutually_exclusive_group()
     if per_model:
         group.add_argument("--surprise", metavar="F1,F2,...", default=None,
-                       help=f"{WHAT}: fitted states (.npz from fit_surprise/save_surprise), one per "
-                       "--model ('-' skips one: fitted on the training split and cached); default: all "
-                       "fitted and cached")
+                           help=f"{WHAT}: fitted states (.npz from fit_surprise/save_surprise), one per "
+                           "--model ('-' skips one: fitted on the training split and cached); default: "
+                           "all fitted and cached")
     else:
         group.add_argument("--surprise", metavar="FILE", default=None,
-                       help=f"{WHAT}: a fitted state (.npz from fit_surprise/save_surprise) instead of the "
-                       "one fitted on the training split and cached")
+                           help=f"{WHAT}: a fitted state (.npz from fit_surprise/save_surprise) instead of "
+                           "the one fitted on the training split and cached")
     group.add_argument("--no-surprise", action="store_true",
-                   help="do not compute the generated inputs' surprise adequacy (saves one pass over the "
-                   "training split the first time a model is seen)")
+                       help="do not compute the generated inputs' surprise adequacy (saves one pass over "
+                       "the training split the first time a model is seen)")
 
 
 def prepare(module, data, file: str | None, *, progress: bool) -> tuple[CachedSurprise | None, str | None]:
