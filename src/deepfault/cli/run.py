@@ -10,9 +10,10 @@ import torch
 from ..core.progress import progress_bar
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..localization.outputs import save_synthesized, summary_text, synthesized_grid
-from ..localization.protocol import RunConfig, run_deepfault
+from ..localization.protocol import RunConfig, add_surprise, run_deepfault
 from ..localization.selection import get_approach, list_approaches
 from ..provenance import provenance
+from . import _surprise
 from ._common import (
     HelpFormatter,
     Output,
@@ -105,6 +106,7 @@ def add_parser(sub) -> None:
     add_no_progress(run)
     add_model_options(run)
     add_report_option(run)
+    _surprise.add_surprise_options(run)
     run.set_defaults(func=_cmd_run)
 
 
@@ -138,6 +140,8 @@ def _cmd_run(args) -> int:
     config.check_classes(data)
     model = prepared.to(device).module
     threads = apply_threads(args.threads, [model], device)
+    fit, no_fit = (None, None) if args.no_surprise else _surprise.prepare(
+        model, data, args.surprise, progress=not args.no_progress)
     bar = None
     if not args.no_progress:
         bar = progress_bar(len(config.classes or range(data.num_classes)), desc="run", unit="class",
@@ -149,11 +153,18 @@ def _cmd_run(args) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if fit is not None:  # after the run, from the inputs it made: nothing it found changes
+        result = add_surprise(result, data.x_test, _surprise.scorer(model, fit, config.batch_size))
     text = summary_text(result, prepared, device, quiet=args.quiet)
+    if fit is not None:
+        text += _surprise.describe(fit) + "\n"
+    elif no_fit is not None:
+        text += f"no surprise adequacy: {no_fit}\n"
     print(text, end="")
     if out is not None:
         payload = result.to_dict()
         payload.pop("config")
+        payload["surprise"] = None if fit is None else fit.to_dict()
         model_info = model_record(prepared, args.model, arch_kwargs=mf.arch_kwargs,
                                   layout=list(prepared.file_input_shape or data.input_shape),
                                   layout_name=prepared.layout, input_shape=list(data.input_shape),

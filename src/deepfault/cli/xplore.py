@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ..checks import check_finite_outputs
+from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..models.several import load_xplore_inputs
 from ..provenance import provenance
@@ -17,6 +20,8 @@ from ..xplore.config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, PUBLISHED
 from ..xplore.constraints import list_constraints
 from ..xplore.figures import image_grid
 from ..xplore.report import run_page, summary_text
+from ..xplore.results import add_surprise
+from . import _surprise
 from ._common import (
     HelpFormatter,
     Output,
@@ -213,6 +218,7 @@ def add_parser(sub) -> None:
     p.add_argument("--grid", type=positive_int, default=8, metavar="N", help="inputs in the image grid")
     add_no_progress(p)
     add_report_option(p)
+    _surprise.add_surprise_options(p, per_model=True)
     p.set_defaults(func=_cmd_xplore)
 
 
@@ -235,11 +241,20 @@ def _cmd_xplore(args) -> int:
         p.to(device)
     check_finite_outputs([p.module for p in prepared], data.x_test, names=labels)  # NaN weights, 10 vs 5
     threads = resolve_threads(args.threads, [p.module for p in prepared], device)
+    fits, no_fit = _surprise_states(args, prepared, data, threads)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
                         progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads)
+    if fits is not None:  # after the search, from what it found: nothing it found changes
+        with _using_threads(threads):
+            scorers = [_surprise.scorer(p.module, f) for p, f in zip(prepared, fits, strict=True)]
+            result = add_surprise(result, scorers)
     print(summary_text(result, labels, data, device), end="")
+    for name, fit in zip(labels, fits or (), strict=False):
+        print(f"{name}: {_surprise.describe(fit)}")
+    if no_fit is not None:
+        print(f"no surprise adequacy: {no_fit}")
     if args.report_dir is not None:
         where = {**provenance(device, argv=args.argv), "threads": threads}
         write_run_report(args, lambda folder: run_page(result, labels, data, folder, provenance=where))
@@ -263,6 +278,8 @@ def _cmd_xplore(args) -> int:
                                                            if k != "recipe"} if p.model_file else {})
              for entry, p in zip(args.models, prepared, strict=True)]
     models = [{**f, **m} for f, m in zip(files, body.pop("models"), strict=True)]
+    for m, fit in zip(models, fits or (), strict=False):
+        m["surprise_state"] = fit.to_dict()
     dataset = dataset_record(data, args.data_dir)
     write_result(out, result_document(
         "xplore", {"models": models, "dataset": dataset, **body},
@@ -270,3 +287,35 @@ def _cmd_xplore(args) -> int:
         outputs={"inputs": npz.name, "grid": grid}))
     print(f"wrote {', '.join(wrote)}")
     return 0
+
+
+def _surprise_states(args, prepared, data, threads: int):
+    """``(states, None)``: one surprise state per model (``--surprise`` files, else fitted on the
+    training split and cached); ``(None, why)`` when one cannot be fitted; ``(None, None)`` with
+    ``--no-surprise``.
+    """
+    if args.no_surprise:
+        return None, None
+    files = _per_model(args.surprise) if args.surprise else ()
+    if len(files) not in (0, len(prepared)):
+        raise DeepFaultError(f"--surprise names {len(files)} files for {len(prepared)} models; give one per "
+                             "--model ('-' to fit one)")
+    fits = []
+    with _using_threads(threads):
+        for i, p in enumerate(prepared):
+            fit, why = _surprise.prepare(p.module, data, files[i] if files else None,
+                                         progress=not args.no_progress)
+            if fit is None:
+                return None, f"{p.name}: {why}"
+            fits.append(fit)
+    return fits, None
+
+
+@contextmanager
+def _using_threads(count: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -39,6 +39,10 @@ class Evaluation:
         l1, l2, linf: ``(N,)`` distances between each synthesized input and its original.
         increased: ``(N,)`` share of the selected neurons whose value increased.
         increased_at: ``k' -> (N,)`` share of the top ``k'`` ranked neurons that increased.
+        surprise: ``kind -> (N,)`` surprise adequacy (``"dsa"``, ``"lsa"``) of each synthesized
+            input against the training data; empty unless
+            :func:`~deepfault.localization.protocol.add_surprise` filled it.
+        surprise_original: The same scores of the originals.
     """
 
     loss: np.ndarray
@@ -50,6 +54,8 @@ class Evaluation:
     linf: np.ndarray
     increased: np.ndarray
     increased_at: dict[int, np.ndarray] = field(default_factory=dict)
+    surprise: dict[str, np.ndarray] = field(default_factory=dict)
+    surprise_original: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_inputs(self) -> int:
@@ -61,7 +67,7 @@ class Evaluation:
         def mean(a):
             return float(np.mean(a)) if len(a) else None
 
-        return {
+        out = {
             "inputs": self.num_inputs,
             "loss": mean(self.loss),
             "accuracy": mean(self.correct),
@@ -72,6 +78,10 @@ class Evaluation:
             "increased": mean(self.increased),
             "increased_at": {str(k): mean(v) for k, v in self.increased_at.items()},
         }
+        if self.surprise:  # only when computed, so that results without it are unchanged
+            out["surprise"] = {k: mean(v) for k, v in self.surprise.items()}
+            out["surprise_original"] = {k: mean(v) for k, v in self.surprise_original.items()}
+        return out
 
     def to_dict(self) -> dict:
         per_input = {
@@ -84,7 +94,25 @@ class Evaluation:
             "linf": self.linf.tolist(),
             "increased": self.increased.tolist(),
         }
-        return {"summary": self.summary(), "per_input": per_input}
+        if self.surprise:
+            per_input["surprise"] = {k: _json_floats(v) for k, v in self.surprise.items()}
+            per_input["surprise_original"] = {k: _json_floats(v) for k, v in self.surprise_original.items()}
+        summary = self.summary()
+        for key in ("surprise", "surprise_original"):
+            if key in summary:
+                summary[key] = {k: _json_float(v) for k, v in summary[key].items()}
+        return {"summary": summary, "per_input": per_input}
+
+
+def _json_float(v: float | None) -> float | str | None:
+    """A number for JSON: an infinite score as the string ``"inf"`` (as D*'s), NaN as ``None``."""
+    if v is None or np.isnan(v):
+        return None
+    return v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
+
+
+def _json_floats(values: np.ndarray) -> list:
+    return [_json_float(float(v)) for v in values]
 
 
 def cross_entropy(outputs: torch.Tensor, labels: torch.Tensor, output_kind: str) -> torch.Tensor:

@@ -141,6 +141,8 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
                        for i, n in enumerate(rep.selection.neurons)]
             w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), neurons) + "\n")
     w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
+    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+    kinds = list(next((e.surprise for e in evs if e.surprise), {}))
     rows = []
     for cr in result.classes:
         for rep in cr.repetitions:
@@ -149,18 +151,30 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
             ms = rep.synthesis_seconds / n * 1e3 if n else None
             inc_at = " ".join(f"{k}:{fmt(v, 2)}" for k, v in s["increased_at"].items())
             label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
+            sa = [_g(s.get("surprise", {}).get(k)) for k in kinds]
             rows.append((label, n, fmt(s["loss"]), fmt(s["accuracy"]), fmt(s["changed"]),
-                         fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3),
+                         fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3), *sa,
                          fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
     w(text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
-              "increased", "increased@k'", "ms/input"), rows) + "\n")
-    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+                  *(k.upper() for k in kinds), "increased", "increased@k'", "ms/input"), rows) + "\n")
     total = sum(e.num_inputs for e in evs)
     if total:
         acc_all = float(np.concatenate([e.correct for e in evs]).mean())
         loss_all = float(np.concatenate([e.loss for e in evs]).mean())
         w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
+        if kinds:
+            parts = []
+            for k in kinds:
+                new = np.concatenate([e.surprise[k] for e in evs if e.surprise])
+                old = np.concatenate([e.surprise_original[k] for e in evs if e.surprise])
+                parts.append(f"{k.upper()} {_g(float(np.mean(new)))} (originals {_g(float(np.mean(old)))})")
+            w(f"surprise against the training data, mean per input: {', '.join(parts)}\n")
     none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
     if none:
         w(f"classes with no failing test input: {', '.join(none)}\n")
     return out.getvalue()
+
+
+def _g(value: float | None) -> str:
+    """A surprise score: four significant digits (LSA reaches millions, DSA is about 1)."""
+    return "-" if value is None else "inf" if value == float("inf") else f"{value:.4g}"

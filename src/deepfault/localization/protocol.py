@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from torch import nn
@@ -26,7 +26,7 @@ from .spectrum import Spectrum, compute_spectrum
 from .synthesis import synthesize
 
 __all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupResult", "run_group",
-           "run_deepfault", "group_seed", "k_primes_for"]
+           "run_deepfault", "group_seed", "k_primes_for", "add_surprise"]
 
 
 @dataclass(frozen=True)
@@ -292,3 +292,38 @@ def run_deepfault(
         results.append(result)
     accuracy = float((predicted == y).mean())
     return RunResult(config, tuple(results), accuracy, output_kind)
+
+
+def add_surprise(result: RunResult, test_inputs, score: Callable[[np.ndarray], Mapping[str, np.ndarray]]
+                 ) -> RunResult:
+    """``result`` with the surprise adequacy of every synthesized input and of its original
+    filled into each evaluation (:attr:`Evaluation.surprise`, ``surprise_original``).
+
+    Nothing else changes: the scores are computed after the run, from the inputs it made.
+
+    Args:
+        result: A finished run.
+        test_inputs: The test split the run synthesized from (``input_indices`` index it).
+        score: ``score(inputs) -> {kind: (N,) scores}``, e.g. a
+            :class:`~deepfault.coverage.surprise_cache.SurpriseScorer` of the run's model.
+
+    Returns:
+        A new :class:`RunResult`.
+    """
+    reps = [rep for cr in result.classes for rep in cr.repetitions]
+    sizes = [len(rep.input_indices) for rep in reps]
+    if not sum(sizes):
+        return result
+    bounds = np.cumsum([0, *sizes])
+    new = score(np.concatenate([rep.synthesized for rep in reps]))
+    old = score(np.asarray(test_inputs)[np.concatenate([np.asarray(rep.input_indices) for rep in reps])])
+
+    def part(scores, i):
+        return {k: np.asarray(v, dtype=np.float64)[bounds[i] : bounds[i + 1]] for k, v in scores.items()}
+
+    done = {id(rep): replace(rep, evaluation=replace(rep.evaluation, surprise=part(new, i),
+                                                     surprise_original=part(old, i)))
+            for i, rep in enumerate(reps)}
+    classes = tuple(replace(cr, repetitions=tuple(done[id(r)] for r in cr.repetitions))
+                    for cr in result.classes)
+    return replace(result, classes=classes)

@@ -342,10 +342,28 @@ def summary_text(result, labels: Sequence[str], data, device) -> str:
         message = saturation_warning(r, cfg)
         if message:
             w(f"warning: {message}\n")
+    if result.surprise is not None and result.num_found:
+        w("surprise against each model's training data, mean per input (seeds'): "
+          f"{surprise_text(result, labels)}\n")
     if result.num_found == 0:
         w(f"no difference-inducing input found in {result.num_seeds} seeds"
           + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
     return out.getvalue()
+
+
+def surprise_text(result, labels: Sequence[str]) -> str:
+    """``DSA lenet1 0.84 (0.31), lenet5 ...; LSA ...``: the found inputs' mean scores per model,
+    their seeds' in brackets.
+    """
+    sa = result.surprise
+    found, seeds = sa.means("found"), sa.means("seeds")
+    return "; ".join(f"{k.upper()} " + ", ".join(f"{n} {_g(a)} ({_g(b)})" for n, a, b in
+                                                  zip(labels, found[k], seeds[k], strict=True))
+                     for k in sa.kinds)
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
 
 
 def run_page(result, labels, data, folder, *, provenance: dict | None = None, grid_rows: int = 12) -> dict:
@@ -404,12 +422,19 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
                 ["saturated (a flat or black/white square)", pct(r.saturated)],
                 ["outside the bounds", pct(r.outside_bounds)],
                 ["still differ once clipped", pct(r.still_differ_clipped)]]
+        if result.surprise is not None:
+            found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
+            real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
+                     for k in result.surprise.kinds
+                     for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
         nav.append(("realism", "Realism"))
         parts.append(section(
             "realism", "Realism",
             "Are the found inputs still images of the data set? Distances in data units; saturated: less "
-            "than half the seed's contrast left after clipping; the last two rows apply to runs without "
-            "clipping.", Table(["measure", "value"], real).html()))
+            "than half the seed's contrast left after clipping; the next two rows apply to runs without "
+            "clipping. DSA and LSA (when computed): surprise adequacy against each model's training data at "
+            "its layer before the logits (higher: further from anything seen in training), the seeds' in "
+            "brackets.", Table(["measure", "value"], real).html()))
     meta = (f"{', '.join(labels)} on {data.name}: {result.num_found} difference-inducing inputs from "
             f"{result.num_seeds} seeds in {result.seconds:.2f} s; lambda1 {cfg.lambda1:g}, lambda2 "
             f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations.")

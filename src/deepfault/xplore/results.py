@@ -9,8 +9,8 @@ predictions as ``.npz`` so they can be replayed (:func:`load_inputs`, :func:`rep
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,8 @@ from .config import XploreConfig
 
 __all__ = [
     "FoundInputs",
+    "FoundSurprise",
+    "add_surprise",
     "Realism",
     "measure_realism",
     "saturation_warning",
@@ -162,6 +164,45 @@ def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> 
     return text
 
 
+@dataclass(frozen=True, eq=False)
+class FoundSurprise:
+    """Surprise adequacy of the found inputs and of their seeds, under every model.
+
+    Attributes:
+        kinds: The scores (``"dsa"``, ``"lsa"``).
+        found: ``kind -> (F, n)``: each found input's score under each model (its own state,
+            fitted on the training split).
+        seeds: ``kind -> (F, n)``: the same for the seed each input started from.
+    """
+
+    kinds: tuple[str, ...]
+    found: dict[str, np.ndarray]
+    seeds: dict[str, np.ndarray]
+
+    def means(self, which: str = "found") -> dict[str, list[float | None]]:
+        """``kind -> [mean over the inputs, per model]`` (``None`` when nothing was found)."""
+        table = self.found if which == "found" else self.seeds
+        out: dict[str, list[float | None]] = {}
+        for k in self.kinds:
+            v = table[k]
+            out[k] = [None] * v.shape[1] if not len(v) else [float(m) for m in v.mean(axis=0)]
+        return out
+
+    def to_dict(self, model_names: Sequence[str]) -> dict:
+        found, seeds = self.means("found"), self.means("seeds")
+        return {"kinds": list(self.kinds),
+                "models": [{"model": name, **{f"mean_{k}": _json(found[k][j]) for k in self.kinds},
+                            **{f"seeds_mean_{k}": _json(seeds[k][j]) for k in self.kinds}}
+                           for j, name in enumerate(model_names)]}
+
+
+def _json(v: float | None) -> float | str | None:
+    """An infinite mean as the string ``"inf"`` (JSON has no infinity)."""
+    if v is None or np.isnan(v):
+        return None
+    return v if np.isfinite(v) else ("inf" if v > 0 else "-inf")
+
+
 @dataclass(frozen=True)
 class TracePoint:
     """Coverage and progress after one iteration of one group of seeds.
@@ -245,6 +286,8 @@ class XploreResult:
         device: Where the models ran.
         layer_names: Each model's neuron layers.
         realism: How far the found inputs moved and whether they saturate.
+        surprise: DSA/LSA of the found inputs and their seeds under each model, when
+            :func:`add_surprise` computed them (``None`` otherwise).
     """
 
     config: XploreConfig
@@ -264,6 +307,7 @@ class XploreResult:
     device: str = "cpu"
     layer_names: tuple[tuple[str, ...], ...] = field(default=())
     realism: Realism | None = None
+    surprise: FoundSurprise | None = None
 
     @property
     def num_seeds(self) -> int:
@@ -327,6 +371,7 @@ class XploreResult:
             "first_found_seconds": self.first_found_seconds,
             "realism": None if self.realism is None else self.realism.to_dict(),
             "trace": [p.to_dict() for p in self.trace],
+            **({} if self.surprise is None else {"surprise": self.surprise.to_dict(self.model_names)}),
         }
 
 
@@ -349,6 +394,9 @@ def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
         "already_differ_index": result.seed_index[result.already_differ],
         "already_differ_predictions": result.seed_predictions[result.already_differ],
     }
+    if result.surprise is not None:  # (F, models) each, beside l1
+        arrays.update({k: v for k, v in result.surprise.found.items()})
+        arrays.update({f"seed_{k}": v for k, v in result.surprise.seeds.items()})
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **arrays)
@@ -369,6 +417,34 @@ def load_inputs(path: str | os.PathLike) -> dict[str, np.ndarray]:
         if missing:
             raise DeepFaultError(f"{str(path)!r} is not a DeepXplore inputs file (no {', '.join(missing)})")
         return {k: z[k] for k in z.files}
+
+
+def add_surprise(result: XploreResult, scorers: Sequence[Callable[[np.ndarray], Mapping[str, np.ndarray]]]
+                 ) -> XploreResult:
+    """``result`` with the surprise adequacy of every found input and of its seed under each
+    model (:attr:`XploreResult.surprise`); nothing else changes.
+
+    Args:
+        result: A finished run.
+        scorers: One per model, in the run's order: ``scorer(inputs) -> {kind: (N,) scores}``,
+            e.g. :class:`~deepfault.coverage.surprise_cache.SurpriseScorer`.
+
+    Raises:
+        DeepFaultError: Not one scorer per model, or scorers that disagree on the kinds.
+    """
+    if len(scorers) != len(result.model_names):
+        raise DeepFaultError(f"add_surprise needs one scorer per model ({len(result.model_names)}); "
+                             f"got {len(scorers)}")
+    f = result.found
+    per_model = [(dict(s(f.inputs)), dict(s(f.seeds))) for s in scorers]
+    kinds = tuple(per_model[0][0])
+    if any(tuple(found) != kinds for found, _ in per_model):
+        raise DeepFaultError("the scorers must return the same kinds of score for every model")
+    found = {k: np.stack([np.asarray(p[0][k], dtype=np.float64) for p in per_model], axis=1)
+             for k in kinds}
+    seeds = {k: np.stack([np.asarray(p[1][k], dtype=np.float64) for p in per_model], axis=1)
+             for k in kinds}
+    return replace(result, surprise=FoundSurprise(kinds, found, seeds))
 
 
 def replay(models: Sequence[nn.Module], inputs, *, batch_size: int = 1024) -> np.ndarray:
