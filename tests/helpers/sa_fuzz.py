@@ -41,7 +41,7 @@ def band_model(noise: float = 0.0, seed: int = 0) -> torch.nn.Module:
     return m.eval()
 
 
-def band_problem(n: int = 240, n_train: int = 600, noise: float = 0.08):
+def band_problem(n: int = 240, n_train: int = 600, noise: float = 0.005):
     """``(m1, m2, x, y, x_train)``: test images labelled by M1 (a few relabelled, so some seeds
     are wrong), and training images."""
     m1, m2 = band_model(), band_model(noise=noise)

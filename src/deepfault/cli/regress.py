@@ -65,11 +65,12 @@ def add_parser(sub) -> None:
                    "'ssim' "
                    "or 'ssim:T' (SSIM >= T, default 0.99, with the data's true range), 'ssim-compat' (a "
                    "compatibility mode: the published code's SSIM path, uniform 7x7 window, int16 range "
-                   "65535, up to 20 accepted mutants per iteration, 50 tries each), 'none' (measurement), or "
-                   "M1's surprise adequacy against the training split: 'dsa' (DSA <= the 99th percentile of the "
-                   "test inputs' DSA), 'dsa:T' (DSA <= T), 'dsa:pQ' (the Q-th percentile), 'dsa:T:FILE' or "
-                   "'dsa::FILE' (a saved surprise state instead of the cached fit), and the same with 'lsa' or "
-                   "'mdsa'; scored from M1's forward pass of each mutant, no extra model")
+                   "65535, up to 20 accepted mutants per iteration, 50 tries each), 'none' (measurement), "
+                   "or M1's surprise adequacy against the training split: 'dsa' (DSA <= the 90th "
+                   "percentile of the test inputs' DSA), 'dsa:T' (DSA <= T), 'dsa:pQ' (the Q-th "
+                   "percentile), 'dsa:T:FILE' or 'dsa::FILE' (a saved surprise state instead of the "
+                   "cached fit), and the same with 'lsa' or 'mdsa'; scored from M1's forward pass of each "
+                   "mutant, no extra model")
     p.add_argument("--shared-fidelity", default=None, metavar="SPEC",
                    help="one filter applied on top of each strategy's own check to every executed mutant "
                    "(DeepHunter's affine ones included), same specs as --fidelity (default: none; with "

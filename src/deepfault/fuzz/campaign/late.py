@@ -22,12 +22,7 @@ from ...core.capture import capture
 from ...errors import DeepFaultError
 from ..fidelity.checks import Fidelity, FidelityCheck, TraceFidelity
 
-__all__ = ["Deferred", "LateChecks", "is_late"]
-
-
-def is_late(check: Fidelity | None) -> bool:
-    """Whether ``check`` reads M1's activations (applied after M1 runs)."""
-    return isinstance(check, TraceFidelity)
+__all__ = ["Deferred", "LateChecks"]
 
 
 class Deferred(Fidelity):
@@ -72,8 +67,9 @@ class LateChecks:
             raise DeepFaultError("LateChecks needs at least one trace check")
         transforms = sorted({c.transform for c in checks})
         if len(transforms) > 1:
-            raise DeepFaultError(f"the own check and the shared filter read M1's activations under different "
-                                 f"transforms ({' and '.join(transforms)}); fit both states with one transform")
+            raise DeepFaultError(f"the own check and the shared filter read M1's activations under "
+                                 f"different transforms ({' and '.join(transforms)}); fit both states "
+                                 "with one transform")
         self.transform = transforms[0]
         self.layers = list(dict.fromkeys(name for c in checks for name in c.layers))
         self._columns: dict[int, torch.Tensor] = {}
@@ -90,14 +86,14 @@ class LateChecks:
         if key not in self._columns:
             if layout is None:
                 raise DeepFaultError("no activation traces of M1 were captured")
-            cols = [torch.arange(layout.layer(n).offset, layout.layer(n).offset + layout.layer(n).size)
-                    for n in which.layers]
-            self._columns[key] = torch.cat(cols)
+            parts = [torch.arange(layout.layer(n).offset, layout.layer(n).offset + layout.layer(n).size)
+                     for n in which.layers]
+            self._columns[key] = torch.cat(parts)
         cols = self._columns[key]
-        part = ats if len(cols) == ats.shape[1] and bool((cols == torch.arange(len(cols))).all()) \
-            else ats[:, cols.to(ats.device)]
-        return which.check_traces(part, classes)
+        whole = len(cols) == ats.shape[1] and bool((cols == torch.arange(len(cols))).all())
+        return which.check_traces(ats if whole else ats[:, cols.to(ats.device)], classes)
 
     def to_dict(self) -> dict:
         """``{"own": ..., "shared": ...}``: each trace check's settings, those present."""
-        return {role: c.to_dict() for role, c in (("own", self.own), ("shared", self.shared)) if c is not None}
+        pairs = (("own", self.own), ("shared", self.shared))
+        return {role: c.to_dict() for role, c in pairs if c is not None}

@@ -48,7 +48,7 @@ from torch import nn
 
 from ...core.capture import capture
 from ...errors import DeepFaultError
-from ..fidelity.checks import Fidelity, make_fidelity
+from ..fidelity.checks import Fidelity, TraceFidelity, make_fidelity
 from ..mutation.diversity import DiversityTable, FailureSet
 from ..mutation.mcmc import make_chooser
 from ..mutation.rules import get_rule
@@ -58,7 +58,7 @@ from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, CampaignCon
 from .corpus import STATIC_FIELDS, Corpus, ReferenceRows
 from .execution import ModelPair
 from .faults import FaultLog, RFData
-from .late import Deferred, LateChecks, is_late
+from .late import Deferred, LateChecks
 from .metrics import FaultTable, compute_metrics
 from .result import CampaignResult, examples
 from .seeds import evaluate_seeds, select_seeds, test_inputs
@@ -141,10 +141,11 @@ class Campaign:
             if self.shared is None and cfg.shared_fidelity is not None and not own:
                 # (a strategy whose own check is the shared filter has applied it already)
                 self.shared = self._make_fidelity(cfg.shared_fidelity)
-            if is_late(self.check) or is_late(self.shared):
+            own_late = self.check if isinstance(self.check, TraceFidelity) else None
+            shared_late = self.shared if isinstance(self.shared, TraceFidelity) else None
+            if own_late is not None or shared_late is not None:
                 # scored from M1's forward pass of the mutants, between the two models (.late)
-                self.late = LateChecks(self.check if is_late(self.check) else None,
-                                       self.shared if is_late(self.shared) else None)
+                self.late = LateChecks(own_late, shared_late)
                 if self.late.own is not None:
                     self.check = Deferred(self.late.own)
             self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)

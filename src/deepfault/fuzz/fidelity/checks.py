@@ -232,7 +232,9 @@ class TraceFidelity(Fidelity):
 
     @abstractmethod
     def check_traces(self, ats: torch.Tensor, classes) -> FidelityCheck:
-        """The outcome for ``(B, M)`` activation traces of inputs the model assigns to ``classes`` ``(B,)``."""
+        """The outcome for ``(B, M)`` activation traces of inputs the model assigns to ``classes``
+        (``(B,)`` ints).
+        """
 
 
 # --- SSIM ---------------------------------------------------------------------------------
