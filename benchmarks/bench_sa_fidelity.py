@@ -17,8 +17,13 @@ Measured in one run:
 3. **A grid** (PNG) of mutants DSA accepts and the discriminator rejects, and the reverse,
    each under its seed.
 4. **Yield.** ``run_campaign`` (DRFuzz, ``B = 64``, seed 0, all test images as candidate
-   seeds) for ``--seconds`` each with ``fidelity="dsa"`` and with ``"discriminator"``:
-   #URF, #URF per minute, per 1,000 queries, mutants per second, the time per phase.
+   seeds) for ``--seconds`` each with ``fidelity="dsa"``, ``"discriminator"``, ``"mdsa"``,
+   ``"lsa"``, ``"dsa:p99"`` and ``"none"`` (``--fidelities``): #URF, #URF per minute, per
+   1,000 queries, mutants per second, the time per phase, and how many of its generated
+   faults (and unique ones) the default dsa and the discriminator would have passed.
+
+The mutant set also says how often each filter passes the mutants that are regression faults
+(M1 right, M2 wrong) against all mutants.
 
 The machine may be shared: the load average is recorded before and after each part; the
 two campaigns run one after the other (compare them within one run).
@@ -26,7 +31,7 @@ two campaigns run one after the other (compare them within one run).
 Usage:
     PYTHONPATH=src .venv/bin/python benchmarks/bench_sa_fidelity.py --m1 M1.pt --m2 M2.pt [--quick]
 
-Writes ``benchmarks/results/bench_sa_fidelity.json`` and ``sa_fidelity_disagreement.png``.
+Writes ``benchmarks/results/bench_sa_fidelity.json`` and ``docs/results/sa-fidelity/disagreement.png``.
 """
 
 from __future__ import annotations
@@ -82,6 +87,12 @@ def mutant_set(x: torch.Tensor, *, seed: int, bounds):
     return cur, np.repeat(np.arange(n), k), last, depth
 
 
+def kept(scores: np.ndarray, rf: np.ndarray, t: float) -> dict:
+    """The share of all mutants, and of the regression faults among them, with a score ``<= t``."""
+    faults = float((scores[rf] <= t).mean()) if rf.any() else None
+    return {"all": float((scores <= t).mean()), "faults": faults}
+
+
 def youden(real: np.ndarray, unreal: np.ndarray, t: float) -> float:
     """Share of the unrealistic inputs rejected at ``t`` minus that of the real ones."""
     return float((unreal > t).mean() - (real > t).mean())
@@ -122,20 +133,33 @@ def grid(path: Path, seeds_a, muts_a, notes_a, seeds_b, muts_b, notes_b) -> None
     plt.close(fig)
 
 
-def yield_run(m1, m2, data, fidelity: str, seconds: float) -> dict:
+def yield_run(m1, m2, data, fidelity: str, seconds: float, judges: dict) -> dict:
     before = load()
     t = time.perf_counter()
     r = run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
                      train_inputs=data.x_train,
                      config=CampaignConfig(budget=f"{seconds:g}s", batch=64, seed=0, fidelity=fidelity))
     m, minutes = r.metrics, r.seconds / 60
+    rf = r.faults.select(r.faults.kind == 0)
+    gen = ~rf.initial
+    inputs = torch.from_numpy(r.rf_inputs[gen])
+    seeds = torch.as_tensor(data.x_test[rf.root[gen]])
+    other = {}
+    for name, judge in judges.items():  # the generated faults that each filter would have passed
+        if len(inputs) == 0:
+            other[name] = None
+            continue
+        ok = judge(inputs, seeds).numpy()
+        key = np.stack([rf.root[gen], rf.y1[gen], rf.y2[gen]], axis=1)[ok]
+        other[name] = {"rf_share": float(ok.mean()), "urf": len({tuple(k) for k in key.tolist()})}
     return {"fidelity": fidelity, "seconds": r.seconds, "setup_seconds": r.setup_seconds,
             "wall_seconds": time.perf_counter() - t, "iterations": r.iterations, "generated": r.generated,
             "passed": r.passed, "pass_share": r.passed / max(r.generated, 1), "queries": r.queries,
             "new_rf": m.rf, "new_urf": m.urf, "urf_per_minute": m.urf / minutes,
             "urf_per_1000_queries": 1000 * m.urf / max(r.queries, 1),
             "mutants_per_second": r.generated / r.seconds, "timings": r.timings,
-            "trace_checks": r.trace_checks, "load_average": {"before": before, "after": load()}}
+            "faults_passing": other, "trace_checks": r.trace_checks,
+            "load_average": {"before": before, "after": load()}}
 
 
 def main() -> None:
@@ -146,11 +170,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None,
                     help="seed images of the common mutant set, x 15 rules (default 400; --quick 100)")
     ap.add_argument("--quick", action="store_true", help="20 s campaigns, 100 seeds")
-    ap.add_argument("--skip-yield", action="store_true", help="leave out the two campaigns")
+    ap.add_argument("--skip-yield", action="store_true", help="leave out the campaigns")
+    ap.add_argument("--fidelities", default="dsa,discriminator,mdsa,lsa,dsa:p99,none",
+                    help="the campaigns' --fidelity specs, one after the other")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared/datasets"))
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/bench_sa_fidelity.json"))
-    ap.add_argument("--png", default=str(REPO / "benchmarks/results/sa_fidelity_disagreement.png"))
+    ap.add_argument("--png", default=str(REPO / "docs/results/sa-fidelity/disagreement.png"))
     args = ap.parse_args()
     if args.quick:
         args.seconds = 20.0
@@ -218,6 +244,11 @@ def main() -> None:
     dcheck = disc.check(muts, ref[torch.as_tensor(owner)])
     disc_s = time.perf_counter() - t
     accept["discriminator"] = dcheck.passed.numpy()
+    with torch.no_grad():  # which mutants are regression faults (M1 right, M2 wrong)?
+        label = torch.as_tensor(data.y_test[right[: args.seeds]])[torch.as_tensor(owner)]
+        y1 = torch.cat([m1(muts[i : i + 2048]).argmax(1) for i in range(0, len(muts), 2048)])
+        y2 = torch.cat([m2(muts[i : i + 2048]).argmax(1) for i in range(0, len(muts), 2048)])
+    rf = ((y1 == label) & (y2 != label)).numpy()
     dsa_test = test["dsa"]
     out["agreement"] = {
         "mutants": len(muts), "seeds": len(seeds),
@@ -227,6 +258,14 @@ def main() -> None:
         "lsa_vs_discriminator": agreement(accept["lsa"], accept["discriminator"]),
         "mdsa_vs_discriminator": agreement(accept["mdsa"], accept["discriminator"]),
         "dsa_vs_mdsa": agreement(accept["dsa"], accept["mdsa"]),
+        "regression_faults": int(rf.sum()),
+        "accept_share_of_faults": {k: float(v[rf].mean()) if rf.any() else None for k, v in accept.items()},
+        "median_dsa": {"faults": float(np.median(sa["dsa"][rf])) if rf.any() else None,
+                       "other_mutants": float(np.median(sa["dsa"][~rf]))},
+        # the trade-off of the threshold: the share of all mutants, and of the faults among
+        # them, that each surprise kind keeps at a percentile of the test images' scores
+        "accept_share_at": {k: {f"p{q:g}": kept(sa[k], rf, percentile_threshold(test[k], q))
+                                for q in (85.0, 90.0, 95.0, 97.5, 99.0, 99.9)} for k in SURPRISE_KINDS},
         "per_rule": {r: {k: float(v[rule == i].mean()) for k, v in accept.items()}
                      for i, r in enumerate(DRFUZZ_RULES)},
         "per_depth": {int(d): {k: float(v[depth == d].mean()) for k, v in accept.items()} for d in (1, 2, 3)},
@@ -259,14 +298,19 @@ def main() -> None:
 
     # 4. yield
     if not args.skip_yield:
-        out["yield"] = [yield_run(m1, m2, data, f, args.seconds) for f in ("dsa", "discriminator")]
+        sa_check = make_fidelity("dsa", bounds=data.bounds, model=m1, train_inputs=data.x_train,
+                                 test_inputs=data.x_test)
+        judges = {"dsa": lambda x, s: sa_check.check(x).passed,
+                  "discriminator": lambda x, s: disc.check(x, disc.reference(s)).passed}
+        out["yield"] = [yield_run(m1, m2, data, f, args.seconds, judges) for f in args.fidelities.split(",")]
         for row in out["yield"]:
             print(f"{row['fidelity']:14s}: new #URF {row['new_urf']:5d} ({row['urf_per_minute']:7.1f}/min, "
                   f"{row['urf_per_1000_queries']:5.2f} per 1,000 queries), {row['iterations']} iterations, "
                   f"{row['pass_share']:.0%} of {row['generated']} mutants passed, "
                   f"load {row['load_average']['before'][0]} -> {row['load_average']['after'][0]}", flush=True)
-        d, g = out["yield"]
-        out["dsa_over_discriminator_urf_per_minute"] = d["urf_per_minute"] / max(g["urf_per_minute"], 1e-9)
+        rate = {row["fidelity"]: row["urf_per_minute"] for row in out["yield"]}
+        if {"dsa", "discriminator"} <= set(rate):
+            out["dsa_over_discriminator_urf_per_minute"] = rate["dsa"] / max(rate["discriminator"], 1e-9)
     out["load_average"]["end"] = load()
     out["provenance"] = provenance("cpu")
     write_json(args.out, out)
