@@ -11,6 +11,7 @@ from ..experiment.results import dataset_record, model_record, result_document, 
 from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig
 from ..fuzz.campaign.metrics import compare_campaigns
 from ..fuzz.campaign.strategies import STRATEGIES
+from ..fuzz.fidelity import check_fidelity_spec
 from ..fuzz.figures import fault_grid
 from ..fuzz.mutation.mcmc import CHOOSERS
 from ..fuzz.regress import faults_paths, load_pair, progress_line, regress
@@ -64,7 +65,12 @@ def add_parser(sub) -> None:
                    "'ssim' "
                    "or 'ssim:T' (SSIM >= T, default 0.99, with the data's true range), 'ssim-compat' (a "
                    "compatibility mode: the published code's SSIM path, uniform 7x7 window, int16 range "
-                   "65535, up to 20 accepted mutants per iteration, 50 tries each) or 'none' (measurement)")
+                   "65535, up to 20 accepted mutants per iteration, 50 tries each), 'none' (measurement), "
+                   "or M1's surprise adequacy against the training split: 'dsa' (DSA <= the 90th "
+                   "percentile of the test inputs' DSA), 'dsa:T' (DSA <= T), 'dsa:pQ' (the Q-th "
+                   "percentile), 'dsa:T:FILE' or 'dsa::FILE' (a saved surprise state instead of the "
+                   "cached fit), and the same with 'lsa' or 'mdsa'; scored from M1's forward pass of each "
+                   "mutant, no extra model")
     p.add_argument("--shared-fidelity", default=None, metavar="SPEC",
                    help="one filter applied on top of each strategy's own check to every executed mutant "
                    "(DeepHunter's affine ones included), same specs as --fidelity (default: none; with "
@@ -141,6 +147,12 @@ def outputs(args) -> list[Output]:
 
 
 def _cmd_regress(args) -> int:
+    for flag, spec in (("--fidelity", args.fidelity), ("--shared-fidelity", args.shared_fidelity)):
+        if spec is not None:
+            try:
+                check_fidelity_spec(spec)  # the arguments of 'dsa:T:FILE', 'ssim:T': before any work
+            except DeepFaultError as err:
+                raise DeepFaultError(f"{flag}: {err}") from None
     for flag, path in (("--m1", args.m1), ("--m2", args.m2)):
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
             raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
@@ -211,6 +223,9 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
               "exhausted": "stopped early: no queued input can be selected any more (all used or banned)",
               "interrupted": "interrupted; rerun the same command to resume from the last checkpoint"}
     print(metrics_table(r).text())
+    for role, check in r.trace_checks.items():
+        print(f"{'shared filter' if role == 'shared' else 'fidelity'} {check['name']}: a mutant passed when "
+              f"{check['rule']}; {r.generated:,} mutants made, {r.passed:,} ran on both models")
     print(f"{reason[r.stop_reason]}; {r.roots} seeds, {r.queued_seeds} queued"
           + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
     r.save_faults(npz)

@@ -36,6 +36,7 @@ from ..models import ModelFile, open_model
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
+from .campaign.seeds import test_inputs
 
 __all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
 
@@ -185,6 +186,7 @@ def regress(
         A :class:`RegressOutcome`.
     """
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
+    surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
     device = check_device(device)
     if store is not None:
         check_outputs(("store", store))
@@ -203,6 +205,7 @@ def regress(
     model1, model2 = p1.to(device).module, p2.to(device).module
     check_pair(model1, model2, data, config)  # before the store is opened or created
     _prepare_discriminators(config, data, device, progress=None if progress else False)  # likewise
+    _prepare_surprise(config, model1, data, device)  # likewise
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
@@ -220,10 +223,12 @@ def regress(
 
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:
-    """Refuse, on a few test inputs, models that compute NaN or infinite outputs, that have
-    different numbers of classes, or whose layers the criterion cannot read.
+    """Refuse, on a few test inputs, inputs that are not images (the mutation rules need them),
+    models that compute NaN or infinite outputs, that have different numbers of classes, or
+    whose layers the criterion cannot read.
     """
     sample = data.x_test[:8]
+    test_inputs(sample, data.y_test[:8])  # 'regression fuzzing mutates images': before the store, too
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
     if c1 != c2:  # the campaign says the same, but only after the store is opened
         raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
@@ -243,6 +248,33 @@ def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: b
         from .fidelity.gan import cached_discriminator
 
         cached_discriminator(data.name, data=data, device=device, progress=progress)
+
+
+def surprise_specs(config: CampaignConfig) -> list[str]:
+    """The surprise checks (``dsa``, ``lsa``, ``mdsa`` specs) the campaign uses, each parsed
+    (:func:`~.fidelity.surprise.parse_surprise_spec` raises for a bad one).
+    """
+    from ..coverage.surprise import SURPRISE_KINDS
+    from .fidelity.surprise import parse_surprise_spec
+
+    specs = [config.strategy_spec.check_spec(config), config.shared_fidelity]
+    out = [s for s in specs if s and s.partition(":")[0].strip().lower() in SURPRISE_KINDS]
+    for spec in out:
+        parse_surprise_spec(spec)
+    return list(dict.fromkeys(out))
+
+
+def _prepare_surprise(config: CampaignConfig, m1, data, device) -> None:
+    """Fit (once, cached) M1's surprise state on the training split and score the test split
+    for a percentile threshold, when the campaign uses a surprise check: a data set without a
+    training split is refused here, before anything is written (the campaign then reads the cache).
+    """
+    from .fidelity.surprise import make_surprise_fidelity
+
+    for spec in surprise_specs(config):
+        fid = make_surprise_fidelity(spec, model=m1, train_inputs=data.x_train, test_inputs=data.x_test,
+                                     bounds=data.bounds, device=device)
+        log.info("fidelity %s: %s", spec, fid.rule)
 
 
 def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) -> CampaignResult:

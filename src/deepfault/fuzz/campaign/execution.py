@@ -79,6 +79,28 @@ class ModelPair:
             recorder.collect()  # the same model: drop the values its second pass recorded
         return p1.cpu().numpy(), p2.cpu().numpy(), values
 
+    def run_m1(self, x: torch.Tensor, traces=None, recorder=None) -> tuple[np.ndarray, torch.Tensor | None]:
+        """M1 alone (a campaign whose checks read M1's activations runs it first, then M2 on the
+        mutants that pass: :meth:`run_m2`): ``(p1, ats)``, M1's probabilities ``(B, classes)``
+        and, with ``traces`` (a capture of :attr:`m1`), its activation traces ``(B, M)``.
+        ``recorder`` is M2's capture, cleared when M1 and M2 are one model.
+        """
+        p1 = _probabilities(self.m1, x, self.kinds[0], "M1")
+        ats = traces.collect() if traces is not None else None
+        if recorder is not None and self.m1 is self.m2:
+            recorder.collect()  # the same model: M2's capture saw M1's pass
+        return p1.cpu().numpy(), ats
+
+    def run_m2(self, x: torch.Tensor, recorder=None, traces=None) -> tuple[np.ndarray, torch.Tensor | None]:
+        """M2 alone: ``(p2, values)``, with M2's neuron values when ``recorder`` captures it;
+        ``traces`` (M1's capture) is cleared when M1 and M2 are one model.
+        """
+        p2 = _probabilities(self.m2, x, self.kinds[1], "M2")
+        values = recorder.collect() if recorder is not None else None
+        if traces is not None and self.m1 is self.m2:
+            traces.collect()  # the same model: M1's capture saw M2's pass
+        return p2.cpu().numpy(), values
+
 
 def _probabilities(model: nn.Module, x: torch.Tensor, kind: str, which: str) -> torch.Tensor:
     try:

@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
@@ -47,7 +48,7 @@ from torch import nn
 
 from ...core.capture import capture
 from ...errors import DeepFaultError
-from ..fidelity.checks import Fidelity, make_fidelity
+from ..fidelity.checks import Fidelity, TraceFidelity, make_fidelity
 from ..mutation.diversity import DiversityTable, FailureSet
 from ..mutation.mcmc import make_chooser
 from ..mutation.rules import get_rule
@@ -57,6 +58,7 @@ from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, CampaignCon
 from .corpus import STATIC_FIELDS, Corpus, ReferenceRows
 from .execution import ModelPair
 from .faults import FaultLog, RFData
+from .late import Deferred, LateChecks
 from .metrics import FaultTable, compute_metrics
 from .result import CampaignResult, examples
 from .seeds import evaluate_seeds, select_seeds, test_inputs
@@ -92,6 +94,7 @@ class Campaign:
         self.config = config
         self.strategy = config.strategy_spec
         self.pair = ModelPair(m1, m2, config.output_kinds)
+        self.m1 = m1  # the user's M1: a surprise check is fitted for its weights
         self.device = self.pair.device
         self.x, self.y = test_inputs(inputs, labels)
         self.bounds = (float(bounds[0]), float(bounds[1]))
@@ -111,6 +114,8 @@ class Campaign:
         self.clock, self.timeline = Clock(), Timeline()
         self.stop_reason: str | None = None
         self.recorder: Any = None  # captures M2's neuron values while a coverage keep rule runs
+        self.late: LateChecks | None = None  # checks scored from M1's activations (.late)
+        self.traces: Any = None  # captures M1's activations for them while the campaign runs
         self.between_steps = True  # False while a step runs: a checkpoint then would be torn
 
     def fidelity_check(self) -> Fidelity:
@@ -119,7 +124,7 @@ class Campaign:
 
     def _make_fidelity(self, spec: str) -> Fidelity:
         return make_fidelity(spec, bounds=self.bounds, device=self.device, dataset=self.dataset,
-                             train_inputs=self.train_inputs)
+                             train_inputs=self.train_inputs, model=self.m1, test_inputs=self.x)
 
     # --- setup ----------------------------------------------------------------------------
 
@@ -136,6 +141,13 @@ class Campaign:
             if self.shared is None and cfg.shared_fidelity is not None and not own:
                 # (a strategy whose own check is the shared filter has applied it already)
                 self.shared = self._make_fidelity(cfg.shared_fidelity)
+            own_late = self.check if isinstance(self.check, TraceFidelity) else None
+            shared_late = self.shared if isinstance(self.shared, TraceFidelity) else None
+            if own_late is not None or shared_late is not None:
+                # scored from M1's forward pass of the mutants, between the two models (.late)
+                self.late = LateChecks(own_late, shared_late)
+                if self.late.own is not None:
+                    self.check = Deferred(self.late.own)
             self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)
             self.refs = ReferenceRows(self.check.reference(seeds.images))
             self.shared_refs = None if self.shared is None else self.shared.reference(seeds.images)
@@ -174,9 +186,11 @@ class Campaign:
         hooks = capture(self.pair.m2, layers, transform=cfg.transform_name) if values else None
         reason = "budget"
         try:
-            with self.pair.evaluating():
+            with self.pair.evaluating(), contextlib.ExitStack() as stack:
                 if hooks is not None:
-                    self.recorder = hooks.__enter__()
+                    self.recorder = stack.enter_context(hooks)
+                if self.late is not None:
+                    self.traces = stack.enter_context(self.late.capturing(self.pair.m1))
                 while not budget.exhausted(iterations=self.iterations, seconds=clock.now()):
                     left = budget.remaining_iterations(self.iterations)
                     self.between_steps = False
@@ -194,9 +208,7 @@ class Campaign:
         except KeyboardInterrupt:
             reason = "interrupted"
         finally:
-            if hooks is not None:
-                hooks.__exit__(None, None, None)
-                self.recorder = None
+            self.recorder = self.traces = None
             clock.stop()
         self.stop_reason = reason
         self.timeline.sample(clock.now(), self.progress, self.queries, force=True)
@@ -314,7 +326,7 @@ class Campaign:
             rule_usage=usage, timeline=tuple(self.timeline.samples), timings=dict(self.clock.timings),
             faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2, resumed=self.resumed,
             examples=examples(faults, rf_inputs, self.x, self.rules), evicted=self.corpus.evicted,
-            shared_rejected=self.shared_rejected,
+            shared_rejected=self.shared_rejected, trace_checks=self.late.to_dict() if self.late else {},
         )
 
 

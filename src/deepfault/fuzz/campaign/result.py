@@ -44,6 +44,9 @@ class CampaignResult:
         resumed: Checkpoints this run resumed from (0 for a fresh run).
         evicted: Queue entries whose images were evicted (the queue's capacity was reached).
         shared_rejected: Mutants that passed their strategy's own check and failed the shared filter.
+        trace_checks: The checks scored from M1's activations (the surprise checks), as they were
+            set up: ``{"own": ..., "shared": ...}`` with each one's settings and the threshold
+            it used (empty without one).
         examples: The first generated regression faults beside their seeds, for figures:
             ``seeds``, ``faults`` ``(E, C, H, W)``, ``seed_index``, ``label``, ``m2_pred``.
     """
@@ -72,6 +75,7 @@ class CampaignResult:
     examples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     evicted: int = 0
     shared_rejected: int = 0
+    trace_checks: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Everything but the arrays, JSON-ready."""
@@ -96,6 +100,7 @@ class CampaignResult:
             "resumed": self.resumed,
             "evicted": self.evicted,
             "shared_rejected": self.shared_rejected,
+            **({"trace_checks": self.trace_checks} if self.trace_checks else {}),
         }
 
     def fault_arrays(self) -> dict[str, np.ndarray]:
@@ -133,7 +138,7 @@ def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
         corpus=data["corpus"], rule_usage=data["rule_usage"], timeline=tuple(data["timeline"]),
         timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
         resumed=data.get("resumed", 0), examples=examples or {}, evicted=data.get("evicted", 0),
-        shared_rejected=data.get("shared_rejected", 0),
+        shared_rejected=data.get("shared_rejected", 0), trace_checks=data.get("trace_checks", {}),
     )
 
 

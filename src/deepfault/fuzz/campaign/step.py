@@ -3,6 +3,13 @@ checked by the strategy, filtered by the shared check, executed on both models i
 bucketed by the oracle; then the updates, in the order of the draws: the rule statistics,
 the selection counters, the keep rule, the unique failures and bans, the faults and the
 queue.
+
+With a check that reads M1's activations (:mod:`.late`: the surprise checks) the order of
+the middle changes: M1 runs on every mutant that passed the image checks, with the check's
+layers captured; the strategy's own check and then the shared filter judge them; M2 runs on
+those that passed. A mutant either check rejects is treated as one rejected before
+execution: it is no query, not ``passed``, never bucketed, recorded or queued, and a
+rejection by the own check makes it unfaithful for the rule chooser.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ...errors import DeepFaultError
 from ..fidelity.checks import ssim
 from ..mutation.diversity import ROOT_FAILURE_LIMIT, tendency_of
 from ..mutation.mcmc import gain_delta
@@ -55,9 +63,12 @@ def run_step(c: Campaign, k: int) -> bool:
         return False
     gen = c.strategy.generate(c, sel)
     c.generated += gen.made
-    ok = _shared_filter(c, sel, gen)
-    c.clock.tick("check")
-    ex = _execute(c, gen, ok)
+    if c.late is None:
+        ok = _shared_filter(c, sel, gen)
+        c.clock.tick("check")
+        ex = _execute(c, gen, ok)
+    else:
+        ex = _execute_late(c, sel, gen)
     c.clock.tick("execute")
     _update(c, sel, gen, ex)
     c.iterations += len(sel)
@@ -90,6 +101,52 @@ def _execute(c: Campaign, gen: Generated, ok: np.ndarray) -> Executed:
         p1 = p2 = np.zeros((0, c.num_classes), dtype=np.float32)
         values = None
     ex = Executed(exe, xe, p1, p2, values, c.queries)
+    c.queries += len(exe)
+    c.passed += len(exe)
+    return ex
+
+
+def _execute_late(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
+    """M1 on the mutants that passed the image checks, the trace checks on its activations (own
+    check first, then the shared filter), M2 on those that passed (module docstring).
+    """
+    late = c.late
+    assert late is not None
+    rows = np.flatnonzero(gen.ok)
+    x = gen.mutants[torch.as_tensor(rows, device=c.device)]
+    if len(rows) == 0:
+        return _execute(c, gen, gen.ok)
+    p1, ats = c.pair.run_m1(x, c.traces, c.recorder)
+    c.clock.tick("execute")
+    layout = c.traces.layout if c.traces is not None else None
+    if ats is None:
+        raise DeepFaultError("the campaign's trace check needs M1's activations; run it with Campaign.run")
+    pred = p1.argmax(axis=1)
+    keep = np.ones(len(rows), dtype=bool)
+    if late.own is not None:
+        passed = late.check(late.own, ats, pred, layout).passed.cpu().numpy()
+        gen.ok[rows[~passed]] = False  # unfaithful, as if the own check had run before M1
+        keep &= passed
+    if c.shared is not None and keep.any():
+        r = np.flatnonzero(keep)
+        if late.shared is not None:
+            r_t = torch.as_tensor(r, device=ats.device)
+            passed = late.check(late.shared, ats[r_t], pred[r], layout).passed.cpu().numpy()
+        else:
+            assert c.shared_refs is not None
+            roots = c.corpus.static["root"][sel][gen.owner[rows[r]]]
+            ref = c.shared_refs[torch.as_tensor(roots, device=c.shared_refs.device)]
+            passed = c.shared.passes(x[torch.as_tensor(r, device=c.device)], ref).cpu().numpy()
+        c.shared_rejected += int((~passed).sum())
+        keep[r[~passed]] = False
+    c.clock.tick("check")
+    exe, k_t = rows[keep], torch.as_tensor(np.flatnonzero(keep), device=c.device)
+    xe = x[k_t]
+    if len(exe):
+        p2, values = c.pair.run_m2(xe, c.recorder, c.traces)
+    else:
+        p2, values = np.zeros((0, c.num_classes), dtype=np.float32), None
+    ex = Executed(exe, xe, p1[keep], p2, values, c.queries)
     c.queries += len(exe)
     c.passed += len(exe)
     return ex

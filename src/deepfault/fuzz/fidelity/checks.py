@@ -14,6 +14,11 @@ from). The fuzzing loop computes the roots' reference once and passes each mutan
 | ``ssim`` or ``ssim:T`` | mean SSIM to its root (Gaussian 11, sigma 1.5, true range) | ``>= T`` (0.99) |
 | ``ssim-compat`` | the published code's SSIM (below) | ``score >= 0.99``; 50 tries |
 | ``none`` | 1 | always (for measurement) |
+| ``dsa``, ``dsa:T``, ``lsa...``, ``mdsa...`` | M1's surprise adequacy (:mod:`.surprise`) | ``<= T`` |
+
+The surprise checks are :class:`TraceFidelity`: scored from the activation traces of M1's
+forward pass, which a campaign runs anyway, so they are applied after M1 has run and before
+M2 runs (:mod:`deepfault.fuzz.campaign.step`), where the others are applied before either.
 
 ``ssim-compat`` reproduces the published DRFuzz code's SSIM path, a compatibility mode,
 never the default: scikit-image's ``structural_similarity`` defaults (uniform 7x7 window,
@@ -56,6 +61,8 @@ __all__ = [
     "make_fidelity",
     "register_fidelity",
     "list_fidelities",
+    "TraceFidelity",
+    "check_fidelity_spec",
     "ssim",
     "SSIM_THRESHOLD",
     "SSIMCompatFidelity",
@@ -76,15 +83,39 @@ COMPAT_RANGE_PER_255 = 65535.0 / 255.0
 #: Tries per mutant slot of the published SSIM path.
 COMPAT_TRIES = 50
 
-#: Factories ``factory(arg: str | None, *, bounds, device, dataset) -> Fidelity`` by name.
+#: Factories ``factory(arg: str | None, *, bounds, device, dataset, train_inputs, model,
+#: test_inputs) -> Fidelity`` by name (a factory takes ``**_`` for what it does not use).
 FIDELITIES: Registry[Callable[..., Fidelity]] = Registry("fidelity check")
+#: Per name, a function that checks a spec's argument without doing any work (raises).
+_ARG_CHECKS: dict[str, Callable[[str | None], object]] = {}
 
 
-def register_fidelity(name: str):
-    """Decorator registering ``factory(arg, *, bounds, device, dataset) -> Fidelity`` as
+def register_fidelity(name: str, *, check_arg: Callable[[str | None], object] | None = None):
+    """Decorator registering ``factory(arg, *, bounds, device, dataset, ...) -> Fidelity`` as
     ``name``; ``arg`` is what follows the first ``:`` of the spec (``None`` without one).
+    ``check_arg(arg)``, if given, raises :class:`~deepfault.errors.DeepFaultError` for a bad
+    argument without doing any work (:func:`check_fidelity_spec`).
     """
-    return FIDELITIES.register(name)
+    def add(factory):
+        FIDELITIES.register(name, factory)
+        if check_arg is not None:
+            _ARG_CHECKS[name] = check_arg
+        return factory
+
+    return add
+
+
+def check_fidelity_spec(spec: str) -> None:
+    """Raise for a spec whose check is unknown or whose argument its check refuses (for the
+    checks that registered an argument checker), before anything is loaded or fitted.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise DeepFaultError(f"fidelity must be a string such as 'ssim' or 'dsa:0.9'; got {spec!r}")
+    name, sep, arg = spec.partition(":")
+    name = name.strip().lower()
+    FIDELITIES.get(name)
+    if name in _ARG_CHECKS:
+        _ARG_CHECKS[name](arg if sep else None)
 
 
 def list_fidelities() -> list[str]:
@@ -105,9 +136,9 @@ class FidelityCheck:
     """The outcome of checking a batch of mutants.
 
     Attributes:
-        scores: ``(B,)`` float scores (SSIM, or the discriminator's output).
-        limits: ``(B,)`` what each score had to reach.
-        passed: ``(B,)`` bool, ``scores >= limits``.
+        scores: ``(B,)`` float scores (SSIM, the discriminator's output, a surprise adequacy).
+        limits: ``(B,)`` what each score had to reach (a surprise adequacy: not exceed).
+        passed: ``(B,)`` bool, ``scores >= limits`` (a surprise adequacy: ``scores <= limits``).
     """
 
     scores: torch.Tensor
@@ -180,6 +211,30 @@ class Fidelity(ABC):
     def to_dict(self) -> dict:
         """The check's name and settings, for results and stores."""
         return {"name": self.name, "bounds": list(self.bounds)}
+
+
+class TraceFidelity(Fidelity):
+    """A fidelity check scored from a model's activation traces (M1's, in a campaign) instead
+    of the images: a campaign captures :attr:`layers` (under :attr:`transform`) during the
+    forward pass of M1 that the oracle runs anyway and calls :meth:`check_traces`, so the
+    check costs no forward pass. :meth:`check` (inputs of any shape) runs the model itself.
+    """
+
+    @property
+    @abstractmethod
+    def layers(self) -> tuple[str, ...]:
+        """The layers whose traces :meth:`check_traces` takes, in order."""
+
+    @property
+    @abstractmethod
+    def transform(self) -> str:
+        """The neuron value transform of those traces (:data:`deepfault.core.capture.TRANSFORMS`)."""
+
+    @abstractmethod
+    def check_traces(self, ats: torch.Tensor, classes) -> FidelityCheck:
+        """The outcome for ``(B, M)`` activation traces of inputs the model assigns to ``classes``
+        (``(B,)`` ints).
+        """
 
 
 # --- SSIM ---------------------------------------------------------------------------------
@@ -322,15 +377,21 @@ class SSIMFidelity(Fidelity):
         return {**super().to_dict(), "threshold": self.threshold, "window": SSIM_WINDOW, "sigma": SSIM_SIGMA}
 
 
-@register_fidelity("ssim")
+def _ssim_threshold(arg: str | None) -> float:
+    if not arg:
+        return SSIM_THRESHOLD
+    try:
+        threshold = float(arg)
+    except ValueError:
+        threshold = math.nan
+    if not 0 < threshold <= 1:  # NaN fails too
+        raise DeepFaultError(f"the SSIM threshold in 'ssim:{arg}' must be a number in (0, 1]")
+    return threshold
+
+
+@register_fidelity("ssim", check_arg=_ssim_threshold)
 def _make_ssim(arg: str | None, *, bounds, device="cpu", **_) -> SSIMFidelity:
-    threshold = SSIM_THRESHOLD
-    if arg:
-        try:
-            threshold = float(arg)
-        except ValueError:
-            raise DeepFaultError(f"the SSIM threshold in 'ssim:{arg}' must be a number in (0, 1]") from None
-    return SSIMFidelity(bounds=bounds, threshold=threshold, device=device)
+    return SSIMFidelity(bounds=bounds, threshold=_ssim_threshold(arg), device=device)
 
 
 class SSIMCompatFidelity(SSIMFidelity):
@@ -508,18 +569,22 @@ def _make_discriminator(arg: str | None, *, bounds, device="cpu", dataset=None, 
 
 
 def make_fidelity(spec: str, *, bounds: tuple[float, float], device: torch.device | str = "cpu",
-                  dataset: str | None = None, train_inputs=None) -> Fidelity:
+                  dataset: str | None = None, train_inputs=None, model: nn.Module | None = None,
+                  test_inputs=None) -> Fidelity:
     """The fidelity check that ``spec`` names.
 
     Args:
         spec: ``"discriminator"`` (the data set's cached one), ``"discriminator:FILE"``,
-            ``"ssim"``, ``"ssim:T"`` (threshold ``T``), ``"ssim-compat"`` or ``"none"``; the part
+            ``"ssim"``, ``"ssim:T"`` (threshold ``T``), ``"ssim-compat"``, ``"none"``, or a
+            surprise check (``"dsa"``, ``"dsa:T"``, ``"lsa:pQ"``, ... : :mod:`.surprise`); the part
             after the first ``:`` is the check's argument.
         bounds: The data's pixel range ``(lo, hi)``.
         device: Where the check computes.
         dataset: The fuzzed data set's name: which cached discriminator ``"discriminator"``
             means, and a warning for one trained on another data set.
-        train_inputs: Unused by the built-in checks (a plug-in may fit itself on them).
+        train_inputs: The training split (the surprise checks fit on it; a plug-in may too).
+        model: M1 (the surprise checks score its activations).
+        test_inputs: Realistic inputs (the surprise checks' percentile thresholds read their scores).
 
     Returns:
         A :class:`Fidelity`.
@@ -540,4 +605,4 @@ def make_fidelity(spec: str, *, bounds: tuple[float, float], device: torch.devic
     name, sep, arg = spec.partition(":")
     factory = FIDELITIES.get(name.strip().lower())
     return factory(arg if sep else None, bounds=bounds, device=device, dataset=dataset,
-                   train_inputs=train_inputs)
+                   train_inputs=train_inputs, model=model, test_inputs=test_inputs)
