@@ -54,12 +54,9 @@ from torch import nn
 from ...core.batches import iterate_batches
 from ...core.capture import as_tensor
 from ...coverage.surprise import (
-    FORMAT,
     SURPRISE_KINDS,
     Surprise,
-    fit_surprise,
     load_surprise,
-    save_surprise,
 )
 from ...errors import DeepFaultError
 from .checks import FidelityCheck, TraceFidelity, register_fidelity
@@ -268,9 +265,9 @@ class SurpriseFidelity(TraceFidelity):
 
 def surprise_cache_dir() -> Path:
     """``$DEEPFAULT_CACHE/surprise`` (else the user cache directory's)."""
-    from ..._io import user_cache_dir
+    from ...coverage.surprise_cache import _user_folder
 
-    return user_cache_dir() / "surprise"
+    return _user_folder()
 
 
 def _data_hash(x) -> str:
@@ -293,7 +290,8 @@ def cached_surprise(model: nn.Module, train_inputs, *, cache: bool | str | os.Pa
                     progress: bool = False) -> Surprise:
     """:func:`~deepfault.coverage.surprise.fit_surprise` of ``model`` on ``train_inputs`` with
     the defaults (the layer before the logits, raw values, classes by prediction), read from
-    the cache when it was fitted before.
+    the one cache of fitted states (:func:`~deepfault.coverage.surprise_cache.cached_surprise`,
+    which ``run`` and ``xplore`` share) when it was fitted before.
 
     Args:
         model: M1.
@@ -304,32 +302,14 @@ def cached_surprise(model: nn.Module, train_inputs, *, cache: bool | str | os.Pa
     Raises:
         DeepFaultError: No training inputs (the message names the way round: a state file).
     """
-    from ...coverage.profile import model_hash
+    from ...coverage.surprise_cache import cached_surprise as shared
 
     if train_inputs is None or len(train_inputs) == 0:
         raise DeepFaultError("the surprise check fits on the data set's training split, and there is none; "
                              "fit a state on other realistic inputs (deepfault.coverage.fit_surprise, "
                              "save_surprise) and give it as 'dsa:T:FILE'")
     folder = _folder(cache)
-    path = None
-    if folder is not None:
-        key = json.dumps([CACHE_VERSION, FORMAT, model_hash(model), "default-layer", "raw", "predictions",
-                          _data_hash(train_inputs)])
-        path = folder / f"sa-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
-        if path.is_file():
-            try:
-                return load_surprise(path)
-            except DeepFaultError as err:
-                log.warning("cached surprise state %s unreadable (%s); fitting again", path, err)
-    log.info("fitting M1's surprise state on %d training inputs (once%s)", len(train_inputs),
-             f"; cached in {folder}" if folder is not None else "")
-    state = fit_surprise(model, train_inputs, progress=progress)
-    if path is not None:
-        try:
-            save_surprise(state, path)
-        except OSError as err:  # a read-only cache costs a refit next time, nothing else
-            log.warning("cannot cache the surprise state in %s (%s)", path, err)
-    return state
+    return shared(model, train_inputs, cache_dir=folder, progress=progress).surprise
 
 
 def reference_scores(state: Surprise, model: nn.Module, test_inputs, kind: str, *,
