@@ -527,7 +527,7 @@ def test_another_model_or_other_layers_are_refused(model_and_data):
     with pytest.raises(DeepFaultError, match="fitted for another model"):
         surprise_scores(other, x[:5], s)
     wrong_size = dataclasses.replace(s, sizes=(7,), ats=np.zeros((400, 7), np.float32))
-    with pytest.raises(DeepFaultError, match="fitted on other layers"):
+    with pytest.raises(DeepFaultError, match="fitted for other layers"):
         surprise_scores(model, x[:5], wrong_size)
     wrong_name = dataclasses.replace(s, layers=("fc1",), sizes=(6,))
     with pytest.raises(DeepFaultError, match="other layers"):

@@ -65,6 +65,46 @@ def model_hash(model: nn.Module) -> str:
     return fingerprint(model, length=64)
 
 
+def check_same_model(what: str, fitted_hash: str, model: nn.Module, fix: str) -> None:
+    """Raise unless ``model``'s weights hash to ``fitted_hash``: the one check of every state
+    fitted for a model (a profile, a surprise state). ``what`` reads "the profile was computed".
+    """
+    mine = model_hash(model)
+    if mine != fitted_hash:
+        raise DeepFaultError(f"{what} for another model (weights sha256 {fitted_hash[:12]}..., this model "
+                             f"{mine[:12]}...); {fix}")
+
+
+def check_same_layers(what: str, layers: Sequence[str], sizes: Sequence[int], layout: NeuronLayout,
+                      fix: str) -> None:
+    """Raise unless ``layout`` has these layers and sizes (``what`` as :func:`check_same_model`)."""
+    have = tuple((la.name, la.size) for la in layout.layers)
+    want = tuple(zip(layers, sizes, strict=True))
+    if have != want:
+        def show(pairs):
+            return ", ".join(f"{n}[{s}]" for n, s in pairs)
+        raise DeepFaultError(f"{what} for other layers ({show(want)}) than these ({show(have)}); {fix}")
+
+
+def selection_arrays(selection: str | tuple[str, ...] | None) -> dict[str, np.ndarray]:
+    """The ``layers`` argument a state was fitted with, as two ``.npz`` fields."""
+    return {
+        "selection_kind": np.array("none" if selection is None else
+                                   "name" if isinstance(selection, str) else "list"),
+        "selection": np.array([] if selection is None else
+                              [selection] if isinstance(selection, str) else list(selection), dtype=str),
+    }
+
+
+def selection_from(a: dict) -> str | tuple[str, ...] | None:
+    """The inverse of :func:`selection_arrays`, checked."""
+    kind = str(_field(a, "selection_kind", 0, "U"))
+    names = tuple(str(s) for s in _field(a, "selection", 1, "U"))
+    if kind not in ("none", "name", "list") or (kind == "name" and len(names) != 1):
+        raise ValueError(f"field 'selection_kind' must be none, name or list; got {kind!r}")
+    return None if kind == "none" else names[0] if kind == "name" else names
+
+
 @dataclass(frozen=True, eq=False)
 class Profile:
     """Each neuron's statistics on the training data.
@@ -116,13 +156,9 @@ class Profile:
 
     def check_model(self, model: nn.Module) -> None:
         """Raise unless ``model`` has the weights the profile was computed with."""
-        mine = model_hash(model)
-        if mine != self.model_hash:
-            raise DeepFaultError(
-                f"the profile was computed for another model (weights sha256 {self.model_hash[:12]}..., "
-                f"this model {mine[:12]}...); compute a profile for this model with "
-                "'deepfault coverage profile' (compute_profile)"
-            )
+        check_same_model("the profile was computed", self.model_hash, model,
+                         "compute a profile for this model with 'deepfault coverage profile' "
+                         "(compute_profile)")
 
     def check_transform(self, transform: str) -> None:
         if transform != self.transform:
@@ -133,15 +169,8 @@ class Profile:
 
     def check_layout(self, layout: NeuronLayout) -> None:
         """Raise unless ``layout`` has the profile's layers and sizes."""
-        have = tuple((la.name, la.size) for la in layout.layers)
-        want = tuple(zip(self.layers, self.sizes, strict=True))
-        if have != want:
-            def show(pairs):
-                return ", ".join(f"{n}[{s}]" for n, s in pairs)
-            raise DeepFaultError(
-                f"the profile was computed for other layers ({show(want)}) than these ({show(have)}); "
-                "use the profile's --layers or compute a profile for these layers"
-            )
+        check_same_layers("the profile was computed", self.layers, self.sizes, layout,
+                          "use the profile's --layers or compute a profile for these layers")
 
     # ------------------------------------------------------------------ output
 
@@ -182,10 +211,7 @@ class Profile:
             "model_hash": np.array(self.model_hash),
             "count": np.array(self.count, dtype=np.int64),
             "low": self.low, "high": self.high, "mean": self.mean, "std": self.std,
-            "selection_kind": np.array("none" if selection is None else
-                                       "name" if isinstance(selection, str) else "list"),
-            "selection": np.array([] if selection is None else
-                                  [selection] if isinstance(selection, str) else list(selection), dtype=str),
+            **selection_arrays(selection),
         }
         path = Path(path)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
@@ -251,11 +277,7 @@ def _profile_from(a: dict) -> Profile:
         raise ValueError("field 'count' must be >= 1")
     transform = str(_field(a, "transform", 0, "U"))
     check_transform(transform)
-    kind = str(_field(a, "selection_kind", 0, "U"))
-    names = tuple(str(s) for s in _field(a, "selection", 1, "U"))
-    if kind not in ("none", "name", "list") or (kind == "name" and len(names) != 1):
-        raise ValueError(f"field 'selection_kind' must be none, name or list; got {kind!r}")
-    selection = None if kind == "none" else names[0] if kind == "name" else names
+    selection = selection_from(a)
     return Profile(tuple(str(n) for n in layers_a), sizes, transform, str(_field(a, "model_hash", 0, "U")),
                    int(count), selection=selection, **stats)
 

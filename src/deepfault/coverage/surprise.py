@@ -67,7 +67,15 @@ from .._io import atomic_path
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
 from ..errors import DeepFaultError
-from .profile import _field, _module, model_hash
+from .profile import (
+    _field,
+    _module,
+    check_same_layers,
+    check_same_model,
+    model_hash,
+    selection_arrays,
+    selection_from,
+)
 
 __all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
            "parse_kinds", "save_surprise", "surprise_coverage",
@@ -188,22 +196,12 @@ class Surprise:
 
     def check_model(self, model: nn.Module) -> None:
         """Raise unless ``model`` has the weights the state was fitted with."""
-        mine = model_hash(model)
-        if mine != self.model_hash:
-            raise DeepFaultError(
-                f"the surprise state was fitted for another model (weights sha256 {self.model_hash[:12]}..., "
-                f"this model {mine[:12]}...); fit one for this model with 'deepfault coverage surprise' "
-                "(fit_surprise)"
-            )
+        check_same_model("the surprise state was fitted", self.model_hash, model,
+                         "fit one for this model with 'deepfault coverage surprise' (fit_surprise)")
 
     def check_layout(self, layout: NeuronLayout) -> None:
-        have = tuple((la.name, la.size) for la in layout.layers)
-        want = tuple(zip(self.layers, self.sizes, strict=True))
-        if have != want:
-            raise DeepFaultError(
-                f"the surprise state was fitted on other layers ({_show(want)}) than these ({_show(have)}); "
-                "use its layers or fit it again"
-            )
+        check_same_layers("the surprise state was fitted", self.layers, self.sizes, layout,
+                          "use its layers or fit it again")
 
     def to_dict(self) -> dict:
         """A summary (no per-input arrays) for result files."""
@@ -375,10 +373,6 @@ class Surprise:
             idx = bc.order[_nearest(q, bc.train, bc.sq, others)]
             cache[rows] = _exact(self._raw(rows, device), self._raw(idx, device))
         return cache[index]
-
-
-def _show(pairs) -> str:
-    return ", ".join(f"{n}[{s}]" for n, s in pairs)
 
 
 def _check_settings(var_threshold, max_features, grouping) -> None:
@@ -689,8 +683,7 @@ def save_surprise(surprise: Surprise, path: str | os.PathLike) -> Path:
         "grouping": np.array(surprise.grouping),
         "var_threshold": np.array(np.nan if surprise.var_threshold is None else surprise.var_threshold),
         "max_features": np.array(surprise.max_features or 0, dtype=np.int64),
-        "selection_kind": np.array("none" if sel is None else "name" if isinstance(sel, str) else "list"),
-        "selection": np.array([] if sel is None else [sel] if isinstance(sel, str) else list(sel), dtype=str),
+        **selection_arrays(sel),
     }
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
@@ -741,12 +734,8 @@ def _surprise_from(a: dict) -> Surprise:
     check_transform(transform)
     vt = float(_field(a, "var_threshold", 0, "f"))
     mf = int(_field(a, "max_features", 0, "iu"))
-    kind = str(_field(a, "selection_kind", 0, "U"))
-    names = tuple(str(s) for s in _field(a, "selection", 1, "U"))
-    if kind not in ("none", "name", "list") or (kind == "name" and len(names) != 1):
-        raise ValueError(f"field 'selection_kind' must be none, name or list; got {kind!r}")
     return Surprise(
         tuple(str(n) for n in layers_a), sizes, transform, str(_field(a, "model_hash", 0, "U")), num_classes,
         ats, classes, grouping=str(_field(a, "grouping", 0, "U")),
         var_threshold=None if math.isnan(vt) else vt, max_features=mf or None,
-        selection=None if kind == "none" else names[0] if kind == "name" else names)
+        selection=selection_from(a))
