@@ -99,6 +99,16 @@ def train_pair(folder: Path, d: dict, seed: int) -> dict:
                    "test": _accuracy(m, d["test"], d["y_test"])} for name, m in (("m1", m1), ("m2", m2))}
 
 
+def _seconds_to(timeline: list, final: int) -> dict:
+    """Elapsed seconds at which #URF first reached 50%, 90% and 100% of its final value (with two
+    classes each seed has at most one unique fault, so #URF saturates: time to it is the yield)."""
+    out = {}
+    for share in (0.5, 0.9, 1.0):
+        hit = [t["elapsed"] for t in timeline if t["urf"] >= share * final]
+        out[f"{share:.0%}"] = round(hit[0], 2) if hit and final else None
+    return out
+
+
 def campaign(folder: Path, fidelity: str, seconds: float) -> dict:
     stem = "c-" + fidelity.replace(":", "_")
     argv = ["regress", "--m1", str(folder / "m1.pt"), "--m2", str(folder / "m2.pt"),
@@ -123,7 +133,8 @@ def campaign(folder: Path, fidelity: str, seconds: float) -> dict:
         "load_after": _load(), "iterations": result["iterations"], "generated": result["generated"],
         "executed": result["queries"], "rf": m["rf"], "urf": m["urf"], "seeds_with_fault": m["seeds"],
         "urf_per_min": round(60 * m["urf"] / secs, 1) if secs else None,
-        "seconds_to_first_rf": m.get("seconds_to_first_rf"), "timeline": result.get("timeline", [])[-1:],
+        "seconds_to_first_rf": m.get("seconds_to_first_rf"),
+        "seconds_to_urf": _seconds_to(result.get("timeline", []), m["urf"]),
         "rf_per_min": round(60 * m["rf"] / secs, 1) if secs else None,
         "mutants_per_second": round(result["generated"] / secs, 0) if secs else None,
         "rule_usage": {r: u["selected"] for r, u in result["rule_usage"].items()},
