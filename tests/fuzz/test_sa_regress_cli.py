@@ -64,14 +64,15 @@ def test_regress_with_dsa_writes_faults_that_pass_it(files, capsys):
     assert (fid.check(torch.from_numpy(faults)).scores <= own["threshold"] + 1e-6).all()
 
 
-def test_a_tabular_data_set_stops_at_the_mutation_rules_before_the_store(tmp_path, capsys):
-    """What blocks ``regress --fidelity dsa`` on vectors is not the filter (it scores vectors:
-    tests/fuzz/fidelity) but the mutation rules, which take images."""
+def test_a_tabular_data_set_runs_with_dsa_and_refuses_image_only_checks_before_the_store(tmp_path, capsys):
+    """Vectors have their own mutation rules now (tests/fuzz/test_regress_vectors_cli.py); what
+    stops a tabular campaign before the store is an image-only check."""
     d = save_band_files(tmp_path, tabular=True)
-    assert main(_args(d, store="tab.sqlite")) == 2
+    assert main(_args(d, store="tab.sqlite", fidelity="ssim")) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("deepfault: error: regression fuzzing mutates images: inputs must have shape "
-                   "(N, C, H, W); got shape (8, 64)")
+    assert err.startswith("deepfault: error: --fidelity 'ssim' judges images only and the inputs are vectors")
     assert not (d / "tab.sqlite").exists()
-    with pytest.raises(Exception, match="mutates images"):
-        regress(d / "m1.pt", d / "m2.pt", dataset=str(d / "data.npz"), fidelity="dsa:0.5", budget="5it")
+    out = regress(d / "m1.pt", d / "m2.pt", dataset=str(d / "data.npz"), fidelity="dsa:p90", budget="10it",
+                  batch=5)
+    assert out.result.iterations == 10
+    assert out.result.config.fidelity == "dsa:p90"

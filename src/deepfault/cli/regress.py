@@ -11,9 +11,10 @@ from ..experiment.results import dataset_record, model_record, result_document, 
 from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig
 from ..fuzz.campaign.metrics import compare_campaigns
 from ..fuzz.campaign.strategies import STRATEGIES
-from ..fuzz.fidelity import check_fidelity_spec
+from ..fuzz.fidelity import check_fidelity_inputs, check_fidelity_spec, default_fidelity
 from ..fuzz.figures import fault_grid
 from ..fuzz.mutation.mcmc import CHOOSERS
+from ..fuzz.mutation.rules import input_kind
 from ..fuzz.regress import faults_paths, load_pair, progress_line, regress
 from ..fuzz.report import campaign_page, metrics_table
 from ._common import (
@@ -59,8 +60,10 @@ def add_parser(sub) -> None:
     p.add_argument("--strategy", default="drfuzz", choices=[*STRATEGIES.names(), "both"],
                    help="fuzzing strategy; 'both' runs drfuzz and deephunter one after the other under the "
                    "same budget and one shared fidelity filter, and compares them")
-    p.add_argument("--fidelity", default="discriminator", metavar="SPEC",
-                   help="DRFuzz's fidelity check: 'discriminator' (the data set's, trained on first use for "
+    p.add_argument("--fidelity", default=None, metavar="SPEC",
+                   help="DRFuzz's fidelity check (default: 'discriminator' for images, 'mdsa' for vectors "
+                   "(N, F) and sequences (N, C, L)): 'discriminator' (the data set's, trained on first use "
+                   "for "
                    "mnist and fashion-mnist and cached), 'discriminator:FILE' ('deepfault gan train'), "
                    "'ssim' "
                    "or 'ssim:T' (SSIM >= T, default 0.99, with the data's true range), 'ssim-compat' (a "
@@ -70,7 +73,8 @@ def add_parser(sub) -> None:
                    "percentile of the test inputs' DSA), 'dsa:T' (DSA <= T), 'dsa:pQ' (the Q-th "
                    "percentile), 'dsa:T:FILE' or 'dsa::FILE' (a saved surprise state instead of the "
                    "cached fit), and the same with 'lsa' or 'mdsa'; scored from M1's forward pass of each "
-                   "mutant, no extra model")
+                   "mutant, no extra model; or 'linf:T' (every element within T of the seed, in the data's "
+                   "units; default 10%% of the range). SSIM and the discriminator take images only")
     p.add_argument("--shared-fidelity", default=None, metavar="SPEC",
                    help="one filter applied on top of each strategy's own check to every executed mutant "
                    "(DeepHunter's affine ones included), same specs as --fidelity (default: none; with "
@@ -157,11 +161,15 @@ def _cmd_regress(args) -> int:
         if not Path(path).exists() and not Path(f"{path}.json").is_file():  # a Keras stem has a .json
             raise DeepFaultError(f"model file {path!r} ({flag}) does not exist; check the path")
     budget = args.budget  # a Budget, parsed once by the preflight
-    shared = args.shared_fidelity or (args.fidelity if args.strategy == "both" else None)
     device = device_from(args.device)
     # The pair is prepared once, here (--threads auto sees the models' size), and every campaign takes it.
     p1, p2, data = load_pair(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, arch=args.arch,
                              trust_pickle=args.trust_pickle)
+    kind = input_kind(1 + len(data.input_shape))
+    fidelity = args.fidelity or default_fidelity(kind)  # no discriminator for vectors and sequences
+    check_fidelity_inputs(fidelity, kind, option="--fidelity")
+    check_fidelity_inputs(args.shared_fidelity, kind, option="--shared-fidelity")
+    shared = args.shared_fidelity or (fidelity if args.strategy == "both" else None)
     threads = apply_threads(args.threads, [p1.module, p2.module], device)
     live = not args.no_progress and sys.stderr.isatty()
     last = [0.0]
@@ -184,7 +192,7 @@ def _cmd_regress(args) -> int:
         config = CampaignConfig(
             strategy=strategy, budget=budget, batch=args.inputs_per_step, seed=args.seed,
             chooser=args.chooser,
-            fidelity=args.fidelity, criterion=args.criterion,
+            fidelity=fidelity, criterion=args.criterion,
             criterion_params=tuple(sorted(_criterion_params(args).items())),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,

@@ -13,7 +13,53 @@ import numpy as np
 
 from ..experiment.report import new_figure, save_figure
 
-__all__ = ["fault_grid", "plot_rule_usage", "plot_timeline"]
+__all__ = ["fault_grid", "plot_rule_usage", "plot_timeline", "seed_fault_lines"]
+
+
+def seed_fault_lines(
+    seeds: np.ndarray,
+    faults: np.ndarray,
+    path: str | os.PathLike,
+    *,
+    bounds: Sequence[float] = (0.0, 1.0),
+    titles: Sequence[str] | None = None,
+    title: str | None = None,
+    columns: int = 3,
+) -> Path:
+    """A PNG with one small line plot per fault: the seed (grey) and the fault (red) over the
+    elements of the input (a vector's features; a sequence's channels one after the other).
+
+    Args:
+        seeds: ``(N, F)`` or ``(N, C, L)`` the faults' root seeds.
+        faults: The faults, of the same shape.
+        path: The PNG (written atomically).
+        bounds: The data's range (the y limits).
+        titles: One title per fault.
+        title: Figure title.
+        columns: Panels per row.
+    """
+    seeds, faults = (np.asarray(a, dtype=np.float64).reshape(len(a), -1) for a in (seeds, faults))
+    n = len(faults)
+    cols = max(1, min(columns, n))
+    rows = (n + cols - 1) // cols
+    fig = new_figure(3.2 * cols, 2.0 * rows + (0.4 if title else 0.0), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    x = np.arange(seeds.shape[1])
+    for i, ax in enumerate(axes.flat):
+        if i >= n:
+            ax.set_axis_off()
+            continue
+        ax.plot(x, seeds[i], color="0.55", linewidth=1.0, label="seed")
+        ax.plot(x, faults[i], color="tab:red", linewidth=1.0, label="fault")
+        ax.set_ylim(float(bounds[0]), float(bounds[1]))
+        ax.tick_params(labelsize=7)
+        if titles is not None:
+            ax.set_title(titles[i], fontsize=8)
+        if i == 0:
+            ax.legend(fontsize=7, loc="upper right")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return save_figure(fig, Path(path))
 
 
 def fault_grid(
@@ -29,11 +75,12 @@ def fault_grid(
     title: str | None = None,
 ) -> Path | None:
     """A PNG of regression faults beside their seeds and their difference, with colour bars:
-    ``seed (label) | fault (M1 label, M2 y2) | fault - seed``.
+    ``seed (label) | fault (M1 label, M2 y2) | fault - seed``; for vectors and sequences, one
+    line plot per fault of the seed and the fault over the elements (:func:`seed_fault_lines`).
 
     Args:
-        seeds: ``(N, C, H, W)`` the faults' root seeds.
-        faults: ``(N, C, H, W)`` the faults (the first ``N`` shown).
+        seeds: ``(N, C, H, W)`` the faults' root seeds (or ``(N, F)``, ``(N, C, L)``).
+        faults: Of the same shape, the faults (the first ``N`` shown).
         labels: Each fault's label (what M1 predicts).
         m2_preds: What M2 predicts.
         path: The PNG (written atomically).
@@ -50,6 +97,11 @@ def fault_grid(
         fig = new_figure(4.0, 1.0)
         fig.text(0.5, 0.5, "no regression fault", ha="center", va="center")
         return save_figure(fig, Path(path))
+    if np.asarray(faults).ndim != 4:  # vectors and sequences: line plots, not images
+        return seed_fault_lines(
+            seeds, faults, path, bounds=bounds, title=title,
+            titles=[f"seed: {name(int(a))} -> M2 {name(int(b))}"
+                    for a, b in zip(labels, m2_preds, strict=True)])
     return difference_grid(
         seeds, faults, path, bounds=bounds, columns=min(columns, 3), labels=("seed", "fault"),
         before_titles=[f"seed: {name(int(c))}" for c in labels],

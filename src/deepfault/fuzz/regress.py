@@ -37,6 +37,8 @@ from ..models.prepare import PreparedModel, model_label, native_shape, prepare_m
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
 from .campaign.seeds import test_inputs
+from .fidelity.checks import check_fidelity_inputs, default_fidelity
+from .mutation.rules import input_kind
 
 __all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
 
@@ -53,9 +55,9 @@ class RegressOutcome:
             and the data).
         cell: The campaign's id in the store.
         store: The store's path (``None`` without one).
-        seed_inputs: ``(R, C, H, W)`` the root seed of each regression fault (for figures).
+        seed_inputs: ``(R, *input_shape)`` the root seed of each regression fault (for figures).
         class_names: The data set's class names.
-        bounds: The data's pixel range.
+        bounds: The data's range.
         names: How reports name M1 and M2 (their file names, else ``M1``, ``M2``).
     """
 
@@ -179,12 +181,15 @@ def regress(
         arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         config: A :class:`~.campaign.CampaignConfig`; ``settings`` (``budget``, ``strategy``,
-            ``batch``, ``seed``, ``fidelity``, ...) replace its fields.
+            ``batch``, ``seed``, ``fidelity``, ...) replace its fields. Without either ``config``
+            or a ``fidelity`` setting, vectors and sequences get their default check
+            (:func:`~.fidelity.checks.default_fidelity`: ``mdsa``), images the discriminator.
         **settings: :class:`~.campaign.CampaignConfig` fields that replace ``config``'s.
 
     Returns:
         A :class:`RegressOutcome`.
     """
+    auto_fidelity = config is None and "fidelity" not in settings  # the default of the data's kind
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
     device = check_device(device)
@@ -201,6 +206,9 @@ def regress(
                                  trust_pickle=trust_pickle)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
+    kind = input_kind(1 + len(data.input_shape))
+    if auto_fidelity and kind != "image":  # no discriminator for vectors and sequences
+        config = replace(config, fidelity=default_fidelity(kind))
     names = (p1.name or "M1", p2.name or "M2")
     model1, model2 = p1.to(device).module, p2.to(device).module
     check_pair(model1, model2, data, config)  # before the store is opened or created
@@ -223,12 +231,16 @@ def regress(
 
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:
-    """Refuse, on a few test inputs, inputs that are not images (the mutation rules need them),
-    models that compute NaN or infinite outputs, that have different numbers of classes, or
+    """Refuse, on a few test inputs, inputs that are not images, sequences or vectors (the
+    mutation rules need them), an image-only check for other inputs, models that compute NaN
+    or infinite outputs, that have different numbers of classes, or
     whose layers the criterion cannot read.
     """
     sample = data.x_test[:8]
-    test_inputs(sample, data.y_test[:8])  # 'regression fuzzing mutates images': before the store, too
+    x, _ = test_inputs(sample, data.y_test[:8])  # images, sequences or vectors: before the store, too
+    kind = input_kind(x)
+    check_fidelity_inputs(config.strategy_spec.check_spec(config), kind)  # SSIM, the GAN: images only
+    check_fidelity_inputs(config.shared_fidelity, kind, option="shared fidelity")
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
     if c1 != c2:  # the campaign says the same, but only after the store is opened
         raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "

@@ -411,6 +411,13 @@ def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds)
     rules = np.asarray(list(rules) + [""] * len(keys))[rows]
     seeds = zip(np.asarray(ex["seed_index"])[rows], np.asarray(ex["label"])[rows], strict=True)
     faults = zip(np.asarray(ex["m2_pred"])[rows], rules, strict=True)
+    if np.asarray(ex["faults"]).ndim != 4:  # vectors and sequences: seed and fault as lines
+        from .figures import seed_fault_lines
+
+        return seed_fault_lines(
+            np.asarray(ex["seeds"])[rows], np.asarray(ex["faults"])[rows], path, bounds=bounds, columns=2,
+            titles=[f"seed #{int(i)} {m1}: {label(c)}; {m2}: {label(d)} ({r or 'rule unknown'})"
+                    for (i, c), (d, r) in zip(seeds, faults, strict=True)])
     return difference_grid(
         np.asarray(ex["seeds"])[rows], np.asarray(ex["faults"])[rows], path, bounds=bounds, columns=2,
         labels=("seed", "fault"),
@@ -480,10 +487,11 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
 def metrics_table(result) -> Table:
     """One campaign's metrics, one per row: what ``deepfault regress`` prints and its page shows."""
     r, m = result, result.metrics
+    images = r.rf_inputs is None or np.asarray(r.rf_inputs).ndim == 4  # SSIM is computed for images only
     rows = [
         ("#RF (regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
         ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),
-        ("#URF with SSIM to the seed >= 0.99", m.urf_ssim),
+        ("#URF with SSIM to the seed >= 0.99", m.urf_ssim if images else "n/a (images only)"),
         ("seeds M2 already gets wrong (not counted)", m.initial_rf),
         ("time to first RF (s)", fmt(m.seconds_to_first_rf, 2)),
         ("queries to first RF", fmt(m.queries_to_first_rf)),

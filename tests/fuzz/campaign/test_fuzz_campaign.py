@@ -87,8 +87,8 @@ def test_models_with_other_classes_or_input_shapes_are_refused():
         run_campaign(m1, tiny_model(0, classes=4), x, y, bounds=(0.0, 1.0), budget="5it")
     with pytest.raises(DeepFaultError, match="M2: the model cannot take inputs of shape"):
         run_campaign(m1, tiny_model(0, size=10), x, y, bounds=(0.0, 1.0), budget="5it")
-    with pytest.raises(DeepFaultError, match=r"\(N, C, H, W\)"):
-        run_campaign(m1, m1, x.flatten(1), y, bounds=(0.0, 1.0), budget="5it")
+    with pytest.raises(DeepFaultError, match=r"\(N, C, H, W\), sequences \(N, C, L\) or vectors \(N, F\)"):
+        run_campaign(m1, m1, x[..., None], y, bounds=(0.0, 1.0), budget="5it")  # rank 5
     with pytest.raises(DeepFaultError, match="unknown campaign setting"):
         run_campaign(m1, m1, x, y, bounds=(0.0, 1.0), budgett="5it")
     with pytest.raises(DeepFaultError, match="unknown fuzzing strategy"):

@@ -230,8 +230,8 @@ def test_trained_dcgan_discriminator_file_works_as_fidelity(tmp_path):
 
 def test_registry_and_bad_specs(tmp_path):
     assert {"ssim", "discriminator"} <= set(list_fidelities())
-    with pytest.raises(DeepFaultError, match="unknown fidelity check 'gan'; known: discriminator, dsa, lsa, "
-                                             "mdsa, none, ssim, ssim-compat"):
+    with pytest.raises(DeepFaultError, match="unknown fidelity check 'gan'; known: discriminator, dsa, linf, "
+                                             "lsa, mdsa, none, ssim, ssim-compat"):
         make_fidelity("gan", bounds=(0, 1))
     with pytest.raises(DeepFaultError, match="no discriminator for data set None.*"
                                              "deepfault gan train.*--fidelity"):

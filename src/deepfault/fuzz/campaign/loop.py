@@ -48,10 +48,10 @@ from torch import nn
 
 from ...core.capture import capture
 from ...errors import DeepFaultError
-from ..fidelity.checks import Fidelity, TraceFidelity, make_fidelity
+from ..fidelity.checks import Fidelity, TraceFidelity, check_fidelity_inputs, default_fidelity, make_fidelity
 from ..mutation.diversity import DiversityTable, FailureSet
 from ..mutation.mcmc import make_chooser
-from ..mutation.rules import get_rule
+from ..mutation.rules import get_rule, input_kind
 from .checkpoint import CampaignStore
 from .clock import Clock, Timeline
 from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, CampaignConfig, CampaignProgress
@@ -74,7 +74,8 @@ class Campaign:
     Args:
         m1, m2: The original and the new model (same device, same input shape and classes).
             Used in ``eval()`` mode (restored afterwards), never modified.
-        inputs: ``(N, C, H, W)`` test inputs, in the data's range ``bounds``.
+        inputs: Test inputs in the data's range ``bounds``: images ``(N, C, H, W)``, sequences
+            ``(N, C, L)`` or vectors ``(N, F)`` (each kind has its own mutation rules).
         labels: ``(N,)`` their labels.
         bounds: The data's pixel range ``(lo, hi)``.
         config: The :class:`~.config.CampaignConfig`.
@@ -100,7 +101,12 @@ class Campaign:
         self.bounds = (float(bounds[0]), float(bounds[1]))
         self.dataset, self.train_inputs, self.profile = dataset, train_inputs, profile
         self.mutants = config.mutants_per_input
-        self.rules = list(self.strategy.rules)
+        self.kind = input_kind(self.x)  # image, sequence or vector: which rules apply
+        self.rules = list(self.strategy.rules_for(self.kind))
+        if fidelity is None:  # SSIM and the discriminator judge images only
+            check_fidelity_inputs(self.strategy.check_spec(config), self.kind)
+        if shared_fidelity is None:
+            check_fidelity_inputs(config.shared_fidelity, self.kind, option="shared fidelity")
         self.rule_fns = [get_rule(r) for r in self.rules]
         self.affine = np.array([r.family == "affine" for r in self.rule_fns])
         self._fidelity, self._shared = fidelity, shared_fidelity
@@ -357,13 +363,16 @@ def run_campaign(
     Args:
         m1: The original version of a classifier.
         m2: The new version, fuzzed for regressions against ``m1``.
-        inputs: ``(N, C, H, W)`` test inputs (the seeds are those M1 gets right).
+        inputs: Test inputs, images ``(N, C, H, W)``, sequences ``(N, C, L)`` or vectors ``(N, F)``
+            (the seeds are those M1 gets right).
         labels: ``(N,)`` their labels.
         bounds: The data's pixel range.
         config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
             ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
         fidelity: A fidelity object instead of ``config.fidelity`` (a string is taken as
-            ``config.fidelity``).
+            ``config.fidelity``). Without ``config`` or a fidelity, the default of the inputs'
+            kind (:func:`~..fidelity.checks.default_fidelity`: the discriminator for images,
+            ``mdsa`` for vectors and sequences).
         train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
         dataset: The data set's name.
         profile: M2's coverage profile, instead of computing it from ``train_inputs``.
@@ -379,8 +388,14 @@ def run_campaign(
 
     Raises:
         DeepFaultError: Models with different classes or input shapes, inputs that are not
-            images, a bad configuration, or a checkpoint made with another configuration.
+            images, sequences or vectors, an image-only check (SSIM, the discriminator) for
+            inputs that are not images, a bad configuration, or a checkpoint made with another
+            configuration.
     """
+    if config is None and fidelity is None and "fidelity" not in overrides:  # the default of the inputs' kind
+        kind = input_kind(test_inputs(inputs, labels)[0])
+        if kind != "image":  # (images keep CampaignConfig's default, the discriminator)
+            overrides["fidelity"] = default_fidelity(kind)
     config = config or CampaignConfig()
     if isinstance(fidelity, str):  # a spec: the configuration's field
         overrides["fidelity"], fidelity = fidelity, None

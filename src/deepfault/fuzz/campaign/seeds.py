@@ -12,6 +12,7 @@ import torch
 from ...core.capture import as_tensor
 from ...errors import DeepFaultError
 from ..mutation.diversity import tendency_of
+from ..mutation.rules import INPUT_KINDS
 from .execution import ModelPair
 from .metrics import FAULT_KINDS, FaultTable
 
@@ -22,15 +23,16 @@ SEED_BATCH = 1024
 
 
 def test_inputs(inputs, labels) -> tuple[torch.Tensor, np.ndarray]:
-    """``(x, y)``: the test images ``(N, C, H, W)`` as a tensor and their labels ``(N,)`` as int64.
+    """``(x, y)``: the test inputs (images ``(N, C, H, W)``, sequences ``(N, C, L)`` or vectors
+    ``(N, F)``) as a tensor and their labels ``(N,)`` as int64.
 
     Raises:
-        DeepFaultError: Inputs that are not images, or labels that do not match them.
+        DeepFaultError: Inputs of another rank, or labels that do not match them.
     """
     x = as_tensor(inputs)
-    if x.ndim != 4:
-        raise DeepFaultError("regression fuzzing mutates images: inputs must have shape (N, C, H, W); "
-                             f"got shape {tuple(x.shape)}")
+    if x.ndim not in INPUT_KINDS:
+        raise DeepFaultError("regression fuzzing mutates images (N, C, H, W), sequences (N, C, L) or vectors "
+                             f"(N, F); got inputs of shape {tuple(x.shape)}")
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels).astype(np.int64)
     if y.shape != (len(x),):
         raise DeepFaultError(f"labels must be (N,) with N = {len(x)}; got shape {y.shape}")

@@ -202,7 +202,7 @@ def _record_faults(c: Campaign, rules, own, roots, verdict: Verdict, ex: Execute
     similarity = np.full(len(f), np.nan, dtype=np.float32)
     r = np.flatnonzero(rf)
     r_t = torch.as_tensor(r, device=ex.inputs.device)
-    if len(r):  # the realism yardstick of every strategy: SSIM to the seed
+    if len(r) and ex.inputs.ndim == 4:  # the realism yardstick of every strategy: SSIM to the seed (images)
         seeds = c.seeds.images[torch.as_tensor(roots[r], device=c.device)]
         span = c.bounds[1] - c.bounds[0]
         similarity[rf[f]] = ssim(ex.inputs[r_t], seeds, data_range=span).cpu().numpy()

@@ -26,7 +26,7 @@ Strategies are registered in :data:`STRATEGIES`; a new one subclasses :class:`Fu
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -34,6 +34,7 @@ import torch
 from ...core.registry import Registry
 from ..fidelity.checks import Fidelity
 from ..fidelity.validity import ValidityCheck
+from ..mutation.vectors import SEQUENCE_RULES, VECTOR_RULES
 from .generate import Generated, generate_per_iteration, generate_with_retries
 from .keep import CoverageKeep, DiversityKeep, KeepRule, coverage_criterion
 
@@ -95,8 +96,10 @@ class FuzzStrategy(ABC):
 
     name: str = ""
     description: str = ""
-    #: Mutation rule names, in the order the chooser indexes them.
+    #: Mutation rule names for images, in the order the chooser indexes them.
     rules: tuple[str, ...] = ()
+    #: Rule names for the other kinds of input (:data:`~..mutation.rules.INPUT_KINDS`).
+    other_rules: ClassVar[dict[str, tuple[str, ...]]] = {"vector": VECTOR_RULES, "sequence": SEQUENCE_RULES}
     #: Rule chooser when the configuration names none.
     chooser: str = "mcmc"
     #: Mutant slots per iteration when the configuration names none.
@@ -114,6 +117,10 @@ class FuzzStrategy(ABC):
     params: dict[str, dict[str, tuple]] | None = None
     #: The neuron value transform of a coverage keep rule when the configuration names none.
     transform: str = "raw"
+
+    def rules_for(self, kind: str) -> tuple[str, ...]:
+        """The rule names for inputs of ``kind`` (``"image"``: :attr:`rules`), in chooser order."""
+        return self.rules if kind == "image" else self.other_rules[kind]
 
     def check_spec(self, config: CampaignConfig) -> str:
         """The spec of the strategy's own check (default: the configured ``fidelity``)."""

@@ -1,7 +1,7 @@
 """Fidelity checks: is a mutant still a realistic input? (``spec/drfuzz.md``, section 6).
 
 - :mod:`.checks`: the checks by name (``FIDELITIES``: ``ssim``, ``ssim-compat``,
-  ``discriminator``, ``none``, and :mod:`.surprise`'s) and the batched SSIM <- add a check here.
+  ``discriminator``, ``none``, ``linf``, and :mod:`.surprise`'s) and the batched SSIM <- add a check here.
 - :mod:`.surprise`: M1's surprise adequacy (``dsa``, ``lsa``, ``mdsa``), scored from the
   activations of the forward pass a campaign runs anyway.
 - :mod:`.validity`: DeepHunter's validity rule, as a check.
@@ -9,16 +9,20 @@
 """
 
 from .checks import (
+    DEFAULT_FIDELITY,
     FIDELITIES,
     SSIM_THRESHOLD,
     DiscriminatorFidelity,
     Fidelity,
     FidelityCheck,
+    LinfFidelity,
     NoFidelity,
     SSIMCompatFidelity,
     SSIMFidelity,
     TraceFidelity,
+    check_fidelity_inputs,
     check_fidelity_spec,
+    default_fidelity,
     list_fidelities,
     make_fidelity,
     register_fidelity,
@@ -28,18 +32,22 @@ from .surprise import SurpriseFidelity, make_surprise_fidelity, parse_surprise_s
 from .validity import ValidityCheck
 
 __all__ = [
+    "DEFAULT_FIDELITY",
     "FIDELITIES",
     "SSIM_THRESHOLD",
     "DiscriminatorFidelity",
     "Fidelity",
     "FidelityCheck",
+    "LinfFidelity",
     "NoFidelity",
     "SSIMCompatFidelity",
     "SSIMFidelity",
     "SurpriseFidelity",
     "TraceFidelity",
     "ValidityCheck",
+    "check_fidelity_inputs",
     "check_fidelity_spec",
+    "default_fidelity",
     "list_fidelities",
     "make_fidelity",
     "make_surprise_fidelity",

@@ -14,6 +14,7 @@ from). The fuzzing loop computes the roots' reference once and passes each mutan
 | ``ssim`` or ``ssim:T`` | mean SSIM to its root (Gaussian 11, sigma 1.5, true range) | ``>= T`` (0.99) |
 | ``ssim-compat`` | the published code's SSIM (below) | ``score >= 0.99``; 50 tries |
 | ``none`` | 1 | always (for measurement) |
+| ``linf:T`` | largest absolute difference to its root, in the data's units | ``<= T`` (10% of the range) |
 | ``dsa``, ``dsa:T``, ``lsa...``, ``mdsa...`` | M1's surprise adequacy (:mod:`.surprise`) | ``<= T`` |
 
 The surprise checks are :class:`TraceFidelity`: scored from the activation traces of M1's
@@ -29,6 +30,11 @@ published range onto them as ``L = 65535 * (hi - lo) / 255`` (65535 on 0..255 da
 0..1 data), which gives the same SSIM the published code computed on the same pixels. Its
 ``tries`` (50) tells the DRFuzz strategy to use the published loop structure (up to 20
 accepted mutants per iteration, each tried up to 50 times with a fresh MCMC rule).
+
+SSIM and the discriminator judge images only (``images_only``); vectors ``(N, F)`` and
+sequences ``(N, C, L)`` take the surprise checks, ``linf:T`` or ``none``, and
+:func:`default_fidelity` gives each kind of input its default (``mdsa`` for vectors and
+sequences: :func:`check_fidelity_inputs` refuses an image-only check for them).
 
 The discriminator sees its inputs in the range it was trained on: the model file's
 ``meta["input_range"]`` (``[-1, 1]`` for :mod:`deepfault.fuzz.fidelity.gan`), mapped linearly from
@@ -67,6 +73,10 @@ __all__ = [
     "SSIM_THRESHOLD",
     "SSIMCompatFidelity",
     "NoFidelity",
+    "LinfFidelity",
+    "DEFAULT_FIDELITY",
+    "check_fidelity_inputs",
+    "default_fidelity",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,21 +98,52 @@ COMPAT_TRIES = 50
 FIDELITIES: Registry[Callable[..., Fidelity]] = Registry("fidelity check")
 #: Per name, a function that checks a spec's argument without doing any work (raises).
 _ARG_CHECKS: dict[str, Callable[[str | None], object]] = {}
+#: The checks that judge images only (SSIM, the discriminator).
+_IMAGES_ONLY: set[str] = set()
+#: The default check per kind of input (``--fidelity`` left out): the cached discriminator for
+#: images; for vectors and sequences, which have no discriminator, M1's MDSA (the surprise
+#: check that found the most unique faults per minute on MNIST, ``docs/drfuzz.md``).
+DEFAULT_FIDELITY = {"image": "discriminator", "sequence": "mdsa", "vector": "mdsa"}
 
 
-def register_fidelity(name: str, *, check_arg: Callable[[str | None], object] | None = None):
+def register_fidelity(name: str, *, check_arg: Callable[[str | None], object] | None = None,
+                      images_only: bool = False):
     """Decorator registering ``factory(arg, *, bounds, device, dataset, ...) -> Fidelity`` as
     ``name``; ``arg`` is what follows the first ``:`` of the spec (``None`` without one).
     ``check_arg(arg)``, if given, raises :class:`~deepfault.errors.DeepFaultError` for a bad
-    argument without doing any work (:func:`check_fidelity_spec`).
+    argument without doing any work (:func:`check_fidelity_spec`). ``images_only``: the check
+    judges images ``(N, C, H, W)`` only, and campaigns on other inputs refuse it.
     """
     def add(factory):
         FIDELITIES.register(name, factory)
         if check_arg is not None:
             _ARG_CHECKS[name] = check_arg
+        if images_only:
+            _IMAGES_ONLY.add(name)
         return factory
 
     return add
+
+
+def default_fidelity(kind: str) -> str:
+    """The default fidelity spec for inputs of ``kind`` (``image``, ``sequence``, ``vector``)."""
+    return DEFAULT_FIDELITY[kind]
+
+
+def check_fidelity_inputs(spec: str | None, kind: str, *, option: str = "fidelity") -> None:
+    """Refuse an image-only check (SSIM, the discriminator) for inputs of ``kind`` other than images.
+
+    Raises:
+        DeepFaultError: One line naming the checks that take such inputs.
+    """
+    if spec is None or kind == "image":
+        return
+    name = spec.partition(":")[0].strip().lower()
+    if name in _IMAGES_ONLY:
+        others = sorted(n for n in FIDELITIES.names() if n not in _IMAGES_ONLY)
+        raise DeepFaultError(
+            f"{option} {spec!r} judges images only and the inputs are {kind}s; use one of "
+            f"{', '.join(others)} (e.g. 'mdsa', the default for {kind}s, 'dsa:p90' or 'linf:0.1')")
 
 
 def check_fidelity_spec(spec: str) -> None:
@@ -123,11 +164,13 @@ def list_fidelities() -> list[str]:
     return FIDELITIES.names()
 
 
-def _check_images(x, name: str) -> torch.Tensor:
+def _check_images(x, name: str, *, images: bool = True) -> torch.Tensor:
+    """``x`` if it is a batch of images ``(B, C, H, W)`` (``images=False``: of rank 2 to 4)."""
+    want = "(B, C, H, W)" if images else "(B, C, H, W), (B, C, L) or (B, F)"
     if not isinstance(x, torch.Tensor):
-        raise DeepFaultError(f"{name} must be a torch.Tensor of shape (B, C, H, W); got {type(x).__name__}")
-    if x.ndim != 4:
-        raise DeepFaultError(f"{name} must have shape (B, C, H, W); got shape {tuple(x.shape)}")
+        raise DeepFaultError(f"{name} must be a torch.Tensor of shape {want}; got {type(x).__name__}")
+    if (x.ndim != 4) if images else (x.ndim not in (2, 3, 4)):
+        raise DeepFaultError(f"{name} must have shape {want}; got shape {tuple(x.shape)}")
     return x
 
 
@@ -162,6 +205,8 @@ class Fidelity(ABC):
 
     #: Registry name.
     name: str = ""
+    #: Judges images ``(B, C, H, W)`` only (else any batch of rank 2 to 4).
+    images_only: bool = False
 
     def __init__(self, *, bounds: tuple[float, float], device: torch.device | str = "cpu"):
         self.bounds = check_bounds(bounds, finite=True)
@@ -188,7 +233,7 @@ class Fidelity(ABC):
 
     def check(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> FidelityCheck:
         """Scores, limits and verdicts in one pass (each score computed once)."""
-        mutants = _check_images(mutants, "mutants")
+        mutants = _check_images(mutants, "mutants", images=self.images_only)
         if not isinstance(ref_rows, torch.Tensor) or len(ref_rows) != len(mutants):
             got = tuple(ref_rows.shape) if isinstance(ref_rows, torch.Tensor) else type(ref_rows).__name__
             raise DeepFaultError(
@@ -355,6 +400,7 @@ class SSIMFidelity(Fidelity):
     """
 
     name = "ssim"
+    images_only = True
 
     def __init__(self, *, bounds: tuple[float, float], threshold: float = SSIM_THRESHOLD,
                  device: torch.device | str = "cpu"):
@@ -389,7 +435,7 @@ def _ssim_threshold(arg: str | None) -> float:
     return threshold
 
 
-@register_fidelity("ssim", check_arg=_ssim_threshold)
+@register_fidelity("ssim", check_arg=_ssim_threshold, images_only=True)
 def _make_ssim(arg: str | None, *, bounds, device="cpu", **_) -> SSIMFidelity:
     return SSIMFidelity(bounds=bounds, threshold=_ssim_threshold(arg), device=device)
 
@@ -421,7 +467,7 @@ class SSIMCompatFidelity(SSIMFidelity):
                 "tries": self.tries, "compatibility_mode": True}
 
 
-@register_fidelity("ssim-compat")
+@register_fidelity("ssim-compat", images_only=True)
 def _make_ssim_compat(arg: str | None, *, bounds, device="cpu", **_) -> SSIMCompatFidelity:
     if arg:
         raise DeepFaultError("'ssim-compat' takes no argument: it is the published code's SSIM path, "
@@ -449,6 +495,74 @@ def _make_none(arg: str | None, *, bounds, device="cpu", **_) -> NoFidelity:
     return NoFidelity(bounds=bounds, device=device)
 
 
+# --- a distance bound in the data's units -------------------------------------------------------
+
+#: ``linf``'s bound without an argument: this share of the data's range.
+LINF_SHARE = 0.1
+
+
+class LinfFidelity(Fidelity):
+    """Passes a mutant whose largest absolute difference to its root, over all elements, is at
+    most ``threshold`` (in the data's units): a check that needs no GAN and takes any input.
+
+    Args:
+        bounds: The data's range.
+        threshold: ``T > 0``; ``None``: 10% of ``hi - lo``.
+        device: Where the distance is computed.
+    """
+
+    name = "linf"
+
+    def __init__(self, *, bounds: tuple[float, float], threshold: float | None = None,
+                 device: torch.device | str = "cpu"):
+        super().__init__(bounds=bounds, device=device)
+        lo, hi = self.bounds
+        t = LINF_SHARE * (hi - lo) if threshold is None else threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or not math.isfinite(t):
+            raise DeepFaultError(f"the linf bound must be a finite number > 0 (data units); "
+                                 f"got {threshold!r}")
+        self.threshold = float(t)
+
+    def reference(self, roots: torch.Tensor) -> torch.Tensor:
+        return _check_images(roots, "roots", images=False).detach().to(self.device, torch.float32)
+
+    def scores(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> torch.Tensor:
+        diff = (mutants.detach().to(self.device, torch.float32) - ref_rows.to(self.device)).abs().flatten(1)
+        return diff.amax(dim=1) if diff.shape[1] else torch.zeros(len(diff), device=self.device)
+
+    def limits(self, ref_rows: torch.Tensor) -> torch.Tensor:
+        return torch.full((len(ref_rows),), self.threshold, device=self.device)
+
+    def check(self, mutants: torch.Tensor, ref_rows: torch.Tensor) -> FidelityCheck:
+        """Scores, limits and verdicts: passed when ``score <= threshold``."""
+        mutants = _check_images(mutants, "mutants", images=False)
+        if not isinstance(ref_rows, torch.Tensor) or len(ref_rows) != len(mutants):
+            raise DeepFaultError(f"ref_rows must hold one reference row per mutant ({len(mutants)})")
+        scores, limits = self.scores(mutants, ref_rows), self.limits(ref_rows)
+        out = mutants.device
+        return FidelityCheck(scores.to(out), limits.to(out), (scores <= limits).to(out))
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "threshold": self.threshold}
+
+
+def _linf_threshold(arg: str | None) -> float | None:
+    if not arg:
+        return None
+    try:
+        t = float(arg)
+    except ValueError:
+        t = math.nan
+    if not (t > 0 and math.isfinite(t)):
+        raise DeepFaultError(f"the bound in 'linf:{arg}' must be a finite number > 0, in the data's units")
+    return t
+
+
+@register_fidelity("linf", check_arg=_linf_threshold)
+def _make_linf(arg: str | None, *, bounds, device="cpu", **_) -> LinfFidelity:
+    return LinfFidelity(bounds=bounds, threshold=_linf_threshold(arg), device=device)
+
+
 # --- the DCGAN discriminator -----------------------------------------------------------------
 
 
@@ -466,6 +580,7 @@ class DiscriminatorFidelity(Fidelity):
     """
 
     name = "discriminator"
+    images_only = True
 
     def __init__(self, model: nn.Module, *, bounds: tuple[float, float],
                  input_range: tuple[float, float], device: torch.device | str = "cpu",
@@ -559,7 +674,7 @@ class DiscriminatorFidelity(Fidelity):
                    source=f"discriminator {str(path)!r}")
 
 
-@register_fidelity("discriminator")
+@register_fidelity("discriminator", images_only=True)
 def _make_discriminator(arg: str | None, *, bounds, device="cpu", dataset=None, **_) -> DiscriminatorFidelity:
     if not arg:
         from .gan import cached_discriminator

@@ -103,7 +103,9 @@ __all__ = [
     "TRANSLATION_SHIFTS",
     "MutationRule",
     "apply_rule",
+    "INPUT_KINDS",
     "get_rule",
+    "input_kind",
     "list_rules",
     "neutral_params",
     "register_rule",
@@ -117,6 +119,10 @@ RuleFn = Callable[..., tuple[torch.Tensor, Params]]
 AFFINE = "affine"
 PIXEL = "pixel"
 _FAMILIES = (AFFINE, PIXEL)
+
+#: The kinds of input a rule can take, by the input's rank: images ``(N, C, H, W)``, sequences
+#: ``(N, C, L)`` and vectors ``(N, F)`` (:func:`input_kind`).
+INPUT_KINDS = {4: "image", 3: "sequence", 2: "vector"}
 
 #: Translation shifts, each of ``dx`` and ``dy`` uniform over these.
 TRANSLATION_SHIFTS = tuple(range(-3, 3))
@@ -158,12 +164,15 @@ class MutationRule:
         fn: ``fn(x, *, generator=None, bounds, params=None) -> (x_new, params)``.
         neutral: The parameters under which the rule is the identity (one value per key),
             or ``None`` when it has none.
+        inputs: The kinds of input it takes (:data:`INPUT_KINDS`: ``"image"``, ``"sequence"``,
+            ``"vector"``).
     """
 
     name: str
     family: str
     fn: RuleFn
     neutral: Mapping[str, int | float] | None = None
+    inputs: tuple[str, ...] = ("image",)
 
     def __call__(
         self,
@@ -180,24 +189,32 @@ _RULES: Registry[MutationRule] = Registry("mutation rule")
 
 
 def register_rule(
-    name: str, *, family: str, neutral: Mapping[str, int | float] | None = None
+    name: str, *, family: str, neutral: Mapping[str, int | float] | None = None,
+    inputs: str | tuple[str, ...] = "image",
 ) -> Callable[[RuleFn], RuleFn]:
     """Decorator adding ``fn(x, *, generator=None, bounds, params=None)`` to the rules.
 
     Args:
         name: Registry name.
-        family: ``"affine"`` for a geometric change, ``"pixel"`` otherwise.
+        family: ``"affine"`` for a geometric change (one that moves values to other
+            positions), ``"pixel"`` for a change of values.
         neutral: Parameter values (one per key) that make the rule the identity.
+        inputs: The kind(s) of input the rule takes: ``"image"`` (the default), ``"sequence"``,
+            ``"vector"`` (:data:`INPUT_KINDS`); a campaign uses the rules of its inputs' kind.
 
     Raises:
-        DeepFaultError: ``family`` is not one of the two.
+        DeepFaultError: ``family`` is not one of the two, or an unknown input kind.
         RuntimeError: ``name`` is registered already.
     """
     if family not in _FAMILIES:
         raise DeepFaultError(f"family must be one of {', '.join(_FAMILIES)}; got {family!r}")
+    kinds = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+    if not kinds or any(k not in INPUT_KINDS.values() for k in kinds):
+        raise DeepFaultError(f"inputs must be among {', '.join(INPUT_KINDS.values())}; got {inputs!r}")
 
     def decorate(fn: RuleFn) -> RuleFn:
-        _RULES.register(name, MutationRule(name, family, fn, dict(neutral) if neutral is not None else None))
+        _RULES.register(name, MutationRule(name, family, fn, dict(neutral) if neutral is not None else None,
+                                           kinds))
         return fn
 
     return decorate
@@ -212,17 +229,36 @@ def get_rule(name: str) -> MutationRule:
     return _RULES.get(name)
 
 
-def list_rules(family: str | None = None) -> list[str]:
-    """Names of the registered rules, sorted; only those of ``family`` when given.
+def list_rules(family: str | None = None, *, inputs: str | None = "image") -> list[str]:
+    """Names of the registered rules for ``inputs`` (default the image rules; ``None``: every
+    rule), sorted; only those of ``family`` when given.
 
     Raises:
-        DeepFaultError: ``family`` is not ``None``, ``"affine"`` or ``"pixel"``.
+        DeepFaultError: ``family`` is not ``None``, ``"affine"`` or ``"pixel"``, or an unknown
+            input kind.
     """
-    if family is None:
-        return _RULES.names()
-    if family not in _FAMILIES:
+    if family is not None and family not in _FAMILIES:
         raise DeepFaultError(f"family must be one of {', '.join(_FAMILIES)} or None; got {family!r}")
-    return [name for name in _RULES.names() if _RULES.get(name).family == family]
+    if inputs is not None and inputs not in INPUT_KINDS.values():
+        raise DeepFaultError(
+            f"inputs must be one of {', '.join(INPUT_KINDS.values())} or None; got {inputs!r}")
+    return [name for name in _RULES.names()
+            if (family is None or _RULES.get(name).family == family)
+            and (inputs is None or inputs in _RULES.get(name).inputs)]
+
+
+def input_kind(x) -> str:
+    """``"image"``, ``"sequence"`` or ``"vector"``: the kind of a batch ``x`` (or of a rank).
+
+    Raises:
+        DeepFaultError: A rank other than 2, 3 or 4.
+    """
+    rank = x if isinstance(x, int) else len(x.shape)
+    if rank not in INPUT_KINDS:
+        raise DeepFaultError(
+            "regression fuzzing mutates images (N, C, H, W), sequences (N, C, L) or vectors (N, F); "
+            f"got a batch of rank {rank}" + (f", shape {tuple(x.shape)}" if not isinstance(x, int) else ""))
+    return INPUT_KINDS[rank]
 
 
 def apply_rule(
