@@ -182,7 +182,7 @@ BAD = [
     ("measure", ["--criteria", "lsc", "--sa-upper", "0"], "--sa-upper must be a number > 0; got 0.0"),
     ("measure", ["--criteria", "lsc", "--sa-sections", "0"], "--sa-sections must be an integer >= 1; got 0"),
     ("measure", ["--criteria", "dsc", "--sa-sections", "200000", "--surprise", "STATE"],
-     "sa_sections must be at most 100,000"),
+     "--sa-sections must be at most 100,000"),
     ("measure", ["--criteria", "nc,lsx"], "known: kmnc, nac, nbc, nc, snac, tknc, tknp; surprise coverage: "),
     ("measure", ["--criteria", "mdsc", "--surprise", "OTHER"], "the surprise state was fitted for another"),
 ]

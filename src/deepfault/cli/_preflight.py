@@ -30,6 +30,7 @@ BOUNDS = {
     "grid": (1, c.MAX_GRID), "batch_size": (1, c.MAX_BATCH), "inputs_per_step": (1, c.MAX_BATCH),
     "chunk_size": (1, c.MAX_BATCH),
     "seeds": (1, c.MAX_BATCH), "max_seeds": (1, c.MAX_BATCH), "top_k": (1, c.MAX_BATCH),
+    "sa_sections": (1, c.MAX_SECTIONS),
     "blackout_size": (1, c.MAX_BLACKOUT_SIZE),
     "images_per_epoch": (1, c.MAX_BATCH), "repeat": (1, c.MAX_REPEAT), "num_inputs": (1, c.MAX_BATCH),
 }
