@@ -9,7 +9,25 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_json", "check_writable", "user_cache_dir"]
+__all__ = ["atomic_path", "write_json", "check_writable", "user_cache_dir", "temporary_name_overhead"]
+
+#: Random characters :func:`tempfile.mkstemp` puts in a name (``tempfile._RandomNameSequence``).
+_RANDOM_CHARS = 8
+
+
+def temporary_name_overhead() -> int:
+    """Bytes :func:`atomic_path`'s temporary name ``.{name}.{pid}.XXXXXXXX.tmp`` adds to ``name``.
+
+    The pid is counted at its longest (the digits of the system's largest pid, 7 where
+    ``/proc/sys/kernel/pid_max`` cannot be read: Linux's ``PID_MAX_LIMIT`` is 4194304), since the
+    writer may be another process than the one that checks (an executor's worker).
+    """
+    try:
+        pid_digits = len(str(int(Path("/proc/sys/kernel/pid_max").read_text()) - 1))
+    except (OSError, ValueError):
+        pid_digits = 7
+    pid_digits = max(pid_digits, len(str(os.getpid())))
+    return len(".") + len(".") + pid_digits + len(".") + _RANDOM_CHARS + len(".tmp")
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ __all__ = [
     "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
-    "check_outputs", "check_output_dir", "check_report_dir", "check_name", "check_labels",
+    "check_outputs", "check_not_inputs", "check_output_dir", "check_report_dir", "check_name", "check_labels",
     "check_finite_outputs",
 ]
 
@@ -247,10 +248,12 @@ def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path |
 
     Raises:
         DeepFaultError: A path that is a directory (``.`` included), lies under a file, has
-            a name too long for the file system, sits on a read-only file system, or is the
-            same file as another output.
+            a name too long for the file system (or for the temporary file written beside
+            it), sits on a read-only file system, is no regular file (a device, a FIFO, a
+            socket, anything under ``/proc``), or is the same file as another output (after
+            resolving symlinks, or the same inode).
     """
-    seen: dict[str, str] = {}
+    seen: list[tuple[str, Path]] = []
     out: list[Path | None] = []
     for param, raw in outputs:
         if raw is None or str(raw) == "-":
@@ -264,15 +267,90 @@ def check_outputs(*outputs: tuple[str, str | os.PathLike | None]) -> list[Path |
         if text.endswith(os.sep) or text in (".", "..") or path.is_dir():
             raise error(param, "a file name", text,
                         "it is a directory; give a file such as result.json inside it")
+        _check_regular(param, path, text)
         _check_place(param, path, what="file")
-        key = os.path.normcase(os.path.abspath(path))
-        if key in seen:
-            other = seen[key]
+        _check_temporary_name(param, path)
+        other = next((p for p, q in seen if same_file(path, q)), None)
+        if other is not None:
             raise error(param, f"a file other than {other}'s", text,
                         "two outputs of one run would overwrite each other; give them different names")
-        seen[key] = param
+        seen.append((param, path))
         out.append(path)
     return out
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path after resolving symlinks (``..``
+    included), or, where both exist, the same inode (hard links, bind mounts).
+    """
+    if os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b)):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_not_inputs(outputs: Iterable[tuple[str, str | os.PathLike | None]],
+                     inputs: Iterable[tuple[str, str | os.PathLike | None]]) -> None:
+    """Refuse an output that is one of the run's inputs (after resolving symlinks, or the same
+    inode), before any work: writing it would replace what the run reads.
+
+    Args:
+        outputs: ``(parameter, path)`` of every file or folder the run writes (``None``: none).
+        inputs: ``(parameter, path)`` of every file it reads; one that does not exist is
+            skipped (nothing there to lose). A parameter that is both (a store the run
+            resumes) is not compared with itself.
+
+    Raises:
+        DeepFaultError: ``OUT must be a file other than IN's ...; got PATH; ...``, one line
+            naming both parameters and both paths.
+    """
+    read = [(p, os.fspath(i)) for p, i in inputs if i is not None and os.fspath(i) not in ("", "-")]
+    read = [(p, os.path.expanduser(i)) for p, i in read if os.path.lexists(os.path.expanduser(i))]
+    for param, raw in outputs:
+        if raw is None or os.fspath(raw) in ("", "-"):
+            continue
+        text = os.fspath(raw)
+        for in_param, in_path in read:
+            if in_param != param and same_file(os.path.expanduser(text), in_path):
+                raise error(param, f"a file other than the input {in_param} ({in_path!r})", text,
+                            f"writing it would replace {in_param}'s file; choose another name")
+
+
+def _check_regular(param: str, path: Path, text: str) -> None:
+    """A regular file or nothing yet: never a device, FIFO, socket or ``/proc`` entry (which an
+    atomic rename would replace, or a write would block on), symlinks followed.
+    """
+    for where in (os.path.abspath(path), os.path.realpath(path)):
+        if where == "/proc" or where.startswith("/proc/"):
+            raise error(param, "a regular file or a new name", text,
+                        "it is under /proc; give a file name such as result.json")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # absent (or a dangling symlink, whose target is then a new file)
+        return
+    if not stat.S_ISREG(mode):
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "no regular file")
+        raise error(param, "a regular file or a new name", text,
+                    f"it is {kind}, which writing would replace; give a file name such as result.json")
+
+
+def _check_temporary_name(param: str, path: Path) -> None:
+    """The temporary file written beside ``path`` (``.NAME.PID.XXXXXXXX.tmp``, see
+    :func:`deepfault._io.atomic_path`) must fit the file system's name limit too.
+    """
+    from ._io import temporary_name_overhead
+
+    limit = _name_max(_nearest_existing(path.parent if str(path.parent) else Path(".")))
+    overhead = temporary_name_overhead()
+    size = len(os.fsencode(path.name))
+    if size + overhead > limit:
+        raise error(param, f"a file name of at most {limit - overhead} bytes", f"<a name of {size} bytes>",
+                    f"the temporary file written beside it adds {overhead} bytes to the file system's "
+                    f"limit of {limit}; choose a shorter name")
 
 
 def check_output_dir(param: str, raw: str | os.PathLike) -> Path:

@@ -39,6 +39,15 @@ FLOAT_BOUNDS = {"lr": (0.0, c.MAX_LEARNING_RATE)}
 #: Options whose command checks no lower bound itself (the others keep their own messages).
 NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
                   "max_seeds", "sections", "epochs", "iterations", "inputs_per_step"}
+#: Options that name files a command reads, by ``dest`` (their spelling comes from the parser, as
+#: for the bounds): one table, not an ``inputs(args)`` per command, because the same few options
+#: (``--model``, ``--dataset``, ``--surprise``, ...) recur across commands and read files the same
+#: way everywhere. A data set or split that is a name (``mnist``, ``test``) names no file and is
+#: skipped, as is every input that does not exist.
+INPUTS = ("model", "models", "m1", "m2", "weights", "dataset", "split", "profile", "surprise", "inputs",
+          "config", "store")
+#: Of these, the model options: a Keras stem ``DIR/NAME`` reads ``NAME.json`` and ``NAME.h5``.
+MODEL_INPUTS = ("model", "models", "m1", "m2")
 #: Classes of the zoo that are no classifiers (trained and used by ``gan train``).
 GAN_PARTS = ("dcgan_generator", "dcgan_discriminator")
 
@@ -91,7 +100,40 @@ def check(parser: argparse.ArgumentParser, args) -> None:
     func = getattr(args, "func", None)
     declare = None if func is None else getattr(importlib.import_module(func.__module__), "outputs", None)
     if declare is not None:
-        check_declared(declare(args))
+        declared = declare(args)
+        check_declared(declared)
+        c.check_not_inputs(((o.option, o.path) for o in declared), inputs(args, options))
+
+
+def inputs(args, options: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(option, path)`` of every file the command of ``args`` reads (:data:`INPUTS`): lists and
+    comma lists (``--model a.pt,b.pt``, ``--surprise s1.npz,-``) give one pair per file, and
+    ``--seed-indices FILE`` its file. The preflight refuses any output that names one of them.
+    """
+    options = options if options is not None else {}
+    found: list[tuple[str, str]] = []
+    for dest in INPUTS:
+        value = getattr(args, dest, None)
+        if value is None or isinstance(value, bool):
+            continue
+        option = options.get(dest, f"--{dest.replace('_', '-')}")
+        items = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+        for item in items:
+            if item is None:
+                continue
+            text = os.fspath(item)
+            parts = [text] if os.path.lexists(text) or "," not in text else text.split(",")
+            for part in (p.strip() for p in parts):
+                if not part or part == "-":
+                    continue
+                found.append((option, part))
+                if dest in MODEL_INPUTS:
+                    found += [(option, f"{part}.json"), (option, f"{part}.h5")]
+    if "seed_indices" in options:
+        typed = _typed(args, options["seed_indices"], None)
+        if isinstance(typed, str):
+            found.append((options["seed_indices"], typed))
+    return found
 
 
 def _typed(args, option: str, value):

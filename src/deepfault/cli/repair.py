@@ -170,7 +170,8 @@ def outputs(args) -> list[Output]:
     out = output_path(args.out)
     model = args.save_model if args.save_model is not None else sibling(out, ".pt")
     return [Output("--out", out), Output("--out (its page, .html)", sibling(out, ".html")),
-            Output("--save-model", output_path(model))]
+            Output("--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)",
+                   output_path(model))]
 
 
 def _cmd_repair(args) -> int:
