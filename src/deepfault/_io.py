@@ -83,6 +83,17 @@ def write_json(path: str | os.PathLike, data) -> Path:
     return Path(path)
 
 
+def write_npz(path: str | os.PathLike, arrays: dict) -> Path:
+    """Write ``arrays`` as an ``.npz`` file without object arrays (so it reads back with
+    ``allow_pickle=False``), atomically.
+    """
+    import numpy as np
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+    return Path(path)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -38,7 +38,7 @@ from torch import nn
 if TYPE_CHECKING:
     from ..models.prepare import PreparedModel
 
-from .._io import atomic_path
+from .._io import write_npz
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
@@ -213,10 +213,7 @@ class Profile:
             "low": self.low, "high": self.high, "mean": self.mean, "std": self.std,
             **selection_arrays(selection),
         }
-        path = Path(path)
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, allow_pickle=False, **arrays)
-        return path
+        return write_npz(path, arrays)
 
 
 def load_profile(path: str | os.PathLike) -> Profile:

@@ -63,7 +63,7 @@ from torch import nn
 if TYPE_CHECKING:
     from ..models.prepare import PreparedModel
 
-from .._io import atomic_path
+from .._io import write_npz
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
 from ..errors import DeepFaultError
@@ -685,10 +685,7 @@ def save_surprise(surprise: Surprise, path: str | os.PathLike) -> Path:
         "max_features": np.array(surprise.max_features or 0, dtype=np.int64),
         **selection_arrays(sel),
     }
-    path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, allow_pickle=False, **arrays)
-    return path
+    return write_npz(path, arrays)
 
 
 def load_surprise(path: str | os.PathLike) -> Surprise:

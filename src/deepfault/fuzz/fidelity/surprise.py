@@ -332,11 +332,10 @@ def reference_scores(state: Surprise, model: nn.Module, test_inputs, kind: str, 
                 log.warning("cached test scores %s unreadable (%s); scoring again", path, err)
     scores = surprise_scores(model, test_inputs, state, kinds=(kind,), batch_size=batch_size)[kind]
     if path is not None:
-        from ..._io import atomic_path
+        from ..._io import write_npz
 
         try:
-            with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-                np.savez(fh, allow_pickle=False, scores=scores)
+            write_npz(path, {"scores": scores})
         except OSError as err:
             log.warning("cannot cache the test scores in %s (%s)", path, err)
     return scores
