@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_json", "check_writable", "user_cache_dir", "temporary_name_overhead"]
+__all__ = ["atomic_path", "write_json", "write_npz", "user_cache_dir", "temporary_name_overhead"]
 
 #: Random characters :func:`tempfile.mkstemp` puts in a name (``tempfile._RandomNameSequence``).
 _RANDOM_CHARS = 8
@@ -98,17 +98,6 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def check_writable(path: str | os.PathLike, param: str = "output") -> Path:
-    """Fail early, before any work, when ``path`` cannot be written; creates nothing.
-
-    See :func:`deepfault.checks.check_outputs`, which checks several outputs together
-    (sibling files included); this is its one-path form.
-    """
-    from .checks import check_outputs
-
-    return check_outputs((param, path))[0] or Path(path)
 
 
 def user_cache_dir() -> Path:

@@ -27,8 +27,8 @@ __all__ = [
     "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
-    "check_outputs", "check_not_inputs", "check_output_dir", "check_report_dir", "check_name", "check_labels",
-    "check_finite_outputs",
+    "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
+    "check_name", "check_labels", "check_finite_outputs",
 ]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -351,6 +351,14 @@ def _check_temporary_name(param: str, path: Path) -> None:
         raise error(param, f"a file name of at most {limit - overhead} bytes", f"<a name of {size} bytes>",
                     f"the temporary file written beside it adds {overhead} bytes to the file system's "
                     f"limit of {limit}; choose a shorter name")
+
+
+def check_writable(path: str | os.PathLike, param: str = "output") -> Path:
+    """Fail early, before any work, when ``path`` cannot be written; creates nothing: the
+    one-path form of :func:`check_outputs` (which checks several outputs together, sibling
+    files included).
+    """
+    return check_outputs((param, path))[0] or Path(path)
 
 
 def check_output_dir(param: str, raw: str | os.PathLike) -> Path:

@@ -374,7 +374,8 @@ def test_grid_of_model_files_records_no_training_recipe(tmp_path):
 def test_written_files_follow_the_umask(tmp_path):
     import os
 
-    from deepfault._io import check_writable, write_json
+    from deepfault._io import write_json
+    from deepfault.checks import check_writable
 
     old = os.umask(0o022)
     try:

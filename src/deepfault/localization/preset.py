@@ -269,7 +269,7 @@ def _resolve_models(config: ExperimentConfig, data: Dataset, models_dir: Path, *
             label = spec.arch
             if not path.is_file():
                 _check_models_dir(models_dir)
-                from .._io import check_writable
+                from ..checks import check_writable
 
                 check_writable(path)
             mf = trained_model(spec.arch, data, path, config.train_config(), device=device, progress=progress)
