@@ -216,31 +216,38 @@ class Profile:
         return write_npz(path, arrays)
 
 
+def read_state(path: str | os.PathLike, *, fmt: str, what: str, missing: str, unreadable: str,
+               marker: str, damaged: str, build):
+    """Read a fitted state's ``.npz`` (``allow_pickle=False``) and ``build`` it from its arrays,
+    every failure one :class:`DeepFaultError` (a profile, a surprise state): ``what`` names the
+    kind of file, the other strings end each message with its fix.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DeepFaultError(f"{what} file {str(path)!r} does not exist; {missing}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            a = {k: npz[k] for k in npz.files}
+    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError, EOFError
+        raise DeepFaultError(
+            f"{str(path)!r} is not a readable {what} ({type(err).__name__}); {unreadable}") from err
+    if "format" not in a or str(a["format"]) != fmt:
+        raise DeepFaultError(f"{str(path)!r} is not a deepfault {what} (no {fmt!r} marker){marker}")
+    try:
+        return build(a)
+    except (KeyError, ValueError, IndexError, TypeError, OverflowError, DeepFaultError) as err:
+        raise DeepFaultError(f"{str(path)!r} is a damaged {what} ({err}); {damaged}") from None
+
+
 def load_profile(path: str | os.PathLike) -> Profile:
     """Read a profile written by :meth:`Profile.save` (``allow_pickle=False``).
 
     Raises:
         DeepFaultError: The file is missing, not an ``.npz`` file, or not a deepfault profile.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise DeepFaultError(f"profile file {str(path)!r} does not exist; compute one with "
-                             "'deepfault coverage profile'")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            a = {k: npz[k] for k in npz.files}
-    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError
-        raise DeepFaultError(
-            f"{str(path)!r} is not a readable profile ({type(err).__name__}); compute one with "
-            "'deepfault coverage profile'"
-        ) from err
-    if "format" not in a or str(a["format"]) != FORMAT:
-        raise DeepFaultError(f"{str(path)!r} is not a deepfault profile (no {FORMAT!r} marker)")
-    try:
-        return _profile_from(a)
-    except (KeyError, ValueError, IndexError, TypeError, OverflowError) as err:
-        raise DeepFaultError(f"{str(path)!r} is a damaged profile ({err}); compute it again with "
-                             "'deepfault coverage profile'") from None
+    fix = "compute one with 'deepfault coverage profile'"
+    return read_state(path, fmt=FORMAT, what="profile", missing=fix, unreadable=fix, marker="",
+                      damaged="compute it again with 'deepfault coverage profile'", build=_profile_from)
 
 
 def _field(a: dict, key: str, ndim: int, kinds: str) -> np.ndarray:

@@ -73,6 +73,7 @@ from .profile import (
     check_same_layers,
     check_same_model,
     model_hash,
+    read_state,
     selection_arrays,
     selection_from,
 )
@@ -694,22 +695,9 @@ def load_surprise(path: str | os.PathLike) -> Surprise:
     Raises:
         DeepFaultError: The file is missing, unreadable, not a surprise state, or damaged.
     """
-    path = Path(path).expanduser()
     fix = "fit one with 'deepfault coverage surprise'"
-    if not path.is_file():
-        raise DeepFaultError(f"surprise file {str(path)!r} does not exist; {fix}")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            a = {k: npz[k] for k in npz.files}
-    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError, EOFError
-        raise DeepFaultError(
-            f"{str(path)!r} is not a readable surprise state ({type(err).__name__}); {fix}") from err
-    if "format" not in a or str(a["format"]) != FORMAT:
-        raise DeepFaultError(f"{str(path)!r} is not a deepfault surprise state (no {FORMAT!r} marker); {fix}")
-    try:
-        return _surprise_from(a)
-    except (KeyError, ValueError, IndexError, TypeError, OverflowError, DeepFaultError) as err:
-        raise DeepFaultError(f"{str(path)!r} is a damaged surprise state ({err}); {fix}") from None
+    return read_state(path, fmt=FORMAT, what="surprise state", missing=fix, unreadable=fix, marker=f"; {fix}",
+                      damaged=fix, build=_surprise_from)
 
 
 def _surprise_from(a: dict) -> Surprise:
