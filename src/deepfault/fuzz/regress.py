@@ -293,8 +293,8 @@ def check_black_box(m1, m2, config: CampaignConfig, *, strategy_option: str = "s
     reads = config.strategy_spec.reads_m2
     if reads and black(m2):
         raise DeepFaultError(
-            f"M2 is a black box (ONNX Runtime, LiteRT or a callable): it has no {reads.split(' (')[0]} for "
-            f"{config.strategy} ({reads}); use {strategy_option} drfuzz, which reads M2's outputs only, "
+            f"M2 is a black box (ONNX Runtime, LiteRT or a callable): {config.strategy} needs M2's {reads}, "
+            f"which a black box does not have; use {strategy_option} drfuzz, which reads M2's outputs only, "
             "or give M2 as a torch model (a .pt file, or an .onnx file with --runtime torch)")
     surprise = [s for s in (config.strategy_spec.check_spec(config), config.shared_fidelity)
                 if s and s.partition(":")[0].strip().lower() in SURPRISE_KINDS]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -144,7 +145,8 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
     except (DeepFaultError, ModuleNotFoundError) as err:
         if runtime == "torch" or not Path(path).is_file() or "not a valid ONNX" in str(err):
             raise
-        why = str(err).splitlines()[0][:160]
+        op = re.search(r"operation_type='(\w+)'", str(err))
+        why = f"no converter for {op.group(1)}" if op else str(err).splitlines()[0][:160]
     try:
         mf = open_onnxruntime(path)
     except ModuleNotFoundError as err:
