@@ -354,7 +354,9 @@ def open_litert(path: str | os.PathLike) -> ModelFile:
         raise DeepFaultError(f"{str(path)!r} takes {inp.dtype} inputs without a quantisation scale; "
                              "deepfault feeds float inputs")
     try:
-        last = str(probe._get_ops_details()[-1]["op_name"]).upper()
+        producers = [o for o in probe._get_ops_details()  # a delegate's node stands beside the originals
+                     if o["op_name"] != "DELEGATE" and outs[0]["index"] in list(o["outputs"])]
+        last = str(producers[-1]["op_name"]).upper() if producers else ""
     except Exception:  # noqa: BLE001 - a private helper: the output kind then defaults to logits
         last = ""
     fixed = int(ins[0]["shape"][0]) if len(ins[0]["shape"]) else 1
