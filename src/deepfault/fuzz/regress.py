@@ -88,6 +88,8 @@ def _open(m, *, arch, trust_pickle, runtime="auto"):
 
         mf = black_box(m)
         return mf, mf.meta["source"]
+    if isinstance(m, ModelFile) and m.meta.get("runtime") == "callable":  # black_box(f, name=...)
+        return m, m.meta["source"]
     return m, None
 
 

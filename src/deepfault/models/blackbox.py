@@ -58,6 +58,11 @@ RUNTIMES = ("auto", "torch", "onnxruntime")
 #: Inputs per runtime call when the file allows any batch size.
 MAX_BATCH = 4096
 
+#: ONNX operators whose result for one input depends on the other inputs of the batch
+#: (dynamic quantisation's scale is the min/max over the whole tensor): such a graph runs one
+#: input per call, as it runs when deployed, so a fault found in a batch is a fault alone too.
+BATCH_COUPLED_OPS = ("DynamicQuantizeLinear",)
+
 
 @dataclass(frozen=True)
 class _IO:
@@ -250,13 +255,17 @@ def open_onnxruntime(path: str | os.PathLike) -> ModelFile:
                                                         providers=["CPUExecutionProvider"]))
         return session[0].run([out.name], {inp.name: x})[0]
 
-    last = _onnx_last_op(path)
+    last, ops = _onnx_last_op(path), _onnx_ops(path)
+    # DynamicQuantizeLinear scales the activations over the whole tensor, the batch included: an
+    # input's scores would depend on the other inputs of its batch. Run one at a time, as deployed.
+    per_input = any(op in ops for op in BATCH_COUPLED_OPS)
     model = BlackBoxModel(predict, runtime="onnxruntime", digest=_file_digest(path), source=str(path),
-                          input=inp, output=out)
+                          input=inp, output=out, max_batch=1 if per_input else MAX_BATCH)
     return ModelFile(model=model, arch="onnxruntime",
                      output_kind="probabilities" if last == "Softmax" else "logits",
                      meta={"input_shape": list(shape) if shape else None, "source": str(path),
-                           "runtime": "onnxruntime", "black_box": True, "graph_ops": _onnx_ops(path)})
+                           "runtime": "onnxruntime", "black_box": True, "graph_ops": ops,
+                           "one_input_per_call": per_input})
 
 
 def _onnx_proto(path: Path):

@@ -133,7 +133,7 @@ def _int8_static(model, path, sample, *, float_path, calibration) -> dict:
     """Static QDQ int8 quantisation calibrated on training inputs."""
     q = _quantization()
 
-    class Reader(q.CalibrationDataReader):
+    class Reader(q.CalibrationDataReader):  # type: ignore[name-defined]  # a module object's class
         def __init__(self):
             self.batches = iter([{"input": np.ascontiguousarray(calibration[i:i + 64], dtype=np.float32)}
                                  for i in range(0, len(calibration), 64)])
@@ -270,7 +270,8 @@ def make_deployment(
         mf1 = pm.model_file
         m1_path = out / f"{stem}-m1.pt"
         save_model(m1_path, ModelFile(model=mf1.model, arch=mf1.arch, arch_kwargs=dict(mf1.arch_kwargs),
-                                      dataset=d.name, bounds=tuple(d.bounds), output_kind=pm.output_kind,
+                                      dataset=d.name, bounds=(float(d.bounds[0]), float(d.bounds[1])),
+                                      output_kind=pm.output_kind,
                                       meta={**mf1.meta, "deployment": {"role": "M1"}}))
     float_path = out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}"
     needs_float = any(f in ("onnx-int8", "onnx-int8-static") for f in formats)
