@@ -138,6 +138,7 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
         raise DeepFaultError(f"unknown runtime {runtime!r} for an ONNX file; known: {', '.join(RUNTIMES)}")
     if runtime == "onnxruntime":
         return open_onnxruntime(path)
+    missing: ModuleNotFoundError | None = None
     try:
         if runtime == "auto" and onnx_input_type(path) not in (None, "float32"):
             raise DeepFaultError(f"it takes {onnx_input_type(path)} inputs")  # a module would not run
@@ -145,11 +146,14 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
     except (DeepFaultError, ModuleNotFoundError) as err:
         if runtime == "torch" or not Path(path).is_file() or "not a valid ONNX" in str(err):
             raise
+        missing = err if isinstance(err, ModuleNotFoundError) else None
         op = re.search(r"operation_type='(\w+)'", str(err))
         why = f"no converter for {op.group(1)}" if op else str(err).splitlines()[0][:160]
     try:
         mf = open_onnxruntime(path)
     except ModuleNotFoundError as err:
+        if missing is not None:  # neither onnx2torch nor onnxruntime: name the usual extra
+            raise missing from err
         raise DeepFaultError(f"{str(path)!r} cannot be read as a torch module ({why}) and ONNX Runtime "
                              "is not installed; pip install 'deepfault[runtime]'") from err
     log.warning("%s: onnx2torch cannot convert it (%s); running it in ONNX Runtime as a black box "
