@@ -172,3 +172,17 @@ def test_what_needs_a_black_boxs_insides_is_refused_first(files, capsys):
     assert len(err) == 1
     assert "--strategy drfuzz" in err[0]
     assert not store.exists()  # nothing was written
+
+
+def test_scenario_deploy_through_the_cli(files, capsys, tmp_path):
+    d, _ = files
+    base = ["scenario", "deploy", "--model", str(d / "m1.pt"), "--dataset", str(d / "data.npz")]
+    assert main([*base, "--formats", "onnx-fp16", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "onnx-fp16" in out
+    assert "regressions" in out
+    assert (tmp_path / "out" / "deploy-m1-fp16.onnx").is_file()
+    assert (tmp_path / "out" / "deploy-m1-m1.pt").is_file()
+    assert main([*base, "--formats", "onnx,tensorrt", "--out", str(tmp_path / "bad")]) == 2
+    assert "unknown deployment format(s) tensorrt" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
