@@ -92,5 +92,5 @@ def _show_black_box(args, mf) -> int:
     ops = mf.meta.get("graph_ops")
     if ops:
         rows.append(("operators", ", ".join(f"{k} {v}" for k, v in sorted(ops.items()))))
-    print(table(("", ""), rows))
+    print(table(("what", "how"), rows))
     return 0
