@@ -1,5 +1,6 @@
 """Opening every supported model file, and the zoo."""
 
+import importlib.util
 import sys
 
 import numpy as np
@@ -143,6 +144,10 @@ def test_onnx_errors(tmp_path, monkeypatch):
     with pytest.raises(DeepFaultError, match="is not a valid ONNX model"):
         open_model(tmp_path / "bad.onnx")
     monkeypatch.setitem(sys.modules, "onnx2torch", None)
+    if importlib.util.find_spec("onnxruntime") is not None:  # --runtime auto falls back to ONNX Runtime
+        with pytest.raises(DeepFaultError, match="ONNX Runtime cannot open"):
+            open_model(tmp_path / "bad.onnx")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'deepfault\[onnx\]'"):
         open_model(tmp_path / "bad.onnx")
 

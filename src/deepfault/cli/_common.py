@@ -355,7 +355,7 @@ def device_from(name: str):
 
 def open_model_file(args):
     return open_model(args.model, weights=args.weights, arch=args.arch,
-                      trust_pickle=args.trust_pickle)
+                      trust_pickle=args.trust_pickle, runtime=getattr(args, "runtime", "auto"))
 
 
 def load_inputs(args, data=None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import DeepFaultError
+from ..models.blackbox import RUNTIMES, describe_black_box, unwrap_black_box
 from ..models.prepare import prepare_model
 from ._common import HelpFormatter, add_data_dir, add_model_options, open_model_file, table
 
@@ -20,6 +21,9 @@ def add_parser(sub) -> None:
                       help="take the input shape from this data set")
     add_data_dir(insp)
     add_model_options(insp)
+    insp.add_argument("--runtime", choices=RUNTIMES, default="auto",
+                      help="how an .onnx file is read: auto (onnx2torch, or ONNX Runtime for a graph it "
+                      "cannot convert), torch or onnxruntime (a black box); a .tflite file is read by LiteRT")
     insp.set_defaults(func=_cmd_inspect)
 
 
@@ -28,6 +32,8 @@ def _cmd_inspect(args) -> int:
     from ..models.summary import describe_model
 
     mf = open_model_file(args)
+    if unwrap_black_box(mf.model) is not None:
+        return _show_black_box(args, mf)
     shape = None
     if args.input_shape:
         try:
@@ -61,4 +67,30 @@ def _cmd_inspect(args) -> int:
     print(table(("layer", "type", "output", "units", "params", "analysed by default"), body))
     neurons = sum(r.units or 0 for r in rows if r.default_neuron_layer)
     print(f"{neurons} neurons in the default layers; name others with --layers")
+    return 0
+
+
+def _show_black_box(args, mf) -> int:
+    """How a black-box file is read: the runtime, its input and output tensors and their dtypes."""
+    d = describe_black_box(mf.model)
+
+    def io(t):
+        if t is None:
+            return "-"
+        q = t.get("quantization")
+        extra = f", quantised: scale {q['scale']:.6g}, zero point {q['zero_point']}" if q else ""
+        return f"{t['name']} {'x'.join(map(str, t['shape']))} {t['dtype']}{extra}"
+
+    print(f"model {args.model} ({mf.arch}): run by {d['runtime']} as a black box: no layers, no neurons, "
+          f"no gradients; regress (drfuzz) reads its outputs only")
+    fallback = mf.meta.get("runtime_fallback")
+    rows = [("runtime", d["runtime"]), ("input", io(d["input"])), ("output", io(d["output"])),
+            ("output kind", mf.output_kind),
+            ("batch", "any" if d["input"]["shape"][0] == "N" else f"{d['input']['shape'][0]} (fixed)")]
+    if fallback:
+        rows.append(("why not torch", fallback))
+    ops = mf.meta.get("graph_ops")
+    if ops:
+        rows.append(("operators", ", ".join(f"{k} {v}" for k, v in sorted(ops.items()))))
+    print(table(("what", "how"), rows))
     return 0

@@ -15,8 +15,9 @@ from ..fuzz.fidelity import check_fidelity_inputs, check_fidelity_spec, default_
 from ..fuzz.figures import fault_grid
 from ..fuzz.mutation.mcmc import CHOOSERS
 from ..fuzz.mutation.rules import input_kind
-from ..fuzz.regress import faults_paths, load_pair, progress_line, regress
+from ..fuzz.regress import check_black_box, faults_paths, load_pair, progress_line, regress
 from ..fuzz.report import campaign_page, metrics_table
+from ..models.blackbox import RUNTIMES, unwrap_black_box
 from ._common import (
     HelpFormatter,
     Output,
@@ -51,7 +52,15 @@ def add_parser(sub) -> None:
         formatter_class=HelpFormatter,
     )
     p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
-    p.add_argument("--m2", required=True, metavar="FILE", help="its new version")
+    p.add_argument("--m2", required=True, metavar="FILE",
+                   help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a "
+                   "black box: DRFuzz needs its outputs only")
+    p.add_argument("--runtime", choices=RUNTIMES, default="auto",
+                   help="how .onnx files run: auto (onnx2torch, or ONNX Runtime for a graph it cannot "
+                   "convert, e.g. int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed "
+                   "runtime, a "
+                   "black box: no neurons for --strategy deephunter, no activations of M1 for --fidelity "
+                   "dsa/lsa/mdsa). .tflite files always run in LiteRT")
     p.add_argument("--dataset", metavar="NAME", default=None,
                    help="data set or .npz file (default: the one the model files name)")
     add_data_dir(p)
@@ -164,12 +173,13 @@ def _cmd_regress(args) -> int:
     device = device_from(args.device)
     # The pair is prepared once, here (--threads auto sees the models' size), and every campaign takes it.
     p1, p2, data = load_pair(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, arch=args.arch,
-                             trust_pickle=args.trust_pickle)
+                             trust_pickle=args.trust_pickle, runtime=args.runtime)
     kind = input_kind(1 + len(data.input_shape))
     fidelity = args.fidelity or default_fidelity(kind)  # no discriminator for vectors and sequences
     check_fidelity_inputs(fidelity, kind, option="--fidelity")
     check_fidelity_inputs(args.shared_fidelity, kind, option="--shared-fidelity")
     shared = args.shared_fidelity or (fidelity if args.strategy == "both" else None)
+    _black_boxes(args, p1, p2, fidelity, shared)
     threads = apply_threads(args.threads, [p1.module, p2.module], device)
     live = not args.no_progress and sys.stderr.isatty()
     last = [0.0]
@@ -214,6 +224,18 @@ def _cmd_regress(args) -> int:
     if args.report_dir is not None:
         write_run_report(args, lambda folder: campaign_page(outcomes, folder))
     return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
+
+
+def _black_boxes(args, p1, p2, fidelity, shared) -> None:
+    """Refuse, before any work, what a black box cannot give; say how each black box runs."""
+    for strategy, _ in _cells(args):
+        check_black_box(p1, p2, CampaignConfig(strategy=strategy, fidelity=fidelity, shared_fidelity=shared),
+                        strategy_option="--strategy", fidelity_option="--fidelity")
+    for role, p in (("M1", p1), ("M2", p2)):
+        box = unwrap_black_box(p.module)
+        if box is not None:
+            print(f"{role}: {box.source} runs in {box.runtime} as a black box (input "
+                  f"{box.input_io.dtype}; its outputs only)")
 
 
 def _run_one(args, pair, config, budget, device, threads, progress, live, paths):

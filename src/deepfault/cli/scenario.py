@@ -6,6 +6,8 @@ from pathlib import Path
 
 from ..checks import check_int
 from ..data import list_datasets, load_dataset
+from ..errors import DeepFaultError
+from ..fuzz.pairs.deploy import list_deploy_formats, make_deployment
 from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
 from ..models import list_architectures
 from ._common import (
@@ -32,15 +34,24 @@ def add_parser(sub) -> None:
         description="Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
         f"(spec/drfuzz.md section 9): {lines}. 'all' runs every scenario. The base models are cached "
         "in --out and shared between scenarios with the same architecture, data, seed and epochs. "
-        "Prints both test accuracies and the regressions (test inputs M1 gets right and M2 wrong).",
+        "Prints both test accuracies and the regressions (test inputs M1 gets right and M2 wrong). "
+        "'deploy' writes a deployment pair instead: M1 (--model, a float torch model) and the files it is "
+        "deployed as, run by ONNX Runtime: float32 ONNX, dynamic int8 (ConvInteger/MatMulInteger), static "
+        "QDQ int8 calibrated on training inputs, and float16 (--formats); fuzz one with "
+        "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("name", choices=[*list_scenarios(), "all"], metavar="SCENARIO",
-                   help=f"scenario ({', '.join(list_scenarios())}, or all)")
-    p.add_argument("--arch", required=True, choices=list_architectures(), metavar="NAME",
-                   help=f"architecture ({', '.join(list_architectures())})")
-    p.add_argument("--dataset", required=True, metavar="NAME",
-                   help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
+    p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
+                   help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
+    p.add_argument("--arch", default=None, choices=list_architectures(), metavar="NAME",
+                   help=f"architecture ({', '.join(list_architectures())}); required but for deploy")
+    p.add_argument("--dataset", default=None, metavar="NAME",
+                   help=f"data set ({', '.join(list_datasets())}, or a .npz file); required but for deploy "
+                   "with a --model file that names its data set")
+    p.add_argument("--model", default=None, metavar="FILE",
+                   help="deploy: the float torch model to export (any format 'run --model' takes)")
+    p.add_argument("--formats", default=",".join(list_deploy_formats()), metavar="NAMES",
+                   help=f"deploy: the files to write ({', '.join(list_deploy_formats())})")
     add_data_dir(p)
     p.add_argument("--out", metavar="DIR", default="scenarios", help="folder to write the models to")
     add_seed(p, "seed of weights, splits and shuffling")
@@ -58,7 +69,28 @@ def outputs(args) -> list[Output]:
     return [Output("--out", Path(args.out), folder=True)]
 
 
+def _cmd_deploy(args) -> int:
+    if args.model is None:
+        raise DeepFaultError("scenario deploy exports a model: give it with --model FILE (a zoo .pt file)")
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    apply_threads(args.threads)
+    r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out, formats=formats,
+                        seed=args.seed)
+    rows = [(f, Path(p).name, fmt(r.accuracy[f], 4), r.regressions[f], r.fixes[f], fmt(r.agreement[f], 4),
+             fmt(r.max_abs_diff[f], 4)) for f, p in r.files.items()]
+    print(f"scenario deploy: {args.model}, M1 test accuracy {r.m1_accuracy:.4f} on {r.n_test} test inputs")
+    print(table(("format", "file", "accuracy", "regressions", "fixes", "agreement", "max |p1 - p2|"), rows))
+    print("each file runs in ONNX Runtime; regressions: test inputs M1 gets right and the file wrong")
+    print("wrote " + ", ".join([*([str(r.m1_path)] if r.m1_path else []), *map(str, r.files.values())]))
+    return 0
+
+
 def _cmd_scenario(args) -> int:
+    if args.name == "deploy":
+        return _cmd_deploy(args)
+    for flag, value in (("--arch", args.arch), ("--dataset", args.dataset)):
+        if value is None:
+            raise DeepFaultError(f"scenario {args.name} trains M1: give {flag}")
     check_int("--epochs", args.epochs)
     device = device_from(args.device)
     apply_threads(args.threads)

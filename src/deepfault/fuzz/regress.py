@@ -33,6 +33,7 @@ from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
 from ..models import ModelFile, open_model
+from ..models.blackbox import is_black_box
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
@@ -40,7 +41,7 @@ from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs, default_fidelity
 from .mutation.rules import input_kind
 
-__all__ = ["RegressOutcome", "campaign_job", "experiment_key", "load_pair", "regress"]
+__all__ = ["RegressOutcome", "campaign_job", "check_black_box", "experiment_key", "load_pair", "regress"]
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +76,20 @@ class RegressOutcome:
                 **self.result.to_dict()}
 
 
-def _open(m, *, arch, trust_pickle):
-    """A path opened as a model file (with its file name as label); anything else as it is."""
+def _open(m, *, arch, trust_pickle, runtime="auto"):
+    """A path opened as a model file (with its file name as label), a plain callable as a black
+    box (:func:`~deepfault.models.blackbox.black_box`); anything else as it is.
+    """
     if isinstance(m, (str, os.PathLike)):
-        mf = open_model(m, arch=arch, trust_pickle=trust_pickle)
+        mf = open_model(m, arch=arch, trust_pickle=trust_pickle, runtime=runtime)
         return mf, model_label(m, mf)
+    if callable(m) and not isinstance(m, (torch.nn.Module, PreparedModel)):
+        from ..models.blackbox import black_box
+
+        mf = black_box(m)
+        return mf, mf.meta["source"]
+    if isinstance(m, ModelFile) and m.meta.get("runtime") == "callable":  # black_box(f, name=...)
+        return m, m.meta["source"]
     return m, None
 
 
@@ -92,18 +102,22 @@ def _native_shape(m) -> tuple | None:
 
 
 def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike | None = None,
-              arch: str | None = None, trust_pickle: bool = False):
+              arch: str | None = None, trust_pickle: bool = False, runtime: str = "auto"):
     """Prepare two models and their data set (:func:`~deepfault.models.prepare.prepare_model`).
 
     Args:
-        m1: The original model: a model file, :class:`~deepfault.models.ModelFile`, module or
-            :class:`~deepfault.models.prepare.PreparedModel`.
+        m1: The original model: a model file (``.onnx`` and ``.tflite`` included), a
+            :class:`~deepfault.models.ModelFile` (a :func:`~deepfault.models.blackbox.black_box`
+            included), module, :class:`~deepfault.models.prepare.PreparedModel`, or a plain
+            callable from a NumPy batch to logits (a black box; wrap it with
+            :func:`~deepfault.models.blackbox.black_box` for probabilities).
         m2: The new model, in any form ``m1`` takes.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model files name).
         data_dir: Data root.
         arch: Zoo architecture for a plain ``state_dict`` file.
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
+        runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`).
 
     Returns:
         ``(p1, p2, data)``: two :class:`~deepfault.models.prepare.PreparedModel` taking the
@@ -113,7 +127,8 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
         DeepFaultError: Unreadable files, no data set named, models that take inputs of
             different shapes, or a data range that a model was not trained on.
     """
-    (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle) for m in (m1, m2))
+    (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle, runtime=runtime)
+                                  for m in (m1, m2))
     s1, s2 = _native_shape(o1), _native_shape(o2)
     if s1 and s2 and tuple(s1) != tuple(s2):
         raise DeepFaultError(
@@ -159,6 +174,7 @@ def regress(
     progress=None,
     arch: str | None = None,
     trust_pickle: bool = False,
+    runtime: str = "auto",
     config: CampaignConfig | None = None,
     **settings,
 ) -> RegressOutcome:
@@ -180,6 +196,10 @@ def regress(
         progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
         arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
+        runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`): ``auto``
+            (onnx2torch, or ONNX Runtime for a graph it cannot convert), ``torch``, ``onnxruntime``.
+            A black box (ONNX Runtime, LiteRT, a callable) runs DRFuzz; what needs its insides
+            is refused first (:func:`check_black_box`).
         config: A :class:`~.campaign.CampaignConfig`; ``settings`` (``budget``, ``strategy``,
             ``batch``, ``seed``, ``fidelity``, ...) replace its fields. Without either ``config``
             or a ``fidelity`` setting, vectors and sequences get their default check
@@ -203,13 +223,14 @@ def regress(
         p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
     else:
         p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
-                                 trust_pickle=trust_pickle)
+                                 trust_pickle=trust_pickle, runtime=runtime)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
     kind = input_kind(1 + len(data.input_shape))
     if auto_fidelity and kind != "image":  # no discriminator for vectors and sequences
         config = replace(config, fidelity=default_fidelity(kind))
     names = (p1.name or "M1", p2.name or "M2")
+    check_black_box(p1, p2, config)  # before the discriminator, the surprise fit and the store
     model1, model2 = p1.to(device).module, p2.to(device).module
     check_pair(model1, model2, data, config)  # before the store is opened or created
     _prepare_discriminators(config, data, device, progress=None if progress else False)  # likewise
@@ -245,9 +266,45 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     if c1 != c2:  # the campaign says the same, but only after the store is opened
         raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
                              "one classifier")
+    if is_black_box(m2) and not config.strategy_spec.reads_m2:
+        return  # DRFuzz reads M2's outputs only
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
     for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
         break
+
+
+def check_black_box(m1, m2, config: CampaignConfig, *, strategy_option: str = "strategy",
+                    fidelity_option: str = "fidelity") -> None:
+    """Refuse, before any work, a campaign that needs the insides of a black-box model (an ONNX
+    Runtime or LiteRT file, a callable): DeepHunter's coverage keep rule reads M2's neurons, and
+    a surprise check (``dsa``, ``lsa``, ``mdsa``) M1's activations. Names what works instead.
+
+    Args:
+        m1: M1 (a module, prepared model or model file).
+        m2: M2, likewise.
+        config: The campaign's configuration.
+        strategy_option: How messages name the strategy setting (``--strategy``).
+        fidelity_option: How messages name the fidelity setting (``--fidelity``).
+
+    Raises:
+        DeepFaultError: One line: which model, what it lacks, and the options that work.
+    """
+    from ..coverage.surprise import SURPRISE_KINDS
+    from ..models.blackbox import is_black_box as black
+
+    reads = config.strategy_spec.reads_m2
+    if reads and black(m2):
+        raise DeepFaultError(
+            f"M2 is a black box (ONNX Runtime, LiteRT or a callable): {config.strategy} needs M2's {reads}, "
+            f"which a black box does not have; use {strategy_option} drfuzz, which reads M2's outputs only, "
+            "or give M2 as a torch model (a .pt file, or an .onnx file with --runtime torch)")
+    surprise = [s for s in (config.strategy_spec.check_spec(config), config.shared_fidelity)
+                if s and s.partition(":")[0].strip().lower() in SURPRISE_KINDS]
+    if surprise and black(m1):
+        raise DeepFaultError(
+            f"M1 is a black box (ONNX Runtime, LiteRT or a callable): it has no activations for the surprise "
+            f"check {surprise[0]!r}; use {fidelity_option} linf:T, ssim, discriminator (images) or none, or "
+            "give M1 as a torch model")
 
 
 def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: bool | None = False) -> None:
@@ -318,14 +375,16 @@ def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
 def campaign_job(job: dict) -> dict:
     """Run one campaign of an executor's job list; returns the result's dict.
 
-    ``job`` holds ``m1``, ``m2`` (paths), ``dataset``, ``data_dir``, ``config`` (a
+    ``job`` holds ``m1``, ``m2`` (paths), ``runtime`` (optional), ``dataset``, ``data_dir``, ``config`` (a
     :meth:`~.campaign.CampaignConfig.to_dict`), ``store``, ``experiment``, ``cell`` and
     ``device``. The campaign checkpoints into ``store`` (which workers must reach: a local
     path, or a shared file system for a cluster) and resumes from it.
     """
     config = CampaignConfig.from_dict(job["config"])
     device = torch.device(job.get("device", "cpu"))
-    p1, p2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"))
+    p1, p2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"),
+                             runtime=job.get("runtime", "auto"))
+    check_black_box(p1, p2, config)
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
     if config.output_kinds == ("logits", "logits"):

@@ -7,13 +7,20 @@
 | TorchScript archive | ``torch.jit.load``, rebuilt as eager modules (hooks need them) |
 | pickled whole ``nn.Module`` | only with ``trust_pickle=True``: unpickling can run code |
 | Keras 2 ``.h5``, ``.json`` (+ weights), or a stem | :func:`deepfault.models.keras.load_keras` |
-| ``.onnx`` | :func:`deepfault.models.onnx.load_onnx` (extra ``onnx``) |
+| ``.onnx`` | :func:`deepfault.models.onnx.load_onnx` (extra ``onnx``); see below |
+| ``.tflite`` | the LiteRT interpreter, a black box (extra ``litert``) |
+
+An ``.onnx`` file runs in ONNX Runtime as a black box (:mod:`deepfault.models.blackbox`, extra
+``runtime``) with ``runtime="onnxruntime"``, or with ``"auto"`` when onnx2torch cannot convert
+the graph (an int8 or float16 model).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +33,8 @@ from ..core.registry import Registry
 from ..errors import DeepFaultError
 from ._api import build_model, list_architectures
 from .io import FORMAT, ModelFile, load_model
+
+log = logging.getLogger(__name__)
 
 __all__ = ["open_model", "MODEL_FORMATS", "ModelFormat", "register_format", "supported_formats"]
 
@@ -121,10 +130,44 @@ def _open_keras(path, *, weights, arch, arch_kwargs, trust_pickle):
 
 
 @register_format("onnx", description=".onnx", detect=lambda p, w, a: p.suffix.lower() == ".onnx")
-def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle):
+def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"):
+    from .blackbox import RUNTIMES, onnx_input_type, open_onnxruntime
     from .onnx import load_onnx
 
-    return load_onnx(path)
+    if runtime not in RUNTIMES:
+        raise DeepFaultError(f"unknown runtime {runtime!r} for an ONNX file; known: {', '.join(RUNTIMES)}")
+    if runtime == "onnxruntime":
+        return open_onnxruntime(path)
+    missing: ModuleNotFoundError | None = None
+    try:
+        if runtime == "auto" and onnx_input_type(path) not in (None, "float32"):
+            raise DeepFaultError(f"it takes {onnx_input_type(path)} inputs")  # a module would not run
+        return load_onnx(path)
+    except (DeepFaultError, ModuleNotFoundError) as err:
+        if runtime == "torch" or not Path(path).is_file() or "not a valid ONNX" in str(err):
+            raise
+        missing = err if isinstance(err, ModuleNotFoundError) else None
+        op = re.search(r"operation_type='(\w+)'", str(err))
+        why = f"no converter for {op.group(1)}" if op else str(err).splitlines()[0][:160]
+    try:
+        mf = open_onnxruntime(path)
+    except ModuleNotFoundError as err:
+        if missing is not None:  # neither onnx2torch nor onnxruntime: name the usual extra
+            raise missing from err
+        raise DeepFaultError(f"{str(path)!r} cannot be read as a torch module ({why}) and ONNX Runtime "
+                             "is not installed; pip install 'deepfault[runtime]'") from err
+    log.warning("%s: onnx2torch cannot convert it (%s); running it in ONNX Runtime as a black box "
+                "(no layers; --runtime torch refuses instead)", path, why)
+    mf.meta["runtime_fallback"] = why
+    return mf
+
+
+@register_format("tflite", description=".tflite (LiteRT)",
+                 detect=lambda p, w, a: p.suffix.lower() == ".tflite")
+def _open_tflite(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"):
+    from .blackbox import open_litert
+
+    return open_litert(path)
 
 
 @register_format("torchscript", description="TorchScript",
@@ -182,6 +225,7 @@ def open_model(
     arch: str | None = None,
     arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
+    runtime: str = "auto",
 ) -> ModelFile:
     """Load a model from any supported file (see the module's table and :data:`MODEL_FORMATS`).
 
@@ -192,6 +236,9 @@ def open_model(
         arch_kwargs: Its arguments.
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``. Only for files you
             trust: unpickling can run arbitrary code.
+        runtime: How an ``.onnx`` file runs (:data:`~deepfault.models.blackbox.RUNTIMES`):
+            ``"auto"`` (onnx2torch, or ONNX Runtime when onnx2torch cannot convert the graph),
+            ``"torch"`` or ``"onnxruntime"``. Other files ignore it.
 
     Raises:
         DeepFaultError: A missing, corrupt or unsupported file, with what to do.
@@ -205,8 +252,9 @@ def open_model(
         )
     for _, fmt in MODEL_FORMATS.items():
         if fmt.detect(path, weights_path, arch):
+            extra = {"runtime": runtime} if fmt.name in ("onnx", "tflite") else {}
             return fmt.load(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs,
-                            trust_pickle=trust_pickle)
+                            trust_pickle=trust_pickle, **extra)
     raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
 
 

@@ -117,6 +117,8 @@ class FuzzStrategy(ABC):
     params: dict[str, dict[str, tuple]] | None = None
     #: The neuron value transform of a coverage keep rule when the configuration names none.
     transform: str = "raw"
+    #: What of M2's insides the keep rule reads (``""``: only its outputs, so M2 may be a black box).
+    reads_m2: str = ""
 
     def rules_for(self, kind: str) -> tuple[str, ...]:
         """The rule names for inputs of ``kind`` (``"image"``: :attr:`rules`), in chooser order."""
@@ -256,6 +258,7 @@ class DeepHunter(FuzzStrategy):
     one_affine_per_lineage = True
     params = DEEPHUNTER_PARAMS
     transform = "layer-minmax"  # per-input min-max scaled outputs, as published
+    reads_m2 = "neurons (its coverage keep rule)"
 
     def check_spec(self, config: CampaignConfig) -> str:
         return "validity"
