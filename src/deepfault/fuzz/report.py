@@ -488,10 +488,9 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
 #: What the metrics' columns mean, and their names in DRFuzz's paper and README (one line under
 #: every table of them).
 METRICS_LEGEND = (
-    "#RF: generated inputs M1 gets right and M2 wrong; #URF: distinct (seed, M1 label, M2 label) among "
-    "them (the DRFuzz paper's #RF, its README's #URF); #Seed: seeds with at least one #RF; #GF: generated "
-    "inputs M2 gets wrong (#RF + both wrong). All four count generated inputs only, never the initial "
-    "faults (test inputs M2 already gets wrong)"
+    "#RF: generated inputs M1 gets right and M2 wrong; #URF: distinct (seed, M1 label, M2 label) among them, "
+    "the DRFuzz paper's #RF (its README's #URF); #Seed: seeds with a #RF; #GF: generated inputs M2 gets "
+    "wrong (#RF + both wrong); none counts the initial faults"
 )
 
 

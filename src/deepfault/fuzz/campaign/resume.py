@@ -65,7 +65,7 @@ class StoreState:
                     "to start it again from the start instead")
         if self.dropped is not None:
             what = "finished run" if self.dropped == "finished" else "checkpoint"
-            line = f"{head}--fresh: deleted campaign {self.cell!r}'s earlier {what} ({done}); starting it anew"
+            line = f"{head}--fresh: deleting the earlier {what} of campaign {self.cell!r} ({done}); starting it anew"
         else:
             line = f"{head}new campaign {self.cell!r}"
             if not self.others:
