@@ -46,7 +46,8 @@ def add_parser(sub) -> None:
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
         f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
         "command resumes (also after a crash or kill), or prints a finished campaign's result; it says which "
-        "before any work, and --fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a legend), "
+        "before any work, and --fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a "
+        "legend), "
         "writes the faults as .npz (the generated faults and, apart, the test inputs M2 already gets wrong), "
         "a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, or still climbing "
         "(a longer budget would likely find more).",

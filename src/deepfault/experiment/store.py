@@ -358,7 +358,8 @@ class ResultStore:
         """
         with self._db:
             cur = self._db.execute(
-                "DELETE FROM cells WHERE experiment = ? AND method = ? AND (cell_id = ? OR substr(cell_id, 1, ?) = ?)",
+                "DELETE FROM cells WHERE experiment = ? AND method = ? "
+                "AND (cell_id = ? OR substr(cell_id, 1, ?) = ?)",
                 (experiment, method, prefix, len(prefix) + 1, prefix + "/"),
             )
         return int(cur.rowcount)

@@ -53,10 +53,11 @@ def test_a_planted_straight_curve_is_still_climbing_on_seconds():
     times = np.linspace(0.5, 59.5, 60)  # one new unique fault a second for a minute
     v = discovery_verdict(_faults(times, axis="seconds"), axis="seconds", span=60.0)
     assert (v.first, v.last) == _naive(times, 60.0) == (12, 12)
-    assert v.first_rate == pytest.approx(60.0) and v.last_rate == pytest.approx(60.0)  # per minute
+    assert v.first_rate == pytest.approx(60.0)
+    assert v.last_rate == pytest.approx(60.0)
     assert v.status == "climbing"
-    assert "per min: 60.0 in the last fifth against 60.0 in the first; still climbing: a longer budget would " \
-           "likely find more" in v.line()
+    assert "per min: 60.0 in the last fifth against 60.0 in the first; still climbing: a longer budget " \
+           "would likely find more" in v.line()
 
 
 @pytest.mark.parametrize(("last", "status"), [(0, "levelled"), (3, "levelled"), (4, "climbing")])
@@ -69,7 +70,8 @@ def test_the_threshold_is_a_tenth_of_the_first_fifth(last, status):
 
 
 def test_a_fault_found_again_counts_at_its_first_discovery_only():
-    rows = [dict(kind="rf", root=1, y1=0, y2=2, iteration=90), dict(kind="rf", root=1, y1=0, y2=2, iteration=5),
+    rows = [dict(kind="rf", root=1, y1=0, y2=2, iteration=90),
+            dict(kind="rf", root=1, y1=0, y2=2, iteration=5),
             dict(kind="rf", root=1, y1=0, y2=3, iteration=99)]
     np.testing.assert_array_equal(first_discoveries(FaultTable.from_rows(rows), "iterations"), [5, 99])
 
@@ -79,6 +81,7 @@ def test_no_fault_and_an_exhausted_queue_have_their_own_verdicts():
     assert (none.urf, none.status) == (0, "none")
     assert "none found" in none.line()
     dry = discovery_verdict(_faults([1, 2]), axis="iterations", span=100, stop_reason="exhausted")
-    assert dry.status == "exhausted" and "stopped early" in dry.line()
+    assert dry.status == "exhausted"
+    assert "stopped early" in dry.line()
     with pytest.raises(DeepFaultError, match="axis must be 'seconds' or 'iterations'"):
         first_discoveries(_faults([1]), "steps")

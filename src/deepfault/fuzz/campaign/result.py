@@ -158,15 +158,16 @@ class CampaignResult:
         a = self.fault_arrays()
         initial = a["initial"]
         out = {name: a[name][~initial] for name in FAULT_FILE_FIELDS if not name.startswith("initial_")}
-        out.update({f"initial_{name}": a[name][initial]
-                    for name in ("inputs", "seed_index", "label", "m1_pred", "m2_pred", "m1_prob", "m2_prob")})
+        kept = ("inputs", "seed_index", "label", "m1_pred", "m2_pred", "m1_prob", "m2_prob")
+        out.update({f"initial_{name}": a[name][initial] for name in kept})
         return out
 
     def save_faults(self, path) -> None:
         """Write :meth:`fault_file_arrays` to ``path`` (``.npz``, atomically; no pickled objects)."""
         from ..._io import atomic_path
 
-        arrays: dict[str, Any] = self.fault_file_arrays()  # (Any: numpy's stub types **kwds against allow_pickle)
+        # (Any: numpy's stub types **kwds against allow_pickle)
+        arrays: dict[str, Any] = self.fault_file_arrays()
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez_compressed(fh, **arrays)
 

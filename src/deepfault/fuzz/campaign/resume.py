@@ -58,21 +58,24 @@ class StoreState:
         head = f"store {self.store}: "
         done = f"{self.iterations:,} iterations, {self.seconds:.1f} s of fuzzing"
         if self.status == "finished":
-            return (f"{head}campaign {self.cell!r} finished before with these options, models and data ({done}): "
-                    "printing its stored result without fuzzing; add --fresh to run it again from the start")
+            return (f"{head}campaign {self.cell!r} finished before with these options, models and data "
+                    f"({done}): printing its stored result without fuzzing; add --fresh to run it again from "
+                    "the start")
         if self.status == "resume":
-            return (f"{head}resuming campaign {self.cell!r} from its last checkpoint ({done} so far); add --fresh "
-                    "to start it again from the start instead")
+            return (f"{head}resuming campaign {self.cell!r} from its last checkpoint ({done} so far); add "
+                    "--fresh to start it again from the start instead")
         if self.dropped is not None:
             what = "finished run" if self.dropped == "finished" else "checkpoint"
-            line = f"{head}--fresh: deleting the earlier {what} of campaign {self.cell!r} ({done}); starting it anew"
+            line = (f"{head}--fresh: deleting the earlier {what} of campaign {self.cell!r} ({done}); "
+                    "starting it anew")
         else:
             line = f"{head}new campaign {self.cell!r}"
             if not self.others:
                 line += " (none of that id in the store)"
         if self.others:
-            line += (f"; the store also holds {self.cell!r} run with {'; with '.join(self.others)}: kept, not "
-                     "resumed (rerun with those options to resume it, or give --campaign ID to name this one)")
+            line += (f"; the store also holds {self.cell!r} run with {'; with '.join(self.others)}: kept, "
+                     "not resumed (rerun with those options to resume it, or give --campaign ID to name this "
+                     "one)")
         return line
 
 
@@ -85,7 +88,8 @@ def _differences(theirs: dict, ours: dict, *, top: int = 3) -> str:
     return ", ".join(shown) + more
 
 
-def store_state(store, experiment: str, cell: str, config: CampaignConfig, *, fresh: bool = False) -> StoreState:
+def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
+                fresh: bool = False) -> StoreState:
     """What a run of campaign ``cell`` of ``experiment`` will do on ``store`` (a path); reads the
     store, changes nothing (``fresh``: the caller deletes the campaign's cells, see
     :meth:`~deepfault.experiment.store.ResultStore.delete_cells`).
@@ -108,7 +112,8 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *, fr
         checkpoint = opened.get(experiment, METHOD, f"{cell}/checkpoint")
         if result is not None:
             status = "finished"
-            iterations, seconds = int(result.data.get("iterations", 0)), float(result.data.get("seconds", 0.0))
+            iterations = int(result.data.get("iterations", 0))
+            seconds = float(result.data.get("seconds", 0.0))
         elif checkpoint is not None:
             status = "resume"
             counters = checkpoint.data.get("counters", {})

@@ -82,7 +82,8 @@ class Verdict:
         tail = {
             "levelled": "levelled off: a longer budget would likely find few more",
             "climbing": "still climbing: a longer budget would likely find more",
-            "none": "none found, so no trend: a longer budget, another --fidelity or more seeds may find some",
+            "none": "none found, so no trend: a longer budget, another --fidelity or more seeds may find "
+                    "some",
             "exhausted": "stopped early, every queued input used or banned: a longer budget finds no more "
                          "with this seed (try another --seed)",
         }[self.status]

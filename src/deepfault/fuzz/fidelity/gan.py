@@ -429,8 +429,9 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
 
     For MNIST and Fashion-MNIST (:data:`AUTO_DATASETS`) a missing or stale cache file is
     replaced by training :data:`AUTO_RECIPE` on the training split (seeded; a progress bar on
-    a terminal, a line every 30 s otherwise: :func:`~deepfault.core.progress.progress_bar`), once; the quality report (mean score of test images, noise and heavily
-    mutated images) is logged and kept in the file's ``meta["gan"]``.
+    a terminal, a line every 30 s otherwise: :func:`~deepfault.core.progress.progress_bar`),
+    once; the quality report (mean score of test images, noise and heavily mutated images) is
+    logged and kept in the file's ``meta["gan"]``.
 
     Args:
         dataset: The data set's name.
