@@ -95,8 +95,8 @@ def main(argv=None) -> dict:
         "what": "the first regress's discriminator training: cached_discriminator into an empty cache",
         "command": "PYTHONPATH=src python benchmarks/bench_gan_train.py" + (" --quick" if args.quick else "")
                    + f" --threads {args.threads}",
-        "dataset": args.dataset, "quick": args.quick, "recipe": recipe.to_dict(), "full_recipe": full.to_dict(),
-        "cpus": os.cpu_count(), "runs": runs, "provenance": provenance(),
+        "dataset": args.dataset, "quick": args.quick, "recipe": recipe.to_dict(),
+        "full_recipe": full.to_dict(), "cpus": os.cpu_count(), "runs": runs, "provenance": provenance(),
     }
     write_json(args.out, result)
     print(f"wrote {args.out}")
