@@ -41,8 +41,10 @@ def _store_line(out: str) -> str:
     return next(line for line in out.splitlines() if line.startswith("store ") and ": " in line)
 
 
-def test_summary_npz_legend_and_verdict(files, capsys):
-    assert main(_regress(files, "a.sqlite")) == 0
+def test_summary_npz_legend_and_verdict(files, capsys, tmp_path):
+    assert main(_regress(files, "a.sqlite", "--report", str(tmp_path / "page"))) == 0
+    page = (tmp_path / "page" / "report.html").read_text(encoding="utf-8")
+    assert "the DRFuzz paper&#x27;s #RF (its README&#x27;s #URF)" in page  # the legend on the page too
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[-1].startswith("verdict: ")

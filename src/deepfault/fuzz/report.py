@@ -539,7 +539,8 @@ def campaign_page(outcomes: dict, folder) -> dict:
     body["nav"].append(("metrics", "Every metric"))
     body["html"].append(section("metrics", "Every metric",
                                 "What 'deepfault regress' printed for each campaign.",
-                                *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in tables]))
+                                *[f"<h3>{html.escape(t.title)}</h3>{t.html()}<p>{html.escape(t.note)}</p>"
+                                  for t in tables]))
     m1, m2 = first.names
     r = first.result
     meta = (f"{' and '.join(_label(s) for s in outcomes)}, budget {r.config.budget}, seed {r.config.seed}, "
