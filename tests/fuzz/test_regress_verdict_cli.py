@@ -130,3 +130,16 @@ def test_an_interrupted_campaign_is_resumed_and_says_so(files, capsys):
     assert f"resuming campaign 'drfuzz-seed0' from its last checkpoint ({calls[-1]} iterations" in line
     assert "add --fresh to start it again from the start instead" in line
     assert "resumed from checkpoint" in text
+
+
+def test_a_missing_or_empty_store_file_means_a_new_campaign(tmp_path):
+    from deepfault.fuzz.campaign import CampaignConfig
+    from deepfault.fuzz.campaign.resume import store_state
+
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    for name in ("missing.sqlite", "empty.sqlite"):
+        state = store_state(tmp_path / name, "e", "drfuzz-seed0", CampaignConfig())
+        assert state.status == "new"
+        expected = f"store {tmp_path / name}: new campaign 'drfuzz-seed0' (none of that id in the store)"
+        assert state.line() == expected
+    assert not (tmp_path / "missing.sqlite").exists()  # looking creates nothing

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ...errors import DeepFaultError
 from .checkpoint import METHOD
 from .config import CampaignConfig
 
@@ -104,9 +105,13 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
     from ...experiment.store import ResultStore
 
     path = Path(store)
-    if not path.is_file():
+    if not path.is_file() or path.stat().st_size == 0:
         return StoreState(str(store), cell, "new")
-    with ResultStore(path, readonly=True) as opened:
+    try:
+        opened = ResultStore(path, readonly=True)
+    except DeepFaultError:  # an older format: opened for writing, it is migrated (as the run would)
+        opened = ResultStore(path)
+    with opened:
         status, iterations, seconds = "new", 0, 0.0
         result = opened.get(experiment, METHOD, f"{cell}/result")
         checkpoint = opened.get(experiment, METHOD, f"{cell}/checkpoint")
