@@ -125,7 +125,7 @@ def campaign(folder: Path, fidelity: str, seconds: float) -> dict:
         raise SystemExit(f"regress --fidelity {fidelity} exited {rc}:\n{out.getvalue()}")
     result = json.loads((folder / f"{stem}-drfuzz-seed0-faults.json").read_text())
     with np.load(folder / f"{stem}-drfuzz-seed0-faults.npz", allow_pickle=False) as f:
-        faults = f["inputs"][~f["initial"]]
+        faults = f["inputs"]  # the generated faults (initial ones: initial_inputs)
     m, secs = result["metrics"], result["seconds"]
     return {
         "command": "deepfault " + " ".join(argv).replace(str(folder), "DIR"),

@@ -16,7 +16,7 @@ from ..fuzz.figures import fault_grid
 from ..fuzz.mutation.mcmc import CHOOSERS
 from ..fuzz.mutation.rules import input_kind
 from ..fuzz.regress import check_black_box, faults_paths, load_pair, progress_line, regress
-from ..fuzz.report import campaign_page, metrics_table
+from ..fuzz.report import METRICS_LEGEND, campaign_page, metrics_table
 from ..models.blackbox import RUNTIMES, unwrap_black_box
 from ._common import (
     HelpFormatter,
@@ -46,9 +46,12 @@ def add_parser(sub) -> None:
         description="Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
         f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
-        "command resumes (also after a crash or kill). Prints the metrics (#RF, #URF, #Seed, #GF) and "
-        "writes the faults as .npz (input, seed index, label, both predictions), a PNG grid and the JSON "
-        "result beside it.",
+        "command resumes (also after a crash or kill), or prints a finished campaign's result; it says which "
+        "before any work, and --fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a "
+        "legend), "
+        "writes the faults as .npz (the generated faults and, apart, the test inputs M2 already gets wrong), "
+        "a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, or still climbing "
+        "(a longer budget would likely find more).",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
@@ -105,6 +108,7 @@ def add_parser(sub) -> None:
                    help="SQLite results store for checkpoints and the result")
     p.add_argument("--campaign", metavar="ID", default=None,
                    help="the campaign's id in the store (default: STRATEGY-seedS)")
+    _add_fresh(p)
     p.add_argument("--out", metavar="FILE.npz", default=None,
                    help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
                    "FILE.json (default: "
@@ -129,6 +133,33 @@ def add_parser(sub) -> None:
     add_no_progress(p)
     add_report_option(p)
     p.set_defaults(func=_cmd_regress)
+
+
+def _add_fresh(p) -> None:
+    p.add_argument("--fresh", action="store_true",
+                   help="start the campaign from the start even when --store holds it (its checkpoint or "
+                   "finished result with these options is deleted); without it a rerun with the same options "
+                   "resumes, or prints the finished result; other options start a new campaign beside it")
+
+
+def _say_store(state) -> None:
+    """What the run does with the store, before any work."""
+    print(state.line(), flush=True)
+
+
+def _fault_kinds(r, npz) -> str:
+    """The two kinds of fault, named apart, and where each went."""
+    m = r.metrics
+    return (f"faults: {m.rf:,} generated regression faults (#RF; {m.urf:,} unique, #URF) in {npz.name} "
+            f"(inputs, seed_index, ...); {m.initial_rf:,} initial faults (test inputs M1 gets right and M2 "
+            "already gets wrong: not generated, in no # column) apart, in its initial_* arrays")
+
+
+def _verdicts(outcomes: dict) -> None:
+    """The last lines: one verdict per campaign (:meth:`~deepfault.fuzz.campaign.CampaignResult.verdict`)."""
+    for strategy, o in outcomes.items():
+        line = o.result.verdict().line()
+        print(line if len(outcomes) == 1 else line.replace("verdict:", f"verdict ({strategy}):", 1))
 
 
 def _criterion_params(args) -> dict:
@@ -221,8 +252,10 @@ def _cmd_regress(args) -> int:
                 for name, row in cmp["rows"].items()]
         print(table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
                      "#URF passing the filter", "iterations"), rows))
+        print(f"  ({METRICS_LEGEND})")
     if args.report_dir is not None:
         write_run_report(args, lambda folder: campaign_page(outcomes, folder))
+    _verdicts(outcomes)
     return 130 if any(o.result.stop_reason == "interrupted" for o in outcomes.values()) else 0
 
 
@@ -245,7 +278,8 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
     npz, png, result_path = paths
     out = regress(p1, p2, dataset=data, data_dir=args.data_dir, store=args.store,
                   cell=args.campaign if args.strategy != "both" else None, device=device,
-                  progress=None if args.no_progress else progress, config=config)
+                  progress=None if args.no_progress else progress, config=config, fresh=args.fresh,
+                  on_store=_say_store)
     if live:
         print(file=sys.stderr)
     r = out.result
@@ -253,12 +287,14 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
               "exhausted": "stopped early: no queued input can be selected any more (all used or banned)",
               "interrupted": "interrupted; rerun the same command to resume from the last checkpoint"}
     print(metrics_table(r).text())
+    print(f"  ({METRICS_LEGEND})")
     for role, check in r.trace_checks.items():
         print(f"{'shared filter' if role == 'shared' else 'fidelity'} {check['name']}: a mutant passed when "
               f"{check['rule']}; {r.generated:,} mutants made, {r.passed:,} ran on both models")
     print(f"{reason[r.stop_reason]}; {r.roots} seeds, {r.queued_seeds} queued"
           + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
     r.save_faults(npz)
+    print(_fault_kinds(r, npz))
     wrote = [str(npz)]
     grid: str | None = png.name
     try:

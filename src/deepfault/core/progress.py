@@ -29,14 +29,16 @@ class LogProgress:
         desc: What is counted, for the lines.
         unit: The unit of a step.
         initial: Steps already done (a resumed run).
-        interval: Seconds between two lines.
+        interval: Seconds between two lines (default :data:`LOG_INTERVAL`, read when the
+            bar is made).
         clock: The time source (tests pass a fake one).
     """
 
     def __init__(self, total: int | None = None, *, desc: str = "", unit: str = "it", initial: int = 0,
-                 interval: float = LOG_INTERVAL, clock=time.monotonic):
+                 interval: float | None = None, clock=time.monotonic):
         self.total, self.desc, self.unit, self.n = total, desc or "progress", unit, int(initial)
-        self._initial, self._interval, self._clock = int(initial), float(interval), clock
+        self._initial, self._clock = int(initial), clock
+        self._interval = float(LOG_INTERVAL if interval is None else interval)
         self._start = self._last = clock()
         self._postfix = ""
         self._closed = False

@@ -352,6 +352,18 @@ class ResultStore:
                 (experiment, method, cell_id, json.dumps(data, allow_nan=False), _blob(arrays), time.time()),
             )
 
+    def delete_cells(self, experiment: str, method: str, prefix: str) -> int:
+        """Delete, in one transaction, the cells of ``experiment`` whose id is ``prefix`` or starts
+        with ``prefix + "/"`` (a campaign started afresh); returns how many went.
+        """
+        with self._db:
+            cur = self._db.execute(
+                "DELETE FROM cells WHERE experiment = ? AND method = ? "
+                "AND (cell_id = ? OR substr(cell_id, 1, ?) = ?)",
+                (experiment, method, prefix, len(prefix) + 1, prefix + "/"),
+            )
+        return int(cur.rowcount)
+
     # --- reading --------------------------------------------------------------------------
 
     def done(self, experiment: str, method: str = "deepfault", *, check: bool = True) -> set[str]:

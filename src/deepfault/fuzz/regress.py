@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from ..models.blackbox import is_black_box
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
+from .campaign.resume import StoreState, store_state
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs, default_fidelity
 from .mutation.rules import input_kind
@@ -60,6 +62,8 @@ class RegressOutcome:
         class_names: The data set's class names.
         bounds: The data's range.
         names: How reports name M1 and M2 (their file names, else ``M1``, ``M2``).
+        store_state: What the run did with the campaign it found in the store (new, resumed,
+            finished: :class:`~.campaign.resume.StoreState`; ``None`` without a store).
     """
 
     result: CampaignResult
@@ -70,9 +74,11 @@ class RegressOutcome:
     class_names: tuple[str, ...]
     bounds: tuple[float, float]
     names: tuple[str, str] = ("M1", "M2")
+    store_state: StoreState | None = None
 
     def to_dict(self) -> dict:
-        return {"experiment": self.experiment, "cell": self.cell, "store": self.store,
+        state = {} if self.store_state is None else {"store_state": self.store_state.to_dict()}
+        return {"experiment": self.experiment, "cell": self.cell, "store": self.store, **state,
                 **self.result.to_dict()}
 
 
@@ -176,6 +182,8 @@ def regress(
     trust_pickle: bool = False,
     runtime: str = "auto",
     config: CampaignConfig | None = None,
+    fresh: bool = False,
+    on_store: Callable[[StoreState], None] | None = None,
     **settings,
 ) -> RegressOutcome:
     """Fuzz the model ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
@@ -189,7 +197,8 @@ def regress(
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model files name).
         data_dir: Data root.
-        store: Results store: checkpoints go there and rerunning resumes (``None``: none).
+        store: Results store: checkpoints go there and rerunning resumes (``None``: none);
+            a finished campaign found there is returned without fuzzing.
         cell: The campaign's id in the store (default ``STRATEGY-seedS``).
         experiment: The store's experiment key (default :func:`experiment_key`).
         device: Where the models, mutations and checks run.
@@ -200,6 +209,10 @@ def regress(
             (onnx2torch, or ONNX Runtime for a graph it cannot convert), ``torch``, ``onnxruntime``.
             A black box (ONNX Runtime, LiteRT, a callable) runs DRFuzz; what needs its insides
             is refused first (:func:`check_black_box`).
+        fresh: Start the campaign again from the start even when ``store`` holds it (its
+            checkpoint or finished result of this configuration is deleted first).
+        on_store: Called, before any work, with what the run will do with the store
+            (:class:`~.campaign.resume.StoreState`; default: logged at INFO).
         config: A :class:`~.campaign.CampaignConfig`; ``settings`` (``budget``, ``strategy``,
             ``batch``, ``seed``, ``fidelity``, ...) replace its fields. Without either ``config``
             or a ``fidelity`` setting, vectors and sequences get their default check
@@ -233,13 +246,19 @@ def regress(
     check_black_box(p1, p2, config)  # before the discriminator, the surprise fit and the store
     model1, model2 = p1.to(device).module, p2.to(device).module
     check_pair(model1, model2, data, config)  # before the store is opened or created
-    _prepare_discriminators(config, data, device, progress=None if progress else False)  # likewise
-    _prepare_surprise(config, model1, data, device)  # likewise
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
     cell = cell or f"{config.strategy}-seed{config.seed}"
+    state = None
+    if store is not None:  # said before any work (the discriminator's first training included)
+        state = store_state(store, experiment, cell, config, fresh=fresh)
+        (on_store or _log_state)(state)
+    _prepare_discriminators(config, data, device, progress=None if progress else False)  # before the store
+    _prepare_surprise(config, model1, data, device)  # likewise
     if store is not None:
         with ResultStore(store) as opened, opened.writer():
+            if fresh:
+                opened.delete_cells(experiment, METHOD, cell)
             result = _run(model1, model2, data, config, opened, experiment, cell, progress)
             # the report names the models by their files (the experiment key holds their weights)
             opened.put(experiment, METHOD, "models", {"m1": names[0], "m2": names[1]}, replace=True)
@@ -248,7 +267,12 @@ def regress(
     rf = result.faults.kind == 0
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
-                          tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), names)
+                          tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), names,
+                          state)
+
+
+def _log_state(state: StoreState) -> None:
+    log.info("%s", state.line())
 
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:

@@ -27,7 +27,8 @@ from ..errors import DeepFaultError
 from ..experiment.tables import Table, fmt
 from .campaign.checkpoint import METHOD, list_campaigns, load_result
 
-__all__ = ["README_FASHION", "README_MNIST", "collect", "comparison_rows", "render_report", "metrics_table"]
+__all__ = ["METRICS_LEGEND", "README_FASHION", "README_MNIST", "collect", "comparison_rows", "metrics_table",
+           "render_report"]
 
 #: The README's MNIST-LeNet5 rows (RQ1, 24 hours on a 40-core CPU): #RF, #URF, #Seed, #GF.
 README_MNIST = {
@@ -484,15 +485,24 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
             "html": "\n".join(body["html"]), "nav": body["nav"], "files": [str(p) for p in files]}
 
 
+#: What the metrics' columns mean, and their names in DRFuzz's paper and README (one line under
+#: every table of them).
+METRICS_LEGEND = (
+    "#RF: generated inputs M1 gets right and M2 wrong; #URF: distinct (seed, M1 label, M2 label) among them, "
+    "the DRFuzz paper's #RF (its README's #URF); #Seed: seeds with a #RF; #GF: generated inputs M2 gets "
+    "wrong (#RF + both wrong); none counts the initial faults"
+)
+
+
 def metrics_table(result) -> Table:
     """One campaign's metrics, one per row: what ``deepfault regress`` prints and its page shows."""
     r, m = result, result.metrics
     images = r.rf_inputs is None or np.asarray(r.rf_inputs).ndim == 4  # SSIM is computed for images only
     rows = [
-        ("#RF (regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
+        ("#RF (generated regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
         ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),
         ("#URF with SSIM to the seed >= 0.99", m.urf_ssim if images else "n/a (images only)"),
-        ("seeds M2 already gets wrong (not counted)", m.initial_rf),
+        ("initial faults: test inputs M2 already gets wrong (apart, in no # column)", m.initial_rf),
         ("time to first RF (s)", fmt(m.seconds_to_first_rf, 2)),
         ("queries to first RF", fmt(m.queries_to_first_rf)),
         ("iterations", r.iterations), ("mutants generated", r.generated), ("mutants executed", r.queries),
@@ -501,7 +511,8 @@ def metrics_table(result) -> Table:
         ("#URF per 1,000 model queries", fmt(1000 * m.urf / r.queries if r.queries else None, 2)),
         ("fuzzing time (s)", fmt(r.seconds, 1)), ("queue at the end", r.corpus),
     ]
-    return Table(("metric", "value"), rows, title=f"{_label(r.config.strategy)}, seed {r.config.seed}")
+    return Table(("metric", "value"), rows, title=f"{_label(r.config.strategy)}, seed {r.config.seed}",
+                 note=METRICS_LEGEND)
 
 
 def campaign_page(outcomes: dict, folder) -> dict:
@@ -528,7 +539,8 @@ def campaign_page(outcomes: dict, folder) -> dict:
     body["nav"].append(("metrics", "Every metric"))
     body["html"].append(section("metrics", "Every metric",
                                 "What 'deepfault regress' printed for each campaign.",
-                                *[f"<h3>{html.escape(t.title)}</h3>{t.html()}" for t in tables]))
+                                *[f"<h3>{html.escape(t.title)}</h3>{t.html()}<p>{html.escape(t.note)}</p>"
+                                  for t in tables]))
     m1, m2 = first.names
     r = first.result
     meta = (f"{' and '.join(_label(s) for s in outcomes)}, budget {r.config.budget}, seed {r.config.seed}, "

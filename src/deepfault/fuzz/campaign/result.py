@@ -10,13 +10,36 @@ import torch
 
 from .config import CampaignConfig
 from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
+from .verdict import Verdict, discovery_verdict
 
-__all__ = ["EXAMPLES", "STOP_REASONS", "CampaignResult", "examples", "result_from_dict"]
+__all__ = ["EXAMPLES", "FAULT_FILE_FIELDS", "STOP_REASONS", "CampaignResult", "examples", "result_from_dict"]
 
 #: Why a campaign stopped.
 STOP_REASONS = ("budget", "exhausted", "interrupted")
 #: Regression faults kept beside their seeds in a result, for figures.
 EXAMPLES = 16
+#: The arrays of the faults file (:meth:`CampaignResult.save_faults`), each kind apart: the generated
+#: regression faults under the plain names, the initial faults (test inputs M2 already gets wrong)
+#: under ``initial_`` names. Every array has one row per fault of its kind.
+FAULT_FILE_FIELDS = {
+    "inputs": "(R, *input) the generated regression faults' inputs (M1 right, M2 wrong), in the order found",
+    "seed_index": "(R,) the index in the test split of the seed each was mutated from (its root)",
+    "label": "(R,) the seed's label (M1's prediction, which is right)",
+    "m1_pred": "(R,) M1's prediction (equal to label)",
+    "m2_pred": "(R,) M2's prediction (not label)",
+    "m1_prob": "(R, classes) M1's probabilities",
+    "m2_prob": "(R, classes) M2's probabilities",
+    "elapsed": "(R,) fuzzing seconds when it was found",
+    "iteration": "(R,) iterations done when it was found",
+    "initial_inputs": "(S, *input) the initial faults: test inputs M1 gets right and M2 already gets wrong "
+                      "(not generated, in no # column)",
+    "initial_seed_index": "(S,) their index in the test split",
+    "initial_label": "(S,) their label",
+    "initial_m1_pred": "(S,) M1's prediction (equal to initial_label)",
+    "initial_m2_pred": "(S,) M2's prediction",
+    "initial_m1_prob": "(S, classes) M1's probabilities",
+    "initial_m2_prob": "(S, classes) M2's probabilities",
+}
 
 
 @dataclass(frozen=True)
@@ -101,10 +124,20 @@ class CampaignResult:
             "evicted": self.evicted,
             "shared_rejected": self.shared_rejected,
             **({"trace_checks": self.trace_checks} if self.trace_checks else {}),
+            "verdict": self.verdict().to_dict(),
         }
 
+    def verdict(self) -> Verdict:
+        """Was the run long enough? #URF, its rate over the last fifth of the budget against the
+        first, levelled off or still climbing (:mod:`.verdict`).
+        """
+        axis = self.config.budget.kind
+        span = self.seconds if axis == "seconds" else self.iterations
+        return discovery_verdict(self.faults, axis=axis, span=span, stop_reason=self.stop_reason)
+
     def fault_arrays(self) -> dict[str, np.ndarray]:
-        """The regression faults as named arrays (the ``.npz`` that :meth:`save_faults` writes).
+        """Every regression fault, initial and generated together, as named arrays (the faults
+        file keeps the two kinds apart: :meth:`fault_file_arrays`).
 
         ``inputs`` ``(R, C, H, W)``, ``seed_index`` (the root's index in the test split),
         ``label``, ``m1_pred``, ``m2_pred``, ``m1_prob``/``m2_prob`` ``(R, classes)``,
@@ -118,11 +151,23 @@ class CampaignResult:
             "iteration": f.iteration,
         }
 
+    def fault_file_arrays(self) -> dict[str, np.ndarray]:
+        """The faults file's arrays (:data:`FAULT_FILE_FIELDS`): the generated regression faults
+        under the plain names, the initial faults apart under ``initial_`` names.
+        """
+        a = self.fault_arrays()
+        initial = a["initial"]
+        out = {name: a[name][~initial] for name in FAULT_FILE_FIELDS if not name.startswith("initial_")}
+        kept = ("inputs", "seed_index", "label", "m1_pred", "m2_pred", "m1_prob", "m2_prob")
+        out.update({f"initial_{name}": a[name][initial] for name in kept})
+        return out
+
     def save_faults(self, path) -> None:
-        """Write :meth:`fault_arrays` to ``path`` (``.npz``, atomically)."""
+        """Write :meth:`fault_file_arrays` to ``path`` (``.npz``, atomically; no pickled objects)."""
         from ..._io import atomic_path
 
-        arrays: dict[str, Any] = self.fault_arrays()  # (Any: numpy's stub types **kwds against allow_pickle)
+        # (Any: numpy's stub types **kwds against allow_pickle)
+        arrays: dict[str, Any] = self.fault_file_arrays()
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez_compressed(fh, **arrays)
 

@@ -218,7 +218,8 @@ def train_gan(
         config: The recipe (:class:`GanConfig`: epochs, batch size, learning rate, images per
             epoch, seed); default ``GanConfig()``.
         device: Where to train.
-        progress: Show a progress bar.
+        progress: Show the progress: a bar on a terminal, a logged line (batches done of the
+            total, epoch, elapsed and estimated time left) every 30 s otherwise.
         **settings: :class:`GanConfig` fields that replace ``config``'s (``epochs=1``, ...).
 
     Returns:
@@ -313,11 +314,11 @@ class _GanTraining:
             d_total += loss_d * len(real)
             g_total += loss_g * len(real)
             if bar is not None:
-                bar.update(1)
-                if bar.n % 10 == 0:
+                if (bar.n + 1) % 10 == 0 or i == 0:  # before the count, so a line names its epoch
                     seen = min(i + batch, self.per_epoch)
                     bar.set_postfix(epoch=f"{epoch + 1}/{self.config.epochs}", d_loss=f"{d_total / seen:.3f}",
                                     g_loss=f"{g_total / seen:.3f}")
+                bar.update(1)
         return d_total / self.per_epoch, g_total / self.per_epoch
 
     def _step(self, real: torch.Tensor) -> tuple[float, float]:
@@ -428,22 +429,22 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
 
     For MNIST and Fashion-MNIST (:data:`AUTO_DATASETS`) a missing or stale cache file is
     replaced by training :data:`AUTO_RECIPE` on the training split (seeded; a progress bar on
-    a terminal), once; the quality report (mean score of test images, noise and heavily
-    mutated images) is logged and kept in the file's ``meta["gan"]``.
+    a terminal, a line every 30 s otherwise: :func:`~deepfault.core.progress.progress_bar`),
+    once; the quality report (mean score of test images, noise and heavily mutated images) is
+    logged and kept in the file's ``meta["gan"]``.
 
     Args:
         dataset: The data set's name.
         data: The data set itself (else loaded by name from ``data_dir``).
         data_dir: Data root.
         device: Where to train.
-        progress: Show a progress bar (default: when stderr is a terminal).
+        progress: Show the training's progress (default ``None``: yes; a bar on a terminal, a
+            logged line every 30 s otherwise); ``False``: nothing.
 
     Raises:
         DeepFaultError: No discriminator can be made for ``dataset``; the message names the
             two ways to get one.
     """
-    import sys
-
     from ...models.load import open_model
 
     path = discriminator_cache_path(str(dataset))
@@ -466,8 +467,7 @@ def cached_discriminator(dataset: str | None, *, data: Dataset | None = None, da
 
         data = load_dataset(dataset, data_dir=data_dir)
     log.warning("training the %s discriminator for the fidelity check (once; cached in %s)...", dataset, path)
-    result = train_gan(data, AUTO_RECIPE, device=device,
-                       progress=sys.stderr.isatty() if progress is None else progress)
+    result = train_gan(data, AUTO_RECIPE, device=device, progress=progress is not False)
     if result.interrupted:
         raise KeyboardInterrupt
     result = replace(result, discriminator=replace(
