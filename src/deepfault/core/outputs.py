@@ -84,12 +84,12 @@ def check_outputs_finite(model: nn.Module, x: torch.Tensor, outputs: torch.Tenso
         return
     row = int((~finite).flatten(1).any(1).nonzero()[0]) if outputs.ndim > 1 else 0
     layer = nonfinite_layer(model, x[row : row + 1])
-    where = f"first in layer {layer!r}" if layer is not None else "only in a batch"
-    kinds = {type(m).__name__ for n, m in model.named_modules() if n == layer}
-    hint = (" (a BatchNorm's running_var must be >= 0)" if any("BatchNorm" in k for k in kinds) else "")
+    kind = next((type(m).__name__ for n, m in model.named_modules() if n == layer), None)
+    where = ("only when run in a batch" if layer is None else f"first in layer {layer!r}" +
+             (f", a {kind}" if kind else "") + (" with a negative running_var?" if kind and "BatchNorm" in kind else ""))
     raise DeepFaultError(
-        f"{what} gives NaN or infinite outputs for input {start + row} ({where}{hint}); its weights or "
-        "buffers are broken: retrain or reload it (the inputs are finite)"
+        f"{what} gives NaN or infinite outputs for input {start + row} ({where}); its weights or "
+        "buffers are broken (the inputs are finite): retrain or reload it"
     )
 
 
@@ -103,7 +103,7 @@ def _outputs(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
 
 def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int | None = None,
                         classes_known: bool = True, output_kind: str = "logits",
-                        what: str = "the model") -> int:
+                        what: str = "the model", data: str = "the data set") -> int:
     """Run ``model`` once on ``x`` (a few inputs, native layout), and its first input alone, and
     refuse outputs no method can read (see the module's docstring).
 
@@ -116,6 +116,7 @@ def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int |
         output_kind: ``"logits"`` or ``"probabilities"``; a ``"logits"`` model whose outputs
             are rows of probabilities is refused.
         what: The model's name in messages.
+        data: The data set's name in messages.
 
     Returns:
         The number of outputs per input.
@@ -136,7 +137,7 @@ def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int |
     if num_classes is not None and (width < num_classes or (width > num_classes and classes_known)):
         more = width > num_classes
         raise DeepFaultError(
-            f"{what} has {width} outputs per input but the data set has {num_classes} classes; "
+            f"{what} has {width} outputs per input but {data} has {num_classes} classes; "
             + ("give the model trained on this data set, or a data set of its classes (an .npz with "
                "class_names)" if more else
                "give the model trained on this data set (its labels would index outputs it lacks)"))

@@ -389,7 +389,10 @@ def _checked_outputs(module: nn.Module, dataset: Dataset | None, native: tuple |
         x = torch.zeros(2, *(int(d) for d in native if d is not None))
     known = stated is not None or dataset is None or bool(dataset.meta.get("class_names_given", True))
     expected = stated if stated is not None else (dataset.num_classes if dataset is not None else None)
-    width = check_model_outputs(module, x, num_classes=expected, classes_known=known, output_kind=kind, what=what)
+    width = check_model_outputs(module, x, num_classes=expected, classes_known=known, output_kind=kind,
+                                what=f"model {what!r}",
+                                data=f"data set {dataset.name!r}" if dataset is not None and stated is None
+                                else "num_classes")
     if dataset is not None and stated is None and width > dataset.num_classes:
         names = (*dataset.class_names, *(str(c) for c in range(dataset.num_classes, width)))
         dataset = replace(dataset, class_names=names)
