@@ -256,3 +256,29 @@ def test_the_result_json_of_a_good_model_is_unchanged(tmp_path, capsys):
                            "--no-progress")
     assert code == 0, err
     assert json.loads(out.read_text())["rankings"]
+
+
+# --- one input ---------------------------------------------------------------------------------
+
+
+def test_a_two_input_onnx_model_is_one_line(tmp_path, capsys):
+    """Today: TypeError: forward() missing 1 required positional argument."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    try:
+        from deepfault.models.onnx import _onnx2torch
+
+        _onnx2torch()
+    except ModuleNotFoundError:
+        pytest.skip("onnx2torch not installed")
+    a, b, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [None, 4]) for n in "aby")
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g", [a, b], [y])
+    path = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    data = tmp_path / "d.npz"
+    np.savez(data, x=np.random.default_rng(0).random((8, 4), dtype=np.float32), y=np.arange(8) % 4)
+    code, text, err = run_cli(capsys, "run", "--model", path, "--dataset", data, "--out", tmp_path / "r.json")
+    assert code == 2, text
+    assert "has 2 inputs (a, b) and 1 outputs; deepfault needs a single-input classifier" in err
+    assert err.count("\n") == 1
