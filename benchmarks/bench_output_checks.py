@@ -74,9 +74,11 @@ def main(argv=None) -> int:
         "provenance": provenance(),
     }
     write_json(args.out, result)
-    print(f"first-batch check (8 + 1 inputs): {check_ms:.2f} ms; one forward of 1,024 inputs: {batch_ms:.1f} ms "
+    print(f"first-batch check (8 + 1 inputs): {check_ms:.2f} ms; one forward of 1,024 inputs: "
+          f"{batch_ms:.1f} ms "
           f"({100 * check_ms / batch_ms:.1f}% of one batch)")
-    print(f"every-batch isfinite on (1024, 10): {finite_ms * 1000:.1f} us ({100 * finite_ms / batch_ms:.3f}% of "
+    print(f"every-batch isfinite on (1024, 10): {finite_ms * 1000:.1f} us "
+          f"({100 * finite_ms / batch_ms:.3f}% of "
           f"its forward); machine busy {busy_before} / {result['busy_fraction_after']}")
     return 0
 

@@ -48,7 +48,8 @@ def test_nan_only_in_the_logits_is_refused_naming_the_layer():
     net = _net()
     with torch.no_grad():
         net.logits.weight[1, 0] = float("nan")
-    with pytest.raises(DeepFaultError, match=r"NaN or infinite outputs for input 0 \(first in layer 'logits', a Linear"):
+    with pytest.raises(DeepFaultError,
+                       match=r"NaN or infinite outputs for input 0 \(first in layer 'logits', a Linear"):
         prepare_model(net, _data())
     assert not has_hooks(net)
 
@@ -56,7 +57,8 @@ def test_nan_only_in_the_logits_is_refused_naming_the_layer():
 def test_a_batchnorm_with_negative_running_var_is_refused_naming_it():
     net = nn.Sequential(OrderedDict(fc1=nn.Linear(4, 5), bn=nn.BatchNorm1d(5), logits=nn.Linear(5, 3)))
     net[1].running_var[2] = -1.0
-    with pytest.raises(DeepFaultError, match=r"first in layer 'bn', a BatchNorm1d with a negative running_var"):
+    with pytest.raises(DeepFaultError,
+                       match=r"first in layer 'bn', a BatchNorm1d with a negative running_var"):
         prepare_model(net, _data())
 
 
@@ -119,7 +121,8 @@ def test_coverage_rank_refuses_a_model_whose_logits_are_nan(tmp_path, capsys, by
     code, text, err = run_cli(capsys, "coverage", "rank", "--model", path, "--by", by, "--out", out,
                               "--no-progress")
     assert code == 2, text
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
     assert "first in layer 'logits'" in err
     assert not out.exists()
 
@@ -141,7 +144,9 @@ def test_an_npz_without_class_names_takes_a_wider_models_classes(tmp_path):
     x = np.random.default_rng(0).random((9, 4), dtype=np.float32)
     np.savez(path, x=x, y=np.arange(9) % 3)
     pm = prepare_model(_net(5), str(path))
-    assert pm.num_classes == 5 and pm.data is not None and pm.data.num_classes == 5
+    assert pm.num_classes == 5
+    assert pm.data is not None
+    assert pm.data.num_classes == 5
     with pytest.raises(DeepFaultError, match="2 outputs per input"):
         prepare_model(_net(2), str(path))
     np.savez(path, x=x, y=np.arange(9) % 3, class_names=np.array(["a", "b", "c"]))
@@ -152,7 +157,6 @@ def test_an_npz_without_class_names_takes_a_wider_models_classes(tmp_path):
 def test_repair_with_a_model_of_fewer_outputs_is_one_line(tmp_path, capsys):
     """Today: IndexError in repair."""
     torch.manual_seed(0)
-    model = build_model("digits_mlp", hidden=[12, 10])
     small = nn.Sequential(OrderedDict(flat=nn.Flatten(), fc1=nn.Linear(64, 12), relu=nn.ReLU(),
                                       logits=nn.Linear(12, 6)))
     path = tmp_path / "small.pt"
@@ -163,12 +167,12 @@ def test_repair_with_a_model_of_fewer_outputs_is_one_line(tmp_path, capsys):
     data = load_dataset("digits")
     np.savez(inputs, synthesized=data.x_test[:6], originals=data.x_test[:6], labels=data.y_test[:6],
              test_index=np.arange(6))
-    code, text, err = run_cli(capsys, "repair", inputs, "--model", path, "--dataset", "digits", "--trust-pickle",
-                              "--out", tmp_path / "r.json", "--epochs", "1", "--no-progress")
+    code, text, err = run_cli(capsys, "repair", inputs, "--model", path, "--dataset", "digits",
+                              "--trust-pickle", "--out", tmp_path / "r.json", "--epochs", "1",
+                              "--no-progress")
     assert code == 2, text
     assert "6 outputs per input but data set 'digits' has 10 classes" in err
     assert err.count("\n") == 1
-    del model
 
 
 # --- a trailing softmax ------------------------------------------------------------------------

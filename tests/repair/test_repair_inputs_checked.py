@@ -27,7 +27,8 @@ def _run_file(**change):
 def _xplore_file(**change):
     x = np.random.default_rng(0).random((F, 1, 8, 8), dtype=np.float32)
     arrays = dict(inputs=x, predictions=np.stack([np.arange(F) % 10, (np.arange(F) + 1) % 10], 1),
-                  model_names=np.array(["a", "b"]), common_class=np.zeros(F, np.int64), seed_index=np.arange(F))
+                  model_names=np.array(["a", "b"]), common_class=np.zeros(F, np.int64),
+                  seed_index=np.arange(F))
     return {**arrays, **change}
 
 
@@ -41,7 +42,8 @@ def _regress_file(**change):
 CASES = [
     ("strings as inputs", _run_file(synthesized=np.array(["a"] * F)), "'synthesized' must be numbers"),
     ("one number as inputs", _xplore_file(inputs=np.float32(3.0)), "'inputs' must be (inputs, ...)"),
-    ("NaN inputs", _regress_file(inputs=np.full((F, 1, 8, 8), np.nan, np.float32)), "'inputs' must be finite"),
+    ("NaN inputs", _regress_file(inputs=np.full((F, 1, 8, 8), np.nan, np.float32)),
+     "'inputs' must be finite"),
     ("text labels", _run_file(labels=np.array(["x"] * F)), "'labels' must be integers; got dtype <U1"),
     ("fractional labels", _regress_file(label=np.full(F, 2.5)), "'label' must be integers"),
     ("NaN seeds", _run_file(test_index=np.full(F, np.nan)), "'test_index' must be integers"),
@@ -51,7 +53,8 @@ CASES = [
     ("numeric names", _xplore_file(model_names=np.array([1, 2])), "'model_names' must be a list of names"),
     ("no vote model", _xplore_file(predictions=np.zeros((F, 0), np.int64), model_names=np.array([], "<U1")),
      "'predictions' must be at least one model's predictions"),
-    ("names against columns", _xplore_file(model_names=np.array(["a"])), "2 models' predictions but 1 model_names"),
+    ("names against columns", _xplore_file(model_names=np.array(["a"])),
+     "2 models' predictions but 1 model_names"),
     ("short seeds", _xplore_file(seed_index=np.arange(F - 1)), "'seed_index' must be (6,), one per input"),
 ]
 
@@ -79,13 +82,15 @@ def model(tmp_path_factory):
     torch.manual_seed(0)
     net = build_model("digits_mlp", hidden=[12, 10])
     return save_model(tmp_path_factory.mktemp("m") / "m.pt",
-                      ModelFile(net.eval(), "digits_mlp", {"hidden": [12, 10]}, dataset="digits", bounds=(0.0, 1.0)))
+                      ModelFile(net.eval(), "digits_mlp", {"hidden": [12, 10]}, dataset="digits",
+                                bounds=(0.0, 1.0)))
 
 
 @pytest.mark.parametrize(("arrays", "message"), [
     (_xplore_file(predictions=np.zeros((F, 0), np.int64), model_names=np.array([], "<U1")),
      "at least one model's predictions"),
-    (_run_file(test_index=np.arange(F) + 10_000), "names seed 10005, outside the 540 test inputs of 'digits'"),
+    (_run_file(test_index=np.arange(F) + 10_000),
+     "names seed 10005, outside the 540 test inputs of 'digits'"),
     (_run_file(labels=np.full(F, "7")), "'labels' must be integers"),
 ], ids=["no vote model", "seed outside the test split", "text labels"])
 def test_repair_cli_refuses_in_one_line(tmp_path, capsys, model, arrays, message):
@@ -98,5 +103,7 @@ def test_repair_cli_refuses_in_one_line(tmp_path, capsys, model, arrays, message
     err = capsys.readouterr().err
     assert code == 2
     assert message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
-    assert not out.exists() and not out.with_suffix(".pt").exists()
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert not out.with_suffix(".pt").exists()

@@ -85,8 +85,9 @@ def check_outputs_finite(model: nn.Module, x: torch.Tensor, outputs: torch.Tenso
     row = int((~finite).flatten(1).any(1).nonzero()[0]) if outputs.ndim > 1 else 0
     layer = nonfinite_layer(model, x[row : row + 1])
     kind = next((type(m).__name__ for n, m in model.named_modules() if n == layer), None)
-    where = ("only when run in a batch" if layer is None else f"first in layer {layer!r}" +
-             (f", a {kind}" if kind else "") + (" with a negative running_var?" if kind and "BatchNorm" in kind else ""))
+    where = "only when run in a batch" if layer is None else f"first in layer {layer!r}"
+    if kind is not None:
+        where += f", a {kind}" + (" with a negative running_var?" if "BatchNorm" in kind else "")
     raise DeepFaultError(
         f"{what} gives NaN or infinite outputs for input {start + row} ({where}); its weights or "
         "buffers are broken (the inputs are finite): retrain or reload it"

@@ -463,7 +463,8 @@ def prepare_model(
     what = name or label
     ends_in_softmax = isinstance(_last_leaf(module), nn.Softmax)
     structural = "probabilities" if ends_in_softmax else "logits"
-    kind = options.output_kind or (mf.output_kind if mf is not None and not _kind_unrecorded(mf) else structural)
+    recorded = mf.output_kind if mf is not None and not _kind_unrecorded(mf) else None
+    kind = options.output_kind or recorded or structural
     trained_bounds = _trained_bounds(options, mf)
     dataset = _data_for(mf, data, trained_bounds, data_dir=data_dir, what=what)
     layout = _input_layout(options, mf, dataset)
