@@ -98,12 +98,6 @@ def _label_file(f: InputFile, data, config: RepairConfig) -> Labelled:
             f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
             f"{data.input_shape}; give the model and data set the inputs were made for"
         )
-    if len(f) and (f.seed_index.min() < 0 or f.seed_index.max() >= len(data.x_test)):
-        bad = int(f.seed_index.max() if f.seed_index.max() >= len(data.x_test) else f.seed_index.min())
-        raise DeepFaultError(
-            f"{f.name} names seed {bad}, outside the {len(data.x_test)} test inputs of {data.name!r}; "
-            "give the data set the inputs were made from (--dataset)"
-        )
     lab = label_inputs(f, vote_model=config.vote_model, ties=config.ties, num_classes=data.num_classes)
     if lab.ties:
         log.info(
