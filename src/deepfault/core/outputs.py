@@ -34,10 +34,11 @@ __all__ = ["nonfinite_layer", "check_outputs_finite", "check_model_outputs", "SA
 #: Inputs the one-time check runs (the first of them also alone).
 SAMPLE = 8
 
-#: Batch independence: ``|alone - in batch| <= ATOL + RTOL * |in batch|`` (float32 kernels
-#: may pick another algorithm for another batch size; a batch-axis softmax changes outputs
-#: by far more than this).
-RTOL, ATOL = 1e-3, 1e-4
+#: Batch independence: ``|alone - in batch| <= ATOL + RTOL * max |in batch|`` over the input's
+#: outputs (float32 kernels may take another path for another batch size, TF32 convolutions on
+#: a GPU lose about 1e-3 of the scale; a softmax over the batch axis moves outputs by a large
+#: share of theirs: 1 against 1/n).
+RTOL, ATOL = 1e-2, 1e-4
 
 
 def _first_tensor(output) -> torch.Tensor | None:
@@ -142,6 +143,13 @@ def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int |
             + ("give the model trained on this data set, or a data set of its classes (an .npz with "
                "class_names)" if more else
                "give the model trained on this data set (its labels would index outputs it lacks)"))
+    same_shape = alone.shape == out[:1].shape
+    diff = float((alone - out[:1]).abs().max()) if same_shape else float("nan")
+    if not same_shape or not diff <= ATOL + RTOL * float(out[:1].abs().max()):
+        raise DeepFaultError(
+            f"{what} gives an input other outputs alone than in a batch (largest difference {diff:.3g}): "
+            "its outputs depend on the other inputs of the batch (a softmax over the batch axis, "
+            "dim=0?), so every result would depend on --batch-size; fix the model (softmax over dim=1)")
     if output_kind == "logits" and width > 1 and bool((out >= 0).all()) and bool(
             torch.allclose(out.double().sum(1), torch.ones(len(out), dtype=torch.float64), atol=1e-4)):
         raise DeepFaultError(
@@ -149,11 +157,4 @@ def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int |
             "(>= 0, summing to 1): it ends in a softmax inside forward() that cannot be split off; "
             "save the model without its final softmax (an nn.Softmax as its last layer is split off "
             "automatically)")
-    if alone.shape != out[:1].shape or not bool(torch.isfinite(alone).all()) or not torch.allclose(
-            alone, out[:1], rtol=RTOL, atol=ATOL):
-        diff = float((alone - out[:1]).abs().max()) if alone.shape == out[:1].shape else float("nan")
-        raise DeepFaultError(
-            f"{what} gives an input other outputs alone than in a batch (largest difference {diff:.3g}): "
-            "its outputs depend on the other inputs of the batch (a softmax over the batch axis, "
-            "dim=0?), so every result would depend on --batch-size; fix the model (softmax over dim=1)")
     return width
