@@ -95,6 +95,20 @@ def check_outputs_finite(model: nn.Module, x: torch.Tensor, outputs: torch.Tenso
     )
 
 
+def _probability_rows(out: torch.Tensor) -> bool:
+    """Whether every row of ``out`` looks like a softmax's: ``>= 0``, summing to 1 (within
+    ``1e-4``), two or more classes, some value strictly between 0 and 1 (a softmax never gives an
+    exact 0 and 1 together unless its logits differ by over 100), and not every row the same (a
+    constant model, such as one whose weights are zero and whose bias is one-hot, is no evidence).
+    """
+    if out.shape[1] < 2 or not bool((out >= 0).all()):
+        return False
+    sums = out.double().sum(1)
+    if not bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-4)):
+        return False
+    return bool(((out > 0) & (out < 1)).any()) and not bool((out == out[:1]).all())
+
+
 def _outputs(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
     out = forward(model, x)
     if out.ndim != 2:
@@ -150,8 +164,7 @@ def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int |
             f"{what} gives an input other outputs alone than in a batch (largest difference {diff:.3g}): "
             "its outputs depend on the other inputs of the batch (a softmax over the batch axis, "
             "dim=0?), so every result would depend on --batch-size; fix the model (softmax over dim=1)")
-    if output_kind == "logits" and width > 1 and bool((out >= 0).all()) and bool(
-            torch.allclose(out.double().sum(1), torch.ones(len(out), dtype=torch.float64), atol=1e-4)):
+    if output_kind == "logits" and _probability_rows(out):
         raise DeepFaultError(
             f"{what} is taken to return logits but every output row is a probability distribution "
             "(>= 0, summing to 1): it ends in a softmax inside forward() that cannot be split off; "
