@@ -84,7 +84,7 @@ def test_regress_deephunter_and_the_report(files, capsys, tmp_path):
 
 
 @pytest.mark.parametrize(("other", "message"), [
-    ("m5.pt", "M1 has 10 classes and M2 5"),
+    ("m5.pt", "'m5.pt' has 5 outputs per input but data set 'data' has 10 classes"),  # prepare_model
     ("wide.pt", r"M1 takes inputs of shape \(1, 28, 28\) and M2 \(1, 32, 32\)"),
 ])
 def test_regress_refuses_models_that_are_not_versions_of_one_classifier(files, capsys, other, message):

@@ -22,6 +22,7 @@ from ..checks import check_int
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from .inputs import inputs_and_labels
+from .outputs import check_outputs_finite
 
 __all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
 
@@ -71,7 +72,8 @@ def iterate_batches(
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass.
-        check: Check that outputs are ``(B, classes)`` and neuron values finite.
+        check: Check that outputs are ``(B, classes)`` and finite (a failure names the first
+            layer where a NaN appears) and that neuron values are finite.
         progress: Show a progress bar over the inputs (:func:`~.progress.progress_bar`); a
             string names what is counted.
 
@@ -111,6 +113,8 @@ def iterate_batches(
                 layout = rec.layout
                 if check and layout is not None:  # collect() has set it
                     check_finite(values, layout, start)
+            if check:  # after the neuron values, whose message names the neuron
+                check_outputs_finite(model, xb, out, start=start)
             yb = None if y is None else y[start : start + batch_size]
             if shown is not None:
                 shown.update(len(xb))

@@ -169,5 +169,5 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         y_test=y_test,
         bounds=bounds,
         class_names=class_names,
-        meta={"path": str(path)},
+        meta={"path": str(path), "class_names_given": "class_names" in arrays},
     )

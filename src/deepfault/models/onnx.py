@@ -65,6 +65,22 @@ def _onnx2torch():
     return onnx2torch
 
 
+def _check_single_input(proto, path: Path) -> None:
+    """Refuse a graph of several inputs or outputs: deepfault runs a classifier of one input
+    tensor to one tensor of class scores (initialisers listed as inputs, as older exporters
+    write them, are weights, not inputs).
+    """
+    weights = {t.name for t in proto.graph.initializer}
+    inputs = [i.name for i in proto.graph.input if i.name not in weights]
+    outputs = [o.name for o in proto.graph.output]
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise DeepFaultError(
+            f"{str(path)!r} has {len(inputs)} inputs ({', '.join(inputs) or 'none'}) and {len(outputs)} "
+            f"outputs; deepfault needs a single-input classifier (one input tensor, one tensor of class "
+            "scores): export the model with one input and one output"
+        )
+
+
 def load_onnx(path: str | os.PathLike) -> ModelFile:
     """Convert an ``.onnx`` classifier into an ``nn.Module`` with onnx2torch.
 
@@ -73,8 +89,8 @@ def load_onnx(path: str | os.PathLike) -> ModelFile:
     node is a Softmax.
 
     Raises:
-        DeepFaultError: The file is missing or not a valid ONNX model, or the conversion
-            fails.
+        DeepFaultError: The file is missing or not a valid ONNX model, has more than one
+            input or output, or the conversion fails.
         ModuleNotFoundError: onnx or onnx2torch is not installed.
     """
     path = Path(path)
@@ -91,6 +107,7 @@ def load_onnx(path: str | os.PathLike) -> ModelFile:
             f"{str(path)!r} is not a valid ONNX model ({type(err).__name__}); "
             "re-export it or check that the file is complete"
         ) from err
+    _check_single_input(proto, path)
     try:
         model = onnx2torch.convert(proto)
     except DeepFaultError:
@@ -98,7 +115,9 @@ def load_onnx(path: str | os.PathLike) -> ModelFile:
     except Exception as err:
         raise DeepFaultError(f"onnx2torch could not convert {str(path)!r}: {err}") from err
     graph = proto.graph
-    dims = graph.input[0].type.tensor_type.shape.dim if graph.input else []
+    weights = {t.name for t in graph.initializer}
+    first = next(i for i in graph.input if i.name not in weights)
+    dims = first.type.tensor_type.shape.dim
     input_shape = [d.dim_value or None for d in dims][1:]
     last = graph.node[-1].op_type if graph.node else ""
     return ModelFile(

@@ -363,6 +363,44 @@ def _probe_classes(module: nn.Module, shape: tuple | None) -> int | None:
     return int(out.shape[1]) if isinstance(out, torch.Tensor) and out.ndim == 2 else None
 
 
+def _kind_unrecorded(mf: ModelFile) -> bool:
+    """Whether the file's format does not record what the model outputs (TorchScript, a pickled
+    module: then a final ``nn.Softmax`` says it, as for a caller's module).
+    """
+    return mf.arch == "torchscript" or bool(mf.meta.get("pickled"))
+
+
+def _checked_outputs(module: nn.Module, dataset: Dataset | None, native: tuple | None, stated: int | None,
+                     kind: str, what: str) -> tuple[int | None, Dataset | None]:
+    """The class count, after :func:`~deepfault.core.outputs.check_model_outputs` on the data's
+    first inputs (zeros without data), and the data set (an ``.npz`` whose classes are only
+    the labels seen gets the model's wider class count).
+    """
+    from ..core.outputs import SAMPLE, check_model_outputs
+
+    if kind not in OUTPUT_KINDS:  # a GAN generator's images: no class scores to check
+        return stated, dataset
+    if dataset is not None:
+        pool = dataset.x_test if len(dataset.x_test) else dataset.x_train
+        x = torch.as_tensor(pool[:SAMPLE]) if len(pool) else None
+    else:
+        x = None
+    if x is None:  # no data: zeros of the model's shape, where it takes them (else nothing to check)
+        if _probe_classes(module, native) is None or native is None:
+            return stated, dataset
+        x = torch.zeros(2, *(int(d) for d in native if d is not None))
+    known = stated is not None or dataset is None or bool(dataset.meta.get("class_names_given", True))
+    expected = stated if stated is not None else (dataset.num_classes if dataset is not None else None)
+    width = check_model_outputs(module, x, num_classes=expected, classes_known=known, output_kind=kind,
+                                what=f"model {what!r}",
+                                data=f"data set {dataset.name!r}" if dataset is not None and stated is None
+                                else "num_classes")
+    if dataset is not None and stated is None and width > dataset.num_classes:
+        names = (*dataset.class_names, *(str(c) for c in range(dataset.num_classes, width)))
+        dataset = replace(dataset, class_names=names)
+    return (stated if stated is not None else width), dataset
+
+
 # --------------------------------------------------------------------------- the one route
 
 
@@ -426,8 +464,9 @@ def prepare_model(
     check_model(module)
     what = name or label
     ends_in_softmax = isinstance(_last_leaf(module), nn.Softmax)
-    kind = options.output_kind or (mf.output_kind if mf is not None else
-                                   "probabilities" if ends_in_softmax else "logits")
+    structural = "probabilities" if ends_in_softmax else "logits"
+    recorded = mf.output_kind if mf is not None and not _kind_unrecorded(mf) else None
+    kind = options.output_kind or recorded or structural
     trained_bounds = _trained_bounds(options, mf)
     dataset = _data_for(mf, data, trained_bounds, data_dir=data_dir, what=what)
     layout = _input_layout(options, mf, dataset)
@@ -436,8 +475,7 @@ def prepare_model(
     wrapped = module if layout.adapter is None else InputAdapter(module, layout.adapter)
     wrapped_logits = None if head is None else (
         wrapped if head is module else head if layout.adapter is None else InputAdapter(head, layout.adapter))
-    classes = options.num_classes or (
-        dataset.num_classes if dataset is not None else _probe_classes(wrapped, layout.native))
+    classes, dataset = _checked_outputs(wrapped, dataset, layout.native, options.num_classes, kind, what)
     final_bounds = _pair(dataset.bounds) if dataset is not None else trained_bounds
     return PreparedModel(
         module=wrapped, name=what, fingerprint=fingerprint(module), output_kind=kind, logits=wrapped_logits,

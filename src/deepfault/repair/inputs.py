@@ -69,12 +69,56 @@ class InputFile:
         return self.path.name
 
 
+def _damaged(path: Path, key: str, expected: str, got: str) -> DeepFaultError:
+    return DeepFaultError(f"{str(path)!r} is damaged: array {key!r} must be {expected}; got {got}; write it "
+                          "again with the command that made it")
+
+
+def _inputs(path: Path, key: str, x: np.ndarray) -> np.ndarray:
+    """``(F, ...)`` finite numbers as float32."""
+    if x.dtype.kind not in "biuf":
+        raise _damaged(path, key, "numbers", f"dtype {x.dtype}")
+    if x.ndim < 2:
+        raise _damaged(path, key, "(inputs, ...)", f"shape {x.shape}")
+    x = x.astype(np.float32)
+    if not np.isfinite(x).all():
+        raise _damaged(path, key, "finite", "NaN or infinite values")
+    return x
+
+
+def _integers(path: Path, key: str, a: np.ndarray, n: int, *, columns: bool = False) -> np.ndarray:
+    """``(n,)`` (``columns``: ``(n, k)``, k >= 1) integers >= 0 as int64."""
+    if a.dtype.kind == "f":
+        if not np.isfinite(a).all() or (a != np.round(a)).any() or (a.size and np.abs(a).max() >= 2**62):
+            raise _damaged(path, key, "integers", "non-integer values")
+    elif a.dtype.kind not in "biu":
+        raise _damaged(path, key, "integers", f"dtype {a.dtype}")
+    if columns and a.ndim == 1:
+        a = a.reshape(-1, 1)
+    want = f"({n}, models)" if columns else f"({n},), one per input"
+    if a.ndim != (2 if columns else 1) or len(a) != n:
+        raise _damaged(path, key, want, f"shape {a.shape}")
+    if columns and a.shape[1] == 0:
+        raise _damaged(path, key, "at least one model's predictions (the labels are their vote)", "none")
+    a = a.astype(np.int64)
+    if a.size and a.min() < 0:
+        raise _damaged(path, key, "integers >= 0", str(int(a.min())))
+    return a
+
+
+def _names(path: Path, key: str, a: np.ndarray) -> tuple[str, ...]:
+    if a.ndim != 1 or a.dtype.kind not in "US":
+        raise _damaged(path, key, "a list of names", f"dtype {a.dtype}, shape {a.shape}")
+    return tuple(str(n) for n in a.tolist())
+
+
 def read_inputs(path: str | os.PathLike) -> InputFile:
     """Read a ``run``, ``xplore`` or ``regress`` inputs file (see the module's table).
 
     Raises:
-        DeepFaultError: The file is missing, unreadable, of no known kind, or its arrays
-            disagree in length.
+        DeepFaultError: The file is missing, unreadable, of no known kind, or an array is
+            not what its kind writes (numbers, integers >= 0, one entry per input, at least
+            one model's predictions), each in one line naming the array.
     """
     path = Path(path)
     if not path.is_file():
@@ -97,37 +141,22 @@ def read_inputs(path: str | os.PathLike) -> InputFile:
             f"'regress' (arrays: {', '.join(sorted(arrays)) or 'none'})"
         )
     if kind == "run":
-        out = InputFile(
-            path,
-            kind,
-            arrays["synthesized"].astype(np.float32),
-            arrays["test_index"].astype(np.int64),
-            labels=arrays["labels"].astype(np.int64),
-        )
+        x = _inputs(path, "synthesized", arrays["synthesized"])
+        out = InputFile(path, kind, x, _integers(path, "test_index", arrays["test_index"], len(x)),
+                        labels=_integers(path, "labels", arrays["labels"], len(x)))
     elif kind == "xplore":
-        preds = arrays["predictions"].astype(np.int64)
-        out = InputFile(
-            path,
-            kind,
-            arrays["inputs"].astype(np.float32),
-            arrays["seed_index"].astype(np.int64),
-            predictions=preds.reshape(len(preds), -1),
-            model_names=tuple(str(n) for n in arrays["model_names"]),
-            common_class=arrays["common_class"].astype(np.int64),
-        )
+        x = _inputs(path, "inputs", arrays["inputs"])
+        preds = _integers(path, "predictions", arrays["predictions"], len(x), columns=True)
+        names = _names(path, "model_names", arrays["model_names"])
+        if preds.shape[1] != len(names):
+            raise DeepFaultError(f"{str(path)!r} is damaged: {preds.shape[1]} models' predictions but "
+                                 f"{len(names)} model_names; write it again with 'deepfault xplore'")
+        out = InputFile(path, kind, x, _integers(path, "seed_index", arrays["seed_index"], len(x)),
+                        predictions=preds, model_names=names,
+                        common_class=_integers(path, "common_class", arrays["common_class"], len(x)))
     else:
-        out = InputFile(
-            path,
-            kind,
-            arrays["inputs"].astype(np.float32),
-            arrays["seed_index"].astype(np.int64),
-            labels=arrays["label"].astype(np.int64),
-            m1_pred=arrays["m1_pred"].astype(np.int64),
-        )
-    for name in ("seed_index", "labels", "predictions", "common_class", "m1_pred"):
-        value = getattr(out, name)
-        if value is not None and len(value) != len(out.inputs):
-            raise DeepFaultError(
-                f"{str(path)!r} is damaged: {len(out.inputs)} inputs but {len(value)} entries of {name!r}"
-            )
+        x = _inputs(path, "inputs", arrays["inputs"])
+        out = InputFile(path, kind, x, _integers(path, "seed_index", arrays["seed_index"], len(x)),
+                        labels=_integers(path, "label", arrays["label"], len(x)),
+                        m1_pred=_integers(path, "m1_pred", arrays["m1_pred"], len(x)))
     return out

@@ -36,6 +36,9 @@ def majority_vote(predictions: np.ndarray, num_classes: int | None = None) -> tu
     predictions = np.asarray(predictions, dtype=np.int64)
     if predictions.ndim != 2:
         raise DeepFaultError(f"predictions must be (inputs, models); got shape {predictions.shape}")
+    if len(predictions) and predictions.shape[1] == 0:
+        raise DeepFaultError("majority vote of no model: predictions has no column; give at least one "
+                             "model's predictions (the labels are their vote)")
     if predictions.size == 0:
         return np.zeros(len(predictions), np.int64), np.zeros(len(predictions), bool)
     k = int(num_classes or predictions.max() + 1)
