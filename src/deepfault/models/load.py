@@ -144,7 +144,8 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
             raise DeepFaultError(f"it takes {onnx_input_type(path)} inputs")  # a module would not run
         return load_onnx(path)
     except (DeepFaultError, ModuleNotFoundError) as err:
-        if runtime == "torch" or not Path(path).is_file() or "not a valid ONNX" in str(err):
+        if (runtime == "torch" or not Path(path).is_file() or "not a valid ONNX" in str(err)
+                or "single-input classifier" in str(err)):  # no runtime runs those
             raise
         missing = err if isinstance(err, ModuleNotFoundError) else None
         op = re.search(r"operation_type='(\w+)'", str(err))
