@@ -9,7 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_json", "write_npz", "user_cache_dir", "temporary_name_overhead"]
+__all__ = ["atomic_path", "write_json", "write_npz", "user_cache_dir", "temporary_name_overhead",
+           "REPORT_MANIFEST", "write_manifest", "listed_files", "unlisted_files", "remove_listed"]
 
 #: Random characters :func:`tempfile.mkstemp` puts in a name (``tempfile._RandomNameSequence``).
 _RANDOM_CHARS = 8
@@ -108,3 +109,67 @@ def user_cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("deepfault"))
+
+
+# --- report folders: replace only what a report wrote -----------------------------------------
+
+#: The file in every report folder that lists the files the report wrote (paths relative to the
+#: folder, ``/``-separated). A later report replaces exactly these; a folder that holds anything
+#: else is refused (:func:`deepfault.checks.check_report_dir`).
+REPORT_MANIFEST = ".deepfault-report.json"
+
+
+def _files_under(folder: Path) -> list[str]:
+    """Every non-folder entry under ``folder`` (symlinks not followed), relative, sorted."""
+    found = []
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        rel = Path(root).relative_to(folder)
+        # a symlink to a folder is listed by os.walk among ``dirs``: it is an entry, not a folder
+        found += [(rel / n).as_posix() for n in names]
+        found += [(rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(root, d))]
+    return sorted(found)
+
+
+def write_manifest(folder: str | os.PathLike) -> Path:
+    """Write ``folder``'s :data:`REPORT_MANIFEST`, listing every file now under it."""
+    folder = Path(folder)
+    files = [f for f in _files_under(folder) if f != REPORT_MANIFEST]
+    path = folder / REPORT_MANIFEST
+    path.write_text(json.dumps({"deepfault_report": 1, "files": files}, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def listed_files(folder: str | os.PathLike) -> set[str] | None:
+    """The files ``folder``'s manifest lists, or ``None`` when it has none (or an unreadable one)."""
+    try:
+        data = json.loads((Path(folder) / REPORT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return {f for f in files if ".." not in f.split("/") and not f.startswith("/")}
+
+
+def unlisted_files(folder: str | os.PathLike) -> list[str]:
+    """Files under ``folder`` that no report wrote: those its manifest does not list (every file,
+    where it has no manifest). Empty folders count as nothing.
+    """
+    listed = listed_files(folder) or set()
+    return [f for f in _files_under(Path(folder)) if f != REPORT_MANIFEST and f not in listed]
+
+
+def remove_listed(folder: str | os.PathLike) -> list[str]:
+    """Delete the files ``folder``'s manifest lists, the manifest, then every folder left empty;
+    returns what remains (nothing, unless a file came in that no report wrote, which stays).
+    """
+    folder = Path(folder)
+    for rel in sorted(listed_files(folder) or ()):
+        with contextlib.suppress(OSError):
+            (folder / rel).unlink()
+    with contextlib.suppress(OSError):
+        (folder / REPORT_MANIFEST).unlink()
+    for root, _, _ in sorted(os.walk(folder, followlinks=False), key=lambda w: -len(w[0])):
+        with contextlib.suppress(OSError):
+            os.rmdir(root)
+    return _files_under(folder) if folder.exists() else []

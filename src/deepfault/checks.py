@@ -382,21 +382,47 @@ def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
     return path
 
 
-def check_report_dir(param: str, raw: str | os.PathLike) -> Path:
-    """A report folder: new, or a previous report's (one with a ``report.html``), which is then
-    replaced whole; never a folder that holds anything else (``.``, ``results/``), whose files
-    the replacement would delete.
+def check_report_dir(param: str, raw: str | os.PathLike,
+                     others: Iterable[tuple[str, str | os.PathLike | None]] = ()) -> Path:
+    """A report folder: new, empty, or a previous report's that holds nothing but what its
+    manifest (:data:`deepfault._io.REPORT_MANIFEST`) lists, which is then replaced; never a
+    folder that holds anything else (``.``, ``results/``, a report folder where a store was put
+    later), nor one that holds one of ``others``: ``(parameter, path)`` of the run's own inputs
+    and outputs (``regress --store rep/s.sqlite --report rep``), even before they exist.
     """
+    import errno
+
+    from ._io import REPORT_MANIFEST, unlisted_files
+
+    text = os.fspath(raw)
+    try:
+        os.stat(os.path.expanduser(text))
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise error(param, "a folder", text, "it is a loop of symbolic links; give a new folder such "
+                        "as report/") from None
     path = check_output_dir(param, raw)
-    resolved = path.resolve()
-    if resolved == resolved.parent or Path.cwd().resolve().is_relative_to(resolved):
-        raise error(param, "a folder of its own", os.fspath(raw),
-                    "the report replaces its folder whole, which cannot be '/', '.' or a folder above this "
+    resolved = os.path.realpath(path)
+    here = os.path.realpath(os.getcwd())
+    if resolved == os.path.dirname(resolved) or (here + "/").startswith(resolved + "/"):
+        raise error(param, "a folder of its own", text,
+                    "the report replaces its folder, which cannot be '/', '.' or a folder above this "
                     "one; give a new folder such as report/")
-    if path.is_dir() and any(path.iterdir()) and not (path / "report.html").is_file():
-        raise error(param, "a new folder or a previous report's", os.fspath(raw),
-                    "it holds other files, which writing the report whole would replace; give a new folder "
-                    "such as report/")
+    for other, where in others:
+        if where is None or os.fspath(where) in ("", "-"):
+            continue
+        if os.path.realpath(os.path.expanduser(os.fspath(where))).startswith(resolved + "/"):
+            raise error(param, "a folder that holds none of the run's own files", text,
+                        f"{other} ({os.fspath(where)!r}) lies inside it, and a report folder holds only what "
+                        "the report writes; give another folder such as report/")
+    if path.is_dir():
+        foreign = unlisted_files(path)
+        if foreign:
+            raise error(param, "a new folder or a previous report's", text,
+                        f"it holds {len(foreign)} file(s) no report wrote ({foreign[0]!r}"
+                        f"{', ...' if len(foreign) > 1 else ''}; a report's are listed in its "
+                        f"{REPORT_MANIFEST}), which replacing it would delete; give a new folder such as "
+                        "report/, or move them out")
     return path
 
 
