@@ -28,7 +28,7 @@ __all__ = [
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
-    "check_name", "check_labels", "check_finite_outputs",
+    "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "check_count_text",
 ]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -73,6 +73,54 @@ def error(param: str, expected: str, received: object, fix: str = "") -> DeepFau
 
 
 # --- numbers ----------------------------------------------------------------------------------
+
+
+def check_count_text(param: str, text: str, *, minimum: int = 1, maximum: int) -> int:
+    """A count typed as text (``--preset-option repeats=5``): digits only, in ``[minimum, maximum]``,
+    with :func:`check_int`'s messages (``1e9`` and ``-3`` are no counts).
+    """
+    stripped = str(text).strip()
+    if not stripped.isdigit():
+        raise error(param, f"an integer >= {minimum}", text)
+    if len(stripped) > 30:  # beyond any limit; int() of a million digits is slow
+        raise error(param, f"at most {maximum:,}", f"<{len(stripped)} digits>",
+                    "larger cannot fit in memory or time")
+    return check_int(param, int(stripped), minimum=minimum, maximum=maximum)
+
+
+def memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (``None`` where it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:,.0f} {unit}" if unit == "bytes" else f"{nbytes:,.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:,.1f} PiB"  # pragma: no cover - the loop returns
+
+
+def check_memory(param: str, value: object, needed: float, what: str) -> None:
+    """Refuse, before it starts, a request whose ``needed`` bytes (an estimate from the sizes
+    involved: ``what`` says of what) exceed this machine's physical memory, saying how much it
+    would need and how much there is.
+    """
+    total = memory_bytes()
+    if total is not None and needed > total:
+        raise error(param, f"a size that fits in this machine's memory ({_size(total)})", value,
+                    f"{what} would need at least {_size(needed)}; give a smaller value")
 
 
 def check_int(param: str, value: object, *, minimum: int = 1, maximum: int | None = None,

@@ -33,12 +33,13 @@ BOUNDS = {
     "sa_sections": (1, c.MAX_SECTIONS),
     "blackout_size": (1, c.MAX_BLACKOUT_SIZE),
     "images_per_epoch": (1, c.MAX_BATCH), "repeat": (1, c.MAX_REPEAT), "num_inputs": (1, c.MAX_BATCH),
+    "bim_steps": (1, c.MAX_GRADIENT_ITERATIONS),
 }
 #: Bounds of real-valued options, by ``dest``: (exclusive minimum, maximum).
 FLOAT_BOUNDS = {"lr": (0.0, c.MAX_LEARNING_RATE)}
 #: Options whose command checks no lower bound itself (the others keep their own messages).
 NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
-                  "max_seeds", "sections", "epochs", "iterations", "inputs_per_step"}
+                  "max_seeds", "sections", "epochs", "iterations", "inputs_per_step", "bim_steps"}
 #: Options that name files a command reads, by ``dest`` (their spelling comes from the parser, as
 #: for the bounds): one table, not an ``inputs(args)`` per command, because the same few options
 #: (``--model``, ``--dataset``, ``--surprise``, ...) recur across commands and read files the same
