@@ -9,8 +9,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_json", "write_npz", "user_cache_dir", "temporary_name_overhead",
-           "REPORT_MANIFEST", "write_manifest", "listed_files", "unlisted_files", "remove_listed"]
+__all__ = ["atomic_path", "atomic_paths", "write_json", "write_npz", "user_cache_dir",
+           "temporary_name_overhead", "REPORT_MANIFEST", "write_manifest", "listed_files", "unlisted_files",
+           "remove_listed"]
 
 #: Random characters :func:`tempfile.mkstemp` puts in a name (``tempfile._RandomNameSequence``).
 _RANDOM_CHARS = 8
@@ -50,6 +51,42 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+#: Prefix of :func:`atomic_paths`' temporaries (short, so that the writers that fill them may add
+#: their own temporary name beside them).
+_UNIT_PREFIX = ".deepfault-unit."
+
+
+@contextlib.contextmanager
+def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
+    """Temporaries beside each of ``paths``, moved onto them together when the block ends without
+    error, in the order given (the last one, a result's ``.json``, is moved last: where it is new,
+    the others are too); on any error or interrupt, none is. A temporary the block removes is not
+    moved (an optional output it did not write). Any writer, atomic ones included, may fill them.
+    """
+    targets = [Path(p) for p in paths]
+    made: list[tuple[Path, Path]] = []
+    try:
+        for path in targets:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's
+            fd, tmp = tempfile.mkstemp(prefix=f"{_UNIT_PREFIX}{os.getpid()}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            os.chmod(tmp, 0o666 & ~_umask())
+            made.append((path, Path(tmp)))
+        yield [tmp for _, tmp in made]
+        for _, tmp in made:
+            if tmp.exists():
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+        for path, tmp in made:
+            if tmp.exists():
+                os.replace(tmp, path)
+    finally:
+        for _, tmp in made:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def _remove_stale(path: Path) -> None:
