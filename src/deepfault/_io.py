@@ -71,22 +71,23 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
         for path in targets:
             path.parent.mkdir(parents=True, exist_ok=True)
             _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's
-            fd, tmp = tempfile.mkstemp(prefix=f"{_UNIT_PREFIX}{os.getpid()}.", suffix=".tmp", dir=path.parent)
+            prefix = f"{_UNIT_PREFIX}{os.getpid()}."
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
             os.close(fd)
-            os.chmod(tmp, 0o666 & ~_umask())
-            made.append((path, Path(tmp)))
-        yield [tmp for _, tmp in made]
-        for _, tmp in made:
-            if tmp.exists():
-                with open(tmp, "rb") as fh:
+            os.chmod(name, 0o666 & ~_umask())
+            made.append((path, Path(name)))
+        yield [temporary for _, temporary in made]
+        for _, temporary in made:
+            if temporary.exists():
+                with open(temporary, "rb") as fh:
                     os.fsync(fh.fileno())
-        for path, tmp in made:
-            if tmp.exists():
-                os.replace(tmp, path)
+        for path, temporary in made:
+            if temporary.exists():
+                os.replace(temporary, path)
     finally:
-        for _, tmp in made:
+        for _, temporary in made:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+                os.unlink(temporary)
 
 
 def _remove_stale(path: Path) -> None:
