@@ -157,15 +157,17 @@ def user_cache_dir() -> Path:
 REPORT_MANIFEST = ".deepfault-report.json"
 
 
-def _files_under(folder: Path) -> list[str]:
-    """Every non-folder entry under ``folder`` (symlinks not followed), relative, sorted."""
-    found = []
+def _entries(folder: Path) -> Iterator[str]:
+    """Every non-folder entry under ``folder`` (symlinks not followed), relative, as found."""
     for root, dirs, names in os.walk(folder, followlinks=False):
         rel = Path(root).relative_to(folder)
+        yield from ((rel / n).as_posix() for n in names)
         # a symlink to a folder is listed by os.walk among ``dirs``: it is an entry, not a folder
-        found += [(rel / n).as_posix() for n in names]
-        found += [(rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(root, d))]
-    return sorted(found)
+        yield from ((rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(root, d)))
+
+
+def _files_under(folder: Path) -> list[str]:
+    return sorted(_entries(folder))
 
 
 def write_manifest(folder: str | os.PathLike) -> Path:
@@ -189,12 +191,19 @@ def listed_files(folder: str | os.PathLike) -> set[str] | None:
     return {f for f in files if ".." not in f.split("/") and not f.startswith("/")}
 
 
-def unlisted_files(folder: str | os.PathLike) -> list[str]:
+def unlisted_files(folder: str | os.PathLike, *, first: int | None = None) -> list[str]:
     """Files under ``folder`` that no report wrote: those its manifest does not list (every file,
-    where it has no manifest). Empty folders count as nothing.
+    where it has no manifest); only the ``first`` found when given (a large folder is not walked
+    to its end). Empty folders count as nothing.
     """
     listed = listed_files(folder) or set()
-    return [f for f in _files_under(Path(folder)) if f != REPORT_MANIFEST and f not in listed]
+    found = []
+    for f in _entries(Path(folder)):
+        if f != REPORT_MANIFEST and f not in listed:
+            found.append(f)
+            if first is not None and len(found) >= first:
+                break
+    return sorted(found)
 
 
 def remove_listed(folder: str | os.PathLike) -> list[str]:

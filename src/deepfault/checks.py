@@ -464,10 +464,10 @@ def check_report_dir(param: str, raw: str | os.PathLike,
                         f"{other} ({os.fspath(where)!r}) lies inside it, and a report folder holds only what "
                         "the report writes; give another folder such as report/")
     if path.is_dir():
-        foreign = unlisted_files(path)
+        foreign = unlisted_files(path, first=2)
         if foreign:
             raise error(param, "a new folder or a previous report's", text,
-                        f"it holds {len(foreign)} file(s) no report wrote ({foreign[0]!r}"
+                        f"it holds files no report wrote ({foreign[0]!r}"
                         f"{', ...' if len(foreign) > 1 else ''}; a report's are listed in its "
                         f"{REPORT_MANIFEST}), which replacing it would delete; give a new folder such as "
                         "report/, or move them out")

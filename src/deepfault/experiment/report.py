@@ -224,12 +224,11 @@ def _atomic_folder(out: Path):
         write_manifest(tmp)
         old = None
         if out.exists():
-            foreign = unlisted_files(out)
+            foreign = unlisted_files(out, first=1)
             if foreign:
                 raise DeepFaultError(
-                    f"report folder {str(out)!r} now holds {len(foreign)} file(s) no report wrote "
-                    f"({foreign[0]!r}...), which replacing it would delete; the report was not written: "
-                    "give a new folder")
+                    f"report folder {str(out)!r} now holds files no report wrote ({foreign[0]!r}), which "
+                    "replacing it would delete; the report was not written: give a new folder")
             old = out.with_name(f".{out.name}.old-{tmp.name}")
             out.rename(old)
         tmp.rename(out)
