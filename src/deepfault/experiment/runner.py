@@ -222,13 +222,13 @@ class ExperimentPreset(ABC):
 
         start = time.perf_counter()
         store_path = Path(store_path)
+        if seed is not None and not self.uses_seed:
+            log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
+                        "the store)", self.name)
         # Everything the run will create is checked before the plan trains or loads anything.
         context = self.check_run(store_path, data_dir=data_dir, models_dir=models_dir, progress=progress,
                                  argv=argv, device=device, seed=seed, options=options)
         models_dir = context.models_dir
-        if seed is not None and not self.uses_seed:
-            log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
-                        "the store)", self.name)
         plan = self.plan(context)
         key = config_hash(plan.record)
         pool = executor or get_executor("serial")
