@@ -61,6 +61,22 @@ def test_seeds_that_need_more_memory_than_the_machine_has_are_refused_saying_how
     assert "would need at least 8.8 GiB" in line, line  # 10^6 seeds x 3 x 28 x 28 x 4 bytes
 
 
+def test_xplore_seeds_that_need_more_memory_than_the_machine_has_are_refused_before_the_search(
+        pair, tmp_path, monkeypatch):  # noqa: F811
+    import importlib
+
+    search = importlib.import_module("deepfault.xplore.search")  # the module (the package exports a function)
+
+    for name in ("m1.pt", "m2.pt", "data.npz"):
+        shutil.copy(pair / name, tmp_path / name)
+    monkeypatch.setattr(checks, "memory_bytes", lambda: 1 << 30)  # a 1 GiB machine
+    monkeypatch.setattr(search, "search", lambda *a, **k: pytest.fail("the search started"))
+    argv = ["xplore", "--model", "m1.pt,m2.pt", "--dataset", "data.npz", "--num-seeds", "1000000", "--out",
+            "x.json", "--no-surprise", "--no-progress"]
+    line = assert_refused(argv, tmp_path, "seeds", "memory (1.0 GiB)")
+    assert "would need at least 8.8 GiB" in line, line  # 10^6 x 3 x 1 x 28 x 28 x 4 bytes
+
+
 def test_memory_of_this_machine_is_read():
     total = checks.memory_bytes()
     with open("/proc/meminfo") as fh:  # Linux: the same figure, within rounding to pages
