@@ -9,7 +9,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "write_json", "write_npz", "user_cache_dir", "temporary_name_overhead"]
+__all__ = ["atomic_path", "atomic_paths", "write_json", "write_npz", "user_cache_dir",
+           "temporary_name_overhead", "REPORT_MANIFEST", "write_manifest", "listed_files", "unlisted_files",
+           "remove_listed"]
 
 #: Random characters :func:`tempfile.mkstemp` puts in a name (``tempfile._RandomNameSequence``).
 _RANDOM_CHARS = 8
@@ -49,6 +51,43 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+#: Prefix of :func:`atomic_paths`' temporaries (short, so that the writers that fill them may add
+#: their own temporary name beside them).
+_UNIT_PREFIX = ".deepfault-unit."
+
+
+@contextlib.contextmanager
+def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
+    """Temporaries beside each of ``paths``, moved onto them together when the block ends without
+    error, in the order given (the last one, a result's ``.json``, is moved last: where it is new,
+    the others are too); on any error or interrupt, none is. A temporary the block removes is not
+    moved (an optional output it did not write). Any writer, atomic ones included, may fill them.
+    """
+    targets = [Path(p) for p in paths]
+    made: list[tuple[Path, Path]] = []
+    try:
+        for path in targets:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's
+            prefix = f"{_UNIT_PREFIX}{os.getpid()}."
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            os.chmod(name, 0o666 & ~_umask())
+            made.append((path, Path(name)))
+        yield [temporary for _, temporary in made]
+        for _, temporary in made:
+            if temporary.exists():
+                with open(temporary, "rb") as fh:
+                    os.fsync(fh.fileno())
+        for path, temporary in made:
+            if temporary.exists():
+                os.replace(temporary, path)
+    finally:
+        for _, temporary in made:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
 
 
 def _remove_stale(path: Path) -> None:
@@ -108,3 +147,76 @@ def user_cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("deepfault"))
+
+
+# --- report folders: replace only what a report wrote -----------------------------------------
+
+#: The file in every report folder that lists the files the report wrote (paths relative to the
+#: folder, ``/``-separated). A later report replaces exactly these; a folder that holds anything
+#: else is refused (:func:`deepfault.checks.check_report_dir`).
+REPORT_MANIFEST = ".deepfault-report.json"
+
+
+def _entries(folder: Path) -> Iterator[str]:
+    """Every non-folder entry under ``folder`` (symlinks not followed), relative, as found."""
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        rel = Path(root).relative_to(folder)
+        yield from ((rel / n).as_posix() for n in names)
+        # a symlink to a folder is listed by os.walk among ``dirs``: it is an entry, not a folder
+        yield from ((rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(root, d)))
+
+
+def _files_under(folder: Path) -> list[str]:
+    return sorted(_entries(folder))
+
+
+def write_manifest(folder: str | os.PathLike) -> Path:
+    """Write ``folder``'s :data:`REPORT_MANIFEST`, listing every file now under it."""
+    folder = Path(folder)
+    files = [f for f in _files_under(folder) if f != REPORT_MANIFEST]
+    path = folder / REPORT_MANIFEST
+    path.write_text(json.dumps({"deepfault_report": 1, "files": files}, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def listed_files(folder: str | os.PathLike) -> set[str] | None:
+    """The files ``folder``'s manifest lists, or ``None`` when it has none (or an unreadable one)."""
+    try:
+        data = json.loads((Path(folder) / REPORT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return {f for f in files if ".." not in f.split("/") and not f.startswith("/")}
+
+
+def unlisted_files(folder: str | os.PathLike, *, first: int | None = None) -> list[str]:
+    """Files under ``folder`` that no report wrote: those its manifest does not list (every file,
+    where it has no manifest); only the ``first`` found when given (a large folder is not walked
+    to its end). Empty folders count as nothing.
+    """
+    listed = listed_files(folder) or set()
+    found = []
+    for f in _entries(Path(folder)):
+        if f != REPORT_MANIFEST and f not in listed:
+            found.append(f)
+            if first is not None and len(found) >= first:
+                break
+    return sorted(found)
+
+
+def remove_listed(folder: str | os.PathLike) -> list[str]:
+    """Delete the files ``folder``'s manifest lists, the manifest, then every folder left empty;
+    returns what remains (nothing, unless a file came in that no report wrote, which stays).
+    """
+    folder = Path(folder)
+    for rel in sorted(listed_files(folder) or ()):
+        with contextlib.suppress(OSError):
+            (folder / rel).unlink()
+    with contextlib.suppress(OSError):
+        (folder / REPORT_MANIFEST).unlink()
+    for root, _, _ in sorted(os.walk(folder, followlinks=False), key=lambda w: -len(w[0])):
+        with contextlib.suppress(OSError):
+            os.rmdir(root)
+    return _files_under(folder) if folder.exists() else []

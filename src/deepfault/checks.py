@@ -28,7 +28,7 @@ __all__ = [
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
-    "check_name", "check_labels", "check_finite_outputs",
+    "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "check_count_text",
 ]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -73,6 +73,54 @@ def error(param: str, expected: str, received: object, fix: str = "") -> DeepFau
 
 
 # --- numbers ----------------------------------------------------------------------------------
+
+
+def check_count_text(param: str, text: str, *, minimum: int = 1, maximum: int) -> int:
+    """A count typed as text (``--preset-option repeats=5``): digits only, in ``[minimum, maximum]``,
+    with :func:`check_int`'s messages (``1e9`` and ``-3`` are no counts).
+    """
+    stripped = str(text).strip()
+    if not stripped.isdigit():
+        raise error(param, f"an integer >= {minimum}", text)
+    if len(stripped) > 30:  # beyond any limit; int() of a million digits is slow
+        raise error(param, f"at most {maximum:,}", f"<{len(stripped)} digits>",
+                    "larger cannot fit in memory or time")
+    return check_int(param, int(stripped), minimum=minimum, maximum=maximum)
+
+
+def memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (``None`` where it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:,.0f} {unit}" if unit == "bytes" else f"{nbytes:,.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:,.1f} PiB"  # pragma: no cover - the loop returns
+
+
+def check_memory(param: str, value: object, needed: float, what: str) -> None:
+    """Refuse, before it starts, a request whose ``needed`` bytes (an estimate from the sizes
+    involved: ``what`` says of what) exceed this machine's physical memory, saying how much it
+    would need and how much there is.
+    """
+    total = memory_bytes()
+    if total is not None and needed > total:
+        raise error(param, f"a size that fits in this machine's memory ({_size(total)})", value,
+                    f"{what} would need at least {_size(needed)}; give a smaller value")
 
 
 def check_int(param: str, value: object, *, minimum: int = 1, maximum: int | None = None,
@@ -382,21 +430,47 @@ def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
     return path
 
 
-def check_report_dir(param: str, raw: str | os.PathLike) -> Path:
-    """A report folder: new, or a previous report's (one with a ``report.html``), which is then
-    replaced whole; never a folder that holds anything else (``.``, ``results/``), whose files
-    the replacement would delete.
+def check_report_dir(param: str, raw: str | os.PathLike,
+                     others: Iterable[tuple[str, str | os.PathLike | None]] = ()) -> Path:
+    """A report folder: new, empty, or a previous report's that holds nothing but what its
+    manifest (:data:`deepfault._io.REPORT_MANIFEST`) lists, which is then replaced; never a
+    folder that holds anything else (``.``, ``results/``, a report folder where a store was put
+    later), nor one that holds one of ``others``: ``(parameter, path)`` of the run's own inputs
+    and outputs (``regress --store rep/s.sqlite --report rep``), even before they exist.
     """
+    import errno
+
+    from ._io import REPORT_MANIFEST, unlisted_files
+
+    text = os.fspath(raw)
+    try:
+        os.stat(os.path.expanduser(text))
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise error(param, "a folder", text, "it is a loop of symbolic links; give a new folder such "
+                        "as report/") from None
     path = check_output_dir(param, raw)
-    resolved = path.resolve()
-    if resolved == resolved.parent or Path.cwd().resolve().is_relative_to(resolved):
-        raise error(param, "a folder of its own", os.fspath(raw),
-                    "the report replaces its folder whole, which cannot be '/', '.' or a folder above this "
+    resolved = os.path.realpath(path)
+    here = os.path.realpath(os.getcwd())
+    if resolved == os.path.dirname(resolved) or (here + "/").startswith(resolved + "/"):
+        raise error(param, "a folder of its own", text,
+                    "the report replaces its folder, which cannot be '/', '.' or a folder above this "
                     "one; give a new folder such as report/")
-    if path.is_dir() and any(path.iterdir()) and not (path / "report.html").is_file():
-        raise error(param, "a new folder or a previous report's", os.fspath(raw),
-                    "it holds other files, which writing the report whole would replace; give a new folder "
-                    "such as report/")
+    for other, where in others:
+        if where is None or os.fspath(where) in ("", "-"):
+            continue
+        if os.path.realpath(os.path.expanduser(os.fspath(where))).startswith(resolved + "/"):
+            raise error(param, "a folder that holds none of the run's own files", text,
+                        f"{other} ({os.fspath(where)!r}) lies inside it, and a report folder holds only what "
+                        "the report writes; give another folder such as report/")
+    if path.is_dir():
+        foreign = unlisted_files(path, first=2)
+        if foreign:
+            raise error(param, "a new folder or a previous report's", text,
+                        f"it holds files no report wrote ({foreign[0]!r}"
+                        f"{', ...' if len(foreign) > 1 else ''}; a report's are listed in its "
+                        f"{REPORT_MANIFEST}), which replacing it would delete; give a new folder such as "
+                        "report/, or move them out")
     return path
 
 

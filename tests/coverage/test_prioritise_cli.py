@@ -102,7 +102,8 @@ def test_rank_by_everything_with_a_report(tmp_path, capsys, trained):
         assert ("scores" in r) == (r["prioritiser"] != "cam")
     assert data["surprise"]["source"] == str(state)
     assert data["surprise"]["layers"] == [{"name": "fc2", "size": 10}]
-    assert sorted(p.name for p in report.iterdir()) == ["rank_curves.png", "rank_scores.png", "report.html"]
+    assert sorted(p.name for p in report.iterdir()) == [".deepfault-report.json", "rank_curves.png",
+                                                         "rank_scores.png", "report.html"]
     page = (report / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 2
     answer = page.index("Which prioritiser finds the misclassified inputs earliest")

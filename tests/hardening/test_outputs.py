@@ -206,14 +206,14 @@ def test_experiment_with_an_unusable_store_creates_nothing(tmp_path):
         )
 
 
-def test_the_runner_checks_the_store_before_planning(tmp_path):
+def test_the_runner_checks_the_store_before_planning(tmp_path, monkeypatch):
     """The API, too: the preset's plan (which trains models) never starts."""
     from deepfault import DeepFaultError
     from deepfault.experiment.presets import get_preset
 
     (tmp_path / "afile").write_text("x")
-    preset = get_preset("drfuzz-mnist")
-    preset.plan = lambda context: (_ for _ in ()).throw(AssertionError("planned"))
+    preset = get_preset("drfuzz-mnist")  # the registry's one instance: patched for this test only
+    monkeypatch.setattr(preset, "plan", lambda context: (_ for _ in ()).throw(AssertionError("planned")))
     with pytest.raises(DeepFaultError, match="store"):
         preset.run(tmp_path / "afile" / "s.sqlite")
     assert files(tmp_path) == {"afile"}

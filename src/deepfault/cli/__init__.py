@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import re
@@ -159,6 +160,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"deepfault: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a path the user gave that the system refuses (the checks missed it)
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):  # every writer removed its temporary on the way
+            print(f"deepfault: error: the disk is full ({err.strerror or err}); nothing partial was kept: "
+                  "free some space and rerun the same command", file=sys.stderr)
+            return 2
         if isinstance(err, BrokenPipeError) or err.filename is None:
             raise
         print(f"deepfault: error: cannot use {err.filename!r}: {err.strerror or err}; check the path",

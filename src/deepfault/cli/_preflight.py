@@ -33,12 +33,13 @@ BOUNDS = {
     "sa_sections": (1, c.MAX_SECTIONS),
     "blackout_size": (1, c.MAX_BLACKOUT_SIZE),
     "images_per_epoch": (1, c.MAX_BATCH), "repeat": (1, c.MAX_REPEAT), "num_inputs": (1, c.MAX_BATCH),
+    "bim_steps": (1, c.MAX_GRADIENT_ITERATIONS),
 }
 #: Bounds of real-valued options, by ``dest``: (exclusive minimum, maximum).
 FLOAT_BOUNDS = {"lr": (0.0, c.MAX_LEARNING_RATE)}
 #: Options whose command checks no lower bound itself (the others keep their own messages).
 NO_OWN_MINIMUM = {"threads", "grid", "workers", "chunk_size", "blackout_size", "images_per_epoch", "seeds",
-                  "max_seeds", "sections", "epochs", "iterations", "inputs_per_step"}
+                  "max_seeds", "sections", "epochs", "iterations", "inputs_per_step", "bim_steps"}
 #: Options that name files a command reads, by ``dest`` (their spelling comes from the parser, as
 #: for the bounds): one table, not an ``inputs(args)`` per command, because the same few options
 #: (``--model``, ``--dataset``, ``--surprise``, ...) recur across commands and read files the same
@@ -92,17 +93,35 @@ def check(parser: argparse.ArgumentParser, args) -> None:
                           "no file system takes longer names")
     if "device" in options and getattr(args, "device", None) is not None:
         c.check_device(args.device, "--device")
-    if getattr(args, "report_dir", None) is not None:  # --report DIR of the single-run commands
-        c.check_report_dir("--report", args.report_dir)
     checker = _COMMANDS.get(_command(args))
     if checker is not None:
         checker(args)
     func = getattr(args, "func", None)
     declare = None if func is None else getattr(importlib.import_module(func.__module__), "outputs", None)
+    declared = declare(args) if declare is not None else []
+    read = inputs(args, options)
     if declare is not None:
-        declared = declare(args)
         check_declared(declared)
-        c.check_not_inputs(((o.option, o.path) for o in declared), inputs(args, options))
+        c.check_not_inputs(((o.option, o.path) for o in declared), read)
+    report = _report_folder(args)
+    if report is not None:  # never deletes what it did not write, the run's own files included
+        own = [(o.option, o.path) for o in declared if not o.folder]
+        c.check_report_dir(report[0], report[1], own + read)
+
+
+def _report_folder(args) -> tuple[str, str] | None:
+    """``(option, folder)`` of the report folder the command replaces: ``--report DIR`` of the
+    single-run commands, or ``deepfault report``'s ``--out`` (default ``STEM-report`` beside the
+    store).
+    """
+    if getattr(args, "report_dir", None) is not None:
+        return "--report", args.report_dir
+    if getattr(args, "command", None) == "report":
+        if args.out is not None:
+            return "--out", args.out
+        store = Path(args.store)
+        return "--out (default: STEM-report)", os.fspath(store.with_name(store.stem + "-report"))
+    return None
 
 
 def inputs(args, options: dict[str, str] | None = None) -> list[tuple[str, str]]:

@@ -97,6 +97,9 @@ def _cmd_experiment(args) -> int:
         raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
     if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
         raise DeepFaultError(f"--models-dir {args.models_dir!r} is a file; give a folder")
+    # every check before an executor starts (a Ray cluster takes seconds, and workers to stop)
+    preset.check_run(store, data_dir=args.data_dir, models_dir=args.models_dir, argv=args.argv,
+                     device=str(device), seed=args.seed, options=dict(args.preset_options))
     executor = get_executor(args.executor or ("process" if args.workers > 1 else "serial"),
                             workers=args.workers, address=args.ray_address)
     with executor:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._io import atomic_paths
 from ..checks import check_finite_outputs
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record, result_document, write_result
@@ -69,7 +70,11 @@ def _seed_indices(text: str) -> tuple[int, ...]:
     commas or newlines between them; ``#`` starts a comment; or a ``.npy`` array).
     """
     path = Path(text)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # a name too long for a file (a long comma list) or one that cannot be a file
+        is_file = False
+    if is_file:
         if path.suffix == ".npy":
             try:
                 values = np.load(path, allow_pickle=False).ravel().tolist()
@@ -260,17 +265,31 @@ def _cmd_xplore(args) -> int:
         write_run_report(args, lambda folder: run_page(result, labels, data, folder, provenance=where))
     if out is None or npz is None or png is None:
         return 0
-    save_inputs(npz, result)
+    with atomic_paths(npz, png, out) as (npz_tmp, png_tmp, out_tmp):  # one unit, the .json last
+        _write_outputs(args, result, labels, data, prepared, fits, config, device, threads,
+                       (out, npz, png), (out_tmp, npz_tmp, png_tmp))
+    return 0
+
+
+def _write_outputs(args, result, labels, data, prepared, fits, config, device, threads, finals,
+                   temps) -> None:
+    """The inputs ``.npz``, the grid ``.png`` and the result ``.json`` into their temporaries
+    (``temps``), named in the result by their final names (``finals``).
+    """
+    out, npz, png = finals
+    out_tmp, npz_tmp, png_tmp = temps
+    save_inputs(npz_tmp, result)
     wrote = [str(out), str(npz)]
     grid: str | None = png.name
     try:
-        image_grid(result.found, labels, png, rows=args.grid, bounds=data.bounds,
+        image_grid(result.found, labels, png_tmp, rows=args.grid, bounds=data.bounds,
                    class_names=list(data.class_names),
                    title=f"DeepXplore: {result.num_found} difference-inducing inputs from "
                    f"{result.num_seeds} seeds")
         wrote.append(str(png))
     except ModuleNotFoundError as err:
         grid = None
+        png_tmp.unlink()
         print(f"no image grid: {err}")
     payload = result.to_dict()
     body = {k: v for k, v in payload.items() if k not in ("config", "device")}  # the envelope has them
@@ -281,12 +300,11 @@ def _cmd_xplore(args) -> int:
     for m, fit in zip(models, fits or (), strict=False):
         m["surprise_state"] = fit.to_dict()
     dataset = dataset_record(data, args.data_dir)
-    write_result(out, result_document(
+    write_result(out_tmp, result_document(
         "xplore", {"models": models, "dataset": dataset, **body},
         config=payload["config"], seed=config.seed, device=device, argv=args.argv, threads=threads,
         outputs={"inputs": npz.name, "grid": grid}))
     print(f"wrote {', '.join(wrote)}")
-    return 0
 
 
 def _surprise_states(args, prepared, data, threads: int):

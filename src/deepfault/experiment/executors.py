@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..checks import MAX_WORKERS, check_int
@@ -38,6 +39,31 @@ def _single_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+@contextmanager
+def _sigint_blocked():
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a Ctrl-C that came meanwhile arrives now
+
+
+def _stop(pool) -> None:
+    """Stop a process pool at once (an interrupt or a failed job): its manager thread cancels the
+    jobs not started (cancelling them from here races with it: ``InvalidStateError``), and the
+    workers, which never see SIGINT, are terminated.
+    """
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with suppress(Exception):
+            process.terminate()
 
 
 class Executor(ABC):
@@ -98,7 +124,11 @@ class ProcessExecutor(Executor):
             return
         with ProcessPoolExecutor(min(self.workers, len(jobs)), mp_context=get_context("spawn"),
                                  initializer=_single_thread) as pool:
-            pending = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
+            # The workers start with SIGINT blocked (a mask survives fork and exec), so that a
+            # Ctrl-C reaches this process alone: a worker that got it while starting would die
+            # with a traceback of its own, and one running a job would go on to the next job.
+            with _sigint_blocked():
+                pending = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
             try:
                 while pending:
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -106,8 +136,8 @@ class ProcessExecutor(Executor):
                         index = pending.pop(future)
                         yield index, future.result()
             finally:
-                for future in pending:
-                    future.cancel()
+                if pending:
+                    _stop(pool)
 
 
 @EXECUTORS.register("ray")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from ..errors import DeepFaultError
 from .method import get_method
 from .store import ResultStore, choose_experiment
 from .tables import html_table
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ReportPaths", "write_report", "write_section", "write_page", "render_page", "page_environment",
            "page_rows", "html_table", "section", "image_tag", "new_figure", "save_figure", "data_uri",
@@ -192,21 +195,22 @@ def image_tag(path: Path, caption: str = "") -> str:
 
 @contextmanager
 def _atomic_folder(out: Path):
-    """A temporary folder beside ``out``, renamed to ``out`` when the block ends without error
-    (a previous ``out`` is replaced whole); removed on any error or interrupt.
+    """A temporary folder beside ``out``, renamed to ``out`` when the block ends without error;
+    removed on any error or interrupt.
+
+    A previous report in ``out`` is replaced, and only what its manifest
+    (:data:`deepfault._io.REPORT_MANIFEST`) lists is deleted: ``out`` must be new, empty, or a
+    folder that holds nothing else (:func:`deepfault.checks.check_report_dir`, checked again just
+    before the swap, since the run may have put a file there meanwhile). The new folder gets its
+    own manifest.
     """
     import shutil
     import tempfile
 
-    if out.exists() and not out.is_dir():
-        raise DeepFaultError(f"report folder {str(out)!r} is an existing file; give a folder name")
-    if out.is_dir() and any(out.iterdir()) and not (out / "report.html").is_file():
-        raise DeepFaultError(f"report folder {str(out)!r} holds other files, which writing the report whole "
-                             "would replace; give a new folder (or a previous report's)")
-    resolved = out.resolve()
-    if resolved == resolved.parent or Path.cwd().resolve().is_relative_to(resolved):
-        raise DeepFaultError(f"report folder {str(out)!r} is '/', '.' or a folder above the current one, "
-                             "which writing the report whole would replace; give a new folder")
+    from .._io import remove_listed, unlisted_files, write_manifest
+    from ..checks import check_report_dir
+
+    check_report_dir("report folder", out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -217,13 +221,22 @@ def _atomic_folder(out: Path):
     try:
         tmp.chmod(0o777 & ~_umask())
         yield tmp
+        write_manifest(tmp)
         old = None
         if out.exists():
+            foreign = unlisted_files(out, first=1)
+            if foreign:
+                raise DeepFaultError(
+                    f"report folder {str(out)!r} now holds files no report wrote ({foreign[0]!r}), which "
+                    "replacing it would delete; the report was not written: give a new folder")
             old = out.with_name(f".{out.name}.old-{tmp.name}")
             out.rename(old)
         tmp.rename(out)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            left = remove_listed(old)
+            if left:  # a file came in between the check and the swap: kept, never deleted
+                log.warning("report folder %s: %d file(s) no report wrote were kept in %s", out, len(left),
+                            old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

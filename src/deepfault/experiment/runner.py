@@ -163,6 +163,34 @@ class ExperimentPreset(ABC):
         return store_path.parent / "models"
 
     @final
+    def check_run(self, store_path: str | Path, *, data_dir: str | Path | None = None,
+                  models_dir: str | Path | None = None, progress: bool = False, argv: list[str] | None = None,
+                  device: str = "cpu", seed: int | None = None,
+                  options: Mapping[str, str] | None = None) -> RunContext:
+        """Every check :meth:`run` makes before its work (the store, the models folder, the
+        preset's options and its own :meth:`check`), without creating, loading or starting
+        anything; the CLI calls it before it starts an executor (a Ray cluster). Returns the
+        run's context.
+        """
+        from ..checks import check_output_dir, check_outputs
+
+        store_path = Path(store_path)
+        check_outputs(("--store", store_path))
+        ResultStore.check(store_path)
+        folder = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
+        check_output_dir("--models-dir", folder)
+        opts = {_option_key(k): str(v) for k, v in (options or {}).items()}
+        known = {_option_key(k) for k in self.options}
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            what = f"its options: {', '.join(sorted(self.options))}" if self.options else "it takes none"
+            bad = unknown[0].replace("_", "-")
+            raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}; {what}")
+        context = RunContext(store_path, folder, data_dir, str(device), progress, seed, argv, options=opts)
+        self.check(context)
+        return context
+
+    @final
     def run(self, store_path: str | Path, *, data_dir: str | Path | None = None,
             models_dir: str | Path | None = None, executor: Executor | None = None,
             progress: bool = False, argv: list[str] | None = None, device: str = "cpu",
@@ -190,29 +218,17 @@ class ExperimentPreset(ABC):
             DeepFaultError: Any invalid setting (checked before the store is created), or
                 another process writing to the same store.
         """
-        from ..checks import check_output_dir, check_outputs
         from ..provenance import provenance
 
         start = time.perf_counter()
         store_path = Path(store_path)
-        # Everything the run will create is checked before the plan trains or loads anything.
-        check_outputs(("--store", store_path))
-        ResultStore.check(store_path)
-        models_dir = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
-        check_output_dir("--models-dir", models_dir)
-        opts = {_option_key(k): str(v) for k, v in (options or {}).items()}
-        known = {_option_key(k) for k in self.options}
-        unknown = sorted(set(opts) - known)
-        if unknown:
-            what = f"its options: {', '.join(sorted(self.options))}" if self.options else "it takes none"
-            bad = unknown[0].replace("_", "-")
-            raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}; {what}")
-        context = RunContext(store_path, models_dir, data_dir, str(device), progress, seed, argv,
-                             options=opts)
         if seed is not None and not self.uses_seed:
             log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
                         "the store)", self.name)
-        self.check(context)
+        # Everything the run will create is checked before the plan trains or loads anything.
+        context = self.check_run(store_path, data_dir=data_dir, models_dir=models_dir, progress=progress,
+                                 argv=argv, device=device, seed=seed, options=options)
+        models_dir = context.models_dir
         plan = self.plan(context)
         key = config_hash(plan.record)
         pool = executor or get_executor("serial")

@@ -75,6 +75,16 @@ def _create_schema(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
+def _disk_full(err: BaseException) -> bool:
+    """Whether ``err`` says the disk (or the database's size limit) is full."""
+    import errno
+
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    code = getattr(err, "sqlite_errorcode", None)
+    return code == getattr(sqlite3, "SQLITE_FULL", 13) or "disk is full" in str(err)
+
+
 @contextlib.contextmanager
 def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     """One write transaction, schema changes included (Python's sqlite3 begins none for
@@ -156,6 +166,9 @@ class ResultStore:
         self.path = Path(path)
         self.readonly = readonly
         self._lock_fd: int | None = None
+        #: This run made the file (so a disk-full failure may remove it, with its -wal and -shm).
+        self._created = not readonly and not os.path.lexists(self.path)
+        self._disk_full = False
         if self.path.is_dir():
             raise DeepFaultError(f"results store {str(self.path)!r} is a directory; give a file name")
         try:
@@ -178,6 +191,11 @@ class ResultStore:
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                                      (str(SCHEMA_VERSION),))
         except (sqlite3.DatabaseError, OSError) as err:
+            if _disk_full(err):
+                self._disk_full = True
+                with contextlib.suppress(Exception):
+                    self.close()
+                raise DeepFaultError(self._full_message(err)) from None
             raise DeepFaultError(
                 f"cannot use {str(self.path)!r} as a results store ({err}); choose another path"
             ) from err
@@ -318,7 +336,40 @@ class ResultStore:
             self._lock_fd = None
 
     def close(self) -> None:
-        self._db.close()
+        """Close the store; after a disk-full failure, a store this run made that holds no finished
+        cell is removed with its ``-wal`` and ``-shm`` (one with finished cells is kept: a rerun
+        resumes from it).
+        """
+        db = getattr(self, "_db", None)
+        empty = False
+        if db is not None and self._disk_full and self._created:
+            try:
+                empty = db.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 0
+            except sqlite3.Error:
+                empty = True  # no schema yet
+        if db is not None:
+            db.close()
+        if empty:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self.path}{suffix}")
+
+    def _full_message(self, err) -> str:
+        return (f"the disk is full: cannot write to the results store {str(self.path)!r} ({err}); free some "
+                "space and rerun the same command (finished cells are kept; a new, empty store is removed)")
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write: a full disk (``SQLITE_FULL``, ``ENOSPC``) becomes one line, and marks the store
+        for :meth:`close`.
+        """
+        try:
+            yield
+        except (sqlite3.DatabaseError, OSError) as err:
+            if not _disk_full(err):
+                raise
+            self._disk_full = True
+            raise DeepFaultError(self._full_message(err)) from None
 
     def __enter__(self) -> ResultStore:
         return self
@@ -331,7 +382,7 @@ class ResultStore:
     def begin(self, experiment: str, name: str, config: dict, provenance: dict, *,
               method: str = "deepfault") -> None:
         """Record an experiment (once; a rerun keeps the first provenance)."""
-        with self._db:
+        with self._writing(), self._db:
             self._db.execute(
                 "INSERT OR IGNORE INTO experiments (experiment, method, name, config, provenance, created) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -345,7 +396,7 @@ class ResultStore:
         (idempotent); with it the cell is overwritten (checkpoints).
         """
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        with self._db:  # one transaction
+        with self._writing(), self._db:  # one transaction
             self._db.execute(
                 f"{verb} INTO cells (experiment, method, cell_id, data, arrays, created) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -391,7 +442,7 @@ class ResultStore:
         for _, err in corrupt:
             log.warning("%s; it is computed again", err)
         if corrupt and not self.readonly:
-            with self._db:
+            with self._writing(), self._db:
                 self._db.executemany("DELETE FROM cells WHERE experiment = ? AND method = ? AND cell_id = ?",
                                      [(experiment, method, cid) for cid, _ in corrupt])
         return ids

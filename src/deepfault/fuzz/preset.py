@@ -109,6 +109,7 @@ class PresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
+        from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_count_text
         from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
@@ -128,13 +129,14 @@ class PresetConfig:
                 parts = [v.strip() for v in value.split(",")]
                 if not all(p.isdigit() for p in parts):
                     raise bad(key, "comma-separated integers >= 0, e.g. 0,1,2", value)
-                out[key] = tuple(int(p) for p in parts)
+                if len(parts) > MAX_REPEAT:
+                    raise bad(key, f"at most {MAX_REPEAT:,} seeds", len(parts))
+                out[key] = tuple(check_count_text("preset option seeds", p, minimum=0, maximum=MAX_SEED)
+                                 for p in parts)
             elif key == "budget":
                 out[key] = value  # parsed by __post_init__, whose message names the accepted forms
             elif key == "max_seeds":
-                if not value.isdigit() or int(value) < 1:
-                    raise bad(key, "an integer >= 1", value)
-                out[key] = int(value)
+                out[key] = check_count_text("preset option max-seeds", value, maximum=MAX_BATCH)
             elif key in ("fidelity", "shared_fidelity"):
                 out[key] = value
         return replace(self, **out)
@@ -258,6 +260,18 @@ class DRFuzzMnist(ExperimentPreset):
     def __init__(self, config: PresetConfig | None = None, *, name: str = PRESET_NAME):
         self.config = config or PresetConfig()
         self.name = name
+
+    def check(self, context: RunContext) -> None:
+        """The options, the pairs folder and a ``discriminator:FILE``, before the discriminator is
+        trained or any scenario made (minutes of work).
+        """
+        config = self.config.with_options(dict(context.options))
+        _user_pairs(config)
+        for spec in (config.fidelity, config.shared):
+            name, sep, arg = str(spec).partition(":")
+            if name == "discriminator" and sep and not Path(arg).is_file():
+                raise DeepFaultError(f"the fidelity {spec!r} names no model file; give discriminator:FILE "
+                                     "with an existing file, or plain 'discriminator' for the data set's own")
 
     def plan(self, context: RunContext) -> Plan:
         import torch

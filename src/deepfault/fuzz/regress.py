@@ -341,6 +341,13 @@ def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: b
         from .fidelity.gan import cached_discriminator
 
         cached_discriminator(data.name, data=data, device=device, progress=progress)
+    for spec in dict.fromkeys(s for s in specs if isinstance(s, str) and s.startswith("discriminator:")):
+        from .fidelity.checks import make_fidelity
+
+        # a file that is no discriminator is refused here, before the store is made (loaded again
+        # by the campaign: a model file is read in well under a second)
+        make_fidelity(spec, bounds=(float(data.bounds[0]), float(data.bounds[1])), device=device,
+                      dataset=data.name)
 
 
 def surprise_specs(config: CampaignConfig) -> list[str]:

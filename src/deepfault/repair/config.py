@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..checks import MAX_EPOCHS, check_int
+from ..checks import MAX_BATCH, MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_LEARNING_RATE, MAX_SEED, check_int
 from ..errors import DeepFaultError
 
 __all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
@@ -90,11 +90,11 @@ class RepairConfig:
                 f"(the whole training split); got {self.mix!r}"
             )
         check_int("epochs", self.epochs, maximum=MAX_EPOCHS)
-        check_int("batch_size", self.batch_size)
-        check_int("seed", self.seed, minimum=0)
-        check_int("bim_steps", self.bim_steps)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and np.isfinite(self.lr)):
-            raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
+        check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
+        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
+        check_int("bim_steps", self.bim_steps, maximum=MAX_GRADIENT_ITERATIONS)
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= MAX_LEARNING_RATE):
+            raise DeepFaultError(f"lr must be a number > 0 and <= {MAX_LEARNING_RATE:g}; got {self.lr!r}")
         if not (isinstance(self.max_drop, (int, float)) and self.max_drop >= 0):
             raise DeepFaultError(
                 f"max_drop must be a number of percentage points >= 0; got {self.max_drop!r}"

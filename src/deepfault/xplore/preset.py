@@ -53,6 +53,9 @@ ARCHS = ("lenet1", "lenet4", "lenet5")
 #: The published weight files, in ``ARCHS`` order.
 WEIGHT_FILES = ("Model1.h5", "Model2.h5", "Model3.h5")
 SETTINGS = ("compat", "default")
+#: Memory one seed of a run takes at least: the seed, its search copy and its gradient, as 28x28
+#: float32 images (the models' activations come on top).
+SEED_BYTES = 3 * 28 * 28 * 4
 
 #: The preset's options: key -> help.
 OPTIONS = {
@@ -104,16 +107,24 @@ class XplorePresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
+        from ..checks import (
+            MAX_BATCH,
+            MAX_GRADIENT_ITERATIONS,
+            MAX_REPEAT,
+            check_count_text,
+            check_memory,
+        )
         from ..errors import DeepFaultError
 
+        limits = {"seeds": MAX_BATCH, "repeats": MAX_REPEAT, "iterations": MAX_GRADIENT_ITERATIONS}
         counts: dict[str, int] = {}
         settings, weights_dir = self.settings, self.weights_dir
         for key, value in options.items():
-            if key in ("seeds", "repeats", "iterations"):
-                if not value.isdigit() or int(value) < 1:
-                    raise DeepFaultError(f"preset option {key.replace('_', '-')} must be an integer >= 1; "
-                                         f"got {value!r}")
-                counts[key] = int(value)
+            if key in limits:
+                counts[key] = check_count_text(f"preset option {key}", value, maximum=limits[key])
+                if key == "seeds":  # every run holds its seeds, their found inputs and gradients
+                    check_memory("preset option seeds", value, counts[key] * SEED_BYTES,
+                                 f"{counts[key]:,} MNIST seeds (with their search state)")
             elif key == "settings":
                 if value not in SETTINGS:
                     raise DeepFaultError(f"preset option settings must be one of {', '.join(SETTINGS)}; "
@@ -297,6 +308,10 @@ class DeepXploreMnist(ExperimentPreset):
 
     def __init__(self, config: XplorePresetConfig | None = None):
         self.config = config or XplorePresetConfig()
+
+    def check(self, context: RunContext) -> None:
+        """The options (bounded counts, the memory the seeds need) before any model is trained."""
+        self.config.with_options(dict(context.options))
 
     def plan(self, context: RunContext) -> Plan:
         from ..core.batches import predict

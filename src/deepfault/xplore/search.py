@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import checks
 from ..checks import check_bounds, check_int
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
@@ -631,6 +632,10 @@ def xplore(
     x = as_tensor(inputs, name="inputs")
     if len(x):  # models that cannot be compared are the first thing to say
         check_models(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None else names)
+    if len(x):  # the seeds, their search copies and their gradients, before any is drawn
+        n = config.num_seeds
+        checks.check_memory("seeds", n, 3.0 * n * x[0].numel() * x.element_size(),
+                            f"{n:,} seeds of shape {tuple(x.shape[1:])} (with search copies and gradients)")
     if config.seed_indices is not None:
         index = np.asarray(config.seed_indices, dtype=np.int64)
         bad = index[index >= len(x)]
