@@ -22,6 +22,15 @@ Usage:
     .venv/bin/python benchmarks/bench_drfuzz_yield.py --m1 M1 --m2 M2 [--minutes 2] [--threads 1]
 
 Writes ``benchmarks/results/bench_drfuzz_yield.json`` and prints a table.
+
+``--check-order`` (issue 29) measures instead the default fidelity (the discriminator, B = 64)
+in the published order of checks (``before``: every mutant judged before execution) and in
+the lazy order (``lazy``: the models first, the discriminator only where its verdict matters)
+side by side, on one and on two threads, at the same iteration budget and seed: mutants per
+second, #URF per minute, the ratio, how many mutants the discriminator judged and where the
+time went; and it checks that both orders found the same faults, queue and rule statistics.
+``--quick`` runs 128 iterations instead of 1,280. Writes
+``benchmarks/results/bench_drfuzz_check_order.json``.
 """
 
 from __future__ import annotations
@@ -57,6 +66,79 @@ def measure(m1, m2, data, *, fidelity: str, batch: int, minutes: float) -> dict:
             "mutants_per_second": r.generated / r.seconds, "executed_per_second": r.queries / r.seconds}
 
 
+def _same(a, b) -> dict[str, bool]:
+    """Which parts of two campaigns (the same budget and seed) are identical."""
+    import numpy as np
+
+    ra, rb = a.result(), b.result()
+    fa, fb = ra.faults.to_arrays(), rb.faults.to_arrays()
+    n = len(a.corpus)
+    fault_keys = [k for k in fa if k not in ("elapsed", "queries")]  # wall time; model executions
+    queue_same = len(a.corpus) == len(b.corpus) and all(
+        np.array_equal(a.corpus.static[k][:n], b.corpus.static[k][:n], equal_nan=True)
+        for k in a.corpus.static)
+    return {
+        "faults": all(np.array_equal(fa[k], fb[k], equal_nan=True) for k in fault_keys),
+        "rf_data": all(np.array_equal(getattr(ra, k), getattr(rb, k))
+                       for k in ("rf_inputs", "rf_p1", "rf_p2")),
+        "queue": queue_same,
+        "rule_usage": ra.rule_usage == rb.rule_usage,
+        "diversity_table": bool(np.array_equal(a.keep.table.table, b.keep.table.table)),
+        "bans": bool(np.array_equal(a.corpus.banned[:n], b.corpus.banned[:n])),
+    }
+
+
+def check_order_runs(m1, m2, data, *, iterations: int, threads: int) -> dict:
+    """Both orders of checks at one thread budget (module docstring)."""
+    from deepfault.fuzz.campaign import Campaign
+
+    torch.set_num_threads(threads)
+    for order in ("before", "lazy"):  # warm-up: oneDNN builds its kernels on the first calls
+        Campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
+                 config=CampaignConfig(budget="64it", batch=64, seed=1, check_order=order)).run()
+    rows, campaigns = {}, {}
+    for order in ("before", "lazy"):
+        load = os.getloadavg()
+        c = Campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
+                     config=CampaignConfig(budget=f"{iterations}it", batch=64, seed=0, check_order=order))
+        c.run()
+        r = c.result()
+        rows[order] = {
+            "seconds": r.seconds, "iterations": r.iterations, "generated": r.generated, "queries": r.queries,
+            "judged_by_discriminator": c.scored, "new_urf": r.metrics.urf, "new_rf": r.metrics.rf,
+            "mutants_per_second": r.generated / r.seconds, "urf_per_minute": r.metrics.urf / (r.seconds / 60),
+            "timings": {k: round(v, 3) for k, v in r.timings.items()},
+            "load_average": [load, os.getloadavg()],
+        }
+        campaigns[order] = c
+        print(f"threads {threads} {order:6s}: {rows[order]['mutants_per_second']:7.0f} mutants/s, "
+              f"{rows[order]['urf_per_minute']:7.1f} #URF/min ({r.metrics.urf} in {r.seconds:.1f} s), "
+              f"{c.scored} judged by the discriminator, timings {rows[order]['timings']}", flush=True)
+    same = _same(campaigns["before"], campaigns["lazy"])
+    ratio = rows["lazy"]["urf_per_minute"] / max(rows["before"]["urf_per_minute"], 1e-9)
+    speed = rows["before"]["seconds"] / rows["lazy"]["seconds"]
+    print(f"threads {threads}: lazy/before {speed:.2f}x the speed; identical: {same}", flush=True)
+    return {"threads": threads, "runs": rows, "identical": same, "urf_per_minute_ratio": ratio,
+            "speed_ratio": speed}
+
+
+def main_check_order(args) -> None:
+    data = load_dataset("mnist", data_dir=args.data_dir)
+    m1, m2 = open_model(args.m1).model.eval(), open_model(args.m2).model.eval()
+    iterations = 128 if args.quick else args.iterations
+    load_before = os.getloadavg()
+    results = [check_order_runs(m1, m2, data, iterations=iterations, threads=t) for t in (1, 2)]
+    out = {"pair": f"{args.m1} -> {args.m2}", "iterations": iterations, "batch": 64, "seed": 0,
+           "fidelity": "discriminator", "results": results,
+           "all_identical": all(all(r["identical"].values()) for r in results),
+           "load_average": {"before": load_before, "after": os.getloadavg()}, "cpus": os.cpu_count(),
+           "provenance": provenance("cpu")}
+    path = args.out or str(REPO / "benchmarks/results/bench_drfuzz_check_order.json")
+    write_json(path, out)
+    print(f"identical in every run: {out['all_identical']}; load average {load_before[0]:.1f} -> "
+          f"{out['load_average']['after'][0]:.1f} on {os.cpu_count()} CPUs; wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m1", default="scenarios/supply-lenet5-mnist-m1.pt")
@@ -66,8 +148,16 @@ def main() -> None:
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared/datasets"))
     ap.add_argument("--skip-discriminator", action="store_true")
     ap.add_argument("--skip-b1", action="store_true", help="leave out the B = 1 run")
-    ap.add_argument("--out", default=str(REPO / "benchmarks/results/bench_drfuzz_yield.json"))
+    ap.add_argument("--out", default=None, help="the JSON file (default: benchmarks/results/...)")
+    ap.add_argument("--check-order", action="store_true",
+                    help="the discriminator in the published and the lazy order of checks, side by side")
+    ap.add_argument("--iterations", type=int, default=1280, help="--check-order: iterations per run")
+    ap.add_argument("--quick", action="store_true", help="--check-order: 128 iterations per run")
     args = ap.parse_args()
+    if args.check_order:
+        main_check_order(args)
+        return
+    args.out = args.out or str(REPO / "benchmarks/results/bench_drfuzz_yield.json")
     torch.set_num_threads(args.threads)
     data = load_dataset("mnist", data_dir=args.data_dir)
     m1, m2 = open_model(args.m1).model.eval(), open_model(args.m2).model.eval()

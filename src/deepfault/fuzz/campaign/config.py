@@ -19,7 +19,8 @@ from .budget import Budget, parse_budget
 from .oracle import OUTPUT_KINDS
 from .strategies import STRATEGIES, FuzzStrategy
 
-__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "QUEUE_CAPACITY", "CampaignConfig", "CampaignProgress"]
+__all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "QUEUE_CAPACITY", "CampaignConfig",
+           "CampaignProgress"]
 
 #: Selected inputs per step by default (``--inputs-per-step``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
@@ -28,6 +29,8 @@ DEFAULT_BATCH = 64
 QUEUE_CAPACITY = 65_536
 #: Seconds between checkpoints by default.
 CHECKPOINT_EVERY = 5.0
+#: When an expensive own check runs (:attr:`CampaignConfig.check_order`).
+CHECK_ORDERS = ("lazy", "before")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,12 @@ class CampaignConfig:
             published), ``raw`` otherwise.
         max_seeds: Use only the first ``max_seeds`` test inputs as candidate seeds.
         output_kinds: What M1 and M2 output (``logits`` or ``probabilities``).
+        check_order: When an expensive own check (the discriminator) judges DRFuzz's mutants:
+            ``lazy`` (the default: both models run on every changed mutant first and the check
+            scores only those whose verdict can change the result, :mod:`.lazy`) or ``before``
+            (every mutant checked before execution, the published order). The faults, queue,
+            rule statistics and bans are the same; ``queries`` counts the mutants run through
+            the models, so it is larger in the lazy order.
         checkpoint_every: Seconds between checkpoints (0: after every step).
     """
 
@@ -82,6 +91,7 @@ class CampaignConfig:
     count_selections: str | None = None
     queue_capacity: int | None = None
     output_kinds: tuple[str, str] = ("logits", "logits")
+    check_order: str = "lazy"
     checkpoint_every: float = field(default=CHECKPOINT_EVERY, compare=False)
 
     def __post_init__(self):
@@ -95,6 +105,9 @@ class CampaignConfig:
             raise DeepFaultError(
                 f"count_selections must be 'fault' or 'every'; got {self.count_selections!r}"
             )
+        if self.check_order not in CHECK_ORDERS:
+            raise DeepFaultError(f"check_order must be one of {', '.join(CHECK_ORDERS)}; "
+                                 f"got {self.check_order!r}")
         if self.queue_capacity is not None:
             check_int("queue_capacity", self.queue_capacity)
         if self.chooser is not None:
@@ -151,12 +164,15 @@ class CampaignConfig:
         out["mutants"] = self.mutants_per_input
         out["count_selections"] = self.count_rule
         out["transform"] = self.transform_name
+        if self.check_order == "before":  # configurations from before the field hash as they did
+            del out["check_order"]
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> CampaignConfig:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs.setdefault("check_order", "before")  # written before the field existed, or 'before
         if "criterion_params" in kwargs:
             kwargs["criterion_params"] = tuple(sorted(dict(kwargs["criterion_params"]).items()))
         for key in ("layers", "output_kinds"):

@@ -14,7 +14,10 @@ from ...core.capture import eval_mode, forward, model_device
 from ...errors import DeepFaultError
 from .oracle import to_probabilities
 
-__all__ = ["ModelPair", "execution_copy"]
+__all__ = ["PASS_ROWS", "ModelPair", "execution_copy", "fixed_passes"]
+
+#: Inputs per forward pass of the campaign's models (:func:`fixed_passes`).
+PASS_ROWS = 128
 
 
 def execution_copy(model: nn.Module, device: torch.device) -> nn.Module:
@@ -33,6 +36,31 @@ def execution_copy(model: nn.Module, device: torch.device) -> nn.Module:
         return model
     # Module.to(memory_format=...) exists at runtime (torch docs); torch's overloads omit it
     return fast.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+
+
+def fixed_passes(fn, x: torch.Tensor, rows: int) -> torch.Tensor:
+    """``fn(x)`` computed in passes of exactly ``rows`` inputs, the last one padded with copies
+    of its first input (their outputs dropped).
+
+    Every pass has the same shape, so the kernels (oneDNN, MKL) take the same path each time
+    and an input's output does not depend on how many others run with it: with passes of
+    varying size the same LeNet-5 or discriminator input came out different in the last
+    bits (about 3e-8) depending on its batch, which would make the campaign's result depend
+    on which mutants are executed together (the lazy order of checks, :mod:`.lazy`, runs
+    other batches than the order before it). Observed on this project's CPU kernels, one and
+    two threads (``tests/fuzz/test_check_order.py``, ``benchmarks/bench_drfuzz_yield.py``); not a
+    guarantee the libraries give.
+    """
+    if len(x) == 0:
+        return fn(x)
+    outs = []
+    for i in range(0, len(x), rows):
+        xb = x[i : i + rows]
+        n = len(xb)
+        if n < rows:
+            xb = torch.cat([xb, xb[:1].expand(rows - n, *xb.shape[1:])])
+        outs.append(fn(xb)[:n])
+    return torch.cat(outs)
 
 
 class ModelPair:
@@ -70,8 +98,13 @@ class ModelPair:
 
     def run(self, x: torch.Tensor, recorder=None) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
         """``(p1, p2, values)``: both models' probabilities ``(B, classes)`` on ``x`` and, with a
-        ``recorder`` (a capture of M2), M2's neuron values.
+        ``recorder`` (a capture of M2), M2's neuron values. Without a recorder the models run
+        in passes of :data:`PASS_ROWS` inputs (:func:`fixed_passes`).
         """
+        if recorder is None:
+            p2 = fixed_passes(lambda xb: _probabilities(self.m2, xb, self.kinds[1], "M2"), x, PASS_ROWS)
+            p1 = fixed_passes(lambda xb: _probabilities(self.m1, xb, self.kinds[0], "M1"), x, PASS_ROWS)
+            return p1.cpu().numpy(), p2.cpu().numpy(), None
         p2 = _probabilities(self.m2, x, self.kinds[1], "M2")
         values = recorder.collect() if recorder is not None else None
         p1 = _probabilities(self.m1, x, self.kinds[0], "M1")

@@ -35,6 +35,9 @@ class Generated:
             mutants it made and their parameters (rows of ``params`` aligned with ``rows``),
             for DeepHunter's reference ``t(I0)``.
         per_iteration_rule: One rule per iteration (MCMC statistics are then per iteration).
+        pending: ``(n * m,)`` bool, in the lazy order of checks (:mod:`.lazy`): changed mutants
+            the own check has not judged yet (``ok`` then holds only those that pass without
+            it); ``None`` once every verdict is in ``ok``.
     """
 
     mutants: torch.Tensor
@@ -44,7 +47,7 @@ class Generated:
     made: int
     affine_params: dict = field(default_factory=dict)
     per_iteration_rule: bool = True
-
+    pending: np.ndarray | None = None
 
 
 def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray) -> Generated:
@@ -73,10 +76,15 @@ def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray)
     owner = np.repeat(np.arange(n), m)
     c.clock.tick("mutate")
     changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
-    ref_ids = torch.as_tensor(c.corpus.static["ref"][sel][owner], device=c.refs.data.device)
-    passed = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
     mrule = rules[owner]
     trusted = strategy.trusted(c, mrule)
+    if c.lazy:  # the check runs after the models, on the mutants whose verdict matters (.lazy)
+        changed_np = changed.cpu().numpy()
+        return Generated(mutants, owner, mrule, changed_np & trusted, n * m,
+                         per_iteration_rule=True, pending=changed_np & ~trusted)
+    ref_ids = torch.as_tensor(c.corpus.static["ref"][sel][owner], device=c.refs.data.device)
+    passed = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
+    c.scored += len(mutants)
     if trusted.any():
         passed = passed | torch.as_tensor(trusted, device=passed.device)
     ok = (passed & changed).cpu().numpy()
@@ -138,6 +146,7 @@ def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, 
         changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
         ref_ids = torch.as_tensor(refs[owner[pending]], device=c.refs.data.device)
         passes = c.check.passes(cand, c.refs.data[ref_ids]).to(changed.device)
+        c.scored += len(cand)
         trusted = strategy.trusted(c, r)
         if trusted.any():
             passes = passes | torch.as_tensor(trusted, device=passes.device)

@@ -62,6 +62,14 @@ class KeepRule(ABC):
     def select(self, step: KeepInput) -> np.ndarray:
         """``(n,)`` bool: the mutants kept; updates the state."""
 
+    def could_keep(self, step: KeepInput) -> np.ndarray:
+        """``(n,)`` bool, no side effect: every mutant that :meth:`select` could keep when it is
+        given any subset of these rows (in order) now or later in the step (default: every
+        candidate). The lazy order of checks (:mod:`.lazy`) checks these for fidelity before
+        :meth:`select` sees the ones that passed.
+        """
+        return np.asarray(step.candidate, dtype=bool).copy()
+
     @abstractmethod
     def state_dict(self) -> dict[str, np.ndarray]:
         """The state as arrays (checkpoints)."""
@@ -112,6 +120,16 @@ class DiversityKeep(KeepRule):
             raise_rows = rows[kept[rows] | step.rf[rows]]
             self.table.update(step.roots[raise_rows], step.tendency[raise_rows])
         return kept
+
+    def could_keep(self, step: KeepInput) -> np.ndarray:
+        """The candidates that raise the table as it is now: the table only rises, so a
+        candidate that does not raise it now is never kept later in the step.
+        """
+        out = np.zeros(len(step.roots), dtype=bool)
+        cand = np.flatnonzero(step.candidate)
+        if len(cand):
+            out[cand] = self.table.keep(step.roots[cand], step.tendency[cand], step.y2[cand])
+        return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return self.table.state_dict()

@@ -115,6 +115,8 @@ class Campaign:
         self.tgen = torch.Generator().manual_seed(int(torch_seed.generate_state(1, np.uint64)[0] >> 1))
         self.chooser = make_chooser(config.chooser_name, self.rules)
         self.iterations = self.steps = self.queries = self.generated = self.passed = self.shared_rejected = 0
+        self.scored = 0  # mutants the own check scored (all changed ones, unless the order is lazy)
+        self.lazy = False  # the lazy order of checks (.lazy), decided in setup
         self.setup_seconds, self.resumed = 0.0, 0  # resumed: checkpoints of the run resumed from
         self.rule_rf = np.zeros(len(self.rules), dtype=np.int64)
         self.clock, self.timeline = Clock(), Timeline()
@@ -167,6 +169,11 @@ class Campaign:
             self.fault_log = FaultLog(*seeds.initial_faults())
             self.keep = self.strategy.make_keep(self, queued)
             self.keep.state_dict()  # fail now, not at the first checkpoint, on state it cannot save
+            # the lazy order of checks (.lazy): one rule per iteration, an expensive own check,
+            # no other check and a keep rule that reads no neuron values
+            self.lazy = (cfg.check_order == "lazy" and getattr(self.check, "expensive", False)
+                         and self.shared is None and self.late is None and not self.strategy.tries(self)
+                         and not self.strategy.one_affine_per_lineage and not self.keep.needs_values)
         self.setup_seconds = time.perf_counter() - t0
 
     # --- running --------------------------------------------------------------------------
@@ -337,7 +344,7 @@ class Campaign:
 
 
 #: The counters :meth:`Campaign.state_dict` saves.
-_COUNTERS = ("iterations", "steps", "queries", "generated", "passed", "shared_rejected")
+_COUNTERS = ("iterations", "steps", "queries", "generated", "passed", "shared_rejected", "scored")
 
 
 def run_campaign(

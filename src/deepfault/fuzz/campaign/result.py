@@ -52,8 +52,10 @@ class CampaignResult:
         stop_reason: ``budget`` (reached), ``exhausted`` (no input could be selected any more)
             or ``interrupted``.
         iterations, steps: Selected inputs and steps processed.
-        queries: Inputs run through each model (the executed mutants).
-        generated: Mutants made; ``passed``: those that passed the check and changed.
+        queries: Inputs run through each model (the executed mutants; in the lazy order of
+            checks, ``config.check_order``, every changed mutant, checked afterwards).
+        generated: Mutants made; ``passed``: those that passed the check and changed (in the
+            lazy order: those run through the models, as ``queries``).
         seconds: Fuzzing wall time (summed over resumes); ``setup_seconds``: seed evaluation.
         roots: Test inputs M1 classifies correctly; ``queued_seeds``: those M2 does too.
         corpus: Queue size at the end.

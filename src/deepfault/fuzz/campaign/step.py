@@ -10,6 +10,10 @@ layers captured; the strategy's own check and then the shared filter judge them;
 those that passed. A mutant either check rejects is treated as one rejected before
 execution: it is no query, not ``passed``, never bucketed, recorded or queued, and a
 rejection by the own check makes it unfaithful for the rule chooser.
+
+With an expensive own check in the lazy order (:mod:`.lazy`: the discriminator) both models
+run on every changed mutant first and the check judges only the mutants whose verdict can
+change the result; the update then sees those known to pass, with the same outcome.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ..mutation.diversity import ROOT_FAILURE_LIMIT, tendency_of
 from ..mutation.mcmc import gain_delta
 from .generate import Generated
 from .keep import KeepInput
+from .lazy import execute_lazy
 from .metrics import FAULT_KINDS, FaultTable
 from .oracle import Bucket, Verdict, classify
 
@@ -45,6 +50,8 @@ class Executed:
         p1, p2: ``(E, classes)`` both models' probabilities.
         values: ``(E, M)`` M2's neuron values (coverage keep rules), else ``None``.
         queries_before: Queries made before this step.
+        queries_at: ``(E,)`` the query count when each ran (itself included); ``None``:
+            ``queries_before + 1, + 2, ...`` (every executed mutant is a query).
     """
 
     rows: np.ndarray
@@ -53,6 +60,7 @@ class Executed:
     p2: np.ndarray
     values: torch.Tensor | None
     queries_before: int
+    queries_at: np.ndarray | None = None
 
 
 def run_step(c: Campaign, k: int) -> bool:
@@ -63,7 +71,9 @@ def run_step(c: Campaign, k: int) -> bool:
         return False
     gen = c.strategy.generate(c, sel)
     c.generated += gen.made
-    if c.late is None:
+    if gen.pending is not None:
+        ex = execute_lazy(c, sel, gen)
+    elif c.late is None:
         ok = _shared_filter(c, sel, gen)
         c.clock.tick("check")
         ex = _execute(c, gen, ok)
@@ -210,7 +220,8 @@ def _record_faults(c: Campaign, rules, own, roots, verdict: Verdict, ex: Execute
         kind=np.where(rf[f], FAULT_KINDS.index("rf"), FAULT_KINDS.index("both_fail")).astype(np.int8),
         root=c.seeds.index[roots[f]].astype(np.int64), y1=verdict.y1[f], y2=verdict.y2[f],
         initial=np.zeros(len(f), dtype=bool), elapsed=np.full(len(f), c.clock.now()),
-        queries=ex.queries_before + f + 1, iteration=c.iterations + own[f] + 1, ssim=similarity,
+        queries=ex.queries_before + f + 1 if ex.queries_at is None else ex.queries_at[f],
+        iteration=c.iterations + own[f] + 1, ssim=similarity,
         rule=rules[f].astype(np.int16),
     )
     c.fault_log.record(table, (ex.inputs[r_t].cpu().numpy(), ex.p1[r], ex.p2[r]) if len(r) else None)
