@@ -120,6 +120,8 @@ def _report_folder(args) -> tuple[str, str] | None:
         if args.out is not None:
             return "--out", args.out
         store = Path(args.store)
+        if not store.name:  # '.', '/': no store file; the command refuses it itself
+            return None
         return "--out (default: STEM-report)", os.fspath(store.with_name(store.stem + "-report"))
     return None
 
