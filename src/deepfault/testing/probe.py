@@ -41,7 +41,7 @@ __all__ = ["CLASSES", "FAILURES", "Case", "Outcome", "make_fixtures", "option_ca
 
 #: Every outcome's class, the good ones first.
 CLASSES = ("clean-error", "success", "traceback", "overwritten", "wrong-result", "partial-file",
-           "multi-line-error", "hang", "unpickled")
+           "multi-line-error", "hang", "undeclared-output", "unpickled")
 #: The classes that break the contract.
 FAILURES = CLASSES[2:]
 #: Seconds a case may run before it counts as a hang.
@@ -81,7 +81,8 @@ class Case:
 @dataclass
 class Outcome:
     """A probe case's exit status, its class (:data:`CLASSES`) and, when it misbehaved, the
-    problem and stderr's tail."""
+    problem and stderr's tail.
+    """
 
     case: Case
     status: int
@@ -183,8 +184,7 @@ def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
     meta = {"input_shape": [1, 28, 28]}
     nan = build_model("lenet1").eval()
     nan.load_state_dict(m1.state_dict())
-    with torch.no_grad():
-        nan.before_softmax.bias[3] = float("nan")
+    nan.state_dict()["before_softmax.bias"][3] = float("nan")  # the state_dict shares the weights' storage
     try:
         save_model(folder / "nan-logits.pt", ModelFile(nan, "lenet1", {"num_classes": 10}, None, (0.0, 1.0),
                                                        meta=meta))
@@ -315,23 +315,23 @@ def _rich(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
     """
     m1, m2, data = f["M1"], f["M2"], f["DATA"]
     return {
-        ("run",): ["run", "--model", m1, "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class", f["CLASS"],
-                   "--iterations", "1", "--no-surprise"],
+        ("run",): ["run", "--model", m1, "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class",
+                   f["CLASS"], "--iterations", "1", "--no-surprise"],
         ("coverage", "profile"): ["coverage", "profile", "--model", m1, "--dataset", data, "--out", "p.npz",
                                   "--no-progress"],
-        ("coverage", "surprise"): ["coverage", "surprise", "--model", m1, "--dataset", data, "--out", "sa.npz",
-                                   "--no-progress"],
+        ("coverage", "surprise"): ["coverage", "surprise", "--model", m1, "--dataset", data, "--out",
+                                   "sa.npz", "--no-progress"],
         ("coverage", "measure"): ["coverage", "measure", "--model", m1, "--dataset", data, "--split", data,
                                   "--criteria", "kmnc", "--profile", f["PROFILE"], "--out", "o.json",
                                   "--no-progress"],
         ("coverage", "rank"): ["coverage", "rank", "--model", m1, "--dataset", data, "--split", data,
                                "--profile", f["PROFILE"], "--out", "o.json", "--no-progress"],
-        ("xplore",): ["xplore", "--model", f"{m1},{m2}", "--dataset", data, "--num-seeds", "4", "--iterations",
-                      "1", "--out", "o.json", "--no-progress", "--no-surprise"],
+        ("xplore",): ["xplore", "--model", f"{m1},{m2}", "--dataset", data, "--num-seeds", "4",
+                      "--iterations", "1", "--out", "o.json", "--no-progress", "--no-surprise"],
         ("regress",): _base(f)[("regress",)],
         ("repair",): ["repair", f["FAULTS"], "--model", m2, "--m1", m1, "--dataset", data, "--epochs", "1",
-                      "--baselines", "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json", "--no-progress",
-                      "--threads", "1"],
+                      "--baselines", "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json",
+                      "--no-progress", "--threads", "1"],
         ("train",): ["train", "--arch", "lenet1", "--dataset", data, "--epochs", "1", "--out", "t.pt",
                      "--no-progress"],
         ("gan", "train"): _base(f)[("gan", "train")],
@@ -447,7 +447,8 @@ def _input_paths(argv: list[str]) -> list[tuple[str, str]]:
     if parsed is None:
         return []
     parser, args = parsed
-    return [(o, p) for o, p in _preflight.inputs(args, _preflight._options(parser, args)) if os.path.isfile(p)]
+    found = _preflight.inputs(args, _preflight._options(parser, args))
+    return [(o, p) for o, p in found if os.path.isfile(p)]
 
 
 def output_cases(fixtures: dict[str, str]) -> list[Case]:
@@ -464,7 +465,7 @@ def output_cases(fixtures: dict[str, str]) -> list[Case]:
         inputs = sorted({p for _, p in _input_paths(argv)})
         for dest in OUTPUT_DESTS:
             option = _option_of(command, dest)
-            if option is None:
+            if option is None or (dest == "models_dir" and key != ("experiment",)):  # xplore reads it
                 continue
             rest = _without(argv, option, True)
             if dest == "save_inputs":
@@ -475,6 +476,8 @@ def output_cases(fixtures: dict[str, str]) -> list[Case]:
                 cases.append(Case(f"output {name} {option} -> input {label}", (*rest, f"{option}={path}")))
             cases.append(Case(f"output {name} {option} -> fifo", (*rest, f"{option}=fifo")))
             cases.append(Case(f"output {name} {option} -> afile", (*rest, f"{option}=afile")))
+            if dest == "store":  # a file of the user's that is no store, long enough for SQLite to refuse it
+                cases.append(Case(f"output {name} {option} -> notes.txt", (*rest, f"{option}=notes.txt")))
     return cases
 
 
@@ -495,7 +498,8 @@ def report_cases(fixtures: dict[str, str]) -> list[Case]:
         name = " ".join(key)
         base = _without(argv, option, True)
         cases += [Case(f"report {name} --report new", (*base, "--report", "rep")),
-                  Case(f"report {name} --report old with notes", (*base, "--report", "rep"), setup="rep-notes"),
+                  Case(f"report {name} --report old with notes", (*base, "--report", "rep"),
+                       setup="rep-notes"),
                   Case(f"report {name} --report fifo", (*base, "--report", "fifo")),
                   Case(f"report {name} --report loop", (*base, "--report", "loop"), setup="loop"),
                   Case(f"report {name} --report afile", (*base, "--report", "afile"))]
@@ -504,21 +508,27 @@ def report_cases(fixtures: dict[str, str]) -> list[Case]:
             if out is None or dest in ("report_dir", "plot"):
                 continue
             rest = _without(_without(base, out, True), "--no-save-inputs", False)
-            target = {"store": "rep/s.sqlite", "save_inputs": "rep/i.npz", "log": "rep/log.txt"}.get(dest, "rep/o.json")
+            target = {"store": "rep/s.sqlite", "save_inputs": "rep/i.npz",
+                      "log": "rep/log.txt"}.get(dest, "rep/o.json")
             if key == ("regress",) and dest == "out":
                 target = "rep/f.npz"
-            cases.append(Case(f"report {name} {out} inside --report", (*rest, f"{out}={target}", "--report", "rep")))
+            cases.append(Case(f"report {name} {out} inside --report",
+                              (*rest, f"{out}={target}", "--report", "rep")))
         if key == ("coverage", "measure"):
-            cases.append(Case(f"report {name} --plot is --report", (*base, "--plot", "rep", "--report", "rep")))
+            cases.append(Case(f"report {name} --plot is --report",
+                              (*base, "--plot", "rep", "--report", "rep")))
         # the run's inputs inside the report folder
-        moved = [a.replace(fixtures["M1"], "rep/m1.pt").replace(fixtures["DATA"], "rep/data.npz") for a in base]
-        cases.append(Case(f"report {name} inputs inside --report", (*moved, "--report", "rep"), setup="rep-inputs"))
+        moved = [a.replace(fixtures["M1"], "rep/m1.pt").replace(fixtures["DATA"], "rep/data.npz")
+                 for a in base]
+        cases.append(Case(f"report {name} inputs inside --report", (*moved, "--report", "rep"),
+                          setup="rep-inputs"))
     report = ["report", fixtures["STORE"]]
     cases += [Case("report report --out new", (*report, "--out", "rep")),
               Case("report report --out old with notes", (*report, "--out", "rep"), setup="rep-notes"),
               Case("report report --out holds its store", ("report", "rep/s.sqlite", "--out", "rep"),
                    setup="rep-store"),
-              Case("report report default --out beside its store", ("report", "rep/s.sqlite"), setup="rep-store"),
+              Case("report report default --out beside its store", ("report", "rep/s.sqlite"),
+                   setup="rep-store"),
               Case("report report --out fifo", (*report, "--out", "fifo")),
               Case("report report --out loop", (*report, "--out", "loop"), setup="loop"),
               Case("report report --out .", (*report, "--out", ".")),
@@ -544,12 +554,13 @@ def data_cases(fixtures: dict[str, str]) -> list[Case]:
             cases.append(Case(f"data download {name} {label}", ("data", "download", name, "--no-progress"),
                               setup=tree, timeout=timeout))
         cases.append(Case(f"data download mnist --force {label}",
-                          ("data", "download", "mnist", "--force", "--no-progress"), setup=tree, timeout=timeout))
+                          ("data", "download", "mnist", "--force", "--no-progress"), setup=tree,
+                          timeout=timeout))
         cases.append(Case(f"data reader run {label}", ("run", "--model", fixtures["M1"], "--dataset", "mnist",
                                                        "--out", "-", "-q"), setup=tree, timeout=timeout))
         cases.append(Case(f"data reader coverage {label}",
-                          ("coverage", "profile", "--model", fixtures["M1"], "--dataset", "mnist", "--out", "p.npz"),
-                          setup=tree, timeout=timeout))
+                          ("coverage", "profile", "--model", fixtures["M1"], "--dataset", "mnist", "--out",
+                           "p.npz"), setup=tree, timeout=timeout))
     cases.append(Case("data download nosuch", ("data", "download", "nosuch")))
     cases.append(Case("data download bundled", ("data", "download", "digits")))
     return cases
@@ -568,40 +579,44 @@ def reference_cases(fixtures: dict[str, str]) -> list[Case]:
                 "--no-progress", *extra)
 
     def xplore(model, *extra):
-        return ("xplore", "--model", f"{model},{f['M2']}", "--dataset", data, "--num-seeds", "12", "--iterations",
-                "3", "--out", "o.json", "--no-progress", "--no-surprise", *extra)
+        return ("xplore", "--model", f"{model},{f['M2']}", "--dataset", data, "--num-seeds", "12",
+                "--iterations", "3", "--out", "o.json", "--no-progress", "--no-surprise", *extra)
 
-    run = ("run", "--model", f["M1"], "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class", f["CLASS"],
-           "--no-surprise", "--no-save-inputs")
+    run = ("run", "--model", f["M1"], "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class",
+           f["CLASS"], "--no-surprise", "--no-save-inputs")
+
+    def repair(model):
+        return ("repair", f["FAULTS"], "--model", model, "--dataset", data, "--epochs", "1", "--baselines",
+                "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json", "--no-progress")
+
     cases = [
         Case("reference rank M2 by hand", rank(f["M2"]), compare="failing:M2_FAILING"),
         Case("reference rank M1 by hand", rank(f["M1"]), compare="failing:0"),
-        Case("reference rank batch size", rank(f["M2"], "--batch-size", "5"), reference=rank(f["M2"], "--batch-size",
-                                                                                               "1"), compare="counts"),
+        Case("reference rank batch size", rank(f["M2"], "--batch-size", "5"),
+             reference=rank(f["M2"], "--batch-size", "1"), compare="counts"),
         Case("reference run batch size", (*run, "--batch-size", "5"), reference=(*run, "--batch-size", "1"),
              compare="counts"),
         Case("reference rank batch-softmax model", rank(f["BATCH_TS"], "--batch-size", "5"),
              reference=rank(f["BATCH_TS"], "--batch-size", "1"), compare="counts"),
-        Case("reference xplore softmax model", xplore(f["SOFTMAX_TS"]), reference=xplore(f["M1"]), compare="counts"),
-        Case("reference rank softmax model", rank(f["SOFTMAX_TS"]), reference=rank(f["M1"]), compare="counts"),
+        Case("reference xplore softmax model", xplore(f["SOFTMAX_TS"]), reference=xplore(f["M1"]),
+             compare="counts"),
+        Case("reference rank softmax model", rank(f["SOFTMAX_TS"]), reference=rank(f["M1"]),
+             compare="counts"),
         Case("reference rank NaN-logits TorchScript", rank(f["NAN_LOGITS_TS"]), compare="refuse"),
         Case("reference xplore NaN-logits TorchScript", xplore(f["NAN_LOGITS_TS"]), compare="refuse"),
         Case("reference rank 11 classes", rank(f["M11"]), compare="refuse"),
         Case("reference rank 9 classes", rank(f["M9"]), compare="refuse"),
-        Case("reference repair 9 classes", ("repair", f["FAULTS"], "--model", f["M9"], "--dataset", data, "--epochs",
-                                            "1", "--baselines", "none", "--holdout", "0.5", "--mix", "1", "--out",
-                                            "o.json", "--no-progress"), compare="refuse"),
-        Case("reference repair 11 classes", ("repair", f["FAULTS"], "--model", f["M11"], "--dataset", data,
-                                             "--epochs", "1", "--baselines", "none", "--holdout", "0.5", "--mix", "1",
-                                             "--out", "o.json", "--no-progress"), compare="refuse"),
+        Case("reference repair 9 classes", repair(f["M9"]), compare="refuse"),
+        Case("reference repair 11 classes", repair(f["M11"]), compare="refuse"),
     ]
     if "NAN_LOGITS" in f:
+        measure = ("coverage", "measure", "--model", f["NAN_LOGITS"], "--dataset", data, "--out", "o.json",
+                   "--no-progress")
+        regress = ("regress", "--m1", f["M1"], "--m2", f["NAN_LOGITS"], "--dataset", data, "--budget", "3it",
+                   "--store", "s.sqlite", "--no-progress", "--fidelity", "ssim:0.5")
         cases += [Case("reference rank NaN-logits", rank(f["NAN_LOGITS"]), compare="refuse"),
-                  Case("reference measure NaN-logits", ("coverage", "measure", "--model", f["NAN_LOGITS"], "--dataset",
-                                                        data, "--out", "o.json", "--no-progress"), compare="refuse"),
-                  Case("reference regress NaN-logits", ("regress", "--m1", f["M1"], "--m2", f["NAN_LOGITS"],
-                                                        "--dataset", data, "--budget", "3it", "--store", "s.sqlite",
-                                                        "--no-progress", "--fidelity", "ssim:0.5"), compare="refuse")]
+                  Case("reference measure NaN-logits", measure, compare="refuse"),
+                  Case("reference regress NaN-logits", regress, compare="refuse")]
     return cases
 
 
@@ -663,9 +678,9 @@ def _setup_rep(kind: str, work: Path, fixtures: dict[str, str]) -> None:
 
 #: Preparations of the working folder, by :attr:`Case.setup`.
 SETUPS: dict[str, Callable[[Path, dict[str, str]], None]] = {
-    **{t: functools.partial(_setup_data, t) for t in ("data-empty", "data-damaged", "data-alt-damaged", "data-fifo",
-                                                     "data-loop", "data-file", "data-served-junk",
-                                                     "data-svhn-junk")},
+    **{t: functools.partial(_setup_data, t) for t in ("data-empty", "data-damaged", "data-alt-damaged",
+                                                     "data-fifo", "data-loop", "data-file",
+                                                     "data-served-junk", "data-svhn-junk")},
     **{k: functools.partial(_setup_rep, k) for k in ("rep-notes", "rep-store", "rep-inputs")},
     "loop": lambda work, fixtures: (work / "loop").symlink_to("loop"),
 }
@@ -699,7 +714,7 @@ def _numbers_differ(a: str, b: str) -> bool:
         if isinstance(x, dict) and isinstance(y, dict):
             return x.keys() != y.keys() or any(walk(x[k], y[k]) for k in x if "second" not in k and k != "ms")
         if isinstance(x, list) and isinstance(y, list):
-            return len(x) != len(y) or any(walk(u, v) for u, v in zip(x, y))
+            return len(x) != len(y) or any(walk(u, v) for u, v in zip(x, y, strict=True))
         if isinstance(x, float) and isinstance(y, float):
             return abs(x - y) > 1e-4 * max(1.0, abs(y))
         return x != y
@@ -750,7 +765,9 @@ def _tree(folder: Path) -> dict[str, str]:
                 out[rel] = "fifo"
             elif stat.S_ISREG(mode):
                 with open(entry.path, "rb") as fh:
-                    out[rel] = hashlib.sha1(fh.read(), usedforsecurity=False).hexdigest()
+                    body = fh.read()
+                kind = "sqlite:" if body.startswith(b"SQLite format 3\0") else ""  # a store a run may resume
+                out[rel] = kind + hashlib.sha1(body, usedforsecurity=False).hexdigest()
             else:
                 out[rel] = "special"
     return out
@@ -782,54 +799,69 @@ def _parser():
     return build_parser()
 
 
-def _declared(argv: tuple[str, ...], work: Path) -> tuple[set[str], set[str], set[str], set[str]]:
-    """What a run of ``argv`` in ``work`` may write: ``(files, folders, files that must exist after a
-    success, its inputs)``, as relative paths under ``work`` (absolute ones elsewhere).
+@dataclass(frozen=True)
+class _Declared:
+    """What a run may write and what it reads, as paths relative to the working folder (absolute
+    ones elsewhere): its declared files and folders, the files that must exist after a success
+    (``--out``, ``--store``), its inputs.
+    """
+
+    files: frozenset[str] = frozenset()
+    folders: frozenset[str] = frozenset()
+    primary: frozenset[str] = frozenset()
+    inputs: frozenset[str] = frozenset()
+
+
+def _declared(argv: tuple[str, ...], work: Path) -> _Declared:
+    """What a run of ``argv`` in ``work`` declares (its module's ``outputs(args)``, ``--report DIR``)
+    and reads (the preflight's input table).
     """
     import importlib
 
+    from ..cli import _preflight
+
     parsed = _parse(argv)
-    files: set[str] = set()
-    folders: set[str] = set()
-    primary: set[str] = set()
-    inputs: set[str] = set()
     if parsed is None:
-        return files, folders, primary, inputs
+        return _Declared()
 
     def rel(path) -> str:
         text = os.path.normpath(os.path.join(work, os.fspath(path)))
-        return os.path.relpath(text, work) if text.startswith(str(work) + os.sep) or text == str(work) else text
+        inside = text.startswith(str(work) + os.sep) or text == str(work)
+        return os.path.relpath(text, work) if inside else text
 
     parser, args = parsed
+    files: set[str] = set()
+    folders: set[str] = set()
+    primary: set[str] = set()
     func = getattr(args, "func", None)
     declare = None if func is None else getattr(importlib.import_module(func.__module__), "outputs", None)
-    if declare is not None:
-        try:
-            declared = declare(argparse.Namespace(**vars(args)))
-        except Exception:  # noqa: BLE001 - a value the command refuses: nothing is declared
-            declared = []
-        for o in declared:
-            if o.path is None or str(o.path) == "-":
-                continue
-            (folders if o.folder else files).add(rel(o.path))
-            if o.option in ("--out", "--store") and not o.folder:
-                primary.add(rel(o.path))
-    report = getattr(args, "report_dir", None)
-    if report is not None:
-        folders.add(rel(report))
-    from ..cli import _preflight
-
-    with contextlib.suppress(Exception):
+    try:
+        declared = [] if declare is None else declare(argparse.Namespace(**vars(args)))
+    except Exception:  # noqa: BLE001 - a value the command refuses: nothing is declared
+        declared = []
+    for o in declared:
+        if o.path is None or str(o.path) == "-":
+            continue
+        (folders if o.folder else files).add(rel(o.path))
+        if o.option in ("--out", "--store") and not o.folder:
+            primary.add(rel(o.path))
+    if getattr(args, "report_dir", None) is not None:
+        folders.add(rel(args.report_dir))
+    try:
         inputs = {rel(p) for _, p in _preflight.inputs(args, _preflight._options(parser, args))}
-    return files, folders, primary, inputs
+    except Exception:  # noqa: BLE001 - as above
+        inputs = set()
+    return _Declared(frozenset(files), frozenset(folders), frozenset(primary), frozenset(inputs))
 
 
-def _under(path: str, folders: set[str]) -> bool:
+def _under(path: str, folders: frozenset[str]) -> bool:
     return any(path == d or path.startswith(d + os.sep) for d in folders)
 
 
 def _reset(work: Path) -> None:
-    """The working folder's base state: ``afile``, an empty ``adir``, a FIFO ``fifo``."""
+    """The working folder's base state: ``afile`` (one byte), ``notes.txt``, an empty ``adir``, a
+    FIFO ``fifo``.
+    """
     work.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(work):
         if entry.is_dir(follow_symlinks=False):
@@ -838,6 +870,7 @@ def _reset(work: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
     (work / "afile").write_text("x")
+    (work / "notes.txt").write_text("a file of the user's, no store\n")
     (work / "adir").mkdir()
     os.mkfifo(work / "fifo")
 
@@ -864,8 +897,8 @@ def _limits(seconds: float, served: str) -> Iterator[None]:
 
     saved = (socket.socket.connect, socket.create_connection, dl._urllib_transport)
     socket.socket.connect = refuse  # type: ignore[method-assign]
-    socket.create_connection = refuse  # type: ignore[assignment]
-    dl._urllib_transport = transport  # type: ignore[assignment]
+    socket.create_connection = refuse
+    dl._urllib_transport = transport
     alarm = seconds > 0 and hasattr(signal, "setitimer")
     try:
         alarm = alarm and signal.getsignal(signal.SIGALRM) is not None
@@ -936,9 +969,8 @@ def run_case(case: Case, workdir: Path, fixtures: dict[str, str] | None = None, 
         seconds = time.perf_counter() - t0
         after = _tree(workdir)
         fixtures_after = _tree(root) if root is not None else {}
-        files, folders, primary, inputs = _declared(case.argv, workdir)
-        outcome, problem = _classify(case, status, text, hung, before, after, fixtures_before, fixtures_after,
-                                     files, folders, primary, inputs)
+        trees = (before, after, fixtures_before, fixtures_after)
+        outcome, problem = _classify(status, text, hung, limit, trees, _declared(case.argv, workdir))
         if outcome == "success" and case.compare:
             problem = _reference(case, workdir, fixtures, limit)
             outcome = "wrong-result" if problem else outcome
@@ -972,53 +1004,65 @@ def _reference(case: Case, workdir: Path, fixtures: dict[str, str], limit: float
         shutil.rmtree(ref, ignore_errors=True)
 
 
-def _classify(case: Case, status: int, text: str, hung: bool, before: dict[str, str], after: dict[str, str],
-              fixtures_before: dict[str, str], fixtures_after: dict[str, str], files: set[str],
-              folders: set[str], primary: set[str], inputs: set[str]) -> tuple[str, str]:
-    """``(class, problem)`` of one run (see :data:`CLASSES`)."""
-    if "PWNED" in after:
-        return "unpickled", "unpickled a file"
-    changed_fixtures = sorted(k for k in fixtures_before.keys() | fixtures_after.keys()
-                              if fixtures_before.get(k) != fixtures_after.get(k))
-    if changed_fixtures:
-        return "overwritten", f"input changed or removed: {changed_fixtures[:3]}"
+def _lost(status: int, before: dict[str, str], after: dict[str, str], declared: _Declared) -> list[str]:
+    """What the run replaced or removed that it had no right to: inputs (a store it resumes may
+    change), special files, files outside its declared outputs, its own main outputs after a success.
+    """
     lost = []
     for name, what in before.items():
         now = after.get(name)
         if now == what:
             continue
-        if name in inputs:
+        resumed = name in declared.files and what.startswith("sqlite:") and status == 0
+        if name in declared.inputs and not resumed:
             lost.append(f"input {name}")
         elif what in ("fifo", "special") or what.startswith("link:"):
             lost.append(f"special file {name} now {now or 'gone'}")
-        elif name in files and status == 0:
-            continue  # an output it declares, rewritten
-        elif _under(name, folders) and now is not None and status == 0:
-            continue  # a file in its own report folder, rewritten
-        elif what == "dir" and now is not None:
-            continue
-        else:
+        elif status == 0 and (name in declared.files or (_under(name, declared.folders) and now is not None)):
+            continue  # an output it declares, or a file in its own report folder, rewritten
+        elif what != "dir" or now is None:
             lost.append(f"{name} {'removed' if now is None else 'changed'}")
     if status == 0:
-        lost += [f"its own output {p} missing" for p in sorted(primary) if not os.path.isabs(p) and p not in after
-                 and not any(p.startswith(x + os.sep) for x in ("..",))]
+        lost += [f"its own output {p} missing" for p in sorted(declared.primary)
+                 if not os.path.isabs(p) and not p.startswith(".." + os.sep) and p not in after]
+    return lost
+
+
+def _classify(status: int, text: str, hung: bool, limit: float, trees: tuple[dict[str, str], ...],
+              declared: _Declared) -> tuple[str, str]:
+    """``(class, problem)`` of one run (see :data:`CLASSES`); ``trees``: the working folder and the
+    fixtures, before and after.
+    """
+    before, after, fixtures_before, fixtures_after = trees
+    if "PWNED" in after:
+        return "unpickled", "unpickled a file"
+    changed_fixtures = sorted(k for k in fixtures_before if fixtures_before[k] != fixtures_after.get(k))
+    if changed_fixtures:
+        return "overwritten", f"input changed or removed: {changed_fixtures[:3]}"
+    lost = _lost(status, before, after, declared)
     if lost:
         return "overwritten", "; ".join(lost[:3])
     if hung:
-        return "hang", f"still running after {case.timeout or TIMEOUT:g} s"
+        return "hang", f"still running after {limit:g} s"
     if "Traceback" in text or status not in (0, 2):
         return "traceback", "traceback" if "Traceback" in text else f"status {status}"
-    lines = [line for line in text.splitlines() if line.strip()]
+    beside_inputs = sorted(fixtures_after.keys() - fixtures_before.keys())
+    if beside_inputs:
+        return "partial-file", f"left files beside its inputs: {beside_inputs[:3]}"
     if status == 2:
+        lines = [line for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("deepfault: error: ")]
         if len(errors) != 1 or any(not line.startswith("deepfault: ") for line in lines):
             return "multi-line-error", "not one error line"
         if after != before:
             return "partial-file", f"left files {sorted(after.keys() ^ before.keys())[:3]}"
         return "clean-error", ""
+    outputs = declared.files | declared.folders
     extra = sorted(name for name in after.keys() - before.keys()
-                   if name not in files and not _under(name, folders)
-                   and not any(f.startswith(name + os.sep) for f in files | folders))
-    if extra:
-        return "partial-file", f"undeclared files {extra[:3]}"
+                   if name not in declared.files and not _under(name, declared.folders)
+                   and not any(f.startswith(name + os.sep) for f in outputs))
+    if any(name.endswith((".tmp", "-wal", "-shm", "-journal")) for name in extra):
+        return "partial-file", f"left files {extra[:3]}"
+    if extra:  # written, but not in its outputs(args): the output guard never saw them
+        return "undeclared-output", f"undeclared files {extra[:3]}"
     return "success", ""
