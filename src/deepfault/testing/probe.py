@@ -839,8 +839,8 @@ def _declared(argv: tuple[str, ...], work: Path) -> _Declared:
         declared = [] if declare is None else declare(argparse.Namespace(**vars(args)))
     except Exception:  # noqa: BLE001 - a value the command refuses: nothing is declared
         declared = []
-    for o in declared:
-        if o.path is None or str(o.path) == "-":
+    for o in declared:  # ('-' is a file for some commands, none for others: either way declared)
+        if o.path is None:
             continue
         (folders if o.folder else files).add(rel(o.path))
         if o.option in ("--out", "--store") and not o.folder:
@@ -855,7 +855,8 @@ def _declared(argv: tuple[str, ...], work: Path) -> _Declared:
 
 
 def _under(path: str, folders: frozenset[str]) -> bool:
-    return any(path == d or path.startswith(d + os.sep) for d in folders)
+    return any((d == "." and not os.path.isabs(path)) or path == d or path.startswith(d + os.sep)
+               for d in folders)
 
 
 def _reset(work: Path) -> None:
@@ -970,7 +971,8 @@ def run_case(case: Case, workdir: Path, fixtures: dict[str, str] | None = None, 
         after = _tree(workdir)
         fixtures_after = _tree(root) if root is not None else {}
         trees = (before, after, fixtures_before, fixtures_after)
-        outcome, problem = _classify(status, text, hung, limit, trees, _declared(case.argv, workdir))
+        outcome, problem = _classify(status, text, hung, limit, trees, _declared(case.argv, workdir),
+                                     str(root or ""))
         if outcome == "success" and case.compare:
             problem = _reference(case, workdir, fixtures, limit)
             outcome = "wrong-result" if problem else outcome
@@ -1029,9 +1031,9 @@ def _lost(status: int, before: dict[str, str], after: dict[str, str], declared: 
 
 
 def _classify(status: int, text: str, hung: bool, limit: float, trees: tuple[dict[str, str], ...],
-              declared: _Declared) -> tuple[str, str]:
+              declared: _Declared, trees_root: str = "") -> tuple[str, str]:
     """``(class, problem)`` of one run (see :data:`CLASSES`); ``trees``: the working folder and the
-    fixtures, before and after.
+    fixtures (in ``trees_root``), before and after.
     """
     before, after, fixtures_before, fixtures_after = trees
     if "PWNED" in after:
@@ -1046,9 +1048,13 @@ def _classify(status: int, text: str, hung: bool, limit: float, trees: tuple[dic
         return "hang", f"still running after {limit:g} s"
     if "Traceback" in text or status not in (0, 2):
         return "traceback", "traceback" if "Traceback" in text else f"status {status}"
-    beside_inputs = sorted(fixtures_after.keys() - fixtures_before.keys())
+    beside_inputs = sorted(name for name in fixtures_after.keys() - fixtures_before.keys()
+                           if not _under(os.path.join(trees_root, name), declared.folders | declared.files))
+    leftovers = [name for name in beside_inputs if name.endswith((".tmp", "-wal", "-shm", "-journal"))]
+    if leftovers or (beside_inputs and status != 0):
+        return "partial-file", f"left files beside its inputs: {(leftovers or beside_inputs)[:3]}"
     if beside_inputs:
-        return "partial-file", f"left files beside its inputs: {beside_inputs[:3]}"
+        return "undeclared-output", f"undeclared files beside its inputs: {beside_inputs[:3]}"
     if status == 2:
         lines = [line for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("deepfault: error: ")]
