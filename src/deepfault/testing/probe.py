@@ -173,7 +173,8 @@ def _repair_and_store_files(folder: Path, m1, m2, x, y) -> dict[str, str]:
 def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
     """Models whose outputs are wrong in ways no weight check sees: NaN logits only (after every
     analysed layer), a trailing softmax, a softmax over the batch axis, 11 and 9 classes for a
-    10-class data set. Each has an honest twin (M1) that gives the reference.
+    10-class data set. Each has an honest twin (M1) that gives the reference; ``M1_NEAR`` (M1
+    with small changes) is the second model of the ``xplore`` references.
     """
     import torch
 
@@ -202,6 +203,14 @@ def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
                             ("BATCH_TS", "batch-softmax.ts.pt", BatchSoftmax())):
         torch.jit.save(torch.jit.script(torch.nn.Sequential(*m1.children(), tail)), str(folder / name))
         out[key] = str(folder / name)
+    near = build_model("lenet1").eval()  # M1 a little changed: the pair disagrees on few seeds
+    near.load_state_dict(m1.state_dict())
+    with torch.no_grad():
+        for p in near.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)) * 0.05)
+    save_model(folder / "m1-near.pt", ModelFile(near, "lenet1", {"num_classes": 10}, None, (0.0, 1.0),
+                                                meta=meta))
+    out["M1_NEAR"] = str(folder / "m1-near.pt")
     for key, classes in (("M11", 11), ("M9", 9)):
         torch.manual_seed(0)
         model = build_model("lenet1", num_classes=classes).eval()
@@ -579,8 +588,8 @@ def reference_cases(fixtures: dict[str, str]) -> list[Case]:
                 "--no-progress", *extra)
 
     def xplore(model, *extra):
-        return ("xplore", "--model", f"{model},{f['M2']}", "--dataset", data, "--num-seeds", "12",
-                "--iterations", "3", "--out", "o.json", "--no-progress", "--no-surprise", *extra)
+        return ("xplore", "--model", f"{model},{f['M1_NEAR']}", "--dataset", data, "--num-seeds", "12",
+                "--iterations", "5", "--out", "o.json", "--no-progress", "--no-surprise", *extra)
 
     run = ("run", "--model", f["M1"], "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class",
            f["CLASS"], "--no-surprise", "--no-save-inputs")
