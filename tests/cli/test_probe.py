@@ -313,7 +313,7 @@ def test_models_returning_tuples_and_dicts_work():
 # --- the whole surface: every option of every sub-command, every reader, every output against
 # --- every input, report folders, data trees, results against references (a fixed sample) -------
 
-#: Kinds of probe case that fail on today's code and wait for the branches that fix them (issue 30:
+#: Kinds of probe case (or files in their arguments) that fail on today's code and wait for the branches that fix them (issue 30:
 #: report folders, model outputs, stores): ``benchmarks/probe_all.py`` runs and counts them, the
 #: sample leaves them out. Remove a line when its fix is merged.
 AWAITING = (
@@ -328,6 +328,7 @@ AWAITING = (
     "11 classes", "9 classes",  # a model with more or fewer outputs than the data set has classes
     "measure NaN-logits",  # NaN logits after the analysed layers pass coverage measure
     "xplore softmax model",  # a TorchScript model ending in nn.Softmax taken for logits: 4 found, not 7
+    "xplore-empty.npz", "regress-text-labels.npz",  # repair's bare conversions: ValueError tracebacks
 )
 #: Problems that wait for a fix the same way, whatever the case: 'report STORE' leaves STORE-wal and
 #: STORE-shm beside the store it only reads; files a command writes without declaring them in its
@@ -343,7 +344,7 @@ def _sample(cases):
     """
     import random
 
-    cases = [c for c in cases if not any(a in c.kind for a in AWAITING)]
+    cases = [c for c in cases if not any(a in c.kind or any(a in arg for arg in c.argv) for a in AWAITING)]
     shuffled = list(cases)
     random.Random(0).shuffle(shuffled)
     sample, seen = [], set()

@@ -155,7 +155,19 @@ def _repair_and_store_files(folder: Path, m1, m2, x, y) -> dict[str, str]:
         m2_all = m2(x).argmax(1).numpy()
     np.savez(folder / "faults.npz", inputs=faults.numpy(), seed_index=np.arange(8), label=y[:8],
              m1_pred=y[:8], m2_pred=m2_pred)
-    out = {"FAULTS": str(folder / "faults.npz"), "STORE": str(folder / "s.sqlite"),
+    hostile = folder / "hostile"  # inputs files of each kind that repair must refuse in one line
+    np.savez(hostile / "xplore-empty.npz", inputs=np.zeros((0, 1, 28, 28), np.float32),
+             predictions=np.zeros((0, 2), np.int64), model_names=np.array(["a", "b"]),
+             common_class=np.zeros(0, np.int64), seed_index=np.zeros(0, np.int64))
+    np.savez(hostile / "regress-text-labels.npz", inputs=faults.numpy(), seed_index=np.arange(8),
+             label=np.array(["x"] * 8), m1_pred=y[:8], m2_pred=m2_pred)
+    np.savez(hostile / "regress-index-99.npz", inputs=faults.numpy(), seed_index=np.full(8, 99),
+             label=y[:8], m1_pred=y[:8], m2_pred=m2_pred)
+    np.savez(hostile / "run-wrong-shape.npz", synthesized=np.zeros((8, 3), np.float32),
+             originals=np.zeros((8, 3), np.float32), labels=y[:8], test_index=np.arange(8))
+    out = {f"file:{name}": str(hostile / name) for name in ("xplore-empty.npz", "regress-text-labels.npz",
+                                                              "regress-index-99.npz", "run-wrong-shape.npz")}
+    out |= {"FAULTS": str(folder / "faults.npz"), "STORE": str(folder / "s.sqlite"),
            "PROFILE": str(folder / "p1.npz"), "M2_FAILING": str(int((m2_all != y).sum())),
            "CLASS": str(int(y[0]))}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -437,6 +449,9 @@ def file_cases(fixtures: dict[str, str]) -> list[Case]:
                                        fixtures["DATA"], "--budget", "3it", "--no-progress")),
             Case("file report", ("report", path)),
             Case("file experiment --config", ("experiment", "--config", path, "--store", "e.sqlite")),
+            Case("file repair INPUTS", ("repair", path, "--model", fixtures["M2"], "--dataset",
+                                        fixtures["DATA"], "--epochs", "1", "--baselines", "none", "--out",
+                                        "o.json", "--no-progress")),
         ]
     return cases
 
