@@ -313,9 +313,10 @@ def test_models_returning_tuples_and_dicts_work():
 # --- the whole surface: every option of every sub-command, every reader, every output against
 # --- every input, report folders, data trees, results against references (a fixed sample) -------
 
-#: Kinds of probe case (or files in their arguments) that fail on today's code and wait for the branches that fix them (issue 30:
-#: report folders, model outputs, stores): ``benchmarks/probe_all.py`` runs and counts them, the
-#: sample leaves them out. Remove a line when its fix is merged.
+#: Kinds of probe case (or files in their arguments) that fail on today's code and wait for the
+#: branches that fix them (issue 30: report folders, model outputs, stores, repair's readers):
+#: ``benchmarks/probe_all.py`` runs and counts them, the sample leaves them out. Remove a line
+#: when its fix is merged.
 AWAITING = (
     "--report old with notes",  # --report DIR deletes a file of the user's (manifest)
     "--out old with notes",  # report --out DIR, the same
