@@ -1,8 +1,10 @@
-"""The whole bad-input probe: every option of every sub-command with hostile values and every
-reader with hostile files (``deepfault.testing.probe``); writes the counts to
-``benchmarks/results/probe.json``. The unit suite runs a sample of it (``tests/test_probe.py``).
+"""The whole probe: every option of every sub-command with hostile values, every reader with
+hostile files, every output pointed at the command's own inputs, a FIFO and report folders,
+``data`` over damaged trees, results against references (``deepfault.testing.probe``); writes
+the counts per outcome class to ``benchmarks/results/probe.json``. The unit suite runs a sample
+of it (``tests/cli/test_probe.py``).
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/probe_all.py [--limit N]
+    PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/probe_all.py [--limit N] [--quick] [--only KIND]
 """
 
 from __future__ import annotations
@@ -10,52 +12,87 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
-from deepfault.testing.probe import file_cases, make_fixtures, option_cases, run_case
+from deepfault.testing.probe import CLASSES, FAILURES, all_cases, make_fixtures, run_case
 
 RESULTS = Path(__file__).parent / "results" / "probe.json"
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="run only the first N cases")
+    parser.add_argument("--quick", action="store_true",
+                        help="the new surfaces whole, and the first 5 cases of each option and reader")
+    parser.add_argument("--only", default=None, help="only cases whose kind starts with this word "
+                        "(option, positional, file, output, report, data, reference)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a case counts as a hang")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     t0 = time.perf_counter()
+    load_before = os.getloadavg()
+    commit = _commit()  # the code the run imported, not a commit made while it ran
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         fixtures = make_fixtures(tmp / "fixtures")
         work = tmp / "work"
-        work.mkdir()
-        (work / "afile").write_text("x")
-        (work / "adir").mkdir()
-        cases = option_cases(fixtures) + file_cases(fixtures)
+        cases = all_cases(fixtures)
+        if args.only:
+            cases = [c for c in cases if c.kind.split()[0] == args.only]
+        if args.quick:
+            seen: Counter = Counter()
+            kept = []
+            for case in cases:
+                seen[case.kind] += 1
+                if case.kind.split()[0] not in ("option", "positional", "file") or seen[case.kind] <= 5:
+                    kept.append(case)
+            cases = kept
         cases = cases[: args.limit] if args.limit else cases
-        failures, by_kind, statuses = [], Counter(), Counter()
+        failures, by_kind, classes = [], Counter(), Counter()
+        per_kind_class: dict[str, Counter] = defaultdict(Counter)
         for i, case in enumerate(cases, 1):
-            outcome = run_case(case, work)
-            by_kind[case.kind.split()[0]] += 1
-            statuses[outcome.status] += 1
+            outcome = run_case(case, work, fixtures, timeout=args.timeout)
+            kind = case.kind.split()[0]
+            by_kind[kind] += 1
+            classes[outcome.outcome] += 1
+            per_kind_class[kind][outcome.outcome] += 1
             if not outcome.ok:
-                failures.append({"argv": [a.replace(str(tmp), "$TMP") for a in case.argv],
-                                 "problem": outcome.problem,
+                failures.append({"class": outcome.outcome, "kind": case.kind,
+                                 "argv": ["deepfault", *(a.replace(str(tmp), "$TMP") for a in case.argv)],
+                                 "setup": case.setup, "problem": outcome.problem.replace(str(tmp), "$TMP"),
                                  "stderr": outcome.stderr.replace(str(tmp), "$TMP")})
             if i % 100 == 0:
                 print(f"{i}/{len(cases)} cases, {len(failures)} failures, {time.perf_counter() - t0:.0f} s",
                       file=sys.stderr, flush=True)
-    report = {"tried": len(cases), "passed": len(cases) - len(failures), "failed": len(failures),
-              "by_kind": dict(by_kind), "exit_statuses": {str(k): v for k, v in sorted(statuses.items())},
-              "seconds": round(time.perf_counter() - t0, 1), "failures": failures}
+    report = {"commit": commit, "tried": len(cases), "passed": len(cases) - len(failures),
+              "failed": len(failures), "by_kind": dict(by_kind),
+              "by_class": {c: classes[c] for c in CLASSES if classes[c]},
+              "by_kind_and_class": {k: dict(v) for k, v in per_kind_class.items()},
+              "seconds": round(time.perf_counter() - t0, 1),
+              "load_average": {"before": [round(x, 2) for x in load_before],
+                               "after": [round(x, 2) for x in os.getloadavg()]},
+              "options": {"quick": args.quick, "limit": args.limit, "only": args.only},
+              "failures": sorted(failures, key=lambda f: (FAILURES.index(f["class"]), f["kind"]))}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(f"probe: {report['tried']} tried, {report['passed']} passed, {report['failed']} failed "
-          f"in {report['seconds']} s; wrote {args.out}")
+          f"({', '.join(f'{k} {v}' for k, v in report['by_class'].items())}) in {report['seconds']} s; "
+          f"wrote {args.out}")
     return 0 if not failures else 1
 
 

