@@ -150,6 +150,16 @@ def _loads(text: str, what: str, kind: type = dict):
 # --- the store --------------------------------------------------------------------------
 
 
+def _connect_reading(path: Path) -> sqlite3.Connection:
+    """A connection that only reads ``path``. Where the file and its folder are writable it is
+    opened read-write (``mode=rw``: never created), so that SQLite, closing the last connection to
+    a WAL store, removes the ``-wal`` and ``-shm`` files that reading made; a ``mode=ro``
+    connection cannot and leaves them beside a store that a command only read.
+    """
+    writable = os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else ".", os.W_OK)
+    return sqlite3.connect(f"file:{path}?mode={'rw' if writable else 'ro'}", uri=True, timeout=60)
+
+
 class ResultStore:
     """The SQLite file behind experiments of every method; safe to reopen after any interruption.
 
@@ -177,7 +187,7 @@ class ResultStore:
                     raise DeepFaultError(
                         f"results store {str(self.path)!r} does not exist; run 'deepfault experiment' first"
                     )
-                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60)
+                self._db = _connect_reading(self.path)
                 self._check_kind(migrate=False)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -211,7 +221,7 @@ class ResultStore:
         if not path.exists():
             return
         try:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+            db = _connect_reading(path)
         except sqlite3.DatabaseError as err:
             raise DeepFaultError(f"cannot use {str(path)!r} as a results store ({err})") from err
         probe = cls.__new__(cls)
