@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -101,7 +102,7 @@ CORRUPT = {
 
 
 def _corrupt(path, column, change):
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # closed: no -wal/-shm left open
         cell_id, data, blob = db.execute(
             "SELECT cell_id, data, arrays FROM cells ORDER BY cell_id"
         ).fetchone()

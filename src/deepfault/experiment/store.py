@@ -150,6 +150,26 @@ def _loads(text: str, what: str, kind: type = dict):
 # --- the store --------------------------------------------------------------------------
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a non-empty file that is no SQLite database: SQLite takes a file shorter than its
+    header for an empty database and would write a store over it.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise DeepFaultError(f"cannot read the results store {str(path)!r} ({err.strerror}); "
+                             "check the path") from err
+    if head and head != _SQLITE_HEADER:
+        raise DeepFaultError(f"{str(path)!r} is not a results store (not an SQLite file); choose another "
+                             "--store path, or remove the file if it is yours to lose")
+
+
 def _connect_reading(path: Path) -> sqlite3.Connection:
     """A connection that only reads ``path``. Where the file and its folder are writable it is
     opened read-write (``mode=rw``: never created), so that SQLite, closing the last connection to
@@ -181,6 +201,7 @@ class ResultStore:
         self._disk_full = False
         if self.path.is_dir():
             raise DeepFaultError(f"results store {str(self.path)!r} is a directory; give a file name")
+        _check_header(self.path)
         try:
             if readonly:
                 if not self.path.is_file():
@@ -220,6 +241,7 @@ class ResultStore:
             raise DeepFaultError(f"results store {str(path)!r} is a directory; give a file name")
         if not path.exists():
             return
+        _check_header(path)
         try:
             db = _connect_reading(path)
         except sqlite3.DatabaseError as err:
