@@ -121,9 +121,23 @@ def outputs(args) -> list[Output]:
     folder) writes; a default store's name depends on the preset and is checked when known.
     """
     if args.command == "report":
-        return [] if args.out is None else [Output("--out", Path(args.out), folder=True)]
-    return [Output("--models-dir", None if args.models_dir is None else Path(args.models_dir), folder=True),
-            Output("--store", None if args.store is None else Path(args.store))]
+        if args.out is not None:
+            if not args.out:
+                raise DeepFaultError("--out is empty; give a folder name, or leave --out out for STEM-report/"
+                                     " beside the store")
+            return [Output("--out", Path(args.out), folder=True)]
+        read = Path(args.store)
+        return [] if not read.name else [Output("--out (default: STEM-report)",
+                                                read.with_name(read.stem + "-report"), folder=True)]
+    store = args.store
+    if store is None and args.preset:  # the default store, as _cmd_experiment names it
+        store = f"results/{get_preset(args.preset).name}.sqlite"
+    models = args.models_dir
+    if models is None and store is not None:
+        return [Output("--models-dir (default: models/ beside the store)", Path(store).parent / "models",
+                       folder=True), Output("--store", Path(store))]
+    return [Output("--models-dir", None if models is None else Path(models), folder=True),
+            Output("--store", None if store is None else Path(store))]
 
 
 def _cmd_report(args) -> int:

@@ -489,8 +489,8 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
 #: every table of them).
 METRICS_LEGEND = (
     "#RF: generated inputs M1 gets right and M2 wrong; #URF: distinct (seed, M1 label, M2 label) among them, "
-    "the DRFuzz paper's #RF (its README's #URF); #Seed: seeds with a #RF; #GF: generated inputs M2 gets "
-    "wrong (#RF + both wrong); none counts the initial faults"
+    "the DRFuzz paper's #RF (#URF in its repository's table); #Seed: seeds with a #RF; #GF: generated "
+    "inputs M2 gets wrong (#RF + both wrong); none counts the initial faults"
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -14,10 +15,33 @@ from ...core.capture import eval_mode, forward, model_device
 from ...errors import DeepFaultError
 from .oracle import to_probabilities
 
-__all__ = ["PASS_ROWS", "ModelPair", "execution_copy", "fixed_passes"]
+__all__ = ["PASS_ROWS", "Executed", "ModelPair", "execution_copy", "fixed_passes"]
 
 #: Inputs per forward pass of the campaign's models (:func:`fixed_passes`).
 PASS_ROWS = 128
+
+
+@dataclass(frozen=True)
+class Executed:
+    """The mutants of a step that ran, in draw order.
+
+    Attributes:
+        rows: ``(E,)`` their rows in the step's :class:`~.generate.Generated`.
+        inputs: ``(E, C, H, W)`` the mutants.
+        p1, p2: ``(E, classes)`` both models' probabilities.
+        values: ``(E, M)`` M2's neuron values (coverage keep rules), else ``None``.
+        queries_before: Queries made before this step.
+        queries_at: ``(E,)`` the query count when each ran (itself included); ``None``:
+            ``queries_before + 1, + 2, ...`` (every executed mutant is a query).
+    """
+
+    rows: np.ndarray
+    inputs: torch.Tensor
+    p1: np.ndarray
+    p2: np.ndarray
+    values: torch.Tensor | None
+    queries_before: int
+    queries_at: np.ndarray | None = None
 
 
 def execution_copy(model: nn.Module, device: torch.device) -> nn.Module:

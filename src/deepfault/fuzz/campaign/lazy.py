@@ -45,13 +45,13 @@ import numpy as np
 import torch
 
 from ..mutation.mcmc import gain_delta
+from .execution import Executed
 from .keep import KeepInput, occurrence_rank
 from .oracle import CANDIDATE_BUCKETS, Bucket, classify
 
 if TYPE_CHECKING:
     from .generate import Generated
     from .loop import Campaign
-    from .step import Executed
 
 __all__ = ["FIRST_ROUND", "execute_lazy"]
 
@@ -64,8 +64,6 @@ def execute_lazy(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
     matters (module docstring) and return those known to pass as the step's executed mutants;
     ``gen.ok`` becomes the known verdicts.
     """
-    from .step import Executed
-
     assert gen.pending is not None
     rows = np.flatnonzero(gen.ok | gen.pending)
     x = gen.mutants[torch.as_tensor(rows, device=c.device)]

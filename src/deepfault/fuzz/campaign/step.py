@@ -18,7 +18,6 @@ change the result; the update then sees those known to pass, with the same outco
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +27,7 @@ from ...errors import DeepFaultError
 from ..fidelity.checks import ssim
 from ..mutation.diversity import ROOT_FAILURE_LIMIT, tendency_of
 from ..mutation.mcmc import gain_delta
+from .execution import Executed
 from .generate import Generated
 from .keep import KeepInput
 from .lazy import execute_lazy
@@ -38,29 +38,6 @@ if TYPE_CHECKING:
     from .loop import Campaign
 
 __all__ = ["Executed", "run_step"]
-
-
-@dataclass(frozen=True)
-class Executed:
-    """The mutants of a step that ran, in draw order.
-
-    Attributes:
-        rows: ``(E,)`` their rows in the step's :class:`~.generate.Generated`.
-        inputs: ``(E, C, H, W)`` the mutants.
-        p1, p2: ``(E, classes)`` both models' probabilities.
-        values: ``(E, M)`` M2's neuron values (coverage keep rules), else ``None``.
-        queries_before: Queries made before this step.
-        queries_at: ``(E,)`` the query count when each ran (itself included); ``None``:
-            ``queries_before + 1, + 2, ...`` (every executed mutant is a query).
-    """
-
-    rows: np.ndarray
-    inputs: torch.Tensor
-    p1: np.ndarray
-    p2: np.ndarray
-    values: torch.Tensor | None
-    queries_before: int
-    queries_at: np.ndarray | None = None
 
 
 def run_step(c: Campaign, k: int) -> bool:
