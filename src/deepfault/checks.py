@@ -418,7 +418,10 @@ def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
     _check_names(param, path)
     if path.exists() and not path.is_dir():
         raise error(param, "a folder", text, "it is an existing file; give a folder name")
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
+        raise error(param, "a folder", text, "it is a symbolic link loop; give a folder name") from None
     if resolved == resolved.parent:  # even where it is writable (as root), results never go there
         raise error(param, "a folder of its own", text,
                     "writing results into the file system's root is refused; give a folder such as out/")

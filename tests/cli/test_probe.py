@@ -313,28 +313,12 @@ def test_models_returning_tuples_and_dicts_work():
 # --- the whole surface: every option of every sub-command, every reader, every output against
 # --- every input, report folders, data trees, results against references (a fixed sample) -------
 
-#: Kinds of probe case (or files in their arguments) that fail on today's code and wait for the
-#: branches that fix them (issue 30: report folders, model outputs, stores, repair's readers):
-#: ``benchmarks/probe_all.py`` runs and counts them, the sample leaves them out. Remove a line
-#: when its fix is merged.
-AWAITING = (
-    "--report old with notes",  # --report DIR deletes a file of the user's (manifest)
-    "--out old with notes",  # report --out DIR, the same
-    "--report loop", "--out loop",  # a symbolic link loop: RuntimeError traceback
-    "inside --report",  # an output inside --report DIR: refused after the work, files left
-    "holds its store",  # report rep/s.sqlite --out rep deletes the store
-    "default --out beside its store",  # report's default folder is not declared in outputs(args)
-    "report report --out",  # the store read leaves -wal/-shm beside it
-    "--store -> afile",  # SQLite takes a 1-byte file for an empty store and replaces it
-    "11 classes", "9 classes",  # a model with more or fewer outputs than the data set has classes
-    "measure NaN-logits",  # NaN logits after the analysed layers pass coverage measure
-    "xplore softmax model",  # a TorchScript model ending in nn.Softmax taken for logits: 4 found, not 7
-    "xplore-empty.npz", "regress-text-labels.npz",  # repair's bare conversions: ValueError tracebacks
-)
-#: Problems that wait for a fix the same way, whatever the case: 'report STORE' leaves STORE-wal and
-#: STORE-shm beside the store it only reads; files a command writes without declaring them in its
-#: outputs(args) (experiment's default models/ folder, 'report --out ""' taken for the default).
-AWAITING_PROBLEMS = ("-wal", "-shm", "undeclared files")
+#: Kinds of probe case (or files in their arguments) that fail on today's code and wait for a
+#: fix: ``benchmarks/probe_all.py`` runs and counts them, the sample leaves them out. Empty since
+#: issue 30's fixes merged; add a line (with its reason) only for a failure that is being fixed.
+AWAITING: tuple[str, ...] = ()
+#: Problems that wait for a fix the same way, whatever the case (none at present).
+AWAITING_PROBLEMS: tuple[str, ...] = ()
 #: New surfaces sampled whole (their cases are cheap refusals or tiny runs).
 SAMPLED_WHOLE = ("data", "reference")
 

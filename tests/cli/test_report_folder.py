@@ -138,3 +138,10 @@ def test_a_report_that_is_a_symlink_loop_is_one_line(pair, tmp_path):  # noqa: F
     os.symlink("loop-b", tmp_path / "loop-a")
     os.symlink("loop-a", tmp_path / "loop-b")
     assert_refused(["run", "--model", "m.pt", "--report", "loop-a"], tmp_path, "--report", "loop")
+
+
+def test_report_out_that_is_a_symlink_loop_is_one_line(tmp_path):
+    """``report STORE --out LOOP`` was a RuntimeError traceback from the folder check."""
+    os.symlink("loop", tmp_path / "loop")
+    (tmp_path / "s.sqlite").write_bytes(b"")
+    assert_refused(["report", "s.sqlite", "--out", "loop"], tmp_path, "--out", "symbolic link loop")
