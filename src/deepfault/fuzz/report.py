@@ -543,7 +543,11 @@ def campaign_page(outcomes: dict, folder) -> dict:
                                   for t in tables]))
     m1, m2 = first.names
     r = first.result
-    meta = (f"{' and '.join(_label(s) for s in outcomes)}, budget {r.config.budget}, seed {r.config.seed}, "
+    lines = {s: o.result.verdict().line() for s, o in outcomes.items()}  # the answer first: long enough?
+    verdicts = " ".join((f"{_label(s)}, " if len(lines) > 1 else "") + line[0].upper() + line[1:] + "."
+                        for s, line in lines.items())
+    meta = (f"{verdicts} {' and '.join(_label(s) for s in outcomes)}, budget {r.config.budget}, "
+            f"seed {r.config.seed}, "
             f"{r.config.check_name} check; {r.roots} seeds {m1} classifies right. Store {first.store}, "
             f"experiment {first.experiment}.")
     config = {s: o.result.config.to_dict() for s, o in outcomes.items()}
