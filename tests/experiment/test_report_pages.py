@@ -89,7 +89,7 @@ def test_pages_say_what_the_issue_asked(pages):
     assert "Coverage against the number of inputs" in coverage
     regress = (pages["regress"] / "report.html").read_text(encoding="utf-8")
     assert "regression faults of second.pt against first.pt" in regress
-    assert regress.index("Verdict: ") < regress.index('id="faults"')  # the answer first
+    assert regress.index("Verdict: ") < regress.index("id='faults'")  # the answer first
     assert "DeepHunter" not in regress.split('<details id="configuration">')[0]  # it never ran
     assert "README" not in regress
 
