@@ -20,27 +20,10 @@ from helpers.hardening import (
     assert_refused,
     cli,
     pair,  # noqa: F401  (the shared files, as a fixture)
+    tiny_grid_toml,
 )
 
-TOML = """name = "tiny"
-dataset = "digits"
-ks = [1]
-classes = [0]
-approaches = ["ochiai"]
-inputs_per_class = 1
-random_repetitions = 1
-step = 1.0
-distance = 0.1
-star = 3.0
-seed = 0
-threshold = 0.0
-iterations = 1
-train_epochs = 1
-scale01 = false
-[[models]]
-name = "m"
-arch = "digits_mlp"
-"""
+TOML = tiny_grid_toml()
 
 
 @pytest.fixture(scope="module")

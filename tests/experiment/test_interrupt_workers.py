@@ -19,29 +19,10 @@ from pathlib import Path
 import pytest
 
 from deepfault.experiment.executors import get_executor
+from helpers.hardening import tiny_grid_toml
 
-TOML = """name = "tiny"
-dataset = "digits"
-ks = [1]
-classes = [0, 1, 2, 3]
-approaches = ["ochiai", "random"]
-inputs_per_class = 2
-random_repetitions = 2
-step = 1.0
-distance = 0.1
-star = 3.0
-seed = 0
-threshold = 0.0
-iterations = 1
-train_epochs = 1
-scale01 = false
-[[models]]
-name = "m"
-arch = "digits_mlp"
-[[models]]
-name = "n"
-arch = "digits_mlp"
-"""
+TOML = tiny_grid_toml(classes=(0, 1, 2, 3), approaches=("ochiai", "random"), inputs_per_class=2,
+                      random_repetitions=2, models=("m", "n"))
 
 
 def _children(pid: int) -> list[int]:

@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from deepfault.cli import main
 from deepfault.models import ModelFile, save_model
 from helpers.hardening import lenet as _lenet
+from helpers.hardening import write_regress_pair
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """M1, M2 (M1 with weight noise) and a 60-input data set labelled by M1."""
     d = tmp_path_factory.mktemp("regress")
-    m1, m2 = _lenet(0), _lenet(0, noise=0.3)
-    x = torch.rand(60, 1, 28, 28, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        y = m1(x).argmax(1).numpy()
-    np.savez(d / "data.npz", x=x.numpy(), y=y, class_names=np.array([str(i) for i in range(10)]))
+    write_regress_pair(d, 60)
     meta = {"input_shape": [1, 28, 28]}
-    for name, m in (("m1", m1), ("m2", m2)):
-        save_model(d / f"{name}.pt", ModelFile(m, "lenet1", {"num_classes": 10}, None, (0.0, 1.0), meta=meta))
     save_model(d / "m5.pt", ModelFile(_lenet(0, classes=5), "lenet1", {"num_classes": 5}, None, (0.0, 1.0),
                                       meta=meta))
     save_model(d / "wide.pt", ModelFile(_lenet(0), "lenet1", {"num_classes": 10}, None, (0.0, 1.0),

@@ -9,25 +9,16 @@ import sqlite3
 
 import numpy as np
 import pytest
-import torch
 
 from deepfault.cli import main
-from deepfault.models import ModelFile, save_model
 from deepfault.repair.inputs import read_inputs
-from helpers.hardening import lenet as _lenet
+from helpers.hardening import write_regress_pair
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("verdict")
-    m1, m2 = _lenet(0), _lenet(0, noise=0.3)
-    x = torch.rand(40, 1, 28, 28, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        y = m1(x).argmax(1).numpy()
-    np.savez(d / "data.npz", x=x.numpy(), y=y, class_names=np.array([str(i) for i in range(10)]))
-    meta = {"input_shape": [1, 28, 28]}
-    for name, m in (("m1", m1), ("m2", m2)):
-        save_model(d / f"{name}.pt", ModelFile(m, "lenet1", {"num_classes": 10}, None, (0.0, 1.0), meta=meta))
+    write_regress_pair(d, 40)
     return d
 
 
@@ -44,14 +35,14 @@ def _store_line(out: str) -> str:
 def test_summary_npz_legend_and_verdict(files, capsys, tmp_path):
     assert main(_regress(files, "a.sqlite", "--report", str(tmp_path / "page"))) == 0
     page = (tmp_path / "page" / "report.html").read_text(encoding="utf-8")
-    assert "the DRFuzz paper&#x27;s #RF (its README&#x27;s #URF)" in page  # the legend on the page too
+    assert "the DRFuzz paper&#x27;s #RF (#URF in its repository&#x27;s table)" in page  # on the page
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[-1].startswith("verdict: ")
     assert " unique regression faults (#URF) in 30 iterations" in lines[-1]
     assert ("still climbing" in lines[-1]) or ("levelled off" in lines[-1])
     assert "(#RF: generated inputs M1 gets right and M2 wrong; #URF: distinct (seed, M1 label, M2 label) " \
-           "among them, the DRFuzz paper's #RF (its README's #URF)" in out
+           "among them, the DRFuzz paper's #RF (#URF in its repository's table)" in out
     assert "initial faults: test inputs M2 already gets wrong (apart, in no # column)" in out
     result = json.loads((files / "a-drfuzz-seed0-faults.json").read_text())
     m = result["metrics"]

@@ -14,27 +14,9 @@ import pytest
 import torch
 
 from deepfault import DeepFaultError
-from helpers.hardening import assert_refused, cli
+from helpers.hardening import assert_refused, cli, tiny_grid_toml
 
-TOML = """name = "tiny"
-dataset = "digits"
-ks = [1]
-classes = [0, 1]
-approaches = ["ochiai"]
-inputs_per_class = 2
-random_repetitions = 1
-step = 1.0
-distance = 0.1
-star = 3.0
-seed = 0
-threshold = 0.0
-iterations = 1
-train_epochs = 1
-scale01 = false
-[[models]]
-name = "m"
-arch = "digits_mlp"
-"""
+TOML = tiny_grid_toml(classes=(0, 1), inputs_per_class=2)
 
 # --- model files whose metadata lies --------------------------------------------------------------
 

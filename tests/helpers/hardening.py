@@ -100,3 +100,37 @@ def assert_refused(argv, cwd, *needles):
         assert needle in lines[0], (needle, lines[0])
     assert files(cwd) == before, (argv, sorted(files(cwd) - before))
     return lines[0]
+
+
+def tiny_grid_toml(*, classes=(0,), approaches=("ochiai",), inputs_per_class=1, random_repetitions=1,
+                   models=("m",)) -> str:
+    """A DeepFault experiment grid small enough for a test (digits, one-epoch MLPs, k = 1)."""
+    def words(items):
+        return ", ".join(f'"{w}"' if isinstance(w, str) else str(w) for w in items)
+
+    head = (f'name = "tiny"\ndataset = "digits"\nks = [1]\nclasses = [{words(classes)}]\n'
+            f"approaches = [{words(approaches)}]\ninputs_per_class = {inputs_per_class}\n"
+            f"random_repetitions = {random_repetitions}\nstep = 1.0\ndistance = 0.1\nstar = 3.0\nseed = 0\n"
+            "threshold = 0.0\niterations = 1\ntrain_epochs = 1\nscale01 = false\n")
+    return head + "".join(f'[[models]]\nname = "{m}"\narch = "digits_mlp"\n' for m in models)
+
+
+def write_regress_pair(folder, n: int):
+    """M1, M2 (M1 with weight noise) as ``m1.pt``/``m2.pt`` and an ``n``-input ``data.npz``
+    labelled by M1, in ``folder``; returns M1 (a LeNet-1 for 1x28x28 inputs).
+    """
+    import numpy as np
+    import torch
+
+    from deepfault.models import ModelFile, save_model
+
+    m1, m2 = lenet(0), lenet(0, noise=0.3)
+    x = torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        y = m1(x).argmax(1).numpy()
+    np.savez(folder / "data.npz", x=x.numpy(), y=y, class_names=np.array([str(i) for i in range(10)]))
+    meta = {"input_shape": [1, 28, 28]}
+    for name, m in (("m1", m1), ("m2", m2)):
+        save_model(folder / f"{name}.pt",
+                   ModelFile(m, "lenet1", {"num_classes": 10}, None, (0.0, 1.0), meta=meta))
+    return m1
