@@ -44,7 +44,7 @@ def test_a_file_that_is_no_sqlite_database_is_refused_and_kept(tmp_path, content
     path.write_bytes(content)
     for open_it in (lambda: ResultStore(path), lambda: ResultStore.check(path),
                     lambda: ResultStore(path, readonly=True)):
-        with pytest.raises(DeepFaultError, match="not a results store"):
+        with pytest.raises(DeepFaultError, match="cannot use .* as a results store .not an SQLite file"):
             open_it()
     assert path.read_bytes() == content
 

@@ -134,8 +134,11 @@ def outputs(args) -> list[Output]:
         store = f"results/{get_preset(args.preset).name}.sqlite"
     models = args.models_dir
     if models is None and store is not None:
-        return [Output("--models-dir (default: models/ beside the store)", Path(store).parent / "models",
-                       folder=True), Output("--store", Path(store))]
+        beside = Path(store).parent
+        if beside.exists() and not beside.is_dir():  # the store's own check names the problem
+            return [Output("--store", Path(store))]
+        return [Output("--models-dir (default: models/ beside the store)", beside / "models", folder=True),
+                Output("--store", Path(store))]
     return [Output("--models-dir", None if models is None else Path(models), folder=True),
             Output("--store", None if store is None else Path(store))]
 

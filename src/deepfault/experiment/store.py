@@ -166,8 +166,8 @@ def _check_header(path: Path) -> None:
         raise DeepFaultError(f"cannot read the results store {str(path)!r} ({err.strerror}); "
                              "check the path") from err
     if head and head != _SQLITE_HEADER:
-        raise DeepFaultError(f"{str(path)!r} is not a results store (not an SQLite file); choose another "
-                             "--store path, or remove the file if it is yours to lose")
+        raise DeepFaultError(f"cannot use {str(path)!r} as a results store (not an SQLite file); choose "
+                             "another --store path, or remove the file if it is yours to lose")
 
 
 def _connect_reading(path: Path) -> sqlite3.Connection:
