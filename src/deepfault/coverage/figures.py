@@ -142,7 +142,7 @@ def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str |
     ax = fig.subplots()
     totals = {r.label: r.total for r in report.results}
     curves = {label: points for label, points in report.growth.items() if points}
-    same = _same_as({label: [(x, y / totals[label] if totals.get(label) else y) for x, y in points]
+    same = _same_as({label: [(x, y / (totals.get(label) or 1)) for x, y in points]
                      for label, points in curves.items()})
     twin = None
     handles = []
