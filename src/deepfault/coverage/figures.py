@@ -29,13 +29,16 @@ _STYLES = ("-", "--", "-.", ":")
 _COLOURS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
 #: Hollow markers, one per line with its colour and style, so that curves that coincide (NC
 #: and NAC at the same threshold) stay visible as two marker shapes on one line.
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+#: Ten of them against nine colours, so a colour comes back with another marker.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 #: Legend text size (points) of the coverage figures, about 12 px at the figures' 100 dpi.
 _LEGEND = 9
 
 
 def _line_style(i: int) -> dict:
-    """The ``i``-th line's colour, dash and marker: no two of the first 36 lines look alike."""
+    """The ``i``-th line's colour, dash and marker: no two of the first 90 lines share both colour
+    and marker.
+    """
     return {"color": _COLOURS[i % len(_COLOURS)], "linestyle": _STYLES[i % len(_STYLES)],
             "marker": _MARKERS[i % len(_MARKERS)], "markerfacecolor": "none",
             "markersize": 7 - 1.5 * (i % 3), "linewidth": 1.6}

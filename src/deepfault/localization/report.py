@@ -686,9 +686,10 @@ def _recurrence_verdict(result, recurring: list) -> str:
     if top > 2:
         best = [f"{layer}[{unit}]" for layer, unit, cs in recurring if len(cs) == top]
         names = ", ".join(best[:5]) + (f" and {len(best) - 5} more" if len(best) > 5 else "")
-        text += f", {len(best)} in {top} ({names})"
+        text += f", {len(best)} in {top} classes ({names}"
         if chance is not None:
             text += f"; chance alone: {chance['expected'](top):.2g} in {top} or more"
+        text += ")"
     return text
 
 
