@@ -37,7 +37,8 @@ from .analysis import load_analysis
 from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_name
 from .selection import get_approach
 
-__all__ = ["write_deepfault_report", "ALPHA"]
+__all__ = ["write_deepfault_report", "run_page", "flip_counts", "recurring_neurons", "chance_recurrence",
+           "ALPHA"]
 
 #: Significance level of every test in the report.
 ALPHA = 0.05
