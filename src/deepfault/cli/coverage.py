@@ -23,7 +23,7 @@ from ..coverage import (
 from ..coverage.figures import _pyplot
 from ..coverage.measure import SA_SECTIONS, SCORE_CRITERIA, check_params, parse_criteria
 from ..coverage.rank import COVERAGE_ORDERS, DEFAULT_BY, list_prioritisers, parse_by
-from ..coverage.report import layer_tables, measure_page, rank_page, surprise_table
+from ..coverage.report import layer_tables, measure_page, never_activated_line, rank_page, surprise_table
 from ..coverage.surprise import SURPRISE_KINDS
 from ..errors import DeepFaultError
 from ..experiment.report import render_page
@@ -407,6 +407,9 @@ def _cmd_measure(args) -> int:
         if any(v["upper_from"] == "inputs" for v in report.surprise["criteria"].values()):
             text += ("U: the largest finite score of these inputs, so the coverage is not comparable between "
                      "input sets; give --sa-upper U to compare\n")
+    dead = never_activated_line(report)
+    if dead:
+        text += f"\n{dead}\n"
     text += f"\nmeasured in {report.seconds:.2f} s\n"
     print(text, end="")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -106,6 +107,9 @@ def add_parser(sub) -> None:
     add_no_progress(run)
     add_model_options(run)
     add_report_option(run)
+    run.add_argument("--no-baseline", action="store_true",
+                     help="with --report: skip the random baseline the page compares the run with "
+                     "(the same run from random neurons, about as long as the run itself)")
     _surprise.add_surprise_options(run)
     run.set_defaults(func=_cmd_run)
 
@@ -142,17 +146,12 @@ def _cmd_run(args) -> int:
     threads = apply_threads(args.threads, [model], device)
     fit, no_fit = (None, None) if args.no_surprise else _surprise.prepare(
         model, data, args.surprise, progress=not args.no_progress)
-    bar = None
-    if not args.no_progress:
-        bar = progress_bar(len(config.classes or range(data.num_classes)), desc="run", unit="class",
-                           leave=False)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            result = run_deepfault(model, data, config, output_kind=prepared.output_kind,
-                                   on_class=None if bar is None else lambda _: bar.update())
-    finally:
-        if bar is not None:
-            bar.close()
+    if _needs_baseline(args, config):
+        print("--report: after the run, the same run from random neurons for the page's baseline, up to as "
+              "long again (--no-baseline skips it)")
+    t0 = time.perf_counter()
+    result = _run(model, data, config, prepared.output_kind, "run", args.no_progress)
+    run_seconds = time.perf_counter() - t0
     if fit is not None:  # after the run, from the inputs it made: nothing it found changes
         result = add_surprise(result, data.x_test, _surprise.scorer(model, fit, config.batch_size))
     text = summary_text(result, prepared, device, quiet=args.quiet)
@@ -186,22 +185,52 @@ def _cmd_run(args) -> int:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
     if args.report_dir is not None:
-        _report(args, config, result, prepared, model, device)
+        _report(args, config, result, prepared, model, device, run_seconds)
     return 0
 
 
-def _report(args, config, result, prepared, model, device) -> None:
-    """``--report DIR``: the run beside the same run from random neurons (its baseline)."""
+def _needs_baseline(args, config) -> bool:
+    return args.report_dir is not None and not args.no_baseline and not get_approach(config.approach).baseline
+
+
+def _run(model, data, config, output_kind, desc: str, no_progress: bool):
+    """One ``run_deepfault`` with a progress bar over the classes, the global RNG left as it was."""
+    bar = None
+    if not no_progress:
+        bar = progress_bar(len(config.classes or range(data.num_classes)), desc=desc, unit="class",
+                           leave=False)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return run_deepfault(model, data, config, output_kind=output_kind,
+                                 on_class=None if bar is None else lambda _: bar.update())
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _report(args, config, result, prepared, model, device, run_seconds: float) -> None:
+    """``--report DIR``: the run beside the same run from random neurons (its baseline), unless
+    ``--no-baseline``.
+    """
     from ..localization.report import run_page
 
-    baseline = None
-    if not get_approach(config.approach).baseline:
-        print("--report: the same run from random neurons, for the baseline")
-        with torch.random.fork_rng(devices=[]):
-            baseline = run_deepfault(model, prepared.data, replace(config, approach="random", k_primes=None),
-                                     output_kind=prepared.output_kind)
+    baseline = baseline_seconds = None
+    no_baseline = ""
+    if _needs_baseline(args, config):
+        print(f"--report: the random baseline, up to about {run_seconds:.0f} s more (the run took "
+              f"{run_seconds:.1f} s; --no-baseline skips it)", flush=True)
+        t0 = time.perf_counter()
+        baseline = _run(model, prepared.data, replace(config, approach="random", k_primes=None),
+                        prepared.output_kind, "baseline", args.no_progress)
+        baseline_seconds = time.perf_counter() - t0
+        print(f"--report: the baseline took {baseline_seconds:.1f} s")
+    elif args.no_baseline:
+        no_baseline = ("No random baseline: the run was asked not to compute it (--no-baseline), so its "
+                       "accuracy has nothing to be compared with.")
     write_run_report(args, lambda folder: run_page(result, prepared.data, folder, model_name=prepared.name,
                                                    baseline=baseline,
-                                                   provenance=provenance(device, argv=args.argv)))
+                                                   provenance=provenance(device, argv=args.argv),
+                                                   run_seconds=run_seconds, baseline_seconds=baseline_seconds,
+                                                   no_baseline=no_baseline))
 
 

@@ -27,6 +27,34 @@ __all__ = ["plot_threshold_curve", "plot_layer_coverage", "plot_growth", "plot_r
 _STYLES = ("-", "--", "-.", ":")
 #: matplotlib's default colours without its grey (C7), which the reference lines use.
 _COLOURS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
+#: Hollow markers, one per line with its colour and style, so that curves that coincide (NC
+#: and NAC at the same threshold) stay visible as two marker shapes on one line.
+#: Ten of them against nine colours, so a colour comes back with another marker.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+#: Legend text size (points) of the coverage figures, about 12 px at the figures' 100 dpi.
+_LEGEND = 9
+
+
+def _line_style(i: int) -> dict:
+    """The ``i``-th line's colour, dash and marker: no two of the first 90 lines share both colour
+    and marker.
+    """
+    return {"color": _COLOURS[i % len(_COLOURS)], "linestyle": _STYLES[i % len(_STYLES)],
+            "marker": _MARKERS[i % len(_MARKERS)], "markerfacecolor": "none",
+            "markersize": 7 - 1.5 * (i % 3), "linewidth": 1.6}
+
+
+def _same_as(curves: Mapping[str, Sequence]) -> dict[str, str]:
+    """``{label: earlier label}`` for each curve whose points equal an earlier curve's."""
+    seen: dict[tuple, str] = {}
+    out = {}
+    for label, points in curves.items():
+        key = tuple(tuple(p) for p in points)
+        if key in seen:
+            out[label] = seen[key]
+        else:
+            seen[key] = label
+    return out
 
 
 def _pyplot():
@@ -68,17 +96,19 @@ def plot_threshold_curve(
         title: The figure's title.
         xlabel: The x axis' label.
     """
-    fig = new_figure(5.5, 3.8)
+    fig = new_figure(6.5, 3.8)
     ax = fig.subplots()
-    for label, points in curves.items():
+    same = _same_as({k: sorted(v) for k, v in curves.items()})
+    for i, (label, points) in enumerate(curves.items()):
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, [100 * y for y in ys], marker="o", label=label)
+        ax.plot(xs, [100 * y for y in ys], label=label + (f" (= {same[label]})" if label in same else ""),
+                **_line_style(i))
     ax.set_xlabel(xlabel)
     ax.set_ylabel("coverage (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=_LEGEND, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, Path(path))
 
 
@@ -101,37 +131,43 @@ def plot_layer_coverage(report: CoverageReport, path: str | os.PathLike, *, titl
     ax.set_ylim(0, 100)
     ax.set_title(title or f"Coverage per layer ({report.num_inputs} inputs, {report.transform})")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=_LEGEND, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, Path(path))
 
 
 def plot_growth(report: CoverageReport, path: str | os.PathLike, *, title: str | None = None) -> Path:
     """Coverage (%) after the first ``n`` inputs, ``n`` on a log scale (TKNP on its own axis, in
-    patterns).
+    patterns). Each curve has its own colour, dash and hollow marker, and a curve equal to an
+    earlier one says so in the legend (``nac(threshold=0) (= nc(threshold=0))``), so that
+    neither hides the other.
     """
-    fig = new_figure(5.5, 3.8)
+    fig = new_figure(7.0, 4.0)
     ax = fig.subplots()
     totals = {r.label: r.total for r in report.results}
+    curves = {label: points for label, points in report.growth.items() if points}
+    same = _same_as({label: [(x, y / (totals.get(label) or 1)) for x, y in points]
+                     for label, points in curves.items()})
     twin = None
-    for label, points in report.growth.items():
-        if not points:
-            continue
+    handles = []
+    for i, (label, points) in enumerate(curves.items()):
         xs, ys = zip(*points, strict=True)
         total = totals.get(label)
+        shown = label + (f" (= {same[label]})" if label in same else "")
         if total:
-            ax.plot(xs, [100 * y / total for y in ys], marker=".", label=label)
+            handles += ax.plot(xs, [100 * y / total for y in ys], label=shown, **_line_style(i))
         else:
             twin = twin or ax.twinx()
-            twin.plot(xs, ys, marker=".", linestyle="--", color="grey", label=label)
+            handles += twin.plot(xs, ys, label=shown + ", patterns (right axis)",
+                                 **{**_line_style(i), "color": "grey"})
             twin.set_ylabel("patterns")
-            twin.legend(fontsize=7, loc="lower left", bbox_to_anchor=(1.15, 0.0))
     ax.set_xscale("log")
     ax.set_xlabel("inputs")
     ax.set_ylabel("coverage (%)")
     ax.set_ylim(0, 100)
     ax.set_title(title or "Coverage growth over inputs")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.15 if twin else 1.01, 1.0))
+    ax.legend(handles=handles, fontsize=_LEGEND, loc="upper left",
+              bbox_to_anchor=(1.12 if twin else 1.01, 1.0))
     return save_figure(fig, Path(path))
 
 

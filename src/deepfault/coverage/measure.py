@@ -420,6 +420,7 @@ def measure_coverage(
     curves: dict[str, list[tuple[int, int]]] = {}
     crits: list[Criterion] = []
     layout = None
+    active = None  # (M,) whether each neuron's value was ever > 0: the never-activated neurons
     kinds = tuple(dict.fromkeys(c.score for c in scored.values()))
     t0 = time.perf_counter()
     with surprise_scorer(model, state, kinds) as score_batch:
@@ -441,6 +442,9 @@ def measure_coverage(
                                        scale=scale, profile=profile)
                 curves = {c.label: [] for c in crits}
             _fold(batch, crits, marks, curves)
+            assert batch.values is not None  # neurons are captured
+            on = (batch.values > 0).any(0)
+            active = on if active is None else active | on
     seconds = time.perf_counter() - t0
     by_name: dict[str, list[CoverageResult]] = {}
     for c in crits:
@@ -462,6 +466,7 @@ def measure_coverage(
         growth={r.label: growth_of[r.label] for r in results if r.label in growth_of},
         profile=None if profile is None else profile.to_dict(), seconds=seconds, surprise=summary,
         scores={sc.score: sc.scores() for sc in scored.values()},
+        active=None if active is None else active.cpu().numpy().astype(bool),
     )
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..experiment.tables import Table
 
-__all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "layer_tables", "rank_table",
+__all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "CRITERION_LINES", "criterion_line",
+           "layer_tables", "never_activated_line", "never_activated_table", "rank_table",
            "surprise_table"]
 
 #: What each figure of :func:`~deepfault.coverage.figures.save_figures` shows, by file-name part.
@@ -47,6 +48,90 @@ RANK_CAPTIONS = {
               "inputs, each normalised to its own count. The title says which end is looked at first; the "
               "less the two overlap, the earlier that score's order finds the misclassified inputs.",
 }
+
+
+#: One line per criterion: what it counts (the page lists those it measured).
+CRITERION_LINES = {
+    "nc": "neuron coverage (DeepXplore): the share of neurons that some input drives above the threshold t.",
+    "nac": "neuron activation coverage (DeepGauge): the same count as nc, on raw values; at the same t the "
+           "two numbers are equal.",
+    "kmnc": "k-multisection coverage: each neuron's training range [low, high] cut into k equal sections; "
+            "the share of sections some input's value falls in.",
+    "nbc": "neuron boundary coverage: the share of corners (below low - s*std, above high + s*std of the "
+           "training values, two per neuron) that some input reaches.",
+    "snac": "strong neuron activation coverage: nbc's upper corners only (above high + s*std).",
+    "tknc": "top-k neuron coverage: the share of neurons that are among their layer's k largest for some "
+            "input.",
+    "tknp": "top-k patterns: how many distinct tuples of per-layer top-k sets the inputs produce (a count, "
+            "no total).",
+    "lsc": "likelihood-based surprise coverage (Kim et al.): the share of K equal buckets of [0, U) that the "
+           "inputs' LSA falls in.",
+    "dsc": "distance-based surprise coverage: the same for DSA.",
+    "mdsc": "Mahalanobis-distance surprise coverage: the same for MDSA.",
+}
+
+#: Indices of never-activated units listed per layer on the page (the JSON result has them all).
+DEAD_SHOWN = 24
+
+
+def criterion_line(name: str) -> str:
+    """What ``name`` counts, in one line (for a criterion registered later: its docstring's first
+    line).
+    """
+    if name in CRITERION_LINES:
+        return CRITERION_LINES[name]
+    from .criteria import CRITERIA
+
+    doc = (CRITERIA.get(name).__doc__ or "").strip() if name in CRITERIA else ""
+    return doc.splitlines()[0] if doc else ""
+
+
+def never_activated_table(report, *, shown: int = DEAD_SHOWN) -> Table | None:
+    """The never-activated neurons per layer: units, how many never went above 0 and which
+    (the first ``shown`` indices, then how many more); ``None`` without neuron values.
+    """
+    dead = report.never_activated()
+    if dead is None:
+        return None
+    rows = []
+    for la in report.layout.layers:
+        units = dead[la.name]
+        listed = ", ".join(map(str, units[:shown]))
+        if len(units) > shown:
+            listed += f" and {len(units) - shown} more"
+        share = f"{len(units)} ({100 * len(units) / la.size:.1f}%)" if la.size else "0"
+        rows.append((la.name, la.size, share, listed or "-"))
+    total = sum(len(u) for u in dead.values())
+    rows.append(("all", report.layout.num_neurons,
+                 f"{total} ({100 * total / report.layout.num_neurons:.1f}%)" if report.layout.num_neurons
+                 else "0", ""))
+    return Table(("layer", "units", "never activated", "which units"), rows,
+                 title="never-activated neurons (no input gave a value above 0)")
+
+
+def never_activated_line(report, *, shown: int = 8) -> str:
+    """The never-activated neurons in one terminal line (``coverage measure`` prints it)."""
+    dead = report.never_activated()
+    if dead is None:
+        return ""
+    total = sum(len(u) for u in dead.values())
+    parts = [f"{name}: " + ", ".join(map(str, u[:shown])) + (f" and {len(u) - shown} more" if len(u) > shown
+                                                             else "") for name, u in dead.items() if u]
+    return (f"never activated (no value above 0): {total} of {report.layout.num_neurons} neurons"
+            + (f" ({'; '.join(parts)})" if parts else ""))
+
+
+def _dead_verdict(report) -> str:
+    dead = report.never_activated()
+    if dead is None:
+        return ""
+    total = sum(len(u) for u in dead.values())
+    n = report.layout.num_neurons
+    if not total:
+        return f"Every one of the {n:,} neurons is activated (value above 0) by some input."
+    where = ", ".join(f"{name} ({len(u)})" for name, u in dead.items() if u)
+    return (f"{total:,} of the {n:,} neurons ({100 * total / n:.1f}%) are never activated by these "
+            f"{report.num_inputs:,} inputs: {where}.")
 
 
 def _ratio(covered: int, total: int | None) -> str:
@@ -123,13 +208,28 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
     folder = Path(folder)
     rows = [[r.label, f"{r.covered:,}", "–" if r.total is None else f"{r.total:,}",
              _ratio(r.covered, r.total)] for r in report.results]
+    names = list(dict.fromkeys(r.criterion for r in report.results))
+    lines = "".join(f"<li><b>{html.escape(n)}</b>: {html.escape(criterion_line(n))}</li>" for n in names)
+    verdict = _dead_verdict(report)
     parts = [section(
         "summary", "Coverage per criterion",
         f"What the {report.num_inputs:,} inputs cover under each criterion and setting: items covered, items "
         "in all (neurons for NC, sections for KMNC, ...) and their ratio. TKNP counts distinct top-k "
         "patterns and has no total.",
-        Table(["criterion", "covered", "total", "ratio"], rows).html())]
+        *([f"<p class='verdict'>{html.escape(verdict)}</p>"] if verdict else []),
+        Table(["criterion", "covered", "total", "ratio"], rows).html(),
+        f"<ul class='criteria'>{lines}</ul>")]
     nav = [("summary", "Coverage per criterion")]
+    dead = never_activated_table(report)
+    if dead is not None:
+        parts.append(section(
+            "never-activated", "Never-activated neurons",
+            f"The neurons that none of the {report.num_inputs:,} inputs drove above 0 ({report.transform} "
+            "values): NC's uncovered neurons at t = 0, whatever thresholds were measured. A dead unit is a "
+            "candidate for pruning, or a sign that the inputs miss what it detects. The page lists the first "
+            f"{DEAD_SHOWN} units of a layer; the JSON result (--out) has them all under never_activated.",
+            dead.html([["key", "", "", "key"]] * len(dead.rows))))
+        nav.append(("never-activated", "Never-activated neurons"))
     tables = layer_tables(report)
     if tables:  # none with surprise coverage alone
         parts.append(section(

@@ -81,6 +81,9 @@ class CoverageReport:
             inputs) and a summary of the scores; else ``None``.
         scores: ``{kind: (N,) float64}``: each surprise adequacy of every input, for the report
             (not written by :meth:`to_dict`).
+        active: ``(M,)`` bool: whether some input gave the neuron a value above 0 (in
+            ``transform``); ``None`` when no neuron was captured (surprise coverage alone).
+            :meth:`never_activated` lists the others.
     """
 
     results: tuple[CoverageResult, ...]
@@ -92,6 +95,17 @@ class CoverageReport:
     seconds: float = 0.0
     surprise: dict | None = None
     scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    active: np.ndarray | None = field(default=None, repr=False)
+
+    def never_activated(self) -> dict[str, list[int]] | None:
+        """The never-activated ("dead") neurons: ``{layer: [unit, ...]}`` of the neurons no input
+        gave a value above 0, every layer listed (an empty list when all of its neurons were
+        active); ``None`` without neuron values. These are NC's uncovered neurons at t = 0.
+        """
+        if self.active is None:
+            return None
+        return {la.name: np.flatnonzero(~self.active[la.offset : la.offset + la.size]).tolist()
+                for la in self.layout.layers}
 
     def result(self, label: str) -> CoverageResult:
         """The result with this label (``"nc(threshold=0.5)"``) or criterion name (the first)."""
@@ -111,7 +125,16 @@ class CoverageReport:
             "growth": {k: [list(p) for p in v] for k, v in self.growth.items()},
             "seconds": self.seconds,
             "surprise": self.surprise,
+            "never_activated": self._never_activated_dict(),
         }
+
+    def _never_activated_dict(self) -> dict | None:
+        dead = self.never_activated()
+        if dead is None:
+            return None
+        return {"threshold": 0.0, "transform": self.transform, "count": sum(len(u) for u in dead.values()),
+                "per_layer": {name: {"count": len(units), "size": self.layout.layer(name).size,
+                                     "units": units} for name, units in dead.items()}}
 
 
 def _score_list(scores: np.ndarray) -> list[float | None]:

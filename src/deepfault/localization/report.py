@@ -35,8 +35,10 @@ from ..experiment.report import ReportPaths, data_uri, page_environment, page_ro
 from .analysis import DeepFaultAnalysis as _Data
 from .analysis import load_analysis
 from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_name
+from .selection import get_approach
 
-__all__ = ["write_deepfault_report", "ALPHA"]
+__all__ = ["write_deepfault_report", "run_page", "flip_counts", "recurring_neurons", "chance_recurrence",
+           "ALPHA"]
 
 #: Significance level of every test in the report.
 ALPHA = 0.05
@@ -486,6 +488,71 @@ def _nan(x) -> float:
     return float("nan") if x is None else float(x)
 
 
+def _score(s: float | None) -> str:
+    """A suspiciousness score in three significant figures (``inf`` for D*'s division by zero)."""
+    if s is None:
+        return "–"
+    if not math.isfinite(s):
+        return "inf" if s > 0 else "-inf"
+    return f"{s:.3f}" if abs(s) < 10 else f"{s:.4g}"
+
+
+def _neuron(n) -> str:
+    return f"{n.layer}[{n.unit}]"
+
+
+def chance_recurrence(num_neurons: int, k: int, classes: int, at_least: int) -> float:
+    """How many neurons would be among the ``k`` of ``at_least`` of ``classes`` classes if each
+    class drew its ``k`` of the ``num_neurons`` uniformly and independently:
+    ``M * P(Binomial(C, k/M) >= m)``.
+    """
+    if num_neurons <= 0 or classes <= 0:
+        return 0.0
+    p = min(1.0, k / num_neurons)
+    tail = sum(math.comb(classes, j) * p ** j * (1 - p) ** (classes - j)
+               for j in range(at_least, classes + 1))
+    return num_neurons * tail
+
+
+def flip_counts(result) -> dict:
+    """How many synthesized inputs flip the model's prediction: ``{class: (flipped, inputs)}``
+    over every repetition, plus ``"all"``.
+
+    An input flips when the model's prediction on it differs from its prediction on the
+    original (the originals are correctly classified, so a flip is a misclassification).
+    """
+    out = {}
+    for cr in result.classes:
+        flipped = inputs = 0
+        for rep in cr.repetitions:
+            e = rep.evaluation
+            flipped += int(np.count_nonzero(np.asarray(e.pred_synthesized) != np.asarray(e.pred_original)))
+            inputs += e.num_inputs
+        out[cr.target_class] = (flipped, inputs)
+    out["all"] = (sum(f for f, _ in out.values()), sum(n for _, n in out.values()))
+    return out
+
+
+def recurring_neurons(result, *, min_classes: int = 2) -> list[tuple[str, int, tuple[int, ...]]]:
+    """The neurons that are among the suspicious ones of ``min_classes`` or more classes:
+    ``(layer, unit, classes)``, the most classes first, then by flat neuron index.
+
+    A class counts when any repetition's selection holds the neuron. Classes without a failing
+    test input are left out: their "suspicious" neurons are the tie-breaking order alone.
+    """
+    where: dict[tuple[int, str, int], set] = {}
+    for cr in result.classes:
+        if cr.no_failures:
+            continue
+        for rep in cr.repetitions:
+            for n in rep.selection.neurons:
+                where.setdefault((n.index, n.layer, n.unit), set()).add(cr.target_class)
+    rows = [(layer, unit, tuple(sorted(cs)), index) for (index, layer, unit), cs in where.items()
+            if len(cs) >= min_classes]
+    rows.sort(key=lambda r: (-len(r[2]), r[3]))
+    return [(layer, unit, cs) for layer, unit, cs, _ in rows]
+
+
 def _pooled_run(result, attr: str) -> dict:
     """``class -> concatenated per-input values`` over repetitions, plus ``"all"``."""
     out = {}
@@ -537,8 +604,7 @@ def _baseline_table(result, baseline, name) -> tuple[str, str]:
         rows.append(row)
         marks.append(mark)
     if baseline is None:
-        verdict = ("No random baseline (the run's approach is a baseline itself), so its accuracy has "
-                   "nothing to be compared with.")
+        verdict = ""
     else:
         verdict = (f"In {wins} of {tested} classes the inputs synthesized from {approach}'s neurons have "
                    f"significantly lower accuracy than those from random neurons (one-sided Mann-Whitney U, "
@@ -546,10 +612,111 @@ def _baseline_table(result, baseline, name) -> tuple[str, str]:
     return html_table(heads, rows, classes=marks), verdict
 
 
+def _cell(x, recurring: dict) -> str:
+    """A neuron, ``×n`` when it is among the suspicious ones of ``n`` classes, and its score."""
+    classes = recurring.get((x.layer, x.unit), ())
+    return _neuron(x) + (f"\u00a0×{len(classes)}" if classes else "") + "\n" + _score(x.score)
+
+
+def _answer(result, name) -> tuple[str, str, dict]:
+    """The first section's verdict line and its table (each class's k neurons with their scores,
+    recurring ones bold, and the flips), and the flip counts.
+    """
+    from ..experiment.report import html_table
+
+    cfg = result.config
+    flips = flip_counts(result)
+    recurring = {(layer, unit): cs for layer, unit, cs in recurring_neurons(result)}
+    width = max((len(rep.selection.neurons) for cr in result.classes for rep in cr.repetitions), default=0)
+    heads = ["class", "failing / test inputs", "flipped", *[f"#{i}" for i in range(1, width + 1)]]
+    rows, marks = [], []
+    for cr in result.classes:
+        distinct: dict = {}  # a measure's repetitions share one selection (new inputs only)
+        for rep in cr.repetitions:
+            distinct.setdefault(tuple(x.index for x in rep.selection.neurons), rep)
+        f, n = flips[cr.target_class]
+        for i, rep in enumerate(distinct.values()):
+            neurons = rep.selection.neurons
+            label = name(cr.target_class) + (f" / rep {rep.index}" if len(distinct) > 1 else "")
+            note = "\n(none failing: tie order)" if cr.no_failures else ""
+            blank = [""] * (width - len(neurons))
+            rows.append([label, f"{cr.spectrum.num_failed} / {cr.spectrum.num_inputs}{note}",
+                         "" if i else f"{f}\u00a0of\u00a0{n}\n{_pct(f / n) if n else '–'}",
+                         *[_cell(x, recurring) for x in neurons], *blank])
+            marks.append(["key", "", "", *[""] * width])
+    f, n = flips["all"]
+    rows.append(["all classes", "", f"{f}\u00a0of\u00a0{n}\n{_pct(f / n) if n else '–'}", *[""] * width])
+    marks.append(["key", *[""] * (width + 2)])
+    approach = long_name(cfg.approach)
+    which = "neurons drawn by" if get_approach(cfg.approach).baseline else "most suspicious neurons of"
+    verdict = f"The {cfg.k} {which} {approach} in each of {len(result.classes)} classes"
+    recurrence = _recurrence_verdict(result, recurring_neurons(result))
+    verdict += ". " + recurrence[0].upper() + recurrence[1:]
+    verdict += (f". {f} of {n} synthesized inputs ({_pct(f / n) if n else '–'}) flip the model's "
+                "prediction.")
+    return verdict, html_table(heads, rows, classes=marks), flips
+
+
+def _chance(result) -> dict | None:
+    """The chance model behind the recurrence counts (each considered class drawing its ``k``
+    neurons uniformly), or ``None`` where a class has several selections (a baseline repeated).
+    """
+    considered = [cr for cr in result.classes if not cr.no_failures]
+
+    def selections(cr) -> int:
+        return len({tuple(x.index for x in rep.selection.neurons) for rep in cr.repetitions})
+
+    if len(considered) < 2 or any(selections(cr) != 1 for cr in considered):
+        return None
+    k = len(considered[0].repetitions[0].selection.neurons)
+    m = considered[0].spectrum.layout.num_neurons
+    return {"k": k, "neurons": m, "classes": len(considered),
+            "expected": lambda at_least: chance_recurrence(m, k, len(considered), at_least)}
+
+
+def _recurrence_verdict(result, recurring: list) -> str:
+    """The recurrence in words, beside what chance alone would give."""
+    if not recurring:
+        return "no neuron recurs in another class"
+    chance = _chance(result)
+    top = len(recurring[0][2])
+    n2 = len(recurring)
+    text = f"{n2} neuron{'s recur' if n2 > 1 else ' recurs'} in two or more classes"
+    if chance is not None:
+        text += f" (chance alone: about {chance['expected'](2):.2g})"
+    if top > 2:
+        best = [f"{layer}[{unit}]" for layer, unit, cs in recurring if len(cs) == top]
+        names = ", ".join(best[:5]) + (f" and {len(best) - 5} more" if len(best) > 5 else "")
+        text += f", {len(best)} in {top} classes ({names}"
+        if chance is not None:
+            text += f"; chance alone: {chance['expected'](top):.2g} in {top} or more"
+        text += ")"
+    return text
+
+
+def _recurrence_table(result, name) -> str:
+    from ..experiment.report import html_table
+
+    ranks: dict[tuple[str, int, int], int] = {}
+    for cr in result.classes:
+        for rep in cr.repetitions:
+            for i, x in enumerate(rep.selection.neurons, 1):
+                ranks.setdefault((x.layer, x.unit, cr.target_class), i)
+    considered = sum(not cr.no_failures for cr in result.classes)
+    rows = [[f"{layer}[{unit}]", f"{len(cs)} of {considered}",
+             ", ".join(f"{name(c)} (#{ranks[(layer, unit, c)]})" for c in cs)]
+            for layer, unit, cs in recurring_neurons(result)]
+    return html_table(["neuron", "classes", "which (its rank there)"], rows,
+                      classes=[["key", "", "key"] for _ in rows])
+
+
 def run_page(result, data, folder, *, model_name: str, baseline=None, provenance: dict | None = None,
-             grid_rows: int = 12) -> dict:
-    """The page of one ``deepfault run``: the approach against the random baseline per class,
-    the synthesized inputs whose prediction changed first, distances and the neurons.
+             grid_rows: int = 12, run_seconds: float | None = None, baseline_seconds: float | None = None,
+             no_baseline: str = "") -> dict:
+    """The page of one ``deepfault run``, the answer first: each class's suspicious neurons with
+    their scores, the neurons that recur across classes and how many synthesized inputs flip the
+    prediction; then the synthesized inputs, the comparison with the random baseline and the
+    distances.
 
     Args:
         result: The run's :class:`~deepfault.localization.protocol.RunResult`.
@@ -559,6 +726,10 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
         baseline: The same run with ``approach="random"`` (``None``: none to compare with).
         provenance: Where the run came from.
         grid_rows: Inputs in the image grid.
+        run_seconds: The run's wall time (shown beside the baseline's).
+        baseline_seconds: The baseline run's wall time, what the comparison cost.
+        no_baseline: Why there is no baseline, when ``baseline`` is ``None`` (shown instead of
+            the table; empty: the run's approach is a baseline itself).
 
     Returns:
         ``dict(title, html, meta, nav, config, provenance)`` for
@@ -572,21 +743,38 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
 
     folder = Path(folder)
     cfg = result.config
+    approach = long_name(cfg.approach)
 
     def name(c):
         return str(c) if data.class_names[c] == str(c) else f"{c} ({data.class_names[c]})"
 
-    table, verdict = _baseline_table(result, baseline, name)
+    verdict, table, flips = _answer(result, name)
     parts = [section(
-        "baseline", "Against the random baseline",
-        "Accuracy of the model on the synthesized inputs (labels: the originals'), the share whose "
-        "prediction changed, and the mean loss, for the run's approach and for the same run with "
-        f"{cfg.k} random neurons per class (the paper's baseline, same inputs and seed). An accuracy "
-        "means something only beside random's: synthesis changes any input, suspicious neurons or not. "
-        "✓: the approach's accuracy is significantly lower; A12 below 0.5 means lower accuracy.",
+        "neurons", "The most suspicious neurons",
+        f"Per class, the {cfg.k} neurons {approach} finds most suspicious, most suspicious first (#1), "
+        "each with its score; ×n: the neuron is among the suspicious ones of n classes. Failing / test "
+        "inputs: the class's test inputs the model gets wrong, and all of them (the spectrum). Flipped: the "
+        "synthesized inputs (from correctly classified originals) on which the prediction changes.",
         f"<p class='verdict'>{_html.escape(verdict)}</p>", table)]
+    nav = [("neurons", "The most suspicious neurons")]
+    recurring = recurring_neurons(result)
+    chance = _chance(result)
+    chance_text = "" if chance is None else (
+        f"Chance alone, each of the {chance['classes']} classes drawing its {chance['k']} of the "
+        f"{chance['neurons']} neurons uniformly, would make about {chance['expected'](2):.2g} neurons "
+        f"recur in two or more classes and {chance['expected'](3):.2g} in three or more: recurrence means "
+        "something only above that.")
+    nav.append(("recurring", "Neurons suspicious in several classes"))
+    parts.append(section(
+        "recurring", "Neurons suspicious in several classes",
+        "The neurons among the suspicious ones of two or more classes, the most classes first, with "
+        "their rank in each: a neuron that many classes' failures share is a candidate for a defect of "
+        "the model rather than of one class. Classes without a failing test input are left out.",
+        *([f"<p class='note'>{_html.escape(chance_text)}</p>"] if chance_text else []),
+        _recurrence_table(result, name) if recurring
+        else "<p class='note'>None: each class has suspicious neurons of its own.</p>"))
     arrays = _collect(result, data)
-    changed = arrays["pred_synthesized"] != arrays["labels"]
+    changed = arrays["pred_synthesized"] != arrays["pred_original"]
     # changed predictions first, one per class in turn, so the grid spans the classes
     turn = np.zeros(len(changed))
     for c in np.unique(arrays["target_class"]):
@@ -600,35 +788,54 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
                        f"label {data.class_names[int(arrays['labels'][i])]}" for i in rows],
         after_titles=[f"synthesized\npredicted {data.class_names[int(arrays['pred_synthesized'][i])]}"
                       for i in rows])
-    nav = [("baseline", "Against the random baseline")]
     if png is not None:
+        f, n = flips["all"]
         nav.append(("inputs", "Synthesized inputs"))
         parts.append(section(
             "inputs", "Synthesized inputs",
-            f"{int(changed.sum())} of {len(changed)} synthesized inputs change the model's prediction; "
-            "they come first (one class after another), red titles. Each triple: the original, the "
-            "synthesized input (grey scale: the data's range, the grey colour bar) and their difference "
-            "(blue: darker, red: brighter; the blue-to-red colour bar, one scale for every row).",
+            f"{f} of {n} synthesized inputs flip the model's prediction; they come first (one class after "
+            "another), red titles. Each triple: the original, the synthesized input (grey scale: the data's "
+            "range, the grey colour bar) and their difference (blue: darker, red: brighter; the blue-to-red "
+            "colour bar, one scale for every row).",
             image_tag(png, "synthesized.png")))
+    table, verdict = _baseline_table(result, baseline, name)
+    cost = ""
+    if baseline is not None and baseline_seconds is not None:
+        cost = (f"The baseline cost {baseline_seconds:.1f} s" + (
+            f", beside the run's {run_seconds:.1f} s" if run_seconds is not None else "")
+            + ": it repeats the run from random neurons ('deepfault run --no-baseline' skips it).")
+    nav.append(("baseline", "Against the random baseline"))
+    if baseline is None:
+        why = no_baseline or (f"{approach} is a baseline itself, so the run has no other baseline to be "
+                              "compared with.")
+        body = [f"<p class='note'>{_html.escape(why)}</p>", table]
+    else:
+        body = [f"<p class='verdict'>{_html.escape(verdict)}</p>", table]
+        if cost:
+            body.append(f"<p class='note'>{_html.escape(cost)}</p>")
+    parts.append(section(
+        "baseline", "Against the random baseline",
+        "Accuracy of the model on the synthesized inputs (labels: the originals'), the share whose "
+        "prediction changed, and the mean loss, for the run's approach and for the same run with "
+        f"{cfg.k} random neurons per class (the paper's baseline, same inputs and seed). An accuracy "
+        "means something only beside random's: synthesis changes any input, suspicious neurons or not. "
+        "✓: the approach's accuracy is significantly lower; A12 below 0.5 means lower accuracy.", *body))
     dist_rows = []
     for cr in result.classes:
         for rep in cr.repetitions:
             s = rep.evaluation.summary()
             dist_rows.append([name(cr.target_class) + (f" / {rep.index}" if cfg.repeat > 1 else ""),
                               s["inputs"], _num(_nan(s["l1"])), _num(_nan(s["l2"])),
-                              _num(_nan(s["linf"])), _pct(_nan(s["increased"])),
-                              ", ".join(f"{n.layer}[{n.unit}]" for n in rep.selection.neurons[:8])
-                              + (" ..." if len(rep.selection.neurons) > 8 else "")])
-    nav.append(("neurons", "Suspicious neurons and distances"))
+                              _num(_nan(s["linf"])), _pct(_nan(s["increased"]))])
+    nav.append(("distances", "Distances"))
     parts.append(section(
-        "neurons", "Suspicious neurons and distances",
-        f"Per class: the mean L1, L2 and L_inf distance of the synthesized inputs to their originals, "
-        f"the share of the {cfg.k} selected neurons whose value increased, and the selected neurons "
-        "(most suspicious first; the JSON result has their scores).",
-        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased", "neurons"], dist_rows,
-                   classes=[[""] * 6 + ["key"] for _ in dist_rows])))
-    return {"title": f"DeepFault: {long_name(cfg.approach)} on {model_name}",
-            "meta": f"{data.name}, {len(_pooled_run(result, 'correct')['all'])} synthesized inputs, "
+        "distances", "Distances",
+        "Per class: the mean L1, L2 and L_inf distance of the synthesized inputs to their originals and "
+        f"the share of the {cfg.k} selected neurons whose value increased.",
+        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased"], dist_rows)))
+    return {"title": f"DeepFault: {approach} on {model_name}",
+            "meta": f"{data.name}, {flips['all'][1]} synthesized inputs, "
                     f"k = {cfg.k}, step {cfg.step:g}, distance {cfg.distance:g}, "
-                    f"test accuracy {result.test_accuracy:.1%}.",
+                    f"test accuracy {result.test_accuracy:.1%}"
+                    + (f", run in {run_seconds:.1f} s" if run_seconds is not None else "") + ".",
             "html": "\n".join(parts), "nav": nav, "config": cfg.to_dict(), "provenance": provenance}
