@@ -5,10 +5,12 @@ modules whose class lies beside the file, and model files the tool writes read b
 """
 
 import importlib
+import importlib.util
 import json
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -136,13 +138,15 @@ def test_state_dict_without_arch_names_every_form(tmp_path):
 
 def test_model_file_of_user_code_needs_the_code_named_again(code, tmp_path):
     net = _net(code)
-    save_model(tmp_path / "m.pt", ModelFile(net, f"{code}/mynet.py:Net", {"num_classes": 10}, dataset="digits"))
+    arch = f"{code}/mynet.py:Net"
+    save_model(tmp_path / "m.pt", ModelFile(net, arch, {"num_classes": 10}, dataset="digits"))
     # a model file alone never makes deepfault run code it names
     with pytest.raises(DeepFaultError, match=r"built from your code .*mynet.py:Net.*confirm with --arch"):
         open_model(tmp_path / "m.pt")
     mf = open_model(tmp_path / "m.pt", arch=f"{code}/mynet.py:Net")
     torch.testing.assert_close(mf.model(X), net(X))
-    assert mf.arch_kwargs == {"num_classes": 10} and mf.dataset == "digits"
+    assert mf.arch_kwargs == {"num_classes": 10}
+    assert mf.dataset == "digits"
     # the code moved: the same file and class name, another folder
     moved = tmp_path / "moved"
     code.rename(moved)
@@ -154,8 +158,8 @@ def test_model_file_of_user_code_needs_the_code_named_again(code, tmp_path):
         open_model(tmp_path / "m.pt", arch="lenet1")
     with pytest.raises(DeepFaultError, match="contradicts them"):
         open_model(tmp_path / "m.pt", arch=f"{moved}/mynet.py:Net", arch_kwargs={"num_classes": 3})
+    save_model(tmp_path / "z.pt", ModelFile(build_model("lenet1"), "lenet1"))
     with pytest.raises(DeepFaultError, match="contradicts it"):  # a zoo file still refuses another --arch
-        save_model(tmp_path / "z.pt", ModelFile(build_model("lenet1"), "lenet1"))
         open_model(tmp_path / "z.pt", arch="lenet4")
 
 
@@ -169,7 +173,7 @@ def test_a_tampered_model_file_cannot_call_any_function(tmp_path):
 
 
 def test_save_model_refuses_what_it_cannot_build_again(tmp_path):
-    with pytest.raises(DeepFaultError, match="cannot write a deepfault model file for architecture 'torchscript'"):
+    with pytest.raises(DeepFaultError, match="cannot write a deepfault model file for architecture 'tor"):
         save_model(tmp_path / "m.pt", ModelFile(build_model("lenet1"), "torchscript"))
 
 
@@ -193,7 +197,7 @@ def test_safetensors_state_dict(code, tmp_path):
 def test_safetensors_missing_names_the_extra(tmp_path, monkeypatch):
     (tmp_path / "w.safetensors").write_bytes(b"x")
     monkeypatch.setitem(sys.modules, "safetensors", None)
-    with pytest.raises(DeepFaultError, match=r"needs the safetensors package; pip install 'deepfault\[models\]'"):
+    with pytest.raises(DeepFaultError, match=r"needs the safetensors package; pip install 'deepfault"):
         open_model(tmp_path / "w.safetensors", arch="lenet1")
 
 
@@ -245,7 +249,7 @@ def test_library_forms_dispatch_and_explain(monkeypatch):
     with pytest.raises(DeepFaultError, match="cannot be built with --arch-args"):
         build_model("torchvision:tiny", depth=3)
     monkeypatch.setitem(sys.modules, "timm", None)
-    with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; pip install 'deepfault\[vision\]'"):
+    with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; pip install .deepfault"):
         build_model("timm:vit_tiny_patch16_224")
 
 
@@ -277,11 +281,13 @@ def test_compiled_torchscript_runs_for_outputs_and_gradients(code, tmp_path, how
     compiled = torch.jit.script(net) if how == "script" else torch.jit.trace(net, X[:1])
     compiled.save(str(tmp_path / "m.ts"))
     mf = open_model(tmp_path / "m.ts")
-    assert mf.arch == "torchscript" and "run compiled" in mf.read["loader"]
+    assert mf.arch == "torchscript"
+    assert "run compiled" in mf.read["loader"]
     torch.testing.assert_close(mf.model(X), net(X))
     x = X.clone().requires_grad_(True)  # gradients flow to inputs and parameters
     mf.model(x).sum().backward()
-    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert x.grad is not None
+    assert x.grad.abs().sum() > 0
     assert all(p.grad is not None for p in mf.model.parameters())
 
 
@@ -290,7 +296,8 @@ def test_compiled_torchscript_neuron_methods_list_the_routes(code, tmp_path):
 
     torch.jit.script(_net(code)).save(str(tmp_path / "m.ts"))
     mf = open_model(tmp_path / "m.ts")
-    with pytest.raises(DeepFaultError, match=r"compiled code.*--arch path/to/file.py:ClassName.*ONNX.*regress") as err:
+    routes = r"compiled code.*--arch path/to/file.py:ClassName.*ONNX.*regress"
+    with pytest.raises(DeepFaultError, match=routes) as err:
         activations(mf.model, X)
     assert "\n" not in str(err.value)
 
@@ -336,7 +343,8 @@ def test_pickled_module_whose_code_is_missing_says_which_module(code, tmp_path):
         sys.path.remove(str(code))
         sys.modules.pop("mynet", None)
         sys.modules.pop("helper", None)
-    with pytest.raises(DeepFaultError, match=r"needs module 'mynet'.*put mynet there or on PYTHONPATH.*--arch") as err:
+    fix = r"needs module 'mynet'.*put mynet there or on PYTHONPATH.*--arch"
+    with pytest.raises(DeepFaultError, match=fix) as err:
         open_model(tmp_path / "whole.pt", trust_pickle=True)
     assert "\n" not in str(err.value)
 
@@ -349,11 +357,13 @@ def test_cli_arch_args_and_inspect(code, tmp_path, capsys):
     argv = ["inspect", str(tmp_path / "sd.pt"), "--arch", f"{code}/mynet.py:Net", "--input-shape", "1,8,8"]
     assert main(argv + ["--arch-args", json.dumps({"num_classes": 10})]) == 0
     out = capsys.readouterr().out
-    assert "mynet.py:Net {'num_classes': 10}" in out and "neuron hooks" in out and "yes" in out
+    assert "mynet.py:Net {'num_classes': 10}" in out
+    assert "neuron hooks  yes" in out
     assert "conv2" in out
     assert main(argv + ["--arch-args", "{num_classes: 10}"]) == 2
     err = capsys.readouterr().err
-    assert "--arch-args must be a JSON object" in err and err.count("\n") == 1
+    assert "--arch-args must be a JSON object" in err
+    assert err.count("\n") == 1
     assert main(argv + ["--arch-args", "[10]"]) == 2
     assert "got a list" in capsys.readouterr().err
     assert main(argv + ["--arch-args", '{"classes": 10}']) == 2
@@ -364,7 +374,8 @@ def test_cli_inspect_compiled(code, tmp_path, capsys):
     torch.jit.trace(_net(code), X[:1]).save(str(tmp_path / "m.ts"))
     assert main(["inspect", str(tmp_path / "m.ts"), "--input-shape", "1,8,8"]) == 0
     out = capsys.readouterr().out
-    assert "no: compiled TorchScript" in out and "its forward is compiled" in out
+    assert "no: compiled TorchScript" in out
+    assert "its forward is compiled" in out
 
 
 def test_cli_run_on_a_users_class(code, tmp_path, capsys):
@@ -391,3 +402,139 @@ def test_load_model_of_library_arch_needs_no_confirmation(tmp_path, monkeypatch)
                                             "torchvision:tiny", {"num_classes": 2}))
     mf = load_model(tmp_path / "m.pt")
     assert mf.arch == "torchvision:tiny"
+
+
+# --------------------------------------------------------------------------- every writer, read back
+
+
+MLP = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class Mlp(nn.Module):
+        def __init__(self, hidden=8):
+            super().__init__()
+            self.fc1 = nn.Linear(2, hidden)
+            self.fc2 = nn.Linear(hidden, 3)
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+
+
+    class Unscriptable(Mlp):
+        def forward(self, x, *extra):  # *args: torch.jit.script refuses it, tracing does not
+            return super().forward(x)
+''')
+
+
+@pytest.fixture
+def plane(tmp_path):
+    """A 2-feature, 3-class task, the user's MLP class and one found-inputs file."""
+    from deepfault.data import Dataset
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (300, 2)).astype(np.float32)
+    y = np.where(x[:, 1] > 0.8, 2, (x[:, 0] > 0.5).astype(int))
+    data = Dataset("plane", x[:200], y[:200], x[200:], y[200:], (0.0, 1.0), ("0", "1", "2"))
+    (tmp_path / "mlp.py").write_text(MLP)
+    seeds = np.arange(12)
+    np.savez(tmp_path / "run.npz", synthesized=data.x_test[seeds], originals=data.x_test[seeds],
+             labels=data.y_test[seeds], test_index=seeds, pred_original=np.zeros(12, int),
+             pred_synthesized=np.zeros(12, int), target_class=data.y_test[seeds],
+             repetition=np.zeros(12, int))
+    return tmp_path, data
+
+
+def _repair(model, d, data, out):
+    from deepfault.repair import repair
+
+    return repair(model, d / "run.npz", dataset=data, epochs=1, baselines=(), save_to=out)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_repair_of_a_users_class_records_its_arch(plane):
+    d, data = plane
+    torch.manual_seed(0)
+    torch.save(build_model(f"{d}/mlp.py:Mlp", hidden=8).state_dict(), d / "sd.pt")
+    mf = open_model(d / "sd.pt", arch=f"{d}/mlp.py:Mlp", arch_kwargs={"hidden": 8})
+    r = _repair(mf, d, data, d / "repaired.pt")
+    back = open_model(d / "repaired.pt", arch=f"{d}/mlp.py:Mlp")  # no --trust-pickle
+    assert back.arch == f"{d.resolve()}/mlp.py:Mlp"
+    assert back.arch_kwargs == {"hidden": 8}
+    x = torch.as_tensor(data.x_test[:20])
+    with torch.no_grad():
+        torch.testing.assert_close(back.model(x), r.model(x))
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_repair_of_a_pickled_unscriptable_module_writes_it_traced(plane):
+    d, data = plane
+    sys.path.insert(0, str(d))
+    try:
+        torch.manual_seed(0)
+        torch.save(importlib.import_module("mlp").Unscriptable(), d / "whole.pt")
+    finally:
+        sys.path.remove(str(d))
+        sys.modules.pop("mlp", None)
+    mf = open_model(d / "whole.pt", trust_pickle=True)
+    r = _repair(mf, d, data, d / "repaired.pt")
+    back = open_model(d / "repaired.pt")  # TorchScript, never a pickle
+    assert back.read["format"] == "torchscript"
+    x = torch.as_tensor(data.x_test[:20])
+    with torch.no_grad():
+        torch.testing.assert_close(back.model(x), r.model(x))
+    sys.modules.pop("mlp", None)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_repair_of_compiled_torchscript_fine_tunes_it(plane):
+    d, data = plane
+    spec = importlib.util.spec_from_file_location("mlp_for_script", d / "mlp.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    torch.jit.script(mod.Mlp()).save(str(d / "m.ts"))
+    r = _repair(open_model(d / "m.ts"), d, data, d / "repaired.ts")
+    back = open_model(d / "repaired.ts")
+    assert "run compiled" in back.read["loader"]
+    x = torch.as_tensor(data.x_test[:20])
+    with torch.no_grad():
+        torch.testing.assert_close(back.model(x), r.model(x))
+        assert not torch.equal(back.model(x), open_model(d / "m.ts").model(x))  # it was fine-tuned
+
+
+def test_no_writer_pickles_a_model():
+    """Every model file deepfault writes is read back without trust_pickle: models are written by
+    save_model (tensors and plain values) or as TorchScript, never by torch.save of a module.
+    """
+    from pathlib import Path
+
+    import deepfault
+
+    root = Path(deepfault.__file__).parent
+    writers = sorted(f"{p.relative_to(root)}" for p in root.rglob("*.py")
+                     if "torch.save(" in p.read_text() and "testing/probe.py" not in str(p))
+    assert writers == ["models/io.py"]  # save_model's payload dict; the probe writes hostile files on purpose
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_regress_runs_a_compiled_m2_and_refuses_its_neurons(tmp_path):
+    """DRFuzz needs M2's outputs only: a traced M2 equal to M1 finds what M1 against itself finds."""
+    from deepfault.data import Dataset
+    from deepfault.fuzz import regress
+
+    torch.manual_seed(0)
+    m1 = build_model("digits_mlp", hidden=(8, 8), num_classes=3).eval()
+    x = torch.rand(30, 1, 8, 8, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        y = m1(x).argmax(1).numpy()
+    data = Dataset("tiny", x.numpy(), y, x.numpy(), y, (0.0, 1.0), ("a", "b", "c"))
+    torch.jit.trace(m1, x[:1]).save(str(tmp_path / "m2.ts"))
+    settings = {"budget": "20it", "batch": 4, "seed": 0, "fidelity": "linf:0.3", "dataset": data}
+    same = regress(m1, m1, **settings)
+    compiled = regress(m1, tmp_path / "m2.ts", **settings)
+    assert compiled.result.iterations == same.result.iterations == 20
+    assert compiled.result.metrics.rf == same.result.metrics.rf == 0
+    with pytest.raises(DeepFaultError, match="M2 is a black box.*compiled TorchScript.*drfuzz"):
+        regress(m1, tmp_path / "m2.ts", **{**settings, "strategy": "deephunter"})

@@ -228,6 +228,7 @@ def build_model(name: str, **kwargs) -> nn.Module:
     kind = arch_kind(name)
     if kind == "zoo":
         return ARCHITECTURES.get(name)(**kwargs)
+    model: object
     if kind in _LIBRARIES:
         model = _library(kind, _split(name)[1], kwargs)
     else:

@@ -125,11 +125,13 @@ def _check_payload(path: Path, payload: dict) -> None:  # noqa: C901 - a flat se
                               "damaged or not written by deepfault: train it again with 'deepfault train'")
 
     arch = payload.get("arch")
-    try:
-        kind = arch_kind(arch) if isinstance(arch, str) else None
-    except DeepFaultError:
-        kind = None
-    if kind is None:
+    kind = None
+    if isinstance(arch, str):
+        try:
+            kind = arch_kind(arch)
+        except DeepFaultError:
+            kind = None
+    if kind is None or not isinstance(arch, str):
         raise bad("arch", f"one of {', '.join(list_architectures())}, or {ARCH_FORMS}", repr(arch)[:80])
     kwargs = payload.get("arch_kwargs", {})
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):

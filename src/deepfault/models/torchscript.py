@@ -18,6 +18,7 @@ routes that work.
 from __future__ import annotations
 
 import inspect
+import io
 import os
 from collections import OrderedDict
 
@@ -55,10 +56,26 @@ class CompiledModel(nn.Module):
         self.source, self.why = source, why
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_inference_mode_enabled():
+            # the TorchScript interpreter records autograd for parameters that require grad even
+            # under inference_mode, and then refuses inference tensors: no_grad is what is meant
+            with torch.inference_mode(False), torch.no_grad():
+                return self.compiled(x)
         return self.compiled(x)
 
     def extra_repr(self) -> str:
         return f"source={self.source!r}"
+
+    def __deepcopy__(self, memo):
+        # copy.deepcopy of a ScriptModule gives parameters that are not leaves, which no optimiser
+        # takes (repair fine-tunes a copy): copy through TorchScript's own serialisation instead
+        buffer = io.BytesIO()
+        torch.jit.save(self.compiled, buffer)
+        buffer.seek(0)
+        device = next((t.device for t in (*self.parameters(), *self.buffers())), torch.device("cpu"))
+        copied = CompiledModel(torch.jit.load(buffer, map_location=device), source=self.source, why=self.why)
+        memo[id(self)] = copied
+        return copied.train(self.training)
 
 
 def _leaf(name: str, sm) -> nn.Module:
