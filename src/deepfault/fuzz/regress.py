@@ -182,6 +182,7 @@ def regress(
     device: torch.device | str = "cpu",
     progress=None,
     arch: str | None = None,
+    arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
     runtime: str = "auto",
     config: CampaignConfig | None = None,
@@ -206,7 +207,8 @@ def regress(
         experiment: The store's experiment key (default :func:`experiment_key`).
         device: Where the models, mutations and checks run.
         progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
-        arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
+        arch: Architecture of plain ``state_dict`` files (:func:`deepfault.models.open_model`).
+        arch_kwargs: Its keyword arguments.
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`): ``auto``
             (onnx2torch, or ONNX Runtime for a graph it cannot convert), ``torch``, ``onnxruntime``.
@@ -239,7 +241,7 @@ def regress(
         p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
     else:
         p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
-                                 trust_pickle=trust_pickle, runtime=runtime)
+                                 arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
     kind = input_kind(1 + len(data.input_shape))

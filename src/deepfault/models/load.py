@@ -287,6 +287,8 @@ def open_model(
             mf = fmt.load(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs,
                           trust_pickle=trust_pickle, **extra)
             mf.read.setdefault("format", fmt.name)
+            if fmt.name == "onnx" and mf.meta.get("runtime") == "onnxruntime":
+                mf.read.setdefault("loader", "ONNX Runtime, a black box")
             mf.read.setdefault("loader", _LOADERS.get(fmt.name, fmt.description))
             if fmt.name == "torch" and mf.read["loader"] == _LOADERS["torch"] and mf.meta.get("pickled"):
                 mf.read["loader"] = "torch.load(weights_only=False): unpickled (--trust-pickle)"
@@ -300,6 +302,8 @@ _LOADERS = {
     "safetensors": "safetensors.torch.load_file, then the architecture built and load_state_dict",
     "keras": "deepfault's Keras reader (h5py), rebuilt as torch modules",
     "keras-weights": "deepfault's Keras weights reader (h5py) into the architecture",
+    "onnx": "onnx2torch, converted to torch modules",
+    "tflite": "the LiteRT interpreter, a black box",
 }
 
 
