@@ -538,3 +538,21 @@ def test_regress_runs_a_compiled_m2_and_refuses_its_neurons(tmp_path):
     assert compiled.result.metrics.rf == same.result.metrics.rf == 0
     with pytest.raises(DeepFaultError, match="M2 is a black box.*compiled TorchScript.*drfuzz"):
         regress(m1, tmp_path / "m2.ts", **{**settings, "strategy": "deephunter"})
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_cli_coverage_and_xplore_on_users_classes(code, tmp_path, capsys):
+    paths = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        net = build_model(f"{code}/mynet.py:Net", num_classes=10)
+        paths.append(tmp_path / f"n{seed}.pt")
+        torch.save(net.state_dict(), paths[-1])
+    own = ["--arch", f"{code}/mynet.py:Net", "--arch-args", '{"num_classes": 10}', "--dataset", "digits"]
+    prof = tmp_path / "p.npz"
+    assert main(["coverage", "profile", "--model", str(paths[0]), *own, "--out", str(prof)]) == 0, \
+        capsys.readouterr().err
+    out = tmp_path / "x.json"
+    assert main(["xplore", "--no-progress", "--model", ",".join(map(str, paths)), *own, "--num-seeds", "10",
+                 "--iterations", "2", "--threads", "1", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads(out.read_text())["seeds"] == 10
