@@ -556,3 +556,27 @@ def test_cli_coverage_and_xplore_on_users_classes(code, tmp_path, capsys):
     assert main(["xplore", "--no-progress", "--model", ",".join(map(str, paths)), *own, "--num-seeds", "10",
                  "--iterations", "2", "--threads", "1", "--out", str(out)]) == 0, capsys.readouterr().err
     assert json.loads(out.read_text())["seeds"] == 10
+
+
+def test_pickled_module_from_a_package_beside_the_file(tmp_path):
+    pkg = tmp_path / "proj" / "mypkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "nets.py").write_text(MLP)
+    sys.path.insert(0, str(pkg.parent))
+    try:
+        torch.manual_seed(0)
+        net = importlib.import_module("mypkg.nets").Mlp().eval()
+        torch.save(net, pkg.parent / "whole.pt")
+        x = torch.rand(4, 2)
+        expected = net(x)
+    finally:
+        sys.path.remove(str(pkg.parent))
+        for name in ("mypkg.nets", "mypkg"):
+            sys.modules.pop(name, None)
+    try:
+        mf = open_model(pkg.parent / "whole.pt", trust_pickle=True)
+        torch.testing.assert_close(mf.model(x), expected)
+    finally:
+        for name in ("mypkg.nets", "mypkg"):
+            sys.modules.pop(name, None)
