@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml constraints-dev.txt
 	touch $@
 
 $(VENV)/.dev-installed: $(VENV)/.installed
-	$(PIP) install -q -c constraints-dev.txt -e '.[dev,keras,report,fuzz,ray,runtime,litert]' onnx
+	$(PIP) install -q -c constraints-dev.txt -e '.[dev,keras,report,fuzz,ray,runtime,litert,models]' onnx
 	# onnx2torch declares torchvision, which would replace the pinned CPU torch; it runs
 	# without it for classifiers (see deepfault/models/onnx.py).
 	$(PIP) install -q --no-deps onnx2torch

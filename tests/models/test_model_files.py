@@ -77,8 +77,11 @@ def test_torchscript_with_custom_forward_is_explained(tmp_path):
             return self.a(x) * 2
 
     torch.jit.script(Net()).save(str(tmp_path / "c.ts"))
-    with pytest.raises(DeepFaultError, match="compiled forward code.*state_dict"):
-        open_model(tmp_path / "c.ts")
+    mf = open_model(tmp_path / "c.ts")  # runs compiled: outputs and gradients, no hooks
+    from deepfault import activations
+
+    with pytest.raises(DeepFaultError, match="compiled code, where forward hooks cannot run.*state_dict"):
+        activations(mf.model, torch.rand(2, 2))
 
 
 def test_pickled_module_needs_trust(tmp_path):

@@ -201,9 +201,36 @@ def add_data_dir(p: argparse.ArgumentParser) -> None:
                    help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
 
 
+#: ``--arch``'s help, the same in every command that opens a model file.
+ARCH_HELP = ("the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
+             "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name "
+             "(see 'deepfault train --help')")
+
+
+def json_object(text: str) -> dict:
+    """``--arch-args``: a JSON object of keyword arguments, e.g. ``'{"num_classes": 10}'``."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"num_classes\": 10}}'; got "
+                                         f"{text!r} ({err.msg} at character {err.pos})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"num_classes\": 10}}'; got a "
+                                         f"{type(value).__name__}: {text!r}")
+    return value
+
+
+def add_arch_options(p: argparse.ArgumentParser, help: str = ARCH_HELP) -> None:
+    """``--arch SPEC`` and ``--arch-args JSON`` (:func:`deepfault.models.build_model`)."""
+    p.add_argument("--arch", default=None, metavar="SPEC", help=help)
+    p.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
+                   help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")
+
+
 def add_model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--arch", default=None, metavar="NAME",
-                   help="zoo architecture of a plain state_dict file (see 'deepfault train --help')")
+    add_arch_options(p)
     p.add_argument("--weights", default=None, metavar="FILE",
                    help="Keras weights HDF5 when --model is an architecture JSON")
     p.add_argument("--trust-pickle", action="store_true",
@@ -355,7 +382,8 @@ def device_from(name: str):
 
 def open_model_file(args):
     return open_model(args.model, weights=args.weights, arch=args.arch,
-                      trust_pickle=args.trust_pickle, runtime=getattr(args, "runtime", "auto"))
+                      arch_kwargs=getattr(args, "arch_args", None), trust_pickle=args.trust_pickle,
+                      runtime=getattr(args, "runtime", "auto"))
 
 
 def load_inputs(args, data=None):
@@ -364,7 +392,7 @@ def load_inputs(args, data=None):
     """
     prepared = prepare_model(args.model, data if data is not None else args.dataset, data_dir=args.data_dir,
                              weights=getattr(args, "weights", None), arch=args.arch,
-                             trust_pickle=args.trust_pickle)
+                             arch_kwargs=getattr(args, "arch_args", None), trust_pickle=args.trust_pickle)
     if prepared.data is None:
         raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
     return prepared

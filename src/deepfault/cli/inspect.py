@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..core.capture import is_compiled
 from ..errors import DeepFaultError
 from ..models.blackbox import RUNTIMES, describe_black_box, unwrap_black_box
 from ..models.prepare import prepare_model
@@ -32,6 +33,7 @@ def _cmd_inspect(args) -> int:
     from ..models.summary import describe_model
 
     mf = open_model_file(args)
+    _show_how_read(mf)
     if unwrap_black_box(mf.model) is not None:
         return _show_black_box(args, mf)
     shape = None
@@ -55,6 +57,8 @@ def _cmd_inspect(args) -> int:
         )
     pm = prepare_model(replace(mf, dataset=None), data, data_dir=args.data_dir, input_shape=shape,
                        name=str(args.model))
+    if is_compiled(pm.module):
+        return _show_compiled(args, mf, pm)
     rows, out_shape = describe_model(pm.module, pm.input_shape)
     total = sum(p.numel() for p in pm.module.parameters())
     adapted = f" (the file takes {pm.file_input_shape}, adapted: {pm.adapter})" if pm.adapter else ""
@@ -67,6 +71,40 @@ def _cmd_inspect(args) -> int:
     print(table(("layer", "type", "output", "units", "params", "analysed by default"), body))
     neurons = sum(r.units or 0 for r in rows if r.default_neuron_layer)
     print(f"{neurons} neurons in the default layers; name others with --layers")
+    return 0
+
+
+def _hooks(mf) -> str:
+    if unwrap_black_box(mf.model) is not None:
+        return "no: a black box (outputs only)"
+    if is_compiled(mf.model):
+        return "no: compiled TorchScript (outputs and gradients only)"
+    return "yes (every method)"
+
+
+def _show_how_read(mf) -> None:
+    """How the file was read: format, architecture, loader, and whether hooks reach its neurons."""
+    rows = [("format", mf.read.get("format", "-")),
+            ("architecture", f"{mf.arch} {mf.arch_kwargs}" if mf.arch_kwargs else mf.arch),
+            ("loader", mf.read.get("loader", "-")),
+            ("neuron hooks", _hooks(mf))]
+    print(table(("read", "how"), rows))
+
+
+def _show_compiled(args, mf, pm) -> int:
+    """A compiled TorchScript model: its output and parameters; no layers (no hooks reach them)."""
+    import torch
+
+    from ..core.capture import eval_mode, forward, model_device
+
+    with eval_mode(pm.module), torch.inference_mode():
+        out = forward(pm.module, torch.zeros((1, *pm.input_shape), device=model_device(pm.module)))
+    total = sum(p.numel() for p in pm.module.parameters())
+    print(f"model {args.model} ({mf.arch}); input shape per input {pm.input_shape}; output "
+          f"{tuple(out.shape[1:])}, {pm.output_kind}; {total:,} parameters; fingerprint {pm.fingerprint}")
+    print(f"its forward is compiled ({getattr(mf.model, 'why', 'TorchScript')}), so no layer table and no "
+          "neurons: regress (drfuzz) and repair run on it; for run, coverage and xplore save its state_dict "
+          "and use --arch path/to/file.py:ClassName, or export it to ONNX")
     return 0
 
 

@@ -21,6 +21,7 @@ from ..models.blackbox import RUNTIMES, unwrap_black_box
 from ._common import (
     HelpFormatter,
     Output,
+    add_arch_options,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -127,7 +128,7 @@ def add_parser(sub) -> None:
                    help="seconds between checkpoints")
     add_device(p)
     add_threads(p)
-    p.add_argument("--arch", default=None, metavar="NAME", help="zoo architecture of plain state_dict files")
+    add_arch_options(p)
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow pickled whole modules (unpickling can run code: only for files you trust)")
     add_no_progress(p)
@@ -204,7 +205,7 @@ def _cmd_regress(args) -> int:
     device = device_from(args.device)
     # The pair is prepared once, here (--threads auto sees the models' size), and every campaign takes it.
     p1, p2, data = load_pair(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, arch=args.arch,
-                             trust_pickle=args.trust_pickle, runtime=args.runtime)
+                             arch_kwargs=args.arch_args, trust_pickle=args.trust_pickle, runtime=args.runtime)
     kind = input_kind(1 + len(data.input_shape))
     fidelity = args.fidelity or default_fidelity(kind)  # no discriminator for vectors and sequences
     check_fidelity_inputs(fidelity, kind, option="--fidelity")

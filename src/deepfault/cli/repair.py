@@ -14,6 +14,7 @@ from ..repair.report import summary_text, write_result_page
 from ._common import (
     HelpFormatter,
     Output,
+    add_arch_options,
     add_data_dir,
     add_device,
     add_no_progress,
@@ -88,7 +89,7 @@ def add_parser(sub) -> None:
         help="data set the inputs were made from (default: the one the model file names)",
     )
     add_data_dir(p)
-    p.add_argument("--arch", default=None, metavar="NAME", help="zoo architecture of a plain state_dict file")
+    add_arch_options(p)
     p.add_argument(
         "--trust-pickle",
         action="store_true",
@@ -185,7 +186,8 @@ def _cmd_repair(args) -> int:
     device = device_from(args.device)
     prepared = load_inputs(args)
     m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
-                                                    arch=args.arch, trust_pickle=args.trust_pickle)
+                                                    arch=args.arch, arch_kwargs=args.arch_args,
+                                                    trust_pickle=args.trust_pickle)
     before = torch.get_num_threads()
     threads = apply_threads(args.threads)
     try:

@@ -33,6 +33,7 @@ from ._common import (
     add_seed,
     add_threads,
     device_from,
+    json_object,
     names,
     number,
     output_path,
@@ -158,8 +159,12 @@ def add_parser(sub) -> None:
     add_data_dir(p)
     p.add_argument("--models-dir", metavar="DIR", default=".", help="where zoo names are looked up")
     p.add_argument("--arch", type=_per_model, default=None, metavar="A1,A2,...",
-                   help="zoo architecture per model, for plain state_dicts and Keras save_weights .h5 "
-                   "files ('-' skips a model; one name applies to all)")
+                   help="architecture per model, for plain state_dicts, .safetensors and Keras save_weights "
+                   ".h5 files: file.py:Class (runs that file), package.module:factory, torchvision:NAME, "
+                   "timm:NAME or a zoo name ('-' skips a model; one applies to all)")
+    p.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
+                   help="keyword arguments of every model's --arch, a JSON object, e.g. "
+                   "'{\"num_classes\": 10}'")
     p.add_argument("--weights", type=_per_model, default=None, metavar="W1,W2,...",
                    help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights "
                    ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
@@ -240,7 +245,7 @@ def _cmd_xplore(args) -> int:
     device = device_from(args.device)
     prepared, data = load_xplore_inputs(args.models, dataset=args.dataset, data_dir=args.data_dir,
                                         models_dir=args.models_dir, archs=args.arch, weights=args.weights,
-                                        trust_pickle=args.trust_pickle)
+                                        trust_pickle=args.trust_pickle, arch_kwargs=args.arch_args)
     labels = [p.name for p in prepared]
     for p in prepared:
         p.to(device)

@@ -134,6 +134,22 @@ def check_model(model) -> nn.Module:
     return model
 
 
+def is_compiled(model: nn.Module) -> bool:
+    """Whether ``model`` holds TorchScript code, where forward hooks cannot run."""
+    return any(isinstance(m, torch.jit.ScriptModule) for m in model.modules())
+
+
+def no_hooks_error(what: str = "this method") -> DeepFaultError:
+    """The one error for a method that reads neurons of a compiled model: the routes that work."""
+    return DeepFaultError(
+        f"the model is TorchScript with compiled code, where forward hooks cannot run, and {what} reads "
+        "neuron values through them; routes that work: save model.state_dict() from your code and use "
+        "--arch path/to/file.py:ClassName (every method), export it to ONNX (--runtime torch), or keep "
+        "this file for the methods that need outputs and gradients only (regress --strategy drfuzz "
+        "without a surprise check, repair, inspect)"
+    )
+
+
 def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter or buffer (CPU for a parameter-less model)."""
     check_model(model)
@@ -243,6 +259,8 @@ LAYER_SELECTIONS: dict[str, Callable[[nn.Module], list[str]]] = {"deepxplore": _
 
 def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list[str], bool]:
     """Module names to hook, and whether the last one to run is to be dropped (the logits)."""
+    if is_compiled(model):
+        raise no_hooks_error()
     modules = dict(model.named_modules())
     if layers is None:
         names = [n for n, m in modules.items() if isinstance(m, NEURON_MODULE_TYPES)]

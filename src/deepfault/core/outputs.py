@@ -57,7 +57,8 @@ def nonfinite_layer(model: nn.Module, x: torch.Tensor) -> str | None:
     Runs ``x`` once, in ``eval()`` mode without autograd, with a forward hook on every leaf
     module (removed afterwards).
     """
-    leaves = {name or "(model)": m for name, m in model.named_modules() if not list(m.children())}
+    leaves = {name or "(model)": m for name, m in model.named_modules()
+              if not list(m.children()) and not isinstance(m, torch.jit.ScriptModule)}  # no hooks there
     found: list[str] = []
 
     def make_hook(name: str):

@@ -34,7 +34,7 @@ from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
 from ..models import ModelFile, open_model
-from ..models.blackbox import is_black_box
+from ..models.blackbox import outputs_only
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
@@ -82,12 +82,12 @@ class RegressOutcome:
                 **self.result.to_dict()}
 
 
-def _open(m, *, arch, trust_pickle, runtime="auto"):
+def _open(m, *, arch, trust_pickle, runtime="auto", arch_kwargs=None):
     """A path opened as a model file (with its file name as label), a plain callable as a black
     box (:func:`~deepfault.models.blackbox.black_box`); anything else as it is.
     """
     if isinstance(m, (str, os.PathLike)):
-        mf = open_model(m, arch=arch, trust_pickle=trust_pickle, runtime=runtime)
+        mf = open_model(m, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
         return mf, model_label(m, mf)
     if callable(m) and not isinstance(m, (torch.nn.Module, PreparedModel)):
         from ..models.blackbox import black_box
@@ -108,7 +108,8 @@ def _native_shape(m) -> tuple | None:
 
 
 def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike | None = None,
-              arch: str | None = None, trust_pickle: bool = False, runtime: str = "auto"):
+              arch: str | None = None, trust_pickle: bool = False, runtime: str = "auto",
+              arch_kwargs: dict | None = None):
     """Prepare two models and their data set (:func:`~deepfault.models.prepare.prepare_model`).
 
     Args:
@@ -121,9 +122,11 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model files name).
         data_dir: Data root.
-        arch: Zoo architecture for a plain ``state_dict`` file.
+        arch: Architecture of plain ``state_dict`` files (any form of
+            :func:`~deepfault.models.build_model`).
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`).
+        arch_kwargs: The arguments of ``arch``.
 
     Returns:
         ``(p1, p2, data)``: two :class:`~deepfault.models.prepare.PreparedModel` taking the
@@ -133,8 +136,8 @@ def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike
         DeepFaultError: Unreadable files, no data set named, models that take inputs of
             different shapes, or a data range that a model was not trained on.
     """
-    (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle, runtime=runtime)
-                                  for m in (m1, m2))
+    (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle, runtime=runtime,
+                                        arch_kwargs=arch_kwargs) for m in (m1, m2))
     s1, s2 = _native_shape(o1), _native_shape(o2)
     if s1 and s2 and tuple(s1) != tuple(s2):
         raise DeepFaultError(
@@ -179,6 +182,7 @@ def regress(
     device: torch.device | str = "cpu",
     progress=None,
     arch: str | None = None,
+    arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
     runtime: str = "auto",
     config: CampaignConfig | None = None,
@@ -203,7 +207,8 @@ def regress(
         experiment: The store's experiment key (default :func:`experiment_key`).
         device: Where the models, mutations and checks run.
         progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
-        arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
+        arch: Architecture of plain ``state_dict`` files (:func:`deepfault.models.open_model`).
+        arch_kwargs: Its keyword arguments.
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`): ``auto``
             (onnx2torch, or ONNX Runtime for a graph it cannot convert), ``torch``, ``onnxruntime``.
@@ -236,7 +241,7 @@ def regress(
         p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
     else:
         p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
-                                 trust_pickle=trust_pickle, runtime=runtime)
+                                 arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
     kind = input_kind(1 + len(data.input_shape))
@@ -290,7 +295,7 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     if c1 != c2:  # the campaign says the same, but only after the store is opened
         raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
                              "one classifier")
-    if is_black_box(m2) and not config.strategy_spec.reads_m2:
+    if outputs_only(m2) and not config.strategy_spec.reads_m2:
         return  # DRFuzz reads M2's outputs only
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
     for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
@@ -314,19 +319,21 @@ def check_black_box(m1, m2, config: CampaignConfig, *, strategy_option: str = "s
         DeepFaultError: One line: which model, what it lacks, and the options that work.
     """
     from ..coverage.surprise import SURPRISE_KINDS
-    from ..models.blackbox import is_black_box as black
+    from ..models.blackbox import outputs_only as black
 
     reads = config.strategy_spec.reads_m2
     if reads and black(m2):
         raise DeepFaultError(
-            f"M2 is a black box (ONNX Runtime, LiteRT or a callable): {config.strategy} needs M2's {reads}, "
+            f"M2 is a black box (ONNX Runtime, LiteRT, a callable, or compiled TorchScript): "
+            f"{config.strategy} needs M2's {reads}, "
             f"which a black box does not have; use {strategy_option} drfuzz, which reads M2's outputs only, "
             "or give M2 as a torch model (a .pt file, or an .onnx file with --runtime torch)")
     surprise = [s for s in (config.strategy_spec.check_spec(config), config.shared_fidelity)
                 if s and s.partition(":")[0].strip().lower() in SURPRISE_KINDS]
     if surprise and black(m1):
         raise DeepFaultError(
-            f"M1 is a black box (ONNX Runtime, LiteRT or a callable): it has no activations for the surprise "
+            f"M1 is a black box (ONNX Runtime, LiteRT, a callable, or compiled TorchScript): it has no "
+            f"activations for the surprise "
             f"check {surprise[0]!r}; use {fidelity_option} linf:T, ssim, discriminator (images) or none, or "
             "give M1 as a torch model")
 

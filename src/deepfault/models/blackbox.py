@@ -47,7 +47,7 @@ from ..errors import DeepFaultError
 from .io import ModelFile
 
 __all__ = ["BlackBoxModel", "RUNTIMES", "black_box", "describe_black_box", "is_black_box", "open_litert",
-           "onnx_input_type", "open_onnxruntime", "unwrap_black_box"]
+           "onnx_input_type", "open_onnxruntime", "outputs_only", "unwrap_black_box"]
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,20 @@ def is_black_box(model: Any) -> bool:
             model = inner
             break
     return isinstance(model, nn.Module) and unwrap_black_box(model) is not None
+
+
+def outputs_only(model: Any) -> bool:
+    """Whether only ``model``'s outputs can be read: a black box, or TorchScript with compiled code
+    (gradients flow there, but no forward hook reaches a neuron).
+    """
+    from ..core.capture import is_compiled
+
+    for attr in ("module", "model"):  # a PreparedModel, a ModelFile
+        inner = getattr(model, attr, None)
+        if isinstance(inner, nn.Module):
+            model = inner
+            break
+    return is_black_box(model) or (isinstance(model, nn.Module) and is_compiled(model))
 
 
 def describe_black_box(module: nn.Module) -> dict:

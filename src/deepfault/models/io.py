@@ -2,6 +2,11 @@
 
 A model file is a ``torch.save`` dictionary of tensors and plain values only, so it
 loads with ``torch.load(weights_only=True)``: nothing is unpickled that could run code.
+
+Its ``arch`` is any form :func:`~deepfault.models.build_model` builds. A ``.py`` file is recorded
+with its absolute path (:func:`~._api.canonical_arch`), a module by its name. Reading such a
+file back runs that code, so :func:`load_model` builds it only when the caller names the code
+again (``arch=``, ``--arch``): a model file alone never makes deepfault run code it names.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from torch import nn
 
 from .._io import atomic_path
 from ..errors import DeepFaultError
-from ._api import build_model
+from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
 __all__ = ["ModelFile", "save_model", "load_model", "FORMAT"]
 
@@ -29,12 +34,16 @@ class ModelFile:
 
     Attributes:
         model: The network, in ``eval()`` mode.
-        arch: Architecture name in the zoo.
+        arch: The architecture: a zoo name or another form of :func:`~deepfault.models.build_model`
+            (``file.py:Class``, ``module:factory``, ``torchvision:NAME``); a loader's tag
+            (``torchscript``, ``keras``, ...) for a model that was not built from one.
         arch_kwargs: Arguments the architecture was built with.
         dataset: Name of the data set it was trained on (or ``None``).
         bounds: Valid input range, ``(lo, hi)``.
         output_kind: ``"logits"`` or ``"probabilities"``.
         meta: Anything else recorded (``test_accuracy``, training settings, ...).
+        read: How the file was read, for ``deepfault inspect`` (``{"format", "loader"}``; empty for a
+            model built in memory). Not written to model files.
     """
 
     model: nn.Module
@@ -44,13 +53,24 @@ class ModelFile:
     bounds: tuple[float, float] | None = None
     output_kind: str = "logits"
     meta: dict = field(default_factory=dict)
+    read: dict = field(default_factory=dict)
 
 
 def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
-    """Write ``mf`` atomically to ``path``; returns the path."""
+    """Write ``mf`` atomically to ``path``; returns the path.
+
+    Raises:
+        DeepFaultError: ``mf.arch`` is not a form :func:`~deepfault.models.build_model` builds
+            (a TorchScript or pickled model: write it with ``torch.jit.save`` instead).
+    """
+    try:
+        arch = canonical_arch(mf.arch)
+    except DeepFaultError as err:
+        raise DeepFaultError(f"cannot write a deepfault model file for architecture {mf.arch!r}, which "
+                             "deepfault cannot build again; save it as TorchScript") from err
     payload = {
         "format": FORMAT,
-        "arch": mf.arch,
+        "arch": arch,
         "arch_kwargs": dict(mf.arch_kwargs),
         "dataset": mf.dataset,
         "bounds": list(mf.bounds) if mf.bounds is not None else None,
@@ -105,11 +125,20 @@ def _check_payload(path: Path, payload: dict) -> None:  # noqa: C901 - a flat se
                               "damaged or not written by deepfault: train it again with 'deepfault train'")
 
     arch = payload.get("arch")
-    if not isinstance(arch, str) or arch not in list_architectures():
-        raise bad("arch", f"one of {', '.join(list_architectures())}", repr(arch)[:80])
+    kind = None
+    if isinstance(arch, str):
+        try:
+            kind = arch_kind(arch)
+        except DeepFaultError:
+            kind = None
+    if kind is None or not isinstance(arch, str):
+        raise bad("arch", f"one of {', '.join(list_architectures())}, or {ARCH_FORMS}", repr(arch)[:80])
     kwargs = payload.get("arch_kwargs", {})
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise bad("arch_kwargs", "a mapping of keyword names to values", type(kwargs).__name__)
+    if kind != "zoo":  # its builder is the user's or a library's: load_state_dict checks the weights
+        _check_fields(path, payload, bad)
+        return
     params = inspect.signature(ARCHITECTURES.get(arch)).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     for key, value in kwargs.items():
@@ -141,6 +170,15 @@ def _check_payload(path: Path, payload: dict) -> None:  # noqa: C901 - a flat se
             f"{have.get(key, 'missing')} in the file, {want.get(key, 'absent')} in the architecture; "
             "the file is damaged or its metadata is wrong"
         )
+    _check_fields(path, payload, bad)
+
+
+def _check_fields(path: Path, payload: dict, bad) -> None:
+    """The fields after the architecture: state_dict, bounds, output kind, data set, meta."""
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or not state or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise bad("state_dict", "a mapping of parameter names to tensors", type(state).__name__)
     bounds = payload.get("bounds")
     if bounds is not None:
         ok = (isinstance(bounds, (list, tuple)) and len(bounds) == 2
@@ -156,12 +194,55 @@ def _check_payload(path: Path, payload: dict) -> None:  # noqa: C901 - a flat se
         raise bad("meta", "a mapping", type(payload.get("meta")).__name__)
 
 
-def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu") -> ModelFile:
+def _same_code(recorded: str, given: str) -> bool:
+    """Whether ``given`` names the same code as the ``recorded`` architecture: the same class or
+    function name, in a file of the same name (the folder may have moved) or the same module.
+    """
+    (rw, _, rn), (gw, _, gn) = recorded.rpartition(":"), given.rpartition(":")
+    if rn != gn or arch_kind(given) != arch_kind(recorded):
+        return False
+    return Path(rw).name == Path(gw).name if arch_kind(given) == "file" else rw == gw
+
+
+def _arch_to_build(path: Path, recorded: str, arch: str | None, arch_kwargs: dict | None,
+                   kwargs: dict) -> str:
+    """The architecture to build a file's model from: its own, but a ``.py`` file or a module only
+    when the caller names that code again (building it runs it).
+    """
+    if arch_kwargs and dict(arch_kwargs) != kwargs:
+        raise DeepFaultError(f"{str(path)!r} records --arch-args {kwargs}; --arch-args {dict(arch_kwargs)} "
+                             "contradicts them (leave --arch-args out for deepfault .pt files)")
+    if not runs_user_code(recorded):
+        if arch is not None and arch != recorded:
+            raise DeepFaultError(f"{str(path)!r} is a deepfault model file of architecture {recorded!r}; "
+                                 f"--arch {arch} contradicts it (leave --arch out for deepfault .pt files)")
+        return recorded
+    if arch is None:
+        raise DeepFaultError(f"{str(path)!r} was built from your code {recorded!r}, and reading it runs that "
+                             f"code; confirm with --arch {recorded} (or the file's new path, same class "
+                             "name)")
+    if not runs_user_code(arch) or not _same_code(recorded, arch):
+        raise DeepFaultError(f"{str(path)!r} was built from {recorded!r}; --arch {arch} names other code "
+                             f"(give --arch {recorded}, or the file's new path with the same class name)")
+    return arch
+
+
+def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", arch: str | None = None,
+               arch_kwargs: dict | None = None) -> ModelFile:
     """Load a deepfault model file without unpickling arbitrary objects.
+
+    Args:
+        path: The file.
+        map_location: Where its tensors go.
+        arch: Needed only when the file's architecture is the user's code (``file.py:Class`` or
+            ``module:factory``): the same code, named again, as consent to run it (a ``.py`` file
+            may have moved: the same file and class name suffice). Otherwise it must be the
+            file's own architecture or ``None``.
+        arch_kwargs: ``None``, or the file's own architecture arguments.
 
     Raises:
         DeepFaultError: The file is missing, unreadable, not a deepfault model file, or its
-            weights do not fit its architecture.
+            weights do not fit its architecture; or its architecture is code not named by ``arch``.
     """
     path = Path(path)
     if not path.is_file():
@@ -181,7 +262,8 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
             "train one with 'deepfault train'"
         )
     _check_payload(path, payload)
-    model = build_model(payload["arch"], **payload["arch_kwargs"])
+    built_from = _arch_to_build(path, payload["arch"], arch, arch_kwargs, payload["arch_kwargs"])
+    model = build_model(built_from, **payload["arch_kwargs"])
     try:
         model.load_state_dict(payload["state_dict"])
     except RuntimeError as err:
@@ -193,7 +275,7 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
     bounds = payload.get("bounds")
     return ModelFile(
         model=model,
-        arch=payload["arch"],
+        arch=canonical_arch(built_from),
         arch_kwargs=payload["arch_kwargs"],
         dataset=payload.get("dataset"),
         bounds=tuple(bounds) if bounds is not None else None,

@@ -2,13 +2,22 @@
 
 | file | how it is read |
 | --- | --- |
-| deepfault model file (``.pt``) | ``torch.load(weights_only=True)``, rebuilt from the zoo |
-| plain ``state_dict`` | ``torch.load(weights_only=True)`` into ``arch`` from the zoo |
-| TorchScript archive | ``torch.jit.load``, rebuilt as eager modules (hooks need them) |
-| pickled whole ``nn.Module`` | only with ``trust_pickle=True``: unpickling can run code |
+| deepfault model file (``.pt``) | ``torch.load(weights_only=True)``, rebuilt from its ``arch`` |
+| plain ``state_dict`` (``.pt``, ``.pth``) | ``torch.load(weights_only=True)`` into ``arch`` |
+| ``.safetensors`` state dict | ``safetensors.torch.load_file`` into ``arch`` (extra ``models``) |
+| TorchScript archive, scripted or traced | ``torch.jit.load``; see :mod:`.torchscript` |
+| pickled whole ``nn.Module`` | only with ``trust_pickle=True`` (unpickling can run code) |
+
+A scripted ``nn.Sequential`` of ``torch.nn`` layers is rebuilt as eager modules (hooks need
+them); any other TorchScript runs compiled, for the methods that need outputs and gradients
+only. A pickled module is unpickled with the file's folder importable, where its class's code
+usually lies.
 | Keras 2 ``.h5``, ``.json`` (+ weights), or a stem | :func:`deepfault.models.keras.load_keras` |
 | ``.onnx`` | :func:`deepfault.models.onnx.load_onnx` (extra ``onnx``); see below |
 | ``.tflite`` | the LiteRT interpreter, a black box (extra ``litert``) |
+
+``arch`` is a zoo name, ``file.py:Class``, ``package.module:factory``, ``torchvision:NAME`` or
+``timm:NAME`` (:func:`~deepfault.models.build_model`), built with ``arch_kwargs``.
 
 An ``.onnx`` file runs in ONNX Runtime as a black box (:mod:`deepfault.models.blackbox`, extra
 ``runtime``) with ``runtime="onnxruntime"``, or with ``"auto"`` when onnx2torch cannot convert
@@ -31,7 +40,7 @@ from torch import nn
 
 from ..core.registry import Registry
 from ..errors import DeepFaultError
-from ._api import build_model, list_architectures
+from ._api import build_model, canonical_arch, importable, list_architectures
 from .io import FORMAT, ModelFile, load_model
 
 log = logging.getLogger(__name__)
@@ -48,21 +57,25 @@ def _is_torchscript(path: Path) -> bool:
         return any(n.endswith("constants.pkl") or "/code/" in n for n in zf.namelist())
 
 
-def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict) -> ModelFile:
+def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict, *,
+                          what: str = "a plain state_dict") -> ModelFile:
     if arch is None:
         raise DeepFaultError(
-            f"{str(path)!r} holds a plain state_dict, which does not say what network it "
-            f"belongs to; name the architecture with --arch (known: {', '.join(list_architectures())})"
+            f"{str(path)!r} holds {what}, which does not say what network it belongs to; name it with "
+            f"--arch: your class (--arch path/to/file.py:ClassName, with --arch-args '{{...}}' for its "
+            f"arguments), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name "
+            f"({', '.join(list_architectures())})"
         )
     model = build_model(arch, **arch_kwargs)
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
-        detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])
+        lines = [line.strip() for line in str(err).splitlines()[1:] if line.strip()]
+        detail = " ".join(lines[:2])[:400]
         raise DeepFaultError(
-            f"the state_dict in {str(path)!r} does not fit architecture {arch!r}: {detail}"
+            f"the state_dict in {str(path)!r} does not fit architecture {arch!r} with {arch_kwargs}: {detail}"
         ) from err
-    return ModelFile(model.eval(), arch, dict(arch_kwargs), meta={"source": str(path)})
+    return ModelFile(model.eval(), canonical_arch(arch), dict(arch_kwargs), meta={"source": str(path)})
 
 
 @dataclass(frozen=True)
@@ -171,6 +184,29 @@ def _open_tflite(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="aut
     return open_litert(path)
 
 
+def _read_safetensors(path: Path) -> dict:
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ModuleNotFoundError as err:
+        raise DeepFaultError(f"{str(path)!r} is a .safetensors file, which needs the safetensors package; "
+                             "pip install 'deepfault[models]'") from err
+    try:
+        return load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as err:
+        raise DeepFaultError(f"{str(path)!r} is not a readable .safetensors file (corrupt or truncated: "
+                             f"{str(err).splitlines()[0] if str(err) else type(err).__name__})") from err
+
+
+@register_format("safetensors", description=".safetensors state_dict (with --arch)",
+                 detect=lambda p, w, a: p.suffix.lower() == ".safetensors" and p.is_file())
+def _open_safetensors(path, *, weights, arch, arch_kwargs, trust_pickle):
+    state = _read_safetensors(path)
+    if not state:
+        raise DeepFaultError(f"{str(path)!r} holds no tensors; save model.state_dict() with safetensors")
+    return _load_state_dict_into(path, state, arch, arch_kwargs or {}, what="a .safetensors state_dict")
+
+
 @register_format("torchscript", description="TorchScript",
                  detect=lambda p, w, a: p.is_file() and _is_torchscript(p))
 def _open_torchscript(path, *, weights, arch, arch_kwargs, trust_pickle):
@@ -194,7 +230,7 @@ def _open_torch(path, *, weights, arch, arch_kwargs, trust_pickle):
             raise DeepFaultError(
                 f"{str(path)!r} holds pickled Python objects (likely a whole nn.Module), and "
                 "unpickling can run arbitrary code; if you trust the file pass --trust-pickle, "
-                "or better save model.state_dict() and load it with --arch NAME"
+                "or better save model.state_dict() and load it with --arch path/to/file.py:ClassName"
             ) from err
         return _unpickle_module(path)
     except Exception as err:
@@ -203,13 +239,7 @@ def _open_torch(path, *, weights, arch, arch_kwargs, trust_pickle):
             f"{type(err).__name__}); supported: {supported_formats()}"
         ) from err
     if isinstance(payload, dict) and payload.get("format") == FORMAT:
-        mf = load_model(path)
-        if arch is not None and arch != mf.arch:
-            raise DeepFaultError(
-                f"{str(path)!r} is a deepfault model file of architecture {mf.arch!r}; --arch {arch} "
-                "contradicts it (leave --arch out for deepfault .pt files)"
-            )
-        return mf
+        return load_model(path, arch=arch, arch_kwargs=arch_kwargs)
     if isinstance(payload, dict) and payload and all(
         isinstance(v, torch.Tensor) for v in payload.values()
     ):
@@ -254,14 +284,45 @@ def open_model(
     for _, fmt in MODEL_FORMATS.items():
         if fmt.detect(path, weights_path, arch):
             extra = {"runtime": runtime} if fmt.name in ("onnx", "tflite") else {}
-            return fmt.load(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs,
-                            trust_pickle=trust_pickle, **extra)
+            mf = fmt.load(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs,
+                          trust_pickle=trust_pickle, **extra)
+            mf.read.setdefault("format", fmt.name)
+            if fmt.name == "onnx" and mf.meta.get("runtime") == "onnxruntime":
+                mf.read.setdefault("loader", "ONNX Runtime, a black box")
+            mf.read.setdefault("loader", _LOADERS.get(fmt.name, fmt.description))
+            if fmt.name == "torch" and mf.read["loader"] == _LOADERS["torch"] and mf.meta.get("pickled"):
+                mf.read["loader"] = "torch.load(weights_only=False): unpickled (--trust-pickle)"
+            return mf
     raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
 
 
+#: How each format is read, for ``deepfault inspect`` (a format may set its own in ``ModelFile.read``).
+_LOADERS = {
+    "torch": "torch.load(weights_only=True), then the architecture built and load_state_dict",
+    "safetensors": "safetensors.torch.load_file, then the architecture built and load_state_dict",
+    "keras": "deepfault's Keras reader (h5py), rebuilt as torch modules",
+    "keras-weights": "deepfault's Keras weights reader (h5py) into the architecture",
+    "onnx": "onnx2torch, converted to torch modules",
+    "tflite": "the LiteRT interpreter, a black box",
+}
+
+
 def _unpickle_module(path: Path) -> ModelFile:
+    folder = path.resolve().parent
     try:
-        model = torch.load(path, map_location="cpu", weights_only=False)
+        with importable(folder):  # the classes of a pickled module usually live beside it
+            model = torch.load(path, map_location="cpu", weights_only=False)
+    except ModuleNotFoundError as err:
+        top = (err.name or "it").partition(".")[0]
+        raise DeepFaultError(
+            f"unpickling {str(path)!r} needs module {err.name!r}, the code of the pickled class, which is "
+            f"neither beside the file ({folder}) nor installed; put {top} there or on PYTHONPATH, or save "
+            "model.state_dict() and use --arch path/to/file.py:ClassName"
+        ) from err
+    except AttributeError as err:  # the module imports, but the class is gone from it
+        raise DeepFaultError(f"unpickling {str(path)!r} failed: {err}; the class's code has changed since "
+                             "the file was saved; save model.state_dict() and use --arch file.py:ClassName"
+                             ) from err
     except Exception as err:
         raise DeepFaultError(f"could not unpickle {str(path)!r}: {err}") from err
     if not isinstance(model, nn.Module):

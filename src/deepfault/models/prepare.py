@@ -411,6 +411,7 @@ def prepare_model(
     data_dir: str | os.PathLike | None = None,
     weights: str | os.PathLike | None = None,
     arch: str | None = None,
+    arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
     input_layout: str | None = None,
     input_shape: Sequence[int | None] | None = None,
@@ -431,7 +432,9 @@ def prepare_model(
             the model file names (no data when it names none).
         data_dir: Data root.
         weights: The Keras weights HDF5 when ``model`` is an architecture JSON (files only).
-        arch: Zoo architecture for a plain ``state_dict`` file (files only).
+        arch: Architecture of a plain ``state_dict`` or ``.safetensors`` file (files only): a zoo
+            name, ``file.py:Class``, ``module:factory``, ``torchvision:NAME`` or ``timm:NAME``.
+        arch_kwargs: Its keyword arguments.
         trust_pickle: Allow unpickling a whole pickled ``nn.Module`` (files only); only for
             files you trust: unpickling can run arbitrary code.
         input_layout: The layout the module takes, a key of :data:`LAYOUTS` or ``"NCHW"``
@@ -458,7 +461,7 @@ def prepare_model(
         return _prepare_again(model, data, data_dir=data_dir, name=name, options=options)
     options.check()
     mf, module, label = _open(model, data, data_dir=data_dir, weights=weights, arch=arch,
-                              trust_pickle=trust_pickle)
+                              trust_pickle=trust_pickle, arch_kwargs=arch_kwargs)
     from ..core.capture import check_model
 
     check_model(module)
@@ -616,7 +619,7 @@ def _logits_inner(pm: PreparedModel) -> nn.Module | None:
 
 def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset | str | None, *,
           data_dir: str | os.PathLike | None, weights: str | os.PathLike | None, arch: str | None,
-          trust_pickle: bool) -> tuple[ModelFile | None, nn.Module, str]:
+          trust_pickle: bool, arch_kwargs: dict | None = None) -> tuple[ModelFile | None, nn.Module, str]:
     """The model file (``None`` for a caller's module), the module and the model's default name."""
     if isinstance(model, ModelFile):
         return model, model.model, model.arch
@@ -635,7 +638,7 @@ def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset
                              f"got {type(model).__name__}")
     from .load import open_model
 
-    mf = open_model(model, weights=weights, arch=arch, trust_pickle=trust_pickle)
+    mf = open_model(model, weights=weights, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle)
     return mf, mf.model, model_label(model, mf)
 
 

@@ -36,7 +36,8 @@ def _aligned(values, count: int, option: str) -> list:
 
 def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | None = None,
                       models_dir: str | os.PathLike = ".", dataset: str | None = None,
-                      trust_pickle: bool = False, input_shape=None) -> ModelFile:
+                      trust_pickle: bool = False, input_shape=None,
+                      arch_kwargs: dict | None = None) -> ModelFile:
     """One model of ``deepfault xplore --model`` opened (not prepared): a file, a zoo name
     (``NAME`` is ``MODELS_DIR/NAME-DATASET.pt``, as ``deepfault train`` names it), or a Keras
     weights file loaded into a zoo architecture.
@@ -62,13 +63,14 @@ def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | Non
     if h5 is not None:
         raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
                              "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
-    return open_model(path, weights=weights, arch=arch, trust_pickle=trust_pickle)
+    return open_model(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle)
 
 
 def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
                        data_dir: str | os.PathLike | None = None, models_dir: str | os.PathLike = ".",
                        archs: Sequence[str | None] | None = None, weights: Sequence[str | None] | None = None,
-                       trust_pickle: bool = False) -> tuple[list[PreparedModel], Dataset]:
+                       trust_pickle: bool = False, arch_kwargs: dict | None = None
+                       ) -> tuple[list[PreparedModel], Dataset]:
     """Two or more models, each opened by :func:`open_xplore_model` and prepared
     (:func:`~deepfault.models.prepare.prepare_model`) with one data set, and the data.
 
@@ -77,9 +79,11 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
         dataset: The data set (default: the one the first model file names).
         data_dir: Data root.
         models_dir: Where zoo names are looked up.
-        archs: Zoo architecture per model (one entry applies to all; ``None`` skips a model).
+        archs: Architecture per model, any form of :func:`~deepfault.models.build_model` (one
+            entry applies to all; ``None`` skips a model).
         weights: Keras weights per model, likewise.
         trust_pickle: Allow unpickling whole pickled modules; only for trusted files.
+        arch_kwargs: Keyword arguments of every model's ``archs`` entry.
 
     Raises:
         DeepFaultError: Fewer than two models, per-model lists of another length, no data set
@@ -95,7 +99,7 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
     prepared: list[PreparedModel] = []
     for entry, arch, w in zip(entries, arch_list, weight_list, strict=True):
         mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=models_dir, dataset=dataset,
-                               trust_pickle=trust_pickle,
+                               trust_pickle=trust_pickle, arch_kwargs=arch_kwargs if arch else None,
                                input_shape=data.input_shape if data is not None else None)
         if data is None:
             if mf.dataset is None:
