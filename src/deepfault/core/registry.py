@@ -4,12 +4,15 @@ Methods, presets, measures and baselines, model file formats, data sets, zoo
 architectures, coverage criteria, mutation rules, fuzz strategies and executors are all looked up by name
 in a :class:`Registry` (torchvision's ``register_model``/``get_model``/``list_models``):
 a decorator adds an entry, a duplicate name is refused, and an unknown name raises a
-:class:`~deepfault.errors.DeepFaultError` that lists the known ones.
+:class:`~deepfault.errors.DeepFaultError` that offers the closest known names ("did you
+mean") and lists them all (:func:`unknown_name`, which the lookups that are no registry use
+too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import difflib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar, overload
 
 from ..errors import DeepFaultError
@@ -20,9 +23,61 @@ class DuplicateName(DeepFaultError, RuntimeError):
     :class:`RuntimeError` as it was before, for code that catches that.
     """
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "did_you_mean", "suggestion", "unknown_name"]
 
 T = TypeVar("T")
+
+
+def did_you_mean(name: object, known: Iterable[object]) -> list[str]:
+    """The known names closest to ``name`` (:func:`difflib.get_close_matches`, best first, at
+    most three; case is ignored, and a name that differs only in case gets that one), for
+    "did you mean" in messages; ``[]`` when none is close.
+
+    Example:
+        >>> did_you_mean("ochia", ["dstar", "ochiai", "tarantula"])
+        ['ochiai']
+        >>> did_you_mean("zzz", ["dstar", "ochiai"])
+        []
+    """
+    if not isinstance(name, str) or not name:
+        return []
+    names = [str(k) for k in known]
+    lowered: dict[str, str] = {}
+    for k in names:
+        lowered.setdefault(k.lower(), k)
+    if name.lower() in lowered:  # only the case differs: that one
+        return [lowered[name.lower()]]
+    return [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]
+
+
+def suggestion(name: object, known: Iterable[object]) -> str:
+    """``"; did you mean 'x'?"`` for the names of ``known`` closest to ``name``, else ``""``: for
+    messages of another shape than :func:`unknown_name`'s.
+
+    Example:
+        >>> "unknown layer 'fc'" + suggestion("fc", ["fc1", "fc2", "conv"])
+        "unknown layer 'fc'; did you mean 'fc1' or 'fc2'?"
+    """
+    close = did_you_mean(name, known)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def unknown_name(kind: str, name: object, known: Iterable[object]) -> str:
+    """The one message for a name that is not among ``known``: the user's word for what it
+    names (``kind``), the closest names, then all of them.
+
+    Example:
+        >>> unknown_name("measure", "ochia", ["dstar", "ochiai", "tarantula"])
+        "unknown measure 'ochia'; did you mean 'ochiai'? (known: dstar, ochiai, tarantula)"
+        >>> unknown_name("measure", "zzz", ["dstar", "ochiai"])
+        "unknown measure 'zzz'; known: dstar, ochiai"
+    """
+    names = [str(k) for k in known]
+    hint = suggestion(name, names)
+    listed = ", ".join(names)
+    if hint:
+        return f"unknown {kind} {name!r}{hint} (known: {listed})"
+    return f"unknown {kind} {name!r}; known: {listed}"
 
 
 class Registry(Generic[T]):
@@ -83,14 +138,13 @@ class Registry(Generic[T]):
         """The entry registered as ``name``.
 
         Raises:
-            DeepFaultError: ``name`` is unknown; the message lists the known names.
+            DeepFaultError: ``name`` is unknown; the message offers the closest names and lists
+                the known ones.
         """
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise DeepFaultError(
-                f"unknown {self.kind} {name!r}; known: {', '.join((self._listing or self.names)())}"
-            ) from None
+            raise DeepFaultError(unknown_name(self.kind, name, (self._listing or self.names)())) from None
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
