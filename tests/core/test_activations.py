@@ -51,7 +51,7 @@ def test_named_layers_any_module():
 
 def test_unknown_layer_lists_valid_names():
     with pytest.raises(DeepFaultError, match=(r"unknown layer name\(s\) 'fc9'"
-                                              r"; did you mean 'fc3' or 'fc2' or 'fc1'\?; valid: fc1, act1")):
+                                              r" \(did you mean 'fc1' or 'fc2' or 'fc3'\?\); valid: fc1, act1")):
         activations(chain_model(), torch.zeros(1, 4), layers=["fc9"])
 
 

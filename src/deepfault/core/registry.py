@@ -29,9 +29,9 @@ T = TypeVar("T")
 
 
 def did_you_mean(name: object, known: Iterable[object]) -> list[str]:
-    """The known names closest to ``name`` (:func:`difflib.get_close_matches`, best first, at
-    most three; case is ignored, and a name that differs only in case gets that one), for
-    "did you mean" in messages; ``[]`` when none is close.
+    """The known names closest to ``name``, for "did you mean" in messages: at most three, best
+    first (:func:`difflib.get_close_matches`' score and cutoff, ties in the order of ``known``),
+    case ignored (a name that differs only in case gets that one); ``[]`` when none is close.
 
     Example:
         >>> did_you_mean("ochia", ["dstar", "ochiai", "tarantula"])
@@ -47,19 +47,26 @@ def did_you_mean(name: object, known: Iterable[object]) -> list[str]:
         lowered.setdefault(k.lower(), k)
     if name.lower() in lowered:  # only the case differs: that one
         return [lowered[name.lower()]]
-    return [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]
+    # difflib.get_close_matches' score and cutoff; equal scores keep the order of ``known``
+    matcher = difflib.SequenceMatcher(b=name.lower())
+    scored = []
+    for i, k in enumerate(lowered):
+        matcher.set_seq1(k)
+        if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6 and matcher.ratio() >= 0.6:
+            scored.append((-matcher.ratio(), i, lowered[k]))
+    return [k for _, _, k in sorted(scored)[:3]]
 
 
 def suggestion(name: object, known: Iterable[object]) -> str:
-    """``"; did you mean 'x'?"`` for the names of ``known`` closest to ``name``, else ``""``: for
-    messages of another shape than :func:`unknown_name`'s.
+    """``" (did you mean 'x'?)"`` for the names of ``known`` closest to ``name``, else ``""``:
+    for messages of another shape than :func:`unknown_name`'s.
 
     Example:
-        >>> "unknown layer 'fc'" + suggestion("fc", ["fc1", "fc2", "conv"])
-        "unknown layer 'fc'; did you mean 'fc1' or 'fc2'?"
+        >>> "unknown layer 'fc'" + suggestion("fc", ["fc1", "fc2", "conv"]) + "; valid: fc1, fc2, conv"
+        "unknown layer 'fc' (did you mean 'fc1' or 'fc2'?); valid: fc1, fc2, conv"
     """
     close = did_you_mean(name, known)
-    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
 def unknown_name(kind: str, name: object, known: Iterable[object]) -> str:
@@ -73,10 +80,10 @@ def unknown_name(kind: str, name: object, known: Iterable[object]) -> str:
         "unknown measure 'zzz'; known: dstar, ochiai"
     """
     names = [str(k) for k in known]
-    hint = suggestion(name, names)
+    close = did_you_mean(name, names)
     listed = ", ".join(names)
-    if hint:
-        return f"unknown {kind} {name!r}{hint} (known: {listed})"
+    if close:
+        return f"unknown {kind} {name!r}; did you mean {' or '.join(map(repr, close))}? (known: {listed})"
     return f"unknown {kind} {name!r}; known: {listed}"
 
 
