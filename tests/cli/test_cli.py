@@ -108,8 +108,10 @@ def _model_file(tmp_path, name, **arch_kwargs):
 
 
 BAD = [
-    (["--measure", "tarntula"], r"unknown approach 'tarntula'; known: ample, "),
-    (["--layers", "fc9"], r"unknown layer name\(s\) 'fc9'; valid: flatten, fc1"),
+    (["--measure", "tarntula"],
+     r"--measure: unknown measure 'tarntula'; did you mean 'tarantula'\? \(known: ample, "),
+    (["--layers", "fc9"], r"unknown layer name\(s\) 'fc9'"
+                          r" \(did you mean [^;]*'fc1'[^;]*\?\); valid: flatten, fc1"),
     (["-k", "0"], r"-k must be an integer >= 1; got 0"),
     (["-k", "97"], r"k=97 is larger than the 96 analysed neurons"),
     (["--class", "10"], r"class 10 is outside the 10 classes of 'digits' \(0..9\)"),

@@ -50,7 +50,8 @@ def test_named_layers_any_module():
 
 
 def test_unknown_layer_lists_valid_names():
-    with pytest.raises(DeepFaultError, match=r"unknown layer name\(s\) 'fc9'; valid: fc1, act1"):
+    message = r"unknown layer name\(s\) 'fc9' \(did you mean 'fc1' or 'fc2' or 'fc3'\?\); valid: fc1, act1"
+    with pytest.raises(DeepFaultError, match=message):
         activations(chain_model(), torch.zeros(1, 4), layers=["fc9"])
 
 

@@ -183,7 +183,8 @@ def test_an_input_covering_everything_goes_first_and_rank_reports_apfd():
 def test_bad_input_to_the_api():
     model = chain_model()
     x = torch.rand(5, 4)
-    with pytest.raises(DeepFaultError, match="unknown coverage criterion 'ncx'; known:"):
+    with pytest.raises(DeepFaultError, match=(r"unknown coverage criterion 'ncx'"
+                                              r"; did you mean 'nc' or 'nac' or 'nbc'\? \(known:")):
         measure_coverage(model, x, criteria="nc,ncx")
     with pytest.raises(DeepFaultError, match="sections must be an integer >= 1; got 0"):
         measure_coverage(model, x, criteria="tknc", sections=0)

@@ -120,7 +120,8 @@ def test_probabilities_and_errors():
         probabilities(torch.zeros(3))
     with pytest.raises(DeepFaultError, match="NaN or infinite"):
         probabilities(torch.tensor([[0.0, float("nan")]]))
-    with pytest.raises(DeepFaultError, match="unknown uncertainty score 'ginni'; known: confidence"):
+    with pytest.raises(DeepFaultError, match=(r"unknown uncertainty score 'ginni'"
+                                              r"; did you mean 'gini'\? \(known: confidence")):
         uncertainty_scores(x, "ginni")
 
 

@@ -126,7 +126,8 @@ def test_star_and_unknown_measure_errors():
     spec = _spectrum([1], [1], [0], [0])
     with pytest.raises(DeepFaultError, match=r"star .* must be a number >= 1; got 0.5"):
         suspiciousness(spec, "dstar", star=0.5)
-    with pytest.raises(DeepFaultError, match=r"unknown measure 'tarntula'; known: ample, "):
+    with pytest.raises(DeepFaultError, match=(r"unknown measure 'tarntula'"
+                                              r"; did you mean 'tarantula'\? \(known: ample, ")):
         suspiciousness(spec, "tarntula")
 
 

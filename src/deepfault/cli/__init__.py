@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import _signals
+from ..core.registry import did_you_mean
 from ..errors import DeepFaultError
 from ..methods import ALL as _METHODS
 from . import _preflight
@@ -32,8 +33,14 @@ ENGINE_COMMANDS = ("train", "data", "inspect", "experiment")
 COMMANDS = (*(c for method in _METHODS for c in method.commands), *ENGINE_COMMANDS)
 
 
+#: Where a sub-command's parser leaves itself on the namespace when it did not recognise an
+#: argument, so that the message names that command's help (``deepfault run --help``).
+_OWNER = "_deepfault_unrecognized_by"
+
+
 class _Parser(argparse.ArgumentParser):
-    """Bad usage is one line (``deepfault: error: ...``) and a pointer to ``--help``.
+    """Bad usage is one line (``deepfault: error: ...``), a "did you mean" where a known name
+    is close, and a pointer to the command's own ``--help``.
 
     No abbreviations: ``--batch`` must not silently mean ``--batch-size``, and an old
     spelling must not match a new option by its prefix.
@@ -47,7 +54,48 @@ class _Parser(argparse.ArgumentParser):
         # A bounded argument type's "argument -k: must be ..." reads as every other check's
         # "-k must be ...; got ..." (deepfault.checks' one message shape).
         message = re.sub(r"^argument (\S+): must be ", r"\1 must be ", message)
+        # A name type's "argument --measure: unknown measure ..." (registry.unknown_name's shape).
+        message = re.sub(r"^argument (\S+): unknown ", r"\1: unknown ", message)
         self.exit(2, f"deepfault: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, _OWNER):  # the innermost command that left them
+            setattr(namespace, _OWNER, self)
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        owner = vars(namespace).pop(_OWNER, self)
+        if extras:
+            owner.error(owner.unrecognized(extras))
+        return namespace
+
+    def unrecognized(self, extras: Sequence[str]) -> str:
+        """``unrecognized arguments: ...`` with the closest option of this command for each
+        unknown option (``--mesure`` -> ``--measure``).
+        """
+        known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        pairs = []
+        for arg in extras:
+            option = arg.split("=", 1)[0]
+            close = did_you_mean(option, known) if option.startswith("--") else []
+            if close:
+                pairs.append((close[0], option))
+        hints = [new if len(pairs) == 1 else f"{new} for {old}" for new, old in pairs]
+        hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+        return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+    def _check_value(self, action, value):
+        # argparse's "invalid choice: 'blurr' (choose from ...)" with the closest choices.
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            close = did_you_mean(value, choices)
+            if close:
+                raise argparse.ArgumentError(
+                    action, f"invalid choice: {value!r}; did you mean {' or '.join(map(repr, close))}? "
+                    f"(choose from {', '.join(map(repr, choices))})")
+        super()._check_value(action, value)
 
 
 class _Completion(argparse.Action):

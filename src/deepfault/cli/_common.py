@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 
 from ..checks import check_device
+from ..core.registry import unknown_name
 from ..core.threads import auto_threads
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
@@ -183,6 +184,22 @@ def class_list(text: str) -> tuple[int, ...] | None:
 
 def names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def known_name(kind: str, listing: Callable[[], Iterable[str]]) -> Callable[[str], str]:
+    """An argparse type: one of ``listing()``'s names (a registry's, read when parsing, so
+    plug-ins count), else ``unknown KIND 'x'; did you mean 'y'? (known: ...)``
+    (:func:`deepfault.core.registry.unknown_name`), in the user's word ``kind``.
+    """
+
+    def parse(text: str) -> str:
+        known = list(listing())
+        if text not in known:
+            raise argparse.ArgumentTypeError(unknown_name(kind, text, known))
+        return text
+
+    parse.__name__ = kind
+    return parse
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from .. import checks as c
+from ..core.registry import suggestion
 from ..coverage import list_criteria
 from ..experiment.store import ResultStore
 from ..fuzz.campaign.budget import parse_budget
@@ -192,7 +193,8 @@ def _regress(args) -> None:
     if getattr(args, "shared_fidelity", None):
         _fidelity("--shared-fidelity", args.shared_fidelity)
     if args.criterion not in list_criteria():
-        raise c.error("--criteria", f"one of {', '.join(list_criteria())}", args.criterion)
+        raise c.error("--criteria", f"one of {', '.join(list_criteria())}", args.criterion,
+                      suggestion(args.criterion, list_criteria()).strip(" ()"))
     if args.layers is not None and not args.layers:
         raise c.error("--layers", "comma-separated layer names", _typed(args, "--layers", ""))
     if args.campaign is not None:
@@ -217,7 +219,8 @@ def _fidelity(option: str, spec: str) -> None:
     name, sep, arg = str(spec).partition(":")
     known = FIDELITIES.names()
     if name.strip().lower() not in known:
-        raise c.error(option, f"one of {', '.join(known)} (ssim:T, discriminator:FILE)", spec)
+        raise c.error(option, f"one of {', '.join(known)} (ssim:T, discriminator:FILE)", spec,
+                      suggestion(name.strip(), known).strip(" ()"))
     if name == "ssim" and sep:
         try:
             t = float(arg)

@@ -407,6 +407,9 @@ def _cmd_measure(args) -> int:
         if any(v["upper_from"] == "inputs" for v in report.surprise["criteria"].values()):
             text += ("U: the largest finite score of these inputs, so the coverage is not comparable between "
                      "input sets; give --sa-upper U to compare\n")
+    legend = criteria_legend(r.criterion for r in report.results)
+    if legend:
+        text += f"  ({legend})\n"
     dead = never_activated_line(report)
     if dead:
         text += f"\n{dead}\n"
@@ -434,6 +437,29 @@ def _cmd_measure(args) -> int:
         _write("coverage measure", out, args, device, threads, prep, split,
                {**opts, "surprise": args.surprise}, body)
     return 0
+
+
+#: The neuron criteria's full names, for the legend under ``coverage measure``'s tables (the
+#: surprise coverages' come from :data:`~deepfault.coverage.measure.SCORE_CRITERIA`).
+CRITERION_NAMES = {
+    "nc": "neuron coverage", "nac": "neuron activation coverage (nc on raw values)",
+    "kmnc": "k-multisection neuron coverage", "nbc": "neuron boundary coverage",
+    "snac": "strong neuron activation coverage", "tknc": "top-k neuron coverage",
+    "tknp": "top-k neuron patterns",
+}
+#: The legend under ``coverage rank``'s table.
+RANK_LEGEND = ("APFD: average percentage of faults detected, 0..1, higher when the misclassified inputs "
+               "come earlier in the order")
+
+
+def criteria_legend(names) -> str:
+    """``nc: neuron coverage; kmnc: ...`` for the criteria ``names`` (in their order)."""
+    parts = []
+    for n in dict.fromkeys(names):
+        full = SCORE_CRITERIA.get(n).title if n in SCORE_CRITERIA else CRITERION_NAMES.get(n)
+        if full:
+            parts.append(f"{n}: {full}")
+    return "; ".join(parts)
 
 
 def _share(v: float) -> str:
@@ -477,6 +503,7 @@ def _cmd_rank(args) -> int:
              f"{r.seconds:.4f}",
              " ".join(map(str, r.order[:5].tolist())) + (" ..." if n > 5 else "")) for r in report.rankings]
     text += table(("prioritiser", "APFD", f"found in first {tenth}", "seconds", "first inputs"), rows)
+    text += f"\n  ({RANK_LEGEND})"
     best = report.best()
     if best is not None:
         text += f"\n\nearliest: {best.name} (APFD {best.apfd:.3f})"

@@ -15,7 +15,7 @@ from ..fuzz.fidelity import check_fidelity_inputs, check_fidelity_spec, default_
 from ..fuzz.figures import fault_grid
 from ..fuzz.mutation.mcmc import CHOOSERS
 from ..fuzz.mutation.rules import input_kind
-from ..fuzz.regress import check_black_box, faults_paths, load_pair, progress_line, regress
+from ..fuzz.regress import PROGRESS_LEGEND, check_black_box, faults_paths, load_pair, progress_line, regress
 from ..fuzz.report import METRICS_LEGEND, campaign_page, metrics_table
 from ..models.blackbox import RUNTIMES, unwrap_black_box
 from ._common import (
@@ -215,17 +215,25 @@ def _cmd_regress(args) -> int:
     threads = apply_threads(args.threads, [p1.module, p2.module], device)
     live = not args.no_progress and sys.stderr.isatty()
     last = [0.0]
+    legend = [True]  # once, above the first progress line
+
+    def say_legend() -> None:
+        if legend[0]:
+            legend[0] = False
+            print(f"progress: {PROGRESS_LEGEND}", file=sys.stderr)
 
     def show(p) -> None:
         now = time.monotonic()
         if now - last[0] >= 0.5:
             last[0] = now
+            say_legend()
             print("\r" + progress_line(p).ljust(110)[:160], end="", file=sys.stderr, flush=True)
 
     def log_line(p) -> None:  # not a terminal: one line every 10 s
         now = time.monotonic()
         if now - last[0] >= 10.0:
             last[0] = now
+            say_legend()
             print(progress_line(p), file=sys.stderr, flush=True)
 
     paths = outputs(args)[1:]

@@ -6,6 +6,7 @@ import argparse
 
 import torch
 
+from ..core.registry import unknown_name
 from ..experiment.results import result_document, write_result
 from ..models.prepare import prepare_model
 from ..repair import RepairConfig, repair
@@ -50,9 +51,7 @@ def _baselines(text: str) -> tuple[str, ...]:
     chosen = names(text)
     unknown = [b for b in chosen if b not in BASELINES]
     if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown baseline {unknown[0]!r}; known: {', '.join(BASELINES)}, none"
-        )
+        raise argparse.ArgumentTypeError(unknown_name("baseline", unknown[0], [*BASELINES, "none"]))
     return chosen
 
 

@@ -29,6 +29,7 @@ from ._common import (
     class_list,
     device_from,
     int_list,
+    known_name,
     load_inputs,
     names,
     number,
@@ -61,6 +62,7 @@ def add_parser(sub) -> None:
                      "(default: all)")
     approaches = list_approaches()
     run.add_argument("--measure", dest="approach", metavar="NAME",
+                     type=known_name("measure", list_approaches),
                      default="tarantula",
                      help="suspiciousness measure or baseline; see 'deepfault measures' "
                      f"({', '.join(approaches)})")

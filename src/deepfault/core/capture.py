@@ -24,6 +24,7 @@ from torch import nn
 
 from ..errors import DeepFaultError
 from .inputs import inputs_and_labels, is_torch_data
+from .registry import suggestion, unknown_name
 
 __all__ = [
     "Layer",
@@ -204,7 +205,7 @@ SOFTMAX_LAYER = "softmax(output)"
 def check_transform(transform: str) -> str:
     """``transform`` unchanged if it is one of :data:`TRANSFORMS`, else raise."""
     if transform not in TRANSFORMS:
-        raise DeepFaultError(f"unknown transform {transform!r}; known: {', '.join(TRANSFORMS)}")
+        raise DeepFaultError(unknown_name("transform", transform, TRANSFORMS))
     return transform
 
 
@@ -280,7 +281,8 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
         valid = ", ".join([n for n in modules if n] + [SOFTMAX_LAYER])
         selections = ", ".join(LAYER_SELECTIONS)
         raise DeepFaultError(
-            f"unknown layer name(s) {', '.join(map(repr, unknown))}; valid: {valid} "
+            f"unknown layer name(s) {', '.join(map(repr, unknown))}"
+            f"{suggestion(unknown[0], [*(n for n in modules if n), *LAYER_SELECTIONS])}; valid: {valid} "
             f"(or a named selection: {selections})"
         )
     if not names:

@@ -4,12 +4,15 @@ Methods, presets, measures and baselines, model file formats, data sets, zoo
 architectures, coverage criteria, mutation rules, fuzz strategies and executors are all looked up by name
 in a :class:`Registry` (torchvision's ``register_model``/``get_model``/``list_models``):
 a decorator adds an entry, a duplicate name is refused, and an unknown name raises a
-:class:`~deepfault.errors.DeepFaultError` that lists the known ones.
+:class:`~deepfault.errors.DeepFaultError` that offers the closest known names ("did you
+mean") and lists them all (:func:`unknown_name`, which the lookups that are no registry use
+too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import difflib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar, overload
 
 from ..errors import DeepFaultError
@@ -20,9 +23,68 @@ class DuplicateName(DeepFaultError, RuntimeError):
     :class:`RuntimeError` as it was before, for code that catches that.
     """
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "did_you_mean", "suggestion", "unknown_name"]
 
 T = TypeVar("T")
+
+
+def did_you_mean(name: object, known: Iterable[object]) -> list[str]:
+    """The known names closest to ``name``, for "did you mean" in messages: at most three, best
+    first (:func:`difflib.get_close_matches`' score and cutoff, ties in the order of ``known``),
+    case ignored (a name that differs only in case gets that one); ``[]`` when none is close.
+
+    Example:
+        >>> did_you_mean("ochia", ["dstar", "ochiai", "tarantula"])
+        ['ochiai']
+        >>> did_you_mean("zzz", ["dstar", "ochiai"])
+        []
+    """
+    if not isinstance(name, str) or not name:
+        return []
+    names = [str(k) for k in known]
+    lowered: dict[str, str] = {}
+    for k in names:
+        lowered.setdefault(k.lower(), k)
+    if name.lower() in lowered:  # only the case differs: that one
+        return [lowered[name.lower()]]
+    # difflib.get_close_matches' score and cutoff; equal scores keep the order of ``known``
+    matcher = difflib.SequenceMatcher(b=name.lower())
+    scored = []
+    for i, k in enumerate(lowered):
+        matcher.set_seq1(k)
+        if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6 and matcher.ratio() >= 0.6:
+            scored.append((-matcher.ratio(), i, lowered[k]))
+    return [k for _, _, k in sorted(scored)[:3]]
+
+
+def suggestion(name: object, known: Iterable[object]) -> str:
+    """``" (did you mean 'x'?)"`` for the names of ``known`` closest to ``name``, else ``""``:
+    for messages of another shape than :func:`unknown_name`'s.
+
+    Example:
+        >>> "unknown layer 'fc'" + suggestion("fc", ["fc1", "fc2", "conv"]) + "; valid: fc1, fc2, conv"
+        "unknown layer 'fc' (did you mean 'fc1' or 'fc2'?); valid: fc1, fc2, conv"
+    """
+    close = did_you_mean(name, known)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
+def unknown_name(kind: str, name: object, known: Iterable[object]) -> str:
+    """The one message for a name that is not among ``known``: the user's word for what it
+    names (``kind``), the closest names, then all of them.
+
+    Example:
+        >>> unknown_name("measure", "ochia", ["dstar", "ochiai", "tarantula"])
+        "unknown measure 'ochia'; did you mean 'ochiai'? (known: dstar, ochiai, tarantula)"
+        >>> unknown_name("measure", "zzz", ["dstar", "ochiai"])
+        "unknown measure 'zzz'; known: dstar, ochiai"
+    """
+    names = [str(k) for k in known]
+    close = did_you_mean(name, names)
+    listed = ", ".join(names)
+    if close:
+        return f"unknown {kind} {name!r}; did you mean {' or '.join(map(repr, close))}? (known: {listed})"
+    return f"unknown {kind} {name!r}; known: {listed}"
 
 
 class Registry(Generic[T]):
@@ -83,14 +145,13 @@ class Registry(Generic[T]):
         """The entry registered as ``name``.
 
         Raises:
-            DeepFaultError: ``name`` is unknown; the message lists the known names.
+            DeepFaultError: ``name`` is unknown; the message offers the closest names and lists
+                the known ones.
         """
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise DeepFaultError(
-                f"unknown {self.kind} {name!r}; known: {', '.join((self._listing or self.names)())}"
-            ) from None
+            raise DeepFaultError(unknown_name(self.kind, name, (self._listing or self.names)())) from None
 
     def names(self) -> list[str]:
         """The registered names, sorted."""

@@ -61,7 +61,7 @@ from numpy.typing import ArrayLike
 from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.capture import NeuronLayout
-from ..core.registry import Registry
+from ..core.registry import Registry, suggestion
 from ..errors import DeepFaultError
 from .results import CoverageResult, _label
 
@@ -650,7 +650,8 @@ def make_criterion(name: str, layout: NeuronLayout, **params) -> Criterion:
     unknown = sorted(set(params) - set(criterion_params(name)))
     if unknown:
         raise DeepFaultError(
-            f"coverage criterion {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
+            f"coverage criterion {name!r} takes no parameter {', '.join(map(repr, unknown))}"
+            f"{suggestion(unknown[0], criterion_params(name))}; "
             f"it takes: {', '.join(criterion_params(name)) or 'none'}"
         )
     return cls(layout, **params)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
+from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .criteria import BitSetCriterion, Criterion
 from .measure import (
@@ -112,8 +113,7 @@ def parse_by(by: str | Iterable[str]) -> tuple[str, ...]:
             continue
         for n in known if name == "all" else [name]:
             if n not in known:
-                raise DeepFaultError(f"unknown prioritiser {str(part).strip()!r}; known: {', '.join(known)}, "
-                                     "or all")
+                raise DeepFaultError(unknown_name("prioritiser", str(part).strip(), [*known, "all"]))
             if n not in names:
                 names.append(n)
     if not names:

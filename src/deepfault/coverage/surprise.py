@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 from .._io import write_npz
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
+from ..core.registry import suggestion
 from ..errors import DeepFaultError
 from .profile import (
     _field,
@@ -108,7 +109,8 @@ def parse_kinds(kinds: str | Iterable[str]) -> tuple[str, ...]:
         return SURPRISE_KINDS
     unknown = [k for k in names if k not in SURPRISE_KINDS]
     if unknown or not names:
-        raise DeepFaultError(f"unknown surprise adequacy {', '.join(map(repr, unknown)) or '(none)'}; "
+        hint = suggestion(unknown[0], SURPRISE_KINDS) if unknown else ""
+        raise DeepFaultError(f"unknown surprise adequacy {', '.join(map(repr, unknown)) or '(none)'}{hint}; "
                              f"known: {', '.join(SURPRISE_KINDS)}")
     return tuple(dict.fromkeys(names))
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.registry import Registry
+from ..core.registry import Registry, suggestion
 from ..errors import DeepFaultError
 from .dataset import Dataset
 
@@ -81,5 +81,6 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwar
     if unknown:
         takes = f"its options: {', '.join(options)}" if options else "it takes no options"
         hint = "; --scale01 is for 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else ""
+        hint = hint or suggestion(unknown[0], options)
         raise DeepFaultError(f"data set {name!r} does not take {', '.join(unknown)} ({takes}){hint}")
     return info.loader(default_data_dir(data_dir), **kwargs)

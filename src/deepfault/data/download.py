@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..core.registry import suggestion
 from ..errors import DeepFaultError
 
 if TYPE_CHECKING:
@@ -190,7 +191,8 @@ def _source(name: str) -> DatasetSource:
         return SOURCES[name]
     except KeyError:
         raise DeepFaultError(
-            f"no download source for data set {name!r}; downloadable: {', '.join(sorted(SOURCES))}"
+            f"no download source for data set {name!r}{suggestion(name, sorted(SOURCES))}; "
+            f"downloadable: {', '.join(sorted(SOURCES))}"
         ) from None
 
 

@@ -30,6 +30,7 @@ from typing import Any, final
 
 import numpy as np
 
+from ..core.registry import suggestion
 from ..errors import DeepFaultError
 from .executors import Executor, get_executor
 from .store import ResultStore
@@ -185,7 +186,8 @@ class ExperimentPreset(ABC):
         if unknown:
             what = f"its options: {', '.join(sorted(self.options))}" if self.options else "it takes none"
             bad = unknown[0].replace("_", "-")
-            raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}; {what}")
+            hint = suggestion(bad, [k.replace("_", "-") for k in sorted(known)])
+            raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}{hint}; {what}")
         context = RunContext(store_path, folder, data_dir, str(device), progress, seed, argv, options=opts)
         self.check(context)
         return context

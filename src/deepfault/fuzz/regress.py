@@ -442,6 +442,12 @@ def progress_line(p: CampaignProgress, *, top: int = 4) -> str:
             f"GF {p.gf:,}  queue {p.corpus:,}  [{rules}]")
 
 
+#: The legend of :func:`progress_line`'s abbreviations (``deepfault regress`` prints it once, above them).
+PROGRESS_LEGEND = ("it: iterations; RF: generated inputs M1 gets right and M2 wrong; URF: distinct (seed, "
+                   "M1 label, M2 label) among them; Seed: seeds with an RF; GF: generated inputs M2 gets "
+                   "wrong; queue: inputs kept for mutation; [...]: the most chosen mutation rules")
+
+
 def faults_paths(store: str | os.PathLike | None, cell: str, out: str | os.PathLike | None = None):
     """Where ``deepfault regress`` writes the faults: ``(npz, png)``."""
     if out is not None:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_int
+from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .measures import check_star
 from .selection import get_approach, list_approaches
@@ -74,9 +75,7 @@ class RunConfig:
     def validate(self, bounds: Sequence[float]) -> None:
         """Check every argument that needs no model, before any work is done."""
         if self.approach not in list_approaches():
-            raise DeepFaultError(
-                f"unknown approach {self.approach!r}; known: {', '.join(list_approaches())}"
-            )
+            raise DeepFaultError(unknown_name("measure", self.approach, list_approaches()))
         check_int("k (the number of suspicious neurons)", self.k)
         check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         check_star(self.star)

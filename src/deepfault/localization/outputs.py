@@ -112,6 +112,15 @@ def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *
         after_titles=[f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}" for i in rows])
 
 
+#: The legend under ``deepfault run``'s neuron tables (the spectrum's four counts, spec section 2).
+NEURON_LEGEND = ("as/af: inputs of the class classified right/wrong (passing/failing) that activate the "
+                 "neuron (value > threshold); ns/nf: passing/failing inputs that do not")
+#: The legend under its evaluation table (:mod:`deepfault.localization.evaluation`).
+EVALUATION_LEGEND = ("changed: share predicted otherwise than the original; L1/L2/Linf: distance to the "
+                     "original; increased (@k'): share of the k (top k') neurons whose value rose; "
+                     "ms/input: synthesis time")
+
+
 def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
     """What ``deepfault run`` prints: the model and data, each class's neurons (unless ``quiet``)
     and the evaluation of the synthesized inputs.
@@ -140,6 +149,8 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
             neurons = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
                        for i, n in enumerate(rep.selection.neurons)]
             w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), neurons) + "\n")
+    if not quiet and result.classes:
+        w(f"  ({NEURON_LEGEND})\n")
     w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
     evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
     kinds = list(next((e.surprise for e in evs if e.surprise), {}))
@@ -157,6 +168,8 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
                          fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
     w(text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
                   *(k.upper() for k in kinds), "increased", "increased@k'", "ms/input"), rows) + "\n")
+    surprise = f"; {'/'.join(k.upper() for k in kinds)}: mean surprise adequacy" if kinds else ""
+    w(f"  ({EVALUATION_LEGEND}{surprise})\n")
     total = sum(e.num_inputs for e in evs)
     if total:
         acc_all = float(np.concatenate([e.correct for e in evs]).mean())

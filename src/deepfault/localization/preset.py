@@ -21,6 +21,7 @@ import torch
 
 from ..checks import MAX_GRADIENT_ITERATIONS, MAX_SEED, check_int
 from ..core.batches import activations, predict
+from ..core.registry import suggestion
 from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError
 from ..experiment.executors import Executor, get_executor
@@ -103,7 +104,9 @@ class ExperimentConfig:
                 raise DeepFaultError(f"model {m.name!r} needs exactly one of 'arch' or 'file'")
         unknown = [a for a in self.approaches if a not in list_approaches()]
         if unknown:
-            raise DeepFaultError(f"unknown approach(es) {unknown}; known: {', '.join(list_approaches())}")
+            raise DeepFaultError(f"unknown approach(es) {unknown}"
+                                 f"{suggestion(unknown[0], list_approaches())}; "
+                                 f"known: {', '.join(list_approaches())}")
         if not self.ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.ks):
             raise DeepFaultError(f"ks must be integers >= 1; got {list(self.ks)}")
         for name in ("ks", "approaches", "classes", "layers"):
@@ -181,7 +184,9 @@ def load_config(path: str | Path) -> ExperimentConfig:
     known = {f.name for f in fields(ExperimentConfig)}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise DeepFaultError(f"unknown key(s) {unknown} in {str(path)!r}; known: {sorted(known)}")
+        raise DeepFaultError(f"unknown key(s) {unknown} in {str(path)!r}"
+                             f"{suggestion(unknown[0], sorted(known))}; "
+                             f"known: {sorted(known)}")
     for key, value in raw.items():
         _check_toml_type(path, key, value)
     model_keys = {f.name for f in fields(ModelSpec)}

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..core.registry import Registry
+from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 from ._api import build_model, canonical_arch, importable, list_architectures
 from .io import FORMAT, ModelFile, load_model
@@ -148,7 +148,8 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
     from .onnx import load_onnx
 
     if runtime not in RUNTIMES:
-        raise DeepFaultError(f"unknown runtime {runtime!r} for an ONNX file; known: {', '.join(RUNTIMES)}")
+        message = unknown_name("runtime", runtime, RUNTIMES)
+        raise DeepFaultError(message.replace("; ", " for an ONNX file; ", 1))
     if runtime == "onnxruntime":
         return open_onnxruntime(path)
     missing: ModuleNotFoundError | None = None

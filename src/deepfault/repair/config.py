@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..checks import MAX_BATCH, MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_LEARNING_RATE, MAX_SEED, check_int
+from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 
 __all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
@@ -103,7 +104,7 @@ class RepairConfig:
             raise DeepFaultError(f"ties must be one of {', '.join(TIE_POLICIES)}; got {self.ties!r}")
         unknown = [b for b in self.baselines if b not in BASELINES]
         if unknown:
-            raise DeepFaultError(f"unknown baseline {unknown[0]!r}; known: {', '.join(BASELINES)}")
+            raise DeepFaultError(unknown_name("baseline", unknown[0], BASELINES))
         if not (isinstance(self.eps, (int, float)) and 0 < self.eps <= 1):
             raise DeepFaultError(f"eps must be a share of the pixel range in (0, 1]; got {self.eps!r}")
         return self

@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..checks import check_int
+from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .constraints import Constraint, make_constraint
 
@@ -147,7 +148,7 @@ class XploreConfig:
                                    ("objective", self.objective, OBJECTIVES),
                                    ("layers", self.layers, LAYER_CHOICES)):
             if value not in known:
-                raise DeepFaultError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+                raise DeepFaultError(unknown_name(name, value, known))
         if self.target is not None:
             check_int("target", self.target, minimum=0)
             if num_models is not None and self.target >= num_models:

@@ -92,7 +92,8 @@ def test_registry_holds_the_fifteen_rules_with_their_families():
 
 
 def test_unknown_rule_name_lists_the_known_ones():
-    with pytest.raises(DeepFaultError, match=r"unknown mutation rule 'tilt'; known: black_patch, blur, "):
+    with pytest.raises(DeepFaultError, match=(r"unknown mutation rule 'tilt'"
+                                              r"; did you mean 'dilate'\? \(known: black_patch, blur, ")):
         get_rule("tilt")
     with pytest.raises(DeepFaultError, match="unknown mutation rule 'tilt'"):
         apply_rule("tilt", images(), generator=gen(), bounds=(0, 1))

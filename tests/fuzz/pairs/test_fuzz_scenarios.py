@@ -188,7 +188,8 @@ def test_api_errors(digits, tmp_path):
         make_scenario("apricot", "digits_mlp", digits, out_dir=out)
     with pytest.raises(DeepFaultError, match="unknown architecture 'lenet9'"):
         make_scenario("prune", "lenet9", digits, out_dir=out)
-    with pytest.raises(DeepFaultError, match="has no option 'eps'; its options: amount, lr, epochs"):
+    with pytest.raises(DeepFaultError, match=r"has no option 'eps' \(did you mean 'epochs'\?\); its options: "
+                                             "amount, lr, epochs"):
         make_scenario("prune", "digits_mlp", digits, out_dir=out, options={"eps": 0.1})
     with pytest.raises(DeepFaultError, match="epochs must be an integer >= 1"):
         make_scenario("prune", "digits_mlp", digits, out_dir=out, epochs=0)

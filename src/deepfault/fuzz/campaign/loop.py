@@ -47,6 +47,7 @@ import torch
 from torch import nn
 
 from ...core.capture import capture
+from ...core.registry import suggestion
 from ...errors import DeepFaultError
 from ..fidelity.checks import Fidelity, TraceFidelity, check_fidelity_inputs, default_fidelity, make_fidelity
 from ..mutation.diversity import DiversityTable, FailureSet
@@ -410,7 +411,8 @@ def run_campaign(
         unknown = sorted(set(overrides) - {f.name for f in fields(CampaignConfig)})
         if unknown:
             raise DeepFaultError(
-                f"unknown campaign setting(s) {', '.join(unknown)}; known: "
+                f"unknown campaign setting(s) {', '.join(unknown)}"
+                f"{suggestion(unknown[0], [f.name for f in fields(CampaignConfig)])}; known: "
                 f"{', '.join(f.name for f in fields(CampaignConfig))}"
             )
         config = replace(config, **overrides)

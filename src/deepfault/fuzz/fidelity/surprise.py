@@ -53,6 +53,7 @@ from torch import nn
 
 from ...core.batches import iterate_batches
 from ...core.capture import as_tensor
+from ...core.registry import suggestion
 from ...coverage.surprise import (
     SURPRISE_KINDS,
     Surprise,
@@ -120,7 +121,8 @@ def parse_surprise_spec(spec: str) -> SurpriseSpec:
     kind, sep, rest = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in SURPRISE_KINDS:
-        raise DeepFaultError(f"unknown surprise check {kind!r} in {spec!r}; known: "
+        raise DeepFaultError(f"unknown surprise check {kind!r} in {spec!r}"
+                             f"{suggestion(kind, SURPRISE_KINDS)}; known: "
                              f"{', '.join(SURPRISE_KINDS)}")
     arg, sep2, file = rest.partition(":")
     arg = arg.strip()

@@ -84,7 +84,7 @@ from typing import Any
 
 import torch
 
-from ...core.registry import Registry
+from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
 
 __all__ = [
@@ -389,7 +389,8 @@ class _Draws:
     def done(self) -> Params:
         if self.given:
             raise DeepFaultError(
-                f"unknown params {sorted(self.given)} for mutation rule {self.rule!r}; "
+                f"unknown params {sorted(self.given)} for mutation rule {self.rule!r}"
+                f"{suggestion(sorted(self.given)[0], sorted(self.used))}; "
                 f"it takes {sorted(self.used)}"
             )
         return self.used

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...core.registry import Registry
+from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
 
 __all__ = ["DEPLOY_FORMATS", "DeploymentResult", "export_onnx", "list_deploy_formats", "make_deployment"]
@@ -247,7 +247,9 @@ def make_deployment(
     formats = list(formats) if formats is not None else list_deploy_formats()
     unknown = [f for f in formats if f not in DEPLOY_FORMATS]
     if unknown or not formats:
-        raise DeepFaultError(f"unknown deployment format(s) {', '.join(unknown) or '(none given)'}; known: "
+        hint = suggestion(unknown[0], list_deploy_formats()) if unknown else ""
+        raise DeepFaultError(f"unknown deployment format(s) {', '.join(unknown) or '(none given)'}{hint}; "
+                             "known: "
                              f"{', '.join(list_deploy_formats())}")
     check_int("calibration", calibration)
     start = time.perf_counter()

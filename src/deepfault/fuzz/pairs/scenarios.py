@@ -37,7 +37,7 @@ from torch import nn
 
 from ...checks import check_int
 from ...core.attacks import bim, carlini_wagner_l2
-from ...core.registry import Registry
+from ...core.registry import Registry, suggestion, unknown_name
 from ...errors import DeepFaultError
 
 __all__ = [
@@ -619,7 +619,7 @@ def make_scenario(
 
     scenario = SCENARIOS.get(name)
     if arch not in list_architectures():
-        raise DeepFaultError(f"unknown architecture {arch!r}; known: {', '.join(list_architectures())}")
+        raise DeepFaultError(unknown_name("architecture", arch, list_architectures()))
     check_int("epochs", epochs)
     check_int("seed", seed, minimum=0)
     options = dict(options or {})
@@ -627,7 +627,8 @@ def make_scenario(
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise DeepFaultError(
-            f"scenario {name!r} has no option {', '.join(map(repr, unknown))}; "
+            f"scenario {name!r} has no option {', '.join(map(repr, unknown))}"
+            f"{suggestion(unknown[0], known)}; "
             f"its options: {', '.join(known) or 'none'}"
         )
     _check_model_fits(arch, data)
