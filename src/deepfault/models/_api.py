@@ -36,7 +36,7 @@ from pathlib import Path
 
 from torch import nn
 
-from ..core.registry import Registry
+from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 
 __all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures", "arch_kind",
@@ -85,8 +85,7 @@ def arch_kind(spec: str) -> str:
         return "zoo"
     where, name = _split(spec)
     if not where:
-        raise DeepFaultError(f"unknown architecture {spec!r}; known: {', '.join(list_architectures())}, "
-                             f"or {ARCH_FORMS}")
+        raise DeepFaultError(f"{unknown_name('architecture', spec, list_architectures())}, or {ARCH_FORMS}")
     if not name or not all(part.isidentifier() for part in name.split(".")):
         raise DeepFaultError(f"--arch {spec!r}: {name!r} after the colon must name a class or function "
                              "(e.g. mynet.py:Net)")
