@@ -179,7 +179,7 @@ def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = Non
     Raises:
         DeepFaultError: No labels, or ``cls`` outside the model's outputs.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> model = nn.Linear(2, 2)

@@ -82,7 +82,7 @@ def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | N
         DeepFaultError: Items that are not arrays (an image without a ``ToTensor``
             transform), or an empty data set.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch.utils.data import DataLoader, TensorDataset
         >>> ds = TensorDataset(torch.zeros(5, 1, 8, 8), torch.arange(5))

@@ -120,7 +120,7 @@ class SurpriseCoverage:
         sections: Buckets (Kim et al. use 1,000).
         upper: ``U`` (``None``: from the inputs, as above).
 
-    Example:
+    Examples:
         >>> sc = SurpriseCoverage("dsc", sections=4, upper=2.0)
         >>> sc.update([0.1, 0.2, 1.9, 5.0])
         >>> r = sc.compute()

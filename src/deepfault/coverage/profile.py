@@ -14,7 +14,7 @@ remembers its layers, transform and a SHA-256 of the model's weights, and is sav
 ``.npz`` file (no pickle); using it with another model, other layers or another transform
 is an error that says which.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))

@@ -99,7 +99,7 @@ def parse_by(by: str | Iterable[str]) -> tuple[str, ...]:
     Raises:
         DeepFaultError: An unknown name (the message lists the known ones) or none at all.
 
-    Example:
+    Examples:
         >>> parse_by("gini, cam,gini")
         ('gini', 'cam')
     """
@@ -309,7 +309,7 @@ def rank_inputs(
             inputs, or are no class of the model (negative, ``>=`` its number of outputs, NaN
             or fractional).
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> torch.manual_seed(0) and None

@@ -34,7 +34,7 @@ inputs against 60,000 training ATs holds a few megabytes of distances at a time.
 neighbours are searched in float32 (centred on the training mean) and the distances of the
 neighbours found are recomputed exactly in float64, from the ATs as stored.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> torch.manual_seed(0) and None

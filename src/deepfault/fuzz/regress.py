@@ -8,7 +8,7 @@ the keys it was stored under. :func:`campaign_job` does the same for one job of 
 executor (a module-level function of a plain dict), so campaigns run in worker processes
 or on Ray.
 
-Example:
+Examples:
     >>> from deepfault.fuzz import regress  # doctest: +SKIP
     >>> out = regress("m1.pt", "m2.pt", budget="5000it", store="runs.sqlite")  # doctest: +SKIP
     >>> out.result.metrics.urf  # doctest: +SKIP

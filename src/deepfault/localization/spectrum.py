@@ -235,7 +235,7 @@ def compute_spectrum(
             model cannot take, NaN/infinite inputs or activations, or no input of
             ``target_class``.
 
-    Example:
+    Examples:
         >>> spec = compute_spectrum(model, x_test, y_test, target_class=3)  # doctest: +SKIP
         >>> spec.num_failed, spec.layout.num_neurons  # doctest: +SKIP
     """

@@ -154,7 +154,7 @@ def synthesize(
         DeepFaultError: Negative ``step`` or ``distance``, bad ``bounds``, inputs outside
             ``bounds``, NaN inputs, unknown layers or units, or inputs the model cannot take.
 
-    Example:
+    Examples:
         >>> new = synthesize(model, x_correct, selection, step=1.0, distance=0.1)  # doctest: +SKIP
     """
     model, _ = resolve_model(model)

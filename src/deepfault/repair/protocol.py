@@ -284,7 +284,7 @@ def repair(
         DeepFaultError: Unreadable files, inputs that do not fit the model, or no labelled
             input left to fine-tune on.
 
-    Example:
+    Examples:
         >>> import deepfault
         >>> r = deepfault.repair("lenet5-mnist.pt", ["xplore-result.npz"],
         ...                      data_dir="data", epochs=5)  # doctest: +SKIP

@@ -619,7 +619,7 @@ def xplore(
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
         indexes ``inputs``.
 
-    Example:
+    Examples:
         >>> from deepfault.xplore import XploreConfig, xplore
         >>> result = xplore([lenet1, lenet4, lenet5], data.x_test,
         ...                 config=XploreConfig(seeds=200), bounds=data.bounds)  # doctest: +SKIP

@@ -19,7 +19,7 @@ resumed campaign continues as if it had not stopped.
 Checkpoints (:mod:`.checkpoint`) go to a :class:`~deepfault.experiment.store.ResultStore`
 every ``checkpoint_every`` seconds; :func:`run_campaign` resumes from the last one.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
