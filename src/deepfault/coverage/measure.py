@@ -27,6 +27,7 @@ import numpy as np
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData
     from ..models.prepare import PreparedModel
 
 from ..checks import MAX_SECTIONS, check_int
@@ -340,7 +341,7 @@ def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: 
 
 def measure_coverage(
     model: nn.Module | PreparedModel,
-    inputs,
+    inputs: InputData,
     *,
     criteria: str | Iterable[str] = ("nc",),
     threshold: float | Sequence[float] = 0.0,
@@ -413,7 +414,7 @@ def measure_coverage(
         state.check_model(model)
     if neuron:
         layers, transform = resolve_setup(model, profile, layers, transform)
-    n = len(inputs)
+    n = len(inputs)  # type: ignore[arg-type]  # a DataLoader's len counts batches, not inputs
     if n == 0:
         raise DeepFaultError("no inputs: the input set is empty")
     marks = checkpoints(n) if growth else []

@@ -52,6 +52,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData, LabelData
     from ..models.prepare import PreparedModel
 
 from ..core.batches import iterate_batches
@@ -250,8 +251,8 @@ def _score_uncertainty(outputs: torch.Tensor, names: Sequence[str], kind: str, p
 
 def rank_inputs(
     model: nn.Module | PreparedModel,
-    inputs,
-    labels=None,
+    inputs: InputData,
+    labels: LabelData | None = None,
     *,
     by: str | Iterable[str] = DEFAULT_BY,
     criteria: str | Iterable[str] = ("nc",),

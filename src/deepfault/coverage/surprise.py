@@ -61,6 +61,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData, LabelData
     from ..models.prepare import PreparedModel
 
 from .._io import write_npz
@@ -498,8 +499,8 @@ def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
 
 def fit_surprise(
     model: nn.Module | PreparedModel,
-    inputs,
-    labels=None,
+    inputs: InputData,
+    labels: LabelData | None = None,
     *,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",

@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -168,8 +169,8 @@ def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int
 
 
 def regress(
-    m1,
-    m2,
+    m1: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
+    m2: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
     *,
     dataset: str | None = None,
     data_dir: str | os.PathLike | None = None,
@@ -177,14 +178,14 @@ def regress(
     cell: str | None = None,
     experiment: str | None = None,
     device: torch.device | str = "cpu",
-    progress=None,
+    progress: Callable[[CampaignProgress], None] | bool | None = None,
     arch: str | None = None,
     trust_pickle: bool = False,
     runtime: str = "auto",
     config: CampaignConfig | None = None,
     fresh: bool = False,
     on_store: Callable[[StoreState], None] | None = None,
-    **settings,
+    **settings: Any,
 ) -> RegressOutcome:
     """Fuzz the model ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
 
