@@ -76,7 +76,9 @@ def api_page(tmp_path_factory):
     config.pop("exclude_docs", None)
     for plugin in config["plugins"]:
         if isinstance(plugin, dict) and "mkdocstrings" in plugin:
-            plugin["mkdocstrings"]["handlers"]["python"]["paths"] = [str(ROOT / "src")]
+            python = plugin["mkdocstrings"]["handlers"]["python"]
+            python["paths"] = [str(ROOT / "src")]
+            python["options"]["extensions"] = [str(ROOT / e) for e in python["options"].get("extensions", [])]
     cfg = tmp / "mkdocs.yml"
     cfg.write_text(yaml.safe_dump(config), encoding="utf-8")
     out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--quiet", "-f", str(cfg)],
@@ -134,3 +136,12 @@ def test_code_lines_wrap(api_page):
     rule = re.search(r"\.md-typeset \.highlight pre > code\s*\{([^}]*)\}", css.replace(",\n", ", "))
     assert rule, "extra.css has no rule for the docstring examples' code"
     assert "white-space: pre-wrap" in rule.group(1)
+
+
+def test_no_sphinx_role_shows_as_text(api_page):
+    # scripts/griffe_sphinx_roles.py: :func:`x` is a link where x is on the page, else code.
+    html, _ = api_page
+    literal = sorted(set(re.findall(r":(?:func|meth|class|data|attr|mod|exc|obj|const):", html)))
+    assert not literal, f"Sphinx roles shown as text on the API page: {literal}"
+    link = r'<a class="autorefs autorefs-internal"[^>]*href="#deepfault\.coverage\.surprise\.fit_surprise">'
+    assert re.search(link + r"<code>fit_surprise</code></a>", html)
