@@ -37,6 +37,20 @@ def test_generated_pages_repeat_no_heading(name):
     assert _repeated_headings((DOCS / name).read_text(encoding="utf-8")) == []
 
 
+def test_no_line_starts_a_heading_by_accident():
+    # Python-Markdown reads "#RF. (The ..." at the start of a line as a heading (no space
+    # needed), so a wrapped "#RF" or "#URF" became a big title in the middle of a paragraph.
+    found = []
+    for path in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]:
+        fenced = False
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+            elif not fenced and re.match(r"#+[^#\s]", line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line[:40]}")
+    assert not found, "a line starting with '#' is a heading; reflow it: " + "; ".join(found)
+
+
 def test_repeated_headings_sees_headings_outside_code_only():
     text = "# A\n## B\n```\n## B\n```\n## C\n## B\n"
     assert _repeated_headings(text) == ["## B"]
