@@ -134,7 +134,7 @@ def check_int(param: str, value: object, *, minimum: int = 1, maximum: int | Non
         DeepFaultError: ``PARAM must be an integer >= MINIMUM; got VALUE`` or
             ``PARAM must be at most MAXIMUM; got VALUE; FIX``.
 
-    Example:
+    Examples:
         >>> check_int("repeat", 3, maximum=MAX_REPEAT)
         3
         >>> check_int("k", 0)

@@ -43,7 +43,7 @@ table = text_table
 class BoundedInt:
     """An argparse type: an integer in ``[minimum, maximum]``.
 
-    Example:
+    Examples:
         >>> BoundedInt(1)("3")
         3
         >>> BoundedInt(1)("-5")
@@ -76,7 +76,7 @@ class BoundedNumber:
     """An argparse type: a finite number in ``[minimum, maximum]`` (an end left out by
     ``exclude_minimum`` / ``exclude_maximum``; ``None``: unbounded).
 
-    Example:
+    Examples:
         >>> BoundedNumber(0, 1, exclude_maximum=True)("0.25")
         0.25
         >>> BoundedNumber(0, 1, exclude_maximum=True)("1")

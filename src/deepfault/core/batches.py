@@ -21,7 +21,7 @@ from torch import nn
 from ..checks import check_int
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
-from .inputs import inputs_and_labels
+from .inputs import InputData, LabelData, inputs_and_labels
 from .outputs import check_outputs_finite
 
 __all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
@@ -160,8 +160,10 @@ def activations(
     return layout, torch.cat(out)
 
 
-def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = None,
-                   batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+def correct_inputs(
+    model: nn.Module, data: InputData, labels: LabelData | None = None, *, cls: int | None = None,
+    batch_size: int = 1024,
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """The inputs the model classifies correctly (of class ``cls`` only, when given).
 
     Args:
@@ -179,7 +181,7 @@ def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = Non
     Raises:
         DeepFaultError: No labels, or ``cls`` outside the model's outputs.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> model = nn.Linear(2, 2)

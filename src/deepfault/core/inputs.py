@@ -9,6 +9,9 @@ selection "the inputs of class ``c`` that the model gets right".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
@@ -16,7 +19,14 @@ from torch.utils.data import Dataset as TorchDataset
 
 from ..errors import DeepFaultError
 
-__all__ = ["inputs_and_labels", "is_torch_data", "unpack"]
+__all__ = ["InputData", "LabelData", "inputs_and_labels", "is_torch_data", "unpack"]
+
+InputData: TypeAlias = torch.Tensor | np.ndarray | tuple | TorchDataset | DataLoader
+"""Inputs as a function takes them: a tensor or array ``(N, ...)``, an ``(inputs, labels)``
+pair, a ``torch.utils.data.Dataset`` or a ``DataLoader`` (as ``inputs_and_labels`` reads them)."""
+
+LabelData: TypeAlias = torch.Tensor | np.ndarray | Sequence[int]
+"""Class labels ``(N,)``: a tensor, an array or a sequence of ints."""
 
 #: Items read per step when a map-style data set is stacked.
 _STACK_BATCH = 512
@@ -65,7 +75,8 @@ def _batches(loader):
     return x, y
 
 
-def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def inputs_and_labels(data: InputData,
+                      labels: LabelData | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(inputs, labels)`` from whatever holds them.
 
     Args:
@@ -82,7 +93,7 @@ def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | N
         DeepFaultError: Items that are not arrays (an image without a ``ToTensor``
             transform), or an empty data set.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch.utils.data import DataLoader, TensorDataset
         >>> ds = TensorDataset(torch.zeros(5, 1, 8, 8), torch.arange(5))
@@ -101,11 +112,11 @@ def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | N
     return x, y
 
 
-def unpack(data, labels=None):
+def unpack(data: InputData, labels: LabelData | None = None) -> tuple[torch.Tensor | np.ndarray | tuple, Any]:
     """``(inputs, labels)`` unchanged, except that a ``torch.utils.data`` data set or loader is
     read into tensors and gives its own labels where ``labels`` is ``None``.
     """
-    if not is_torch_data(data):
+    if not isinstance(data, (DataLoader, TorchDataset)):  # is_torch_data, spelled so mypy narrows
         return data, labels
     x, carried = inputs_and_labels(data)
     return x, carried if labels is None else labels

@@ -94,7 +94,7 @@ class Registry(Generic[T]):
         kind: What the entries are, for messages ("measure", "model format", ...).
         listing: The names in the order an unknown-name message lists them (default sorted).
 
-    Example:
+    Examples:
         >>> shapes = Registry("shape")
         >>> @shapes.register("square")
         ... def square(a):

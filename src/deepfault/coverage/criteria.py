@@ -34,7 +34,7 @@ as a dense ``(B, S)`` bool matrix. Subclasses implement ``covered_items`` only.
 Comparisons are made in float64, so ``v > t`` means what it says for a float32 ``v`` and any
 ``t``. New criteria are registered with ``CRITERIA.register(name)``.
 
-Example:
+Examples:
     >>> import torch
     >>> from deepfault.core.capture import NeuronLayout
     >>> layout = NeuronLayout.from_sizes(["fc1", "fc2"], [3, 2])

@@ -27,6 +27,7 @@ import numpy as np
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData
     from ..models.prepare import PreparedModel
 
 from ..checks import MAX_SECTIONS, check_int
@@ -120,7 +121,7 @@ class SurpriseCoverage:
         sections: Buckets (Kim et al. use 1,000).
         upper: ``U`` (``None``: from the inputs, as above).
 
-    Example:
+    Examples:
         >>> sc = SurpriseCoverage("dsc", sections=4, upper=2.0)
         >>> sc.update([0.1, 0.2, 1.9, 5.0])
         >>> r = sc.compute()
@@ -340,7 +341,7 @@ def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: 
 
 def measure_coverage(
     model: nn.Module | PreparedModel,
-    inputs,
+    inputs: InputData,
     *,
     criteria: str | Iterable[str] = ("nc",),
     threshold: float | Sequence[float] = 0.0,
@@ -413,7 +414,7 @@ def measure_coverage(
         state.check_model(model)
     if neuron:
         layers, transform = resolve_setup(model, profile, layers, transform)
-    n = len(inputs)
+    n = len(inputs)  # type: ignore[arg-type]  # a DataLoader's len counts batches, not inputs
     if n == 0:
         raise DeepFaultError("no inputs: the input set is empty")
     marks = checkpoints(n) if growth else []

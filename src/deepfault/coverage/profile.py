@@ -14,7 +14,7 @@ remembers its layers, transform and a SHA-256 of the model's weights, and is sav
 ``.npz`` file (no pickle); using it with another model, other layers or another transform
 is an error that says which.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData
     from ..models.prepare import PreparedModel
 
 from .._io import write_npz
@@ -371,7 +372,7 @@ class ProfileAccumulator(Accumulator):
 
 def compute_profile(
     model: nn.Module | PreparedModel,
-    inputs,
+    inputs: InputData,
     *,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
@@ -398,7 +399,7 @@ def compute_profile(
     """
     model = _module(model)
     check_transform(transform)
-    if len(inputs) == 0:
+    if len(inputs) == 0:  # type: ignore[arg-type]  # a DataLoader's len counts batches
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "
                              "a training split? use --split test or another file)")
     acc = ProfileAccumulator()

@@ -52,6 +52,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData, LabelData
     from ..models.prepare import PreparedModel
 
 from ..core.batches import iterate_batches
@@ -100,7 +101,7 @@ def parse_by(by: str | Iterable[str]) -> tuple[str, ...]:
     Raises:
         DeepFaultError: An unknown name (the message lists the known ones) or none at all.
 
-    Example:
+    Examples:
         >>> parse_by("gini, cam,gini")
         ('gini', 'cam')
     """
@@ -250,8 +251,8 @@ def _score_uncertainty(outputs: torch.Tensor, names: Sequence[str], kind: str, p
 
 def rank_inputs(
     model: nn.Module | PreparedModel,
-    inputs,
-    labels=None,
+    inputs: InputData,
+    labels: LabelData | None = None,
     *,
     by: str | Iterable[str] = DEFAULT_BY,
     criteria: str | Iterable[str] = ("nc",),
@@ -309,7 +310,7 @@ def rank_inputs(
             inputs, or are no class of the model (negative, ``>=`` its number of outputs, NaN
             or fractional).
 
-    Example:
+    Examples:
         >>> import torch
         >>> from torch import nn
         >>> torch.manual_seed(0) and None

@@ -34,7 +34,7 @@ inputs against 60,000 training ATs holds a few megabytes of distances at a time.
 neighbours are searched in float32 (centred on the training mean) and the distances of the
 neighbours found are recomputed exactly in float64, from the ATs as stored.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> torch.manual_seed(0) and None
@@ -61,6 +61,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData, LabelData
     from ..models.prepare import PreparedModel
 
 from .._io import write_npz
@@ -500,8 +501,8 @@ def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
 
 def fit_surprise(
     model: nn.Module | PreparedModel,
-    inputs,
-    labels=None,
+    inputs: InputData,
+    labels: LabelData | None = None,
     *,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",

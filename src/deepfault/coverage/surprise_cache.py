@@ -14,7 +14,7 @@ or other training data never reuse a state. A cached file that cannot be read, o
 belongs to another model, is fitted again and replaced (with a logged warning); a cache
 folder that cannot be written only costs the next run another fit.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> torch.manual_seed(0) and None

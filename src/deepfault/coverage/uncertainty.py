@@ -17,7 +17,7 @@ Each score is kept as defined (a confidence of 0.9 reads 0.9); :attr:`Uncertaint
 says which end comes first. An order sorts by the score, ties to the lower input index
 (a stable sort), so it never depends on the batch size.
 
-Example:
+Examples:
     >>> import torch
     >>> logits = torch.tensor([[4.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
     >>> [round(v, 3) for v in uncertainty_scores(logits, "margin").tolist()]

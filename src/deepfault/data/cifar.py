@@ -183,7 +183,7 @@ def load_cifar10(data_dir: Path, *, scale01: bool = False) -> Dataset:
             message names it and ``deepfault data download cifar10``), or a pickle
             names anything but the numpy array machinery.
 
-    Example:
+    Examples:
         >>> from deepfault.data import load_dataset
         >>> ds = load_dataset("cifar10", scale01=True)  # doctest: +SKIP
         >>> ds.x_test.shape, ds.bounds  # doctest: +SKIP

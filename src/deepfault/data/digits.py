@@ -30,7 +30,7 @@ def load_digits(data_dir: Path | None = None) -> Dataset:
     The split is fixed (stratified, ``SPLIT_SEED``) so every run sees the same test set.
     ``data_dir`` is ignored: the data ship with deepfault.
 
-    Example:
+    Examples:
         >>> ds = load_digits()
         >>> ds.x_train.shape, ds.x_test.shape, ds.bounds
         ((1257, 1, 8, 8), (540, 1, 8, 8), (0.0, 1.0))

@@ -5,7 +5,7 @@ One table, :data:`SOURCES`, names every official file with its mirrors, md5 and 
 is missing. A file is first written beside its final place and moved there only once
 its md5 is right, so an interrupted or corrupted download never looks like data.
 
-Example:
+Examples:
     >>> from .download import dataset_status
     >>> [s.present for s in dataset_status("mnist", "/nonexistent")]
     [False, False, False, False]

@@ -9,7 +9,7 @@ Arrays, by name:
 * ``bounds`` (optional): ``[lo, hi]``, the valid input range; ``(0, 1)`` by default;
 * ``class_names`` (optional): one string per class; else ``0 .. max(y)``.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> np.savez("mine.npz", x=np.random.rand(5, 1, 8, 8), y=[0, 1, 2, 1, 0])  # doctest: +SKIP
     >>> load_npz("mine.npz").input_shape  # doctest: +SKIP

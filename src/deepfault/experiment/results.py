@@ -37,6 +37,8 @@ from ..errors import DeepFaultError
 from ..provenance import provenance
 
 if TYPE_CHECKING:
+    import torch
+
     from ..data import Dataset
     from ..models.prepare import PreparedModel
 
@@ -53,8 +55,8 @@ _VERSIONS = ("deepfault", "torch", "numpy", "python")
 
 
 def result_document(command: str, payload: Mapping, *, config: Mapping | None, seed: int | None = None,
-                    device=None, argv: list[str] | None = None, threads: int | None = None,
-                    outputs: Mapping[str, str | None] | None = None) -> dict:
+                    device: torch.device | str | None = None, argv: list[str] | None = None,
+                    threads: int | None = None, outputs: Mapping[str, str | None] | None = None) -> dict:
     """The result document of one run of ``command``.
 
     Args:

@@ -4,7 +4,7 @@ A command's printed table and the same table on its ``--report`` page (or in a s
 experiment's report) come from one :class:`Table`, so the two cannot drift apart: the
 cells are formatted once, where the table is built, and each renderer only lays them out.
 
-Example:
+Examples:
     >>> t = Table(("model", "accuracy %"), [("before", "97.50"), ("after", "98.25")])
     >>> print(t.text())
       model   accuracy %

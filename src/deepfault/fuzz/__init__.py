@@ -12,7 +12,7 @@
 - :mod:`.regress` (``deepfault regress``, from model files), :mod:`.preset`
   (``drfuzz-mnist``), :mod:`.report`, :mod:`.figures`.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> from deepfault.fuzz import run_campaign

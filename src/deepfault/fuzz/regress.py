@@ -8,7 +8,7 @@ the keys it was stored under. :func:`campaign_job` does the same for one job of 
 executor (a module-level function of a plain dict), so campaigns run in worker processes
 or on Ray.
 
-Example:
+Examples:
     >>> from deepfault.fuzz import regress  # doctest: +SKIP
     >>> out = regress("m1.pt", "m2.pt", budget="5000it", store="runs.sqlite")  # doctest: +SKIP
     >>> out.result.metrics.urf  # doctest: +SKIP
@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -171,8 +172,8 @@ def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int
 
 
 def regress(
-    m1,
-    m2,
+    m1: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
+    m2: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
     *,
     dataset: str | None = None,
     data_dir: str | os.PathLike | None = None,
@@ -180,7 +181,7 @@ def regress(
     cell: str | None = None,
     experiment: str | None = None,
     device: torch.device | str = "cpu",
-    progress=None,
+    progress: Callable[[CampaignProgress], None] | bool | None = None,
     arch: str | None = None,
     arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
@@ -188,7 +189,7 @@ def regress(
     config: CampaignConfig | None = None,
     fresh: bool = False,
     on_store: Callable[[StoreState], None] | None = None,
-    **settings,
+    **settings: Any,
 ) -> RegressOutcome:
     """Fuzz the model ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,6 +22,10 @@ from ..core.capture import as_tensor
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .synthesis import neuron_pairs
+
+if TYPE_CHECKING:
+    from ..core.inputs import InputData, LabelData
+    from .selection import Selection
 
 __all__ = ["Evaluation", "evaluate", "OUTPUT_KINDS", "cross_entropy", "predict"]
 
@@ -135,10 +140,10 @@ def _increase(model, before, after, pairs, batch_size) -> np.ndarray:
 
 def evaluate(
     model: nn.Module | PreparedModel,
-    originals,
-    synthesized,
-    labels,
-    neurons,
+    originals: InputData,
+    synthesized: InputData,
+    labels: LabelData,
+    neurons: Selection | Iterable,
     *,
     ranking: Sequence[tuple[str, int]] | None = None,
     k_primes: Iterable[int] = (),

@@ -212,7 +212,7 @@ def select_neurons(spectrum: Spectrum, scores: np.ndarray, k: int, *, approach: 
 def localize(spectrum: Spectrum, *, measure: str = "tarantula", k: int = 10, star: float = 3.0) -> Selection:
     """Score every neuron with ``measure`` and select the ``k`` most suspicious.
 
-    Example:
+    Examples:
         >>> sel = localize(spec, measure="ochiai", k=5)  # doctest: +SKIP
         >>> [(n.layer, n.unit) for n in sel.neurons]  # doctest: +SKIP
     """

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,6 +24,9 @@ from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
 from ..core.inputs import unpack
 from ..errors import DeepFaultError
+
+if TYPE_CHECKING:
+    from ..core.inputs import InputData, LabelData
 
 __all__ = ["Spectrum", "SpectrumAccumulator", "spectrum_counts", "compute_spectrum", "compute_class_spectra"]
 
@@ -206,8 +210,8 @@ def _spectra(
 
 def compute_spectrum(
     model: nn.Module,
-    inputs,
-    labels,
+    inputs: InputData,
+    labels: LabelData | None,
     *,
     target_class: int | None = None,
     layers: Sequence[str] | None = None,
@@ -235,7 +239,7 @@ def compute_spectrum(
             model cannot take, NaN/infinite inputs or activations, or no input of
             ``target_class``.
 
-    Example:
+    Examples:
         >>> spec = compute_spectrum(model, x_test, y_test, target_class=3)  # doctest: +SKIP
         >>> spec.num_failed, spec.layout.num_neurons  # doctest: +SKIP
     """

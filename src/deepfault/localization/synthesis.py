@@ -30,6 +30,7 @@ from ..models.prepare import PreparedModel, resolve_model
 
 if TYPE_CHECKING:
     from ..core.capture import _Recorder
+    from ..core.inputs import InputData
     from .selection import Selection
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
@@ -120,7 +121,7 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch
 
 def synthesize(
     model: nn.Module | PreparedModel,
-    inputs,
+    inputs: InputData,
     neurons: Selection | Iterable,
     *,
     step: float = 1.0,
@@ -154,7 +155,7 @@ def synthesize(
         DeepFaultError: Negative ``step`` or ``distance``, bad ``bounds``, inputs outside
             ``bounds``, NaN inputs, unknown layers or units, or inputs the model cannot take.
 
-    Example:
+    Examples:
         >>> new = synthesize(model, x_correct, selection, step=1.0, distance=0.1)  # doctest: +SKIP
     """
     model, _ = resolve_model(model)

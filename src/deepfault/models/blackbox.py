@@ -20,7 +20,7 @@ campaigns apart.
 | ``.tflite`` | the LiteRT interpreter (``ai_edge_litert``) | ``litert`` |
 | a callable ``f(np.ndarray) -> np.ndarray`` (:func:`black_box`) | itself | none |
 
-Example:
+Examples:
     >>> import numpy as np
     >>> mf = black_box(lambda x: x.reshape(len(x), -1)[:, :3], input_shape=(1, 2, 2))
     >>> mf.model(torch.ones(2, 1, 2, 2)).shape
@@ -447,7 +447,7 @@ def black_box(predict: Callable[[np.ndarray], Any], *, output_kind: str = "logit
     Returns:
         A :class:`ModelFile` whose model is a :class:`BlackBoxModel`.
 
-    Example:
+    Examples:
         >>> w = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
         >>> mf = black_box(lambda x: x.reshape(len(x), -1) @ w, input_shape=(4,))
         >>> mf.model(torch.ones(5, 4)).shape, mf.output_kind

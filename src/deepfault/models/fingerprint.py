@@ -30,7 +30,7 @@ def fingerprint(module: nn.Module, *, length: int = 16) -> str:
     Raises:
         ValueError: ``length`` is not in 1..64.
 
-    Example:
+    Examples:
         >>> from torch import nn
         >>> a = nn.Linear(2, 2)
         >>> b = nn.Linear(2, 2)

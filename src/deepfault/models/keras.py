@@ -1367,7 +1367,7 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
             whose shapes do not fit the architecture. Nothing else escapes for any file.
         ModuleNotFoundError: h5py is not installed.
 
-    Example:
+    Examples:
         >>> mf = load_keras("mnist_model.h5")  # doctest: +SKIP
         >>> mf.model(torch.zeros(1, 28, 28, 1)).shape  # doctest: +SKIP
         torch.Size([1, 10])

@@ -14,7 +14,7 @@ those architectures, so the weights can be matched to them layer by layer, in or
   channels-last flattening ``(H, W, C)`` to PyTorch's ``(C, H, W)``;
 - every shape is checked and a mismatch names both layers and both shapes.
 
-Example:
+Examples:
     >>> mf = open_keras_weights("Model1.h5", arch="lenet1", input_shape=(1, 28, 28))  # doctest: +SKIP
 """
 

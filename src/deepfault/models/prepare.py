@@ -22,7 +22,7 @@ way everywhere, and every method then works in one tensor layout:
   module sharing its weights; one whose softmax cannot be split off has none and says why.
 - **Fingerprint.** One :func:`~deepfault.models.fingerprint.fingerprint` of the weights.
 
-Example:
+Examples:
     >>> from deepfault.models.prepare import prepare_model
     >>> pm = prepare_model("lenet5.h5", "mnist")  # doctest: +SKIP
     >>> pm.module(torch.as_tensor(pm.data.x_test[:4])).shape  # NCHW in  # doctest: +SKIP

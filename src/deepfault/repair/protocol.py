@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -237,14 +238,14 @@ def repair(
     inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
     *,
     config: RepairConfig | None = None,
-    dataset=None,
+    dataset: str | os.PathLike | Dataset | None = None,
     data_dir: str | os.PathLike | None = None,
     m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
     device: torch.device | str = "cpu",
     save_to: str | os.PathLike | None = None,
     progress: bool = False,
     train_on: Sequence[int | str] | None = None,
-    **settings,
+    **settings: Any,
 ) -> RepairResult:
     """Fine-tune ``model`` on the failing inputs in ``inputs`` and measure what it gained.
 
@@ -284,7 +285,7 @@ def repair(
         DeepFaultError: Unreadable files, inputs that do not fit the model, or no labelled
             input left to fine-tune on.
 
-    Example:
+    Examples:
         >>> import deepfault
         >>> r = deepfault.repair("lenet5-mnist.pt", ["xplore-result.npz"],
         ...                      data_dir="data", epochs=5)  # doctest: +SKIP

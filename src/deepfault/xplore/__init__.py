@@ -4,7 +4,7 @@ Given two or more models of the same task, :func:`xplore` searches near real see
 for inputs on which the models disagree, while pushing each model's neuron coverage up
 (Pei, Cao, Yang, Jana, SOSP 2017; ``spec/deepxplore.md``).
 
-Example:
+Examples:
     >>> from deepfault.xplore import XploreConfig, xplore
     >>> result = xplore(models, data.x_test, config=XploreConfig(seeds=200),
     ...                 bounds=data.bounds)  # doctest: +SKIP

@@ -110,7 +110,7 @@ class XploreConfig:
     def published(cls, **overrides) -> XploreConfig:
         """The published MNIST code's settings (:data:`PUBLISHED`), with ``overrides``.
 
-        Example:
+        Examples:
             >>> XploreConfig.published(seeds=300).clip
             False
         """

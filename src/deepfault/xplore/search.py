@@ -39,6 +39,7 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -54,6 +55,9 @@ from ..errors import DeepFaultError
 from .config import XploreConfig
 from .constraints import Constraint
 from .results import FoundInputs, TracePoint, XploreResult, measure_realism, saturation_warning
+
+if TYPE_CHECKING:
+    from ..core.inputs import InputData
 
 __all__ = [
     "Draws",
@@ -586,7 +590,7 @@ def search(
 
 def xplore(
     models: Sequence,
-    inputs,
+    inputs: InputData,
     *,
     config: XploreConfig | None = None,
     bounds: Sequence[float] | None = None,
@@ -619,7 +623,7 @@ def xplore(
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
         indexes ``inputs``.
 
-    Example:
+    Examples:
         >>> from deepfault.xplore import XploreConfig, xplore
         >>> result = xplore([lenet1, lenet4, lenet5], data.x_test,
         ...                 config=XploreConfig(seeds=200), bounds=data.bounds)  # doctest: +SKIP

@@ -6,7 +6,7 @@ and the last step is cut to what is left, so an iteration budget means the same 
 every ``B``; with a seed it makes a campaign exactly reproducible. A time budget counts
 fuzzing time only (not loading the models or evaluating the seeds), summed over resumes.
 
-Example:
+Examples:
     >>> parse_budget("10m")
     Budget(kind='seconds', value=600.0)
     >>> parse_budget("5000it").value

@@ -19,7 +19,7 @@ resumed campaign continues as if it had not stopped.
 Checkpoints (:mod:`.checkpoint`) go to a :class:`~deepfault.experiment.store.ResultStore`
 every ``checkpoint_every`` seconds; :func:`run_campaign` resumes from the last one.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
@@ -40,7 +40,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -64,6 +64,13 @@ from .metrics import FaultTable, compute_metrics
 from .result import CampaignResult, examples
 from .seeds import evaluate_seeds, select_seeds, test_inputs
 from .step import run_step
+
+if TYPE_CHECKING:
+    import os
+
+    from ...core.inputs import InputData, LabelData
+    from ...coverage.profile import Profile
+    from ...experiment.store import ResultStore
 
 __all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "Campaign", "CampaignConfig", "CampaignProgress",
            "CampaignResult", "run_campaign"]
@@ -351,20 +358,20 @@ _COUNTERS = ("iterations", "steps", "queries", "generated", "passed", "shared_re
 def run_campaign(
     m1: nn.Module,
     m2: nn.Module,
-    inputs,
-    labels,
+    inputs: InputData,
+    labels: LabelData,
     *,
     bounds: tuple[float, float],
     config: CampaignConfig | None = None,
-    fidelity=None,
-    train_inputs=None,
+    fidelity: Fidelity | str | None = None,
+    train_inputs: InputData | None = None,
     dataset: str | None = None,
-    profile=None,
-    store=None,
+    profile: Profile | None = None,
+    store: ResultStore | str | os.PathLike | None = None,
     experiment: str | None = None,
     cell: str = "campaign",
     progress: Callable[[CampaignProgress], None] | None = None,
-    **overrides,
+    **overrides: Any,
 ) -> CampaignResult:
     """Fuzz ``m2`` for regressions against ``m1`` from the test inputs ``inputs``.
 

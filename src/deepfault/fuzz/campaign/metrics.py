@@ -11,7 +11,7 @@ the first generated regression fault, and **#URF at SSIM >= 0.99**: the unique r
 faults whose SSIM to their seed is at least DRFuzz's fidelity threshold, one yardstick of
 realism for every strategy (DeepHunter's faults are not checked for fidelity).
 
-Example:
+Examples:
     >>> import numpy as np
     >>> faults = FaultTable.from_rows([
     ...     dict(kind="rf", root=3, y1=1, y2=7), dict(kind="rf", root=3, y1=1, y2=7),

@@ -18,7 +18,7 @@ The last row is DRFuzz's "M2 has become more confident than M1 by more than 0.15
 relative to the seed" (``d_parent`` is the selected input's own ``d``; the published code
 also requires ``d_parent != 0``, kept here).
 
-Example:
+Examples:
     >>> import numpy as np
     >>> p1 = np.array([[0.9, 0.1], [0.9, 0.1], [0.2, 0.8]])
     >>> p2 = np.array([[0.2, 0.8], [0.5, 0.5], [0.3, 0.7]])

@@ -9,7 +9,7 @@ when the campaign had finished, returns its stored result without fuzzing. Any o
 campaign from the start, beside the earlier one, which is kept. ``--fresh``
 (``regress(..., fresh=True)``) deletes the campaign of this key first and starts it again.
 
-Example:
+Examples:
     >>> StoreState("s.sqlite", "drfuzz-seed0", "new").line()
     "store s.sqlite: new campaign 'drfuzz-seed0' (none of that id in the store)"
 """

@@ -14,7 +14,7 @@ budget would likely find more. A campaign that found none has no curve to judge
 (``none``); one whose queue ran dry stopped early (``exhausted``): a longer budget with the
 same seed finds nothing more.
 
-Example:
+Examples:
     >>> from deepfault.fuzz.campaign.metrics import FaultTable
     >>> rows = [dict(kind="rf", root=r, y1=0, y2=1, iteration=i) for r, i in enumerate([1, 2, 3, 95])]
     >>> v = discovery_verdict(FaultTable.from_rows(rows), axis="iterations", span=100)

@@ -355,7 +355,7 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int = 40
     Raises:
         DeepFaultError: Mismatched or too small shapes, or a non-positive ``data_range``.
 
-    Example:
+    Examples:
         >>> x = torch.rand(2, 1, 28, 28)
         >>> ssim(x, x, data_range=1.0).tolist()
         [1.0, 1.0]
@@ -722,7 +722,7 @@ def make_fidelity(spec: str, *, bounds: tuple[float, float], device: torch.devic
     Raises:
         DeepFaultError: An unknown check (the message lists the known ones) or a bad argument.
 
-    Example:
+    Examples:
         >>> fid = make_fidelity("ssim", bounds=(0.0, 1.0))
         >>> roots = torch.rand(2, 1, 28, 28)
         >>> fid.passes(roots[[1, 1, 0]], fid.reference(roots)[[1, 1, 0]]).tolist()

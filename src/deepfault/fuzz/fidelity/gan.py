@@ -228,7 +228,7 @@ def train_gan(
     Raises:
         DeepFaultError: Bad settings or images the DCGAN cannot take.
 
-    Example:
+    Examples:
         >>> from deepfault.models import save_model
         >>> result = train_gan(load_dataset("mnist"), GanConfig(epochs=1))  # doctest: +SKIP
         >>> save_model("disc.pt", result.discriminator)  # doctest: +SKIP

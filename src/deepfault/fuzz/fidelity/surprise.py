@@ -26,7 +26,7 @@ The state is fitted with M1 on the training split, once, and cached under
 layers and the training data's bytes; the test inputs' scores that a percentile needs are
 cached beside it, keyed by the state, the kind and the test data's bytes.
 
-Example:
+Examples:
     >>> import torch
     >>> from torch import nn
     >>> torch.manual_seed(0) and None
@@ -110,7 +110,7 @@ def parse_surprise_spec(spec: str) -> SurpriseSpec:
     Raises:
         DeepFaultError: A one-line message naming the part that is wrong and what it takes.
 
-    Example:
+    Examples:
         >>> parse_surprise_spec("dsa:0.8")
         SurpriseSpec(kind='dsa', threshold=0.8, percentile=None, file=None)
         >>> parse_surprise_spec("lsa:p95").percentile

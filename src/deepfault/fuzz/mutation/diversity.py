@@ -12,7 +12,7 @@ the table is stored as ``T[s, k]`` (``k = y1`` is never read or written).
 - A regression fault adds ``(s, y1, y2)`` to the unique-failure set; a root with
   :data:`ROOT_FAILURE_LIMIT` unique failures is banned.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> table = DiversityTable(np.array([0]), np.array([[0.9, 0.05, 0.05]]), np.array([[0.8, 0.1, 0.1]]))
     >>> [round(float(v), 2) for v in table.table[0]]

@@ -21,7 +21,7 @@ Choosers are registered in :data:`CHOOSERS` (``mcmc``, ``uniform``); randomness 
 the caller's :class:`numpy.random.Generator` only, and the chooser's own state is plain
 arrays (:meth:`RuleChooser.state_dict`), so a campaign checkpoints and resumes it exactly.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> chooser = MCMCChooser(["a", "b", "c"])
     >>> rng = np.random.default_rng(0)

@@ -66,7 +66,7 @@ Conventions and where they differ from the published OpenCV code:
     * Every rule clips to ``bounds`` in floating point; the published noise rules cast to
       8 bits before clipping, so negative values wrapped around (spec section 5).
 
-Example:
+Examples:
     >>> import torch
     >>> from deepfault.fuzz.mutation.rules import apply_rule
     >>> x = torch.rand(10, 1, 28, 28)

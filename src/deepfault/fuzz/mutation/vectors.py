@@ -49,7 +49,7 @@ rule sees only the bounds, not the training mean. Scaling turns about the middle
 rather than pads (a pad is a shift with a fill). The time rules are ``affine``: DeepHunter
 allows one per lineage and trusts it, as it does for images.
 
-Example:
+Examples:
     >>> import torch
     >>> from deepfault.fuzz.mutation.rules import apply_rule
     >>> x = torch.rand(5, 30)

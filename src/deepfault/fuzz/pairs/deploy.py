@@ -17,7 +17,7 @@ onnxruntime``; an int8 or float16 file goes there on its own). ``M1`` is written
 ``.pt`` file. Every file is checked on the test split: accuracy, and the test inputs ``M1``
 classifies correctly and the deployed file does not (the regressions fuzzing starts from).
 
-Example:
+Examples:
     >>> r = make_deployment("lenet5-mnist.pt", "mnist", out_dir="deploy")  # doctest: +SKIP
     >>> r.files["onnx-int8"], r.regressions["onnx-int8"]  # doctest: +SKIP
 """

@@ -607,7 +607,7 @@ def make_scenario(
             does not take the data's inputs; nothing is written then.
         KeyboardInterrupt: Training was interrupted; the pair is not written.
 
-    Example:
+    Examples:
         >>> from deepfault.data import load_dataset
         >>> r = make_scenario("prune", "lenet5", load_dataset("mnist"), epochs=3)  # doctest: +SKIP
         >>> r.m1_accuracy, r.m2_accuracy, r.regressions  # doctest: +SKIP
