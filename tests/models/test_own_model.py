@@ -109,7 +109,7 @@ def test_package_module_factory(code, tmp_path, monkeypatch):
     ("{code}/mynet.py:Net", {"classes": 10}, "cannot be built with --arch-args.*classes"),
     ("{code}/mynet.py:", {}, "must name a class or function"),
     ("no_such_module_xyz:Net", {}, "no module named 'no_such_module_xyz'"),
-    ("lenet99", {}, "unknown architecture 'lenet99'; did you mean 'lenet1'.*known: .*lenet1.*file.py:ClassName"),
+    ("lenet99", {}, "unknown architecture 'lenet99'; did you mean 'lenet1'.*file.py:ClassName"),
 ])
 def test_arch_errors_are_one_line(code, tmp_path, arch, kwargs, match):
     torch.save(_net(code).state_dict(), tmp_path / "sd.pt")
