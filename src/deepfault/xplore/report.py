@@ -281,7 +281,7 @@ def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: i
     after, before = [], []
     for i in picked:
         truth = None if true_labels is None else int(true_labels[i])
-        preds = ", ".join(f"{n}: {label(p)}" + (" \u2713" if truth is not None and int(p) == truth else "")
+        preds = "\n".join(f"{n}: {label(p)}" + (" \u2713" if truth is not None and int(p) == truth else "")
                           for n, p in zip(names, found.predictions[i], strict=True))
         after.append(f"after {int(found.iteration[i])} step(s)\n{preds}")
         said = "" if truth is None else f", label {label(truth)}"
