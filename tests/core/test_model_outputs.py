@@ -194,7 +194,7 @@ def _save(module, path, how):
     return path
 
 
-@pytest.mark.filterwarnings("ignore:.*saturate:UserWarning", "ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:.*hardly images:UserWarning", "ignore::DeprecationWarning")
 @pytest.mark.parametrize("how", ["torchscript", "pickle"])
 def test_models_ending_in_nn_softmax_find_what_their_logits_find(tmp_path, capsys, how):
     """Today: the softmax is taken for logits and xplore finds other (fewer) inputs."""

@@ -21,7 +21,7 @@ from deepfault.xplore.search import choose_neurons, normalize
 from helpers.tiny_models import has_hooks
 from helpers.xplore_models import conv, mlp
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*saturate:UserWarning")
+pytestmark = pytest.mark.filterwarnings("ignore:.*hardly images:UserWarning")
 
 
 def _mlps():

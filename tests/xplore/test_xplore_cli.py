@@ -261,6 +261,31 @@ def test_compat_sets_every_published_choice():
     assert _parsed("--no-clip").neurons == "per-iteration"
 
 
+def test_true_label_and_ssim_in_the_summary_json_npz_and_page(tmp_path, capsys, two_models):
+    from deepfault.data import load_dataset
+
+    out, report = tmp_path / "x.json", tmp_path / "rep"
+    code, text, err = _run(capsys, "--model", ",".join(two_models), "--num-seeds", "60", "--step-size", "0.5",
+                           "--iterations", "8", "--out", str(out), "--grid", "3", "--no-surprise",
+                           "--report", str(report))
+    assert code == 0, err
+    saved = load_inputs(tmp_path / "x.npz")
+    truth = load_dataset("digits").y_test[saved["seed_index"]]
+    assert np.array_equal(saved["true_label"], truth)
+    agree = json.loads(out.read_text())["true_label_agreement"]
+    assert [m["agrees"] for m in agree["models"]] == [int((saved["predictions"][:, j] == truth).sum())
+                                                      for j in range(2)]
+    assert agree["none"] == int((saved["predictions"] != truth[:, None]).all(axis=1).sum())
+    assert "Which model is right on the" in text
+    assert f"Difference-inducing inputs (first 3 of {len(truth)})" in text
+    assert "realism: mean SSIM to the seed" in text
+    assert "saturate" not in text  # the old measure is in the JSON only
+    realism = json.loads(out.read_text())["realism"]
+    assert {"mean_ssim", "low_ssim", "ssim_threshold", "saturated"} <= set(realism)
+    page = (report / "report.html").read_text(encoding="utf-8")
+    assert "Agreeing with the true label on them: m1.pt " in page[:page.index("<nav>")]
+
+
 def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_path, capsys, two_models):
     code, text, err = _run(capsys, "--model", ",".join(two_models), "--num-seeds", "60", "--compat",
                            "--out", str(tmp_path / "r.json"))

@@ -192,13 +192,15 @@ def test_saturation_warning_names_the_fixes():
     models = [_brightness(-1, 1, 0, 0.5), _brightness(0, 0.5, 0.4, 0)]
     seeds = np.random.default_rng(0).uniform(0.1, 0.5, (10, 1, 6, 6)).astype(np.float32)
     config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0)
-    expected = (r"100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
+    expected = (r"^100% of the 10 difference-inducing inputs are far from their seeds \(SSIM below 0.7: .*\) "
+                r"and 100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
                 r"smaller --step-size \(now 10\), --constraint none instead of light or fewer --iterations$")
     with pytest.warns(UserWarning, match=expected):
         result = search(models, seeds, config=config)
     assert result.found.iteration.tolist() == [1] * 10
     assert np.all(result.found.inputs == 1.0)
     assert result.realism.saturated == 1.0
+    assert result.realism.low_ssim == 1.0
     assert result.to_dict()["realism"]["saturated"] == 1.0
     # Without clipping the same step takes m to 10, where model 1 says 1 too: nothing found.
     assert search(models, seeds, config=XploreConfig(**{**config.to_dict(), "clip": False,
@@ -214,7 +216,7 @@ def test_small_steps_do_not_warn(recwarn):
     result = search(models, seeds, config=XploreConfig(step=0.05, iterations=12, lambda1=2, lambda2=0.5))
     assert result.num_found > 0
     assert result.realism.saturated <= 0.5
-    assert not [w for w in recwarn if "saturate" in str(w.message)]
+    assert not [w for w in recwarn if "hardly images" in str(w.message)]
 
 
 # --- threads ----------------------------------------------------------------------------

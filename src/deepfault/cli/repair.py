@@ -9,9 +9,10 @@ import torch
 from ..core.registry import unknown_name
 from ..experiment.results import result_document, write_result
 from ..models.prepare import prepare_model
+from ..provenance import provenance
 from ..repair import RepairConfig, repair
 from ..repair.config import BASELINES, TIE_POLICIES
-from ..repair.report import summary_text, write_result_page
+from ..repair.report import run_page, summary_text
 from ._common import (
     HelpFormatter,
     Output,
@@ -19,6 +20,7 @@ from ._common import (
     add_data_dir,
     add_device,
     add_no_progress,
+    add_report_option,
     add_seed,
     add_threads,
     apply_threads,
@@ -33,6 +35,7 @@ from ._common import (
     positive_number,
     positive_share,
     sibling,
+    write_run_report,
 )
 
 
@@ -65,7 +68,9 @@ def add_parser(sub) -> None:
         "for 'run' and 'regress' files, the models' majority vote for 'xplore' files), hold out part of "
         "every file by seed, fine-tune a copy of the model on the rest mixed with training inputs, and "
         "do the same with as many random or adversarial inputs. Prints test and held-out accuracy "
-        "before and after each, writes a JSON result, an HTML page and the repaired model (.pt).",
+        "before and after each, ends with a verdict (which fine-tuning fixed the most held-out faults within "
+        "the --max-drop budget, and which model was saved), and writes a JSON result and the repaired model "
+        "(.pt); --report DIR adds an HTML page.",
         formatter_class=HelpFormatter,
     )
     p.add_argument(
@@ -153,7 +158,7 @@ def add_parser(sub) -> None:
         "--out",
         metavar="FILE",
         default="repair-result.json",
-        help="JSON result, written atomically (the HTML page goes beside it as .html); '-' writes none",
+        help="JSON result, written atomically; '-' writes none",
     )
     p.add_argument(
         "--save-model",
@@ -162,14 +167,17 @@ def add_parser(sub) -> None:
         help="the repaired model (default: beside --out as .pt); '-' writes none",
     )
     add_no_progress(p)
+    add_report_option(p)
     p.set_defaults(func=_cmd_repair)
 
 
 def outputs(args) -> list[Output]:
-    """The files ``deepfault repair`` writes: the JSON result, its HTML page and the repaired model."""
+    """The files ``deepfault repair`` writes: the JSON result and the repaired model (``--report DIR``
+    is checked as the report folder).
+    """
     out = output_path(args.out)
     model = args.save_model if args.save_model is not None else sibling(out, ".pt")
-    return [Output("--out", out), Output("--out (its page, .html)", sibling(out, ".html")),
+    return [Output("--out", out),
             Output("--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)",
                    output_path(model))]
 
@@ -181,7 +189,7 @@ def _cmd_repair(args) -> int:
         baselines=args.baselines, eps=args.eps, bim_steps=args.bim_steps,
     )
     paths = outputs(args)
-    out, html, model_path = (p.path for p in paths)
+    out, model_path = (p.path for p in paths)
     device = device_from(args.device)
     prepared = load_inputs(args)
     m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
@@ -202,11 +210,11 @@ def _cmd_repair(args) -> int:
         document = result_document(
             "repair", body, config=payload["config"],
             seed=config.seed, device=device, argv=args.argv, threads=threads,
-            outputs={"page": html.name if html else None, "model": str(model_path) if model_path else None})
+            outputs={"model": str(model_path) if model_path else None})
         write_result(out, document)
         wrote.append(str(out))
-        if html is not None and write_result_page(html, result, document["provenance"]) is not None:
-            wrote.append(str(html))
     if wrote:
         print(f"wrote {', '.join(wrote)}")
+    where = {**provenance(device, argv=args.argv), "threads": threads}
+    write_run_report(args, lambda folder: run_page(result, folder, provenance=where))
     return 0

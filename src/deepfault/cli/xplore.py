@@ -225,7 +225,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="FILE", default="xplore-result.json",
                    help="JSON result; the inputs go to the same name with .npz and the image grid with "
                    ".png; '-' writes none")
-    p.add_argument("--grid", type=positive_int, default=8, metavar="N", help="inputs in the image grid")
+    p.add_argument("--grid", type=positive_int, default=8, metavar="N",
+                   help="inputs in the image grid and in the printed table of inputs")
     add_no_progress(p)
     add_report_option(p)
     _surprise.add_surprise_options(p, per_model=True)
@@ -255,12 +256,13 @@ def _cmd_xplore(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
-                        progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads)
+                        progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads,
+                        labels=data.y_test)
     if fits is not None:  # after the search, from what it found: nothing it found changes
         with _using_threads(threads):
             scorers = [_surprise.scorer(p.module, f) for p, f in zip(prepared, fits, strict=True)]
             result = add_surprise(result, scorers)
-    print(summary_text(result, labels, data, device), end="")
+    print(summary_text(result, labels, data, device, rows=args.grid), end="")
     for name, fit in zip(labels, fits or (), strict=False):
         print(f"{name}: {_surprise.describe(fit)}")
     if no_fit is not None:
@@ -290,7 +292,7 @@ def _write_outputs(args, result, labels, data, prepared, fits, config, device, t
         image_grid(result.found, labels, png_tmp, rows=args.grid, bounds=data.bounds,
                    class_names=list(data.class_names),
                    title=f"DeepXplore: {result.num_found} difference-inducing inputs from "
-                   f"{result.num_seeds} seeds")
+                   f"{result.num_seeds} seeds", true_labels=result.true_labels)
         wrote.append(str(png))
     except ModuleNotFoundError as err:
         grid = None

@@ -53,15 +53,23 @@ def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> 
     each held-out set: ``held[name] = (x, y, m1_right)`` with ``m1_right`` ``(H,)`` bool for
     regression faults (else ``None``).
     """
+    return _evaluate(model, data, clean=clean, held=held)[0]
+
+
+def _evaluate(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> tuple[Evaluation, np.ndarray]:
+    """:func:`evaluate_model` and whether the model gets each held-out input right (bool, every
+    file's held-out inputs in ``held``'s order, concatenated).
+    """
     pred = _predict(model, data.x_test)
-    held_out, rf = {}, {}
+    held_out, rf, right = {}, {}, [np.zeros(0, bool)]
     for name, (x, y, m1_right) in held.items():
         p = _predict(model, x)
         held_out[name] = _acc(p, y)
+        right.append(p == y)
         if m1_right is not None:
             rf[name] = int((m1_right & (p != y)).sum())
     test = float((pred == data.y_test).mean())  # the test split is never empty
-    return Evaluation(test, _acc(pred[clean], data.y_test[clean]), held_out, rf)
+    return Evaluation(test, _acc(pred[clean], data.y_test[clean]), held_out, rf), np.concatenate(right)
 
 
 def _unique_names(files: Sequence[InputFile]) -> list[str]:
@@ -201,9 +209,11 @@ def _mixed_in(config: RepairConfig, found: int, n_train: int) -> np.ndarray:
 
 
 def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, config: RepairConfig, *,
-                    clean: np.ndarray, held: dict, before: Evaluation, progress: bool
-                    ) -> tuple[list[ApproachResult], nn.Module]:
-    """Fine-tune a copy of ``net`` on each augmentation mixed with the same training inputs."""
+                    clean: np.ndarray, held: dict, before: Evaluation, right_before: np.ndarray,
+                    progress: bool) -> tuple[list[ApproachResult], nn.Module]:
+    """Fine-tune a copy of ``net`` on each augmentation mixed with the same training inputs;
+    ``right_before`` says which held-out inputs ``net`` gets right (to count those fixed and broken).
+    """
     approaches, repaired = [], None
     bar = None
     if progress:
@@ -217,10 +227,12 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
             ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
             tuned, tr = finetune(net, xs, ys, epochs=config.epochs, lr=config.lr,
                                  batch_size=config.batch_size, seed=config.seed)
-            after = evaluate_model(tuned, data, clean=clean, held=held)
+            after, right = _evaluate(tuned, data, clean=clean, held=held)
             change = 100.0 * (_reference_accuracy(after) - _reference_accuracy(before))
             approaches.append(ApproachResult(name, len(x), after, change, change < -config.max_drop,
-                                             tr.train_loss, time.perf_counter() - t0))
+                                             tr.train_loss, time.perf_counter() - t0,
+                                             fixed=int((right & ~right_before).sum()),
+                                             broken=int((~right & right_before).sum())))
             if name == "found":
                 repaired = tuned.cpu().eval()
             if bar is not None:
@@ -272,14 +284,16 @@ def repair(
         m1: For ``regress`` files, M1 (anything ``model`` takes) to recompute which held-out
             faults M1 gets right; by default the M1 predictions saved in the file are used.
         device: Where to fine-tune.
-        save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
+        save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`);
+            the result's ``saved_to`` and verdict name it.
         progress: Progress bars.
         train_on: Fine-tune only on these files' training parts (indices or file names);
             the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
         **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
 
     Returns:
-        A :class:`~.results.RepairResult`.
+        A :class:`~.results.RepairResult`; ``result.verdict()`` says which fine-tuning fixed the
+        most held-out faults within the accuracy budget (``max_drop``), if any.
 
     Raises:
         DeepFaultError: Unreadable files, inputs that do not fit the model, or no labelled
@@ -306,15 +320,16 @@ def repair(
                                 eps=config.eps, bim_steps=config.bim_steps, output_kind=prepared.output_kind)
     used = [found.found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
     clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
-    before = evaluate_model(net, data, clean=clean, held=found.held)
+    before, right_before = _evaluate(net, data, clean=clean, held=found.held)
     augmentations = [("found", found.found_x, found.found_y)] + [(b.name, b.x, b.y) for b in baselines]
     approaches, repaired = _fine_tune_each(net, data, augmentations, mix_idx, config, clean=clean,
-                                           held=found.held, before=before, progress=progress)
+                                           held=found.held, before=before, right_before=right_before,
+                                           progress=progress)
     result = RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
                           len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
-                          time.perf_counter() - start)
+                          time.perf_counter() - start, held_out_faults=int((~right_before).sum()))
     if save_to is not None:
-        save_repaired(save_to, prepared, result)
+        result = replace(result, saved_to=str(save_repaired(save_to, prepared, result)))
     return result
 
 

@@ -1,5 +1,6 @@
-"""Reports of repairs: the HTML page of one ``deepfault repair`` run
-(:func:`write_result_page`) and the section of the two presets (:func:`render_report`,
+"""Reports of repairs: the HTML page of one ``deepfault repair`` run (:func:`run_page`, which
+``--report DIR`` writes through the shared page shell) and the section of the two presets
+(:func:`render_report`,
 ``render_report(store, config_hash, out) -> dict(title, markdown, html, files)``), with the
 published figures beside ours.
 """
@@ -18,7 +19,7 @@ import numpy as np
 from ..errors import DeepFaultError
 from ..experiment.tables import Table
 
-__all__ = ["PAPER", "render_report", "write_result_page", "collect", "files_table", "before_after_table",
+__all__ = ["PAPER", "render_report", "run_page", "collect", "files_table", "before_after_table",
            "summary_text"]
 
 #: The published yardsticks. DeepXplore section 7.3 / Figure 10: augmenting with 100
@@ -50,6 +51,10 @@ def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.2f}"
 
 
+def _points(v: float) -> str:
+    return f"{v:g} point" + ("" if v == 1 else "s")
+
+
 def _pm(values, scale: float = 100.0, digits: int = 2) -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -75,79 +80,94 @@ def before_after_table(result: dict) -> Table:
     files = [f["name"] for f in result["files"]]
     rf_files = [f["name"] for f in result["files"] if f["kind"] == "regress"]
     max_drop = result["config"]["max_drop"]
+    best = (result.get("verdict") or {}).get("best")
+    faults = result.get("held_out_faults")
     headers = ["model", "inputs", "test acc %", f"clean test acc % ({result['clean_test']})", "change (pts)",
-               *[f"held-out {n} %" for n in files], *[f"#RF {n}" for n in rf_files], "flag"]
+               *[f"held-out {n} %" for n in files], *[f"#RF {n}" for n in rf_files],
+               "held-out faults fixed", "newly wrong", "verdict"]
 
-    def row(name, inputs, ev, change, flag):
+    def row(name, inputs, ev, change, fixed, broken, note):
         return [name, inputs, _pct(ev["test_accuracy"]), _pct(ev["clean_test_accuracy"]), change,
                 *[_pct(ev["held_out"].get(n)) for n in files], *[ev["rf"].get(n, "-") for n in rf_files],
-                flag]
+                fixed, broken, note]
 
-    rows = [row("before", "-", result["before"], "-", "")]
-    rows += [row(a["name"], a["inputs"], a["after"], f"{a['test_change']:+.2f}",
-                 f"costs > {max_drop:g} pts" if a["flagged"] else "") for a in result["approaches"]]
+    def note(a):
+        if a["flagged"]:
+            return f"costs > {max_drop:g} pts"
+        return "best" if a["name"] == best else ""
+
+    rows = [row("before", "-", result["before"], "-", "-" if faults is None else f"{faults} faults", "-", "")]
+    rows += [row(a["name"], a["inputs"], a["after"], f"{a['test_change']:+.2f}", a.get("fixed", "-"),
+                 a.get("broken", "-"), note(a)) for a in result["approaches"]]
     return Table(headers, rows, title="Before and after",
                  note=f"{result['mixed']} training inputs mixed into every fine-tuning; clean test accuracy "
                  f"on the {result['clean_test']} test inputs no approach trained on; changes in points of "
-                 f"clean test accuracy; flagged when a repair loses more than {max_drop:g} points.")
+                 f"clean test accuracy; held-out faults: held-out inputs the model got wrong before, fixed: "
+                 f"of those, the ones it gets right after, newly wrong: held-out inputs it got right before "
+                 f"and wrong after; 'costs' when a repair loses more than {_points(max_drop)} (the budget); "
+                 "best: the most faults fixed (net) within the budget.")
 
 
 def summary_text(result) -> str:
-    """What ``deepfault repair`` prints: the settings, the files, then one row per model."""
+    """What ``deepfault repair`` prints: the settings, the files, one row per model, the verdict."""
     d = result.to_dict()
     cfg = result.config
     lines = [f"model {result.model_name} · data {result.dataset} · {result.device}",
              f"hold out {cfg.holdout:g} of each file's seeds, {result.mixed} training inputs mixed in, "
              f"{cfg.epochs} epochs, lr {cfg.lr:g}, batch {cfg.batch_size}, seed {cfg.seed}", "",
              files_table(d).text(), "", before_after_table(d).text()]
-    flagged = [a.name for a in result.approaches if a.flagged]
-    if flagged:
-        lines += ["", f"flagged: {', '.join(flagged)} lost more than {cfg.max_drop:g} points of clean test "
-                  "accuracy"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + f"\n\nverdict: {result.verdict().text}\n"
 
 
-def write_result_page(path, result, provenance: dict | None = None) -> Path | None:
-    """The HTML page of one repair (the tables of :func:`summary_text` and a bar figure, images
-    inlined).
+def _accuracy_groups(d: dict) -> dict[str, dict]:
+    """``{test set: {model: accuracy}}`` of a :meth:`~.results.RepairResult.to_dict`."""
+    groups: dict[str, dict] = {"clean test": {"before": d["before"]["clean_test_accuracy"]}}
+    for a in d["approaches"]:
+        groups["clean test"][a["name"]] = a["after"]["clean_test_accuracy"]
+    for f in d["files"]:
+        g = groups.setdefault(f"held-out {f['name']}", {"before": d["before"]["held_out"].get(f["name"])})
+        for a in d["approaches"]:
+            g[a["name"]] = a["after"]["held_out"].get(f["name"])
+    return groups
 
-    Returns ``None`` (and writes nothing) without jinja2.
+
+def run_page(result, folder, *, provenance: dict | None = None) -> dict:
+    """The page of one ``deepfault repair`` run (``--report DIR``): the verdict first, then the
+    accuracies before and after each fine-tuning (one zoomed panel per test set), the
+    before/after table and the input files.
+
+    Args:
+        result: The :class:`~.results.RepairResult`.
+        folder: Where the PNG goes.
+        provenance: Where the run came from.
+
+    Returns:
+        ``dict(title, html, config, provenance)`` for
+        :func:`~deepfault.experiment.report.write_page`.
     """
-    from .._io import atomic_path
-
-    try:
-        import jinja2  # noqa: F401
-
-        from ..experiment.report import image_tag, render_page
-    except ModuleNotFoundError:
-        return None
-    import tempfile
-
+    from ..experiment.report import image_tag, section
     from .figures import accuracy_bars
 
     d = result.to_dict()
-    body = []
-    for table in (files_table(d), before_after_table(d)):
-        body += [f"<h2>{html.escape(table.title)}</h2>"]
-        if table.note:
-            body += [f"<p>{html.escape(table.note)}</p>"]
-        body += [table.html()]
-    with tempfile.TemporaryDirectory() as tmp:
-        groups: dict[str, dict] = {"clean test": {"before": d["before"]["clean_test_accuracy"]}}
-        for a in d["approaches"]:
-            groups["clean test"][a["name"]] = a["after"]["clean_test_accuracy"]
-        for f in d["files"]:
-            g = groups.setdefault(f"held-out {f['name']}", {"before": d["before"]["held_out"].get(f["name"])})
-            for a in d["approaches"]:
-                g[a["name"]] = a["after"]["held_out"].get(f["name"])
-        png = accuracy_bars(groups, Path(tmp) / "accuracy.png", title=f"repair of {d['model']}")
-        if png is not None:
-            body.append(image_tag(png, "Accuracy before and after each fine-tuning."))
-    page = render_page(f"Repair of {d['model']} on {d['dataset']}", "\n".join(body), provenance,
-                       config=d.get("config"))
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(page, encoding="utf-8")
-    return Path(path)
+    cfg = result.config
+    ran = ", ".join(a["name"] for a in d["approaches"])
+    context = (f"{d['model']} on {d['dataset']}: {len(d['approaches'])} fine-tunings ({ran}) of "
+               f"{cfg.epochs} epochs each, {cfg.holdout:g} of each file's seeds held out, budget "
+               f"{_points(cfg.max_drop)} of clean test accuracy; "
+               f"{d['seconds']:.1f} s on {d['device']}.")
+    parts = [f"<p class='verdict'>Verdict: {html.escape(result.verdict().text)}</p>",
+             f"<p class='caption'>{html.escape(context)}</p>"]
+    png = accuracy_bars(_accuracy_groups(d), Path(folder) / "accuracy.png",
+                        title=f"repair of {d['model']}: accuracy before and after each fine-tuning")
+    if png is not None:
+        parts.append(image_tag(png, "Accuracy before and after each fine-tuning: clean test accuracy and "
+                                    "each file's held-out inputs, one panel each. Each panel's y axis is "
+                                    "zoomed to its values (range in its title), so that a point or two "
+                                    "shows."))
+    for anchor, table in (("models", before_after_table(d)), ("files", files_table(d))):
+        parts.append(section(anchor, table.title, table.note, table.html()))
+    return {"title": f"Repair of {d['model']} on {d['dataset']}", "html": "\n".join(parts),
+            "config": d["config"], "provenance": provenance}
 
 
 # --- the presets -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from torch import nn
 
 from .config import RepairConfig
 
-__all__ = ["Evaluation", "FileSummary", "ApproachResult", "RepairResult"]
+__all__ = ["Evaluation", "FileSummary", "ApproachResult", "RepairResult", "Verdict", "repair_verdict"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,8 @@ class ApproachResult:
         flagged: The change is a loss of more than ``config.max_drop`` points.
         train_loss: Mean loss of the last epoch.
         seconds: Time to make the inputs and fine-tune.
+        fixed: Held-out inputs (every file's) the model got wrong before and gets right after.
+        broken: Held-out inputs it got right before and gets wrong after.
     """
 
     name: str
@@ -96,6 +98,13 @@ class ApproachResult:
     flagged: bool
     train_loss: float
     seconds: float
+    fixed: int = 0
+    broken: int = 0
+
+    @property
+    def net_fixed(self) -> int:
+        """Held-out faults fixed, less the held-out inputs broken."""
+        return self.fixed - self.broken
 
     def to_dict(self) -> dict:
         return {
@@ -106,6 +115,8 @@ class ApproachResult:
             "flagged": self.flagged,
             "train_loss": self.train_loss,
             "seconds": self.seconds,
+            "fixed": self.fixed,
+            "broken": self.broken,
         }
 
 
@@ -126,6 +137,8 @@ class RepairResult:
         model: The model fine-tuned on the found inputs (on the CPU, ``eval()`` mode).
         device: Where it ran.
         seconds: Wall-clock time.
+        held_out_faults: Held-out inputs (every file's) the model got wrong before fine-tuning.
+        saved_to: Where the model fine-tuned on the found inputs was written (``None``: not written).
     """
 
     config: RepairConfig
@@ -140,6 +153,8 @@ class RepairResult:
     model: nn.Module
     device: str = "cpu"
     seconds: float = 0.0
+    held_out_faults: int = 0
+    saved_to: str | None = None
 
     @property
     def found(self) -> ApproachResult:
@@ -150,6 +165,13 @@ class RepairResult:
             if a.name == name:
                 return a
         raise KeyError(f"no approach {name!r}; ran: {', '.join(a.name for a in self.approaches)}")
+
+    def verdict(self) -> Verdict:
+        """Which fine-tuning fixed the most held-out faults within the accuracy budget
+        (:func:`repair_verdict`).
+        """
+        return repair_verdict(self.approaches, faults=self.held_out_faults, max_drop=self.config.max_drop,
+                              saved_to=self.saved_to)
 
     def to_dict(self) -> dict:
         """Everything but the model, as JSON-ready values (held-out rows included)."""
@@ -163,7 +185,99 @@ class RepairResult:
             "before": self.before.to_dict(),
             "approaches": [a.to_dict() for a in self.approaches],
             "flagged": [a.name for a in self.approaches if a.flagged],
+            "held_out_faults": self.held_out_faults,
+            "verdict": self.verdict().to_dict(),
+            "saved_to": self.saved_to,
             "device": self.device,
             "seconds": self.seconds,
             "held_out_rows": {k: v[1].tolist() for k, v in self.splits.items()},
         }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of a repair: which fine-tuning to keep, if any.
+
+    Attributes:
+        best: The approach that fixed the most held-out faults (net of the held-out inputs it
+            broke) without losing more than the budget of clean test accuracy; ``None`` when
+            no approach fixed any within the budget.
+        fixed: Its net count of held-out faults fixed (0 without a ``best``).
+        faults: Held-out faults before fine-tuning (held-out inputs the model got wrong).
+        saved_to: Where the model fine-tuned on the found inputs was written, if anywhere.
+        text: The verdict as one line (what the CLI prints and the page leads with).
+    """
+
+    best: str | None
+    fixed: int
+    faults: int
+    saved_to: str | None
+    text: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _fixed_text(a: ApproachResult) -> str:
+    if a.broken:
+        return f"{a.net_fixed} ({a.fixed} fixed, {a.broken} newly wrong)"
+    return str(a.fixed)
+
+
+def _saved_text(saved_to: str | None, best: str | None) -> str:
+    if saved_to is None:
+        return "No model was saved."
+    if best == "found":
+        return f"Saved it as {saved_to}."
+    if best is None:
+        return f"The model fine-tuned on the found inputs was saved as {saved_to} all the same: no repair."
+    return (f"The model saved as {saved_to} is the one fine-tuned on the found inputs, not "
+            f"{best}'s.")
+
+
+def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | None = None) -> Verdict:
+    """Which fine-tuning fixed the most held-out faults within the accuracy budget.
+
+    An approach is within the budget when it is not flagged (it lost at most ``max_drop``
+    points of clean test accuracy); among those, the one with the largest net count of
+    held-out faults fixed (``fixed - broken``, over every file's held-out inputs) wins, ties
+    going to the larger accuracy change, then to the earlier approach (``found`` first). No
+    approach wins when none fixed a fault net within the budget; the text then says why.
+
+    Args:
+        approaches: :class:`ApproachResult` s, ``found`` first.
+        faults: Held-out inputs the model got wrong before fine-tuning.
+        max_drop: The budget, points of clean test accuracy.
+        saved_to: Where the model fine-tuned on the found inputs was written (``None``: nowhere).
+
+    Returns:
+        A :class:`Verdict`.
+    """
+    budget = f"the {max_drop:g}-point accuracy budget"
+    within = [a for a in approaches if not a.flagged and a.net_fixed > 0]
+    if faults == 0:
+        text = ("no verdict: no held-out input was wrong before fine-tuning, so there was no held-out fault "
+                "to fix (hold out more with --holdout, or give files of inputs the model fails on).")
+        return Verdict(None, 0, 0, saved_to, f"{text} {_saved_text(saved_to, None)}")
+    if not within:
+        why = []
+        for a in approaches:
+            if a.flagged and a.net_fixed > 0:
+                why.append(f"{a.name} fixed {_fixed_text(a)} but lost {-a.test_change:.2f} points")
+            elif a.flagged:
+                why.append(f"{a.name} fixed none and lost {-a.test_change:.2f} points")
+            else:
+                why.append(f"{a.name} fixed {_fixed_text(a) if a.fixed else 'none'}")
+        text = (f"no fine-tuning fixed a held-out fault within {budget} ({faults} held-out faults): "
+                f"{'; '.join(why)}.")
+        return Verdict(None, 0, faults, saved_to, f"{text} {_saved_text(saved_to, None)}")
+    order = {id(a): i for i, a in enumerate(approaches)}
+    best = max(within, key=lambda a: (a.net_fixed, a.test_change, -order[id(a)]))
+    rest = "; ".join(f"{a.name} {_fixed_text(a)}"
+                     + (f" but lost {-a.test_change:.2f} points" if a.flagged else "")
+                     for a in approaches if a is not best)
+    what = "the found inputs" if best.name == "found" else f"{best.name} inputs"
+    text = (f"fine-tuning on {what} fixed the most held-out faults within {budget}: {_fixed_text(best)} of "
+            f"{faults}, at {best.test_change:+.2f} points of clean test accuracy"
+            + (f" (others: {rest})." if rest else "."))
+    return Verdict(best.name, best.net_fixed, faults, saved_to, f"{text} {_saved_text(saved_to, best.name)}")

@@ -30,7 +30,7 @@ def as_image(x: np.ndarray) -> np.ndarray:
 
 def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, rows: int = 8,
                bounds: Sequence[float] = (0.0, 1.0), class_names: Sequence[str] | None = None,
-               title: str | None = None) -> Path:
+               title: str | None = None, true_labels: np.ndarray | None = None) -> Path:
     """A PNG of difference-inducing inputs: seed, generated input, difference, predictions.
 
     Args:
@@ -41,6 +41,8 @@ def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, ro
         bounds: Value range of the inputs (grey scale limits).
         class_names: Names of the classes (default their indices).
         title: Figure title.
+        true_labels: ``(F,)`` each input's true label (its seed's): shown beside the seed, and a
+            tick after each model that predicts it.
     """
     from ..experiment.figures import difference_grid
 
@@ -53,15 +55,18 @@ def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, ro
     if n == 0:
         return note("no difference-inducing input")
     label = (lambda c: class_names[c]) if class_names else str
-    after = []
+    after, before = [], []
     for i in range(n):
+        truth = None if true_labels is None else int(true_labels[i])
         pairs = zip(model_names, found.predictions[i], strict=True)
-        preds = "\n".join(f"{m}: {label(int(p))}" for m, p in pairs)
+        preds = "\n".join(f"{m}: {label(int(p))}" + (" \u2713" if int(p) == truth else "") for m, p in pairs)
         after.append(f"after {int(found.iteration[i])} step(s)\n{preds}")
+        said = "" if truth is None else f", label {label(truth)}"
+        common = label(int(found.common_class[i]))
+        before.append(f"seed #{int(found.seed_index[i])}{said}\nall predict {common}")
     png = difference_grid(
         found.seeds[:n], found.inputs[:n], path, bounds=bounds, columns=1, labels=("seed", "generated"),
-        before_titles=[f"seed #{int(found.seed_index[i])}\nall predict {label(int(found.common_class[i]))}"
-                       for i in range(n)], after_titles=after, highlight=[True] * n, title=title)
+        before_titles=before, after_titles=after, highlight=[True] * n, title=title)
     # difference_grid writes nothing for inputs that are no images (a vector of 10 features)
     return png if png is not None else note(f"{len(found)} inputs found; they are not images")
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from ..errors import DeepFaultError
 from ..experiment.tables import Table, fmt
-from .results import saturation_warning
+from .results import input_ssim, saturation_warning
 
 __all__ = ["PAPER", "render_report", "collect", "run_page", "summary_text", "summary_table",
-           "coverage_table"]
+           "coverage_table", "agreement_table", "inputs_table", "realism_line"]
 
 class _Paper(TypedDict):
     table2: dict[str, int]  # target -> inputs found
@@ -263,8 +263,11 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
 
 
 def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: int = 12,
-                file: str = "found_inputs.png") -> Path | None:
-    """Seed | found input | difference, one row per distinct seed first, titled by predictions."""
+                file: str = "found_inputs.png", true_labels=None) -> Path | None:
+    """Seed | found input | difference, one row per distinct seed first, titled by predictions
+    (with ``true_labels``, ``(F,)``: the seed's true label, and a tick after each model that
+    predicts it).
+    """
     from ..experiment.figures import difference_grid
 
     if not len(found):
@@ -275,15 +278,18 @@ def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: i
     first = list(seen.values())
     picked = (first + [i for i in range(len(found)) if i not in seen.values()])[:rows]
     label = (lambda c: class_names[int(c)]) if class_names else (lambda c: str(int(c)))
-    after = []
+    after, before = [], []
     for i in picked:
-        preds = ", ".join(f"{n}: {label(p)}" for n, p in zip(names, found.predictions[i], strict=True))
+        truth = None if true_labels is None else int(true_labels[i])
+        preds = "\n".join(f"{n}: {label(p)}" + (" \u2713" if truth is not None and int(p) == truth else "")
+                          for n, p in zip(names, found.predictions[i], strict=True))
         after.append(f"after {int(found.iteration[i])} step(s)\n{preds}")
+        said = "" if truth is None else f", label {label(truth)}"
+        before.append(f"seed #{int(found.seed_index[i])}{said}\nall predict {label(found.common_class[i])}")
     return difference_grid(
         found.seeds[picked], found.inputs[picked], folder / file, bounds=bounds, columns=2,
         labels=("seed", "found"), highlight=[True] * len(picked), after_titles=after,
-        before_titles=[f"seed #{int(found.seed_index[i])}\nall predict {label(found.common_class[i])}"
-                       for i in picked])
+        before_titles=before)
 
 
 def summary_table(result, labels: Sequence[str]) -> Table:
@@ -309,8 +315,11 @@ def coverage_table(result, labels: Sequence[str]) -> Table:
                  title=f"neuron coverage (layer-minmax, t = {result.config.threshold:g})")
 
 
-def summary_text(result, labels: Sequence[str], data, device) -> str:
-    """What ``deepfault xplore`` prints: the models, data and settings, the finds, coverage, times."""
+def summary_text(result, labels: Sequence[str], data, device, *, rows: int = 8) -> str:
+    """What ``deepfault xplore`` prints: the models, data and settings, the finds, which model
+    agrees with the true label (overall and on the first ``rows`` inputs), coverage, times and
+    realism.
+    """
     out = io.StringIO()
     w = out.write
     cfg = result.config
@@ -327,18 +336,19 @@ def summary_text(result, labels: Sequence[str], data, device) -> str:
       f"{'clipped to the bounds' if cfg.clip else 'no clipping'}"
       f"{', seeds with replacement' if cfg.replace else ''}\n\n")
     w(summary_table(result, labels).text() + "\n\n")
+    agree = agreement_table(result, labels)
+    if agree is not None:
+        w(f"{agree.title}\n{agree.text()}\n{agree.note}\n\n")
+        shown = inputs_table(result, labels, class_names=getattr(data, "class_names", None), rows=rows)
+        if shown is not None:
+            w(f"{shown.title}\n{shown.text()}\n\n")
     cov = coverage_table(result, labels)
     w(f"{cov.title}\n{cov.text()}\n\n")
     w(f"time {result.seconds:.2f} s; {fmt(result.seconds_per_found, 4)} s per difference-inducing input; "
       f"first after {fmt(result.first_found_seconds, 3)} s\n")
     r = result.realism
     if r is not None and r.found:
-        w(f"change: mean L1 {r.mean_l1:.1f}, mean L_inf {r.mean_linf:.3f} (data units); "
-          f"{100 * r.saturated:.1f}% saturate")
-        if r.still_differ_clipped is not None:
-            w(f"; {100 * r.outside_bounds:.1f}% leave the bounds, {100 * r.still_differ_clipped:.1f}% still "
-              "differ once clipped")
-        w("\n")
+        w(f"{realism_line(r)}\n")
         message = saturation_warning(r, cfg)
         if message:
             w(f"warning: {message}\n")
@@ -349,6 +359,64 @@ def summary_text(result, labels: Sequence[str], data, device) -> str:
         w(f"no difference-inducing input found in {result.num_seeds} seeds"
           + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
     return out.getvalue()
+
+
+def realism_line(r) -> str:
+    """``realism: mean SSIM to the seed 0.76, 23% below 0.7 (...); mean L1 ...`` of a
+    :class:`~.results.Realism` with inputs.
+    """
+    if r.mean_ssim is not None:
+        head = (f"realism: mean SSIM to the seed {r.mean_ssim:.2f}, {100 * r.low_ssim:.1f}% below "
+                f"{r.ssim_threshold:g} (visibly noisy, shifted or washed out)")
+    else:
+        head = "realism: no SSIM (the inputs are not images)"
+    text = f"{head}; mean L1 {r.mean_l1:.1f}, mean L_inf {r.mean_linf:.3f} (data units)"
+    if r.still_differ_clipped is not None:
+        text += (f"; {100 * r.outside_bounds:.1f}% leave the bounds, {100 * r.still_differ_clipped:.1f}% "
+                 "still differ once clipped")
+    return text
+
+
+def agreement_table(result, labels: Sequence[str]) -> Table | None:
+    """How often each model agrees with the true label on the difference-inducing inputs, and
+    how often none does (``None`` without true labels or found inputs).
+    """
+    summary = result.agreement_summary()
+    if summary is None or not summary["inputs"]:
+        return None
+    n = summary["inputs"]
+    rows = [[name, m["agrees"], f"{100 * m['share']:.1f}%"]
+            for name, m in zip(labels, summary["models"], strict=True)]
+    rows.append(["none of them", summary["none"], f"{100 * summary['none_share']:.1f}%"])
+    return Table(["model", "agrees with the true label", "share"], rows,
+                 title=f"Which model is right on the {n} difference-inducing inputs",
+                 note="The true label is the seed's label in the data set (the search keeps the seed's "
+                      "class in every model but the target); the models disagree on every input, so at "
+                      "most all but one are right.")
+
+
+def inputs_table(result, labels: Sequence[str], *, class_names=None, rows: int | None = None) -> Table | None:
+    """One row per difference-inducing input (the first ``rows``): its seed, true label, every
+    model's prediction, the models that agree with the true label and the SSIM to the seed
+    (``None`` without true labels).
+    """
+    agrees = result.agreement()
+    if agrees is None:
+        return None
+    f = result.found
+    n = len(f) if rows is None else min(rows, len(f))
+    name = (lambda c: str(class_names[int(c)])) if class_names is not None else (lambda c: str(int(c)))
+    similarity = input_ssim(f.inputs[:n], f.seeds[:n], result.bounds)
+    out = []
+    for i in range(n):
+        right = [m for m, ok in zip(labels, agrees[i], strict=True) if ok]
+        out.append([i, int(f.seed_index[i]), name(result.true_labels[i]), name(f.common_class[i]),
+                    *[name(p) for p in f.predictions[i]], ", ".join(right) or "none",
+                    "-" if similarity is None else f"{similarity[i]:.2f}"])
+    headers = ["input", "seed #", "true label", "seed: all predict", *[f"{m} predicts" for m in labels],
+               "agree with the true label", "SSIM to the seed"]
+    more = f" (first {n} of {len(f)})" if n < len(f) else ""
+    return Table(headers, out, title=f"Difference-inducing inputs{more}")
 
 
 def surprise_text(result, labels: Sequence[str]) -> str:
@@ -366,8 +434,29 @@ def _g(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
-def run_page(result, labels, data, folder, *, provenance: dict | None = None, grid_rows: int = 12) -> dict:
-    """The page of one ``deepfault xplore`` run: the seeds, what was found, coverage, realism.
+def _lead(result, labels: Sequence[str], data) -> str:
+    """The answer in one paragraph: what was found, which model the true label sides with, and
+    whether the inputs still look like their seeds.
+    """
+    text = f"{result.num_found} difference-inducing inputs from {result.num_seeds} seeds of {data.name}."
+    summary = result.agreement_summary()
+    if summary is not None and summary["inputs"]:
+        shares = ", ".join(f"{n} {100 * m['share']:.1f}%" for n, m in zip(labels, summary["models"],
+                                                                          strict=True))
+        text += (f" Agreeing with the true label on them: {shares}; none of them "
+                 f"{100 * summary['none_share']:.1f}%.")
+    r = result.realism
+    if r is not None and r.found and r.mean_ssim is not None:
+        text += (f" Realism: mean SSIM to the seed {r.mean_ssim:.2f}; {100 * r.low_ssim:.1f}% below "
+                 f"{r.ssim_threshold:g} (visibly noisy, shifted or washed out).")
+    return text
+
+
+def run_page(result, labels, data, folder, *, provenance: dict | None = None, grid_rows: int = 12,
+             table_rows: int = 200) -> dict:
+    """The page of one ``deepfault xplore`` run: the answer first (which model agrees with the
+    true label, how far the inputs are from their seeds), then the found inputs, realism, each
+    input's row, the seeds and coverage.
 
     Args:
         result: The :class:`~deepfault.xplore.results.XploreResult`.
@@ -376,6 +465,7 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         folder: Where the PNGs go.
         provenance: Where the run came from.
         grid_rows: Found inputs in the image grid.
+        table_rows: Found inputs in the table of inputs (all are in the ``.npz``).
 
     Returns:
         ``dict(title, html, meta, nav, config, provenance)`` for
@@ -386,23 +476,64 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
 
     folder = Path(folder)
     cfg = result.config
-    parts = [section(
+    parts, nav = [], []
+    class_names = list(data.class_names)
+    agree = agreement_table(result, labels)
+    if agree is not None:
+        nav.append(("right", "Which model is right"))
+        parts.append(section("right", agree.title, agree.note, agree.html()))
+    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=class_names,
+                      rows=grid_rows, true_labels=result.true_labels)
+    if png is not None:
+        nav.append(("inputs", "Found inputs"))
+        parts.append(section(
+            "inputs", "Found inputs",
+            "One found input per seed first. Each triple: the seed (all models agree on it; its true label "
+            "beside its number), the found input (each model's prediction in red, a tick when it is the true "
+            "label) and their difference (blue: darker, red: brighter; one colour scale for every row).",
+            image_tag(png, png.name)))
+    r = result.realism
+    if r is not None and r.found:
+        def pct(x):
+            return "-" if x is None else f"{100 * x:.1f}%"
+
+        real = [["mean SSIM to the seed", "-" if r.mean_ssim is None else f"{r.mean_ssim:.3f}"],
+                [f"SSIM below {r.ssim_threshold:g} (visibly noisy, shifted or washed out)", pct(r.low_ssim)],
+                ["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
+                ["outside the bounds", pct(r.outside_bounds)],
+                ["still differ once clipped", pct(r.still_differ_clipped)],
+                ["saturated (a flat or black/white square)", pct(r.saturated)]]
+        if result.surprise is not None:
+            found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
+            real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
+                     for k in result.surprise.kinds
+                     for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
+        nav.append(("realism", "Realism"))
+        parts.append(section(
+            "realism", "Realism",
+            "Do the found inputs still look like their seeds? SSIM (structural similarity, Gaussian window, "
+            "1 for an identical image) of each input, clipped to the bounds as a saved image would be, to "
+            f"its seed; below {r.ssim_threshold:g} the change is plain to see (on MNIST, Gaussian noise of "
+            "sd 0.2 of the pixel range gives about 0.7). Distances in data units; the bounds rows apply to "
+            "runs without clipping; saturated: less than half the seed's contrast left (it misses noise). "
+            "DSA and LSA (when computed): surprise adequacy against each model's training data at its layer "
+            "before the logits (higher: further from anything seen in training), the seeds' in brackets.",
+            Table(["measure", "value"], real).html()))
+    shown = inputs_table(result, labels, class_names=class_names, rows=table_rows)
+    if shown is not None and len(shown.rows):
+        nav.append(("each", "Each input"))
+        parts.append(section("each", shown.title,
+                             "Every model's prediction on each difference-inducing input, the models that "
+                             "agree with the true label, and its SSIM to the seed (all inputs are in the "
+                             ".npz, with true_label).", shown.html()))
+    nav.append(("found", "Seeds and difference-inducing inputs"))
+    parts.append(section(
         "found", "Seeds and difference-inducing inputs",
         f"{result.num_seeds} seeds from {data.name}'s test split; seeds on which the models already disagree "
         "are counted apart, the others are searched (gradient ascent on the target model's disagreement, "
         f"constraint {cfg.transform}). found/searched: the share of searched seeds that gave an input the "
         "models disagree on; mean L1: its distance to the seed in data units.",
-        summary_table(result, labels).html())]
-    nav = [("found", "Seeds and difference-inducing inputs")]
-    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=list(data.class_names),
-                      rows=grid_rows)
-    if png is not None:
-        nav.append(("inputs", "Found inputs"))
-        parts.append(section(
-            "inputs", "Found inputs",
-            "One found input per seed first. Each triple: the seed (all models agree on it), the found input "
-            "(each model's prediction in red) and their difference (blue: darker, red: brighter; one colour "
-            "scale for every row).", image_tag(png, png.name)))
+        summary_table(result, labels).html()))
     cov_parts = [coverage_table(result, labels).html()]
     if result.trace:
         trace = [{"seconds": p.seconds, "found": p.found, "covered": list(p.covered)} for p in result.trace]
@@ -413,30 +544,7 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
     parts.append(section("coverage", "Neuron coverage",
                          f"Neurons each model's activations cover over the seeds and found inputs "
                          f"(layer-minmax scaling, threshold t = {cfg.threshold:g}).", *cov_parts))
-    r = result.realism
-    if r is not None and r.found:
-        def pct(x):
-            return "-" if x is None else f"{100 * x:.1f}%"
-
-        real = [["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
-                ["saturated (a flat or black/white square)", pct(r.saturated)],
-                ["outside the bounds", pct(r.outside_bounds)],
-                ["still differ once clipped", pct(r.still_differ_clipped)]]
-        if result.surprise is not None:
-            found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
-            real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
-                     for k in result.surprise.kinds
-                     for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
-        nav.append(("realism", "Realism"))
-        parts.append(section(
-            "realism", "Realism",
-            "Are the found inputs still images of the data set? Distances in data units; saturated: less "
-            "than half the seed's contrast left after clipping; the next two rows apply to runs without "
-            "clipping. DSA and LSA (when computed): surprise adequacy against each model's training data at "
-            "its layer before the logits (higher: further from anything seen in training), the seeds' in "
-            "brackets.", Table(["measure", "value"], real).html()))
-    meta = (f"{', '.join(labels)} on {data.name}: {result.num_found} difference-inducing inputs from "
-            f"{result.num_seeds} seeds in {result.seconds:.2f} s; lambda1 {cfg.lambda1:g}, lambda2 "
-            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations.")
+    meta = (f"{_lead(result, labels, data)} {', '.join(labels)}; lambda1 {cfg.lambda1:g}, lambda2 "
+            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations; {result.seconds:.2f} s.")
     return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
             "config": cfg.to_dict(), "provenance": provenance}

@@ -26,7 +26,10 @@ __all__ = [
     "FoundSurprise",
     "add_surprise",
     "Realism",
+    "SSIM_THRESHOLD",
     "measure_realism",
+    "input_ssim",
+    "add_labels",
     "saturation_warning",
     "TracePoint",
     "TargetSummary",
@@ -76,9 +79,16 @@ class FoundInputs:
 BOUND_TOL = 1e-6
 
 
+#: SSIM to the seed below which a found input counts as visibly changed: noisy, shifted or
+#: washed out at a glance (see docs/decisions.md, "xplore realism: SSIM to the seed"). On MNIST
+#: seeds, Gaussian noise of sd 0.2 of the pixel range gives a median SSIM of about 0.71 and a
+#: uniform brightening by 0.2 about 0.66; sd 0.1 gives 0.81.
+SSIM_THRESHOLD = 0.7
+
+
 @dataclass(frozen=True)
 class Realism:
-    """How far the found inputs moved from their seeds, and whether they are still images.
+    """How far the found inputs moved from their seeds, and whether they still look like them.
 
     Attributes:
         found: Inputs measured.
@@ -87,11 +97,17 @@ class Realism:
         saturated: Share of the inputs that saturate: clipped to the bounds, less than half
             of the seed's contrast (standard deviation over the elements) is left, because
             most pixels were pushed to a bound or shifted together: a digit turned into a
-            black, white or flat grey square. ``None`` when nothing was found.
+            black, white or flat grey square. ``None`` when nothing was found. Kept for the
+            record; it reads 0 on inputs covered in noise, so :attr:`low_ssim` leads.
         still_differ_clipped: For runs without clipping, the share of inputs on which the
             models still disagree once clipped to the bounds (what a saved image would do);
             ``None`` for clipped runs or when nothing was found.
         outside_bounds: Share of inputs with an element outside the bounds (0 when clipped).
+        mean_ssim: Mean SSIM of each input (clipped to the bounds) to its seed
+            (:func:`input_ssim`); ``None`` for inputs that are no images or when nothing was found.
+        low_ssim: Share of the inputs whose SSIM to their seed is below ``ssim_threshold``:
+            visibly noisy, shifted or washed out (``None`` as ``mean_ssim``).
+        ssim_threshold: The threshold of ``low_ssim`` (:data:`SSIM_THRESHOLD`).
     """
 
     found: int
@@ -100,6 +116,9 @@ class Realism:
     saturated: float | None
     still_differ_clipped: float | None = None
     outside_bounds: float | None = None
+    mean_ssim: float | None = None
+    low_ssim: float | None = None
+    ssim_threshold: float = SSIM_THRESHOLD
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -121,8 +140,38 @@ def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float
     return flat
 
 
+def input_ssim(inputs, seeds, bounds: tuple[float, float]) -> np.ndarray | None:
+    """``(F,)`` SSIM of each input, clipped to ``bounds`` (what a saved image shows), to its seed.
+
+    The SSIM of :func:`deepfault.fuzz.fidelity.checks.ssim` (Gaussian window of 11, or the
+    largest odd one that fits, ``L = hi - lo``), batched. ``None`` when the inputs are not
+    images ``(F, C, H, W)`` with ``C`` 1 or 3 first or last and ``H, W >= 3``.
+    """
+    import torch
+
+    from ..fuzz.fidelity.checks import ssim
+
+    x = np.asarray(inputs)
+    if x.ndim != 4:
+        return None
+    if x.shape[1] not in (1, 3) and x.shape[3] in (1, 3):  # channels last
+        x, s = x.transpose(0, 3, 1, 2), np.asarray(seeds).transpose(0, 3, 1, 2)
+    else:
+        s = np.asarray(seeds)
+    if x.shape[1] not in (1, 3) or min(x.shape[2:]) < 3:
+        return None
+    lo, hi = float(bounds[0]), float(bounds[1])
+    if len(x) == 0:
+        return np.zeros(0, np.float64)
+    dtype = torch.float64 if x.dtype == np.float64 else torch.float32
+    value = ssim(torch.as_tensor(np.clip(x, lo, hi), dtype=dtype), torch.as_tensor(s, dtype=dtype),
+                 data_range=hi - lo)
+    return value.double().numpy()
+
+
 def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
-                    still_differ_clipped: np.ndarray | None = None) -> Realism:
+                    still_differ_clipped: np.ndarray | None = None,
+                    ssim_threshold: float = SSIM_THRESHOLD) -> Realism:
     """The :class:`Realism` of found inputs ``(F, *input)`` against their seeds.
 
     Args:
@@ -131,34 +180,49 @@ def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
         bounds: ``(lo, hi)`` of the data.
         still_differ_clipped: ``(F,)`` bool, whether the models still disagree on each input
             clipped to ``bounds`` (runs without clipping).
+        ssim_threshold: SSIM to the seed below which an input counts in ``low_ssim``.
     """
     x = np.asarray(inputs, dtype=np.float64)
     s = np.asarray(seeds, dtype=np.float64)
     if x.shape != s.shape:
         raise DeepFaultError(f"inputs and seeds must have the same shape; got {x.shape} and {s.shape}")
     if len(x) == 0:
-        return Realism(0, None, None, None, None, None)
+        return Realism(0, None, None, None, None, None, ssim_threshold=ssim_threshold)
     d = np.abs(x - s).reshape(len(x), -1)
     lo, hi = float(bounds[0]), float(bounds[1])
     flat = x.reshape(len(x), -1)
     outside = ((flat < lo - BOUND_TOL) | (flat > hi + BOUND_TOL)).any(axis=1)
     still = None if still_differ_clipped is None else float(np.mean(still_differ_clipped))
+    similarity = input_ssim(np.asarray(inputs, np.float32), np.asarray(seeds, np.float32), (lo, hi))
+    mean_ssim = None if similarity is None else float(similarity.mean())
+    low = None if similarity is None else float((similarity < ssim_threshold).mean())
     return Realism(len(x), float(d.sum(axis=1).mean()), float(d.max(axis=1).mean()),
-                   float(_saturates(x, s, (lo, hi)).mean()), still, float(outside.mean()))
+                   float(_saturates(x, s, (lo, hi)).mean()), still, float(outside.mean()), mean_ssim, low,
+                   ssim_threshold)
 
 
 def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> str | None:
-    """A one-line warning when most found inputs saturate (``None`` otherwise)."""
-    if realism.saturated is None or realism.saturated <= 0.5:
+    """A one-line warning when most found inputs are far from their seeds (SSIM below the
+    threshold) or saturate (``None`` otherwise).
+    """
+    far = realism.low_ssim is not None and realism.low_ssim > 0.5
+    saturated = realism.saturated is not None and realism.saturated > 0.5
+    if not (far or saturated):
         return None
     fixes = ["a smaller --step-size" + ("" if config is None else f" (now {config.step:g})")]
     if config is None or config.transform == "light":
         fixes.append("--constraint none instead of light")
     fixes.append("fewer --iterations")
-    text = (f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate (pixels "
-            f"pushed to a bound or shifted together: less than half the seed's contrast left): they are "
-            f"hardly images any more; use "
-            f"{', '.join(fixes[:-1])} or {fixes[-1]}")
+    what = []
+    if far:
+        what.append(f"{realism.low_ssim:.0%} of the {realism.found} difference-inducing inputs are far from "
+                    f"their seeds (SSIM below {realism.ssim_threshold:g}: visibly noisy, shifted or washed "
+                    "out)")
+    if saturated:
+        what.append(f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate "
+                    "(pixels pushed to a bound or shifted together: less than half the seed's contrast left)")
+    text = (f"{' and '.join(what)}: they are hardly images any more; use {', '.join(fixes[:-1])} or "
+            f"{fixes[-1]}")
     if realism.still_differ_clipped is not None:
         text += f"; without clipping only {realism.still_differ_clipped:.0%} still differ once clipped"
     return text
@@ -288,6 +352,9 @@ class XploreResult:
         realism: How far the found inputs moved and whether they saturate.
         surprise: DSA/LSA of the found inputs and their seeds under each model, when
             :func:`add_surprise` computed them (``None`` otherwise).
+        true_labels: ``(F,)`` the true label of each found input (its seed's label), when the
+            seeds' labels were given (``labels=`` of :func:`~.search.xplore`, or
+            :func:`add_labels`); ``None`` otherwise.
     """
 
     config: XploreConfig
@@ -308,6 +375,7 @@ class XploreResult:
     layer_names: tuple[tuple[str, ...], ...] = field(default=())
     realism: Realism | None = None
     surprise: FoundSurprise | None = None
+    true_labels: np.ndarray | None = None
 
     @property
     def num_seeds(self) -> int:
@@ -347,6 +415,32 @@ class XploreResult:
                                   self.num_found, _mean(self.found.iteration), _mean(self.found.l1)))
         return rows
 
+    def agreement(self) -> np.ndarray | None:
+        """``(F, n)`` bool: model ``j`` predicts the true label of found input ``i`` (``None``
+        without :attr:`true_labels`).
+        """
+        if self.true_labels is None:
+            return None
+        agrees: np.ndarray = self.found.predictions == self.true_labels[:, None]
+        return agrees
+
+    def agreement_summary(self) -> dict | None:
+        """How often each model agrees with the true label on the found inputs: ``{"inputs": F,
+        "models": [{"model", "agrees", "share"}], "none": count, "none_share": share}`` (``None``
+        without :attr:`true_labels`). On a difference-inducing input at most all models but one
+        can be right, and possibly none.
+        """
+        agrees = self.agreement()
+        if agrees is None:
+            return None
+        n = len(agrees)
+        count = agrees.sum(axis=0)
+        none = int((~agrees.any(axis=1)).sum())
+        return {"inputs": n,
+                "models": [{"model": name, "agrees": int(c), "share": float(c / n) if n else None}
+                           for name, c in zip(self.model_names, count, strict=True)],
+                "none": none, "none_share": none / n if n else None}
+
     def to_dict(self) -> dict:
         """Everything but the input arrays, as JSON-ready values."""
         return {
@@ -372,12 +466,14 @@ class XploreResult:
             "realism": None if self.realism is None else self.realism.to_dict(),
             "trace": [p.to_dict() for p in self.trace],
             **({} if self.surprise is None else {"surprise": self.surprise.to_dict(self.model_names)}),
+            **({} if self.true_labels is None else {"true_label_agreement": self.agreement_summary()}),
         }
 
 
 #: The arrays of a saved run (``.npz``).
 NPZ_KEYS = ("inputs", "seeds", "seed_index", "rows", "iteration", "predictions", "common_class",
             "target", "l1", "model_names", "already_differ_index", "already_differ_predictions")
+# and, when the run knew them, ``true_label`` (F,): each found input's seed's label
 
 
 def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
@@ -394,6 +490,8 @@ def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
         "already_differ_index": result.seed_index[result.already_differ],
         "already_differ_predictions": result.seed_predictions[result.already_differ],
     }
+    if result.true_labels is not None:
+        arrays["true_label"] = result.true_labels
     if result.surprise is not None:  # (F, models) each, beside l1
         arrays.update({k: v for k, v in result.surprise.found.items()})
         arrays.update({f"seed_{k}": v for k, v in result.surprise.seeds.items()})
@@ -445,6 +543,26 @@ def add_surprise(result: XploreResult, scorers: Sequence[Callable[[np.ndarray], 
     seeds = {k: np.stack([np.asarray(p[1][k], dtype=np.float64) for p in per_model], axis=1)
              for k in kinds}
     return replace(result, surprise=FoundSurprise(kinds, found, seeds))
+
+
+def add_labels(result: XploreResult, labels) -> XploreResult:
+    """``result`` with the true label of every found input (:attr:`XploreResult.true_labels`),
+    taken from ``labels``, the labels of the pool the seeds were drawn from (``labels[i]`` is
+    the label of ``found.seed_index == i``); nothing else changes.
+
+    Raises:
+        DeepFaultError: ``labels`` is not one integer label per pool input.
+    """
+    y = np.asarray(labels)
+    if y.ndim != 1 or y.dtype.kind not in "iu":
+        raise DeepFaultError(f"labels must be one integer label per input, shape (P,); got {y.dtype} "
+                             f"of shape {y.shape}")
+    index = result.found.seed_index
+    need = int(max(index.max(initial=-1), result.seed_index.max(initial=-1))) + 1
+    if len(y) < need:
+        raise DeepFaultError(f"labels has {len(y)} entries, but the seeds were drawn from at least {need} "
+                             "inputs; give one label per input of the pool")
+    return replace(result, true_labels=y[index].astype(np.int64))
 
 
 def replay(models: Sequence[nn.Module], inputs, *, batch_size: int = 1024) -> np.ndarray:

@@ -478,6 +478,7 @@ def search(
     progress: bool = False,
     chunk_size: int | None = None,
     threads: int | str | None = "auto",
+    labels=None,
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -501,11 +502,16 @@ def search(
             GPU). A performance knob only: each row's arithmetic is the same in any chunk.
         threads: CPU threads for the run, restored afterwards: ``"auto"`` (one for small
             models on the CPU, :func:`auto_threads`), a number, or ``None`` (PyTorch's).
+        labels: ``(N,)`` the seeds' true labels (optional): the result then says which model
+            agrees with them on each found input (``true_labels``, ``agreement()``). The
+            search never uses them.
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of
-        what was found (:class:`~deepfault.xplore.results.Realism`). A ``UserWarning``
-        says when most found inputs saturate, naming the options that avoid it.
+        what was found (:class:`~deepfault.xplore.results.Realism`: SSIM to the seed and the
+        share below :data:`~deepfault.xplore.results.SSIM_THRESHOLD`, distances). A
+        ``UserWarning`` says when most found inputs are far from their seeds or saturate,
+        naming the options that avoid it.
 
     Raises:
         DeepFaultError: Fewer than two models, models of different class counts or that
@@ -532,6 +538,7 @@ def search(
             f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)"
         )
     config.constraint().check(tuple(x_all.shape[1:]))
+    seed_labels = None if labels is None else _seed_labels(labels, len(x_all))
     index = np.arange(len(x_all), dtype=np.int64) if seed_index is None else np.asarray(seed_index, np.int64)
     if index.shape != (len(x_all),):
         raise DeepFaultError(
@@ -585,7 +592,18 @@ def search(
         found=found, coverage=tuple(nc.compute() for nc in run.coverage), trace=tuple(run.trace),
         seconds=seconds, first_found_seconds=run.first_found, device=str(device),
         layer_names=tuple(lay.names for lay in layouts), realism=realism,
+        true_labels=None if seed_labels is None else seed_labels[found.rows],
     )
+
+
+def _seed_labels(labels, n: int) -> np.ndarray:
+    """``labels`` as ``(n,)`` int64, or an error naming what was given."""
+    y = np.asarray(labels.detach().cpu() if isinstance(labels, torch.Tensor) else labels)
+    whole = y.dtype.kind in "iu" or (y.dtype.kind == "f" and bool(np.all(y == np.round(y))))
+    if y.shape != (n,) or not whole:
+        raise DeepFaultError(f"labels must be one integer label per seed, shape ({n},); got {y.dtype} of "
+                             f"shape {y.shape}")
+    return y.astype(np.int64)
 
 
 def xplore(
@@ -599,6 +617,7 @@ def xplore(
     progress: bool = False,
     chunk_size: int | None = None,
     threads: int | str | None = "auto",
+    labels=None,
 ) -> XploreResult:
     """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
     inputs on which the models disagree, raising their neuron coverage.
@@ -618,6 +637,9 @@ def xplore(
         chunk_size: Inputs per forward and backward pass (a performance knob, as in
             :func:`search`).
         threads: CPU threads for the run, as in :func:`search`.
+        labels: ``(P,)`` true labels of ``inputs`` (optional, e.g. ``data.y_test``): the
+            result then says which model agrees with the true label on each found input
+            (``true_labels``, ``agreement()``, ``agreement_summary()``).
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
@@ -648,6 +670,7 @@ def xplore(
                                  f"(valid: 0..{len(x) - 1})")
     else:
         index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
+    seed_labels = None if labels is None else _seed_labels(labels, len(x))[index]
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size,
-                  threads=threads)
+                  threads=threads, labels=seed_labels)
