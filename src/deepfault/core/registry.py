@@ -33,7 +33,7 @@ def did_you_mean(name: object, known: Iterable[object]) -> list[str]:
     first (:func:`difflib.get_close_matches`' score and cutoff, ties in the order of ``known``),
     case ignored (a name that differs only in case gets that one); ``[]`` when none is close.
 
-    Example:
+    Examples:
         >>> did_you_mean("ochia", ["dstar", "ochiai", "tarantula"])
         ['ochiai']
         >>> did_you_mean("zzz", ["dstar", "ochiai"])
@@ -61,7 +61,7 @@ def suggestion(name: object, known: Iterable[object]) -> str:
     """``" (did you mean 'x'?)"`` for the names of ``known`` closest to ``name``, else ``""``:
     for messages of another shape than :func:`unknown_name`'s.
 
-    Example:
+    Examples:
         >>> "unknown layer 'fc'" + suggestion("fc", ["fc1", "fc2", "conv"]) + "; valid: fc1, fc2, conv"
         "unknown layer 'fc' (did you mean 'fc1' or 'fc2'?); valid: fc1, fc2, conv"
     """
@@ -73,7 +73,7 @@ def unknown_name(kind: str, name: object, known: Iterable[object]) -> str:
     """The one message for a name that is not among ``known``: the user's word for what it
     names (``kind``), the closest names, then all of them.
 
-    Example:
+    Examples:
         >>> unknown_name("measure", "ochia", ["dstar", "ochiai", "tarantula"])
         "unknown measure 'ochia'; did you mean 'ochiai'? (known: dstar, ochiai, tarantula)"
         >>> unknown_name("measure", "zzz", ["dstar", "ochiai"])

@@ -143,13 +143,13 @@ def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float
 def input_ssim(inputs, seeds, bounds: tuple[float, float]) -> np.ndarray | None:
     """``(F,)`` SSIM of each input, clipped to ``bounds`` (what a saved image shows), to its seed.
 
-    The SSIM of :func:`deepfault.fuzz.fidelity.checks.ssim` (Gaussian window of 11, or the
+    The SSIM of :func:`deepfault.core.ssim.ssim` (Gaussian window of 11, or the
     largest odd one that fits, ``L = hi - lo``), batched. ``None`` when the inputs are not
     images ``(F, C, H, W)`` with ``C`` 1 or 3 first or last and ``H, W >= 3``.
     """
     import torch
 
-    from ..fuzz.fidelity.checks import ssim
+    from ..core.ssim import ssim
 
     x = np.asarray(inputs)
     if x.ndim != 4:

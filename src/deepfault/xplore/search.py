@@ -57,7 +57,7 @@ from .constraints import Constraint
 from .results import FoundInputs, TracePoint, XploreResult, measure_realism, saturation_warning
 
 if TYPE_CHECKING:
-    from ..core.inputs import InputData
+    from ..core.inputs import InputData, LabelData
 
 __all__ = [
     "Draws",
@@ -478,7 +478,7 @@ def search(
     progress: bool = False,
     chunk_size: int | None = None,
     threads: int | str | None = "auto",
-    labels=None,
+    labels: LabelData | None = None,
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -617,7 +617,7 @@ def xplore(
     progress: bool = False,
     chunk_size: int | None = None,
     threads: int | str | None = "auto",
-    labels=None,
+    labels: LabelData | None = None,
 ) -> XploreResult:
     """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
     inputs on which the models disagree, raising their neuron coverage.
