@@ -17,11 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from ..checks import check_int
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
-from .inputs import inputs_and_labels
+from .inputs import check_data, inputs_and_labels, num_inputs, stream
 from .outputs import check_outputs_finite
 
 __all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
@@ -66,8 +67,12 @@ def iterate_batches(
     Args:
         model: The classifier, run in ``eval()`` mode (restored afterwards) under
             ``torch.inference_mode()`` on its own device.
-        inputs: ``(N, ...)`` array or tensor (checked finite).
-        labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``).
+        inputs: ``(N, ...)`` array or tensor (checked finite), or any form
+            :func:`~.inputs.inputs_and_labels` takes; a ``DataLoader`` is streamed, one of
+            its batches in memory at a time (split when larger than ``batch_size``), and
+            gives ``Batch.labels`` from its batches.
+        labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``); they win
+            over a loader's own.
         neurons: Capture neuron values (``False``: outputs only, no hooks).
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
@@ -82,26 +87,35 @@ def iterate_batches(
         exhausted or closed.
     """
     batch_size = check_int("batch_size", batch_size)
-    x = as_tensor(inputs)
-    y = None
-    if labels is not None:
-        y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-        y = y.long().cpu()
-        if y.ndim != 1 or len(y) != len(x):
-            raise DeepFaultError(
-                f"labels must be a 1-D array with one label per input ({len(x)}); got shape {tuple(y.shape)}"
-            )
+    check_data(inputs)
+    if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
+        total = num_inputs(inputs)
+        slices = _checked_slices(stream(inputs, labels, batch_size=batch_size))
+    else:
+        x = as_tensor(inputs)
+        y = None
+        if labels is not None:
+            y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
+            y = y.long().cpu()
+            if y.ndim != 1 or len(y) != len(x):
+                raise DeepFaultError(
+                    f"labels must be a 1-D array with one label per input ({len(x)}); got shape {tuple(y.shape)}"
+                )
+        total = len(x)
+        slices = ((x[i : i + batch_size], None if y is None else y[i : i + batch_size])
+                  for i in range(0, len(x), batch_size))
     device = model_device(model)
     hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
     bar = contextlib.nullcontext()
     if progress:
         from .progress import progress_bar
 
-        bar = progress_bar(len(x), desc=progress if isinstance(progress, str) else "", unit="input",
-                           leave=False)
+        bar = progress_bar(total if total >= 0 else None, desc=progress if isinstance(progress, str) else "",
+                           unit="input", leave=False)
+    start = 0
     with eval_mode(model), hooks as rec, torch.inference_mode(), bar as shown:
-        for start in range(0, len(x), batch_size):
-            xb = x[start : start + batch_size].to(device)
+        for x_part, yb in slices:
+            xb = x_part.to(device)
             out = forward(model, xb)
             if check and out.ndim != 2:
                 raise DeepFaultError(
@@ -115,10 +129,24 @@ def iterate_batches(
                     check_finite(values, layout, start)
             if check:  # after the neuron values, whose message names the neuron
                 check_outputs_finite(model, xb, out, start=start)
-            yb = None if y is None else y[start : start + batch_size]
             if shown is not None:
                 shown.update(len(xb))
-            yield Batch(start, start + len(xb), xb, out, values, layout, yb)
+            yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
+            start += len(xb)
+
+
+def _checked_slices(slices):
+    """A loader's slices as float32 inputs checked finite (as :func:`~.capture.as_tensor`
+    checks a whole array), their positions counted across batches.
+    """
+    start = 0
+    for x, y in slices:
+        try:
+            xb = as_tensor(x)
+        except DeepFaultError as err:
+            raise DeepFaultError(f"{err} (in the batch starting at input {start})") from None
+        yield xb, y
+        start += len(xb)
 
 
 def predict(model: nn.Module, inputs, *, batch_size: int = 1024) -> torch.Tensor:

@@ -1,13 +1,30 @@
 """Inputs as PyTorch users have them: tensors, numpy arrays, a ``Dataset`` or a ``DataLoader``.
 
-Every public function that takes inputs passes them through
-:func:`~deepfault.core.capture.as_tensor`, which accepts what :func:`inputs_and_labels`
-accepts, so a torchvision data set (with a transform that returns tensors) or a
-``DataLoader`` works wherever an array does. :func:`correct_inputs` is the everyday
-selection "the inputs of class ``c`` that the model gets right".
+The one normaliser of the public API's data arguments. Every public function that takes
+inputs checks them with :func:`check_data` (a wrong type is a one-line
+:class:`~deepfault.errors.DeepFaultError`) and reads them through
+:func:`inputs_and_labels` (all at once), :func:`stream` (batch by batch: a
+``DataLoader`` is not stacked) or :func:`as_dataset` (the entry points that need a whole
+:class:`~deepfault.data.Dataset`: ``run_deepfault``, ``regress``, ``repair``). The forms:
+
+- a tensor or numpy array ``(N, ...)`` (labels given separately);
+- an ``(inputs, labels)`` pair;
+- a ``torch.utils.data.Dataset`` whose items are ``(input, label)`` or an input (a
+  torchvision data set with a ``ToTensor`` transform is one);
+- a ``DataLoader`` yielding such batches (``(x, y)``, ``[x, y]``, ``{"x": .., "y": ..}``
+  or ``x``), read in its order;
+- a deepfault :class:`~deepfault.data.Dataset` (its test split, with its labels).
+
+Labels come from the data where it carries them; an explicit ``labels`` argument wins.
+:func:`correct_inputs` is the everyday selection "the inputs of class ``c`` that the
+model gets right".
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Sized
 
 import numpy as np
 import torch
@@ -16,7 +33,12 @@ from torch.utils.data import Dataset as TorchDataset
 
 from ..errors import DeepFaultError
 
-__all__ = ["inputs_and_labels", "is_torch_data", "unpack"]
+__all__ = ["DATA_FORMS", "as_dataset", "check_data", "default_bounds", "inputs_and_labels", "is_torch_data",
+           "num_inputs", "stream", "unpack"]
+
+#: The forms every data argument takes, for messages.
+DATA_FORMS = ("a tensor, a numpy array, an (inputs, labels) pair, a torch Dataset, a DataLoader "
+              "or a deepfault Dataset")
 
 #: Items read per step when a map-style data set is stacked.
 _STACK_BATCH = 512
@@ -25,6 +47,52 @@ _STACK_BATCH = 512
 def is_torch_data(obj) -> bool:
     """Whether ``obj`` is a ``torch.utils.data`` data set or loader."""
     return isinstance(obj, (DataLoader, TorchDataset))
+
+
+def _is_deepfault_dataset(obj) -> bool:
+    from ..data.dataset import Dataset
+
+    return isinstance(obj, Dataset)
+
+
+def check_data(data, name: str = "inputs"):
+    """``data`` unchanged when it is one of :data:`DATA_FORMS` (or anything with
+    ``__array__``, such as a memory map); else a one-line :class:`DeepFaultError`.
+
+    Raises:
+        DeepFaultError: ``name`` must be one of the forms; got ``type``.
+    """
+    if isinstance(data, (torch.Tensor, np.ndarray, list, tuple, DataLoader, TorchDataset)) \
+            or _is_deepfault_dataset(data) or hasattr(data, "__array__"):
+        return data
+    got = type(data).__name__
+    hint = " (a file path: load it first, e.g. deepfault.load_dataset)" if isinstance(
+        data, (str, bytes, os.PathLike)) else ""
+    raise DeepFaultError(f"{name} must be {DATA_FORMS}; got {got}{hint}")
+
+
+def num_inputs(data) -> int:
+    """The number of inputs in ``data`` without reading a loader (``len(loader)`` counts
+    batches; this counts the loader's data set); ``-1`` when a loader cannot tell.
+    """
+    if isinstance(data, DataLoader):
+        ds = data.dataset
+        return len(ds) if isinstance(ds, Sized) else -1
+    if _is_deepfault_dataset(data):
+        return len(data.x_test)
+    if _is_pair(data):
+        return len(data[0])
+    return len(data)
+
+
+def _is_pair(data) -> bool:
+    """An ``(inputs, labels)`` pair: inputs with a batch dimension and 1-D labels as long."""
+    if not (isinstance(data, tuple) and len(data) == 2):
+        return False
+    try:
+        return np.ndim(data[0]) >= 2 and np.ndim(data[1]) == 1 and len(data[0]) == len(data[1])
+    except (TypeError, ValueError):
+        return False
 
 
 def _tensor(value, what: str) -> torch.Tensor:
@@ -39,25 +107,34 @@ def _tensor(value, what: str) -> torch.Tensor:
         ) from err
 
 
-def _batches(loader):
-    xs, ys = [], []
-    try:
-        batches = list(loader)
-    except TypeError as err:  # default_collate refuses items that are not arrays
-        raise DeepFaultError(
-            f"the data set's items are not arrays ({err}); give the data set a transform that returns "
-            "tensors (for torchvision: transform=transforms.ToTensor())"
-        ) from None
-    for batch in batches:
+def _loader_batches(loader) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+    """``(x, y or None)`` per batch of ``loader``, as tensors, in its order."""
+    it = iter(loader)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except TypeError as err:  # default_collate refuses items that are not arrays
+            raise DeepFaultError(
+                f"the data set's items are not arrays ({err}); give the data set a transform that returns "
+                "tensors (for torchvision: transform=transforms.ToTensor())"
+            ) from None
         if isinstance(batch, (tuple, list)) and len(batch) >= 2:
             x, y = batch[0], batch[1]
         elif isinstance(batch, dict) and {"x", "y"} <= set(batch):
             x, y = batch["x"], batch["y"]
         else:
             x, y = batch, None
-        xs.append(_tensor(x, "an input"))
+        yield _tensor(x, "an input"), None if y is None else _tensor(y, "a label").reshape(-1)
+
+
+def _batches(loader):
+    xs, ys = [], []
+    for x, y in _loader_batches(loader):
+        xs.append(x)
         if y is not None:
-            ys.append(_tensor(y, "a label").reshape(-1))
+            ys.append(y)
     if not xs:
         raise DeepFaultError("the data set or loader yielded no inputs")
     x = torch.cat(xs)
@@ -71,16 +148,17 @@ def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | N
     Args:
         data: A tensor or array ``(N, ...)``; a ``(inputs, labels)`` pair; a
             ``torch.utils.data.Dataset`` whose items are ``(input, label)`` or an input (a
-            torchvision data set with a ``ToTensor`` transform is one); or a ``DataLoader``
-            yielding such batches. A loader is read once, in its order.
-        labels: Labels for an array or tensor (ignored when ``data`` carries its own).
+            torchvision data set with a ``ToTensor`` transform is one); a ``DataLoader``
+            yielding such batches (read once, in its order, and held in memory); or a
+            deepfault :class:`~deepfault.data.Dataset` (its test split).
+        labels: Labels for the inputs; they win over labels that ``data`` carries.
 
     Returns:
         The inputs as one tensor, and the labels as a ``long`` tensor or ``None``.
 
     Raises:
-        DeepFaultError: Items that are not arrays (an image without a ``ToTensor``
-            transform), or an empty data set.
+        DeepFaultError: A type that is none of :data:`DATA_FORMS`, items that are not
+            arrays (an image without a ``ToTensor`` transform), or an empty data set.
 
     Example:
         >>> import torch
@@ -90,22 +168,137 @@ def inputs_and_labels(data, labels=None) -> tuple[torch.Tensor, torch.Tensor | N
         >>> tuple(x.shape), y.tolist()
         ((5, 1, 8, 8), [0, 1, 2, 3, 4])
     """
+    check_data(data)
+    given = None if labels is None else _tensor(labels, "the labels").reshape(-1).long()
     if isinstance(data, DataLoader):
-        return _batches(data)
-    if isinstance(data, TorchDataset):
-        return _batches(DataLoader(data, batch_size=_STACK_BATCH, shuffle=False))
-    if isinstance(data, tuple) and len(data) == 2 and labels is None:
-        data, labels = data
-    x = _tensor(data, "the inputs")
-    y = None if labels is None else _tensor(labels, "the labels").reshape(-1).long()
-    return x, y
+        x, y = _batches(data)
+    elif isinstance(data, TorchDataset):
+        x, y = _batches(DataLoader(data, batch_size=_STACK_BATCH, shuffle=False))
+    elif _is_deepfault_dataset(data):
+        x, y = torch.as_tensor(data.x_test), torch.as_tensor(np.asarray(data.y_test)).long()
+    elif _is_pair(data):
+        x, y = _tensor(data[0], "the inputs"), _tensor(data[1], "the labels").reshape(-1).long()
+    else:
+        x, y = _tensor(data, "the inputs"), None
+    return x, (y if given is None else given)
 
 
 def unpack(data, labels=None):
-    """``(inputs, labels)`` unchanged, except that a ``torch.utils.data`` data set or loader is
-    read into tensors and gives its own labels where ``labels`` is ``None``.
+    """``(inputs, labels)`` unchanged, except that a ``torch.utils.data`` data set or loader, a
+    pair or a deepfault :class:`~deepfault.data.Dataset` is read into tensors and gives its
+    own labels where ``labels`` is ``None``.
     """
-    if not is_torch_data(data):
+    check_data(data)
+    if not (is_torch_data(data) or _is_deepfault_dataset(data)
+            or _is_pair(data)):
         return data, labels
-    x, carried = inputs_and_labels(data)
-    return x, carried if labels is None else labels
+    return inputs_and_labels(data, labels)
+
+
+def stream(data, labels=None, *, batch_size: int = 1024
+           ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+    """``(inputs, labels or None)`` slices of at most ``batch_size`` inputs, in order.
+
+    A ``DataLoader`` is streamed: its batches are read one at a time (split when larger than
+    ``batch_size``), so memory does not grow with the data set. Every other form is read
+    whole (:func:`inputs_and_labels`) and sliced. Explicit ``labels`` win over the data's own
+    and are sliced alongside.
+    """
+    check_data(data)
+    given = None if labels is None else _tensor(labels, "the labels").reshape(-1).long()
+    if isinstance(data, DataLoader):
+        source: Iterator[tuple[torch.Tensor, torch.Tensor | None]] = _loader_batches(data)
+    else:
+        x, y = inputs_and_labels(data)
+        source = iter([(x, y)])
+    start = 0
+    for x, y in source:
+        for lo in range(0, len(x), batch_size):
+            xb = x[lo : lo + batch_size]
+            if given is not None:
+                yb = given[start : start + len(xb)]
+            else:
+                yb = None if y is None else y[lo : lo + batch_size].long()
+            start += len(xb)
+            yield xb, yb
+    if given is not None and start != len(given):
+        raise DeepFaultError(f"labels must be a 1-D array with one label per input ({start}); "
+                             f"got {len(given)}")
+
+
+def default_bounds(x) -> tuple[float, float]:
+    """The value range assumed for inputs that do not say theirs (``bounds=None``).
+
+    ``(0.0, 1.0)`` when every input lies in it (what ``ToTensor`` gives); otherwise the
+    inputs' own minimum and maximum (normalised data, logits, features).
+    """
+    arr = x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    if arr.numel() == 0:
+        return (0.0, 1.0)
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo >= 0.0 and hi <= 1.0:
+        return (0.0, 1.0)
+    return (lo, hi if hi > lo else lo + 1.0)
+
+
+def as_dataset(data, labels=None, *, bounds=None, num_classes: int | None = None, name: str | None = None,
+               what: str = "data"):
+    """A deepfault :class:`~deepfault.data.Dataset` from any of :data:`DATA_FORMS`.
+
+    A deepfault ``Dataset`` comes back unchanged (with ``bounds`` replaced when given).
+    Any other form is read whole into memory (:func:`inputs_and_labels`) and serves as both
+    the test and the training split (the entry points that take it use the test split;
+    what fits on a training split, such as ``regress``'s fidelity check, is then fitted on
+    the same inputs: pass a deepfault ``Dataset`` to keep them apart).
+
+    Args:
+        data: The data.
+        labels: Labels; they win over the data's own. Required unless the data carries them.
+        bounds: ``(lo, hi)``, the valid range of every input element; default
+            :func:`default_bounds` (``(0, 1)`` for inputs inside it, else their own range).
+        num_classes: The number of classes (default: the largest label + 1, or the length of
+            a torchvision data set's ``classes``).
+        name: The data set's name (default ``"data-"`` and a hash of the inputs, so that
+            caches keyed by the name do not mix two different data sets).
+        what: How messages name the argument.
+
+    Raises:
+        DeepFaultError: A type that is none of :data:`DATA_FORMS`, no labels, or bad bounds.
+    """
+    from ..data.dataset import Dataset
+
+    check_data(data, what)
+    if isinstance(data, Dataset):
+        if bounds is not None:
+            from dataclasses import replace
+
+            return replace(data, bounds=_bounds(bounds))
+        return data
+    x, y = inputs_and_labels(data, labels)
+    if y is None:
+        raise DeepFaultError(f"{what} carries no labels: pass labels=..., or a Dataset or DataLoader that "
+                             "yields (input, label) pairs")
+    x_np = np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32, copy=False))
+    y_np = y.detach().cpu().numpy().astype(np.int64, copy=False)
+    source = data.dataset if isinstance(data, DataLoader) else data
+    classes = getattr(source, "classes", None)
+    if num_classes is None:
+        num_classes = len(classes) if isinstance(classes, (list, tuple)) and classes else (
+            int(y_np.max()) + 1 if len(y_np) else 1)
+    names = tuple(str(c) for c in classes) if isinstance(classes, (list, tuple)) and \
+        len(classes) == num_classes else tuple(str(i) for i in range(num_classes))
+    if name is None:
+        digest = hashlib.sha256(x_np.tobytes()[: 1 << 24] + y_np.tobytes()).hexdigest()[:8]
+        name = f"data-{digest}"
+    lohi = default_bounds(x_np) if bounds is None else _bounds(bounds)
+    return Dataset(name, x_np, y_np, x_np, y_np, lohi, names, meta={"from": type(data).__name__})
+
+
+def _bounds(bounds) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"bounds must be (lo, hi) numbers; got {bounds!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise DeepFaultError(f"bounds must be finite with lo < hi; got {bounds!r}")
+    return (lo, hi)

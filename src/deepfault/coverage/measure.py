@@ -400,6 +400,9 @@ def measure_coverage(
         >>> [r.label for r in report.results]
         ['nc(threshold=0)', 'nc(threshold=0.5)', 'tknc(top_k=1)']
     """
+    from ..core.inputs import check_data, num_inputs
+
+    check_data(inputs)
     model = _module(model)
     names = parse_criteria(criteria)
     check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile,
@@ -413,10 +416,10 @@ def measure_coverage(
         state.check_model(model)
     if neuron:
         layers, transform = resolve_setup(model, profile, layers, transform)
-    n = len(inputs)
+    n = num_inputs(inputs)  # a DataLoader's inputs, not its batches
     if n == 0:
         raise DeepFaultError("no inputs: the input set is empty")
-    marks = checkpoints(n) if growth else []
+    marks = checkpoints(n) if growth and n > 0 else []
     curves: dict[str, list[tuple[int, int]]] = {}
     crits: list[Criterion] = []
     layout = None

@@ -396,9 +396,12 @@ def compute_profile(
     Raises:
         DeepFaultError: No inputs, an unknown layer or transform, or inputs the model cannot take.
     """
+    from ..core.inputs import check_data, num_inputs
+
+    check_data(inputs)
     model = _module(model)
     check_transform(transform)
-    if len(inputs) == 0:
+    if num_inputs(inputs) == 0:
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "
                              "a training split? use --split test or another file)")
     acc = ProfileAccumulator()

@@ -30,6 +30,7 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
+from ..core.inputs import as_dataset
 from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
@@ -171,8 +172,10 @@ def regress(
     m1,
     m2,
     *,
-    dataset: str | None = None,
+    dataset=None,
     data_dir: str | os.PathLike | None = None,
+    labels=None,
+    bounds=None,
     store: str | os.PathLike | None = None,
     cell: str | None = None,
     experiment: str | None = None,
@@ -195,8 +198,16 @@ def regress(
             campaign works in the data set's native layout whatever layout the files take.
         m2: The new model, fuzzed for regressions; in any form ``m1`` takes.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model files name).
+            the one the model files name); or the seed inputs as a tensor, array,
+            ``(inputs, labels)`` pair, torch ``Dataset`` or ``DataLoader``
+            (:func:`~deepfault.core.inputs.as_dataset`). Those are read whole into memory
+            (the campaign draws its seeds from all of them) and serve as the training
+            split too: a fidelity check fitted on training inputs (the discriminator,
+            ``mdsa``) is fitted on them; give a deepfault ``Dataset`` to keep them apart.
         data_dir: Data root.
+        labels: The seed inputs' labels, when ``dataset`` is inputs that do not carry them.
+        bounds: ``(lo, hi)``, the inputs' valid range, when ``dataset`` is inputs (default:
+            :func:`~deepfault.core.inputs.default_bounds`).
         store: Results store: checkpoints go there and rerunning resumes (``None``: none);
             a finished campaign found there is returned without fuzzing.
         cell: The campaign's id in the store (default ``STRATEGY-seedS``).
@@ -226,6 +237,8 @@ def regress(
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
     device = check_device(device)
+    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
+        dataset = as_dataset(dataset, labels, bounds=bounds, what="dataset")
     if store is not None:
         check_outputs(("store", store))
     if cell is not None:

@@ -149,9 +149,11 @@ def evaluate(
 
     Args:
         model: The network, or a prepared model (whose output kind is then used).
-        originals: ``(N, ...)`` inputs synthesis started from.
+        originals: ``(N, ...)`` inputs synthesis started from, in any form
+            :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole: the
+            evaluation pairs each original with its synthesized input).
         synthesized: ``(N, ...)`` the inputs :func:`~deepfault.localization.synthesis.synthesize` made.
-        labels: ``(N,)`` the originals' labels.
+        labels: ``(N,)`` the originals' labels (``None``: the labels ``originals`` carries).
         neurons: The suspicious neurons (a Selection or ``(layer, unit)`` pairs).
         ranking: Every neuron as ``(layer, unit)``, most suspicious first; needed for
             ``k_primes``.
@@ -165,10 +167,16 @@ def evaluate(
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
             NaN inputs.
     """
+    from ..core.inputs import check_data, inputs_and_labels
+
     model, output_kind = resolve_model(model, output_kind)
-    x0 = as_tensor(originals, name="originals")
+    x0, carried = inputs_and_labels(check_data(originals, "originals"), labels)
+    x0 = as_tensor(x0, name="originals")
     x1 = as_tensor(synthesized, name="synthesized inputs")
-    y = torch.as_tensor(np.asarray(labels)).long().cpu()
+    if carried is None:
+        raise DeepFaultError("evaluate needs the originals' labels: pass labels=..., or originals that "
+                             "carry them (a DataLoader or Dataset of (input, label) pairs)")
+    y = carried.long().cpu()
     if x0.shape != x1.shape or len(y) != len(x0):
         raise DeepFaultError(
             f"originals {tuple(x0.shape)}, synthesized {tuple(x1.shape)} and labels "

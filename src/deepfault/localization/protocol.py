@@ -16,6 +16,7 @@ import numpy as np
 from torch import nn
 
 from ..core.batches import predict
+from ..core.inputs import as_dataset
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -227,9 +228,11 @@ def run_group(
 
 def run_deepfault(
     model: nn.Module | PreparedModel,
-    data: Dataset | None = None,
+    data=None,
     config: RunConfig = RunConfig(),
     *,
+    labels=None,
+    bounds: Sequence[float] | None = None,
     output_kind: str | None = None,
     on_class: Callable[[ClassResult], None] | None = None,
 ) -> RunResult:
@@ -242,8 +245,16 @@ def run_deepfault(
     Args:
         model: A :class:`~deepfault.models.prepare.PreparedModel` (its data set and output
             kind are used unless given), or a module taking ``data``'s inputs.
-        data: The data set (default: the prepared model's).
+        data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test
+            split), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
+            ``DataLoader`` (:func:`~deepfault.core.inputs.as_dataset`; default: the prepared
+            model's data set). Read whole into memory: synthesis starts from the inputs of
+            each class, drawn from all of them.
         config: What to run.
+        labels: The inputs' labels, when ``data`` does not carry them (they win when it does).
+        bounds: ``(lo, hi)``, the valid input range synthesis clips to, when ``data`` is not a
+            deepfault ``Dataset`` (default: a prepared model's, else ``(0, 1)`` for inputs
+            inside it, else the inputs' own range: :func:`~deepfault.core.inputs.default_bounds`).
         output_kind: ``"logits"`` or ``"probabilities"`` (default: the prepared model's, else
             ``"logits"``).
         on_class: Called with each class's result as soon as it is done.
@@ -257,6 +268,9 @@ def run_deepfault(
         if data is None:
             raise DeepFaultError("run_deepfault needs a data set: pass data=..., or a model prepared "
                                  "with one")
+    if bounds is None and isinstance(model, PreparedModel) and not isinstance(data, Dataset):
+        bounds = model.bounds
+    data = as_dataset(data, labels, bounds=bounds, what="data")
     model, output_kind = resolve_model(model, output_kind)
     config.validate(data.bounds)
     leaves = [m for m in model.modules() if not list(m.children())]

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
-from ..core.inputs import unpack
+from ..core.inputs import check_data, unpack
 from ..errors import DeepFaultError
 
 __all__ = ["Spectrum", "SpectrumAccumulator", "spectrum_counts", "compute_spectrum", "compute_class_spectra"]
@@ -186,28 +187,33 @@ def _spectra(
     """
     start_time = time.perf_counter()
     acc = SpectrumAccumulator(groups, threshold=threshold)
-    x = as_tensor(inputs)
-    if len(x) == 0:
-        raise DeepFaultError("no inputs to analyse: the input set is empty")
-    y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-    _check_labels(y.long().cpu(), len(x), None)
+    if isinstance(inputs, DataLoader):  # streamed; its batches carry the labels unless given
+        x, y = inputs, labels
+    else:
+        x = as_tensor(inputs)
+        if len(x) == 0:
+            raise DeepFaultError("no inputs to analyse: the input set is empty")
+        y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
+        _check_labels(y.long().cpu(), len(x), None)
     layout = None
     for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size):
-        assert b.labels is not None  # labels are given
+        if b.labels is None:
+            raise DeepFaultError("a spectrum needs labels: pass labels=..., or a DataLoader that yields "
+                                 "(input, label) batches")
         assert b.values is not None  # neurons are captured
         _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
         passed = b.outputs.argmax(dim=1).cpu() == b.labels
         acc.update(b.values, passed, group_of(b.labels))
         layout = b.layout
     a_s, a_f, n_pass, n_fail = acc.compute()
-    assert layout is not None  # x is not empty: there was a batch
+    assert layout is not None  # acc.compute() raises without a batch
     return layout, a_s, a_f, n_pass, n_fail, time.perf_counter() - start_time
 
 
 def compute_spectrum(
     model: nn.Module,
     inputs,
-    labels,
+    labels=None,
     *,
     target_class: int | None = None,
     layers: Sequence[str] | None = None,
@@ -218,8 +224,11 @@ def compute_spectrum(
 
     Args:
         model: The classifier; analysed in ``eval()`` mode without autograd, on its device.
-        inputs: ``(N, ...)`` array or tensor.
-        labels: ``(N,)`` integer labels.
+        inputs: ``(N, ...)`` array or tensor, or any form
+            :func:`~deepfault.core.inputs.inputs_and_labels` takes; a ``DataLoader`` is
+            streamed (one batch in memory at a time).
+        labels: ``(N,)`` integer labels (``None``: the labels ``inputs`` carries; given
+            labels win).
         target_class: Analyse only the inputs with this label (DeepFault's per-class
             spectrum). ``None`` analyses every input.
         layers: Module names to analyse; ``None`` means every Linear/Conv layer except
@@ -239,7 +248,12 @@ def compute_spectrum(
         >>> spec = compute_spectrum(model, x_test, y_test, target_class=3)  # doctest: +SKIP
         >>> spec.num_failed, spec.layout.num_neurons  # doctest: +SKIP
     """
+    if isinstance(check_data(inputs), DataLoader):
+        return _streamed_spectrum(model, inputs, labels, target_class, layers=layers, threshold=threshold,
+                                  batch_size=batch_size)
     inputs, labels = unpack(inputs, labels)
+    if labels is None:
+        raise DeepFaultError("compute_spectrum needs labels: pass labels=..., or data that carries them")
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
     if target_class is not None:
         target_class = int(target_class)
@@ -269,6 +283,21 @@ def compute_spectrum(
                  target_class)
 
 
+def _streamed_spectrum(model, loader, labels, target_class, *, layers, threshold, batch_size) -> Spectrum:
+    """:func:`compute_spectrum` over a ``DataLoader`` in one streaming pass: the inputs of
+    other classes go through the model too (a loader cannot be indexed) and count in no group.
+    """
+    tc = None if target_class is None else int(target_class)
+
+    def group_of(yb: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(yb) if tc is None else torch.where(yb == tc, 0, -1)
+    layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
+        model, loader, labels, 1, group_of, layers=layers, threshold=threshold, batch_size=batch_size)
+    if tc is not None and int(n_pass[0]) + int(n_fail[0]) == 0:
+        raise DeepFaultError(f"no input has label {tc}; nothing to analyse")
+    return _make(layout, a_s[0], a_f[0], int(n_pass[0]), int(n_fail[0]), threshold, seconds, tc)
+
+
 def compute_class_spectra(
     model: nn.Module,
     inputs,
@@ -284,7 +313,8 @@ def compute_class_spectra(
     Equal, class by class, to :func:`compute_spectrum` with ``target_class=c``; the
     spectrum time is the shared time divided evenly between the classes.
     """
-    inputs, labels = unpack(inputs, labels)
+    if not isinstance(check_data(inputs), DataLoader):  # a loader is streamed by _spectra
+        inputs, labels = unpack(inputs, labels)
     classes = [int(c) for c in classes]
     if any(c < 0 for c in classes):
         # lookup[-1] would be the slot of the labels above every class: they would count as c

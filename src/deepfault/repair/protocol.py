@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.inputs import as_dataset
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ..models import ModelFile
@@ -239,6 +240,8 @@ def repair(
     config: RepairConfig | None = None,
     dataset=None,
     data_dir: str | os.PathLike | None = None,
+    labels=None,
+    bounds=None,
     m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
     device: torch.device | str = "cpu",
     save_to: str | os.PathLike | None = None,
@@ -266,8 +269,15 @@ def repair(
         config: A :class:`~.config.RepairConfig`; ``settings`` (``epochs=``, ``holdout=``,
             ...) replace its fields.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model file names); the inputs must come from its test split.
+            the one the model file names); the inputs must come from its test split. Or the
+            test inputs as a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
+            ``DataLoader`` (:func:`~deepfault.core.inputs.as_dataset`), read whole into
+            memory; they then also serve as the training inputs mixed into fine-tuning, so
+            give a deepfault ``Dataset`` to keep the two apart.
         data_dir: Data root.
+        labels: The test inputs' labels, when ``dataset`` is inputs that do not carry them.
+        bounds: ``(lo, hi)``, their valid range (default:
+            :func:`~deepfault.core.inputs.default_bounds`).
         m1: For ``regress`` files, M1 (anything ``model`` takes) to recompute which held-out
             faults M1 gets right; by default the M1 predictions saved in the file are used.
         device: Where to fine-tune.
@@ -293,6 +303,8 @@ def repair(
     start = time.perf_counter()
     config = replace(config or RepairConfig(), **settings)
     device = torch.device(device)
+    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
+        dataset = as_dataset(dataset, labels, bounds=bounds, what="dataset")
     prepared, data = _prepare(model, dataset, data_dir)
     net = prepared.module.to(device).eval()
     files = _read_files(inputs)
