@@ -126,7 +126,7 @@ def outputs(args) -> list[Output]:
 
 def _cmd_run(args) -> int:
     config = RunConfig(
-        approach=args.approach, k=args.k, classes=args.classes, step=args.step,
+        measure=args.approach, k=args.k, classes=args.classes, step_size=args.step,
         distance=args.distance, star=args.star, seed=args.seed, repeat=args.repeat,
         layers=args.layers, threshold=args.threshold, iterations=args.iterations,
         normalize=args.normalize, num_inputs=args.num_inputs, k_primes=args.k_primes,
@@ -198,7 +198,7 @@ def _report(args, config, result, prepared, model, device) -> None:
     if not get_approach(config.approach).baseline:
         print("--report: the same run from random neurons, for the baseline")
         with torch.random.fork_rng(devices=[]):
-            baseline = run_deepfault(model, prepared.data, replace(config, approach="random", k_primes=None),
+            baseline = run_deepfault(model, prepared.data, replace(config, measure="random", k_primes=None),
                                      output_kind=prepared.output_kind)
     write_run_report(args, lambda folder: run_page(result, prepared.data, folder, model_name=prepared.name,
                                                    baseline=baseline,

@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..checks import check_int
+from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from .inputs import check_data, inputs_and_labels, num_inputs, stream
@@ -99,8 +100,8 @@ def iterate_batches(
             y = y.long().cpu()
             if y.ndim != 1 or len(y) != len(x):
                 raise DeepFaultError(
-                    f"labels must be a 1-D array with one label per input ({len(x)}); got shape {tuple(y.shape)}"
-                )
+                    f"labels must be a 1-D array with one label per input ({len(x)}); "
+                    f"got shape {tuple(y.shape)}")
         total = len(x)
         slices = ((x[i : i + batch_size], None if y is None else y[i : i + batch_size])
                   for i in range(0, len(x), batch_size))
@@ -149,12 +150,28 @@ def _checked_slices(slices):
         start += len(xb)
 
 
-def predict(model: nn.Module, inputs, *, batch_size: int = 1024) -> torch.Tensor:
-    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd."""
-    parts = [b.outputs.cpu() for b in iterate_batches(model, inputs, neurons=False, batch_size=batch_size)]
+@applies_threads
+def predict(model: nn.Module, inputs, *, batch_size: int = 1024, threads: int | str | None = "auto",
+            progress: bool = False) -> torch.Tensor:
+    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd.
+
+    Args:
+        model: The network.
+        inputs: The inputs, in any form :func:`~.inputs.inputs_and_labels` takes (a
+            ``DataLoader`` is streamed).
+        batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
+    """
+    parts = [b.outputs.cpu() for b in iterate_batches(model, inputs, neurons=False, batch_size=batch_size,
+                                                      progress=progress and "predict")]
     return torch.cat(parts) if parts else torch.zeros(0, 0)
 
 
+@applies_threads
 def activations(
     model: nn.Module,
     inputs,
@@ -162,22 +179,30 @@ def activations(
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> tuple[NeuronLayout, torch.Tensor]:
     """All neuron values for a set of inputs.
 
     Args:
         model: The network; analysed in ``eval()`` mode, its mode restored afterwards.
-        inputs: ``(N, ...)`` array or tensor.
+        inputs: ``(N, ...)`` array or tensor, or any form :func:`~.inputs.inputs_and_labels`
+            takes (a ``DataLoader`` is streamed; the result holds every input's values).
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass; the result does not depend on it.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
         The layout and a ``(N, M)`` float32 CPU tensor of neuron values.
     """
     layout, out = None, []
     for b in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
-                             check=False):
+                             check=False, progress=progress and "activations"):
         if b.values is None or b.layout is None:  # cannot happen: neurons are captured by default
             raise RuntimeError("iterate_batches returned no neuron values")
         check_finite(b.values, b.layout, b.start)
@@ -188,8 +213,10 @@ def activations(
     return layout, torch.cat(out)
 
 
-def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = None,
-                   batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+@applies_threads
+def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = None, batch_size: int = 1024,
+                   threads: int | str | None = "auto", progress: bool = False,
+                   ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """The inputs the model classifies correctly (of class ``cls`` only, when given).
 
     Args:
@@ -199,6 +226,11 @@ def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = Non
             required unless ``data`` carries its own.
         cls: Keep only this class.
         batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
         ``(inputs, labels, index)``: the selected inputs, their labels and their positions in
@@ -222,7 +254,7 @@ def correct_inputs(model: nn.Module, data, labels=None, *, cls: int | None = Non
     x, y = inputs_and_labels(data, labels)
     if y is None:
         raise DeepFaultError("correct_inputs needs labels: pass labels=..., or data that carries them")
-    predicted = predict(module, x, batch_size=batch_size).argmax(1)
+    predicted = predict(module, x, batch_size=batch_size, progress=progress).argmax(1)
     if cls is not None:
         classes = int(predict(module, x[:1]).shape[1])
         if isinstance(cls, bool) or not 0 <= int(cls) < classes:

@@ -215,6 +215,7 @@ def stream(data, labels=None, *, batch_size: int = 1024
     for x, y in source:
         for lo in range(0, len(x), batch_size):
             xb = x[lo : lo + batch_size]
+            yb: torch.Tensor | None
             if given is not None:
                 yb = given[start : start + len(xb)]
             else:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 from ..checks import MAX_SECTIONS, check_int
 from ..core.batches import Batch, iterate_batches
 from ..core.capture import NeuronLayout, capture, check_transform
+from ..core.entry import applies_threads
 from ..core.registry import Registry
 from ..errors import DeepFaultError
 from .criteria import (
@@ -338,6 +339,7 @@ def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: 
     return layers, transform
 
 
+@applies_threads
 def measure_coverage(
     model: nn.Module | PreparedModel,
     inputs,
@@ -356,6 +358,7 @@ def measure_coverage(
     batch_size: int = 1024,
     progress: bool = False,
     growth: bool = True,
+    threads: int | str | None = "auto",
 ) -> CoverageReport:
     """Coverage of ``inputs`` under each criterion, from one pass through the model.
 
@@ -382,6 +385,10 @@ def measure_coverage(
         batch_size: Inputs per forward pass; results do not depend on it.
         progress: Show a progress bar over the inputs.
         growth: Record coverage after ``1, 2, 5, 10, ...`` inputs.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
 
     Returns:
         A :class:`CoverageReport`. With only surprise coverages its layout and transform are

@@ -30,6 +30,7 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
+from ..core.entry import applies_threads, renamed
 from ..core.inputs import as_dataset
 from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
@@ -168,6 +169,8 @@ def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@renamed(cell="campaign")
+@applies_threads
 def regress(
     m1,
     m2,
@@ -177,10 +180,11 @@ def regress(
     labels=None,
     bounds=None,
     store: str | os.PathLike | None = None,
-    cell: str | None = None,
+    campaign: str | None = None,
     experiment: str | None = None,
     device: torch.device | str = "cpu",
     progress=None,
+    threads: int | str | None = "auto",
     arch: str | None = None,
     trust_pickle: bool = False,
     runtime: str = "auto",
@@ -210,10 +214,17 @@ def regress(
             :func:`~deepfault.core.inputs.default_bounds`).
         store: Results store: checkpoints go there and rerunning resumes (``None``: none);
             a finished campaign found there is returned without fuzzing.
-        cell: The campaign's id in the store (default ``STRATEGY-seedS``).
+        campaign: The campaign's id in the store (default ``STRATEGY-seedS``; ``--campaign``,
+            formerly ``cell``).
         experiment: The store's experiment key (default :func:`experiment_key`).
         device: Where the models, mutations and checks run.
-        progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
+        progress: ``True``: a progress line as the command line shows it (redrawn on a
+            terminal, logged every 10 s elsewhere); or a callable, called with a
+            :class:`~.campaign.CampaignProgress` after every step.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for small models on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
         arch: Zoo architecture for a plain ``state_dict`` file (:func:`deepfault.models.open_model`).
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
         runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`): ``auto``
@@ -233,6 +244,11 @@ def regress(
     Returns:
         A :class:`RegressOutcome`.
     """
+    cell = campaign
+    if progress is True:
+        progress = _progress_printer()
+    elif progress is False:
+        progress = None
     auto_fidelity = config is None and "fidelity" not in settings  # the default of the data's kind
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
@@ -282,6 +298,27 @@ def regress(
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
                           tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), names,
                           state)
+
+
+def _progress_printer() -> Callable[[CampaignProgress], None]:
+    """``progress=True``: the command line's progress line, redrawn at most every 0.5 s on a
+    terminal, else logged at most every 10 s.
+    """
+    import sys
+    import time
+
+    live = sys.stderr.isatty()
+    last = [0.0]
+
+    def show(p: CampaignProgress) -> None:
+        now = time.monotonic()
+        if now - last[0] >= (0.5 if live else 10.0):
+            last[0] = now
+            if live:
+                print("\r" + progress_line(p).ljust(110)[:160], end="", file=sys.stderr, flush=True)
+            else:
+                log.info("%s", progress_line(p))
+    return show
 
 
 def _log_state(state: StoreState) -> None:

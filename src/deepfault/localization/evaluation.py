@@ -18,6 +18,7 @@ from torch import nn
 
 from ..core.batches import activations, predict
 from ..core.capture import as_tensor
+from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .synthesis import neuron_pairs
@@ -133,6 +134,7 @@ def _increase(model, before, after, pairs, batch_size) -> np.ndarray:
     return (v1[:, cols] > v0[:, cols]).numpy()
 
 
+@applies_threads
 def evaluate(
     model: nn.Module | PreparedModel,
     originals,
@@ -144,6 +146,8 @@ def evaluate(
     k_primes: Iterable[int] = (),
     output_kind: str | None = None,
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> Evaluation:
     """Measure synthesized inputs against their originals.
 
@@ -162,6 +166,11 @@ def evaluate(
         output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax
             (default: the prepared model's, else ``"logits"``).
         batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Raises:
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
@@ -199,8 +208,8 @@ def evaluate(
         empty = np.zeros(0)
         return Evaluation(empty, empty.astype(bool), empty.astype(int), empty.astype(int),
                           empty, empty, empty, empty, {kp: empty for kp in k_primes})
-    out0 = predict(model, x0, batch_size=batch_size)
-    out1 = predict(model, x1, batch_size=batch_size)
+    out0 = predict(model, x0, batch_size=batch_size, progress=progress)
+    out1 = predict(model, x1, batch_size=batch_size, progress=progress)
     if int(y.min()) < 0 or int(y.max()) >= out1.shape[1]:
         bad = int(y.min()) if int(y.min()) < 0 else int(y.max())
         raise DeepFaultError(

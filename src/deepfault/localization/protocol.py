@@ -16,7 +16,9 @@ import numpy as np
 from torch import nn
 
 from ..core.batches import predict
+from ..core.entry import applies_threads
 from ..core.inputs import as_dataset
+from ..core.progress import progress_bar
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -197,8 +199,8 @@ def run_group(
         correct_chosen = correct
     originals = x_class[correct_chosen]
     y_chosen = y[in_class][correct_chosen]
-    synth = functools.partial(synthesize, model, step=config.step, distance=config.distance, bounds=bounds,
-                              normalize=config.normalize, iterations=config.iterations,
+    synth = functools.partial(synthesize, model, step_size=config.step_size, distance=config.distance,
+                              bounds=bounds, normalize=config.normalize, iterations=config.iterations,
                               batch_size=config.batch_size)
     out = []
     warmed = False
@@ -226,6 +228,7 @@ def run_group(
     return GroupResult(target_class, spectrum, len(correct), index[in_class][correct_chosen], tuple(out))
 
 
+@applies_threads
 def run_deepfault(
     model: nn.Module | PreparedModel,
     data=None,
@@ -235,6 +238,8 @@ def run_deepfault(
     bounds: Sequence[float] | None = None,
     output_kind: str | None = None,
     on_class: Callable[[ClassResult], None] | None = None,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> RunResult:
     """Run DeepFault on ``data``'s test split for the classes in ``config``.
 
@@ -258,6 +263,11 @@ def run_deepfault(
         output_kind: ``"logits"`` or ``"probabilities"`` (default: the prepared model's, else
             ``"logits"``).
         on_class: Called with each class's result as soon as it is done.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the classes (as ``deepfault run`` does).
 
     Raises:
         DeepFaultError: Any invalid setting, a class outside the model's classes, ``k``
@@ -296,14 +306,22 @@ def run_deepfault(
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
     predicted = outputs.argmax(1).numpy()
-    cells = [CellSpec(config.approach, config.k, r) for r in range(config.repeat)]
+    cells = [CellSpec(config.measure, config.k, r) for r in range(config.repeat)]
     results = []
-    for c in classes:
-        group = run_group(model, x, y, c, cells, bounds=data.bounds, config=config, output_kind=output_kind)
-        result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
-        if on_class is not None:
-            on_class(result)
-        results.append(result)
+    bar = progress_bar(len(classes), desc="run", unit="class", leave=False) if progress else None
+    try:
+        for c in classes:
+            group = run_group(model, x, y, c, cells, bounds=data.bounds, config=config,
+                              output_kind=output_kind)
+            result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
+            if on_class is not None:
+                on_class(result)
+            if bar is not None:
+                bar.update(1)
+            results.append(result)
+    finally:
+        if bar is not None:
+            bar.close()
     accuracy = float((predicted == y).mean())
     return RunResult(config, tuple(results), accuracy, output_kind)
 

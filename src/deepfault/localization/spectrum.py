@@ -22,6 +22,7 @@ from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
+from ..core.entry import applies_threads
 from ..core.inputs import check_data, unpack
 from ..errors import DeepFaultError
 
@@ -178,6 +179,7 @@ def _spectra(
     layers: Sequence[str] | None,
     threshold: float,
     batch_size: int,
+    progress: bool = False,
 ) -> tuple[NeuronLayout, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """Counts for ``groups`` disjoint groups of inputs in one pass over the data.
 
@@ -187,6 +189,7 @@ def _spectra(
     """
     start_time = time.perf_counter()
     acc = SpectrumAccumulator(groups, threshold=threshold)
+    x: torch.Tensor | DataLoader
     if isinstance(inputs, DataLoader):  # streamed; its batches carry the labels unless given
         x, y = inputs, labels
     else:
@@ -196,7 +199,8 @@ def _spectra(
         y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
         _check_labels(y.long().cpu(), len(x), None)
     layout = None
-    for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size):
+    for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size,
+                             progress=progress and "spectrum"):
         if b.labels is None:
             raise DeepFaultError("a spectrum needs labels: pass labels=..., or a DataLoader that yields "
                                  "(input, label) batches")
@@ -210,6 +214,7 @@ def _spectra(
     return layout, a_s, a_f, n_pass, n_fail, time.perf_counter() - start_time
 
 
+@applies_threads
 def compute_spectrum(
     model: nn.Module,
     inputs,
@@ -219,6 +224,8 @@ def compute_spectrum(
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> Spectrum:
     """The hit spectrum of every analysed neuron.
 
@@ -235,6 +242,11 @@ def compute_spectrum(
             the logits layer.
         threshold: A neuron is active when its value is greater than this.
         batch_size: Inputs per forward pass; the counts do not depend on it.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
         A :class:`Spectrum` whose counts satisfy ``as + af + ns + nf = N`` (per class).
@@ -250,7 +262,7 @@ def compute_spectrum(
     """
     if isinstance(check_data(inputs), DataLoader):
         return _streamed_spectrum(model, inputs, labels, target_class, layers=layers, threshold=threshold,
-                                  batch_size=batch_size)
+                                  batch_size=batch_size, progress=progress)
     inputs, labels = unpack(inputs, labels)
     if labels is None:
         raise DeepFaultError("compute_spectrum needs labels: pass labels=..., or data that carries them")
@@ -277,13 +289,14 @@ def compute_spectrum(
         return torch.zeros_like(yb)
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, 1, group_of, layers=layers, threshold=threshold,
-        batch_size=batch_size,
+        batch_size=batch_size, progress=progress,
     )
     return _make(layout, a_s[0], a_f[0], int(n_pass[0]), int(n_fail[0]), threshold, seconds,
                  target_class)
 
 
-def _streamed_spectrum(model, loader, labels, target_class, *, layers, threshold, batch_size) -> Spectrum:
+def _streamed_spectrum(model, loader, labels, target_class, *, layers, threshold, batch_size,
+                       progress=False) -> Spectrum:
     """:func:`compute_spectrum` over a ``DataLoader`` in one streaming pass: the inputs of
     other classes go through the model too (a loader cannot be indexed) and count in no group.
     """
@@ -292,12 +305,14 @@ def _streamed_spectrum(model, loader, labels, target_class, *, layers, threshold
     def group_of(yb: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(yb) if tc is None else torch.where(yb == tc, 0, -1)
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
-        model, loader, labels, 1, group_of, layers=layers, threshold=threshold, batch_size=batch_size)
+        model, loader, labels, 1, group_of, layers=layers, threshold=threshold, batch_size=batch_size,
+        progress=progress)
     if tc is not None and int(n_pass[0]) + int(n_fail[0]) == 0:
         raise DeepFaultError(f"no input has label {tc}; nothing to analyse")
     return _make(layout, a_s[0], a_f[0], int(n_pass[0]), int(n_fail[0]), threshold, seconds, tc)
 
 
+@applies_threads
 def compute_class_spectra(
     model: nn.Module,
     inputs,
@@ -307,11 +322,27 @@ def compute_class_spectra(
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> dict[int, Spectrum]:
     """Per-class spectra for several classes in one pass over the inputs.
 
     Equal, class by class, to :func:`compute_spectrum` with ``target_class=c``; the
     spectrum time is the shared time divided evenly between the classes.
+
+    Args:
+        model: The classifier.
+        inputs: The inputs, as in :func:`compute_spectrum` (a ``DataLoader`` is streamed).
+        labels: Their labels (``None``: the labels ``inputs`` carries).
+        classes: The classes whose spectra to compute.
+        layers: Module names to analyse, as in :func:`compute_spectrum`.
+        threshold: A neuron is active when its value is greater than this.
+        batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
     """
     if not isinstance(check_data(inputs), DataLoader):  # a loader is streamed by _spectra
         inputs, labels = unpack(inputs, labels)
@@ -327,7 +358,7 @@ def compute_class_spectra(
         return lookup[yb.clamp(max=len(lookup) - 1)]
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, len(classes), group_of, layers=layers, threshold=threshold,
-        batch_size=batch_size,
+        batch_size=batch_size, progress=progress,
     )
     return {
         c: _make(layout, a_s[g], a_f[g], int(n_pass[g]), int(n_fail[g]), threshold,

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.entry import applies_threads, renamed
 from ..core.inputs import as_dataset
 from ..data import Dataset
 from ..errors import DeepFaultError
@@ -233,6 +234,8 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
     return approaches, repaired
 
 
+@renamed(save_to="save_model")
+@applies_threads
 def repair(
     model: str | os.PathLike | nn.Module | ModelFile | PreparedModel,
     inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
@@ -244,8 +247,9 @@ def repair(
     bounds=None,
     m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
     device: torch.device | str = "cpu",
-    save_to: str | os.PathLike | None = None,
+    save_model: str | os.PathLike | None = None,
     progress: bool = False,
+    threads: int | str | None = "auto",
     train_on: Sequence[int | str] | None = None,
     **settings,
 ) -> RepairResult:
@@ -281,8 +285,13 @@ def repair(
         m1: For ``regress`` files, M1 (anything ``model`` takes) to recompute which held-out
             faults M1 gets right; by default the M1 predictions saved in the file are used.
         device: Where to fine-tune.
-        save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`).
+        save_model: Write the model fine-tuned on the found inputs here (:func:`save_repaired`;
+            ``--save-model``, formerly ``save_to``).
         progress: Progress bars.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
         train_on: Fine-tune only on these files' training parts (indices or file names);
             the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
         **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
@@ -324,8 +333,8 @@ def repair(
     result = RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
                           len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
                           time.perf_counter() - start)
-    if save_to is not None:
-        save_repaired(save_to, prepared, result)
+    if save_model is not None:
+        save_repaired(save_model, prepared, result)
     return result
 
 

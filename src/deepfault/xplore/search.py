@@ -48,6 +48,7 @@ from .. import checks
 from ..checks import check_bounds, check_int
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
+from ..core.entry import renamed
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError
@@ -421,7 +422,7 @@ class _Run:
             g = normalize(torch.cat(grads)[keep])
             u = torch.as_tensor(draws.constraint_u[rows[alive[keep_np]], it])
             g = self.constraint.apply(g, u)
-            x = x.detach()[keep] + cfg.step * g
+            x = x.detach()[keep] + cfg.step_size * g
             if cfg.clip:
                 x = torch.clamp(x, self.lo, self.hi)
             alive = alive[keep_np]
@@ -544,7 +545,7 @@ def search(
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
         run.start = time.perf_counter()
         run.seed_predictions = np.zeros((len(x_all), len(models)), dtype=np.int64)
-        size = config.batch_size or len(x_all)
+        size = config.inputs_per_step or len(x_all)
         groups = [np.arange(i, min(i + size, len(x_all))) for i in range(0, len(x_all), size)]
         bar = None
         if progress and groups:
@@ -584,6 +585,7 @@ def search(
     )
 
 
+@renamed(chunk_size="batch_size")
 def xplore(
     models: Sequence,
     inputs,
@@ -593,7 +595,7 @@ def xplore(
     names: Sequence[str] | None = None,
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
-    chunk_size: int | None = None,
+    batch_size: int | None = None,
     threads: int | str | None = "auto",
 ) -> XploreResult:
     """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
@@ -611,8 +613,8 @@ def xplore(
         output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
             model's, else logits).
         progress: Show a progress bar over the iterations.
-        chunk_size: Inputs per forward and backward pass (a performance knob, as in
-            :func:`search`).
+        batch_size: Inputs per forward and backward pass (a performance knob, ``--batch-size``;
+            formerly ``chunk_size``: :func:`search`'s ``chunk_size``).
         threads: CPU threads for the run, as in :func:`search`.
 
     Returns:
@@ -645,5 +647,5 @@ def xplore(
     else:
         index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
-                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size,
+                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=batch_size,
                   threads=threads)
