@@ -30,7 +30,7 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
-from ..core.entry import applies_threads, renamed
+from ..core.entry import _translate, applies_threads, renamed
 from ..core.inputs import as_dataset
 from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
@@ -40,6 +40,7 @@ from ..models.blackbox import is_black_box
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
+from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs, default_fidelity
@@ -249,6 +250,7 @@ def regress(
         progress = _progress_printer()
     elif progress is False:
         progress = None
+    settings = _translate("regress", CAMPAIGN_RENAMED, settings)  # before replace() sees both names
     auto_fidelity = config is None and "fidelity" not in settings  # the default of the data's kind
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded

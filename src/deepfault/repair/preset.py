@@ -134,7 +134,7 @@ class DRFuzzRepairConfig:
             budget=self.budget,
             seed=seed,
             fidelity=self.fidelity,
-            criterion=self.criterion,
+            criteria=self.criterion,
             criterion_params=params,
             max_seeds=self.max_seeds,
         )
