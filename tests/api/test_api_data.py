@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers.tiny_models import chain_model
 from torch.utils.data import DataLoader, TensorDataset
 
 import deepfault as df
 from deepfault.errors import DeepFaultError
+from helpers.tiny_models import chain_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -67,7 +67,7 @@ def _repair_file(tmp_path, x, y):
     return path
 
 
-def _summary(result):
+def _summary(result):  # noqa: C901 - one case per kind of result
     """What an entry point's result is compared by."""
     if isinstance(result, (torch.Tensor, np.ndarray)):
         return result
@@ -115,7 +115,8 @@ def _entry_points(tmp_path):
     return {
         "predict": lambda m, d, lab: df.predict(m, d),
         "activations": lambda m, d, lab: df.activations(m, d),
-        "iterate_batches": lambda m, d, lab: torch.cat([b.outputs for b in df.iterate_batches(m, d, labels=lab)]),
+        "iterate_batches": lambda m, d, lab: torch.cat([b.outputs
+                                                        for b in df.iterate_batches(m, d, labels=lab)]),
         "inputs_and_labels": lambda m, d, lab: df.inputs_and_labels(d, lab),
         "correct_inputs": lambda m, d, lab: df.correct_inputs(m, d, lab, cls=1)[2],
         "compute_spectrum": lambda m, d, lab: df.compute_spectrum(m, d, lab, target_class=1),
@@ -131,8 +132,8 @@ def _entry_points(tmp_path):
         "run_deepfault": lambda m, d, lab: df.run_deepfault(
             m, d, df.RunConfig(k=2, classes=(0, 1)), labels=lab, bounds=(0.0, 1.0)),
         "regress": lambda m, d, lab: df.regress(m, m2, dataset=d, labels=lab, **tiny),
-        "repair": lambda m, d, lab: df.repair(m, _repair_file(tmp_path, x, y), dataset=d, labels=lab, epochs=1,
-                                              baselines=(), mix=4),
+        "repair": lambda m, d, lab: df.repair(m, _repair_file(tmp_path, x, y), dataset=d, labels=lab,
+                                              epochs=1, baselines=(), mix=4),
     }
 
 
@@ -151,7 +152,8 @@ def _names():
     import inspect
 
     src = inspect.getsource(_entry_points)
-    return [line.split('"')[1] for line in src.splitlines() if line.strip().startswith('"') and '": lambda' in line]
+    return [line.split('"')[1] for line in src.splitlines()
+            if line.strip().startswith('"') and '": lambda' in line]
 
 
 @pytest.mark.parametrize("entry", _names())

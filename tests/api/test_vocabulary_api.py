@@ -61,8 +61,8 @@ EXCEPTIONS = {
     ("xplore", "compat"): "XploreConfig.published(...) gives the published settings",
     ("xplore", "surprise"): "the command's extra pass; fit_surprise/surprise_scores in the API",
     ("xplore", "no_surprise"): "the command's extra pass",
-    ("regress", "sections"): "a parameter of the criterion: CampaignConfig(criterion_params={'sections': N})",
-    ("regress", "threshold"): "a parameter of the criterion: CampaignConfig(criterion_params={'threshold': T})",
+    ("regress", "sections"): "the criterion's parameter: CampaignConfig(criterion_params={'sections': N})",
+    ("regress", "threshold"): "the criterion's parameter: CampaignConfig(criterion_params={'threshold': T})",
 }
 
 
@@ -91,7 +91,8 @@ def _api_names(command: str) -> set[str]:
 def _option_names(command: str) -> list[str]:
     parser = _commands()[command]
     return [next(o for o in a.option_strings if o.startswith("--"))[2:].replace("-", "_")
-            for a in parser._actions if any(o.startswith("--") for o in a.option_strings) and a.dest != "help"]
+            for a in parser._actions
+            if any(o.startswith("--") for o in a.option_strings) and a.dest != "help"]
 
 
 @pytest.mark.parametrize("command", sorted(API))
@@ -132,11 +133,14 @@ def test_old_config_names_warn_and_still_work(make, old, new, value):
 def test_result_files_keep_their_keys():
     """The renamed fields are written under their old keys: older files and store keys stay valid."""
     d = df.RunConfig(measure="ochiai", step_size=0.5).to_dict()
-    assert d["approach"] == "ochiai" and d["step"] == 0.5 and "measure" not in d
+    assert d["approach"] == "ochiai"
+    assert d["step"] == 0.5
+    assert "measure" not in d
     c = CampaignConfig(inputs_per_step=3, criteria="nc")
     back = CampaignConfig.from_dict(c.to_dict())
     assert (back.inputs_per_step, back.criteria, back.key()) == (3, "nc", c.key())
-    assert c.to_dict()["batch"] == 3 and c.to_dict()["criterion"] == "nc"
+    assert c.to_dict()["batch"] == 3
+    assert c.to_dict()["criterion"] == "nc"
     assert XploreConfig(step_size=0.5).to_dict()["step"] == 0.5
 
 

@@ -32,6 +32,7 @@ from ..checks import check_device, check_finite_outputs, check_name, check_outpu
 from ..core.batches import iterate_batches
 from ..core.entry import _translate, applies_threads, renamed
 from ..core.inputs import as_dataset
+from ..core.summary import Summarised
 from ..coverage import compute_profile, load_profile, model_hash
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
@@ -51,8 +52,8 @@ __all__ = ["RegressOutcome", "campaign_job", "check_black_box", "experiment_key"
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RegressOutcome:
+@dataclass(frozen=True, repr=False)
+class RegressOutcome(Summarised):
     """A campaign run from model files.
 
     Attributes:
@@ -78,6 +79,26 @@ class RegressOutcome:
     bounds: tuple[float, float]
     names: tuple[str, str] = ("M1", "M2")
     store_state: StoreState | None = None
+
+    def headline(self) -> str:
+        m = self.result.metrics
+        return (f"{m.rf} regression faults of {self.names[1]} ({m.urf} unique, from {m.seeds} seeds) "
+                f"in {self.result.iterations} iterations; stopped: {self.result.stop_reason}")
+
+    def summary(self) -> str:
+        """The faults first (inputs M1 gets right and M2 wrong), then the campaign's counts."""
+        m = self.result.metrics
+        first = "none" if m.seconds_to_first_rf is None else f"after {m.seconds_to_first_rf:.1f} s"
+        return "\n".join([
+            f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}",
+            f"  first fault {first}; {m.gf} failures of both models; "
+            f"{m.initial_rf} seeds already wrong in M2",
+            f"  store: {self.store or 'none'}, campaign {self.cell}",
+        ])
+
+    def rows(self) -> list[dict]:
+        return [{"m1": self.names[0], "m2": self.names[1], "campaign": self.cell,
+                 "iterations": self.result.iterations, **self.result.metrics.to_dict()}]
 
     def to_dict(self) -> dict:
         state = {} if self.store_state is None else {"store_state": self.store_state.to_dict()}

@@ -19,6 +19,7 @@ from ..core.batches import predict
 from ..core.entry import applies_threads
 from ..core.inputs import as_dataset
 from ..core.progress import progress_bar
+from ..core.summary import Summarised
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -80,14 +81,65 @@ class ClassResult:
         }
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """One DeepFault run: its configuration, test accuracy and per-class results."""
+@dataclass(frozen=True, repr=False)
+class RunResult(Summarised):
+    """One DeepFault run: its configuration, test accuracy and per-class results.
+
+    Prints one line; :meth:`summary` gives the suspicious neurons of each class with their
+    scores and how many synthesized inputs change the prediction; :meth:`to_dict` is the
+    result file's body; :meth:`rows` / :meth:`to_frame` one row per class and repetition.
+    """
 
     config: RunConfig
     classes: tuple[ClassResult, ...]
     test_accuracy: float
     output_kind: str
+
+    def _flips(self) -> tuple[int, int]:
+        reps = [r for c in self.classes for r in c.repetitions]
+        flipped = sum(int((r.evaluation.pred_synthesized != r.evaluation.pred_original).sum()) for r in reps)
+        return flipped, sum(len(r.input_indices) for r in reps)
+
+    def headline(self) -> str:
+        flipped, total = self._flips()
+        return (f"{self.config.measure} k={self.config.k} on {len(self.classes)} classes, test accuracy "
+                f"{self.test_accuracy:.1%}; {flipped} of {total} synthesized inputs change the prediction")
+
+    def summary(self, top: int = 5) -> str:
+        """The run, then per class its failing inputs, the ``top`` suspicious neurons with their
+        scores and the synthesized inputs that change the prediction.
+        """
+        lines = [f"DeepFault run: {self.headline()}"]
+        for c in self.classes:
+            if c.no_failures:
+                lines.append(f"  class {c.target_class}: no failing input, nothing to localise")
+                continue
+            rep = c.repetitions[0] if c.repetitions else None
+            neurons = "" if rep is None else ", ".join(
+                f"{n.layer}[{n.unit}]" + ("" if n.score is None else f" {n.score:.3g}")
+                for n in rep.selection.neurons[:top])
+            more = "" if rep is None or len(rep.selection.neurons) <= top else ", ..."
+            ev = None if rep is None else rep.evaluation
+            flips = "" if ev is None else (
+                f"; {int((ev.pred_synthesized != ev.pred_original).sum())} of "
+                f"{len(ev.pred_original)} synthesized inputs change the prediction")
+            lines.append(f"  class {c.target_class}: {c.spectrum.num_failed} failing; suspicious: "
+                         f"{neurons}{more}{flips}")
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        out = []
+        for c in self.classes:
+            for r in c.repetitions:
+                ev = r.evaluation
+                out.append({"class": c.target_class, "repetition": r.index, "measure": self.config.measure,
+                            "k": self.config.k, "failing": c.spectrum.num_failed,
+                            "inputs": len(r.input_indices),
+                            "changed": int((ev.pred_synthesized != ev.pred_original).sum()),
+                            "loss": float(ev.loss.mean()) if len(ev.loss) else None,
+                            "accuracy": float(ev.correct.mean()) if len(ev.correct) else None,
+                            "neurons": [f"{n.layer}[{n.unit}]" for n in r.selection.neurons]})
+        return out
 
     def to_dict(self) -> dict:
         return {

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch import nn
 
+from ..core.summary import Summarised
 from .config import RepairConfig
 
 __all__ = ["Evaluation", "FileSummary", "ApproachResult", "RepairResult"]
@@ -109,8 +110,17 @@ class ApproachResult:
         }
 
 
-@dataclass(frozen=True, eq=False)
-class RepairResult:
+def _mean_held(e: Evaluation) -> float | None:
+    values = [v for v in e.held_out.values() if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class RepairResult(Summarised):
     """One repair.
 
     Attributes:
@@ -150,6 +160,36 @@ class RepairResult:
             if a.name == name:
                 return a
         raise KeyError(f"no approach {name!r}; ran: {', '.join(a.name for a in self.approaches)}")
+
+    def headline(self) -> str:
+        f = self.found
+        return (f"fine-tuning on the found inputs: held-out accuracy {_pct(_mean_held(self.before))} -> "
+                f"{_pct(_mean_held(f.after))}, test accuracy {f.test_change:+.2f} points"
+                + (" (over the accuracy budget)" if f.flagged else ""))
+
+    def best(self) -> ApproachResult | None:
+        """The fine-tuning that fixed the most held-out inputs within the accuracy budget."""
+        ok = [a for a in self.approaches if not a.flagged and _mean_held(a.after) is not None]
+        return max(ok, key=lambda a: _mean_held(a.after) or 0.0) if ok else None
+
+    def summary(self) -> str:
+        """The verdict first (the best fine-tuning within the budget), then every approach."""
+        best = self.best()
+        verdict = ("no fine-tuning stayed within the accuracy budget" if best is None else
+                   f"best within the budget: {best.name} (held-out {_pct(_mean_held(best.after))})")
+        lines = [f"repair of {self.model_name}: {verdict}",
+                 f"  before: test {_pct(self.before.test_accuracy)}, "
+                 f"held-out {_pct(_mean_held(self.before))}"]
+        for a in self.approaches:
+            flag = "  over the budget" if a.flagged else ""
+            lines.append(f"  {a.name}: test {_pct(a.after.test_accuracy)} ({a.test_change:+.2f} points), "
+                         f"held-out {_pct(_mean_held(a.after))}, {a.inputs} inputs{flag}")
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        return [{"approach": a.name, "inputs": a.inputs, "test_accuracy": a.after.test_accuracy,
+                 "test_change": a.test_change, "held_out": _mean_held(a.after), "flagged": a.flagged,
+                 "seconds": a.seconds} for a in self.approaches]
 
     def to_dict(self) -> dict:
         """Everything but the model, as JSON-ready values (held-out rows included)."""
