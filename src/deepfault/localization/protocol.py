@@ -102,7 +102,8 @@ class RunResult(Summarised):
 
     def headline(self) -> str:
         flipped, total = self._flips()
-        return (f"{self.config.measure} k={self.config.k} on {len(self.classes)} classes, test accuracy "
+        n = len(self.classes)
+        return (f"{self.config.measure} k={self.config.k} on {n} class{'' if n == 1 else 'es'}, test accuracy "
                 f"{self.test_accuracy:.1%}; {flipped} of {total} synthesized inputs change the prediction")
 
     def summary(self, top: int = 5) -> str:
