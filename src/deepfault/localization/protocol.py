@@ -104,7 +104,8 @@ class RunResult(Summarised):
         flipped, total = self._flips()
         n = len(self.classes)
         return (f"{self.config.measure} k={self.config.k} on {n} class{'' if n == 1 else 'es'}, "
-                f"test accuracy {self.test_accuracy:.1%}; {flipped} of {total} synthesized inputs change the prediction")
+                f"test accuracy {self.test_accuracy:.1%}; {flipped} of {total} synthesized inputs "
+                "change the prediction")
 
     def summary(self, top: int = 5) -> str:
         """The run, then per class its failing inputs, the ``top`` suspicious neurons with their
