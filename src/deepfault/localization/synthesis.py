@@ -26,7 +26,6 @@ from torch import nn
 from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
 from ..core.entry import applies_threads, renamed
-from ..core.inputs import default_bounds
 from ..core.progress import progress_bar
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -130,7 +129,7 @@ def synthesize(
     *,
     step_size: float = 1.0,
     distance: float = 0.1,
-    bounds: Sequence[float] | None = None,
+    bounds: Sequence[float] | None = (0.0, 1.0),
     normalize: bool = True,
     iterations: int = 1,
     batch_size: int = 256,
@@ -148,9 +147,9 @@ def synthesize(
         neurons: A :class:`~deepfault.localization.selection.Selection`, or ``(layer, unit)`` pairs.
         step_size: Multiplier of the gradient (``--step-size``; formerly ``step``).
         distance: Largest change of any input element (L_inf bound ``d``).
-        bounds: ``(lo, hi)``, the valid input range of the data set (default: a prepared
-            model's, else :func:`~deepfault.core.inputs.default_bounds`: ``(0, 1)`` for
-            inputs inside it, else their own range).
+        bounds: ``(lo, hi)``, the valid input range of the data set (default ``(0, 1)``, an
+            image's; ``None``: a prepared model's). Not guessed from the inputs: a few inputs
+            of one class rarely span the valid range, and inputs outside it are refused.
         normalize: Divide each neuron's gradient by its root mean square before
             averaging (the paper's results; default). ``False`` uses raw gradients.
         iterations: Repeat the step on the new input, keeping every element within
@@ -174,11 +173,9 @@ def synthesize(
         >>> new = synthesize(model, x_correct, selection, step_size=1.0, distance=0.1)  # doctest: +SKIP
     """
     if bounds is None:
-        bounds = getattr(model, "bounds", None)
+        bounds = getattr(model, "bounds", None) or (0.0, 1.0)
     model, _ = resolve_model(model)
     x_all = as_tensor(inputs).detach().cpu()
-    if bounds is None:
-        bounds = default_bounds(x_all)
     step, distance, lo, hi, iterations = check_synthesis_args(step_size, distance, bounds, iterations)
     pairs = neuron_pairs(neurons)
     if len(x_all) and (x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6):

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..checks import check_int
-from ..core.entry import renamed_fields
+from ..core.entry import _translate, renamed_fields
 from ..errors import DeepFaultError
 from .constraints import Constraint, make_constraint
 
@@ -46,7 +46,11 @@ def _number(name: str, value, *, minimum: float | None = None) -> float:
 _FILE_KEYS = {"step_size": "step", "inputs_per_step": "batch_size"}
 
 
-@renamed_fields(step="step_size", batch_size="inputs_per_step")
+#: The fields' old names (still accepted, with a FutureWarning).
+RENAMED = {"step": "step_size", "batch_size": "inputs_per_step"}
+
+
+@renamed_fields(**RENAMED)
 @dataclass(frozen=True)
 class XploreConfig:
     """One DeepXplore run.
@@ -135,7 +139,7 @@ class XploreConfig:
             >>> XploreConfig.published(seeds=300).clip
             False
         """
-        return cls(**{**PUBLISHED, **overrides})
+        return cls(**{**PUBLISHED, **_translate("XploreConfig.published", RENAMED, dict(overrides))})
 
     @property
     def num_seeds(self) -> int:
