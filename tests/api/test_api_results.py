@@ -114,6 +114,7 @@ def test_auto_follows_the_clis_rule(monkeypatch):
 
     monkeypatch.setenv("DEEPFAULT_THREADS", "auto")
     monkeypatch.setattr(entry, "auto_threads", lambda models, device: 2)
+    monkeypatch.setattr(entry, "_last_auto", [])
     model, (x, _) = _Threads(), _data()
     df.predict(model, x)
     assert model.seen[-1] == 2

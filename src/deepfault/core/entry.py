@@ -19,6 +19,7 @@ import functools
 import inspect
 import os
 import sys
+import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -33,6 +34,10 @@ __all__ = ["THREADS_ENV", "applies_threads", "renamed", "renamed_fields", "resol
 #: Environment variable that sets the default of every entry point's ``threads=`` (``auto``,
 #: a count, or ``none`` for PyTorch's own setting); unset means ``auto``.
 THREADS_ENV = "DEEPFAULT_THREADS"
+
+#: Seconds an ``auto`` thread count is reused for the same models (a loop of short calls).
+AUTO_REUSE = 2.0
+_last_auto: list = []
 
 _applied: contextvars.ContextVar[bool] = contextvars.ContextVar("deepfault_threads_applied", default=False)
 
@@ -104,7 +109,16 @@ def resolve_threads(value: int | str | None, models=(), device="cpu") -> int | N
     if value is None or (isinstance(value, str) and value.lower() == "none"):
         return None
     if isinstance(value, str) and value.lower() == "auto":
-        auto = auto_threads(list(models), device) if models else None
+        if not models:
+            return None
+        # auto_threads samples the machine's load for ~40 ms: a loop of short calls reuses the
+        # answer for AUTO_REUSE seconds
+        key = (tuple(id(m) for m in models), str(device))
+        now = time.monotonic()
+        if _last_auto and _last_auto[0] == key and now - _last_auto[1] < AUTO_REUSE:
+            return _last_auto[2]
+        auto = auto_threads(list(models), device)
+        _last_auto[:] = [key, now, auto]
         return auto
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise DeepFaultError(f"threads must be a positive count, 'auto' or None; got {value!r}")
