@@ -604,7 +604,9 @@ def xplore(
     Args:
         models: Two or more classifiers of the same task, modules or prepared models (see
             :func:`search`).
-        inputs: ``(P, *input)`` pool of seed inputs (the test split).
+        inputs: ``(P, *input)`` pool of seed inputs (the test split), in any form
+            :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole: the seeds are
+            drawn from all of them).
         config: The run's parameters (default :class:`XploreConfig`); the seeds are
             ``config.seed_indices`` when given, else drawn with ``config.seed``.
         bounds: ``(lo, hi)``, the valid input range (default: the prepared models', else
