@@ -234,7 +234,7 @@ def test_a_loader_is_streamed_where_the_method_streams():
 
 
 def test_bounds_default_to_the_unit_range_or_the_datas_own():
-    from deepfault.core.inputs import as_dataset
+    from deepfault.data import as_dataset
 
     x, y = _data()
     assert as_dataset(_loader(x, y)).bounds == (0.0, 1.0)

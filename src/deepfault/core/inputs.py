@@ -4,8 +4,9 @@ The one normaliser of the public API's data arguments. Every public function tha
 inputs checks them with :func:`check_data` (a wrong type is a one-line
 :class:`~deepfault.errors.DeepFaultError`) and reads them through
 :func:`inputs_and_labels` (all at once), :func:`stream` (batch by batch: a
-``DataLoader`` is not stacked) or :func:`as_dataset` (the entry points that need a whole
-:class:`~deepfault.data.Dataset`: ``run_deepfault``, ``regress``, ``repair``). The forms:
+``DataLoader`` is not stacked) or :func:`deepfault.data.as_dataset` (built on them, for the
+entry points that need a whole :class:`~deepfault.data.Dataset`: ``run_deepfault``,
+``regress``, ``repair``). The forms:
 
 - a tensor or numpy array ``(N, ...)`` (labels given separately);
 - an ``(inputs, labels)`` pair;
@@ -22,7 +23,6 @@ model gets right".
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Sized
 
@@ -33,7 +33,7 @@ from torch.utils.data import Dataset as TorchDataset
 
 from ..errors import DeepFaultError
 
-__all__ = ["DATA_FORMS", "as_dataset", "check_data", "default_bounds", "inputs_and_labels", "is_torch_data",
+__all__ = ["DATA_FORMS", "check_data", "default_bounds", "inputs_and_labels", "is_torch_data",
            "num_inputs", "stream", "unpack"]
 
 #: The forms every data argument takes, for messages.
@@ -50,9 +50,8 @@ def is_torch_data(obj) -> bool:
 
 
 def _is_deepfault_dataset(obj) -> bool:
-    from ..data.dataset import Dataset
-
-    return isinstance(obj, Dataset)
+    """A :class:`deepfault.data.Dataset` (by its fields: ``core`` does not import ``data``)."""
+    return all(hasattr(obj, a) for a in ("x_test", "y_test", "x_train", "bounds", "class_names"))
 
 
 def check_data(data, name: str = "inputs"):
@@ -240,66 +239,3 @@ def default_bounds(x) -> tuple[float, float]:
     if lo >= 0.0 and hi <= 1.0:
         return (0.0, 1.0)
     return (lo, hi if hi > lo else lo + 1.0)
-
-
-def as_dataset(data, labels=None, *, bounds=None, num_classes: int | None = None, name: str | None = None,
-               what: str = "data"):
-    """A deepfault :class:`~deepfault.data.Dataset` from any of :data:`DATA_FORMS`.
-
-    A deepfault ``Dataset`` comes back unchanged (with ``bounds`` replaced when given).
-    Any other form is read whole into memory (:func:`inputs_and_labels`) and serves as both
-    the test and the training split (the entry points that take it use the test split;
-    what fits on a training split, such as ``regress``'s fidelity check, is then fitted on
-    the same inputs: pass a deepfault ``Dataset`` to keep them apart).
-
-    Args:
-        data: The data.
-        labels: Labels; they win over the data's own. Required unless the data carries them.
-        bounds: ``(lo, hi)``, the valid range of every input element; default
-            :func:`default_bounds` (``(0, 1)`` for inputs inside it, else their own range).
-        num_classes: The number of classes (default: the largest label + 1, or the length of
-            a torchvision data set's ``classes``).
-        name: The data set's name (default ``"data-"`` and a hash of the inputs, so that
-            caches keyed by the name do not mix two different data sets).
-        what: How messages name the argument.
-
-    Raises:
-        DeepFaultError: A type that is none of :data:`DATA_FORMS`, no labels, or bad bounds.
-    """
-    from ..data.dataset import Dataset
-
-    check_data(data, what)
-    if isinstance(data, Dataset):
-        if bounds is not None:
-            from dataclasses import replace
-
-            return replace(data, bounds=_bounds(bounds))
-        return data
-    x, y = inputs_and_labels(data, labels)
-    if y is None:
-        raise DeepFaultError(f"{what} carries no labels: pass labels=..., or a Dataset or DataLoader that "
-                             "yields (input, label) pairs")
-    x_np = np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32, copy=False))
-    y_np = y.detach().cpu().numpy().astype(np.int64, copy=False)
-    source = data.dataset if isinstance(data, DataLoader) else data
-    classes = getattr(source, "classes", None)
-    if num_classes is None:
-        num_classes = len(classes) if isinstance(classes, (list, tuple)) and classes else (
-            int(y_np.max()) + 1 if len(y_np) else 1)
-    names = tuple(str(c) for c in classes) if isinstance(classes, (list, tuple)) and \
-        len(classes) == num_classes else tuple(str(i) for i in range(num_classes))
-    if name is None:
-        digest = hashlib.sha256(x_np.tobytes()[: 1 << 24] + y_np.tobytes()).hexdigest()[:8]
-        name = f"data-{digest}"
-    lohi = default_bounds(x_np) if bounds is None else _bounds(bounds)
-    return Dataset(name, x_np, y_np, x_np, y_np, lohi, names, meta={"from": type(data).__name__})
-
-
-def _bounds(bounds) -> tuple[float, float]:
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise DeepFaultError(f"bounds must be (lo, hi) numbers; got {bounds!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise DeepFaultError(f"bounds must be finite with lo < hi; got {bounds!r}")
-    return (lo, hi)

@@ -31,9 +31,9 @@ import torch
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
 from ..core.entry import _translate, applies_threads, renamed
-from ..core.inputs import as_dataset
 from ..core.summary import Summarised
 from ..coverage import compute_profile, load_profile, model_hash
+from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
 from ..models import ModelFile, open_model
@@ -226,7 +226,7 @@ def regress(
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model files name); or the seed inputs as a tensor, array,
             ``(inputs, labels)`` pair, torch ``Dataset`` or ``DataLoader``
-            (:func:`~deepfault.core.inputs.as_dataset`). Those are read whole into memory
+            (:func:`~deepfault.data.as_dataset`). Those are read whole into memory
             (the campaign draws its seeds from all of them) and serve as the training
             split too: a fidelity check fitted on training inputs (the discriminator,
             ``mdsa``) is fitted on them; give a deepfault ``Dataset`` to keep them apart.

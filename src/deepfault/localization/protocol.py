@@ -17,10 +17,10 @@ from torch import nn
 
 from ..core.batches import predict
 from ..core.entry import applies_threads
-from ..core.inputs import as_dataset
 from ..core.progress import progress_bar
 from ..core.summary import Summarised
 from ..data import Dataset
+from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .config import RunConfig
@@ -306,7 +306,7 @@ def run_deepfault(
             kind are used unless given), or a module taking ``data``'s inputs.
         data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test
             split), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
-            ``DataLoader`` (:func:`~deepfault.core.inputs.as_dataset`; default: the prepared
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; default: the prepared
             model's data set). Read whole into memory: synthesis starts from the inputs of
             each class, drawn from all of them.
         config: What to run.

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from ..core.entry import applies_threads, renamed
-from ..core.inputs import as_dataset
 from ..data import Dataset
+from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models import ModelFile
 from ..models.prepare import PreparedModel, prepare_model
@@ -275,7 +275,7 @@ def repair(
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
             the one the model file names); the inputs must come from its test split. Or the
             test inputs as a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
-            ``DataLoader`` (:func:`~deepfault.core.inputs.as_dataset`), read whole into
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`), read whole into
             memory; they then also serve as the training inputs mixed into fine-tuning, so
             give a deepfault ``Dataset`` to keep the two apart.
         data_dir: Data root.
