@@ -216,21 +216,29 @@ def test_a_wrong_type_is_one_line_at_entry(entry, bad, tmp_path):
     assert "\n" not in str(err.value)
 
 
-def test_a_loader_is_streamed_where_the_method_streams():
-    """measure_coverage reads a loader one batch at a time: a loader that is read twice or
-    stacked would see its items requested out of order.
+@pytest.mark.parametrize("entry", ["measure_coverage", "compute_spectrum", "compute_profile", "predict"])
+def test_a_loader_is_streamed_where_the_method_streams(entry):
+    """The model sees the first batch before the loader's last item is read: the loader is
+    not stacked into one tensor first.
     """
     x, y = _data()
-    seen = []
+    events = []
 
     class Logged(TensorDataset):
         def __getitem__(self, i):
-            seen.append(int(i))
+            events.append("item")
             return super().__getitem__(i)
 
+    model = chain_model()
+    model.register_forward_pre_hook(lambda m, a: events.append("forward"))
     loader = DataLoader(Logged(x, y), batch_size=5)
-    df.measure_coverage(chain_model(), loader, criteria="nc")
-    assert seen == list(range(N))
+    call = {"measure_coverage": lambda: df.measure_coverage(model, loader, criteria="nc"),
+            "compute_spectrum": lambda: df.compute_spectrum(model, loader, target_class=1),
+            "compute_profile": lambda: df.compute_profile(model, loader),
+            "predict": lambda: df.predict(model, loader)}[entry]
+    call()
+    assert events.count("item") == N
+    assert events.index("forward") < len(events) - 1 - events[::-1].index("item")
 
 
 def test_bounds_default_to_the_unit_range_or_the_datas_own():
