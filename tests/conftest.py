@@ -10,7 +10,9 @@ from helpers.tiny_models import chain_model
 def _isolated_cache(tmp_path_factory):
     """Keep the default model cache and data root out of the user's home."""
     cache = tmp_path_factory.mktemp("cache")
-    old = {k: os.environ.get(k) for k in ("DEEPFAULT_CACHE", "DEEPFAULT_DATA")}
+    old = {k: os.environ.get(k) for k in ("DEEPFAULT_CACHE", "DEEPFAULT_DATA", "DEEPFAULT_THREADS")}
+    # the API keeps the tests' thread count: one and two threads differ in the last digits
+    os.environ["DEEPFAULT_THREADS"] = "none"
     os.environ["DEEPFAULT_CACHE"] = str(cache)
     os.environ["DEEPFAULT_DATA"] = str(cache / "data")
     yield

@@ -216,8 +216,9 @@ _any = st.one_of(st.integers(-10**20, 10**20), st.floats(allow_nan=True, allow_i
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(field=st.sampled_from(["k", "seed", "step", "distance", "star", "repeat", "threshold", "iterations",
-                              "num_inputs", "k_primes", "batch_size", "classes", "approach"]), value=_any)
+@given(field=st.sampled_from(["k", "seed", "step_size", "distance", "star", "repeat", "threshold",
+                              "iterations",
+                              "num_inputs", "k_primes", "batch_size", "classes", "measure"]), value=_any)
 def test_run_config_validation(field, value):
     if field in ("k_primes", "classes") and isinstance(value, list):
         value = tuple(value)

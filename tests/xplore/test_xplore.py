@@ -274,7 +274,7 @@ def test_models_with_different_input_shapes_are_refused():
     ("kwargs", "match"),
     [
         ({"lambda1": float("nan")}, "lambda1 must be a finite number"),
-        ({"step": -1.0}, "step must be >= 0"),
+        ({"step_size": -1.0}, "step_size must be >= 0"),
         ({"iterations": 0}, "iterations must be an integer >= 1"),
         ({"neurons": "sometimes"}, "unknown neurons 'sometimes'; known: per-iteration, per-seed"),
         ({"objective": "loss"}, "unknown objective 'loss'"),

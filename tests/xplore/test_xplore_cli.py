@@ -135,7 +135,7 @@ def test_keras_weights_files_with_arch(tmp_path, capsys):
         (["--num-seeds", "0"], "seeds must be an integer >= 1; got 0"),
         (["--num-seeds", "600"], "--num-seeds 600 is more than the 540 inputs to draw from"),
         (["--lambda1", "nan"], "lambda1 must be a finite number"),
-        (["--step-size", "-1"], "step must be >= 0"),
+        (["--step-size", "-1"], "step_size must be >= 0"),
         (["--target", "2"], "target must be a model index in 0..1 (or random); got 2"),
         (["--target", "first"], "expected a model index (0, 1, ...) or 'random'"),
         (["--occlusion", "1,2"], "expected x,y,h,w (four integers >= 0); got '1,2'"),

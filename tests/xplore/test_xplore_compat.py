@@ -46,7 +46,7 @@ UNIT = 1 / (math.sqrt(0.5) + 1e-5)
 
 
 def _config(**kw):
-    return XploreConfig(**{**PUBLISHED, "lambda2": 0.0, "transform": "none", "step": 0.1,
+    return XploreConfig(**{**PUBLISHED, "lambda2": 0.0, "transform": "none", "step_size": 0.1,
                            "iterations": 10, **kw})
 
 

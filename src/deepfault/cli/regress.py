@@ -240,9 +240,9 @@ def _cmd_regress(args) -> int:
     outcomes = {}
     for i, (strategy, _) in enumerate(_cells(args)):
         config = CampaignConfig(
-            strategy=strategy, budget=budget, batch=args.inputs_per_step, seed=args.seed,
+            strategy=strategy, budget=budget, inputs_per_step=args.inputs_per_step, seed=args.seed,
             chooser=args.chooser,
-            fidelity=fidelity, criterion=args.criterion,
+            fidelity=fidelity, criteria=args.criterion,
             criterion_params=tuple(sorted(_criterion_params(args).items())),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,

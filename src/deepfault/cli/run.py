@@ -132,7 +132,7 @@ def outputs(args) -> list[Output]:
 
 def _cmd_run(args) -> int:
     config = RunConfig(
-        approach=args.approach, k=args.k, classes=args.classes, step=args.step,
+        measure=args.approach, k=args.k, classes=args.classes, step_size=args.step,
         distance=args.distance, star=args.star, seed=args.seed, repeat=args.repeat,
         layers=args.layers, threshold=args.threshold, iterations=args.iterations,
         normalize=args.normalize, num_inputs=args.num_inputs, k_primes=args.k_primes,
@@ -222,7 +222,7 @@ def _report(args, config, result, prepared, model, device, run_seconds: float) -
         print(f"--report: the random baseline, up to about {run_seconds:.0f} s more (the run took "
               f"{run_seconds:.1f} s; --no-baseline skips it)", flush=True)
         t0 = time.perf_counter()
-        baseline = _run(model, prepared.data, replace(config, approach="random", k_primes=None),
+        baseline = _run(model, prepared.data, replace(config, measure="random", k_primes=None),
                         prepared.output_kind, "baseline", args.no_progress)
         baseline_seconds = time.perf_counter() - t0
         print(f"--report: the baseline took {baseline_seconds:.1f} s")

@@ -122,14 +122,15 @@ _TUNABLE = ("lambda1", "lambda2", "step", "iterations", "threshold", "transform"
 def _config(args) -> XploreConfig:
     """The run's configuration: library defaults, then --compat's settings, then what was given."""
     values: dict = dict(PUBLISHED) if args.compat else {}
-    values.update({name: getattr(args, name) for name in _TUNABLE if hasattr(args, name)})
+    values.update({"step_size" if name == "step" else name: getattr(args, name) for name in _TUNABLE
+                   if hasattr(args, name)})
     if args.replace:
         values["replace"] = True
     if args.clip is not None:
         values["clip"] = args.clip
     return XploreConfig(
         seeds=args.seeds, seed=args.seed, seed_indices=args.seed_indices, occlusion=args.occlusion,
-        blackout_size=args.blackout_size, batch_size=args.inputs_per_step, **values,
+        blackout_size=args.blackout_size, inputs_per_step=args.inputs_per_step, **values,
     )
 
 
@@ -187,8 +188,8 @@ def add_parser(sub) -> None:
     p.add_argument("--lambda2", type=number, default=_UNSET, help="weight of the neuron-coverage term "
                    "(default: 0.1)")
     p.add_argument("--step-size", dest="step", type=number, default=_UNSET,
-                   help=f"step size s, in the data set's units (default: {_DEFAULT.step:g}; the paper's 10 "
-                   "turns most MNIST seeds into flat squares)")
+                   help=f"step size s, in the data set's units (default: {_DEFAULT.step_size:g}; the "
+                   "paper's 10 turns most MNIST seeds into flat squares)")
     p.add_argument("--iterations", type=positive_int, default=_UNSET,
                    help=f"largest number of steps per seed (default: {_DEFAULT.iterations})")
     p.add_argument("--threshold", type=number, default=_UNSET,
@@ -256,7 +257,7 @@ def _cmd_xplore(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
-                        progress=not args.no_progress, chunk_size=args.chunk_size, threads=threads,
+                        progress=not args.no_progress, batch_size=args.chunk_size, threads=threads,
                         labels=data.y_test)
     if fits is not None:  # after the search, from what it found: nothing it found changes
         with _using_threads(threads):

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from ..checks import check_int
+from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
-from .inputs import InputData, LabelData, inputs_and_labels
+from .inputs import InputData, LabelData, check_data, inputs_and_labels, num_inputs, stream
 from .outputs import check_outputs_finite
 
 __all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
@@ -66,8 +68,12 @@ def iterate_batches(
     Args:
         model: The classifier, run in ``eval()`` mode (restored afterwards) under
             ``torch.inference_mode()`` on its own device.
-        inputs: ``(N, ...)`` array or tensor (checked finite).
-        labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``).
+        inputs: ``(N, ...)`` array or tensor (checked finite), or any form
+            :func:`~.inputs.inputs_and_labels` takes; a ``DataLoader`` is streamed, one of
+            its batches in memory at a time (split when larger than ``batch_size``), and
+            gives ``Batch.labels`` from its batches.
+        labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``); they win
+            over a loader's own.
         neurons: Capture neuron values (``False``: outputs only, no hooks).
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
@@ -82,26 +88,35 @@ def iterate_batches(
         exhausted or closed.
     """
     batch_size = check_int("batch_size", batch_size)
-    x = as_tensor(inputs)
-    y = None
-    if labels is not None:
-        y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-        y = y.long().cpu()
-        if y.ndim != 1 or len(y) != len(x):
-            raise DeepFaultError(
-                f"labels must be a 1-D array with one label per input ({len(x)}); got shape {tuple(y.shape)}"
-            )
+    check_data(inputs)
+    if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
+        total = num_inputs(inputs)
+        slices = _checked_slices(stream(inputs, labels, batch_size=batch_size))
+    else:
+        x = as_tensor(inputs)
+        y = None
+        if labels is not None:
+            y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
+            y = y.long().cpu()
+            if y.ndim != 1 or len(y) != len(x):
+                raise DeepFaultError(
+                    f"labels must be a 1-D array with one label per input ({len(x)}); "
+                    f"got shape {tuple(y.shape)}")
+        total = len(x)
+        slices = ((x[i : i + batch_size], None if y is None else y[i : i + batch_size])
+                  for i in range(0, len(x), batch_size))
     device = model_device(model)
     hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
     bar = contextlib.nullcontext()
     if progress:
         from .progress import progress_bar
 
-        bar = progress_bar(len(x), desc=progress if isinstance(progress, str) else "", unit="input",
-                           leave=False)
+        bar = progress_bar(total if total >= 0 else None, desc=progress if isinstance(progress, str) else "",
+                           unit="input", leave=False)
+    start = 0
     with eval_mode(model), hooks as rec, torch.inference_mode(), bar as shown:
-        for start in range(0, len(x), batch_size):
-            xb = x[start : start + batch_size].to(device)
+        for x_part, yb in slices:
+            xb = x_part.to(device)
             out = forward(model, xb)
             if check and out.ndim != 2:
                 raise DeepFaultError(
@@ -115,18 +130,48 @@ def iterate_batches(
                     check_finite(values, layout, start)
             if check:  # after the neuron values, whose message names the neuron
                 check_outputs_finite(model, xb, out, start=start)
-            yb = None if y is None else y[start : start + batch_size]
             if shown is not None:
                 shown.update(len(xb))
-            yield Batch(start, start + len(xb), xb, out, values, layout, yb)
+            yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
+            start += len(xb)
 
 
-def predict(model: nn.Module, inputs, *, batch_size: int = 1024) -> torch.Tensor:
-    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd."""
-    parts = [b.outputs.cpu() for b in iterate_batches(model, inputs, neurons=False, batch_size=batch_size)]
+def _checked_slices(slices):
+    """A loader's slices as float32 inputs checked finite (as :func:`~.capture.as_tensor`
+    checks a whole array), their positions counted across batches.
+    """
+    start = 0
+    for x, y in slices:
+        try:
+            xb = as_tensor(x)
+        except DeepFaultError as err:
+            raise DeepFaultError(f"{err} (in the batch starting at input {start})") from None
+        yield xb, y
+        start += len(xb)
+
+
+@applies_threads
+def predict(model: nn.Module, inputs, *, batch_size: int = 1024, threads: int | str | None = "auto",
+            progress: bool = False) -> torch.Tensor:
+    """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd.
+
+    Args:
+        model: The network.
+        inputs: The inputs, in any form :func:`~.inputs.inputs_and_labels` takes (a
+            ``DataLoader`` is streamed).
+        batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
+    """
+    parts = [b.outputs.cpu() for b in iterate_batches(model, inputs, neurons=False, batch_size=batch_size,
+                                                      progress=progress and "predict")]
     return torch.cat(parts) if parts else torch.zeros(0, 0)
 
 
+@applies_threads
 def activations(
     model: nn.Module,
     inputs,
@@ -134,22 +179,30 @@ def activations(
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> tuple[NeuronLayout, torch.Tensor]:
     """All neuron values for a set of inputs.
 
     Args:
         model: The network; analysed in ``eval()`` mode, its mode restored afterwards.
-        inputs: ``(N, ...)`` array or tensor.
+        inputs: ``(N, ...)`` array or tensor, or any form :func:`~.inputs.inputs_and_labels`
+            takes (a ``DataLoader`` is streamed; the result holds every input's values).
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass; the result does not depend on it.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
         The layout and a ``(N, M)`` float32 CPU tensor of neuron values.
     """
     layout, out = None, []
     for b in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
-                             check=False):
+                             check=False, progress=progress and "activations"):
         if b.values is None or b.layout is None:  # cannot happen: neurons are captured by default
             raise RuntimeError("iterate_batches returned no neuron values")
         check_finite(b.values, b.layout, b.start)
@@ -160,9 +213,10 @@ def activations(
     return layout, torch.cat(out)
 
 
+@applies_threads
 def correct_inputs(
     model: nn.Module, data: InputData, labels: LabelData | None = None, *, cls: int | None = None,
-    batch_size: int = 1024,
+    batch_size: int = 1024, threads: int | str | None = "auto", progress: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """The inputs the model classifies correctly (of class ``cls`` only, when given).
 
@@ -173,6 +227,11 @@ def correct_inputs(
             required unless ``data`` carries its own.
         cls: Keep only this class.
         batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
         ``(inputs, labels, index)``: the selected inputs, their labels and their positions in
@@ -196,7 +255,7 @@ def correct_inputs(
     x, y = inputs_and_labels(data, labels)
     if y is None:
         raise DeepFaultError("correct_inputs needs labels: pass labels=..., or data that carries them")
-    predicted = predict(module, x, batch_size=batch_size).argmax(1)
+    predicted = predict(module, x, batch_size=batch_size, progress=progress).argmax(1)
     if cls is not None:
         classes = int(predict(module, x[:1]).shape[1])
         if isinstance(cls, bool) or not 0 <= int(cls) < classes:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..errors import DeepFaultError
-from .inputs import inputs_and_labels, is_torch_data
+from .inputs import check_data, unpack
 from .registry import suggestion, unknown_name
 
 __all__ = [
@@ -165,11 +165,11 @@ _FINITE_CHUNK = 4096
 def as_tensor(inputs, *, name: str = "inputs") -> torch.Tensor:
     """``inputs`` as a float32 tensor (not copied when it already is one), checked finite.
 
-    A ``torch.utils.data`` data set or loader gives its inputs
-    (:func:`~deepfault.core.inputs.inputs_and_labels`).
+    A ``torch.utils.data`` data set or loader, an ``(inputs, labels)`` pair or a deepfault
+    ``Dataset`` gives its inputs (:func:`~deepfault.core.inputs.unpack`); another type is a
+    :class:`~deepfault.errors.DeepFaultError` (:func:`~deepfault.core.inputs.check_data`).
     """
-    if is_torch_data(inputs):
-        inputs = inputs_and_labels(inputs)[0]
+    inputs = unpack(check_data(inputs, name), None)[0]
     x = torch.as_tensor(np.asarray(inputs) if not isinstance(inputs, torch.Tensor) else inputs)
     if not torch.is_floating_point(x):
         x = x.float()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 from ..checks import MAX_SECTIONS, check_int
 from ..core.batches import Batch, iterate_batches
 from ..core.capture import NeuronLayout, capture, check_transform
+from ..core.entry import applies_threads
 from ..core.registry import Registry
 from ..errors import DeepFaultError
 from .criteria import (
@@ -339,6 +340,7 @@ def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: 
     return layers, transform
 
 
+@applies_threads
 def measure_coverage(
     model: nn.Module | PreparedModel,
     inputs: InputData,
@@ -357,6 +359,7 @@ def measure_coverage(
     batch_size: int = 1024,
     progress: bool = False,
     growth: bool = True,
+    threads: int | str | None = "auto",
 ) -> CoverageReport:
     """Coverage of ``inputs`` under each criterion, from one pass through the model.
 
@@ -383,6 +386,10 @@ def measure_coverage(
         batch_size: Inputs per forward pass; results do not depend on it.
         progress: Show a progress bar over the inputs.
         growth: Record coverage after ``1, 2, 5, 10, ...`` inputs.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
 
     Returns:
         A :class:`CoverageReport`. With only surprise coverages its layout and transform are
@@ -401,6 +408,9 @@ def measure_coverage(
         >>> [r.label for r in report.results]
         ['nc(threshold=0)', 'nc(threshold=0.5)', 'tknc(top_k=1)']
     """
+    from ..core.inputs import check_data, num_inputs
+
+    check_data(inputs)
     model = _module(model)
     names = parse_criteria(criteria)
     check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile,
@@ -414,10 +424,10 @@ def measure_coverage(
         state.check_model(model)
     if neuron:
         layers, transform = resolve_setup(model, profile, layers, transform)
-    n = len(inputs)  # type: ignore[arg-type]  # a DataLoader's len counts batches, not inputs
+    n = num_inputs(inputs)  # a DataLoader's inputs, not its batches
     if n == 0:
         raise DeepFaultError("no inputs: the input set is empty")
-    marks = checkpoints(n) if growth else []
+    marks = checkpoints(n) if growth and n > 0 else []
     curves: dict[str, list[tuple[int, int]]] = {}
     crits: list[Criterion] = []
     layout = None

@@ -43,6 +43,7 @@ from .._io import write_npz
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
+from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 
 __all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
@@ -370,6 +371,7 @@ class ProfileAccumulator(Accumulator):
         }
 
 
+@applies_threads
 def compute_profile(
     model: nn.Module | PreparedModel,
     inputs: InputData,
@@ -378,6 +380,7 @@ def compute_profile(
     transform: str = "raw",
     batch_size: int = 1024,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> Profile:
     """The profile of ``model``'s neurons on ``inputs`` (normally its training split), in one
     streaming pass.
@@ -390,6 +393,10 @@ def compute_profile(
         transform: ``"raw"`` or ``"layer-minmax"``.
         batch_size: Inputs per forward pass; the result does not depend on it.
         progress: Show a progress bar over the inputs.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
 
     Returns:
         A :class:`Profile`; memory used does not grow with ``N`` beyond the inputs themselves.
@@ -397,9 +404,12 @@ def compute_profile(
     Raises:
         DeepFaultError: No inputs, an unknown layer or transform, or inputs the model cannot take.
     """
+    from ..core.inputs import check_data, num_inputs
+
+    check_data(inputs)
     model = _module(model)
     check_transform(transform)
-    if len(inputs) == 0:  # type: ignore[arg-type]  # a DataLoader's len counts batches
+    if num_inputs(inputs) == 0:
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "
                              "a training split? use --split test or another file)")
     acc = ProfileAccumulator()

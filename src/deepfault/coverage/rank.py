@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
+from ..core.entry import applies_threads
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .criteria import BitSetCriterion, Criterion
@@ -249,6 +250,7 @@ def _score_uncertainty(outputs: torch.Tensor, names: Sequence[str], kind: str, p
         spent[name] += share
 
 
+@applies_threads
 def rank_inputs(
     model: nn.Module | PreparedModel,
     inputs: InputData,
@@ -267,6 +269,7 @@ def rank_inputs(
     output_kind: str | None = None,
     batch_size: int = 1024,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> RankReport:
     """Order ``inputs`` by each prioritiser of ``by`` and score each order by APFD of the
     inputs the model misclassifies, from one forward pass.
@@ -297,6 +300,10 @@ def rank_inputs(
             logits); the uncertainty scores take a softmax of logits.
         batch_size: Inputs per forward pass; the orders do not depend on it.
         progress: Show a progress bar over the inputs.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
 
     Returns:
         A :class:`RankReport`, one :class:`Ranking` per prioritiser in the order asked (per

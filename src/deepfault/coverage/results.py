@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.capture import NeuronLayout
+from ..core.summary import Summarised
 from ..errors import DeepFaultError
 
 __all__ = ["CoverageResult", "CoverageReport", "Ranking", "RankReport"]
@@ -61,8 +62,12 @@ class CoverageResult:
         }
 
 
-@dataclass(frozen=True)
-class CoverageReport:
+def _share(covered: int, total: int | None) -> str:
+    return f"{covered}" if not total else f"{covered / total:.1%} ({covered}/{total})"
+
+
+@dataclass(frozen=True, repr=False)
+class CoverageReport(Summarised):
     """Coverage of a set of inputs under several criteria.
 
     Attributes:
@@ -113,6 +118,21 @@ class CoverageReport:
             if label in (r.label, r.criterion):
                 return r
         raise DeepFaultError(f"no result {label!r}; have: {', '.join(r.label for r in self.results)}")
+
+    def headline(self) -> str:
+        parts = [f"{r.label} {_share(r.covered, r.total)}" for r in self.results]
+        return f"{self.num_inputs} inputs: " + ", ".join(parts)
+
+    def summary(self) -> str:
+        """One line per criterion and setting."""
+        lines = [f"coverage of {self.num_inputs} inputs over {self.layout.num_neurons} neurons "
+                 f"({self.transform} values):"]
+        lines += [f"  {r.label}: {_share(r.covered, r.total)}" for r in self.results]
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        return [{"label": r.label, "criterion": r.criterion, "covered": r.covered, "total": r.total,
+                 "ratio": r.ratio} for r in self.results]
 
     def to_dict(self) -> dict:
         return {
@@ -205,8 +225,8 @@ class Ranking:
         return out
 
 
-@dataclass(frozen=True)
-class RankReport:
+@dataclass(frozen=True, repr=False)
+class RankReport(Summarised):
     """Prioritisations of one set of inputs, one :class:`Ranking` per prioritiser (and, for
     ``cam``/``ctm``, per coverage criterion and setting).
 
@@ -258,6 +278,23 @@ class RankReport:
         """
         scored = [r for r in self.rankings if r.apfd is not None]
         return max(scored, key=lambda r: r.apfd or 0.0) if scored else None
+
+    def headline(self) -> str:
+        best = self.best()
+        answer = "" if best is None else f"; best: {best.name} (APFD {best.apfd:.3f})"
+        return f"{self.num_inputs} inputs, {self.num_failing} misclassified{answer}"
+
+    def summary(self) -> str:
+        """The best order first, then every ranking's APFD (the higher, the sooner the
+        misclassified inputs come).
+        """
+        lines = [f"ranking: {self.headline()}"]
+        lines += [f"  {r.name}: APFD " + ("n/a" if r.apfd is None else f"{r.apfd:.3f}")
+                  for r in self.rankings]
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        return [r.to_dict(with_order=False) for r in self.rankings]
 
     def to_dict(self, *, with_order: bool = True) -> dict:
         return {

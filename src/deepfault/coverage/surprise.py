@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 from .._io import write_npz
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
+from ..core.entry import applies_threads
 from ..core.registry import suggestion
 from ..errors import DeepFaultError
 from .profile import (
@@ -499,6 +500,7 @@ def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
     return [batch.layout.layers[-1].name]
 
 
+@applies_threads
 def fit_surprise(
     model: nn.Module | PreparedModel,
     inputs: InputData,
@@ -511,6 +513,7 @@ def fit_surprise(
     max_features: int | None = None,
     batch_size: int = 1024,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> Surprise:
     """Fit surprise adequacy on ``inputs`` (normally the training split), in one pass.
 
@@ -530,6 +533,10 @@ def fit_surprise(
             default is 300; ``None``: all).
         batch_size: Inputs per forward pass; the state does not depend on it.
         progress: Show a progress bar.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
 
     Returns:
         A :class:`Surprise` holding ``N x M`` float32 ATs (the scores need them all).
@@ -608,6 +615,7 @@ class SurpriseScores:
         return self.scores.keys()
 
 
+@applies_threads
 def surprise_scores(
     model: nn.Module | PreparedModel,
     inputs,
@@ -616,9 +624,23 @@ def surprise_scores(
     kinds: str | Iterable[str] = ("dsa",),
     batch_size: int = 1024,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> SurpriseScores:
     """Surprise adequacy of every input, streamed: one forward pass, the scores of each batch
     computed from its ATs and predictions before the next.
+
+    Args:
+        model: The network the state was fitted on.
+        inputs: The inputs, in any form :func:`~deepfault.core.inputs.inputs_and_labels`
+            takes (read whole into memory).
+        surprise: The fitted state (:func:`fit_surprise`).
+        kinds: The surprise adequacies to compute.
+        batch_size: Inputs per forward pass.
+        progress: Show a progress bar.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
 
     Returns:
         ``SurpriseScores``: ``scores[kind]`` is an ``(N,)`` float64 array, ``predictions`` the

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from . import cifar, digits, mnist, svhn  # noqa: F401  (the registry's entries: importing them registers them)
 from ._api import DATASETS, DatasetInfo, default_data_dir, list_datasets, load_dataset, register_dataset
-from .dataset import Dataset, pixel_dataset
+from .dataset import Dataset, as_dataset, pixel_dataset
 
 __all__ = [
     "DATASETS",
     "Dataset",
+    "as_dataset",
     "DatasetInfo",
     "register_dataset",
     "load_dataset",

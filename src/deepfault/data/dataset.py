@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from torch.utils.data import DataLoader
 
+from ..core.inputs import check_data, default_bounds, inputs_and_labels
 from ..errors import DeepFaultError
 
-__all__ = ["Dataset", "pixel_dataset"]
+__all__ = ["Dataset", "as_dataset", "pixel_dataset"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +106,65 @@ def pixel_dataset(name: str, train: tuple, test: tuple, class_names, *, scale01:
         class_names=tuple(class_names),
         meta={**(meta or {}), "scale01": scale01},
     )
+
+
+def as_dataset(data, labels=None, *, bounds=None, num_classes: int | None = None, name: str | None = None,
+               what: str = "data"):
+    """A deepfault :class:`Dataset` from any of :data:`~deepfault.core.inputs.DATA_FORMS`.
+
+    A deepfault ``Dataset`` comes back unchanged (with ``bounds`` replaced when given).
+    Any other form is read whole into memory
+    (:func:`~deepfault.core.inputs.inputs_and_labels`) and serves as both the test and the
+    training split (the entry points that take it use the test split;
+    what fits on a training split, such as ``regress``'s fidelity check, is then fitted on
+    the same inputs: pass a deepfault ``Dataset`` to keep them apart).
+
+    Args:
+        data: The data.
+        labels: Labels; they win over the data's own. Required unless the data carries them.
+        bounds: ``(lo, hi)``, the valid range of every input element; default
+            :func:`~deepfault.core.inputs.default_bounds` (``(0, 1)`` for inputs inside it,
+            else their own range).
+        num_classes: The number of classes (default: the largest label + 1, or the length of
+            a torchvision data set's ``classes``).
+        name: The data set's name (default ``"data-"`` and a hash of the inputs, so that
+            caches keyed by the name do not mix two different data sets).
+        what: How messages name the argument.
+
+    Raises:
+        DeepFaultError: A type that is none of :data:`~deepfault.core.inputs.DATA_FORMS`, no
+            labels, or bad bounds.
+    """
+    check_data(data, what)
+    if isinstance(data, Dataset):
+        if bounds is not None:
+            return replace(data, bounds=_bounds(bounds))
+        return data
+    x, y = inputs_and_labels(data, labels)
+    if y is None:
+        raise DeepFaultError(f"{what} carries no labels: pass labels=..., or a Dataset or DataLoader that "
+                             "yields (input, label) pairs")
+    x_np = np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32, copy=False))
+    y_np = y.detach().cpu().numpy().astype(np.int64, copy=False)
+    source = data.dataset if isinstance(data, DataLoader) else data
+    classes = getattr(source, "classes", None)
+    if num_classes is None:
+        num_classes = len(classes) if isinstance(classes, (list, tuple)) and classes else (
+            int(y_np.max()) + 1 if len(y_np) else 1)
+    names = tuple(str(c) for c in classes) if isinstance(classes, (list, tuple)) and \
+        len(classes) == num_classes else tuple(str(i) for i in range(num_classes))
+    if name is None:
+        digest = hashlib.sha256(x_np.tobytes()[: 1 << 24] + y_np.tobytes()).hexdigest()[:8]
+        name = f"data-{digest}"
+    lohi = default_bounds(x_np) if bounds is None else _bounds(bounds)
+    return Dataset(name, x_np, y_np, x_np, y_np, lohi, names, meta={"from": type(data).__name__})
+
+
+def _bounds(bounds) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"bounds must be (lo, hi) numbers; got {bounds!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise DeepFaultError(f"bounds must be finite with lo < hi; got {bounds!r}")
+    return (lo, hi)

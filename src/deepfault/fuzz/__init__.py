@@ -22,7 +22,7 @@ Examples:
     >>> x = torch.rand(40, 1, 8, 8)
     >>> with torch.no_grad():
     ...     y = m1(x).argmax(1)
-    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", batch=10, seed=0,
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", inputs_per_step=10, seed=0,
     ...                       fidelity="ssim")
     >>> sorted(result.metrics.to_dict())[:4]
     ['both_fail', 'gf', 'initial_rf', 'queries_to_first_rf']

@@ -154,8 +154,8 @@ class PresetConfig:
 
     def campaign(self, strategy: str, seed: int, fidelity: str) -> CampaignConfig:
         params = (("sections", self.sections),) if self.criterion == "kmnc" else ()
-        return CampaignConfig(strategy=strategy, budget=self.budget, batch=self.batch, seed=seed,
-                              fidelity=fidelity, criterion=self.criterion, criterion_params=params,
+        return CampaignConfig(strategy=strategy, budget=self.budget, inputs_per_step=self.batch, seed=seed,
+                              fidelity=fidelity, criteria=self.criterion, criterion_params=params,
                               max_seeds=self.max_seeds, shared_fidelity=self.shared)
 
 

@@ -31,7 +31,10 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
+from ..core.entry import _translate, applies_threads, renamed
+from ..core.summary import Summarised
 from ..coverage import compute_profile, load_profile, model_hash
+from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
 from ..models import ModelFile, open_model
@@ -39,6 +42,7 @@ from ..models.blackbox import outputs_only
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
+from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs, default_fidelity
@@ -49,8 +53,8 @@ __all__ = ["RegressOutcome", "campaign_job", "check_black_box", "experiment_key"
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RegressOutcome:
+@dataclass(frozen=True, repr=False)
+class RegressOutcome(Summarised):
     """A campaign run from model files.
 
     Attributes:
@@ -76,6 +80,26 @@ class RegressOutcome:
     bounds: tuple[float, float]
     names: tuple[str, str] = ("M1", "M2")
     store_state: StoreState | None = None
+
+    def headline(self) -> str:
+        m = self.result.metrics
+        return (f"{m.rf} regression faults of {self.names[1]} ({m.urf} unique, from {m.seeds} seeds) "
+                f"in {self.result.iterations} iterations; stopped: {self.result.stop_reason}")
+
+    def summary(self) -> str:
+        """The faults first (inputs M1 gets right and M2 wrong), then the campaign's counts."""
+        m = self.result.metrics
+        first = "none" if m.seconds_to_first_rf is None else f"after {m.seconds_to_first_rf:.1f} s"
+        return "\n".join([
+            f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}",
+            f"  first fault {first}; {m.gf} failures of both models; "
+            f"{m.initial_rf} seeds already wrong in M2",
+            f"  store: {self.store or 'none'}, campaign {self.cell}",
+        ])
+
+    def rows(self) -> list[dict]:
+        return [{"m1": self.names[0], "m2": self.names[1], "campaign": self.cell,
+                 "iterations": self.result.iterations, **self.result.metrics.to_dict()}]
 
     def to_dict(self) -> dict:
         state = {} if self.store_state is None else {"store_state": self.store_state.to_dict()}
@@ -171,17 +195,22 @@ def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@renamed(cell="campaign")
+@applies_threads
 def regress(
     m1: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
     m2: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
     *,
-    dataset: str | None = None,
+    dataset=None,
     data_dir: str | os.PathLike | None = None,
+    labels=None,
+    bounds=None,
     store: str | os.PathLike | None = None,
-    cell: str | None = None,
+    campaign: str | None = None,
     experiment: str | None = None,
     device: torch.device | str = "cpu",
     progress: Callable[[CampaignProgress], None] | bool | None = None,
+    threads: int | str | None = "auto",
     arch: str | None = None,
     arch_kwargs: dict | None = None,
     trust_pickle: bool = False,
@@ -200,14 +229,29 @@ def regress(
             campaign works in the data set's native layout whatever layout the files take.
         m2: The new model, fuzzed for regressions; in any form ``m1`` takes.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model files name).
+            the one the model files name); or the seed inputs as a tensor, array,
+            ``(inputs, labels)`` pair, torch ``Dataset`` or ``DataLoader``
+            (:func:`~deepfault.data.as_dataset`). Those are read whole into memory
+            (the campaign draws its seeds from all of them) and serve as the training
+            split too: a fidelity check fitted on training inputs (the discriminator,
+            ``mdsa``) is fitted on them; give a deepfault ``Dataset`` to keep them apart.
         data_dir: Data root.
+        labels: The seed inputs' labels, when ``dataset`` is inputs that do not carry them.
+        bounds: ``(lo, hi)``, the inputs' valid range, when ``dataset`` is inputs (default:
+            :func:`~deepfault.core.inputs.default_bounds`).
         store: Results store: checkpoints go there and rerunning resumes (``None``: none);
             a finished campaign found there is returned without fuzzing.
-        cell: The campaign's id in the store (default ``STRATEGY-seedS``).
+        campaign: The campaign's id in the store (default ``STRATEGY-seedS``; ``--campaign``,
+            formerly ``cell``).
         experiment: The store's experiment key (default :func:`experiment_key`).
         device: Where the models, mutations and checks run.
-        progress: Called with a :class:`~.campaign.CampaignProgress` after every step.
+        progress: ``True``: a progress line as the command line shows it (redrawn on a
+            terminal, logged every 10 s elsewhere); or a callable, called with a
+            :class:`~.campaign.CampaignProgress` after every step.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for small models on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
         arch: Architecture of plain ``state_dict`` files (:func:`deepfault.models.open_model`).
         arch_kwargs: Its keyword arguments.
         trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
@@ -228,10 +272,18 @@ def regress(
     Returns:
         A :class:`RegressOutcome`.
     """
+    cell = campaign
+    if progress is True:
+        progress = _progress_printer()
+    elif progress is False:
+        progress = None
+    settings = _translate("regress", CAMPAIGN_RENAMED, settings)  # before replace() sees both names
     auto_fidelity = config is None and "fidelity" not in settings  # the default of the data's kind
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
     device = check_device(device)
+    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
+        dataset = as_dataset(dataset, labels, bounds=bounds, what="dataset")
     if store is not None:
         check_outputs(("store", store))
     if cell is not None:
@@ -275,6 +327,27 @@ def regress(
     return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
                           tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), names,
                           state)
+
+
+def _progress_printer() -> Callable[[CampaignProgress], None]:
+    """``progress=True``: the command line's progress line, redrawn at most every 0.5 s on a
+    terminal, else logged at most every 10 s.
+    """
+    import sys
+    import time
+
+    live = sys.stderr.isatty()
+    last = [0.0]
+
+    def show(p: CampaignProgress) -> None:
+        now = time.monotonic()
+        if now - last[0] >= (0.5 if live else 10.0):
+            last[0] = now
+            if live:
+                print("\r" + progress_line(p).ljust(110)[:160], end="", file=sys.stderr, flush=True)
+            else:
+                log.info("%s", progress_line(p))
+    return show
 
 
 def _log_state(state: StoreState) -> None:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_int
+from ..core.entry import renamed_fields
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .measures import check_star
@@ -19,16 +20,26 @@ if TYPE_CHECKING:
 
 __all__ = ["RunConfig"]
 
+#: Result files' keys of the fields renamed after the CLI's options.
+_FILE_KEYS = {"measure": "approach", "step_size": "step"}
 
+
+@renamed_fields(approach="measure", step="step_size")
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run's result (recorded in every result file).
 
+    The fields take the names of ``deepfault run``'s options (``measure`` is
+    ``--measure``, ``step_size`` is ``--step-size``); the old names ``approach=`` and
+    ``step=`` still work with a ``FutureWarning``, and result files keep them as keys.
+
     Attributes:
-        approach: A measure name, ``"random"`` (the paper's baseline) or ``"uniform"``.
+        measure: A measure name, ``"random"`` (the paper's baseline) or ``"uniform"``
+            (``--measure``; formerly ``approach``).
         k: Number of suspicious neurons.
         classes: Classes to analyse; ``None`` means every class of the data set.
-        step, distance: Synthesis step size and L_inf bound.
+        step_size, distance: Synthesis step size (``--step-size``; formerly ``step``) and
+            L_inf bound.
         star: The D* exponent.
         seed: Seed of every random choice (input sampling, random baselines).
         repeat: Repetitions of the baselines' random draws of neurons (all repetitions
@@ -46,10 +57,10 @@ class RunConfig:
         batch_size: Inputs per forward pass.
     """
 
-    approach: str = "tarantula"
+    measure: str = "tarantula"
     k: int = 10
     classes: tuple[int, ...] | None = None
-    step: float = 1.0
+    step_size: float = 1.0
     distance: float = 0.1
     star: float = 3.0
     seed: int = 0
@@ -62,8 +73,21 @@ class RunConfig:
     k_primes: tuple[int, ...] | None = None
     batch_size: int = 1024
 
+    @property
+    def approach(self) -> str:
+        """The deprecated name of :attr:`measure`."""
+        return self.measure
+
+    @property
+    def step(self) -> float:
+        """The deprecated name of :attr:`step_size`."""
+        return self.step_size
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields under the result files' keys (``approach``, ``step``: unchanged, so
+        older files, store keys and reports read the same).
+        """
+        return {_FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}
 
     def check_classes(self, data: Dataset) -> None:
         """Refuse a class (``--class``) that ``data`` does not have."""
@@ -74,8 +98,8 @@ class RunConfig:
 
     def validate(self, bounds: Sequence[float]) -> None:
         """Check every argument that needs no model, before any work is done."""
-        if self.approach not in list_approaches():
-            raise DeepFaultError(unknown_name("measure", self.approach, list_approaches()))
+        if self.measure not in list_approaches():
+            raise DeepFaultError(unknown_name("measure", self.measure, list_approaches()))
         check_int("k (the number of suspicious neurons)", self.k)
         check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         check_star(self.star)
@@ -90,16 +114,16 @@ class RunConfig:
             if dupes:
                 raise DeepFaultError(f"classes must be distinct; {dupes} given more than once")
         if self.k_primes is not None:
-            if get_approach(self.approach).baseline:
+            if get_approach(self.measure).baseline:
                 raise DeepFaultError(
-                    f"k' (--k-prime) ranks neurons by a measure; approach {self.approach!r} is a baseline "
+                    f"k' (--k-prime) ranks neurons by a measure; approach {self.measure!r} is a baseline "
                     "with no ranking, so leave k' out"
                 )
             for kp in self.k_primes:
                 check_int("k' (--k-prime)", kp)
                 if kp < self.k:
                     raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
-        check_synthesis_args(self.step, self.distance, bounds, self.iterations)
+        check_synthesis_args(self.step_size, self.distance, bounds, self.iterations)
         check_int("repeat", self.repeat, maximum=MAX_REPEAT)
         check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
         if self.num_inputs is not None:

@@ -19,6 +19,7 @@ from torch import nn
 
 from ..core.batches import activations, predict
 from ..core.capture import as_tensor
+from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .synthesis import neuron_pairs
@@ -138,6 +139,7 @@ def _increase(model, before, after, pairs, batch_size) -> np.ndarray:
     return (v1[:, cols] > v0[:, cols]).numpy()
 
 
+@applies_threads
 def evaluate(
     model: nn.Module | PreparedModel,
     originals: InputData,
@@ -149,14 +151,18 @@ def evaluate(
     k_primes: Iterable[int] = (),
     output_kind: str | None = None,
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> Evaluation:
     """Measure synthesized inputs against their originals.
 
     Args:
         model: The network, or a prepared model (whose output kind is then used).
-        originals: ``(N, ...)`` inputs synthesis started from.
+        originals: ``(N, ...)`` inputs synthesis started from, in any form
+            :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole: the
+            evaluation pairs each original with its synthesized input).
         synthesized: ``(N, ...)`` the inputs :func:`~deepfault.localization.synthesis.synthesize` made.
-        labels: ``(N,)`` the originals' labels.
+        labels: ``(N,)`` the originals' labels (``None``: the labels ``originals`` carries).
         neurons: The suspicious neurons (a Selection or ``(layer, unit)`` pairs).
         ranking: Every neuron as ``(layer, unit)``, most suspicious first; needed for
             ``k_primes``.
@@ -165,15 +171,26 @@ def evaluate(
         output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax
             (default: the prepared model's, else ``"logits"``).
         batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Raises:
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
             NaN inputs.
     """
+    from ..core.inputs import check_data, inputs_and_labels
+
     model, output_kind = resolve_model(model, output_kind)
-    x0 = as_tensor(originals, name="originals")
+    x0, carried = inputs_and_labels(check_data(originals, "originals"), labels)
+    x0 = as_tensor(x0, name="originals")
     x1 = as_tensor(synthesized, name="synthesized inputs")
-    y = torch.as_tensor(np.asarray(labels)).long().cpu()
+    if carried is None:
+        raise DeepFaultError("evaluate needs the originals' labels: pass labels=..., or originals that "
+                             "carry them (a DataLoader or Dataset of (input, label) pairs)")
+    y = carried.long().cpu()
     if x0.shape != x1.shape or len(y) != len(x0):
         raise DeepFaultError(
             f"originals {tuple(x0.shape)}, synthesized {tuple(x1.shape)} and labels "
@@ -196,8 +213,8 @@ def evaluate(
         empty = np.zeros(0)
         return Evaluation(empty, empty.astype(bool), empty.astype(int), empty.astype(int),
                           empty, empty, empty, empty, {kp: empty for kp in k_primes})
-    out0 = predict(model, x0, batch_size=batch_size)
-    out1 = predict(model, x1, batch_size=batch_size)
+    out0 = predict(model, x0, batch_size=batch_size, progress=progress)
+    out1 = predict(model, x1, batch_size=batch_size, progress=progress)
     if int(y.min()) < 0 or int(y.max()) >= out1.shape[1]:
         bad = int(y.min()) if int(y.min()) < 0 else int(y.max())
         raise DeepFaultError(

@@ -132,7 +132,7 @@ class ExperimentConfig:
 
     def protocol(self) -> RunConfig:
         """The synthesis and evaluation settings of :func:`~deepfault.localization.protocol.run_group`."""
-        return RunConfig(step=self.step, distance=self.distance, star=self.star, seed=self.seed,
+        return RunConfig(step_size=self.step, distance=self.distance, star=self.star, seed=self.seed,
                          layers=self.layers, threshold=self.threshold, iterations=self.iterations,
                          normalize=self.normalize, num_inputs=self.inputs_per_class)
 

@@ -16,7 +16,11 @@ import numpy as np
 from torch import nn
 
 from ..core.batches import predict
+from ..core.entry import applies_threads
+from ..core.progress import progress_bar
+from ..core.summary import Summarised
 from ..data import Dataset
+from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .config import RunConfig
@@ -77,14 +81,67 @@ class ClassResult:
         }
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """One DeepFault run: its configuration, test accuracy and per-class results."""
+@dataclass(frozen=True, repr=False)
+class RunResult(Summarised):
+    """One DeepFault run: its configuration, test accuracy and per-class results.
+
+    Prints one line; :meth:`summary` gives the suspicious neurons of each class with their
+    scores and how many synthesized inputs change the prediction; :meth:`to_dict` is the
+    result file's body; :meth:`rows` / :meth:`to_frame` one row per class and repetition.
+    """
 
     config: RunConfig
     classes: tuple[ClassResult, ...]
     test_accuracy: float
     output_kind: str
+
+    def _flips(self) -> tuple[int, int]:
+        reps = [r for c in self.classes for r in c.repetitions]
+        flipped = sum(int((r.evaluation.pred_synthesized != r.evaluation.pred_original).sum()) for r in reps)
+        return flipped, sum(len(r.input_indices) for r in reps)
+
+    def headline(self) -> str:
+        flipped, total = self._flips()
+        n = len(self.classes)
+        return (f"{self.config.measure} k={self.config.k} on {n} class{'' if n == 1 else 'es'}, "
+                f"test accuracy {self.test_accuracy:.1%}; {flipped} of {total} synthesized inputs "
+                "change the prediction")
+
+    def summary(self, top: int = 5) -> str:
+        """The run, then per class its failing inputs, the ``top`` suspicious neurons with their
+        scores and the synthesized inputs that change the prediction.
+        """
+        lines = [f"DeepFault run: {self.headline()}"]
+        for c in self.classes:
+            if c.no_failures:
+                lines.append(f"  class {c.target_class}: no failing input, nothing to localise")
+                continue
+            rep = c.repetitions[0] if c.repetitions else None
+            neurons = "" if rep is None else ", ".join(
+                f"{n.layer}[{n.unit}]" + ("" if n.score is None else f" {n.score:.3g}")
+                for n in rep.selection.neurons[:top])
+            more = "" if rep is None or len(rep.selection.neurons) <= top else ", ..."
+            ev = None if rep is None else rep.evaluation
+            flips = "" if ev is None else (
+                f"; {int((ev.pred_synthesized != ev.pred_original).sum())} of "
+                f"{len(ev.pred_original)} synthesized inputs change the prediction")
+            lines.append(f"  class {c.target_class}: {c.spectrum.num_failed} failing; suspicious: "
+                         f"{neurons}{more}{flips}")
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        out = []
+        for c in self.classes:
+            for r in c.repetitions:
+                ev = r.evaluation
+                out.append({"class": c.target_class, "repetition": r.index, "measure": self.config.measure,
+                            "k": self.config.k, "failing": c.spectrum.num_failed,
+                            "inputs": len(r.input_indices),
+                            "changed": int((ev.pred_synthesized != ev.pred_original).sum()),
+                            "loss": float(ev.loss.mean()) if len(ev.loss) else None,
+                            "accuracy": float(ev.correct.mean()) if len(ev.correct) else None,
+                            "neurons": [f"{n.layer}[{n.unit}]" for n in r.selection.neurons]})
+        return out
 
     def to_dict(self) -> dict:
         return {
@@ -196,8 +253,8 @@ def run_group(
         correct_chosen = correct
     originals = x_class[correct_chosen]
     y_chosen = y[in_class][correct_chosen]
-    synth = functools.partial(synthesize, model, step=config.step, distance=config.distance, bounds=bounds,
-                              normalize=config.normalize, iterations=config.iterations,
+    synth = functools.partial(synthesize, model, step_size=config.step_size, distance=config.distance,
+                              bounds=bounds, normalize=config.normalize, iterations=config.iterations,
                               batch_size=config.batch_size)
     out = []
     warmed = False
@@ -225,13 +282,18 @@ def run_group(
     return GroupResult(target_class, spectrum, len(correct), index[in_class][correct_chosen], tuple(out))
 
 
+@applies_threads
 def run_deepfault(
     model: nn.Module | PreparedModel,
-    data: Dataset | None = None,
+    data=None,
     config: RunConfig = RunConfig(),
     *,
+    labels=None,
+    bounds: Sequence[float] | None = None,
     output_kind: str | None = None,
     on_class: Callable[[ClassResult], None] | None = None,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> RunResult:
     """Run DeepFault on ``data``'s test split for the classes in ``config``.
 
@@ -242,11 +304,24 @@ def run_deepfault(
     Args:
         model: A :class:`~deepfault.models.prepare.PreparedModel` (its data set and output
             kind are used unless given), or a module taking ``data``'s inputs.
-        data: The data set (default: the prepared model's).
+        data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test
+            split), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; default: the prepared
+            model's data set). Read whole into memory: synthesis starts from the inputs of
+            each class, drawn from all of them.
         config: What to run.
+        labels: The inputs' labels, when ``data`` does not carry them (they win when it does).
+        bounds: ``(lo, hi)``, the valid input range synthesis clips to, when ``data`` is not a
+            deepfault ``Dataset`` (default: a prepared model's, else ``(0, 1)`` for inputs
+            inside it, else the inputs' own range: :func:`~deepfault.core.inputs.default_bounds`).
         output_kind: ``"logits"`` or ``"probabilities"`` (default: the prepared model's, else
             ``"logits"``).
         on_class: Called with each class's result as soon as it is done.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the classes (as ``deepfault run`` does).
 
     Raises:
         DeepFaultError: Any invalid setting, a class outside the model's classes, ``k``
@@ -257,6 +332,9 @@ def run_deepfault(
         if data is None:
             raise DeepFaultError("run_deepfault needs a data set: pass data=..., or a model prepared "
                                  "with one")
+    if bounds is None and isinstance(model, PreparedModel) and not isinstance(data, Dataset):
+        bounds = model.bounds
+    data = as_dataset(data, labels, bounds=bounds, what="data")
     model, output_kind = resolve_model(model, output_kind)
     config.validate(data.bounds)
     leaves = [m for m in model.modules() if not list(m.children())]
@@ -282,14 +360,22 @@ def run_deepfault(
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
     predicted = outputs.argmax(1).numpy()
-    cells = [CellSpec(config.approach, config.k, r) for r in range(config.repeat)]
+    cells = [CellSpec(config.measure, config.k, r) for r in range(config.repeat)]
     results = []
-    for c in classes:
-        group = run_group(model, x, y, c, cells, bounds=data.bounds, config=config, output_kind=output_kind)
-        result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
-        if on_class is not None:
-            on_class(result)
-        results.append(result)
+    bar = progress_bar(len(classes), desc="run", unit="class", leave=False) if progress else None
+    try:
+        for c in classes:
+            group = run_group(model, x, y, c, cells, bounds=data.bounds, config=config,
+                              output_kind=output_kind)
+            result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
+            if on_class is not None:
+                on_class(result)
+            if bar is not None:
+                bar.update(1)
+            results.append(result)
+    finally:
+        if bar is not None:
+            bar.close()
     accuracy = float((predicted == y).mean())
     return RunResult(config, tuple(results), accuracy, output_kind)
 

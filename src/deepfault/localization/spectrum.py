@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
-from ..core.inputs import unpack
+from ..core.entry import applies_threads
+from ..core.inputs import check_data, unpack
 from ..errors import DeepFaultError
 
 if TYPE_CHECKING:
@@ -181,6 +183,7 @@ def _spectra(
     layers: Sequence[str] | None,
     threshold: float,
     batch_size: int,
+    progress: bool = False,
 ) -> tuple[NeuronLayout, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """Counts for ``groups`` disjoint groups of inputs in one pass over the data.
 
@@ -190,46 +193,64 @@ def _spectra(
     """
     start_time = time.perf_counter()
     acc = SpectrumAccumulator(groups, threshold=threshold)
-    x = as_tensor(inputs)
-    if len(x) == 0:
-        raise DeepFaultError("no inputs to analyse: the input set is empty")
-    y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-    _check_labels(y.long().cpu(), len(x), None)
+    x: torch.Tensor | DataLoader
+    if isinstance(inputs, DataLoader):  # streamed; its batches carry the labels unless given
+        x, y = inputs, labels
+    else:
+        x = as_tensor(inputs)
+        if len(x) == 0:
+            raise DeepFaultError("no inputs to analyse: the input set is empty")
+        y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
+        _check_labels(y.long().cpu(), len(x), None)
     layout = None
-    for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size):
-        assert b.labels is not None  # labels are given
+    for b in iterate_batches(model, x, labels=y, layers=layers, batch_size=batch_size,
+                             progress=progress and "spectrum"):
+        if b.labels is None:
+            raise DeepFaultError("a spectrum needs labels: pass labels=..., or a DataLoader that yields "
+                                 "(input, label) batches")
         assert b.values is not None  # neurons are captured
         _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
         passed = b.outputs.argmax(dim=1).cpu() == b.labels
         acc.update(b.values, passed, group_of(b.labels))
         layout = b.layout
     a_s, a_f, n_pass, n_fail = acc.compute()
-    assert layout is not None  # x is not empty: there was a batch
+    assert layout is not None  # acc.compute() raises without a batch
     return layout, a_s, a_f, n_pass, n_fail, time.perf_counter() - start_time
 
 
+@applies_threads
 def compute_spectrum(
     model: nn.Module,
     inputs: InputData,
-    labels: LabelData | None,
+    labels: LabelData | None = None,
     *,
     target_class: int | None = None,
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> Spectrum:
     """The hit spectrum of every analysed neuron.
 
     Args:
         model: The classifier; analysed in ``eval()`` mode without autograd, on its device.
-        inputs: ``(N, ...)`` array or tensor.
-        labels: ``(N,)`` integer labels.
+        inputs: ``(N, ...)`` array or tensor, or any form
+            :func:`~deepfault.core.inputs.inputs_and_labels` takes; a ``DataLoader`` is
+            streamed (one batch in memory at a time).
+        labels: ``(N,)`` integer labels (``None``: the labels ``inputs`` carries; given
+            labels win).
         target_class: Analyse only the inputs with this label (DeepFault's per-class
             spectrum). ``None`` analyses every input.
         layers: Module names to analyse; ``None`` means every Linear/Conv layer except
             the logits layer.
         threshold: A neuron is active when its value is greater than this.
         batch_size: Inputs per forward pass; the counts do not depend on it.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
         A :class:`Spectrum` whose counts satisfy ``as + af + ns + nf = N`` (per class).
@@ -243,14 +264,20 @@ def compute_spectrum(
         >>> spec = compute_spectrum(model, x_test, y_test, target_class=3)  # doctest: +SKIP
         >>> spec.num_failed, spec.layout.num_neurons  # doctest: +SKIP
     """
+    if isinstance(check_data(inputs), DataLoader):
+        return _streamed_spectrum(model, inputs, labels, target_class, layers=layers, threshold=threshold,
+                                  batch_size=batch_size, progress=progress)
     inputs, labels = unpack(inputs, labels)
+    if labels is None:
+        raise DeepFaultError("compute_spectrum needs labels: pass labels=..., or data that carries them")
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
     if target_class is not None:
         target_class = int(target_class)
         mask = y == target_class
-        if y.ndim != 1 or len(y) != len(inputs):
+        n_inputs = len(inputs)  # type: ignore[arg-type]  # unpacked: a tensor or an array
+        if y.ndim != 1 or len(y) != n_inputs:
             raise DeepFaultError(
-                f"labels must be a 1-D array with one label per input ({len(inputs)}); "
+                f"labels must be a 1-D array with one label per input ({n_inputs}); "
                 f"got shape {tuple(y.shape)}"
             )
         if not mask.any():
@@ -267,12 +294,30 @@ def compute_spectrum(
         return torch.zeros_like(yb)
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, 1, group_of, layers=layers, threshold=threshold,
-        batch_size=batch_size,
+        batch_size=batch_size, progress=progress,
     )
     return _make(layout, a_s[0], a_f[0], int(n_pass[0]), int(n_fail[0]), threshold, seconds,
                  target_class)
 
 
+def _streamed_spectrum(model, loader, labels, target_class, *, layers, threshold, batch_size,
+                       progress=False) -> Spectrum:
+    """:func:`compute_spectrum` over a ``DataLoader`` in one streaming pass: the inputs of
+    other classes go through the model too (a loader cannot be indexed) and count in no group.
+    """
+    tc = None if target_class is None else int(target_class)
+
+    def group_of(yb: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(yb) if tc is None else torch.where(yb == tc, 0, -1)
+    layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
+        model, loader, labels, 1, group_of, layers=layers, threshold=threshold, batch_size=batch_size,
+        progress=progress)
+    if tc is not None and int(n_pass[0]) + int(n_fail[0]) == 0:
+        raise DeepFaultError(f"no input has label {tc}; nothing to analyse")
+    return _make(layout, a_s[0], a_f[0], int(n_pass[0]), int(n_fail[0]), threshold, seconds, tc)
+
+
+@applies_threads
 def compute_class_spectra(
     model: nn.Module,
     inputs,
@@ -282,13 +327,30 @@ def compute_class_spectra(
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
     batch_size: int = 1024,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> dict[int, Spectrum]:
     """Per-class spectra for several classes in one pass over the inputs.
 
     Equal, class by class, to :func:`compute_spectrum` with ``target_class=c``; the
     spectrum time is the shared time divided evenly between the classes.
+
+    Args:
+        model: The classifier.
+        inputs: The inputs, as in :func:`compute_spectrum` (a ``DataLoader`` is streamed).
+        labels: Their labels (``None``: the labels ``inputs`` carries).
+        classes: The classes whose spectra to compute.
+        layers: Module names to analyse, as in :func:`compute_spectrum`.
+        threshold: A neuron is active when its value is greater than this.
+        batch_size: Inputs per forward pass.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs (as the command line does).
     """
-    inputs, labels = unpack(inputs, labels)
+    if not isinstance(check_data(inputs), DataLoader):  # a loader is streamed by _spectra
+        inputs, labels = unpack(inputs, labels)
     classes = [int(c) for c in classes]
     if any(c < 0 for c in classes):
         # lookup[-1] would be the slot of the labels above every class: they would count as c
@@ -301,7 +363,7 @@ def compute_class_spectra(
         return lookup[yb.clamp(max=len(lookup) - 1)]
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, len(classes), group_of, layers=layers, threshold=threshold,
-        batch_size=batch_size,
+        batch_size=batch_size, progress=progress,
     )
     return {
         c: _make(layout, a_s[g], a_f[g], int(n_pass[g]), int(n_fail[g]), threshold,

@@ -25,6 +25,8 @@ from torch import nn
 
 from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
+from ..core.entry import applies_threads, renamed
+from ..core.progress import progress_bar
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 
@@ -119,49 +121,64 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch
     return total.div_(k)
 
 
+@renamed(step="step_size")
+@applies_threads
 def synthesize(
     model: nn.Module | PreparedModel,
     inputs: InputData,
     neurons: Selection | Iterable,
     *,
-    step: float = 1.0,
+    step_size: float = 1.0,
     distance: float = 0.1,
-    bounds: Sequence[float] = (0.0, 1.0),
+    bounds: Sequence[float] | None = (0.0, 1.0),
     normalize: bool = True,
     iterations: int = 1,
     batch_size: int = 256,
+    threads: int | str | None = "auto",
+    progress: bool = False,
 ) -> torch.Tensor:
     """New inputs that raise the values of the suspicious neurons.
 
     Args:
         model: The network (or a prepared model), used in ``eval()`` mode on its device; not
             modified.
-        inputs: ``(N, ...)`` inputs to start from (the paper uses correctly classified ones).
+        inputs: ``(N, ...)`` inputs to start from (the paper uses correctly classified ones),
+            in any form :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole:
+            the result holds one new input per input).
         neurons: A :class:`~deepfault.localization.selection.Selection`, or ``(layer, unit)`` pairs.
-        step: Multiplier of the gradient.
+        step_size: Multiplier of the gradient (``--step-size``; formerly ``step``).
         distance: Largest change of any input element (L_inf bound ``d``).
-        bounds: ``(lo, hi)``, the valid input range of the data set.
+        bounds: ``(lo, hi)``, the valid input range of the data set (default ``(0, 1)``, an
+            image's; ``None``: a prepared model's). Not guessed from the inputs: a few inputs
+            of one class rarely span the valid range, and inputs outside it are refused.
         normalize: Divide each neuron's gradient by its root mean square before
             averaging (the paper's results; default). ``False`` uses raw gradients.
         iterations: Repeat the step on the new input, keeping every element within
             ``distance`` of the original. The paper takes one step.
         batch_size: Inputs per forward/backward pass; the result does not depend on it.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
+        progress: Show a progress bar over the inputs.
 
     Returns:
         ``(N, ...)`` float32 CPU tensor with ``|t' - t|_inf <= distance`` and every
         element in ``[lo, hi]``.
 
     Raises:
-        DeepFaultError: Negative ``step`` or ``distance``, bad ``bounds``, inputs outside
+        DeepFaultError: Negative ``step_size`` or ``distance``, bad ``bounds``, inputs outside
             ``bounds``, NaN inputs, unknown layers or units, or inputs the model cannot take.
 
     Examples:
-        >>> new = synthesize(model, x_correct, selection, step=1.0, distance=0.1)  # doctest: +SKIP
+        >>> new = synthesize(model, x_correct, selection, step_size=1.0, distance=0.1)  # doctest: +SKIP
     """
+    if bounds is None:
+        bounds = getattr(model, "bounds", None) or (0.0, 1.0)
     model, _ = resolve_model(model)
-    step, distance, lo, hi, iterations = check_synthesis_args(step, distance, bounds, iterations)
-    pairs = neuron_pairs(neurons)
     x_all = as_tensor(inputs).detach().cpu()
+    step, distance, lo, hi, iterations = check_synthesis_args(step_size, distance, bounds, iterations)
+    pairs = neuron_pairs(neurons)
     if len(x_all) and (x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6):
         raise DeepFaultError(
             f"inputs lie in [{float(x_all.min()):g}, {float(x_all.max()):g}], outside bounds "
@@ -170,6 +187,7 @@ def synthesize(
     device = model_device(model)
     layer_names = list(dict.fromkeys(layer for layer, _ in pairs))
     out = []
+    bar = progress_bar(len(x_all), desc="synthesize", unit="input", leave=False) if progress else None
     with eval_mode(model), capture(model, layer_names) as rec, torch.enable_grad():
         columns = None
         loop = _prefers_loop(model)
@@ -187,4 +205,8 @@ def synthesize(
                 cur = cur.detach() + (step * g).clamp(-distance, distance)
                 cur = torch.minimum(torch.maximum(cur, x0 - distance), x0 + distance).clamp(lo, hi)
             out.append(cur.detach().cpu())
+            if bar is not None:
+                bar.update(len(x0))
+    if bar is not None:
+        bar.close()
     return torch.cat(out) if out else x_all.clone()

@@ -70,7 +70,7 @@ def accuracy_bars(
         ax.set_xticks([])
         ax.set_xlim(-0.6, len(shown) - 0.4)
         ax.grid(axis="y", alpha=0.3)
-        ax.set_title(f"{tex_safe(group)}\naxis {lo:g}-{hi:g}%", fontsize=8, pad=12)  # room for the value labels of bars at the top
+        ax.set_title(f"{tex_safe(group)}\naxis {lo:g}-{hi:g}%", fontsize=8, pad=12)
     axes[0].set_ylabel(ylabel)
     if title:
         fig.suptitle(tex_safe(title), fontsize=9)

@@ -134,7 +134,7 @@ class DRFuzzRepairConfig:
             budget=self.budget,
             seed=seed,
             fidelity=self.fidelity,
-            criterion=self.criterion,
+            criteria=self.criterion,
             criterion_params=params,
             max_seeds=self.max_seeds,
         )
@@ -327,7 +327,7 @@ class RepairDeepXploreMnist(ExperimentPreset):
                     seeds=config.seeds,
                     lambda1=1.0,
                     lambda2=0.1,
-                    step=10.0,
+                    step_size=10.0,
                     threshold=0.0,
                     iterations=config.iterations,
                     transform="light",

@@ -21,7 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.entry import applies_threads, renamed
 from ..data import Dataset
+from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models import ModelFile
 from ..models.prepare import PreparedModel, prepare_model
@@ -245,6 +247,8 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
     return approaches, repaired
 
 
+@renamed(save_to="save_model")
+@applies_threads
 def repair(
     model: str | os.PathLike | nn.Module | ModelFile | PreparedModel,
     inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
@@ -252,10 +256,13 @@ def repair(
     config: RepairConfig | None = None,
     dataset: str | os.PathLike | Dataset | None = None,
     data_dir: str | os.PathLike | None = None,
+    labels=None,
+    bounds=None,
     m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
     device: torch.device | str = "cpu",
-    save_to: str | os.PathLike | None = None,
+    save_model: str | os.PathLike | None = None,
     progress: bool = False,
+    threads: int | str | None = "auto",
     train_on: Sequence[int | str] | None = None,
     **settings: Any,
 ) -> RepairResult:
@@ -279,14 +286,25 @@ def repair(
         config: A :class:`~.config.RepairConfig`; ``settings`` (``epochs=``, ``holdout=``,
             ...) replace its fields.
         dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model file names); the inputs must come from its test split.
+            the one the model file names); the inputs must come from its test split. Or the
+            test inputs as a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`), read whole into
+            memory; they then also serve as the training inputs mixed into fine-tuning, so
+            give a deepfault ``Dataset`` to keep the two apart.
         data_dir: Data root.
+        labels: The test inputs' labels, when ``dataset`` is inputs that do not carry them.
+        bounds: ``(lo, hi)``, their valid range (default:
+            :func:`~deepfault.core.inputs.default_bounds`).
         m1: For ``regress`` files, M1 (anything ``model`` takes) to recompute which held-out
             faults M1 gets right; by default the M1 predictions saved in the file are used.
         device: Where to fine-tune.
-        save_to: Write the model fine-tuned on the found inputs here (:func:`save_repaired`);
-            the result's ``saved_to`` and verdict name it.
+        save_model: Write the model fine-tuned on the found inputs here (:func:`save_repaired`;
+            ``--save-model``, formerly ``save_to``); the result's ``saved_to`` and verdict name it.
         progress: Progress bars.
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
+            command line's rule: the free cores for a small model on the CPU; the
+            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
+            ``None`` (PyTorch's setting).
         train_on: Fine-tune only on these files' training parts (indices or file names);
             the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
         **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
@@ -308,6 +326,8 @@ def repair(
     start = time.perf_counter()
     config = replace(config or RepairConfig(), **settings)
     device = torch.device(device)
+    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
+        dataset = as_dataset(dataset, labels, bounds=bounds, what="dataset")
     prepared, data = _prepare(model, dataset, data_dir)
     net = prepared.module.to(device).eval()
     files = _read_files(inputs)
@@ -328,8 +348,8 @@ def repair(
     result = RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
                           len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
                           time.perf_counter() - start, held_out_faults=int((~right_before).sum()))
-    if save_to is not None:
-        result = replace(result, saved_to=str(save_repaired(save_to, prepared, result)))
+    if save_model is not None:
+        result = replace(result, saved_to=str(save_repaired(save_model, prepared, result)))
     return result
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch import nn
 
+from ..core.summary import Summarised
 from .config import RepairConfig
 
 __all__ = ["Evaluation", "FileSummary", "ApproachResult", "RepairResult", "Verdict", "repair_verdict"]
@@ -120,8 +121,17 @@ class ApproachResult:
         }
 
 
-@dataclass(frozen=True, eq=False)
-class RepairResult:
+def _mean_held(e: Evaluation) -> float | None:
+    values = [v for v in e.held_out.values() if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class RepairResult(Summarised):
     """One repair.
 
     Attributes:
@@ -172,6 +182,28 @@ class RepairResult:
         """
         return repair_verdict(self.approaches, faults=self.held_out_faults, max_drop=self.config.max_drop,
                               saved_to=self.saved_to)
+
+    def headline(self) -> str:
+        f = self.found
+        return (f"fine-tuning on the found inputs: held-out accuracy {_pct(_mean_held(self.before))} -> "
+                f"{_pct(_mean_held(f.after))}, test accuracy {f.test_change:+.2f} points"
+                + (" (over the accuracy budget)" if f.flagged else ""))
+
+    def summary(self) -> str:
+        """The verdict first (:meth:`verdict`), then every approach."""
+        lines = [f"repair of {self.model_name}: {self.verdict().text}",
+                 f"  before: test {_pct(self.before.test_accuracy)}, "
+                 f"held-out {_pct(_mean_held(self.before))}"]
+        for a in self.approaches:
+            flag = "  over the budget" if a.flagged else ""
+            lines.append(f"  {a.name}: test {_pct(a.after.test_accuracy)} ({a.test_change:+.2f} points), "
+                         f"held-out {_pct(_mean_held(a.after))}, {a.inputs} inputs{flag}")
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        return [{"approach": a.name, "inputs": a.inputs, "test_accuracy": a.after.test_accuracy,
+                 "test_change": a.test_change, "held_out": _mean_held(a.after), "flagged": a.flagged,
+                 "fixed": a.fixed, "newly_wrong": a.broken, "seconds": a.seconds} for a in self.approaches]
 
     def to_dict(self) -> dict:
         """Everything but the model, as JSON-ready values (held-out rows included)."""

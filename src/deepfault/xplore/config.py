@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..checks import check_int
+from ..core.entry import _translate, renamed_fields
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .constraints import Constraint, make_constraint
@@ -28,7 +29,7 @@ LAYER_CHOICES = ("default", "deepxplore")
 #: replacement and no clipping to the data's bounds. ``XploreConfig.published()`` and
 #: ``deepfault xplore --compat`` set all of them.
 PUBLISHED = {
-    "lambda1": 1.0, "lambda2": 0.1, "step": 10.0, "iterations": 20, "threshold": 0.0,
+    "lambda1": 1.0, "lambda2": 0.1, "step_size": 10.0, "iterations": 20, "threshold": 0.0,
     "transform": "light", "target": 0, "neurons": "per-seed", "objective": "logits",
     "layers": "deepxplore", "replace": True, "clip": False,
 }
@@ -42,6 +43,15 @@ def _number(name: str, value, *, minimum: float | None = None) -> float:
     return float(value)
 
 
+#: Result files' keys of the fields renamed after the CLI's options.
+_FILE_KEYS = {"step_size": "step", "inputs_per_step": "batch_size"}
+
+
+#: The fields' old names (still accepted, with a FutureWarning).
+RENAMED = {"step": "step_size", "batch_size": "inputs_per_step"}
+
+
+@renamed_fields(**RENAMED)
 @dataclass(frozen=True)
 class XploreConfig:
     """One DeepXplore run.
@@ -61,7 +71,7 @@ class XploreConfig:
             in place of ``seeds`` drawn ones; ``None`` draws ``seeds`` of them.
         lambda1: Weight of the target model's score in the objective.
         lambda2: Weight of the coverage term.
-        step: Step size ``s`` in the data set's units.
+        step_size: Step size ``s`` in the data set's units (``--step-size``; formerly ``step``).
         iterations: Largest number of gradient steps per seed.
         threshold: Neuron-coverage threshold ``t`` on ``layer-minmax`` values.
         transform: Domain constraint (``none``, ``light``, ``occl``, ``blackout``).
@@ -76,7 +86,13 @@ class XploreConfig:
             Linear/Conv but the logits) neuron layers, for coverage and the objective.
         clip: Clip every step to the data's bounds (default). The published code did not,
             so its inputs could leave the valid range.
-        batch_size: Seeds advanced together; ``None`` for all of them at once.
+        inputs_per_step: Seeds advanced together; ``None`` for all of them at once
+            (``--inputs-per-step``; formerly ``batch_size``).
+
+    The fields take the names of ``deepfault xplore``'s options, except ``seeds``
+    (``--num-seeds``: :attr:`num_seeds` is the run's count) and ``transform``
+    (``--constraint``: :meth:`constraint` builds it); the old names ``step=`` and
+    ``batch_size=`` still work with a ``FutureWarning``, and result files keep them as keys.
     """
 
     seeds: int = 2000
@@ -85,7 +101,7 @@ class XploreConfig:
     seed_indices: tuple[int, ...] | None = None
     lambda1: float = 1.0
     lambda2: float = 0.1
-    step: float = 0.03
+    step_size: float = 0.03
     iterations: int = 50
     threshold: float = 0.0
     transform: str = "none"
@@ -96,7 +112,17 @@ class XploreConfig:
     objective: str = "logits"
     layers: str = "deepxplore"
     clip: bool = True
-    batch_size: int | None = None
+    inputs_per_step: int | None = None
+
+    @property
+    def step(self) -> float:
+        """The deprecated name of :attr:`step_size`."""
+        return self.step_size
+
+    @property
+    def batch_size(self) -> int | None:
+        """The deprecated name of :attr:`inputs_per_step`."""
+        return self.inputs_per_step
 
     def __post_init__(self):
         if self.seed_indices is not None and not isinstance(self.seed_indices, tuple):
@@ -114,7 +140,7 @@ class XploreConfig:
             >>> XploreConfig.published(seeds=300).clip
             False
         """
-        return cls(**{**PUBLISHED, **overrides})
+        return cls(**{**PUBLISHED, **_translate("XploreConfig.published", RENAMED, dict(overrides))})
 
     @property
     def num_seeds(self) -> int:
@@ -140,10 +166,10 @@ class XploreConfig:
         check_int("iterations", self.iterations)
         _number("lambda1", self.lambda1)
         _number("lambda2", self.lambda2)
-        _number("step", self.step, minimum=0.0)
+        _number("step_size", self.step_size, minimum=0.0)
         _number("threshold", self.threshold)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size)
+        if self.inputs_per_step is not None:
+            check_int("inputs_per_step", self.inputs_per_step)
         for name, value, known in (("neurons", self.neurons, NEURON_CHOICES),
                                    ("objective", self.objective, OBJECTIVES),
                                    ("layers", self.layers, LAYER_CHOICES)):
@@ -173,7 +199,7 @@ class XploreConfig:
         return None if self.layers == "default" else self.layers
 
     def to_dict(self) -> dict:
-        out = asdict(self)
+        out = {_FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}  # the files' keys, unchanged
         out["occlusion"] = list(self.occlusion)
         if self.seed_indices is not None:
             out["seed_indices"] = [int(i) for i in self.seed_indices]

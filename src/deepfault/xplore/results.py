@@ -17,6 +17,7 @@ import numpy as np
 from torch import nn
 
 from .._io import atomic_path
+from ..core.summary import Summarised
 from ..coverage.criteria import CoverageResult
 from ..errors import DeepFaultError
 from .config import XploreConfig
@@ -327,8 +328,8 @@ def _mean(values: np.ndarray) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-@dataclass(frozen=True, eq=False)
-class XploreResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class XploreResult(Summarised):
     """One DeepXplore run.
 
     Attributes:
@@ -440,6 +441,24 @@ class XploreResult:
                 "models": [{"model": name, "agrees": int(c), "share": float(c / n) if n else None}
                            for name, c in zip(self.model_names, count, strict=True)],
                 "none": none, "none_share": none / n if n else None}
+    def headline(self) -> str:
+        return (f"{self.num_found} difference-inducing inputs from {self.num_seeds} seeds "
+                f"({self.num_already_differ} already differed); neuron coverage {self.pooled_coverage:.1%}")
+
+    def summary(self) -> str:
+        """What was found, then each model's coverage and each target's count."""
+        lines = [f"DeepXplore: {self.headline()} in {self.seconds:.1f} s"]
+        for name, c in zip(self.model_names, self.coverage, strict=True):
+            share = f"{c.covered / c.total:.1%}" if c.total else str(c.covered)
+            lines.append(f"  {name}: coverage {share} ({c.covered}/{c.total})")
+        for t in self.summaries():
+            if t.target is not None:
+                lines.append(f"  target {self.model_names[t.target]}: {t.found} found from {t.searched} "
+                             "searched seeds")
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        return [t.to_dict() for t in self.summaries()]
 
     def to_dict(self) -> dict:
         """Everything but the input arrays, as JSON-ready values."""

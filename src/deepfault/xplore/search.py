@@ -49,6 +49,7 @@ from .. import checks
 from ..checks import check_bounds, check_int
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
+from ..core.entry import renamed
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError
@@ -425,7 +426,7 @@ class _Run:
             g = normalize(torch.cat(grads)[keep])
             u = torch.as_tensor(draws.constraint_u[rows[alive[keep_np]], it])
             g = self.constraint.apply(g, u)
-            x = x.detach()[keep] + cfg.step * g
+            x = x.detach()[keep] + cfg.step_size * g
             if cfg.clip:
                 x = torch.clamp(x, self.lo, self.hi)
             alive = alive[keep_np]
@@ -555,7 +556,7 @@ def search(
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
         run.start = time.perf_counter()
         run.seed_predictions = np.zeros((len(x_all), len(models)), dtype=np.int64)
-        size = config.batch_size or len(x_all)
+        size = config.inputs_per_step or len(x_all)
         groups = [np.arange(i, min(i + size, len(x_all))) for i in range(0, len(x_all), size)]
         bar = None
         if progress and groups:
@@ -606,6 +607,7 @@ def _seed_labels(labels, n: int) -> np.ndarray:
     return y.astype(np.int64)
 
 
+@renamed(chunk_size="batch_size")
 def xplore(
     models: Sequence,
     inputs: InputData,
@@ -615,7 +617,7 @@ def xplore(
     names: Sequence[str] | None = None,
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
-    chunk_size: int | None = None,
+    batch_size: int | None = None,
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
 ) -> XploreResult:
@@ -625,7 +627,9 @@ def xplore(
     Args:
         models: Two or more classifiers of the same task, modules or prepared models (see
             :func:`search`).
-        inputs: ``(P, *input)`` pool of seed inputs (the test split).
+        inputs: ``(P, *input)`` pool of seed inputs (the test split), in any form
+            :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole: the seeds are
+            drawn from all of them).
         config: The run's parameters (default :class:`XploreConfig`); the seeds are
             ``config.seed_indices`` when given, else drawn with ``config.seed``.
         bounds: ``(lo, hi)``, the valid input range (default: the prepared models', else
@@ -634,8 +638,8 @@ def xplore(
         output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
             model's, else logits).
         progress: Show a progress bar over the iterations.
-        chunk_size: Inputs per forward and backward pass (a performance knob, as in
-            :func:`search`).
+        batch_size: Inputs per forward and backward pass (a performance knob, ``--batch-size``;
+            formerly ``chunk_size``: :func:`search`'s ``chunk_size``).
         threads: CPU threads for the run, as in :func:`search`.
         labels: ``(P,)`` true labels of ``inputs`` (optional, e.g. ``data.y_test``): the
             result then says which model agrees with the true label on each found input
@@ -672,5 +676,5 @@ def xplore(
         index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
     seed_labels = None if labels is None else _seed_labels(labels, len(x))[index]
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
-                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=chunk_size,
+                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=batch_size,
                   threads=threads, labels=seed_labels)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ...checks import check_int
+from ...core.entry import renamed_fields
 from ...errors import DeepFaultError
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
@@ -33,15 +34,30 @@ CHECKPOINT_EVERY = 5.0
 CHECK_ORDERS = ("lazy", "before")
 
 
+#: Result files' and store keys of the fields renamed after the CLI's options (unchanged, so
+#: the experiment keys and checkpoints of older campaigns stay valid).
+_FILE_KEYS = {"inputs_per_step": "batch", "criteria": "criterion"}
+
+
+#: The fields' old names (still accepted, with a FutureWarning).
+RENAMED = {"batch": "inputs_per_step", "criterion": "criteria"}
+
+
+@renamed_fields(**RENAMED)
 @dataclass(frozen=True)
 class CampaignConfig:
     """Everything that defines a campaign's result (the checkpoint interval excepted).
+
+    The fields take the names of ``deepfault regress``'s options (``inputs_per_step``,
+    ``criteria``); the old names ``batch=`` and ``criterion=`` still work with a
+    ``FutureWarning``, and result files and store keys keep them.
 
     Attributes:
         strategy: ``drfuzz`` or ``deephunter`` (:data:`~.strategies.STRATEGIES`).
         budget: A :class:`~.budget.Budget`; text (``"10m"``, ``"300s"``, ``"5000it"``) is parsed
             once, here (:func:`~.budget.parse_budget`).
-        batch: Selected inputs per step ``B`` (1 is the published algorithm).
+        inputs_per_step: Selected inputs per step ``B`` (1 is the published algorithm;
+            ``--inputs-per-step``, formerly ``batch``).
         seed: Seed of every random choice.
         chooser: Rule chooser (``mcmc``, ``uniform``); ``None``: the strategy's.
         mutants: Mutant slots per selected input; ``None``: the strategy's (20, as published).
@@ -57,7 +73,8 @@ class CampaignConfig:
             where it produced a regression fault, as published) or ``every``; ``None``: the
             strategy's (``fault``).
         queue_capacity: Queue images held at once (``None``: :data:`QUEUE_CAPACITY`).
-        criterion: DeepHunter's coverage criterion (``kmnc``, ``nc``, ``nbc``, ``snac``, ``tknc``).
+        criteria: DeepHunter's coverage criterion (``kmnc``, ``nc``, ``nbc``, ``snac``, ``tknc``;
+            ``--criteria``, formerly ``criterion``).
         criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``); KMNC
             takes DeepHunter's 1,000 sections unless told otherwise.
         layers: Layers of M2 the criterion reads (``None``: every Linear/Conv but the logits).
@@ -79,12 +96,12 @@ class CampaignConfig:
 
     strategy: str = "drfuzz"
     budget: Budget = Budget("iterations", 5000)
-    batch: int = DEFAULT_BATCH
+    inputs_per_step: int = DEFAULT_BATCH
     seed: int = 0
     chooser: str | None = None
     mutants: int | None = None
     fidelity: str = "discriminator"
-    criterion: str = "kmnc"
+    criteria: str = "kmnc"
     criterion_params: tuple[tuple[str, Any], ...] = ()
     layers: tuple[str, ...] | None = None
     transform: str | None = None
@@ -99,7 +116,7 @@ class CampaignConfig:
     def __post_init__(self):
         STRATEGIES.get(self.strategy)
         object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
-        check_int("batch", self.batch)
+        check_int("inputs_per_step", self.inputs_per_step)
         check_int("seed", self.seed, minimum=0)
         if self.mutants is not None:
             check_int("mutants", self.mutants)
@@ -132,6 +149,16 @@ class CampaignConfig:
             )
 
     @property
+    def batch(self) -> int:
+        """The deprecated name of :attr:`inputs_per_step`."""
+        return self.inputs_per_step
+
+    @property
+    def criterion(self) -> str:
+        """The deprecated name of :attr:`criteria`."""
+        return self.criteria
+
+    @property
     def strategy_spec(self) -> FuzzStrategy:
         return STRATEGIES.get(self.strategy)
 
@@ -157,7 +184,8 @@ class CampaignConfig:
         return own if self.shared_fidelity is None else f"{own} + shared {self.shared_fidelity}"
 
     def to_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "checkpoint_every"}
+        out = {_FILE_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
+               if f.name != "checkpoint_every"}
         out["criterion_params"] = dict(self.criterion_params)
         out["layers"] = list(self.layers) if isinstance(self.layers, tuple) else self.layers
         out["output_kinds"] = list(self.output_kinds)
@@ -173,7 +201,8 @@ class CampaignConfig:
     @classmethod
     def from_dict(cls, data: dict) -> CampaignConfig:
         known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
+        back = {v: k for k, v in _FILE_KEYS.items()}
+        kwargs = {back.get(k, k): v for k, v in data.items() if back.get(k, k) in known}
         kwargs.setdefault("check_order", "before")  # written before the field existed, or 'before
         if "criterion_params" in kwargs:
             kwargs["criterion_params"] = tuple(sorted(dict(kwargs["criterion_params"]).items()))

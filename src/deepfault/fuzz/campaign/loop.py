@@ -28,7 +28,7 @@ Examples:
     >>> m2 = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
     >>> x = torch.rand(30, 1, 8, 8)
     >>> y = m1(x).argmax(1)
-    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=0,
+    >>> result = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="20it", inputs_per_step=4, seed=0,
     ...                       fidelity="ssim")
     >>> result.iterations, result.stop_reason
     (20, 'budget')
@@ -47,6 +47,7 @@ import torch
 from torch import nn
 
 from ...core.capture import capture
+from ...core.entry import _translate
 from ...core.registry import suggestion
 from ...errors import DeepFaultError
 from ..fidelity.checks import Fidelity, TraceFidelity, check_fidelity_inputs, default_fidelity, make_fidelity
@@ -55,7 +56,7 @@ from ..mutation.mcmc import make_chooser
 from ..mutation.rules import get_rule, input_kind
 from .checkpoint import CampaignStore
 from .clock import Clock, Timeline
-from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, CampaignConfig, CampaignProgress
+from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, RENAMED, CampaignConfig, CampaignProgress
 from .corpus import STATIC_FIELDS, Corpus, ReferenceRows
 from .execution import ModelPair
 from .faults import FaultLog, RFData
@@ -383,7 +384,7 @@ def run_campaign(
         labels: ``(N,)`` their labels.
         bounds: The data's pixel range.
         config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
-            ``strategy="deephunter"``, ``batch=1``, ``seed=3``, ...) replace its fields.
+            ``strategy="deephunter"``, ``inputs_per_step=1``, ``seed=3``, ...) replace its fields.
         fidelity: A fidelity object instead of ``config.fidelity`` (a string is taken as
             ``config.fidelity``). Without ``config`` or a fidelity, the default of the inputs'
             kind (:func:`~..fidelity.checks.default_fidelity`: the discriminator for images,
@@ -415,6 +416,7 @@ def run_campaign(
     if isinstance(fidelity, str):  # a spec: the configuration's field
         overrides["fidelity"], fidelity = fidelity, None
     if overrides:
+        overrides = _translate("run_campaign", RENAMED, dict(overrides))
         unknown = sorted(set(overrides) - {f.name for f in fields(CampaignConfig)})
         if unknown:
             raise DeepFaultError(
