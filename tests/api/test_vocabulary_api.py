@@ -44,6 +44,7 @@ EVERY_COMMAND = {
     "quiet": "terminal output of the command's",
     "split": "which split of a named data set the command reads; the API takes the inputs themselves",
     "models_dir": "where the command looks up zoo names; the API takes models",
+    "arch_args": "JSON text on the command line; the API takes the dict itself as arch_kwargs=",
 }
 
 #: Options of one command whose API argument has another name, and why.
@@ -56,6 +57,7 @@ EXCEPTIONS = {
     ("run", "no_save_inputs"): "a file of the command's",
     ("run", "surprise"): "add_surprise(result, ...) after the run",
     ("run", "no_surprise"): "add_surprise(result, ...) after the run",
+    ("run", "no_baseline"): "the report's random baseline is the command's: run_deepfault(measure='random')",
     ("xplore", "num_seeds"): "XploreConfig(seeds=...): num_seeds is its property, the run's count",
     ("xplore", "constraint"): "XploreConfig(transform=...): constraint() is its method that builds it",
     ("xplore", "compat"): "XploreConfig.published(...) gives the published settings",
