@@ -53,7 +53,8 @@ def _argv(command: str, models: Path, out: Path) -> list[str]:
     if command == "repair":
         main(_argv("xplore", models, models))  # its inputs, beside the models
         return ["repair", str(models / "x.npz"), "--model", str(models / "m1.pt"), "--epochs", "1",
-                "--baselines", "random-test", "--ties", "seed", "--out", str(out / "rep.json"), *data]
+                "--baselines", "random-test", "--ties", "seed", "--out", str(out / "rep.json"),
+                "--report", f"{out}-page", *data]  # the page beside the outputs' folder
     raise AssertionError(command)
 
 
@@ -116,7 +117,7 @@ def test_declared_outputs_are_what_is_written(ran):
 def test_the_printed_table_and_the_page_table_are_one_object(ran):
     _, folder, printed = ran
     doc = json.loads((folder / "rep.json").read_text())
-    page = (folder / "rep.html").read_text()
+    page = (folder.parent / f"{folder.name}-page" / "report.html").read_text()
     for table in (files_table(doc), before_after_table(doc)):
         assert table.text() in printed
         assert table.html() in page

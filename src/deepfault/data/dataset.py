@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from torch.utils.data import DataLoader
 
-from ..core.inputs import check_data, default_bounds, inputs_and_labels
+from ..core.inputs import InputData, LabelData, check_data, default_bounds, inputs_and_labels
 from ..errors import DeepFaultError
 
 __all__ = ["Dataset", "as_dataset", "pixel_dataset"]
@@ -108,8 +108,9 @@ def pixel_dataset(name: str, train: tuple, test: tuple, class_names, *, scale01:
     )
 
 
-def as_dataset(data, labels=None, *, bounds=None, num_classes: int | None = None, name: str | None = None,
-               what: str = "data"):
+def as_dataset(data: InputData | Dataset, labels: LabelData | None = None, *,
+               bounds: Sequence[float] | None = None, num_classes: int | None = None, name: str | None = None,
+               what: str = "data") -> Dataset:
     """A deepfault :class:`Dataset` from any of :data:`~deepfault.core.inputs.DATA_FORMS`.
 
     A deepfault ``Dataset`` comes back unchanged (with ``bounds`` replaced when given).

@@ -17,6 +17,7 @@ from torch import nn
 
 from ..core.batches import predict
 from ..core.entry import applies_threads
+from ..core.inputs import InputData, LabelData
 from ..core.progress import progress_bar
 from ..core.summary import Summarised
 from ..data import Dataset
@@ -285,10 +286,10 @@ def run_group(
 @applies_threads
 def run_deepfault(
     model: nn.Module | PreparedModel,
-    data=None,
+    data: InputData | Dataset | None = None,
     config: RunConfig = RunConfig(),
     *,
-    labels=None,
+    labels: LabelData | None = None,
     bounds: Sequence[float] | None = None,
     output_kind: str | None = None,
     on_class: Callable[[ClassResult], None] | None = None,
