@@ -165,17 +165,23 @@ def main() -> int:
                   f"{step['loadavg_after']}: {command}", flush=True)
             if rc != 0:
                 print(step["stderr_tail"], file=sys.stderr, flush=True)
-    total = round(sum(s.get("seconds", 0.0) for s in steps), 1)
+            _write(args, steps, busy, finished=False)  # after every step: a long run killed keeps its times
+    total = _write(args, steps, busy, finished=True)
+    print(f"total {total} s; wrote {args.out}")
+    return 0 if all(s.get("returncode", 0) == 0 for s in steps) else 1
+
+
+def _write(args, steps: list[dict], busy, *, finished: bool) -> float:
     from deepfault._io import write_json
     from deepfault.provenance import provenance
 
+    total = round(sum(s.get("seconds", 0.0) for s in steps), 1)
     write_json(args.out, {"benchmark": "quickstart", "quick": args.quick, "data": args.data,
-                          "from": args.first,
+                          "from": args.first, "finished": finished,
                           "cpus": os.cpu_count(), "busy_fraction_before": busy, "total_seconds": total,
                           "all_ok": all(s.get("returncode", 0) == 0 for s in steps), "steps": steps,
                           "provenance": provenance()})
-    print(f"total {total} s; wrote {args.out}")
-    return 0 if all(s.get("returncode", 0) == 0 for s in steps) else 1
+    return total
 
 
 if __name__ == "__main__":
