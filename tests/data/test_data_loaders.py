@@ -781,3 +781,83 @@ def test_embedded_digits_equal_scikit_learns_split():
     np.testing.assert_array_equal(ds.x_test, x_test)
     np.testing.assert_array_equal(ds.y_train, y_train)
     np.testing.assert_array_equal(ds.y_test, y_test)
+
+
+# -- first use: download when the data root holds none of the files ------------------------
+
+
+def _serve(monkeypatch, files: dict[str, bytes], calls: list[str]):
+    def transport(url, dest, progress=False):
+        calls.append(url)
+        if "a.example" in url:
+            raise OSError("connection refused")
+        Path(dest).write_bytes(files[url.rsplit("/", 1)[1]])
+
+    monkeypatch.setattr(dl, "_urllib_transport", transport)
+
+
+def test_first_use_downloads_into_the_data_root(tmp_path, monkeypatch, caplog):
+    files, arrays = fake_mnist_source(monkeypatch)
+    calls: list[str] = []
+    _serve(monkeypatch, files, calls)
+    monkeypatch.delenv("DEEPFAULT_NO_DOWNLOAD")
+    with caplog.at_level("WARNING"):
+        ds = load_dataset("mnist", data_dir=tmp_path)
+    np.testing.assert_array_equal(ds.y_test, arrays["y_test"])
+    assert all(s.verified for s in dl.dataset_status("mnist", tmp_path))
+    assert "downloading it (4 files" in caplog.text
+    assert str(tmp_path / "MNIST" / "raw") in caplog.text
+    assert len(calls) == 8  # each file: the first mirror fails, the second serves it
+    calls.clear()
+    load_dataset("mnist", data_dir=tmp_path)
+    assert calls == []  # once
+
+
+def test_first_use_offline_is_one_line_naming_the_ways_out(tmp_path, monkeypatch):
+    fake_mnist_source(monkeypatch)
+
+    def offline(url, dest, progress=False):
+        raise OSError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(dl, "_urllib_transport", offline)
+    monkeypatch.delenv("DEEPFAULT_NO_DOWNLOAD")
+    with pytest.raises(DeepFaultError) as err:
+        load_dataset("mnist", data_dir=tmp_path)
+    msg = str(err.value)
+    assert "\n" not in msg
+    for part in ("could not be downloaded", "Name or service not known", "DEEPFAULT_DATA", "--data-dir",
+                 "deepfault data download mnist", str(tmp_path / "MNIST" / "raw")):
+        assert part in msg, part
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_a_folder_holding_some_files_is_never_downloaded_into(tmp_path, monkeypatch):
+    files, _ = fake_mnist_source(monkeypatch)
+    calls: list[str] = []
+    _serve(monkeypatch, files, calls)
+    monkeypatch.delenv("DEEPFAULT_NO_DOWNLOAD")
+    write_mnist(tmp_path)
+    (tmp_path / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(DeepFaultError, match="file not found.*DEEPFAULT_DATA"):
+        load_dataset("mnist", data_dir=tmp_path)
+    assert calls == []
+
+
+def test_the_data_root_is_recorded_where_it_is_not_the_default(tmp_path, monkeypatch):
+    from deepfault.data._api import data_dir_to_record, usable_recorded_dir
+
+    write_mnist(tmp_path / "mine")
+    ds = load_dataset("mnist", data_dir=tmp_path / "mine")
+    assert data_dir_to_record(ds) == str((tmp_path / "mine").resolve())
+    monkeypatch.setenv("DEEPFAULT_CACHE", str(tmp_path))
+    write_mnist(tmp_path / "data")
+    assert data_dir_to_record(load_dataset("mnist", data_dir=tmp_path / "data")) is None  # the default
+    assert data_dir_to_record(load_dataset("digits")) is None  # embedded
+    # precedence: --data-dir, then $DEEPFAULT_DATA, then the recorded folder (while it exists)
+    recorded = str(tmp_path / "mine")
+    assert usable_recorded_dir("given", recorded) == "given"
+    monkeypatch.setenv("DEEPFAULT_DATA", str(tmp_path))
+    assert usable_recorded_dir(None, recorded) is None
+    monkeypatch.delenv("DEEPFAULT_DATA")
+    assert usable_recorded_dir(None, recorded) == recorded
+    assert usable_recorded_dir(None, str(tmp_path / "gone")) is None

@@ -151,7 +151,7 @@ def test_onnx_errors(tmp_path, monkeypatch):
         with pytest.raises(DeepFaultError, match="ONNX Runtime cannot open"):
             open_model(tmp_path / "bad.onnx")
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'deepfault\[onnx\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install -e '\.\[onnx\]'"):
         open_model(tmp_path / "bad.onnx")
 
 

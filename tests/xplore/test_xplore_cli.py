@@ -1,6 +1,7 @@
 """``deepfault xplore`` end to end on tiny models and data (offline)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -97,11 +98,33 @@ def test_zoo_names_resolve_in_the_models_dir(tmp_path, capsys):
                            "--models-dir", str(tmp_path), "--num-seeds", "10", "--iterations", "2",
                            "--out", "-")
     assert code == 0, err and "digits_mlp" in text
+    # a zoo name without its file is trained on first use; one that cannot take the data set's
+    # inputs is refused in one line before any training
     code, _, err = _run(capsys, "--model", f"lenet1,{other}", "--dataset", "digits",
                         "--models-dir", str(tmp_path), "--out", "-")
     assert code == 2
-    assert "no trained lenet1 for digits at" in err
-    assert "deepfault train --arch lenet1" in err
+    assert "cannot take inputs of shape (1, 8, 8)" in err
+
+
+def test_zoo_names_train_on_first_use_then_come_from_the_cache(tmp_path, capsys, monkeypatch, caplog):
+    monkeypatch.setenv("DEEPFAULT_CACHE", str(tmp_path / "cache"))
+    other = _digits_model(tmp_path / "other.pt", seed=2)
+    args = ("--model", f"digits_mlp,{other}", "--dataset", "digits", "--models-dir", str(tmp_path / "none"),
+            "--num-seeds", "10", "--iterations", "2", "--out", "-")
+    with caplog.at_level("WARNING"):
+        code, _, err = _run(capsys, *args)
+    assert code == 0, err
+    cached = sorted((tmp_path / "cache" / "models").glob("digits_mlp-digits-*.pt"))
+    assert len(cached) == 1
+    assert "training zoo model digits_mlp on digits (first use: 10 epochs" in caplog.text
+    trained = r"trained digits_mlp on digits in \d+ s \(test accuracy 0\.\d+\); cached in"
+    assert re.search(trained, caplog.text)
+    caplog.clear()
+    stamp = cached[0].stat().st_mtime_ns
+    with caplog.at_level("WARNING"):
+        assert _run(capsys, *args)[0] == 0
+    assert "training zoo model" not in caplog.text
+    assert cached[0].stat().st_mtime_ns == stamp
 
 
 def test_keras_weights_files_with_arch(tmp_path, capsys):

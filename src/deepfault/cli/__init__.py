@@ -184,7 +184,7 @@ def _interrupted(status: int) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from ._common import check_renamed
+    from ._common import check_renamed, remembered_data_dir
 
     renamed = check_renamed(argv)
     if renamed is not None:
@@ -200,6 +200,7 @@ def _main(argv: Sequence[str] | None) -> int:
     logging.getLogger().setLevel(_log_level(args))
     try:
         _preflight.check(parser, args)  # every option and output, before any work
+        remembered_data_dir(args)  # the model file's data root when no --data-dir/$DEEPFAULT_DATA
         with warnings.catch_warnings():
             # PyTorch's own warnings about files it refuses: the one error line says it all.
             warnings.filterwarnings("ignore", module=r"torch(\.|$)")

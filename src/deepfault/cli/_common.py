@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,7 +216,29 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def add_data_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", metavar="DIR", default=None,
-                   help="data root (default: $DEEPFAULT_DATA, else the user cache directory)")
+                   help="data root (default: $DEEPFAULT_DATA, else the folder the model file was trained "
+                   "from, else the user cache directory; MNIST and Fashion-MNIST download on first use)")
+
+
+def remembered_data_dir(args) -> None:
+    """Set ``args.data_dir`` to the data root the command's first model file remembers
+    (:func:`deepfault.models.io.recorded_data_dir`) when neither ``--data-dir`` nor
+    ``$DEEPFAULT_DATA`` names one (:func:`deepfault.data._api.usable_recorded_dir`).
+    """
+    if not hasattr(args, "data_dir") or args.data_dir is not None:
+        return
+    from ..data._api import usable_recorded_dir
+    from ..models.io import recorded_data_dir
+
+    for attr in ("model", "models", "m1", "m2"):
+        value = getattr(args, attr, None)
+        entries = value if isinstance(value, (list, tuple)) else [value]
+        for entry in entries:
+            for part in str(entry).split(",") if isinstance(entry, (str, os.PathLike)) else ():
+                found = usable_recorded_dir(None, recorded_data_dir(part.strip()))
+                if found is not None:
+                    args.data_dir = str(found)
+                    return
 
 
 #: ``--arch``'s help, the same in every command that opens a model file.

@@ -154,11 +154,12 @@ def add_parser(sub) -> None:
     p.add_argument("--model", dest="models", required=True, type=names, action="extend", metavar="FILE",
                    help="a model, repeatable (--model a.h5 --model b.h5), each value also a comma list; two "
                    "or more in all: files in any format 'deepfault run' takes, or zoo names (NAME resolves "
-                   "to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it)")
+                   "to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it; without that file "
+                   "it is trained on first use, 10 epochs, and cached in the user cache directory)")
     p.add_argument("--dataset", metavar="NAME", default=None,
                    help="data set of the seeds (default: the one the first model file names)")
     add_data_dir(p)
-    p.add_argument("--models-dir", metavar="DIR", default=".", help="where zoo names are looked up")
+    p.add_argument("--models-dir", metavar="DIR", default=".", help="where zoo names are looked up first")
     p.add_argument("--arch", type=_per_model, default=None, metavar="A1,A2,...",
                    help="architecture per model, for plain state_dicts, .safetensors and Keras save_weights "
                    ".h5 files: file.py:Class (runs that file), package.module:factory, torchvision:NAME, "
@@ -247,7 +248,8 @@ def _cmd_xplore(args) -> int:
     device = device_from(args.device)
     prepared, data = load_xplore_inputs(args.models, dataset=args.dataset, data_dir=args.data_dir,
                                         models_dir=args.models_dir, archs=args.arch, weights=args.weights,
-                                        trust_pickle=args.trust_pickle, arch_kwargs=args.arch_args)
+                                        trust_pickle=args.trust_pickle, arch_kwargs=args.arch_args,
+                                        progress=not args.no_progress)
     labels = [p.name for p in prepared]
     for p in prepared:
         p.to(device)

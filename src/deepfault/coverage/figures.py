@@ -65,7 +65,7 @@ def _pyplot():
         import matplotlib
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
-            "coverage figures need matplotlib; install the extra: pip install 'deepfault[report]'"
+            "coverage figures need matplotlib; install the extra: pip install -e '.[report]'"
         ) from err
     return matplotlib
 

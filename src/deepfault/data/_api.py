@@ -17,7 +17,11 @@ from ..core.registry import Registry, suggestion
 from ..errors import DeepFaultError
 from .dataset import Dataset
 
-__all__ = ["DATASETS", "DatasetInfo", "register_dataset", "load_dataset", "list_datasets", "default_data_dir"]
+__all__ = ["DATASETS", "DatasetInfo", "register_dataset", "load_dataset", "list_datasets", "default_data_dir",
+           "DATA_ENV", "data_dir_to_record", "usable_recorded_dir"]
+
+#: The environment variable naming the data root (``--data-dir`` wins over it).
+DATA_ENV = "DEEPFAULT_DATA"
 
 
 @dataclass(frozen=True)
@@ -48,18 +52,47 @@ def list_datasets() -> list[str]:
     return DATASETS.names()
 
 
+def _cache_data_dir() -> Path:
+    from .._io import user_cache_dir
+
+    return user_cache_dir() / "data"
+
+
 def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else ``data/`` in the user cache
     (``$DEEPFAULT_CACHE`` when set).
     """
     if data_dir is not None:
         return Path(data_dir).expanduser()
-    env = os.environ.get("DEEPFAULT_DATA")
+    env = os.environ.get(DATA_ENV)
     if env:
         return Path(env).expanduser()
-    from .._io import user_cache_dir
+    return _cache_data_dir()
 
-    return user_cache_dir() / "data"
+
+def data_dir_to_record(data: Dataset) -> str | None:
+    """The data root a model trained on ``data`` remembers: the folder it was loaded from
+    (absolute), or ``None`` where that is the default (the user cache) or the set is embedded.
+    """
+    root = data.meta.get("data_dir")
+    if not root:
+        return None
+    if Path(root).resolve() == _cache_data_dir().expanduser().resolve():
+        return None
+    return str(root)
+
+
+def usable_recorded_dir(data_dir: str | os.PathLike | None, recorded: str | None) -> str | os.PathLike | None:
+    """The data root to use given ``--data-dir`` (``data_dir``) and the one a model file
+    recorded: ``data_dir`` when given; else ``None`` (the default) when ``$DEEPFAULT_DATA`` is
+    set or nothing usable was recorded; else the recorded folder (when it still exists).
+
+    So the precedence is ``--data-dir``, then ``$DEEPFAULT_DATA``, then the model file's
+    folder, then the user cache.
+    """
+    if data_dir is not None or os.environ.get(DATA_ENV) or not recorded:
+        return data_dir
+    return recorded if Path(recorded).is_dir() else None
 
 
 def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwargs) -> Dataset:
@@ -83,4 +116,10 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None = None, **kwar
         hint = "; --scale01 is for 0-255 data sets such as cifar10 and svhn" if "scale01" in unknown else ""
         hint = hint or suggestion(unknown[0], options)
         raise DeepFaultError(f"data set {name!r} does not take {', '.join(unknown)} ({takes}){hint}")
-    return info.loader(default_data_dir(data_dir), **kwargs)
+    root = default_data_dir(data_dir)
+    data = info.loader(root, **kwargs)
+    from .download import SOURCES
+
+    if name in SOURCES:  # read from files under the root, which a model trained on it remembers
+        data.meta.setdefault("data_dir", str(root.resolve()))
+    return data

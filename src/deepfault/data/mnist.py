@@ -8,6 +8,10 @@ of dimensions, then one ``int32`` per dimension -- followed by the raw values.
 The first load decodes the files and caches the ``uint8`` arrays as ``.npy`` files in
 ``processed/`` next to ``raw/`` (or in the user cache directory when that is not
 writable); later loads read the cache while the raw files keep their size and mtime.
+
+A data root without any of the four files gets them downloaded on first use
+(:func:`deepfault.data.download.download`: checked md5s, progress, nothing half-written;
+``$DEEPFAULT_NO_DOWNLOAD`` turns this off); offline, the error says where to put them.
 """
 
 from __future__ import annotations
@@ -115,8 +119,49 @@ def read_idx(path: str | os.PathLike, *, ndim: int) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(shape)
 
 
+#: Set (to anything but ``0`` or empty) to never download on first use.
+NO_DOWNLOAD_ENV = "DEEPFAULT_NO_DOWNLOAD"
+
+
+def _download_allowed() -> bool:
+    return os.environ.get(NO_DOWNLOAD_ENV, "") in ("", "0")
+
+
+def _download_first_use(name: str, raw_dir: Path) -> None:
+    """Fetch data set ``name`` into the data root above ``raw_dir`` (first use), through
+    :func:`~deepfault.data.download.download`: every file's size and md5 checked, a
+    progress bar (or a logged line every 30 s), nothing left behind when it fails.
+    """
+    from .download import download
+
+    source = SOURCES[name]
+    size = sum(r.size or 0 for r in source.remote) / 1e6
+    root = raw_dir.parent.parent
+    logger.warning("%s is not in %s; downloading it (%d files, %.0f MB, once) from %s", name, raw_dir,
+                   len(source.remote), size, source.remote[0].urls[0].rsplit("/", 1)[0])
+    try:
+        download(name, root, progress=True)
+    except DeepFaultError as err:
+        reason = str(err).split(" (", 1)[-1].split(";", 1)[0].rstrip(")")
+        raise DeepFaultError(
+            f"{name} is not in {raw_dir} and could not be downloaded ({reason}); connect and retry, "
+            f"or set DEEPFAULT_DATA (or --data-dir) to a folder holding {raw_dir.parent.name}/raw/ "
+            f"(fetch it elsewhere with {fetch_hint(name)})"
+        ) from None
+
+
 def _raw_files(name: str, raw_dir: Path) -> dict[str, Path]:
-    """The file to read for each role, preferring the uncompressed one torchvision unpacks."""
+    """The file to read for each role, preferring the uncompressed one torchvision unpacks.
+
+    When none of the four files is there (in either form), the data set is downloaded
+    first (:func:`_download_first_use`) unless ``$DEEPFAULT_NO_DOWNLOAD`` is set; a folder
+    holding some of them is never written to.
+    """
+    stems = _FILES.values()
+    if _download_allowed() and not any(
+        (raw_dir / s).is_file() or (raw_dir / f"{s}.gz").is_file() for s in stems
+    ):
+        _download_first_use(name, raw_dir)
     out = {}
     for role, stem in _FILES.items():
         for candidate in (raw_dir / stem, raw_dir / f"{stem}.gz"):
@@ -126,8 +171,8 @@ def _raw_files(name: str, raw_dir: Path) -> dict[str, Path]:
         else:
             raise DeepFaultError(
                 f"{name} file not found: {raw_dir / stem}.gz (or uncompressed); "
-                f"run {fetch_hint(name)} or pass the data dir that holds "
-                f"{raw_dir.parent.name}/raw/"
+                f"run {fetch_hint(name)} or set DEEPFAULT_DATA (or --data-dir) to the folder that "
+                f"holds {raw_dir.parent.name}/raw/"
             )
     return out
 

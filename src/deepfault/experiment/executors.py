@@ -152,7 +152,7 @@ class RayExecutor(Executor):
             import ray
         except ModuleNotFoundError:
             raise ModuleNotFoundError(
-                "the 'ray' executor needs Ray: pip install 'deepfault[ray]'"
+                "the 'ray' executor needs Ray: pip install -e '.[ray]'"
             ) from None
         self._ray = ray
         self._started = False

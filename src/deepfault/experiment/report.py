@@ -78,7 +78,7 @@ def new_figure(width: float, height: float,
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ModuleNotFoundError as err:
-        raise ModuleNotFoundError("figures need matplotlib: pip install 'deepfault[report]'") from err
+        raise ModuleNotFoundError("figures need matplotlib: pip install -e '.[report]'") from err
 
     fig = Figure(figsize=(width, height), dpi=100, layout=layout)
     FigureCanvasAgg(fig)
@@ -283,7 +283,7 @@ def write_report(store_path, out_dir, *, config_hash: str | None = None) -> Repo
             __import__(module)
         except ModuleNotFoundError as err:
             raise ModuleNotFoundError(
-                f"'deepfault report' needs {module}; install the extra: pip install 'deepfault[report]'"
+                f"'deepfault report' needs {module}; install the extra: pip install -e '.[report]'"
             ) from err
     store_path, out = Path(store_path), Path(out_dir)
     with ResultStore(store_path, readonly=True) as store:

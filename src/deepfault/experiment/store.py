@@ -290,7 +290,7 @@ class ResultStore:
             if version > SCHEMA_VERSION:
                 raise DeepFaultError(
                     f"results store {str(self.path)!r} was written by a newer deepfault (schema {version}); "
-                    "upgrade deepfault (pip install -U deepfault) to read it"
+                    "upgrade deepfault (git pull, then pip install -e . in the checkout) to read it"
                 )
             return
         if {"experiments", "cells"} <= tables and self._is_v1():

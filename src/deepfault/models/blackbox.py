@@ -217,7 +217,7 @@ def _ort():
         import onnxruntime
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError("running an ONNX file in ONNX Runtime needs onnxruntime; install the "
-                                  "extra: pip install 'deepfault[runtime]'") from err
+                                  "extra: pip install -e '.[runtime]'") from err
     return onnxruntime
 
 
@@ -333,7 +333,7 @@ def _litert_interpreter():
         from ai_edge_litert.interpreter import Interpreter
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError("running a .tflite file needs the LiteRT interpreter (ai-edge-litert); "
-                                  "install the extra: pip install 'deepfault[litert]'") from err
+                                  "install the extra: pip install -e '.[litert]'") from err
     return Interpreter
 
 

@@ -84,6 +84,25 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
     return path
 
 
+def recorded_data_dir(path: str | os.PathLike) -> str | None:
+    """The data root a deepfault model file remembers (``meta["data_dir"]``, written by
+    :func:`~deepfault.models.train.train_model` when the data was not in the default folder),
+    or ``None``: not such a file, nothing recorded, or the file cannot be read.
+    """
+    path = Path(path)
+    if path.suffix != ".pt" or not path.is_file():
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - any unreadable file: opening it later says what is wrong
+        return None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        return None
+    meta = payload.get("meta")
+    value = meta.get("data_dir") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _check_crc(path: Path) -> None:
     """Refuse a damaged file: ``torch.load`` does not check the zip's CRC-32s, so a flipped byte
     inside a weight would load as a silently different model.

@@ -1204,7 +1204,7 @@ def _read_hdf5(path: Path, role: str) -> _KerasFile:
         import h5py
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
-            "reading Keras files needs h5py: pip install 'deepfault[keras]'"
+            "reading Keras files needs h5py: pip install -e '.[keras]'"
         ) from err
     source = str(path)
     try:

@@ -53,7 +53,7 @@ def _h5py():
         import h5py
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
-            "reading Keras HDF5 files needs h5py: pip install 'deepfault[keras]'"
+            "reading Keras HDF5 files needs h5py: pip install -e '.[keras]'"
         ) from err
     return h5py
 

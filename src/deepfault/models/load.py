@@ -170,7 +170,7 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
         if missing is not None:  # neither onnx2torch nor onnxruntime: name the usual extra
             raise missing from err
         raise DeepFaultError(f"{str(path)!r} cannot be read as a torch module ({why}) and ONNX Runtime "
-                             "is not installed; pip install 'deepfault[runtime]'") from err
+                             "is not installed; pip install -e '.[runtime]'") from err
     log.warning("%s: onnx2torch cannot convert it (%s); running it in ONNX Runtime as a black box "
                 "(no layers; --runtime torch refuses instead)", path, why)
     mf.meta["runtime_fallback"] = why

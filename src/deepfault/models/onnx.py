@@ -60,7 +60,7 @@ def _onnx2torch():
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
             f"loading ONNX models needs onnx and onnx2torch ({err.name} is missing); "
-            "install the extra: pip install 'deepfault[onnx]'"
+            "install the extra: pip install -e '.[onnx]'"
         ) from err
     return onnx2torch
 

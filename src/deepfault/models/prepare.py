@@ -561,6 +561,10 @@ def _data_for(mf: ModelFile | None, data: Dataset | str | None, trained_bounds: 
     if data is None:
         return None
     source = _source(data)
+    if isinstance(data, str) and mf is not None and data == mf.dataset:
+        from ..data._api import usable_recorded_dir
+
+        data_dir = usable_recorded_dir(data_dir, mf.meta.get("data_dir"))
     dataset = load_dataset(data, data_dir=data_dir) if isinstance(data, str) else data
     trained_on = mf.dataset if mf is not None else None
     _check_trained_on(trained_on, dataset, source, what)

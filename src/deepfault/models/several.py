@@ -1,13 +1,16 @@
 """Several models on one data set, named as ``deepfault xplore --model`` names them.
 
-:func:`open_xplore_model` opens one entry (a file, a zoo name resolved in a models folder,
-or Keras weights loaded into a zoo architecture); :func:`load_xplore_inputs` prepares two or
-more of them (:func:`~deepfault.models.prepare.prepare_model`) with one data set, in one
-value range, as DeepXplore feeds the same inputs to every model.
+:func:`open_xplore_model` opens one entry (a file, a zoo name resolved in a models folder
+or trained on first use and cached, or Keras weights loaded into a zoo architecture);
+:func:`load_xplore_inputs` prepares two or more of them
+(:func:`~deepfault.models.prepare.prepare_model`) with one data set, in one value range,
+as DeepXplore feeds the same inputs to every model.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +23,12 @@ from .load import open_model
 from .prepare import PreparedModel, model_label, prepare_model
 from .zoo import list_architectures
 
-__all__ = ["open_xplore_model", "load_xplore_inputs"]
+__all__ = ["open_xplore_model", "load_xplore_inputs", "zoo_cache_file", "ZOO_RECIPE_VERSION"]
+
+log = logging.getLogger(__name__)
+
+#: Bumped when the recipe of zoo models trained on first use changes (part of the cache check).
+ZOO_RECIPE_VERSION = 1
 
 
 def _aligned(values, count: int, option: str) -> list:
@@ -36,15 +44,16 @@ def _aligned(values, count: int, option: str) -> list:
 
 def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | None = None,
                       models_dir: str | os.PathLike = ".", dataset: str | None = None,
-                      trust_pickle: bool = False, input_shape=None,
-                      arch_kwargs: dict | None = None) -> ModelFile:
+                      trust_pickle: bool = False, input_shape=None, data: Dataset | None = None,
+                      progress: bool = True, arch_kwargs: dict | None = None) -> ModelFile:
     """One model of ``deepfault xplore --model`` opened (not prepared): a file, a zoo name
-    (``NAME`` is ``MODELS_DIR/NAME-DATASET.pt``, as ``deepfault train`` names it), or a Keras
-    weights file loaded into a zoo architecture.
+    (``NAME`` is ``MODELS_DIR/NAME-DATASET.pt``, as ``deepfault train`` names it; without that
+    file, and given ``data``, the zoo model trained on first use and cached, see
+    :func:`zoo_cache_file`), or a Keras weights file loaded into a zoo architecture.
 
     Raises:
-        DeepFaultError: A zoo name without a data set or a trained file, or Keras weights
-            without an architecture.
+        DeepFaultError: A zoo name without a data set, or without a trained file and no
+            ``data`` to train it on, or Keras weights without an architecture.
     """
     path = Path(entry)
     zoo = entry in list_architectures() and not path.exists()
@@ -56,20 +65,68 @@ def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | Non
             raise DeepFaultError(f"zoo name {entry!r} needs --dataset to find its trained file")
         path = Path(models_dir) / f"{entry}-{dataset}.pt"
         if not path.is_file():
-            raise DeepFaultError(
-                f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train --arch "
-                f"{entry} --dataset {dataset} --out {path}' or give the model file"
-            )
+            if data is None:
+                raise DeepFaultError(
+                    f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train "
+                    f"--arch {entry} --dataset {dataset} --out {path}' or give the model file"
+                )
+            return _trained_on_first_use(entry, data, progress=progress)
     if h5 is not None:
         raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
                              "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
     return open_model(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle)
 
 
+def zoo_cache_file(arch: str, data: Dataset) -> Path:
+    """Where zoo model ``arch`` trained on first use on ``data`` is kept: the user cache
+    (``$DEEPFAULT_CACHE/models/``), keyed by the data set's name and a digest of its
+    training split (labels, shape, first images), so another copy of MNIST trains its own.
+    """
+    from .._io import user_cache_dir
+
+    digest = hashlib.sha1(usedforsecurity=False)
+    digest.update(repr((data.x_train.shape, str(data.x_train.dtype))).encode())
+    digest.update(data.y_train.tobytes())
+    digest.update(data.x_train[:64].tobytes())
+    return user_cache_dir() / "models" / f"{arch}-{data.name}-{digest.hexdigest()[:12]}.pt"
+
+
+def _trained_on_first_use(arch: str, data: Dataset, *, progress: bool) -> ModelFile:
+    """The zoo model ``arch`` on ``data`` from the cache, trained there first if missing.
+
+    The recipe is :class:`~deepfault.models.train.TrainConfig`'s default (the one the
+    ``deepxplore-mnist`` preset trains its models with), seeded, so every machine trains the
+    same model; the time is announced when it is done.
+    """
+    import time
+
+    from .io import load_model, save_model
+    from .train import TrainConfig, train_model
+
+    path = zoo_cache_file(arch, data)
+    if path.is_file():
+        try:
+            mf = load_model(path)
+            if mf.meta.get("zoo_first_use") == ZOO_RECIPE_VERSION:
+                return mf
+        except DeepFaultError as err:
+            log.warning("cached %s unreadable (%s); training it again", path, err)
+    config = TrainConfig()
+    log.warning("training zoo model %s on %s (first use: %d epochs; cached in %s)...", arch, data.name,
+                config.epochs, path)
+    start = time.perf_counter()
+    mf, _ = train_model(arch, data, config, arch_kwargs={"num_classes": data.num_classes}, progress=progress)
+    mf.meta["zoo_first_use"] = ZOO_RECIPE_VERSION
+    save_model(path, mf)
+    log.warning("trained %s on %s in %.0f s (test accuracy %.4f); cached in %s", arch, data.name,
+                time.perf_counter() - start, mf.meta["test_accuracy"], path)
+    return mf
+
+
 def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
                        data_dir: str | os.PathLike | None = None, models_dir: str | os.PathLike = ".",
                        archs: Sequence[str | None] | None = None, weights: Sequence[str | None] | None = None,
-                       trust_pickle: bool = False, arch_kwargs: dict | None = None
+                       trust_pickle: bool = False, progress: bool = True, arch_kwargs: dict | None = None
                        ) -> tuple[list[PreparedModel], Dataset]:
     """Two or more models, each opened by :func:`open_xplore_model` and prepared
     (:func:`~deepfault.models.prepare.prepare_model`) with one data set, and the data.
@@ -78,11 +135,13 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
         entries: Model files or zoo names (``deepfault xplore --model``).
         dataset: The data set (default: the one the first model file names).
         data_dir: Data root.
-        models_dir: Where zoo names are looked up.
+        models_dir: Where zoo names are looked up first (``NAME-DATASET.pt``); a name not
+            there is trained on first use and cached (:func:`zoo_cache_file`).
         archs: Architecture per model, any form of :func:`~deepfault.models.build_model` (one
             entry applies to all; ``None`` skips a model).
         weights: Keras weights per model, likewise.
         trust_pickle: Allow unpickling whole pickled modules; only for trusted files.
+        progress: Show the progress of a zoo model's first-use training.
         arch_kwargs: Keyword arguments of every model's ``archs`` entry.
 
     Raises:
@@ -100,7 +159,8 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
     for entry, arch, w in zip(entries, arch_list, weight_list, strict=True):
         mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=models_dir, dataset=dataset,
                                trust_pickle=trust_pickle, arch_kwargs=arch_kwargs if arch else None,
-                               input_shape=data.input_shape if data is not None else None)
+                               input_shape=data.input_shape if data is not None else None, data=data,
+                               progress=progress)
         if data is None:
             if mf.dataset is None:
                 raise DeepFaultError(f"model {entry!r} does not name its data set; add --dataset NAME")

@@ -167,8 +167,9 @@ def train_model(
     split and measure its test accuracy.
 
     Returns:
-        The model file (weights, architecture, data set, bounds, test accuracy, recipe)
-        and the training result.
+        The model file (weights, architecture, data set, bounds, test accuracy, recipe, and
+        ``meta["data_dir"]``, the data root, when it was not the default) and the training
+        result.
     """
     config.validate()
     arch_kwargs = dict(arch_kwargs or {})
@@ -182,6 +183,9 @@ def train_model(
         forward(model.eval(), torch.as_tensor(data.x_train[:1], device=model_device(model)))
     result = fit(model, data.x_train, data.y_train, config, progress=progress)
     test_acc = accuracy(model, data.x_test, data.y_test)
+    from ..data._api import data_dir_to_record
+
+    data_dir = data_dir_to_record(data)  # so that later commands find the data without --data-dir
     mf = ModelFile(
         model=model,
         arch=arch,
@@ -194,6 +198,7 @@ def train_model(
             "input_shape": list(data.input_shape),
             "training": {**asdict(config), "epochs_completed": result.epochs_completed,
                          "interrupted": result.interrupted, "seconds": result.seconds},
+            **({"data_dir": data_dir} if data_dir else {}),
         },
     )
     return mf, result

@@ -434,7 +434,7 @@ def test_partial_params_draw_the_rest():
 
 def test_missing_kornia_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "kornia", None)
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'deepfault\[fuzz\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install -e '\.\[fuzz\]'"):
         apply_rule("rotation", images(n=1), generator=gen(), bounds=(0, 1))
     apply_rule("contrast", images(n=1), generator=gen(), bounds=(0, 1))  # pure torch rules still work
 

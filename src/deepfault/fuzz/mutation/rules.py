@@ -312,7 +312,7 @@ def _kornia():
         import kornia
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(
-            "the affine, blur, erode and dilate mutation rules need kornia; pip install 'deepfault[fuzz]'"
+            "the affine, blur, erode and dilate mutation rules need kornia; pip install -e '.[fuzz]'"
         ) from err
     return kornia
 

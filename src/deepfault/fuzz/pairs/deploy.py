@@ -70,7 +70,7 @@ def _quantization():
         from onnxruntime import quantization
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError("the ONNX deployment formats need onnx and onnxruntime; install the "
-                                  "extras: pip install 'deepfault[onnx,runtime]'") from err
+                                  "extras: pip install -e '.[onnx,runtime]'") from err
     return quantization
 
 

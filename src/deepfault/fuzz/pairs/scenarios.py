@@ -658,7 +658,12 @@ def make_scenario(
                             "trained_on_fraction": scenario.m1_fraction}}
     m2_meta = {"input_shape": list(data.input_shape), "test_accuracy": acc2,
                "scenario": {**common, "role": "M2", "details": details}}
+    from ...data._api import data_dir_to_record
+
+    data_dir = data_dir_to_record(data)  # so that regress on the pair finds the data without --data-dir
     for path, model, meta in ((m1_path, m1, m1_meta), (m2_path, m2, m2_meta)):
+        if data_dir:
+            meta = {**meta, "data_dir": data_dir}
         save_model(path, ModelFile(model=model, arch=arch, arch_kwargs=dict(base.arch_kwargs),
                                    dataset=data.name, bounds=tuple(data.bounds), meta=meta))
     result = ScenarioResult(
