@@ -197,7 +197,7 @@ def test_safetensors_state_dict(code, tmp_path):
 def test_safetensors_missing_names_the_extra(tmp_path, monkeypatch):
     (tmp_path / "w.safetensors").write_bytes(b"x")
     monkeypatch.setitem(sys.modules, "safetensors", None)
-    with pytest.raises(DeepFaultError, match=r"needs the safetensors package; pip install 'deepfault"):
+    with pytest.raises(DeepFaultError, match=r"needs the safetensors package; pip install -e '.\[models"):
         open_model(tmp_path / "w.safetensors", arch="lenet1")
 
 
@@ -249,7 +249,7 @@ def test_library_forms_dispatch_and_explain(monkeypatch):
     with pytest.raises(DeepFaultError, match="cannot be built with --arch-args"):
         build_model("torchvision:tiny", depth=3)
     monkeypatch.setitem(sys.modules, "timm", None)
-    with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; pip install .deepfault"):
+    with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; pip install -e '.\[vision"):
         build_model("timm:vit_tiny_patch16_224")
 
 
@@ -267,7 +267,7 @@ def test_a_torchvision_that_does_not_import_is_one_line(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", broken)
     monkeypatch.setattr(importlib, "import_module", lambda name: broken(name))
     with pytest.raises(DeepFaultError, match=r"does not import beside torch here \(RuntimeError: operator "
-                       r"torchvision::nms does not exist; .*deepfault\[vision\]") as err:
+                       r"torchvision::nms does not exist; .*-e '\.\[vision\]'") as err:
         build_model("torchvision:resnet18")
     assert "\n" not in str(err.value)
 

@@ -59,7 +59,7 @@ def add_parser(sub) -> None:
                      help="where zoo models are kept and trained when missing (default: next to the store)")
     exp.add_argument("--executor", choices=list_executors(), default=None,
                      help="how cells run: serial, local processes, or a Ray cluster (pip install "
-                     "'deepfault[ray]') (default: process with --workers > 1, else serial)")
+                     "-e '.[ray]') (default: process with --workers > 1, else serial)")
     exp.add_argument("--workers", type=positive_int, default=1,
                      help="parallel workers (processes or Ray CPUs)")
     exp.add_argument("--ray-address", metavar="ADDRESS", default=None,

@@ -237,7 +237,7 @@ def stream(data, labels=None, *, batch_size: int = 1024
                              f"got {len(given)}")
 
 
-def default_bounds(x) -> tuple[float, float]:
+def default_bounds(x: torch.Tensor | np.ndarray) -> tuple[float, float]:
     """The value range assumed for inputs that do not say theirs (``bounds=None``).
 
     ``(0.0, 1.0)`` when every input lies in it (what ``ToTensor`` gives); otherwise the

@@ -618,7 +618,7 @@ class SurpriseScores:
 @applies_threads
 def surprise_scores(
     model: nn.Module | PreparedModel,
-    inputs,
+    inputs: InputData,
     surprise: Surprise,
     *,
     kinds: str | Iterable[str] = ("dsa",),

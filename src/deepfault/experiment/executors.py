@@ -9,7 +9,7 @@ store. Three are registered:
 - ``process``: local worker processes (``--workers N``), started with ``spawn``.
 - ``ray``: a Ray cluster (``--executor ray``; ``--ray-address ADDRESS`` joins an existing
   one, otherwise a local Ray instance is started with ``workers`` CPUs). Needs the
-  optional extra ``deepfault[ray]``.
+  optional extra ``ray`` (``pip install -e '.[ray]'``).
 
 A job's result never depends on which executor or worker ran it: every job seeds its
 own randomness from its arguments.

@@ -32,8 +32,10 @@ import torch
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
 from ..core.entry import _translate, applies_threads, renamed
+from ..core.inputs import InputData, LabelData
 from ..core.summary import Summarised
 from ..coverage import compute_profile, load_profile, model_hash
+from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
@@ -132,7 +134,7 @@ def _native_shape(m) -> tuple | None:
     return None
 
 
-def load_pair(m1, m2, *, dataset: str | None = None, data_dir: str | os.PathLike | None = None,
+def load_pair(m1, m2, *, dataset: str | Dataset | None = None, data_dir: str | os.PathLike | None = None,
               arch: str | None = None, trust_pickle: bool = False, runtime: str = "auto",
               arch_kwargs: dict | None = None):
     """Prepare two models and their data set (:func:`~deepfault.models.prepare.prepare_model`).
@@ -201,10 +203,10 @@ def regress(
     m1: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
     m2: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
     *,
-    dataset=None,
+    dataset: str | os.PathLike | Dataset | InputData | None = None,
     data_dir: str | os.PathLike | None = None,
-    labels=None,
-    bounds=None,
+    labels: LabelData | None = None,
+    bounds: tuple[float, float] | None = None,
     store: str | os.PathLike | None = None,
     campaign: str | None = None,
     experiment: str | None = None,
@@ -282,18 +284,23 @@ def regress(
     config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
     surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
     device = check_device(device)
-    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
-        dataset = as_dataset(dataset, labels, bounds=bounds, what="dataset")
+    data_arg: str | Dataset | None
+    if dataset is None or isinstance(dataset, str):
+        data_arg = dataset
+    elif isinstance(dataset, os.PathLike):
+        data_arg = os.fspath(dataset)
+    else:
+        data_arg = as_dataset(dataset, labels, bounds=bounds, what="dataset")
     if store is not None:
         check_outputs(("store", store))
     if cell is not None:
         check_name("cell", cell)
 
     if (isinstance(m1, PreparedModel) and isinstance(m2, PreparedModel) and m1.data is not None
-            and m2.data is m1.data and dataset in (None, m1.data.name)):
+            and m2.data is m1.data and data_arg in (None, m1.data.name)):
         p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
     else:
-        p1, p2, data = load_pair(m1, m2, dataset=dataset, data_dir=data_dir, arch=arch,
+        p1, p2, data = load_pair(m1, m2, dataset=data_arg, data_dir=data_dir, arch=arch,
                                  arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))

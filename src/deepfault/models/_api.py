@@ -183,7 +183,7 @@ def _library(lib: str, name: str, kwargs: dict) -> nn.Module:
                   else f"it does not import beside torch here ({type(err).__name__}: "
                   f"{str(err).splitlines()[0] if str(err) else ''}; install a {lib} built for this torch)")
         raise DeepFaultError(f"--arch {lib}:{name} needs {lib}, and {reason}; pip install "
-                             f"'deepfault[{extra}]', or give the class itself (--arch file.py:Class)"
+                             f"-e '.[{extra}]', or give the class itself (--arch file.py:Class)"
                              ) from err
     try:
         if lib == "torchvision":

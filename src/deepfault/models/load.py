@@ -191,7 +191,7 @@ def _read_safetensors(path: Path) -> dict:
         from safetensors.torch import load_file
     except ModuleNotFoundError as err:
         raise DeepFaultError(f"{str(path)!r} is a .safetensors file, which needs the safetensors package; "
-                             "pip install 'deepfault[models]'") from err
+                             "pip install -e '.[models]'") from err
     try:
         return load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError) as err:

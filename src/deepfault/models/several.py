@@ -44,7 +44,8 @@ def _aligned(values, count: int, option: str) -> list:
 
 def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | None = None,
                       models_dir: str | os.PathLike = ".", dataset: str | None = None,
-                      trust_pickle: bool = False, input_shape=None, data: Dataset | None = None,
+                      trust_pickle: bool = False, input_shape: tuple[int, ...] | None = None,
+                      data: Dataset | None = None,
                       progress: bool = True, arch_kwargs: dict | None = None) -> ModelFile:
     """One model of ``deepfault xplore --model`` opened (not prepared): a file, a zoo name
     (``NAME`` is ``MODELS_DIR/NAME-DATASET.pt``, as ``deepfault train`` names it; without that

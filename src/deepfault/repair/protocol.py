@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..core.entry import applies_threads, renamed
+from ..core.inputs import LabelData
 from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
@@ -256,8 +257,8 @@ def repair(
     config: RepairConfig | None = None,
     dataset: str | os.PathLike | Dataset | None = None,
     data_dir: str | os.PathLike | None = None,
-    labels=None,
-    bounds=None,
+    labels: LabelData | None = None,
+    bounds: tuple[float, float] | None = None,
     m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
     device: torch.device | str = "cpu",
     save_model: str | os.PathLike | None = None,
