@@ -249,7 +249,8 @@ def test_library_forms_dispatch_and_explain(monkeypatch):
     with pytest.raises(DeepFaultError, match="cannot be built with --arch-args"):
         build_model("torchvision:tiny", depth=3)
     monkeypatch.setitem(sys.modules, "timm", None)
-    with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; pip install -e '.\[vision"):
+    with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; "
+                                              r"pip install -e '.\[vision"):
         build_model("timm:vit_tiny_patch16_224")
 
 
