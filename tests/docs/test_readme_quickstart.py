@@ -173,3 +173,54 @@ def test_extras_are_named_as_they_install_from_the_checkout():
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"pip install (-U )?'?deepfault\b", line)]
     assert not wrong, wrong
+
+
+MYNET = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 5, stride=2)
+        self.hidden = nn.Linear(8 * 12 * 12, 32)
+        self.relu = nn.ReLU()
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        x = torch.flatten(self.relu(self.conv(x)), 1)
+        return self.fc(self.relu(self.hidden(x)))
+'''
+
+
+def own_class_commands() -> list[str]:
+    """The bash block of the quick start that names a class of the user's own (``mynet.py:Net``)."""
+    section = README.read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S) if "mynet.py:" in b]
+    assert len(blocks) == 1, "the quick start shows bringing your own class in one bash block"
+    lines = (line.strip() for line in blocks[0].splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_readme_own_class_runs_as_written(fresh_machine, monkeypatch, capsys, one_torch_thread):
+    """Issue 26: a class in the user's ``mynet.py`` and its ``state_dict`` in ``mynet.pt`` go
+    through the README's commands as printed (the data folder set as the quick start sets it)."""
+    import torch
+
+    from deepfault.cli import main
+
+    work = fresh_machine / "work"
+    (work / "mynet.py").write_text(MYNET, encoding="utf-8")
+    namespace: dict = {}
+    exec(compile(MYNET, "mynet.py", "exec"), namespace)  # what the user's own code does
+    torch.manual_seed(0)
+    torch.save(namespace["Net"](num_classes=10).state_dict(), work / "mynet.pt")
+    monkeypatch.setenv("DEEPFAULT_DATA", str(fresh_machine / "data"))
+    commands = own_class_commands()
+    assert [shlex.split(c)[1] for c in commands] == ["inspect", "run"]
+    for command in commands:
+        words = shlex.split(command)
+        assert main(words[1:]) == 0, command
+    out = capsys.readouterr().out
+    assert "mynet.py:Net" in out
