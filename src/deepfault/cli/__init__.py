@@ -182,6 +182,27 @@ def _interrupted(status: int) -> int:
     return status
 
 
+#: What PyTorch's allocators say when memory runs out (CPU, CUDA, MPS), and Python's own.
+_OOM = re.compile(r"out of memory|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory", re.I)
+
+
+def out_of_memory_line(err: BaseException, args) -> str | None:
+    """One line for running out of memory, naming what to lower; ``None`` for another error.
+
+    PyTorch reports it as a ``RuntimeError`` (``torch.OutOfMemoryError`` on CUDA, a
+    ``DefaultCPUAllocator`` message on the CPU); Python as a ``MemoryError``.
+    """
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if not isinstance(err, MemoryError) and not _OOM.search(text):
+        return None
+    batch = getattr(args, "batch_size", None)
+    lower = (f"lower --batch-size (it is {batch})" if isinstance(batch, int)
+             else "lower --batch-size" if hasattr(args, "batch_size") else "use fewer or smaller inputs")
+    where = getattr(args, "device", None)
+    more = " or run on a device with more memory" if where not in (None, "cpu") else ""
+    return f"out of memory ({text[:160]}); {lower}{more}, then rerun the same command"
+
+
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from ._common import check_renamed, remembered_data_dir
@@ -207,6 +228,12 @@ def _main(argv: Sequence[str] | None) -> int:
             return args.func(args)
     except DeepFaultError as err:
         print(f"deepfault: error: {err}", file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as err:
+        line = out_of_memory_line(err, args)
+        if line is None:
+            raise
+        print(f"deepfault: error: {line}", file=sys.stderr)
         return 2
     except OSError as err:  # a path the user gave that the system refuses (the checks missed it)
         if err.errno in (errno.ENOSPC, errno.EDQUOT):  # every writer removed its temporary on the way
