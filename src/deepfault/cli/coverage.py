@@ -81,7 +81,8 @@ def _add_common(p: argparse.ArgumentParser, *, split: str, layers_default: str =
     p.add_argument("--split", default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
     p.add_argument("--layers", type=names, default=None, metavar="NAMES",
-                   help="comma-separated module names, or a named selection ('deepxplore': "
+                   help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a named selection "
+                   "('blocks': residual/transformer block outputs; 'deepxplore': "
                    f"activated conv/dense outputs, pooling, logits and softmax) (default: {layers_default})")
     p.add_argument("--transform", choices=("raw", "layer-minmax"), default=None,
                    help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "

@@ -121,7 +121,8 @@ def add_parser(sub) -> None:
     p.add_argument("--sections", type=positive_int, default=1000, help="KMNC sections (DeepHunter's k)")
     p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criteria nc)")
     p.add_argument("--layers", type=names, default=None, metavar="NAMES",
-                   help="M2's layers the criterion reads (default: every Linear/Conv but the logits)")
+                   help="M2's layers the criterion reads: names, globs, type:CLASS or 'blocks' "
+                   "(default: every Linear/Conv but the logits)")
     p.add_argument("--max-seeds", type=positive_int, default=None, metavar="N",
                    help="use only the first N test inputs as candidate seeds")
     p.add_argument("--checkpoint-every", type=number, default=CHECKPOINT_EVERY, metavar="S",

@@ -78,8 +78,8 @@ def add_parser(sub) -> None:
     run.add_argument("--repeat", type=positive_int, default=1,
                      help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
     run.add_argument("--layers", type=names, default=None, metavar="NAMES",
-                     help="comma-separated module names to analyse (default: every "
-                     "Linear/Conv layer except the logits layer)")
+                     help="comma-separated module names, globs ('layer*.1'), type:CLASS or 'blocks' "
+                     "to analyse (default: every Linear/Conv layer except the logits layer)")
     run.add_argument("--threshold", type=number, default=0.0,
                      help="a neuron is active when its value is greater than this")
     run.add_argument("--iterations", type=positive_int, default=1,

@@ -13,7 +13,9 @@ All hooks are registered and removed by :func:`capture`, in a ``finally`` block.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import itertools
+import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -209,15 +211,16 @@ def check_transform(transform: str) -> str:
     return transform
 
 
-def _units(module: nn.Module, output: torch.Tensor, transform: str = "raw") -> torch.Tensor:
+def _units(module: nn.Module, output: torch.Tensor, transform: str = "raw", *,
+           features_last: bool = False) -> torch.Tensor:
     """The ``(N, U)`` unit values of one module output, always a fresh tensor.
 
     ``layer-minmax`` scales each input's whole output to [0, 1] before a channel's spatial
     mean; the mean being linear, that equals scaling the channel means by the output's
     minimum and range, which is what is computed (no scaled copy of the whole output).
     """
-    if isinstance(module, nn.Linear) and output.ndim > 2:
-        output = output.movedim(-1, 1)
+    if (features_last and output.ndim == 3) or (isinstance(module, nn.Linear) and output.ndim > 2):
+        output = output.movedim(-1, 1)  # (N, tokens, features): a neuron is a feature
     units = output.clone() if output.ndim == 2 else output.flatten(2).mean(dim=2)
     if transform == "layer-minmax":
         flat = output.flatten(1)
@@ -254,8 +257,72 @@ def _deepxplore_layers(model: nn.Module) -> list[str]:
     return names + [SOFTMAX_LAYER]
 
 
+#: What a residual or transformer block's class is called (torchvision's ``BasicBlock`` and
+#: ``Bottleneck``, timm's ``Block``, PyTorch's ``TransformerEncoderLayer``, a user's ``ResBlock``).
+_BLOCK_NAME = re.compile(r"(Block|Bottleneck|EncoderLayer|DecoderLayer)$")
+#: Modules whose 3-D outputs are ``(N, tokens, features)``.
+_TOKEN_MODULES = (nn.LayerNorm, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
+
+
+def _is_block(module: nn.Module) -> bool:
+    return bool(_BLOCK_NAME.search(type(module).__name__)) and any(True for _ in module.children())
+
+
+def _blocks(model: nn.Module) -> list[str]:
+    """The outputs of a network's residual or transformer blocks: the outermost modules whose
+    class name ends in ``Block``, ``Bottleneck``, ``EncoderLayer`` or ``DecoderLayer``, in
+    registration order.
+    """
+    names: list[str] = []
+    for name, module in model.named_modules():
+        if name and _is_block(module) and not any(name.startswith(f"{b}.") for b in names):
+            names.append(name)
+    if not names:
+        raise DeepFaultError(
+            "the 'blocks' selection found no residual or transformer block (a module whose class name "
+            "ends in Block, Bottleneck, EncoderLayer or DecoderLayer); name the layers instead "
+            "(names, globs such as 'layer*.1', or type:Conv2d)"
+        )
+    return names
+
+
+def features_last(module: nn.Module) -> bool:
+    """Whether a 3-D output of ``module`` is ``(N, tokens, features)`` (a neuron is a feature)
+    rather than ``(N, channels, length)`` (a neuron is a channel): layer norms, transformer
+    layers, and blocks (:data:`_BLOCK_NAME`) with no 1-D convolution inside.
+    """
+    if isinstance(module, _TOKEN_MODULES):
+        return True
+    return _is_block(module) and not any(isinstance(m, nn.Conv1d) for m in module.modules())
+
+
 #: Named layer selections (``layers="deepxplore"``, ``--layers deepxplore``).
-LAYER_SELECTIONS: dict[str, Callable[[nn.Module], list[str]]] = {"deepxplore": _deepxplore_layers}
+LAYER_SELECTIONS: dict[str, Callable[[nn.Module], list[str]]] = {"deepxplore": _deepxplore_layers,
+                                                                  "blocks": _blocks}
+
+
+def _expand(model: nn.Module, modules: dict[str, nn.Module], entry: str) -> list[str] | None:
+    """The module names one ``layers`` entry stands for: a named selection, ``type:Class``
+    (every module of that class), or a glob over the qualified names; ``None`` for a plain
+    name (checked by the caller).
+    """
+    if entry in LAYER_SELECTIONS and entry not in modules:
+        return LAYER_SELECTIONS[entry](model)
+    if entry.startswith("type:"):
+        kind = entry[len("type:"):]
+        found = [n for n, m in modules.items() if n and type(m).__name__ == kind]
+        if not found:
+            kinds = sorted({type(m).__name__ for n, m in modules.items() if n})
+            raise DeepFaultError(f"--layers {entry}: the model has no module of class {kind!r}"
+                                 f"{suggestion(kind, kinds)}; its classes: {', '.join(kinds)}")
+        return found
+    if any(c in entry for c in "*?["):
+        found = [n for n in modules if n and fnmatch.fnmatchcase(n, entry)]
+        if not found:
+            raise DeepFaultError(f"--layers {entry!r} matches no module name; the names: "
+                                 f"{', '.join(n for n in modules if n)}")
+        return found
+    return None
 
 
 def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list[str], bool]:
@@ -275,7 +342,11 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
         if layers in LAYER_SELECTIONS and layers not in modules:
             return LAYER_SELECTIONS[layers](model), False
         layers = [layers]
-    names = list(dict.fromkeys(layers))
+    expanded: list[str] = []
+    for entry in layers:
+        more = _expand(model, modules, entry) if isinstance(entry, str) else None
+        expanded.extend([entry] if more is None else more)
+    names = list(dict.fromkeys(expanded))
     unknown = [n for n in names if (n not in modules or n == "") and n != SOFTMAX_LAYER]
     if unknown:
         valid = ", ".join([n for n in modules if n] + [SOFTMAX_LAYER])
@@ -283,7 +354,7 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
         raise DeepFaultError(
             f"unknown layer name(s) {', '.join(map(repr, unknown))}"
             f"{suggestion(unknown[0], [*(n for n in modules if n), *LAYER_SELECTIONS])}; valid: {valid} "
-            f"(or a named selection: {selections})"
+            f"(or a named selection: {selections}; a glob such as 'layer*.1'; or type:CLASS)"
         )
     if not names:
         raise DeepFaultError("layers must name at least one module")
@@ -293,8 +364,10 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
 class _Recorder:
     """Collects one forward pass's unit values from the hooks."""
 
-    def __init__(self, names: list[str], drop_last: bool, transform: str = "raw"):
+    def __init__(self, names: list[str], drop_last: bool, transform: str = "raw",
+                 tokens: frozenset[str] = frozenset()):
         self._names = names
+        self._tokens = tokens
         self._drop_last = drop_last
         self._transform = transform
         self._values: dict[str, torch.Tensor] = {}
@@ -319,7 +392,7 @@ class _Recorder:
                 )
             if softmax:
                 output = torch.softmax(model_outputs(output).flatten(1), dim=1)
-            self._values[name] = _units(module, output, self._transform)
+            self._values[name] = _units(module, output, self._transform, features_last=name in self._tokens)
             self._order.append(name)
 
         return record
@@ -330,9 +403,12 @@ class _Recorder:
             order = list(self._order)
             missing = [n for n in self._names if n not in self._values]
             if missing and not self._drop_last:
-                raise DeepFaultError(
-                    f"layer(s) {', '.join(map(repr, missing))} did not run in the forward pass"
-                )
+                if not order:
+                    raise DeepFaultError(
+                        f"layer(s) {', '.join(map(repr, missing))} did not run in the forward pass"
+                    )
+                warnings.warn(f"layer(s) {', '.join(map(repr, missing))} did not run in the forward pass; "
+                              "skipped (their neurons are not analysed)", stacklevel=2)
             if self._drop_last:
                 order = order[:-1]
             self.layout = NeuronLayout.from_sizes(order, [self._values[n].shape[1] for n in order])
@@ -353,10 +429,14 @@ def capture(
 
     Args:
         model: The network.
-        layers: Qualified module names to analyse, or a named selection
-            (``"deepxplore"``: DeepXplore's layers, coverage spec section 1). ``None``
-            selects every ``Linear`` and ``Conv{1,2,3}d`` module except the last one to
-            run (the logits layer).
+        layers: Qualified module names to analyse, globs over them (``"layer*.1"``),
+            ``"type:Class"`` (every module of that class), or a named selection
+            (``"deepxplore"``: DeepXplore's layers, coverage spec section 1; ``"blocks"``:
+            the outputs of the residual or transformer blocks). ``None`` selects every
+            ``Linear`` and ``Conv{1,2,3}d`` module except the last one to run (the logits
+            layer). A selected module that never runs is skipped with a warning; a 3-D
+            output of a transformer block or layer norm is ``(N, tokens, features)``, and
+            its neurons are the features (the mean over the tokens).
         transform: ``"raw"`` values, or ``"layer-minmax"``: each input's whole layer
             output min-max scaled to [0, 1] before a channel's spatial mean.
 
@@ -373,7 +453,8 @@ def capture(
     names, drop_last = _resolve(model, layers)
     modules = dict(model.named_modules())
     modules[SOFTMAX_LAYER] = model
-    recorder = _Recorder(names, drop_last, transform)
+    tokens = frozenset(n for n in names if n in modules and features_last(modules[n]))
+    recorder = _Recorder(names, drop_last, transform, tokens)
     with forward_hooks({name: modules[name] for name in names}, recorder.hook):
         yield recorder
 
