@@ -70,7 +70,7 @@ def test_unknown_options_get_the_closest_option_of_their_command(capsys, argv, f
     (["xplore", "--constraint", "blakout"], "invalid choice: 'blakout'; did you mean 'blackout'?"),
     (["experiment", "--executor", "seriall"], "invalid choice: 'seriall'; did you mean 'serial'?"),
     (["train", "--arch", "lenet55", "--dataset", "mnist"],
-     "invalid choice: 'lenet55'; did you mean 'lenet5'"),
+     "--arch: unknown architecture 'lenet55'; did you mean 'lenet5'"),
     # names the registries check: the user's word
     (["run", "--measure", "ochia"],
      "--measure: unknown measure 'ochia'; did you mean 'ochiai' or 'ochiai2'? (known: ample, "),

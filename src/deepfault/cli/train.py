@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from ..data import list_datasets, load_dataset
+from ..errors import DeepFaultError
 from ..models import list_architectures, save_model
+from ..models._api import arch_kind
 from ..models.train import TrainConfig, train_model
 from ._common import (
     HelpFormatter,
@@ -19,6 +22,7 @@ from ._common import (
     apply_threads,
     device_from,
     fraction,
+    json_object,
     positive_int,
     positive_number,
 )
@@ -36,9 +40,12 @@ def add_parser(sub) -> None:
         "keeping the last completed epoch, which is then saved.",
         formatter_class=HelpFormatter,
     )
-    train.add_argument("--arch", required=True, choices=list_architectures(), metavar="NAME",
-                       type=lambda s: s.replace("-", "_"),
-                       help=f"architecture ({', '.join(list_architectures())})")
+    train.add_argument("--arch", required=True, metavar="SPEC", type=_arch_spec,
+                       help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
+                       "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")
+    train.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
+                       help="keyword arguments of --arch, a JSON object (default: a zoo architecture "
+                       "gets the data set's number of classes, any other none)")
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
     add_data_dir(train)
@@ -61,11 +68,43 @@ def add_parser(sub) -> None:
 
 
 
+def _arch_spec(text: str) -> str:
+    """A zoo name (``-`` read as ``_``) or any other form :func:`~deepfault.models.build_model`
+    takes, checked while parsing.
+    """
+    zoo = text.replace("-", "_")
+    if zoo in list_architectures():
+        return zoo
+    try:
+        arch_kind(text)  # a one-line error for an unknown name or a malformed form
+    except DeepFaultError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _default_stem(arch: str) -> str:
+    """``lenet5`` for a zoo name; ``mynet-Net`` for ``path/mynet.py:Net``; ``timm-vit_tiny`` ..."""
+    if arch_kind(arch) == "zoo":
+        return arch
+    where, _, name = arch.rpartition(":")
+    return f"{Path(where).stem}-{name}"
+
+
 def outputs(args) -> list[Output]:
     """The files ``deepfault train`` writes (a discriminator comes with its generator)."""
     if args.arch == "dcgan_discriminator":
         return gan_outputs(args)
-    return [Output("--out", Path(args.out or f"{args.arch}-{Path(args.dataset).stem}.pt"))]
+    return [Output("--out", Path(args.out or f"{_default_stem(args.arch)}-{Path(args.dataset).stem}.pt"))]
+
+
+def _arch_kwargs(args, num_classes: int) -> dict:
+    """The constructor's keyword arguments: ``--arch-args``, and for a zoo architecture the
+    data set's number of classes unless given.
+    """
+    given = dict(args.arch_args or {})
+    if arch_kind(args.arch) == "zoo":
+        return {"num_classes": num_classes, **given}
+    return given
 
 
 def _cmd_train(args) -> int:
@@ -82,7 +121,7 @@ def _cmd_train(args) -> int:
     print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "
           f"{len(data.y_test)} test inputs, {device}")
     mf, result = train_model(args.arch, data, config, device=device,
-                             arch_kwargs={"num_classes": data.num_classes},
+                             arch_kwargs=_arch_kwargs(args, data.num_classes),
                              progress=not args.no_progress)
     if args.dataset.endswith(".npz"):  # so that 'run --model' finds the same file again
         mf.dataset = str(Path(args.dataset).resolve())
