@@ -16,13 +16,10 @@ from pathlib import Path
 from ..core.registry import Registry, suggestion
 from ..errors import DeepFaultError
 from .dataset import Dataset
+from .paths import DATA_ENV, _cache_data_dir, default_data_dir
 
 __all__ = ["DATASETS", "DatasetInfo", "register_dataset", "load_dataset", "list_datasets", "default_data_dir",
            "DATA_ENV", "data_dir_to_record", "usable_recorded_dir"]
-
-#: The environment variable naming the data root (``--data-dir`` wins over it).
-DATA_ENV = "DEEPFAULT_DATA"
-
 
 @dataclass(frozen=True)
 class DatasetInfo:
@@ -50,24 +47,6 @@ def register_dataset(name: str, *, description: str = ""):
 def list_datasets() -> list[str]:
     """The names of the registered data sets, sorted."""
     return DATASETS.names()
-
-
-def _cache_data_dir() -> Path:
-    from .._io import user_cache_dir
-
-    return user_cache_dir() / "data"
-
-
-def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data root: ``data_dir``, else ``$DEEPFAULT_DATA``, else ``data/`` in the user cache
-    (``$DEEPFAULT_CACHE`` when set).
-    """
-    if data_dir is not None:
-        return Path(data_dir).expanduser()
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env).expanduser()
-    return _cache_data_dir()
 
 
 def data_dir_to_record(data: Dataset) -> str | None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.registry import suggestion
 from ..errors import DeepFaultError
+from .paths import default_data_dir
 
 if TYPE_CHECKING:
     import tarfile
@@ -231,8 +232,6 @@ def dataset_status(name: str, data_dir: str | os.PathLike | None = None) -> list
     Raises:
         DeepFaultError: ``name`` has no download source.
     """
-    from ._api import default_data_dir
-
     source = _source(name)
     root = default_data_dir(data_dir)
     folder = _folder(source, root)
@@ -381,8 +380,6 @@ def download(
         DeepFaultError: ``name`` has no source, or a file could not be fetched intact from
             any mirror (nothing is left in its place), or the archive is unsafe or corrupt.
     """
-    from ._api import default_data_dir
-
     source = _source(name)
     root = default_data_dir(data_dir)
     folder = _folder(source, root)
