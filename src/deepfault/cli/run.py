@@ -192,7 +192,7 @@ def _cmd_run(args) -> int:
 
 
 def _needs_baseline(args, config) -> bool:
-    return args.report_dir is not None and not args.no_baseline and not get_approach(config.approach).baseline
+    return args.report_dir is not None and not args.no_baseline and not get_approach(config.measure).baseline
 
 
 def _run(model, data, config, output_kind, desc: str, no_progress: bool):

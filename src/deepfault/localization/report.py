@@ -626,7 +626,8 @@ def _answer(result, name) -> tuple[str, str, dict]:
 
     cfg = result.config
     flips = flip_counts(result)
-    recurring = {(layer, unit): cs for layer, unit, cs in recurring_neurons(result)}
+    recurrent = recurring_neurons(result)
+    recurring = {(layer, unit): cs for layer, unit, cs in recurrent}
     width = max((len(rep.selection.neurons) for cr in result.classes for rep in cr.repetitions), default=0)
     heads = ["class", "failing / test inputs", "flipped", *[f"#{i}" for i in range(1, width + 1)]]
     rows, marks = [], []
@@ -650,7 +651,7 @@ def _answer(result, name) -> tuple[str, str, dict]:
     approach = long_name(cfg.approach)
     which = "neurons drawn by" if get_approach(cfg.approach).baseline else "most suspicious neurons of"
     verdict = f"The {cfg.k} {which} {approach} in each of {len(result.classes)} classes"
-    recurrence = _recurrence_verdict(result, recurring_neurons(result))
+    recurrence = _recurrence_verdict(result, recurrent)
     verdict += ". " + recurrence[0].upper() + recurrence[1:]
     verdict += (f". {f} of {n} synthesized inputs ({_pct(f / n) if n else '–'}) flip the model's "
                 "prediction.")
