@@ -278,6 +278,27 @@ def test_per_feature_bounds_and_fixed_features_equal_the_per_seed_oracle(bounds,
         assert np.array_equal(result.found.inputs[:, fixed], seeds[result.found.rows][:, fixed])
 
 
+def test_an_npz_data_set_declares_per_feature_bounds(tmp_path):
+    from deepfault.data.npz import load_npz
+
+    x = _tabular_inputs(10, 0)
+    np.savez(tmp_path / "ok.npz", x=x, y=np.zeros(10, int), bounds=np.stack([LO, HI]))
+    data = load_npz(tmp_path / "ok.npz")
+    np.testing.assert_array_equal(data.feature_bounds[1], HI)
+    assert data.bounds == (LO.min(), HI.max())
+    assert data.for_input_shape((F,)) is data
+    np.savez(tmp_path / "channel.npz", x=_sequence_inputs(4, 0), y=np.zeros(4, int),
+             bounds=[[[0.0]], [[1.0]]])
+    assert load_npz(tmp_path / "channel.npz").feature_bounds[0].shape == (1, L)  # (2, 1, 1): per channel
+    np.savez(tmp_path / "shape.npz", x=x, y=np.zeros(10, int), bounds=np.zeros((2, 7)))
+    with pytest.raises(DeepFaultError, match=r"bounds of shape \(2, 7\) do not fit inputs of shape \(20,\)"):
+        load_npz(tmp_path / "shape.npz")
+    x[3, 4] = HI[4] + 1
+    np.savez(tmp_path / "outside.npz", x=x, y=np.zeros(10, int), bounds=np.stack([LO, HI]))
+    with pytest.raises(DeepFaultError, match=r"array 'x' input 3 has .* at feature 4, outside its bounds"):
+        load_npz(tmp_path / "outside.npz")
+
+
 # --------------------------------------------------------------------------- the CLI
 
 
