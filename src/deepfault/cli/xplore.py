@@ -207,7 +207,8 @@ def add_parser(sub) -> None:
     p.add_argument("--threshold", type=number, default=_UNSET,
                    help="neuron-coverage threshold t on layer-minmax values (default: 0)")
     p.add_argument("--constraint", dest="transform", choices=list_constraints(), default=_UNSET,
-                   help=f"domain constraint on the gradient (default: {_DEFAULT.transform})")
+                   help=f"domain constraint on the gradient (default: {_DEFAULT.transform}; light, occl and "
+                   "blackout change images only)")
     p.add_argument("--clip", action=argparse.BooleanOptionalAction, default=None,
                    help="clip every step to the data's bounds (default: clip; --compat: --no-clip, as the "
                    "published code, whose inputs then leave the valid range)")

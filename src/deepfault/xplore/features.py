@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +79,8 @@ class InputBounds:
 
     lo: np.ndarray
     hi: np.ndarray
+    #: The clamping tensors per (device, dtype), made once.
+    _tensors: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, bounds, input_shape: Sequence[int]) -> InputBounds:
@@ -130,9 +132,12 @@ class InputBounds:
         """``x`` clipped to the bounds (float32 inputs land inside the float64 bounds exactly)."""
         if not self.per_feature:
             return torch.clamp(x, float(self.lo), float(self.hi))
-        lo, hi = _round_in(self.lo, self.hi) if x.dtype == torch.float32 else (self.lo, self.hi)
-        low = torch.as_tensor(lo).to(device=x.device, dtype=x.dtype)
-        high = torch.as_tensor(hi).to(device=x.device, dtype=x.dtype)
+        key = (str(x.device), x.dtype)
+        if key not in self._tensors:
+            lo, hi = _round_in(self.lo, self.hi) if x.dtype == torch.float32 else (self.lo, self.hi)
+            self._tensors[key] = tuple(torch.as_tensor(b).to(device=x.device, dtype=x.dtype)
+                                       for b in (lo, hi))
+        low, high = self._tensors[key]
         return torch.minimum(torch.maximum(x, low), high)
 
     def check_inside(self, x: torch.Tensor, what: str = "seeds", tol: float = 1e-6) -> None:
