@@ -56,9 +56,9 @@ def _check_equal(result, ref):
     ("kind", "transform", "extra"),
     [
         ("mlp", "none", {"layers": "default"}),
-        ("mlp", "light", {"neurons": "per-seed"}),
+        ("mlp", "none", {"neurons": "per-seed"}),
         ("mlp", "none", {"objective": "probabilities", "step": 0.5}),
-        ("mlp", "light", {"layers": "deepxplore", "threshold": 0.6}),
+        ("mlp", "none", {"layers": "deepxplore", "threshold": 0.6}),
         ("conv", "none", {"layers": "deepxplore", "threshold": 0.5}),
         ("conv", "light", {"threshold": 0.3, "layers": "default"}),
         ("conv", "occl", {"layers": "deepxplore", "threshold": 0.5, "neurons": "per-seed"}),

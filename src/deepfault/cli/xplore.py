@@ -19,6 +19,7 @@ from ..provenance import provenance
 from ..xplore import save_inputs, xplore
 from ..xplore.config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, PUBLISHED, XploreConfig
 from ..xplore.constraints import list_constraints
+from ..xplore.features import feature_constraints, parse_indices
 from ..xplore.figures import image_grid
 from ..xplore.report import run_page, summary_text
 from ..xplore.results import add_surprise
@@ -134,6 +135,16 @@ def _config(args) -> XploreConfig:
     )
 
 
+def _indices(what: str):
+    """``--fix-features`` / ``--fix-steps``: ``0,3,7``, ranges ``2-5``, or both."""
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            return parse_indices(text, what)
+        except DeepFaultError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return parse
+
+
 def _per_model(text: str) -> tuple[str | None, ...]:
     """A comma-separated list aligned with --model; '-' or an empty entry skips a model."""
     return tuple(p.strip() if p.strip() not in ("", "-") else None for p in text.split(","))
@@ -196,10 +207,21 @@ def add_parser(sub) -> None:
     p.add_argument("--threshold", type=number, default=_UNSET,
                    help="neuron-coverage threshold t on layer-minmax values (default: 0)")
     p.add_argument("--constraint", dest="transform", choices=list_constraints(), default=_UNSET,
-                   help=f"domain constraint on the gradient (default: {_DEFAULT.transform})")
+                   help=f"domain constraint on the gradient (default: {_DEFAULT.transform}; light, occl and "
+                   "blackout change images only)")
     p.add_argument("--clip", action=argparse.BooleanOptionalAction, default=None,
                    help="clip every step to the data's bounds (default: clip; --compat: --no-clip, as the "
                    "published code, whose inputs then leave the valid range)")
+    p.add_argument("--feature-bounds", default="auto", metavar="auto|observed|dataset|FILE",
+                   help="range of each feature every step is clipped to: auto (the data set's per-feature "
+                   "bounds if it has them, else for vectors and sequences the data's min and max per feature "
+                   "or channel, for images the data set's range), observed, dataset, or a file (.npz with "
+                   "arrays lo and hi, or JSON {\"lo\": [...], \"hi\": [...]})")
+    p.add_argument("--fix-features", type=_indices("feature"), default=None, metavar="I,J,A-B",
+                   help="features (of a vector; channels of a sequence) that keep the seed's value: indices "
+                   "and ranges, e.g. 0,3,7 or 2-5")
+    p.add_argument("--fix-steps", type=_indices("step"), default=None, metavar="I,J,A-B",
+                   help="time steps of a sequence (every channel) that keep the seed's value, e.g. 0-9")
     p.add_argument("--occlusion", type=_occlusion, default=(0, 0, 10, 10), metavar="X,Y,H,W",
                    help="rectangle of --constraint occl: first column, first row, height, width")
     p.add_argument("--blackout-size", type=positive_int, default=6, metavar="M",
@@ -250,6 +272,8 @@ def _cmd_xplore(args) -> int:
                                         models_dir=args.models_dir, archs=args.arch, weights=args.weights,
                                         trust_pickle=args.trust_pickle, arch_kwargs=args.arch_args,
                                         progress=not args.no_progress)
+    bounds, fixed, held = feature_constraints(args.feature_bounds, data, features=args.fix_features,
+                                              steps=args.fix_steps, constraint=config.constraint())
     labels = [p.name for p in prepared]
     for p in prepared:
         p.to(device)
@@ -258,7 +282,7 @@ def _cmd_xplore(args) -> int:
     fits, no_fit = _surprise_states(args, prepared, data, threads)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
-        result = xplore(prepared, data.x_test, config=config, bounds=data.bounds,
+        result = xplore(prepared, data.x_test, config=config, bounds=bounds, fixed=fixed,
                         progress=not args.no_progress, batch_size=args.chunk_size, threads=threads,
                         labels=data.y_test)
     if fits is not None:  # after the search, from what it found: nothing it found changes
@@ -266,6 +290,8 @@ def _cmd_xplore(args) -> int:
             scorers = [_surprise.scorer(p.module, f) for p, f in zip(prepared, fits, strict=True)]
             result = add_surprise(result, scorers)
     print(summary_text(result, labels, data, device, rows=args.grid), end="")
+    if held:
+        print(held)
     for name, fit in zip(labels, fits or (), strict=False):
         print(f"{name}: {_surprise.describe(fit)}")
     if no_fit is not None:

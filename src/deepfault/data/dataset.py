@@ -26,6 +26,9 @@ class Dataset:
         y_train, y_test: Integer labels, shape ``(N,)``, in ``range(num_classes)``.
         bounds: ``(lo, hi)``, the valid range of every input element.
         class_names: One name per class.
+        feature_bounds: ``(lo, hi)`` float64 arrays of one input's shape when the data
+            declares a range per feature (an ``.npz`` with a ``bounds`` array ``(2, ...)``);
+            ``bounds`` is then their envelope. ``None`` otherwise.
     """
 
     name: str
@@ -36,6 +39,7 @@ class Dataset:
     bounds: tuple[float, float]
     class_names: tuple[str, ...]
     meta: dict = field(default_factory=dict, compare=False)
+    feature_bounds: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -73,11 +77,16 @@ class Dataset:
         candidates += [((int(np.prod(have)),), lambda x: x.reshape(len(x), -1))]
         for target, convert in candidates:
             if fits(target):
+                per_feature = None
+                if self.feature_bounds is not None:
+                    lo, hi = (np.ascontiguousarray(convert(b[None])[0]) for b in self.feature_bounds)
+                    per_feature = (lo, hi)
                 return replace(
                     self,
                     x_train=np.ascontiguousarray(convert(self.x_train)),
                     x_test=np.ascontiguousarray(convert(self.x_test)),
                     meta={**self.meta, "layout_from": list(have), "layout_to": list(target)},
+                    feature_bounds=per_feature,
                 )
         raise DeepFaultError(
             f"data set {self.name!r} has inputs of shape {have} but the model takes "

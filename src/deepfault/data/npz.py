@@ -6,7 +6,10 @@ Arrays, by name:
   ``(N, *input_shape)`` in the layout the model takes, ``y`` ``N`` integer labels;
 * ``x_train``, ``y_train`` (optional): a training split of the same input shape;
   without them the training split is empty;
-* ``bounds`` (optional): ``[lo, hi]``, the valid input range; ``(0, 1)`` by default;
+* ``bounds`` (optional): ``[lo, hi]``, the valid input range; ``(0, 1)`` by default; or one
+  range per feature, ``(2, *shape)`` with ``shape`` broadcastable to one input's (``(2, F)``
+  for vectors, ``(2, C, 1)`` per channel of a sequence): ``Dataset.feature_bounds``, and
+  ``Dataset.bounds`` their envelope;
 * ``class_names`` (optional): one string per class; else ``0 .. max(y)``.
 
 Examples:
@@ -84,6 +87,21 @@ def _class_names(path: Path, arrays: dict, y_test: np.ndarray, y_train: np.ndarr
     return class_names
 
 
+def _feature_bounds(path: Path, b: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A ``(2, ...)`` ``bounds`` array as per-feature ``(lo, hi)`` of one input's ``shape``."""
+    if b.dtype.kind not in "biuf" or len(b) != 2:
+        raise DeepFaultError(f"{path}: per-feature bounds must be a numeric array (2, ...): lo then hi; got "
+                             f"shape {b.shape}, dtype {b.dtype}")
+    try:
+        lo, hi = (np.ascontiguousarray(np.broadcast_to(v.astype(np.float64), shape)) for v in b)
+    except ValueError:
+        raise DeepFaultError(f"{path}: bounds of shape {b.shape} do not fit inputs of shape {shape}; save "
+                             f"bounds as (2, {', '.join(map(str, shape))}) or [lo, hi]") from None
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()) or (lo > hi).any():
+        raise DeepFaultError(f"{path}: per-feature bounds must be finite with lo <= hi for every feature")
+    return lo, hi
+
+
 def _bounds(path: Path, arrays: dict) -> tuple[tuple[float, float], str]:
     """The file's ``bounds`` (default ``(0, 1)``) and the fix to suggest for inputs outside them."""
     if "bounds" not in arrays:
@@ -153,6 +171,19 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         y_train = np.empty(0, dtype=np.int64)
 
     class_names = _class_names(path, arrays, y_test, y_train)
+    per_feature = None
+    if "bounds" in arrays and arrays["bounds"].ndim >= 2:
+        per_feature = _feature_bounds(path, arrays["bounds"], x_test.shape[1:])
+        for key, x in (("x", x_test), ("x_train", x_train)):
+            out = (x < per_feature[0]) | (x > per_feature[1])
+            if out.any():
+                at = tuple(int(i) for i in np.argwhere(out)[0])
+                raise DeepFaultError(f"{path}: array {key!r} input {at[0]} has {x[at]:g} at feature "
+                                     f"{at[1] if len(at) == 2 else at[1:]}, outside its bounds "
+                                     f"[{per_feature[0][at[1:]]:g}, {per_feature[1][at[1:]]:g}]; fix the "
+                                     "inputs or the bounds array")
+        lo, hi = float(per_feature[0].min()), float(per_feature[1].max())
+        arrays = {**arrays, "bounds": np.array([lo, hi if hi > lo else lo + 1.0])}
     bounds, fix = _bounds(path, arrays)
     for key, x in (("x", x_test), ("x_train", x_train)):
         if x.size and (x.min() < bounds[0] or x.max() > bounds[1]):
@@ -170,4 +201,5 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         bounds=bounds,
         class_names=class_names,
         meta={"path": str(path), "class_names_given": "class_names" in arrays},
+        feature_bounds=per_feature,
     )

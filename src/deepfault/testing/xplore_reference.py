@@ -66,15 +66,26 @@ def search_reference(
     config: XploreConfig,
     bounds=(0.0, 1.0),
     output_kinds=None,
+    fixed=None,
 ) -> dict:
     """The search of :func:`deepfault.xplore.search.search`, one seed at a time.
+
+    ``bounds`` are numbers or per-feature arrays (each step clipped element by element);
+    ``fixed`` is ``None`` or a bool mask of one input's shape whose elements get no step and are
+    written back from the seed after each one.
 
     Returns:
         A dict: ``rows``, ``inputs``, ``iteration``, ``predictions`` (each found input, by
         seed row), ``already_differ`` (rows), ``covered`` (per model, list of bools) and
         ``neurons`` (``{(row, step): [neuron per model]}``, the neurons each step used).
     """
-    lo, hi = float(bounds[0]), float(bounds[1])
+    lo: float | torch.Tensor
+    hi: float | torch.Tensor
+    if np.ndim(bounds[0]) == 0 and np.ndim(bounds[1]) == 0:
+        lo, hi = float(bounds[0]), float(bounds[1])
+    else:
+        lo, hi = (torch.as_tensor(np.broadcast_to(np.asarray(b, np.float64), np.shape(seeds)[1:]).copy())
+                  for b in bounds)
     n = len(models)
     kinds = output_kinds or ["logits"] * n
     constraint = config.constraint()
@@ -86,7 +97,8 @@ def search_reference(
     with contextlib.ExitStack() as stack:
         for m in models:
             stack.enter_context(eval_mode(m))
-        return _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi)
+        return _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi,
+                       None if fixed is None else torch.as_tensor(np.asarray(fixed, dtype=bool)))
 
 
 def _cover(covered: list[list[bool]], models, layers, x: torch.Tensor, threshold: float) -> None:
@@ -126,7 +138,24 @@ def _objective(models, layers, kinds, config, x: torch.Tensor, c: int, j: int, n
     return obj
 
 
-def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi) -> dict:
+def _move(x: torch.Tensor, g: torch.Tensor, config, lo, hi, fixed, seed: torch.Tensor) -> torch.Tensor:
+    """One step of ``x`` ``(1, *input)`` along ``g`` ``(*input)``: fixed elements get none and are
+    written back from ``seed``; clipped (per element with per-feature bounds, in float64).
+    """
+    if fixed is not None:
+        g = g.clone()
+        g[fixed] = 0.0
+    moved = x + config.step * g
+    if config.clip and isinstance(lo, torch.Tensor):
+        moved = torch.maximum(torch.minimum(moved.double(), hi), lo).float()
+    elif config.clip:
+        moved = torch.clamp(moved, lo, hi)
+    if fixed is not None:
+        moved[0][fixed] = seed[fixed].to(moved.device)
+    return moved
+
+
+def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds, lo, hi, fixed) -> dict:
     n = len(models)
 
     def predictions(x):
@@ -183,8 +212,7 @@ def _search(models, x_all, draws, config, cname, cparams, layers, device, kinds,
                     g = g[0]
                     g = g / (math.sqrt(float((g * g).mean())) + RMS_EPS)
                     g = constrain_reference(cname, cparams, g, draws.constraint_u[r, it])
-                    moved = x.detach() + config.step * g
-                    current[r] = (torch.clamp(moved, lo, hi) if config.clip else moved).cpu()
+                    current[r] = _move(x.detach(), g, config, lo, hi, fixed, x_all[r]).cpu()
     order = np.argsort(found["rows"], kind="stable")
     return {
         "rows": np.asarray(found["rows"], dtype=np.int64)[order],

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..experiment.method import Method
 from .config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, XploreConfig
 from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constraint
+from .features import InputBounds, fixed_mask, observed_bounds
 from .preset import METHOD as _NAME
 from .preset import PRESETS
 from .results import FoundInputs, TargetSummary, TracePoint, XploreResult, load_inputs, replay, save_inputs
@@ -25,6 +26,7 @@ __all__ = [
     "CONSTRAINTS",
     "Constraint",
     "FoundInputs",
+    "InputBounds",
     "LAYER_CHOICES",
     "NEURON_CHOICES",
     "OBJECTIVES",
@@ -32,9 +34,11 @@ __all__ = [
     "TracePoint",
     "XploreConfig",
     "XploreResult",
+    "fixed_mask",
     "list_constraints",
     "load_inputs",
     "make_constraint",
+    "observed_bounds",
     "replay",
     "save_inputs",
     "search",

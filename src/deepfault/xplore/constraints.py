@@ -12,7 +12,10 @@ from the run's generator, so the batched search and the per-seed loop see the sa
 numbers whatever the batching.
 
 Images are ``(N, ..., H, W)``: the rectangle and the patch lie in the last two dimensions
-and span every channel.
+and span every channel. Each constraint names the kinds of input it fits (``inputs``:
+:func:`input_kind` of one input's shape, ``"image"``, ``"sequence"`` or ``"vector"``); the
+search refuses the others in one line that names the constraints that fit. For vectors and
+sequences, per-feature bounds and fixed features (:mod:`.features`) are the constraints.
 """
 
 from __future__ import annotations
@@ -35,7 +38,20 @@ __all__ = [
     "Blackout",
     "make_constraint",
     "list_constraints",
+    "input_kind",
+    "INPUT_KINDS",
 ]
+
+#: The kind of input, by the rank of one input's shape (``(F,)``, ``(C, L)``, ``(C, H, W)``),
+#: as regression fuzzing names them (:data:`deepfault.fuzz.mutation.rules.INPUT_KINDS`, which
+#: counts the batch axis too). Ranks above 3 are images as well.
+INPUT_KINDS = {1: "vector", 2: "sequence", 3: "image"}
+_SHAPES = {"vector": "vectors (F,)", "sequence": "sequences (C, L)", "image": "images (C, H, W)"}
+
+
+def input_kind(input_shape: Sequence[int]) -> str:
+    """``"vector"``, ``"sequence"`` or ``"image"``: the kind of inputs of per-input ``input_shape``."""
+    return INPUT_KINDS.get(len(tuple(input_shape)), "image" if len(tuple(input_shape)) > 3 else "vector")
 
 #: Every domain constraint, by name (``xplore --constraint NAME``).
 CONSTRAINTS: Registry[type[Constraint]] = Registry("domain constraint")
@@ -47,6 +63,21 @@ class Constraint(ABC):
     name: str = ""
     #: Uniform numbers in [0, 1) this constraint takes per input and iteration.
     num_draws: int = 0
+    #: The kinds of input it fits (:func:`input_kind`).
+    inputs: tuple[str, ...] = ("image", "sequence", "vector")
+
+    def check_inputs(self, input_shape: Sequence[int]) -> None:
+        """Raise :class:`DeepFaultError` when this constraint does not fit this kind of input,
+        naming the constraints that do.
+        """
+        kind = input_kind(input_shape)
+        if kind in self.inputs:
+            return
+        fit = [n for n in CONSTRAINTS.names() if kind in CONSTRAINTS.get(n).inputs]
+        raise DeepFaultError(
+            f"the {self.name!r} constraint changes {' and '.join(_SHAPES[k] for k in self.inputs)}; these "
+            f"inputs are {_SHAPES[kind].split()[0]} of shape {tuple(input_shape)}: use --constraint "
+            f"{' or '.join(fit)} (with --feature-bounds and --fix-features for such inputs)")
 
     def check(self, input_shape: Sequence[int]) -> None:  # noqa: B027 (optional: any shape fits)
         """Raise :class:`DeepFaultError` when inputs of this per-input shape do not fit."""
@@ -105,6 +136,7 @@ class Light(Constraint):
     """Every element set to the input's mean gradient: a uniform brightening or darkening."""
 
     name = "light"
+    inputs = ("image",)
 
     def apply(self, grads: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
         mean = grads.flatten(1).mean(dim=1)
@@ -123,6 +155,7 @@ class Occlusion(Constraint):
     """
 
     name = "occl"
+    inputs = ("image",)
 
     def __init__(self, *, x: int = 0, y: int = 0, h: int = 10, w: int = 10):
         self.x = check_int("occlusion x", x, minimum=0)
@@ -164,6 +197,7 @@ class Blackout(Constraint):
 
     name = "blackout"
     num_draws = 2
+    inputs = ("image",)
 
     def __init__(self, *, size: int = 6):
         self.size = check_int("blackout size", size)

@@ -356,6 +356,11 @@ class XploreResult(Summarised):
         true_labels: ``(F,)`` the true label of each found input (its seed's label), when the
             seeds' labels were given (``labels=`` of :func:`~.search.xplore`, or
             :func:`add_labels`); ``None`` otherwise.
+        feature_bounds: ``(lo, hi)`` float64 arrays of one input's shape when the bounds were
+            per feature (:mod:`.features`); ``bounds`` is then their envelope. ``None`` for one
+            range for every element.
+        fixed: Bool mask of one input's shape: the elements kept at the seed's value
+            (``None`` when none was fixed).
     """
 
     config: XploreConfig
@@ -377,6 +382,8 @@ class XploreResult(Summarised):
     realism: Realism | None = None
     surprise: FoundSurprise | None = None
     true_labels: np.ndarray | None = None
+    feature_bounds: tuple[np.ndarray, np.ndarray] | None = None
+    fixed: np.ndarray | None = None
 
     @property
     def num_seeds(self) -> int:
@@ -486,13 +493,26 @@ class XploreResult(Summarised):
             "trace": [p.to_dict() for p in self.trace],
             **({} if self.surprise is None else {"surprise": self.surprise.to_dict(self.model_names)}),
             **({} if self.true_labels is None else {"true_label_agreement": self.agreement_summary()}),
+            **({} if self.feature_bounds is None else {"feature_bounds": self._feature_bounds_dict()}),
+            **({} if self.fixed is None else {"fixed": {
+                "elements": int(self.fixed.sum()),
+                "indices": np.flatnonzero(self.fixed).tolist() if self.fixed.size <= 4096 else
+                "in the .npz (fixed)"}}),
         }
+
+    def _feature_bounds_dict(self) -> dict:
+        from .features import InputBounds
+
+        assert self.feature_bounds is not None  # the caller checked
+        return InputBounds(*self.feature_bounds).to_dict()
 
 
 #: The arrays of a saved run (``.npz``).
 NPZ_KEYS = ("inputs", "seeds", "seed_index", "rows", "iteration", "predictions", "common_class",
             "target", "l1", "model_names", "already_differ_index", "already_differ_predictions")
-# and, when the run knew them, ``true_label`` (F,): each found input's seed's label
+# and, when the run knew them, ``true_label`` (F,): each found input's seed's label; with
+# per-feature bounds ``feature_lo`` and ``feature_hi``, with fixed features ``fixed`` (one
+# input's shape each)
 
 
 def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
@@ -511,6 +531,10 @@ def save_inputs(path: str | os.PathLike, result: XploreResult) -> Path:
     }
     if result.true_labels is not None:
         arrays["true_label"] = result.true_labels
+    if result.feature_bounds is not None:  # one input's shape each
+        arrays["feature_lo"], arrays["feature_hi"] = result.feature_bounds
+    if result.fixed is not None:
+        arrays["fixed"] = result.fixed
     if result.surprise is not None:  # (F, models) each, beside l1
         arrays.update({k: v for k, v in result.surprise.found.items()})
         arrays.update({f"seed_{k}": v for k, v in result.surprise.seeds.items()})

@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from .. import checks
-from ..checks import check_bounds, check_int
+from ..checks import check_int
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
 from ..core.entry import renamed
@@ -55,6 +55,7 @@ from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError
 from .config import XploreConfig
 from .constraints import Constraint
+from .features import InputBounds, as_fixed
 from .results import FoundInputs, TracePoint, XploreResult, measure_realism, saturation_warning
 
 if TYPE_CHECKING:
@@ -291,8 +292,8 @@ class _Run:
     #: ``(N, n)`` every model's prediction on each seed; made by :func:`search` for its seeds.
     seed_predictions: np.ndarray
 
-    def __init__(self, models, names, output_kinds, config: XploreConfig, bounds, device,
-                 chunk_size: int | None = None):
+    def __init__(self, models, names, output_kinds, config: XploreConfig, bounds: InputBounds, device,
+                 chunk_size: int | None = None, fixed: np.ndarray | None = None):
         self.models = list(models)
         if chunk_size is None:  # CPU caches favour small passes; a GPU wants them large
             chunk_size = CPU_CHUNK if torch.device(device).type == "cpu" else 1 << 30
@@ -301,8 +302,11 @@ class _Run:
         self.config = config
         self.constraint = config.constraint()
         self.layers = config.layer_selection()
-        self.lo, self.hi = bounds
+        self.bounds = bounds
+        self.lo, self.hi = bounds.envelope
         self.device = device
+        # Fixed elements: their direction is zeroed and their value set back to the seed's.
+        self.fixed = None if fixed is None or not fixed.any() else torch.as_tensor(fixed, device=device)
         self.probabilities = []
         for name, kind in zip(names, output_kinds, strict=True):
             if kind not in ("logits", "probabilities"):
@@ -426,9 +430,13 @@ class _Run:
             g = normalize(torch.cat(grads)[keep])
             u = torch.as_tensor(draws.constraint_u[rows[alive[keep_np]], it])
             g = self.constraint.apply(g, u)
+            if self.fixed is not None:
+                g = g.masked_fill(self.fixed, 0.0)
             x = x.detach()[keep] + cfg.step_size * g
             if cfg.clip:
-                x = torch.clamp(x, self.lo, self.hi)
+                x = self.bounds.clamp(x)
+            if self.fixed is not None:  # exactly the seed's, whatever the clipping did
+                x = torch.where(self.fixed, x0[alive[keep_np]], x)
             alive = alive[keep_np]
             neurons = [nk[keep] for nk in neurons]
 
@@ -480,6 +488,7 @@ def search(
     chunk_size: int | None = None,
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
+    fixed=None,
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -492,7 +501,9 @@ def search(
         config: The run's parameters (default :class:`XploreConfig`; ``config.seeds`` and
             ``replace`` are not used here: the seeds are given).
         bounds: ``(lo, hi)``, the valid input range every step is clipped to (default: the
-            prepared models', else ``(0, 1)``).
+            prepared models', else ``(0, 1)``): numbers, or per-feature arrays broadcastable to
+            one input's shape (:class:`~deepfault.xplore.features.InputBounds`; ``lo == hi``
+            pins a feature).
         seed_index: ``(N,)`` index of each seed in its pool, recorded with the results
             (default ``arange(N)``).
         names: One name per model (default ``model0``, ``model1``, ...).
@@ -506,6 +517,10 @@ def search(
         labels: ``(N,)`` the seeds' true labels (optional): the result then says which model
             agrees with them on each found input (``true_labels``, ``agreement()``). The
             search never uses them.
+        fixed: Elements that keep the seed's value: indices along the first axis of one input
+            (a vector's features, a sequence's channels) or a bool mask broadcastable to one
+            input's shape (:func:`~deepfault.xplore.features.fixed_mask`). Their gradient is
+            zeroed and their value stays the seed's, bit for bit.
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of
@@ -529,16 +544,16 @@ def search(
     if len(models) < 2:
         check_models(models, torch.zeros(1), names)
     config.validate(len(models))
-    lo, hi = check_bounds(bounds)
     x_all = as_tensor(seeds, name="seeds").detach().cpu()
     if len(x_all) == 0:
         raise DeepFaultError("no seeds: the seed inputs are empty")
-    if x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6:
-        raise DeepFaultError(
-            f"the seeds lie in [{float(x_all.min()):g}, {float(x_all.max()):g}], outside the bounds "
-            f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)"
-        )
-    config.constraint().check(tuple(x_all.shape[1:]))
+    shape = tuple(x_all.shape[1:])
+    config.constraint().check_inputs(shape)
+    config.constraint().check(shape)
+    box = InputBounds.of(bounds, shape)
+    lo, hi = box.envelope
+    box.check_inside(x_all)
+    mask = as_fixed(fixed, shape)
     seed_labels = None if labels is None else _seed_labels(labels, len(x_all))
     index = np.arange(len(x_all), dtype=np.int64) if seed_index is None else np.asarray(seed_index, np.int64)
     if index.shape != (len(x_all),):
@@ -547,7 +562,7 @@ def search(
         )
     device = model_device(models[0])
     num_classes = check_models(models, x_all[:1], names)
-    run = _Run(models, names, kinds, config, (lo, hi), device, chunk_size)
+    run = _Run(models, names, kinds, config, box, device, chunk_size, mask)
     draws = draw_randomness(len(x_all), len(models), config, run.constraint)
     count = auto_threads(models, device) if threads == "auto" else \
         None if threads is None else check_int("threads", threads, minimum=1)
@@ -575,7 +590,7 @@ def search(
         if not config.clip and len(found):
             from .results import replay
 
-            clipped = np.clip(found.inputs, lo, hi)
+            clipped = box.clamp(torch.as_tensor(found.inputs)).numpy()
             p = replay(models, torch.as_tensor(clipped).to(device))
             still = (p != p[:, :1]).any(axis=1)
     realism = measure_realism(found.inputs, found.seeds, (lo, hi), still_differ_clipped=still)
@@ -594,6 +609,8 @@ def search(
         seconds=seconds, first_found_seconds=run.first_found, device=str(device),
         layer_names=tuple(lay.names for lay in layouts), realism=realism,
         true_labels=None if seed_labels is None else seed_labels[found.rows],
+        feature_bounds=(box.lo, box.hi) if box.per_feature else None,
+        fixed=mask if mask is not None and mask.any() else None,
     )
 
 
@@ -620,6 +637,7 @@ def xplore(
     batch_size: int | None = None,
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
+    fixed=None,
 ) -> XploreResult:
     """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
     inputs on which the models disagree, raising their neuron coverage.
@@ -633,7 +651,8 @@ def xplore(
         config: The run's parameters (default :class:`XploreConfig`); the seeds are
             ``config.seed_indices`` when given, else drawn with ``config.seed``.
         bounds: ``(lo, hi)``, the valid input range (default: the prepared models', else
-            ``(0, 1)``).
+            ``(0, 1)``): numbers, or per-feature arrays broadcastable to one input's shape
+            (see :func:`search`).
         names: One name per model (default ``model0``, ``model1``, ...).
         output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
             model's, else logits).
@@ -644,6 +663,7 @@ def xplore(
         labels: ``(P,)`` true labels of ``inputs`` (optional, e.g. ``data.y_test``): the
             result then says which model agrees with the true label on each found input
             (``true_labels``, ``agreement()``, ``agreement_summary()``).
+        fixed: Features that keep the seed's value (indices or a bool mask; see :func:`search`).
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
@@ -677,4 +697,4 @@ def xplore(
     seed_labels = None if labels is None else _seed_labels(labels, len(x))[index]
     return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress, chunk_size=batch_size,
-                  threads=threads, labels=seed_labels)
+                  threads=threads, labels=seed_labels, fixed=fixed)
