@@ -40,22 +40,29 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists() or sy
 READS_WHOLE = "reads its loader whole (the batchauto helper streams it; merged by the lead)"
 
 
+def _n(method: str) -> int:
+    """N of ``method``: repair's growth shows only beyond 1,600 test inputs."""
+    return 600 if method == "repair" else N
+
+
 def _probe(method: str, *extra: str) -> dict:
+    n = _n(method)
     env = {**os.environ, **ENV,
            "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-c", "from helpers.memory_probe import main; main()", method, str(N), str(4 * N),
+        [sys.executable, "-c", "from helpers.memory_probe import main; main()", method, str(n), str(4 * n),
          *extra], capture_output=True, text=True, env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _growth(peaks: dict, meter: str) -> int:
-    return peaks[str(4 * N)][meter] - peaks[str(N)][meter]
+    small, large = sorted(peaks, key=int)
+    return peaks[large][meter] - peaks[small][meter]
 
 
-def _limit(meter: str) -> int:
-    return 3 * N * PER_INPUT + SLACK[meter]
+def _limit(meter: str, n: int = N) -> int:
+    return 3 * n * PER_INPUT + SLACK[meter]
 
 
 def _check_flat(method: str, peaks: dict, *, held: dict | None = None) -> None:
@@ -64,9 +71,10 @@ def _check_flat(method: str, peaks: dict, *, held: dict | None = None) -> None:
     for meter in ("rss", "py"):
         by_design = (held or {}).get(meter, 0)
         growth = _growth(peaks, meter) - by_design
-        assert growth <= _limit(meter), (
-            f"{method}: peak {meter} grew by {growth / 1e6:.2f} MB from {N} to {4 * N} inputs "
-            f"(limit {_limit(meter) / 1e6:.2f} MB); peaks {peaks}")
+        n = _n(method)
+        assert growth <= _limit(meter, n), (
+            f"{method}: peak {meter} grew by {growth / 1e6:.2f} MB from {n} to {4 * n} inputs "
+            f"(limit {_limit(meter, n) / 1e6:.2f} MB); peaks {peaks}")
 
 
 @pytest.mark.parametrize("method", [
@@ -79,14 +87,15 @@ def _check_flat(method: str, peaks: dict, *, held: dict | None = None) -> None:
         strict=False, reason="run_deepfault copies each class's test inputs (inputs[in_class] in "
         "localization/protocol.py) before its spectrum and predictions; localization is another helper's")),
     pytest.param("xplore", marks=pytest.mark.xfail(
-        strict=False, reason="xplore copies its seeds (x[index]) before the search and holds about two "
-        "copies of them (measured 8 KB per seed here), though it steps inputs_per_step seeds at a time")),
+        strict=False, reason="xplore copies its seeds (x[index]) before the search and grows by 8.7 KB per "
+        "seed here (about two copies), though it steps inputs_per_step seeds at a time")),
     pytest.param("regress", marks=pytest.mark.xfail(
-        strict=False, reason="a campaign grows by about 4 copies of its seeds (measured 16 KB per test input "
-        "here, queue capacity 64); fuzz/campaign is another helper's")),
+        strict=False, reason="a campaign grows by 18 KB (resident) and 8 KB (numpy) per test input here, "
+        "queue capacity 64; fuzz/campaign is another helper's")),
     pytest.param("repair", marks=pytest.mark.xfail(
-        strict=False, reason="repair grows by about one torch copy of the test inputs (measured 4.5 KB per "
-        "test input here)")),
+        strict=False, reason="repair's peak resident set grows by 5-8 MB from 600 to 2,400 test inputs "
+        "(5.8 KB per added input from 1,100 to 2,400) though it is flat from 400 to 1,600; the source is not "
+        "found yet")),
 ])
 def test_peak_memory_is_flat_in_the_number_of_inputs(method):
     _check_flat(method, _probe(method))
