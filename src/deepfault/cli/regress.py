@@ -287,7 +287,7 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
     p1, p2, data = pair
     npz, png, result_path = paths
     out = regress(p1, p2, dataset=data, data_dir=args.data_dir, store=args.store,
-                  cell=args.campaign if args.strategy != "both" else None, device=device,
+                  campaign=args.campaign if args.strategy != "both" else None, device=device,
                   progress=None if args.no_progress else progress, config=config, fresh=args.fresh,
                   on_store=_say_store)
     if live:

@@ -199,7 +199,7 @@ def _cmd_repair(args) -> int:
     threads = apply_threads(args.threads)
     try:
         result = repair(prepared, args.inputs, config=config, data_dir=args.data_dir, m1=m1, device=device,
-                        save_to=model_path, progress=not args.no_progress)
+                        save_model=model_path, progress=not args.no_progress)
     finally:
         torch.set_num_threads(before)
     print(summary_text(result), end="")

@@ -21,9 +21,11 @@ from ._common import (
     apply_threads,
     device_from,
     fmt,
+    json_object,
     positive_int,
     table,
 )
+from .train import _arch_spec  # one check of --arch for the commands that build a model
 
 
 def add_parser(sub) -> None:
@@ -43,8 +45,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
-    p.add_argument("--arch", default=None, choices=list_architectures(), metavar="NAME",
-                   help=f"architecture ({', '.join(list_architectures())}); required but for deploy")
+    p.add_argument("--arch", default=None, type=_arch_spec, metavar="SPEC",
+                   help=f"architecture: a zoo name ({', '.join(list_architectures())}), or your class "
+                   "(file.py:Class; this runs that file), package.module:factory, torchvision:NAME, "
+                   "timm:NAME; required but for deploy")
+    p.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
+                   help="keyword arguments of --arch, a JSON object (default: a zoo architecture gets the "
+                   "data set's number of classes, any other none)")
     p.add_argument("--dataset", default=None, metavar="NAME",
                    help=f"data set ({', '.join(list_datasets())}, or a .npz file); required but for deploy "
                    "with a --model file that names its data set")
@@ -102,7 +109,7 @@ def _cmd_scenario(args) -> int:
     rows, paths = [], []
     for name in names:
         r = make_scenario(name, args.arch, data, seed=args.seed, epochs=args.epochs, out_dir=args.out,
-                          device=device, progress=not args.no_progress)
+                          device=device, progress=not args.no_progress, arch_kwargs=args.arch_args)
         rows.append((name, r.label, fmt(r.m1_accuracy, 4), fmt(r.m2_accuracy, 4), r.regressions, r.fixes,
                      fmt(r.seconds, 1)))
         paths += [str(r.m1_path), str(r.m2_path)]

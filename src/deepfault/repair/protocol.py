@@ -412,6 +412,8 @@ def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
         buildable = False
     if mf is not None and buildable:
         meta = {**mf.meta, "test_accuracy": result.found.after.test_accuracy, "repair": summary}
+        if shape is not None and all(isinstance(d, int) for d in shape):  # a state_dict records none
+            meta.setdefault("input_shape", list(shape))
         return save_model(
             path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)
         )

@@ -200,7 +200,7 @@ def test_api_errors(digits, tmp_path):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["scenario", "apricot", "--arch", "lenet5", "--dataset", "digits"], "invalid choice: 'apricot'"),
-    (["scenario", "prune", "--arch", "lenet9", "--dataset", "digits"], "invalid choice: 'lenet9'"),
+    (["scenario", "prune", "--arch", "lenet9", "--dataset", "digits"], "unknown architecture 'lenet9'"),
     (["scenario", "prune", "--arch", "lenet5", "--dataset", "nosuch"], "unknown data set 'nosuch'"),
     (["scenario", "prune", "--arch", "lenet5", "--dataset", "digits"], "does not fit data set 'digits'"),
     (["scenario", "prune", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "0"], "epochs"),

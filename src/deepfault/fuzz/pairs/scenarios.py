@@ -37,7 +37,7 @@ from torch import nn
 
 from ...checks import check_int
 from ...core.attacks import bim, carlini_wagner_l2
-from ...core.registry import Registry, suggestion, unknown_name
+from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
 
 __all__ = [
@@ -509,20 +509,45 @@ def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[:k]), np.sort(order[k:])
 
 
+def _arch_stem(arch: str) -> str:
+    """``lenet5`` for a zoo name; ``mynet-Net`` for ``path/mynet.py:Net`` (as ``deepfault train``
+    names its file); ``timm-vit_tiny`` ...
+    """
+    from ...models._api import arch_kind
+
+    if arch_kind(arch) == "zoo":
+        return arch
+    where, _, name = arch.rpartition(":")
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{Path(where).stem}-{name}")
+
+
+def _arch_kwargs(arch: str, given: dict | None, num_classes: int) -> dict:
+    """The constructor's arguments: a zoo architecture gets the data's number of classes unless
+    given; any other architecture (the user's class) exactly ``given``, as ``deepfault train``.
+    """
+    from ...models._api import arch_kind
+
+    given = dict(given or {})
+    return {"num_classes": num_classes, **given} if arch_kind(arch) == "zoo" else given
+
+
 def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out_dir: Path,
-                device: torch.device, progress: bool, fingerprint: str):
+                device: torch.device, progress: bool, fingerprint: str, arch_kwargs: dict):
     """``M1``: trained on ``fraction`` of the training split, or read from the cache."""
+    from ...models._api import runs_user_code
     from ...models.io import ModelFile, load_model, save_model
     from ...models.zoo import build_model
 
     pct = int(round(fraction * 100))
-    path = out_dir / f"base-{arch}-{_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
+    path = out_dir / f"base-{_arch_stem(arch)}-{_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
     train_idx, rest_idx = _split(len(data.x_train), fraction, seed)
     key = {"arch": arch, "dataset": data.name, "fraction": fraction, "seed": seed, "epochs": epochs,
            "batch_size": BATCH_SIZE, "lr": LR, "train_inputs": len(train_idx), "fingerprint": fingerprint}
+    if arch_kwargs != {"num_classes": data.num_classes}:  # the zoo's default keeps older caches' key
+        key["arch_kwargs"] = arch_kwargs
     if path.is_file():
-        try:
-            cached = load_model(path, map_location=device)
+        try:  # the user's code is named by the caller's own arch: consent to run it
+            cached = load_model(path, map_location=device, arch=arch if runs_user_code(arch) else None)
         except DeepFaultError as err:
             log.warning("ignoring the cached base model %s: %s", path, err)
         else:
@@ -532,13 +557,13 @@ def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out
             log.info("the cached base model %s was made differently; training again", path)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = build_model(arch, num_classes=data.num_classes)
+        model = build_model(arch, **arch_kwargs)
     model.to(device)
     ctx = ScenarioContext(seed=seed, epochs=epochs, device=device, progress=progress)
     log.info("training the base %s on %d%% of %s (%d inputs, %d epochs)", arch, pct, data.name,
              len(train_idx), epochs)
     result = ctx.fit(model, data.x_train[train_idx], data.y_train[train_idx], epochs=epochs, lr=LR, seed=seed)
-    mf = ModelFile(model=model.eval(), arch=arch, arch_kwargs={"num_classes": data.num_classes},
+    mf = ModelFile(model=model.eval(), arch=arch, arch_kwargs=dict(arch_kwargs),
                    dataset=data.name, bounds=tuple(data.bounds),
                    meta={"scenario_base": key, "input_shape": list(data.input_shape),
                          "test_accuracy": _accuracy(model, data.x_test, data.y_test),
@@ -549,14 +574,14 @@ def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out
     return mf, train_idx, rest_idx, False
 
 
-def _check_model_fits(arch: str, data) -> None:
+def _check_model_fits(arch: str, data, arch_kwargs: dict) -> None:
     from ...core.capture import forward
     from ...models.zoo import build_model
 
     if len(data.x_train) == 0 or len(data.x_test) == 0:
         raise DeepFaultError(f"data set {data.name!r} needs a training and a test split for scenarios")
     with torch.random.fork_rng(devices=[]):
-        model = build_model(arch, num_classes=data.num_classes)
+        model = build_model(arch, **arch_kwargs)
     try:
         with torch.no_grad():
             out = forward(model.eval(), torch.as_tensor(data.x_train[:2]))
@@ -580,6 +605,7 @@ def make_scenario(
     device: torch.device | str = "cpu",
     progress: bool = False,
     options: dict | None = None,
+    arch_kwargs: dict | None = None,
 ) -> ScenarioResult:
     """Make and write the ``M1``/``M2`` pair of scenario ``name``.
 
@@ -589,7 +615,11 @@ def make_scenario(
 
     Args:
         name: A registered scenario (:func:`list_scenarios`).
-        arch: A zoo architecture taking ``data``'s inputs.
+        arch: An architecture taking ``data``'s inputs: a zoo name, or any form of
+            :func:`deepfault.models.build_model` (``path/to/file.py:Class``,
+            ``package.module:factory``, ``torchvision:NAME``); the files are named after the
+            class (``prune-mynet-Net-digits-m1.pt``) and record it, so reading them back needs
+            the same code named again (``--arch``).
         data: The data set (:func:`deepfault.data.load_dataset`).
         seed: Seed of the weights, the splits, the shuffling and the attack's subset.
         epochs: Training epochs of the base model; SUPPLY and ADV:BIM fine-tune as long.
@@ -598,6 +628,8 @@ def make_scenario(
         progress: Show progress bars.
         options: The scenario's keyword options (``Scenario.options()``), e.g.
             ``{"eps": 0.05}`` for ``adv-bim`` or ``{"amount": 0.7}`` for ``prune``.
+        arch_kwargs: Keyword arguments of ``arch``; a zoo architecture gets ``data``'s number
+            of classes unless given, any other architecture exactly these.
 
     Returns:
         A :class:`ScenarioResult`.
@@ -614,12 +646,11 @@ def make_scenario(
     """
     from ..._io import write_json
     from ...core.batches import predict
+    from ...models._api import canonical_arch
     from ...models.io import ModelFile, save_model
-    from ...models.zoo import list_architectures
 
     scenario = SCENARIOS.get(name)
-    if arch not in list_architectures():
-        raise DeepFaultError(unknown_name("architecture", arch, list_architectures()))
+    arch = canonical_arch(arch)  # an unknown zoo name or a malformed form: one line
     check_int("epochs", epochs)
     check_int("seed", seed, minimum=0)
     options = dict(options or {})
@@ -631,14 +662,15 @@ def make_scenario(
             f"{suggestion(unknown[0], known)}; "
             f"its options: {', '.join(known) or 'none'}"
         )
-    _check_model_fits(arch, data)
+    arch_kwargs = _arch_kwargs(arch, arch_kwargs, data.num_classes)
+    _check_model_fits(arch, data, arch_kwargs)
     device = torch.device(device)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     base, _, rest_idx, reused = _base_model(
         arch, data, fraction=scenario.m1_fraction, seed=seed, epochs=epochs, out_dir=out_dir,
-        device=device, progress=progress, fingerprint=_fingerprint(data))
+        device=device, progress=progress, fingerprint=_fingerprint(data), arch_kwargs=arch_kwargs)
     m1 = base.model.to(device).eval()
     m2 = copy.deepcopy(m1)
     ctx = ScenarioContext(seed=seed, epochs=epochs, device=device, progress=progress, rest_idx=rest_idx)
@@ -648,12 +680,13 @@ def make_scenario(
     right1 = predict(m1, data.x_test).argmax(1) == y
     right2 = predict(m2, data.x_test).argmax(1) == y
     acc1, acc2 = float(right1.float().mean()), float(right2.float().mean())
-    stem = f"{name}-{arch}-{_stem(data.name)}"
+    stem = f"{name}-{_arch_stem(arch)}-{_stem(data.name)}"
     m1_path, m2_path = out_dir / f"{stem}-m1.pt", out_dir / f"{stem}-m2.pt"
     common = {"name": name, "label": scenario.label, "seed": seed, "epochs": epochs,
               "m1_file": m1_path.name, "m2_file": m2_path.name}
     m1_meta = {**base.meta, "test_accuracy": acc1,
-               "scenario": {**common, "role": "M1", "base_file": f"base-{arch}-{_stem(data.name)}-train"
+               "scenario": {**common, "role": "M1",
+                            "base_file": f"base-{_arch_stem(arch)}-{_stem(data.name)}-train"
                             f"{int(round(scenario.m1_fraction * 100))}-seed{seed}-epochs{epochs}.pt",
                             "trained_on_fraction": scenario.m1_fraction}}
     m2_meta = {"input_shape": list(data.input_shape), "test_accuracy": acc2,
