@@ -352,6 +352,20 @@ class _Run:
         self.trace.append(TracePoint(group, iteration, self.elapsed(), self.num_found,
                                      tuple(int(nc.covered.sum()) for nc in self.coverage)))
 
+    def scores(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each model's ``(B, classes)`` scores, without neuron values or graph."""
+        with torch.no_grad():
+            outs = [(forward(m, x), soft) for m, soft in zip(self.models, self.probabilities, strict=True)]
+        return [torch.softmax(out, dim=1) if soft else out for out, soft in outs]
+
+    def forward_chunks(self, x: torch.Tensor, *, graph: bool) -> list[tuple]:
+        """``(xc, scores, values)`` per chunk of ``x``; ``values`` ``None`` without ``graph``."""
+        chunks: list[tuple] = []
+        for start in range(0, len(x), self.chunk_size):
+            xc = x[start : start + self.chunk_size].detach().requires_grad_(graph)
+            chunks.append((xc, *self.scores_and_values(xc)) if graph else (xc, self.scores(xc), None))
+        return chunks
+
     def scores_and_values(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Each model's ``(B, classes)`` scores and ``(B, M)`` raw neuron values, with graph."""
         scores, values = [], []
@@ -376,14 +390,12 @@ class _Run:
         neurons: list[torch.Tensor] = []
         for it in range(cfg.iterations + 1):
             last = it == cfg.iterations
-            # Forward in chunks, each keeping its graph: the neurons of this step depend on the
-            # coverage after *all* rows were checked, so the backward passes come afterwards.
-            chunks = []
-            for start in range(0, len(x), self.chunk_size):
-                xc = x[start : start + self.chunk_size].detach().requires_grad_(not last)
-                with torch.set_grad_enabled(not last):
-                    scores, values = self.scores_and_values(xc)
-                chunks.append((xc, scores, values))
+            # The neurons of this step depend on the coverage after *all* rows were checked, so
+            # the backward passes come after every row's forward. One chunk keeps its graph for
+            # them; several chunks predict without graphs and each redoes its forward with a
+            # graph just before its backward, so memory is one chunk's graph, not the group's
+            # (one extra forward per step: issue 26).
+            chunks = self.forward_chunks(x, graph=len(x) <= self.chunk_size and not last)
             preds = torch.cat([torch.stack([s.detach().argmax(dim=1) for s in sc]) for _, sc, _ in chunks],
                               dim=1)  # (n, B)
             keep = torch.ones(len(alive), dtype=torch.bool, device=self.device)
@@ -420,6 +432,9 @@ class _Run:
                 if not bool(kept.any()):
                     grads.append(torch.zeros_like(xc))
                     continue
+                if values is None:  # predicted without a graph: the forward again, with one
+                    xc = xc.requires_grad_(True)
+                    scores, values = self.scores_and_values(xc)
                 per_row = torch.zeros(len(xc), device=self.device, dtype=x.dtype)
                 for k in range(n):
                     weight = torch.where(tgt[part] == k, -cfg.lambda1, 1.0).to(x.dtype)
