@@ -121,8 +121,9 @@ EVALUATION_LEGEND = ("changed: share predicted otherwise than the original; L1/L
                      "ms/input: synthesis time")
 
 
-def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
-    """What ``deepfault run`` prints: the model and data, each class's neurons (unless ``quiet``)
+def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str | None = None) -> str:
+    """What ``deepfault run`` prints: the model and data, the ``neurons`` line
+    (:func:`~deepfault.core.capture.neurons_line`), each class's neurons (unless ``quiet``)
     and the evaluation of the synthesized inputs.
     """
     mf, data = prepared.model_file, prepared.data
@@ -135,6 +136,8 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
     w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
       f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
       f"seed {cfg.seed}\n")
+    if neurons:
+        w(neurons + "\n")
     for cr in [] if quiet else result.classes:
         sp = cr.spectrum
         name = data.class_names[cr.target_class]
