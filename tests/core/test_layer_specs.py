@@ -221,13 +221,16 @@ class TinyVit(nn.Module):
 
 
 def test_a_module_called_blocks_does_not_hide_the_default():
-    """timm's ViT holds its blocks in ``self.blocks``: the default still takes each block."""
+    """timm's ViT holds its blocks in ``self.blocks``: the default and ``blocks`` take each block."""
     torch.manual_seed(0)
     model = TinyVit().eval()
     x = torch.rand(2, 5, 2)
     values, names = _captured(model, None, x)
     assert names == ["blocks.0", "blocks.1"]
     torch.testing.assert_close(values, _naive(model, names, x, lambda o: o.mean(dim=1)))
+    for named in ("blocks", ["blocks"]):  # the selection's name, as result files record it
+        assert _captured(model, named, x)[1] == names
+    assert _captured(model, "[b]locks", x)[1] == ["blocks"]  # the module itself, by a glob
 
 
 def test_linear_conv_stands_alone(resnet):

@@ -403,7 +403,7 @@ def _expand(model: nn.Module, modules: dict[str, nn.Module], entry: str) -> list
     (every module of that class), or a glob over the qualified names; ``None`` for a plain
     name (checked by the caller).
     """
-    if entry in LAYER_SELECTIONS and entry not in modules:
+    if entry in LAYER_SELECTIONS:  # before a module of that name (timm's ViT has one called "blocks")
         if entry == LINEAR_CONV:  # its logits layer is known only once the model has run
             raise DeepFaultError(f"--layers {LINEAR_CONV} stands alone (it drops the layer that runs last, "
                                  "the logits); name it without other entries")
@@ -430,14 +430,12 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
     if is_compiled(model):
         raise no_hooks_error()
     modules = dict(model.named_modules())
-    if layers is None:  # the selection functions directly: a module may be called "blocks" (timm)
-        if default_layers(model) == "blocks":
-            return _blocks(model), False
-        return _linear_conv(model), True
+    if layers is None:
+        layers = default_layers(model)
     if not isinstance(layers, str) and len(layers) == 1 and isinstance(layers[0], str):
         layers = layers[0]
     if isinstance(layers, str):
-        if layers in LAYER_SELECTIONS and layers not in modules:
+        if layers in LAYER_SELECTIONS:  # a selection's name wins over a module's: '[b]locks' names that
             return LAYER_SELECTIONS[layers](model), layers == LINEAR_CONV
         layers = [layers]
     expanded: list[str] = []
@@ -533,8 +531,10 @@ def capture(
             the outputs of the residual or transformer blocks; ``"linear-conv"``: every
             ``Linear`` and ``Conv{1,2,3}d`` module except the last one to run, the logits
             layer). ``None`` is the default (:func:`default_layers`): ``"blocks"`` for a
-            network that has such blocks, else ``"linear-conv"``. A selected module that
-            never runs is skipped with a warning; a 3-D
+            network that has such blocks, else ``"linear-conv"``. A selection's name
+            wins over a module of that name (timm's ViT holds its blocks in one called
+            ``blocks``); a one-name glob such as ``"[b]locks"`` names such a module. A
+            selected module that never runs is skipped with a warning; a 3-D
             output of a transformer block or layer norm is ``(N, tokens, features)``, and
             its neurons are the features (the mean over the tokens).
         transform: ``"raw"`` values, or ``"layer-minmax"``: each input's whole layer
