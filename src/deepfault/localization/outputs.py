@@ -149,9 +149,9 @@ def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str 
         for rep in cr.repetitions:
             if cfg.repeat > 1:
                 w(f"  repetition {rep.index}\n")
-            neurons = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
-                       for i, n in enumerate(rep.selection.neurons)]
-            w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), neurons) + "\n")
+            ranked = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
+                      for i, n in enumerate(rep.selection.neurons)]
+            w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), ranked) + "\n")
     if not quiet and result.classes:
         w(f"  ({NEURON_LEGEND})\n")
     w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
