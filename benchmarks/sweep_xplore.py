@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     rows = []
     for transform, step, iterations in GRID:
         config = (XploreConfig.published(seeds=args.seeds) if transform == "compat" else
-                  XploreConfig(seeds=args.seeds, step=step, iterations=iterations, transform=transform))
+                  XploreConfig(seeds=args.seeds, step=step, iterations=iterations, transform=transform,
+                               layers="deepxplore"))  # the layers the docs' table was measured with
         seeds = index if transform != "compat" else select_seeds(len(data.x_test), args.seeds, seed=0,
                                                                  replace=True)
         start = time.perf_counter()

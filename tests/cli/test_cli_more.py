@@ -109,7 +109,7 @@ def test_train_then_run_then_inspect(tmp_path, capsys):
     code, text, err = run_cli(capsys, "inspect", model_path)
     assert code == 0, err
     assert "fc4" in text
-    assert "96 neurons in the default layers" in text
+    assert "neurons: 96 in 4 layers (linear-conv: the default" in text
     assert "3,610 parameters" in text
 
 

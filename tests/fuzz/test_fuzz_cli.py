@@ -3,6 +3,8 @@ with its documented example, and the one-input-at-a-time reference loop."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,7 @@ def test_regress_prints_metrics_writes_faults_and_resumes(files, capsys):
     out = capsys.readouterr().out
     for word in ("#RF", "#URF", "#Seed", "#GF", "stopped at the budget (40it)"):
         assert word in out
+    assert "neurons of M2" not in out  # DRFuzz reads no neurons
     npz = files / "s-drfuzz-seed0-faults.npz"
     assert npz.is_file()
     assert (files / "s-drfuzz-seed0-faults.png").is_file()
@@ -61,7 +64,12 @@ def test_regress_deephunter_and_the_report(files, capsys, tmp_path):
     args = _regress(files, "--strategy", "deephunter", "--criteria", "nc", "--threshold", "0.2",
                     store="dh.sqlite")
     assert main(args) == 0
-    assert "validity check" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "validity check" in text
+    # DeepHunter's coverage reads M2's neurons, counted as every method counts them
+    assert "neurons of M2: 16 in 2 layers (linear-conv: the default for networks without" in text
+    doc = json.loads((files / "dh-deephunter-seed0-faults.json").read_text())
+    assert doc["models"]["m2"]["layer_selection"] == "linear-conv"
     out = tmp_path / "report"
     assert main(["report", str(files / "dh.sqlite"), "--out", str(out)]) == 0
     md = (out / "report.md").read_text()

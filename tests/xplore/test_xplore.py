@@ -278,7 +278,7 @@ def test_models_with_different_input_shapes_are_refused():
         ({"iterations": 0}, "iterations must be an integer >= 1"),
         ({"neurons": "sometimes"}, "unknown neurons 'sometimes'; known: per-iteration, per-seed"),
         ({"objective": "loss"}, "unknown objective 'loss'"),
-        ({"layers": "all"}, "unknown layers 'all'; known: default, deepxplore"),
+        ({"layers": "all"}, "unknown layers 'all'; known: default, deepxplore, blocks, linear-conv"),
         ({"target": 3}, r"target must be a model index in 0..2"),
         ({"transform": "fog"}, "unknown domain constraint 'fog'"),
         ({"blackout_size": 0, "transform": "blackout"}, "blackout size must be an integer >= 1"),

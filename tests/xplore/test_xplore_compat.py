@@ -191,7 +191,9 @@ def test_saturation_warning_names_the_fixes():
     in one step: the models disagree on it, and it saturates."""
     models = [_brightness(-1, 1, 0, 0.5), _brightness(0, 0.5, 0.4, 0)]
     seeds = np.random.default_rng(0).uniform(0.1, 0.5, (10, 1, 6, 6)).astype(np.float32)
-    config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0)
+    # one Linear each, so no layer is left after the logits by default: DeepXplore's layers
+    config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0,
+                          layers="deepxplore")
     expected = (r"^100% of the 10 difference-inducing inputs are far from their seeds \(SSIM below 0.7: .*\) "
                 r"and 100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
                 r"smaller --step-size \(now 10\), --constraint none instead of light or fewer --iterations$")

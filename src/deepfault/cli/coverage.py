@@ -9,6 +9,7 @@ import math
 import time
 from pathlib import Path
 
+from ..core.capture import layer_selection, neurons_line, selection_source
 from ..coverage import (
     compute_profile,
     fit_surprise,
@@ -67,7 +68,8 @@ def thresholds(text: str) -> tuple[float, ...]:
     return values
 
 
-_LAYERS_HELP = ("every Linear/Conv layer except the logits layer, or the profile's layers; a surprise state "
+_LAYERS_HELP = ("'blocks' for a network with residual/transformer blocks, else 'linear-conv': every "
+                "Linear/Conv layer except the logits layer; or the profile's layers; a surprise state "
                 "brings its own")
 
 
@@ -82,7 +84,8 @@ def _add_common(p: argparse.ArgumentParser, *, split: str, layers_default: str =
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
     p.add_argument("--layers", type=names, default=None, metavar="NAMES",
                    help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a named selection "
-                   "('blocks': residual/transformer block outputs; 'deepxplore': "
+                   "('blocks': residual/transformer block outputs; 'linear-conv': every Linear/Conv but "
+                   "the logits; 'deepxplore': "
                    f"activated conv/dense outputs, pooling, logits and softmax) (default: {layers_default})")
     p.add_argument("--transform", choices=("raw", "layer-minmax"), default=None,
                    help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
@@ -149,8 +152,8 @@ def add_parser(sub) -> None:
         ".npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
         formatter_class=HelpFormatter,
     )
-    _add_common(surp, split="train", layers_default="the deepest Linear/Conv layer before the logits, Kim "
-                "et al.'s usual choice")
+    _add_common(surp, split="train", layers_default="the deepest of the default layers: the last block, or "
+                "the Linear/Conv layer before the logits, Kim et al.'s usual choice")
     surp.add_argument("--classes", choices=("predictions", "labels"), default="predictions",
                       help="group the training traces by the model's predictions (as a test input always "
                       "is) or by the labels")
@@ -268,6 +271,29 @@ def _prepare(args, *, check: bool = True):
     return opts, profile
 
 
+def _neurons(layout, model, layers, *, profile=None, deepest: bool = False) -> str:
+    """The neuron line (:func:`~deepfault.core.capture.neurons_line`): ``layers`` as given, the
+    profile's when none are given, or the deepest default layer (a surprise state's default).
+    """
+    if layers is None and profile is not None:
+        named = selection_source(model, profile.selection, named_by="the profile's --layers")
+        source = f"the profile's, {named}"
+    elif deepest:
+        source = f"the deepest of {selection_source(model, None)}"
+    else:
+        source = selection_source(model, layers)
+    return neurons_line(layout.num_neurons, len(layout.layers), source)
+
+
+def _selection(report, model, layers, profile):
+    """What the result records as the selection of the neurons read (``None`` where none were)."""
+    if report.layout is None:
+        return None
+    if layers is None and profile is not None:
+        layers = profile.selection
+    return layer_selection(model, layers)
+
+
 def _layer_names(layout) -> str:
     return ", ".join(f"{la.name} ({la.size})" for la in layout.layers)
 
@@ -310,13 +336,16 @@ def _cell(covered: int, total: int | None) -> str:
     return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
 
 
-def _write(command: str, path, args, device, threads: int, prep, split: str, opts: dict, body: dict) -> None:
-    """The JSON result of ``coverage measure`` or ``rank`` (:mod:`deepfault.experiment.results`)."""
+def _write(command: str, path, args, device, threads: int, prep, split: str, opts: dict, body: dict,
+           selection=None) -> None:
+    """The JSON result of ``coverage measure`` or ``rank`` (:mod:`deepfault.experiment.results`);
+    ``selection`` (:func:`~deepfault.core.capture.layer_selection`) goes into the model's record.
+    """
     data = prep.data
     mf = prep.model_file
     model = model_record(prep, args.model, label=prep.name,
                          arch_kwargs=None if mf is None else mf.arch_kwargs,
-                         weights_sha256=model_hash(prep.module))
+                         weights_sha256=model_hash(prep.module), layer_selection=selection)
     dataset = dataset_record(data, args.data_dir, split=split, layout=prep.layout,
                              input_shape=list(data.input_shape))
     config = {**opts, "layers": None if args.layers is None else list(args.layers),
@@ -342,6 +371,7 @@ def _cmd_profile(args) -> int:
     profile = compute_profile(model, x, layers=_layers(args), transform=args.transform or "raw",
                               batch_size=args.batch_size, progress=not args.no_progress)
     print(_header(prep, split, len(x), profile.layout, profile.transform, device, None), end="")
+    print(_neurons(profile.layout, model, _layers(args)))
     rows = [(r["layer"], r["units"], f"{r['low']:.4g}", f"{r['high']:.4g}", f"{r['mean']:.4g}",
              f"{r['std']:.4g}", r["constant"]) for r in profile.layer_summary()]
     print(table(("layer", "units", "min", "max", "mean of means", "mean std", "constant"), rows))
@@ -366,6 +396,7 @@ def _cmd_surprise(args) -> int:
     print(f"model {prep.name} · data {split} ({state.num_inputs} inputs) · transform {state.transform} · "
           f"{device}")
     print(f"layers: {_layer_names(state.layout)}; {state.num_neurons} neurons")
+    print(_neurons(state.layout, model, _layers(args), deepest=args.layers is None))
     counts = state.class_counts()
     names = list(getattr(prep.data, "class_names", None) or [])
     rows = [(c, names[c] if c < len(names) else "", int(counts[c])) for c in range(state.num_classes)]
@@ -401,6 +432,8 @@ def _cmd_measure(args) -> int:
                               transform=args.transform, batch_size=args.batch_size,
                               progress=not args.no_progress)
     text = _header(prep, split, len(x), report.layout, report.transform, device, profile)
+    if any(r.criterion not in SCORE_CRITERIA for r in report.results):  # neurons were read
+        text += _neurons(report.layout, model, _layers(args), profile=profile) + "\n"
     text += "".join(f"\n{t.title}\n{t.text()}\n" for t in layer_tables(report))
     sa = surprise_table(report)
     if sa is not None and report.surprise is not None:
@@ -435,8 +468,10 @@ def _cmd_measure(args) -> int:
         body = report.to_dict()
         if body["surprise"] is not None:
             body["surprise"]["state"].update(source)
+        read = any(r.criterion not in SCORE_CRITERIA for r in report.results)
         _write("coverage measure", out, args, device, threads, prep, split,
-               {**opts, "surprise": args.surprise}, body)
+               {**opts, "surprise": args.surprise}, body,
+               _selection(report, model, _layers(args), profile) if read else None)
     return 0
 
 
@@ -492,6 +527,7 @@ def _cmd_rank(args) -> int:
                  f"{report.transform}\n")
         if profile is not None:
             text += f"profile: {profile.count} inputs, {profile.transform}\n"
+        text += _neurons(report.layout, model, _layers(args), profile=profile) + "\n"
     nf, n = report.num_failing, report.num_inputs
     ideal = f", the ideal order {1 - nf / (2 * n):.3f}" if nf else ""
     text += f"{nf} of {n} inputs misclassified; a random order has APFD 0.5 on average{ideal}\n\n"
@@ -528,5 +564,6 @@ def _cmd_rank(args) -> int:
         if body["surprise"] is not None:
             body["surprise"].update(source)
         _write("coverage rank", out, args, device, threads, prep, split,
-               {**opts, "by": list(by), "surprise": args.surprise}, body)
+               {**opts, "by": list(by), "surprise": args.surprise}, body,
+               _selection(report, model, _layers(args), profile))
     return 0

@@ -69,9 +69,19 @@ def _cmd_inspect(args) -> int:
               "yes" if r.default_neuron_layer else "")
              for r in rows]
     print(table(("layer", "type", "output", "units", "params", "analysed by default"), body))
-    neurons = sum(r.units or 0 for r in rows if r.default_neuron_layer)
-    print(f"{neurons} neurons in the default layers; name others with --layers")
+    print(f"{_default_neurons(pm)}; name others with --layers")
     return 0
+
+
+def _default_neurons(pm) -> str:
+    """The neuron line (:func:`~deepfault.core.capture.neurons_line`) of the default layers."""
+    import torch
+
+    from ..core.batches import activations
+    from ..core.capture import neurons_line, selection_source
+
+    layout, _ = activations(pm.module, torch.zeros((1, *pm.input_shape)), layers=None, threads=None)
+    return neurons_line(layout.num_neurons, len(layout.layers), selection_source(pm.module, None))
 
 
 def _hooks(mf) -> str:

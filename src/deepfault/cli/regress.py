@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.batches import activations
+from ..core.capture import is_compiled, layer_selection, neurons_line, selection_source
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig
@@ -121,8 +123,9 @@ def add_parser(sub) -> None:
     p.add_argument("--sections", type=positive_int, default=1000, help="KMNC sections (DeepHunter's k)")
     p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criteria nc)")
     p.add_argument("--layers", type=names, default=None, metavar="NAMES",
-                   help="M2's layers the criterion reads: names, globs, type:CLASS or 'blocks' "
-                   "(default: every Linear/Conv but the logits)")
+                   help="M2's layers the criterion reads: names, globs, type:CLASS, 'blocks' or "
+                   "'linear-conv' (default: 'blocks' for a network with residual/transformer blocks, else "
+                   "'linear-conv', every Linear/Conv but the logits)")
     p.add_argument("--max-seeds", type=positive_int, default=None, metavar="N",
                    help="use only the first N test inputs as candidate seeds")
     p.add_argument("--checkpoint-every", type=number, default=CHECKPOINT_EVERY, metavar="S",
@@ -281,11 +284,26 @@ def _black_boxes(args, p1, p2, fidelity, shared) -> None:
                   f"{box.input_io.dtype}; its outputs only)")
 
 
+def _m2_neurons(p2, data, config):
+    """``(the neuron line, the selection)`` of M2 where the strategy reads its neurons (DeepHunter's
+    coverage), from one test input; ``None`` where it reads none.
+    """
+    if not config.strategy_spec.reads_m2 or unwrap_black_box(p2.module) is not None or is_compiled(p2.module):
+        return None
+    layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
+    layout, _ = activations(p2.module, data.x_test[:1], layers=layers, threads=None)
+    line = neurons_line(layout.num_neurons, len(layout.layers), selection_source(p2.module, layers), of="M2")
+    return line, layer_selection(p2.module, layers)
+
+
 def _run_one(args, pair, config, budget, device, threads, progress, live, paths):
     print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, "
           f"{args.inputs_per_step} inputs per step, seed {args.seed}, {config.check_name} check, {device}")
     p1, p2, data = pair
     npz, png, result_path = paths
+    neurons = _m2_neurons(p2, data, config)
+    if neurons is not None:
+        print(neurons[0])
     out = regress(p1, p2, dataset=data, data_dir=args.data_dir, store=args.store,
                   campaign=args.campaign if args.strategy != "both" else None, device=device,
                   progress=None if args.no_progress else progress, config=config, fresh=args.fresh,
@@ -321,7 +339,8 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
     payload = out.to_dict()
     body = {k: v for k, v in payload.items() if k != "config"}  # the envelope has it
     models = {"m1": model_record(p1, args.m1, name=out.names[0]),
-              "m2": model_record(p2, args.m2, name=out.names[1])}
+              "m2": model_record(p2, args.m2, name=out.names[1],
+                                 **({} if neurons is None else {"layer_selection": neurons[1]}))}
     dataset = dataset_record(data, args.data_dir)
     write_result(result_path, result_document(
         "regress", {"models": models, "dataset": dataset, **body}, config=payload["config"], seed=config.seed,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.capture import layer_selection, neurons_line, selection_source
 from ..core.progress import progress_bar
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..localization.outputs import save_synthesized, summary_text, synthesized_grid
@@ -78,8 +79,10 @@ def add_parser(sub) -> None:
     run.add_argument("--repeat", type=positive_int, default=1,
                      help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
     run.add_argument("--layers", type=names, default=None, metavar="NAMES",
-                     help="comma-separated module names, globs ('layer*.1'), type:CLASS or 'blocks' "
-                     "to analyse (default: every Linear/Conv layer except the logits layer)")
+                     help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a named "
+                     "selection ('blocks', 'linear-conv', 'deepxplore') to analyse (default: 'blocks', the "
+                     "residual/transformer block outputs, for a network that has such blocks, else "
+                     "'linear-conv': every Linear/Conv layer except the logits layer)")
     run.add_argument("--threshold", type=number, default=0.0,
                      help="a neuron is active when its value is greater than this")
     run.add_argument("--iterations", type=positive_int, default=1,
@@ -156,7 +159,10 @@ def _cmd_run(args) -> int:
     run_seconds = time.perf_counter() - t0
     if fit is not None:  # after the run, from the inputs it made: nothing it found changes
         result = add_surprise(result, data.x_test, _surprise.scorer(model, fit, config.batch_size))
-    text = summary_text(result, prepared, device, quiet=args.quiet)
+    layout = result.classes[0].spectrum.layout if result.classes else None
+    text = summary_text(result, prepared, device, quiet=args.quiet, neurons=None if layout is None else
+                        neurons_line(layout.num_neurons, len(layout.layers),
+                                     selection_source(model, config.layers)))
     if fit is not None:
         text += _surprise.describe(fit) + "\n"
     elif no_fit is not None:
@@ -170,7 +176,8 @@ def _cmd_run(args) -> int:
                                   layout=list(prepared.file_input_shape or data.input_shape),
                                   layout_name=prepared.layout, input_shape=list(data.input_shape),
                                   adapter=prepared.adapter, label=prepared.name,
-                                  meta={k: v for k, v in mf.meta.items() if k != "recipe"})
+                                  meta={k: v for k, v in mf.meta.items() if k != "recipe"},
+                                  layer_selection=layer_selection(model, config.layers))
         dataset = dataset_record(data, args.data_dir)
         files = {"inputs": None if inputs_path is None else inputs_path.name,
                  "grid": None if grid_path is None else grid_path.name}

@@ -12,6 +12,7 @@ import torch
 
 from .._io import atomic_paths
 from ..checks import check_finite_outputs
+from ..core.capture import layer_selection, neurons_line, selection_source
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..models.several import load_xplore_inputs
@@ -236,9 +237,11 @@ def add_parser(sub) -> None:
                    help="F_k(x)[c] is the logit (DeepXplore's MNIST code; the default) or the probability "
                    "(the paper)")
     p.add_argument("--layers", choices=LAYER_CHOICES, default=_UNSET,
-                   help="neuron layers of coverage and objective: DeepXplore's (every layer but input and "
-                   "flatten, activated, poolings, logits and softmax; the default) or every Linear/Conv "
-                   "but the logits layer")
+                   help="neuron layers of coverage and objective: 'default', the neurons every command "
+                   "counts ('blocks' for a network with residual/transformer blocks, else 'linear-conv': "
+                   "every Linear/Conv but the logits layer); 'deepxplore', DeepXplore's (every layer but "
+                   "input and flatten, activated, poolings, logits and softmax; --compat's); or 'blocks' or "
+                   "'linear-conv' for every model")
     p.add_argument("--inputs-per-step", dest="inputs_per_step", type=positive_int, default=None, metavar="B",
                    help="seeds advanced together, group after group (default: all)")
     p.add_argument("--batch-size", dest="chunk_size", type=positive_int, default=None, metavar="C",
@@ -289,6 +292,8 @@ def _cmd_xplore(args) -> int:
         with _using_threads(threads):
             scorers = [_surprise.scorer(p.module, f) for p, f in zip(prepared, fits, strict=True)]
             result = add_surprise(result, scorers)
+    for line in _neuron_lines(args, config, prepared, result):
+        print(line)
     print(summary_text(result, labels, data, device, rows=args.grid), end="")
     if held:
         print(held)
@@ -305,6 +310,14 @@ def _cmd_xplore(args) -> int:
         _write_outputs(args, result, labels, data, prepared, fits, config, device, threads,
                        (out, npz, png), (out_tmp, npz_tmp, png_tmp))
     return 0
+
+
+def _neuron_lines(args, config, prepared, result) -> list[str]:
+    """One neuron line per model (:func:`~deepfault.core.capture.neurons_line`)."""
+    layers = config.layer_selection()
+    named_by = "--layers" if hasattr(args, "layers") else "--compat"
+    return [neurons_line(count, len(names), selection_source(p.module, layers, named_by=named_by), of=p.name)
+            for p, count, names in zip(prepared, result.num_neurons, result.layer_names, strict=True)]
 
 
 def _write_outputs(args, result, labels, data, prepared, fits, config, device, threads, finals,
@@ -332,7 +345,8 @@ def _write_outputs(args, result, labels, data, prepared, fits, config, device, t
     files = [model_record(p, entry, layout=p.layout, meta={k: v for k, v in p.model_file.meta.items()
                                                            if k != "recipe"} if p.model_file else {})
              for entry, p in zip(args.models, prepared, strict=True)]
-    models = [{**f, **m} for f, m in zip(files, body.pop("models"), strict=True)]
+    models = [{**f, **m, "layer_selection": layer_selection(p.module, config.layer_selection())}
+              for f, m, p in zip(files, body.pop("models"), prepared, strict=True)]
     for m, fit in zip(models, fits or (), strict=False):
         m["surprise_state"] = fit.to_dict()
     dataset = dataset_record(data, args.data_dir)

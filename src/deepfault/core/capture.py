@@ -1,11 +1,18 @@
-"""Capturing neuron values with forward hooks.
+"""Capturing neuron values with forward hooks: the one definition of a neuron.
 
 A *neuron* is ``(layer, unit)``. For a layer whose output is ``(N, U)`` the units are
 the columns; for ``(N, C, *spatial)`` a unit is a channel and its value is the mean over
 the spatial positions (spec section 1). ``nn.Linear`` outputs with extra middle
-dimensions are averaged over those. Every value is copied inside the hook, so an
-in-place activation (``nn.ReLU(inplace=True)``) that runs after a captured layer cannot
-change what was recorded.
+dimensions, and the ``(N, tokens, features)`` outputs of transformer blocks and layer
+norms, are averaged over the tokens: a neuron is a feature. Every value is copied inside
+the hook, so an in-place activation (``nn.ReLU(inplace=True)``) that runs after a captured
+layer cannot change what was recorded.
+
+Which layers, when none are named (:func:`default_layers`), is decided here for every
+method: ``"blocks"`` (each residual or transformer block's output) for a network that has
+such blocks, else ``"linear-conv"`` (every Linear/Conv but the logits layer, the spec's
+default for the papers' models). :func:`selection_source` and :func:`neurons_line` say so
+in the words every command prints.
 
 All hooks are registered and removed by :func:`capture`, in a ``finally`` block.
 """
@@ -40,6 +47,11 @@ __all__ = [
     "forward",
     "model_outputs",
     "LAYER_SELECTIONS",
+    "LINEAR_CONV",
+    "default_layers",
+    "layer_selection",
+    "selection_source",
+    "neurons_line",
     "SOFTMAX_LAYER",
     "TRANSFORMS",
     "model_device",
@@ -268,15 +280,22 @@ def _is_block(module: nn.Module) -> bool:
     return bool(_BLOCK_NAME.search(type(module).__name__)) and any(True for _ in module.children())
 
 
-def _blocks(model: nn.Module) -> list[str]:
-    """The outputs of a network's residual or transformer blocks: the outermost modules whose
-    class name ends in ``Block``, ``Bottleneck``, ``EncoderLayer`` or ``DecoderLayer``, in
-    registration order.
+def _block_names(model: nn.Module) -> list[str]:
+    """The outermost modules whose class name ends in ``Block``, ``Bottleneck``,
+    ``EncoderLayer`` or ``DecoderLayer``, in registration order (empty when there are none).
     """
     names: list[str] = []
     for name, module in model.named_modules():
         if name and _is_block(module) and not any(name.startswith(f"{b}.") for b in names):
             names.append(name)
+    return names
+
+
+def _blocks(model: nn.Module) -> list[str]:
+    """The outputs of a network's residual or transformer blocks (:func:`_block_names`); an
+    error when it has none.
+    """
+    names = _block_names(model)
     if not names:
         raise DeepFaultError(
             "the 'blocks' selection found no residual or transformer block (a module whose class name "
@@ -296,9 +315,87 @@ def features_last(module: nn.Module) -> bool:
     return _is_block(module) and not any(isinstance(m, nn.Conv1d) for m in module.modules())
 
 
+def _linear_conv(model: nn.Module) -> list[str]:
+    """Every ``Linear`` and ``Conv{1,2,3}d`` module; the one that runs last (the logits layer)
+    is dropped when the values are collected.
+    """
+    names = [n for n, m in model.named_modules() if isinstance(m, NEURON_MODULE_TYPES)]
+    if len(names) < 2:
+        raise DeepFaultError(
+            "the model has fewer than two Linear/Conv layers, so none is left after the "
+            "logits layer; name the modules to analyse with layers=[...] (--layers)"
+        )
+    return names
+
+
+#: The selection of every Linear/Conv but the logits layer (the default for networks without
+#: residual or transformer blocks).
+LINEAR_CONV = "linear-conv"
+
 #: Named layer selections (``layers="deepxplore"``, ``--layers deepxplore``).
 LAYER_SELECTIONS: dict[str, Callable[[nn.Module], list[str]]] = {"deepxplore": _deepxplore_layers,
-                                                                  "blocks": _blocks}
+                                                                  "blocks": _blocks,
+                                                                  LINEAR_CONV: _linear_conv}
+
+#: Why each default was chosen, in the words of the printed neuron line.
+_DEFAULT_WHY = {
+    "blocks": "the default for networks with residual/transformer blocks",
+    LINEAR_CONV: "the default for networks without residual/transformer blocks: every Linear/Conv "
+                 "but the logits layer",
+}
+
+
+def default_layers(model: nn.Module) -> str:
+    """The named selection used when no layers are named: ``"blocks"`` for a network with
+    residual or transformer blocks (each block's output: after the activation that ends a
+    ResNet block, a transformer block's features averaged over the tokens), else
+    ``"linear-conv"`` (every Linear/Conv but the logits layer, raw outputs: the DeepFault
+    and coverage specs' default for the papers' models).
+
+    Examples:
+        >>> from torch import nn
+        >>> default_layers(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+        'linear-conv'
+    """
+    check_model(model)
+    return "blocks" if _block_names(model) else LINEAR_CONV
+
+
+def layer_selection(model: nn.Module, layers: Sequence[str] | str | None) -> str | list[str]:
+    """What selects ``model``'s neurons for a ``layers`` argument, as result files record it:
+    the default's selection name (:func:`default_layers`) for ``None``, else ``layers`` as
+    given (a selection name, or the list of entries).
+    """
+    if layers is None:
+        return default_layers(model)
+    return layers if isinstance(layers, str) else [str(entry) for entry in layers]
+
+
+def selection_source(model: nn.Module, layers: Sequence[str] | str | None, *,
+                     named_by: str = "--layers") -> str:
+    """Where a run's neurons came from, in a few words: ``"blocks: the default for networks
+    with residual/transformer blocks"``, or ``"conv1,fc1: named with --layers"``.
+    """
+    selection = layer_selection(model, layers)
+    if layers is None:
+        return f"{selection}: {_DEFAULT_WHY[str(selection)]}"
+    shown = selection if isinstance(selection, str) else ",".join(selection)
+    return f"{shown}: named with {named_by}"
+
+
+def neurons_line(count: int, layers: int, source: str, *, of: str | None = None) -> str:
+    """The one line every command prints about its neurons: ``count`` neurons in ``layers``
+    layers, and where they came from (:func:`selection_source`); ``of`` names the model where
+    a command runs several.
+
+    Examples:
+        >>> neurons_line(1920, 8, "blocks: the default for networks with residual/transformer blocks")
+        'neurons: 1,920 in 8 layers (blocks: the default for networks with residual/transformer blocks)'
+        >>> neurons_line(52, 1, "fc1: named with --layers", of="m1.pt")
+        'neurons of m1.pt: 52 in 1 layer (fc1: named with --layers)'
+    """
+    who = "neurons" if of is None else f"neurons of {of}"
+    return f"{who}: {count:,} in {layers} layer{'' if layers == 1 else 's'} ({source})"
 
 
 def _expand(model: nn.Module, modules: dict[str, nn.Module], entry: str) -> list[str] | None:
@@ -306,7 +403,10 @@ def _expand(model: nn.Module, modules: dict[str, nn.Module], entry: str) -> list
     (every module of that class), or a glob over the qualified names; ``None`` for a plain
     name (checked by the caller).
     """
-    if entry in LAYER_SELECTIONS and entry not in modules:
+    if entry in LAYER_SELECTIONS:  # before a module of that name (timm's ViT has one called "blocks")
+        if entry == LINEAR_CONV:  # its logits layer is known only once the model has run
+            raise DeepFaultError(f"--layers {LINEAR_CONV} stands alone (it drops the layer that runs last, "
+                                 "the logits); name it without other entries")
         return LAYER_SELECTIONS[entry](model)
     if entry.startswith("type:"):
         kind = entry[len("type:"):]
@@ -331,16 +431,12 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
         raise no_hooks_error()
     modules = dict(model.named_modules())
     if layers is None:
-        names = [n for n, m in modules.items() if isinstance(m, NEURON_MODULE_TYPES)]
-        if len(names) < 2:
-            raise DeepFaultError(
-                "the model has fewer than two Linear/Conv layers, so none is left after the "
-                "logits layer; name the modules to analyse with layers=[...] (--layers)"
-            )
-        return names, True
+        layers = default_layers(model)
+    if not isinstance(layers, str) and len(layers) == 1 and isinstance(layers[0], str):
+        layers = layers[0]
     if isinstance(layers, str):
-        if layers in LAYER_SELECTIONS and layers not in modules:
-            return LAYER_SELECTIONS[layers](model), False
+        if layers in LAYER_SELECTIONS:  # a selection's name wins over a module's: '[b]locks' names that
+            return LAYER_SELECTIONS[layers](model), layers == LINEAR_CONV
         layers = [layers]
     expanded: list[str] = []
     for entry in layers:
@@ -432,9 +528,13 @@ def capture(
         layers: Qualified module names to analyse, globs over them (``"layer*.1"``),
             ``"type:Class"`` (every module of that class), or a named selection
             (``"deepxplore"``: DeepXplore's layers, coverage spec section 1; ``"blocks"``:
-            the outputs of the residual or transformer blocks). ``None`` selects every
-            ``Linear`` and ``Conv{1,2,3}d`` module except the last one to run (the logits
-            layer). A selected module that never runs is skipped with a warning; a 3-D
+            the outputs of the residual or transformer blocks; ``"linear-conv"``: every
+            ``Linear`` and ``Conv{1,2,3}d`` module except the last one to run, the logits
+            layer). ``None`` is the default (:func:`default_layers`): ``"blocks"`` for a
+            network that has such blocks, else ``"linear-conv"``. A selection's name
+            wins over a module of that name (timm's ViT holds its blocks in one called
+            ``blocks``); a one-name glob such as ``"[b]locks"`` names such a module. A
+            selected module that never runs is skipped with a warning; a 3-D
             output of a transformer block or layer norm is ``(N, tokens, features)``, and
             its neurons are the features (the mean over the tokens).
         transform: ``"raw"`` values, or ``"layer-minmax"``: each input's whole layer

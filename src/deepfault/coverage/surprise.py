@@ -494,7 +494,9 @@ def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | Non
 
 
 def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
-    """The deepest of the default layers (the one before the logits), found by running one input."""
+    """The deepest of the default layers (the last block, or the layer before the logits), found by running
+    one input.
+    """
     batch = next(iter(iterate_batches(model, inputs[:1], layers=None, transform=transform, batch_size=1)))
     assert batch.layout is not None
     return [batch.layout.layers[-1].name]

@@ -31,6 +31,7 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
+from ..core.capture import default_layers
 from ..core.entry import _translate, applies_threads, renamed
 from ..core.inputs import InputData, LabelData
 from ..core.summary import Summarised
@@ -481,7 +482,9 @@ def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
     if not config.strategy_spec.needs_profile(config):
         return None
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
-    key = hashlib.sha256(json.dumps([model_hash(m2), data.name, len(data.x_train), layers,
+    # a deep network's default became its blocks (issue 26): keyed apart from profiles cached before
+    keyed = "blocks" if layers is None and default_layers(m2) == "blocks" else layers
+    key = hashlib.sha256(json.dumps([model_hash(m2), data.name, len(data.x_train), keyed,
                                      config.transform_name], default=str).encode()).hexdigest()[:16]
     path = Path(folder) / f"profile-{key}.npz"
     if path.is_file():

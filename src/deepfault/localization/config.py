@@ -45,7 +45,9 @@ class RunConfig:
         repeat: Repetitions of the baselines' random draws of neurons (all repetitions
             synthesize from the same inputs, as in the paper's protocol; a measure gives
             the same result in every repetition).
-        layers: Module names to analyse; ``None`` = every Linear/Conv but the logits layer.
+        layers: Module names to analyse; ``None`` = the default
+            (:func:`~deepfault.core.capture.default_layers`: the residual/transformer blocks'
+            outputs, else every Linear/Conv but the logits layer).
         threshold: Activity threshold of the spectrum.
         iterations: Synthesis steps per input.
         normalize: RMS-normalise each neuron's gradient (the paper's results).

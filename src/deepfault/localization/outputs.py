@@ -121,8 +121,9 @@ EVALUATION_LEGEND = ("changed: share predicted otherwise than the original; L1/L
                      "ms/input: synthesis time")
 
 
-def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
-    """What ``deepfault run`` prints: the model and data, each class's neurons (unless ``quiet``)
+def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str | None = None) -> str:
+    """What ``deepfault run`` prints: the model and data, the ``neurons`` line
+    (:func:`~deepfault.core.capture.neurons_line`), each class's neurons (unless ``quiet``)
     and the evaluation of the synthesized inputs.
     """
     mf, data = prepared.model_file, prepared.data
@@ -135,6 +136,8 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
     w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
       f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
       f"seed {cfg.seed}\n")
+    if neurons:
+        w(neurons + "\n")
     for cr in [] if quiet else result.classes:
         sp = cr.spectrum
         name = data.class_names[cr.target_class]
@@ -146,9 +149,9 @@ def summary_text(result, prepared, device, *, quiet: bool = False) -> str:
         for rep in cr.repetitions:
             if cfg.repeat > 1:
                 w(f"  repetition {rep.index}\n")
-            neurons = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
-                       for i, n in enumerate(rep.selection.neurons)]
-            w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), neurons) + "\n")
+            ranked = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
+                      for i, n in enumerate(rep.selection.neurons)]
+            w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), ranked) + "\n")
     if not quiet and result.classes:
         w(f"  ({NEURON_LEGEND})\n")
     w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")

@@ -242,8 +242,9 @@ def compute_spectrum(
             labels win).
         target_class: Analyse only the inputs with this label (DeepFault's per-class
             spectrum). ``None`` analyses every input.
-        layers: Module names to analyse; ``None`` means every Linear/Conv layer except
-            the logits layer.
+        layers: Module names to analyse; ``None`` means the default
+            (:func:`~deepfault.core.capture.default_layers`: the residual/transformer blocks'
+            outputs, else every Linear/Conv layer except the logits layer).
         threshold: A neuron is active when its value is greater than this.
         batch_size: Inputs per forward pass; the counts do not depend on it.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the

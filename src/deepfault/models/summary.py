@@ -7,7 +7,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..core.capture import NEURON_MODULE_TYPES, eval_mode, forward, forward_hooks, model_device
+from ..core.capture import (
+    LINEAR_CONV,
+    NEURON_MODULE_TYPES,
+    default_layers,
+    eval_mode,
+    forward,
+    forward_hooks,
+    model_device,
+)
 
 __all__ = ["LayerRow", "describe_model"]
 
@@ -29,7 +37,8 @@ def describe_model(model: nn.Module, input_shape) -> tuple[list[LayerRow], tuple
 
     A module's ``units`` are what deepfault counts as its neurons (columns of a 2-D output,
     channels of a larger one). ``default_neuron_layer`` marks the layers analysed when
-    none are named. Returns the rows in execution order and the model's output shape.
+    none are named (none of the leaves for a network with residual/transformer blocks, whose
+    default is the blocks' outputs). Returns the rows in execution order and the model's output shape.
     """
     leaves = [(n, m) for n, m in model.named_modules() if n and not list(m.children())]
     shapes: dict[str, tuple[int, ...]] = {}
@@ -48,7 +57,8 @@ def describe_model(model: nn.Module, input_shape) -> tuple[list[LayerRow], tuple
         out = forward(model, x)
     modules = dict(leaves)
     linear_conv = [n for n in order if isinstance(modules[n], NEURON_MODULE_TYPES)]
-    default = set(linear_conv[:-1])
+    # a network with residual/transformer blocks analyses the blocks, which are not leaves
+    default = set(linear_conv[:-1]) if default_layers(model) == LINEAR_CONV else set()
     rows = []
     for name in order + [n for n, _ in leaves if n not in shapes]:
         module = modules[name]

@@ -19,9 +19,12 @@ NEURON_CHOICES = ("per-iteration", "per-seed")
 #: What ``F_k(x)[c]`` is: the pre-softmax score (the published MNIST code) or the
 #: probability (the paper's Eq. 2).
 OBJECTIVES = ("logits", "probabilities")
-#: Neuron layers: the DeepFault set (every Linear/Conv but the logits layer) or DeepXplore's
-#: (activated convolutions and dense layers, poolings, logits and softmax; coverage spec 1).
-LAYER_CHOICES = ("default", "deepxplore")
+#: Neuron layers: the default every method shares (``core.capture.default_layers``: the
+#: residual/transformer blocks' outputs for a network that has them, else every Linear/Conv but
+#: the logits layer), DeepXplore's (activated convolutions and dense layers, poolings, logits
+#: and softmax; coverage spec 1; the paper's and the published code's), or one of the other
+#: named selections for every model alike.
+LAYER_CHOICES = ("default", "deepxplore", "blocks", "linear-conv")
 
 #: The published MNIST code's choices (``gen_diff.py light 1 0.1 10 2000 20 0``): the
 #: Table 2 parameters, ``light``, 20 iterations, a fixed target (its ``-t``, 0 by
@@ -81,9 +84,12 @@ class XploreConfig:
             drawn uniformly per seed.
         neurons: ``"per-iteration"`` or ``"per-seed"`` choice of coverage neurons.
         objective: ``"logits"`` or ``"probabilities"``.
-        layers: ``"deepxplore"`` (every layer but input and flatten, activated values,
-            poolings, logits and softmax; the default) or ``"default"`` (DeepFault's: every
-            Linear/Conv but the logits) neuron layers, for coverage and the objective.
+        layers: Neuron layers, for coverage and the objective: ``"default"`` (the neurons
+            every method counts: each residual/transformer block's output for a network
+            that has such blocks, else every Linear/Conv but the logits layer),
+            ``"deepxplore"`` (every layer but input and flatten, activated values,
+            poolings, logits and softmax: the paper's, which :meth:`published` and the
+            ``deepxplore-mnist`` preset set), ``"blocks"`` or ``"linear-conv"``.
         clip: Clip every step to the data's bounds (default). The published code did not,
             so its inputs could leave the valid range.
         inputs_per_step: Seeds advanced together; ``None`` for all of them at once
@@ -110,7 +116,7 @@ class XploreConfig:
     target: int | None = None
     neurons: str = "per-iteration"
     objective: str = "logits"
-    layers: str = "deepxplore"
+    layers: str = "default"
     clip: bool = True
     inputs_per_step: int | None = None
 

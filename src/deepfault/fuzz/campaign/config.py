@@ -77,7 +77,8 @@ class CampaignConfig:
             ``--criteria``, formerly ``criterion``).
         criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``); KMNC
             takes DeepHunter's 1,000 sections unless told otherwise.
-        layers: Layers of M2 the criterion reads (``None``: every Linear/Conv but the logits).
+        layers: Layers of M2 the criterion reads (``None``: the default of
+            :func:`~deepfault.core.capture.default_layers`).
         transform: Neuron value transform for the criterion (``raw`` or ``layer-minmax``);
             ``None``: ``layer-minmax`` for DeepHunter (per-input min-max scaled outputs, as
             published), ``raw`` otherwise.
