@@ -64,7 +64,7 @@ def _x(case, key="x"):
 
 def test_cli_inspect(case, capsys):
     out = _cli(capsys, "inspect", case.m1, *case.arch_args(), "--dataset", case.data)
-    assert "neurons in the default layers" in out
+    assert "neurons: " in out and "name others with --layers" in out
     assert KINDS[case.kind].cls in out  # how the file was read: the user's class
 
 
@@ -83,7 +83,7 @@ def test_cli_run_and_repair(case, tmp_path, capsys):
     assert json.loads((tmp_path / "repair.json").read_text())["config"]["epochs"] == 1
     # the repaired model reads back without --trust-pickle, and records its input shape
     out = _cli(capsys, "inspect", saved, "--arch", case.arch)
-    assert "neurons in the default layers" in out
+    assert "neurons: " in out and "name others with --layers" in out
 
 
 def test_cli_coverage_profile_measure_rank(case, tmp_path, capsys):
@@ -126,11 +126,15 @@ def test_api_opens_the_users_class(case):
     assert mf.read["format"] == ("safetensors" if case.m1.suffix == ".safetensors" else "torch")
     pm = _prepared(case)
     assert pm.input_shape == KINDS[case.kind].input_shape
+    from deepfault.core.capture import default_layers
     from deepfault.models.summary import describe_model
 
     rows, out_shape = describe_model(pm.module, pm.input_shape)
     assert out_shape[-1] == 3
-    assert sum(r.units or 0 for r in rows if r.default_neuron_layer) > 0
+    if default_layers(pm.module) == "blocks":  # deep networks: their blocks' outputs
+        assert case.kind in ("resnet", "vit")
+    else:
+        assert sum(r.units or 0 for r in rows if r.default_neuron_layer) > 0
 
 
 def test_api_run_and_repair(case, tmp_path):
