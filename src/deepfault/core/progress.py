@@ -46,6 +46,7 @@ class LogProgress:
         self._postfix = ""
         self._closed = False
         self._first_line = first_line
+        self._last_n: int | None = None
 
     def update(self, n: int = 1) -> None:
         """Count ``n`` more steps; log a line when ``interval`` has passed since the last."""
@@ -76,13 +77,15 @@ class LogProgress:
 
     def _emit(self) -> None:
         self._last = self._clock()
+        self._last_n = self.n
         log.info("%s", self.line())
 
     def close(self) -> None:
-        """Log the final line once."""
+        """Log the final line once (not when the last line already said it)."""
         if not self._closed:
             self._closed = True
-            self._emit()
+            if self._last_n != self.n:
+                self._emit()
 
     def __enter__(self) -> LogProgress:
         return self

@@ -271,9 +271,13 @@ def _chosen(config: RunConfig, target_class: int, correct: np.ndarray) -> np.nda
 
 
 class _Warm:
-    """Whether the first synthesis, which pays one-off costs and is not timed, has run."""
+    """Whether the first synthesis, which pays one-off costs and is not timed, has run; ``then``
+    is called once it has (``run`` starts the clock of its time-left estimate there).
+    """
 
-    done = False
+    def __init__(self, then: Callable[[], object] | None = None):
+        self.done = False
+        self.then = then
 
 
 def _synthesize_group(
@@ -316,6 +320,8 @@ def _synthesize_group(
         if not warm.done and len(originals):  # the first synthesis pays one-off costs: not timed
             synth(originals[:1], selection)
             warm.done = True
+            if warm.then is not None:
+                warm.then()
         k_primes = [] if get_approach(cell.approach).baseline else k_primes_for(
             cell.k, layout.num_neurons, ks=ks, explicit=config.k_primes)
         top: list[tuple[str, int]] = []
@@ -436,22 +442,28 @@ def run_deepfault(
         seeds, accuracy = _spectrum_pass(model, data, classes, config, progress=bool(progress), name=name)
     cells = [CellSpec(config.measure, config.k, r) for r in range(config.repeat)]
     total = sum(len(s.chosen) for s in seeds.values()) * len(cells)
-    bar = progress_bar(total, desc=f"{name}synthesis", unit="input", leave=False,
-                       first_line=True) if progress else None
+    bars: list = []  # the synthesis bar, started after the warm-up so that its estimate leaves it out
+
+    def start() -> None:
+        bars.append(progress_bar(total, desc=f"{name}synthesis", unit="input", leave=False, first_line=True))
+
+    def advance(n: int) -> None:
+        for bar in bars:
+            bar.update(n)
     results = []
-    warm = _Warm()
+    warm = _Warm(then=start if progress else None)
     try:
         for c in classes:
             in_class = np.flatnonzero(y == c)
             group = _synthesize_group(model, x[in_class], y[in_class], in_class, c, cells, seeds[c],
                                       bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
-                                      on_batch=None if bar is None else bar.update)
+                                      on_batch=advance)
             result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
             if on_class is not None:
                 on_class(result)
             results.append(result)
     finally:
-        if bar is not None:
+        for bar in bars:
             bar.close()
     return RunResult(config, tuple(results), accuracy, output_kind)
 
