@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.capture import as_tensor
 from ..core.entry import applies_threads
 from ..core.inputs import InputData, LabelData
 from ..core.progress import progress_bar
@@ -306,7 +307,7 @@ def _synthesize_group(
     """
     spectrum, chosen = seeds.spectrum, seeds.chosen
     layout = spectrum.layout
-    originals = torch.as_tensor(x_class[chosen] if len(chosen) else x_class[:0])
+    originals = as_tensor(x_class[chosen] if len(chosen) else x_class[:0]).detach().cpu()
     y_chosen = torch.as_tensor(y_class[chosen]).long().cpu()
     warm = _Warm() if warm is None else warm
     synth = functools.partial(_synthesize_recording, model, step_size=config.step_size,
@@ -346,7 +347,7 @@ def _synthesize_group(
             if on_batch is not None:
                 on_batch(len(x0))
         evaluation = _concat_evaluations(parts, k_primes)
-        synthesized = torch.cat(new).numpy() if new else originals.detach().cpu().numpy().copy()
+        synthesized = torch.cat(new).numpy() if new else originals.numpy().copy()
         rep = Repetition(cell.repetition, seed, selection, index_class[chosen], evaluation, seconds,
                          synthesized)
         out.append((cell, rep))
