@@ -49,3 +49,16 @@ def test_a_terminal_gets_tqdm_and_a_file_gets_lines():
     assert type(bar).__module__.startswith("tqdm")
     bar.close()
     assert isinstance(progress_bar(3, stream=io.StringIO()), LogProgress)
+
+
+def test_first_line_comes_after_the_first_step_with_the_time_left(caplog):
+    clock = _Clock()
+    bar = LogProgress(10, desc="synthesis", unit="input", interval=30, clock=clock, first_line=True)
+    with caplog.at_level(logging.INFO, logger="deepfault.progress"):
+        clock.t = 4.0
+        bar.update(2)
+        clock.t = 8.0
+        bar.update(2)  # then every interval again
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["synthesis: 2/10 input, 4 s, 0.5 input/s, about 16 s left"]
+    assert isinstance(progress_bar(3, stream=io.StringIO(), first_line=True), LogProgress)

@@ -9,7 +9,6 @@ from pathlib import Path
 import torch
 
 from ..core.capture import layer_selection, neurons_line, selection_source
-from ..core.progress import progress_bar
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..localization.outputs import save_synthesized, summary_text, synthesized_grid
 from ..localization.protocol import RunConfig, add_surprise, run_deepfault
@@ -202,19 +201,14 @@ def _needs_baseline(args, config) -> bool:
     return args.report_dir is not None and not args.no_baseline and not get_approach(config.measure).baseline
 
 
-def _run(model, data, config, output_kind, desc: str, no_progress: bool):
-    """One ``run_deepfault`` with a progress bar over the classes, the global RNG left as it was."""
-    bar = None
-    if not no_progress:
-        bar = progress_bar(len(config.classes or range(data.num_classes)), desc=desc, unit="class",
-                           leave=False)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            return run_deepfault(model, data, config, output_kind=output_kind,
-                                 on_class=None if bar is None else lambda _: bar.update())
-    finally:
-        if bar is not None:
-            bar.close()
+def _run(model, data, config, output_kind, desc: str, no_progress: bool, reuse=None):
+    """One ``run_deepfault``, the global RNG left as it was; its spectrum pass and synthesis show
+    their progress and time left (a bar, or a line after the first batch when piped).
+    """
+    with torch.random.fork_rng(devices=[]):
+        return run_deepfault(model, data, config, output_kind=output_kind,
+                             progress=False if no_progress else (desc if desc != "run" else True),
+                             reuse=reuse)
 
 
 def _report(args, config, result, prepared, model, device, run_seconds: float) -> None:
@@ -230,7 +224,7 @@ def _report(args, config, result, prepared, model, device, run_seconds: float) -
               f"{run_seconds:.1f} s; --no-baseline skips it)", flush=True)
         t0 = time.perf_counter()
         baseline = _run(model, prepared.data, replace(config, measure="random", k_primes=None),
-                        prepared.output_kind, "baseline", args.no_progress)
+                        prepared.output_kind, "baseline", args.no_progress, reuse=result)
         baseline_seconds = time.perf_counter() - t0
         print(f"--report: the baseline took {baseline_seconds:.1f} s")
     elif args.no_baseline:

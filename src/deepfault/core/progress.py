@@ -3,7 +3,8 @@
 tqdm redraws its bar with carriage returns, which a log file keeps as one endless line of
 overwritten states. :func:`progress_bar` gives tqdm's bar when standard error is a
 terminal, and otherwise a :class:`LogProgress` that logs one plain line (done, total, rate,
-time left) at most every ``interval`` seconds and once at the end. Both take the same
+time left) at most every ``interval`` seconds and once at the end (with ``first_line``, also
+after the first step: the first estimate of the time left). Both take the same
 calls (``update``, ``set_postfix``, ``close``, ``n``), so the loops do not care which.
 """
 
@@ -32,21 +33,26 @@ class LogProgress:
         interval: Seconds between two lines (default :data:`LOG_INTERVAL`, read when the
             bar is made).
         clock: The time source (tests pass a fake one).
+        first_line: Also log a line after the first update, whose time left is the first
+            estimate (a long run says early how long it will take).
     """
 
     def __init__(self, total: int | None = None, *, desc: str = "", unit: str = "it", initial: int = 0,
-                 interval: float | None = None, clock=time.monotonic):
+                 interval: float | None = None, clock=time.monotonic, first_line: bool = False):
         self.total, self.desc, self.unit, self.n = total, desc or "progress", unit, int(initial)
         self._initial, self._clock = int(initial), clock
         self._interval = float(LOG_INTERVAL if interval is None else interval)
         self._start = self._last = clock()
         self._postfix = ""
         self._closed = False
+        self._first_line = first_line
+        self._last_n: int | None = None
 
     def update(self, n: int = 1) -> None:
         """Count ``n`` more steps; log a line when ``interval`` has passed since the last."""
         self.n += int(n)
-        if self._clock() - self._last >= self._interval:
+        if self._first_line or self._clock() - self._last >= self._interval:
+            self._first_line = False
             self._emit()
 
     def set_postfix(self, **values) -> None:
@@ -71,13 +77,15 @@ class LogProgress:
 
     def _emit(self) -> None:
         self._last = self._clock()
+        self._last_n = self.n
         log.info("%s", self.line())
 
     def close(self) -> None:
-        """Log the final line once."""
+        """Log the final line once (not when the last line already said it)."""
         if not self._closed:
             self._closed = True
-            self._emit()
+            if self._last_n != self.n:
+                self._emit()
 
     def __enter__(self) -> LogProgress:
         return self
@@ -87,7 +95,7 @@ class LogProgress:
 
 
 def progress_bar(total: int | None = None, *, desc: str = "", unit: str = "it", initial: int = 0,
-                 leave: bool = True, stream=None):
+                 leave: bool = True, stream=None, first_line: bool = False):
     """A tqdm bar on a terminal, a :class:`LogProgress` elsewhere (a log file, CI, a pipe).
 
     Args:
@@ -97,6 +105,8 @@ def progress_bar(total: int | None = None, *, desc: str = "", unit: str = "it", 
         initial: Steps already done.
         leave: Keep the bar on the terminal when it closes.
         stream: Where the bar would draw (default standard error); only its ``isatty`` is used.
+        first_line: In a log, a line after the first step too (:class:`LogProgress`); a bar
+            shows its estimate from the first step anyway.
     """
     stream = sys.stderr if stream is None else stream
     if getattr(stream, "isatty", lambda: False)():
@@ -104,4 +114,4 @@ def progress_bar(total: int | None = None, *, desc: str = "", unit: str = "it", 
 
         return tqdm(total=total, desc=desc or None, unit=unit, initial=initial, leave=leave,
                     dynamic_ncols=True)
-    return LogProgress(total, desc=desc, unit=unit, initial=initial)
+    return LogProgress(total, desc=desc, unit=unit, initial=initial, first_line=first_line)

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.batches import activations, predict
-from ..core.capture import as_tensor
+from ..core.batches import iterate_batches, predict
+from ..core.capture import NeuronLayout, as_tensor
 from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -130,13 +130,19 @@ def cross_entropy(outputs: torch.Tensor, labels: torch.Tensor, output_kind: str)
     raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
 
 
-def _increase(model, before, after, pairs, batch_size) -> np.ndarray:
-    """``(N, len(pairs))`` whether each neuron's value is larger on ``after``."""
-    layers = list(dict.fromkeys(layer for layer, _ in pairs))
-    layout, v0 = activations(model, before, layers=layers, batch_size=batch_size)
-    _, v1 = activations(model, after, layers=layers, batch_size=batch_size)
-    cols = [layout.index(layer, unit) for layer, unit in pairs]
-    return (v1[:, cols] > v0[:, cols]).numpy()
+def _outputs_and_values(model, x: torch.Tensor, layers: list[str], batch_size: int, progress: bool
+                        ) -> tuple[torch.Tensor, NeuronLayout, torch.Tensor]:
+    """Outputs and the ``layers``' neuron values of ``x`` from one forward pass per input."""
+    outputs, values, layout = [], [], None
+    for b in iterate_batches(model, x, layers=layers, batch_size=batch_size,
+                             progress=progress and "evaluate"):
+        assert b.values is not None  # neurons are captured
+        assert b.layout is not None
+        outputs.append(b.outputs.cpu())
+        values.append(b.values.cpu())
+        layout = b.layout
+    assert layout is not None  # callers pass at least one input
+    return torch.cat(outputs), layout, torch.cat(values)
 
 
 @applies_threads
@@ -208,13 +214,50 @@ def evaluate(
                     f"k'={kp} must lie between k={len(pairs)} and the {len(ranking)} ranked neurons"
                 )
         top = list(ranking[: max(k_primes)])
+    return _evaluate_synthesized(model, x0, x1, y, pairs, top, k_primes, output_kind=output_kind,
+                                batch_size=batch_size, progress=progress)
+
+
+def _evaluate_synthesized(
+    model: nn.Module,
+    x0: torch.Tensor,
+    x1: torch.Tensor,
+    y: torch.Tensor,
+    pairs: Sequence[tuple[str, int]],
+    top: Sequence[tuple[str, int]] = (),
+    k_primes: Sequence[int] = (),
+    *,
+    output_kind: str = "logits",
+    batch_size: int = 1024,
+    before: torch.Tensor | None = None,
+    pred_original: np.ndarray | None = None,
+    progress: bool = False,
+) -> Evaluation:
+    """:func:`evaluate` on checked arguments, the originals' side given when known.
+
+    One forward pass per synthesized input gives its outputs and neuron values together;
+    the originals get one as well unless ``before`` (their values of ``pairs + top``) and
+    ``pred_original`` are given, as ``run`` gives them from its spectrum and synthesis
+    passes (docs/deepfault.md, "Passes per input").
+
+    ``x0``, ``x1`` are ``(N, ...)`` tensors, ``y`` the ``(N,)`` int64 CPU labels, ``top`` the
+    top ``max(k_primes)`` ranked neurons, ``k_primes`` sorted, ``before`` the
+    ``(N, len(pairs) + len(top))`` values of those neurons at ``x0``, ``pred_original`` the
+    ``(N,)`` predictions on ``x0``.
+    """
     n = len(x0)
     if n == 0:
         empty = np.zeros(0)
         return Evaluation(empty, empty.astype(bool), empty.astype(int), empty.astype(int),
                           empty, empty, empty, empty, {kp: empty for kp in k_primes})
-    out0 = predict(model, x0, batch_size=batch_size, progress=progress)
-    out1 = predict(model, x1, batch_size=batch_size, progress=progress)
+    watched = [*pairs, *top]
+    layers = list(dict.fromkeys(layer for layer, _ in watched))
+    out1, layout, v1 = _outputs_and_values(model, x1, layers, batch_size, progress)
+    cols = [layout.index(layer, unit) for layer, unit in watched]
+    if before is None or pred_original is None:
+        out0, layout0, v0 = _outputs_and_values(model, x0, layers, batch_size, progress)
+        before = v0[:, [layout0.index(layer, unit) for layer, unit in watched]]
+        pred_original = out0.argmax(1).numpy()
     if int(y.min()) < 0 or int(y.max()) >= out1.shape[1]:
         bad = int(y.min()) if int(y.min()) < 0 else int(y.max())
         raise DeepFaultError(
@@ -223,16 +266,36 @@ def evaluate(
         )
     loss = cross_entropy(out1, y, output_kind)
     diff = (x1 - x0).flatten(1)
-    inc = _increase(model, x0, x1, pairs + top, batch_size)
+    inc = (v1[:, cols] > before).numpy()
     inc_sn, inc_top = inc[:, : len(pairs)], inc[:, len(pairs) :]
     return Evaluation(
         loss=loss.numpy().astype(np.float64),
         correct=(out1.argmax(1) == y).numpy(),
-        pred_original=out0.argmax(1).numpy(),
+        pred_original=np.asarray(pred_original),
         pred_synthesized=out1.argmax(1).numpy(),
         l1=diff.abs().sum(1).double().numpy(),
         l2=diff.double().norm(dim=1).numpy(),
         linf=diff.abs().amax(1).double().numpy() if diff.shape[1] else np.zeros(n),
         increased=inc_sn.mean(1),
         increased_at={kp: inc_top[:, :kp].mean(1) for kp in k_primes},
+    )
+
+
+def _concat_evaluations(parts: Sequence[Evaluation], k_primes: Sequence[int] = ()) -> Evaluation:
+    """The evaluation of the inputs of ``parts``, in order (batch by batch evaluations joined)."""
+    if not parts:
+        empty = np.zeros(0)
+        return Evaluation(empty, empty.astype(bool), empty.astype(int), empty.astype(int),
+                          empty, empty, empty, empty, {kp: empty for kp in k_primes})
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(name):
+        return np.concatenate([getattr(p, name) for p in parts])
+    return Evaluation(
+        loss=cat("loss"), correct=cat("correct"), pred_original=cat("pred_original"),
+        pred_synthesized=cat("pred_synthesized"), l1=cat("l1"), l2=cat("l2"), linf=cat("linf"),
+        increased=cat("increased"),
+        increased_at={kp: np.concatenate([p.increased_at[kp] for p in parts])
+                      for kp in parts[0].increased_at},
     )

@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 from torch import nn
 
-from ..core.batches import predict
+from ..core.capture import as_tensor
 from ..core.entry import applies_threads
 from ..core.inputs import InputData, LabelData
 from ..core.progress import progress_bar
@@ -25,10 +26,10 @@ from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .config import RunConfig
-from .evaluation import Evaluation, evaluate
+from .evaluation import Evaluation, _concat_evaluations, _evaluate_synthesized
 from .selection import Selection, check_k, get_approach, select
-from .spectrum import Spectrum, compute_spectrum
-from .synthesis import synthesize
+from .spectrum import Spectrum, _spectra_and_predictions
+from .synthesis import _synthesize_recording, neuron_pairs
 
 __all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupResult", "run_group",
            "run_deepfault", "group_seed", "k_primes_for", "add_surprise"]
@@ -211,7 +212,8 @@ def run_group(
 ) -> GroupResult:
     """The DeepFault protocol for one model and class; ``run`` and ``experiment`` both call it.
 
-    1. The spectrum of the class's inputs (only inputs labelled ``target_class`` are run).
+    1. The spectrum of the class's inputs (only inputs labelled ``target_class`` are run),
+       and their predictions from the same pass.
     2. The inputs to synthesize from: every correctly classified one, or
        ``config.num_inputs`` of them drawn without replacement with the seed
        ``(config.seed, class)``; all cells of the group share them.
@@ -241,46 +243,115 @@ def run_group(
     if not len(in_class):
         raise DeepFaultError(f"no test input of class {target_class}")
     x_class = inputs[in_class]
-    spectrum = compute_spectrum(model, x_class, y[in_class], target_class=target_class,
-                                layers=config.layers, threshold=config.threshold,
-                                batch_size=config.batch_size)
-    layout = spectrum.layout
-    predicted = predict(model, x_class, batch_size=config.batch_size).argmax(1).numpy()
+    spectra, predicted = _spectra_and_predictions(model, x_class, y[in_class], [target_class],
+                                                 layers=config.layers, threshold=config.threshold,
+                                                 batch_size=config.batch_size)
     correct = np.flatnonzero(predicted == target_class)
+    seeds = _Seeds(spectra[target_class], len(correct), _chosen(config, target_class, correct))
+    return _synthesize_group(model, x_class, y[in_class], index[in_class], target_class, cells, seeds,
+                             bounds=bounds, config=config, output_kind=output_kind, ks=ks)
+
+
+@dataclass(frozen=True)
+class _Seeds:
+    """What the spectrum pass gives one class: its spectrum, how many of its inputs the model
+    classifies correctly, and the positions (among the class's inputs) of those synthesis
+    starts from.
+    """
+
+    spectrum: Spectrum
+    num_correct: int
+    chosen: np.ndarray
+
+
+def _chosen(config: RunConfig, target_class: int, correct: np.ndarray) -> np.ndarray:
     if config.num_inputs is not None and config.num_inputs < len(correct):
         rng = np.random.default_rng(group_seed(config.seed, target_class))
-        correct_chosen = np.sort(rng.choice(correct, size=config.num_inputs, replace=False))
-    else:
-        correct_chosen = correct
-    originals = x_class[correct_chosen]
-    y_chosen = y[in_class][correct_chosen]
-    synth = functools.partial(synthesize, model, step_size=config.step_size, distance=config.distance,
-                              bounds=bounds, normalize=config.normalize, iterations=config.iterations,
-                              batch_size=config.batch_size)
+        return np.sort(rng.choice(correct, size=config.num_inputs, replace=False))
+    return correct
+
+
+class _Warm:
+    """Whether the first synthesis, which pays one-off costs and is not timed, has run; ``then``
+    is called once it has (``run`` starts the clock of its time-left estimate there).
+    """
+
+    def __init__(self, then: Callable[[], object] | None = None):
+        self.done = False
+        self.then = then
+
+
+def _synthesize_group(
+    model: nn.Module,
+    x_class,
+    y_class: np.ndarray,
+    index_class: np.ndarray,
+    target_class: int,
+    cells: Sequence[CellSpec],
+    seeds: _Seeds,
+    *,
+    bounds: tuple[float, float],
+    config: RunConfig,
+    output_kind: str,
+    ks: Sequence[int] = (),
+    warm: _Warm | None = None,
+    on_batch: Callable[[int], object] | None = None,
+) -> GroupResult:
+    """Selection, synthesis and evaluation of every cell of a class, batch by batch.
+
+    Each batch of originals is synthesized and at once evaluated: the synthesis's first
+    forward pass gives the originals' neuron values, the spectrum pass their predictions
+    (the class, as they were chosen correctly classified), and one forward pass per
+    synthesized input gives its outputs and neuron values. ``on_batch(n)`` follows the
+    progress in inputs.
+    """
+    spectrum, chosen = seeds.spectrum, seeds.chosen
+    layout = spectrum.layout
+    originals = as_tensor(x_class[chosen] if len(chosen) else x_class[:0]).detach().cpu()
+    y_chosen = torch.as_tensor(y_class[chosen]).long().cpu()
+    warm = _Warm() if warm is None else warm
+    synth = functools.partial(_synthesize_recording, model, step_size=config.step_size,
+                              distance=config.distance, bounds=bounds, normalize=config.normalize,
+                              iterations=config.iterations, batch_size=config.batch_size)
     out = []
-    warmed = False
     for cell in cells:
         check_k(cell.k, layout.num_neurons)
         seed = group_seed(config.seed, target_class, cell.k, cell.repetition)
         selection = select(spectrum, cell.approach, cell.k, star=config.star, seed=seed)
-        if not warmed and len(originals):  # the first synthesis pays one-off costs: not timed
+        if not warm.done and len(originals):  # the first synthesis pays one-off costs: not timed
             synth(originals[:1], selection)
-            warmed = True
-        start = time.perf_counter()
-        new = synth(originals, selection)
-        seconds = time.perf_counter() - start
+            warm.done = True
+            if warm.then is not None:
+                warm.then()
         k_primes = [] if get_approach(cell.approach).baseline else k_primes_for(
             cell.k, layout.num_neurons, ks=ks, explicit=config.k_primes)
-        ranking = None
+        top: list[tuple[str, int]] = []
         if selection.ranking is not None and k_primes:
-            ranking = [layout.neuron(int(i)) for i in selection.ranking[: max(k_primes)]]
-        evaluation = evaluate(model, originals, new, y_chosen, selection, ranking=ranking,
-                              k_primes=k_primes if ranking else (), output_kind=output_kind,
-                              batch_size=config.batch_size)
-        rep = Repetition(cell.repetition, seed, selection, index[in_class][correct_chosen], evaluation,
-                         seconds, new.numpy())
+            top = [layout.neuron(int(i)) for i in selection.ranking[: max(k_primes)]]
+        else:
+            k_primes = []
+        pairs = neuron_pairs(selection)
+        seconds = 0.0
+        new, parts = [], []
+        for start in range(0, len(originals), config.batch_size):
+            x0 = originals[start : start + config.batch_size]
+            t0 = time.perf_counter()
+            x1, before = synth(x0, selection, record=[*pairs, *top])
+            seconds += time.perf_counter() - t0
+            y0 = y_chosen[start : start + config.batch_size]
+            predicted = np.full(len(x0), target_class, dtype=np.int64)  # chosen correctly classified
+            parts.append(_evaluate_synthesized(model, x0, x1, y0, pairs, top, k_primes,
+                                               output_kind=output_kind, batch_size=config.batch_size,
+                                               before=before, pred_original=predicted))
+            new.append(x1)
+            if on_batch is not None:
+                on_batch(len(x0))
+        evaluation = _concat_evaluations(parts, k_primes)
+        synthesized = torch.cat(new).numpy() if new else originals.numpy().copy()
+        rep = Repetition(cell.repetition, seed, selection, index_class[chosen], evaluation, seconds,
+                         synthesized)
         out.append((cell, rep))
-    return GroupResult(target_class, spectrum, len(correct), index[in_class][correct_chosen], tuple(out))
+    return GroupResult(target_class, spectrum, seeds.num_correct, index_class[chosen], tuple(out))
 
 
 @applies_threads
@@ -294,13 +365,17 @@ def run_deepfault(
     output_kind: str | None = None,
     on_class: Callable[[ClassResult], None] | None = None,
     threads: int | str | None = "auto",
-    progress: bool = False,
+    progress: bool | str = False,
+    reuse: RunResult | None = None,
 ) -> RunResult:
     """Run DeepFault on ``data``'s test split for the classes in ``config``.
 
-    For each class, :func:`run_group` with ``config.repeat`` repetitions of
-    ``config.approach`` at ``config.k``. A class with no failing input is not an error:
-    its result says ``no_failures``.
+    One forward pass per test input gives every class's spectrum and the predictions (the
+    test accuracy, and the correctly classified inputs synthesis starts from). Then for
+    each class, ``config.repeat`` repetitions of ``config.measure`` at ``config.k``: the
+    selection, and the synthesis and evaluation of the new inputs, batch by batch
+    (docs/deepfault.md, "Passes per input"). A class with no failing input is not an
+    error: its result says ``no_failures``.
 
     Args:
         model: A :class:`~deepfault.models.prepare.PreparedModel` (its data set and output
@@ -322,11 +397,19 @@ def run_deepfault(
             command line's rule: the free cores for a small model on the CPU; the
             ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
             ``None`` (PyTorch's setting).
-        progress: Show a progress bar over the classes (as ``deepfault run`` does).
+        progress: Show the progress of the spectrum pass and of the synthesis, each with its
+            time left (as ``deepfault run`` does): a bar on a terminal, else a logged line
+            after the first batch and then every 30 s. A string names the run in the lines.
+        reuse: An earlier result of the same model on the same data with the same spectrum
+            settings (``layers``, ``threshold``, ``classes``, ``seed``, ``num_inputs``):
+            its spectra, predictions and chosen inputs are taken instead of a new spectrum
+            pass; only the measure, ``k``, the repetitions and the synthesis settings may
+            differ. ``deepfault run --report`` computes its random baseline so.
 
     Raises:
         DeepFaultError: Any invalid setting, a class outside the model's classes, ``k``
-            larger than the number of neurons, or data the model cannot take.
+            larger than the number of neurons, data the model cannot take, or a ``reuse``
+            result of other settings.
     """
     if data is None:
         data = model.data if isinstance(model, PreparedModel) else None
@@ -344,13 +427,6 @@ def run_deepfault(
                       "output_kind='probabilities' so that losses are computed on probabilities",
                       stacklevel=2)
     x, y = data.x_test, data.y_test
-    outputs = predict(model, x, batch_size=config.batch_size)
-    num_outputs = outputs.shape[1]
-    if num_outputs < data.num_classes:
-        raise DeepFaultError(
-            f"the model has {num_outputs} outputs but data set {data.name!r} has "
-            f"{data.num_classes} classes; use a model trained on this data set"
-        )
     classes = list(range(data.num_classes)) if config.classes is None else list(config.classes)
     for c in classes:
         if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < data.num_classes:
@@ -360,25 +436,95 @@ def run_deepfault(
             )
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
-    predicted = outputs.argmax(1).numpy()
+    name = f"{progress}: " if isinstance(progress, str) else ""
+    if reuse is not None:
+        seeds, accuracy = _reused(reuse, config, classes, y)
+    else:
+        seeds, accuracy = _spectrum_pass(model, data, classes, config, progress=bool(progress), name=name)
     cells = [CellSpec(config.measure, config.k, r) for r in range(config.repeat)]
+    total = sum(len(s.chosen) for s in seeds.values()) * len(cells)
+    bars: list = []  # the synthesis bar, started after the warm-up so that its estimate leaves it out
+
+    def start() -> None:
+        bars.append(progress_bar(total, desc=f"{name}synthesis", unit="input", leave=False, first_line=True))
+
+    def advance(n: int) -> None:
+        for bar in bars:
+            bar.update(n)
     results = []
-    bar = progress_bar(len(classes), desc="run", unit="class", leave=False) if progress else None
+    warm = _Warm(then=start if progress else None)
     try:
         for c in classes:
-            group = run_group(model, x, y, c, cells, bounds=data.bounds, config=config,
-                              output_kind=output_kind)
+            in_class = np.flatnonzero(y == c)
+            group = _synthesize_group(model, x[in_class], y[in_class], in_class, c, cells, seeds[c],
+                                      bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
+                                      on_batch=advance)
             result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
             if on_class is not None:
                 on_class(result)
-            if bar is not None:
-                bar.update(1)
             results.append(result)
+    finally:
+        for bar in bars:
+            bar.close()
+    return RunResult(config, tuple(results), accuracy, output_kind)
+
+
+def _spectrum_pass(model: nn.Module, data: Dataset, classes: list[int], config: RunConfig, *, progress: bool,
+                   name: str) -> tuple[dict[int, _Seeds], float]:
+    """Every class's spectrum and the predictions of every test input, in one forward pass each."""
+    x, y = data.x_test, data.y_test
+    bar = progress_bar(len(y), desc=f"{name}spectrum", unit="input", leave=False,
+                       first_line=True) if progress else None
+
+    def seen(b) -> None:
+        if b.outputs.shape[1] < data.num_classes:
+            raise DeepFaultError(
+                f"the model has {b.outputs.shape[1]} outputs but data set {data.name!r} has "
+                f"{data.num_classes} classes; use a model trained on this data set"
+            )
+        if bar is not None:
+            bar.update(len(b.outputs))
+    try:
+        spectra, predicted = _spectra_and_predictions(model, x, y, classes, layers=config.layers,
+                                                     threshold=config.threshold, batch_size=config.batch_size,
+                                                     on_batch=seen)
     finally:
         if bar is not None:
             bar.close()
-    accuracy = float((predicted == y).mean())
-    return RunResult(config, tuple(results), accuracy, output_kind)
+    seeds = {}
+    for c in classes:
+        in_class = np.flatnonzero(y == c)
+        correct = np.flatnonzero(predicted[in_class] == c)
+        seeds[c] = _Seeds(spectra[c], len(correct), _chosen(config, c, correct))
+    return seeds, float((predicted == y).mean())
+
+
+#: The settings that decide a run's spectra and chosen inputs (what ``reuse`` takes).
+_SPECTRUM_FIELDS = ("layers", "threshold", "classes", "seed", "num_inputs")
+
+
+def _reused(reuse: RunResult, config: RunConfig, classes: list[int], y: np.ndarray
+            ) -> tuple[dict[int, _Seeds], float]:
+    """The spectra and chosen inputs of an earlier run with the same spectrum settings."""
+    for f in _SPECTRUM_FIELDS:
+        if getattr(reuse.config, f) != getattr(config, f):
+            raise DeepFaultError(
+                f"reuse: the earlier run has {f}={getattr(reuse.config, f)!r}, this one "
+                f"{getattr(config, f)!r}; only a run with the same spectrum settings can be reused "
+                "(or pass reuse=None)")
+    done = {cr.target_class: cr for cr in reuse.classes}
+    seeds = {}
+    for c in classes:
+        cr = done.get(c)
+        if cr is None or not cr.repetitions:
+            raise DeepFaultError(f"reuse: the earlier run has no result for class {c}; pass reuse=None")
+        in_class = np.flatnonzero(y == c)
+        chosen = np.searchsorted(in_class, cr.repetitions[0].input_indices)
+        if cr.spectrum.num_inputs != len(in_class) or not np.array_equal(in_class[chosen],
+                                                                         cr.repetitions[0].input_indices):
+            raise DeepFaultError("reuse: the earlier run was made on other data; pass reuse=None")
+        seeds[c] = _Seeds(cr.spectrum, cr.num_correct, chosen)
+    return seeds, reuse.test_accuracy
 
 
 def add_surprise(result: RunResult, test_inputs, score: Callable[[np.ndarray], Mapping[str, np.ndarray]]

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 
 from ..checks import check_int
 from ..core.accumulator import Accumulator
-from ..core.batches import iterate_batches
+from ..core.batches import Batch, iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
 from ..core.entry import applies_threads
 from ..core.inputs import check_data, unpack
@@ -184,12 +184,14 @@ def _spectra(
     threshold: float,
     batch_size: int,
     progress: bool = False,
+    on_batch: Callable[[Batch], object] | None = None,
 ) -> tuple[NeuronLayout, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """Counts for ``groups`` disjoint groups of inputs in one pass over the data.
 
     ``group_of(y_batch) -> (B,)`` long tensor of group indices in ``range(groups)``, or
     ``-1`` for inputs in no group. Returns the layout, ``as`` and ``af`` of shape
     ``(groups, M)``, the passed and failed totals of shape ``(groups,)``, and the seconds.
+    ``on_batch(batch)`` sees every batch first (``run`` keeps the predictions from it).
     """
     start_time = time.perf_counter()
     acc = SpectrumAccumulator(groups, threshold=threshold)
@@ -209,6 +211,8 @@ def _spectra(
             raise DeepFaultError("a spectrum needs labels: pass labels=..., or a DataLoader that yields "
                                  "(input, label) batches")
         assert b.values is not None  # neurons are captured
+        if on_batch is not None:
+            on_batch(b)
         _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
         passed = b.outputs.argmax(dim=1).cpu() == b.labels
         acc.update(b.values, passed, group_of(b.labels))
@@ -371,6 +375,47 @@ def compute_class_spectra(
                  seconds / len(classes), c)
         for g, c in enumerate(classes)
     }
+
+
+def _spectra_and_predictions(
+    model: nn.Module,
+    inputs: torch.Tensor | np.ndarray,
+    labels: np.ndarray,
+    classes: Sequence[int],
+    *,
+    layers: Sequence[str] | None = None,
+    threshold: float = 0.0,
+    batch_size: int = 1024,
+    on_batch: Callable[[Batch], object] | None = None,
+) -> tuple[dict[int, Spectrum], np.ndarray]:
+    """:func:`compute_class_spectra` (no thread rule) and every input's predicted class, from the
+    same pass: ``run`` needs both and makes one forward pass per input for them
+    (docs/deepfault.md, "Passes per input").
+
+    The inputs of other ``classes`` are predicted only; ``on_batch`` sees each
+    :class:`~deepfault.core.batches.Batch` before it is counted. Returns the spectra by
+    class, as :func:`compute_class_spectra` returns them, and the ``(N,)`` int64 arg-max
+    predictions.
+    """
+    classes = [int(c) for c in classes]
+    lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
+    for g, c in enumerate(classes):
+        lookup[c] = g
+    predicted: list[torch.Tensor] = []
+
+    def group_of(yb: torch.Tensor) -> torch.Tensor:
+        return lookup[yb.clamp(max=len(lookup) - 1)]
+
+    def keep(b: Batch) -> None:
+        if on_batch is not None:
+            on_batch(b)
+        predicted.append(b.outputs.argmax(dim=1).cpu())
+    layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
+        model, inputs, labels, max(len(classes), 1), group_of, layers=layers, threshold=threshold,
+        batch_size=batch_size, on_batch=keep)
+    spectra = {c: _make(layout, a_s[g], a_f[g], int(n_pass[g]), int(n_fail[g]), threshold,
+                        seconds / len(classes), c) for g, c in enumerate(classes)}
+    return spectra, torch.cat(predicted).numpy()
 
 
 def _make(layout, a_s, a_f, n_pass, n_fail, threshold, seconds, target_class) -> Spectrum:

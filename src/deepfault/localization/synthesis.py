@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -84,12 +84,21 @@ def _prefers_loop(model: nn.Module) -> bool:
     return any(isinstance(m, _LOOPED_UNDER_VMAP) for m in model.modules())
 
 
-def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch.Tensor, normalize: bool,
-               loop: bool) -> torch.Tensor:
-    """The ascent direction ``g`` for a batch ``x`` (same shape as ``x``)."""
+def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, pairs: Sequence[tuple[str, int]],
+               normalize: bool, loop: bool, record: Sequence[tuple[str, int]] = ()
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The ascent direction ``g`` for a batch ``x`` (same shape as ``x``), and the values of the
+    ``record`` neurons at ``x`` from the same forward pass (``None`` when none are asked for).
+    """
     x = x.detach().requires_grad_(True)
     forward(model, x)
-    phi = rec.collect()[:, columns]  # (B, k)
+    values = rec.collect()
+    layout = rec.layout
+    assert layout is not None  # collect() sets it
+    phi = values[:, [layout.index(layer, unit) for layer, unit in pairs]]  # (B, k)
+    recorded = None
+    if record:
+        recorded = values[:, [layout.index(layer, unit) for layer, unit in record]].detach().cpu()
     if not phi.requires_grad:
         raise DeepFaultError(
             "the model computes without autograd (its forward uses torch.no_grad, detach or numpy), "
@@ -98,7 +107,7 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch
     k = phi.shape[1]
     if not normalize:
         (g,) = torch.autograd.grad(phi.mean(dim=1).sum(), x)
-        return g
+        return g, recorded
     spread = (-1, *([1] * (x.ndim - 1)))  # a (B,) vector against (B, *input)
     if not loop:
         eye = torch.eye(k, dtype=phi.dtype, device=phi.device)
@@ -111,14 +120,14 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, columns: torch
         else:
             # grads: (k, B, *input); each input's gradient for each neuron divided by its RMS.
             rms = grads.flatten(2).pow(2).mean(dim=2).sqrt().add(RMS_EPS)
-            return (grads / rms.view(k, *spread)).mean(dim=0)
+            return (grads / rms.view(k, *spread)).mean(dim=0), recorded
     total: torch.Tensor | None = None
     for j in range(k):
         (g,) = torch.autograd.grad(phi[:, j].sum(), x, retain_graph=j < k - 1)
         g = g / g.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS).view(spread)
         total = g if total is None else total.add_(g)
     assert total is not None  # k >= 1: neuron_pairs refuses an empty selection
-    return total.div_(k)
+    return total.div_(k), recorded
 
 
 @renamed(step="step_size")
@@ -176,37 +185,70 @@ def synthesize(
     if bounds is None:
         bounds = getattr(model, "bounds", None) or (0.0, 1.0)
     model, _ = resolve_model(model)
+    bar = None
+    if progress:
+        bar = progress_bar(len(as_tensor(inputs)), desc="synthesize", unit="input", leave=False)
+    try:
+        new, _ = _synthesize_recording(model, inputs, neurons, step_size=step_size, distance=distance,
+                                      bounds=bounds, normalize=normalize, iterations=iterations,
+                                      batch_size=batch_size, on_batch=None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
+    return new
+
+
+def _synthesize_recording(
+    model: nn.Module,
+    inputs: InputData,
+    neurons: Selection | Iterable,
+    *,
+    step_size: float,
+    distance: float,
+    bounds: Sequence[float],
+    normalize: bool = True,
+    iterations: int = 1,
+    batch_size: int = 256,
+    record: Sequence[tuple[str, int]] = (),
+    on_batch: Callable[[int], object] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`synthesize` (a module, no thread rule, no bar), which also returns the values of the
+    ``record`` neurons at the inputs, read from the first step's forward pass.
+
+    The evaluation needs the originals' neuron values; the first step computes them anyway,
+    so ``run`` takes them from here instead of a forward pass of its own
+    (docs/deepfault.md, "Passes per input").
+
+    ``record`` names the ``(layer, unit)`` neurons whose values at the inputs are returned;
+    ``on_batch`` is called with the number of inputs of each finished batch. Returns the new
+    inputs, as :func:`synthesize` returns them, and the ``(N, len(record))`` float32 CPU
+    values of the ``record`` neurons at ``inputs``.
+    """
     x_all = as_tensor(inputs).detach().cpu()
     step, distance, lo, hi, iterations = check_synthesis_args(step_size, distance, bounds, iterations)
     pairs = neuron_pairs(neurons)
+    record = [(str(layer), int(unit)) for layer, unit in record]
     if len(x_all) and (x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6):
         raise DeepFaultError(
             f"inputs lie in [{float(x_all.min()):g}, {float(x_all.max()):g}], outside bounds "
             f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)"
         )
     device = model_device(model)
-    layer_names = list(dict.fromkeys(layer for layer, _ in pairs))
-    out = []
-    bar = progress_bar(len(x_all), desc="synthesize", unit="input", leave=False) if progress else None
+    layer_names = list(dict.fromkeys(layer for layer, _ in [*pairs, *record]))
+    out, before = [], []
     with eval_mode(model), capture(model, layer_names) as rec, torch.enable_grad():
-        columns = None
         loop = _prefers_loop(model)
         for start in range(0, len(x_all), batch_size):
             x0 = x_all[start : start + batch_size].to(device)
-            if columns is None:  # the layout is known after the first forward pass
-                forward(model, x0[:1])
-                rec.collect()
-                layout = rec.layout
-                assert layout is not None  # collect() sets it
-                columns = torch.tensor([layout.index(layer, unit) for layer, unit in pairs])
             cur = x0
-            for _ in range(iterations):
-                g = _direction(model, rec, cur, columns, normalize, loop)
+            for i in range(iterations):
+                g, recorded = _direction(model, rec, cur, pairs, normalize, loop, record if i == 0 else ())
+                if recorded is not None:
+                    before.append(recorded)
                 cur = cur.detach() + (step * g).clamp(-distance, distance)
                 cur = torch.minimum(torch.maximum(cur, x0 - distance), x0 + distance).clamp(lo, hi)
             out.append(cur.detach().cpu())
-            if bar is not None:
-                bar.update(len(x0))
-    if bar is not None:
-        bar.close()
-    return torch.cat(out) if out else x_all.clone()
+            if on_batch is not None:
+                on_batch(len(x0))
+    values = torch.cat(before) if before else torch.zeros(len(x_all), len(record))
+    return (torch.cat(out) if out else x_all.clone()), values
