@@ -310,7 +310,7 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
           f"{config.queue_dtype})")
     npz, png, result_path = paths
     out = regress(p1, p2, dataset=data, data_dir=args.data_dir, store=args.store,
-                  cell=args.campaign if args.strategy != "both" else None, device=device,
+                  campaign=args.campaign if args.strategy != "both" else None, device=device,
                   progress=None if args.no_progress else progress, config=config, fresh=args.fresh,
                   on_store=_say_store)
     if live:
@@ -325,7 +325,8 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
         print(f"{'shared filter' if role == 'shared' else 'fidelity'} {check['name']}: a mutant passed when "
               f"{check['rule']}; {r.generated:,} mutants made, {r.passed:,} ran on both models")
     print(f"{reason[r.stop_reason]}; {r.roots} seeds, {r.queued_seeds} queued"
-          + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
+          + (f"; resumed from checkpoint {r.resumed}" if r.resumed else "")
+          + f"; {r.seconds:.1f} s of fuzzing, and {r.setup_seconds:.1f} s before it evaluating the seeds")
     r.save_faults(npz)
     print(_fault_kinds(r, npz))
     wrote = [str(npz)]
