@@ -268,3 +268,33 @@ def test_a_time_budget_holds_on_a_slow_model():
     assert r.stop_reason == "budget"
     assert 1.6 <= r.seconds <= 2.25, r.seconds
     assert wall - r.setup_seconds <= 2.45, (wall, r.setup_seconds)
+
+
+# --- gan train's quality figures, streamed ----------------------------------------------------
+
+
+def test_gan_quality_is_streamed_in_chunks_and_scores_as_the_whole_set_did(monkeypatch):
+    from deepfault.data import Dataset
+    from deepfault.fuzz.fidelity import gan
+
+    assert gan._quality_rows((1, 28, 28)) == 500
+    assert gan._quality_rows((3, 224, 224)) == 7
+    rng = np.random.default_rng(0)
+    data = Dataset("r", rng.random((8, 1, 16, 16), dtype=np.float32), np.zeros(8, np.int64),
+                   rng.random((30, 1, 16, 16), dtype=np.float32), np.zeros(30, np.int64), (0.0, 1.0), ("a",))
+    run = gan._GanTraining(data, gan.GanConfig(epochs=1, batch_size=8, seed=3), torch.device("cpu"))
+    run.disc.eval()
+    run.gen.eval()
+    monkeypatch.setattr(gan, "_quality_rows", lambda shape: 7)  # 5 chunks
+    got = run.quality()
+    # the whole set at once, as before the streaming
+    with torch.inference_mode():
+        real = gan.to_gan_range(torch.as_tensor(data.x_test), data.bounds)
+        fakes = run.gen(gan._noise(30, torch.Generator().manual_seed(4), torch.device("cpu")))
+        q = torch.Generator().manual_seed(5)
+        noise = torch.rand(real.shape, generator=q) * 2 - 1
+        mask = torch.rand(real.shape, generator=q) < 0.3
+        mutated = torch.where(mask, noise, real)
+        want = {"test_real_score": run.disc(real).mean(), "fake_score": run.disc(fakes).mean(),
+                "noise_score": run.disc(noise).mean(), "mutated_score": run.disc(mutated).mean()}
+    assert got == pytest.approx({k: float(v) for k, v in want.items()}, rel=1e-5)
