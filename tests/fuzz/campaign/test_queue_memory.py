@@ -191,13 +191,13 @@ def test_a_float16_queue_runs_and_resumes_exactly(tmp_path):
         first.run(checkpoint=cs.save)
         cs.save(first)
         state = first.state_dict()
-    second = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), config=config)
+    second = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), config=half)
     with ResultStore(path) as store:
         cs = CampaignStore(store, "e", "c", half)
         second.setup()
         assert cs.restore(second)
     assert second.corpus.page == state["data"]["page_slots"]
-    second.config = config
+    second.config = config  # the rest of the budget
     second.run()
     assert _summary(second.result()) == _summary(whole.result())
 
