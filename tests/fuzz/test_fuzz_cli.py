@@ -199,3 +199,19 @@ def test_regress_without_a_discriminator_for_the_data_set_names_both_ways(files,
     assert "no discriminator for data set" in err
     assert "deepfault gan train" in err
     assert "--fidelity" in err
+
+
+@pytest.mark.parametrize("size", ["lots", "0", "12 parsecs", "-1GiB"])
+def test_regress_bad_queue_memory_is_one_line(files, capsys, size):
+    assert main(_regress(files, "--queue-memory", size)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any("--queue-memory" in line and "must be a size" in line for line in err)
+
+
+def test_regress_queue_memory_and_dtype_run_and_are_named(files, capsys):
+    args = _regress(files, "--queue-memory", "64KiB", "--queue-dtype", "float16", "--campaign", "small",
+                    store="q.sqlite")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "queue up to 41 inputs (62.8 KiB in float16)" in out  # 64 KiB / (28 * 28 * 2 bytes)
+    assert "s of fuzzing, and" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from ..core.capture import is_compiled, layer_selection, neurons_line, selection
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record, result_document, write_result
 from ..fuzz.campaign import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig
+from ..fuzz.campaign.memory import QUEUE_DTYPES, format_size, image_bytes, parse_size, queue_slots
 from ..fuzz.campaign.metrics import compare_campaigns
 from ..fuzz.campaign.strategies import STRATEGIES
 from ..fuzz.fidelity import check_fidelity_inputs, check_fidelity_spec, default_fidelity
@@ -99,9 +101,17 @@ def add_parser(sub) -> None:
     p.add_argument("--count-selections", choices=("fault", "every"), default=None,
                    help="when a selected input's times_selected rises: only in iterations where it produced "
                    "a regression fault (fault, as published; the default) or at every selection")
+    p.add_argument("--queue-memory", type=_queue_memory, default=None, metavar="SIZE",
+                   help="memory for the queue's images ('512MiB', '2GiB', '1.5GB'); the least likely to be "
+                   "selected are evicted beyond it (default 1GiB, at most 65536 images: a 3x224x224 float32 "
+                   "image takes 588 KiB, so 1,783 of them)")
+    p.add_argument("--queue-dtype", choices=tuple(QUEUE_DTYPES), default="float32",
+                   help="what the queue keeps its images in: float32 (the data's own, lossless) or float16 "
+                   "(twice the images in the same memory; each queued image rounded, so the campaign "
+                   "differs)")
     p.add_argument("--queue-capacity", type=positive_int, default=None, metavar="N",
-                   help="queue images held at once; the least likely to be selected are evicted beyond it "
-                   "(default 65536)")
+                   help="a count instead of --queue-memory: exactly N queue images, whatever their size "
+                   "(with --queue-memory: the smaller)")
     p.add_argument("--chooser", default=None, choices=CHOOSERS.names(),
                    help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for deephunter)")
     p.add_argument("--inputs-per-step", dest="inputs_per_step", type=positive_int, default=DEFAULT_BATCH,
@@ -138,6 +148,14 @@ def add_parser(sub) -> None:
     add_no_progress(p)
     add_report_option(p)
     p.set_defaults(func=_cmd_regress)
+
+
+def _queue_memory(text: str) -> int:
+    """``--queue-memory``'s type: a size in bytes (:func:`~deepfault.fuzz.campaign.memory.parse_size`)."""
+    try:
+        return parse_size(text, "queue memory")
+    except DeepFaultError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("queue memory ")) from None
 
 
 def _add_fresh(p) -> None:
@@ -250,6 +268,7 @@ def _cmd_regress(args) -> int:
             criterion_params=tuple(sorted(_criterion_params(args).items())),
             layers=args.layers, max_seeds=args.max_seeds, checkpoint_every=args.checkpoint_every,
             mutants=args.mutants, count_selections=args.count_selections, queue_capacity=args.queue_capacity,
+            queue_memory=args.queue_memory, queue_dtype=args.queue_dtype,
             shared_fidelity=shared,
         )
         npz, png, result_path = (o.path for o in paths[3 * i:3 * i + 3])
@@ -297,9 +316,13 @@ def _m2_neurons(p2, data, config):
 
 
 def _run_one(args, pair, config, budget, device, threads, progress, live, paths):
-    print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, "
-          f"{args.inputs_per_step} inputs per step, seed {args.seed}, {config.check_name} check, {device}")
     p1, p2, data = pair
+    shape = tuple(data.input_shape)
+    slots = queue_slots(shape, config.queue_dtype, memory=config.queue_memory, count=config.queue_capacity)
+    print(f"regress: {config.strategy} on {args.m1} -> {args.m2}, budget {budget}, "
+          f"{args.inputs_per_step} inputs per step, seed {args.seed}, {config.check_name} check, {device}; "
+          f"queue up to {slots:,} inputs ({format_size(slots * image_bytes(shape, config.queue_dtype))} in "
+          f"{config.queue_dtype})")
     npz, png, result_path = paths
     neurons = _m2_neurons(p2, data, config)
     if neurons is not None:
@@ -320,7 +343,8 @@ def _run_one(args, pair, config, budget, device, threads, progress, live, paths)
         print(f"{'shared filter' if role == 'shared' else 'fidelity'} {check['name']}: a mutant passed when "
               f"{check['rule']}; {r.generated:,} mutants made, {r.passed:,} ran on both models")
     print(f"{reason[r.stop_reason]}; {r.roots} seeds, {r.queued_seeds} queued"
-          + (f"; resumed from checkpoint {r.resumed}" if r.resumed else ""))
+          + (f"; resumed from checkpoint {r.resumed}" if r.resumed else "")
+          + f"; {r.seconds:.1f} s of fuzzing, and {r.setup_seconds:.1f} s before it evaluating the seeds")
     r.save_faults(npz)
     print(_fault_kinds(r, npz))
     wrote = [str(npz)]

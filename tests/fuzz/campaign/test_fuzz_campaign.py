@@ -78,7 +78,8 @@ def test_identical_models_find_no_regression_and_stop_at_the_budget():
     r = run_campaign(m1, twin, x, y, bounds=(0.0, 1.0), budget="0.5s", batch=8, seed=0, fidelity="ssim")
     assert r.metrics.rf == 0
     assert r.stop_reason == "budget"
-    assert 0.5 <= r.seconds < 5.0
+    # (each step is sized to the time left, so it may end up to half a step before the budget)
+    assert 0.4 <= r.seconds < 5.0
 
 
 def test_models_with_other_classes_or_input_shapes_are_refused():

@@ -4,7 +4,9 @@ An *iteration* is one selected input: its rule draw, its mutants, their checks a
 executions and the updates (spec section 3). A step of ``B`` inputs is ``B`` iterations,
 and the last step is cut to what is left, so an iteration budget means the same work for
 every ``B``; with a seed it makes a campaign exactly reproducible. A time budget counts
-fuzzing time only (not loading the models or evaluating the seeds), summed over resumes.
+fuzzing time only (not loading the models or evaluating the seeds), summed over resumes;
+since a step cannot be interrupted, the loop sizes each step of a time budget to the time
+left (:class:`~.clock.StepCost`), so that the campaign ends within a fraction of a step of it.
 
 Examples:
     >>> parse_budget("10m")

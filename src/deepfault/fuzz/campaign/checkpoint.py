@@ -5,11 +5,12 @@ A campaign ``cell`` of experiment ``experiment`` (method ``drfuzz``) is kept as 
 
 - ``{cell}/corpus/{k}``: the queue entries added since the previous checkpoint (their
   fixed fields, about 30 bytes each) and the new fidelity reference rows; append-only.
-- ``{cell}/pool/{p}/{0,1}``: page ``p`` of the queue's image pool (1,024 images), written
+- ``{cell}/pool/{p}/{0,1}``: page ``p`` of the queue's image pool (1,024 images, fewer when
+  they take more than 16 MiB; the checkpoint records how many), in the pool's dtype, written
   when one of its images changed, alternately into one of two copies (the checkpoint says
   which is current, so a kill between the two writes leaves the previous one intact).
-  The pool holds at most ``queue_capacity`` images (older, unlikely ones are evicted:
-  :mod:`.corpus`), so the store does not grow with the queue.
+  The pool holds at most the queue's capacity (``queue_memory`` over the bytes of one image;
+  older, unlikely ones are evicted: :mod:`.corpus`), so the store does not grow with the queue.
 - ``{cell}/faults/{k}``: the faults found since the previous checkpoint (and the regression
   faults' inputs and probabilities); append-only.
 - ``{cell}/checkpoint``: everything else, overwritten each time: counters, both random
@@ -128,7 +129,7 @@ class CampaignStore:
             self.fault_chunks.append([1, int(rf is not None)])
             self._faults_done += 1
             self._rf_done += int(rf is not None)
-        for index, images in c.queue_pages().items():
+        for index, images in c.queue_page_items():  # one page in memory at a time
             # two copies per page, alternating: the one the last checkpoint lists stays intact
             # until the next checkpoint, which lists the other, is written
             copy = 1 - self.pages.get(index, 1)

@@ -17,6 +17,7 @@ from ...core.entry import renamed_fields
 from ...errors import DeepFaultError
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
+from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
 from .oracle import OUTPUT_KINDS
 from .strategies import STRATEGIES, FuzzStrategy
 
@@ -25,9 +26,10 @@ __all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "QUEUE_CAPACITY"
 
 #: Selected inputs per step by default (``--inputs-per-step``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
-#: Queue images kept in memory by default; beyond it the least likely to be selected are
-#: evicted (their bookkeeping stays; :mod:`.corpus`).
-QUEUE_CAPACITY = 65_536
+#: The most queue images kept in memory by default (the default budget in bytes,
+#: :data:`~.memory.DEFAULT_QUEUE_MEMORY`, holds fewer of large inputs); beyond it the least
+#: likely to be selected are evicted (their bookkeeping stays; :mod:`.corpus`, :mod:`.memory`).
+QUEUE_CAPACITY = DEFAULT_QUEUE_IMAGES
 #: Seconds between checkpoints by default.
 CHECKPOINT_EVERY = 5.0
 #: When an expensive own check runs (:attr:`CampaignConfig.check_order`).
@@ -72,7 +74,17 @@ class CampaignConfig:
         count_selections: ``fault`` (an input's ``times_selected`` rises only in iterations
             where it produced a regression fault, as published) or ``every``; ``None``: the
             strategy's (``fault``).
-        queue_capacity: Queue images held at once (``None``: :data:`QUEUE_CAPACITY`).
+        queue_memory: The queue's images' budget in bytes (an int, or text such as ``"512MiB"``,
+            ``"2GiB"``, parsed here); the capacity in images is the budget over the bytes of
+            one image in ``queue_dtype`` (:func:`~.memory.queue_slots`). ``None``: 1 GiB, at
+            most 65,536 images (so small inputs keep the campaign they had before budgets
+            were in bytes).
+        queue_dtype: What the queue keeps its images in: ``float32`` (the campaign's own,
+            lossless; the default) or ``float16`` (half the bytes; each queued image is
+            rounded, so the campaign differs from the float32 one).
+        queue_capacity: A count capacity instead of (or, with ``queue_memory``, beside) the
+            bytes: exactly this many images, whatever their size (tests, reproducing a
+            campaign of an older version). ``None``: from the bytes.
         criteria: DeepHunter's coverage criterion (``kmnc``, ``nc``, ``nbc``, ``snac``, ``tknc``;
             ``--criteria``, formerly ``criterion``).
         criterion_params: Its parameters (``sections``, ``threshold``, ``top_k``, ``scale``); KMNC
@@ -110,6 +122,8 @@ class CampaignConfig:
     shared_fidelity: str | None = None
     count_selections: str | None = None
     queue_capacity: int | None = None
+    queue_memory: int | None = None
+    queue_dtype: str = "float32"
     output_kinds: tuple[str, str] = ("logits", "logits")
     check_order: str = "before"
     checkpoint_every: float = field(default=CHECKPOINT_EVERY, compare=False)
@@ -130,6 +144,11 @@ class CampaignConfig:
                                  f"got {self.check_order!r}")
         if self.queue_capacity is not None:
             check_int("queue_capacity", self.queue_capacity)
+        if self.queue_memory is not None:
+            object.__setattr__(self, "queue_memory", parse_size(self.queue_memory, "queue_memory"))
+        if self.queue_dtype not in QUEUE_DTYPES:
+            raise DeepFaultError(f"queue_dtype must be one of {', '.join(QUEUE_DTYPES)}; "
+                                 f"got {self.queue_dtype!r}")
         if self.chooser is not None:
             CHOOSERS.get(self.chooser)
         if self.max_seeds is not None:
@@ -197,6 +216,9 @@ class CampaignConfig:
         out["transform"] = self.transform_name
         if self.check_order == "before":  # configurations from before the field hash as they did
             del out["check_order"]
+        for name, default in (("queue_memory", None), ("queue_dtype", "float32")):  # likewise
+            if out[name] == default:
+                del out[name]
         return out
 
     @classmethod

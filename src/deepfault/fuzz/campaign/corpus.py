@@ -11,38 +11,50 @@ Selection (spec section 3, step 1): an input is drawn with probability proportio
 once it was selected more than 10 times, once it is banned, and once its root is banned
 (:func:`selection_weights`). ``B`` inputs per step are drawn without replacement.
 
-Bounded memory (hours-long campaigns). Each entry's bookkeeping (about 30 bytes: the
-fields below, its counters and bans) is kept for the whole campaign, so an entry's id is its
-position and stays valid in faults, lineages and checkpoints. Its *image* lives in a pool of
-at most ``capacity`` slots on the model's device. When a step adds more entries than there are
-free slots, the resident entries least likely to be selected are *evicted*: those with weight
-0 first (used up or banned: they can never be selected again, so nothing changes), then the
-lowest weights, older entries first among equals. An evicted entry's weight is 0 from then on
-(it is never selected again); its bookkeeping stays, so banning along lineages and the
-failure tables are unchanged. Eviction is a deterministic function of the queue's state, and
-checkpoints save the pool (:meth:`Corpus.state_dict` and the pages of
+Bounded memory (hours-long campaigns). Each entry's bookkeeping (about 30 bytes: the fields
+below, its counters and bans) is kept for the whole campaign, so an entry's id is its position
+and stays valid in faults, lineages and checkpoints. Its *image* lives in a pool of at most
+``capacity`` slots on the model's device, in the pool's ``dtype`` (float32, the campaign's own,
+or float16; :mod:`.memory` derives the capacity from a budget in bytes). When a step adds more
+entries than there are free slots, the resident entries least likely to be selected are
+*evicted*: those with weight 0 first (used up or banned: they can never be selected again, so
+nothing changes), then the lowest weights, older entries first among equals. An evicted entry's
+weight is 0 from then on (it is never selected again); its bookkeeping stays, so banning along
+lineages and the failure tables are unchanged. Eviction is a deterministic function of the
+queue's state, and checkpoints save the pool (:meth:`Corpus.state_dict` and the pages of
 :meth:`Corpus.take_dirty_pages`), so a resumed campaign equals an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
 from ...errors import DeepFaultError
 
-__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_SLOTS", "ReferenceRows", "selection_weights",
-           "STATIC_FIELDS"]
+__all__ = ["Corpus", "DECAY", "MAX_SELECTIONS", "PAGE_BYTES", "PAGE_SLOTS", "ReferenceRows", "page_slots",
+           "selection_weights", "STATIC_FIELDS"]
 
 #: ``a`` in ``exp(-a * (generation + times_selected / 2))``: the weight falls to 1/20 after 20.
 DECAY = math.log(20.0) / 20.0
 #: An input selected more than this many times is never selected again.
 MAX_SELECTIONS = 10
 
-#: Image slots per checkpoint page (a page is rewritten when one of its slots changed).
+#: Image slots per checkpoint page at most (a page is rewritten when one of its slots changed).
 PAGE_SLOTS = 1024
+#: Bytes per checkpoint page at most: large images get fewer slots per page
+#: (:func:`page_slots`), so a checkpoint rewrites 16 MiB for a changed image, not 1,024 images.
+PAGE_BYTES = 16 << 20
+
+
+def page_slots(image_bytes: int) -> int:
+    """Slots per checkpoint page for images of ``image_bytes``: :data:`PAGE_SLOTS`, fewer when
+    that many would take more than :data:`PAGE_BYTES` (at least one).
+    """
+    return max(1, min(PAGE_SLOTS, PAGE_BYTES // max(1, int(image_bytes))))
 
 #: Per-entry fields that never change once an entry is added, with their dtypes.
 STATIC_FIELDS = {
@@ -89,13 +101,18 @@ class Corpus:
         num_roots: Number of seed rows (roots), for the per-root ban.
         device: Where the images are kept (the model's device).
         capacity: Most images held at once (the pool grows by doubling up to it).
+        dtype: The pool's dtype (``torch.float32`` or ``torch.float16``); :meth:`images_of`
+            returns float32 whatever it is.
+        page: Slots per checkpoint page (:func:`page_slots`).
     """
 
     def __init__(self, image_shape: tuple[int, ...], num_roots: int, *, device: torch.device | str = "cpu",
-                 capacity: int = 65_536):
+                 capacity: int = 65_536, dtype: torch.dtype = torch.float32, page: int = PAGE_SLOTS):
         self.image_shape = tuple(image_shape)
         self.device = torch.device(device)
         self.capacity = max(1, int(capacity))
+        self.dtype = dtype
+        self.page = max(1, int(page))
         self.size = 0
         self.evicted = 0
         meta = 1024
@@ -106,7 +123,7 @@ class Corpus:
         self.slot = np.full(meta, -1, dtype=np.int64)  # pool slot of each entry, -1 when evicted
         self.root_banned = np.zeros(int(num_roots), dtype=bool)
         pool = min(self.capacity, 1024)
-        self.images = torch.empty((pool, *self.image_shape), dtype=torch.float32, device=self.device)
+        self.images = torch.empty((pool, *self.image_shape), dtype=self.dtype, device=self.device)
         self.slot_owner = np.full(pool, -1, dtype=np.int64)
         self._dirty = np.zeros(pool, dtype=bool)
 
@@ -132,7 +149,7 @@ class Corpus:
         old = len(self.slot_owner)
         if size <= old:
             return
-        images = torch.empty((size, *self.image_shape), dtype=torch.float32, device=self.device)
+        images = torch.empty((size, *self.image_shape), dtype=self.dtype, device=self.device)
         images[:old] = self.images
         self.images = images
         self.slot_owner = np.concatenate([self.slot_owner, np.full(size - old, -1, dtype=np.int64)])
@@ -151,7 +168,7 @@ class Corpus:
             if need > len(resident):
                 raise DeepFaultError(
                     f"the queue's capacity ({self.capacity} images) is smaller than one step's new entries "
-                    f"({n}); raise queue_capacity"
+                    f"({n}); raise queue_memory (--queue-memory) or lower inputs_per_step"
                 )
             w = self.weights()[resident]
             victims = resident[np.lexsort((resident, w))[:need]]  # lowest weight, then oldest
@@ -171,7 +188,7 @@ class Corpus:
         if n:
             slots = self._free_slots(n, start)
             slots_t = torch.as_tensor(slots, device=self.device)
-            self.images[slots_t] = images.to(self.device, torch.float32)
+            self.images[slots_t] = images.to(self.device, self.dtype)
             self.slot[ids] = slots
             self.slot_owner[slots] = ids
             self._dirty[slots] = True
@@ -192,11 +209,15 @@ class Corpus:
         return ids
 
     def images_of(self, ids: np.ndarray) -> torch.Tensor:
-        """``(k, C, H, W)`` the images of resident entries ``ids``."""
+        """``(k, C, H, W)`` the images of resident entries ``ids``, as float32."""
         slots = self.slot[np.asarray(ids)]
         if (slots < 0).any():
             raise DeepFaultError("an evicted queue entry was asked for its image")
-        return self.images[torch.as_tensor(slots, device=self.device)]
+        return self.images[torch.as_tensor(slots, device=self.device)].to(torch.float32)
+
+    def nbytes(self) -> int:
+        """Bytes the pool of images takes now (it grows by doubling up to the capacity)."""
+        return self.images.numel() * self.images.element_size()
 
     def field(self, name: str) -> np.ndarray:
         """The live part of a static field (a view)."""
@@ -280,19 +301,33 @@ class Corpus:
         self.slot_owner[self.slot[live]] = live
         self._dirty[:] = False
 
-    def take_dirty_pages(self, page: int = PAGE_SLOTS) -> dict[int, np.ndarray]:
-        """The pool pages (``page`` slots each) written since the last call, as CPU arrays."""
-        pages = np.unique(np.flatnonzero(self._dirty) // page)
-        out = {int(p): self.images[p * page : (p + 1) * page].detach().cpu().numpy() for p in pages}
-        self._dirty[:] = False
-        return out
+    def take_dirty_pages(self, page: int | None = None) -> dict[int, np.ndarray]:
+        """The pool pages (``page`` slots each, default :attr:`page`) written since the last call,
+        as CPU arrays in the pool's dtype.
+        """
+        return dict(self.iter_dirty_pages(page))
 
-    def load_page(self, index: int, images: np.ndarray, page: int = PAGE_SLOTS) -> None:
+    def iter_dirty_pages(self, page: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`take_dirty_pages` one page at a time (a checkpoint of a large pool copies one
+        page to the CPU at once, not every changed one). The pages are taken when it is called.
+        """
+        page = self.page if page is None else page
+        pages = np.unique(np.flatnonzero(self._dirty) // page)
+        self._dirty[:] = False
+        images = self.images
+
+        def pages_out() -> Iterator[tuple[int, np.ndarray]]:
+            for p in pages:
+                yield int(p), images[p * page : (p + 1) * page].detach().cpu().numpy()
+        return pages_out()
+
+    def load_page(self, index: int, images: np.ndarray, page: int | None = None) -> None:
         """Restore one page of :meth:`take_dirty_pages`."""
-        start = index * page
+        start = index * (self.page if page is None else page)
         if start + len(images) > len(self.slot_owner):
             raise DeepFaultError(f"queue page {index} lies outside the checkpoint's pool; it is corrupt")
-        self.images[start : start + len(images)] = torch.from_numpy(np.asarray(images)).to(self.device)
+        restored = torch.from_numpy(np.asarray(images)).to(self.device, self.dtype)
+        self.images[start : start + len(images)] = restored
 
 
 class ReferenceRows:

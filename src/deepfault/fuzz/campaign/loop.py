@@ -37,8 +37,10 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import math
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +57,13 @@ from ..mutation.diversity import DiversityTable, FailureSet
 from ..mutation.mcmc import make_chooser
 from ..mutation.rules import get_rule, input_kind
 from .checkpoint import CampaignStore
-from .clock import Clock, Timeline
-from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, QUEUE_CAPACITY, RENAMED, CampaignConfig, CampaignProgress
-from .corpus import STATIC_FIELDS, Corpus, ReferenceRows
-from .execution import ModelPair
+from .clock import Clock, StepCost, Timeline
+from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, RENAMED, CampaignConfig, CampaignProgress
+from .corpus import PAGE_SLOTS, STATIC_FIELDS, Corpus, ReferenceRows, page_slots
+from .execution import PASS_ROWS, ModelPair
 from .faults import FaultLog, RFData
 from .late import Deferred, LateChecks
+from .memory import DEFAULT_QUEUE_MEMORY, format_size, image_bytes, queue_slots, torch_dtype
 from .metrics import FaultTable, compute_metrics
 from .result import CampaignResult, examples
 from .seeds import evaluate_seeds, select_seeds, test_inputs
@@ -134,6 +137,7 @@ class Campaign:
         self.late: LateChecks | None = None  # checks scored from M1's activations (.late)
         self.traces: Any = None  # captures M1's activations for them while the campaign runs
         self.between_steps = True  # False while a step runs: a checkpoint then would be torn
+        self.seconds_per_input: float | None = None  # both models on one input, from the seeds (setup)
 
     def fidelity_check(self) -> Fidelity:
         """The configured fidelity check (the one given to the constructor, else ``config.fidelity``)."""
@@ -150,6 +154,8 @@ class Campaign:
         t0 = time.perf_counter()
         with self.pair.evaluating():
             evaluation = evaluate_seeds(self.pair, self.x, self.y, self.config.max_seeds)
+            # both models' forward pass per input: the first estimate of a step's cost (.clock.StepCost)
+            self.seconds_per_input = (time.perf_counter() - t0) / max(1, len(evaluation.y))
             self.num_classes = evaluation.num_classes
             self.check = self.strategy.make_check(self)
             self.shared = self._shared
@@ -170,9 +176,8 @@ class Campaign:
             self.shared_refs = None if self.shared is None else self.shared.reference(seeds.images)
             self.table = DiversityTable(seeds.label, seeds.p1, seeds.p2)
             self.failures = FailureSet(len(seeds.index))
-            capacity = max(cfg.queue_capacity or QUEUE_CAPACITY, len(seeds.index))
-            self.corpus = Corpus(tuple(self.x.shape[1:]), len(seeds.index), device=self.device,
-                                 capacity=capacity)
+            self.corpus = _make_corpus(tuple(self.x.shape[1:]), len(seeds.index), len(seeds.queued), cfg,
+                                       self.device)
             queued = seeds.queued
             self.corpus.add(seeds.images[torch.as_tensor(queued, device=self.device)], **seeds.queue_fields())
             self.fault_log = FaultLog(*seeds.initial_faults())
@@ -203,6 +208,10 @@ class Campaign:
             self.setup()
         cfg, budget, clock = self.config, self.config.budget, self.clock
         last_checkpoint = clock.start()
+        # a time budget sizes each step to the time left: a step cannot be interrupted (.clock.StepCost)
+        per_input = self.seconds_per_input
+        cost = StepCost(None if per_input is None else per_input * PASS_ROWS)
+        checkpoint_seconds = 0.0
         layers = list(cfg.layers) if isinstance(cfg.layers, tuple) else cfg.layers
         values = self.keep.needs_values
         hooks = capture(self.pair.m2, layers, transform=cfg.transform_name) if values else None
@@ -215,8 +224,18 @@ class Campaign:
                     self.traces = stack.enter_context(self.late.capturing(self.pair.m1))
                 while not budget.exhausted(iterations=self.iterations, seconds=clock.now()):
                     left = budget.remaining_iterations(self.iterations)
+                    k = cfg.batch if left is None else min(cfg.batch, left)
+                    started = time.perf_counter()
+                    if left is None:  # seconds: a step that ends by the budget, or none
+                        seconds_left = budget.value - clock.now()
+                        ahead = started - last_checkpoint + (cost.estimate(self.step_passes(k)) or 0.0)
+                        if checkpoint is not None and ahead >= cfg.checkpoint_every:
+                            seconds_left -= checkpoint_seconds  # the checkpoint after it counts too
+                        k = cost.fit(k, seconds_left, self.step_passes)
+                        if k == 0:
+                            break
                     self.between_steps = False
-                    more = self.step(cfg.batch if left is None else min(cfg.batch, left))
+                    more = self.step(k)
                     self.between_steps = True
                     if not more:
                         reason = "exhausted"
@@ -224,9 +243,12 @@ class Campaign:
                     self.timeline.sample(clock.now(), self.progress, self.queries)
                     if progress is not None:
                         progress(self.progress())
+                    cost.add(self.step_passes(k), time.perf_counter() - started)
                     due = time.perf_counter() - last_checkpoint >= cfg.checkpoint_every
                     if checkpoint is not None and due:
+                        before = time.perf_counter()
                         last_checkpoint = clock.timed("checkpoint", checkpoint, self)
+                        checkpoint_seconds = last_checkpoint - before
         except KeyboardInterrupt:
             reason = "interrupted"
         finally:
@@ -237,6 +259,15 @@ class Campaign:
         if progress is not None:
             progress(self.progress())
         return reason
+
+    def step_passes(self, k: int) -> float:
+        """The forward passes (of :data:`~.execution.PASS_ROWS` rows, the last one padded) that
+        a step of ``k`` iterations is expected to run: its mutants times the share of the
+        mutants executed so far (all, before the first step), a fraction of a pass past the
+        last full one counting as a whole. What a step costs on a slow model (.clock.StepCost).
+        """
+        executed = k * self.mutants * (self.passed / self.generated if self.generated else 1.0)
+        return float(max(1, math.ceil(executed / PASS_ROWS - 1e-9)))
 
     def progress(self) -> CampaignProgress:
         total = max(1, int(self.chooser.selected.sum()))
@@ -262,7 +293,7 @@ class Campaign:
             "numpy_rng": self.rng.bit_generator.state, "timeline": list(self.timeline.samples),
             "timings": dict(self.clock.timings), "corpus_size": len(self.corpus), "refs_size": self.refs.size,
             "seed_entries": len(self.seeds.queued), "seed_refs": len(self.seeds.index),
-            "rule_rf": self.rule_rf.tolist(), "resumed": self.resumed,
+            "rule_rf": self.rule_rf.tolist(), "resumed": self.resumed, "page_slots": self.corpus.page,
         }
         arrays = {"torch_rng": self.tgen.get_state().numpy()}
         for prefix, part in self._parts():
@@ -284,6 +315,7 @@ class Campaign:
         self.fault_log.counts = {"rf": int(counters["rf"]), "gf": int(counters["gf"])}
         self.rng.bit_generator.state = data["numpy_rng"]
         self.tgen.set_state(torch.from_numpy(np.asarray(arrays["torch_rng"], dtype=np.uint8)))
+        self.corpus.page = int(data.get("page_slots", PAGE_SLOTS))  # the pages' layout it was saved with
         for prefix, part in self._parts():
             n = len(prefix) + 1
             part.load_state_dict({k[n:]: v for k, v in arrays.items() if k.startswith(prefix + ".")})
@@ -315,6 +347,10 @@ class Campaign:
     def queue_pages(self) -> dict[int, np.ndarray]:
         """The queue's image pages changed since the last call (:meth:`.corpus.Corpus.take_dirty_pages`)."""
         return self.corpus.take_dirty_pages()
+
+    def queue_page_items(self) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`queue_pages` one page at a time (:meth:`.corpus.Corpus.iter_dirty_pages`)."""
+        return self.corpus.iter_dirty_pages()
 
     def load_queue_page(self, index: int, images: np.ndarray) -> None:
         """Restore one page of :meth:`queue_pages` (after :meth:`load_state_dict`)."""
@@ -350,6 +386,26 @@ class Campaign:
             examples=examples(faults, rf_inputs, self.x, self.rules), evicted=self.corpus.evicted,
             shared_rejected=self.shared_rejected, trace_checks=self.late.to_dict() if self.late else {},
         )
+
+
+def _make_corpus(shape: tuple[int, ...], roots: int, queued: int, cfg: CampaignConfig,
+                 device: torch.device) -> Corpus:
+    """The queue, its capacity in images from the configuration's bytes (:func:`.memory.queue_slots`).
+
+    The queued seeds are always held (they start the campaign): when they alone take more than
+    the budget, the capacity is raised to them, with a warning naming ``max_seeds``.
+    """
+    slots = queue_slots(shape, cfg.queue_dtype, memory=cfg.queue_memory, count=cfg.queue_capacity)
+    per = image_bytes(shape, cfg.queue_dtype)
+    if queued > slots and cfg.queue_capacity is None:
+        warnings.warn(
+            f"the {queued:,} queued seeds take {format_size(queued * per)} in {cfg.queue_dtype}, more "
+            f"than the queue's {format_size(cfg.queue_memory or DEFAULT_QUEUE_MEMORY)} (queue_memory, "
+            "--queue-memory): the queue holds them all and evicts beyond them; fewer seeds (max_seeds, "
+            "--max-seeds) or queue_dtype float16 hold less", stacklevel=3)
+    # (a count capacity is raised to the seeds silently, as it always was)
+    return Corpus(shape, roots, device=device, capacity=max(slots, roots), dtype=torch_dtype(cfg.queue_dtype),
+                  page=page_slots(per))
 
 
 #: The counters :meth:`Campaign.state_dict` saves.
