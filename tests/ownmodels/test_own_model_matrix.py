@@ -64,7 +64,8 @@ def _x(case, key="x"):
 
 def test_cli_inspect(case, capsys):
     out = _cli(capsys, "inspect", case.m1, *case.arch_args(), "--dataset", case.data)
-    assert "neurons: " in out and "name others with --layers" in out
+    assert "neurons: " in out
+    assert "name others with --layers" in out
     assert KINDS[case.kind].cls in out  # how the file was read: the user's class
 
 
@@ -83,7 +84,8 @@ def test_cli_run_and_repair(case, tmp_path, capsys):
     assert json.loads((tmp_path / "repair.json").read_text())["config"]["epochs"] == 1
     # the repaired model reads back without --trust-pickle, and records its input shape
     out = _cli(capsys, "inspect", saved, "--arch", case.arch)
-    assert "neurons: " in out and "name others with --layers" in out
+    assert "neurons: " in out
+    assert "name others with --layers" in out
 
 
 def test_cli_coverage_profile_measure_rank(case, tmp_path, capsys):
