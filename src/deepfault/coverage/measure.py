@@ -356,7 +356,7 @@ def measure_coverage(
     sa_sections: int = SA_SECTIONS,
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     growth: bool = True,
     threads: int | str | None = "auto",

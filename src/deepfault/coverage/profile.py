@@ -378,7 +378,7 @@ def compute_profile(
     *,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> Profile:

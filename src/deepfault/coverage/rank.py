@@ -267,7 +267,7 @@ def rank_inputs(
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
     output_kind: str | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> RankReport:

@@ -511,7 +511,7 @@ def fit_surprise(
     classes: str = "predictions",
     var_threshold: float | None = 1e-5,
     max_features: int | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> Surprise:
@@ -622,7 +622,7 @@ def surprise_scores(
     surprise: Surprise,
     *,
     kinds: str | Iterable[str] = ("dsa",),
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> SurpriseScores:

@@ -150,7 +150,7 @@ def evaluate(
     ranking: Sequence[tuple[str, int]] | None = None,
     k_primes: Iterable[int] = (),
     output_kind: str | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> Evaluation:

@@ -182,7 +182,7 @@ def _spectra(
     *,
     layers: Sequence[str] | None,
     threshold: float,
-    batch_size: int,
+    batch_size: int | str,
     progress: bool = False,
 ) -> tuple[NeuronLayout, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
     """Counts for ``groups`` disjoint groups of inputs in one pass over the data.
@@ -227,7 +227,7 @@ def compute_spectrum(
     target_class: int | None = None,
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> Spectrum:
@@ -326,7 +326,7 @@ def compute_class_spectra(
     *,
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> dict[int, Spectrum]:
