@@ -99,7 +99,10 @@ def iterate_batches(
         else:
             slices = _checked_slices(stream(inputs, labels, batch_size=int(batch_size)))
     else:
-        x = as_tensor(inputs)
+        # A memory map, or an array of another dtype than float32 (uint8 images): converted and
+        # checked batch by batch, never whole (a float32 copy of uint8 images is 4x their size).
+        lazy = _lazy(inputs)
+        x = inputs if lazy else as_tensor(inputs)
         y = None
         if labels is not None:
             y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
@@ -112,7 +115,8 @@ def iterate_batches(
         if batch_size == AUTO:
             batch_size = resolve_batch_size(model, x[:1], AUTO, count=total)
         batch_size = int(batch_size)
-        slices = ((x[i : i + batch_size], None if y is None else y[i : i + batch_size])
+        slices = ((as_tensor(x[i : i + batch_size], start=i) if lazy else x[i : i + batch_size],
+                   None if y is None else y[i : i + batch_size])
                   for i in range(0, len(x), batch_size))
     device = model_device(model)
     hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
@@ -143,6 +147,17 @@ def iterate_batches(
                 shown.update(len(xb))
             yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
             start += len(xb)
+
+
+def _lazy(inputs) -> bool:
+    """Whether ``inputs`` is a memory map or an array/tensor that is not float32 (sliced first,
+    then converted), rather than converted whole.
+    """
+    if isinstance(inputs, np.memmap):
+        return inputs.ndim >= 2
+    if isinstance(inputs, (np.ndarray, torch.Tensor)):
+        return inputs.ndim >= 2 and inputs.dtype not in (np.float32, torch.float32)
+    return False
 
 
 def _auto_slices(model, slices, total):
