@@ -110,7 +110,7 @@ def test_free_memory_takes_the_cgroup_limit_where_lower(monkeypatch):
 
 
 def test_results_are_the_same_for_auto_and_a_fixed_batch(tight):
-    model, (x, y) = _model(), _data()
+    model, (x, _) = _model(), _data()
     tight(4 * 9 * memory.input_bytes(model, x[:1]))  # auto: batches of 9, fixed: one of 120
     assert _sizes(model, x)[0] == 9
     torch.testing.assert_close(predict(model, x), predict(model, x, batch_size=1024), rtol=0, atol=0)

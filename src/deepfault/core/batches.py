@@ -96,6 +96,7 @@ def iterate_batches(
         total = num_inputs(inputs)
         if batch_size == AUTO:  # sized from the loader's first input, then its batches re-cut
             slices = _auto_slices(model, _checked_slices(stream(inputs, labels, batch_size=AUTO_MAX)), total)
+            next(slices, None)  # sized now, before the hooks are registered: the probe must not fire them
         else:
             slices = _checked_slices(stream(inputs, labels, batch_size=int(batch_size)))
     else:
@@ -161,11 +162,17 @@ def _lazy(inputs) -> bool:
 
 
 def _auto_slices(model, slices, total):
-    """``slices`` re-cut to the batch :func:`~.memory.resolve_batch_size` picks from the first."""
+    """``slices`` re-cut to the batch :func:`~.memory.resolve_batch_size` picks from the first.
+
+    The first ``next()`` reads the first slice, sizes the batch and yields ``None``; the
+    slices follow.
+    """
     first = next(slices, None)
     if first is None:
+        yield None
         return
     size = resolve_batch_size(model, first[0][:1], AUTO, count=total if total >= 0 else None)
+    yield None  # the caller's first next() ends here: sized before its hooks
     for x, y in itertools.chain([first], slices):
         for lo in range(0, len(x), size):
             yield x[lo : lo + size], None if y is None else y[lo : lo + size]
