@@ -301,7 +301,7 @@ def rank_inputs(
     Args:
         model: The classifier (a module or a prepared model).
         inputs: ``(N, ...)`` inputs; a tensor, an array, a ``Dataset`` or a ``DataLoader``
-            (whose labels are used).
+            (whose labels are used; a loader, or a data set given without labels, is streamed).
         labels: ``(N,)`` true labels (an input fails when the arg-max output differs); taken
             from ``inputs`` when it is a data set or loader.
         by: Prioritisers (``"gini,lsa,cam"``, a list, or ``"all"``; see the module table).
@@ -322,7 +322,8 @@ def rank_inputs(
         transform: ``cam``/``ctm``: ``"raw"`` (default) or ``"layer-minmax"``.
         output_kind: ``"logits"`` or ``"probabilities"`` (default: a prepared model's, else
             logits); the uncertainty scores take a softmax of logits.
-        batch_size: Inputs per forward pass; the orders do not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default; sized from the memory,
+            :func:`~deepfault.core.memory.choose_batch_size`); the orders do not depend on it.
         progress: Show a progress bar over the inputs.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
@@ -331,8 +332,10 @@ def rank_inputs(
 
     Returns:
         A :class:`RankReport`, one :class:`Ranking` per prioritiser in the order asked (per
-        criterion for ``cam``/``ctm``). Only ``cam``/``ctm`` hold the ``(N, M)`` neuron values in
-        memory; the other scores stream, one float per input.
+        criterion for ``cam``/``ctm``). Everything streams: per input, the report keeps one
+        float64 score per prioritiser and the prediction, and ``cam``/``ctm`` keep each input's
+        covered items as int32 indices in sparse form (at most one per neuron, in place of the
+        ``(N, M)`` float32 neuron values they held before).
 
     Raises:
         DeepFaultError: An unknown prioritiser; for ``cam``/``ctm`` as

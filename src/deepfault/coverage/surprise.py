@@ -544,7 +544,8 @@ def fit_surprise(
             al.'s ``1e-5``; ``None`` for none).
         max_features: LSA: keep only this many neurons of highest variance per class (dnn-tip's
             default is 300; ``None``: all).
-        batch_size: Inputs per forward pass; the state does not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
+            :func:`~deepfault.core.memory.choose_batch_size`); the state does not depend on it.
         progress: Show a progress bar.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
@@ -660,7 +661,7 @@ def surprise_scores(
             one float64 score per input and kind).
         surprise: The fitted state (:func:`fit_surprise`).
         kinds: The surprise adequacies to compute.
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory).
         progress: Show a progress bar.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
