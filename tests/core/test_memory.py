@@ -174,3 +174,13 @@ def test_a_loader_is_recut_to_the_auto_batch(tight):
     assert max(sizes) == 10
     assert sizes[:7] == [10] * 6 + [4]
     torch.testing.assert_close(predict(model, loader), predict(model, x, batch_size=1024), rtol=0, atol=0)
+
+
+def test_the_cpu_probe_counts_every_output_once():
+    """Freed outputs' addresses are reused by the next ones; each is still counted (in-place
+    ReLUs share their input's storage and add nothing)."""
+    model = nn.Sequential(*[nn.Linear(64, 64) for _ in range(10)], nn.ReLU(inplace=True), nn.Linear(64, 3))
+    x = torch.zeros(1, 64)
+    outputs = 10 * 64 * 4 + 3 * 4  # the ten hidden outputs and the logits (the ReLU's is the tenth's)
+    whole = 3 * 4  # the Sequential's own output is the logits' storage
+    assert memory.input_bytes(model, x) == outputs + x.numel() * 4 + whole

@@ -180,14 +180,17 @@ def _outputs_bytes(model: nn.Module, x: torch.Tensor) -> int:
     """Bytes of every module's output in one forward pass of ``x`` (each storage once)."""
     from .capture import forward, forward_hooks
 
-    seen: dict[int, int] = {}
+    # The storages are held until the pass ends: a freed one's address would be reused by the
+    # next output, which would then count as seen (one input's outputs: a few MiB to a few
+    # hundred, what a batch of one takes anyway).
+    seen: dict[int, torch.UntypedStorage] = {}
 
     def make_hook(name):
         def hook(module, args, output):
             for t in (output if isinstance(output, (tuple, list)) else (output,)):
                 if isinstance(t, torch.Tensor):
                     storage = t.untyped_storage()
-                    seen[storage.data_ptr()] = storage.nbytes()
+                    seen.setdefault(storage.data_ptr(), storage)
         return hook
 
     modules = {name or "<model>": m for name, m in model.named_modules()}
@@ -198,7 +201,9 @@ def _outputs_bytes(model: nn.Module, x: torch.Tensor) -> int:
     except RuntimeError:  # a scripted module takes no hooks: its output and a margin
         out = forward(model, x)
         return 64 * (x.numel() * x.element_size() + out.numel() * out.element_size())
-    return sum(seen.values()) + x.numel() * x.element_size() + out.numel() * out.element_size()
+    held = sum(storage.nbytes() for storage in seen.values())
+    seen.clear()
+    return held + x.numel() * x.element_size() + out.numel() * out.element_size()
 
 
 def _cuda_bytes(model: nn.Module, x: torch.Tensor, backward: bool) -> int:
