@@ -51,7 +51,7 @@ AUTO = "auto"
 #: The largest batch ``"auto"`` picks: the fixed default it replaces.
 AUTO_MAX = 1024
 #: Forward+backward work against the forward alone (see the module's text).
-BACKWARD_FACTOR = 4.0
+BACKWARD_FACTOR = 2.0
 #: Share of the free RAM one batch may take on the CPU, and its cap in bytes.
 CPU_FRACTION = 0.25
 CPU_CAP = 1 << 30
