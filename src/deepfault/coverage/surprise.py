@@ -37,7 +37,6 @@ neighbours found are recomputed exactly in float64, from the ATs as stored.
 Examples:
     >>> import torch
     >>> from torch import nn
-from torch.utils.data import DataLoader
     >>> torch.manual_seed(0) and None
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     >>> sa = fit_surprise(model, torch.randn(300, 4), layers=["0"])
