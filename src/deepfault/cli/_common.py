@@ -168,6 +168,46 @@ def threads_value(text: str) -> int | str:
     return positive_int(str(value))
 
 
+def batch_size_value(text: str) -> int | str:
+    """``--batch-size`` of the analyses: ``auto`` (sized from the memory,
+    :mod:`deepfault.core.memory`) or a number of inputs >= 1.
+
+    Examples:
+        >>> batch_size_value("auto"), batch_size_value("64")
+        ('auto', 64)
+    """
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1; got {text!r}")
+    return value
+
+
+def add_batch_size(p: argparse.ArgumentParser, what: str = "inputs per forward pass") -> None:
+    """The analyses' ``--batch-size``, ``auto`` by default (results do not depend on it)."""
+    p.add_argument("--batch-size", type=batch_size_value, default="auto", metavar="N|auto",
+                   help=f"{what}; 'auto' (the default) sizes it from the memory one input takes and "
+                   "the memory free, at most 1024")
+
+
+def batch_choice(models, inputs, args, *, backward: bool = False, count: int | None = None) -> int:
+    """Resolve ``args.batch_size`` for ``models`` on ``inputs``, print the choice in one line
+    (``batch: 48 inputs (auto: ...)``) and return the size (``args.batch_size`` is set to it, so
+    an out-of-memory message names the number).
+    """
+    from ..core.memory import choose_batch_size
+
+    choice = choose_batch_size(models, inputs, args.batch_size, backward=backward, count=count)
+    if choice.auto:
+        print(choice.describe())
+    args.batch_size = choice.size
+    return choice.size
+
+
 def class_list(text: str) -> tuple[int, ...] | None:
     if text.strip().lower() == "all":
         return None

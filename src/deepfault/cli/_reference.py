@@ -30,7 +30,7 @@ VOCABULARY = (
     ("how many seed inputs", ("--num-seeds",), ""),
     ("the step size", ("--step-size",), ""),
     ("inputs per forward pass", ("--batch-size",), "a speed knob in analysis (results do not depend on "
-     "it); the minibatch in training"),
+     "it; 'auto', the default, sizes it from the memory); the minibatch in training"),
     ("inputs taken per step of a search", ("--inputs-per-step",), "xplore: seeds advanced together; "
      "regress: DRFuzz's B"),
     ("coverage criteria", ("--criteria",), "regress takes one name"),

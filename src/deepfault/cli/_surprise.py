@@ -53,7 +53,7 @@ def prepare(module, data, file: str | None, *, progress: bool) -> tuple[CachedSu
         return None, str(err)
 
 
-def scorer(module, fit: CachedSurprise, batch_size: int = 1024) -> SurpriseScorer:
+def scorer(module, fit: CachedSurprise, batch_size: int | str = "auto") -> SurpriseScorer:
     return SurpriseScorer(module, fit.surprise, kinds=GENERATED_KINDS, batch_size=batch_size)
 
 

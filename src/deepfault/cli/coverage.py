@@ -34,6 +34,7 @@ from ..provenance import provenance
 from ._common import (
     HelpFormatter,
     Output,
+    add_batch_size,
     add_data_dir,
     add_device,
     add_model_options,
@@ -41,6 +42,7 @@ from ._common import (
     add_report_option,
     add_threads,
     apply_threads,
+    batch_choice,
     declared,
     device_from,
     load_inputs,
@@ -90,7 +92,7 @@ def _add_common(p: argparse.ArgumentParser, *, split: str, layers_default: str =
     p.add_argument("--transform", choices=("raw", "layer-minmax"), default=None,
                    help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
                    "to [0, 1], DeepXplore's) (default: the profile's, else raw)")
-    p.add_argument("--batch-size", type=positive_int, default=1024, help="inputs per pass")
+    add_batch_size(p)
     add_device(p)
     add_threads(p)
     add_no_progress(p)
@@ -321,6 +323,13 @@ def _state(args, module, base) -> tuple:
     return state, text, {"source": f"fitted on {base.name} train", "fit_seconds": seconds}
 
 
+def _fit_count(args, x, base, fits: bool) -> int:
+    """The inputs one batch may hold: the test inputs, or the training split a fit reads."""
+    if fits and not args.surprise and base is not None:
+        return max(len(x), len(base.x_train))
+    return len(x)
+
+
 def _header(prep, split: str, n: int, layout, transform: str, device, profile) -> str:
     text = (f"model {prep.name} · data {split} ({n} inputs) · {len(layout.layers)} layers, "
             f"{layout.num_neurons} neurons · transform {transform} · {device}\n")
@@ -368,6 +377,7 @@ def _cmd_profile(args) -> int:
     prep, x, _, split, _ = _load(args)
     model = prep.to(device).module
     apply_threads(args.threads, [model], device)
+    batch_choice(model, x, args)
     profile = compute_profile(model, x, layers=_layers(args), transform=args.transform or "raw",
                               batch_size=args.batch_size, progress=not args.no_progress)
     print(_header(prep, split, len(x), profile.layout, profile.transform, device, None), end="")
@@ -387,6 +397,7 @@ def _cmd_surprise(args) -> int:
     prep, x, y, split, _ = _load(args)
     model = prep.to(device).module
     apply_threads(args.threads, [model], device)
+    batch_choice(model, x, args)
     t0 = time.perf_counter()
     state = fit_surprise(model, x, y if args.classes == "labels" else None, layers=_layers(args),
                          transform=args.transform or "raw", classes=args.classes,
@@ -426,6 +437,7 @@ def _cmd_measure(args) -> int:
     prep, x, _, split, base = _load(args)
     model = prep.to(device).module
     threads = apply_threads(args.threads, [model], device)
+    batch_choice(model, x, args, count=_fit_count(args, x, base, needs_state))
     state, fitted, source = _state(args, model, base) if needs_state else (None, "", {})
     print(fitted, end="")
     report = measure_coverage(model, x, **opts, profile=profile, surprise=state, layers=_layers(args),
@@ -516,6 +528,7 @@ def _cmd_rank(args) -> int:
     prep, x, y, split, base = _load(args)
     model = prep.to(device).module
     threads = apply_threads(args.threads, [model], device)
+    batch_choice(model, x, args, count=_fit_count(args, x, base, surprising))
     state, fitted, source = _state(args, model, base) if surprising else (None, "", {})
     report = rank_inputs(model, x, y, by=by, **opts, profile=profile, surprise=state, layers=_layers(args),
                          transform=args.transform, output_kind=prep.output_kind, batch_size=args.batch_size,

@@ -18,6 +18,7 @@ from . import _surprise
 from ._common import (
     HelpFormatter,
     Output,
+    add_batch_size,
     add_data_dir,
     add_device,
     add_model_options,
@@ -26,6 +27,7 @@ from ._common import (
     add_seed,
     add_threads,
     apply_threads,
+    batch_choice,
     class_list,
     device_from,
     int_list,
@@ -96,7 +98,7 @@ def add_parser(sub) -> None:
                      "(default: 2k,5k)")
     add_device(run)
     add_threads(run)
-    run.add_argument("--batch-size", type=positive_int, default=1024, help="inputs per pass")
+    add_batch_size(run, "inputs per pass (sized for synthesis's forward and backward passes when auto)")
     run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
     run.add_argument("--log", metavar="FILE", default=None,
@@ -148,6 +150,7 @@ def _cmd_run(args) -> int:
     config.check_classes(data)
     model = prepared.to(device).module
     threads = apply_threads(args.threads, [model], device)
+    config = replace(config, batch_size=batch_choice(model, data.x_test, args, backward=True))
     fit, no_fit = (None, None) if args.no_surprise else _surprise.prepare(
         model, data, args.surprise, progress=not args.no_progress)
     if _needs_baseline(args, config):

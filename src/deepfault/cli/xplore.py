@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from ._common import (
     add_report_option,
     add_seed,
     add_threads,
+    batch_size_value,
     device_from,
     json_object,
     names,
@@ -244,9 +246,10 @@ def add_parser(sub) -> None:
                    "'linear-conv' for every model")
     p.add_argument("--inputs-per-step", dest="inputs_per_step", type=positive_int, default=None, metavar="B",
                    help="seeds advanced together, group after group (default: all)")
-    p.add_argument("--batch-size", dest="chunk_size", type=positive_int, default=None, metavar="C",
-                   help="inputs per forward/backward pass, a speed knob only (default: 256 on the CPU, "
-                   "all on a GPU)")
+    p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
+                   help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
+                   "from the memory one input takes in every model and the memory free (at most 256 on the "
+                   "CPU, 1024 on a GPU)")
     add_device(p)
     add_threads(p)
     p.add_argument("--out", metavar="FILE", default="xplore-result.json",
@@ -267,6 +270,20 @@ def outputs(args) -> list[Output]:
             Output("--out (its image grid, .png)", sibling(out, ".png"))]
 
 
+def _batch_line(prepared, data, config, value) -> int | str:
+    """Print the batch ``--batch-size auto`` picks (one line) and return it."""
+    if value != "auto":
+        return value
+    from ..core.memory import choose_batch_size
+    from ..xplore.search import CPU_CHUNK
+
+    choice = choose_batch_size([p.module for p in prepared], data.x_test, "auto", backward=True,
+                               count=config.num_seeds)
+    size = min(choice.size, CPU_CHUNK) if choice.device == "cpu" else choice.size
+    print(replace(choice, size=size).describe())
+    return size
+
+
 def _cmd_xplore(args) -> int:
     out, npz, png = (o.path for o in outputs(args))
     config = _config(args).validate(len(args.models))
@@ -283,10 +300,11 @@ def _cmd_xplore(args) -> int:
     check_finite_outputs([p.module for p in prepared], data.x_test, names=labels)  # NaN weights, 10 vs 5
     threads = resolve_threads(args.threads, [p.module for p in prepared], device)
     fits, no_fit = _surprise_states(args, prepared, data, threads)
+    chunk = _batch_line(prepared, data, config, args.chunk_size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is printed below
         result = xplore(prepared, data.x_test, config=config, bounds=bounds, fixed=fixed,
-                        progress=not args.no_progress, batch_size=args.chunk_size, threads=threads,
+                        progress=not args.no_progress, batch_size=chunk, threads=threads,
                         labels=data.y_test)
     if fits is not None:  # after the search, from what it found: nothing it found changes
         with _using_threads(threads):

@@ -11,6 +11,7 @@ result never depends on the batch size.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -19,11 +20,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..checks import check_int
 from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from .inputs import InputData, LabelData, check_data, inputs_and_labels, num_inputs, stream
+from .memory import AUTO, AUTO_MAX, BatchSize, check_batch_size, resolve_batch_size
 from .outputs import check_outputs_finite
 
 __all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
@@ -59,7 +60,7 @@ def iterate_batches(
     neurons: bool = True,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
-    batch_size: int = 1024,
+    batch_size: BatchSize = AUTO,
     check: bool = True,
     progress: bool | str = False,
 ) -> Iterator[Batch]:
@@ -77,7 +78,9 @@ def iterate_batches(
         neurons: Capture neuron values (``False``: outputs only, no hooks).
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default): sized from the memory
+            one input takes and the memory free (:func:`~.memory.choose_batch_size`), at
+            most 1,024 and the number of inputs. Results do not depend on it.
         check: Check that outputs are ``(B, classes)`` and finite (a failure names the first
             layer where a NaN appears) and that neuron values are finite.
         progress: Show a progress bar over the inputs (:func:`~.progress.progress_bar`); a
@@ -87,13 +90,20 @@ def iterate_batches(
         One :class:`Batch` per slice, in order. Hooks are removed when the generator is
         exhausted or closed.
     """
-    batch_size = check_int("batch_size", batch_size)
+    batch_size = check_batch_size(batch_size)
     check_data(inputs)
     if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
         total = num_inputs(inputs)
-        slices = _checked_slices(stream(inputs, labels, batch_size=batch_size))
+        if batch_size == AUTO:  # sized from the loader's first input, then its batches re-cut
+            slices = _auto_slices(model, _checked_slices(stream(inputs, labels, batch_size=AUTO_MAX)), total)
+            next(slices, None)  # sized now, before the hooks are registered: the probe must not fire them
+        else:
+            slices = _checked_slices(stream(inputs, labels, batch_size=int(batch_size)))
     else:
-        x = as_tensor(inputs)
+        # A memory map, or an array of another dtype than float32 (uint8 images): converted and
+        # checked batch by batch, never whole (a float32 copy of uint8 images is 4x their size).
+        lazy = _lazy(inputs)
+        x = inputs if lazy else as_tensor(inputs)
         y = None
         if labels is not None:
             y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
@@ -103,7 +113,11 @@ def iterate_batches(
                     f"labels must be a 1-D array with one label per input ({len(x)}); "
                     f"got shape {tuple(y.shape)}")
         total = len(x)
-        slices = ((x[i : i + batch_size], None if y is None else y[i : i + batch_size])
+        if batch_size == AUTO:
+            batch_size = resolve_batch_size(model, x[:1], AUTO, count=total)
+        batch_size = int(batch_size)
+        slices = ((as_tensor(x[i : i + batch_size], start=i) if lazy else x[i : i + batch_size],
+                   None if y is None else y[i : i + batch_size])
                   for i in range(0, len(x), batch_size))
     device = model_device(model)
     hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
@@ -136,6 +150,34 @@ def iterate_batches(
             start += len(xb)
 
 
+def _lazy(inputs) -> bool:
+    """Whether ``inputs`` is a memory map or an array/tensor that is not float32 (sliced first,
+    then converted), rather than converted whole.
+    """
+    if isinstance(inputs, np.memmap):
+        return inputs.ndim >= 2
+    if isinstance(inputs, (np.ndarray, torch.Tensor)):
+        return inputs.ndim >= 2 and inputs.dtype not in (np.float32, torch.float32)
+    return False
+
+
+def _auto_slices(model, slices, total):
+    """``slices`` re-cut to the batch :func:`~.memory.resolve_batch_size` picks from the first.
+
+    The first ``next()`` reads the first slice, sizes the batch and yields ``None``; the
+    slices follow.
+    """
+    first = next(slices, None)
+    if first is None:
+        yield None
+        return
+    size = resolve_batch_size(model, first[0][:1], AUTO, count=total if total >= 0 else None)
+    yield None  # the caller's first next() ends here: sized before its hooks
+    for x, y in itertools.chain([first], slices):
+        for lo in range(0, len(x), size):
+            yield x[lo : lo + size], None if y is None else y[lo : lo + size]
+
+
 def _checked_slices(slices):
     """A loader's slices as float32 inputs checked finite (as :func:`~.capture.as_tensor`
     checks a whole array), their positions counted across batches.
@@ -151,7 +193,7 @@ def _checked_slices(slices):
 
 
 @applies_threads
-def predict(model: nn.Module, inputs, *, batch_size: int = 1024, threads: int | str | None = "auto",
+def predict(model: nn.Module, inputs, *, batch_size: BatchSize = AUTO, threads: int | str | None = "auto",
             progress: bool = False) -> torch.Tensor:
     """``(N, classes)`` model outputs on the CPU, in eval mode and without autograd.
 
@@ -159,7 +201,8 @@ def predict(model: nn.Module, inputs, *, batch_size: int = 1024, threads: int | 
         model: The network.
         inputs: The inputs, in any form :func:`~.inputs.inputs_and_labels` takes (a
             ``DataLoader`` is streamed).
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass, or ``"auto"`` (sized from the memory, as in
+            :func:`iterate_batches`).
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
             ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
@@ -178,7 +221,7 @@ def activations(
     *,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
-    batch_size: int = 1024,
+    batch_size: BatchSize = AUTO,
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> tuple[NeuronLayout, torch.Tensor]:
@@ -190,7 +233,8 @@ def activations(
             takes (a ``DataLoader`` is streamed; the result holds every input's values).
         layers: The neuron layers, as in :func:`~.capture.capture`.
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
-        batch_size: Inputs per forward pass; the result does not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (as in :func:`iterate_batches`);
+            the result does not depend on it.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
             ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
@@ -216,7 +260,7 @@ def activations(
 @applies_threads
 def correct_inputs(
     model: nn.Module, data: InputData, labels: LabelData | None = None, *, cls: int | None = None,
-    batch_size: int = 1024, threads: int | str | None = "auto", progress: bool = False,
+    batch_size: BatchSize = AUTO, threads: int | str | None = "auto", progress: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """The inputs the model classifies correctly (of class ``cls`` only, when given).
 
@@ -226,7 +270,8 @@ def correct_inputs(
         labels: Labels for an array or tensor ``data``, as in :func:`inputs_and_labels`;
             required unless ``data`` carries its own.
         cls: Keep only this class.
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass, or ``"auto"`` (sized from the memory, as in
+            :func:`iterate_batches`).
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
             ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or

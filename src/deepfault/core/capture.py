@@ -176,8 +176,9 @@ def model_device(model: nn.Module) -> torch.device:
 _FINITE_CHUNK = 4096
 
 
-def as_tensor(inputs, *, name: str = "inputs") -> torch.Tensor:
-    """``inputs`` as a float32 tensor (not copied when it already is one), checked finite.
+def as_tensor(inputs, *, name: str = "inputs", start: int = 0) -> torch.Tensor:
+    """``inputs`` as a float32 tensor (not copied when it already is one), checked finite
+    (a bad input's position counted from ``start``, for a slice of a larger set).
 
     A ``torch.utils.data`` data set or loader, an ``(inputs, labels)`` pair or a deepfault
     ``Dataset`` gives its inputs (:func:`~deepfault.core.inputs.unpack`); another type is a
@@ -195,10 +196,10 @@ def as_tensor(inputs, *, name: str = "inputs") -> torch.Tensor:
         )
     # Checked in chunks of rows: a whole-set mask would cost N bytes per input element,
     # the only allocation that would grow with N in the streaming spectrum.
-    for start in range(0, len(x), _FINITE_CHUNK):
-        part = x[start : start + _FINITE_CHUNK]
+    for first in range(0, len(x), _FINITE_CHUNK):
+        part = x[first : first + _FINITE_CHUNK]
         if not torch.isfinite(part).all():
-            bad = start + int((~torch.isfinite(part)).flatten(1).any(1).nonzero()[0])
+            bad = start + first + int((~torch.isfinite(part)).flatten(1).any(1).nonzero()[0])
             raise DeepFaultError(f"{name} contain NaN or infinite values (first at input {bad})")
     return x
 

@@ -356,7 +356,7 @@ def measure_coverage(
     sa_sections: int = SA_SECTIONS,
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     growth: bool = True,
     threads: int | str | None = "auto",
@@ -383,7 +383,8 @@ def measure_coverage(
         sa_sections: Buckets of the surprise coverages.
         layers: Neuron layers (``"deepxplore"``, module names, or ``None``: the default layers).
         transform: ``"raw"`` (default) or ``"layer-minmax"``.
-        batch_size: Inputs per forward pass; results do not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
+            :func:`~deepfault.core.memory.choose_batch_size`); results do not depend on it.
         progress: Show a progress bar over the inputs.
         growth: Record coverage after ``1, 2, 5, 10, ...`` inputs.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the

@@ -378,7 +378,7 @@ def compute_profile(
     *,
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> Profile:
@@ -391,7 +391,8 @@ def compute_profile(
         layers: As in :func:`~deepfault.core.capture.capture` (a selection name such as
             ``"deepxplore"``, module names, or ``None`` for the default layers).
         transform: ``"raw"`` or ``"layer-minmax"``.
-        batch_size: Inputs per forward pass; the result does not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
+            :func:`~deepfault.core.memory.choose_batch_size`); the result does not depend on it.
         progress: Show a progress bar over the inputs.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the

@@ -45,13 +45,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
+    from torch.utils.data import Dataset
+
     from ..core.inputs import InputData, LabelData
     from ..models.prepare import PreparedModel
 
@@ -162,12 +165,26 @@ def prioritize(items: np.ndarray | torch.Tensor, num_items: int) -> tuple[np.nda
         first inputs were picked for new coverage (together they cover everything the whole
         set covers).
     """
-    ids = torch.as_tensor(items).cpu().numpy().astype(np.int64, copy=False)
-    n = len(ids)
+    cols, row_ptr = _sparse(items)
+    return _prioritize_sparse(cols, row_ptr, num_items)
+
+
+def _sparse(items: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, L)`` padded item indices as ``(cols, row_ptr)``: every input's items one after
+    the other (int32 where the indices fit, else int64), and ``(N + 1,)`` int64 offsets.
+    """
+    ids = torch.as_tensor(items).cpu().numpy()
     valid = ids >= 0
-    rows = np.nonzero(valid)[0]  # row-major, so each row's items are contiguous
-    cols = ids[valid]
-    row_ptr = np.concatenate([[0], np.cumsum(valid.sum(axis=1))])
+    cols = ids[valid]  # row-major, so each row's items are contiguous
+    cols = cols.astype(np.int32 if cols.size == 0 or cols.max() < 2**31 - 1 else np.int64)
+    row_ptr = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
+    return cols, row_ptr
+
+
+def _prioritize_sparse(cols: np.ndarray, row_ptr: np.ndarray, num_items: int) -> tuple[np.ndarray, int]:
+    """:func:`prioritize` of inputs whose items are ``cols[row_ptr[i]:row_ptr[i + 1]]``."""
+    n = len(row_ptr) - 1
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(row_ptr))
     by_col = np.argsort(cols, kind="stable")
     col_rows = rows[by_col]
     col_ptr = np.searchsorted(cols[by_col], np.arange(num_items + 1))
@@ -199,9 +216,16 @@ def _coverage_rankings(criterion: Criterion, values: torch.Tensor, failing: np.n
     """
     t0 = time.perf_counter()
     items, num_items = criterion.input_items(values)
-    ids = torch.as_tensor(items).cpu().numpy()
-    totals = (ids >= 0).sum(axis=1)
-    covered = int(np.unique(ids[ids >= 0]).size)
+    cols, row_ptr = _sparse(items)
+    return _sparse_rankings(criterion, cols, row_ptr, num_items, failing, which, time.perf_counter() - t0)
+
+
+def _sparse_rankings(criterion: Criterion, cols: np.ndarray, row_ptr: np.ndarray, num_items: int,
+                     failing: np.ndarray, which: Sequence[str], spent: float = 0.0) -> dict[str, Ranking]:
+    """:func:`_coverage_rankings` from each input's covered items in sparse form (:func:`_sparse`)."""
+    t0 = time.perf_counter() - spent
+    totals = np.diff(row_ptr)
+    covered = int(np.unique(cols).size)
     total = num_items if isinstance(criterion, BitSetCriterion) else None
     shared = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -212,7 +236,7 @@ def _coverage_rankings(criterion: Criterion, values: torch.Tensor, failing: np.n
     out = {}
     if "cam" in which:
         t2 = time.perf_counter()
-        order, greedy = prioritize(items, num_items)
+        order, greedy = _prioritize_sparse(cols, row_ptr, num_items)
         cam_apfd = apfd(order, failing)
         seconds = shared + ctm_seconds + time.perf_counter() - t2
         out["cam"] = Ranking(f"cam:{label}", "cam", order, cam_apfd, seconds, criterion=label, greedy=greedy,
@@ -267,7 +291,7 @@ def rank_inputs(
     layers: Sequence[str] | str | None = None,
     transform: str | None = None,
     output_kind: str | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> RankReport:
@@ -277,7 +301,7 @@ def rank_inputs(
     Args:
         model: The classifier (a module or a prepared model).
         inputs: ``(N, ...)`` inputs; a tensor, an array, a ``Dataset`` or a ``DataLoader``
-            (whose labels are used).
+            (whose labels are used; a loader, or a data set given without labels, is streamed).
         labels: ``(N,)`` true labels (an input fails when the arg-max output differs); taken
             from ``inputs`` when it is a data set or loader.
         by: Prioritisers (``"gini,lsa,cam"``, a list, or ``"all"``; see the module table).
@@ -298,7 +322,8 @@ def rank_inputs(
         transform: ``cam``/``ctm``: ``"raw"`` (default) or ``"layer-minmax"``.
         output_kind: ``"logits"`` or ``"probabilities"`` (default: a prepared model's, else
             logits); the uncertainty scores take a softmax of logits.
-        batch_size: Inputs per forward pass; the orders do not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default; sized from the memory,
+            :func:`~deepfault.core.memory.choose_batch_size`); the orders do not depend on it.
         progress: Show a progress bar over the inputs.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
@@ -307,8 +332,10 @@ def rank_inputs(
 
     Returns:
         A :class:`RankReport`, one :class:`Ranking` per prioritiser in the order asked (per
-        criterion for ``cam``/``ctm``). Only ``cam``/``ctm`` hold the ``(N, M)`` neuron values in
-        memory; the other scores stream, one float per input.
+        criterion for ``cam``/``ctm``). Everything streams: per input, the report keeps one
+        float64 score per prioritiser and the prediction, and ``cam``/``ctm`` keep each input's
+        covered items as int32 indices in sparse form (at most one per neuron, in place of the
+        ``(N, M)`` float32 neuron values they held before).
 
     Raises:
         DeepFaultError: An unknown prioritiser; for ``cam``/``ctm`` as
@@ -330,7 +357,7 @@ def rank_inputs(
         (50,)
     """
     from ..checks import MAX_CLASSES, check_labels
-    from ..core.inputs import unpack
+    from ..core.inputs import is_torch_data, num_inputs, unpack
 
     names = parse_by(by)
     kind = _output_kind(model, output_kind)
@@ -348,54 +375,148 @@ def rank_inputs(
     if surprising:
         state = resolve_surprise(surprise)
         state.check_model(module)
-    x, labels = unpack(inputs, labels)
-    if len(x) == 0:
+    # A loader or data set streams (its labels come with its batches); arrays are sliced.
+    streamed = isinstance(inputs, DataLoader) or (is_torch_data(inputs) and labels is None)
+    x, labels = (inputs, labels) if streamed else unpack(inputs, labels)
+    n = num_inputs(x)
+    if n == 0:
         raise DeepFaultError("no inputs: the input set is empty")
-    y = check_labels("labels", labels, MAX_CLASSES, count=len(x))
-    n = len(x)
-    scores = {k: np.empty(n) for k in (*uncertain, *surprising)}
-    spent = dict.fromkeys(names, 0.0)
-    predictions = np.empty(n, dtype=np.int64)
-    values: list[torch.Tensor] = []
-    layout: NeuronLayout | None = None
-    t0 = time.perf_counter()
-    with surprise_scorer(module, state, surprising, spent) as score_batch:
-        for batch in iterate_batches(module, x, neurons=bool(coverage), layers=layers,
-                                     transform=transform or "raw", batch_size=batch_size,
-                                     progress=progress and "rank"):
-            if batch.start == 0:  # the first batch tells the number of classes
-                check_labels("labels", y, int(batch.outputs.shape[1]), count=n)
-            part = slice(batch.start, batch.stop)
-            predictions[part] = batch.outputs.argmax(dim=1).cpu().numpy()
-            _score_uncertainty(batch.outputs, uncertain, kind, part, scores, spent)
-            for name, v in score_batch(batch).items():
-                scores[name][part] = v
-            if coverage:
-                assert batch.values is not None  # neurons are captured
-                layout = batch.layout
-                values.append(batch.values.cpu())
-    forward = time.perf_counter() - t0 - sum(spent.values())
-    failing = predictions != y
-    by_coverage: dict[str, list[Ranking]] = {"cam": [], "ctm": []}
+    y = None if labels is None and streamed else check_labels("labels", labels, MAX_CLASSES, count=n)
+    if streamed and not isinstance(x, DataLoader):
+        x = DataLoader(cast("Dataset", x), batch_size=_STREAM_BATCH, shuffle=False)
+    make_items = None
     if coverage:
-        assert layout is not None  # n > 0: there was a batch
-        if profile is not None:
-            profile.check_layout(layout)
-        all_values = torch.cat(values)
-        for c in build_criteria(crit_names, layout, threshold=threshold, sections=sections, top_k=top_k,
-                                scale=scale, profile=profile):
-            for name, r in _coverage_rankings(c, all_values, failing, coverage).items():
+        def make_items(layout: NeuronLayout) -> _Items:
+            if profile is not None:
+                profile.check_layout(layout)
+            return _Items(build_criteria(crit_names, layout, threshold=threshold, sections=sections,
+                                         top_k=top_k, scale=scale, profile=profile), layout)
+    t0 = time.perf_counter()
+    spent = dict.fromkeys(names, 0.0)
+    with surprise_scorer(module, state, surprising, spent) as score_batch:
+        batches = iterate_batches(module, x, labels=labels if streamed else None, neurons=bool(coverage),
+                                  layers=layers, transform=transform or "raw", batch_size=batch_size,
+                                  progress=progress and "rank")
+        predicted, seen, joined, items = _rank_pass(batches, y, n, uncertain, surprising, kind, spent,
+                                                    score_batch, make_items)
+    forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
+    if y is None:
+        y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
+    failing = predicted != y
+    by_coverage: dict[str, list[Ranking]] = {"cam": [], "ctm": []}
+    layout = None if items is None else items.layout
+    if items is not None:
+        for c, (cols, row_ptr, num_items, seconds) in items.sparse():
+            for name, r in _sparse_rankings(c, cols, row_ptr, num_items, failing, coverage, seconds).items():
                 by_coverage[name].append(r)
     rankings: list[Ranking] = []
     for name in names:
         if name in COVERAGE_ORDERS:
             rankings += by_coverage[name]
         else:
-            rankings.append(_score_ranking(name, scores[name], failing, spent[name]))
+            rankings.append(_score_ranking(name, joined[name], failing, spent[name]))
     return RankReport(tuple(rankings), failing, layout, transform if coverage else None,
                       None if profile is None or not coverage else profile.to_dict(),
-                      time.perf_counter() - t0, forward, predictions, y,
+                      time.perf_counter() - t0, forward, predicted, y,
                       None if state is None else state.to_dict())
+
+
+def _rank_pass(batches, y, n, uncertain, surprising, kind, spent, score_batch, make_items):
+    """One pass over ``batches``: ``(predictions, labels or None, scores by name, items or None)``.
+
+    Per input it keeps one float64 score per prioritiser, the prediction, the label (when
+    they come with the batches) and (cam/ctm) the covered items in sparse form
+    (:class:`_Items`); never the inputs or their neuron values.
+    """
+    from ..checks import check_labels
+
+    scores: dict[str, list[np.ndarray]] = {k: [] for k in (*uncertain, *surprising)}
+    predictions: list[np.ndarray] = []
+    seen: list[np.ndarray] = []
+    items: _Items | None = None
+    for batch in batches:
+        if batch.start == 0 and y is not None:  # the first batch tells the number of classes
+            check_labels("labels", y, int(batch.outputs.shape[1]), count=n)
+        if y is None:
+            seen.append(_batch_labels(batch))
+        part = slice(0, batch.stop - batch.start)
+        predictions.append(batch.outputs.argmax(dim=1).cpu().numpy())
+        here = {k: np.empty(part.stop) for k in scores}
+        _score_uncertainty(batch.outputs, uncertain, kind, part, here, spent)
+        for name, v in score_batch(batch).items():
+            here[name][part] = v
+        for name, v in here.items():
+            scores[name].append(v)
+        if make_items is not None:
+            if batch.values is None or batch.layout is None:  # cannot happen: neurons are captured
+                raise RuntimeError("iterate_batches returned no neuron values")
+            if items is None:
+                items = make_items(batch.layout)
+            items.add(batch.values)
+    joined = {k: np.concatenate(v) for k, v in scores.items()}
+    return np.concatenate(predictions), np.concatenate(seen) if seen else None, joined, items
+
+
+#: Inputs per read of a ``torch.utils.data`` data set given without a loader.
+_STREAM_BATCH = 256
+
+
+def _batch_labels(batch) -> np.ndarray:
+    if batch.labels is None:
+        raise DeepFaultError("rank_inputs needs labels: pass labels=..., or a data set or loader that "
+                             "yields (input, label) pairs")
+    return batch.labels.numpy()
+
+
+class _Items:
+    """Each input's covered items per criterion, batch by batch, in sparse form.
+
+    A fixed-set criterion keeps the items each input covers (int32 indices, at most one per
+    neuron and item kind: never more than the neuron values it replaces, usually far fewer);
+    top-k patterns keep each input's pattern key (4 bytes per top neuron) and number the
+    patterns at the end, across all batches.
+    """
+
+    def __init__(self, criteria, layout: NeuronLayout | None = None):
+        self.layout = layout
+        self.criteria = list(criteria)
+        self.parts: list[list] = [[] for _ in self.criteria]
+        self.seconds = 0.0
+        self._spent = [0.0] * len(self.criteria)
+
+    def add(self, values: torch.Tensor) -> None:
+        for i, c in enumerate(self.criteria):
+            t = time.perf_counter()
+            if isinstance(c, BitSetCriterion):
+                cols, row_ptr = _sparse(c.covered_items(values))
+                self.parts[i].append((cols, np.diff(row_ptr)))
+            elif hasattr(c, "pattern_keys"):
+                self.parts[i].append(c.pattern_keys(values))
+            else:  # another kind of criterion: its own items, numbered per batch, are not comparable
+                self.parts[i].append(values.cpu())
+            spent = time.perf_counter() - t
+            self._spent[i] += spent
+            self.seconds += spent
+
+    def sparse(self):
+        """``(criterion, (cols, row_ptr, num_items, seconds))`` per criterion."""
+        for c, parts, spent in zip(self.criteria, self.parts, self._spent, strict=True):
+            t = time.perf_counter()
+            if isinstance(c, BitSetCriterion):
+                cols = np.concatenate([p[0] for p in parts])
+                counts = np.concatenate([p[1] for p in parts])
+                row_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+                num_items = c.num_items
+            elif parts and isinstance(parts[0], np.ndarray):
+                keys = np.concatenate(parts)
+                unique, inverse = np.unique(keys, return_inverse=True)
+                cols = inverse.reshape(-1).astype(np.int32)
+                row_ptr = np.arange(len(cols) + 1, dtype=np.int64)
+                num_items = len(unique)
+            else:
+                found, num_items = c.input_items(torch.cat(parts))
+                cols, row_ptr = _sparse(found)
+            yield c, (cols, row_ptr, num_items, spent + time.perf_counter() - t)
 
 
 def _coverage_criteria(criteria) -> tuple[str, ...]:

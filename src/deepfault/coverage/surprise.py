@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
@@ -493,6 +494,17 @@ def _fit_kde(x: np.ndarray, var_threshold: float | None, max_features: int | Non
 # --------------------------------------------------------------------------- fitting and scoring
 
 
+def _first(x):
+    """``x`` itself, or a loader's first input as a ``(1, ...)`` tensor."""
+    if not isinstance(x, DataLoader):
+        return x
+    from ..core.inputs import stream
+
+    for xb, _ in stream(x, batch_size=1):
+        return xb
+    raise DeepFaultError("no inputs to fit surprise adequacy on: the input set is empty")
+
+
 def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
     """The deepest of the default layers (the last block, or the layer before the logits), found by running
     one input.
@@ -513,7 +525,7 @@ def fit_surprise(
     classes: str = "predictions",
     var_threshold: float | None = 1e-5,
     max_features: int | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> Surprise:
@@ -533,7 +545,8 @@ def fit_surprise(
             al.'s ``1e-5``; ``None`` for none).
         max_features: LSA: keep only this many neurons of highest variance per class (dnn-tip's
             default is 300; ``None``: all).
-        batch_size: Inputs per forward pass; the state does not depend on it.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
+            :func:`~deepfault.core.memory.choose_batch_size`); the state does not depend on it.
         progress: Show a progress bar.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
@@ -548,42 +561,53 @@ def fit_surprise(
             fewer than two classes, more ATs than :data:`MAX_VALUES`, or bad settings.
     """
     from ..checks import MAX_CLASSES, check_labels
-    from ..core.inputs import inputs_and_labels
+    from ..core.inputs import inputs_and_labels, num_inputs
 
     _check_settings(var_threshold, max_features, classes)
     check_transform(transform)
     module = _module(model)
-    x, own = inputs_and_labels(inputs, labels)
-    if len(x) == 0:
+    # A sized loader streams (its labels come with its batches); everything else is read as before.
+    streamed = isinstance(inputs, DataLoader) and num_inputs(inputs) > 0
+    x, own = (inputs, None) if streamed else inputs_and_labels(inputs, labels)
+    n = num_inputs(x)
+    if n == 0:
         raise DeepFaultError("no inputs to fit surprise adequacy on: the input set is empty")
-    y = own if own is not None else None
-    if classes == "labels":
+    y = own if own is not None else labels if streamed else None
+    if classes == "labels" and not streamed:
         if y is None:
             raise DeepFaultError("classes='labels' needs labels; pass labels= or use classes='predictions'")
-        y = check_labels("labels", y, MAX_CLASSES, count=len(x))
+        y = check_labels("labels", y, MAX_CLASSES, count=n)
     if layers is None:
-        layers = _default_layer(module, x, transform)
+        layers = _default_layer(module, _first(x), transform)
     ats: np.ndarray | None = None
-    assigned = np.empty(len(x), dtype=np.int64)
+    assigned = np.empty(n, dtype=np.int64)
+    given = np.empty(n, dtype=np.int64) if streamed and classes == "labels" else None
     layout = None
     num_classes = 0
-    for batch in iterate_batches(module, x, layers=layers, transform=transform, batch_size=batch_size,
-                                 progress=progress and "fit"):
+    for batch in iterate_batches(module, x, labels=y if streamed else None, layers=layers,
+                                 transform=transform, batch_size=batch_size, progress=progress and "fit"):
         assert batch.values is not None
         assert batch.layout is not None
+        if given is not None:
+            if batch.labels is None:
+                raise DeepFaultError("classes='labels' needs labels; pass labels= or use "
+                                     "classes='predictions'")
+            given[batch.start : batch.stop] = batch.labels.numpy()
         if ats is None:
             layout = batch.layout
             num_classes = int(batch.outputs.shape[1])
-            if len(x) * layout.num_neurons > MAX_VALUES:
+            if n * layout.num_neurons > MAX_VALUES:
                 raise DeepFaultError(
-                    f"{len(x)} inputs x {layout.num_neurons} neurons is more than the {MAX_VALUES:,} "
+                    f"{n} inputs x {layout.num_neurons} neurons is more than the {MAX_VALUES:,} "
                     "training values a surprise state may hold; choose fewer or smaller layers "
                     "(--layers) or a subset of the inputs")
-            ats = np.empty((len(x), layout.num_neurons), dtype=np.float32)
+            ats = np.empty((n, layout.num_neurons), dtype=np.float32)
         ats[batch.start : batch.stop] = batch.values.float().cpu().numpy()
         assigned[batch.start : batch.stop] = batch.outputs.argmax(dim=1).cpu().numpy()
     assert ats is not None
     assert layout is not None
+    if given is not None:
+        y = check_labels("labels", given, MAX_CLASSES, count=n)
     if classes == "labels":
         assert y is not None
         y_np = np.asarray(y.cpu().numpy() if isinstance(y, torch.Tensor) else y).astype(np.int64)
@@ -592,7 +616,7 @@ def fit_surprise(
         assigned = y_np
     if len(np.unique(assigned)) < 2:
         raise DeepFaultError(
-            f"all {len(x)} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
+            f"all {n} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
             "so fit it on inputs of at least two classes")
     selection = tuple(layers) if not isinstance(layers, str) else layers
     return Surprise(layout.names, tuple(la.size for la in layout.layers), transform, model_hash(module),
@@ -624,7 +648,7 @@ def surprise_scores(
     surprise: Surprise,
     *,
     kinds: str | Iterable[str] = ("dsa",),
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
     threads: int | str | None = "auto",
 ) -> SurpriseScores:
@@ -634,10 +658,11 @@ def surprise_scores(
     Args:
         model: The network the state was fitted on.
         inputs: The inputs, in any form :func:`~deepfault.core.inputs.inputs_and_labels`
-            takes (read whole into memory).
+            takes (a ``DataLoader`` streams, one batch in memory at a time; the result keeps
+            one float64 score per input and kind).
         surprise: The fitted state (:func:`fit_surprise`).
         kinds: The surprise adequacies to compute.
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory).
         progress: Show a progress bar.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
@@ -656,9 +681,10 @@ def surprise_scores(
     names = parse_kinds(kinds)
     module = _module(model)
     surprise.check_model(module)
-    x, _ = inputs_and_labels(inputs)
-    out = {k: np.empty(len(x)) for k in names}
-    pred = np.empty(len(x), dtype=np.int64)
+    # A loader streams; an array or tensor is sliced; other forms are read whole, as before.
+    x = inputs if isinstance(inputs, DataLoader) else inputs_and_labels(inputs)[0]
+    out: dict[str, list[np.ndarray]] = {k: [] for k in names}
+    pred: list[np.ndarray] = []
     for batch in iterate_batches(module, x, layers=list(surprise.layers), transform=surprise.transform,
                                  batch_size=batch_size, progress=progress and "surprise"):
         assert batch.values is not None
@@ -666,10 +692,11 @@ def surprise_scores(
         if batch.start == 0:
             surprise.check_layout(batch.layout)
         c = batch.outputs.argmax(dim=1)
-        pred[batch.start : batch.stop] = c.cpu().numpy()
+        pred.append(c.cpu().numpy())
         for k in names:
-            out[k][batch.start : batch.stop] = surprise.score(k, batch.values, c)
-    return SurpriseScores(out, pred)
+            out[k].append(np.asarray(surprise.score(k, batch.values, c), dtype=np.float64))
+    return SurpriseScores({k: np.concatenate(v) if v else np.empty(0) for k, v in out.items()},
+                          np.concatenate(pred) if pred else np.empty(0, dtype=np.int64))
 
 
 def surprise_coverage(scores: np.ndarray, *, upper: float, sections: int = 10) -> np.ndarray:

@@ -114,7 +114,7 @@ def cached_surprise(
     layers: Sequence[str] | str | None = None,
     transform: str = "raw",
     cache_dir: str | os.PathLike | None = "user",
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     progress: bool = False,
 ) -> CachedSurprise:
     """The surprise state of ``model`` fitted on ``train_inputs`` (grouped by the model's
@@ -185,7 +185,7 @@ class SurpriseScorer:
     """
 
     def __init__(self, model: nn.Module | PreparedModel, surprise: Surprise, *,
-                 kinds: str | Iterable[str] = GENERATED_KINDS, batch_size: int = 1024):
+                 kinds: str | Iterable[str] = GENERATED_KINDS, batch_size: int | str = "auto"):
         self.model = _module(model)
         self.surprise = surprise
         self.kinds = parse_kinds(kinds)

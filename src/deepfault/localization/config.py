@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_int
+from ..checks import MAX_REPEAT, MAX_SEED, check_int
 from ..core.entry import renamed_fields
+from ..core.memory import check_batch_size
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from .measures import check_star
@@ -56,7 +57,9 @@ class RunConfig:
         k_primes: ``k' >= k`` for the share of the top ``k'`` neurons that increased;
             ``None`` means ``2k`` and ``5k`` where there are that many neurons
             (:func:`k_primes_for`).
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass, or ``"auto"`` (the default): sized from the
+            memory for each pass's work (forward, or forward and backward in synthesis;
+            :mod:`deepfault.core.memory`). Results do not depend on it.
     """
 
     measure: str = "tarantula"
@@ -73,7 +76,7 @@ class RunConfig:
     normalize: bool = True
     num_inputs: int | None = None
     k_primes: tuple[int, ...] | None = None
-    batch_size: int = 1024
+    batch_size: int | str = "auto"
 
     @property
     def approach(self) -> str:
@@ -127,7 +130,7 @@ class RunConfig:
                     raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
         check_synthesis_args(self.step_size, self.distance, bounds, self.iterations)
         check_int("repeat", self.repeat, maximum=MAX_REPEAT)
-        check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
+        check_batch_size(self.batch_size)
         if self.num_inputs is not None:
             check_int("num_inputs (None for all)", self.num_inputs)
         check_threshold(self.threshold)

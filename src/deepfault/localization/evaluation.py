@@ -130,7 +130,7 @@ def cross_entropy(outputs: torch.Tensor, labels: torch.Tensor, output_kind: str)
     raise DeepFaultError(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}; got {output_kind!r}")
 
 
-def _outputs_and_values(model, x: torch.Tensor, layers: list[str], batch_size: int, progress: bool
+def _outputs_and_values(model, x: torch.Tensor, layers: list[str], batch_size: int | str, progress: bool
                         ) -> tuple[torch.Tensor, NeuronLayout, torch.Tensor]:
     """Outputs and the ``layers``' neuron values of ``x`` from one forward pass per input."""
     outputs, values, layout = [], [], None
@@ -156,7 +156,7 @@ def evaluate(
     ranking: Sequence[tuple[str, int]] | None = None,
     k_primes: Iterable[int] = (),
     output_kind: str | None = None,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> Evaluation:
@@ -228,7 +228,7 @@ def _evaluate_synthesized(
     k_primes: Sequence[int] = (),
     *,
     output_kind: str = "logits",
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     before: torch.Tensor | None = None,
     pred_original: np.ndarray | None = None,
     progress: bool = False,

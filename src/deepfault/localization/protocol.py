@@ -19,6 +19,7 @@ from torch import nn
 from ..core.capture import as_tensor
 from ..core.entry import applies_threads
 from ..core.inputs import InputData, LabelData
+from ..core.memory import resolve_batch_size
 from ..core.progress import progress_bar
 from ..core.summary import Summarised
 from ..data import Dataset
@@ -308,11 +309,12 @@ def _synthesize_group(
     spectrum, chosen = seeds.spectrum, seeds.chosen
     layout = spectrum.layout
     originals = as_tensor(x_class[chosen] if len(chosen) else x_class[:0]).detach().cpu()
+    batch = resolve_batch_size(model, originals, config.batch_size, backward=True) if len(originals) else 1
     y_chosen = torch.as_tensor(y_class[chosen]).long().cpu()
     warm = _Warm() if warm is None else warm
     synth = functools.partial(_synthesize_recording, model, step_size=config.step_size,
                               distance=config.distance, bounds=bounds, normalize=config.normalize,
-                              iterations=config.iterations, batch_size=config.batch_size)
+                              iterations=config.iterations, batch_size=batch)
     out = []
     for cell in cells:
         check_k(cell.k, layout.num_neurons)
@@ -333,15 +335,15 @@ def _synthesize_group(
         pairs = neuron_pairs(selection)
         seconds = 0.0
         new, parts = [], []
-        for start in range(0, len(originals), config.batch_size):
-            x0 = originals[start : start + config.batch_size]
+        for start in range(0, len(originals), batch):
+            x0 = originals[start : start + batch]
             t0 = time.perf_counter()
             x1, before = synth(x0, selection, record=[*pairs, *top])
             seconds += time.perf_counter() - t0
-            y0 = y_chosen[start : start + config.batch_size]
+            y0 = y_chosen[start : start + batch]
             predicted = np.full(len(x0), target_class, dtype=np.int64)  # chosen correctly classified
             parts.append(_evaluate_synthesized(model, x0, x1, y0, pairs, top, k_primes,
-                                               output_kind=output_kind, batch_size=config.batch_size,
+                                               output_kind=output_kind, batch_size=batch,
                                                before=before, pred_original=predicted))
             new.append(x1)
             if on_batch is not None:

@@ -182,7 +182,7 @@ def _spectra(
     *,
     layers: Sequence[str] | None,
     threshold: float,
-    batch_size: int,
+    batch_size: int | str,
     progress: bool = False,
     on_batch: Callable[[Batch], object] | None = None,
 ) -> tuple[NeuronLayout, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
@@ -231,7 +231,7 @@ def compute_spectrum(
     target_class: int | None = None,
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> Spectrum:
@@ -331,7 +331,7 @@ def compute_class_spectra(
     *,
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> dict[int, Spectrum]:
@@ -385,7 +385,7 @@ def _spectra_and_predictions(
     *,
     layers: Sequence[str] | None = None,
     threshold: float = 0.0,
-    batch_size: int = 1024,
+    batch_size: int | str = "auto",
     on_batch: Callable[[Batch], object] | None = None,
 ) -> tuple[dict[int, Spectrum], np.ndarray]:
     """:func:`compute_class_spectra` (no thread rule) and every input's predicted class, from the

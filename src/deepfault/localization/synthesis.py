@@ -26,6 +26,7 @@ from torch import nn
 from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
 from ..core.entry import applies_threads, renamed
+from ..core.memory import resolve_batch_size
 from ..core.progress import progress_bar
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -142,7 +143,7 @@ def synthesize(
     bounds: Sequence[float] | None = (0.0, 1.0),
     normalize: bool = True,
     iterations: int = 1,
-    batch_size: int = 256,
+    batch_size: int | str = "auto",
     threads: int | str | None = "auto",
     progress: bool = False,
 ) -> torch.Tensor:
@@ -164,7 +165,10 @@ def synthesize(
             averaging (the paper's results; default). ``False`` uses raw gradients.
         iterations: Repeat the step on the new input, keeping every element within
             ``distance`` of the original. The paper takes one step.
-        batch_size: Inputs per forward/backward pass; the result does not depend on it.
+        batch_size: Inputs per forward/backward pass, or ``"auto"`` (the default): sized from
+            the memory one input's forward and backward pass takes
+            (:func:`~deepfault.core.memory.choose_batch_size`), at most 1,024. The result
+            does not depend on it.
         threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
             command line's rule: the free cores for a small model on the CPU; the
             ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
@@ -208,7 +212,7 @@ def _synthesize_recording(
     bounds: Sequence[float],
     normalize: bool = True,
     iterations: int = 1,
-    batch_size: int = 256,
+    batch_size: int | str = "auto",
     record: Sequence[tuple[str, int]] = (),
     on_batch: Callable[[int], object] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -234,6 +238,7 @@ def _synthesize_recording(
             f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)"
         )
     device = model_device(model)
+    batch_size = resolve_batch_size(model, x_all, batch_size, backward=True)
     layer_names = list(dict.fromkeys(layer for layer, _ in [*pairs, *record]))
     out, before = [], []
     with eval_mode(model), capture(model, layer_names) as rec, torch.enable_grad():

@@ -608,7 +608,7 @@ def add_labels(result: XploreResult, labels) -> XploreResult:
     return replace(result, true_labels=y[index].astype(np.int64))
 
 
-def replay(models: Sequence[nn.Module], inputs, *, batch_size: int = 1024) -> np.ndarray:
+def replay(models: Sequence[nn.Module], inputs, *, batch_size: int | str = "auto") -> np.ndarray:
     """``(F, n)`` every model's predicted class on saved inputs (to check they still disagree)."""
     from ..core.batches import predict
 

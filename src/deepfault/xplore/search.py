@@ -50,6 +50,7 @@ from ..checks import check_int
 from ..core.batches import activations
 from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
 from ..core.entry import renamed
+from ..core.memory import resolve_batch_size
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError
@@ -295,7 +296,7 @@ class _Run:
     def __init__(self, models, names, output_kinds, config: XploreConfig, bounds: InputBounds, device,
                  chunk_size: int | None = None, fixed: np.ndarray | None = None):
         self.models = list(models)
-        if chunk_size is None:  # CPU caches favour small passes; a GPU wants them large
+        if chunk_size is None:  # search() resolves "auto"; a bare _Run keeps the fixed rule
             chunk_size = CPU_CHUNK if torch.device(device).type == "cpu" else 1 << 30
         self.chunk_size = check_int("chunk_size", chunk_size)
         self.names = list(names)
@@ -500,7 +501,7 @@ def search(
     names: Sequence[str] | None = None,
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
-    chunk_size: int | None = None,
+    chunk_size: int | str | None = "auto",
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
     fixed=None,
@@ -525,8 +526,10 @@ def search(
         output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
             model's, else logits).
         progress: Show a progress bar over the iterations.
-        chunk_size: Inputs per forward and backward pass (default 256 on the CPU, all on a
-            GPU). A performance knob only: each row's arithmetic is the same in any chunk.
+        chunk_size: Inputs per forward and backward pass, or ``"auto"`` (the default; ``None``
+            too): sized from the memory one input's forward and backward pass through every
+            model takes (:func:`~deepfault.core.memory.choose_batch_size`), at most 1,024. A
+            performance knob only: each row's arithmetic is the same in any chunk.
         threads: CPU threads for the run, restored afterwards: ``"auto"`` (one for small
             models on the CPU, :func:`auto_threads`), a number, or ``None`` (PyTorch's).
         labels: ``(N,)`` the seeds' true labels (optional): the result then says which model
@@ -577,7 +580,10 @@ def search(
         )
     device = model_device(models[0])
     num_classes = check_models(models, x_all[:1], names)
-    run = _Run(models, names, kinds, config, box, device, chunk_size, mask)
+    chunk = resolve_batch_size(models, x_all, "auto" if chunk_size is None else chunk_size, backward=True)
+    if chunk_size in (None, "auto") and device.type == "cpu":  # small passes stay in the CPU's caches
+        chunk = min(chunk, CPU_CHUNK)
+    run = _Run(models, names, kinds, config, box, device, chunk, mask)
     draws = draw_randomness(len(x_all), len(models), config, run.constraint)
     count = auto_threads(models, device) if threads == "auto" else \
         None if threads is None else check_int("threads", threads, minimum=1)
@@ -649,7 +655,7 @@ def xplore(
     names: Sequence[str] | None = None,
     output_kinds: Sequence[str] | None = None,
     progress: bool = False,
-    batch_size: int | None = None,
+    batch_size: int | str | None = "auto",
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
     fixed=None,
@@ -672,8 +678,9 @@ def xplore(
         output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
             model's, else logits).
         progress: Show a progress bar over the iterations.
-        batch_size: Inputs per forward and backward pass (a performance knob, ``--batch-size``;
-            formerly ``chunk_size``: :func:`search`'s ``chunk_size``).
+        batch_size: Inputs per forward and backward pass, or ``"auto"`` (the default), a
+            performance knob (``--batch-size``; formerly ``chunk_size``: :func:`search`'s
+            ``chunk_size``).
         threads: CPU threads for the run, as in :func:`search`.
         labels: ``(P,)`` true labels of ``inputs`` (optional, e.g. ``data.y_test``): the
             result then says which model agrees with the true label on each found input

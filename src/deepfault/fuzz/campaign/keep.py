@@ -22,8 +22,9 @@ __all__ = ["KMNC_SECTIONS", "CoverageKeep", "DiversityKeep", "KeepInput", "KeepR
 
 #: DeepHunter's KMNC sections (``k``), the default of the ``kmnc`` criterion here.
 KMNC_SECTIONS = 1000
-#: Inputs per forward pass while the criterion takes in the seeds.
-_BATCH = 1024
+#: Inputs per forward pass while the criterion takes in the seeds: sized from the memory
+#: (:mod:`deepfault.core.memory`; at most 1,024, the fixed size it replaces).
+_BATCH = "auto"
 
 
 @dataclass(frozen=True)

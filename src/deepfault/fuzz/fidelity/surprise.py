@@ -53,6 +53,7 @@ from torch import nn
 
 from ...core.batches import iterate_batches
 from ...core.capture import as_tensor
+from ...core.memory import check_batch_size
 from ...core.registry import suggestion
 from ...coverage.surprise import (
     SURPRISE_KINDS,
@@ -184,7 +185,7 @@ class SurpriseFidelity(TraceFidelity):
 
     def __init__(self, surprise: Surprise, *, kind: str = "dsa", threshold: float,
                  model: nn.Module | None = None, bounds: tuple[float, float],
-                 device: torch.device | str = "cpu", batch_size: int = 1024, rule: str | None = None):
+                 device: torch.device | str = "cpu", batch_size: int | str = "auto", rule: str | None = None):
         super().__init__(bounds=bounds, device=device)
         if not isinstance(surprise, Surprise):
             raise DeepFaultError(f"surprise must be a fitted Surprise state; got {type(surprise).__name__}")
@@ -195,7 +196,7 @@ class SurpriseFidelity(TraceFidelity):
         if model is not None:
             surprise.check_model(model)
         self.surprise, self.kind, self.threshold = surprise, kind, float(threshold)
-        self.model, self.batch_size = model, int(batch_size)
+        self.model, self.batch_size = model, check_batch_size(batch_size)
         self.rule = rule or f"{kind} <= {self.threshold:g}"
         self.name = kind
 
@@ -315,7 +316,7 @@ def cached_surprise(model: nn.Module, train_inputs, *, cache: bool | str | os.Pa
 
 
 def reference_scores(state: Surprise, model: nn.Module, test_inputs, kind: str, *,
-                     cache: bool | str | os.PathLike = True, batch_size: int = 1024) -> np.ndarray:
+                     cache: bool | str | os.PathLike = True, batch_size: int | str = "auto") -> np.ndarray:
     """``(N,)`` float64 ``kind`` scores of the test inputs (what a percentile threshold reads), cached."""
     from ...coverage.surprise import surprise_scores
 
