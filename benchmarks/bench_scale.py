@@ -65,6 +65,7 @@ interrupted run keeps what it measured.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -85,11 +86,11 @@ MIB = 2**20
 #: name: the class as ``--arch`` names it, its arguments, input shape, default N, --quick N, batch.
 MODELS = {
     "resnet18": {"arch": "benchmarks/models/resnet.py:ResNet18Cifar", "kwargs": {"num_classes": 10},
-                 "shape": (3, 32, 32), "n": 32, "quick_n": 8, "batch": 16},
+                 "shape": (3, 32, 32), "n": 32, "quick_n": 8, "batch": 32},
     "resnet50": {"arch": "benchmarks/models/resnet.py:ResNet50", "kwargs": {"num_classes": 10},
-                 "shape": (3, 224, 224), "n": 8, "quick_n": 4, "batch": 4},
+                 "shape": (3, 224, 224), "n": 8, "quick_n": 4, "batch": 8},
     "vit": {"arch": "benchmarks/models/vit.py:ViTTiny", "kwargs": {"num_classes": 10},
-            "shape": (3, 224, 224), "n": 16, "quick_n": 4, "batch": 8},
+            "shape": (3, 224, 224), "n": 16, "quick_n": 4, "batch": 16},
 }
 METHODS = ("spectrum", "profile", "measure", "rank", "run", "synthesis", "xplore", "regress", "repair")
 GOALS = {"spectrum": 1.5, "profile": 1.5, "measure": 1.5, "rank": 1.5,
@@ -351,7 +352,8 @@ def _forwards_bare(c: _Cell) -> float:
 
 
 def _run(c: _Cell) -> None:
-    res = c.df.run_deepfault(c.pm, c.data, c.df.RunConfig(k=10, batch_size=c.batch))
+    classes = tuple(int(k) for k in np.unique(c.y))  # every class with inputs (a small N may miss one)
+    res = c.df.run_deepfault(c.pm, c.data, c.df.RunConfig(k=10, classes=classes, batch_size=c.batch))
     reps = [r for cls in res.classes for r in cls.repetitions]
     c.out["synthesized"] = int(sum(len(r.input_indices) for r in reps))
     c.out["neurons"] = res.classes[0].spectrum.layout.num_neurons if res.classes else None
@@ -475,7 +477,9 @@ def child(spec: dict) -> dict:
         torch.set_num_threads(int(spec["threads"]))
     c = _Cell(spec)
     setup, call, bare = RECIPES[c.method]
-    bare_forward(c.net, c.x[:c.batch], c.batch, c.device)  # warm-up: one batch, not timed
+    # Warm-up on one input, not timed: one batch would leave its freed buffers resident and hide
+    # the method's own from the peak (benchmarks/NOTES.md, issue 6).
+    bare_forward(c.net, c.x[:1], 1, c.device)
     setup(c)
     if c.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(c.device)
@@ -592,40 +596,26 @@ def _print_cell(method: str, label: str, cell: dict) -> None:
           f"load {cell['load_average'][0]:.1f}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="ResNet-18 only (unless --models), small N")
-    ap.add_argument("--models", default=None,
-                    help=f"comma list of {', '.join(MODELS)} (default: all; --quick: resnet18)")
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma list (default: all)")
-    ap.add_argument("--n", default=None, help="N for every model, or name=N,... (default: per model)")
-    ap.add_argument("--batch-size", default=None,
-                    help="batch for every model, or name=B,... (default: per model)")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch threads in each subprocess (default: torch's)")
-    ap.add_argument("--synthesis-iterations", type=int, default=3)
-    ap.add_argument("--xplore-iterations", type=int, default=2)
-    ap.add_argument("--regress-iterations", type=int, default=None,
-                    help="DRFuzz iterations (default 8; --quick 4)")
-    ap.add_argument("--regress-per-step", type=int, default=4, help="inputs selected per DRFuzz step")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per subprocess")
-    ap.add_argument("--out", default=str(RESULTS / "bench_scale.json"))
-    ap.add_argument("--table", action="store_true", help="print the markdown table of --out and stop")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+def _bench_model(args, name: str, info: dict, batch: int, regress_iterations: int, env: dict):
+    """Every method at N and 4N on one model, a row at a time."""
+    for method in args.methods.split(","):
+        row: dict = {"model": name, "method": method}
+        for label in ("N", "4N"):
+            spec = {"model": name, "method": method, "device": args.device, "threads": args.threads,
+                    "batch": batch, "weights": info["weights"], "weights_m2": info["weights_m2"],
+                    "data": info["data"][label], "synthesis_iterations": args.synthesis_iterations,
+                    "xplore_iterations": args.xplore_iterations, "regress_iterations": regress_iterations,
+                    "regress_per_step": args.regress_per_step}
+            if args.verbose:
+                print(f"  {sys.executable} {__file__} --child '{json.dumps(spec)}'", flush=True)
+            cell = _run_child(spec, env, args.timeout)
+            row[label] = cell
+            _print_cell(method, label, cell)
+        yield row
 
-    if args.child is not None:
-        print("RESULT " + json.dumps(child(json.loads(args.child))), flush=True)
-        return 0
-    if args.table:
-        doc = json.loads(Path(args.out).read_text())
-        summarise(doc)
-        print(render_markdown(doc))
-        return 0
 
+def _sizes(args, ap) -> tuple[list[str], dict, dict]:
+    """The models, and each one's N and batch."""
     models = (args.models or ("resnet18" if args.quick else ",".join(MODELS))).split(",")
     methods = args.methods.split(",")
     for name in models:
@@ -647,6 +637,50 @@ def main(argv: list[str] | None = None) -> int:
         return vals
 
     sizes, batches = per_model(args.n, "n"), per_model(args.batch_size, "batch")
+    if args.batch_size is None:  # N fits one batch and 4N takes four, so a growth with N shows
+        batches = {k: min(v, sizes[k]) for k, v in batches.items()}
+    return models, sizes, batches
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="ResNet-18 only (unless --models), small N")
+    ap.add_argument("--models", default=None,
+                    help=f"comma list of {', '.join(MODELS)} (default: all; --quick: resnet18)")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma list (default: all)")
+    ap.add_argument("--n", default=None, help="N for every model, or name=N,... (default: per model)")
+    ap.add_argument("--batch-size", default=None,
+                    help="batch for every model, or name=B,... (default: per model)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads in each subprocess (default: torch's)")
+    ap.add_argument("--synthesis-iterations", type=int, default=1, help="synthesis steps (the paper's 1)")
+    ap.add_argument("--xplore-iterations", type=int, default=2)
+    ap.add_argument("--regress-iterations", type=int, default=None,
+                    help="DRFuzz iterations (default 8; --quick 4)")
+    ap.add_argument("--regress-per-step", type=int, default=4, help="inputs selected per DRFuzz step")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per subprocess")
+    ap.add_argument("--out", default=str(RESULTS / "bench_scale.json"))
+    ap.add_argument("--workdir", default=None,
+                    help="keep the model and data files here (default: a temporary folder), e.g. to "
+                         "profile one subprocess with the --child line printed by -v")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each subprocess's command line")
+    ap.add_argument("--table", action="store_true", help="print the markdown table of --out and stop")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child is not None:
+        print("RESULT " + json.dumps(child(json.loads(args.child))), flush=True)
+        return 0
+    if args.table:
+        doc = json.loads(Path(args.out).read_text())
+        summarise(doc)
+        print(render_markdown(doc))
+        return 0
+
+    models, sizes, batches = _sizes(args, ap)
     regress_iterations = args.regress_iterations or (4 if args.quick else 8)
     out_path = Path(args.out)
     doc: dict = {
@@ -662,9 +696,16 @@ def main(argv: list[str] | None = None) -> int:
                      "goals": GOALS},
         "models": {}, "rows": [],
     }
+    from deepfault._io import write_json
+
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    with tempfile.TemporaryDirectory(prefix="bench_scale-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.workdir:
+            tmp = args.workdir
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_scale-"))
         for name in models:
             t = time.perf_counter()
             info = prepare_inputs(name, sizes[name], Path(tmp), args.seed)
@@ -676,26 +717,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {info['params']:,} parameters, N={sizes[name]}, batch {batches[name]}, "
                   f"{info['accuracy']:.0%} correct, {info['predicted_classes']} classes predicted",
                   flush=True)
-            for method in methods:
-                row: dict = {"model": name, "method": method}
-                for label in ("N", "4N"):
-                    spec = {"model": name, "method": method, "device": args.device, "threads": args.threads,
-                            "batch": batches[name], "weights": info["weights"],
-                            "weights_m2": info["weights_m2"],
-                            "data": info["data"][label], "synthesis_iterations": args.synthesis_iterations,
-                            "xplore_iterations": args.xplore_iterations,
-                            "regress_iterations": regress_iterations,
-                            "regress_per_step": args.regress_per_step}
-                    cell = _run_child(spec, env, args.timeout)
-                    row[label] = cell
-                    _print_cell(method, label, cell)
+            for row in _bench_model(args, name, info, batches[name], regress_iterations, env):
                 doc["rows"].append(row)
                 summarise(doc)
                 doc["load_average_after"] = list(os.getloadavg())
                 doc["seconds"] = time.perf_counter() - start
                 out_path.parent.mkdir(parents=True, exist_ok=True)
-                from deepfault._io import write_json
-
                 write_json(out_path, doc)
     print()
     print(render_markdown(doc))
