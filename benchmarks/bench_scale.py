@@ -362,7 +362,11 @@ def _run(c: _Cell) -> None:
 def _run_bare(c: _Cell) -> float:
     n, s = len(c.x), c.out["synthesized"]
     c.out["bare_what"] = f"{n} + {s} forwards, {s} forward+backward"
-    return c.forwards() / n * (n + s) + c.grads() / n * s
+    fwd, grad = c.forwards() / n, c.grads() / n
+    # The RMS-normalised direction needs one backward per selected neuron (k = 10): the bare
+    # passes of that algorithm, with each backward costed as a whole model's (an upper bound).
+    c.out["bare_per_neuron_seconds"] = fwd * (n + s) + (fwd + 10 * (grad - fwd)) * s
+    return fwd * (n + s) + grad * s
 
 
 def _synthesis_setup(c: _Cell) -> None:
@@ -380,9 +384,11 @@ def _synthesis(c: _Cell) -> None:
 
 
 def _synthesis_bare(c: _Cell) -> float:
-    it = c.spec["synthesis_iterations"]
+    it, k = c.spec["synthesis_iterations"], len(c.neurons)
     c.out["bare_what"] = f"{it} x {len(c.x)} forward+backward"
-    return c.grads(repeats=it)
+    grad, fwd = c.grads(repeats=it), c.forwards()
+    c.out["bare_per_neuron_seconds"] = it * fwd + k * (grad - it * fwd)  # one backward per neuron
+    return grad
 
 
 def _pair_setup(c: _Cell) -> None:
@@ -496,6 +502,8 @@ def child(spec: dict) -> dict:
         c.out["cuda_peak_mib"] = torch.cuda.max_memory_allocated(c.device) / MIB
     seconds = c.out["bare_seconds"] = bare(c)
     c.out["overhead"] = c.out["seconds"] / seconds if seconds > 0 else None
+    if c.out.get("bare_per_neuron_seconds"):
+        c.out["overhead_per_neuron"] = c.out["seconds"] / c.out["bare_per_neuron_seconds"]
     return c.out
 
 
@@ -542,8 +550,11 @@ def render_markdown(doc: dict) -> str:
             if "error" in c:
                 cells.append(f"error: {c['error'][:60]}")
             elif "seconds" in c:
+                per_neuron = c.get("overhead_per_neuron")
                 cells.append(f"{c['seconds']:.1f} s / {c['bare_seconds']:.1f} s "
-                             f"({_fmt(c.get('overhead'), '.2f')}x), n={c['n']}")
+                             f"({_fmt(c.get('overhead'), '.2f')}x"
+                             + (f"; {per_neuron:.2f}x of k backward passes" if per_neuron else "")
+                             + f"), n={c['n']}")
             else:
                 cells.append("-")
         met = row.get("overhead_met")
