@@ -504,7 +504,7 @@ def search(
     chunk_size: int | str | None = "auto",
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
-    fixed=None,
+    fixed: Sequence[int] | np.ndarray | None = None,
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -658,7 +658,7 @@ def xplore(
     batch_size: int | str | None = "auto",
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
-    fixed=None,
+    fixed: Sequence[int] | np.ndarray | None = None,
 ) -> XploreResult:
     """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
     inputs on which the models disagree, raising their neuron coverage.
