@@ -194,11 +194,15 @@ def as_tensor(inputs, *, name: str = "inputs", start: int = 0) -> torch.Tensor:
         raise DeepFaultError(
             f"{name} must have a batch dimension, shape (N, ...); got shape {tuple(x.shape)}"
         )
-    # Checked in chunks of rows: a whole-set mask would cost N bytes per input element,
-    # the only allocation that would grow with N in the streaming spectrum.
+    # Checked in chunks of rows by their smallest and largest value (NaN propagates to both):
+    # torch.isfinite makes a float copy of what it checks (|x|) and two masks, which for a
+    # chunk of 4,096 inputs of 4 KiB was 16 MiB more than the inputs themselves.
     for first in range(0, len(x), _FINITE_CHUNK):
         part = x[first : first + _FINITE_CHUNK]
-        if not torch.isfinite(part).all():
+        if part.numel() == 0:
+            continue
+        lo, hi = torch.aminmax(part)
+        if not bool(torch.isfinite(lo) & torch.isfinite(hi)):
             bad = start + first + int((~torch.isfinite(part)).flatten(1).any(1).nonzero()[0])
             raise DeepFaultError(f"{name} contain NaN or infinite values (first at input {bad})")
     return x

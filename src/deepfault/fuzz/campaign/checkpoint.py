@@ -6,7 +6,7 @@ A campaign ``cell`` of experiment ``experiment`` (method ``drfuzz``) is kept as 
 - ``{cell}/corpus/{k}``: the queue entries added since the previous checkpoint (their
   fixed fields, about 30 bytes each) and the new fidelity reference rows; append-only.
 - ``{cell}/pool/{p}/{0,1}``: page ``p`` of the queue's image pool (1,024 images, fewer when
-  they take more than 16 MiB; the checkpoint records how many), in the pool's dtype, written
+  they take more than 1 MiB; the checkpoint records how many), in the pool's dtype, written
   when one of its images changed, alternately into one of two copies (the checkpoint says
   which is current, so a kill between the two writes leaves the previous one intact).
   The pool holds at most the queue's capacity (``queue_memory`` over the bytes of one image;

@@ -28,7 +28,7 @@ queue's state, and checkpoints save the pool (:meth:`Corpus.state_dict` and the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -46,8 +46,11 @@ MAX_SELECTIONS = 10
 #: Image slots per checkpoint page at most (a page is rewritten when one of its slots changed).
 PAGE_SLOTS = 1024
 #: Bytes per checkpoint page at most: large images get fewer slots per page
-#: (:func:`page_slots`), so a checkpoint rewrites 16 MiB for a changed image, not 1,024 images.
-PAGE_BYTES = 16 << 20
+#: (:func:`page_slots`), so a checkpoint rewrites 1 MiB for a changed image, not 1,024 images;
+#: a page is serialized whole (about three copies while it is compressed), so this is also
+#: what a checkpoint holds beyond the pool (it was 16 MiB: 54 MB for a queue of 1,024 images
+#: of 4 KiB, and memory grew with the number of test inputs up to it; issue 26).
+PAGE_BYTES = 1 << 20
 
 
 def page_slots(image_bytes: int) -> int:
@@ -104,10 +107,13 @@ class Corpus:
         dtype: The pool's dtype (``torch.float32`` or ``torch.float16``); :meth:`images_of`
             returns float32 whatever it is.
         page: Slots per checkpoint page (:func:`page_slots`).
+        reserve: Slots to make at once (the seeds about to join): the pool starts at
+            ``min(capacity, max(1024, reserve))`` slots.
     """
 
     def __init__(self, image_shape: tuple[int, ...], num_roots: int, *, device: torch.device | str = "cpu",
-                 capacity: int = 65_536, dtype: torch.dtype = torch.float32, page: int = PAGE_SLOTS):
+                 capacity: int = 65_536, dtype: torch.dtype = torch.float32, page: int = PAGE_SLOTS,
+                 reserve: int = 0):
         self.image_shape = tuple(image_shape)
         self.device = torch.device(device)
         self.capacity = max(1, int(capacity))
@@ -122,7 +128,7 @@ class Corpus:
         self.banned = np.zeros(meta, dtype=bool)
         self.slot = np.full(meta, -1, dtype=np.int64)  # pool slot of each entry, -1 when evicted
         self.root_banned = np.zeros(int(num_roots), dtype=bool)
-        pool = min(self.capacity, 1024)
+        pool = min(self.capacity, max(1024, int(reserve)))
         self.images = torch.empty((pool, *self.image_shape), dtype=self.dtype, device=self.device)
         self.slot_owner = np.full(pool, -1, dtype=np.int64)
         self._dirty = np.zeros(pool, dtype=bool)
@@ -333,23 +339,77 @@ class Corpus:
 class ReferenceRows:
     """The fidelity reference rows of the queue's lineages (entries point at them by ``ref``):
     a tensor that grows along its first axis by doubling.
+
+    With ``roots`` (a function of dense root indices) the first ``count`` rows, one per root,
+    are not stored but computed when asked (:meth:`rows`): for a check whose reference is the
+    root itself (L-inf, SSIM: :attr:`~..fidelity.checks.Fidelity.reference_is_input`) they
+    would be a second copy of every seed. ``first`` is then the empty tensor of their shape,
+    dtype and device; the rows appended later (DeepHunter's affine references) are stored.
     """
 
-    def __init__(self, first: torch.Tensor):
+    def __init__(self, first: torch.Tensor, *, roots: Callable[[np.ndarray], torch.Tensor] | None = None,
+                 count: int = 0):
+        self.base = int(count) if roots is not None else 0  # rows computed by ``roots``, not stored
+        self._roots = roots
         self.data = first
-        self.size = len(first)
+        self.size = self.base + len(first)
+        self.stored = len(first)  # rows of ``data`` in use
+
+    @classmethod
+    def of_roots(cls, check, images_at: Callable[[np.ndarray], torch.Tensor], count: int) -> ReferenceRows:
+        """The reference rows of ``count`` roots: computed on demand when ``check``'s reference
+        is the root itself, else computed here and stored (one small row per root).
+        """
+        if getattr(check, "reference_is_input", False):
+            def roots(rows: np.ndarray) -> torch.Tensor:
+                return check.reference(images_at(rows))
+            return cls(roots(np.zeros(1, dtype=np.int64))[:0], roots=roots, count=count)
+        return cls(check.reference(images_at(np.arange(count))))
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
 
     def append(self, rows: torch.Tensor) -> np.ndarray:
         n = len(rows)
-        if self.size + n > len(self.data):
-            grown = torch.empty((max(self.size + n, 2 * len(self.data)), *self.data.shape[1:]),
+        if self.stored + n > len(self.data):
+            grown = torch.empty((max(self.stored + n, 2 * len(self.data)), *self.data.shape[1:]),
                                 dtype=self.data.dtype, device=self.data.device)
-            grown[: self.size] = self.data[: self.size]
+            grown[: self.stored] = self.data[: self.stored]
             self.data = grown
-        self.data[self.size : self.size + n] = rows.to(self.data.device, self.data.dtype)
+        self.data[self.stored : self.stored + n] = rows.to(self.data.device, self.data.dtype)
         ids = np.arange(self.size, self.size + n)
         self.size += n
+        self.stored += n
         return ids
 
+    def rows(self, ids) -> torch.Tensor:
+        """``(k, ...)`` rows ``ids`` (entry ``ref`` values), on :attr:`device`."""
+        ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)
+        if self.base == 0:
+            return self.data[torch.as_tensor(ids, device=self.device)]
+        lazy = ids < self.base
+        assert self._roots is not None
+        if lazy.all():
+            return self._roots(ids).to(self.device, self.data.dtype)
+        out = torch.empty((len(ids), *self.data.shape[1:]), dtype=self.data.dtype, device=self.device)
+        if lazy.any():
+            out[torch.as_tensor(np.flatnonzero(lazy), device=self.device)] = self._roots(ids[lazy]).to(
+                self.device, self.data.dtype)
+        rest = np.flatnonzero(~lazy)
+        out[torch.as_tensor(rest, device=self.device)] = self.data[torch.as_tensor(ids[rest] - self.base,
+                                                                                   device=self.device)]
+        return out
+
+    def stored_from(self, start: int) -> np.ndarray:
+        """Rows ``start..`` as a CPU array (a checkpoint's new rows; ``start`` past the roots
+        that are computed on demand).
+        """
+        if start < self.base:
+            raise DeepFaultError("reference rows of the roots are computed, not stored; the checkpoint "
+                                 "starts past them")
+        return self.data[start - self.base : self.stored].detach().cpu().numpy()
+
     def view(self) -> torch.Tensor:
-        return self.data[: self.size]
+        """Every row (the roots' computed ones included) as one tensor."""
+        return self.rows(np.arange(self.size))

@@ -82,8 +82,7 @@ def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray)
         changed_np = changed.cpu().numpy()
         return Generated(mutants, owner, mrule, changed_np & trusted, n * m,
                          per_iteration_rule=True, pending=changed_np & ~trusted)
-    ref_ids = torch.as_tensor(c.corpus.static["ref"][sel][owner], device=c.refs.data.device)
-    passed = c.check.passes(mutants, c.refs.data[ref_ids]).to(changed.device)
+    passed = c.check.passes(mutants, c.refs.rows(c.corpus.static["ref"][sel][owner])).to(changed.device)
     c.scored += len(mutants)
     if trusted.any():
         passed = passed | torch.as_tensor(trusted, device=passed.device)
@@ -144,8 +143,7 @@ def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, 
         c.clock.tick("mutate")
         own_t = torch.as_tensor(owner[pending], device=c.device)
         changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
-        ref_ids = torch.as_tensor(refs[owner[pending]], device=c.refs.data.device)
-        passes = c.check.passes(cand, c.refs.data[ref_ids]).to(changed.device)
+        passes = c.check.passes(cand, c.refs.rows(refs[owner[pending]])).to(changed.device)
         c.scored += len(cand)
         trusted = strategy.trusted(c, r)
         if trusted.any():

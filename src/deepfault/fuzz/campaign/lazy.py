@@ -94,7 +94,7 @@ def execute_lazy(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
     def judge(idx: np.ndarray) -> None:
         if len(idx) == 0:
             return
-        ref = c.refs.data[torch.as_tensor(ref_ids[idx], device=c.refs.data.device)]
+        ref = c.refs.rows(ref_ids[idx])
         passed = c.check.passes(x[torch.as_tensor(idx, device=c.device)], ref).cpu().numpy()
         state[idx] = np.where(passed, 1, -1)
         c.scored += len(idx)

@@ -66,7 +66,7 @@ from .late import Deferred, LateChecks
 from .memory import DEFAULT_QUEUE_MEMORY, format_size, image_bytes, queue_slots, torch_dtype
 from .metrics import FaultTable, compute_metrics
 from .result import CampaignResult, examples
-from .seeds import evaluate_seeds, select_seeds, test_inputs
+from .seeds import SEED_BATCH, evaluate_seeds, select_seeds, test_inputs
 from .step import run_step
 
 if TYPE_CHECKING:
@@ -172,14 +172,24 @@ class Campaign:
                 if self.late.own is not None:
                     self.check = Deferred(self.late.own)
             self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)
-            self.refs = ReferenceRows(self.check.reference(seeds.images))
-            self.shared_refs = None if self.shared is None else self.shared.reference(seeds.images)
+            # the roots' images are read from the test inputs when needed, never copied whole
+            # (the queue holds the one copy of the seeds: docs/drfuzz.md, "Queue memory")
+            roots = len(seeds.index)
+            self.refs = ReferenceRows.of_roots(self.check, seeds.images_at, roots)
+            self.shared_refs = None if self.shared is None else ReferenceRows.of_roots(
+                self.shared, seeds.images_at, roots)
             self.table = DiversityTable(seeds.label, seeds.p1, seeds.p2)
             self.failures = FailureSet(len(seeds.index))
             self.corpus = _make_corpus(tuple(self.x.shape[1:]), len(seeds.index), len(seeds.queued), cfg,
                                        self.device)
             queued = seeds.queued
-            self.corpus.add(seeds.images[torch.as_tensor(queued, device=self.device)], **seeds.queue_fields())
+            fields = seeds.queue_fields()
+            # into the pool a page's bytes at a time (a copy of a whole batch of large images
+            # would be as large as a page of 1,024 of them)
+            rows = min(SEED_BATCH, page_slots(image_bytes(tuple(self.x.shape[1:]), "float32")))
+            for start in range(0, len(queued), rows):
+                part = slice(start, start + rows)
+                self.corpus.add(seeds.images_at(queued[part]), **{k: v[part] for k, v in fields.items()})
             self.fault_log = FaultLog(*seeds.initial_faults())
             self.keep = self.strategy.make_keep(self, queued)
             self.keep.state_dict()  # fail now, not at the first checkpoint, on state it cannot save
@@ -331,7 +341,7 @@ class Campaign:
     def queue_part(self, start: int, rstart: int) -> dict[str, np.ndarray]:
         """The fixed fields of queue entries ``start..`` and reference rows ``rstart..``."""
         arrays = self.corpus.static_slice(start, len(self.corpus))
-        arrays["refs"] = self.refs.data[rstart : self.refs.size].detach().cpu().numpy()
+        arrays["refs"] = self.refs.stored_from(rstart)
         return arrays
 
     def queue_sizes(self) -> tuple[int, int]:
@@ -404,8 +414,12 @@ def _make_corpus(shape: tuple[int, ...], roots: int, queued: int, cfg: CampaignC
             "--queue-memory): the queue holds them all and evicts beyond them; fewer seeds (max_seeds, "
             "--max-seeds) or queue_dtype float16 hold less", stacklevel=3)
     # (a count capacity is raised to the seeds silently, as it always was)
-    return Corpus(shape, roots, device=device, capacity=max(slots, roots), dtype=torch_dtype(cfg.queue_dtype),
-                  page=page_slots(per))
+    capacity = max(slots, roots)
+    # the pool is made for the seeds at once (growing it while they join would hold two copies);
+    # when the seeds set the capacity, for all of it (only the initial faults are not queued)
+    reserve = capacity if slots < roots else queued
+    return Corpus(shape, roots, device=device, capacity=capacity, dtype=torch_dtype(cfg.queue_dtype),
+                  page=page_slots(per), reserve=reserve)
 
 
 #: The counters :meth:`Campaign.state_dict` saves.

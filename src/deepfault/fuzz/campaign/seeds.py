@@ -63,14 +63,22 @@ def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: i
     if n == 0:
         raise DeepFaultError("no test inputs to fuzz from: the input set is empty")
     x, y = x[:n], y[:n]
-    parts = [pair.seed_probabilities(x[start : start + SEED_BATCH].to(pair.device))
-             for start in range(0, n, SEED_BATCH)]
-    p1, p2 = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-    if p1.shape[1] != p2.shape[1]:
-        raise DeepFaultError(
-            f"M1 has {p1.shape[1]} classes and M2 {p2.shape[1]}; regression fuzzing compares two "
-            "versions of one classifier, with the same classes"
-        )
+    # written into arrays made once: a list of each pass's outputs kept small blocks alive
+    # between the passes' large ones, and glibc's heap then grew by every pass (14 MiB for
+    # 4,400 inputs of 4 KiB, one pass's activations per 1,024 inputs)
+    p1 = p2 = np.zeros((0, 0), dtype=np.float32)
+    for start in range(0, n, SEED_BATCH):
+        a, b = pair.seed_probabilities(x[start : start + SEED_BATCH].to(pair.device))
+        if start == 0:
+            if a.shape[1] != b.shape[1]:
+                raise DeepFaultError(
+                    f"M1 has {a.shape[1]} classes and M2 {b.shape[1]}; regression fuzzing compares two "
+                    "versions of one classifier, with the same classes"
+                )
+            p1, p2 = np.empty((n, *a.shape[1:]), dtype=a.dtype), np.empty((n, *b.shape[1:]), dtype=b.dtype)
+        p1[start : start + len(a)] = a
+        p2[start : start + len(b)] = b
+        del a, b
     if y.max(initial=0) >= p1.shape[1] or y.min(initial=0) < 0:
         raise DeepFaultError(
             f"labels must lie in 0..{p1.shape[1] - 1} (the models' classes); got {y.min()}..{y.max()}"
@@ -85,18 +93,27 @@ class Seeds:
     Attributes:
         index: ``(R,)`` each root's index in the test inputs.
         label: ``(R,)`` their labels.
-        images: ``(R, C, H, W)`` on the campaign's device.
+        source: ``(N, ...)`` the test inputs, as given (not copied: the roots' images are
+            read from them on demand by :meth:`images_at`, so a campaign holds no copy of its
+            seeds beyond the queue's own).
+        device: The campaign's device (where :meth:`images_at` puts them).
         p1, p2: ``(R, classes)`` both models' probabilities.
         y1, y2: ``(R,)`` both models' predictions.
     """
 
     index: np.ndarray
     label: np.ndarray
-    images: torch.Tensor
+    source: torch.Tensor
+    device: torch.device
     p1: np.ndarray
     p2: np.ndarray
     y1: np.ndarray
     y2: np.ndarray
+
+    def images_at(self, rows) -> torch.Tensor:
+        """``(k, ...)`` the images of roots ``rows`` (dense root indices) on :attr:`device`."""
+        at = torch.as_tensor(self.index[np.asarray(rows, dtype=np.int64)], device=self.source.device)
+        return self.source[at].to(self.device)
 
     @property
     def initial(self) -> np.ndarray:
@@ -130,7 +147,7 @@ class Seeds:
             elapsed=np.zeros(n), queries=np.zeros(n, dtype=np.int64), iteration=np.zeros(n, dtype=np.int64),
             ssim=np.ones(n, dtype=np.float32), rule=np.full(n, -1, dtype=np.int16),
         )
-        images = self.images[torch.as_tensor(f, device=self.images.device)].cpu().numpy()
+        images = self.images_at(f).cpu().numpy()
         return table, (images, self.p1[f], self.p2[f])
 
 
@@ -145,5 +162,5 @@ def select_seeds(evaluation: Evaluation, strategy, device: torch.device) -> Seed
     roots = np.flatnonzero(strategy.roots(y1 == e.y, y2 == e.y))
     if len(roots) == 0:
         raise DeepFaultError(strategy.no_seed_message())
-    return Seeds(index=roots, label=e.y[roots], images=e.x[roots].to(device), p1=e.p1[roots], p2=e.p2[roots],
-                 y1=y1[roots], y2=y2[roots])
+    return Seeds(index=roots, label=e.y[roots], source=e.x, device=torch.device(device), p1=e.p1[roots],
+                 p2=e.p2[roots], y1=y1[roots], y2=y2[roots])

@@ -71,7 +71,7 @@ def _shared_filter(c: Campaign, sel: np.ndarray, gen: Generated) -> np.ndarray:
         return ok
     rows = np.flatnonzero(ok)
     roots = c.corpus.static["root"][sel][gen.owner[rows]]
-    ref = c.shared_refs[torch.as_tensor(roots, device=c.shared_refs.device)]
+    ref = c.shared_refs.rows(roots)
     passed = c.shared.passes(gen.mutants[torch.as_tensor(rows, device=c.device)], ref).cpu().numpy()
     c.shared_rejected += int((~passed).sum())
     ok = ok.copy()
@@ -122,7 +122,7 @@ def _execute_late(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
         else:
             assert c.shared_refs is not None
             roots = c.corpus.static["root"][sel][gen.owner[rows[r]]]
-            ref = c.shared_refs[torch.as_tensor(roots, device=c.shared_refs.device)]
+            ref = c.shared_refs.rows(roots)
             passed = c.shared.passes(x[torch.as_tensor(r, device=c.device)], ref).cpu().numpy()
         c.shared_rejected += int((~passed).sum())
         keep[r[~passed]] = False
@@ -190,7 +190,7 @@ def _record_faults(c: Campaign, rules, own, roots, verdict: Verdict, ex: Execute
     r = np.flatnonzero(rf)
     r_t = torch.as_tensor(r, device=ex.inputs.device)
     if len(r) and ex.inputs.ndim == 4:  # the realism yardstick of every strategy: SSIM to the seed (images)
-        seeds = c.seeds.images[torch.as_tensor(roots[r], device=c.device)]
+        seeds = c.seeds.images_at(roots[r])
         span = c.bounds[1] - c.bounds[0]
         similarity[rf[f]] = ssim(ex.inputs[r_t], seeds, data_range=span).cpu().numpy()
     table = FaultTable(
@@ -234,7 +234,7 @@ def _affine_refs(c: Campaign, mutant_rows, rules, roots, affine_params) -> np.nd
             continue
         at = torch.as_tensor(np.searchsorted(rows, mutant_rows[mine]))
         sub = {key: value[at] for key, value in params.items()}
-        root_imgs = c.seeds.images[torch.as_tensor(roots[mine], device=c.device)]
+        root_imgs = c.seeds.images_at(roots[mine])
         ref, _ = c.rule_fns[u](root_imgs, bounds=c.bounds, params=sub)
         ids[mine] = c.refs.append(c.check.reference(ref))
     return ids

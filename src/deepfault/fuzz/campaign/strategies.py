@@ -270,11 +270,10 @@ class DeepHunter(FuzzStrategy):
         return ValidityCheck(bounds=campaign.bounds, device=campaign.device)
 
     def make_keep(self, campaign: Campaign, queued: np.ndarray) -> KeepRule:
-        images = campaign.seeds.images
-        seeds = images[torch.as_tensor(queued, device=campaign.device)]
-        return CoverageKeep(coverage_criterion(campaign.pair.m2, seeds if len(seeds) else images[:1],
+        seeds = campaign.seeds.images_at(queued if len(queued) else [0])
+        return CoverageKeep(coverage_criterion(campaign.pair.m2, seeds,
                                                campaign.config, profile=campaign.profile,
-                                               train_inputs=campaign.train_inputs, update=len(seeds) > 0))
+                                               train_inputs=campaign.train_inputs, update=len(queued) > 0))
 
     def needs_profile(self, config) -> bool:
         from ...coverage import criterion_params

@@ -207,6 +207,9 @@ class Fidelity(ABC):
     #: the lazy order of checks runs the models first and scores only the mutants whose
     #: verdict can change its result (:mod:`~..campaign.lazy`).
     expensive: bool = False
+    #: :meth:`reference` is the root itself, row by row (L-inf, SSIM): a campaign computes
+    #: those rows when it needs them instead of keeping a copy of every seed.
+    reference_is_input: bool = False
 
     def __init__(self, *, bounds: tuple[float, float], device: torch.device | str = "cpu"):
         self.bounds = check_bounds(bounds, finite=True)
@@ -297,6 +300,7 @@ class SSIMFidelity(Fidelity):
     """
 
     name = "ssim"
+    reference_is_input = True
     images_only = True
 
     def __init__(self, *, bounds: tuple[float, float], threshold: float = SSIM_THRESHOLD,
@@ -409,6 +413,7 @@ class LinfFidelity(Fidelity):
     """
 
     name = "linf"
+    reference_is_input = True
 
     def __init__(self, *, bounds: tuple[float, float], threshold: float | None = None,
                  device: torch.device | str = "cpu"):
