@@ -94,10 +94,7 @@ def _check_flat(method: str, peaks: dict, *, held: dict | None = None) -> None:
     pytest.param("regress", marks=pytest.mark.xfail(
         strict=False, reason="a campaign grows by 18 KB (resident) and 8 KB (numpy) per test input here, "
         "queue capacity 64; fuzz/campaign is another helper's")),
-    pytest.param("repair", marks=pytest.mark.xfail(
-        strict=False, reason="repair's peak resident set grows by 5-8 MB from 600 to 2,400 test inputs "
-        "(5.8 KB per added input from 1,100 to 2,400) though it is flat from 400 to 1,600; the source is not "
-        "found yet")),
+    "repair",
 ])
 def test_peak_memory_is_flat_in_the_number_of_inputs(method):
     _check_flat(method, _probe(method))
