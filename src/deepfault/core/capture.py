@@ -653,9 +653,9 @@ def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 def check_finite(values: torch.Tensor, layout: NeuronLayout, start: int = 0) -> None:
     """Raise when any neuron value is NaN or infinite, naming the layer and the input."""
-    finite = torch.isfinite(values)
-    if bool(finite.all()):
+    if all_finite(values):  # no mask unless something is wrong
         return
+    finite = torch.isfinite(values)
     row, col = (int(i) for i in (~finite).nonzero()[0])
     layer, unit = layout.neuron(col)
     raise DeepFaultError(
