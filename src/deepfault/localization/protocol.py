@@ -249,7 +249,8 @@ def run_group(
                                                  batch_size=config.batch_size)
     correct = np.flatnonzero(predicted == target_class)
     seeds = _Seeds(spectra[target_class], len(correct), _chosen(config, target_class, correct))
-    return _synthesize_group(model, x_class, y[in_class], index[in_class], target_class, cells, seeds,
+    return _synthesize_group(model, _rows(x_class, seeds.chosen), y[in_class], index[in_class], target_class,
+                             cells, seeds,
                              bounds=bounds, config=config, output_kind=output_kind, ks=ks)
 
 
@@ -282,9 +283,14 @@ class _Warm:
         self.then = then
 
 
+def _rows(x, rows: np.ndarray):
+    """``x[rows]`` (a copy of those rows only), also for no row."""
+    return x[rows] if len(rows) else x[:0]
+
+
 def _synthesize_group(
     model: nn.Module,
-    x_class,
+    x_chosen,
     y_class: np.ndarray,
     index_class: np.ndarray,
     target_class: int,
@@ -304,11 +310,11 @@ def _synthesize_group(
     forward pass gives the originals' neuron values, the spectrum pass their predictions
     (the class, as they were chosen correctly classified), and one forward pass per
     synthesized input gives its outputs and neuron values. ``on_batch(n)`` follows the
-    progress in inputs.
+    progress in inputs. ``x_chosen`` are the class's inputs at ``seeds.chosen``.
     """
     spectrum, chosen = seeds.spectrum, seeds.chosen
     layout = spectrum.layout
-    originals = as_tensor(x_class[chosen] if len(chosen) else x_class[:0]).detach().cpu()
+    originals = as_tensor(x_chosen).detach().cpu()
     batch = resolve_batch_size(model, originals, config.batch_size, backward=True) if len(originals) else 1
     y_chosen = torch.as_tensor(y_class[chosen]).long().cpu()
     warm = _Warm() if warm is None else warm
@@ -458,7 +464,9 @@ def run_deepfault(
     try:
         for c in classes:
             in_class = np.flatnonzero(y == c)
-            group = _synthesize_group(model, x[in_class], y[in_class], in_class, c, cells, seeds[c],
+            # only the chosen inputs are copied, not the class's (4 bytes per input element)
+            group = _synthesize_group(model, _rows(x, in_class[seeds[c].chosen]), y[in_class], in_class, c,
+                                      cells, seeds[c],
                                       bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
                                       on_batch=advance)
             result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))

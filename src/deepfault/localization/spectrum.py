@@ -401,7 +401,9 @@ def _spectra_and_predictions(
     lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
     for g, c in enumerate(classes):
         lookup[c] = g
-    predicted: list[torch.Tensor] = []
+    # One (N,) int64 array filled batch by batch: a list of per-batch tensors, concatenated at
+    # the end, pins a small heap block per batch and the resident set grows with N.
+    predicted = np.empty(len(inputs), dtype=np.int64)
 
     def group_of(yb: torch.Tensor) -> torch.Tensor:
         return lookup[yb.clamp(max=len(lookup) - 1)]
@@ -409,13 +411,13 @@ def _spectra_and_predictions(
     def keep(b: Batch) -> None:
         if on_batch is not None:
             on_batch(b)
-        predicted.append(b.outputs.argmax(dim=1).cpu())
+        predicted[b.start : b.stop] = b.outputs.argmax(dim=1).cpu().numpy()
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
         model, inputs, labels, max(len(classes), 1), group_of, layers=layers, threshold=threshold,
         batch_size=batch_size, on_batch=keep)
     spectra = {c: _make(layout, a_s[g], a_f[g], int(n_pass[g]), int(n_fail[g]), threshold,
                         seconds / len(classes), c) for g, c in enumerate(classes)}
-    return spectra, torch.cat(predicted).numpy()
+    return spectra, predicted
 
 
 def _make(layout, a_s, a_f, n_pass, n_fail, threshold, seconds, target_class) -> Spectrum:

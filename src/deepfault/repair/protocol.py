@@ -42,9 +42,17 @@ log = logging.getLogger(__name__)
 
 
 def _predict(model: nn.Module, x) -> np.ndarray:
-    from ..core.batches import predict
+    """The ``(N,)`` int64 arg-max predictions, filled batch by batch into one array: no
+    ``(N, classes)`` outputs and no list of per-batch tensors, whose small blocks pinned the
+    heap and made the resident set grow with N (issue 26).
+    """
+    from ..core.batches import iterate_batches
 
-    return predict(model, x).argmax(1).numpy() if len(x) else np.zeros(0, np.int64)
+    out = np.zeros(len(x), np.int64)
+    if len(x):
+        for b in iterate_batches(model, x, neurons=False, batch_size=1024):
+            out[b.start : b.stop] = b.outputs.argmax(1).cpu().numpy()
+    return out
 
 
 def _acc(pred: np.ndarray, y: np.ndarray) -> float | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,20 +140,36 @@ class InputBounds:
         low, high = self._tensors[key]
         return torch.minimum(torch.maximum(x, low), high)
 
-    def check_inside(self, x: torch.Tensor, what: str = "seeds", tol: float = 1e-6) -> None:
-        """Raise when an element of ``x`` ``(N, *input)`` lies outside the bounds by more than ``tol``."""
+    def check_inside(self, x: torch.Tensor | Iterable[torch.Tensor], what: str = "seeds",
+                     tol: float = 1e-6) -> None:
+        """Raise when an element of ``x`` ``(N, *input)`` lies outside the bounds by more than ``tol``.
+
+        ``x`` may come in parts (an iterable of ``(n_i, *input)`` tensors, the rows in order),
+        so that no copy of every row is needed: the message is the same as for the whole.
+        """
+        parts = [x] if isinstance(x, torch.Tensor) else x
         if not self.per_feature:
             lo, hi = float(self.lo), float(self.hi)
-            if x.min() < lo - tol or x.max() > hi + tol:
+            seen = [(float(p.min()), float(p.max())) for p in parts if p.numel()]
+            if not seen:
+                return
+            low, high = min(a for a, _ in seen), max(b for _, b in seen)
+            if low < lo - tol or high > hi + tol:
                 raise DeepFaultError(
-                    f"the {what} lie in [{float(x.min()):g}, {float(x.max()):g}], outside the bounds "
+                    f"the {what} lie in [{low:g}, {high:g}], outside the bounds "
                     f"[{lo:g}, {hi:g}]; pass the data set's valid range as bounds=(lo, hi)")
             return
+        offset = 0
+        for part in parts:
+            self._check_part_inside(part, what, tol, offset)
+            offset += len(part)
+
+    def _check_part_inside(self, x: torch.Tensor, what: str, tol: float, offset: int) -> None:
         v = x.detach().cpu().double().numpy()
         out = (v < self.lo - tol) | (v > self.hi + tol)
         if out.any():
             at = tuple(int(i) for i in np.argwhere(out)[0])
-            row, el = at[0], at[1:]
+            row, el = offset + at[0], at[1:]
             raise DeepFaultError(
                 f"{what[:-1] if what.endswith('s') else what} {row} has {v[at]:g} at feature {_where(el)}, "
                 f"outside its bounds [{self.lo[el]:g}, {self.hi[el]:g}]; widen the bounds (--feature-bounds "

@@ -505,6 +505,7 @@ def search(
     threads: int | str | None = "auto",
     labels: LabelData | None = None,
     fixed: Sequence[int] | np.ndarray | None = None,
+    _take: np.ndarray | None = None,
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -562,38 +563,47 @@ def search(
     if len(models) < 2:
         check_models(models, torch.zeros(1), names)
     config.validate(len(models))
-    x_all = as_tensor(seeds, name="seeds").detach().cpu()
-    if len(x_all) == 0:
+    # The seeds are pool[take], gathered group by group (xplore passes its pool and the drawn
+    # rows): a copy of every seed at once would cost 4 bytes per seed element (issue 26).
+    pool = as_tensor(seeds, name="seeds").detach().cpu()
+    take = np.arange(len(pool), dtype=np.int64) if _take is None else np.asarray(_take, np.int64)
+    num = len(take)
+
+    def gather(rows: np.ndarray) -> torch.Tensor:
+        return pool[torch.as_tensor(take[rows])]
+    if num == 0:
         raise DeepFaultError("no seeds: the seed inputs are empty")
-    shape = tuple(x_all.shape[1:])
+    shape = tuple(pool.shape[1:])
     config.constraint().check_inputs(shape)
     config.constraint().check(shape)
     box = InputBounds.of(bounds, shape)
     lo, hi = box.envelope
-    box.check_inside(x_all)
+    size = config.inputs_per_step or num
+    groups = [np.arange(i, min(i + size, num)) for i in range(0, num, size)]
+    box.check_inside(gather(rows) for rows in groups)  # a group at a time
     mask = as_fixed(fixed, shape)
-    seed_labels = None if labels is None else _seed_labels(labels, len(x_all))
-    index = np.arange(len(x_all), dtype=np.int64) if seed_index is None else np.asarray(seed_index, np.int64)
-    if index.shape != (len(x_all),):
+    seed_labels = None if labels is None else _seed_labels(labels, num)
+    index = np.arange(num, dtype=np.int64) if seed_index is None else np.asarray(seed_index, np.int64)
+    if index.shape != (num,):
         raise DeepFaultError(
-            f"seed_index must have one index per seed ({len(x_all)}); got shape {index.shape}"
+            f"seed_index must have one index per seed ({num}); got shape {index.shape}"
         )
     device = model_device(models[0])
-    num_classes = check_models(models, x_all[:1], names)
-    chunk = resolve_batch_size(models, x_all, "auto" if chunk_size is None else chunk_size, backward=True)
+    first = gather(np.arange(1))
+    num_classes = check_models(models, first, names)
+    chunk = resolve_batch_size(models, first, "auto" if chunk_size is None else chunk_size, backward=True,
+                               count=num)
     if chunk_size in (None, "auto") and device.type == "cpu":  # small passes stay in the CPU's caches
         chunk = min(chunk, CPU_CHUNK)
     run = _Run(models, names, kinds, config, box, device, chunk, mask)
-    draws = draw_randomness(len(x_all), len(models), config, run.constraint)
+    draws = draw_randomness(num, len(models), config, run.constraint)
     count = auto_threads(models, device) if threads == "auto" else \
         None if threads is None else check_int("threads", threads, minimum=1)
     with _frozen(models), _threads(count):
-        layouts = run.layouts(x_all[:1].to(device))
+        layouts = run.layouts(first.to(device))
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
         run.start = time.perf_counter()
-        run.seed_predictions = np.zeros((len(x_all), len(models)), dtype=np.int64)
-        size = config.inputs_per_step or len(x_all)
-        groups = [np.arange(i, min(i + size, len(x_all))) for i in range(0, len(x_all), size)]
+        run.seed_predictions = np.zeros((num, len(models)), dtype=np.int64)
         bar = None
         if progress and groups:
             from ..core.progress import progress_bar
@@ -601,12 +611,12 @@ def search(
             bar = progress_bar(len(groups) * (config.iterations + 1), desc="deepxplore", unit="step")
         try:
             for g, rows in enumerate(groups):
-                run.search_group(g, rows, x_all[rows].to(device), draws, bar)
+                run.search_group(g, rows, gather(rows).to(device), draws, bar)
         finally:
             if bar is not None:
                 bar.close()
         seconds = run.elapsed()
-        found = run.found_inputs(index, tuple(x_all.shape[1:]))
+        found = run.found_inputs(index, shape)
         still = None
         if not config.clip and len(found):
             from .results import replay
@@ -621,7 +631,7 @@ def search(
     preds = run.seed_predictions
     differ = (preds != preds[:, :1]).any(axis=1)
     if len(found) == 0:
-        log.info("no difference-inducing input found in %d seeds", len(x_all))
+        log.info("no difference-inducing input found in %d seeds", num)
     return XploreResult(
         config=config, model_names=tuple(names), num_classes=int(num_classes),
         num_neurons=tuple(lay.num_neurons for lay in layouts), bounds=(lo, hi), seed_index=index,
@@ -717,6 +727,7 @@ def xplore(
     else:
         index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
     seed_labels = None if labels is None else _seed_labels(labels, len(x))[index]
-    return search(models, x[torch.as_tensor(index)], config=config, bounds=bounds, seed_index=index,
+    # the pool and the drawn rows: search copies one group's seeds at a time, not every seed
+    return search(models, x, config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress, chunk_size=batch_size,
-                  threads=threads, labels=seed_labels, fixed=fixed)
+                  threads=threads, labels=seed_labels, fixed=fixed, _take=index)
