@@ -148,7 +148,7 @@ def _setup(method: str, n: int, net: nn.Module, work: Path):
                                            profile=profile, batch_size=BATCH, threads=1)
     if method == "rank":
         data = Generated(n, net)
-        by = ("gini", "margin", "entropy", "confidence", "ctm")  # cam keeps each input's set by design
+        by = ("gini", "margin", "entropy", "confidence")  # cam/ctm keep each input's covered items by design
         return lambda: df.rank_inputs(net, _loader(data), by=by, batch_size=BATCH, threads=1)
     if method == "surprise-fit":
         data = Generated(n, net)
