@@ -57,6 +57,10 @@ EXCEPTIONS = {
     ("run", "no_save_inputs"): "a file of the command's",
     ("run", "surprise"): "add_surprise(result, ...) after the run",
     ("run", "no_surprise"): "add_surprise(result, ...) after the run",
+    ("xplore", "feature_bounds"): "a word (auto, observed, dataset) or a file on the command line; the API "
+    "takes the arrays themselves as bounds=(lo, hi)",
+    ("xplore", "fix_features"): "index text on the command line; the API takes fixed= (indices or a mask)",
+    ("xplore", "fix_steps"): "index text on the command line; the API's fixed= mask covers time steps too",
     ("run", "no_baseline"): "the report's random baseline is the command's: run_deepfault(measure='random')",
     ("xplore", "num_seeds"): "XploreConfig(seeds=...): num_seeds is its property, the run's count",
     ("xplore", "constraint"): "XploreConfig(transform=...): constraint() is its method that builds it",

@@ -135,13 +135,13 @@ def test_run_group_times_synthesis_after_a_warm_up(monkeypatch):
     import deepfault.localization.protocol as protocol
 
     calls = []
-    real = protocol.synthesize
+    real = protocol._synthesize_recording
 
     def counting(model, originals, *args, **kwargs):
         calls.append(len(originals))
         return real(model, originals, *args, **kwargs)
 
-    monkeypatch.setattr(protocol, "synthesize", counting)
+    monkeypatch.setattr(protocol, "_synthesize_recording", counting)
     model, (x, y) = chain_model(), _data(90)
     cls = int(np.bincount(y).argmax())
     group = run_group(model, x, y, cls, [CellSpec("tarantula", 2), CellSpec("random", 2)],

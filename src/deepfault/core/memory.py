@@ -165,7 +165,10 @@ _MEASURED: weakref.WeakKeyDictionary[nn.Module, dict[tuple, int]] = weakref.Weak
 
 
 def _modules(models: Sequence[nn.Module]) -> list[nn.Module]:
-    return [getattr(m, "module", m) for m in models]
+    """The modules of ``models`` (a prepared model gives its own), checked to be modules."""
+    from .capture import check_model  # the engine's message for a model that is not a module
+
+    return [check_model(getattr(m, "module", m)) for m in models]
 
 
 def _device(model: nn.Module) -> torch.device:
