@@ -129,3 +129,23 @@ def test_input_errors():
     with pytest.raises(DeepFaultError, match="no neurons given"):
         synthesize(model, torch.rand(1, 4), [])
     assert not has_hooks(model)
+
+
+def test_each_neurons_backward_pass_starts_at_its_own_layer():
+    """A neuron's gradient goes back from its layer only: the later layer's output sees one
+    backward pass (its own neuron's), not one per selected neuron (the spec's per-neuron loop)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3), torch.nn.ReLU(), torch.nn.Conv2d(3, 4, 3),
+                              torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 3))
+    passes = []
+
+    def count(_module, _args, out):
+        if out.requires_grad:  # not the batch-size probe's forward
+            out.register_hook(lambda grad: passes.append(1))
+
+    net[2].register_forward_hook(count)
+    x = torch.rand(2, 1, 8, 8)
+    new = synthesize(net, x, [("0", 0), ("0", 1), ("2", 0)], step_size=0.1, distance=0.1)
+    assert len(passes) == 1  # one backward from layer "2"; the two layer-"0" neurons' start below it
+    expected = synthesize_reference(net, x, [("0", 0), ("0", 1), ("2", 0)], step=0.1, distance=0.1)
+    torch.testing.assert_close(new, torch.as_tensor(expected), atol=1e-6, rtol=1e-5)

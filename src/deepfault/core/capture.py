@@ -503,6 +503,16 @@ class _Recorder:
 
     def collect(self) -> torch.Tensor:
         """The ``(N, M)`` neuron values of the last forward pass, in layout order."""
+        parts = list(self.collect_layers().values())
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+    def collect_layers(self) -> dict[str, torch.Tensor]:
+        """The last forward pass's ``(N, U)`` unit values of each layer, in layout order.
+
+        Kept apart, a layer's values carry only that layer's graph: a gradient taken from one
+        of them goes back from that layer alone, where one taken from :meth:`collect`'s
+        concatenation also sends zeros back through every other layer's graph.
+        """
         if self.layout is None:
             order = list(self._order)
             missing = [n for n in self._names if n not in self._values]
@@ -517,12 +527,12 @@ class _Recorder:
                 order = order[:-1]
             self.layout = NeuronLayout.from_sizes(order, [self._values[n].shape[1] for n in order])
         try:
-            parts = [self._values[layer.name] for layer in self.layout.layers]
+            parts = {layer.name: self._values[layer.name] for layer in self.layout.layers}
         except KeyError as err:
             raise DeepFaultError(f"layer {err.args[0]!r} did not run in this forward pass") from None
         self._values.clear()
         self._order.clear()
-        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+        return parts
 
 
 @contextlib.contextmanager

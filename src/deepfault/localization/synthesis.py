@@ -93,13 +93,19 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, pairs: Sequenc
     """
     x = x.detach().requires_grad_(True)
     forward(model, x)
-    values = rec.collect()
+    layers = rec.collect_layers()
     layout = rec.layout
-    assert layout is not None  # collect() sets it
-    phi = values[:, [layout.index(layer, unit) for layer, unit in pairs]]  # (B, k)
+    assert layout is not None  # collect_layers() sets it
+    for layer, unit in [*pairs, *record]:
+        layout.index(layer, unit)  # an unknown layer or unit: the engine's one-line error
+    # Each neuron's value taken from its own layer's values, never from a concatenation of all
+    # layers: a per-neuron backward pass then starts at that neuron's layer (the spec's loop),
+    # instead of sending zeros back from the deepest selected layer.
+    columns = [layers[layer][:, unit] for layer, unit in pairs]
+    phi = torch.stack(columns, dim=1)  # (B, k)
     recorded = None
     if record:
-        recorded = values[:, [layout.index(layer, unit) for layer, unit in record]].detach().cpu()
+        recorded = torch.stack([layers[layer][:, unit] for layer, unit in record], dim=1).detach().cpu()
     if not phi.requires_grad:
         raise DeepFaultError(
             "the model computes without autograd (its forward uses torch.no_grad, detach or numpy), "
@@ -124,7 +130,7 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, pairs: Sequenc
             return (grads / rms.view(k, *spread)).mean(dim=0), recorded
     total: torch.Tensor | None = None
     for j in range(k):
-        (g,) = torch.autograd.grad(phi[:, j].sum(), x, retain_graph=j < k - 1)
+        (g,) = torch.autograd.grad(columns[j].sum(), x, retain_graph=j < k - 1)
         g = g / g.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS).view(spread)
         total = g if total is None else total.add_(g)
     assert total is not None  # k >= 1: neuron_pairs refuses an empty selection
