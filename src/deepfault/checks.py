@@ -28,7 +28,8 @@ __all__ = [
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
-    "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "check_count_text",
+    "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "meminfo_bytes",
+    "check_count_text",
 ]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -94,10 +95,15 @@ def memory_bytes() -> int | None:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         pass
+    return meminfo_bytes("MemTotal")
+
+
+def meminfo_bytes(field: str) -> int | None:
+    """A ``/proc/meminfo`` field (``"MemTotal"``, ``"MemAvailable"``) in bytes; ``None`` off Linux."""
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass

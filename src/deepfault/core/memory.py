@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..checks import MAX_BATCH, check_int
+from ..checks import MAX_BATCH, check_int, meminfo_bytes
 from ..errors import DeepFaultError
 
 __all__ = ["AUTO", "AUTO_MAX", "BACKWARD_FACTOR", "BatchChoice", "budget", "check_batch_size",
@@ -95,13 +95,9 @@ def _read_int(path: str) -> int | None:
 
 
 def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    available = meminfo_bytes("MemAvailable")
+    if available is not None:
+        return available
     try:  # not Linux: psutil where it is installed (never required)
         import psutil
 
