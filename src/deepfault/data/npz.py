@@ -55,7 +55,11 @@ def _header(fp) -> tuple[tuple[int, ...], bool, np.dtype]:
         return np.lib.format.read_array_header_1_0(fp)
     if version == (2, 0):
         return np.lib.format.read_array_header_2_0(fp)
-    raise ValueError(f"unsupported .npy format version {version}")
+    raise _Unsupported(f"unsupported .npy format version {version}")
+
+
+class _Unsupported(Exception):
+    """A member this module does not parse itself (``numpy.load`` reads it)."""
 
 
 def _mapped(path: Path, zf: zipfile.ZipFile, member: str) -> np.ndarray | None:
@@ -120,9 +124,12 @@ def _read_inputs(path: Path, zf: zipfile.ZipFile, npz, key: str) -> np.ndarray:
     """
     member = f"{key}.npy"
     if member in zf.namelist():
-        x = _mapped(path, zf, member)
-        if x is None:
-            x = _streamed(zf, member)
+        try:
+            x = _mapped(path, zf, member)
+            if x is None:
+                x = _streamed(zf, member)
+        except _Unsupported:
+            x = None
         if x is not None:
             return x
     return npz[key]
