@@ -63,8 +63,9 @@ class _Unsupported(Exception):
 
 
 def _mapped(path: Path, zf: zipfile.ZipFile, member: str) -> np.ndarray | None:
-    """The member's array memory-mapped read-only, when it is stored uncompressed, C-order,
-    native float32 and not empty; ``None`` otherwise (the caller reads it another way).
+    """The member's array memory-mapped copy-on-write (writes stay in this process, never in
+    the file), when it is stored uncompressed, C-order, native float32 and not empty; ``None``
+    otherwise (the caller reads it another way).
 
     The data's place is worked out from the member's local header in the zip and the
     ``.npy`` header after it; a member whose data would run past its stored size (a
@@ -257,6 +258,11 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     Args:
         path: The ``.npz`` file.
         name: The data set's name; the file's stem by default.
+
+    Inputs ``x`` and ``x_train`` stored as ``numpy.savez`` stores float32 arrays
+    (uncompressed, C order) are memory-mapped, not read: loading them costs no memory, and
+    the checks read them a chunk at a time. Other storage (compressed, another dtype) is
+    converted into one float32 array a chunk at a time.
 
     Returns:
         A :class:`Dataset` with ``float32`` inputs and ``int64`` labels.
