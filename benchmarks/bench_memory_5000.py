@@ -158,12 +158,12 @@ def _status(pid: int) -> dict[str, int]:
     return out
 
 
-def measure(argv: list[str], env: dict, timeout: float) -> dict:
-    """Run ``deepfault ARGV`` in a fresh process; its peaks, time and ``batch:`` lines."""
+def measure(argv: list[str], env: dict, timeout: float, cwd: Path) -> dict:
+    """Run ``deepfault ARGV`` in a fresh process in ``cwd``; its peaks, time and ``batch:`` lines."""
     t0 = time.perf_counter()
     load = os.getloadavg()[0]
     proc = subprocess.Popen([sys.executable, "-m", "deepfault", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
     peaks: dict[str, int] = {}
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     if "measure" in names and "profile" not in names and not (workdir / "profile.npz").exists():
         names.insert(0, "profile")  # measure needs a profile
     for name in names:
-        cell = measure(command(name, files, workdir), env, args.timeout)
+        # in workdir: what a command writes beside it (regress.sqlite) goes there
+        cell = measure(command(name, files, workdir), env, args.timeout, workdir)
         doc["commands"][name] = cell
         batch = "; ".join(cell["batch_lines"])[:120]
         print(f"{name:8s} exit {cell['exit']}  {cell['seconds']:8.1f} s  "
