@@ -22,6 +22,8 @@ Examples:
 from __future__ import annotations
 
 import os
+import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -33,15 +35,131 @@ from .dataset import Dataset
 __all__ = ["load_npz"]
 
 
+#: Rows of inputs validated or converted at a time: about this many bytes of float32 (the
+#: per-feature bounds check makes three boolean arrays of a chunk's elements, a quarter as big).
+_CHUNK_BYTES = 16 << 20
+
+
+def _chunks(x: np.ndarray):
+    """``(start, rows)`` of ``x`` in blocks of about :data:`_CHUNK_BYTES` (as float32)."""
+    row = max(1, int(np.prod(x.shape[1:], dtype=np.int64)) * 4)
+    step = max(1, _CHUNK_BYTES // row)
+    for start in range(0, len(x), step):
+        yield start, x[start:start + step]
+
+
+def _header(fp) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """``(shape, fortran_order, dtype)`` of the ``.npy`` stream ``fp`` (left at its data)."""
+    version = np.lib.format.read_magic(fp)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(fp)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(fp)
+    raise _Unsupported(f"unsupported .npy format version {version}")
+
+
+class _Unsupported(Exception):
+    """A member this module does not parse itself (``numpy.load`` reads it)."""
+
+
+def _mapped(path: Path, zf: zipfile.ZipFile, member: str) -> np.ndarray | None:
+    """The member's array memory-mapped copy-on-write (writes stay in this process, never in
+    the file), when it is stored uncompressed, C-order, native float32 and not empty; ``None``
+    otherwise (the caller reads it another way).
+
+    The data's place is worked out from the member's local header in the zip and the
+    ``.npy`` header after it; a member whose data would run past its stored size (a
+    truncated or inconsistent file) raises ``ValueError``.
+    """
+    info = zf.getinfo(member)
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:  # compressed or encrypted
+        return None
+    with open(path, "rb") as fp:
+        fp.seek(info.header_offset)
+        local = fp.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise ValueError(f"bad local header of member {member}")
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        start = info.header_offset + 30 + name_len + extra_len
+        fp.seek(start)
+        shape, fortran, dtype = _header(fp)
+        offset = fp.tell()
+        size = os.fstat(fp.fileno()).st_size
+    if fortran or dtype != np.dtype(np.float32) or dtype.hasobject:
+        return None
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = count * dtype.itemsize
+    if offset + nbytes > start + info.file_size or offset + nbytes > size:
+        raise ValueError(f"member {member} is shorter than its array {shape}: the file is truncated")
+    if count == 0:
+        return None
+    mapped = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=tuple(shape), order="C")
+    return mapped.view(np.ndarray)  # a plain array; its base keeps the map open
+
+
+def _streamed(zf: zipfile.ZipFile, member: str) -> np.ndarray | None:
+    """The member's numeric C-order array read from its (possibly compressed) stream into a
+    new float32 array a chunk at a time, so that no copy in its own dtype exists at once;
+    ``None`` for a Fortran-order, object or non-numeric array (read the ordinary way).
+    """
+    with zf.open(member) as fp:
+        shape, fortran, dtype = _header(fp)
+        if fortran or dtype.hasobject or dtype.kind not in "biuf" or len(shape) < 1:
+            return None
+        out = np.empty(shape, dtype=np.float32)
+        flat = out.reshape(-1)
+        step = max(1, _CHUNK_BYTES // max(1, dtype.itemsize))
+        for start in range(0, flat.size, step):
+            want = min(step, flat.size - start)
+            raw = fp.read(want * dtype.itemsize)
+            if len(raw) != want * dtype.itemsize:
+                raise EOFError(f"member {member} ends early: the file is truncated")
+            flat[start:start + want] = np.frombuffer(raw, dtype=dtype)
+    return out
+
+
+def _read_inputs(path: Path, zf: zipfile.ZipFile, npz, key: str) -> np.ndarray:
+    """Array ``key`` as float32 with as few copies as its storage allows: memory-mapped
+    (uncompressed float32), converted chunk by chunk from its stream (other numeric dtypes,
+    compressed), or read whole (anything else, which :func:`_inputs` then checks).
+    """
+    member = f"{key}.npy"
+    if member in zf.namelist():
+        try:
+            x = _mapped(path, zf, member)
+            if x is None:
+                x = _streamed(zf, member)
+        except _Unsupported:
+            x = None
+        if x is not None:
+            return x
+    return npz[key]
+
+
 def _inputs(path: Path, key: str, x: np.ndarray) -> np.ndarray:
     if x.dtype.kind not in "biuf":
         raise DeepFaultError(f"{path}: array {key!r} has dtype {x.dtype}; save numbers")
     if x.ndim < 2:
         raise DeepFaultError(f"{path}: array {key!r} has shape {x.shape}; expected (N, *input_shape)")
-    x = x.astype(np.float32)
-    if not np.isfinite(x).all():
+    if x.dtype != np.float32:
+        x = x.astype(np.float32)
+    if x.size and not all(np.isfinite(_range(x))):
         raise DeepFaultError(f"{path}: array {key!r} holds NaN or infinite values; remove them")
     return x
+
+
+def _range(x: np.ndarray) -> tuple[float, float]:
+    """``(min, max)`` of a non-empty ``x``, a chunk at a time, with no temporary array (a NaN
+    anywhere makes both NaN, an infinity makes one infinite).
+    """
+    lo, hi = np.inf, -np.inf
+    for _, chunk in _chunks(x):
+        a, b = float(chunk.min()), float(chunk.max())
+        lo = a if np.isnan(a) or a < lo else lo
+        hi = b if np.isnan(b) or b > hi else hi
+        if np.isnan(lo):
+            return lo, lo
+    return lo, hi
 
 
 def _labels(path: Path, key: str, y: np.ndarray, n: int) -> np.ndarray:
@@ -114,6 +232,24 @@ def _bounds(path: Path, arrays: dict) -> tuple[tuple[float, float], str]:
     return (float(b[0]), float(b[1])), "fix the inputs or the bounds array"
 
 
+def _read(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the file, ``x`` and ``x_train`` through :func:`_read_inputs`."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            names = list(npz.files)
+            arrays = {key: npz[key] for key in names if key not in ("x", "x_train")}
+            with zipfile.ZipFile(path) as zf:
+                for key in ("x", "x_train"):
+                    if key in names:
+                        arrays[key] = _read_inputs(path, zf, npz, key)
+    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError, EOFError (truncated)
+        raise DeepFaultError(
+            f"cannot read {path} as .npz ({type(err).__name__}: {err}); save it with "
+            "numpy.savez and numeric arrays"
+        ) from err
+    return arrays
+
+
 def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     """Load a data set from an ``.npz`` file (see the module docstring for its arrays).
 
@@ -122,6 +258,11 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     Args:
         path: The ``.npz`` file.
         name: The data set's name; the file's stem by default.
+
+    Inputs ``x`` and ``x_train`` stored as ``numpy.savez`` stores float32 arrays
+    (uncompressed, C order) are memory-mapped, not read: loading them costs no memory, and
+    the checks read them a chunk at a time. Other storage (compressed, another dtype) is
+    converted into one float32 array a chunk at a time.
 
     Returns:
         A :class:`Dataset` with ``float32`` inputs and ``int64`` labels.
@@ -136,14 +277,7 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     path = Path(path).expanduser()
     if not path.is_file():
         raise DeepFaultError(f"data set file {path} not found; give the path of an .npz file")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except Exception as err:  # BadZipFile, ValueError (object arrays), OSError
-        raise DeepFaultError(
-            f"cannot read {path} as .npz ({type(err).__name__}: {err}); save it with "
-            "numpy.savez and numeric arrays"
-        ) from err
+    arrays = _read(path)
 
     for key in ("x", "y"):
         if key not in arrays:
@@ -175,9 +309,13 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     if "bounds" in arrays and arrays["bounds"].ndim >= 2:
         per_feature = _feature_bounds(path, arrays["bounds"], x_test.shape[1:])
         for key, x in (("x", x_test), ("x_train", x_train)):
-            out = (x < per_feature[0]) | (x > per_feature[1])
-            if out.any():
-                at = tuple(int(i) for i in np.argwhere(out)[0])
+            for start, chunk in _chunks(x):
+                out = (chunk < per_feature[0]) | (chunk > per_feature[1])
+                if not out.any():
+                    continue
+                first = np.argwhere(out)[0]
+                first[0] += start
+                at = tuple(int(i) for i in first)
                 raise DeepFaultError(f"{path}: array {key!r} input {at[0]} has {x[at]:g} at feature "
                                      f"{at[1] if len(at) == 2 else at[1:]}, outside its bounds "
                                      f"[{per_feature[0][at[1:]]:g}, {per_feature[1][at[1:]]:g}]; fix the "
@@ -186,9 +324,12 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         arrays = {**arrays, "bounds": np.array([lo, hi if hi > lo else lo + 1.0])}
     bounds, fix = _bounds(path, arrays)
     for key, x in (("x", x_test), ("x_train", x_train)):
-        if x.size and (x.min() < bounds[0] or x.max() > bounds[1]):
+        if not x.size:
+            continue
+        lo, hi = _range(x)
+        if lo < bounds[0] or hi > bounds[1]:
             raise DeepFaultError(
-                f"{path}: array {key!r} ranges over [{x.min():g}, {x.max():g}], outside the "
+                f"{path}: array {key!r} ranges over [{lo:g}, {hi:g}], outside the "
                 f"bounds {bounds}; {fix}"
             )
 
