@@ -122,6 +122,26 @@ def test_regress_holds_only_its_queue():
     _check_flat("regress", peaks, held={"rss": queue, "py": 0})
 
 
+def test_regress_step_on_large_images_holds_a_bounded_working_set():
+    """On ImageNet-sized inputs (3x224x224, 588 KiB) a DRFuzz step holds its mutants (2 inputs x
+    20 mutants: 24 MB) and a working set of a few times them, not SSIM's moment maps of every
+    mutant at once (20 floats per pixel) nor forward passes padded to 128 inputs: the ViT's
+    928 MiB at 32 inputs in ``benchmarks/bench_scale.py`` (issue 26). The old code peaked at
+    542 MB here, this one at 155 MB."""
+    from helpers.memory_probe import IMAGE
+
+    n = 12
+    env = {**os.environ, **ENV,
+           "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from helpers.memory_probe import main; main()", "regress-images", str(n)],
+        capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    peak = json.loads(proc.stdout.strip().splitlines()[-1])[str(n)]["rss"]
+    mutants = 2 * 20 * 4 * IMAGE[0] * IMAGE[1] * IMAGE[2]
+    assert peak <= 12 * mutants, f"a step's peak is {peak / 1e6:.0f} MB, over 12 x its mutants' {mutants / 1e6:.0f} MB"
+
+
 def test_the_meters_see_a_planted_leak():
     """A forward hook that keeps every batch's first-layer outputs (a torch clone and a numpy
     copy: 2 KiB per input each) makes the flat method fail on both meters."""
