@@ -87,6 +87,32 @@ def dataset(n: int, net: nn.Module):
     return Dataset("generated", xt, yt, x, y, (0.0, 1.0), tuple(str(c) for c in range(CLASSES)))
 
 
+IMAGE = (3, 224, 224)  # an ImageNet-sized input: 588 KiB in float32
+
+
+def image_model() -> nn.Module:
+    """A small network that still keeps full-size activations (8 channels at 224x224: 1.6 MB
+    per input), so that the rows of a forward pass show in the resident set."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+                         nn.Linear(8 * 16, CLASSES)).eval()
+
+
+def image_dataset(n: int, net: nn.Module):
+    """``n`` smooth images (7x7 noise upsampled, so that mild mutations keep SSIM high), labelled
+    by ``net`` with every fifth label moved."""
+    from deepfault.data import Dataset
+
+    g = torch.Generator().manual_seed(0)
+    small = torch.rand(2 * n, IMAGE[0], 7, 7, generator=g)
+    x = torch.nn.functional.interpolate(small, size=IMAGE[1:], mode="bilinear", align_corners=False)
+    with torch.no_grad():
+        y = torch.cat([net(x[i:i + 8]).argmax(1) for i in range(0, len(x), 8)]).numpy()
+    y = np.where(np.arange(len(y)) % 5 == 0, (y + 1) % CLASSES, y).astype(np.int64)
+    x = x.numpy()
+    return Dataset("images", x[n:], y[n:], x[:n], y[:n], (0.0, 1.0), tuple(str(c) for c in range(CLASSES)))
+
+
 def _rss() -> tuple[int, int]:
     """``(peak, current)`` resident set in bytes."""
     values = {}
@@ -177,6 +203,12 @@ def _setup(method: str, n: int, net: nn.Module, work: Path):
         store = work / f"regress-{n}.sqlite"
         return lambda: df.regress(net, twin, dataset=data, store=store, budget="20it", inputs_per_step=8,
                                   fidelity="linf:0.1", queue_capacity=64, threads=1, checkpoint_every=3600)
+    if method == "regress-images":  # ImageNet-sized images: one step's working set (its passes, SSIM)
+        net = image_model()
+        data = image_dataset(n, net)
+        twin = copy.deepcopy(net)
+        return lambda: df.regress(net, twin, dataset=data, store=None, budget="4it", inputs_per_step=2,
+                                  fidelity="ssim:0.5", threads=1, checkpoint_every=3600)
     if method == "repair":
         from deepfault.repair import RepairConfig
 
@@ -201,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     tracemalloc.start()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        _setup(method, 50, net, Path(tmp))()  # warm-up: imports, caches, the first allocations
+        warm = 4 if method == "regress-images" else 50  # (large images: a few are enough)
+        _setup(method, warm, net, Path(tmp))()  # warm-up: imports, caches, the first allocations
         for n in sizes:
             call = _setup(method, n, net, Path(tmp))
             out[str(n)] = measure(call)

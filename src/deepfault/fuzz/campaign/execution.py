@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,10 +16,33 @@ from ...core.capture import eval_mode, forward, model_device
 from ...errors import DeepFaultError
 from .oracle import to_probabilities
 
-__all__ = ["PASS_ROWS", "Executed", "ModelPair", "execution_copy", "fixed_passes"]
+__all__ = ["PASS_BYTES", "PASS_ROWS", "Executed", "ModelPair", "execution_copy", "fixed_passes", "pass_rows"]
 
-#: Inputs per forward pass of the campaign's models (:func:`fixed_passes`).
+#: Inputs per forward pass of the campaign's models at most (:func:`fixed_passes`, :func:`pass_rows`).
 PASS_ROWS = 128
+#: Bytes of input per forward pass at most (:func:`pass_rows`).
+PASS_BYTES = 16 << 20
+
+
+def pass_rows(shape: tuple[int, ...], itemsize: int = 4, *, limit: int = PASS_ROWS) -> int:
+    """Inputs per forward pass for inputs of ``shape``: ``limit``, or the largest power of two
+    whose inputs take at most :data:`PASS_BYTES` when ``limit`` of them would take more (at
+    least one).
+
+    Every pass of a campaign is padded to this many rows (:func:`fixed_passes`), so it sets
+    the campaign's working memory: 128 images of 3x224x224 are 75 MiB of input, and a ViT's
+    activations on them about ten times that, run for every step however few mutants it
+    executes (issue 26: 928 MiB and 4.5x the forwards needed for 56 mutants). It depends on the
+    input's shape alone, so a seeded campaign stays reproducible; inputs of 16 KiB or less
+    (MNIST, CIFAR-10) keep 128 rows, and their campaigns are unchanged.
+
+    Examples:
+        >>> pass_rows((1, 28, 28)), pass_rows((3, 32, 32)), pass_rows((3, 224, 224))
+        (128, 128, 16)
+    """
+    per = max(1, math.prod(shape) * int(itemsize))
+    rows = max(1, min(int(limit), PASS_BYTES // per))
+    return 1 << (rows.bit_length() - 1) if rows < limit else int(limit)
 
 
 @dataclass(frozen=True)
@@ -94,9 +118,10 @@ class ModelPair:
     Args:
         m1, m2: The original and the new model (same device); never modified.
         output_kinds: What each outputs (``logits`` or ``probabilities``).
+        rows: Inputs per forward pass (:func:`pass_rows`).
     """
 
-    def __init__(self, m1: nn.Module, m2: nn.Module, output_kinds: tuple[str, str]):
+    def __init__(self, m1: nn.Module, m2: nn.Module, output_kinds: tuple[str, str], rows: int = PASS_ROWS):
         if not isinstance(m1, nn.Module) or not isinstance(m2, nn.Module):
             raise DeepFaultError("m1 and m2 must be torch.nn.Module models")
         self.device = model_device(m1)
@@ -107,6 +132,7 @@ class ModelPair:
         self.m1 = execution_copy(m1, self.device)
         self.m2 = self.m1 if m2 is m1 else execution_copy(m2, self.device)
         self.kinds = output_kinds
+        self.rows = int(rows)
 
     @contextmanager
     def evaluating(self) -> Iterator[None]:
@@ -123,11 +149,11 @@ class ModelPair:
     def run(self, x: torch.Tensor, recorder=None) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
         """``(p1, p2, values)``: both models' probabilities ``(B, classes)`` on ``x`` and, with a
         ``recorder`` (a capture of M2), M2's neuron values. Without a recorder the models run
-        in passes of :data:`PASS_ROWS` inputs (:func:`fixed_passes`).
+        in passes of :attr:`rows` inputs (:func:`fixed_passes`).
         """
         if recorder is None:
-            p2 = fixed_passes(lambda xb: _probabilities(self.m2, xb, self.kinds[1], "M2"), x, PASS_ROWS)
-            p1 = fixed_passes(lambda xb: _probabilities(self.m1, xb, self.kinds[0], "M1"), x, PASS_ROWS)
+            p2 = fixed_passes(lambda xb: _probabilities(self.m2, xb, self.kinds[1], "M2"), x, self.rows)
+            p1 = fixed_passes(lambda xb: _probabilities(self.m1, xb, self.kinds[0], "M1"), x, self.rows)
             return p1.cpu().numpy(), p2.cpu().numpy(), None
         p2 = _probabilities(self.m2, x, self.kinds[1], "M2")
         values = recorder.collect() if recorder is not None else None

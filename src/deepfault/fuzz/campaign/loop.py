@@ -60,7 +60,7 @@ from .checkpoint import CampaignStore
 from .clock import Clock, StepCost, Timeline
 from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, RENAMED, CampaignConfig, CampaignProgress
 from .corpus import PAGE_SLOTS, STATIC_FIELDS, Corpus, ReferenceRows, page_slots
-from .execution import PASS_ROWS, ModelPair
+from .execution import ModelPair, pass_rows
 from .faults import FaultLog, RFData
 from .late import Deferred, LateChecks
 from .memory import DEFAULT_QUEUE_MEMORY, format_size, image_bytes, queue_slots, torch_dtype
@@ -110,6 +110,7 @@ class Campaign:
         self.m1 = m1  # the user's M1: a surprise check is fitted for its weights
         self.device = self.pair.device
         self.x, self.y = test_inputs(inputs, labels)
+        self.pair.rows = pass_rows(tuple(self.x.shape[1:]))  # fewer for large inputs (issue 26)
         self.bounds = (float(bounds[0]), float(bounds[1]))
         self.dataset, self.train_inputs, self.profile = dataset, train_inputs, profile
         self.mutants = config.mutants_per_input
@@ -220,7 +221,7 @@ class Campaign:
         last_checkpoint = clock.start()
         # a time budget sizes each step to the time left: a step cannot be interrupted (.clock.StepCost)
         per_input = self.seconds_per_input
-        cost = StepCost(None if per_input is None else per_input * PASS_ROWS)
+        cost = StepCost(None if per_input is None else per_input * self.pair.rows)
         checkpoint_seconds = 0.0
         layers = list(cfg.layers) if isinstance(cfg.layers, tuple) else cfg.layers
         values = self.keep.needs_values
@@ -271,13 +272,13 @@ class Campaign:
         return reason
 
     def step_passes(self, k: int) -> float:
-        """The forward passes (of :data:`~.execution.PASS_ROWS` rows, the last one padded) that
+        """The forward passes (of :attr:`~.execution.ModelPair.rows` rows, the last one padded) that
         a step of ``k`` iterations is expected to run: its mutants times the share of the
         mutants executed so far (all, before the first step), a fraction of a pass past the
         last full one counting as a whole. What a step costs on a slow model (.clock.StepCost).
         """
         executed = k * self.mutants * (self.passed / self.generated if self.generated else 1.0)
-        return float(max(1, math.ceil(executed / PASS_ROWS - 1e-9)))
+        return float(max(1, math.ceil(executed / self.pair.rows - 1e-9)))
 
     def progress(self) -> CampaignProgress:
         total = max(1, int(self.chooser.selected.sum()))

@@ -13,7 +13,7 @@ from ...core.capture import as_tensor
 from ...errors import DeepFaultError
 from ..mutation.diversity import tendency_of
 from ..mutation.rules import INPUT_KINDS
-from .execution import ModelPair
+from .execution import ModelPair, pass_rows
 from .metrics import FAULT_KINDS, FaultTable
 
 __all__ = ["SEED_BATCH", "Evaluation", "Seeds", "evaluate_seeds", "select_seeds", "test_inputs"]
@@ -67,8 +67,11 @@ def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: i
     # between the passes' large ones, and glibc's heap then grew by every pass (14 MiB for
     # 4,400 inputs of 4 KiB, one pass's activations per 1,024 inputs)
     p1 = p2 = np.zeros((0, 0), dtype=np.float32)
-    for start in range(0, n, SEED_BATCH):
-        a, b = pair.seed_probabilities(x[start : start + SEED_BATCH].to(pair.device))
+    # SEED_BATCH inputs per pass, fewer when they are large (1,024 ViT inputs of 3x224x224 took
+    # several GB of activations: issue 26)
+    rows = pass_rows(tuple(x.shape[1:]), limit=SEED_BATCH)
+    for start in range(0, n, rows):
+        a, b = pair.seed_probabilities(x[start : start + rows].to(pair.device))
         if start == 0:
             if a.shape[1] != b.shape[1]:
                 raise DeepFaultError(
