@@ -242,7 +242,7 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
     try:
         for name, x, y in augmentations:
             t0 = time.perf_counter()
-            xs = np.concatenate([x.astype(np.float32), data.x_train[mix_idx]])
+            xs = np.concatenate([x.astype(np.float32, copy=False), data.x_train[mix_idx]])
             ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
             tuned, tr = finetune(net, xs, ys, epochs=config.epochs, lr=config.lr,
                                  batch_size=config.batch_size, seed=config.seed)
