@@ -15,6 +15,12 @@ first loads what is loaded once (modules, caches). Run as::
 
     python -c "from helpers.memory_probe import main; main()" METHOD N1 N2 [--leak]
 
+A method ending in ``-conv`` (``profile-conv``, ``run-conv``, ``repair-conv``) runs on
+:func:`conv_model`'s 3x64x64 inputs instead of the MLP's 1,024 features. Its caller sets
+``MALLOC_MMAP_THRESHOLD_`` to 8 KiB (:data:`CONV_ENV`): the convolution's per-batch blocks
+between 8 and 64 KiB otherwise stay in glibc's heap and add 5-20 MB of noise to the resident
+set (a bare loop of forward passes shows it too).
+
 which prints one JSON line ``{"N1": {"rss": bytes, "py": bytes}, "N2": ...}``. ``--leak``
 plants a leak (a forward hook keeping every batch's outputs, as a torch tensor and as a numpy
 copy), to show that the meters see one.
@@ -43,6 +49,24 @@ ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1", "OMP_NUM_THRE
        "DEEPFAULT_THREADS": "none", "DEEPFAULT_NO_DOWNLOAD": "1"}
 
 
+CONV_SHAPE = (3, 64, 64)  # 48 KiB per input; a 3x3 convolution's 8 channels are 128 KiB per input
+
+
+def conv_model() -> nn.Module:
+    """A tiny convolutional classifier on 3x64x64 inputs: per input, its activations (128 KiB a
+    layer) are far larger than its results, so any per-input retention or a batch that grows
+    with the inputs shows at a few hundred inputs."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+                        nn.Linear(8 * 16, CLASSES))
+    with torch.no_grad():
+        net[-1].bias.copy_(-net(torch.full((1, *CONV_SHAPE), 0.5))[0] + net[-1].bias)
+    return net.eval()
+
+
+CONV_ENV = {**ENV, "MALLOC_MMAP_THRESHOLD_": "8192"}
+
+
 def model() -> nn.Module:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
@@ -56,8 +80,8 @@ class Generated(torch.utils.data.Dataset):
     """``n`` inputs made on demand (never all in memory at once), labelled by the model with
     every fifth label moved, so that some inputs are misclassified."""
 
-    def __init__(self, n: int, net: nn.Module, offset: int = 0):
-        self.n, self.offset = n, offset
+    def __init__(self, n: int, net: nn.Module, offset: int = 0, shape: tuple[int, ...] = (FEATURES,)):
+        self.n, self.offset, self.shape = n, offset, shape
         self.net = copy.deepcopy(net)  # its own copy: the method's hooks never see these passes
         self.net._forward_hooks.clear()
 
@@ -66,24 +90,26 @@ class Generated(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int):
         g = torch.Generator().manual_seed(self.offset + i)
-        x = torch.rand(FEATURES, generator=g)
+        x = torch.rand(self.shape, generator=g)
         with torch.no_grad():
             y = int(self.net(x[None]).argmax(1))
         return x, (y + 1) % CLASSES if i % 5 == 0 else y
 
 
-def arrays(n: int, net: nn.Module, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    data = Generated(n, net, offset)
-    x = np.stack([data[i][0].numpy() for i in range(n)])
-    y = np.array([data[i][1] for i in range(n)], dtype=np.int64)
+def arrays(n: int, net: nn.Module, offset: int = 0, shape: tuple[int, ...] = (FEATURES,)
+           ) -> tuple[np.ndarray, np.ndarray]:
+    data = Generated(n, net, offset, shape)
+    items = [data[i] for i in range(n)]
+    x = np.stack([xi.numpy() for xi, _ in items])
+    y = np.array([yi for _, yi in items], dtype=np.int64)
     return x, y
 
 
-def dataset(n: int, net: nn.Module):
+def dataset(n: int, net: nn.Module, shape: tuple[int, ...] = (FEATURES,)):
     from deepfault.data import Dataset
 
-    x, y = arrays(n, net)
-    xt, yt = arrays(n, net, offset=10**6)
+    x, y = arrays(n, net, shape=shape)
+    xt, yt = arrays(n, net, offset=10**6, shape=shape)
     return Dataset("generated", xt, yt, x, y, (0.0, 1.0), tuple(str(c) for c in range(CLASSES)))
 
 
@@ -164,8 +190,8 @@ def _setup(method: str, n: int, net: nn.Module, work: Path):
     """What the call at ``n`` inputs needs, built before the measurement; returns the call."""
     import deepfault as df
 
-    if method == "profile":
-        data = Generated(n, net)
+    if method in ("profile", "profile-conv"):
+        data = Generated(n, net, shape=CONV_SHAPE if method == "profile-conv" else (FEATURES,))
         return lambda: df.compute_profile(net, _loader(data), batch_size=BATCH, threads=1)
     if method == "measure":
         profile = df.compute_profile(net, _loader(Generated(200, net, 10**6)), batch_size=BATCH, threads=1)
@@ -185,9 +211,11 @@ def _setup(method: str, n: int, net: nn.Module, work: Path):
         data = Generated(n, net)
         return lambda: df.surprise_scores(net, _loader(data), state, kinds=("dsa",), batch_size=BATCH,
                                           threads=1)
-    if method == "run":
-        data = dataset(n, net)
-        config = df.RunConfig(k=5, num_inputs=5, batch_size=BATCH)
+    if method in ("run", "run-conv"):
+        data = dataset(n, net, CONV_SHAPE if method == "run-conv" else (FEATURES,))
+        # the conv model predicts two classes: its other two have no test input
+        classes = (0, 1) if method == "run-conv" else None
+        config = df.RunConfig(k=5, num_inputs=5, batch_size=BATCH, classes=classes)
         return lambda: df.run_deepfault(net, data, config, threads=1)
     if method == "xplore":
         from deepfault.xplore import XploreConfig
@@ -209,13 +237,14 @@ def _setup(method: str, n: int, net: nn.Module, work: Path):
         twin = copy.deepcopy(net)
         return lambda: df.regress(net, twin, dataset=data, store=None, budget="4it", inputs_per_step=2,
                                   fidelity="ssim:0.5", threads=1, checkpoint_every=3600)
-    if method == "repair":
+    if method in ("repair", "repair-conv"):
         from deepfault.repair import RepairConfig
 
-        data = dataset(n, net)
-        found = work / "found.npz"
+        shape = CONV_SHAPE if method == "repair-conv" else (FEATURES,)
+        data = dataset(n, net, shape)
+        found = work / f"found-{method}.npz"
         if not found.exists():  # the same 40 found inputs for every n: only the data set grows
-            x, y = arrays(40, net, offset=2 * 10**6)
+            x, y = arrays(40, net, offset=2 * 10**6, shape=shape)
             np.savez(found, originals=x, synthesized=np.clip(x + 0.05, 0, 1).astype(np.float32), labels=y,
                      pred_original=y, pred_synthesized=(y + 1) % CLASSES, test_index=np.arange(40))
         config = RepairConfig(epochs=1, baselines=("random-train",), mix=2.0)
@@ -227,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     method, sizes, leak = argv[0], [int(a) for a in argv[1:] if a.isdigit()], "--leak" in argv
     torch.set_num_threads(1)
-    net = model()
+    net = conv_model() if method.endswith("-conv") else model()
     if leak:
         _plant_leak(net)
     tracemalloc.start()

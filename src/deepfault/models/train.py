@@ -98,10 +98,13 @@ def fit(
     n_val = int(round(len(x) * config.val_fraction))
     val_idx, train_idx = order[:n_val], order[n_val:]
     device = model_device(model)
-    xt = torch.as_tensor(x[train_idx], dtype=torch.float32, device=device)
+    # The inputs as they are (no copy of float32 CPU inputs; issue 26: a copy of the training
+    # inputs grew the peak with them), each batch gathered through ``train_idx``.
+    x_all = torch.as_tensor(np.asarray(x), dtype=torch.float32, device=device)
+    rows = torch.as_tensor(train_idx, device=device)
     yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    steps_per_epoch = -(-len(xt) // config.batch_size)
+    steps_per_epoch = -(-len(yt) // config.batch_size)
     sched = None
     if config.schedule == "cosine":
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.epochs * steps_per_epoch)
@@ -117,12 +120,12 @@ def fit(
             torch.manual_seed(config.seed)
             for epoch in range(config.epochs):
                 model.train()
-                perm = torch.as_tensor(rng.permutation(len(xt)), device=device)
+                perm = torch.as_tensor(rng.permutation(len(yt)), device=device)
                 total, hits = torch.zeros((), device=device), torch.zeros((), device=device)
-                for i in range(0, len(xt), config.batch_size):
+                for i in range(0, len(yt), config.batch_size):
                     idx = perm[i : i + config.batch_size]
                     opt.zero_grad(set_to_none=True)
-                    out = model(xt[idx])
+                    out = model(x_all[rows[idx]])
                     loss = F.cross_entropy(out, yt[idx])
                     loss.backward()
                     opt.step()
@@ -133,12 +136,12 @@ def fit(
                     if bar is not None:
                         bar.update(1)
                         if bar.n % 50 == 0:
-                            seen = min(i + config.batch_size, len(xt))
+                            seen = min(i + config.batch_size, len(yt))
                             bar.set_postfix(epoch=f"{epoch + 1}/{config.epochs}",
                                             loss=f"{float(total) / seen:.4f}",
                                             acc=f"{float(hits) / seen:.4f}")
-                loss_value = float(total) / max(len(xt), 1)
-                acc_value = float(hits) / max(len(xt), 1)
+                loss_value = float(total) / max(len(yt), 1)
+                acc_value = float(hits) / max(len(yt), 1)
                 completed = epoch + 1
                 snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 log.debug("epoch %d: loss %.4f accuracy %.4f", completed, loss_value, acc_value)

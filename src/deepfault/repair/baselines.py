@@ -50,6 +50,7 @@ def baseline_inputs(
     eps: float,
     bim_steps: int,
     output_kind: str = "logits",
+    batch_size: int | None = None,
 ) -> list[BaselineInputs]:
     """The inputs of every baseline in ``names``, ``n`` each.
 
@@ -63,6 +64,8 @@ def baseline_inputs(
         eps: Radius of FGSM/BIM as a share of the pixel range.
         bim_steps: BIM iterations.
         output_kind: ``logits`` or ``probabilities``.
+        batch_size: Inputs per attack pass (default: the attacks' own); the inputs do not
+            depend on it.
     """
     from ..core.attacks import bim, fgsm
 
@@ -71,6 +74,7 @@ def baseline_inputs(
     test_idx = _draw(np.asarray(test_pool, np.int64), n, rng)
     x_test, y_test = data.x_test[test_idx], data.y_test[test_idx]
     lo, hi = (float(b) for b in data.bounds)
+    batch = {} if batch_size is None else {"batch_size": int(batch_size)}
     out = []
     for name in names:
         if name == "random-train":
@@ -78,9 +82,10 @@ def baseline_inputs(
         elif name == "random-test":
             out.append(BaselineInputs(name, x_test, y_test, test_idx))
         elif name == "fgsm":
-            x = fgsm(model, x_test, y_test, eps=eps * (hi - lo), bounds=data.bounds, output_kind=output_kind)
+            x = fgsm(model, x_test, y_test, eps=eps * (hi - lo), bounds=data.bounds, output_kind=output_kind,
+                     **batch)
             out.append(BaselineInputs(name, x.numpy(), y_test, test_idx))
         elif name == "bim":
-            x = bim(model, x_test, y_test, bounds=data.bounds, eps=eps, steps=bim_steps)
+            x = bim(model, x_test, y_test, bounds=data.bounds, eps=eps, steps=bim_steps, **batch)
             out.append(BaselineInputs(name, x.numpy(), y_test, test_idx))
     return out

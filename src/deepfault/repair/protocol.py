@@ -41,16 +41,22 @@ __all__ = ["repair", "evaluate_model", "save_repaired"]
 log = logging.getLogger(__name__)
 
 
-def _predict(model: nn.Module, x) -> np.ndarray:
+#: Inputs per forward pass of :func:`evaluate_model` when no batch size is given.
+PREDICT_BATCH = 1024
+
+
+def _predict(model: nn.Module, x, batch_size: int = PREDICT_BATCH) -> np.ndarray:
     """The ``(N,)`` int64 arg-max predictions, filled batch by batch into one array: no
     ``(N, classes)`` outputs and no list of per-batch tensors, whose small blocks pinned the
-    heap and made the resident set grow with N (issue 26).
+    heap and made the resident set grow with N (issue 26). ``repair`` passes its own batch
+    size: a fixed 1,024 ran every test split below it as one batch, so the peak grew with the
+    number of test inputs (ResNet-50 at 224x224: about 24 MiB per input).
     """
     from ..core.batches import iterate_batches
 
     out = np.zeros(len(x), np.int64)
     if len(x):
-        for b in iterate_batches(model, x, neurons=False, batch_size=1024):
+        for b in iterate_batches(model, x, neurons=False, batch_size=batch_size):
             out[b.start : b.stop] = b.outputs.argmax(1).cpu().numpy()
     return out
 
@@ -59,22 +65,24 @@ def _acc(pred: np.ndarray, y: np.ndarray) -> float | None:
     return float((pred == y).mean()) if len(y) else None
 
 
-def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> Evaluation:
+def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict,
+                   batch_size: int = PREDICT_BATCH) -> Evaluation:
     """Accuracies of ``model`` on ``data``'s test split, its ``clean`` part (bool ``(N,)``) and
     each held-out set: ``held[name] = (x, y, m1_right)`` with ``m1_right`` ``(H,)`` bool for
-    regression faults (else ``None``).
+    regression faults (else ``None``); ``batch_size`` inputs per forward pass.
     """
-    return _evaluate(model, data, clean=clean, held=held)[0]
+    return _evaluate(model, data, clean=clean, held=held, batch_size=batch_size)[0]
 
 
-def _evaluate(model: nn.Module, data, *, clean: np.ndarray, held: dict) -> tuple[Evaluation, np.ndarray]:
+def _evaluate(model: nn.Module, data, *, clean: np.ndarray, held: dict, batch_size: int = PREDICT_BATCH
+              ) -> tuple[Evaluation, np.ndarray]:
     """:func:`evaluate_model` and whether the model gets each held-out input right (bool, every
     file's held-out inputs in ``held``'s order, concatenated).
     """
-    pred = _predict(model, data.x_test)
+    pred = _predict(model, data.x_test, batch_size)
     held_out, rf, right = {}, {}, [np.zeros(0, bool)]
     for name, (x, y, m1_right) in held.items():
-        p = _predict(model, x)
+        p = _predict(model, x, batch_size)
         held_out[name] = _acc(p, y)
         right.append(p == y)
         if m1_right is not None:
@@ -181,7 +189,7 @@ def _split_files(files: list[InputFile], data, config: RepairConfig, train_on, m
         x_ho, y_ho = lab.inputs[ho], lab.labels[ho]
         m1_right = None
         if f.kind == "regress":
-            m1_pred = _m1_predictions(f, lab, ho, x_ho, m1_net)
+            m1_pred = _m1_predictions(f, lab, ho, x_ho, m1_net, config.batch_size)
             m1_right = m1_pred == y_ho
         held[name] = (x_ho, y_ho, m1_right)
         held_seeds.append(seeds[ho])
@@ -203,10 +211,10 @@ def _split_files(files: list[InputFile], data, config: RepairConfig, train_on, m
 
 
 def _m1_predictions(f: InputFile, lab: Labelled, held_rows: np.ndarray, x_ho: np.ndarray,
-                    m1_net: nn.Module | None) -> np.ndarray:
+                    m1_net: nn.Module | None, batch_size: int = PREDICT_BATCH) -> np.ndarray:
     """M1's predictions of a regress file's held-out inputs: recomputed with ``m1_net``, else saved."""
     if m1_net is not None:
-        return _predict(m1_net, x_ho)
+        return _predict(m1_net, x_ho, batch_size)
     if f.m1_pred is None:
         raise DeepFaultError(f"{f.name} is a regress file without M1's predictions; give M1 (--m1)")
     return f.m1_pred[lab.rows[held_rows]]
@@ -234,11 +242,11 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
     try:
         for name, x, y in augmentations:
             t0 = time.perf_counter()
-            xs = np.concatenate([x.astype(np.float32), data.x_train[mix_idx]])
+            xs = np.concatenate([x.astype(np.float32, copy=False), data.x_train[mix_idx]])
             ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
             tuned, tr = finetune(net, xs, ys, epochs=config.epochs, lr=config.lr,
                                  batch_size=config.batch_size, seed=config.seed)
-            after, right = _evaluate(tuned, data, clean=clean, held=held)
+            after, right = _evaluate(tuned, data, clean=clean, held=held, batch_size=config.batch_size)
             change = 100.0 * (_reference_accuracy(after) - _reference_accuracy(before))
             approaches.append(ApproachResult(name, len(x), after, change, change < -config.max_drop,
                                              tr.train_loss, time.perf_counter() - t0,
@@ -346,10 +354,11 @@ def repair(
     mix_idx = _mixed_in(config, n, len(data.x_train))
     test_pool = np.setdiff1d(np.arange(len(data.x_test)), found.held_seeds)
     baselines = baseline_inputs(config.baselines, net, data, n, seed=config.seed, test_pool=test_pool,
-                                eps=config.eps, bim_steps=config.bim_steps, output_kind=prepared.output_kind)
+                                eps=config.eps, bim_steps=config.bim_steps, output_kind=prepared.output_kind,
+                                batch_size=config.batch_size)
     used = [found.found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
     clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
-    before, right_before = _evaluate(net, data, clean=clean, held=found.held)
+    before, right_before = _evaluate(net, data, clean=clean, held=found.held, batch_size=config.batch_size)
     augmentations = [("found", found.found_x, found.found_y)] + [(b.name, b.x, b.y) for b in baselines]
     approaches, repaired = _fine_tune_each(net, data, augmentations, mix_idx, config, clean=clean,
                                            held=found.held, before=before, right_before=right_before,
