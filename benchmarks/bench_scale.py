@@ -26,8 +26,8 @@ measure    ``measure_coverage``, all seven criteria,       one forward per input
            with a profile of the training split
 rank       ``rank_inputs`` (default prioritisers)          one forward per input
 run        ``run_deepfault`` (spectrum, selection,         one forward per input, plus one forward
-           synthesis, evaluation; k=10, 1 iteration)       and ``iterations`` x (forward+backward)
-                                                           per synthesized input; and the spec's
+           synthesis from one seed per class,              and ``iterations`` x (forward+backward)
+           evaluation; k=10, 1 iteration)                  per synthesized input; and the spec's
                                                            per-neuron loop (below)
 synthesis  ``synthesize`` from every input, 10 neurons,    ``iterations`` x (forward+backward to
            ``--synthesis-iterations`` steps, the RMS-      the input) per input; and the spec's
@@ -412,7 +412,12 @@ def _forwards_bare(c: _Cell) -> float:
 
 def _run(c: _Cell) -> None:
     classes = tuple(int(k) for k in np.unique(c.y))  # every class with inputs (a small N may miss one)
-    res = c.df.run_deepfault(c.pm, c.data, c.df.RunConfig(k=10, classes=classes, batch_size=c.batch))
+    # One synthesis seed per class (``--inputs 1``) at every size: the spectrum grows with N, the
+    # synthesis batches do not, so N and 4N compare the same synthesis working set (with every
+    # input synthesized, N's classes hold 1-2 seeds and 4N's fill the batch: a bigger graph, not
+    # memory that grows with the inputs).
+    res = c.df.run_deepfault(c.pm, c.data, c.df.RunConfig(k=10, classes=classes, batch_size=c.batch,
+                                                           num_inputs=1))
     reps = [r for cls in res.classes for r in cls.repetitions]
     c.out["synthesized"] = int(sum(len(r.input_indices) for r in reps))
     c.selections = [([(n.layer, n.unit) for n in r.selection.neurons], np.asarray(r.input_indices))
