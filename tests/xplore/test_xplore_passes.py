@@ -57,13 +57,13 @@ def _count(monkeypatch, chunk, cpu_chunk=None):
     return result, counters, steps
 
 
-@pytest.mark.parametrize("cpu_chunk", [None, 7])
-def test_each_input_runs_forward_once_per_step(monkeypatch, cpu_chunk):
-    """One chunk, or several ("auto" capped at 7 rows a pass on the CPU): every model runs
-    each seed once per step, plus one one-input check and one one-input memory probe. The
-    former code ran each found or already-differing input forward again for coverage and, with
-    several chunks, every step twice."""
-    result, counters, steps = _count(monkeypatch, "auto", cpu_chunk)
+@pytest.mark.parametrize(("chunk", "cpu_chunk"), [("auto", None), ("auto", 7), (7, None)])
+def test_each_input_runs_forward_once_per_step(monkeypatch, chunk, cpu_chunk):
+    """One chunk, or several ("auto" capped at 7 rows a pass on the CPU, or 7 given): every
+    model runs each seed once per step, plus one one-input check and one one-input memory
+    probe. The former code ran each found or already-differing input forward again for
+    coverage and, with several chunks, every step twice."""
+    result, counters, steps = _count(monkeypatch, chunk, cpu_chunk)
     bare_forward = 32 + steps
     for c in counters:
         assert c.forward_inputs == bare_forward + 2
@@ -71,10 +71,11 @@ def test_each_input_runs_forward_once_per_step(monkeypatch, cpu_chunk):
         assert c.backward_inputs == steps + len(result.found) + int(result.already_differ.sum())
 
 
-def test_chunk_given_still_bounds_the_graphs(monkeypatch):
-    """A chunk given is the memory's bound: several chunks predict without graphs and redo
-    their forward with one (the one case with a second forward), no memory probe."""
-    result, counters, steps = _count(monkeypatch, 7)
+def test_groups_larger_than_memory_redo_their_forward(monkeypatch):
+    """Where the memory holds one chunk's graph only, several chunks predict without graphs
+    and redo their forward with one (the one case with a second forward)."""
+    monkeypatch.setattr(search_module, "resolve_batch_size", lambda *args, **kwargs: 7)
+    result, counters, steps = _count(monkeypatch, "auto")
     alive = 32 + steps  # the rows forwarded, all steps together
     for c in counters:
         assert alive + 1 < c.forward_inputs <= 2 * alive + 1

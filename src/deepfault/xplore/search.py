@@ -611,10 +611,13 @@ def search(
     num_classes, layouts = _inspected or _inspect(models, first, names, config.layer_selection())
     chunk = resolve_batch_size(models, first, "auto" if chunk_size is None else chunk_size, backward=True,
                                count=num)
-    # The rows whose graphs fit in memory at once: an "auto" chunk's size before the CPU's
-    # cap (a group of several such chunks keeps their graphs, no second forward); a chunk
-    # given is the memory's bound too.
+    # The rows whose graphs fit in memory at once, by the rule of batch_size="auto": a group
+    # of several chunks that fits keeps their graphs (no second forward per step). "auto"
+    # gives it before the CPU's cap; a chunk given asks the rule (one cached one-input probe
+    # per model) only when a group has more rows than one chunk.
     graph_rows = chunk
+    if chunk_size not in (None, "auto") and size > chunk:
+        graph_rows = max(chunk, resolve_batch_size(models, first, "auto", backward=True, count=size))
     if chunk_size in (None, "auto") and device.type == "cpu":  # small passes stay in the CPU's caches
         chunk = min(chunk, CPU_CHUNK)
     run = _Run(models, names, kinds, config, box, device, chunk, mask, graph_rows=graph_rows)
