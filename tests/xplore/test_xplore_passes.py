@@ -79,3 +79,27 @@ def test_groups_larger_than_memory_redo_their_forward(monkeypatch):
     alive = 32 + steps  # the rows forwarded, all steps together
     for c in counters:
         assert alive + 1 < c.forward_inputs <= 2 * alive + 1
+
+
+def test_capture_also_gives_the_second_transform_of_the_same_pass():
+    """``capture(also="layer-minmax")``: the raw values (with graph) and, detached, the values a
+    separate ``layer-minmax`` capture gives, from one forward pass."""
+    from deepfault.core.capture import capture
+
+    model = conv(0.02)
+    x = torch.as_tensor(np.random.default_rng(1).uniform(0, 1, (5, 1, 6, 6)).astype(np.float32))
+    x.requires_grad_(True)
+    with capture(model, "deepxplore", also="layer-minmax") as rec:
+        model(x)
+        raw = rec.collect()
+    with torch.no_grad(), capture(model, "deepxplore", transform="layer-minmax") as ref:
+        model(x)
+        minmax = ref.collect()
+    with torch.no_grad(), capture(model, "deepxplore") as ref_raw:
+        model(x)
+        plain = ref_raw.collect()
+    assert raw.requires_grad
+    assert rec.also_values is not None
+    assert not rec.also_values.requires_grad
+    torch.testing.assert_close(rec.also_values, minmax)
+    torch.testing.assert_close(raw.detach(), plain)
