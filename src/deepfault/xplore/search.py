@@ -307,15 +307,11 @@ class _Run:
     seed_predictions: np.ndarray
 
     def __init__(self, models, names, output_kinds, config: XploreConfig, bounds: InputBounds, device,
-                 chunk_size: int | None = None, fixed: np.ndarray | None = None,
-                 graph_rows: int | None = None):
+                 chunk_size: int | None = None, fixed: np.ndarray | None = None):
         self.models = list(models)
         if chunk_size is None:  # search() resolves "auto"; a bare _Run keeps the fixed rule
             chunk_size = CPU_CHUNK if torch.device(device).type == "cpu" else 1 << 30
         self.chunk_size = check_int("chunk_size", chunk_size)
-        #: Rows whose graphs may be held at once (the memory's forward+backward batch): a
-        #: group of several chunks keeps every chunk's graph when it has at most this many.
-        self.graph_rows = max(self.chunk_size, check_int("graph_rows", graph_rows or self.chunk_size))
         self.names = list(names)
         self.config = config
         self.constraint = config.constraint()
@@ -405,12 +401,13 @@ class _Run:
         for it in range(cfg.iterations + 1):
             last = it == cfg.iterations
             # The neurons of this step depend on the coverage after *all* rows were checked, so
-            # the backward passes come after every row's forward. The chunks keep their graphs
-            # for them when the group's graphs fit in memory (graph_rows); else they predict
-            # without graphs and each redoes its forward with a graph just before its backward,
-            # so memory is one chunk's graph, not the group's (one extra forward per step).
-            # Coverage takes the layer-minmax values this same forward captured (issue 26).
-            chunks = self.forward_chunks(x, graph=len(x) <= self.graph_rows and not last)
+            # the backward passes come after every row's forward. One chunk keeps its graph for
+            # them; several chunks predict without graphs and each redoes its forward with a
+            # graph just before its backward, so memory is one chunk's graph, not the group's
+            # (one extra forward per step; keeping every chunk's graph made xplore's memory grow
+            # with the seeds, issue 26). Coverage takes the layer-minmax values this same forward
+            # captured.
+            chunks = self.forward_chunks(x, graph=len(x) <= self.chunk_size and not last)
             preds = torch.cat([torch.stack([s.detach().argmax(dim=1) for s in sc]) for _, sc, _, _ in chunks],
                               dim=1)  # (n, B)
             cover = [torch.cat([ch[3][k] for ch in chunks]) for k in range(n)]
@@ -611,16 +608,9 @@ def search(
     num_classes, layouts = _inspected or _inspect(models, first, names, config.layer_selection())
     chunk = resolve_batch_size(models, first, "auto" if chunk_size is None else chunk_size, backward=True,
                                count=num)
-    # The rows whose graphs fit in memory at once, by the rule of batch_size="auto": a group
-    # of several chunks that fits keeps their graphs (no second forward per step). "auto"
-    # gives it before the CPU's cap; a chunk given asks the rule (one cached one-input probe
-    # per model) only when a group has more rows than one chunk.
-    graph_rows = chunk
-    if chunk_size not in (None, "auto") and size > chunk:
-        graph_rows = max(chunk, resolve_batch_size(models, first, "auto", backward=True, count=size))
     if chunk_size in (None, "auto") and device.type == "cpu":  # small passes stay in the CPU's caches
         chunk = min(chunk, CPU_CHUNK)
-    run = _Run(models, names, kinds, config, box, device, chunk, mask, graph_rows=graph_rows)
+    run = _Run(models, names, kinds, config, box, device, chunk, mask)
     draws = draw_randomness(num, len(models), config, run.constraint)
     count = auto_threads(models, device) if threads == "auto" else \
         None if threads is None else check_int("threads", threads, minimum=1)
