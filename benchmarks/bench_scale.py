@@ -559,6 +559,9 @@ def child(spec: dict) -> dict:
     # Warm-up on one input, not timed: one batch would leave its freed buffers resident and hide
     # the method's own from the peak (benchmarks/NOTES.md, issue 6).
     bare_forward(c.net, c.x[:1], 1, c.device)
+    # The first optimiser a process makes imports torch._dynamo (1-7 s, torch's lazy import):
+    # paid here, not by the first fine-tuning timed (the bare training makes its Adam untimed).
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
     setup(c)
     if c.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(c.device)

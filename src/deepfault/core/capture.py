@@ -469,12 +469,16 @@ class _Recorder:
     """Collects one forward pass's unit values from the hooks."""
 
     def __init__(self, names: list[str], drop_last: bool, transform: str = "raw",
-                 tokens: frozenset[str] = frozenset()):
+                 tokens: frozenset[str] = frozenset(), also: str | None = None):
         self._names = names
         self._tokens = tokens
         self._drop_last = drop_last
         self._transform = transform
+        self._also = also
         self._values: dict[str, torch.Tensor] = {}
+        self._also_values: dict[str, torch.Tensor] = {}
+        #: With ``also``: the last pass's values under that transform, without graph.
+        self.also_values: torch.Tensor | None = None
         self._order: list[str] = []
         self.layout: NeuronLayout | None = None
 
@@ -497,6 +501,9 @@ class _Recorder:
             if softmax:
                 output = torch.softmax(model_outputs(output).flatten(1), dim=1)
             self._values[name] = _units(module, output, self._transform, features_last=name in self._tokens)
+            if self._also is not None:  # from the same output, without a graph
+                self._also_values[name] = _units(module, output.detach(), self._also,
+                                                 features_last=name in self._tokens)
             self._order.append(name)
 
         return record
@@ -530,6 +537,10 @@ class _Recorder:
             parts = {layer.name: self._values[layer.name] for layer in self.layout.layers}
         except KeyError as err:
             raise DeepFaultError(f"layer {err.args[0]!r} did not run in this forward pass") from None
+        if self._also is not None:
+            also = [self._also_values[layer.name] for layer in self.layout.layers]
+            self.also_values = torch.cat(also, dim=1) if len(also) > 1 else also[0]
+            self._also_values.clear()
         self._values.clear()
         self._order.clear()
         return parts
@@ -537,7 +548,8 @@ class _Recorder:
 
 @contextlib.contextmanager
 def capture(
-    model: nn.Module, layers: Sequence[str] | str | None = None, *, transform: str = "raw"
+    model: nn.Module, layers: Sequence[str] | str | None = None, *, transform: str = "raw",
+    also: str | None = None,
 ) -> Iterator[_Recorder]:
     """Register forward hooks on the neuron layers for the duration of a ``with`` block.
 
@@ -557,6 +569,9 @@ def capture(
             its neurons are the features (the mean over the tokens).
         transform: ``"raw"`` values, or ``"layer-minmax"``: each input's whole layer
             output min-max scaled to [0, 1] before a channel's spatial mean.
+        also: A second transform computed from the same pass (without a graph), read as
+            ``recorder.also_values`` after ``collect()``: xplore's gradient takes the raw
+            values and its coverage the ``layer-minmax`` ones, from one forward pass.
 
     Yields:
         A recorder; after each forward pass, ``recorder.collect()`` returns the ``(N, M)``
@@ -567,12 +582,14 @@ def capture(
             transform.
     """
     check_transform(transform)
+    if also is not None:
+        check_transform(also)
     check_model(model)
     names, drop_last = _resolve(model, layers)
     modules = dict(model.named_modules())
     modules[SOFTMAX_LAYER] = model
     tokens = frozenset(n for n in names if n in modules and features_last(modules[n]))
-    recorder = _Recorder(names, drop_last, transform, tokens)
+    recorder = _Recorder(names, drop_last, transform, tokens, also)
     with forward_hooks({name: modules[name] for name in names}, recorder.hook):
         yield recorder
 

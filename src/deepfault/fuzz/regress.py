@@ -41,7 +41,6 @@ from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
 from ..models import ModelFile, open_model
-from ..models.blackbox import outputs_only
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
@@ -377,8 +376,8 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     if c1 != c2:  # the campaign says the same, but only after the store is opened
         raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
                              "one classifier")
-    if outputs_only(m2) and not config.strategy_spec.reads_m2:
-        return  # DRFuzz reads M2's outputs only
+    if not config.strategy_spec.reads_m2:
+        return  # DRFuzz reads M2's outputs only: no layer of it to check (no pass of M2's: issue 26)
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
     for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
         break

@@ -47,8 +47,7 @@ from torch import nn
 
 from .. import checks
 from ..checks import check_int
-from ..core.batches import activations
-from ..core.capture import NeuronLayout, as_tensor, capture, eval_mode, forward, model_device
+from ..core.capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from ..core.entry import renamed
 from ..core.memory import resolve_batch_size
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
@@ -181,6 +180,15 @@ def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Seque
         DeepFaultError: Fewer than two models, models on different devices, a model that
             cannot take the inputs, or models with different numbers of classes.
     """
+    return _inspect(models, sample, names, layouts=False)[0]
+
+
+def _inspect(models: Sequence[nn.Module], sample: torch.Tensor, names: Sequence[str],
+             layers=None, *, layouts: bool = True) -> tuple[int, list[NeuronLayout]]:
+    """:func:`check_models`, and each model's neuron layout for ``layers`` (as
+    :func:`~deepfault.core.capture.capture` takes them) from the same one-input forward pass
+    (one pass per model, not two: issue 26); no layouts when ``layouts`` is false.
+    """
     if len(models) < 2:
         raise DeepFaultError(
             f"DeepXplore compares two or more models; got {len(models)}: give at least two with --model"
@@ -191,14 +199,19 @@ def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Seque
     if len(devices) > 1:
         raise DeepFaultError(f"the models are on different devices ({', '.join(sorted(devices))}); "
                              "move them to one device")
-    classes = []
+    classes, found = [], []
     with contextlib.ExitStack() as stack, torch.inference_mode():
         for name, model in zip(names, models, strict=True):
             stack.enter_context(eval_mode(model))
-            try:
-                out = forward(model, sample.to(model_device(model)))
-            except DeepFaultError as err:
-                raise DeepFaultError(f"model {name!r}: {err}") from err
+            with capture(model, layers) if layouts else contextlib.nullcontext() as rec:
+                try:
+                    out = forward(model, sample.to(model_device(model)))
+                except DeepFaultError as err:
+                    raise DeepFaultError(f"model {name!r}: {err}") from err
+                if rec is not None:
+                    rec.collect()
+                    assert rec.layout is not None  # collect() sets it
+                    found.append(rec.layout)
             if out.ndim != 2:
                 raise DeepFaultError(f"model {name!r} returns shape {tuple(out.shape)}, not (N, classes)")
             classes.append(out.shape[1])
@@ -208,7 +221,7 @@ def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Seque
             f"the models predict different numbers of classes ({detail}); DeepXplore compares "
             "models of the same task"
         )
-    return classes[0]
+    return classes[0], found
 
 
 def scoring_models(models: Sequence, names: Sequence[str] | None, output_kinds: Sequence[str] | None,
@@ -330,52 +343,48 @@ class _Run:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def layouts(self, sample: torch.Tensor) -> list[NeuronLayout]:
-        out = []
-        with torch.inference_mode():
-            for model in self.models:
-                with capture(model, self.layers) as rec:
-                    forward(model, sample)
-                    rec.collect()
-                assert rec.layout is not None  # collect() sets it
-                out.append(rec.layout)
-        return out
-
-    def update_coverage(self, x: torch.Tensor) -> None:
-        """Fold inputs ``x`` into every model's coverage (``layer-minmax`` values)."""
-        if len(x) == 0:
+    def update_coverage(self, cover: Sequence[torch.Tensor], rows: torch.Tensor) -> None:
+        """Fold the inputs ``rows`` of a step into every model's coverage, from the
+        ``layer-minmax`` values ``cover`` (one ``(B, M)`` per model) that the step's own
+        forward pass captured: no forward pass of its own (issue 26).
+        """
+        if not bool(rows.any()):
             return
-        for model, nc in zip(self.models, self.coverage, strict=True):
-            _, values = activations(model, x, layers=self.layers, transform="layer-minmax")
-            nc.update(values)
+        for values, nc in zip(cover, self.coverage, strict=True):
+            picked = values[rows]
+            check_finite(picked, nc.layout)
+            nc.update(picked)
 
     def note(self, group: int, iteration: int) -> None:
         self.trace.append(TracePoint(group, iteration, self.elapsed(), self.num_found,
                                      tuple(int(nc.covered.sum()) for nc in self.coverage)))
 
-    def scores(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Each model's ``(B, classes)`` scores, without neuron values or graph."""
-        with torch.no_grad():
-            outs = [(forward(m, x), soft) for m, soft in zip(self.models, self.probabilities, strict=True)]
-        return [torch.softmax(out, dim=1) if soft else out for out, soft in outs]
-
     def forward_chunks(self, x: torch.Tensor, *, graph: bool) -> list[tuple]:
-        """``(xc, scores, values)`` per chunk of ``x``; ``values`` ``None`` without ``graph``."""
+        """``(xc, scores, values, cover)`` per chunk of ``x``; ``values`` ``None`` without
+        ``graph`` (see :meth:`scores_and_values`).
+        """
         chunks: list[tuple] = []
         for start in range(0, len(x), self.chunk_size):
             xc = x[start : start + self.chunk_size].detach().requires_grad_(graph)
-            chunks.append((xc, *self.scores_and_values(xc)) if graph else (xc, self.scores(xc), None))
+            with contextlib.nullcontext() if graph else torch.no_grad():
+                scores, values, cover = self.scores_and_values(xc)
+            chunks.append((xc, scores, values if graph else None, cover))
         return chunks
 
-    def scores_and_values(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Each model's ``(B, classes)`` scores and ``(B, M)`` raw neuron values, with graph."""
-        scores, values = [], []
+    def scores_and_values(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor],
+                                                         list[torch.Tensor]]:
+        """Each model's ``(B, classes)`` scores, ``(B, M)`` raw neuron values (with graph when
+        ``x`` requires one) and ``(B, M)`` ``layer-minmax`` values (coverage's, no graph).
+        """
+        scores, values, cover = [], [], []
         for model, soft in zip(self.models, self.probabilities, strict=True):
-            with capture(model, self.layers) as rec:
+            with capture(model, self.layers, also="layer-minmax") as rec:
                 out = forward(model, x)
                 values.append(rec.collect())
+            assert rec.also_values is not None  # collect() sets it
+            cover.append(rec.also_values)
             scores.append(torch.softmax(out, dim=1) if soft else out)
-        return scores, values
+        return scores, values, cover
 
     def search_group(self, group: int, rows: np.ndarray, x0: torch.Tensor, draws, bar) -> None:
         """Advance the seeds ``rows`` together until they disagree or run out of steps.
@@ -395,24 +404,29 @@ class _Run:
             # the backward passes come after every row's forward. One chunk keeps its graph for
             # them; several chunks predict without graphs and each redoes its forward with a
             # graph just before its backward, so memory is one chunk's graph, not the group's
-            # (one extra forward per step: issue 26).
+            # (one extra forward per step; keeping every chunk's graph made xplore's memory grow
+            # with the seeds, issue 26). Coverage takes the layer-minmax values this same forward
+            # captured.
             chunks = self.forward_chunks(x, graph=len(x) <= self.chunk_size and not last)
-            preds = torch.cat([torch.stack([s.detach().argmax(dim=1) for s in sc]) for _, sc, _ in chunks],
+            preds = torch.cat([torch.stack([s.detach().argmax(dim=1) for s in sc]) for _, sc, _, _ in chunks],
                               dim=1)  # (n, B)
+            cover = [torch.cat([ch[3][k] for ch in chunks]) for k in range(n)]
             keep = torch.ones(len(alive), dtype=torch.bool, device=self.device)
             if it == 0:
                 self.seed_predictions[rows] = preds.T.cpu().numpy()
                 common = preds[0].cpu()
                 differ = (preds != preds[0]).any(dim=0)
                 keep = ~differ
-                self.update_coverage(x0[differ])
+                self.update_coverage(cover, differ)
             else:
                 differ = (preds != preds[0]).any(dim=0)
                 if bool(differ.any()):
                     keep = ~differ
                     d = differ.cpu().numpy()
+                    self.update_coverage(cover, differ)
                     self._record(rows[alive[d]], x.detach()[differ], x0[alive[d]], preds[:, differ],
                                  common[alive[d]], draws.targets[rows[alive[d]]], it)
+            del cover
             self.note(group, it)
             if bar is not None:
                 bar.update(1)
@@ -427,7 +441,7 @@ class _Run:
             c = common[alive].to(self.device)
             tgt = targets[alive]
             grads = []
-            for start, (xc, scores, values) in zip(range(0, len(x), self.chunk_size), chunks, strict=True):
+            for start, (xc, scores, values, _) in zip(range(0, len(x), self.chunk_size), chunks, strict=True):
                 part = slice(start, start + len(xc))
                 kept = keep[part]
                 if not bool(kept.any()):
@@ -435,7 +449,7 @@ class _Run:
                     continue
                 if values is None:  # predicted without a graph: the forward again, with one
                     xc = xc.requires_grad_(True)
-                    scores, values = self.scores_and_values(xc)
+                    scores, values, _ = self.scores_and_values(xc)
                 per_row = torch.zeros(len(xc), device=self.device, dtype=x.dtype)
                 for k in range(n):
                     weight = torch.where(tgt[part] == k, -cfg.lambda1, 1.0).to(x.dtype)
@@ -457,8 +471,7 @@ class _Run:
             neurons = [nk[keep] for nk in neurons]
 
     def _record(self, rows, x, seeds, preds, common, targets, it) -> None:
-        """Keep the inputs found at step ``it`` and fold them into coverage."""
-        self.update_coverage(x)
+        """Keep the inputs found at step ``it`` (already folded into coverage)."""
         if self.first_found is None:
             self.first_found = self.elapsed()
         self.num_found += len(x)
@@ -506,6 +519,7 @@ def search(
     labels: LabelData | None = None,
     fixed: Sequence[int] | np.ndarray | None = None,
     _take: np.ndarray | None = None,
+    _inspected: tuple[int, list[NeuronLayout]] | None = None,
 ) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
@@ -590,7 +604,8 @@ def search(
         )
     device = model_device(models[0])
     first = gather(np.arange(1))
-    num_classes = check_models(models, first, names)
+    # xplore checked the models and took their layouts in one pass already
+    num_classes, layouts = _inspected or _inspect(models, first, names, config.layer_selection())
     chunk = resolve_batch_size(models, first, "auto" if chunk_size is None else chunk_size, backward=True,
                                count=num)
     if chunk_size in (None, "auto") and device.type == "cpu":  # small passes stay in the CPU's caches
@@ -600,7 +615,6 @@ def search(
     count = auto_threads(models, device) if threads == "auto" else \
         None if threads is None else check_int("threads", threads, minimum=1)
     with _frozen(models), _threads(count):
-        layouts = run.layouts(first.to(device))
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
         run.start = time.perf_counter()
         run.seed_predictions = np.zeros((num, len(models)), dtype=np.int64)
@@ -712,8 +726,10 @@ def xplore(
     models, names, output_kinds, bounds = scoring_models(models, names, output_kinds, bounds,
                                                          config.objective)
     x = as_tensor(inputs, name="inputs")
-    if len(x):  # models that cannot be compared are the first thing to say
-        check_models(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None else names)
+    inspected = None
+    if len(x):  # models that cannot be compared are the first thing to say (and their layouts)
+        inspected = _inspect(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None
+                             else names, config.layer_selection())
     if len(x):  # the seeds, their search copies and their gradients, before any is drawn
         n = config.num_seeds
         checks.check_memory("seeds", n, 3.0 * n * x[0].numel() * x.element_size(),
@@ -730,4 +746,5 @@ def xplore(
     # the pool and the drawn rows: search copies one group's seeds at a time, not every seed
     return search(models, x, config=config, bounds=bounds, seed_index=index,
                   names=names, output_kinds=output_kinds, progress=progress, chunk_size=batch_size,
-                  threads=threads, labels=seed_labels, fixed=fixed, _take=index)
+                  threads=threads, labels=seed_labels, fixed=fixed, _take=index,
+                  _inspected=inspected if len(index) else None)
