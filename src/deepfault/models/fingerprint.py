@@ -45,5 +45,5 @@ def fingerprint(module: nn.Module, *, length: int = 16) -> str:
     for name, tensor in sorted(module.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
         digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy())  # the buffer itself, no bytes copy
     return digest.hexdigest()[:length]
