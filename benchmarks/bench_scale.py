@@ -186,10 +186,12 @@ def prepare_inputs(name: str, n: int, folder: Path, seed: int) -> dict:
     torch.save(model.state_dict(), folder / f"{name}.pt")
     m2 = copy.deepcopy(model)
     g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():  # M2: every weight moved by 5% of its tensor's spread
+    # M2: every weight moved by 0.1% of its tensor's spread, a close new version. (At 5% or 1% a random
+    # ResNet-50's M2 agreed with M1 on so few inputs that regress queued no seed and ran no mutant.)
+    with torch.no_grad():
         for p in m2.parameters():
             if p.ndim > 1:
-                p += 0.05 * p.std() * torch.randn(p.shape, generator=g)
+                p += 0.001 * p.std() * torch.randn(p.shape, generator=g)
     torch.save(m2.state_dict(), folder / f"{name}-m2.pt")
     files = {}
     for label, size in (("N", n), ("4N", big)):
