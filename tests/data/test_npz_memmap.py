@@ -107,3 +107,60 @@ def test_a_member_shorter_than_its_header_says(tmp_path):
             zf.writestr(name, blob)
     with pytest.raises(DeepFaultError, match=r"^cannot read .* \(ValueError: member x.npy is shorter"):
         load_npz(path)
+
+
+def _rss_file() -> int | None:
+    """This process's resident file-backed bytes (``RssFile``), ``None`` off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _big_npz(tmp_path, n: int = 1024):
+    x = np.random.default_rng(0).random((n, 3, 64, 64), dtype=np.float32)  # 48 MiB
+    path = tmp_path / "big.npz"
+    np.savez(path, x=x, y=np.arange(n) % 3)
+    return path, x
+
+
+@pytest.mark.skipif(_rss_file() is None, reason="needs /proc/self/status (Linux)")
+def test_a_mapped_files_pages_are_handed_back(tmp_path):
+    """Loading leaves none of the checked pages resident, and ``release`` drops what a read
+    made resident, without changing a value (issue 26: top's RES stays flat)."""
+    from deepfault.core.mapped import release
+
+    path, x = _big_npz(tmp_path)
+    before = _rss_file()
+    data = load_npz(path)
+    assert _mapped(data.x_test)
+    assert _rss_file() - before < 8 << 20  # the checks read all 48 MiB; they are handed back
+    assert float(data.x_test.sum(dtype=np.float64)) == pytest.approx(float(x.sum(dtype=np.float64)))
+    assert _rss_file() - before > 32 << 20  # a whole read makes them resident...
+    release()
+    assert _rss_file() - before < 8 << 20  # ...and a release hands them back
+    np.testing.assert_array_equal(data.x_test[::97], x[::97])  # read again from the file
+
+
+@pytest.mark.skipif(_rss_file() is None, reason="needs /proc/self/status (Linux)")
+def test_a_pass_over_mapped_inputs_keeps_resident_memory_flat(tmp_path):
+    """The batch loop hands each read batch's pages back: the file's resident pages during a
+    pass stay a small part of the 48 MiB read."""
+    import torch
+
+    import deepfault as df
+    path, _ = _big_npz(tmp_path)
+    data = load_npz(path)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(4, 3)).eval()
+    seen: list[int] = []  # RssFile at each of the 16 batches (the first pages in torch's code too)
+    net.register_forward_hook(lambda *_: seen.append(_rss_file()))
+    df.compute_profile(net, data.x_test, batch_size=64)
+    assert len(seen) == 16
+    rise = max(seen) - seen[0]
+    assert rise < 8 << 20, f"resident file pages rose by {rise / 2**20:.1f} MiB over a pass reading 48 MiB"

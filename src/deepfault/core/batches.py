@@ -24,6 +24,7 @@ from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 from .capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from .inputs import InputData, LabelData, check_data, inputs_and_labels, num_inputs, stream
+from .mapped import release
 from .memory import AUTO, AUTO_MAX, BatchSize, check_batch_size, resolve_batch_size
 from .outputs import check_outputs_finite
 
@@ -147,6 +148,7 @@ def iterate_batches(
             if shown is not None:
                 shown.update(len(xb))
             yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
+            release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
             start += len(xb)
 
 

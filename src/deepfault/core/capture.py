@@ -33,6 +33,7 @@ from torch import nn
 
 from ..errors import DeepFaultError
 from .inputs import check_data, unpack
+from .mapped import release
 from .registry import suggestion, unknown_name
 
 __all__ = [
@@ -182,8 +183,20 @@ def all_finite(x: torch.Tensor) -> bool:
     """
     if x.numel() == 0:
         return True
-    low, high = torch.aminmax(x)
-    return bool(torch.isfinite(low) & torch.isfinite(high))
+    if x.ndim == 0 or x.nbytes <= _FINITE_CHUNK:
+        low, high = torch.aminmax(x)
+        return bool(torch.isfinite(low) & torch.isfinite(high))
+    rows = max(1, _FINITE_CHUNK // max(1, x[0].nbytes))
+    for i in range(0, len(x), rows):  # in chunks: a memory-mapped set's pages go back as read
+        low, high = torch.aminmax(x[i : i + rows])
+        release()
+        if not bool(torch.isfinite(low) & torch.isfinite(high)):
+            return False
+    return True
+
+
+#: Bytes of inputs :func:`all_finite` reduces at a time.
+_FINITE_CHUNK = 16 << 20
 
 
 def as_tensor(inputs, *, name: str = "inputs", start: int = 0) -> torch.Tensor:

@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data import Dataset as TorchDataset
 
 from ..errors import DeepFaultError
+from .mapped import release
 
 __all__ = ["DATA_FORMS", "InputData", "LabelData", "check_data", "default_bounds", "inputs_and_labels",
            "is_torch_data", "num_inputs", "stream", "unpack"]
@@ -232,6 +233,7 @@ def stream(data, labels=None, *, batch_size: int = 1024
                 yb = None if y is None else y[lo : lo + batch_size].long()
             start += len(xb)
             yield xb, yb
+            release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
     if given is not None and start != len(given):
         raise DeepFaultError(f"labels must be a 1-D array with one label per input ({start}); "
                              f"got {len(given)}")

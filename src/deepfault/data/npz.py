@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checks import MAX_CLASSES
+from ..core.mapped import register, release
 from ..errors import DeepFaultError
 from .dataset import Dataset
 
@@ -94,6 +95,7 @@ def _mapped(path: Path, zf: zipfile.ZipFile, member: str) -> np.ndarray | None:
     if count == 0:
         return None
     mapped = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=tuple(shape), order="C")
+    register(mapped)  # the batch loops hand its pages back as they go (core/mapped.py)
     return mapped.view(np.ndarray)  # a plain array; its base keeps the map open
 
 
@@ -333,6 +335,7 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
                 f"bounds {bounds}; {fix}"
             )
 
+    release()  # the checks read every page; none is needed until a pass reads it
     return Dataset(
         name=name or path.stem,
         x_train=x_train,

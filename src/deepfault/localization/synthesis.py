@@ -26,6 +26,7 @@ from torch import nn
 from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
 from ..core.entry import applies_threads, renamed
+from ..core.mapped import release
 from ..core.memory import resolve_batch_size
 from ..core.progress import progress_bar
 from ..errors import DeepFaultError
@@ -259,6 +260,7 @@ def _synthesize_recording(
                 cur = cur.detach() + (step * g).clamp(-distance, distance)
                 cur = torch.minimum(torch.maximum(cur, x0 - distance), x0 + distance).clamp(lo, hi)
             out.append(cur.detach().cpu())
+            release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
             if on_batch is not None:
                 on_batch(len(x0))
     values = torch.cat(before) if before else torch.zeros(len(x_all), len(record))

@@ -49,6 +49,7 @@ from .. import checks
 from ..checks import check_int
 from ..core.capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from ..core.entry import renamed
+from ..core.mapped import release
 from ..core.memory import resolve_batch_size
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
@@ -626,6 +627,7 @@ def search(
         try:
             for g, rows in enumerate(groups):
                 run.search_group(g, rows, gather(rows).to(device), draws, bar)
+                release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
         finally:
             if bar is not None:
                 bar.close()

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ...core.capture import as_tensor
+from ...core.mapped import release
 from ...errors import DeepFaultError
 from ..mutation.diversity import tendency_of
 from ..mutation.rules import INPUT_KINDS
@@ -82,6 +83,7 @@ def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: i
         p1[start : start + len(a)] = a
         p2[start : start + len(b)] = b
         del a, b
+        release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
     if y.max(initial=0) >= p1.shape[1] or y.min(initial=0) < 0:
         raise DeepFaultError(
             f"labels must lie in 0..{p1.shape[1] - 1} (the models' classes); got {y.min()}..{y.max()}"
