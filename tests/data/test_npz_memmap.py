@@ -129,16 +129,24 @@ def _big_npz(tmp_path, n: int = 1024):
 
 
 @pytest.mark.skipif(_rss_file() is None, reason="needs /proc/self/status (Linux)")
-def test_a_mapped_files_pages_are_handed_back(tmp_path):
+def test_a_mapped_files_pages_are_handed_back(tmp_path, monkeypatch):
     """Loading leaves none of the checked pages resident, and ``release`` drops what a read
     made resident, without changing a value (issue 26: top's RES stays flat)."""
     from deepfault.core.mapped import release
 
     path, x = _big_npz(tmp_path)
-    before = _rss_file()
+    before, peak = _rss_file(), [0]
+    real_release = npz_module.release
+
+    def watched() -> int:  # the resident file pages at each check chunk's end
+        peak[0] = max(peak[0], _rss_file() - before)
+        return real_release()
+
+    monkeypatch.setattr(npz_module, "release", watched)
     data = load_npz(path)
     assert _mapped(data.x_test)
     assert _rss_file() - before < 8 << 20  # the checks read all 48 MiB; they are handed back
+    assert 0 < peak[0] < 24 << 20  # a chunk (16 MiB) at a time, never the whole file
     assert float(data.x_test.sum(dtype=np.float64)) == pytest.approx(float(x.sum(dtype=np.float64)))
     assert _rss_file() - before > 32 << 20  # a whole read makes them resident...
     release()

@@ -47,6 +47,7 @@ def _chunks(x: np.ndarray):
     step = max(1, _CHUNK_BYTES // row)
     for start in range(0, len(x), step):
         yield start, x[start:start + step]
+        release()  # a mapped file's pages, once checked, go back (core/mapped.py)
 
 
 def _header(fp) -> tuple[tuple[int, ...], bool, np.dtype]:
