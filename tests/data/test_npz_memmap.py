@@ -172,3 +172,25 @@ def test_a_pass_over_mapped_inputs_keeps_resident_memory_flat(tmp_path):
     assert len(seen) == 16
     rise = max(seen) - seen[0]
     assert rise < 8 << 20, f"resident file pages rose by {rise / 2**20:.1f} MiB over a pass reading 48 MiB"
+
+
+@pytest.mark.skipif(_rss_file() is None, reason="needs /proc/self/status (Linux)")
+def test_the_surprise_caches_hash_of_mapped_inputs_hands_pages_back(tmp_path, monkeypatch):
+    """The training split's fingerprint reads every page; a chunk at a time, handed back."""
+    import hashlib
+
+    from deepfault.coverage import surprise_cache
+
+    path, x = _big_npz(tmp_path)
+    data = load_npz(path)
+    before, peak = _rss_file(), [0]
+    real_release = surprise_cache.release
+
+    def watched() -> int:
+        peak[0] = max(peak[0], _rss_file() - before)
+        return real_release()
+
+    monkeypatch.setattr(surprise_cache, "release", watched)
+    digest = surprise_cache.training_fingerprint(data.x_test)
+    assert digest == hashlib.sha256(repr(x.shape).encode() + x.tobytes()).hexdigest()
+    assert 0 < peak[0] < 24 << 20

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.mapped import release
 from ..errors import DeepFaultError
 from .profile import _module, model_hash
 from .surprise import (
@@ -72,8 +73,15 @@ def training_fingerprint(inputs) -> str:
     x = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
     x = np.ascontiguousarray(x, dtype=np.float32)
     h = hashlib.sha256(repr(x.shape).encode())
-    h.update(x.reshape(-1).view(np.uint8).data)  # the same bytes as x.tobytes(), without a copy of them
+    flat = x.reshape(-1).view(np.uint8)  # the same bytes as x.tobytes(), without a copy of them
+    for start in range(0, len(flat), _HASH_CHUNK):  # a chunk at a time: a mapped set's pages go back
+        h.update(flat[start : start + _HASH_CHUNK].data)
+        release()
     return h.hexdigest()
+
+
+#: Bytes :func:`training_fingerprint` hashes between two releases of a mapped data set's pages.
+_HASH_CHUNK = 16 << 20
 
 
 def cache_key(model_sha256: str, data_sha256: str, *, layers: Sequence[str] | str | None,
