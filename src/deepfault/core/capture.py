@@ -41,6 +41,7 @@ __all__ = [
     "NeuronLayout",
     "NEURON_MODULE_TYPES",
     "capture",
+    "resolve_layers",
     "forward_hooks",
     "check_model",
     "check_transform",
@@ -476,6 +477,14 @@ def _resolve(model: nn.Module, layers: Sequence[str] | str | None) -> tuple[list
     if not names:
         raise DeepFaultError("layers must name at least one module")
     return names, False
+
+
+def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list[str]:
+    """The module names ``layers`` selects in ``model`` (names, globs, ``type:CLASS`` or a named
+    selection), checked without a forward pass: an unknown name is the one-line error that
+    :func:`capture` gives.
+    """
+    return _resolve(model, layers)[0]
 
 
 class _Recorder:

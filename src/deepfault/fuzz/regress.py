@@ -31,7 +31,7 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, check_name, check_outputs
 from ..core.batches import iterate_batches
-from ..core.capture import default_layers
+from ..core.capture import default_layers, resolve_layers
 from ..core.entry import _translate, applies_threads, renamed
 from ..core.inputs import InputData, LabelData
 from ..core.summary import Summarised
@@ -41,6 +41,7 @@ from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
 from ..models import ModelFile, open_model
+from ..models.blackbox import outputs_only
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
@@ -376,9 +377,13 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     if c1 != c2:  # the campaign says the same, but only after the store is opened
         raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
                              "one classifier")
-    if not config.strategy_spec.reads_m2:
-        return  # DRFuzz reads M2's outputs only: no layer of it to check (no pass of M2's: issue 26)
     layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
+    if not config.strategy_spec.reads_m2:
+        # DRFuzz reads M2's outputs only: no pass of M2's to check its layers (issue 26), but
+        # layers a user names are still checked by name, so a typo is refused before the store
+        if layers is not None and not outputs_only(m2):
+            resolve_layers(m2, layers)
+        return
     for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
         break
 
