@@ -1,13 +1,16 @@
 """Peak memory of one method at N and 4N inputs, measured in a fresh process (issue 26: "no
 method's memory grows with the number of inputs at a fixed batch").
 
-Two meters, because neither sees everything:
+Three meters, because none sees everything:
 
 * ``tracemalloc`` sees Python objects and numpy's buffers, byte for byte;
 * the process's peak resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) sees
   torch's CPU tensors, which tracemalloc does not. glibc is told to mmap every block of 64 KiB
   or more (``MALLOC_MMAP_THRESHOLD_``) and trimmed before each measurement, so a freed tensor
-  leaves the resident set at once and the next measurement starts from what is really held.
+  leaves the resident set at once and the next measurement starts from what is really held;
+* glibc's own statistics (``mallinfo2``: the bytes handed out and not yet freed, sampled every
+  millisecond) see what is live, without the freed memory that glibc's heap keeps and that
+  the resident set counts (a bare loop of forward passes leaves some too).
 
 Each measurement is the peak above what the process held before the call (the model, and for
 the methods that take a whole data set, its arrays, which are built before). A warm-up call
@@ -21,7 +24,7 @@ A method ending in ``-conv`` (``profile-conv``, ``run-conv``, ``repair-conv``) r
 between 8 and 64 KiB otherwise stay in glibc's heap and add 5-20 MB of noise to the resident
 set (a bare loop of forward passes shows it too).
 
-which prints one JSON line ``{"N1": {"rss": bytes, "py": bytes}, "N2": ...}``. ``--leak``
+which prints one JSON line ``{"N1": {"rss": bytes, "live": bytes, "py": bytes}, "N2": ...}``. ``--leak``
 plants a leak (a forward hook keeping every batch's outputs, as a torch tensor and as a numpy
 copy), to show that the meters see one.
 """
@@ -150,10 +153,63 @@ def _rss() -> tuple[int, int]:
     return values["VmHWM"], values["VmRSS"]
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+        "keepcost")]
+
+
+def _live_bytes_reader():
+    """A function giving the bytes that glibc's allocator has handed out and not had back
+    (``mallinfo2``: ``uordblks``, the heap's blocks in use, plus ``hblkhd``, the mmapped
+    ones), or ``None`` where glibc has no ``mallinfo2`` (before 2.33, or not glibc)."""
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+
+    def read() -> int:
+        info = fn()
+        return int(info.uordblks + info.hblkhd)
+    return read
+
+
+class _LivePeak:
+    """The peak of the allocator's live bytes while a block runs, sampled every millisecond by
+    a thread (torch's kernels release the GIL, so the samples fall inside its passes too).
+    Unlike the resident set, it does not count freed memory that glibc keeps in its heap."""
+
+    def __init__(self):
+        import threading
+
+        self.read = _live_bytes_reader()
+        self.peak = self.start = self.read() if self.read else 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.001):
+            self.peak = max(self.peak, self.read())
+
+    def __enter__(self):
+        if self.read:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.read:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, self.read())
+
+
 def measure(fn) -> dict:
-    """The peak bytes above the start, of torch (resident set) and of Python/numpy
-    (tracemalloc), while ``fn()`` runs, and the bytes of the numpy arrays its result holds
-    (``result``); the result is dropped after the measurement."""
+    """The peak bytes above the start, of torch (resident set), of the allocator's live bytes
+    (``live``: the resident set less the freed memory glibc keeps; ``None`` without
+    ``mallinfo2``) and of Python/numpy (tracemalloc), while ``fn()`` runs, and the bytes of
+    the numpy arrays its result holds (``result``); the result is dropped after the
+    measurement."""
     import gc
 
     gc.collect()
@@ -163,13 +219,15 @@ def measure(fn) -> dict:
     _, rss0 = _rss()
     tracemalloc.reset_peak()
     py0, _ = tracemalloc.get_traced_memory()
-    out = fn()
+    with _LivePeak() as live:
+        out = fn()
     _, py_peak = tracemalloc.get_traced_memory()
     rss_peak, _ = _rss()
     fields = vars(out).values() if hasattr(out, "__dict__") else ()
     held = sum(v.nbytes for v in fields if isinstance(v, np.ndarray))
     del out
-    return {"rss": rss_peak - rss0, "py": py_peak - py0, "result": held}
+    return {"rss": rss_peak - rss0, "live": live.peak - live.start if live.read else None,
+            "py": py_peak - py0, "result": held}
 
 
 def _loader(data):
