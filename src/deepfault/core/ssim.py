@@ -13,7 +13,7 @@ import torch
 
 from ..errors import DeepFaultError
 
-__all__ = ["CHUNK_BYTES", "COMPAT_WINDOW", "SSIM_SIGMA", "SSIM_WINDOW", "ssim"]
+__all__ = ["BAND_MAX", "CHUNK_BYTES", "COMPAT_WINDOW", "SSIM_SIGMA", "SSIM_WINDOW", "ssim"]
 
 #: SSIM window (Wang et al. 2004): Gaussian, 11 taps, sigma 1.5.
 SSIM_WINDOW = 11
@@ -28,6 +28,12 @@ COMPAT_WINDOW = 7
 CHUNK_BYTES = 4 << 20
 #: Images per block at most.
 CHUNK_IMAGES = 4096
+#: Images of at most this many pixels a side are filtered by banded matrix products (``W``
+#: multiply-adds per pixel, in one large matrix product); larger ones by ``taps`` shifted
+#: multiply-adds per pixel. The matrix product is faster up to about 64 pixels (28x28: 0.09
+#: against 0.18 ms an image); at 224x224 the shifted sums take 15.5 ms an image against 24 ms
+#: (one thread, 3 channels). Both compute the same sums, in another order.
+BAND_MAX = 64
 
 
 def _check_images(x, name: str) -> torch.Tensor:
@@ -58,15 +64,38 @@ def _band(n: int, weights: torch.Tensor) -> torch.Tensor:
     return band
 
 
-def _gaussian_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
-    """A 'valid' 1-D Gaussian filter (sigma 1.5, weights summing to 1) as a banded matrix."""
+def _gaussian_weights(taps: int, *, device, dtype) -> torch.Tensor:
+    """A 1-D Gaussian window (sigma 1.5, weights summing to 1)."""
     t = torch.arange(taps, device=device, dtype=torch.float64) - (taps - 1) / 2
     g = torch.exp(-(t**2) / (2 * SSIM_SIGMA**2))
-    return _band(n, (g / g.sum()).to(dtype))
+    return (g / g.sum()).to(dtype)
 
 
-def _uniform_band(n: int, taps: int, *, device, dtype) -> torch.Tensor:
-    return _band(n, torch.full((taps,), 1.0 / taps, device=device, dtype=dtype))
+def _uniform_weights(taps: int, *, device, dtype) -> torch.Tensor:
+    return torch.full((taps,), 1.0 / taps, device=device, dtype=dtype)
+
+
+def _shifted(z: torch.Tensor, weights: list[float], dim: int) -> torch.Tensor:
+    """The 'valid' 1-D filter of ``z`` along ``dim``: ``sum_t w[t] z[j + t]`` as one
+    multiply-add over the whole tensor per tap.
+    """
+    out = z.shape[dim] - len(weights) + 1
+    acc = z.narrow(dim, 0, out) * weights[0]
+    for t, w in enumerate(weights[1:], start=1):
+        acc.add_(z.narrow(dim, t, out), alpha=w)
+    return acc
+
+
+def _smoother(height: int, width: int, weights: torch.Tensor):
+    """The separable 'valid' filter of ``(..., height, width)`` maps by ``weights``: banded
+    matrix products for small images, shifted sums for large ones (:data:`BAND_MAX`).
+    """
+    if max(height, width) <= BAND_MAX:
+        g_w = _band(width, weights)
+        g_h = _band(height, weights).T.contiguous()
+        return lambda maps: g_h @ (maps @ g_w)
+    taps = weights.tolist()
+    return lambda maps: _shifted(_shifted(maps, taps, -1), taps, -2)
 
 
 def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | None = None,
@@ -86,6 +115,8 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | No
     The separable window is applied as two banded matrix products, batched on the images'
     device: on a CPU this is 10 to 50 times faster than :func:`kornia.metrics.ssim`'s
     convolutions, with which it agrees to float32 rounding (tested, as is a naive loop).
+    Images larger than :data:`BAND_MAX` pixels a side are filtered by shifted sums instead,
+    which are faster there (1.5x at 224x224).
     The images are divided by ``L`` first (SSIM does not change when both images and ``L``
     are scaled together), so 0..255 data loses no precision in float32.
 
@@ -124,9 +155,8 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | No
     height, width = x.shape[-2:]
     taps = _window_for(height, width, win_size or (SSIM_WINDOW if window == "gaussian" else COMPAT_WINDOW))
     dtype = torch.float64 if torch.float64 in (x.dtype, y.dtype) else torch.float32
-    make = _gaussian_band if window == "gaussian" else _uniform_band
-    g_w = make(width, taps, device=x.device, dtype=dtype)
-    g_h = make(height, taps, device=x.device, dtype=dtype).T.contiguous()
+    make = _gaussian_weights if window == "gaussian" else _uniform_weights
+    smooth = _smoother(height, width, make(taps, device=x.device, dtype=dtype))
     norm = taps * taps / (taps * taps - 1) if sample_covariance else 1.0
     c1, c2 = 0.01**2, 0.03**2
     if chunk is None:
@@ -137,7 +167,7 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | No
         a = x[i : i + chunk].to(dtype) / data_range
         b = y[i : i + chunk].to(a.device, dtype) / data_range
         # Local first and second moments of both images: (5, B, C, H', W').
-        mu_a, mu_b, aa, bb, ab = g_h @ (torch.stack((a, b, a * a, b * b, a * b)) @ g_w)
+        mu_a, mu_b, aa, bb, ab = smooth(torch.stack((a, b, a * a, b * b, a * b)))
         var_a, var_b, cov = (norm * (aa - mu_a * mu_a), norm * (bb - mu_b * mu_b),
                              norm * (ab - mu_a * mu_b))
         num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)

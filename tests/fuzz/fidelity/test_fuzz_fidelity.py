@@ -91,6 +91,25 @@ def test_ssim_identical_is_one_and_a_visible_change_is_below_threshold():
     assert fid.passes(torch.cat([img, shifted, patched, faint]), rows).tolist() == [True, False, False, True]
 
 
+@pytest.mark.parametrize("window", ["gaussian", "uniform"])
+def test_ssim_of_large_images_equals_the_banded_filter(window, monkeypatch):
+    """Above ``BAND_MAX`` pixels a side the window is applied by shifted sums; on the same
+    images the banded matrix products (forced by raising ``BAND_MAX``) give the same SSIM,
+    and so does the naive loop on one image (Gaussian)."""
+    from deepfault.core import ssim as ssim_module
+
+    gen = torch.Generator().manual_seed(5)
+    x = torch.rand(3, 2, 70, 81, generator=gen)
+    y = (x + 0.1 * torch.randn(x.shape, generator=gen)).clamp(0, 1)
+    shifted = ssim(x, y, data_range=1.0, window=window)
+    monkeypatch.setattr(ssim_module, "BAND_MAX", 10**6)
+    banded = ssim(x, y, data_range=1.0, window=window)
+    torch.testing.assert_close(shifted, banded, atol=1e-6, rtol=0)
+    if window == "gaussian":
+        torch.testing.assert_close(shifted[:1].double(), torch.tensor([naive_ssim(x[0], y[0], 1.0)],
+                                                                      dtype=torch.float64), atol=2e-6, rtol=0)
+
+
 def test_ssim_does_not_depend_on_batch_or_chunk_size():
     gen = torch.Generator().manual_seed(3)
     x, y = torch.rand(9, 2, 14, 14, generator=gen), torch.rand(9, 2, 14, 14, generator=gen)
