@@ -76,15 +76,40 @@ def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int 
     return float((predict(model, x, batch_size=batch_size).argmax(1).numpy() == y).mean())
 
 
+class _Rows:
+    """Rows of several arrays taken as one, end to end, without joining them (a joined copy
+    would be one more copy of every training input at the peak).
+    """
+
+    def __init__(self, parts: tuple[np.ndarray, ...], device: torch.device):
+        self.parts = [torch.as_tensor(np.asarray(p), dtype=torch.float32, device=device) for p in parts]
+        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, idx: torch.Tensor) -> torch.Tensor:
+        if len(self.parts) == 1:
+            return self.parts[0][idx]
+        out = torch.empty((len(idx), *self.parts[0].shape[1:]), dtype=torch.float32, device=idx.device)
+        for part, start in zip(self.parts, self.starts[:-1].tolist(), strict=True):
+            inside = (idx >= start) & (idx < start + len(part))
+            out[inside] = part[idx[inside] - start]
+        return out
+
+
 def fit(
     model: nn.Module,
-    x: np.ndarray,
+    x: np.ndarray | tuple[np.ndarray, ...],
     y: np.ndarray,
     config: TrainConfig = TrainConfig(),
     *,
     progress: bool = False,
 ) -> TrainResult:
     """Train ``model`` in place with Adam on shuffled mini-batches.
+
+    ``x`` is the inputs, or a tuple of arrays whose rows are the inputs end to end (``y``
+    has a label for each), read in place.
 
     The validation split and the shuffling come from generators seeded by
     ``config.seed``; dropout draws inside a forked RNG state, so the caller's global RNG
@@ -94,13 +119,14 @@ def fit(
     config.validate()
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
-    order = rng.permutation(len(x))
-    n_val = int(round(len(x) * config.val_fraction))
-    val_idx, train_idx = order[:n_val], order[n_val:]
     device = model_device(model)
-    # The inputs as they are (no copy of float32 CPU inputs; issue 26: a copy of the training
-    # inputs grew the peak with them), each batch gathered through ``train_idx``.
-    x_all = torch.as_tensor(np.asarray(x), dtype=torch.float32, device=device)
+    # The inputs as they are (no copy of float32 CPU inputs, nor a joined copy of several
+    # arrays; issue 26: a copy of the training inputs grew the peak with them), each batch
+    # gathered through ``train_idx``.
+    x_all = _Rows(x if isinstance(x, tuple) else (x,), device)
+    order = rng.permutation(len(x_all))
+    n_val = int(round(len(x_all) * config.val_fraction))
+    val_idx, train_idx = order[:n_val], order[n_val:]
     rows = torch.as_tensor(train_idx, device=device)
     yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -152,7 +178,10 @@ def fit(
         if bar is not None:
             bar.close()
     model.eval()
-    val_acc = accuracy(model, x[val_idx], y[val_idx]) if n_val else None
+    val_acc = None
+    if n_val:
+        val_x = x_all[torch.as_tensor(val_idx, device=device)].cpu().numpy()
+        val_acc = accuracy(model, val_x, y[val_idx])
     return TrainResult(completed, loss_value, acc_value, val_acc, interrupted,
                        time.perf_counter() - start)
 

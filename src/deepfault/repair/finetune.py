@@ -14,7 +14,7 @@ __all__ = ["finetune"]
 
 def finetune(
     model: nn.Module,
-    x: np.ndarray,
+    x: np.ndarray | tuple[np.ndarray, ...],
     y: np.ndarray,
     *,
     epochs: int,
@@ -26,7 +26,9 @@ def finetune(
     """Train a copy of ``model`` on ``(x, y)`` with Adam at a constant rate (the zoo's loop,
     :func:`deepfault.models.train.fit`, without a validation split).
 
-    The caller's model is not changed. Shuffling and dropout are seeded by ``seed``.
+    The caller's model is not changed. Shuffling and dropout are seeded by ``seed``. ``x`` may
+    be a tuple of arrays whose rows are the inputs end to end (found inputs and mixed-in
+    training inputs), read without joining them.
 
     Returns:
         ``(repaired, train_result)``: the trained copy in ``eval()`` mode and the
@@ -37,7 +39,8 @@ def finetune(
     """
     from ..models.train import TrainConfig, fit
 
-    if len(x) == 0:
+    parts = tuple(np.asarray(p, np.float32) for p in (x if isinstance(x, tuple) else (x,)))
+    if sum(len(p) for p in parts) == 0:
         raise DeepFaultError("nothing to fine-tune on: no found inputs and no training inputs")
     repaired = copy.deepcopy(model)
     for p in repaired.parameters():
@@ -45,7 +48,7 @@ def finetune(
     config = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=0.0, seed=seed, schedule="constant"
     )
-    result = fit(repaired, np.asarray(x, np.float32), np.asarray(y, np.int64), config, progress=progress)
+    result = fit(repaired, parts, np.asarray(y, np.int64), config, progress=progress)
     if result.interrupted:
         raise KeyboardInterrupt
     return repaired.eval(), result

@@ -173,6 +173,13 @@ def _read_files(inputs) -> list[InputFile]:
     return files
 
 
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays end to end; one array as it is (``np.concatenate`` would copy it, one more
+    copy of the found inputs at repair's peak).
+    """
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
 def _split_files(files: list[InputFile], data, config: RepairConfig, train_on, m1_net) -> _Files:
     """Label every file, split it by seed, and pool the training parts of the files trained on."""
     keys = seed_keys(len(data.x_test), config.seed)
@@ -198,8 +205,9 @@ def _split_files(files: list[InputFile], data, config: RepairConfig, train_on, m
     if not parts:
         empty = np.zeros(0, np.int64)
         parts.append((np.zeros((0, *data.input_shape), np.float32), empty, empty))
-    found = _Files(tuple(summaries), splits, held, np.concatenate([p[0] for p in parts]),
-                   np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+    del lab  # the last file's labelled inputs: only their parts are kept
+    found = _Files(tuple(summaries), splits, held, _joined([p[0] for p in parts]),
+                   _joined([p[1] for p in parts]), _joined([p[2] for p in parts]),
                    np.unique(np.concatenate(held_seeds)) if held_seeds else np.zeros(0, np.int64))
     if len(found.found_x) == 0:
         detail = "; ".join(f"{s.name}: {s.used} labelled of {s.inputs}, {s.held_out} held out"
@@ -227,6 +235,16 @@ def _mixed_in(config: RepairConfig, found: int, n_train: int) -> np.ndarray:
     return np.sort(rng.choice(n_train, size=n_mix, replace=False)) if n_mix else np.zeros(0, np.int64)
 
 
+def _fine_tuning_set(x: np.ndarray, y: np.ndarray, data, mix_idx: np.ndarray
+                     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """The inputs ``x`` and the mixed-in training inputs, as two arrays that the fine-tuning
+    reads end to end (:func:`~deepfault.models.train.fit`): joined, they were one more copy of
+    the found inputs at repair's peak (issue 26).
+    """
+    ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
+    return (x.astype(np.float32, copy=False), np.asarray(data.x_train[mix_idx], np.float32)), ys
+
+
 def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, config: RepairConfig, *,
                     clean: np.ndarray, held: dict, before: Evaluation, right_before: np.ndarray,
                     progress: bool) -> tuple[list[ApproachResult], nn.Module]:
@@ -242,8 +260,7 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
     try:
         for name, x, y in augmentations:
             t0 = time.perf_counter()
-            xs = np.concatenate([x.astype(np.float32, copy=False), data.x_train[mix_idx]])
-            ys = np.concatenate([y.astype(np.int64), data.y_train[mix_idx].astype(np.int64)])
+            xs, ys = _fine_tuning_set(x, y, data, mix_idx)
             tuned, tr = finetune(net, xs, ys, epochs=config.epochs, lr=config.lr,
                                  batch_size=config.batch_size, seed=config.seed)
             after, right = _evaluate(tuned, data, clean=clean, held=held, batch_size=config.batch_size)
