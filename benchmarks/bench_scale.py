@@ -250,24 +250,35 @@ def bare_forward(model, x, batch, device) -> float:
     return time.perf_counter() - t
 
 
-def bare_input_grad(model, x, batch, device, repeats: int = 1) -> float:
-    """Seconds for ``repeats`` x (forward + backward to the input) per input, weights frozen."""
+@contextlib.contextmanager
+def _frozen_timer(model, device):
+    """Times the block with ``model``'s weights frozen (gradients to the input only), the
+    device synchronised at both ends; yields a dict whose ``seconds`` is set on exit, and
+    restores each weight's ``requires_grad``."""
     flags = [p.requires_grad for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
+    timing = {"seconds": 0.0}
     try:
         _sync(device)
         t = time.perf_counter()
         with torch.enable_grad():
-            for xb in _batches(x, batch, device):
-                for _ in range(repeats):
-                    xb = xb.detach().requires_grad_(True)
-                    torch.autograd.grad(model(xb).sum(), xb)
+            yield timing
         _sync(device)
-        return time.perf_counter() - t
+        timing["seconds"] = time.perf_counter() - t
     finally:
         for p, f in zip(model.parameters(), flags, strict=True):
             p.requires_grad_(f)
+
+
+def bare_input_grad(model, x, batch, device, repeats: int = 1) -> float:
+    """Seconds for ``repeats`` x (forward + backward to the input) per input, weights frozen."""
+    with _frozen_timer(model, device) as timing:
+        for xb in _batches(x, batch, device):
+            for _ in range(repeats):
+                xb = xb.detach().requires_grad_(True)
+                torch.autograd.grad(model(xb).sum(), xb)
+    return timing["seconds"]
 
 
 def _unit_values(out: torch.Tensor, unit: int) -> torch.Tensor:
@@ -288,13 +299,8 @@ def bare_per_neuron_grad(model, x, batch, device, neurons, repeats: int = 1) -> 
     seen: dict[str, torch.Tensor] = {}
     handles = [modules[name].register_forward_hook(lambda _m, _i, o, name=name: seen.__setitem__(name, o))
                for name in {layer for layer, _ in neurons}]
-    flags = [p.requires_grad for p in model.parameters()]
-    for p in model.parameters():
-        p.requires_grad_(False)
     try:
-        _sync(device)
-        t = time.perf_counter()
-        with torch.enable_grad():
+        with _frozen_timer(model, device) as timing:
             for xb in _batches(x, batch, device):
                 for _ in range(repeats):
                     xb = xb.detach().requires_grad_(True)
@@ -306,13 +312,10 @@ def bare_per_neuron_grad(model, x, batch, device, neurons, repeats: int = 1) -> 
                         rms = g.flatten(1).pow(2).mean(dim=1).sqrt().view(-1, *[1] * (g.ndim - 1))
                         direction += g / (rms + 1e-5)
                     seen.clear()
-        _sync(device)
-        return time.perf_counter() - t
+        return timing["seconds"]
     finally:
         for h in handles:
             h.remove()
-        for p, f in zip(model.parameters(), flags, strict=True):
-            p.requires_grad_(f)
 
 
 def bare_train(model, x, y, batch, device, lr: float = 1e-3) -> float:
