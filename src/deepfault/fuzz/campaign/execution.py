@@ -16,33 +16,52 @@ from ...core.capture import eval_mode, forward, model_device
 from ...errors import DeepFaultError
 from .oracle import to_probabilities
 
-__all__ = ["PASS_BYTES", "PASS_ROWS", "Executed", "ModelPair", "execution_copy", "fixed_passes", "pass_rows"]
+__all__ = ["MIN_ROWS", "PASS_BYTES", "PASS_ROWS", "SLOTS_PER_ROW", "Executed", "ModelPair", "execution_copy",
+           "fixed_passes", "pass_rows"]
 
 #: Inputs per forward pass of the campaign's models at most (:func:`fixed_passes`, :func:`pass_rows`).
 PASS_ROWS = 128
 #: Bytes of input per forward pass at most (:func:`pass_rows`).
 PASS_BYTES = 16 << 20
+#: A step's mutant slots per row of its passes at least (:func:`pass_rows`): a pass is at most
+#: an eighth of the slots, so a step that executes a few of them does not pay a whole large pass.
+SLOTS_PER_ROW = 8
+#: Rows per pass at least when sized by a step's slots (kernels keep their speed per input).
+MIN_ROWS = 8
 
 
-def pass_rows(shape: tuple[int, ...], itemsize: int = 4, *, limit: int = PASS_ROWS) -> int:
+def pass_rows(shape: tuple[int, ...], itemsize: int = 4, *, limit: int = PASS_ROWS,
+              slots: int | None = None) -> int:
     """Inputs per forward pass for inputs of ``shape``: ``limit``, or the largest power of two
     whose inputs take at most :data:`PASS_BYTES` when ``limit`` of them would take more (at
-    least one).
+    least one); with ``slots``, the mutant slots of one step (inputs per step x mutants per
+    input), also at most the largest power of two within ``slots / SLOTS_PER_ROW``, but not
+    below :data:`MIN_ROWS`.
 
     Every pass of a campaign is padded to this many rows (:func:`fixed_passes`), so it sets
     the campaign's working memory: 128 images of 3x224x224 are 75 MiB of input, and a ViT's
     activations on them about ten times that, run for every step however few mutants it
     executes (issue 26: 928 MiB and 4.5x the forwards needed for 56 mutants). It depends on the
-    input's shape alone, so a seeded campaign stays reproducible; inputs of 16 KiB or less
-    (MNIST, CIFAR-10) keep 128 rows, and their campaigns are unchanged.
+    input's shape and the campaign's configuration alone, so a seeded campaign stays
+    reproducible. A step of few slots (4 inputs x 20 mutants, of which about half pass SSIM)
+    paid a whole pass of 128 rows for each model: 3.2x the bare forwards on a CIFAR ResNet-18
+    (benchmarks/bench_scale.py), which runs 8 rows a pass within 7% of 128's speed per input.
+    The default step (64 inputs x 20 mutants: 1,280 slots) and MNIST- and CIFAR-sized inputs
+    keep 128 rows, and their campaigns are unchanged.
 
     Examples:
         >>> pass_rows((1, 28, 28)), pass_rows((3, 32, 32)), pass_rows((3, 224, 224))
         (128, 128, 16)
+        >>> [pass_rows((3, 32, 32), slots=b * 20) for b in (64, 16, 4, 1)]
+        [128, 32, 8, 8]
     """
     per = max(1, math.prod(shape) * int(itemsize))
     rows = max(1, min(int(limit), PASS_BYTES // per))
-    return 1 << (rows.bit_length() - 1) if rows < limit else int(limit)
+    rows = 1 << (rows.bit_length() - 1) if rows < limit else int(limit)
+    if slots is not None:
+        by_slots = max(1, int(slots) // SLOTS_PER_ROW)
+        rows = min(rows, max(MIN_ROWS, 1 << (by_slots.bit_length() - 1)))
+    return rows
 
 
 @dataclass(frozen=True)

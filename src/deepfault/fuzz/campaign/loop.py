@@ -110,10 +110,11 @@ class Campaign:
         self.m1 = m1  # the user's M1: a surprise check is fitted for its weights
         self.device = self.pair.device
         self.x, self.y = test_inputs(inputs, labels)
-        self.pair.rows = pass_rows(tuple(self.x.shape[1:]))  # fewer for large inputs (issue 26)
         self.bounds = (float(bounds[0]), float(bounds[1]))
         self.dataset, self.train_inputs, self.profile = dataset, train_inputs, profile
         self.mutants = config.mutants_per_input
+        # fewer rows for large inputs and for steps of few mutant slots (issue 26)
+        self.pair.rows = pass_rows(tuple(self.x.shape[1:]), slots=config.inputs_per_step * self.mutants)
         self.kind = input_kind(self.x)  # image, sequence or vector: which rules apply
         self.rules = list(self.strategy.rules_for(self.kind))
         if fidelity is None:  # SSIM and the discriminator judge images only
