@@ -285,9 +285,10 @@ def test_a_small_step_runs_small_passes(per_step, rows):
     m2.register_forward_hook(lambda _m, inputs, _o: seen.append(len(inputs[0])))
     run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="3it", inputs_per_step=per_step, seed=0,
                  fidelity="none")
-    assert seen[0] == len(x)  # the seeds' evaluation: every test input in one pass
-    assert len(seen) > 1
-    assert set(seen[1:]) == {rows}, seen
+    first = seen.index(len(x))  # the seeds' evaluation: every test input in one pass (after a
+    assert set(seen[:first]) <= {1}  # one-input probe of the model's activations, for its rows)
+    assert len(seen) > first + 1
+    assert set(seen[first + 1:]) == {rows}, seen
 
 
 # --- gan train's quality figures, streamed ----------------------------------------------------
@@ -318,3 +319,24 @@ def test_gan_quality_is_streamed_in_chunks_and_scores_as_the_whole_set_did(monke
         want = {"test_real_score": run.disc(real).mean(), "fake_score": run.disc(fakes).mean(),
                 "noise_score": run.disc(noise).mean(), "mutated_score": run.disc(mutated).mean()}
     assert got == pytest.approx({k: float(v) for k, v in want.items()}, rel=1e-5)
+
+
+def test_the_seeds_passes_are_bounded_by_the_models_activations(monkeypatch):
+    """The seeds' evaluation runs at most SEED_PASS_BYTES of activations a pass (a power of two
+    of inputs): a CIFAR ResNet-18 ran all of its 128 seeds in one pass, so the campaign's peak
+    grew with its seeds. A small model keeps 1,024 rows."""
+    from deepfault.core.memory import input_bytes
+    from deepfault.fuzz.campaign import seeds as seeds_module
+    from deepfault.fuzz.campaign.execution import ModelPair
+
+    wide = nn.Sequential(nn.Flatten(), nn.Linear(64, 1 << 14), nn.ReLU(), nn.Linear(1 << 14, 3)).eval()
+    x = torch.rand(5, 1, 8, 8)
+    pair = ModelPair(wide, wide, ("logits", "logits"))
+    assert seeds_module.seed_rows(pair, x) == seeds_module.SEED_BATCH  # 128 KiB an input: 2,048 fit
+    monkeypatch.setattr(seeds_module, "SEED_PASS_BYTES", 4 << 20)
+    per = input_bytes(pair.m1, x[:1])
+    assert 64 << 10 < per < 512 << 10
+    want = 1 << ((4 << 20) // per).bit_length() - 1
+    assert seeds_module.seed_rows(pair, x) == want < 64
+    m1, m2, xs, y = tiny_problem(40)
+    assert seeds_module.seed_rows(ModelPair(m1, m2, ("logits", "logits")), torch.as_tensor(xs)) == 1024

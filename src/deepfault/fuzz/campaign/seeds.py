@@ -11,16 +11,21 @@ import torch
 
 from ...core.capture import as_tensor
 from ...core.mapped import release
+from ...core.memory import input_bytes
 from ...errors import DeepFaultError
 from ..mutation.diversity import tendency_of
 from ..mutation.rules import INPUT_KINDS
 from .execution import ModelPair, pass_rows
 from .metrics import FAULT_KINDS, FaultTable
 
-__all__ = ["SEED_BATCH", "Evaluation", "Seeds", "evaluate_seeds", "select_seeds", "test_inputs"]
+__all__ = ["SEED_BATCH", "SEED_PASS_BYTES", "Evaluation", "Seeds", "evaluate_seeds", "seed_rows",
+           "select_seeds", "test_inputs"]
 
 #: Inputs per forward pass while evaluating the seeds.
 SEED_BATCH = 1024
+#: Bytes of activations one pass of the seeds' evaluation may take (by
+#: :func:`~deepfault.core.memory.input_bytes`, on the CPU an upper bound).
+SEED_PASS_BYTES = 256 << 20
 
 
 def test_inputs(inputs, labels) -> tuple[torch.Tensor, np.ndarray]:
@@ -54,6 +59,26 @@ class Evaluation:
         return int(self.p1.shape[1])
 
 
+def seed_rows(pair: ModelPair, x: torch.Tensor) -> int:
+    """Inputs per pass of the seeds' evaluation: :data:`SEED_BATCH`, fewer when the inputs are
+    large (1,024 ViT inputs of 3x224x224 took several GB of activations: issue 26) or when
+    either model's activations for that many would exceed :data:`SEED_PASS_BYTES` (a power of
+    two, at least 1). Without the second bound a CIFAR ResNet-18 ran all of 128 seeds in one
+    pass and all of 32 in another, so the campaign's peak grew with its seeds up to 1,024
+    (bench_scale: 136 -> 213 MiB from 32 to 128). MNIST-sized models keep 1,024 rows. The
+    rows depend on the models and the input's shape alone, so a campaign stays reproducible.
+    """
+    rows = pass_rows(tuple(x.shape[1:]), limit=SEED_BATCH)
+    if len(x) == 0:
+        return rows
+    try:
+        per = max(input_bytes(m, x[:1]) for m in (pair.m1, pair.m2))
+    except DeepFaultError:  # a model that cannot take the inputs: the evaluation says which
+        return rows
+    by_memory = max(1, SEED_PASS_BYTES // max(1, per))
+    return min(rows, 1 << (by_memory.bit_length() - 1))
+
+
 def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: int | None) -> Evaluation:
     """Run the first ``max_seeds`` test inputs (all: ``None``) through both models.
 
@@ -68,9 +93,7 @@ def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: i
     # between the passes' large ones, and glibc's heap then grew by every pass (14 MiB for
     # 4,400 inputs of 4 KiB, one pass's activations per 1,024 inputs)
     p1 = p2 = np.zeros((0, 0), dtype=np.float32)
-    # SEED_BATCH inputs per pass, fewer when they are large (1,024 ViT inputs of 3x224x224 took
-    # several GB of activations: issue 26)
-    rows = pass_rows(tuple(x.shape[1:]), limit=SEED_BATCH)
+    rows = seed_rows(pair, x)
     for start in range(0, n, rows):
         a, b = pair.seed_probabilities(x[start : start + rows].to(pair.device))
         if start == 0:
