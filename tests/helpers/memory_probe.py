@@ -44,6 +44,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from deepfault.core.heap import LivePeak
+
 FEATURES = 1024  # 4 KiB per input: a copy of the inputs is far above the per-input budget
 HIDDEN = 512  # 2 x 512 neurons: 4 KiB of activations per input
 CLASSES = 4
@@ -153,57 +155,6 @@ def _rss() -> tuple[int, int]:
     return values["VmHWM"], values["VmRSS"]
 
 
-class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-        "keepcost")]
-
-
-def _live_bytes_reader():
-    """A function giving the bytes that glibc's allocator has handed out and not had back
-    (``mallinfo2``: ``uordblks``, the heap's blocks in use, plus ``hblkhd``, the mmapped
-    ones), or ``None`` where glibc has no ``mallinfo2`` (before 2.33, or not glibc)."""
-    try:
-        fn = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _Mallinfo2
-
-    def read() -> int:
-        info = fn()
-        return int(info.uordblks + info.hblkhd)
-    return read
-
-
-class _LivePeak:
-    """The peak of the allocator's live bytes while a block runs, sampled every millisecond by
-    a thread (torch's kernels release the GIL, so the samples fall inside its passes too).
-    Unlike the resident set, it does not count freed memory that glibc keeps in its heap."""
-
-    def __init__(self):
-        import threading
-
-        self.read = _live_bytes_reader()
-        self.peak = self.start = self.read() if self.read else 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.001):
-            self.peak = max(self.peak, self.read())
-
-    def __enter__(self):
-        if self.read:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.read:
-            self._stop.set()
-            self._thread.join()
-            self.peak = max(self.peak, self.read())
-
-
 def measure(fn) -> dict:
     """The peak bytes above the start, of torch (resident set), of the allocator's live bytes
     (``live``: the resident set less the freed memory glibc keeps; ``None`` without
@@ -219,14 +170,14 @@ def measure(fn) -> dict:
     _, rss0 = _rss()
     tracemalloc.reset_peak()
     py0, _ = tracemalloc.get_traced_memory()
-    with _LivePeak() as live:
+    with LivePeak() as live:
         out = fn()
     _, py_peak = tracemalloc.get_traced_memory()
     rss_peak, _ = _rss()
     fields = vars(out).values() if hasattr(out, "__dict__") else ()
     held = sum(v.nbytes for v in fields if isinstance(v, np.ndarray))
     del out
-    return {"rss": rss_peak - rss0, "live": live.peak - live.start if live.read else None,
+    return {"rss": rss_peak - rss0, "live": live.peak,
             "py": py_peak - py0, "result": held}
 
 
