@@ -24,11 +24,17 @@ Usage:
 Writes ``benchmarks/results/bench_drfuzz_yield.json`` and prints a table.
 
 ``--check-order`` (issue 29) measures instead the default fidelity (the discriminator, B = 64)
-in the published order of checks (``before``: every mutant judged before execution) and in
-the lazy order (``lazy``: the models first, the discriminator only where its verdict matters)
-side by side, on one and on two threads, at the same iteration budget and seed: mutants per
-second, #URF per minute, the ratio, how many mutants the discriminator judged and where the
-time went; and it checks that both orders found the same faults, queue and rule statistics.
+three ways (``VARIANTS``): the published order of checks scoring every row (``every-row``:
+every changed mutant judged before execution, as before duplicates were scored once), the
+published order with each distinct mutant scored once (``before``: the default), and the
+lazy order (``lazy``: the models first, the discriminator only where its verdict matters),
+side by side, on one and on two threads, at the same iteration budget and seed, each
+``--repeats`` times (3) in a rotated order, reporting the median run: mutants per
+second, #URF per minute, the ratios, how many mutants the discriminator judged and ran, and
+where the time went; and it checks that all three found the same faults, queue and rule
+statistics. Then (``--needed``, 6,400 iterations by default, 0 to skip) it counts, in a
+longer lazy campaign, the verdicts against the changed mutants in each fifth of the run: what
+the lazy order, which skips only verdicts that provably change nothing, still has to judge.
 ``--quick`` runs 128 iterations instead of 1,280. Writes
 ``benchmarks/results/bench_drfuzz_check_order.json``.
 """
@@ -88,38 +94,92 @@ def _same(a, b) -> dict[str, bool]:
     }
 
 
-def check_order_runs(m1, m2, data, *, iterations: int, threads: int) -> dict:
-    """Both orders of checks at one thread budget (module docstring)."""
+#: The variants ``--check-order`` runs: (name, order of checks, the discriminator's ``dedupe``).
+#: ``every-row`` is the published order as it was before duplicates were scored once (it
+#: skips the unchanged mutants already: those were judged before too, 7.4% of the mutants).
+VARIANTS = (("every-row", "before", False), ("before", "before", True), ("lazy", "lazy", True))
+
+
+def check_order_runs(m1, m2, data, *, iterations: int, threads: int, repeats: int) -> dict:
+    """The orders of checks at one thread budget (module docstring), each run ``repeats``
+    times, the variants' order rotated from one repeat to the next; a variant's figures are
+    those of its median run.
+    """
     from deepfault.fuzz.campaign import Campaign
 
-    torch.set_num_threads(threads)
-    for order in ("before", "lazy"):  # warm-up: oneDNN builds its kernels on the first calls
-        Campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
-                 config=CampaignConfig(budget="64it", batch=64, seed=1, check_order=order)).run()
-    rows, campaigns = {}, {}
-    for order in ("before", "lazy"):
-        load = os.getloadavg()
+    def campaign(order: str, dedupe: bool, budget: str, seed: int) -> Campaign:
         c = Campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
-                     config=CampaignConfig(budget=f"{iterations}it", batch=64, seed=0, check_order=order))
-        c.run()
-        r = c.result()
-        rows[order] = {
-            "seconds": r.seconds, "iterations": r.iterations, "generated": r.generated, "queries": r.queries,
-            "judged_by_discriminator": c.scored, "new_urf": r.metrics.urf, "new_rf": r.metrics.rf,
-            "mutants_per_second": r.generated / r.seconds, "urf_per_minute": r.metrics.urf / (r.seconds / 60),
-            "timings": {k: round(v, 3) for k, v in r.timings.items()},
-            "load_average": [load, os.getloadavg()],
-        }
-        campaigns[order] = c
-        print(f"threads {threads} {order:6s}: {rows[order]['mutants_per_second']:7.0f} mutants/s, "
-              f"{rows[order]['urf_per_minute']:7.1f} #URF/min ({r.metrics.urf} in {r.seconds:.1f} s), "
-              f"{c.scored} judged by the discriminator, timings {rows[order]['timings']}", flush=True)
-    same = _same(campaigns["before"], campaigns["lazy"])
-    ratio = rows["lazy"]["urf_per_minute"] / max(rows["before"]["urf_per_minute"], 1e-9)
-    speed = rows["before"]["seconds"] / rows["lazy"]["seconds"]
-    print(f"threads {threads}: lazy/before {speed:.2f}x the speed; identical: {same}", flush=True)
-    return {"threads": threads, "runs": rows, "identical": same, "urf_per_minute_ratio": ratio,
-            "speed_ratio": speed}
+                     config=CampaignConfig(budget=budget, inputs_per_step=64, seed=seed, check_order=order))
+        c.setup()  # scores the seeds (not part of the campaign's time), makes the check
+        c.check.dedupe = dedupe
+        return c
+
+    torch.set_num_threads(threads)
+    for _, order, dedupe in VARIANTS:  # warm-up: oneDNN builds its kernels on the first calls
+        campaign(order, dedupe, "64it", 1).run()
+    runs: dict[str, list[dict]] = {name: [] for name, _, _ in VARIANTS}
+    first: dict = {}  # each variant's first campaign, compared with every-row's
+    for rep in range(repeats):
+        for name, order, dedupe in VARIANTS[rep % 3:] + VARIANTS[:rep % 3]:
+            load = os.getloadavg()
+            c = campaign(order, dedupe, f"{iterations}it", 0)
+            evaluated_before = c.check.evaluated  # the seeds' scores, taken when the campaign is set up
+            c.run()
+            r = c.result()
+            row = {
+                "order": order, "dedupe": dedupe, "repeat": rep,
+                "seconds": r.seconds, "iterations": r.iterations, "generated": r.generated,
+                "queries": r.queries,
+                "judged_by_discriminator": c.scored,
+                "run_through_discriminator": c.check.evaluated - evaluated_before,
+                "new_urf": r.metrics.urf, "new_rf": r.metrics.rf,
+                "mutants_per_second": r.generated / r.seconds,
+                "urf_per_minute": r.metrics.urf / (r.seconds / 60),
+                "timings": {k: round(v, 3) for k, v in r.timings.items()},
+                "load_average": [load, os.getloadavg()],
+            }
+            runs[name].append(row)
+            first.setdefault(name, c)
+            print(f"threads {threads} repeat {rep} {name:9s}: {row['mutants_per_second']:7.0f} mutants/s, "
+                  f"{row['urf_per_minute']:7.1f} #URF/min ({r.metrics.urf} in {r.seconds:.1f} s), "
+                  f"{c.scored} judged, {row['run_through_discriminator']} run through the discriminator, "
+                  f"check {row['timings'].get('check', 0):.2f} s", flush=True)
+    rows = {name: sorted(rs, key=lambda row: row["seconds"])[len(rs) // 2] for name, rs in runs.items()}
+    base = rows["every-row"]
+    same = {name: _same(first["every-row"], first[name]) for name in rows if name != "every-row"}
+    speed = {name: base["seconds"] / rows[name]["seconds"] for name in rows}
+    ratio = {name: rows[name]["urf_per_minute"] / max(base["urf_per_minute"], 1e-9) for name in rows}
+    repeatable = all(len({(row["new_urf"], row["new_rf"], row["run_through_discriminator"])
+                          for row in rs}) == 1 for rs in runs.values())
+    print(f"threads {threads}: median speed against every-row "
+          f"{', '.join(f'{k} {v:.2f}x' for k, v in speed.items())}; identical: {same}; "
+          f"repeats alike: {repeatable}", flush=True)
+    return {"threads": threads, "runs": rows, "all_runs": runs, "identical": same,
+            "repeats_alike": repeatable, "urf_per_minute_ratio": ratio, "speed_ratio": speed}
+
+
+def verdicts_needed(m1, m2, data, *, iterations: int, parts: int = 5) -> dict:
+    """The lazy order's verdicts against the changed mutants, per part of a long campaign."""
+    from deepfault.fuzz.campaign import Campaign
+
+    c = Campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
+                 config=CampaignConfig(budget=f"{iterations}it", inputs_per_step=64, seed=0,
+                                       check_order="lazy"))
+    c.setup()
+    steps = [(0, 0, 0)]  # (iterations, verdicts, changed mutants) after each step
+    c.run(progress=lambda p: steps.append((c.iterations, c.scored, c.queries)))
+    rows = []
+    for i in range(parts):
+        lo = next(s for s in reversed(steps) if s[0] <= iterations * i // parts)
+        hi = next(s for s in reversed(steps) if s[0] <= iterations * (i + 1) // parts)
+        rows.append({"iterations": [lo[0], hi[0]], "judged": hi[1] - lo[1], "changed": hi[2] - lo[2],
+                     "share": (hi[1] - lo[1]) / max(hi[2] - lo[2], 1)})
+        print(f"iterations {lo[0]:6d}-{hi[0]:6d}: judged {rows[-1]['judged']:7d} of {rows[-1]['changed']:7d} "
+              f"changed mutants ({100 * rows[-1]['share']:.0f}%)", flush=True)
+    total = {"judged": c.scored, "changed": c.queries, "share": c.scored / max(c.queries, 1)}
+    print(f"all: judged {c.scored} of {c.queries} changed mutants ({100 * total['share']:.0f}%), "
+          f"{c.generated} generated", flush=True)
+    return {"iterations": iterations, "generated": c.generated, "parts": rows, "total": total}
 
 
 def main_check_order(args) -> None:
@@ -127,10 +187,13 @@ def main_check_order(args) -> None:
     m1, m2 = open_model(args.m1).model.eval(), open_model(args.m2).model.eval()
     iterations = 128 if args.quick else args.iterations
     load_before = os.getloadavg()
-    results = [check_order_runs(m1, m2, data, iterations=iterations, threads=t) for t in (1, 2)]
+    results = [check_order_runs(m1, m2, data, iterations=iterations, threads=t, repeats=args.repeats)
+               for t in (1, 2)]
+    needed = None if args.needed == 0 else verdicts_needed(m1, m2, data, iterations=args.needed)
     out = {"pair": f"{args.m1} -> {args.m2}", "iterations": iterations, "batch": 64, "seed": 0,
-           "fidelity": "discriminator", "results": results,
-           "all_identical": all(all(r["identical"].values()) for r in results),
+           "fidelity": "discriminator", "results": results, "verdicts_needed": needed,
+           "all_identical": all(all(v.values()) for r in results for v in r["identical"].values())
+           and all(r["repeats_alike"] for r in results), "repeats": args.repeats,
            "load_average": {"before": load_before, "after": os.getloadavg()}, "cpus": os.cpu_count(),
            "provenance": provenance("cpu")}
     path = args.out or str(REPO / "benchmarks/results/bench_drfuzz_check_order.json")
@@ -153,6 +216,11 @@ def main() -> None:
                     help="the discriminator in the published and the lazy order of checks, side by side")
     ap.add_argument("--iterations", type=int, default=1280, help="--check-order: iterations per run")
     ap.add_argument("--quick", action="store_true", help="--check-order: 128 iterations per run")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="--check-order: runs of each variant (rotated order; the median is reported)")
+    ap.add_argument("--needed", type=int, default=6400,
+                    help="--check-order: iterations of a lazy campaign whose verdicts per changed mutant "
+                         "are counted per fifth (0: skip)")
     args = ap.parse_args()
     if args.check_order:
         main_check_order(args)

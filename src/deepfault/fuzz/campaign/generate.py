@@ -82,8 +82,15 @@ def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray)
         changed_np = changed.cpu().numpy()
         return Generated(mutants, owner, mrule, changed_np & trusted, n * m,
                          per_iteration_rule=True, pending=changed_np & ~trusted)
-    passed = c.check.passes(mutants, c.refs.rows(c.corpus.static["ref"][sel][owner])).to(changed.device)
-    c.scored += len(mutants)
+    # an unchanged mutant is dropped whatever its verdict, so only the changed ones are judged
+    # (the check scores each input alike in any company: .execution.fixed_passes)
+    judged = torch.nonzero(changed).view(-1)
+    judged_np = judged.cpu().numpy()
+    passed = torch.zeros(n * m, dtype=torch.bool, device=changed.device)
+    if len(judged_np):
+        refs = c.refs.rows(c.corpus.static["ref"][sel][owner[judged_np]])
+        passed[judged] = c.check.passes(mutants[judged], refs).to(changed.device)
+    c.scored += len(judged_np)
     if trusted.any():
         passed = passed | torch.as_tensor(trusted, device=passed.device)
     ok = (passed & changed).cpu().numpy()

@@ -65,6 +65,7 @@ __all__ = [
     "FidelityCheck",
     "SSIMFidelity",
     "DiscriminatorFidelity",
+    "distinct_rows",
     "make_fidelity",
     "register_fidelity",
     "list_fidelities",
@@ -468,6 +469,32 @@ def _make_linf(arg: str | None, *, bounds, device="cpu", **_) -> LinfFidelity:
 # --- the DCGAN discriminator -----------------------------------------------------------------
 
 
+def distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first, inverse)``: the index of the first of each group of bit-identical rows of
+    ``x`` (``(N, ...)`` float32), ascending, and each row's group, so that
+    ``x[first][inverse]`` is ``x``.
+
+    Rows are compared by their bits, not their values (``-0.0`` and ``0.0`` differ). The
+    groups keep the rows' order (the discriminator ran about 4% slower on rows sorted by
+    their bits).
+
+    Examples:
+        >>> first, inverse = distinct_rows(torch.tensor([[1.0, 2.0], [0.5, 0.0], [1.0, 2.0]]))
+        >>> first.tolist(), inverse.tolist()
+        ([0, 1], [0, 1, 0])
+    """
+    bits = x.reshape(len(x), -1).contiguous().view(torch.int32)
+    _, inverse = torch.unique(bits, dim=0, return_inverse=True)
+    groups = int(inverse.max()) + 1 if len(inverse) else 0
+    rows = torch.arange(len(x), device=x.device)
+    first = torch.full((groups,), len(x), dtype=torch.long, device=x.device)
+    first = first.scatter_reduce(0, inverse, rows, reduce="amin")
+    first, order = first.sort()  # group g of torch.unique becomes group rank[g]
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(groups, device=x.device)
+    return first, rank[inverse]
+
+
 class DiscriminatorFidelity(Fidelity):
     """Passes a mutant whose discriminator score is at least its root's.
 
@@ -484,6 +511,12 @@ class DiscriminatorFidelity(Fidelity):
             CPU (MNIST images run fastest per image so on this machine: small passes stay in
             cache), 1,024 on an accelerator.
         source: Where the model came from, for messages.
+        dedupe: Score each distinct input once per call (byte-identical inputs, such as two
+            mutants a discrete rule made alike, share the first one's score; exact, as every
+            pass has the same shape). ``False`` runs every row, as before this option.
+
+    Attributes:
+        evaluated: Inputs run through the discriminator so far (after the duplicates are removed).
     """
 
     name = "discriminator"
@@ -492,8 +525,10 @@ class DiscriminatorFidelity(Fidelity):
 
     def __init__(self, model: nn.Module, *, bounds: tuple[float, float],
                  input_range: tuple[float, float], device: torch.device | str = "cpu",
-                 batch_size: int | None = None, source: str = "the discriminator"):
+                 batch_size: int | None = None, source: str = "the discriminator", dedupe: bool = True):
         super().__init__(bounds=bounds, device=device)
+        self.dedupe = bool(dedupe)
+        self.evaluated = 0
         if not isinstance(model, nn.Module):
             raise DeepFaultError(f"model must be a torch.nn.Module; got {type(model).__name__}")
         if batch_size is None:
@@ -516,6 +551,14 @@ class DiscriminatorFidelity(Fidelity):
 
     def _score(self, x: torch.Tensor) -> torch.Tensor:
         x = self.normalise(x.detach().to(self.device, torch.float32))
+        if self.dedupe and len(x) > 1:
+            first, inverse = distinct_rows(x)
+            if len(first) < len(x):
+                return self._score_rows(x[first])[inverse]
+        return self._score_rows(x)
+
+    def _score_rows(self, x: torch.Tensor) -> torch.Tensor:
+        self.evaluated += len(x)
         parts = []
         with torch.inference_mode():
             for i in range(0, len(x), self.batch_size):
