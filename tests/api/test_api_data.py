@@ -111,7 +111,7 @@ def _entry_points(tmp_path):
     sel = lambda m: _selection(m, x, y)  # noqa: E731
     synth = lambda m: df.synthesize(m, x[:5], sel(m), distance=0.05)  # noqa: E731
     surprise = lambda m: df.fit_surprise(m, x, y, classes="labels")  # noqa: E731
-    tiny = {"budget": "12it", "batch": 4, "seed": 0, "fidelity": "linf:0.3", "max_seeds": 12}
+    tiny = {"budget": "12it", "inputs_per_step": 4, "seed": 0, "fidelity": "linf:0.3", "max_seeds": 12}
     return {
         "predict": lambda m, d, lab: df.predict(m, d),
         "activations": lambda m, d, lab: df.activations(m, d),

@@ -53,9 +53,10 @@ def test_regress_api_takes_prepared_models_and_paths_alike(keras_pair):
     d = keras_pair
     data = df.load_dataset(str(d / "data.npz"))
     p1, p2 = (df.prepare_model(d / f"m{i}.h5", data) for i in (1, 2))
-    by_path = df.regress(d / "m1.h5", d / "m2.h5", dataset=str(d / "data.npz"), budget="12it", batch=4,
+    by_path = df.regress(d / "m1.h5", d / "m2.h5", dataset=str(d / "data.npz"), budget="12it",
+                         inputs_per_step=4,
                          fidelity="ssim:0.3", seed=2)
-    by_model = df.regress(p1, p2, dataset=data, budget="12it", batch=4, fidelity="ssim:0.3", seed=2)
+    by_model = df.regress(p1, p2, dataset=data, budget="12it", inputs_per_step=4, fidelity="ssim:0.3", seed=2)
     counts = ("rf", "urf", "seeds", "gf", "initial_rf")
     assert [getattr(by_path.result.metrics, c) for c in counts] == [getattr(by_model.result.metrics, c)
                                                                      for c in counts]
@@ -82,7 +83,7 @@ def test_xplore_runs_on_channels_last_keras_lenets_with_logits(keras_pair, capsy
     data = df.load_dataset(str(d / "data.npz"))
     prepared = [df.prepare_model(d / f"m{i}.h5", data, name=f"m{i}.h5") for i in (1, 2)]
     assert {(p.output_kind, p.layout) for p in prepared} == {("probabilities", "NHWC")}
-    api = df.xplore(prepared, data.x_test, config=XploreConfig(seeds=12, iterations=3, step=0.5))
+    api = df.xplore(prepared, data.x_test, config=XploreConfig(seeds=12, iterations=3, step_size=0.5))
     assert api.num_found == result["found"]
     assert list(api.model_names) == ["m1.h5", "m2.h5"]
 

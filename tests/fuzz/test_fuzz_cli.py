@@ -110,7 +110,8 @@ def test_regress_bad_budget_is_one_line(files, capsys):
 def test_library_entry_point(files):
     from deepfault.fuzz import regress
 
-    out = regress(files / "m1.pt", files / "m2.pt", dataset=str(files / "data.npz"), budget="20it", batch=4,
+    out = regress(files / "m1.pt", files / "m2.pt", dataset=str(files / "data.npz"), budget="20it",
+                  inputs_per_step=4,
                   fidelity="ssim:0.5", store=files / "lib.sqlite")
     assert out.result.iterations == 20
     assert out.cell == "drfuzz-seed0"
@@ -144,7 +145,8 @@ def test_campaigns_through_the_executors_write_the_same_results(files):
     def jobs(store):
         return [{"cell": f"c{seed}", "m1": str(files / "m1.pt"), "m2": str(files / "m2.pt"),
                  "dataset": str(files / "data.npz"), "store": str(store), "experiment": "e", "threads": 1,
-                 "config": CampaignConfig(budget="15it", batch=5, seed=seed, fidelity="ssim:0.5").to_dict()}
+                 "config": CampaignConfig(budget="15it", inputs_per_step=5, seed=seed,
+                                          fidelity="ssim:0.5").to_dict()}
                 for seed in (0, 1)]
 
     out = {}
@@ -169,7 +171,7 @@ def test_hooks_are_removed_when_a_campaign_fails(files):
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError, match="stop"):
-        run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", batch=5, progress=boom, **DH)
+        run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="50it", inputs_per_step=5, progress=boom, **DH)
     assert all(not module._forward_hooks for module in m2.modules())
     assert not m1.training
     assert not m2.training

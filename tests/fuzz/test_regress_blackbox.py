@@ -21,7 +21,7 @@ from helpers.tflite_files import write_dense_tflite
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-SETTINGS = {"budget": "40it", "batch": 5, "seed": 0, "fidelity": "ssim:0.5"}
+SETTINGS = {"budget": "40it", "inputs_per_step": 5, "seed": 0, "fidelity": "ssim:0.5"}
 
 
 @pytest.fixture(scope="module")

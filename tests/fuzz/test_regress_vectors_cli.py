@@ -128,17 +128,20 @@ def test_bad_linf_bound_is_refused_before_any_work(tmp_path, capsys):
 def test_api_campaigns_on_vectors_drfuzz_and_deephunter():
     m1, m2, x, y, x_train = band_problem(n=120, n_train=300)
     v = x.flatten(1)
-    r = run_campaign(m1, m2, v, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=1, fidelity="linf",
+    r = run_campaign(m1, m2, v, y, bounds=(0.0, 1.0), budget="20it", inputs_per_step=4, seed=1,
+                     fidelity="linf",
                      train_inputs=x_train.flatten(1))
-    again = run_campaign(m1, m2, v, y, bounds=(0.0, 1.0), budget="20it", batch=4, seed=1, fidelity="linf",
+    again = run_campaign(m1, m2, v, y, bounds=(0.0, 1.0), budget="20it", inputs_per_step=4, seed=1,
+                         fidelity="linf",
                          train_inputs=x_train.flatten(1))
     assert r.metrics.rf == again.metrics.rf
     assert np.array_equal(r.rf_inputs, again.rf_inputs)
     assert r.rf_inputs.shape[1:] == (64,)
     assert np.isnan(r.faults.ssim[~r.faults.initial]).all()
     assert r.examples["faults"].shape[1:] == (64,)
-    dh = run_campaign(m1, m2, v, y, bounds=(0.0, 1.0), budget="10it", batch=4, seed=0, strategy="deephunter",
-                      criterion="nc", train_inputs=x_train.flatten(1))
+    dh = run_campaign(m1, m2, v, y, bounds=(0.0, 1.0), budget="10it", inputs_per_step=4, seed=0,
+                      strategy="deephunter",
+                      criteria="nc", train_inputs=x_train.flatten(1))
     assert dh.iterations == 10
     assert set(dh.rule_usage) == set(VECTOR_RULES)
     assert dh.corpus >= dh.queued_seeds  # the coverage keep rule read M2's neurons on vectors

@@ -106,7 +106,8 @@ def test_an_interrupted_campaign_is_resumed_and_says_so(files, capsys):
             raise KeyboardInterrupt
 
     store = files / "c.sqlite"
-    out = regress(files / "m1.pt", files / "m2.pt", dataset=str(files / "data.npz"), budget="30it", batch=5,
+    out = regress(files / "m1.pt", files / "m2.pt", dataset=str(files / "data.npz"), budget="30it",
+                  inputs_per_step=5,
                   store=store, fidelity="ssim:0.5", checkpoint_every=0.0, progress=interrupt,
                   criterion_params=(("sections", 1000),))  # the command's options
     assert out.result.stop_reason == "interrupted"

@@ -72,6 +72,6 @@ def test_a_tabular_data_set_runs_with_dsa_and_refuses_image_only_checks_before_t
     assert err.startswith("deepfault: error: --fidelity 'ssim' judges images only and the inputs are vectors")
     assert not (d / "tab.sqlite").exists()
     out = regress(d / "m1.pt", d / "m2.pt", dataset=str(d / "data.npz"), fidelity="dsa:p90", budget="10it",
-                  batch=5)
+                  inputs_per_step=5)
     assert out.result.iterations == 10
     assert out.result.config.fidelity == "dsa:p90"

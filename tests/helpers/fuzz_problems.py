@@ -41,4 +41,4 @@ _ns: dict = {}
 exec(TINY, _ns)
 tiny_model, tiny_problem, AlwaysPass = _ns["tiny_model"], _ns["tiny_problem"], _ns["AlwaysPass"]
 
-DH = dict(strategy="deephunter", criterion="nc", criterion_params={"threshold": 0.5})
+DH = dict(strategy="deephunter", criteria="nc", criterion_params={"threshold": 0.5})

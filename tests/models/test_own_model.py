@@ -450,7 +450,7 @@ def plane(tmp_path):
 def _repair(model, d, data, out):
     from deepfault.repair import repair
 
-    return repair(model, d / "run.npz", dataset=data, epochs=1, baselines=(), save_to=out)
+    return repair(model, d / "run.npz", dataset=data, epochs=1, baselines=(), save_model=out)
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -532,7 +532,7 @@ def test_regress_runs_a_compiled_m2_and_refuses_its_neurons(tmp_path):
         y = m1(x).argmax(1).numpy()
     data = Dataset("tiny", x.numpy(), y, x.numpy(), y, (0.0, 1.0), ("a", "b", "c"))
     torch.jit.trace(m1, x[:1]).save(str(tmp_path / "m2.ts"))
-    settings = {"budget": "20it", "batch": 4, "seed": 0, "fidelity": "linf:0.3", "dataset": data}
+    settings = {"budget": "20it", "inputs_per_step": 4, "seed": 0, "fidelity": "linf:0.3", "dataset": data}
     same = regress(m1, m1, **settings)
     compiled = regress(m1, tmp_path / "m2.ts", **settings)
     assert compiled.result.iterations == same.result.iterations == 20

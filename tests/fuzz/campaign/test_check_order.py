@@ -42,7 +42,7 @@ def _problem(classes: int = 3):
 def _campaign(order: str, problem, **settings) -> Campaign:
     m1, m2, x, y = problem
     dedupe = settings.pop("dedupe", True)
-    config = CampaignConfig(**({"budget": "150it", "batch": 6, "seed": 3} | settings
+    config = CampaignConfig(**({"budget": "150it", "inputs_per_step": 6, "seed": 3} | settings
                                | {"check_order": order}))
     check = _discriminator()
     check.dedupe = dedupe
@@ -82,8 +82,9 @@ def assert_same_campaign(a: Campaign, b: Campaign) -> None:
     assert torch.equal(a.tgen.get_state(), b.tgen.get_state())
 
 
-@pytest.mark.parametrize("settings", [dict(), dict(batch=1, budget="60it"), dict(queue_capacity=150),
-                                      dict(classes=10, budget="240it", batch=8)],
+@pytest.mark.parametrize("settings", [dict(), dict(inputs_per_step=1, budget="60it"),
+                                      dict(queue_capacity=150),
+                                      dict(classes=10, budget="240it", inputs_per_step=8)],
                          ids=["b6", "b1", "evicting", "ten-classes"])
 def test_lazy_order_finds_what_checking_before_execution_finds(settings):
     classes = settings.pop("classes", 3)
@@ -143,7 +144,8 @@ def test_distinct_rows_groups_bit_identical_rows():
 def test_lazy_order_with_a_check_that_is_not_expensive_is_the_published_order():
     problem = tiny_problem()
     m1, m2, x, y = problem
-    r = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity="ssim", budget="30it", batch=6, seed=1,
+    r = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity="ssim", budget="30it", inputs_per_step=6,
+                     seed=1,
                      check_order="lazy")
     assert r.config.check_order == "lazy"
     assert r.passed == r.queries  # checked before execution: only passing mutants ran
@@ -152,7 +154,8 @@ def test_lazy_order_with_a_check_that_is_not_expensive_is_the_published_order():
 def test_lazy_campaign_resumed_from_a_checkpoint_equals_an_uninterrupted_one(tmp_path):
     problem = tiny_problem()
     m1, m2, x, y = problem
-    kw = dict(bounds=(0.0, 1.0), budget="120it", batch=6, seed=3, check_order="lazy", checkpoint_every=0)
+    kw = dict(bounds=(0.0, 1.0), budget="120it", inputs_per_step=6, seed=3, check_order="lazy",
+              checkpoint_every=0)
 
     stopped = []
 

@@ -37,11 +37,11 @@ def _same(a, b):
         assert getattr(a.metrics, field) == getattr(b.metrics, field)
 
 
-@pytest.mark.parametrize("settings", [dict(), DH, dict(chooser="uniform", batch=1, budget="40it")],
+@pytest.mark.parametrize("settings", [dict(), DH, dict(chooser="uniform", inputs_per_step=1, budget="40it")],
                          ids=["drfuzz", "deephunter", "uniform-b1"])
 def test_iteration_budget_campaigns_are_reproducible(settings):
     m1, m2, x, y = tiny_problem()
-    kw = dict(bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="120it", batch=6, seed=3) | settings
+    kw = dict(bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="120it", inputs_per_step=6, seed=3) | settings
     a = run_campaign(m1, m2, x, y, **kw)
     b = run_campaign(m1, m2, x, y, **kw)
     _same(a, b)
@@ -65,7 +65,8 @@ def test_iteration_budget_campaigns_are_reproducible(settings):
 def test_identical_models_find_no_regression_and_stop_at_the_budget():
     m1, _, x, y = tiny_problem()
     for settings in (dict(), DH):
-        r = run_campaign(m1, m1, x, y, bounds=(0.0, 1.0), budget="60it", batch=8, seed=0, fidelity="ssim",
+        r = run_campaign(m1, m1, x, y, bounds=(0.0, 1.0), budget="60it", inputs_per_step=8, seed=0,
+                         fidelity="ssim",
                          **settings)
         assert r.stop_reason == "budget"
         assert r.iterations == 60
@@ -75,7 +76,8 @@ def test_identical_models_find_no_regression_and_stop_at_the_budget():
     # queue cannot run dry first: that takes 11 selections of each)
     twin = tiny_model(0)
     _, _, x, y = tiny_problem(n=2000)
-    r = run_campaign(m1, twin, x, y, bounds=(0.0, 1.0), budget="0.5s", batch=8, seed=0, fidelity="ssim")
+    r = run_campaign(m1, twin, x, y, bounds=(0.0, 1.0), budget="0.5s", inputs_per_step=8, seed=0,
+                     fidelity="ssim")
     assert r.metrics.rf == 0
     assert r.stop_reason == "budget"
     # (each step is sized to the time left, so it may end up to half a step before the budget)
@@ -101,7 +103,7 @@ def test_models_are_left_as_they_were():
     m1.train()
     before = {k: v.clone() for k, v in m2.state_dict().items()}
     x0 = x.clone()
-    run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="30it", batch=5, **DH)
+    run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="30it", inputs_per_step=5, **DH)
     assert m1.training
     assert not m2.training
     assert all(torch.equal(before[k], v) for k, v in m2.state_dict().items())
@@ -112,7 +114,8 @@ def test_models_are_left_as_they_were():
 
 def test_a_queue_that_runs_dry_ends_the_campaign_cleanly():
     m1, m2, x, y = tiny_problem(n=6)
-    r = run_campaign(m1, m1, x, y, bounds=(0.0, 1.0), budget="100000it", batch=4, seed=0, fidelity="ssim",
+    r = run_campaign(m1, m1, x, y, bounds=(0.0, 1.0), budget="100000it", inputs_per_step=4, seed=0,
+                     fidelity="ssim",
                      count_selections="every")
     # identical models: no candidate raises the table, each seed is selected 11 times (counting
     # every selection; as published, only selections with a fault count, so it never runs dry)
@@ -124,7 +127,7 @@ def test_deephunter_allows_one_affine_change_per_lineage():
     m1, m2, x, y = tiny_problem()
     # a high NC threshold leaves neurons to cover, so some mutants are kept
     dh = DH | {"criterion_params": {"threshold": 0.95}}
-    config = CampaignConfig(budget="300it", batch=10, seed=1, **dh)
+    config = CampaignConfig(budget="300it", inputs_per_step=10, seed=1, **dh)
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=config)
     c.run()
     rule = c.corpus.field("rule")
@@ -168,8 +171,10 @@ def test_diversity_waves_equal_one_iteration_at_a_time():
 
 def test_batch_size_changes_the_schedule_not_the_kind_of_result():
     m1, m2, x, y = tiny_problem()
-    one = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="60it", batch=1)
-    many = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="60it", batch=16)
+    one = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="60it",
+                       inputs_per_step=1)
+    many = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="60it",
+                        inputs_per_step=16)
     assert one.iterations == many.iterations == 60
     assert one.steps == 60
     assert many.steps == 4  # 16 + 16 + 16 + 12
@@ -184,7 +189,8 @@ _SCRIPT = TINY + textwrap.dedent('''
     store, out = sys.argv[1], sys.argv[2]
     m1, m2, x, y = tiny_problem()
     # a queue of 200 images: entries are evicted long before the kill (bounded memory and store)
-    r = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="2400it", batch=4,
+    r = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), budget="2400it",
+                     inputs_per_step=4,
                      seed=5, store=None if store == "-" else store, experiment="e", cell="c",
                      checkpoint_every=0.02, queue_capacity=200)
     np.savez(out, rf_inputs=r.rf_inputs, corpus=r.corpus, resumed=r.resumed, evicted=r.evicted,

@@ -66,13 +66,14 @@ _IDENTITIES = ("kind", "root", "y1", "y2", "iteration", "queries")
 @pytest.mark.parametrize("name", ["always", "ssim", "uniform-b1"])
 def test_results_are_those_of_the_loop_before_the_refactor(name):
     m1, m2, x, y = tiny_problem()
-    kw = dict(bounds=(0.0, 1.0), budget="120it", batch=6, seed=3, mutants=10, count_selections="every")
+    kw = dict(bounds=(0.0, 1.0), budget="120it", inputs_per_step=6, seed=3, mutants=10,
+              count_selections="every")
     if name == "ssim":
         kw["config"] = CampaignConfig(fidelity="ssim:0.9")
     else:
         kw["fidelity"] = AlwaysPass()
     if name == "uniform-b1":
-        kw |= {"chooser": "uniform", "batch": 1}
+        kw |= {"chooser": "uniform", "inputs_per_step": 1}
     r = run_campaign(m1, m2, x, y, **kw)
     want = _BEFORE[name]
     counts = (r.iterations, r.queries, r.corpus, r.generated, r.passed, r.metrics.rf, r.metrics.urf)
@@ -87,7 +88,8 @@ def test_results_are_those_of_the_loop_before_the_refactor(name):
 
 def test_a_campaign_is_bit_identical_when_repeated_with_the_same_seed_and_threads(one_torch_thread):
     m1, m2, x, y = tiny_problem()
-    kw = dict(bounds=(0.0, 1.0), budget="40it", batch=6, seed=3, config=CampaignConfig(fidelity="ssim:0.9"))
+    kw = dict(bounds=(0.0, 1.0), budget="40it", inputs_per_step=6, seed=3,
+              config=CampaignConfig(fidelity="ssim:0.9"))
     assert _digest(run_campaign(m1, m2, x, y, **kw)) == _digest(run_campaign(m1, m2, x, y, **kw))
 
 
@@ -101,7 +103,7 @@ def test_every_strategy_is_an_object_with_the_loops_methods(name):
     m1, m2, x, y = tiny_problem()
     settings = DH if name == "deephunter" else {}
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
-                 config=CampaignConfig(budget="10it", batch=3, seed=0, **settings))
+                 config=CampaignConfig(budget="10it", inputs_per_step=3, seed=0, **settings))
     c.setup()
     sel = c.corpus.select(c.rng, 3)
     gen = strategy.generate(c, sel)
@@ -119,7 +121,8 @@ def test_every_strategy_is_an_object_with_the_loops_methods(name):
 
 def test_deephunter_tries_each_slot_up_to_49_times_with_a_fresh_transformation():
     m1, m2, x, y = tiny_problem()
-    c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=CampaignConfig(budget="10it", batch=2, seed=0, **DH))
+    c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=CampaignConfig(budget="10it", inputs_per_step=2,
+                                                                        seed=0, **DH))
     c.setup()
     c.check = NeverPass()  # nothing valid: only affine mutants (trusted) are accepted, others use all tries
     gen = c.strategy.generate(c, c.corpus.select(c.rng, 2))
@@ -141,14 +144,15 @@ def test_deephunter_tries_each_slot_up_to_49_times_with_a_fresh_transformation()
 
 def test_retry_structure_counts_every_try_as_a_call():
     m1, m2, x, y = tiny_problem()
-    never = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=NeverPass(tries=7), budget="12it", batch=4)
+    never = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=NeverPass(tries=7), budget="12it",
+                         inputs_per_step=4)
     # every slot tried 7 times, nothing executed, each try one call of the chain
     assert never.generated == 12 * 20 * 7
     assert never.queries == 0
     assert sum(u["selected"] for u in never.rule_usage.values()) == never.generated
     assert sum(u["faithful"] for u in never.rule_usage.values()) == 0
     once = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=RetryingAlwaysPass(), budget="12it",
-                        batch=4)
+                        inputs_per_step=4)
     # every try passes (and changes its parent, up to the rare no-op): one try per slot
     assert 12 * 20 <= once.generated <= 12 * 20 * 1.1
     assert sum(u["selected"] for u in once.rule_usage.values()) == once.generated
@@ -198,7 +202,7 @@ def test_times_selected_rises_only_in_iterations_with_a_regression_fault():
     m1, m2, x, y = tiny_problem()
     for rule in ("fault", "every"):
         c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
-                     config=CampaignConfig(budget="100it", batch=8, seed=1, count_selections=rule))
+                     config=CampaignConfig(budget="100it", inputs_per_step=8, seed=1, count_selections=rule))
         c.setup()
         seen_rf = False
         with torch.no_grad():
@@ -226,7 +230,7 @@ def test_times_selected_rises_only_in_iterations_with_a_regression_fault():
 def test_one_shared_filter_applies_to_every_executed_mutant_of_both_strategies():
     m1, m2, x, y = tiny_problem()
     for settings in ({}, DH):
-        kw = dict(bounds=(0.0, 1.0), budget="30it", batch=5, seed=2) | settings
+        kw = dict(bounds=(0.0, 1.0), budget="30it", inputs_per_step=5, seed=2) | settings
         if not settings:
             kw["fidelity"] = AlwaysPass()
         free = run_campaign(m1, m2, x, y, **kw)
@@ -249,7 +253,7 @@ def test_one_shared_filter_applies_to_every_executed_mutant_of_both_strategies()
 
 def test_shared_filter_by_name_and_the_comparison_at_equal_time_and_iterations():
     m1, m2, x, y = tiny_problem()
-    results = {s: run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget=b, batch=4, seed=0,
+    results = {s: run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget=b, inputs_per_step=4, seed=0,
                                fidelity="ssim:0.5",
                                shared_fidelity="ssim:0.5", **(DH if s == "deephunter" else {}))
                for s, b in (("drfuzz", "40it"), ("deephunter", "24it"))}
@@ -265,11 +269,11 @@ def test_shared_filter_by_name_and_the_comparison_at_equal_time_and_iterations()
 
 def test_state_dict_round_trip_continues_exactly():
     m1, m2, x, y = tiny_problem()
-    config = CampaignConfig(budget="90it", batch=5, seed=4, queue_capacity=150)
+    config = CampaignConfig(budget="90it", inputs_per_step=5, seed=4, queue_capacity=150)
     whole = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), config=config)
     whole.run()
     first = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
-                     config=CampaignConfig(budget="45it", batch=5, seed=4, queue_capacity=150))
+                     config=CampaignConfig(budget="45it", inputs_per_step=5, seed=4, queue_capacity=150))
     first.run()
     state = first.state_dict()
     pages = first.queue_pages()
@@ -291,7 +295,7 @@ def test_state_dict_round_trip_continues_exactly():
 def test_eviction_keeps_the_queue_bounded_and_evicts_the_least_likely_first():
     m1, m2, x, y = tiny_problem()
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
-                 config=CampaignConfig(budget="200it", batch=5, seed=0, queue_capacity=150))
+                 config=CampaignConfig(budget="200it", inputs_per_step=5, seed=0, queue_capacity=150))
     c.run()
     q = c.corpus
     assert q.evicted > 0

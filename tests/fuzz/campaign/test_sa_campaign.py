@@ -13,7 +13,7 @@ from deepfault.fuzz.campaign.execution import ModelPair
 from deepfault.fuzz.fidelity import SurpriseFidelity, make_fidelity
 from helpers.sa_fuzz import band_problem
 
-DH = dict(strategy="deephunter", criterion="nc", criterion_params={"threshold": 0.5})
+DH = dict(strategy="deephunter", criteria="nc", criterion_params={"threshold": 0.5})
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,8 @@ def _check(m1, x_train, x, spec="dsa:p90"):
 
 def _campaign(problem, **settings):
     m1, m2, x, y, x_train = problem
-    config = CampaignConfig(**({"budget": "40it", "batch": 4, "seed": 1, "fidelity": "dsa:p90"} | settings))
+    config = CampaignConfig(**({"budget": "40it", "inputs_per_step": 4, "seed": 1,
+                                "fidelity": "dsa:p90"} | settings))
     return Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=config, train_inputs=x_train)
 
 
@@ -85,7 +86,7 @@ def test_the_verdicts_are_the_checks_own_whatever_the_batch(problem, monkeypatch
 
     monkeypatch.setattr(ModelPair, "run_m1", spy_run)
     monkeypatch.setattr(SurpriseFidelity, "check_traces", spy_check)
-    c = _campaign(problem, batch=8)
+    c = _campaign(problem, inputs_per_step=8)
     c.run()
     mutants, verdicts = torch.cat(seen), torch.cat(said)
     assert len(mutants) == len(verdicts) > 0
@@ -101,7 +102,7 @@ def test_the_verdicts_are_the_checks_own_whatever_the_batch(problem, monkeypatch
 @pytest.mark.parametrize("batch", [1, 8])
 def test_every_fault_and_queued_mutant_passes_the_filter(problem, batch):
     m1, _, x, _, x_train = problem
-    c = _campaign(problem, batch=batch, budget="60it")
+    c = _campaign(problem, inputs_per_step=batch, budget="60it")
     c.run()
     r = c.result()
     fid = _check(m1, x_train, x)
@@ -118,7 +119,7 @@ def test_every_fault_and_queued_mutant_passes_the_filter(problem, batch):
 
 def test_a_filter_nothing_passes_leaves_only_the_seeds(problem):
     r = run_campaign(*problem[:4], bounds=(0.0, 1.0), train_inputs=problem[4], fidelity="dsa:0",
-                     budget="20it", batch=4, seed=0)
+                     budget="20it", inputs_per_step=4, seed=0)
     assert r.passed == r.queries == 0
     assert r.metrics.rf == r.metrics.urf == 0 < r.metrics.initial_rf
     assert r.corpus == r.queued_seeds
@@ -131,7 +132,7 @@ def test_as_the_shared_filter_of_deephunter(problem, same_model):
     M1 and M2 one model, its coverage capture and M1's trace capture share the hooks."""
     m1, m2, x, y, x_train = problem
     r = run_campaign(m1, m1 if same_model else m2, x, y, bounds=(0.0, 1.0), train_inputs=x_train,
-                     shared_fidelity="dsa:p90", budget="40it", batch=4, seed=2, **DH)
+                     shared_fidelity="dsa:p90", budget="40it", inputs_per_step=4, seed=2, **DH)
     assert r.shared_rejected > 0
     assert r.trace_checks["shared"]["name"] == "dsa"
     assert "own" not in r.trace_checks
@@ -146,17 +147,18 @@ def test_as_the_shared_filter_of_deephunter(problem, same_model):
 def test_own_dsa_with_a_shared_image_filter_and_both_surprise(problem):
     m1, m2, x, y, x_train = problem
     own_then_ssim = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), train_inputs=x_train, fidelity="dsa:p90",
-                                 shared_fidelity="ssim:0.9", budget="40it", batch=4, seed=0)
+                                 shared_fidelity="ssim:0.9", budget="40it", inputs_per_step=4, seed=0)
     assert own_then_ssim.shared_rejected > 0
     assert own_then_ssim.passed == own_then_ssim.queries
     both = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), train_inputs=x_train, fidelity="mdsa:p95",
-                        shared_fidelity="dsa:p80", budget="40it", batch=4, seed=0)
+                        shared_fidelity="dsa:p80", budget="40it", inputs_per_step=4, seed=0)
     assert set(both.trace_checks) == {"own", "shared"}
     assert both.shared_rejected > 0
 
 
 def test_the_result_keeps_the_threshold_through_the_store(problem, tmp_path):
-    kw = dict(bounds=(0.0, 1.0), train_inputs=problem[4], fidelity="dsa:p90", budget="12it", batch=4, seed=0,
+    kw = dict(bounds=(0.0, 1.0), train_inputs=problem[4], fidelity="dsa:p90", budget="12it",
+              inputs_per_step=4, seed=0,
               store=tmp_path / "s.sqlite", experiment="e", cell="c")
     first = run_campaign(*problem[:4], **kw)
     again = run_campaign(*problem[:4], **kw)  # finished: read back from the store
