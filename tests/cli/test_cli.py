@@ -116,7 +116,7 @@ BAD = [
     (["-k", "97"], r"k=97 is larger than the 96 analysed neurons"),
     (["--class", "10"], r"class 10 is outside the 10 classes of 'digits' \(0..9\)"),
     (["--star", "0.5"], r"star \(the D\* exponent\) must be a number >= 1; got 0.5"),
-    (["--step-size", "-1"], r"step must be a finite number >= 0; got -1.0"),
+    (["--step-size", "-1"], r"step_size must be a finite number >= 0; got -1.0"),
     (["--distance", "-0.1"], r"distance must be a finite number >= 0; got -0.1"),
     (["--dataset", "imagenet"], r"--dataset imagenet needs a model trained on it"),
     (["--model", "missing.pt"], r"model file 'missing.pt' does not exist"),

@@ -271,7 +271,8 @@ def test_api_misuse():
 
     from deepfault import synthesize
 
-    cases.append(lambda: synthesize(NoGrad(), x, [("inner.fc1", 0)], step=1.0, distance=0.1, bounds=(-5, 5)))
+    cases.append(lambda: synthesize(NoGrad(), x, [("inner.fc1", 0)], step_size=1.0, distance=0.1,
+                                    bounds=(-5, 5)))
     register_measure("probe_nan", lambda a_s, a_f, n_s, n_f: a_f / 0.0 * 0.0, formula="nan")
     try:
         spec = compute_spectrum(model, x, np.zeros(6, int))

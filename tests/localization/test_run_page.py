@@ -84,9 +84,9 @@ def run():
     torch.set_num_threads(1)
     model = chain_model(seed=3).eval()
     data = _data(model)
-    config = RunConfig(approach="ochiai", k=4, classes=(0, 1, 2), seed=0, distance=0.3)
+    config = RunConfig(measure="ochiai", k=4, classes=(0, 1, 2), seed=0, distance=0.3)
     result = run_deepfault(model, data, config)
-    baseline = run_deepfault(model, data, RunConfig(approach="random", k=4, classes=(0, 1, 2), seed=0,
+    baseline = run_deepfault(model, data, RunConfig(measure="random", k=4, classes=(0, 1, 2), seed=0,
                                                     distance=0.3))
     return result, baseline, data
 

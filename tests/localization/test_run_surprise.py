@@ -36,7 +36,7 @@ def _data(model, n_train=120, n_test=60, seed=0) -> Dataset:
 def test_add_surprise_equals_surprise_score_and_changes_nothing_else():
     model = chain_model(seed=3).eval()
     data = _data(model)
-    result = run_deepfault(model, data, RunConfig(approach="ochiai", k=2, classes=(0, 1, 2), seed=0))
+    result = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0, 1, 2), seed=0))
     state = fit_surprise(model, data.x_train, layers=["fc3"])
     calls = []
 
@@ -67,7 +67,7 @@ def test_add_surprise_equals_surprise_score_and_changes_nothing_else():
 def test_evaluation_json_writes_infinite_scores_as_text():
     model = chain_model(seed=3).eval()
     data = _data(model)
-    result = run_deepfault(model, data, RunConfig(approach="ochiai", k=2, classes=(0,), seed=0))
+    result = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0,), seed=0))
     scored = add_surprise(result, data.x_test, lambda x: {"dsa": np.full(len(x), np.inf)})
     doc = scored.classes[0].repetitions[0].evaluation.to_dict()
     json.dumps(doc, allow_nan=False)

@@ -12,7 +12,7 @@ from helpers.tiny_models import chain_model, conv_model, has_hooks, scaled_model
 def test_raw_gradient_step_by_hand():
     # fc1 = (3 x0 + x1, -2 x1): mean gradient of both = ((3 + 0)/2, (1 - 2)/2) = (1.5, -0.5)
     x = torch.tensor([[0.5, 0.5]])
-    new = synthesize(scaled_model(), x, [("fc1", 0), ("fc1", 1)], step=0.1, distance=1.0,
+    new = synthesize(scaled_model(), x, [("fc1", 0), ("fc1", 1)], step_size=0.1, distance=1.0,
                      normalize=False)
     torch.testing.assert_close(new, torch.tensor([[0.65, 0.45]]))
 
@@ -20,7 +20,7 @@ def test_raw_gradient_step_by_hand():
 def test_normalised_gradient_step_by_hand():
     # g0 = (3, 1) / sqrt(5), g1 = (0, -2) / sqrt(2); mean = (3/sqrt5, 1/sqrt5 - sqrt2) / 2
     x = torch.tensor([[0.5, 0.5]])
-    new = synthesize(scaled_model(), x, [("fc1", 0), ("fc1", 1)], step=0.1, distance=1.0)
+    new = synthesize(scaled_model(), x, [("fc1", 0), ("fc1", 1)], step_size=0.1, distance=1.0)
     g = np.array([3 / np.sqrt(5), 1 / np.sqrt(5) - np.sqrt(2)]) / 2
     # RMS carries a 1e-5 in the denominator, so compare to 1e-5 relative
     np.testing.assert_allclose(new.numpy()[0], 0.5 + 0.1 * g, rtol=1e-5)
@@ -28,7 +28,7 @@ def test_normalised_gradient_step_by_hand():
 
 def test_distance_clips_then_bounds_clip():
     x = torch.tensor([[0.5, 0.95]])
-    new = synthesize(scaled_model(), x, [("fc1", 0)], step=10.0, distance=0.2, normalize=False)
+    new = synthesize(scaled_model(), x, [("fc1", 0)], step_size=10.0, distance=0.2, normalize=False)
     # step*g = (30, 10) -> clipped to (0.2, 0.2) -> (0.7, 1.15) -> bounds -> (0.7, 1.0)
     torch.testing.assert_close(new, torch.tensor([[0.7, 1.0]]))
 
@@ -36,7 +36,7 @@ def test_distance_clips_then_bounds_clip():
 def test_conv_channel_gradient():
     # d mean(2x)/dx = 2/4 per pixel; normalised: RMS 0.5 -> 1 per pixel
     x = torch.full((1, 1, 2, 2), 0.5)
-    new = synthesize(conv_model(), x, [("conv", 0)], step=0.05, distance=1.0)
+    new = synthesize(conv_model(), x, [("conv", 0)], step_size=0.05, distance=1.0)
     expected = 0.5 + 0.05 * 0.5 / (0.5 + 1e-5)
     torch.testing.assert_close(new, torch.full((1, 1, 2, 2), expected), atol=1e-7, rtol=0)
 
@@ -49,6 +49,7 @@ def test_batched_equals_per_input_loop_oracle(normalize, iterations):
     neurons = [("fc", 1), ("conv2", 3), ("conv1", 0), ("fc", 4)]
     kw = dict(step=0.5, distance=0.1, normalize=normalize, iterations=iterations)
     want = synthesize_reference(model, x, neurons, **kw)
+    kw["step_size"] = kw.pop("step")
     for batch_size in (1, 4, 9):
         got = synthesize(model, x, neurons, batch_size=batch_size, **kw)
         torch.testing.assert_close(got, want, atol=2e-6, rtol=0)
@@ -81,7 +82,7 @@ def test_vmap_fallback_gives_the_same_result(monkeypatch):
 def test_stays_within_distance_and_bounds(step, distance, iterations, seed):
     gen = torch.Generator().manual_seed(seed)
     x = torch.rand(6, 4, generator=gen) * 2 - 1
-    new = synthesize(chain_model(seed % 3), x, [("fc2", seed % 5), ("fc1", 0)], step=step,
+    new = synthesize(chain_model(seed % 3), x, [("fc2", seed % 5), ("fc1", 0)], step_size=step,
                      distance=distance, bounds=(-1.0, 1.0), iterations=iterations)
     assert (new - x).abs().max() <= distance + 1e-6
     assert new.min() >= -1.0
@@ -105,7 +106,7 @@ def test_caller_tensors_and_model_untouched():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"step": -1.0}, r"step must be a finite number >= 0; got -1.0"),
+        ({"step_size": -1.0}, r"step_size must be a finite number >= 0; got -1.0"),
         ({"distance": -0.1}, r"distance must be a finite number >= 0; got -0.1"),
         ({"bounds": (1.0, 0.0)}, "lo < hi"),
         ({"iterations": 0}, "iterations must be an integer >= 1"),

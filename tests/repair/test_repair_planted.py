@@ -73,7 +73,7 @@ def test_planted_weakness_is_fixed_on_held_out_inputs(task):
         epochs=30,
         lr=1e-2,
         baselines=("random-train",),
-        save_to=d / "repaired.pt",
+        save_model=d / "repaired.pt",
     )
     name = "run.npz"
     assert r.before.held_out[name] < 0.2  # the model gets the band wrong
@@ -100,8 +100,8 @@ def test_held_out_rows_and_seeds_never_seen_in_training(task):
 
 def test_repaired_model_reloads_and_is_deterministic(task):
     d, data = task
-    a = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=2, baselines=(), save_to=d / "r1.pt")
-    b = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=2, baselines=(), save_to=d / "r2.pt")
+    a = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=2, baselines=(), save_model=d / "r1.pt")
+    b = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=2, baselines=(), save_model=d / "r2.pt")
     m1, m2 = open_model(d / "r1.pt"), load_model(d / "r2.pt")
     assert m1.arch == "digits_mlp"
     assert m1.meta["repair"]["after"] == a.found.after.to_dict()
@@ -139,7 +139,7 @@ def test_config_errors():
 def test_a_model_outside_the_zoo_is_saved_as_torchscript(task):
     d, data = task
     module = open_model(d / "m.pt").model
-    r = repair(module, d / "run.npz", dataset=data, epochs=1, baselines=(), save_to=d / "ts.pt")
+    r = repair(module, d / "run.npz", dataset=data, epochs=1, baselines=(), save_model=d / "ts.pt")
     mf = open_model(d / "ts.pt")
     assert mf.arch == "torchscript"
     x = torch.as_tensor(data.x_test[:20])

@@ -125,7 +125,7 @@ def planted(tmp_path_factory):
 def test_fixed_counts_equal_a_naive_count(planted):
     d, data = planted
     r = repair(d / "m.pt", d / "run.npz", dataset=data, epochs=10, lr=1e-2, baselines=("random-train",),
-               save_to=d / "repaired.pt")
+               save_model=d / "repaired.pt")
     _, held = r.splits["run.npz"]
     with np.load(d / "run.npz") as z:
         x, y = torch.as_tensor(z["synthesized"][held]), z["labels"][held]

@@ -1,5 +1,7 @@
 """DeepXplore: the batched search against the per-seed oracle, the constraints, the results."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -38,7 +40,7 @@ def _seeds(kind, n=32, seed=0):
     return rng.uniform(0, 1, (n, *shape)).astype(np.float32)
 
 
-BASE = dict(step=0.2, iterations=12, lambda1=2.0, lambda2=0.5, occlusion=(1, 2, 3, 2), blackout_size=2)
+BASE = dict(step_size=0.2, iterations=12, lambda1=2.0, lambda2=0.5, occlusion=(1, 2, 3, 2), blackout_size=2)
 
 
 def _check_equal(result, ref):
@@ -57,7 +59,7 @@ def _check_equal(result, ref):
     [
         ("mlp", "none", {"layers": "default"}),
         ("mlp", "none", {"neurons": "per-seed"}),
-        ("mlp", "none", {"objective": "probabilities", "step": 0.5}),
+        ("mlp", "none", {"objective": "probabilities", "step_size": 0.5}),
         ("mlp", "none", {"layers": "deepxplore", "threshold": 0.6}),
         ("conv", "none", {"layers": "deepxplore", "threshold": 0.5}),
         ("conv", "light", {"threshold": 0.3, "layers": "default"}),
@@ -65,14 +67,14 @@ def _check_equal(result, ref):
         ("conv", "blackout", {"layers": "deepxplore", "threshold": 0.5}),
         ("conv", "none", {"target": 1, "threshold": 0.5}),
         ("conv", "light", {"layers": "default", "clip": False, "neurons": "per-seed", "target": 0}),
-        ("mlp", "none", {"layers": "default", "clip": False, "step": 0.5}),
+        ("mlp", "none", {"layers": "default", "clip": False, "step_size": 0.5}),
     ],
 )
 @pytest.mark.parametrize("batch_size", [None, 5])
 def test_batched_search_equals_per_seed_oracle(kind, transform, extra, batch_size):
     models = _mlps() if kind == "mlp" else _convs()
     seeds = _seeds(kind)
-    config = XploreConfig(**{**BASE, "transform": transform, "batch_size": batch_size, **extra})
+    config = XploreConfig(**{**BASE, "transform": transform, "inputs_per_step": batch_size, **extra})
     result = search(models, seeds, config=config)
     ref = search_reference(models, seeds, config=config)
     assert result.num_found > 0 or kind == "conv" and transform == "light"
@@ -94,8 +96,7 @@ def test_per_seed_groups_change_nothing_when_coverage_is_full():
     config = XploreConfig(**{**BASE, "transform": "none", "threshold": -1.0})
     one = search(_mlps(), _seeds("mlp"), config=config)
     for size in (1, 3, 100):
-        other = search(_mlps(), _seeds("mlp"), config=XploreConfig(**{**config.to_dict(), "batch_size": size,
-                                                                    "occlusion": config.occlusion}))
+        other = search(_mlps(), _seeds("mlp"), config=replace(config, inputs_per_step=size))
         np.testing.assert_array_equal(one.found.rows, other.found.rows)
         np.testing.assert_allclose(one.found.inputs, other.found.inputs, atol=1e-6)
 
@@ -201,9 +202,8 @@ def test_seeds_are_drawn_without_replacement_and_reproducibly():
 
 def test_found_inputs_stay_in_bounds_and_really_differ_after_reloading(tmp_path):
     models = _convs()
-    config = XploreConfig(**{**BASE, "transform": "none", "step": 0.6})
-    result = xplore(models, _seeds("conv", 64), config=XploreConfig(**{**config.to_dict(), "seeds": 40,
-                                                                        "occlusion": (1, 2, 3, 2)}))
+    config = XploreConfig(**{**BASE, "transform": "none", "step_size": 0.6})
+    result = xplore(models, _seeds("conv", 64), config=replace(config, seeds=40, occlusion=(1, 2, 3, 2)))
     assert result.num_found > 5
     assert result.found.inputs.min() >= 0.0
     assert result.found.inputs.max() <= 1.0
@@ -221,7 +221,7 @@ def test_found_inputs_stay_in_bounds_and_really_differ_after_reloading(tmp_path)
 
 def test_identical_models_never_disagree():
     result = xplore([mlp(0.0), mlp(0.0), mlp(0.0)], _seeds("mlp", 50),
-                    config=XploreConfig(seeds=50, step=0.5, iterations=5))
+                    config=XploreConfig(seeds=50, step_size=0.5, iterations=5))
     assert result.num_found == 0
     assert result.num_already_differ == 0
     assert result.first_found_seconds is None

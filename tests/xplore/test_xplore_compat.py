@@ -7,6 +7,7 @@ by hand below.
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -79,7 +80,7 @@ def test_a_fixed_target_is_every_seeds_target():
 def test_per_seed_neurons_are_drawn_once_and_kept():
     models = [conv(0.0), conv(0.02), conv(-0.02)]
     seeds = np.random.default_rng(0).uniform(0, 1, (12, 1, 6, 6)).astype(np.float32)
-    config = XploreConfig.published(step=0.2, iterations=8, threshold=0.5, transform="none", lambda2=0.5)
+    config = XploreConfig.published(step_size=0.2, iterations=8, threshold=0.5, transform="none", lambda2=0.5)
     ref = search_reference(models, seeds, config=config)
     by_row: dict = {}
     for (row, _step), picks in ref["neurons"].items():
@@ -112,7 +113,7 @@ def test_explicit_seed_indices_are_used_in_order():
 
     pool = np.random.default_rng(1).uniform(0, 1, (10, 1, 6, 6)).astype(np.float32)
     models = [conv(0.0), conv(0.02)]
-    config = XploreConfig(seed_indices=(7, 2, 7), step=0.2, iterations=3)
+    config = XploreConfig(seed_indices=(7, 2, 7), step_size=0.2, iterations=3)
     result = xplore(models, pool, config=config)
     assert result.seed_index.tolist() == [7, 2, 7]
     with pytest.raises(DeepFaultError,
@@ -192,7 +193,7 @@ def test_saturation_warning_names_the_fixes():
     models = [_brightness(-1, 1, 0, 0.5), _brightness(0, 0.5, 0.4, 0)]
     seeds = np.random.default_rng(0).uniform(0.1, 0.5, (10, 1, 6, 6)).astype(np.float32)
     # one Linear each, so no layer is left after the logits by default: DeepXplore's layers
-    config = XploreConfig(step=10.0, transform="light", iterations=5, lambda2=0.0, target=0,
+    config = XploreConfig(step_size=10.0, transform="light", iterations=5, lambda2=0.0, target=0,
                           layers="deepxplore")
     expected = (r"^100% of the 10 difference-inducing inputs are far from their seeds \(SSIM below 0.7: .*\) "
                 r"and 100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
@@ -205,9 +206,8 @@ def test_saturation_warning_names_the_fixes():
     assert result.realism.low_ssim == 1.0
     assert result.to_dict()["realism"]["saturated"] == 1.0
     # Without clipping the same step takes m to 10, where model 1 says 1 too: nothing found.
-    assert search(models, seeds, config=XploreConfig(**{**config.to_dict(), "clip": False,
-                                                        "occlusion": (0, 0, 10, 10)})).num_found == 0
-    text = saturation_warning(Realism(10, 300.0, 1.0, 0.9, 0.25, 1.0), XploreConfig(step=0.5))
+    assert search(models, seeds, config=replace(config, clip=False, occlusion=(0, 0, 10, 10))).num_found == 0
+    text = saturation_warning(Realism(10, 300.0, 1.0, 0.9, 0.25, 1.0), XploreConfig(step_size=0.5))
     assert text.endswith("use a smaller --step-size (now 0.5) or fewer --iterations; without clipping only "
                          "25% still differ once clipped")
 
@@ -215,7 +215,7 @@ def test_saturation_warning_names_the_fixes():
 def test_small_steps_do_not_warn(recwarn):
     models = [conv(0.0), conv(0.02), conv(-0.02)]
     seeds = np.random.default_rng(0).uniform(0, 1, (32, 1, 6, 6)).astype(np.float32)
-    result = search(models, seeds, config=XploreConfig(step=0.05, iterations=12, lambda1=2, lambda2=0.5))
+    result = search(models, seeds, config=XploreConfig(step_size=0.05, iterations=12, lambda1=2, lambda2=0.5))
     assert result.num_found > 0
     assert result.realism.saturated <= 0.5
     assert not [w for w in recwarn if "hardly images" in str(w.message)]

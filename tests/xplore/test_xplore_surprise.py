@@ -31,7 +31,8 @@ def run():
     models = [mlp(0.0).eval(), mlp(0.3).eval()]
     g = torch.Generator().manual_seed(0)
     train, pool = torch.rand(300, 4, generator=g), torch.rand(60, 4, generator=g)
-    result = xplore(models, pool, config=XploreConfig(seeds=40, step=0.2, iterations=10), bounds=(0.0, 1.0))
+    result = xplore(models, pool, config=XploreConfig(seeds=40, step_size=0.2, iterations=10), bounds=(0.0,
+                                                                                                       1.0))
     assert result.num_found > 0
     states = [fit_surprise(m, train) for m in models]
     return models, states, result

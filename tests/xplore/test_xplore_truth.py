@@ -52,7 +52,7 @@ def run():
     pool = rng.uniform(0, 1, (40, 1, 6, 6)).astype(np.float32)
     labels = rng.integers(0, 3, 40)  # random true labels: some inputs have no model right
     models = [conv(0.0), conv(0.02), conv(-0.02)]
-    config = XploreConfig(seeds=32, step=0.3, iterations=12, lambda1=2, lambda2=0.5)
+    config = XploreConfig(seeds=32, step_size=0.3, iterations=12, lambda1=2, lambda2=0.5)
     result = xplore(models, pool, config=config, bounds=(0.0, 1.0), names=NAMES, labels=labels)
     assert result.num_found > 5
     return models, pool, labels, config, result

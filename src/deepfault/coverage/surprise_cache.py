@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 #: The scores reported for generated inputs (LSA costs about as little as DSA on a LeNet).
 GENERATED_KINDS = ("dsa", "lsa")
 
+#: Bytes :func:`training_fingerprint` hashes between two releases of a mapped data set's pages.
+_HASH_CHUNK = 16 << 20
+
 
 def training_fingerprint(inputs) -> str:
     """SHA-256 of the inputs' shape and float32 bytes (what the fit sees)."""
@@ -78,10 +81,6 @@ def training_fingerprint(inputs) -> str:
         h.update(flat[start : start + _HASH_CHUNK].data)
         release()
     return h.hexdigest()
-
-
-#: Bytes :func:`training_fingerprint` hashes between two releases of a mapped data set's pages.
-_HASH_CHUNK = 16 << 20
 
 
 def cache_key(model_sha256: str, data_sha256: str, *, layers: Sequence[str] | str | None,

@@ -128,7 +128,7 @@ class RunConfig:
                 check_int("k' (--k-prime)", kp)
                 if kp < self.k:
                     raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
-        check_synthesis_args(self.step_size, self.distance, bounds, self.iterations)
+        check_synthesis_args(self.step_size, self.distance, bounds, self.iterations, step_name="step_size")
         check_int("repeat", self.repeat, maximum=MAX_REPEAT)
         check_batch_size(self.batch_size)
         if self.num_inputs is not None:

@@ -57,9 +57,12 @@ def neuron_pairs(neurons) -> list[tuple[str, int]]:
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
-def check_synthesis_args(step, distance, bounds, iterations) -> tuple[float, float, float, float, int]:
-    """Validate synthesis settings; returns ``(step, distance, lo, hi, iterations)`` as numbers."""
-    for name, value in (("step", step), ("distance", distance)):
+def check_synthesis_args(step, distance, bounds, iterations, *,
+                         step_name: str = "step") -> tuple[float, float, float, float, int]:
+    """Validate synthesis settings; returns ``(step, distance, lo, hi, iterations)`` as numbers.
+    ``step_name`` is the step's name in messages (``step_size`` where the caller calls it so).
+    """
+    for name, value in ((step_name, step), ("distance", distance)):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and math.isfinite(value) and value >= 0):
             raise DeepFaultError(f"{name} must be a finite number >= 0; got {value!r}")
@@ -236,7 +239,8 @@ def _synthesize_recording(
     values of the ``record`` neurons at ``inputs``.
     """
     x_all = as_tensor(inputs).detach().cpu()
-    step, distance, lo, hi, iterations = check_synthesis_args(step_size, distance, bounds, iterations)
+    step, distance, lo, hi, iterations = check_synthesis_args(step_size, distance, bounds, iterations,
+                                                              step_name="step_size")
     pairs = neuron_pairs(neurons)
     record = [(str(layer), int(unit)) for layer, unit in record]
     if len(x_all) and (x_all.min() < lo - 1e-6 or x_all.max() > hi + 1e-6):
