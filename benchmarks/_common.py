@@ -22,3 +22,15 @@ def busy_fraction(seconds: float = 0.5) -> float | None:
     except OSError:
         return None
     return round((busy1 - busy0) / max(total1 - total0, 1), 3)
+
+
+def call_times(fn, repeats: int, *, warmup: int = 1) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn``, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _common import call_times  # benchmarks/ is on sys.path when run as a script
 
 from deepfault._io import write_json
 from deepfault.fuzz.fidelity.checks import DiscriminatorFidelity
@@ -43,14 +43,7 @@ ROWS = 64
 
 def best_seconds(fn, repeats: int) -> float:
     """The fastest of ``repeats`` calls of ``fn`` (after two warm-up calls)."""
-    fn()
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    return min(call_times(fn, repeats, warmup=2))
 
 
 def layer_flops(model: torch.nn.Module, x: torch.Tensor) -> dict[str, float]:

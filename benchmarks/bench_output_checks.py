@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import busy_fraction  # noqa: E402
+from _common import busy_fraction, call_times  # noqa: E402
 
 from deepfault._io import write_json  # noqa: E402
 from deepfault.core.capture import forward  # noqa: E402
@@ -37,13 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
+    return 1000 * statistics.median(call_times(fn, repeats))
 
 
 def main(argv=None) -> int:
