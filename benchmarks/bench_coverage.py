@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import busy_fraction  # benchmarks/ is on sys.path when run as a script
+from _common import busy_fraction, call_times  # benchmarks/ is on sys.path when run as a script
 
 from deepfault._io import write_json
 from deepfault.core.batches import activations
@@ -54,16 +54,6 @@ TARGETS = {
     "profile_memory_flat": "peak memory growth within 10% from 10,000 to 60,000 inputs",
     "would_increase_1000_ms": "would_increase on 1,000 candidates < 20 ms (all seven criteria)",
 }
-
-
-def _timed(fn, repeats: int) -> list[float]:
-    fn()  # warm-up
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
 
 
 def _stats(times: list[float]) -> dict:
@@ -94,10 +84,10 @@ def bench_criteria(model, data, repeats: int, naive_n: int) -> dict:
     profile = compute_profile(model, x_train)
     out: dict = {"inputs": len(x_test), "model": "lenet5", "layers": "default (conv1, conv2, fc1, fc2)"}
     # end to end: one pass through the model, all seven criteria updated from it
-    e2e = _timed(lambda: measure_coverage(model, x_test, criteria=ALL, profile=profile, growth=False),
+    e2e = call_times(lambda: measure_coverage(model, x_test, criteria=ALL, profile=profile, growth=False),
                  repeats)
     out["end_to_end_s"] = _stats(e2e)
-    fwd = _timed(lambda: [None for _ in activations(model, x_test)], repeats)
+    fwd = call_times(lambda: [None for _ in activations(model, x_test)], repeats)
     out["forward_and_capture_s"] = _stats(fwd)
     layout, values = activations(model, x_test)
     crits = build_criteria(ALL, layout, profile=profile)
@@ -110,7 +100,7 @@ def bench_criteria(model, data, repeats: int, naive_n: int) -> dict:
             for c in crits:
                 c.update(part)
 
-    times = _timed(criteria_only, repeats)
+    times = call_times(criteria_only, repeats)
     out["criteria_only_s"] = _stats(times)
     per = {}
     for c in crits:
@@ -118,7 +108,7 @@ def bench_criteria(model, data, repeats: int, naive_n: int) -> dict:
             c.reset()
             for start in range(0, len(values), 1024):
                 c.update(values[start : start + 1024])
-        per[c.label] = statistics.median(_timed(one, repeats))
+        per[c.label] = statistics.median(call_times(one, repeats))
     out["criteria_only_per_criterion_s"] = per
     rows = values[:naive_n].tolist()
     t = time.perf_counter()
@@ -127,10 +117,10 @@ def bench_criteria(model, data, repeats: int, naive_n: int) -> dict:
     out["naive"] = {"inputs_timed": naive_n, "scaled_to_all_s": naive}
     out["speedup_criteria_only"] = naive / min(times)
     out["criteria_10k_s"] = min(times)
-    out["kmnc_1000_sections_s"] = min(_timed(lambda: measure_coverage(
+    out["kmnc_1000_sections_s"] = min(call_times(lambda: measure_coverage(
         model, x_test, criteria="kmnc", sections=1000, profile=profile, growth=False), 1))
     # the deepxplore selection with layer-minmax values (DeepXplore's NC setting)
-    out["deepxplore_nc_4_thresholds_end_to_end_s"] = min(_timed(lambda: measure_coverage(
+    out["deepxplore_nc_4_thresholds_end_to_end_s"] = min(call_times(lambda: measure_coverage(
         model, x_test, threshold=[0, 0.25, 0.5, 0.75], layers="deepxplore", transform="layer-minmax",
         growth=False), 1))
     return out
@@ -143,9 +133,9 @@ def bench_would_increase(model, data, repeats: int) -> dict:
     for c in crits:
         c.update(values[1000:])
     candidates = values[:1000]
-    per = {c.label: statistics.median(_timed(lambda c=c: c.would_increase(candidates), repeats * 3))
+    per = {c.label: statistics.median(call_times(lambda c=c: c.would_increase(candidates), repeats * 3))
            for c in crits}
-    total = _timed(lambda: [c.would_increase(candidates) for c in crits], repeats * 3)
+    total = call_times(lambda: [c.would_increase(candidates) for c in crits], repeats * 3)
     # naive: per candidate, per neuron, its covered set minus the union so far
     rows = candidates[:50].tolist()
     t = time.perf_counter()
@@ -162,12 +152,12 @@ def bench_would_increase(model, data, repeats: int) -> dict:
 
 def bench_profile(model, data, repeats: int, naive_n: int) -> dict:
     x = data.x_train
-    times = _timed(lambda: compute_profile(model, x), repeats)
+    times = call_times(lambda: compute_profile(model, x), repeats)
     layout, values = activations(model, x[:naive_n])
     t = time.perf_counter()
     ref.profile_reference(values.tolist())
     naive_stats = (time.perf_counter() - t) / naive_n * len(x)
-    fwd = _timed(lambda: [None for _ in activations(model, x)], 1)
+    fwd = call_times(lambda: [None for _ in activations(model, x)], 1)
     return {"inputs": len(x), "profile_60k_s": min(times), "seconds": _stats(times),
             "forward_and_capture_s": min(fwd),
             "naive_statistics_scaled_s": naive_stats,
