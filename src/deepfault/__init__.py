@@ -20,6 +20,7 @@ from . import _signals as _signals  # noqa: I001  (first: guards the CLI's start
 from . import methods  # noqa: E402,F401,I001  (registers every method with the engine)
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
+from .core.runtime import Runtime
 from .core.batches import correct_inputs
 from .core.inputs import inputs_and_labels
 from .coverage import (
@@ -64,6 +65,7 @@ from .repair import repair
 
 
 __all__ = [
+    "Runtime",
     "correct_inputs",
     "inputs_and_labels",
     "PreparedModel",

@@ -7,17 +7,19 @@ terminal and the pages).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
 from ..checks import check_device
+from ..core.constraints import KEY, Constraint, Flag
 from ..core.registry import unknown_name
 from ..core.threads import auto_threads
 from ..errors import DeepFaultError
@@ -113,6 +115,41 @@ class BoundedNumber:
         if not (low_ok and high_ok):
             raise argparse.ArgumentTypeError(f"must be {self.expected}; got {value!r}")
         return value
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """An argparse type made from a config field's declared constraint
+    (:mod:`deepfault.core.constraints`): the API and the CLI refuse exactly the same values, with
+    the same words (the parser puts the option's name in front).
+    """
+
+    constraint: Constraint
+
+    def __call__(self, text: str):
+        try:
+            return self.constraint.parse("", text)
+        except DeepFaultError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(" ")) from None
+
+
+def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
+              **overrides) -> argparse.Action:
+    """Add the option that sets ``config``'s field ``name``: its spelling (``flags``, default the
+    field's declared option), type, default and help all come from the field's declaration
+    (:func:`deepfault.core.constraints.param`); ``overrides`` go to ``add_argument`` as they are
+    (``metavar``, a ``dest`` that differs from the field's name).
+    """
+    field = next(f for f in dataclasses.fields(config) if f.name == name)
+    constraint = field.metadata[KEY]
+    option = field.metadata.get("option") or "--" + name.replace("_", "-")
+    kwargs: dict[str, Any] = {"dest": name, "default": field.default, "type": FieldType(constraint),
+              "help": f"{field.metadata.get('help') or name}: {constraint.describe()}"}
+    if isinstance(constraint, Flag):
+        kwargs = {"dest": name, "action": "store_false" if field.default else "store_true",
+                  "help": field.metadata.get("help") or name}
+    kwargs.update(overrides)
+    return p.add_argument(*(flags or (option,)), **kwargs)
 
 
 #: Counts: 1, 2, ...

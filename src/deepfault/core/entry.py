@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 import os
@@ -23,13 +24,16 @@ import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
 from ..errors import DeepFaultError
+from .runtime import RUNTIME_FIELDS, Runtime
 from .threads import auto_threads
 
-__all__ = ["THREADS_ENV", "applies_threads", "renamed", "renamed_fields", "resolve_threads", "use_threads"]
+__all__ = ["THREADS_ENV", "applies_threads", "entry", "split_arguments", "renamed", "renamed_fields",
+           "resolve_threads", "use_threads"]
 
 #: Environment variable that sets the default of every entry point's ``threads=`` (``auto``,
 #: a count, or ``none`` for PyTorch's own setting); unset means ``auto``.
@@ -206,3 +210,107 @@ def applies_threads(fn):
             return fn(*args, **kwargs)
 
     return inner
+
+
+# --- the one call shape ---------------------------------------------------------------------------
+
+#: ``legacy(name, config_fields, args, kwargs) -> (models, data, config_keywords, runtime_keywords)``
+#: of an entry: how its old form maps onto the one shape (the method knows its old arguments;
+#: :func:`split_arguments` is the usual part of it).
+Legacy = Callable[[str, set, tuple, dict], tuple[Any, Any, dict, dict]]
+
+
+def split_arguments(name: str, fields: set, args: tuple, kwargs: dict) -> tuple[Any, Any, dict, dict]:
+    """``(models, data, config keywords, runtime keywords)`` of a call ``name(models, data,
+    **keywords)``: each keyword that names a config field goes to the config, each runtime field
+    to the runtime; any other is a ``TypeError`` that shows the one shape.
+    """
+    if not args:
+        raise TypeError(f"{name}() needs the model (or models) as its first argument")
+    models, obj = args[0], (args[1] if len(args) > 1 else kwargs.pop("data", None))
+    config_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
+    runtime_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in RUNTIME_FIELDS}
+    if kwargs:
+        raise TypeError(f"{name}() got unexpected keyword arguments: {', '.join(sorted(kwargs))} "
+                        f"(the one shape: {name}(model, data, config, runtime=...))")
+    return models, obj, config_kw, runtime_kw
+
+
+def entry(config_type: type[Any], *, data: Callable[[Any], Any] | None = None, legacy: Legacy | None = None):
+    """Make the decorated ``fn(models, data, config, *, runtime)`` a method's public entry.
+
+    What every entry did by hand, done once (foolbox's final ``Attack.__call__``):
+
+    - the config: ``None`` is ``config_type()``; anything but a ``config_type`` is refused in
+      one line;
+    - the runtime: ``None`` is :class:`~.runtime.Runtime` ``()``;
+    - the data: ``data(obj)`` coerces it where the method needs one form (a data-set name or
+      ``.npz`` path to a :class:`~deepfault.data.Dataset`, ...); tensors, arrays, ``(inputs,
+      labels)`` pairs and ``DataLoader`` objects are otherwise passed on as they are;
+    - the old keyword forms (``measure_coverage(model, x, criteria="nc", batch_size=32)``) keep
+      working for one release with a :class:`FutureWarning`: a config field given as a keyword
+      goes into the config, a runtime field into the runtime, and ``legacy`` maps the rest;
+    - the threads: ``runtime.threads`` is applied for the call by the CLI's rule (only for a
+      call from outside the package; :func:`applies_threads`).
+
+    The decorated function sees ``(models, data, config, runtime=runtime)`` with each in its
+    one form, and returns the method's outcome.
+    """
+    fields = {f.name for f in dataclasses.fields(config_type)}
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            config = kwargs.pop("config", None)
+            runtime = kwargs.pop("runtime", None)
+            if len(args) > 2:
+                config, args = (args[2] if config is None else config), args[:2]
+            split = legacy if legacy is not None else split_arguments
+            models, obj, config_kw, runtime_kw = split(fn.__name__, fields, args, kwargs)
+            if config_kw or runtime_kw:
+                _warn_shape(fn.__name__, config_type.__name__, config_kw, runtime_kw)
+            if config is None:
+                config = config_type(**config_kw)
+            elif not isinstance(config, config_type):
+                raise DeepFaultError(f"{fn.__name__}: config must be a {config_type.__name__}; got "
+                                     f"{type(config).__name__}")
+            elif config_kw:
+                config = dataclasses.replace(config, **config_kw)
+            if runtime is None:
+                runtime = Runtime(**runtime_kw)
+            elif not isinstance(runtime, Runtime):
+                raise DeepFaultError(f"{fn.__name__}: runtime must be a deepfault Runtime; got "
+                                     f"{type(runtime).__name__}")
+            elif runtime_kw:
+                runtime = dataclasses.replace(runtime, **runtime_kw)
+            if data is not None:
+                obj = data(obj)
+            if _called_from_deepfault():
+                return fn(models, obj, config, runtime=runtime)
+            threads = default_threads() if runtime.threads == "auto" else runtime.threads
+            found = _modules(models)
+            device = runtime.device or _device_of(found)
+            with use_threads(threads, found, device):
+                return fn(models, obj, config, runtime=runtime)
+
+        inner.__entry__ = (config_type, Runtime)  # type: ignore[attr-defined]
+        return inner
+    return wrap
+
+
+def _warn_shape(name: str, config_name: str, config_kw: dict, runtime_kw: dict) -> None:
+    parts = []
+    if config_kw:
+        parts.append(f"config={config_name}({', '.join(f'{k}=...' for k in config_kw)})")
+    if runtime_kw:
+        parts.append(f"runtime=Runtime({', '.join(f'{k}=...' for k in runtime_kw)})")
+    warnings.warn(f"{name}(..., {', '.join(f'{k}=' for k in (*config_kw, *runtime_kw))}...) is deprecated: "
+                  f"pass {' and '.join(parts)}", FutureWarning, stacklevel=3)
+
+
+def _device_of(modules: list) -> str | torch.device:
+    for m in modules:
+        p = next(m.parameters(), None)
+        if p is not None:
+            return p.device
+    return "cpu"

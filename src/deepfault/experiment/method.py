@@ -37,6 +37,8 @@ class Method:
         report: ``report(store_path, experiment, out_dir) -> ReportPaths`` writes the report
             of one of its experiments into ``out_dir`` (``None``: it has no stored experiments).
         commands: Its CLI sub-commands: modules ``deepfault.cli.NAME`` with ``add_parser(sub)``.
+        entries: Its public entries, each ``fn(model_or_models, data, config, *, runtime=None)
+            -> Outcome`` (:func:`deepfault.core.entry.entry`), by name.
     """
 
     name: str
@@ -46,6 +48,7 @@ class Method:
     result_type: type | None = None
     report: Callable[[Path, dict, Path], ReportPaths] | None = None
     commands: tuple[str, ...] = ()
+    entries: tuple[Callable, ...] = ()
 
 
 #: Every registered method, by its stored name.

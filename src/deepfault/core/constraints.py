@@ -1,0 +1,355 @@
+"""Constraints declared once, as data on a config's fields (scikit-learn's parameter validation).
+
+A config field says what it accepts where it is declared::
+
+    @dataclass(frozen=True)
+    class CoverageConfig:
+        sections: int = param(10, Interval(int, 1, MAX_SECTIONS), help="k of kmnc")
+
+and everything else is derived from that one declaration:
+
+- the library's check: :func:`validate` (a config's ``__post_init__`` calls it), one line in
+  :func:`deepfault.checks.error`'s shape naming the field (``sections must be an integer from
+  1 to 100,000; got 0``);
+- the command line's argument type (:meth:`Constraint.parse`: text to a checked value, the
+  same message with the option's name) and its help text (:meth:`Constraint.describe`);
+- the values the tests and the hostile-value probe try (:meth:`Constraint.invalid`), so the
+  API and the CLI refuse exactly the same values, and a new field is probed the day it is
+  declared.
+
+A field without a declaration is found by :func:`undeclared` (a test fails on one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import DeepFaultError
+
+__all__ = [
+    "Constraint", "Interval", "Options", "Flag", "Text", "Each", "param", "constraint_of", "constraints",
+    "undeclared", "validate",
+]
+
+#: The metadata key a field's constraint is stored under.
+KEY = "deepfault.constraint"
+
+
+def _refuse(name: str, expected: str, value: object) -> DeepFaultError:
+    shown = value if isinstance(value, str) and value.startswith("<") else repr(value)
+    return DeepFaultError(f"{name} must be {expected}; got {shown}")
+
+
+class Constraint(ABC):
+    """What one field accepts. Subclasses implement :meth:`accepts` (a value of the field's
+    type), :meth:`convert` (text as typed on the command line to that value), :meth:`describe`
+    (the expected value in words) and :meth:`invalid` (values it must refuse).
+    """
+
+    #: ``None`` is accepted too (the field's "not given").
+    none: bool = False
+    #: Literal words accepted beside the values (``"auto"``).
+    words: tuple[str, ...] = ()
+
+    @abstractmethod
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (not ``None``, not one of :attr:`words`) is allowed."""
+
+    @abstractmethod
+    def convert(self, text: str) -> Any:
+        """``text`` as the field's type (``ValueError`` when it is none)."""
+
+    @abstractmethod
+    def expected(self) -> str:
+        """The allowed values, not counting ``None`` and :attr:`words`."""
+
+    @abstractmethod
+    def hostile(self) -> tuple:
+        """Values of the field's type it must refuse (boundaries, non-finite numbers, typos)."""
+
+    def describe(self) -> str:
+        """The allowed values in words: ``an integer from 1 to 100``, ``'auto' or ...``."""
+        words = " or ".join(repr(w) for w in self.words)
+        return f"{words} or {self.expected()}" if words else self.expected()
+
+    def check(self, name: str, value: Any) -> Any:
+        """``value`` when allowed; else :class:`~deepfault.errors.DeepFaultError` naming ``name``."""
+        if value is None and self.none:
+            return value
+        if isinstance(value, str) and value.lower() in self.words:
+            return value.lower()
+        if value is not None and self.accepts(value):
+            return value
+        raise _refuse(name, self.describe(), value)
+
+    def parse(self, name: str, text: str) -> Any:
+        """Command-line ``text`` as a checked value, or the error :meth:`check` raises."""
+        if text.strip().lower() in self.words:
+            return text.strip().lower()
+        try:
+            value = self.convert(text)
+        except ValueError:
+            raise _refuse(name, self.describe(), text) from None
+        return self.check(name, value)
+
+    def invalid(self) -> tuple:
+        """Values to refuse: :meth:`hostile`, and ``None`` where it is not allowed."""
+        return (*self.hostile(), *(() if self.none else (None,)))
+
+
+@dataclass(frozen=True)
+class Interval(Constraint):
+    """A number of ``kind`` (``int`` or ``float``) between ``low`` and ``high`` (``None``:
+    unbounded), ends included unless ``closed`` leaves them out. Bools are no numbers;
+    floats must be finite.
+    """
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    closed: Literal["both", "left", "right", "neither"] = "both"
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in (int, float):
+            raise TypeError(f"Interval kind must be int or float, not {self.kind!r}")
+
+    def _low_ok(self, v) -> bool:
+        return self.low is None or (v >= self.low if self.closed in ("both", "left") else v > self.low)
+
+    def _high_ok(self, v) -> bool:
+        return self.high is None or (v <= self.high if self.closed in ("both", "right") else v < self.high)
+
+    def accepts(self, value) -> bool:
+        if isinstance(value, bool):
+            return False
+        if self.kind is int:
+            if not isinstance(value, numbers.Integral):
+                return False
+        elif not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+            return False
+        return self._low_ok(value) and self._high_ok(value)
+
+    def convert(self, text: str):
+        value = float(text) if self.kind is float else int(text.strip())
+        if self.kind is float and not math.isfinite(value):
+            raise ValueError(text)
+        return value
+
+    def expected(self) -> str:
+        noun = "an integer" if self.kind is int else "a number"
+
+        def show(v):
+            return f"{v:,}" if self.kind is int else f"{v:g}"
+
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None and self.closed == "both":
+            return f"{noun} from {show(lo)} to {show(hi)}"
+        parts = []
+        if lo is not None:
+            parts.append(f"{'>=' if self.closed in ('both', 'left') else '>'} {show(lo)}")
+        if hi is not None:
+            parts.append(f"{'<=' if self.closed in ('both', 'right') else '<'} {show(hi)}")
+        if not parts:
+            return "a finite number" if self.kind is float else noun
+        return f"{noun} {' and '.join(parts)}"
+
+    def hostile(self) -> tuple:
+        out: list = []
+
+        def beyond(edge, sign: int, closed: bool):  # the first value past an end, or the end left out
+            if not closed:
+                return edge
+            return edge + sign * (1 if self.kind is int else max(abs(edge) * 1e-3, 1e-3))
+
+        if self.low is not None:
+            out.append(beyond(self.kind(self.low), -1, self.closed in ("both", "left")))
+        if self.high is not None:
+            out.append(beyond(self.kind(self.high), 1, self.closed in ("both", "right")))
+        if self.kind is float:
+            out += [math.nan, math.inf]
+        else:
+            out.append(1.5)
+        out.append(True)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Options(Constraint):
+    """One name of ``choices`` (a tuple, or a registry's listing function, called when checked),
+    or with ``many`` a comma-separated text, list or tuple of them (``"all"`` among ``words``
+    means every one).
+    """
+
+    choices: tuple[str, ...] | Callable[[], Iterable[str]]
+    many: bool = False
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        """The allowed names now (a registry may grow)."""
+        return list(self.choices() if callable(self.choices) else self.choices)
+
+    def _items(self, value) -> list | None:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",")] if self.many else [value]
+        if self.many and isinstance(value, (list, tuple)) and value:
+            return list(value)
+        return None
+
+    def accepts(self, value) -> bool:
+        items = self._items(value)
+        known = self.names()
+        return items is not None and all(isinstance(i, str) and i in known for i in items)
+
+    def check(self, name: str, value):
+        items = self._items(value) if value is not None else None
+        if items is not None and not self.accepts(value) and not (
+                isinstance(value, str) and value.lower() in self.words):
+            from .registry import suggestion  # noqa: PLC0415  (one did-you-mean for every name)
+
+            bad = next(i for i in items if not isinstance(i, str) or i not in self.names())
+            raise DeepFaultError(f"{name} must be {self.describe()}; got {bad!r}"
+                                 + suggestion(str(bad), self.names()))
+        return super().check(name, value)
+
+    def convert(self, text: str):
+        return tuple(t.strip() for t in text.split(",")) if self.many else text.strip()
+
+    def expected(self) -> str:
+        listing = ", ".join(self.names())
+        return f"{'names' if self.many else 'one'} of {listing}"
+
+    def hostile(self) -> tuple:
+        names = self.names()
+        typo = (names[0][:-1] + "x") if names and names[0] else "nosuch"
+        return ("nosuch", typo if typo not in names else "nosuch2", "")
+
+
+@dataclass(frozen=True)
+class Flag(Constraint):
+    """``True`` or ``False``."""
+
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, bool)
+
+    def convert(self, text: str) -> bool:
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(text)
+
+    def expected(self) -> str:
+        return "True or False"
+
+    def hostile(self) -> tuple:
+        return (2, "yes")
+
+
+@dataclass(frozen=True)
+class Text(Constraint):
+    """A non-empty text without NUL (names checked later against a model or a file system:
+    layer names, a campaign's name), at most ``max_length`` characters.
+    """
+
+    max_length: int = 4096
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, str) and 0 < len(value) <= self.max_length and "\x00" not in value
+
+    def convert(self, text: str) -> str:
+        return text
+
+    def expected(self) -> str:
+        return f"a non-empty text of at most {self.max_length:,} characters"
+
+    def hostile(self) -> tuple:
+        return ("", "a\x00b", 7)
+
+
+@dataclass(frozen=True)
+class Each(Constraint):
+    """A tuple (or list) of 1 to ``max_items`` values, each allowed by ``item``; on the command
+    line a comma-separated text.
+    """
+
+    item: Constraint
+    max_items: int = 1 << 20
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            return False
+        if not 0 < len(value) <= self.max_items:
+            return False
+        return all(v is not None and self.item.accepts(v) for v in value)
+
+    def convert(self, text: str) -> tuple:
+        return tuple(self.item.convert(t) for t in text.split(","))
+
+    def expected(self) -> str:
+        return f"one or more (at most {self.max_items:,}) of: {self.item.expected()}"
+
+    def hostile(self) -> tuple:
+        return ((), tuple(self.item.hostile()[:1]), "x,1")
+
+
+def param(default: Any, constraint: Constraint, *, help: str = "", option: str | None = None) -> Any:
+    """A dataclass field with its ``default``, its :class:`Constraint`, the help text the
+    command line shows, and the option that sets it (``--step-size``; default: the field's name
+    with dashes). A mutable default is not allowed (configs are frozen values).
+    """
+    meta = {KEY: constraint, "help": help, "option": option}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def constraint_of(cls_or_obj, name: str) -> Constraint:
+    """The constraint declared on field ``name`` (``KeyError`` when none is)."""
+    for f in dataclasses.fields(cls_or_obj):
+        if f.name == name and KEY in f.metadata:
+            return f.metadata[KEY]
+    raise KeyError(name)
+
+
+def constraints(cls_or_obj) -> dict[str, Constraint]:
+    """``field name -> constraint`` of every declared field of a config class or object."""
+    return {f.name: f.metadata[KEY] for f in dataclasses.fields(cls_or_obj) if KEY in f.metadata}
+
+
+def option_of(cls_or_obj, name: str) -> str:
+    """The command-line option that sets field ``name`` (declared, or ``--name-with-dashes``)."""
+    for f in dataclasses.fields(cls_or_obj):
+        if f.name == name:
+            return f.metadata.get("option") or "--" + name.replace("_", "-")
+    raise KeyError(name)
+
+
+def undeclared(cls_or_obj) -> list[str]:
+    """Fields that declare no constraint (a test fails on any, for every config)."""
+    return [f.name for f in dataclasses.fields(cls_or_obj) if KEY not in f.metadata]
+
+
+def validate(obj, *, names: dict[str, str] | None = None) -> None:
+    """Check every declared field of the dataclass ``obj`` against its constraint, in field
+    order; the first refusal raises, naming the field (or ``names[field]``, e.g. the CLI's
+    option) as :func:`deepfault.checks.error` does.
+    """
+    for f in dataclasses.fields(obj):
+        c = f.metadata.get(KEY)
+        if c is not None:
+            c.check((names or {}).get(f.name, f.name), getattr(obj, f.name))

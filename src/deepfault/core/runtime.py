@@ -1,0 +1,72 @@
+"""How a call runs, never what it computes: :class:`Runtime`.
+
+Every method's entry takes ``fn(model_or_models, data, config, *, runtime=None)``. The
+config (one frozen dataclass per method) holds everything that determines the result and is
+recorded in every result file; the runtime holds what only changes how fast, where and how
+visibly it is computed: the device, the CPU threads, the batch size, the progress display
+and the store a long run resumes from. Results do not depend on the runtime (the tests
+compare them across batch sizes and thread counts).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ..checks import MAX_BATCH, MAX_THREADS
+from .constraints import Interval, Text, constraints, param
+
+__all__ = ["Runtime", "RUNTIME_FIELDS"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Device, threads, batch size, progress and store of one call.
+
+    Attributes:
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a ``torch.device``;
+            ``None``: where the model's parameters are (the CPU for a black box).
+        threads: CPU threads: a count, ``"auto"`` (the free cores for small models on the
+            CPU; :func:`deepfault.core.threads.auto_threads`) or ``None`` (PyTorch's own
+            setting). ``auto`` follows ``DEEPFAULT_THREADS`` when that is set.
+        batch_size: Inputs per forward pass, or ``"auto"`` (sized from the memory free).
+        progress: ``False``, ``True`` (a bar on a terminal, lines when piped), a label for the
+            bar, or a callable the method calls with its progress records.
+        store: The SQLite store a long run records itself in and resumes from (``None``: the
+            method's default, or none).
+    """
+
+    device: str | torch.device | None = param(None, Text(none=True), help="device to run on")
+    threads: int | str | None = param("auto", Interval(int, 1, MAX_THREADS, none=True, words=("auto",)),
+                                      help="CPU threads ('auto': the free cores for small models)")
+    batch_size: int | str = param("auto", Interval(int, 1, MAX_BATCH, words=("auto",)),
+                                  help="inputs per forward pass ('auto': sized from the memory free)")
+    progress: bool | str | Callable[..., Any] = param(False, Text(none=True), help="progress display")
+    store: str | os.PathLike | None = param(None, Text(none=True), help="SQLite store of a long run")
+
+    def __post_init__(self):
+        if isinstance(self.device, torch.device):
+            object.__setattr__(self, "device", str(self.device))
+        if isinstance(self.store, os.PathLike):
+            object.__setattr__(self, "store", os.fspath(self.store))
+        for name, constraint in constraints(Runtime).items():
+            value = getattr(self, name)
+            if name == "progress" and (isinstance(value, bool) or callable(value)):
+                continue  # a flag or a callback; only a label is text
+            constraint.check(name, value)
+
+    def with_(self, **changes) -> Runtime:
+        """A copy with ``changes`` (``runtime.with_(batch_size=64)``)."""
+        return replace(self, **changes)
+
+    def torch_device(self, default: str | torch.device = "cpu") -> torch.device:
+        """The device as a ``torch.device`` (``default`` when none was given)."""
+        return torch.device(self.device if self.device is not None else default)
+
+
+#: The runtime's field names: the keywords the old entry forms took beside their config.
+RUNTIME_FIELDS = ("device", "threads", "batch_size", "progress", "store")
