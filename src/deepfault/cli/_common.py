@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,10 +20,12 @@ import torch
 
 from ..checks import check_device
 from ..core.constraints import KEY, Constraint, Flag
+from ..core.outcome import Outcome
 from ..core.registry import unknown_name
 from ..core.threads import auto_threads
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
+from ..experiment.results import result_document, write_result
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..models import open_model
@@ -490,6 +492,33 @@ def write_run_report(args, render) -> None:
     if getattr(args, "report_dir", None) is None:
         return
     print(f"wrote {write_page(args.report_dir, render)}")
+
+
+def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | None, device,
+                  threads: int | None, paths: Mapping[str, Path | None] | None = None,
+                  records: Mapping | None = None) -> None:
+    """The tail every command shares: print ``outcome.summary()``, write the result document
+    (``records``, such as the model's and the data set's, then ``outcome.payload()``, in the
+    envelope with ``config``, its seed, the device, the command line and the threads) to ``out``,
+    and each of ``outcome.outputs()`` to its path in ``paths`` (by the artifact's name; a name
+    left out or ``None`` is not written).
+    """
+    text = outcome.summary()
+    print(text, end="" if text.endswith("\n") else "\n")
+    chosen = {a.name: (paths or {}).get(a.name) for a in outcome.outputs()}
+    if out is not None:
+        document = result_document(
+            command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
+            seed=getattr(config, "seed", None), device=device, argv=getattr(args, "argv", None),
+            threads=threads,
+            outputs={name: None if path is None else path.name for name, path in chosen.items()} or None)
+        write_result(out, document)
+        print(f"wrote {out}")
+    for artifact in outcome.outputs():
+        path = chosen.get(artifact.name)
+        written = None if path is None else artifact.write(path)
+        if written is not None:
+            print(f"wrote {written}")
 
 
 def device_from(name: str):
