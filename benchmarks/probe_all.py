@@ -1,8 +1,8 @@
 """The whole probe: every option of every sub-command with hostile values, every reader with
 hostile files, every output pointed at the command's own inputs, a FIFO and report folders,
-``data`` over damaged trees, results against references (``deepfault.testing.probe``); writes
-the counts per outcome class to ``benchmarks/results/probe.json``. The unit suite runs a sample
-of it (``tests/cli/test_probe.py``).
+``data`` over damaged trees, results against references (``tests/helpers/probe.py``, outside
+the installed package); writes the counts per outcome class to ``benchmarks/results/probe.json``.
+The unit suite runs a sample of it (``tests/cli/test_probe.py``).
 
     PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/probe_all.py [--limit N] [--quick] [--only KIND]
 """
@@ -20,7 +20,9 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from deepfault.testing.probe import CLASSES, FAILURES, all_cases, make_fixtures, run_case
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the probe is a test helper
+
+from helpers.probe import CLASSES, FAILURES, all_cases, make_fixtures, run_case  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "probe.json"
 

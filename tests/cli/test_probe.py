@@ -350,13 +350,13 @@ def _sample(cases):
 
 
 def test_every_option_and_reader_sample(tmp_path):
-    """A fixed sample of :mod:`deepfault.testing.probe`'s cases (:func:`_sample`); every one must end
+    """A fixed sample of :mod:`helpers.probe`'s cases (:func:`_sample`); every one must end
     clean (one error line, nothing changed) or succeed with nothing but its outputs written and its
     reference matched. The benchmark runs every case and records the counts per class.
     """
     import logging
 
-    from deepfault.testing.probe import all_cases, make_fixtures, run_case
+    from helpers.probe import all_cases, make_fixtures, run_case
 
     fixtures = make_fixtures(tmp_path / "fixtures")
     cases = _sample(all_cases(fixtures))
@@ -384,7 +384,7 @@ def test_probe_classifies_what_it_sees(tmp_path, monkeypatch):
     import time
 
     import deepfault.cli
-    from deepfault.testing.probe import Case, make_fixtures, run_case
+    from helpers.probe import Case, make_fixtures, run_case
 
     fixtures = make_fixtures(tmp_path / "fixtures")
     m1, data, work = fixtures["M1"], fixtures["DATA"], tmp_path / "work"
@@ -447,3 +447,29 @@ def test_zz_probe_counts():
     print(f"\nbad-input probe: {total} inputs tried: {TRIED}")
     if len(TRIED) >= 8:  # the whole file ran
         assert total >= 500
+
+
+def test_the_probe_covers_every_command_and_option(tmp_path):
+    """The probe derives its cases from the parser: every sub-command has a base run (a command
+    without one is an error, never skipped), and every option that takes a value gets cases,
+    the hostile values its declaration gives among them."""
+    import argparse
+
+    from deepfault.cli import build_parser
+    from deepfault.cli._common import FieldType
+    from helpers.probe import _base, _commands, declared_values, make_fixtures, option_cases
+
+    fixtures = make_fixtures(tmp_path / "fixtures")
+    cases = option_cases(fixtures)
+    kinds = {c.kind for c in cases}
+    argvs = {c.argv for c in cases}
+    for key, command in _commands(build_parser()):
+        assert key in _base(fixtures), key
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction) or action.nargs == 0 or not action.option_strings:
+                continue
+            option = max(action.option_strings, key=len)
+            assert f"option {' '.join(key)} {option}" in kinds, (key, option)
+            if isinstance(action.type, FieldType):
+                for value in declared_values(action):
+                    assert any(f"{option}={value}" in argv for argv in argvs), (key, option, value)

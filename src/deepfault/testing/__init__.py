@@ -1,1 +1,4 @@
-"""Test oracles (literal reference versions of the methods) and the bad-input probe."""
+"""Test oracles: literal reference versions of the methods.
+
+The bad-input probe is a test helper (``tests/helpers/probe.py``), not part of the package.
+"""

@@ -36,7 +36,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CLASSES", "FAILURES", "Case", "Outcome", "make_fixtures", "option_cases", "file_cases",
+__all__ = ["CLASSES", "FAILURES", "Case", "Outcome", "make_fixtures", "declared_values",
+           "option_cases", "file_cases",
            "output_cases", "report_cases", "data_cases", "reference_cases", "all_cases", "run_case"]
 
 #: Every outcome's class, the good ones first.
@@ -53,8 +54,6 @@ HOSTILE_NUMBERS = ["abc", "", "nan", "inf", "-inf", "1e400", "1e300", "-1", "0",
 #: Values of text options: names, paths, selections.
 HOSTILE_TEXT = ["", " ", ".", "..", "/", "nosuch", "n" * 300, "afile/x", "adir", "../x", "-", "é中", "%s{}",
                 "a,,b", "nan"]
-#: Sub-commands the option cases skip (none: ``data download`` runs with the network off).
-SKIP: set[tuple[str, ...]] = set()
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def make_fixtures(folder: Path) -> dict[str, str]:
     import numpy as np
     import torch
 
-    from ..models import ModelFile, build_model, save_model
+    from deepfault.models import ModelFile, build_model, save_model
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -146,7 +145,7 @@ def _repair_and_store_files(folder: Path, m1, m2, x, y) -> dict[str, str]:
     import numpy as np
     import torch
 
-    from ..cli import main
+    from deepfault.cli import main
 
     noise = torch.rand(8, 1, 28, 28, generator=torch.Generator().manual_seed(2)) * 0.05
     faults = (x[:8] + noise).clamp(0, 1)
@@ -190,7 +189,7 @@ def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
     """
     import torch
 
-    from ..models import ModelFile, build_model, save_model
+    from deepfault.models import ModelFile, build_model, save_model
 
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, str] = {}
@@ -237,8 +236,8 @@ def _hostile_files(folder: Path, digits) -> dict[str, str]:
     import numpy as np
     import torch
 
-    from ..cli import main
-    from ..models import ModelFile, save_model
+    from deepfault.cli import main
+    from deepfault.models import ModelFile, save_model
 
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, str] = {}
@@ -305,6 +304,8 @@ def _base(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
         ("run",): ["run", "--model", f["DIGITS"], "--out", "o.json", "--no-save-inputs", "-q", "-k", "2",
                    "--class", "0"],
         ("coverage", "profile"): ["coverage", "profile", "--model", f["DIGITS"], "--out", "p.npz"],
+        ("coverage", "surprise"): ["coverage", "surprise", "--model", f["DIGITS"], "--out", "sa.npz",
+                                   "--no-progress"],
         ("coverage", "measure"): ["coverage", "measure", "--model", f["DIGITS"], "--out", "o.json"],
         ("coverage", "rank"): ["coverage", "rank", "--model", f["DIGITS"], "--out", "o.json"],
         ("xplore",): ["xplore", "--model", f"{f['M1']},{f['M2']}", "--dataset", f["DATA"], "--num-seeds", "4",
@@ -393,15 +394,38 @@ def _without(argv: list[str], option: str, takes_value: bool) -> list[str]:
     return out
 
 
+def declared_values(action: argparse.Action) -> list[str]:
+    """The hostile values an option's declaration gives (:meth:`Constraint.invalid`, as typed on a
+    command line), for an option made from a config field (``cli._common.add_field``); none for
+    the others.
+    """
+    from deepfault.cli._common import FieldType
+
+    if not isinstance(action.type, FieldType):
+        return []
+    typed = []
+    for value in action.type.constraint.invalid():
+        if value is None or isinstance(value, (tuple, list)):
+            continue  # no text on a command line
+        typed.append(str(value))
+    return typed
+
+
 def option_cases(fixtures: dict[str, str]) -> list[Case]:
-    """Every option and positional of every sub-command, with every hostile value of its kind."""
-    from ..cli import build_parser
+    """Every option and positional of every sub-command, with the hostile values its declaration
+    gives and every hostile value of its kind.
+
+    Raises:
+        RuntimeError: A sub-command has no base run here (the probe must cover every command).
+    """
+    from deepfault.cli import build_parser
 
     base = _base(fixtures)
     cases: list[Case] = []
+    missing = [" ".join(key) for key, _ in _commands(build_parser()) if key not in base]
+    if missing:
+        raise RuntimeError(f"the probe has no base run of: {', '.join(missing)} (add one to _base)")
     for key, command in _commands(build_parser()):
-        if key in SKIP or key not in base:
-            continue
         argv = base[key]
         for action in command._actions:
             if isinstance(action, argparse._HelpAction) or action.nargs == 0:
@@ -414,6 +438,7 @@ def option_cases(fixtures: dict[str, str]) -> list[Case]:
                 values = HOSTILE_TEXT
             else:
                 values = HOSTILE_NUMBERS
+            values = list(dict.fromkeys([*declared_values(action), *values]))
             if action.option_strings:
                 option = max(action.option_strings, key=len)
                 rest = _without(argv, option, True)
@@ -465,7 +490,7 @@ def _option_of(command: argparse.ArgumentParser, dest: str) -> str | None:
 
 def _input_paths(argv: list[str]) -> list[tuple[str, str]]:
     """``(option, path)`` of every existing file ``argv`` reads (the preflight's own table)."""
-    from ..cli import _preflight
+    from deepfault.cli import _preflight
 
     parsed = _parse(tuple(argv))
     if parsed is None:
@@ -480,7 +505,7 @@ def output_cases(fixtures: dict[str, str]) -> list[Case]:
     (model, data set, profile, store, input ``.npz``), at a FIFO in the working folder, and at
     ``afile`` (a file the run does not know).
     """
-    from ..cli import build_parser
+    from deepfault.cli import build_parser
 
     commands = dict(_commands(build_parser()))
     cases: list[Case] = []
@@ -510,7 +535,7 @@ def report_cases(fixtures: dict[str, str]) -> list[Case]:
     former report folder with a file of the user's in it, a folder that holds the command's own
     store or outputs (or inputs), a FIFO, a symbolic link loop.
     """
-    from ..cli import build_parser
+    from deepfault.cli import build_parser
 
     commands = dict(_commands(build_parser()))
     rich = _rich(fixtures)
@@ -654,7 +679,7 @@ def all_cases(fixtures: dict[str, str]) -> list[Case]:
 
 
 def _mnist_files() -> list[str]:
-    from ..data.download import SOURCES
+    from deepfault.data.download import SOURCES
 
     return [item.name for item in SOURCES["mnist"].local]
 
@@ -804,7 +829,7 @@ def _snapshot(folder: Path) -> set[str]:
 @functools.lru_cache(maxsize=4096)
 def _parse(argv: tuple[str, ...]):
     """``(parser, args)`` as the CLI parses ``argv``, or ``None``."""
-    from ..cli import _join_negative_values
+    from deepfault.cli import _join_negative_values
 
     parser = _parser()
     try:
@@ -818,7 +843,7 @@ def _parse(argv: tuple[str, ...]):
 
 @functools.lru_cache(maxsize=1)
 def _parser():
-    from ..cli import build_parser
+    from deepfault.cli import build_parser
 
     return build_parser()
 
@@ -842,7 +867,7 @@ def _declared(argv: tuple[str, ...], work: Path) -> _Declared:
     """
     import importlib
 
-    from ..cli import _preflight
+    from deepfault.cli import _preflight
 
     parsed = _parse(argv)
     if parsed is None:
@@ -910,7 +935,7 @@ def _limits(seconds: float, served: str) -> Iterator[None]:
     ``served`` bytes where the case simulates a mirror serving junk) and an alarm after ``seconds``
     (in the main thread only).
     """
-    from ..data import download as dl
+    from deepfault.data import download as dl
 
     def refuse(*args, **kwargs):
         raise OSError(101, "the network is off in the probe")
@@ -947,7 +972,7 @@ def _on_alarm(signum, frame):
 
 def _call(argv: list[str], cwd: Path, timeout: float, served: str) -> tuple[int, str, str, bool]:
     """``main(argv)`` in ``cwd``: ``(status, stdout, stderr, hung)``."""
-    from ..cli import main
+    from deepfault.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     old = os.getcwd()
