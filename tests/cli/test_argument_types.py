@@ -83,7 +83,7 @@ def test_number_types_refuse_what_is_out_of_their_range(value):
         (BoundedNumber(1.0), "0.5", "must be a number >= 1; got 0.5"),
         (int_list, "20,0", "must be integers >= 1; got 0 in '20,0'"),
         (class_list, "3,-1", r"must be class indices >= 0 \(or 'all'\); got -1"),
-        (threads_value, "0", "must be an integer >= 1; got 0"),
+        (threads_value, "0", "must be 'auto' or an integer from 1 to 1,024; got 0"),
     ],
 )
 def test_messages_name_the_bound_and_the_value(parse, text, message):
@@ -102,9 +102,9 @@ def test_messages_name_the_bound_and_the_value(parse, text, message):
         (["train", "--arch", "digits_mlp", "--dataset", "digits", "--val-fraction", "1"],
          "--val-fraction must be a number >= 0 and < 1; got 1.0"),
         (["train", "--arch", "digits_mlp", "--dataset", "digits", "--lr", "0"],
-         "--lr must be a number > 0; got 0.0"),
+         "--lr must be a number > 0 and <= 10; got 0.0"),
         (["gan", "train", "--dataset", "digits", "--epochs", "-5"],
-         "--epochs must be an integer >= 1; got -5"),
+         "--epochs must be an integer from 1 to 100,000; got -5"),
     ],
 )
 def test_the_command_line_refuses_them_while_parsing(capsys, argv, needle):

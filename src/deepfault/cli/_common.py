@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 import torch
 
 from ..checks import check_device
-from ..core.constraints import KEY, Constraint, Flag
+from ..core.constraints import KEY, SEED, Constraint, Each, Flag, Interval, Options, constraint_of
 from ..core.outcome import Outcome
 from ..core.registry import unknown_name
+from ..core.runtime import Runtime
 from ..core.threads import auto_threads
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
@@ -146,12 +147,28 @@ def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
     constraint = field.metadata[KEY]
     option = field.metadata.get("option") or "--" + name.replace("_", "-")
     kwargs: dict[str, Any] = {"dest": name, "default": field.default, "type": FieldType(constraint),
-              "help": f"{field.metadata.get('help') or name}: {constraint.describe()}"}
+                              "metavar": _metavar(constraint),
+                              "help": f"{field.metadata.get('help') or name}: {constraint.describe()}"}
     if isinstance(constraint, Flag):
         kwargs = {"dest": name, "action": "store_false" if field.default else "store_true",
                   "help": field.metadata.get("help") or name}
     kwargs.update(overrides)
     return p.add_argument(*(flags or (option,)), **kwargs)
+
+
+def _metavar(constraint: Constraint) -> str:
+    if isinstance(constraint, Interval):
+        return "|".join(("N" if constraint.kind is int else "X", *constraint.words))
+    many = isinstance(constraint, Each) or (isinstance(constraint, Options) and constraint.many)
+    return "NAMES" if many else "NAME"
+
+
+def config_from(args, config: type, **given):
+    """``config`` built from the parsed options its fields declared (:func:`add_field`), with
+    ``given`` overriding them.
+    """
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config) if hasattr(args, f.name)}
+    return config(**{**values, **given})
 
 
 #: Counts: 1, 2, ...
@@ -183,47 +200,13 @@ def int_list(text: str) -> tuple[int, ...]:
     return values
 
 
-def seed_int(text: str) -> int:
-    """``--seed``: the random seed of every command, an integer >= 0 (the one parser of it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0; got {text!r}")
-    return value
-
-
-def threads_value(text: str) -> int | str:
-    """``--threads``: ``auto`` or a number of threads >= 1 (its maximum is checked with every
-    other count's).
-    """
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a number of threads; got {text!r}") from None
-    return positive_int(str(value))
-
-
-def batch_size_value(text: str) -> int | str:
-    """``--batch-size`` of the analyses: ``auto`` (sized from the memory,
-    :mod:`deepfault.core.memory`) or a number of inputs >= 1.
-
-    Examples:
-        >>> batch_size_value("auto"), batch_size_value("64")
-        ('auto', 64)
-    """
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1; got {text!r}")
-    return value
+#: ``--seed``: the random seed of every command (its declaration: :data:`~deepfault.core.constraints.SEED`).
+seed_int = FieldType(SEED)
+#: ``--threads``: ``auto`` or a number of threads (the declaration of :attr:`Runtime.threads`).
+threads_value = FieldType(constraint_of(Runtime, "threads"))
+#: ``--batch-size`` of the analyses: ``auto`` (sized from the memory, :mod:`deepfault.core.memory`)
+#: or a number of inputs (the declaration of :attr:`Runtime.batch_size`).
+batch_size_value = FieldType(constraint_of(Runtime, "batch_size"))
 
 
 def add_batch_size(p: argparse.ArgumentParser, what: str = "inputs per forward pass") -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.constraints import WORKERS
 from ..errors import DeepFaultError
 from ..experiment.executors import get_executor, list_executors
 from ..experiment.presets import get_preset, list_presets
 from ..experiment.report import write_report
 from ..localization.preset import DeepFaultGrid, load_config
 from ._common import (
+    FieldType,
     HelpFormatter,
     Output,
     add_data_dir,
@@ -20,7 +22,6 @@ from ._common import (
     add_threads,
     apply_threads,
     device_from,
-    positive_int,
 )
 
 
@@ -60,7 +61,7 @@ def add_parser(sub) -> None:
     exp.add_argument("--executor", choices=list_executors(), default=None,
                      help="how cells run: serial, local processes, or a Ray cluster (pip install "
                      "-e '.[ray]') (default: process with --workers > 1, else serial)")
-    exp.add_argument("--workers", type=positive_int, default=1,
+    exp.add_argument("--workers", type=FieldType(WORKERS), default=1, metavar="N",
                      help="parallel workers (processes or Ray CPUs)")
     exp.add_argument("--ray-address", metavar="ADDRESS", default=None,
                      help="join this Ray cluster (e.g. ray://head:10001) instead of starting a local one")

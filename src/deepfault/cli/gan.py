@@ -14,13 +14,12 @@ from ._common import (
     Output,
     add_data_dir,
     add_device,
+    add_field,
     add_no_progress,
-    add_seed,
     add_threads,
     apply_threads,
+    config_from,
     device_from,
-    positive_int,
-    positive_number,
 )
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -50,27 +49,12 @@ def add_parser(sub) -> None:
                        help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
     train.add_argument("--generator-out", metavar="FILE", default=None,
                        help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
-    train.add_argument("--epochs", type=positive_int, default=GanConfig.epochs, help="passes")
-    train.add_argument("--images-per-epoch", type=_count_or_all, default=GanConfig.images_per_epoch,
-                       help="training images per pass, a fresh random subset each time, or 'all'")
-    train.add_argument("--batch-size", type=positive_int, default=GanConfig.batch_size,
-                       help="real images per step")
-    train.add_argument("--lr", type=positive_number, default=GanConfig.lr,
-                       help="Adam learning rate (beta1 0.5)")
-    add_seed(train, "seed of the weights, subsets, shuffling and noise", default=GanConfig.seed)
+    for name in ("epochs", "images_per_epoch", "batch_size", "lr", "seed"):
+        add_field(train, GanConfig, name)
     add_device(train)
     add_threads(train)
     add_no_progress(train)
     train.set_defaults(func=_cmd_gan_train)
-
-
-def _count_or_all(text: str) -> int | None:
-    if text.strip().lower() == "all":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
 
 
 def outputs(args) -> list[Output]:
@@ -85,9 +69,7 @@ def outputs(args) -> list[Output]:
 
 
 def _cmd_gan_train(args) -> int:
-    config = GanConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                       images_per_epoch=args.images_per_epoch, seed=args.seed)
-    config.validate()
+    config = config_from(args, GanConfig)
     device = device_from(args.device)
     apply_threads(args.threads)
     data = load_dataset(args.dataset, data_dir=args.data_dir)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks import check_int
+from ..core.constraints import EPOCHS
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
 from ..fuzz.pairs.deploy import list_deploy_formats, make_deployment
 from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
 from ..models import list_architectures
 from ._common import (
+    FieldType,
     HelpFormatter,
     Output,
     add_data_dir,
@@ -22,7 +23,6 @@ from ._common import (
     device_from,
     fmt,
     json_object,
-    positive_int,
     table,
 )
 from .train import _arch_spec  # one check of --arch for the commands that build a model
@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
     add_data_dir(p)
     p.add_argument("--out", metavar="DIR", default="scenarios", help="folder to write the models to")
     add_seed(p, "seed of weights, splits and shuffling")
-    p.add_argument("--epochs", type=positive_int, default=3,
+    p.add_argument("--epochs", type=FieldType(EPOCHS), default=3, metavar="N",
                    help="epochs of M1's training (SUPPLY and ADV:BIM fine-tune as long)")
     p.add_argument("--scale01", action="store_true", help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
     add_device(p)
@@ -98,7 +98,6 @@ def _cmd_scenario(args) -> int:
     for flag, value in (("--arch", args.arch), ("--dataset", args.dataset)):
         if value is None:
             raise DeepFaultError(f"scenario {args.name} trains M1: give {flag}")
-    check_int("--epochs", args.epochs)
     device = device_from(args.device)
     apply_threads(args.threads)
     kwargs = {"scale01": True} if args.scale01 else {}

@@ -16,15 +16,13 @@ from ._common import (
     Output,
     add_data_dir,
     add_device,
+    add_field,
     add_no_progress,
-    add_seed,
     add_threads,
     apply_threads,
+    config_from,
     device_from,
-    fraction,
     json_object,
-    positive_int,
-    positive_number,
 )
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
@@ -49,14 +47,8 @@ def add_parser(sub) -> None:
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
     add_data_dir(train)
-    train.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
-    train.add_argument("--batch-size", type=positive_int, default=32, help="inputs per step")
-    train.add_argument("--lr", type=positive_number, default=1e-3, help="Adam learning rate")
-    train.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                       help="learning-rate schedule; 'constant' is exactly the prototype's recipe")
-    train.add_argument("--val-fraction", type=fraction, default=1 / 6,
-                       help="share of the training set held out for validation (default: 1/6)")
-    add_seed(train, "seed of the weights, the split and the shuffling")
+    for name in ("epochs", "batch_size", "lr", "schedule", "val_fraction", "seed"):
+        add_field(train, TrainConfig, name)
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
     add_device(train)
@@ -111,9 +103,7 @@ def _cmd_train(args) -> int:
     if args.arch == "dcgan_discriminator":  # trained adversarially with its generator
         return train_from_train_args(args)
     out = Path(str(outputs(args)[0].path))
-    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                         val_fraction=args.val_fraction, seed=args.seed, schedule=args.schedule)
-    config.validate()
+    config = config_from(args, TrainConfig)
     device = device_from(args.device)
     apply_threads(args.threads)
     kwargs = {"scale01": True} if args.scale01 else {}

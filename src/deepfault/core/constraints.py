@@ -30,11 +30,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..checks import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_SEED, MAX_WORKERS
 from ..errors import DeepFaultError
 
 __all__ = [
     "Constraint", "Interval", "Options", "Flag", "Text", "Each", "param", "constraint_of", "constraints",
-    "undeclared", "validate",
+    "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS",
 ]
 
 #: The metadata key a field's constraint is stored under.
@@ -353,3 +354,15 @@ def validate(obj, *, names: dict[str, str] | None = None) -> None:
         c = f.metadata.get(KEY)
         if c is not None:
             c.check((names or {}).get(f.name, f.name), getattr(obj, f.name))
+
+
+# --- declarations many configs share (one object each, so one value per limit) ------------------
+
+#: Every random seed: a 64-bit integer >= 0.
+SEED = Interval(int, 0, MAX_SEED)
+#: Passes of training or fine-tuning over a data set.
+EPOCHS = Interval(int, 1, MAX_EPOCHS)
+#: Adam's learning rate (larger ones only diverge).
+LEARNING_RATE = Interval(float, 0.0, MAX_LEARNING_RATE, closed="right")
+#: Parallel workers of an executor (processes or Ray CPUs).
+WORKERS = Interval(int, 1, MAX_WORKERS)

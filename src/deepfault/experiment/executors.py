@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from ..checks import MAX_WORKERS, check_int
+from ..core.constraints import WORKERS
 from ..core.registry import Registry
 from ..errors import DeepFaultError
 
@@ -77,7 +77,7 @@ class Executor(ABC):
     name = ""
 
     def __init__(self, *, workers: int = 1, address: str | None = None):
-        self.workers = check_int("workers", workers, maximum=MAX_WORKERS)
+        self.workers = WORKERS.check("workers", workers)
         self.address = address
 
     @abstractmethod

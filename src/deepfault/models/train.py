@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checks import check_int
+from ..checks import MAX_BATCH
 from ..core.capture import model_device
+from ..core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, Options, param, validate
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ._api import build_model
@@ -37,22 +38,21 @@ class TrainConfig:
     prototype's constant rate the paper's MNIST accuracies are not reached (README).
     """
 
-    epochs: int = 10
-    batch_size: int = 32
-    lr: float = 1e-3
-    val_fraction: float = 1 / 6
-    seed: int = 0
-    schedule: str = "cosine"
+    epochs: int = param(10, EPOCHS, help="passes over the training set")
+    batch_size: int = param(32, Interval(int, 1, MAX_BATCH), help="inputs per step")
+    lr: float = param(1e-3, LEARNING_RATE, help="Adam learning rate")
+    val_fraction: float = param(1 / 6, Interval(float, 0.0, 1.0, closed="left"),
+                                help="share of the training set held out for validation")
+    seed: int = param(0, SEED, help="seed of the weights, the split and the shuffling")
+    schedule: str = param("cosine", Options(SCHEDULES),
+                          help="learning-rate schedule; 'constant' is exactly the prototype's recipe")
+
+    def __post_init__(self):
+        validate(self)
 
     def validate(self) -> None:
-        for name in ("epochs", "batch_size"):
-            check_int(name, getattr(self, name))
-        if not (self.lr > 0 and np.isfinite(self.lr)):
-            raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
-        if self.schedule not in SCHEDULES:
-            raise DeepFaultError(f"schedule must be one of {', '.join(SCHEDULES)}; got {self.schedule!r}")
-        if not 0 <= self.val_fraction < 1:
-            raise DeepFaultError(f"val_fraction must lie in [0, 1); got {self.val_fraction!r}")
+        """Check every field against its declaration (the constructor does it too)."""
+        validate(self)
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,6 @@ def trained_model(arch: str, data, path, config: TrainConfig, *, device="cpu", p
     import logging
     from pathlib import Path
 
-    from ..errors import DeepFaultError
     from .io import save_model
     from .load import open_model
 

@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...checks import check_int
+from ...checks import MAX_BATCH
+from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, param, validate
 from ...errors import DeepFaultError
 from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
 
@@ -91,20 +92,21 @@ class GanConfig:
         seed: Seed of the weights, the subsets, the shuffling and the noise.
     """
 
-    epochs: int = 2
-    batch_size: int = 128
-    lr: float = 2e-4
-    images_per_epoch: int | None = 20_000
-    seed: int = 0
+    epochs: int = param(2, EPOCHS, help="passes")
+    batch_size: int = param(128, Interval(int, 1, MAX_BATCH), help="real images per step")
+    lr: float = param(2e-4, LEARNING_RATE, help="Adam learning rate (beta1 0.5)")
+    images_per_epoch: int | None = param(20_000, Interval(int, 1, MAX_BATCH, none=True, words=("all",)),
+                                         help="training images per pass, a fresh random subset each time")
+    seed: int = param(0, SEED, help="seed of the weights, subsets, shuffling and noise")
+
+    def __post_init__(self):
+        if isinstance(self.images_per_epoch, str) and self.images_per_epoch.strip().lower() == "all":
+            object.__setattr__(self, "images_per_epoch", None)  # the command line's word for None
+        validate(self)
 
     def validate(self) -> None:
-        check_int("epochs", self.epochs)
-        check_int("batch_size", self.batch_size)
-        check_int("seed", self.seed, minimum=0)
-        if self.images_per_epoch is not None:
-            check_int("images_per_epoch", self.images_per_epoch)
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise DeepFaultError(f"lr must be a positive number; got {self.lr!r}")
+        """Check every field against its declaration (the constructor does it too)."""
+        validate(self)
 
     def to_dict(self) -> dict:
         return asdict(self)
