@@ -153,7 +153,9 @@ def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
         kwargs = {"dest": name, "action": "store_false" if field.default else "store_true",
                   "help": field.metadata.get("help") or name}
     kwargs.update(overrides)
-    return p.add_argument(*(flags or (option,)), **kwargs)
+    action = p.add_argument(*(flags or (option,)), **kwargs)
+    action.field = (config, name)  # type: ignore[attr-defined]  (the declaration it came from, for tests)
+    return action
 
 
 def _metavar(constraint: Constraint) -> str:
