@@ -23,6 +23,11 @@ not from a number that happened to pass on one CPU:
   wider dtype than its inputs (the surprise scores' float64 distances over float32 activation
   traces) counts for nothing beside the narrow dtype's ``u``, and is left out. Each caller states the
   ``n`` it used and why.
+- An exact step after the sums may still stretch their error: a whitening by a covariance (the
+  Mahalanobis distance of MDSA, the Gaussian kernels of LSA, whose bandwidth is a multiple of the
+  class covariance) by up to the square root of the covariance's condition number, and a squared
+  distance doubles a relative error. Such a caller passes ``condition``, computed from its data
+  (:func:`surprise_condition`), never guessed.
 
 Orders of float scores are compared with :func:`assert_orders_agree`: equal up to permutations
 inside runs of scores whose neighbouring gaps are within what the two computations may move them.
@@ -34,7 +39,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["assert_close_two_ways", "assert_orders_agree", "gamma", "two_way_rtol", "unit_roundoff"]
+__all__ = ["assert_close_two_ways", "assert_orders_agree", "gamma", "surprise_condition", "two_way_rtol",
+           "unit_roundoff"]
 
 
 def unit_roundoff(dtype) -> float:
@@ -72,22 +78,43 @@ def _finite_scale(*arrays: np.ndarray) -> float:
     return max((float(f.max()) for f in finite if f.size), default=0.0)
 
 
-def assert_close_two_ways(actual, desired, *, n: int, dtype, err_msg: str = "") -> float:
+def surprise_condition(ats, classes) -> float:
+    """How much the surprise scores' whitening may stretch the traces' relative error:
+    ``2 sqrt(cond(C))`` for the worst class covariance ``C`` of the training traces ``ats``
+    (``(N, M)``, grouped by ``classes``). MDSA is the quadratic form ``d' C^-1 d`` of ``d``, a trace
+    less its class mean: ``C^-1/2`` stretches a relative change of ``d`` by at most
+    ``sqrt(cond(C))``, the square doubles it. LSA's Gaussian kernels are such forms too, with a
+    bandwidth that is a multiple of ``C``. (DSA's Euclidean distances stretch nothing: 1.)
+    """
+    x, c = np.asarray(ats, dtype=np.float64), np.asarray(classes)
+    worst = 1.0
+    for cls in np.unique(c):
+        rows = x[c == cls]
+        if len(rows) > x.shape[1]:
+            eig = np.linalg.eigvalsh(np.cov(rows.T, ddof=0))
+            worst = max(worst, float(np.sqrt(eig.max() / eig.min())))
+    return 2 * worst
+
+
+def assert_close_two_ways(actual, desired, *, n: int, dtype, condition: float = 1.0,
+                          err_msg: str = "") -> float:
     """Assert that ``actual`` and ``desired``, one float result computed two ways, agree to within
-    ``two_way_rtol(n, dtype)`` times the largest finite magnitude among them (normwise; see the module
-    docstring), with infinities and NaNs in the same places. Returns the absolute tolerance used,
-    for :func:`assert_orders_agree`.
+    ``condition * two_way_rtol(n, dtype)`` times the largest finite magnitude among them (normwise;
+    see the module docstring), with infinities and NaNs in the same places. ``condition``: how much
+    an exact step after the sums may stretch their relative error (1 for plain sums; computed from
+    the data otherwise, e.g. :func:`surprise_condition`). Returns the absolute tolerance used, for
+    :func:`assert_orders_agree`.
     """
     a, d = _float64(actual), _float64(desired)
     assert a.shape == d.shape, f"{err_msg}: shapes {a.shape} and {d.shape}"
     finite = np.isfinite(d)
     np.testing.assert_array_equal(np.isfinite(a), finite, err_msg=f"{err_msg}: finite in different places")
     np.testing.assert_array_equal(a[~finite], d[~finite], err_msg=f"{err_msg}: different non-finite values")
-    rtol = two_way_rtol(n, dtype)
+    rtol = condition * two_way_rtol(n, dtype)
     atol = rtol * _finite_scale(a, d)
     np.testing.assert_allclose(a[finite], d[finite], rtol=0, atol=atol,
-                               err_msg=f"{err_msg} (n={n} in {dtype}: 2 gamma_n = {rtol:.3g} of the scale, "
-                                       f"atol={atol:.3g})")
+                               err_msg=f"{err_msg} (n={n} in {dtype}, condition {condition:.3g}: "
+                                       f"{rtol:.3g} of the scale, atol={atol:.3g})")
     return atol
 
 
