@@ -97,13 +97,15 @@ def surprise_condition(ats, classes) -> float:
 
 
 def assert_close_two_ways(actual, desired, *, n: int, dtype, condition: float = 1.0,
-                          err_msg: str = "") -> float:
+                          scale: float | None = None, err_msg: str = "") -> float:
     """Assert that ``actual`` and ``desired``, one float result computed two ways, agree to within
     ``condition * two_way_rtol(n, dtype)`` times the largest finite magnitude among them (normwise;
     see the module docstring), with infinities and NaNs in the same places. ``condition``: how much
     an exact step after the sums may stretch their relative error (1 for plain sums; computed from
-    the data otherwise, e.g. :func:`surprise_condition`). Returns the absolute tolerance used, for
-    :func:`assert_orders_agree`.
+    the data otherwise, e.g. :func:`surprise_condition`). ``scale``: the magnitude the sums'
+    rounding is relative to, where the compared results are smaller than the values they summarise
+    (a mean or a spread of values: the values' largest magnitude); by default the results' own.
+    Returns the absolute tolerance used, for :func:`assert_orders_agree`.
     """
     a, d = _float64(actual), _float64(desired)
     assert a.shape == d.shape, f"{err_msg}: shapes {a.shape} and {d.shape}"
@@ -111,7 +113,7 @@ def assert_close_two_ways(actual, desired, *, n: int, dtype, condition: float = 
     np.testing.assert_array_equal(np.isfinite(a), finite, err_msg=f"{err_msg}: finite in different places")
     np.testing.assert_array_equal(a[~finite], d[~finite], err_msg=f"{err_msg}: different non-finite values")
     rtol = condition * two_way_rtol(n, dtype)
-    atol = rtol * _finite_scale(a, d)
+    atol = rtol * (_finite_scale(a, d) if scale is None else scale)
     np.testing.assert_allclose(a[finite], d[finite], rtol=0, atol=atol,
                                err_msg=f"{err_msg} (n={n} in {dtype}, condition {condition:.3g}: "
                                        f"{rtol:.3g} of the scale, atol={atol:.3g})")
