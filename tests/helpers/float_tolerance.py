@@ -15,8 +15,10 @@ not from a number that happened to pass on one CPU:
   far larger than the result itself (a logit near 0, an entropy near 0): a per-element ``rtol``
   fails on such elements. :func:`assert_close_two_ways` therefore compares normwise: every element
   within ``2 gamma_n`` times the largest finite magnitude among the compared values (the scale of
-  the results, which stands for ``|w|.|x|``). That holds for the suite's small seeded networks,
-  and it still fails on a wrong order of magnitude or a swapped pair of well-separated scores.
+  the results, which stands for ``|w|.|x|``; ``scale=`` where the results summarise larger values,
+  as a mean does). That is an assumption about the suite's small seeded networks, which the
+  float_sensitive runs under other kernels and thread counts check (tests/test_float_portability.py);
+  it still fails on a wrong order of magnitude or a swapped pair of well-separated scores.
 - A result that went through several reductions (the layers of a network, then a score over the
   layer's values) takes ``n`` as the sum of their lengths: to first order, the error bounds of
   successive dot products add up (``gamma_a + gamma_b <= gamma_{a+b}``). A reduction done in a
