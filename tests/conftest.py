@@ -5,6 +5,22 @@ import torch
 
 from helpers.tiny_models import chain_model
 
+#: Set by tests/test_float_portability.py for its child runs: the thread count PyTorch uses.
+THREADS_VARIABLE = "DEEPFAULT_TEST_THREADS"
+
+
+def pytest_configure(config):
+    """Run on ``DEEPFAULT_TEST_THREADS`` PyTorch threads where it is set (the float-portability
+    runs; ``ATEN_CPU_CAPABILITY`` is read by PyTorch itself)."""
+    threads = os.environ.get(THREADS_VARIABLE)
+    if threads:
+        torch.set_num_threads(int(threads))
+
+
+def pytest_report_header(config):
+    return f"torch {torch.__version__}: cpu capability {torch.backends.cpu.get_cpu_capability()}, " \
+           f"{torch.get_num_threads()} threads"
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory):

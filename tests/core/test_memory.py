@@ -15,6 +15,7 @@ from deepfault.core import memory
 from deepfault.core.batches import activations, iterate_batches, predict
 from deepfault.coverage import compute_profile, fit_surprise, measure_coverage, rank_inputs, surprise_scores
 from deepfault.errors import DeepFaultError
+from helpers.float_tolerance import assert_close_two_ways, assert_orders_agree
 
 
 def _model() -> nn.Module:
@@ -109,6 +110,7 @@ def test_free_memory_takes_the_cgroup_limit_where_lower(monkeypatch):
     assert memory.budget(1 << 30, "cpu") == (1 << 30) * memory.CPU_FRACTION
 
 
+@pytest.mark.float_sensitive
 def test_results_are_the_same_for_auto_and_a_fixed_batch(tight):
     model, (x, _) = _model(), _data()
     tight(4 * 9 * memory.input_bytes(model, x[:1]))  # auto: batches of 9, fixed: one of 120
@@ -117,13 +119,15 @@ def test_results_are_the_same_for_auto_and_a_fixed_batch(tight):
     torch.testing.assert_close(activations(model, x)[1], activations(model, x, batch_size=1024)[1],
                                rtol=0, atol=0)
     p_auto, p_fixed = compute_profile(model, x), compute_profile(model, x, batch_size=1024)
-    np.testing.assert_allclose(p_auto.low, p_fixed.low)
-    np.testing.assert_allclose(p_auto.mean, p_fixed.mean, rtol=1e-6)
+    np.testing.assert_array_equal(p_auto.low, p_fixed.low)  # the exact values' minimum
+    # the mean: float64 sums over the 120 inputs, grouped by batch
+    assert_close_two_ways(p_auto.mean, p_fixed.mean, n=len(x), dtype=torch.float64, err_msg="mean")
     kw = {"criteria": "nc,kmnc,tknp", "profile": p_fixed}
     c_auto, c_fixed = measure_coverage(model, x, **kw), measure_coverage(model, x, **kw, batch_size=1024)
     assert [r.covered for r in c_auto.results] == [r.covered for r in c_fixed.results]
 
 
+@pytest.mark.float_sensitive
 def test_rank_streams_a_loader_with_the_same_orders(tight):
     """A loader is no longer read whole; the orders equal the array's (the old path)."""
     model, (x, y) = _model(), _data()
@@ -136,11 +140,17 @@ def test_rank_streams_a_loader_with_the_same_orders(tight):
                      rank_inputs(model, x, y, **kw)):
         assert [r.name for r in streamed.rankings] == [r.name for r in whole.rankings]
         for a, b in zip(streamed.rankings, whole.rankings, strict=True):
-            np.testing.assert_array_equal(a.order, b.order, err_msg=a.name)
-            assert a.apfd == pytest.approx(b.apfd)
+            if a.prioritiser in ("cam", "ctm"):  # coverage counts of the exact values: exact
+                np.testing.assert_array_equal(a.order, b.order, err_msg=a.name)
+                assert a.apfd == b.apfd
+                continue
+            # gini and margin: float64 over the exact logits, a softmax summing 3 classes
+            atol = assert_close_two_ways(a.scores, b.scores, n=3, dtype=torch.float64, err_msg=a.name)
+            assert_orders_agree(b.order, a.order, b.scores, atol=atol, err_msg=a.name)
         np.testing.assert_array_equal(streamed.failing, whole.failing)
 
 
+@pytest.mark.float_sensitive
 def test_surprise_streams_a_loader_with_the_same_scores(tight):
     model, (x, y) = _model(), _data()
     state = fit_surprise(model, x, y, classes="labels", batch_size=1024)
@@ -151,8 +161,9 @@ def test_surprise_streams_a_loader_with_the_same_scores(tight):
     np.testing.assert_array_equal(streamed_state.ats, state.ats)
     np.testing.assert_array_equal(streamed_state.classes, state.classes)
     streamed = surprise_scores(model, loader, state, kinds="lsa,dsa")
-    for kind in ("lsa", "dsa"):
-        np.testing.assert_allclose(streamed[kind], whole[kind], rtol=1e-6)
+    for kind in ("lsa", "dsa"):  # float64 over the exact traces: LSA's density sums 120 training
+        # rows, each term a distance over the 8 units of the last hidden layer
+        assert_close_two_ways(streamed[kind], whole[kind], n=len(x) + 8, dtype=torch.float64, err_msg=kind)
     np.testing.assert_array_equal(streamed.predictions, whole.predictions)
 
 

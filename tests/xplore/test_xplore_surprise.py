@@ -16,6 +16,7 @@ from deepfault.models import ModelFile, build_model, save_model
 from deepfault.xplore import XploreConfig, load_inputs, xplore
 from deepfault.xplore.report import summary_text
 from deepfault.xplore.results import add_surprise
+from helpers.float_tolerance import assert_close_two_ways, surprise_condition
 from helpers.xplore_models import mlp
 
 
@@ -38,17 +39,21 @@ def run():
     return models, states, result
 
 
+@pytest.mark.float_sensitive
 def test_add_surprise_equals_surprise_score_under_each_model(run):
+    """The scorer's batches against the reference's one pass: fc1's traces are float32 sums of
+    4 + 1 terms; LSA's whitening stretches their rounding by surprise_condition."""
     models, states, result = run
     scored = add_surprise(result, [SurpriseScorer(m, s) for m, s in zip(models, states, strict=True)])
     sa = scored.surprise
     assert sa.kinds == ("dsa", "lsa")
     for j, (m, s) in enumerate(zip(models, states, strict=True)):
         for kind in sa.kinds:
-            found = surprise_reference(m, s, result.found.inputs, kind)
-            np.testing.assert_allclose(sa.found[kind][:, j], found, rtol=1e-5)
-            seeds = surprise_reference(m, s, result.found.seeds, kind)
-            np.testing.assert_allclose(sa.seeds[kind][:, j], seeds, rtol=1e-5)
+            condition = 1.0 if kind == "dsa" else surprise_condition(s.ats, s.classes)
+            for got, inputs in ((sa.found[kind][:, j], result.found.inputs), (sa.seeds[kind][:, j],
+                                                                             result.found.seeds)):
+                assert_close_two_ways(got, surprise_reference(m, s, inputs, kind), n=5, dtype=torch.float32,
+                                      condition=condition, err_msg=f"{kind} under model {j}")
     doc = scored.to_dict()
     json.dumps(doc, allow_nan=False)
     assert doc["surprise"]["models"][1]["mean_dsa"] == pytest.approx(float(sa.found["dsa"][:, 1].mean()))

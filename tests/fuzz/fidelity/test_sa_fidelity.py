@@ -23,6 +23,7 @@ from deepfault.fuzz.fidelity import (
     parse_surprise_spec,
 )
 from deepfault.fuzz.fidelity import surprise as sa_fid
+from helpers.float_tolerance import assert_close_two_ways, surprise_condition
 from helpers.sa_fuzz import band_model, band_problem
 
 
@@ -83,14 +84,22 @@ def test_dsa_of_the_check_equals_the_definition_on_images_and_on_traces(fitted):
     assert traced.passed.tolist() == (torch.from_numpy(want) <= 1.0).tolist()
 
 
+@pytest.mark.float_sensitive
 def test_the_answers_do_not_depend_on_the_batch_size(fitted):
+    """M1's fc1 traces are float32 sums of 64 + 1 terms, regrouped by batch size; the scores move
+    within that tolerance (MDSA's stretched by its whitening), and so does every answer whose
+    score is not that close to the threshold."""
     m1, x, _, state = fitted
-    runs = [SurpriseFidelity(state, kind=k, threshold=t, model=m1, bounds=(0, 1), batch_size=b).check(x)
-            for k, t in (("dsa", 0.6), ("mdsa", 8.0)) for b in (1, 7, 1000)]
-    for group in (runs[:3], runs[3:]):
-        for other in group[1:]:
-            torch.testing.assert_close(other.scores, group[0].scores, rtol=1e-5, atol=1e-9)
-            assert other.passed.tolist() == group[0].passed.tolist()
+    for kind, t in (("dsa", 0.6), ("mdsa", 8.0)):
+        runs = [SurpriseFidelity(state, kind=kind, threshold=t, model=m1, bounds=(0, 1),
+                                 batch_size=b).check(x) for b in (1, 7, 1000)]
+        condition = 1.0 if kind == "dsa" else surprise_condition(state.ats, state.classes)
+        for other in runs[1:]:
+            atol = assert_close_two_ways(other.scores, runs[0].scores, n=65, dtype=torch.float32,
+                                         condition=condition, err_msg=kind)
+            clear = (runs[0].scores.double() - t).abs() > atol
+            assert clear.all(), kind  # as it is today: no score on the threshold, every answer compared
+            assert other.passed[clear].tolist() == runs[0].passed[clear].tolist()
 
 
 def test_vector_inputs_and_vector_traces():
