@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.runtime import Runtime
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..models.fingerprint import fingerprint
 from .config import XploreConfig
@@ -198,8 +199,9 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     models = [m.to(job.device) for m in job.models]
     with warnings.catch_warnings():  # saturation is expected with the published settings; it is recorded
         warnings.simplefilter("ignore", UserWarning)
-        result = search(models, job.seeds, config=job.config, bounds=job.bounds, seed_index=job.seed_index,
-                        names=job.names, threads=None)
+        result = search(dict(zip(job.names, models, strict=True)), job.seeds,
+                        replace(job.config, bounds=job.bounds), seed_index=job.seed_index,
+                        runtime=Runtime(threads=None))
     data = result.to_dict()
     f = result.found
     arrays = {"seed_index": f.seed_index, "iteration": f.iteration, "predictions": f.predictions,
