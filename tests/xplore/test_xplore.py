@@ -281,7 +281,8 @@ def test_models_with_different_input_shapes_are_refused():
         ({"layers": "all"}, "layers must be one of default, deepxplore, blocks, linear-conv; got 'all'"),
         ({"target": 3}, r"target must be a model index in 0..2"),
         ({"transform": "fog"}, "transform must be one of blackout, light, none, occl; got 'fog'"),
-        ({"blackout_size": 0, "transform": "blackout"}, "blackout_size must be an integer from 1 to 65,536; got 0"),
+        ({"blackout_size": 0, "transform": "blackout"},
+         "blackout_size must be an integer from 1 to 65,536; got 0"),
     ],
 )
 def test_bad_parameters_are_named(kwargs, match):

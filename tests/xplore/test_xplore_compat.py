@@ -121,7 +121,7 @@ def test_explicit_seed_indices_are_used_in_order():
         xplore(models, pool, config=XploreConfig(seed_indices=(1, 10)))
     with pytest.raises(DeepFaultError, match=r"seed_indices must be one or more .*; got \(\)"):
         XploreConfig(seed_indices=())
-    with pytest.raises(DeepFaultError, match=r"seed_indices must be .* an integer from 0 to .*; got \(3, -1\)"):
+    with pytest.raises(DeepFaultError, match=r"seed_indices must be .* from 0 to .*; got \(3, -1\)"):
         XploreConfig(seed_indices=[3, -1])
 
 

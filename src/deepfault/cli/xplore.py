@@ -40,6 +40,7 @@ from ._common import (
     output_path,
     positive_int,
     resolve_threads,
+    seed_int,
     sibling,
     write_run_report,
 )
@@ -157,7 +158,7 @@ def add_parser(sub) -> None:
                    help="allow loading pickled whole nn.Modules (only for files you trust)")
     add_field(p, XploreConfig, "seeds", metavar="N")
     add_field(p, XploreConfig, "seed_indices", type=_seed_indices, metavar="FILE|I,J,...")
-    add_field(p, XploreConfig, "seed", metavar="S")
+    add_field(p, XploreConfig, "seed", type=seed_int, metavar="S")  # the one parser of every --seed
     p.add_argument("--compat", "--paper", dest="compat", action="store_true",
                    help="DeepXplore's published MNIST settings: lambda1 1, lambda2 0.1, step 10, 20 "
                    "iterations, t 0, light, --target 0, --neurons per-seed, --layers deepxplore, "

@@ -338,30 +338,20 @@ class DeepXploreMnist(ExperimentPreset):
         return [j for j in plan.state if j.cell_id in wanted]
 
 
-def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-               argv=None, device: str = "cpu", seed: int | None = None,
-               config: XplorePresetConfig | None = None,
-               options: dict[str, str] | None = None) -> ExperimentSummary:
-    """Run (or resume) the DeepXplore MNIST reproduction; see :meth:`ExperimentPreset.run
-    <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
+def run_preset(store_path, *, config: XplorePresetConfig | None = None, **run) -> ExperimentSummary:
+    """Run (or resume) the DeepXplore MNIST reproduction.
 
     Args:
         store_path: The SQLite results store (created when missing).
-        data_dir: Data root.
-        models_dir: Where models are kept (made there when missing); default ``models/``
-            beside the store.
-        executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
-            closed at the end; one given here is left open).
-        progress: Progress bars.
-        argv: The command line, for provenance.
-        device: Where models are trained and cells computed.
-        seed: Overrides the preset's seed.
         config: What to run (default :class:`XplorePresetConfig`; tests use small ones).
-        options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
+        **run: The keywords of :meth:`ExperimentPreset.run
+            <deepfault.experiment.runner.ExperimentPreset.run>`: ``data_dir``, ``models_dir``
+            (default ``models/`` beside the store), ``executor`` (default: serial, closed at the
+            end; one given here is left open), ``progress``, ``argv``, ``device``, ``seed`` (over
+            the preset's) and ``options`` (``--preset-option`` values, :data:`OPTIONS`, applied
+            over ``config``).
     """
-    return DeepXploreMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir,
-                                       executor=executor, progress=progress, argv=argv, device=device,
-                                       seed=seed, options=options)
+    return DeepXploreMnist(config).run(store_path, **run)
 
 
 #: The presets of this method.

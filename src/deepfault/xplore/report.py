@@ -191,36 +191,54 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
     Raises:
         DeepFaultError: The experiment has no DeepXplore cells.
     """
-    from .figures import coverage_over_time, coverage_vs_threshold
-    from .results import FoundInputs
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = collect(store, experiment_hash)
-    files: list[Path] = []
-    from ..experiment.report import html_table, image_tag, section
+    page = _Sections(out)
+    _paper_tables(page, cells)
+    _first_run(page, store, experiment_hash, cells)
+    return {"title": "DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", "markdown": "\n".join(page.md),
+            "html": "\n".join(page.html), "nav": page.nav, "files": [str(p) for p in page.files]}
 
-    md: list[str] = ["# DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", ""]
-    parts_html: list[str] = []
-    nav: list[tuple[str, str]] = []
 
-    def add_table(title, stem, headers, rows, data, note):
-        files.extend(_write_table(out, stem, headers, rows, data))
-        md.extend([f"## {title}", "", note, "", (out / f"{stem}.md").read_text(encoding="utf-8"), ""])
-        nav.append((stem, title))
-        parts_html.append(section(stem, title, note, html_table(headers, rows)))
+class _Sections:
+    """The report's sections as they are added: Markdown, HTML, the contents and the files."""
 
-    def add_figure(title, path, note):
-        files.append(path)
-        md.extend([f"### {title}", "", f"![{title}]({path.name})", "", note, ""])
+    def __init__(self, out: Path):
+        self.out = out
+        self.files: list[Path] = []
+        self.md: list[str] = ["# DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", ""]
+        self.html: list[str] = []
+        self.nav: list[tuple[str, str]] = []
+
+    def table(self, title, stem, headers, rows, data, note) -> None:
+        from ..experiment.report import html_table, section
+
+        self.files.extend(_write_table(self.out, stem, headers, rows, data))
+        written = (self.out / f"{stem}.md").read_text(encoding="utf-8")
+        self.md.extend([f"## {title}", "", note, "", written, ""])
+        self.nav.append((stem, title))
+        self.html.append(section(stem, title, note, html_table(headers, rows)))
+
+    def figure(self, title, path, note) -> None:
+        from ..experiment.report import image_tag, section
+
+        self.files.append(path)
+        self.md.extend([f"### {title}", "", f"![{title}]({path.name})", "", note, ""])
         anchor = f"figure-{path.stem}"
-        nav.append((anchor, title))
-        parts_html.append(section(anchor, title, note, image_tag(path, path.name)))
+        self.nav.append((anchor, title))
+        self.html.append(section(anchor, title, note, image_tag(path, path.name)))
 
+
+def _paper_tables(page: _Sections, cells: dict) -> None:
+    """Tables 2 and 5 and Figure 9, for the cells the experiment has."""
+    from .figures import coverage_vs_threshold
+
+    out = page.out
     if cells["table2"]:
         h, r, d = _table2(cells["table2"])
         c = next(iter(cells["table2"].values()))[0]["config"]
-        add_table("Table 2: difference-inducing inputs per target model", "table2", h, r, d,
+        page.table("Table 2: difference-inducing inputs per target model", "table2", h, r, d,
                   f"{c['seeds']:,} seeds per run{' (drawn with replacement)' if c.get('replace') else ''}, "
                   f"lambda1 {c['lambda1']:g}, lambda2 {c['lambda2']:g}, s {c['step']:g}, "
                   f"t {c['threshold']:g}, "
@@ -233,20 +251,28 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
                   "and 72.5% with LeNet-5, so that, not the table, is the reference.")
     if cells["table5"]:
         h, r, d = _table5(cells["table5"])
-        add_table("Table 5: neuron coverage in the objective (lambda2 0 against 1, t = 0.25)", "table5",
+        page.table("Table 5: neuron coverage in the objective (lambda2 0 against 1, t = 0.25)", "table5",
                   h, r, d,
                   "Mean L1 distance of the generated inputs to their seeds in [0, 1] pixel units (the "
                   "paper's diversity), number found, and the run's pooled coverage (sum covered / sum "
                   "neurons, layer-minmax, t 0.25), mean ± sd over runs.")
     if cells["figure9"]:
         h, r, d, curves = _figure9(cells["figure9"])
-        add_table("Figure 9: neuron coverage of DeepXplore, random and FGSM inputs", "figure9", h, r, d,
+        page.table("Figure 9: neuron coverage of DeepXplore, random and FGSM inputs", "figure9", h, r, d,
                   f"Coverage (%) of the same number of inputs per method and model: DeepXplore's first "
                   f"difference-inducing inputs of a run at threshold t, random test inputs, and FGSM inputs "
                   f"(eps {d['fgsm_eps']:g}) made from those random inputs against each model.")
-        add_figure("Figure 9", coverage_vs_threshold(curves, d["thresholds"], out / "figure9.png",
+        page.figure("Figure 9", coverage_vs_threshold(curves, d["thresholds"], out / "figure9.png",
                                                       title="Neuron coverage against t"),
                    "One panel per model; coverage of the same number of inputs for each method.")
+
+
+def _first_run(page: _Sections, store, experiment_hash: str, cells: dict) -> None:
+    """The inputs and the coverage over time of the experiment's first Table 2 run."""
+    from .figures import coverage_over_time
+    from .results import FoundInputs
+
+    out = page.out
     first = next((f"table2/target={t}/seed=0" for t in sorted(cells["table2"])), None)
     record = store.get(experiment_hash, "deepxplore", first) if first else None
     if record is not None and len(record.arrays.get("inputs", [])):
@@ -258,15 +284,13 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
                             l1=a["l1"])
         grid = _found_grid(found, names, out, rows=8, bounds=record.data["bounds"], file="examples.png")
         if grid is not None:
-            add_figure("Difference-inducing inputs", grid,
+            page.figure("Difference-inducing inputs", grid,
                        f"Inputs of {first}, one per seed first: seed, generated input (each model's "
                        "prediction in red), difference (one colour scale for every row).")
-        add_figure("Coverage over time", coverage_over_time(record.data["trace"], names,
+        page.figure("Coverage over time", coverage_over_time(record.data["trace"], names,
                                                              [m["neurons"] for m in record.data["models"]],
                                                              out / "coverage_over_time.png", title=first),
                    "Each model's neuron coverage (t 0) and the inputs found, against the run's time.")
-    return {"title": "DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", "markdown": "\n".join(md),
-            "html": "\n".join(parts_html), "nav": nav, "files": [str(p) for p in files]}
 
 
 def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: int = 12,
@@ -337,7 +361,6 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         :func:`~deepfault.experiment.report.write_page`.
     """
     from ..experiment.report import image_tag, section
-    from .figures import coverage_over_time
 
     folder = Path(folder)
     cfg = result.config
@@ -357,33 +380,10 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
             "beside its number), the found input (each model's prediction in red, a tick when it is the true "
             "label) and their difference (blue: darker, red: brighter; one colour scale for every row).",
             image_tag(png, png.name)))
-    r = result.realism
-    if r is not None and r.found:
-        def pct(x):
-            return "-" if x is None else f"{100 * x:.1f}%"
-
-        real = [["mean SSIM to the seed", "-" if r.mean_ssim is None else f"{r.mean_ssim:.3f}"],
-                [f"SSIM below {r.ssim_threshold:g} (visibly noisy, shifted or washed out)", pct(r.low_ssim)],
-                ["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
-                ["outside the bounds", pct(r.outside_bounds)],
-                ["still differ once clipped", pct(r.still_differ_clipped)],
-                ["saturated (a flat or black/white square)", pct(r.saturated)]]
-        if result.surprise is not None:
-            found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
-            real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
-                     for k in result.surprise.kinds
-                     for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
+    realism = _realism_section(result, labels)
+    if realism is not None:
         nav.append(("realism", "Realism"))
-        parts.append(section(
-            "realism", "Realism",
-            "Do the found inputs still look like their seeds? SSIM (structural similarity, Gaussian window, "
-            "1 for an identical image) of each input, clipped to the bounds as a saved image would be, to "
-            f"its seed; below {r.ssim_threshold:g} the change is plain to see (on MNIST, Gaussian noise of "
-            "sd 0.2 of the pixel range gives about 0.7). Distances in data units; the bounds rows apply to "
-            "runs without clipping; saturated: less than half the seed's contrast left (it misses noise). "
-            "DSA and LSA (when computed): surprise adequacy against each model's training data at its layer "
-            "before the logits (higher: further from anything seen in training), the seeds' in brackets.",
-            Table(["measure", "value"], real).html()))
+        parts.append(realism)
     shown = inputs_table(result, labels, class_names=class_names, rows=table_rows)
     if shown is not None and len(shown.rows):
         nav.append(("each", "Each input"))
@@ -399,17 +399,61 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         f"constraint {cfg.transform}). found/searched: the share of searched seeds that gave an input the "
         "models disagree on; mean L1: its distance to the seed in data units.",
         summary_table(result, labels).html()))
+    nav.append(("coverage", "Neuron coverage"))
+    parts.append(_coverage_section(result, labels, folder))
+    meta = (f"{_lead(result, labels, data)} {', '.join(labels)}; lambda1 {cfg.lambda1:g}, lambda2 "
+            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations; {result.seconds:.2f} s.")
+    return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
+            "config": cfg.to_dict(), "provenance": provenance}
+
+
+def _realism_section(result, labels) -> str | None:
+    """The page's realism section: SSIM, distances, bounds and surprise of the found inputs
+    (``None`` when nothing was found).
+    """
+    from ..experiment.report import section
+
+    r = result.realism
+    if r is None or not r.found:
+        return None
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    real = [["mean SSIM to the seed", "-" if r.mean_ssim is None else f"{r.mean_ssim:.3f}"],
+            [f"SSIM below {r.ssim_threshold:g} (visibly noisy, shifted or washed out)", pct(r.low_ssim)],
+            ["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
+            ["outside the bounds", pct(r.outside_bounds)],
+            ["still differ once clipped", pct(r.still_differ_clipped)],
+            ["saturated (a flat or black/white square)", pct(r.saturated)]]
+    if result.surprise is not None:
+        found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
+        real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
+                 for k in result.surprise.kinds
+                 for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
+    return section(
+        "realism", "Realism",
+        "Do the found inputs still look like their seeds? SSIM (structural similarity, Gaussian window, "
+        "1 for an identical image) of each input, clipped to the bounds as a saved image would be, to "
+        f"its seed; below {r.ssim_threshold:g} the change is plain to see (on MNIST, Gaussian noise of "
+        "sd 0.2 of the pixel range gives about 0.7). Distances in data units; the bounds rows apply to "
+        "runs without clipping; saturated: less than half the seed's contrast left (it misses noise). "
+        "DSA and LSA (when computed): surprise adequacy against each model's training data at its layer "
+        "before the logits (higher: further from anything seen in training), the seeds' in brackets.",
+        Table(["measure", "value"], real).html())
+
+
+def _coverage_section(result, labels, folder: Path) -> str:
+    """The page's coverage section: the table and coverage over time."""
+    from ..experiment.report import image_tag, section
+    from .figures import coverage_over_time
+
     cov_parts = [coverage_table(result, labels).html()]
     if result.trace:
         trace = [{"seconds": p.seconds, "found": p.found, "covered": list(p.covered)} for p in result.trace]
         path = coverage_over_time(trace, labels, result.num_neurons, folder / "coverage_over_time.png")
         cov_parts.append(image_tag(path, "coverage_over_time.png: each model's coverage (left axis) and the "
                                          "inputs found (dashed, right axis) against time"))
-    nav.append(("coverage", "Neuron coverage"))
-    parts.append(section("coverage", "Neuron coverage",
-                         f"Neurons each model's activations cover over the seeds and found inputs "
-                         f"(layer-minmax scaling, threshold t = {cfg.threshold:g}).", *cov_parts))
-    meta = (f"{_lead(result, labels, data)} {', '.join(labels)}; lambda1 {cfg.lambda1:g}, lambda2 "
-            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations; {result.seconds:.2f} s.")
-    return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
-            "config": cfg.to_dict(), "provenance": provenance}
+    return section("coverage", "Neuron coverage",
+                   f"Neurons each model's activations cover over the seeds and found inputs "
+                   f"(layer-minmax scaling, threshold t = {result.config.threshold:g}).", *cov_parts)
