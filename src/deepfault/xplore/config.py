@@ -74,7 +74,7 @@ class _Rectangle(Declared):
         return "x,y,h,w (four integers >= 0)"
 
     def hostile(self) -> tuple:
-        return ((1, 2), (0, 0, -1, 4), "1,2,3,4")
+        return ((1, 2), (0, 0, -1, 4), "1,2")
 
 
 @dataclass(frozen=True)
