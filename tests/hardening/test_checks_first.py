@@ -85,8 +85,11 @@ def test_xplore_writes_its_npz_grid_and_json_together(work):
 
 @pytest.mark.parametrize("where", ["image_grid", "write_result"])
 def test_an_interrupted_xplore_leaves_no_npz_without_its_json(work, monkeypatch, where):
+    import importlib
+
     import deepfault.cli.xplore as cmd
-    import deepfault.xplore.figures as figures
+
+    figures = importlib.import_module("deepfault.xplore.figures")  # the package exports a function xplore
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

@@ -527,7 +527,7 @@ class _Seeds:
     pool: torch.Tensor
     take: np.ndarray
     index: np.ndarray | None = None
-    labels: np.ndarray | None = None
+    labels: LabelData | np.ndarray | None = None
     inspected: tuple[int, list[NeuronLayout]] | None = None
     notes: RunNotes = field(default_factory=RunNotes)
 
@@ -549,6 +549,7 @@ class _Plan:
     groups: list[np.ndarray]
     mask: np.ndarray | None
     index: np.ndarray
+    labels: np.ndarray | None
 
 
 #: Keywords of the old ``search(...)`` and ``xplore(...)`` and where each one went.
@@ -661,7 +662,8 @@ def _search(scoring, seeds: _Seeds, config: XploreConfig, runtime: Runtime) -> X
         found = run.found_inputs(plan.index, plan.shape)
         still = _still_differ(plan, found, config, device)
     layers, named_by = config.layer_selection(), config.layers_named_by()
-    notes = replace(seeds.notes, batch=batch_line, device=seeds.notes.device or runtime.device,
+    asked = None if runtime.device is None else str(runtime.device)
+    notes = replace(seeds.notes, batch=batch_line, device=seeds.notes.device or asked,
                     sources=tuple(selection_source(m, layers, named_by=named_by) for m in plan.models),
                     selections=tuple(layer_selection(m, layers) for m in plan.models))
     return _outcome(plan, run, seeds, draws, config, found, still, (num_classes, layouts, seconds, notes))
@@ -691,12 +693,11 @@ def _plan(scoring, seeds: _Seeds, config: XploreConfig) -> _Plan:
     groups = [np.arange(i, min(i + size, num)) for i in range(0, num, size)]
     box.check_inside(seeds.gather(rows) for rows in groups)  # a group at a time
     mask = as_fixed(config.fixed, shape)
-    if seeds.labels is not None:
-        seeds.labels = _seed_labels(seeds.labels, num)
+    labels = None if seeds.labels is None else _seed_labels(seeds.labels, num)
     index = np.arange(num, dtype=np.int64) if seeds.index is None else np.asarray(seeds.index, np.int64)
     if index.shape != (num,):
         raise DeepFaultError(f"seed_index must have one index per seed ({num}); got shape {index.shape}")
-    return _Plan(list(models), list(names), kinds, shape, box, groups, mask, index)
+    return _Plan(list(models), list(names), kinds, shape, box, groups, mask, index, labels)
 
 
 def _chunk_size(models, first: torch.Tensor, value, count: int, device) -> tuple[int, str | None]:
@@ -759,7 +760,7 @@ def _outcome(plan: _Plan, run: _Run, seeds: _Seeds, draws: Draws, config: Xplore
         found=found, coverage=tuple(nc.compute() for nc in run.coverage), trace=tuple(run.trace),
         seconds=seconds, first_found_seconds=run.first_found, device=str(run.device),
         layer_names=tuple(lay.names for lay in layouts), realism=realism,
-        true_labels=None if seeds.labels is None else seeds.labels[found.rows],
+        true_labels=None if plan.labels is None else plan.labels[found.rows],
         feature_bounds=(box.lo, box.hi) if box.per_feature else None,
         fixed=mask if mask is not None and mask.any() else None, notes=notes,
     )
@@ -876,7 +877,8 @@ def _pool(data) -> tuple[torch.Tensor, LabelData | None, RunNotes, tuple | None]
 
     if isinstance(data, Dataset):
         x = as_tensor(data.x_test, name="inputs")
-        notes = RunNotes(data=data.name, pool=len(x), data_bounds=tuple(data.bounds),
+        lo, hi = data.bounds
+        notes = RunNotes(data=data.name, pool=len(x), data_bounds=(float(lo), float(hi)),
                          class_names=tuple(data.class_names))
         declared = data.feature_bounds if data.feature_bounds is not None else data.bounds
         return x, data.y_test, notes, declared
