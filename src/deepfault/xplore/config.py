@@ -171,8 +171,7 @@ class XploreConfig:
 
     seeds: int = param(2000, Interval(int, 1, MAX_BATCH), help="seed inputs drawn", option="--num-seeds")
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random draw")
-    replace: bool = param(False, Flag(), help="draw seeds with replacement (as DeepXplore's code did); "
-                          "default without")
+    replace: bool = param(False, Flag(), help="draw seeds with replacement (as DeepXplore's code did)")
     seed_indices: tuple[int, ...] | None = param(
         None, Each(Interval(int, 0, MAX_INDEX), max_items=MAX_BATCH, none=True),
         help="explicit seeds: test-set indices as a comma list or a file of integers (text or .npy), in "
@@ -193,22 +192,22 @@ class XploreConfig:
     blackout_size: int = param(6, Interval(int, 1, MAX_BLACKOUT_SIZE),
                                help="side of the patches of --constraint blackout")
     target: int | None = param(None, Interval(int, 0, None, none=True, words=("random",)),
-                               help="index of the model pushed away from the common class (random: one "
-                               "per seed; --compat: 0)")
+                               help="index of the model pushed away from the common class ('random': one "
+                               "drawn per seed)")
     neurons: str = param("per-iteration", Options(NEURON_CHOICES),
-                         help="draw each model's coverage neuron at every step (the paper; the default) or "
-                         "once per seed (DeepXplore's code)")
+                         help="draw each model's coverage neuron at every step (the paper) or once per "
+                         "seed (DeepXplore's code)")
     objective: str = param("logits", Options(OBJECTIVES),
-                           help="F_k(x)[c] is the logit (DeepXplore's MNIST code; the default) or the "
-                           "probability (the paper)")
+                           help="F_k(x)[c] is the logit (DeepXplore's MNIST code) or the probability (the "
+                           "paper)")
     layers: str = param("default", Options(LAYER_CHOICES),
                         help="neuron layers of coverage and objective: 'default', the neurons every "
                         "command counts ('blocks' for a network with residual/transformer blocks, else "
                         "'linear-conv': every Linear/Conv but the logits layer); 'deepxplore', "
                         "DeepXplore's (every layer but input and flatten, activated, poolings, logits and "
                         "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
-    clip: bool = param(True, Flag(), help="clip every step to the data's bounds (default: clip; --compat: "
-                       "--no-clip, as the published code, whose inputs then leave the valid range)")
+    clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, so its "
+                       "inputs could leave the valid range)")
     inputs_per_step: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
                                         help="seeds advanced together, group after group (default: all)")
     bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")
