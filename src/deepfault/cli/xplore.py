@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from contextlib import contextmanager
 from dataclasses import fields, replace
-from pathlib import Path
-
-import numpy as np
-import torch
 
 from .._io import atomic_paths
 from ..checks import check_finite_outputs
+from ..core.entry import use_threads
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record, result_document, write_result
@@ -20,7 +16,7 @@ from ..models.several import load_xplore_inputs
 from ..provenance import provenance
 from ..xplore import xplore
 from ..xplore.config import PUBLISHED, XploreConfig
-from ..xplore.features import feature_constraints, parse_indices
+from ..xplore.features import feature_constraints, parse_indices, read_seed_indices
 from ..xplore.report import run_page
 from ..xplore.results import add_surprise
 from . import _surprise
@@ -45,52 +41,6 @@ from ._common import (
     write_run_report,
 )
 
-
-def _seed_indices(text: str) -> tuple[int, ...]:
-    """``--seed-indices``: a comma list (``3,17,42``) or a file of integers (whitespace,
-    commas or newlines between them; ``#`` starts a comment; or a ``.npy`` array).
-    """
-    path = Path(text)
-    try:
-        is_file = path.is_file()
-    except OSError:  # a name too long for a file (a long comma list) or one that cannot be a file
-        is_file = False
-    if is_file:
-        if path.suffix == ".npy":
-            try:
-                values = np.load(path, allow_pickle=False).ravel().tolist()
-            except (OSError, ValueError) as err:
-                raise argparse.ArgumentTypeError(f"cannot read {text!r} as a .npy array: {err}") from None
-            parts = [str(v) for v in values]
-        else:
-            try:
-                body = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise argparse.ArgumentTypeError(f"cannot read {text!r}: {err}") from None
-            lines = (line.split("#", 1)[0] for line in body.splitlines())
-            parts = " ".join(lines).replace(",", " ").split()
-        where = f"file {text!r}"
-    elif set(text) <= set("0123456789, "):
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        where = f"{text!r}"
-    else:
-        raise argparse.ArgumentTypeError(
-            f"expected a file of seed indices or a comma list such as 3,17,42; got {text!r} "
-            "(no such file, and not a list of integers)")
-    out = []
-    for part in parts:
-        if not part.isdigit():
-            raise argparse.ArgumentTypeError(f"seed indices must be integers >= 0; {where} holds {part!r}")
-        if int(part) >= 2**62:  # no data set is that large; numpy cannot even index with it
-            shown = part[:20] + ("..." if len(part) > 20 else "")
-            raise argparse.ArgumentTypeError(
-                f"seed indices must be test-split indices; {where} holds {shown}, beyond any data set")
-        out.append(int(part))
-    if not out:
-        raise argparse.ArgumentTypeError(f"no seed index in {where}")
-    return tuple(out)
-
-
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
 
@@ -108,11 +58,11 @@ def _tunable(p, name: str, **overrides) -> None:
     action.help = f"{action.help} (default: {'random' if default is None else default}; --compat: {compat})"
 
 
-def _indices(what: str):
-    """``--fix-features`` / ``--fix-steps``: ``0,3,7``, ranges ``2-5``, or both."""
-    def parse(text: str) -> tuple[int, ...]:
+def _argument(read, *args):
+    """An argparse type from a library reader: its error is the option's."""
+    def parse(text: str):
         try:
-            return parse_indices(text, what)
+            return read(text, *args)
         except DeepFaultError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
     return parse
@@ -157,7 +107,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow loading pickled whole nn.Modules (only for files you trust)")
     add_field(p, XploreConfig, "seeds", metavar="N")
-    add_field(p, XploreConfig, "seed_indices", type=_seed_indices, metavar="FILE|I,J,...")
+    add_field(p, XploreConfig, "seed_indices", type=_argument(read_seed_indices), metavar="FILE|I,J,...")
     add_field(p, XploreConfig, "seed", type=seed_int, metavar="S")  # the one parser of every --seed
     p.add_argument("--compat", "--paper", dest="compat", action="store_true",
                    help="DeepXplore's published MNIST settings: lambda1 1, lambda2 0.1, step 10, 20 "
@@ -171,10 +121,11 @@ def add_parser(sub) -> None:
                    "bounds if it has them, else for vectors and sequences the data's min and max per feature "
                    "or channel, for images the data set's range), observed, dataset, or a file (.npz with "
                    "arrays lo and hi, or JSON {\"lo\": [...], \"hi\": [...]})")
-    p.add_argument("--fix-features", type=_indices("feature"), default=None, metavar="I,J,A-B",
+    p.add_argument("--fix-features", type=_argument(parse_indices, "feature"), default=None,
+                   metavar="I,J,A-B",
                    help="features (of a vector; channels of a sequence) that keep the seed's value: indices "
                    "and ranges, e.g. 0,3,7 or 2-5")
-    p.add_argument("--fix-steps", type=_indices("step"), default=None, metavar="I,J,A-B",
+    p.add_argument("--fix-steps", type=_argument(parse_indices, "step"), default=None, metavar="I,J,A-B",
                    help="time steps of a sequence (every channel) that keep the seed's value, e.g. 0-9")
     add_field(p, XploreConfig, "occlusion", metavar="X,Y,H,W")
     add_field(p, XploreConfig, "blackout_size", metavar="M")
@@ -226,7 +177,7 @@ def _cmd_xplore(args) -> int:
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is in the summary
         result = xplore(prepared, data, replace(config, bounds=bounds, fixed=fixed), runtime=runtime)
     if fits is not None:  # after the search, from what it found: nothing it found changes
-        with _using_threads(threads):
+        with use_threads(threads):
             scorers = [_surprise.scorer(p.module, f) for p, f in zip(prepared, fits, strict=True)]
             result = add_surprise(result, scorers)
     lines = [held] * bool(held) + [f"{p.name}: {_surprise.describe(f)}"
@@ -284,7 +235,7 @@ def _surprise_states(args, prepared, data, threads: int):
         raise DeepFaultError(f"--surprise names {len(files)} files for {len(prepared)} models; give one per "
                              "--model ('-' to fit one)")
     fits = []
-    with _using_threads(threads):
+    with use_threads(threads):
         for i, p in enumerate(prepared):
             fit, why = _surprise.prepare(p.module, data, files[i] if files else None,
                                          progress=not args.no_progress)
@@ -292,13 +243,3 @@ def _surprise_states(args, prepared, data, threads: int):
                 return None, f"{p.name}: {why}"
             fits.append(fit)
     return fits, None
-
-
-@contextmanager
-def _using_threads(count: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
