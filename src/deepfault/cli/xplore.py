@@ -190,10 +190,10 @@ def _cmd_xplore(args) -> int:
         write_run_report(args, lambda folder: run_page(result, result.model_names, data, folder,
                                                        provenance=where))
     records = [model_record(p, entry, layout=p.layout, meta={k: v for k, v in p.model_file.meta.items()
-                                                             if k != "recipe"} if p.model_file else {},
-                            **({} if not fits else {"surprise_state": fits[i].to_dict()}))
-               for i, (entry, p) in enumerate(zip(args.models, prepared, strict=True))]
-    _write(args, result, records, dataset_record(data, args.data_dir), device, threads)
+                                                             if k != "recipe"} if p.model_file else {})
+               for entry, p in zip(args.models, prepared, strict=True)]
+    states = [{"surprise_state": f.to_dict()} for f in fits or ()]
+    _write(args, result, (records, states), dataset_record(data, args.data_dir), device, threads)
     return 0
 
 
@@ -215,7 +215,7 @@ def _write(args, result, records, dataset, device, threads) -> None:
                 temps[artifact.name].unlink()
                 named[artifact.name] = None
                 print(f"no image grid: {err}")
-        body = result.payload(records)
+        body = result.payload(*records)
         write_result(out_tmp, result_document(
             "xplore", {"models": body.pop("models"), "dataset": dataset, **body},
             config=result.config.to_dict(), seed=result.config.seed, device=device, argv=args.argv,

@@ -206,8 +206,8 @@ class XploreConfig:
                         "'linear-conv': every Linear/Conv but the logits layer); 'deepxplore', "
                         "DeepXplore's (every layer but input and flatten, activated, poolings, logits and "
                         "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
-    clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, so its "
-                       "inputs could leave the valid range)")
+    clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, "
+                       "so its inputs could leave the valid range)")
     inputs_per_step: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
                                         help="seeds advanced together, group after group (default: all)")
     bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")

@@ -342,16 +342,18 @@ class XploreResult(Summarised, Outcome):
         """
         return run_summary(self)
 
-    def payload(self, records: Sequence[Mapping] = ()) -> dict:
+    def payload(self, records: Sequence[Mapping] = (), extras: Sequence[Mapping] = ()) -> dict:
         """The result document's body: :meth:`to_dict` but its config and device (the
         envelope's), each model's entry after its record in ``records`` (the file it came from,
-        its weights' fingerprint, ...; one per model, or none) and with its layer selection.
+        its weights' fingerprint, ...), with its layer selection, then its ``extras`` (the
+        surprise state it was scored with); each one per model, or none.
         """
         body = {k: v for k, v in self.to_dict().items() if k not in ("config", "device")}
-        records = list(records) or [{}] * len(self.model_names)
-        chosen = self.notes.selections or (None,) * len(self.model_names)
-        body["models"] = [{**r, **m, **({} if s is None else {"layer_selection": s})}
-                          for r, m, s in zip(records, body["models"], chosen, strict=True)]
+        n = len(self.model_names)
+        chosen = self.notes.selections or (None,) * n
+        body["models"] = [{**r, **m, **({} if s is None else {"layer_selection": s}), **e}
+                          for r, m, s, e in zip(list(records) or [{}] * n, body["models"], chosen,
+                                                list(extras) or [{}] * n, strict=True)]
         return body
 
     def outputs(self) -> tuple[Artifact, ...]:
