@@ -360,7 +360,7 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         ``dict(title, html, meta, nav, config, provenance)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
-    from ..experiment.report import image_tag, section
+    from ..experiment.report import section
 
     folder = Path(folder)
     cfg = result.config
@@ -370,16 +370,10 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
     if agree is not None:
         nav.append(("right", "Which model is right"))
         parts.append(section("right", agree.title, agree.note, agree.html()))
-    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=class_names,
-                      rows=grid_rows, true_labels=result.true_labels)
-    if png is not None:
+    grid = _grid_section(result, labels, data, folder, grid_rows)
+    if grid is not None:
         nav.append(("inputs", "Found inputs"))
-        parts.append(section(
-            "inputs", "Found inputs",
-            "One found input per seed first. Each triple: the seed (all models agree on it; its true label "
-            "beside its number), the found input (each model's prediction in red, a tick when it is the true "
-            "label) and their difference (blue: darker, red: brighter; one colour scale for every row).",
-            image_tag(png, png.name)))
+        parts.append(grid)
     realism = _realism_section(result, labels)
     if realism is not None:
         nav.append(("realism", "Realism"))
@@ -405,6 +399,22 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
             f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations; {result.seconds:.2f} s.")
     return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
             "config": cfg.to_dict(), "provenance": provenance}
+
+
+def _grid_section(result, labels, data, folder: Path, rows: int) -> str | None:
+    """The page's image grid of found inputs (``None`` when nothing was found)."""
+    from ..experiment.report import image_tag, section
+
+    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=list(data.class_names),
+                      rows=rows, true_labels=result.true_labels)
+    if png is None:
+        return None
+    return section(
+        "inputs", "Found inputs",
+        "One found input per seed first. Each triple: the seed (all models agree on it; its true label "
+        "beside its number), the found input (each model's prediction in red, a tick when it is the true "
+        "label) and their difference (blue: darker, red: brighter; one colour scale for every row).",
+        image_tag(png, png.name))
 
 
 def _realism_section(result, labels) -> str | None:
