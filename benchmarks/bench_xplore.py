@@ -43,6 +43,7 @@ import torch
 from _common import busy_fraction  # benchmarks/ is on sys.path when run as a script
 
 from deepfault._io import write_json
+from deepfault.core.runtime import Runtime
 from deepfault.data import load_dataset
 from deepfault.models import open_model
 from deepfault.provenance import provenance
@@ -104,12 +105,13 @@ def main(argv=None) -> int:
               else XploreConfig(seeds=args.seeds, layers="deepxplore"))
     index = select_seeds(len(data.x_test), args.seeds, seed=0, replace=config.replace)
     seeds = data.x_test[index]
+    named, bounded = dict(zip(NAMES, models, strict=True)), replace(config, bounds=data.bounds)
 
     def batched(threads=1, count=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            return search(models, seeds[:count], config=config, bounds=data.bounds, seed_index=index[:count],
-                          names=NAMES, threads=threads)
+            return search(named, seeds[:count], bounded, seed_index=index[:count],
+                          runtime=Runtime(threads=threads))
 
     times, result = _timed(batched, args.repeats, not args.no_warmup)
     batched_s = statistics.median(times)
@@ -137,7 +139,7 @@ def main(argv=None) -> int:
     ref_s = time.perf_counter() - start
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        small = search(models, sub, config=config, bounds=data.bounds, names=NAMES)
+        small = search(named, sub, bounded)
     equal = bool(np.array_equal(small.found.rows, ref["rows"])
                  and np.array_equal(small.found.iteration, ref["iteration"])
                  and np.allclose(small.found.inputs, ref["inputs"], atol=1e-4))
@@ -156,13 +158,13 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                r = search(models, seeds[i : i + 1], config=cfg, bounds=data.bounds, names=NAMES)
+                r = search(named, seeds[i : i + 1], replace(cfg, bounds=data.bounds))
             if r.num_found and not r.num_already_differ:
                 one_by_one.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            full = search(models, seeds, config=cfg, bounds=data.bounds, seed_index=index, names=NAMES)
+            full = search(named, seeds, replace(cfg, bounds=data.bounds), seed_index=index)
         row = {"step": step, "per_seed_seeds": args.table9_seeds, "per_seed_found": len(one_by_one),
                "per_seed_first_s_mean": statistics.mean(one_by_one) if one_by_one else None,
                "per_seed_first_s_median": statistics.median(one_by_one) if one_by_one else None,

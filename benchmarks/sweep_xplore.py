@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            r = search(models, data.x_test[seeds], config=config, bounds=data.bounds, seed_index=seeds)
+            r = search(models, data.x_test[seeds], replace(config, bounds=data.bounds), seed_index=seeds)
         searched = int((~r.already_differ).sum())
         row = {"transform": transform, "step": step, "iterations": iterations, "searched": searched,
                "found": r.num_found, "found_ratio": r.num_found / max(searched, 1),

@@ -60,7 +60,7 @@ from .localization.spectrum import Spectrum, compute_class_spectra, compute_spec
 from .localization.synthesis import synthesize
 from .models.fingerprint import fingerprint
 from .models.prepare import PreparedModel, prepare_model
-from .xplore import xplore
+from .xplore import XploreConfig, xplore
 from .repair import repair
 
 
@@ -84,6 +84,7 @@ __all__ = [
     "uncertainty_scores",
     "list_prioritisers",
     "xplore",
+    "XploreConfig",
     "regress",
     "repair",
     "DeepFaultError",

@@ -22,7 +22,7 @@ from deepfault.xplore import XploreConfig
 #: (their fields). prepare_model holds the options that open a model file.
 API = {
     "run": [df.run_deepfault, df.RunConfig, df.prepare_model],
-    "xplore": [df.xplore, XploreConfig, df.prepare_model],
+    "xplore": [df.xplore, XploreConfig, df.Runtime, df.prepare_model],
     "regress": [df.regress, CampaignConfig],
     "repair": [df.repair, RepairConfig, df.prepare_model],
     "coverage measure": [df.measure_coverage, df.prepare_model],

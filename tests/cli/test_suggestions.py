@@ -67,7 +67,7 @@ def test_unknown_options_get_the_closest_option_of_their_command(capsys, argv, f
     # choices=: argparse's "invalid choice" with the closest choices
     (["rn"], "argument COMMAND: invalid choice: 'rn'; did you mean 'run'? (choose from 'run'"),
     (["coverage", "mesure"], "invalid choice: 'mesure'; did you mean 'measure'?"),
-    (["xplore", "--constraint", "blakout"], "invalid choice: 'blakout'; did you mean 'blackout'?"),
+    (["xplore", "--constraint", "blakout"], "got 'blakout' (did you mean 'blackout'?)"),
     (["experiment", "--executor", "seriall"], "invalid choice: 'seriall'; did you mean 'serial'?"),
     (["train", "--arch", "lenet55", "--dataset", "mnist"],
      "--arch: unknown architecture 'lenet55'; did you mean 'lenet5'"),

@@ -85,12 +85,16 @@ def test_xplore_writes_its_npz_grid_and_json_together(work):
 
 @pytest.mark.parametrize("where", ["image_grid", "write_result"])
 def test_an_interrupted_xplore_leaves_no_npz_without_its_json(work, monkeypatch, where):
+    import importlib
+
     import deepfault.cli.xplore as cmd
+
+    figures = importlib.import_module("deepfault.xplore.figures")  # the package exports a function xplore
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cmd, where, interrupt)
+    monkeypatch.setattr(figures if where == "image_grid" else cmd, where, interrupt)
     before = files(work)
     status, _, err = cli(XPLORE, work)
     assert status == 130, err

@@ -178,7 +178,8 @@ def test_api_xplore(case):
     m1, m2 = _prepared(case), _prepared(case, case.m2)
     from deepfault.xplore import XploreConfig
 
-    result = df.xplore([m1, m2], m1.data.x_test, config=XploreConfig(seeds=6, iterations=3), threads=1)
+    result = df.xplore([m1, m2], m1.data.x_test, XploreConfig(seeds=6, iterations=3),
+                       runtime=df.Runtime(threads=1))
     assert result.found.inputs.shape[1:] == KINDS[case.kind].input_shape
     assert min(result.num_neurons) > 0
 

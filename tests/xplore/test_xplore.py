@@ -274,14 +274,15 @@ def test_models_with_different_input_shapes_are_refused():
     ("kwargs", "match"),
     [
         ({"lambda1": float("nan")}, "lambda1 must be a finite number"),
-        ({"step_size": -1.0}, "step_size must be >= 0"),
-        ({"iterations": 0}, "iterations must be an integer >= 1"),
-        ({"neurons": "sometimes"}, "unknown neurons 'sometimes'; known: per-iteration, per-seed"),
-        ({"objective": "loss"}, "unknown objective 'loss'"),
-        ({"layers": "all"}, "unknown layers 'all'; known: default, deepxplore, blocks, linear-conv"),
+        ({"step_size": -1.0}, r"step_size must be a number >= 0; got -1.0"),
+        ({"iterations": 0}, "iterations must be an integer from 1 to 100,000; got 0"),
+        ({"neurons": "sometimes"}, "neurons must be one of per-iteration, per-seed; got 'sometimes'"),
+        ({"objective": "loss"}, "objective must be one of logits, probabilities; got 'loss'"),
+        ({"layers": "all"}, "layers must be one of default, deepxplore, blocks, linear-conv; got 'all'"),
         ({"target": 3}, r"target must be a model index in 0..2"),
-        ({"transform": "fog"}, "unknown domain constraint 'fog'"),
-        ({"blackout_size": 0, "transform": "blackout"}, "blackout size must be an integer >= 1"),
+        ({"transform": "fog"}, "transform must be one of blackout, light, none, occl; got 'fog'"),
+        ({"blackout_size": 0, "transform": "blackout"},
+         "blackout_size must be an integer from 1 to 65,536; got 0"),
     ],
 )
 def test_bad_parameters_are_named(kwargs, match):

@@ -119,10 +119,10 @@ def test_explicit_seed_indices_are_used_in_order():
     with pytest.raises(DeepFaultError,
                        match=r"seed index 10 is outside the 10 inputs to draw from \(valid: 0..9\)"):
         xplore(models, pool, config=XploreConfig(seed_indices=(1, 10)))
-    with pytest.raises(DeepFaultError, match="seed_indices must name at least one seed"):
-        XploreConfig(seed_indices=()).validate()
-    with pytest.raises(DeepFaultError, match="seed_indices entry must be an integer >= 0; got -1"):
-        XploreConfig(seed_indices=[3, -1]).validate()
+    with pytest.raises(DeepFaultError, match=r"seed_indices must be one or more .*; got \(\)"):
+        XploreConfig(seed_indices=())
+    with pytest.raises(DeepFaultError, match=r"seed_indices must be .* from 0 to .*; got \(3, -1\)"):
+        XploreConfig(seed_indices=[3, -1])
 
 
 # --- realism against a naive computation ---------------------------------------------------

@@ -6,8 +6,8 @@ for inputs on which the models disagree, while pushing each model's neuron cover
 
 Examples:
     >>> from deepfault.xplore import XploreConfig, xplore
-    >>> result = xplore(models, data.x_test, config=XploreConfig(seeds=200),
-    ...                 bounds=data.bounds)  # doctest: +SKIP
+    >>> result = xplore(models, data, XploreConfig(seeds=200))  # doctest: +SKIP
+    >>> print(result.summary())  # doctest: +SKIP
 """
 
 from pathlib import Path
@@ -18,7 +18,16 @@ from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constra
 from .features import InputBounds, fixed_mask, observed_bounds
 from .preset import METHOD as _NAME
 from .preset import PRESETS
-from .results import FoundInputs, TargetSummary, TracePoint, XploreResult, load_inputs, replay, save_inputs
+from .results import (
+    FoundInputs,
+    RunNotes,
+    TargetSummary,
+    TracePoint,
+    XploreResult,
+    load_inputs,
+    replay,
+    save_inputs,
+)
 from .search import search, select_seeds, xplore
 
 __all__ = [
@@ -30,6 +39,7 @@ __all__ = [
     "LAYER_CHOICES",
     "NEURON_CHOICES",
     "OBJECTIVES",
+    "RunNotes",
     "TargetSummary",
     "TracePoint",
     "XploreConfig",
@@ -59,4 +69,5 @@ METHOD = Method(
     name=_NAME, title="DeepXplore",
     description="inputs on which several models disagree, found by joint gradient ascent",
     presets=PRESETS, result_type=XploreResult, report=_report, commands=("xplore",),
+    entries=(xplore,),
 )

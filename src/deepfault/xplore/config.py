@@ -1,15 +1,26 @@
-"""DeepXplore's hyper-parameters, validated at once (DeepXplore spec sections 2 to 4)."""
+"""DeepXplore's hyper-parameters, each declared once with its bound (DeepXplore spec sections 2 to 4).
+
+Every field carries its constraint (:func:`deepfault.core.constraints.param`): the library's
+check, ``deepfault xplore``'s option and its help come from that one declaration. What a
+declaration cannot say (a target among the models given, a rectangle that fits the inputs,
+bounds and fixed elements of the inputs' shape) is checked where it is known:
+:meth:`XploreConfig.validate` and the search.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
-from ..checks import check_int
+import numpy as np
+
+from ..checks import MAX_BATCH, MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_SEED
+from ..core.constraints import Constraint as Declared
+from ..core.constraints import Each, Flag, Interval, Options, param
+from ..core.constraints import validate as validate_fields
 from ..core.entry import _translate, renamed_fields
-from ..core.registry import unknown_name
 from ..errors import DeepFaultError
-from .constraints import Constraint, make_constraint
+from .constraints import Constraint, list_constraints, make_constraint
 
 __all__ = ["XploreConfig", "NEURON_CHOICES", "OBJECTIVES", "LAYER_CHOICES", "PUBLISHED"]
 
@@ -37,18 +48,67 @@ PUBLISHED = {
     "layers": "deepxplore", "replace": True, "clip": False,
 }
 
+#: A seed index: a row of the pool (numpy indexes with 63-bit integers, and no pool is larger).
+MAX_INDEX = MAX_SEED
 
-def _number(name: str, value, *, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DeepFaultError(f"{name} must be a finite number; got {value!r}")
-    if minimum is not None and value < minimum:
-        raise DeepFaultError(f"{name} must be >= {minimum:g}; got {value!r}")
-    return float(value)
+
+@dataclass(frozen=True)
+class _Rectangle(Declared):
+    """``(x, y, h, w)``: four integers >= 0 (on the command line ``x,y,h,w``)."""
+
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        item = Interval(int, 0, MAX_INDEX)
+        return (isinstance(value, (tuple, list)) and len(value) == 4
+                and all(item.accepts(v) for v in value))
+
+    def convert(self, text: str) -> tuple:
+        parts = tuple(int(p) for p in text.split(","))
+        if len(parts) != 4:
+            raise ValueError(text)
+        return parts
+
+    def expected(self) -> str:
+        return "x,y,h,w (four integers >= 0)"
+
+    def hostile(self) -> tuple:
+        return ((1, 2), (0, 0, -1, 4), "1,2")
+
+
+@dataclass(frozen=True)
+class _OfTheInputs(Declared):
+    """A value checked against the inputs' shape when they are known (by the search):
+    ``pair`` a ``(lo, hi)`` pair of numbers or arrays, else feature indices or a bool mask.
+    Here: a pair, or a sequence or array, never a text or a lone number.
+    """
+
+    pair: bool = False
+    none: bool = True
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        if isinstance(value, (str, bytes)) or np.ndim(np.asarray(value, dtype=object)) == 0:
+            return False
+        return not self.pair or len(value) == 2
+
+    def convert(self, text: str):
+        raise ValueError(text)  # no command-line form: deepfault xplore reads files for these
+
+    def expected(self) -> str:
+        return ("a pair (lo, hi) of numbers or of arrays of one input's shape" if self.pair
+                else "feature indices or a bool mask of one input's shape")
+
+    def hostile(self) -> tuple:
+        return ("x", 7, (1.0, 2.0, 3.0)) if self.pair else ("x", 7)
 
 
 #: Result files' keys of the fields renamed after the CLI's options.
 _FILE_KEYS = {"step_size": "step", "inputs_per_step": "batch_size"}
-
+#: Fields a result records in its own words (``bounds``, ``feature_bounds``, ``fixed``), not
+#: in its ``config`` record: the files keep the keys they had.
+_NOT_FILED = ("bounds", "fixed")
 
 #: The fields' old names (still accepted, with a FutureWarning).
 RENAMED = {"step": "step_size", "batch_size": "inputs_per_step"}
@@ -80,8 +140,8 @@ class XploreConfig:
         transform: Domain constraint (``none``, ``light``, ``occl``, ``blackout``).
         occlusion: ``(x, y, h, w)`` rectangle of ``occl`` (column, row, height, width).
         blackout_size: Side ``m`` of ``blackout``'s patches.
-        target: Index of the model to push away from the common class, or ``None`` for one
-            drawn uniformly per seed.
+        target: Index of the model to push away from the common class, or ``None`` (also
+            ``"random"``) for one drawn uniformly per seed.
         neurons: ``"per-iteration"`` or ``"per-seed"`` choice of coverage neurons.
         objective: ``"logits"`` or ``"probabilities"``.
         layers: Neuron layers, for coverage and the objective: ``"default"`` (the neurons
@@ -94,6 +154,14 @@ class XploreConfig:
             so its inputs could leave the valid range.
         inputs_per_step: Seeds advanced together; ``None`` for all of them at once
             (``--inputs-per-step``; formerly ``batch_size``).
+        bounds: ``(lo, hi)``, the valid input range every step is clipped to: numbers, or
+            per-feature arrays broadcastable to one input's shape
+            (:class:`~deepfault.xplore.features.InputBounds`; ``lo == hi`` pins a feature).
+            ``None``: the data set's, else the prepared models', else ``(0, 1)``.
+        fixed: Elements that keep the seed's value: indices along the first axis of one input
+            (a vector's features, a sequence's channels) or a bool mask broadcastable to one
+            input's shape (:func:`~deepfault.xplore.features.fixed_mask`). Their gradient is
+            zeroed and their value stays the seed's, bit for bit.
 
     The fields take the names of ``deepfault xplore``'s options, except ``seeds``
     (``--num-seeds``: :attr:`num_seeds` is the run's count) and ``transform``
@@ -101,24 +169,49 @@ class XploreConfig:
     ``batch_size=`` still work with a ``FutureWarning``, and result files keep them as keys.
     """
 
-    seeds: int = 2000
-    seed: int = 0
-    replace: bool = False
-    seed_indices: tuple[int, ...] | None = None
-    lambda1: float = 1.0
-    lambda2: float = 0.1
-    step_size: float = 0.03
-    iterations: int = 50
-    threshold: float = 0.0
-    transform: str = "none"
-    occlusion: tuple[int, int, int, int] = (0, 0, 10, 10)
-    blackout_size: int = 6
-    target: int | None = None
-    neurons: str = "per-iteration"
-    objective: str = "logits"
-    layers: str = "default"
-    clip: bool = True
-    inputs_per_step: int | None = None
+    seeds: int = param(2000, Interval(int, 1, MAX_BATCH), help="seed inputs drawn", option="--num-seeds")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random draw")
+    replace: bool = param(False, Flag(), help="draw seeds with replacement (as DeepXplore's code did)")
+    seed_indices: tuple[int, ...] | None = param(
+        None, Each(Interval(int, 0, MAX_INDEX), max_items=MAX_BATCH, none=True),
+        help="explicit seeds: test-set indices as a comma list or a file of integers (text or .npy), in "
+        "place of --num-seeds drawn ones")
+    lambda1: float = param(1.0, Interval(float), help="weight of the target model's score")
+    lambda2: float = param(0.1, Interval(float), help="weight of the neuron-coverage term")
+    step_size: float = param(0.03, Interval(float, 0.0), help="step size s, in the data set's units (the "
+                             "paper's 10 turns most MNIST seeds into flat squares)")
+    iterations: int = param(50, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
+                            help="largest number of steps per seed")
+    threshold: float = param(0.0, Interval(float), help="neuron-coverage threshold t on layer-minmax values")
+    transform: str = param("none", Options(list_constraints), option="--constraint",
+                           help="domain constraint on the gradient (light, occl and blackout change images "
+                           "only)")
+    occlusion: tuple[int, int, int, int] = param((0, 0, 10, 10), _Rectangle(),
+                                                 help="rectangle of --constraint occl: first column, first "
+                                                 "row, height, width")
+    blackout_size: int = param(6, Interval(int, 1, MAX_BLACKOUT_SIZE),
+                               help="side of the patches of --constraint blackout")
+    target: int | None = param(None, Interval(int, 0, None, none=True, words=("random",)),
+                               help="index of the model pushed away from the common class ('random': one "
+                               "drawn per seed)")
+    neurons: str = param("per-iteration", Options(NEURON_CHOICES),
+                         help="draw each model's coverage neuron at every step (the paper) or once per "
+                         "seed (DeepXplore's code)")
+    objective: str = param("logits", Options(OBJECTIVES),
+                           help="F_k(x)[c] is the logit (DeepXplore's MNIST code) or the probability (the "
+                           "paper)")
+    layers: str = param("default", Options(LAYER_CHOICES),
+                        help="neuron layers of coverage and objective: 'default', the neurons every "
+                        "command counts ('blocks' for a network with residual/transformer blocks, else "
+                        "'linear-conv': every Linear/Conv but the logits layer); 'deepxplore', "
+                        "DeepXplore's (every layer but input and flatten, activated, poolings, logits and "
+                        "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
+    clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, "
+                       "so its inputs could leave the valid range)")
+    inputs_per_step: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+                                        help="seeds advanced together, group after group (default: all)")
+    bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")
+    fixed: Any = param(None, _OfTheInputs(), help="elements that keep the seed's value")
 
     @property
     def step(self) -> float:
@@ -131,12 +224,15 @@ class XploreConfig:
         return self.inputs_per_step
 
     def __post_init__(self):
-        if self.seed_indices is not None and not isinstance(self.seed_indices, tuple):
-            try:
-                object.__setattr__(self, "seed_indices", tuple(self.seed_indices))
-            except TypeError:
-                raise DeepFaultError(
-                    f"seed_indices must be a sequence of indices; got {self.seed_indices!r}") from None
+        if isinstance(self.target, str) and self.target.strip().lower() == "random":
+            object.__setattr__(self, "target", None)
+        for name in ("seed_indices", "occlusion"):
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        validate_fields(self)
 
     @classmethod
     def published(cls, **overrides) -> XploreConfig:
@@ -154,41 +250,15 @@ class XploreConfig:
         return self.seeds if self.seed_indices is None else len(self.seed_indices)
 
     def validate(self, num_models: int | None = None) -> XploreConfig:
-        """Check every field; returns ``self``.
+        """What the declarations cannot check alone: the target among ``num_models`` models and
+        the domain constraint's parameters. Returns ``self``.
 
         Raises:
             DeepFaultError: The first bad field, named, with what was expected.
         """
-        check_int("seeds", self.seeds)
-        if self.seed_indices is not None:
-            if not self.seed_indices:
-                raise DeepFaultError("seed_indices must name at least one seed; got none")
-            for i in self.seed_indices:
-                check_int("seed_indices entry", i, minimum=0)
-        for name in ("replace", "clip"):
-            if not isinstance(getattr(self, name), bool):
-                raise DeepFaultError(f"{name} must be True or False; got {getattr(self, name)!r}")
-        check_int("seed", self.seed, minimum=0)
-        check_int("iterations", self.iterations)
-        _number("lambda1", self.lambda1)
-        _number("lambda2", self.lambda2)
-        _number("step_size", self.step_size, minimum=0.0)
-        _number("threshold", self.threshold)
-        if self.inputs_per_step is not None:
-            check_int("inputs_per_step", self.inputs_per_step)
-        for name, value, known in (("neurons", self.neurons, NEURON_CHOICES),
-                                   ("objective", self.objective, OBJECTIVES),
-                                   ("layers", self.layers, LAYER_CHOICES)):
-            if value not in known:
-                raise DeepFaultError(unknown_name(name, value, known))
-        if self.target is not None:
-            check_int("target", self.target, minimum=0)
-            if num_models is not None and self.target >= num_models:
-                raise DeepFaultError(
-                    f"target must be a model index in 0..{num_models - 1} (or random); got {self.target}"
-                )
-        if len(tuple(self.occlusion)) != 4:
-            raise DeepFaultError(f"occlusion must be (x, y, h, w); got {self.occlusion!r}")
+        if self.target is not None and num_models is not None and self.target >= num_models:
+            raise DeepFaultError(
+                f"target must be a model index in 0..{num_models - 1} (or random); got {self.target}")
         self.constraint()
         return self
 
@@ -204,9 +274,19 @@ class XploreConfig:
         """The ``layers=`` argument of :func:`~deepfault.core.capture.capture`."""
         return None if self.layers == "default" else self.layers
 
+    def layers_named_by(self) -> str:
+        """What named the neuron layers, in the command line's words: ``--compat`` when the
+        published code's choices are all set (:data:`PUBLISHED`'s neurons, layers, seeds with
+        replacement and no clipping), else ``--layers``.
+        """
+        compat = all(getattr(self, k) == PUBLISHED[k] for k in ("neurons", "layers", "replace", "clip"))
+        return "--compat" if compat else "--layers"
+
     def to_dict(self) -> dict:
-        out = {_FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}  # the files' keys, unchanged
+        out = {_FILE_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
+               if f.name not in _NOT_FILED}
         out["occlusion"] = list(self.occlusion)
         if self.seed_indices is not None:
             out["seed_indices"] = [int(i) for i in self.seed_indices]
         return out
+

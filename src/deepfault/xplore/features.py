@@ -49,6 +49,7 @@ __all__ = [
     "observed_bounds",
     "parse_indices",
     "read_bounds",
+    "read_seed_indices",
     "resolve_bounds",
     "BOUNDS_CHOICES",
 ]
@@ -399,3 +400,52 @@ def feature_constraints(spec: str, data, *, features=None, steps=None, constrain
         parts.append(f"fixed: {int(mask.sum())} of {mask.size} elements keep the seed's value")
     bounds = (box.lo, box.hi) if box.per_feature else (float(box.lo), float(box.hi))
     return bounds, mask, "; ".join(parts) or None
+
+
+def read_seed_indices(text: str) -> tuple[int, ...]:
+    """Seed indices from ``text`` (``deepfault xplore --seed-indices``): a comma list
+    (``3,17,42``) or a file of integers (whitespace, commas or newlines between them; ``#``
+    starts a comment; or a ``.npy`` array).
+
+    Raises:
+        DeepFaultError: An unreadable file, no index, or an entry that is no index >= 0.
+    """
+    path = Path(text)
+    try:
+        is_file = path.is_file()
+    except OSError:  # a name too long for a file (a long comma list) or one that cannot be a file
+        is_file = False
+    if is_file:
+        if path.suffix == ".npy":
+            try:
+                values = np.load(path, allow_pickle=False).ravel().tolist()
+            except (OSError, ValueError) as err:
+                raise DeepFaultError(f"cannot read {text!r} as a .npy array: {err}") from None
+            parts = [str(v) for v in values]
+        else:
+            try:
+                body = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise DeepFaultError(f"cannot read {text!r}: {err}") from None
+            lines = (line.split("#", 1)[0] for line in body.splitlines())
+            parts = " ".join(lines).replace(",", " ").split()
+        where = f"file {text!r}"
+    elif set(text) <= set("0123456789, "):
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        where = f"{text!r}"
+    else:
+        raise DeepFaultError(
+            f"expected a file of seed indices or a comma list such as 3,17,42; got {text!r} "
+            "(no such file, and not a list of integers)")
+    out = []
+    for part in parts:
+        if not part.isdigit():
+            raise DeepFaultError(f"seed indices must be integers >= 0; {where} holds {part!r}")
+        if int(part) >= 2**62:  # no data set is that large; numpy cannot even index with it
+            shown = part[:20] + ("..." if len(part) > 20 else "")
+            raise DeepFaultError(
+                f"seed indices must be test-split indices; {where} holds {shown}, beyond any data set")
+        out.append(int(part))
+    if not out:
+        raise DeepFaultError(f"no seed index in {where}")
+    return tuple(out)

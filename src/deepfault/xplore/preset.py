@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.runtime import Runtime
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..models.fingerprint import fingerprint
 from .config import XploreConfig
@@ -198,8 +199,9 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     models = [m.to(job.device) for m in job.models]
     with warnings.catch_warnings():  # saturation is expected with the published settings; it is recorded
         warnings.simplefilter("ignore", UserWarning)
-        result = search(models, job.seeds, config=job.config, bounds=job.bounds, seed_index=job.seed_index,
-                        names=job.names, threads=None)
+        result = search(dict(zip(job.names, models, strict=True)), job.seeds,
+                        replace(job.config, bounds=job.bounds), seed_index=job.seed_index,
+                        runtime=Runtime(threads=None))
     data = result.to_dict()
     f = result.found
     arrays = {"seed_index": f.seed_index, "iteration": f.iteration, "predictions": f.predictions,
@@ -336,30 +338,20 @@ class DeepXploreMnist(ExperimentPreset):
         return [j for j in plan.state if j.cell_id in wanted]
 
 
-def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-               argv=None, device: str = "cpu", seed: int | None = None,
-               config: XplorePresetConfig | None = None,
-               options: dict[str, str] | None = None) -> ExperimentSummary:
-    """Run (or resume) the DeepXplore MNIST reproduction; see :meth:`ExperimentPreset.run
-    <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments.
+def run_preset(store_path, *, config: XplorePresetConfig | None = None, **run) -> ExperimentSummary:
+    """Run (or resume) the DeepXplore MNIST reproduction.
 
     Args:
         store_path: The SQLite results store (created when missing).
-        data_dir: Data root.
-        models_dir: Where models are kept (made there when missing); default ``models/``
-            beside the store.
-        executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
-            closed at the end; one given here is left open).
-        progress: Progress bars.
-        argv: The command line, for provenance.
-        device: Where models are trained and cells computed.
-        seed: Overrides the preset's seed.
         config: What to run (default :class:`XplorePresetConfig`; tests use small ones).
-        options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
+        **run: The keywords of :meth:`ExperimentPreset.run
+            <deepfault.experiment.runner.ExperimentPreset.run>`: ``data_dir``, ``models_dir``
+            (default ``models/`` beside the store), ``executor`` (default: serial, closed at the
+            end; one given here is left open), ``progress``, ``argv``, ``device``, ``seed`` (over
+            the preset's) and ``options`` (``--preset-option`` values, :data:`OPTIONS`, applied
+            over ``config``).
     """
-    return DeepXploreMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir,
-                                       executor=executor, progress=progress, argv=argv, device=device,
-                                       seed=seed, options=options)
+    return DeepXploreMnist(config).run(store_path, **run)
 
 
 #: The presets of this method.

@@ -8,7 +8,6 @@ paper's numbers (as DeepXplore spec section 6 restates them), as Markdown, CSV, 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 from collections import defaultdict
@@ -19,8 +18,16 @@ from typing import TypedDict
 import numpy as np
 
 from ..errors import DeepFaultError
-from ..experiment.tables import Table, fmt
-from .results import input_ssim, saturation_warning
+from ..experiment.tables import Table
+from .summary import (
+    _g,
+    agreement_table,
+    coverage_table,
+    inputs_table,
+    realism_line,
+    summary_table,
+    summary_text,
+)
 
 __all__ = ["PAPER", "render_report", "collect", "run_page", "summary_text", "summary_table",
            "coverage_table", "agreement_table", "inputs_table", "realism_line"]
@@ -184,36 +191,54 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
     Raises:
         DeepFaultError: The experiment has no DeepXplore cells.
     """
-    from .figures import coverage_over_time, coverage_vs_threshold
-    from .results import FoundInputs
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = collect(store, experiment_hash)
-    files: list[Path] = []
-    from ..experiment.report import html_table, image_tag, section
+    page = _Sections(out)
+    _paper_tables(page, cells)
+    _first_run(page, store, experiment_hash, cells)
+    return {"title": "DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", "markdown": "\n".join(page.md),
+            "html": "\n".join(page.html), "nav": page.nav, "files": [str(p) for p in page.files]}
 
-    md: list[str] = ["# DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", ""]
-    parts_html: list[str] = []
-    nav: list[tuple[str, str]] = []
 
-    def add_table(title, stem, headers, rows, data, note):
-        files.extend(_write_table(out, stem, headers, rows, data))
-        md.extend([f"## {title}", "", note, "", (out / f"{stem}.md").read_text(encoding="utf-8"), ""])
-        nav.append((stem, title))
-        parts_html.append(section(stem, title, note, html_table(headers, rows)))
+class _Sections:
+    """The report's sections as they are added: Markdown, HTML, the contents and the files."""
 
-    def add_figure(title, path, note):
-        files.append(path)
-        md.extend([f"### {title}", "", f"![{title}]({path.name})", "", note, ""])
+    def __init__(self, out: Path):
+        self.out = out
+        self.files: list[Path] = []
+        self.md: list[str] = ["# DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", ""]
+        self.html: list[str] = []
+        self.nav: list[tuple[str, str]] = []
+
+    def table(self, title, stem, headers, rows, data, note) -> None:
+        from ..experiment.report import html_table, section
+
+        self.files.extend(_write_table(self.out, stem, headers, rows, data))
+        written = (self.out / f"{stem}.md").read_text(encoding="utf-8")
+        self.md.extend([f"## {title}", "", note, "", written, ""])
+        self.nav.append((stem, title))
+        self.html.append(section(stem, title, note, html_table(headers, rows)))
+
+    def figure(self, title, path, note) -> None:
+        from ..experiment.report import image_tag, section
+
+        self.files.append(path)
+        self.md.extend([f"### {title}", "", f"![{title}]({path.name})", "", note, ""])
         anchor = f"figure-{path.stem}"
-        nav.append((anchor, title))
-        parts_html.append(section(anchor, title, note, image_tag(path, path.name)))
+        self.nav.append((anchor, title))
+        self.html.append(section(anchor, title, note, image_tag(path, path.name)))
 
+
+def _paper_tables(page: _Sections, cells: dict) -> None:
+    """Tables 2 and 5 and Figure 9, for the cells the experiment has."""
+    from .figures import coverage_vs_threshold
+
+    out = page.out
     if cells["table2"]:
         h, r, d = _table2(cells["table2"])
         c = next(iter(cells["table2"].values()))[0]["config"]
-        add_table("Table 2: difference-inducing inputs per target model", "table2", h, r, d,
+        page.table("Table 2: difference-inducing inputs per target model", "table2", h, r, d,
                   f"{c['seeds']:,} seeds per run{' (drawn with replacement)' if c.get('replace') else ''}, "
                   f"lambda1 {c['lambda1']:g}, lambda2 {c['lambda2']:g}, s {c['step']:g}, "
                   f"t {c['threshold']:g}, "
@@ -226,20 +251,28 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
                   "and 72.5% with LeNet-5, so that, not the table, is the reference.")
     if cells["table5"]:
         h, r, d = _table5(cells["table5"])
-        add_table("Table 5: neuron coverage in the objective (lambda2 0 against 1, t = 0.25)", "table5",
+        page.table("Table 5: neuron coverage in the objective (lambda2 0 against 1, t = 0.25)", "table5",
                   h, r, d,
                   "Mean L1 distance of the generated inputs to their seeds in [0, 1] pixel units (the "
                   "paper's diversity), number found, and the run's pooled coverage (sum covered / sum "
                   "neurons, layer-minmax, t 0.25), mean ± sd over runs.")
     if cells["figure9"]:
         h, r, d, curves = _figure9(cells["figure9"])
-        add_table("Figure 9: neuron coverage of DeepXplore, random and FGSM inputs", "figure9", h, r, d,
+        page.table("Figure 9: neuron coverage of DeepXplore, random and FGSM inputs", "figure9", h, r, d,
                   f"Coverage (%) of the same number of inputs per method and model: DeepXplore's first "
                   f"difference-inducing inputs of a run at threshold t, random test inputs, and FGSM inputs "
                   f"(eps {d['fgsm_eps']:g}) made from those random inputs against each model.")
-        add_figure("Figure 9", coverage_vs_threshold(curves, d["thresholds"], out / "figure9.png",
+        page.figure("Figure 9", coverage_vs_threshold(curves, d["thresholds"], out / "figure9.png",
                                                       title="Neuron coverage against t"),
                    "One panel per model; coverage of the same number of inputs for each method.")
+
+
+def _first_run(page: _Sections, store, experiment_hash: str, cells: dict) -> None:
+    """The inputs and the coverage over time of the experiment's first Table 2 run."""
+    from .figures import coverage_over_time
+    from .results import FoundInputs
+
+    out = page.out
     first = next((f"table2/target={t}/seed=0" for t in sorted(cells["table2"])), None)
     record = store.get(experiment_hash, "deepxplore", first) if first else None
     if record is not None and len(record.arrays.get("inputs", [])):
@@ -251,15 +284,13 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
                             l1=a["l1"])
         grid = _found_grid(found, names, out, rows=8, bounds=record.data["bounds"], file="examples.png")
         if grid is not None:
-            add_figure("Difference-inducing inputs", grid,
+            page.figure("Difference-inducing inputs", grid,
                        f"Inputs of {first}, one per seed first: seed, generated input (each model's "
                        "prediction in red), difference (one colour scale for every row).")
-        add_figure("Coverage over time", coverage_over_time(record.data["trace"], names,
+        page.figure("Coverage over time", coverage_over_time(record.data["trace"], names,
                                                              [m["neurons"] for m in record.data["models"]],
                                                              out / "coverage_over_time.png", title=first),
                    "Each model's neuron coverage (t 0) and the inputs found, against the run's time.")
-    return {"title": "DeepXplore on MNIST: LeNet-1, LeNet-4, LeNet-5", "markdown": "\n".join(md),
-            "html": "\n".join(parts_html), "nav": nav, "files": [str(p) for p in files]}
 
 
 def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: int = 12,
@@ -290,148 +321,6 @@ def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: i
         found.seeds[picked], found.inputs[picked], folder / file, bounds=bounds, columns=2,
         labels=("seed", "found"), highlight=[True] * len(picked), after_titles=after,
         before_titles=before)
-
-
-def summary_table(result, labels: Sequence[str]) -> Table:
-    """Seeds, searches and finds per target model, and all together (printed and on the page)."""
-    rows = []
-    for s in result.summaries():
-        rows.append(["all" if s.target is None else labels[s.target], s.seeds,
-                     s.already_differ if s.target is None else "-", s.searched, s.found,
-                     "-" if s.found_ratio is None else f"{100 * s.found_ratio:.1f}%",
-                     "-" if s.mean_iterations is None else f"{s.mean_iterations:.2f}",
-                     "-" if s.mean_l1 is None else f"{s.mean_l1:.1f}"])
-    return Table(["target", "seeds", "already differ", "searched", "found", "found/searched", "mean steps",
-                  "mean L1"], rows, title="Seeds and difference-inducing inputs")
-
-
-def coverage_table(result, labels: Sequence[str]) -> Table:
-    """Each model's neuron coverage and the pooled coverage (printed and on the page)."""
-    rows = [[n, c.covered, c.total, f"{100 * c.ratio:.1f}%"] for n, c in zip(labels, result.coverage,
-                                                                              strict=True)]
-    rows.append(["pooled", sum(c.covered for c in result.coverage), sum(c.total for c in result.coverage),
-                 f"{100 * result.pooled_coverage:.1f}%"])
-    return Table(["model", "covered", "neurons", "coverage"], rows,
-                 title=f"neuron coverage (layer-minmax, t = {result.config.threshold:g})")
-
-
-def summary_text(result, labels: Sequence[str], data, device, *, rows: int = 8) -> str:
-    """What ``deepfault xplore`` prints: the models, data and settings, the finds, which model
-    agrees with the true label (overall and on the first ``rows`` inputs), coverage, times and
-    realism.
-    """
-    out = io.StringIO()
-    w = out.write
-    cfg = result.config
-    con = result.config.constraint().to_dict()
-    constraint = " ".join([con.pop("name"), *(f"{k}={v}" for k, v in con.items())])
-    w(f"models {', '.join(f'{n} ({m} neurons)' for n, m in zip(labels, result.num_neurons, strict=True))}\n")
-    picked = "given indices" if cfg.seed_indices is not None else f"seed {cfg.seed}"
-    w(f"data {data.name}: {result.num_seeds} seeds of {len(data.y_test)} test inputs ({picked}), "
-      f"bounds {data.bounds[0]:g}..{data.bounds[1]:g} · {device}\n")
-    w(f"lambda1 {cfg.lambda1:g}, lambda2 {cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations, "
-      f"t {cfg.threshold:g}, constraint {constraint}, target "
-      f"{'random' if cfg.target is None else labels[cfg.target]}, neurons {cfg.neurons}, "
-      f"objective {cfg.objective}, layers {cfg.layers}, "
-      f"{'clipped to the bounds' if cfg.clip else 'no clipping'}"
-      f"{', seeds with replacement' if cfg.replace else ''}\n\n")
-    w(summary_table(result, labels).text() + "\n\n")
-    agree = agreement_table(result, labels)
-    if agree is not None:
-        w(f"{agree.title}\n{agree.text()}\n{agree.note}\n\n")
-        shown = inputs_table(result, labels, class_names=getattr(data, "class_names", None), rows=rows)
-        if shown is not None:
-            w(f"{shown.title}\n{shown.text()}\n\n")
-    cov = coverage_table(result, labels)
-    w(f"{cov.title}\n{cov.text()}\n\n")
-    w(f"time {result.seconds:.2f} s; {fmt(result.seconds_per_found, 4)} s per difference-inducing input; "
-      f"first after {fmt(result.first_found_seconds, 3)} s\n")
-    r = result.realism
-    if r is not None and r.found:
-        w(f"{realism_line(r)}\n")
-        message = saturation_warning(r, cfg)
-        if message:
-            w(f"warning: {message}\n")
-    if result.surprise is not None and result.num_found:
-        w("surprise against each model's training data, mean per input (seeds'): "
-          f"{surprise_text(result, labels)}\n")
-    if result.num_found == 0:
-        w(f"no difference-inducing input found in {result.num_seeds} seeds"
-          + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
-    return out.getvalue()
-
-
-def realism_line(r) -> str:
-    """``realism: mean SSIM to the seed 0.76, 23% below 0.7 (...); mean L1 ...`` of a
-    :class:`~.results.Realism` with inputs.
-    """
-    if r.mean_ssim is not None:
-        head = (f"realism: mean SSIM to the seed {r.mean_ssim:.2f}, {100 * r.low_ssim:.1f}% below "
-                f"{r.ssim_threshold:g} (visibly noisy, shifted or washed out)")
-    else:
-        head = "realism: no SSIM (the inputs are not images)"
-    text = f"{head}; mean L1 {r.mean_l1:.1f}, mean L_inf {r.mean_linf:.3f} (data units)"
-    if r.still_differ_clipped is not None:
-        text += (f"; {100 * r.outside_bounds:.1f}% leave the bounds, {100 * r.still_differ_clipped:.1f}% "
-                 "still differ once clipped")
-    return text
-
-
-def agreement_table(result, labels: Sequence[str]) -> Table | None:
-    """How often each model agrees with the true label on the difference-inducing inputs, and
-    how often none does (``None`` without true labels or found inputs).
-    """
-    summary = result.agreement_summary()
-    if summary is None or not summary["inputs"]:
-        return None
-    n = summary["inputs"]
-    rows = [[name, m["agrees"], f"{100 * m['share']:.1f}%"]
-            for name, m in zip(labels, summary["models"], strict=True)]
-    rows.append(["none of them", summary["none"], f"{100 * summary['none_share']:.1f}%"])
-    return Table(["model", "agrees with the true label", "share"], rows,
-                 title=f"Which model is right on the {n} difference-inducing inputs",
-                 note="The true label is the seed's label in the data set (the search keeps the seed's "
-                      "class in every model but the target); the models disagree on every input, so at "
-                      "most all but one are right.")
-
-
-def inputs_table(result, labels: Sequence[str], *, class_names=None, rows: int | None = None) -> Table | None:
-    """One row per difference-inducing input (the first ``rows``): its seed, true label, every
-    model's prediction, the models that agree with the true label and the SSIM to the seed
-    (``None`` without true labels).
-    """
-    agrees = result.agreement()
-    if agrees is None:
-        return None
-    f = result.found
-    n = len(f) if rows is None else min(rows, len(f))
-    name = (lambda c: str(class_names[int(c)])) if class_names is not None else (lambda c: str(int(c)))
-    similarity = input_ssim(f.inputs[:n], f.seeds[:n], result.bounds)
-    out = []
-    for i in range(n):
-        right = [m for m, ok in zip(labels, agrees[i], strict=True) if ok]
-        out.append([i, int(f.seed_index[i]), name(result.true_labels[i]), name(f.common_class[i]),
-                    *[name(p) for p in f.predictions[i]], ", ".join(right) or "none",
-                    "-" if similarity is None else f"{similarity[i]:.2f}"])
-    headers = ["input", "seed #", "true label", "seed: all predict", *[f"{m} predicts" for m in labels],
-               "agree with the true label", "SSIM to the seed"]
-    more = f" (first {n} of {len(f)})" if n < len(f) else ""
-    return Table(headers, out, title=f"Difference-inducing inputs{more}")
-
-
-def surprise_text(result, labels: Sequence[str]) -> str:
-    """``DSA lenet1 0.84 (0.31), lenet5 ...; LSA ...``: the found inputs' mean scores per model,
-    their seeds' in brackets.
-    """
-    sa = result.surprise
-    found, seeds = sa.means("found"), sa.means("seeds")
-    return "; ".join(f"{k.upper()} " + ", ".join(f"{n} {_g(a)} ({_g(b)})" for n, a, b in
-                                                  zip(labels, found[k], seeds[k], strict=True))
-                     for k in sa.kinds)
-
-
-def _g(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
 
 
 def _lead(result, labels: Sequence[str], data) -> str:
@@ -471,8 +360,7 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         ``dict(title, html, meta, nav, config, provenance)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
-    from ..experiment.report import image_tag, section
-    from .figures import coverage_over_time
+    from ..experiment.report import section
 
     folder = Path(folder)
     cfg = result.config
@@ -482,43 +370,14 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
     if agree is not None:
         nav.append(("right", "Which model is right"))
         parts.append(section("right", agree.title, agree.note, agree.html()))
-    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=class_names,
-                      rows=grid_rows, true_labels=result.true_labels)
-    if png is not None:
+    grid = _grid_section(result, labels, data, folder, grid_rows)
+    if grid is not None:
         nav.append(("inputs", "Found inputs"))
-        parts.append(section(
-            "inputs", "Found inputs",
-            "One found input per seed first. Each triple: the seed (all models agree on it; its true label "
-            "beside its number), the found input (each model's prediction in red, a tick when it is the true "
-            "label) and their difference (blue: darker, red: brighter; one colour scale for every row).",
-            image_tag(png, png.name)))
-    r = result.realism
-    if r is not None and r.found:
-        def pct(x):
-            return "-" if x is None else f"{100 * x:.1f}%"
-
-        real = [["mean SSIM to the seed", "-" if r.mean_ssim is None else f"{r.mean_ssim:.3f}"],
-                [f"SSIM below {r.ssim_threshold:g} (visibly noisy, shifted or washed out)", pct(r.low_ssim)],
-                ["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
-                ["outside the bounds", pct(r.outside_bounds)],
-                ["still differ once clipped", pct(r.still_differ_clipped)],
-                ["saturated (a flat or black/white square)", pct(r.saturated)]]
-        if result.surprise is not None:
-            found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
-            real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
-                     for k in result.surprise.kinds
-                     for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
+        parts.append(grid)
+    realism = _realism_section(result, labels)
+    if realism is not None:
         nav.append(("realism", "Realism"))
-        parts.append(section(
-            "realism", "Realism",
-            "Do the found inputs still look like their seeds? SSIM (structural similarity, Gaussian window, "
-            "1 for an identical image) of each input, clipped to the bounds as a saved image would be, to "
-            f"its seed; below {r.ssim_threshold:g} the change is plain to see (on MNIST, Gaussian noise of "
-            "sd 0.2 of the pixel range gives about 0.7). Distances in data units; the bounds rows apply to "
-            "runs without clipping; saturated: less than half the seed's contrast left (it misses noise). "
-            "DSA and LSA (when computed): surprise adequacy against each model's training data at its layer "
-            "before the logits (higher: further from anything seen in training), the seeds' in brackets.",
-            Table(["measure", "value"], real).html()))
+        parts.append(realism)
     shown = inputs_table(result, labels, class_names=class_names, rows=table_rows)
     if shown is not None and len(shown.rows):
         nav.append(("each", "Each input"))
@@ -534,17 +393,77 @@ def run_page(result, labels, data, folder, *, provenance: dict | None = None, gr
         f"constraint {cfg.transform}). found/searched: the share of searched seeds that gave an input the "
         "models disagree on; mean L1: its distance to the seed in data units.",
         summary_table(result, labels).html()))
+    nav.append(("coverage", "Neuron coverage"))
+    parts.append(_coverage_section(result, labels, folder))
+    meta = (f"{_lead(result, labels, data)} {', '.join(labels)}; lambda1 {cfg.lambda1:g}, lambda2 "
+            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations; {result.seconds:.2f} s.")
+    return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
+            "config": cfg.to_dict(), "provenance": provenance}
+
+
+def _grid_section(result, labels, data, folder: Path, rows: int) -> str | None:
+    """The page's image grid of found inputs (``None`` when nothing was found)."""
+    from ..experiment.report import image_tag, section
+
+    png = _found_grid(result.found, labels, folder, bounds=data.bounds, class_names=list(data.class_names),
+                      rows=rows, true_labels=result.true_labels)
+    if png is None:
+        return None
+    return section(
+        "inputs", "Found inputs",
+        "One found input per seed first. Each triple: the seed (all models agree on it; its true label "
+        "beside its number), the found input (each model's prediction in red, a tick when it is the true "
+        "label) and their difference (blue: darker, red: brighter; one colour scale for every row).",
+        image_tag(png, png.name))
+
+
+def _realism_section(result, labels) -> str | None:
+    """The page's realism section: SSIM, distances, bounds and surprise of the found inputs
+    (``None`` when nothing was found).
+    """
+    from ..experiment.report import section
+
+    r = result.realism
+    if r is None or not r.found:
+        return None
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    real = [["mean SSIM to the seed", "-" if r.mean_ssim is None else f"{r.mean_ssim:.3f}"],
+            [f"SSIM below {r.ssim_threshold:g} (visibly noisy, shifted or washed out)", pct(r.low_ssim)],
+            ["mean L1 to the seed", f"{r.mean_l1:.2f}"], ["mean L_inf to the seed", f"{r.mean_linf:.3f}"],
+            ["outside the bounds", pct(r.outside_bounds)],
+            ["still differ once clipped", pct(r.still_differ_clipped)],
+            ["saturated (a flat or black/white square)", pct(r.saturated)]]
+    if result.surprise is not None:
+        found, seeds = result.surprise.means("found"), result.surprise.means("seeds")
+        real += [[f"mean {k.upper()} under {n} (its seeds)", f"{_g(a)} ({_g(b)})"]
+                 for k in result.surprise.kinds
+                 for n, a, b in zip(labels, found[k], seeds[k], strict=True)]
+    return section(
+        "realism", "Realism",
+        "Do the found inputs still look like their seeds? SSIM (structural similarity, Gaussian window, "
+        "1 for an identical image) of each input, clipped to the bounds as a saved image would be, to "
+        f"its seed; below {r.ssim_threshold:g} the change is plain to see (on MNIST, Gaussian noise of "
+        "sd 0.2 of the pixel range gives about 0.7). Distances in data units; the bounds rows apply to "
+        "runs without clipping; saturated: less than half the seed's contrast left (it misses noise). "
+        "DSA and LSA (when computed): surprise adequacy against each model's training data at its layer "
+        "before the logits (higher: further from anything seen in training), the seeds' in brackets.",
+        Table(["measure", "value"], real).html())
+
+
+def _coverage_section(result, labels, folder: Path) -> str:
+    """The page's coverage section: the table and coverage over time."""
+    from ..experiment.report import image_tag, section
+    from .figures import coverage_over_time
+
     cov_parts = [coverage_table(result, labels).html()]
     if result.trace:
         trace = [{"seconds": p.seconds, "found": p.found, "covered": list(p.covered)} for p in result.trace]
         path = coverage_over_time(trace, labels, result.num_neurons, folder / "coverage_over_time.png")
         cov_parts.append(image_tag(path, "coverage_over_time.png: each model's coverage (left axis) and the "
                                          "inputs found (dashed, right axis) against time"))
-    nav.append(("coverage", "Neuron coverage"))
-    parts.append(section("coverage", "Neuron coverage",
-                         f"Neurons each model's activations cover over the seeds and found inputs "
-                         f"(layer-minmax scaling, threshold t = {cfg.threshold:g}).", *cov_parts))
-    meta = (f"{_lead(result, labels, data)} {', '.join(labels)}; lambda1 {cfg.lambda1:g}, lambda2 "
-            f"{cfg.lambda2:g}, step {cfg.step:g}, {cfg.iterations} iterations; {result.seconds:.2f} s.")
-    return {"title": f"DeepXplore: {' vs '.join(labels)}", "meta": meta, "html": "\n".join(parts), "nav": nav,
-            "config": cfg.to_dict(), "provenance": provenance}
+    return section("coverage", "Neuron coverage",
+                   f"Neurons each model's activations cover over the seeds and found inputs "
+                   f"(layer-minmax scaling, threshold t = {result.config.threshold:g}).", *cov_parts)

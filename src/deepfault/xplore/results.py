@@ -17,13 +17,17 @@ import numpy as np
 from torch import nn
 
 from .._io import atomic_path
+from ..core.outcome import Artifact, Outcome
 from ..core.summary import Summarised
 from ..coverage.criteria import CoverageResult
 from ..errors import DeepFaultError
 from .config import XploreConfig
+from .realism import SSIM_THRESHOLD, Realism, input_ssim, measure_realism, saturation_warning
+from .summary import run_summary
 
 __all__ = [
     "FoundInputs",
+    "RunNotes",
     "FoundSurprise",
     "add_surprise",
     "Realism",
@@ -74,159 +78,6 @@ class FoundInputs:
     def subset(self, mask: np.ndarray) -> FoundInputs:
         """The rows where ``mask`` (bool ``(F,)``) is true."""
         return FoundInputs(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
-
-
-#: An element within this distance of a bound (or past it) is at the bound.
-BOUND_TOL = 1e-6
-
-
-#: SSIM to the seed below which a found input counts as visibly changed: noisy, shifted or
-#: washed out at a glance (see docs/decisions.md, "xplore realism: SSIM to the seed"). On MNIST
-#: seeds, Gaussian noise of sd 0.2 of the pixel range gives a median SSIM of about 0.71 and a
-#: uniform brightening by 0.2 about 0.66; sd 0.1 gives 0.81.
-SSIM_THRESHOLD = 0.7
-
-
-@dataclass(frozen=True)
-class Realism:
-    """How far the found inputs moved from their seeds, and whether they still look like them.
-
-    Attributes:
-        found: Inputs measured.
-        mean_l1: Mean ``sum |x - seed|`` in the data's units (the paper's "diversity").
-        mean_linf: Mean ``max |x - seed|`` in the data's units.
-        saturated: Share of the inputs that saturate: clipped to the bounds, less than half
-            of the seed's contrast (standard deviation over the elements) is left, because
-            most pixels were pushed to a bound or shifted together: a digit turned into a
-            black, white or flat grey square. ``None`` when nothing was found. Kept for the
-            record; it reads 0 on inputs covered in noise, so :attr:`low_ssim` leads.
-        still_differ_clipped: For runs without clipping, the share of inputs on which the
-            models still disagree once clipped to the bounds (what a saved image would do);
-            ``None`` for clipped runs or when nothing was found.
-        outside_bounds: Share of inputs with an element outside the bounds (0 when clipped).
-        mean_ssim: Mean SSIM of each input (clipped to the bounds) to its seed
-            (:func:`input_ssim`); ``None`` for inputs that are no images or when nothing was found.
-        low_ssim: Share of the inputs whose SSIM to their seed is below ``ssim_threshold``:
-            visibly noisy, shifted or washed out (``None`` as ``mean_ssim``).
-        ssim_threshold: The threshold of ``low_ssim`` (:data:`SSIM_THRESHOLD`).
-    """
-
-    found: int
-    mean_l1: float | None
-    mean_linf: float | None
-    saturated: float | None
-    still_differ_clipped: float | None = None
-    outside_bounds: float | None = None
-    mean_ssim: float | None = None
-    low_ssim: float | None = None
-    ssim_threshold: float = SSIM_THRESHOLD
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def _saturates(inputs: np.ndarray, seeds: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
-    """``(F,)`` bool: clipped to ``bounds`` (what a saved image shows), the input keeps less
-    than half of its seed's contrast, the standard deviation over its elements.
-
-    Pixels pushed to a bound (black or white squares) or shifted together towards one (flat
-    grey squares) lose the contrast; a noisy but recognisable digit keeps it or gains. The
-    share of pixels at a bound cannot tell these apart on MNIST, where most of a digit's
-    pixels are at 0 already.
-    """
-    lo, hi = bounds
-    x = np.clip(inputs.reshape(len(inputs), -1), lo, hi)
-    s = seeds.reshape(len(seeds), -1)
-    flat: np.ndarray = x.std(axis=1) < 0.5 * s.std(axis=1)  # numpy types a reduction as Any
-    return flat
-
-
-def input_ssim(inputs, seeds, bounds: tuple[float, float]) -> np.ndarray | None:
-    """``(F,)`` SSIM of each input, clipped to ``bounds`` (what a saved image shows), to its seed.
-
-    The SSIM of :func:`deepfault.core.ssim.ssim` (Gaussian window of 11, or the
-    largest odd one that fits, ``L = hi - lo``), batched. ``None`` when the inputs are not
-    images ``(F, C, H, W)`` with ``C`` 1 or 3 first or last and ``H, W >= 3``.
-    """
-    import torch
-
-    from ..core.ssim import ssim
-
-    x = np.asarray(inputs)
-    if x.ndim != 4:
-        return None
-    if x.shape[1] not in (1, 3) and x.shape[3] in (1, 3):  # channels last
-        x, s = x.transpose(0, 3, 1, 2), np.asarray(seeds).transpose(0, 3, 1, 2)
-    else:
-        s = np.asarray(seeds)
-    if x.shape[1] not in (1, 3) or min(x.shape[2:]) < 3:
-        return None
-    lo, hi = float(bounds[0]), float(bounds[1])
-    if len(x) == 0:
-        return np.zeros(0, np.float64)
-    dtype = torch.float64 if x.dtype == np.float64 else torch.float32
-    value = ssim(torch.as_tensor(np.clip(x, lo, hi), dtype=dtype), torch.as_tensor(s, dtype=dtype),
-                 data_range=hi - lo)
-    return value.double().numpy()
-
-
-def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
-                    still_differ_clipped: np.ndarray | None = None,
-                    ssim_threshold: float = SSIM_THRESHOLD) -> Realism:
-    """The :class:`Realism` of found inputs ``(F, *input)`` against their seeds.
-
-    Args:
-        inputs: The generated inputs.
-        seeds: Their seeds, row for row.
-        bounds: ``(lo, hi)`` of the data.
-        still_differ_clipped: ``(F,)`` bool, whether the models still disagree on each input
-            clipped to ``bounds`` (runs without clipping).
-        ssim_threshold: SSIM to the seed below which an input counts in ``low_ssim``.
-    """
-    x = np.asarray(inputs, dtype=np.float64)
-    s = np.asarray(seeds, dtype=np.float64)
-    if x.shape != s.shape:
-        raise DeepFaultError(f"inputs and seeds must have the same shape; got {x.shape} and {s.shape}")
-    if len(x) == 0:
-        return Realism(0, None, None, None, None, None, ssim_threshold=ssim_threshold)
-    d = np.abs(x - s).reshape(len(x), -1)
-    lo, hi = float(bounds[0]), float(bounds[1])
-    flat = x.reshape(len(x), -1)
-    outside = ((flat < lo - BOUND_TOL) | (flat > hi + BOUND_TOL)).any(axis=1)
-    still = None if still_differ_clipped is None else float(np.mean(still_differ_clipped))
-    similarity = input_ssim(np.asarray(inputs, np.float32), np.asarray(seeds, np.float32), (lo, hi))
-    mean_ssim = None if similarity is None else float(similarity.mean())
-    low = None if similarity is None else float((similarity < ssim_threshold).mean())
-    return Realism(len(x), float(d.sum(axis=1).mean()), float(d.max(axis=1).mean()),
-                   float(_saturates(x, s, (lo, hi)).mean()), still, float(outside.mean()), mean_ssim, low,
-                   ssim_threshold)
-
-
-def saturation_warning(realism: Realism, config: XploreConfig | None = None) -> str | None:
-    """A one-line warning when most found inputs are far from their seeds (SSIM below the
-    threshold) or saturate (``None`` otherwise).
-    """
-    far = realism.low_ssim is not None and realism.low_ssim > 0.5
-    saturated = realism.saturated is not None and realism.saturated > 0.5
-    if not (far or saturated):
-        return None
-    fixes = ["a smaller --step-size" + ("" if config is None else f" (now {config.step:g})")]
-    if config is None or config.transform == "light":
-        fixes.append("--constraint none instead of light")
-    fixes.append("fewer --iterations")
-    what = []
-    if far:
-        what.append(f"{realism.low_ssim:.0%} of the {realism.found} difference-inducing inputs are far from "
-                    f"their seeds (SSIM below {realism.ssim_threshold:g}: visibly noisy, shifted or washed "
-                    "out)")
-    if saturated:
-        what.append(f"{realism.saturated:.0%} of the {realism.found} difference-inducing inputs saturate "
-                    "(pixels pushed to a bound or shifted together: less than half the seed's contrast left)")
-    text = (f"{' and '.join(what)}: they are hardly images any more; use {', '.join(fixes[:-1])} or "
-            f"{fixes[-1]}")
-    if realism.still_differ_clipped is not None:
-        text += f"; without clipping only {realism.still_differ_clipped:.0%} still differ once clipped"
-    return text
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,8 +179,39 @@ def _mean(values: np.ndarray) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
+@dataclass(frozen=True)
+class RunNotes:
+    """What a run's summary says beside its numbers; none of it is in :meth:`XploreResult.to_dict`.
+
+    Attributes:
+        data: The name of the data set the seeds came from (``None``: a caller's array).
+        pool: Inputs the seeds were drawn from (``None``: the seeds themselves).
+        data_bounds: The data set's range (``None``: the run's :attr:`XploreResult.bounds`).
+        class_names: One name per class (``None``: the class indices).
+        device: Where it ran, as asked (``None``: :attr:`XploreResult.device`).
+        batch: The line saying which batch the memory chose (``None`` for a given batch).
+        sources: Where each model's neurons came from, one phrase per model
+            (:func:`~deepfault.core.capture.selection_source`).
+        selections: What selected each model's neurons, as result files record it
+            (:func:`~deepfault.core.capture.layer_selection`).
+        lines: Lines after the summary (the bounds that held, the surprise states used).
+        grid: Inputs in the printed table of inputs and in the image grid.
+    """
+
+    data: str | None = None
+    pool: int | None = None
+    data_bounds: tuple[float, float] | None = None
+    class_names: tuple[str, ...] | None = None
+    device: str | None = None
+    batch: str | None = None
+    sources: tuple[str, ...] = ()
+    selections: tuple = ()
+    lines: tuple[str, ...] = ()
+    grid: int = 8
+
+
 @dataclass(frozen=True, eq=False, repr=False)
-class XploreResult(Summarised):
+class XploreResult(Summarised, Outcome):
     """One DeepXplore run.
 
     Attributes:
@@ -384,6 +266,7 @@ class XploreResult(Summarised):
     true_labels: np.ndarray | None = None
     feature_bounds: tuple[np.ndarray, np.ndarray] | None = None
     fixed: np.ndarray | None = None
+    notes: RunNotes = field(default_factory=RunNotes)
 
     @property
     def num_seeds(self) -> int:
@@ -453,16 +336,40 @@ class XploreResult(Summarised):
                 f"({self.num_already_differ} already differed); neuron coverage {self.pooled_coverage:.1%}")
 
     def summary(self) -> str:
-        """What was found, then each model's coverage and each target's count."""
-        lines = [f"DeepXplore: {self.headline()} in {self.seconds:.1f} s"]
-        for name, c in zip(self.model_names, self.coverage, strict=True):
-            share = f"{c.covered / c.total:.1%}" if c.total else str(c.covered)
-            lines.append(f"  {name}: coverage {share} ({c.covered}/{c.total})")
-        for t in self.summaries():
-            if t.target is not None:
-                lines.append(f"  target {self.model_names[t.target]}: {t.found} found from {t.searched} "
-                             "searched seeds")
-        return "\n".join(lines)
+        """What ``deepfault xplore`` prints (:func:`~.summary.run_summary`): the neurons, models,
+        data and settings, the finds per target, which model agrees with the true label,
+        coverage, times and realism.
+        """
+        return run_summary(self)
+
+    def payload(self, records: Sequence[Mapping] = (), extras: Sequence[Mapping] = ()) -> dict:
+        """The result document's body: :meth:`to_dict` but its config and device (the
+        envelope's), each model's entry after its record in ``records`` (the file it came from,
+        its weights' fingerprint, ...), with its layer selection, then its ``extras`` (the
+        surprise state it was scored with); each one per model, or none.
+        """
+        body = {k: v for k, v in self.to_dict().items() if k not in ("config", "device")}
+        n = len(self.model_names)
+        chosen = self.notes.selections or (None,) * n
+        body["models"] = [{**r, **m, **({} if s is None else {"layer_selection": s}), **e}
+                          for r, m, s, e in zip(list(records) or [{}] * n, body["models"], chosen,
+                                                list(extras) or [{}] * n, strict=True)]
+        return body
+
+    def outputs(self) -> tuple[Artifact, ...]:
+        """The inputs (``.npz``, :func:`save_inputs`) and their image grid (``.png``)."""
+        return (Artifact("inputs", ".npz", lambda path: save_inputs(path, self)),
+                Artifact("grid", ".png", self._grid))
+
+    def _grid(self, path: Path) -> Path:
+        from .figures import image_grid
+
+        n = self.notes
+        return image_grid(self.found, self.model_names, path, rows=n.grid,
+                          bounds=self.bounds if n.data_bounds is None else n.data_bounds,
+                          class_names=None if n.class_names is None else list(n.class_names),
+                          title=f"DeepXplore: {self.num_found} difference-inducing inputs from "
+                          f"{self.num_seeds} seeds", true_labels=self.true_labels)
 
     def rows(self) -> list[dict]:
         return [t.to_dict() for t in self.summaries()]

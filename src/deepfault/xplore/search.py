@@ -37,8 +37,8 @@ import contextlib
 import logging
 import time
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,20 +47,32 @@ from torch import nn
 
 from .. import checks
 from ..checks import check_int
-from ..core.capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
-from ..core.entry import renamed
+from ..core.capture import (
+    NeuronLayout,
+    as_tensor,
+    capture,
+    check_finite,
+    eval_mode,
+    forward,
+    layer_selection,
+    model_device,
+    selection_source,
+)
+from ..core.entry import entry, split_arguments
 from ..core.mapped import release
-from ..core.memory import resolve_batch_size
+from ..core.memory import choose_batch_size
+from ..core.runtime import Runtime
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
 from ..coverage.criteria import NeuronCoverage
 from ..errors import DeepFaultError
 from .config import XploreConfig
 from .constraints import Constraint
 from .features import InputBounds, as_fixed
-from .results import FoundInputs, TracePoint, XploreResult, measure_realism, saturation_warning
+from .results import FoundInputs, RunNotes, TracePoint, XploreResult, measure_realism, saturation_warning
 
 if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
+    from ..data import Dataset
 
 __all__ = [
     "Draws",
@@ -505,159 +517,252 @@ class _Run:
         return FoundInputs(seed_index=seed_index[parts["rows"]], **parts)
 
 
-def search(
-    models: Sequence,
-    seeds,
-    *,
-    config: XploreConfig | None = None,
-    bounds: Sequence[float] | None = None,
-    seed_index=None,
-    names: Sequence[str] | None = None,
-    output_kinds: Sequence[str] | None = None,
-    progress: bool = False,
-    chunk_size: int | str | None = "auto",
-    threads: int | str | None = "auto",
-    labels: LabelData | None = None,
-    fixed: Sequence[int] | np.ndarray | None = None,
-    _take: np.ndarray | None = None,
-    _inspected: tuple[int, list[NeuronLayout]] | None = None,
-) -> XploreResult:
+@dataclass(eq=False)
+class _Seeds:
+    """The seeds of one search: rows ``take`` of ``pool``, gathered a group at a time (a copy of
+    every seed at once would cost 4 bytes per seed element, issue 26), what the result records
+    of them, and what :func:`xplore` found out about the models already.
+    """
+
+    pool: torch.Tensor
+    take: np.ndarray
+    index: np.ndarray | None = None
+    labels: LabelData | np.ndarray | None = None
+    inspected: tuple[int, list[NeuronLayout]] | None = None
+    notes: RunNotes = field(default_factory=RunNotes)
+
+    def gather(self, rows: np.ndarray) -> torch.Tensor:
+        return self.pool[torch.as_tensor(self.take[rows])]
+
+
+@dataclass(eq=False)
+class _Plan:
+    """A search checked and laid out: its models, the inputs' shape and bounds, the groups of
+    seeds, the fixed elements and each seed's recorded pool index.
+    """
+
+    models: list
+    names: list[str]
+    kinds: list[str]
+    shape: tuple[int, ...]
+    box: InputBounds
+    groups: list[np.ndarray]
+    mask: np.ndarray | None
+    index: np.ndarray
+    labels: np.ndarray | None
+
+
+#: Keywords of the old ``search(...)`` and ``xplore(...)`` and where each one went.
+_OLD_RUNTIME = {"progress": "progress", "threads": "threads", "chunk_size": "batch_size",
+                "batch_size": "batch_size"}
+
+
+def _old_keywords(name: str, legacy: dict, config: XploreConfig | None, runtime: Runtime | None):
+    """``(names, output_kinds, config, runtime)`` from the old keywords of ``search``/``xplore``
+    (``bounds=``, ``fixed=``, ``names=``, ``output_kinds=``, ``progress=``, ``threads=``,
+    ``chunk_size=``/``batch_size=``), with a :class:`FutureWarning` naming the new places.
+
+    Raises:
+        TypeError: A keyword neither form has.
+    """
+    unknown = sorted(set(legacy) - {"bounds", "fixed", "names", "output_kinds", *_OLD_RUNTIME})
+    if unknown:
+        raise TypeError(f"{name}() got unexpected keyword arguments: {', '.join(unknown)} (the one shape: "
+                        f"{name}(models, data, config, runtime=...))")
+    if not legacy:
+        return None, None, config, runtime
+    warnings.warn(f"{name}(..., {'=..., '.join(legacy)}=...) is deprecated: bounds and fixed go into "
+                  "XploreConfig, progress, threads and the batch size into Runtime, and models carry their "
+                  "names and output kinds (prepared models, or a dict name -> model)", FutureWarning,
+                  stacklevel=3)
+    config = XploreConfig() if config is None else config
+    moved = {k: legacy[k] for k in ("bounds", "fixed") if k in legacy}
+    config = replace(config, **moved) if moved else config
+    run = {_OLD_RUNTIME[k]: legacy[k] for k in _OLD_RUNTIME if k in legacy}
+    if run.get("batch_size", "auto") is None:
+        run["batch_size"] = "auto"
+    runtime = (Runtime() if runtime is None else runtime).with_(**run)
+    return legacy.get("names"), legacy.get("output_kinds"), config, runtime
+
+
+def search(models: Sequence | Mapping, seeds, config: XploreConfig | None = None, *,
+           runtime: Runtime | None = None, seed_index=None, labels: LabelData | None = None,
+           **old) -> XploreResult:
     """DeepXplore on given seed inputs: the batched joint gradient ascent.
 
     Args:
         models: Two or more classifiers of the same task, on one device: modules, or
             :class:`~deepfault.models.prepare.PreparedModel` (which bring their names, output
-            kinds, logits and bounds; see :func:`scoring_models`); used in ``eval()`` mode and
-            not modified (modes and ``requires_grad`` are restored).
-        seeds: ``(N, *input)`` seed inputs within ``bounds``.
+            kinds, logits and bounds; see :func:`scoring_models`), or a dict ``name -> model``;
+            used in ``eval()`` mode and not modified (modes and ``requires_grad`` are restored).
+        seeds: ``(N, *input)`` seed inputs within the bounds.
         config: The run's parameters (default :class:`XploreConfig`; ``config.seeds`` and
-            ``replace`` are not used here: the seeds are given).
-        bounds: ``(lo, hi)``, the valid input range every step is clipped to (default: the
-            prepared models', else ``(0, 1)``): numbers, or per-feature arrays broadcastable to
-            one input's shape (:class:`~deepfault.xplore.features.InputBounds`; ``lo == hi``
-            pins a feature).
+            ``replace`` are not used here: the seeds are given). ``config.bounds`` defaults to
+            the prepared models', else ``(0, 1)``.
+        runtime: How it runs (:class:`~deepfault.core.runtime.Runtime`): ``batch_size``, inputs
+            per forward and backward pass (``"auto"``: sized from the memory one input's forward
+            and backward pass through every model takes, at most 256 on the CPU; a performance
+            knob only: each row's arithmetic is the same in any chunk), ``threads`` (``"auto"``:
+            one for small models on the CPU, :func:`auto_threads`) and ``progress``.
         seed_index: ``(N,)`` index of each seed in its pool, recorded with the results
             (default ``arange(N)``).
-        names: One name per model (default ``model0``, ``model1``, ...).
-        output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
-            model's, else logits).
-        progress: Show a progress bar over the iterations.
-        chunk_size: Inputs per forward and backward pass, or ``"auto"`` (the default; ``None``
-            too): sized from the memory one input's forward and backward pass through every
-            model takes (:func:`~deepfault.core.memory.choose_batch_size`), at most 1,024. A
-            performance knob only: each row's arithmetic is the same in any chunk.
-        threads: CPU threads for the run, restored afterwards: ``"auto"`` (one for small
-            models on the CPU, :func:`auto_threads`), a number, or ``None`` (PyTorch's).
         labels: ``(N,)`` the seeds' true labels (optional): the result then says which model
             agrees with them on each found input (``true_labels``, ``agreement()``). The
             search never uses them.
-        fixed: Elements that keep the seed's value: indices along the first axis of one input
-            (a vector's features, a sequence's channels) or a bool mask broadcastable to one
-            input's shape (:func:`~deepfault.xplore.features.fixed_mask`). Their gradient is
-            zeroed and their value stays the seed's, bit for bit.
+        **old: The old keywords (``bounds``, ``fixed``, ``names``, ``output_kinds``,
+            ``progress``, ``chunk_size``, ``threads``), with a :class:`FutureWarning`.
 
     Returns:
-        The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of
-        what was found (:class:`~deepfault.xplore.results.Realism`: SSIM to the seed and the
-        share below :data:`~deepfault.xplore.results.SSIM_THRESHOLD`, distances). A
-        ``UserWarning`` says when most found inputs are far from their seeds or saturate,
-        naming the options that avoid it.
+        The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of what was
+        found (SSIM to the seed and the share below
+        :data:`~deepfault.xplore.results.SSIM_THRESHOLD`, distances). A ``UserWarning`` says
+        when most found inputs are far from their seeds or saturate, naming the options that
+        avoid it.
 
     Raises:
         DeepFaultError: Fewer than two models, models of different class counts or that
-            cannot take the inputs, bad parameters, or seeds outside ``bounds``.
+            cannot take the inputs, bad parameters, or seeds outside the bounds.
     """
+    names, kinds, config, runtime = _old_keywords("search", old, config, runtime)
     config = XploreConfig() if config is None else config
-    models, names, output_kinds, bounds = scoring_models(models, names, output_kinds, bounds,
-                                                         config.objective)
+    runtime = Runtime() if runtime is None else runtime
+    scoring = scoring_models(*_named(models, names), kinds, config.bounds, config.objective)
+    pool = as_tensor(seeds, name="seeds").detach().cpu()
+    given = _Seeds(pool, np.arange(len(pool), dtype=np.int64), seed_index, labels)
+    return _search(scoring, given, config, runtime)
+
+
+def _named(models, names) -> tuple[list, Sequence[str] | None]:
+    """``(models, names)`` of a sequence of models, or of a dict ``name -> model``."""
+    if isinstance(models, Mapping):
+        return list(models.values()), list(models) if names is None else names
+    return list(models), names
+
+
+def _search(scoring, seeds: _Seeds, config: XploreConfig, runtime: Runtime) -> XploreResult:
+    """The search of :func:`search` and :func:`xplore` on models already scored
+    (:func:`scoring_models`): checked, laid out, run group by group, measured.
+    """
+    plan = _plan(scoring, seeds, config)
+    first = seeds.gather(np.arange(1))
+    # xplore checked the models and took their layouts in one pass already
+    layers = config.layer_selection()
+    num_classes, layouts = seeds.inspected or _inspect(plan.models, first, plan.names, layers)
+    device = model_device(plan.models[0])
+    chunk, batch_line = _chunk_size(plan.models, first, runtime.batch_size, len(plan.index), device)
+    run = _Run(plan.models, plan.names, plan.kinds, config, plan.box, device, chunk, plan.mask)
+    draws = draw_randomness(len(plan.index), len(plan.models), config, run.constraint)
+    threads = runtime.threads
+    count = auto_threads(plan.models, device) if threads == "auto" else \
+        None if threads is None else check_int("threads", threads, minimum=1)
+    with _frozen(plan.models), _threads(count):
+        run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
+        _ascend(run, plan, seeds, draws, runtime.progress)
+        seconds = run.elapsed()
+        found = run.found_inputs(plan.index, plan.shape)
+        still = _still_differ(plan, found, config, device)
+    layers, named_by = config.layer_selection(), config.layers_named_by()
+    asked = None if runtime.device is None else str(runtime.device)
+    notes = replace(seeds.notes, batch=batch_line, device=seeds.notes.device or asked,
+                    sources=tuple(selection_source(m, layers, named_by=named_by) for m in plan.models),
+                    selections=tuple(layer_selection(m, layers) for m in plan.models))
+    return _outcome(plan, run, seeds, draws, config, found, still, (num_classes, layouts, seconds, notes))
+
+
+def _plan(scoring, seeds: _Seeds, config: XploreConfig) -> _Plan:
+    """Check the models, the config, the seeds, bounds, fixed elements and labels; lay out the
+    groups of seeds (in this order: the first problem found is the one reported).
+    """
+    models, names, kinds, bounds = scoring
     if len(names) != len(models):
         raise DeepFaultError(f"names must give one name per model ({len(models)}); got {len(names)}")
-    kinds = ["logits"] * len(models) if output_kinds is None else list(output_kinds)
+    kinds = ["logits"] * len(models) if kinds is None else list(kinds)
     if len(kinds) != len(models):
         raise DeepFaultError(f"output_kinds must give one kind per model ({len(models)}); got {len(kinds)}")
     if len(models) < 2:
         check_models(models, torch.zeros(1), names)
     config.validate(len(models))
-    # The seeds are pool[take], gathered group by group (xplore passes its pool and the drawn
-    # rows): a copy of every seed at once would cost 4 bytes per seed element (issue 26).
-    pool = as_tensor(seeds, name="seeds").detach().cpu()
-    take = np.arange(len(pool), dtype=np.int64) if _take is None else np.asarray(_take, np.int64)
-    num = len(take)
-
-    def gather(rows: np.ndarray) -> torch.Tensor:
-        return pool[torch.as_tensor(take[rows])]
+    num = len(seeds.take)
     if num == 0:
         raise DeepFaultError("no seeds: the seed inputs are empty")
-    shape = tuple(pool.shape[1:])
+    shape = tuple(seeds.pool.shape[1:])
     config.constraint().check_inputs(shape)
     config.constraint().check(shape)
     box = InputBounds.of(bounds, shape)
-    lo, hi = box.envelope
     size = config.inputs_per_step or num
     groups = [np.arange(i, min(i + size, num)) for i in range(0, num, size)]
-    box.check_inside(gather(rows) for rows in groups)  # a group at a time
-    mask = as_fixed(fixed, shape)
-    seed_labels = None if labels is None else _seed_labels(labels, num)
-    index = np.arange(num, dtype=np.int64) if seed_index is None else np.asarray(seed_index, np.int64)
+    box.check_inside(seeds.gather(rows) for rows in groups)  # a group at a time
+    mask = as_fixed(config.fixed, shape)
+    labels = None if seeds.labels is None else _seed_labels(seeds.labels, num)
+    index = np.arange(num, dtype=np.int64) if seeds.index is None else np.asarray(seeds.index, np.int64)
     if index.shape != (num,):
-        raise DeepFaultError(
-            f"seed_index must have one index per seed ({num}); got shape {index.shape}"
-        )
-    device = model_device(models[0])
-    first = gather(np.arange(1))
-    # xplore checked the models and took their layouts in one pass already
-    num_classes, layouts = _inspected or _inspect(models, first, names, config.layer_selection())
-    chunk = resolve_batch_size(models, first, "auto" if chunk_size is None else chunk_size, backward=True,
-                               count=num)
-    if chunk_size in (None, "auto") and device.type == "cpu":  # small passes stay in the CPU's caches
-        chunk = min(chunk, CPU_CHUNK)
-    run = _Run(models, names, kinds, config, box, device, chunk, mask)
-    draws = draw_randomness(num, len(models), config, run.constraint)
-    count = auto_threads(models, device) if threads == "auto" else \
-        None if threads is None else check_int("threads", threads, minimum=1)
-    with _frozen(models), _threads(count):
-        run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
-        run.start = time.perf_counter()
-        run.seed_predictions = np.zeros((num, len(models)), dtype=np.int64)
-        bar = None
-        if progress and groups:
-            from ..core.progress import progress_bar
+        raise DeepFaultError(f"seed_index must have one index per seed ({num}); got shape {index.shape}")
+    return _Plan(list(models), list(names), kinds, shape, box, groups, mask, index, labels)
 
-            bar = progress_bar(len(groups) * (config.iterations + 1), desc="deepxplore", unit="step")
-        try:
-            for g, rows in enumerate(groups):
-                run.search_group(g, rows, gather(rows).to(device), draws, bar)
-                release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
-        finally:
-            if bar is not None:
-                bar.close()
-        seconds = run.elapsed()
-        found = run.found_inputs(index, shape)
-        still = None
-        if not config.clip and len(found):
-            from .results import replay
 
-            clipped = box.clamp(torch.as_tensor(found.inputs)).numpy()
-            p = replay(models, torch.as_tensor(clipped).to(device))
-            still = (p != p[:, :1]).any(axis=1)
+def _chunk_size(models, first: torch.Tensor, value, count: int, device) -> tuple[int, str | None]:
+    """Inputs per forward and backward pass, and the line saying what ``"auto"`` chose
+    (small passes stay in the CPU's caches: at most :data:`CPU_CHUNK` there).
+    """
+    auto = value in (None, "auto")
+    choice = choose_batch_size(models, first, "auto" if auto else value, backward=True, count=count)
+    chunk = min(choice.size, CPU_CHUNK) if auto and device.type == "cpu" else choice.size
+    return chunk, replace(choice, size=chunk).describe() if choice.auto else None
+
+
+def _ascend(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, progress) -> None:
+    """Every group of seeds through :meth:`_Run.search_group`, with a progress bar."""
+    run.start = time.perf_counter()
+    run.seed_predictions = np.zeros((len(plan.index), len(plan.models)), dtype=np.int64)
+    bar = None
+    if progress and not callable(progress) and plan.groups:
+        from ..core.progress import progress_bar
+
+        bar = progress_bar(len(plan.groups) * (run.config.iterations + 1),
+                           desc=progress if isinstance(progress, str) else "deepxplore", unit="step")
+    try:
+        for g, rows in enumerate(plan.groups):
+            run.search_group(g, rows, seeds.gather(rows).to(run.device), draws, bar)
+            release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _still_differ(plan: _Plan, found: FoundInputs, config: XploreConfig, device) -> np.ndarray | None:
+    """Without clipping: whether the models still disagree on each found input once clipped."""
+    if config.clip or not len(found):
+        return None
+    from .results import replay
+
+    clipped = plan.box.clamp(torch.as_tensor(found.inputs)).numpy()
+    p = replay(plan.models, torch.as_tensor(clipped).to(device))
+    return (p != p[:, :1]).any(axis=1)
+
+
+def _outcome(plan: _Plan, run: _Run, seeds: _Seeds, draws: Draws, config: XploreConfig,
+             found: FoundInputs, still, extra) -> XploreResult:
+    """The :class:`XploreResult` of a finished search (and the warning on its realism)."""
+    num_classes, layouts, seconds, notes = extra
+    lo, hi = plan.box.envelope
     realism = measure_realism(found.inputs, found.seeds, (lo, hi), still_differ_clipped=still)
     message = saturation_warning(realism, config)
     if message:
-        warnings.warn(message, UserWarning, stacklevel=2)
+        warnings.warn(message, UserWarning, stacklevel=4)
     preds = run.seed_predictions
-    differ = (preds != preds[:, :1]).any(axis=1)
     if len(found) == 0:
-        log.info("no difference-inducing input found in %d seeds", num)
+        log.info("no difference-inducing input found in %d seeds", len(plan.index))
+    box, mask = plan.box, plan.mask
     return XploreResult(
-        config=config, model_names=tuple(names), num_classes=int(num_classes),
-        num_neurons=tuple(lay.num_neurons for lay in layouts), bounds=(lo, hi), seed_index=index,
-        seed_predictions=preds, targets=draws.targets, already_differ=differ,
+        config=config, model_names=tuple(plan.names), num_classes=int(num_classes),
+        num_neurons=tuple(lay.num_neurons for lay in layouts), bounds=(lo, hi), seed_index=plan.index,
+        seed_predictions=preds, targets=draws.targets, already_differ=(preds != preds[:, :1]).any(axis=1),
         found=found, coverage=tuple(nc.compute() for nc in run.coverage), trace=tuple(run.trace),
-        seconds=seconds, first_found_seconds=run.first_found, device=str(device),
+        seconds=seconds, first_found_seconds=run.first_found, device=str(run.device),
         layer_names=tuple(lay.names for lay in layouts), realism=realism,
-        true_labels=None if seed_labels is None else seed_labels[found.rows],
+        true_labels=None if plan.labels is None else plan.labels[found.rows],
         feature_bounds=(box.lo, box.hi) if box.per_feature else None,
-        fixed=mask if mask is not None and mask.any() else None,
+        fixed=mask if mask is not None and mask.any() else None, notes=notes,
     )
 
 
@@ -671,82 +776,133 @@ def _seed_labels(labels, n: int) -> np.ndarray:
     return y.astype(np.int64)
 
 
-@renamed(chunk_size="batch_size")
-def xplore(
-    models: Sequence,
-    inputs: InputData,
-    *,
-    config: XploreConfig | None = None,
-    bounds: Sequence[float] | None = None,
-    names: Sequence[str] | None = None,
-    output_kinds: Sequence[str] | None = None,
-    progress: bool = False,
-    batch_size: int | str | None = "auto",
-    threads: int | str | None = "auto",
-    labels: LabelData | None = None,
-    fixed: Sequence[int] | np.ndarray | None = None,
-) -> XploreResult:
-    """DeepXplore: draw ``config.seeds`` seeds from ``inputs`` and search near them for
-    inputs on which the models disagree, raising their neuron coverage.
+def _legacy(name: str, fields: set, args: tuple, kwargs: dict):
+    """The old ``xplore(models, inputs, *, config, bounds, names, output_kinds, progress,
+    batch_size, threads, labels, fixed)`` in the one shape: ``labels`` join the inputs,
+    ``names``/``output_kinds`` travel with the models (to :func:`_xplore`), ``chunk_size`` is
+    the runtime's batch size; the rest as :func:`~deepfault.core.entry.split_arguments` maps it.
+    """
+    if "inputs" in kwargs and len(args) < 2:
+        kwargs["data"] = kwargs.pop("inputs")
+    carried = {k: kwargs.pop(k) for k in ("names", "output_kinds", "labels") if k in kwargs}
+    if "chunk_size" in kwargs:
+        kwargs["batch_size"] = kwargs.pop("chunk_size")
+    if kwargs.get("batch_size", "auto") is None:
+        kwargs["batch_size"] = "auto"
+    models, data, config_kw, runtime_kw = split_arguments(name, fields, args, kwargs)
+    if carried:
+        warnings.warn(f"{name}(..., {'=..., '.join(carried)}=...) is deprecated: labels go with the data "
+                      "(an (inputs, labels) pair or a Dataset), names and output kinds with the models "
+                      "(prepared models, or a dict name -> model)", FutureWarning, stacklevel=3)
+    if "labels" in carried:
+        data = (data, carried["labels"])
+    if "names" in carried or "output_kinds" in carried:
+        models = _Carried(models, carried.get("names"), carried.get("output_kinds"))
+    return models, data, config_kw, runtime_kw
+
+
+@dataclass(frozen=True)
+class _Carried:
+    """Models with the names and output kinds an old-form call gave beside them."""
+
+    models: Sequence | Mapping
+    names: Sequence[str] | None
+    output_kinds: Sequence[str] | None
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def __iter__(self):
+        return iter(self.models.values() if isinstance(self.models, Mapping) else self.models)
+
+
+@entry(XploreConfig, legacy=_legacy)
+def xplore(models: Sequence | Mapping, data: InputData | Dataset | tuple, config: XploreConfig,
+           *, runtime: Runtime) -> XploreResult:
+    """DeepXplore: draw ``config.seeds`` seeds from ``data`` and search near them for inputs on
+    which the models disagree, raising their neuron coverage.
 
     Args:
-        models: Two or more classifiers of the same task, modules or prepared models (see
-            :func:`search`).
-        inputs: ``(P, *input)`` pool of seed inputs (the test split), in any form
-            :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole: the seeds are
-            drawn from all of them).
+        models: Two or more classifiers of the same task: modules, prepared models (which
+            carry their names, output kinds, logits and bounds; see :func:`search`), or a dict
+            ``name -> model``.
+        data: The pool of seed inputs: a :class:`~deepfault.data.Dataset` (its test split, its
+            labels, its bounds and class names), an ``(inputs, labels)`` pair, or ``(P, *input)``
+            inputs in any form :func:`~deepfault.core.inputs.inputs_and_labels` takes (read
+            whole: the seeds are drawn from all of them). With labels, the result says which
+            model agrees with the true label on each found input (``true_labels``,
+            ``agreement()``, ``agreement_summary()``).
         config: The run's parameters (default :class:`XploreConfig`); the seeds are
-            ``config.seed_indices`` when given, else drawn with ``config.seed``.
-        bounds: ``(lo, hi)``, the valid input range (default: the prepared models', else
-            ``(0, 1)``): numbers, or per-feature arrays broadcastable to one input's shape
-            (see :func:`search`).
-        names: One name per model (default ``model0``, ``model1``, ...).
-        output_kinds: ``"logits"`` or ``"probabilities"`` per module (default: a prepared
-            model's, else logits).
-        progress: Show a progress bar over the iterations.
-        batch_size: Inputs per forward and backward pass, or ``"auto"`` (the default), a
-            performance knob (``--batch-size``; formerly ``chunk_size``: :func:`search`'s
-            ``chunk_size``).
-        threads: CPU threads for the run, as in :func:`search`.
-        labels: ``(P,)`` true labels of ``inputs`` (optional, e.g. ``data.y_test``): the
-            result then says which model agrees with the true label on each found input
-            (``true_labels``, ``agreement()``, ``agreement_summary()``).
-        fixed: Features that keep the seed's value (indices or a bool mask; see :func:`search`).
+            ``config.seed_indices`` when given, else drawn with ``config.seed``. Its ``bounds``
+            default to the data set's, else the prepared models', else ``(0, 1)``.
+        runtime: How it runs (:class:`~deepfault.core.runtime.Runtime`; default ``Runtime()``):
+            the device (the models are moved there), the batch of a forward and backward pass
+            (a performance knob; see :func:`search`), the threads and the progress bar.
 
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`; ``found.seed_index``
-        indexes ``inputs``.
+        indexes the pool. ``summary()`` is what ``deepfault xplore`` prints; ``outputs()`` the
+        inputs (``.npz``) and their image grid (``.png``).
 
     Examples:
-        >>> from deepfault.xplore import XploreConfig, xplore
-        >>> result = xplore([lenet1, lenet4, lenet5], data.x_test,
-        ...                 config=XploreConfig(seeds=200), bounds=data.bounds)  # doctest: +SKIP
-        >>> result.num_found, result.pooled_coverage  # doctest: +SKIP
+        >>> from deepfault import Runtime, XploreConfig, xplore
+        >>> result = xplore([lenet1, lenet4, lenet5], data,
+        ...                 XploreConfig(seeds=200))  # doctest: +SKIP
+        >>> print(result.summary())  # doctest: +SKIP
     """
-    config = XploreConfig() if config is None else config
+    names, kinds = (models.names, models.output_kinds) if isinstance(models, _Carried) else (None, None)
+    models, names = _named(models.models if isinstance(models, _Carried) else models, names)
     config.validate(len(models))
-    models, names, output_kinds, bounds = scoring_models(models, names, output_kinds, bounds,
-                                                         config.objective)
-    x = as_tensor(inputs, name="inputs")
+    x, labels, notes, data_bounds = _pool(data)
+    bounds = config.bounds if config.bounds is not None else data_bounds
+    scoring = scoring_models(_placed(models, runtime.device), names, kinds, bounds, config.objective)
     inspected = None
     if len(x):  # models that cannot be compared are the first thing to say (and their layouts)
-        inspected = _inspect(models, x[:1], [f"model{i}" for i in range(len(models))] if names is None
-                             else names, config.layer_selection())
-    if len(x):  # the seeds, their search copies and their gradients, before any is drawn
-        n = config.num_seeds
+        inspected = _inspect(scoring[0], x[:1], scoring[1], config.layer_selection())
+        n = config.num_seeds  # the seeds, their search copies and their gradients, before any is drawn
         checks.check_memory("seeds", n, 3.0 * n * x[0].numel() * x.element_size(),
                             f"{n:,} seeds of shape {tuple(x.shape[1:])} (with search copies and gradients)")
-    if config.seed_indices is not None:
-        index = np.asarray(config.seed_indices, dtype=np.int64)
-        bad = index[index >= len(x)]
-        if len(bad):
-            raise DeepFaultError(f"seed index {int(bad[0])} is outside the {len(x)} inputs to draw from "
-                                 f"(valid: 0..{len(x) - 1})")
-    else:
-        index = select_seeds(len(x), config.seeds, seed=config.seed, replace=config.replace)
+    index = _seed_rows(config, len(x))
     seed_labels = None if labels is None else _seed_labels(labels, len(x))[index]
-    # the pool and the drawn rows: search copies one group's seeds at a time, not every seed
-    return search(models, x, config=config, bounds=bounds, seed_index=index,
-                  names=names, output_kinds=output_kinds, progress=progress, chunk_size=batch_size,
-                  threads=threads, labels=seed_labels, fixed=fixed, _take=index,
-                  _inspected=inspected if len(index) else None)
+    seeds = _Seeds(x, index, index, seed_labels, inspected if len(index) else None, notes)
+    return _search(scoring, seeds, config, runtime)
+
+
+def _pool(data) -> tuple[torch.Tensor, LabelData | None, RunNotes, tuple | None]:
+    """``(inputs, labels, notes, bounds)`` of the data :func:`xplore` draws its seeds from: a
+    Dataset's test split, labels, name, class names and bounds (its per-feature bounds when it
+    declares them), or an ``(inputs, labels)`` pair, or inputs alone.
+    """
+    from ..data import Dataset
+
+    if isinstance(data, Dataset):
+        x = as_tensor(data.x_test, name="inputs")
+        lo, hi = data.bounds
+        notes = RunNotes(data=data.name, pool=len(x), data_bounds=(float(lo), float(hi)),
+                         class_names=tuple(data.class_names))
+        declared = data.feature_bounds if data.feature_bounds is not None else data.bounds
+        return x, data.y_test, notes, declared
+    labels = None
+    if isinstance(data, tuple) and len(data) == 2:
+        data, labels = data
+    x = as_tensor(data, name="inputs")
+    return x, labels, RunNotes(pool=len(x)), None
+
+
+def _placed(models: list, device) -> list:
+    """The models moved to ``device`` (``None``: where they are)."""
+    if device is None:
+        return models
+    return [m.to(device) if hasattr(m, "to") else m for m in models]
+
+
+def _seed_rows(config: XploreConfig, pool: int) -> np.ndarray:
+    """The pool rows of the seeds: ``config.seed_indices`` (checked against the pool), else drawn."""
+    if config.seed_indices is None:
+        return select_seeds(pool, config.seeds, seed=config.seed, replace=config.replace)
+    index = np.asarray(config.seed_indices, dtype=np.int64)
+    bad = index[index >= pool]
+    if len(bad):
+        raise DeepFaultError(f"seed index {int(bad[0])} is outside the {pool} inputs to draw from "
+                             f"(valid: 0..{pool - 1})")
+    return index
