@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from .._io import atomic_paths
 from ..checks import check_device
 from ..core.constraints import KEY, SEED, Constraint, Each, Flag, Interval, Options, constraint_of
 from ..core.outcome import Outcome
@@ -154,7 +155,7 @@ def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
                   "help": field.metadata.get("help") or name}
     kwargs.update(overrides)
     action = p.add_argument(*(flags or (option,)), **kwargs)
-    action.field = (config, name)  # type: ignore[attr-defined]  (the declaration it came from, for tests)
+    action.field = (config, name)  # type: ignore[attr-defined]  # its declaration, for the tests
     return action
 
 
@@ -482,28 +483,42 @@ def write_run_report(args, render) -> None:
 def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | None, device,
                   threads: int | None, paths: Mapping[str, Path | None] | None = None,
                   records: Mapping | None = None) -> None:
-    """The tail every command shares: print ``outcome.summary()``, write the result document
+    """The tail every command shares: print ``outcome.summary()``, then write the result document
     (``records``, such as the model's and the data set's, then ``outcome.payload()``, in the
-    envelope with ``config``, its seed, the device, the command line and the threads) to ``out``,
+    envelope with ``config``, its seed, the device, the command line and the threads) to ``out``
     and each of ``outcome.outputs()`` to its path in ``paths`` (by the artifact's name; a name
-    left out or ``None`` is not written).
+    left out or ``None`` is not written), all as one unit (:func:`deepfault._io.atomic_paths`: a
+    kill leaves all of them or none). An artifact whose optional dependency is missing (no
+    matplotlib for a grid) is left out with a line saying why.
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
     chosen = {a.name: (paths or {}).get(a.name) for a in outcome.outputs()}
-    if out is not None:
-        document = result_document(
-            command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
-            seed=getattr(config, "seed", None), device=device, argv=getattr(args, "argv", None),
-            threads=threads,
-            outputs={name: None if path is None else path.name for name, path in chosen.items()} or None)
-        write_result(out, document)
-        print(f"wrote {out}")
-    for artifact in outcome.outputs():
-        path = chosen.get(artifact.name)
-        written = None if path is None else artifact.write(path)
-        if written is not None:
-            print(f"wrote {written}")
+    artifacts = [a for a in outcome.outputs() if chosen[a.name] is not None]
+    targets = [Path(str(chosen[a.name])) for a in artifacts] + ([out] if out is not None else [])
+    if not targets:
+        return
+    written: dict[str, str | None] = dict.fromkeys(chosen)
+    with atomic_paths(*targets) as temporaries:
+        for artifact, temporary, target in zip(artifacts, temporaries, targets, strict=False):
+            try:
+                made = artifact.write(temporary)
+            except ModuleNotFoundError as err:  # an optional extra: the rest is still written
+                print(f"no {artifact.name}: {err}")
+                made = None
+            if made is None:
+                temporary.unlink(missing_ok=True)
+            else:
+                written[artifact.name] = target.name
+        if out is not None:
+            document = result_document(
+                command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
+                seed=getattr(config, "seed", None), device=device, argv=getattr(args, "argv", None),
+                threads=threads, outputs=written or None)
+            write_result(temporaries[-1], document)
+    shown = [str(t) for t, a in zip(targets, [*artifacts, None], strict=False)
+             if a is None or written[a.name]]
+    print(f"wrote {', '.join(shown)}")
 
 
 def device_from(name: str):
