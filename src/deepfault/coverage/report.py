@@ -21,7 +21,7 @@ from ..experiment.tables import Table
 
 __all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "CRITERION_LINES", "criterion_line",
            "layer_tables", "never_activated_line", "never_activated_table", "rank_table",
-           "surprise_table"]
+           "surprise_table", "write_plot_folder"]
 
 #: What each figure of :func:`~deepfault.coverage.figures.save_figures` shows, by file-name part.
 CAPTIONS = {
@@ -397,3 +397,17 @@ def rank_page(report, folder, *, model_name: str, data_name: str, device: str = 
               f"{report.forward_seconds:.2f} s.")
     return {"title": f"Which inputs to look at first: {model_name}", "meta": meta, "html": "\n".join(parts),
             "nav": nav, "config": config, "provenance": provenance, "figures": figures}
+
+
+def write_plot_folder(folder, render) -> list[Path]:
+    """``coverage measure --plot DIR``: the page ``render(folder)`` (:func:`measure_page`) and its
+    figures written straight into ``folder`` (``--report DIR`` is the write-whole-or-nothing
+    form); returns the paths written, the page last.
+    """
+    from ..experiment.report import render_page
+
+    shown = render(folder)
+    path = Path(folder) / "report.html"
+    path.write_text(render_page(shown["title"], shown["html"], shown["provenance"], config=shown["config"],
+                                meta=shown["meta"], nav=shown["nav"]), encoding="utf-8")
+    return [*shown["figures"], path]
