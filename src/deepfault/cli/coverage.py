@@ -30,7 +30,8 @@ from ..coverage.figures import _pyplot
 from ..coverage.report import measure_page, rank_page, write_plot_folder
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record
-from ..models.prepare import prepare_model
+from ..data import Dataset
+from ..models.prepare import PreparedModel, prepare_model
 from ..provenance import provenance
 from ._common import (
     HelpFormatter,
@@ -88,8 +89,7 @@ def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None
 def _add_criteria(p: argparse.ArgumentParser) -> None:
     add_field(p, CoverageConfig, "criteria", type=str, default="nc", metavar="NAMES")
     add_field(p, CoverageConfig, "threshold", type=thresholds, action="extend", nargs="+", default=None,
-              metavar="T", help="activation threshold of nc/nac; several (0 0.25 0.5 0.75, or 0,0.25,0.5,0.75) "
-              "give coverage versus threshold (default: 0)")
+              metavar="T")  # several: 0 0.25 0.5 or 0,0.25,0.5 (its own parser: the groups are flattened)
     add_field(p, CoverageConfig, "sections", metavar="K")
     add_field(p, CoverageConfig, "top_k", "--top-k", metavar="K")
     add_field(p, CoverageConfig, "scale", metavar="S")
@@ -100,7 +100,8 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
 def _action(sub, name: str, config: type, split: str, func, out: str, out_help: str, **kwargs):
     p = sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
     _add_common(p, config, split=split)
-    p.add_argument("--out", metavar="FILE", default=out, help=f"{out_help}, written atomically; '-' writes none")
+    p.add_argument("--out", metavar="FILE", default=out,
+                   help=f"{out_help}, written atomically; '-' writes none")
     p.set_defaults(func=func)
     return p
 
@@ -117,7 +118,8 @@ def add_parser(sub) -> None:
     )
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
-    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile, "coverage-profile.npz", "profile file (.npz)",
+    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile, "coverage-profile.npz",
+            "profile file (.npz)",
             help="each neuron's min, max, mean and std on the training split",
             description="Stream the training split once and write each neuron's min, max, mean and "
             "standard deviation, with the layers, the transform and a hash of the model's weights, "
@@ -125,13 +127,14 @@ def add_parser(sub) -> None:
     surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_surprise, "surprise.npz",
                    "surprise state (.npz)",
                    help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
-                   description="Stream the training split once and keep each input's activation trace of the "
-                   "chosen layers with its class, with the transform and a hash of the model's weights, in an "
-                   ".npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').")
+                   description="Stream the training split once and keep each input's activation trace of "
+                   "the chosen layers with its class, with the transform and a hash of the model's weights, "
+                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').")
     add_field(surp, SurpriseConfig, "classes")
     add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
     add_field(surp, SurpriseConfig, "max_features", metavar="K")
-    meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure, "coverage.json", "JSON result file",
+    meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure, "coverage.json",
+                   "JSON result file",
                    help="coverage of a set of inputs, overall and per layer",
                    description="Run the inputs through the model once and print each criterion's coverage "
                    "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
@@ -175,14 +178,15 @@ def outputs(args) -> list[Output]:
 
 def _config(args, cls):
     """The action's config from its options (an option left out: the field's default)."""
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+             if getattr(args, f.name, None) is not None}
     return cls(**given)
 
 
 class _Loaded(NamedTuple):
-    model: object  # the prepared model, on the device, with its own data set (a surprise fit's training split)
-    data: object  # the inputs: the split as a data set named after it
-    dataset: object  # the data set the result records
+    model: PreparedModel  # on the device, with its own data set (a surprise fit's training split)
+    data: Dataset  # the inputs: the split as a data set named after it
+    dataset: Dataset  # the data set the result records
     split: str
 
 
@@ -196,7 +200,8 @@ def _load(args, device) -> _Loaded:
     if split in ("test", "train"):
         x, y = (base.x_test, base.y_test) if split == "test" else (base.x_train, base.y_train)
         label = f"{base.name} {split}"
-        return _Loaded(prep.to(device), dataclasses.replace(base, name=label, x_test=x, y_test=y), base, label)
+        view = dataclasses.replace(base, name=label, x_test=x, y_test=y)
+        return _Loaded(prep.to(device), view, base, label)
     other = prepare_model(prep, split, data_dir=args.data_dir)
     assert other.data is not None  # prepared on the .npz's data
     label = f"{split} (x)"
@@ -214,21 +219,23 @@ def _start(args, fits: bool = False) -> tuple:
     threads = apply_threads(args.threads, [module], device)
     x = loaded.data.x_test
     base = loaded.model.data
-    count = max(len(x), len(base.x_train)) if fits and not getattr(args, "surprise", None) and base is not None \
-        else len(x)
+    fitted = fits and not getattr(args, "surprise", None)
+    count = max(len(x), len(base.x_train)) if fitted and base is not None else len(x)
     batch_choice(module, x, args, count=count)
     return loaded, device, threads, Runtime(device=str(device), batch_size=args.batch_size,
                                             progress=not args.no_progress)
 
 
-def _records(args, loaded: _Loaded, selection=None) -> dict:
+def _write(args, report, action: str, config: CoverageConfig, out, loaded: _Loaded, device, threads) -> None:
+    """``write_outcome`` of ``coverage measure|rank``, with the model's and the data set's records."""
     prep, data = loaded.model, loaded.dataset
     mf = prep.model_file
-    return {"model": model_record(prep, args.model, label=prep.name,
-                                  arch_kwargs=None if mf is None else mf.arch_kwargs,
-                                  weights_sha256=model_hash(prep.module), layer_selection=selection),
-            "dataset": dataset_record(data, args.data_dir, split=loaded.split, layout=prep.layout,
-                                      input_shape=list(data.input_shape))}
+    model = model_record(prep, args.model, label=prep.name, arch_kwargs=mf and mf.arch_kwargs,
+                         weights_sha256=model_hash(prep.module), layer_selection=report.about.selection)
+    dataset = dataset_record(data, args.data_dir, split=loaded.split, layout=prep.layout,
+                             input_shape=list(data.input_shape))
+    write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
+                  out=out, device=device, threads=threads, records={"model": model, "dataset": dataset})
 
 
 def _page(page, report, args, loaded: _Loaded, device, **extra):
@@ -268,8 +275,7 @@ def _cmd_measure(args) -> int:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
     loaded, device, threads, runtime = _start(args, fits=bool(config.scored_criteria))
     report = measure_coverage(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, report, command="coverage measure", config=config.record("measure", args.batch_size),
-                  out=out, device=device, threads=threads, records=_records(args, loaded, report.about.selection))
+    _write(args, report, "measure", config, out, loaded, device, threads)
     page = _page(measure_page, report, args, loaded, device)
     for path in write_plot_folder(args.plot, page) if args.plot else ():
         print(f"wrote {path}")
@@ -284,7 +290,7 @@ def _cmd_rank(args) -> int:
     out = declared(outputs(args), "--out")
     loaded, device, threads, runtime = _start(args, fits=bool(config.scored_by))
     report = rank_inputs(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, report, command="coverage rank", config=config.record("rank", args.batch_size), out=out,
-                  device=device, threads=threads, records=_records(args, loaded, report.about.selection))
-    write_run_report(args, _page(rank_page, report, args, loaded, device, notes="\n".join(report.about.notes)))
+    _write(args, report, "rank", config, out, loaded, device, threads)
+    notes = "\n".join(report.about.notes)
+    write_run_report(args, _page(rank_page, report, args, loaded, device, notes=notes))
     return 0

@@ -19,7 +19,7 @@ its names when it is made, with the one message of each.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +52,8 @@ TRANSFORMS = ("raw", "layer-minmax")
 _UNCERTAINTY_ORDER = ("gini", "margin", "entropy", "confidence")
 
 _LAYERS = ("comma-separated module names, globs ('layer*.1'), type:CLASS, or a named selection ('blocks': "
-           "residual/transformer block outputs; 'linear-conv': every Linear/Conv but the logits; 'deepxplore': "
-           "activated conv/dense outputs, pooling, logits and softmax) (default: {})")
+           "residual/transformer block outputs; 'linear-conv': every Linear/Conv but the logits; "
+           "'deepxplore': activated conv/dense outputs, pooling, logits and softmax) (default: {})")
 _DEFAULT_LAYERS = ("'blocks' for a network with residual/transformer blocks, else 'linear-conv': every "
                    "Linear/Conv layer except the logits layer")
 
@@ -293,22 +293,24 @@ class CoverageConfig(_Config):
                                           help="profile from 'deepfault coverage profile' (needed by kmnc, "
                                           "nbc, snac)")
     surprise: str | Surprise | None = param(None, FittedState("Surprise"),
-                                            help="surprise state from 'deepfault coverage surprise' (needed by "
-                                            "lsc, dsc, mdsc and lsa, dsa, mdsa; default: fit one on the model's "
-                                            "training split first, with that command's defaults, and say so)")
+                                            help="surprise state from 'deepfault coverage surprise' (needed "
+                                            "by lsc, dsc, mdsc and lsa, dsa, mdsa; default: fit one on the "
+                                            "model's training split first, with that command's defaults, and "
+                                            "say so)")
     sa_upper: float | None = param(None, Interval(float, 0.0, None, closed="neither", none=True),
                                    help="surprise coverage buckets [0, U) (default: the largest finite score "
                                    "of the measured inputs, printed; not comparable between input sets)")
     sa_sections: int = param(SA_SECTIONS, Interval(int, 1, MAX_SECTIONS),
                              help="surprise coverage buckets (Kim et al.'s)")
-    layers: str | tuple[str, ...] | None = param(None, LayerNames(), help=_LAYERS.format(
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
         _DEFAULT_LAYERS + "; or the profile's layers; a surprise state brings its own"))
     transform: str | None = param(None, Options(TRANSFORMS, none=True),
                                   help="neuron values: 'raw', or 'layer-minmax' (each input's layer output "
                                   "scaled to [0, 1], DeepXplore's) (default: the profile's, else raw)")
     by: tuple[str, ...] = param(DEFAULT_BY, Options(list_prioritisers, many=True, words=("all",)),
-                                help="comma-separated prioritisers, or 'all'; cam/ctm rank once per --criteria "
-                                f"(default: every one that needs nothing fitted, {','.join(DEFAULT_BY)})")
+                                help="comma-separated prioritisers, or 'all'; cam/ctm rank once per "
+                                "--criteria (default: every one that needs nothing fitted, "
+                                f"{','.join(DEFAULT_BY)})")
     growth: bool = param(True, Flag(), help="record coverage after 1, 2, 5, 10, ... inputs")
 
     def __post_init__(self):
@@ -321,6 +323,10 @@ class CoverageConfig(_Config):
         self._set("scale", _scale(self.scale))
         self._set("sa_upper", _sa_upper(self.sa_upper))
         check_int("sa_sections", self.sa_sections, maximum=MAX_SECTIONS)
+        if self.transform is not None:
+            from ..core.capture import check_transform
+
+            check_transform(self.transform)
         self._tuple("layers")
         validate(self)
         self._check_states()
@@ -329,7 +335,8 @@ class CoverageConfig(_Config):
         for name, kind in (("profile", "Profile"), ("surprise", "Surprise")):
             value = getattr(self, name)
             if value is not None and not FittedState(kind).accepts(value):
-                raise DeepFaultError(f"{name} must be a {kind} or the path of one; got {type(value).__name__}")
+                got = type(value).__name__
+                raise DeepFaultError(f"{name} must be a {kind} or the path of one; got {got}")
 
     @property
     def neuron_criteria(self) -> tuple[str, ...]:
@@ -360,7 +367,8 @@ class CoverageConfig(_Config):
         return _Record({**out, "batch_size": batch_size})
 
 
-_SHARED = ("criteria", "threshold", "sections", "top_k", "scale", "surprise", "layers", "transform", "profile")
+_SHARED = ("criteria", "threshold", "sections", "top_k", "scale", "surprise", "layers", "transform",
+           "profile")
 
 
 @dataclass(frozen=True)
@@ -387,7 +395,7 @@ class ProfileConfig(_Config):
         transform: ``"raw"`` or ``"layer-minmax"``.
     """
 
-    layers: str | tuple[str, ...] | None = param(None, LayerNames(), help=_LAYERS.format(_DEFAULT_LAYERS))
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(_DEFAULT_LAYERS))
     transform: str = param("raw", Options(TRANSFORMS),
                            help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
                            "to [0, 1], DeepXplore's)")
@@ -420,9 +428,9 @@ class SurpriseConfig(_Config):
             default is 300; ``None``: all).
     """
 
-    layers: str | tuple[str, ...] | None = param(None, LayerNames(), help=_LAYERS.format(
-        "the deepest of the default layers: the last block, or the Linear/Conv layer before the logits, Kim et "
-        "al.'s usual choice"))
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
+        "the deepest of the default layers: the last block, or the Linear/Conv layer before the logits, "
+        "Kim et al.'s usual choice"))
     transform: str = param("raw", Options(TRANSFORMS), help="neuron values: 'raw', or 'layer-minmax' (each "
                            "input's layer output scaled to [0, 1], DeepXplore's)")
     classes: str = param("predictions", Options(("predictions", "labels")),
@@ -432,8 +440,8 @@ class SurpriseConfig(_Config):
                                         help="LSA: drop the neurons whose variance within a class is below V "
                                         "(Kim et al.'s; 0 drops none)", option="--var-threshold")
     max_features: int | None = param(None, Interval(int, 1, None, none=True),
-                                     help="LSA: keep only the K neurons of highest variance per class (dnn-tip "
-                                     "uses 300) (default: all)", option="--max-features")
+                                     help="LSA: keep only the K neurons of highest variance per class "
+                                     "(dnn-tip uses 300) (default: all)", option="--max-features")
 
     def __post_init__(self):
         from ..core.capture import check_transform

@@ -66,6 +66,13 @@ __all__ = [
 PROFILED = tuple(name for name, _ in CRITERIA.items() if "profile" in criterion_params(name))
 
 
+def resolve_surprise_error() -> DeepFaultError:
+    """The error of a surprise adequacy without a state: how to fit one."""
+    return DeepFaultError(
+        "surprise adequacy needs a state fitted on the training data: fit one with fit_surprise or "
+        "'deepfault coverage surprise' and pass it (CoverageConfig(surprise=...), --surprise FILE)")
+
+
 def resolve_surprise(surprise) -> Surprise:
     """A :class:`~deepfault.coverage.surprise.Surprise`, or one read from a path.
 
@@ -73,9 +80,7 @@ def resolve_surprise(surprise) -> Surprise:
         DeepFaultError: ``None`` (with how to fit one), or neither a state nor a path.
     """
     if surprise is None:
-        raise DeepFaultError(
-            "surprise adequacy needs a state fitted on the training data: fit one with fit_surprise or "
-            "'deepfault coverage surprise' and pass it (surprise=..., --surprise FILE)")
+        raise resolve_surprise_error()
     if isinstance(surprise, Surprise):
         return surprise
     if isinstance(surprise, (str, bytes)) or hasattr(surprise, "__fspath__"):
@@ -210,6 +215,9 @@ def prepare_run(model, config: CoverageConfig, runtime: Runtime, *, neurons: Seq
     on a prepared model's training split) and check them against the model, before any pass.
 
     Args:
+        model: The module or prepared model of the entry.
+        config: The entry's config.
+        runtime: The entry's runtime (a surprise state fitted here runs with it).
         neurons: The neuron criteria the pass feeds (none: no neuron is captured).
         scores: Whether the pass needs surprise scores (a state).
     """
@@ -249,15 +257,16 @@ def _surprise_state(run: Run, model, config: CoverageConfig, runtime: Runtime) -
         return
     data = None if isinstance(model, nn.Module) else getattr(model, "data", None)
     if data is None:
-        resolve_surprise(None)  # says how to fit one
+        raise resolve_surprise_error()
     if len(data.x_train) == 0:
-        raise DeepFaultError("the data set has no training split to fit surprise adequacy on; fit a state with "
-                             "'deepfault coverage surprise --split FILE.npz' and pass --surprise FILE")
+        raise DeepFaultError("the data set has no training split to fit surprise adequacy on; fit a state "
+                             "with 'deepfault coverage surprise --split FILE.npz' and pass --surprise FILE")
     t0 = time.perf_counter()
     state = run.state = fit_surprise(run.module, data.x_train, runtime=runtime)
     seconds = time.perf_counter() - t0
-    run.notes.append(f"no --surprise given: fitted surprise adequacy on {data.name} train ({state.num_inputs} "
-                     f"inputs, layers {_layer_names(state.layout)}, raw, by predictions) in {seconds:.2f} s; "
+    run.notes.append(f"no --surprise given: fitted surprise adequacy on {data.name} train "
+                     f"({state.num_inputs} inputs, layers {_layer_names(state.layout)}, raw, by predictions) "
+                     f"in {seconds:.2f} s; "
                      "'deepfault coverage surprise --out FILE' keeps one for --surprise FILE")
     run.source = {"source": f"fitted on {data.name} train", "fit_seconds": seconds}
 

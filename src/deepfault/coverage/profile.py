@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -124,7 +124,6 @@ class Profile(Outcome):
             deviation of each neuron's value.
         selection: The ``layers`` argument the profile was computed with (a selection name
             such as ``"deepxplore"``, a list of names, or ``None`` for the default layers).
-        about: The model, data and device of the pass, for :meth:`summary` (not saved).
     """
 
     layers: tuple[str, ...]
@@ -137,7 +136,8 @@ class Profile(Outcome):
     mean: np.ndarray
     std: np.ndarray
     selection: str | tuple[str, ...] | None = None
-    about: About = field(default_factory=About, repr=False, compare=False)
+    #: What the summary says of the pass (set on a computed profile; not a field: not saved).
+    about: ClassVar[About] = About()
 
     @property
     def layout(self) -> NeuronLayout:
@@ -428,5 +428,12 @@ def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> 
     about = About(None if isinstance(model, nn.Module) else getattr(model, "name", None), data_name,
                   str(runtime.device or (p.device if p is not None else "cpu")),
                   neurons_text(layout, module, config.layers))
-    return Profile(layout.names, tuple(la.size for la in layout.layers), config.transform, model_hash(module),
-                   int(acc.count), selection=config.layers, **stats, about=about)
+    profile = Profile(layout.names, tuple(la.size for la in layout.layers), config.transform, model_hash(module),
+                      int(acc.count), selection=_selection(config.layers), **stats)
+    object.__setattr__(profile, "about", about)
+    return profile
+
+
+def _selection(layers) -> str | tuple[str, ...] | None:
+    """The ``layers`` a profile records: one name as it is, several as a tuple."""
+    return tuple(layers) if layers is not None and not isinstance(layers, str) else layers

@@ -68,8 +68,8 @@ from .results import Ranking, RankReport
 from .surprise import SURPRISE_KINDS
 from .uncertainty import UNCERTAINTY, priority_order, uncertainty_table
 
-__all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "CoverageConfig", "Ranking", "RankReport", "apfd", "list_prioritisers",
-           "parse_by", "prioritize", "rank_inputs"]
+__all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "CoverageConfig", "Ranking", "RankReport", "apfd",
+           "list_prioritisers", "parse_by", "prioritize", "rank_inputs"]
 
 def apfd(order: Sequence[int] | np.ndarray, failing: np.ndarray) -> float | None:
     """APFD of ``order`` (input indices, first run first) for the ``(N,)`` bool ``failing``;
@@ -276,8 +276,9 @@ def rank_inputs(model, data, config: CoverageConfig, *, runtime: Runtime) -> Ran
         def make_items(layout: NeuronLayout) -> _Items:
             if run.profile is not None:
                 run.profile.check_layout(layout)
-            return _Items(build_criteria(crit_names, layout, threshold=config.threshold, sections=config.sections,
-                                         top_k=config.top_k, scale=config.scale, profile=run.profile), layout)
+            return _Items(build_criteria(crit_names, layout, threshold=config.threshold,
+                                         sections=config.sections, top_k=config.top_k, scale=config.scale,
+                                         profile=run.profile), layout)
     t0 = time.perf_counter()
     spent = dict.fromkeys(names, 0.0)
     with surprise_scorer(run.module, run.state, surprising, spent) as score_batch:

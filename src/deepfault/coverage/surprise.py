@@ -56,7 +56,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -172,7 +172,6 @@ class Surprise(Outcome):
         max_features: LSA keeps only this many neurons of highest variance per class
             (``None``: all).
         selection: The ``layers`` argument of the fit.
-        about: The model, data, device and time of the fit, for :meth:`summary` (not saved).
     """
 
     layers: tuple[str, ...]
@@ -186,7 +185,8 @@ class Surprise(Outcome):
     var_threshold: float | None = 1e-5
     max_features: int | None = None
     selection: str | tuple[str, ...] | None = None
-    about: About = field(default_factory=About, repr=False, compare=False)
+    #: What the summary says of the fit (set on the fitted state; not a field: not saved or compared).
+    about: ClassVar[About] = About()
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -562,7 +562,7 @@ def fit_surprise(model, data, config: SurpriseConfig, *, runtime: Runtime) -> Su
     t0 = time.perf_counter()
     module = _module(model)
     x, y, streamed, n = _fit_inputs(inputs_of(data)[:2], config)
-    layers = config.layers
+    layers: str | Sequence[str] | None = config.layers
     if layers is None:
         layers = _default_layer(module, _first(x), config.transform)
     ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
@@ -579,10 +579,13 @@ def fit_surprise(model, data, config: SurpriseConfig, *, runtime: Runtime) -> Su
             f"all {n} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
             "so fit it on inputs of at least two classes")
     selection = tuple(layers) if not isinstance(layers, str) else layers
-    return Surprise(layout.names, tuple(la.size for la in layout.layers), config.transform, model_hash(module),
-                    num_classes, ats, assigned, grouping=config.classes, var_threshold=config.var_threshold,
-                    max_features=config.max_features, selection=selection,
-                    about=_about(model, module, data, layout, config, runtime, time.perf_counter() - t0))
+    sizes = tuple(la.size for la in layout.layers)
+    state = Surprise(layout.names, sizes, config.transform, model_hash(module), num_classes, ats, assigned,
+                     grouping=config.classes, var_threshold=config.var_threshold,
+                     max_features=config.max_features, selection=selection)
+    object.__setattr__(state, "about", _about(model, module, data, layout, config, runtime,
+                                              time.perf_counter() - t0))
+    return state
 
 
 def _fit_inputs(pair, config: SurpriseConfig):

@@ -12,8 +12,8 @@ from ..core.capture import NeuronLayout, neurons_line, selection_source
 from ..experiment.tables import text_table
 from .report import layer_tables, never_activated_line, surprise_table
 
-__all__ = ["CRITERION_NAMES", "RANK_LEGEND", "criteria_legend", "measure_text", "neurons_text", "profile_text",
-           "rank_text", "surprise_text"]
+__all__ = ["CRITERION_NAMES", "RANK_LEGEND", "criteria_legend", "measure_text", "neurons_text",
+           "profile_text", "rank_text", "surprise_text"]
 
 #: The neuron criteria's full names, for the legend under ``coverage measure``'s tables (the
 #: surprise coverages' come from :data:`~deepfault.coverage.scored.SCORE_CRITERIA`).
@@ -110,10 +110,10 @@ def rank_text(report) -> str:
     greedy part and the times.
     """
     device = f" · {report.about.device}" if report.about.device else ""
-    text = f"{_source(report, report.num_inputs)}{device}\n" + "".join(f"{note}\n" for note in report.about.notes)
+    text = f"{_source(report, report.num_inputs)}{device}\n" + "".join(f"{n}\n" for n in report.about.notes)
     if report.layout is not None:
-        text += (f"cam/ctm: {len(report.layout.layers)} layers, {report.layout.num_neurons} neurons, transform "
-                 f"{report.transform}\n")
+        text += (f"cam/ctm: {len(report.layout.layers)} layers, {report.layout.num_neurons} neurons, "
+                 f"transform {report.transform}\n")
         if report.profile is not None:
             text += f"profile: {report.profile['count']} inputs, {report.profile['transform']}\n"
         if report.about.neurons:
@@ -135,8 +135,8 @@ def rank_text(report) -> str:
             picked = "input covers" if r.greedy == 1 else f"{r.greedy} inputs cover"
             text += (f"\ncam under {r.criterion}: the set covers {_cell(r.covered or 0, r.total)}; "
                      f"cam's first {picked} it all")
-    return text + (f"\n\nforward pass (shared) {report.forward_seconds:.2f} s; ranked in {report.seconds:.2f} s; "
-                   "seconds: each prioritiser's own time beyond the forward pass\n")
+    return text + (f"\n\nforward pass (shared) {report.forward_seconds:.2f} s; ranked in "
+                   f"{report.seconds:.2f} s; seconds: each prioritiser's own time beyond the forward pass\n")
 
 
 def profile_text(profile) -> str:
