@@ -28,9 +28,9 @@ from ..coverage import (
 )
 from ..coverage.figures import _pyplot
 from ..coverage.report import measure_page, rank_page, write_plot_folder
+from ..data import Dataset
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record
-from ..data import Dataset
 from ..models.prepare import PreparedModel, prepare_model
 from ..provenance import provenance
 from ._common import (
