@@ -428,8 +428,9 @@ def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> 
     about = About(None if isinstance(model, nn.Module) else getattr(model, "name", None), data_name,
                   str(runtime.device or (p.device if p is not None else "cpu")),
                   neurons_text(layout, module, config.layers))
-    profile = Profile(layout.names, tuple(la.size for la in layout.layers), config.transform, model_hash(module),
-                      int(acc.count), selection=_selection(config.layers), **stats)
+    sizes = tuple(la.size for la in layout.layers)
+    profile = Profile(layout.names, sizes, config.transform, model_hash(module), int(acc.count),
+                      selection=_selection(config.layers), **stats)
     object.__setattr__(profile, "about", about)
     return profile
 
