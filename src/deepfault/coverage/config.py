@@ -315,8 +315,10 @@ class CoverageConfig(_Config):
 
     def __post_init__(self):
         # the checks of earlier versions first, for their messages; then the declarations
-        self._set("criteria", parse_criteria(self.criteria))
-        self._set("by", parse_by(self.by))
+        if isinstance(self.criteria, (str, list, tuple)):
+            self._set("criteria", parse_criteria(self.criteria))
+        if isinstance(self.by, (str, list, tuple)):
+            self._set("by", parse_by(self.by))
         self._set("threshold", _thresholds(self.threshold))
         check_int("sections", self.sections)
         check_int("top_k", self.top_k)
