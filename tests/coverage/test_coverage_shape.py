@@ -61,7 +61,8 @@ def test_every_field_is_declared_and_every_hostile_value_refused():
 
 def test_a_config_normalises_its_names():
     c = CoverageConfig(criteria="NC, tknc,nc", threshold=[0, (0.5, 0)], by="gini,cam", layers=["fc1"])
-    assert (c.criteria, c.threshold, c.by, c.layers) == (("nc", "tknc"), (0.0, 0.5), ("gini", "cam"), ("fc1",))
+    assert (c.criteria, c.threshold, c.by) == (("nc", "tknc"), (0.0, 0.5), ("gini", "cam"))
+    assert c.layers == ("fc1",)
     assert CoverageConfig(criteria="all").criteria[0] == "nc"
     with pytest.raises(DeepFaultError, match="unknown coverage criterion 'bogus'"):
         CoverageConfig(criteria="nc,bogus")
@@ -71,8 +72,8 @@ def test_a_config_normalises_its_names():
 
 def test_measure_new_shape_equals_the_old_keywords(setup):
     model, _, x, _, state, profile = setup
-    config = CoverageConfig(criteria="nc,kmnc,tknc,lsc,dsc", threshold=(0, 0.5), profile=profile, surprise=state,
-                            sa_sections=20)
+    config = CoverageConfig(criteria="nc,kmnc,tknc,lsc,dsc", threshold=(0, 0.5), profile=profile,
+                            surprise=state, sa_sections=20)
     new = _quiet(measure_coverage, model, x, config, runtime=Runtime(batch_size=16))
     with pytest.warns(FutureWarning, match=r"pass config=CoverageConfig\(criteria=\.\.\."):
         old = measure_coverage(model, x, criteria="nc,kmnc,tknc,lsc,dsc", threshold=[0, 0.5], profile=profile,
@@ -80,7 +81,8 @@ def test_measure_new_shape_equals_the_old_keywords(setup):
     a, b = new.to_dict(), old.to_dict()
     a.pop("seconds"), b.pop("seconds")
     assert a == b
-    assert isinstance(new, Outcome) and new.payload()["results"] == a["results"]
+    assert isinstance(new, Outcome)
+    assert new.payload()["results"] == a["results"]
     assert not has_hooks(model)
 
 
@@ -93,7 +95,8 @@ def test_a_scored_criterion_reads_the_scores_the_loop_feeds_it(setup):
     sc.update(report.scores["dsa"])
     assert report.result("dsc").covered == sc.compute().covered
     # the growth curve is redrawn with the final bound, whatever the batches were
-    assert report.growth[report.result("dsc").label] == sc.growth([m for m, _ in report.growth["nc(threshold=0)"]])
+    marks = [m for m, _ in report.growth["nc(threshold=0)"]]
+    assert report.growth[report.result("dsc").label] == sc.growth(marks)
     whole = measure_coverage(model, x, CoverageConfig(criteria="nc,dsc", surprise=state, sa_sections=8))
     assert whole.growth == report.growth
 
@@ -103,8 +106,8 @@ def test_one_forward_pass_with_neuron_and_scored_criteria(setup):
     calls: list[int] = []
     handle = model.register_forward_pre_hook(lambda m, a: calls.append(len(a[0])))
     try:
-        measure_coverage(model, x, CoverageConfig(criteria="nc,kmnc,lsc,dsc,mdsc", profile=profile, surprise=state),
-                         runtime=Runtime(batch_size=32))
+        config = CoverageConfig(criteria="nc,kmnc,lsc,dsc,mdsc", profile=profile, surprise=state)
+        measure_coverage(model, x, config, runtime=Runtime(batch_size=32))
     finally:
         handle.remove()
     assert sum(calls) == len(x)
@@ -140,7 +143,8 @@ def test_states_by_path(setup, tmp_path):
     by_object = measure_coverage(model, x, CoverageConfig(criteria="kmnc", profile=load_profile(path)))
     assert by_path.results == by_object.results
     record = CoverageConfig(criteria="kmnc", profile=str(path)).record("measure", 32).to_dict()
-    assert record["profile"] == str(path) and record["batch_size"] == 32 and "by" not in record
+    assert (record["profile"], record["batch_size"]) == (str(path), 32)
+    assert "by" not in record
 
 
 def test_fits_are_outcomes_and_keep_their_old_form(setup, tmp_path):
