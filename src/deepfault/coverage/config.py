@@ -88,10 +88,11 @@ def parse_by(by: str | Iterable[str]) -> tuple[str, ...]:
     """
     known = list_prioritisers()
     names: list[str] = []
-    for name in _names(by):
-        for n in known if name == "all" else [name]:
+    for part in by.split(",") if isinstance(by, str) else list(by):
+        name = str(part).strip().lower()
+        for n in known if name == "all" else [name] if name else []:
             if n not in known:
-                raise DeepFaultError(unknown_name("prioritiser", name, [*known, "all"]))
+                raise DeepFaultError(unknown_name("prioritiser", str(part).strip(), [*known, "all"]))
             if n not in names:
                 names.append(n)
     if not names:
