@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,8 +31,11 @@ from ..checks import MAX_BATCH, MAX_SECTIONS, check_int
 from ..core.constraints import Constraint, Each, Flag, Interval, Options, param, validate
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
+from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames
 from .criteria import CRITERIA, _scale, _threshold
+from .profile import ProfileConfig
 from .scored import SA_SECTIONS, SCORE_CRITERIA, _sa_upper
+from .surprise import SurpriseConfig
 from .uncertainty import UNCERTAINTY
 
 __all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "TRANSFORMS", "CoverageConfig", "FittedState", "LayerNames",
@@ -46,16 +49,9 @@ COVERAGE_ORDERS = ("cam", "ctm")
 #: study, and the coverage orders of earlier versions; docs/decisions.md).
 DEFAULT_BY = ("gini", "margin", "entropy", "confidence", "cam", "ctm")
 
-#: The neuron value transforms.
-TRANSFORMS = ("raw", "layer-minmax")
 
 _UNCERTAINTY_ORDER = ("gini", "margin", "entropy", "confidence")
 
-_LAYERS = ("comma-separated module names, globs ('layer*.1'), type:CLASS, or a named selection ('blocks': "
-           "residual/transformer block outputs; 'linear-conv': every Linear/Conv but the logits; "
-           "'deepxplore': activated conv/dense outputs, pooling, logits and softmax) (default: {})")
-_DEFAULT_LAYERS = ("'blocks' for a network with residual/transformer blocks, else 'linear-conv': every "
-                   "Linear/Conv layer except the logits layer")
 
 
 def list_prioritisers() -> list[str]:
@@ -141,37 +137,6 @@ def _thresholds(threshold) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class LayerNames(Constraint):
-    """Layers: one name (a selection such as ``deepxplore``, or a module's name), or several
-    module names; on the command line a comma-separated text (one name stays a text).
-    """
-
-    none: bool = True
-    words: tuple[str, ...] = ()
-
-    @staticmethod
-    def _name(value) -> bool:
-        return isinstance(value, str) and 0 < len(value) <= 4096 and "\x00" not in value
-
-    def accepts(self, value) -> bool:
-        if isinstance(value, str):
-            return self._name(value)
-        return isinstance(value, (list, tuple)) and len(value) > 0 and all(self._name(v) for v in value)
-
-    def convert(self, text: str):
-        parts = tuple(p.strip() for p in text.split(",") if p.strip())
-        if not parts:
-            raise ValueError(text)
-        return parts[0] if len(parts) == 1 else parts
-
-    def expected(self) -> str:
-        return "a layer selection or module name, or comma-separated module names"
-
-    def hostile(self) -> tuple:
-        return ("", ("",), "a\x00b", 7)
-
-
-@dataclass(frozen=True)
 class FittedState(Constraint):
     """A state fitted on the training data: the object (a ``kind``), or the path of its ``.npz``
     file (read when the entry runs).
@@ -208,38 +173,11 @@ class FittedState(Constraint):
         return ("", "a\x00b", 3)
 
 
-def _show(value: Any) -> Any:
-    """A field's value as a result file records it (a fitted state by its path, or its kind)."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if hasattr(value, "model_hash"):  # a fitted state given as an object
-        return f"<{type(value).__name__} of {value.model_hash[:12]}...>"
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-class _Config:
-    """What the three configs share: normalising a field in ``__post_init__``, ``to_dict``."""
-
-    def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-
-    def _tuple(self, name: str) -> None:
-        value = getattr(self, name)
-        if isinstance(value, list):
-            self._set(name, tuple(value))
-
-    def to_dict(self) -> dict:
-        """Every field, as the result files record it (tuples as lists, states by path)."""
-        return {f.name: _show(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
-
-
 # --------------------------------------------------------------------------- the configs
 
 
 @dataclass(frozen=True)
-class CoverageConfig(_Config):
+class CoverageConfig(Config):
     """Everything that determines a coverage measurement or a ranking.
 
     Attributes:
@@ -383,77 +321,6 @@ class _Record:
 
     def to_dict(self) -> dict:
         return dict(self.values)
-
-
-@dataclass(frozen=True)
-class ProfileConfig(_Config):
-    """Everything that determines a profile (:func:`~deepfault.coverage.compute_profile`).
-
-    A config of its own: a profile is fitted once per model, layers and transform, and read by
-    every measurement after it, whatever their criteria.
-
-    Attributes:
-        layers: As in :func:`~deepfault.core.capture.capture` (a selection name such as
-            ``"deepxplore"``, module names, or ``None`` for the default layers).
-        transform: ``"raw"`` or ``"layer-minmax"``.
-    """
-
-    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(_DEFAULT_LAYERS))
-    transform: str = param("raw", Options(TRANSFORMS),
-                           help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
-                           "to [0, 1], DeepXplore's)")
-
-    def __post_init__(self):
-        from ..core.capture import check_transform
-
-        check_transform(self.transform)
-        self._tuple("layers")
-        validate(self)
-
-
-@dataclass(frozen=True)
-class SurpriseConfig(_Config):
-    """Everything that determines a fitted surprise state (:func:`~deepfault.coverage.fit_surprise`).
-
-    A config of its own: the state is fitted once on the training split and then scores any
-    test set, so its LSA settings (``var_threshold``, ``max_features``) and its grouping belong
-    to the fit, not to a measurement.
-
-    Attributes:
-        layers: The layers whose activation traces are compared (module names or a selection);
-            ``None``: the deepest layer before the logits, the usual choice of Kim et al.
-        transform: ``"raw"`` or ``"layer-minmax"``.
-        classes: Group the training traces by the model's ``"predictions"`` (the default; a test
-            input is always grouped by its prediction) or by the ``"labels"``.
-        var_threshold: LSA: drop the neurons whose variance within a class is below this (Kim et
-            al.'s ``1e-5``; ``None`` for none).
-        max_features: LSA: keep only this many neurons of highest variance per class (dnn-tip's
-            default is 300; ``None``: all).
-    """
-
-    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
-        "the deepest of the default layers: the last block, or the Linear/Conv layer before the logits, "
-        "Kim et al.'s usual choice"))
-    transform: str = param("raw", Options(TRANSFORMS), help="neuron values: 'raw', or 'layer-minmax' (each "
-                           "input's layer output scaled to [0, 1], DeepXplore's)")
-    classes: str = param("predictions", Options(("predictions", "labels")),
-                         help="group the training traces by the model's predictions (as a test input always "
-                         "is) or by the labels")
-    var_threshold: float | None = param(1e-5, Interval(float, 0.0, None, none=True),
-                                        help="LSA: drop the neurons whose variance within a class is below V "
-                                        "(Kim et al.'s; 0 drops none)", option="--var-threshold")
-    max_features: int | None = param(None, Interval(int, 1, None, none=True),
-                                     help="LSA: keep only the K neurons of highest variance per class "
-                                     "(dnn-tip uses 300) (default: all)", option="--max-features")
-
-    def __post_init__(self):
-        from ..core.capture import check_transform
-        from .surprise import _check_settings
-
-        _check_settings(self.var_threshold, self.max_features, self.classes)
-        check_transform(self.transform)
-        self._tuple("layers")
-        validate(self)
 
 
 def state_of(value, kind: type, load) -> Any:

@@ -35,6 +35,7 @@ from ..core.capture import NeuronLayout, capture, check_transform, layer_selecti
 from ..core.entry import entry
 from ..errors import DeepFaultError
 from ._legacy import legacy_keywords
+from ._shape import inputs_of, progress_bar
 from .config import CoverageConfig, _thresholds, parse_criteria, state_of
 from .criteria import CRITERIA, Criterion, _scale, criterion_params, make_criterion
 from .profile import Profile, _module, load_profile
@@ -269,26 +270,6 @@ def _surprise_state(run: Run, model, config: CoverageConfig, runtime: Runtime) -
                      f"in {seconds:.2f} s; "
                      "'deepfault coverage surprise --out FILE' keeps one for --surprise FILE")
     run.source = {"source": f"fitted on {data.name} train", "fit_seconds": seconds}
-
-
-def inputs_of(data):
-    """``(inputs, labels or None, name or None)``: a deepfault data set's test split and name,
-    an ``(inputs, labels)`` pair's two parts; any other form as it is (the batch loop reads it).
-    """
-    from ..core.inputs import _is_deepfault_dataset, check_data, is_torch_data
-
-    check_data(data)
-    if _is_deepfault_dataset(data):
-        return data.x_test, data.y_test, str(data.name)
-    if isinstance(data, tuple) and len(data) == 2 and not is_torch_data(data[1]):
-        return data[0], data[1], None
-    return data, None, None
-
-
-def progress_bar(runtime: Runtime, label: str):
-    """``iterate_batches``' ``progress`` for ``runtime.progress`` (a label names the bar)."""
-    progress = runtime.progress
-    return progress if isinstance(progress, str) else (label if progress else False)
 
 
 # --------------------------------------------------------------------------- the entry

@@ -43,13 +43,15 @@ from .._io import write_npz
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
+from ..core.constraints import Options, param, validate
 from ..core.entry import entry
 from ..core.outcome import Artifact, Outcome
 from ..errors import DeepFaultError
-from .config import ProfileConfig
+from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
 from .results import About
 
-__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
+__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "ProfileConfig", "compute_profile", "load_profile",
+           "model_hash"]
 
 FORMAT = "deepfault-profile/1"
 
@@ -386,6 +388,30 @@ class ProfileAccumulator(Accumulator):
         }
 
 
+@dataclass(frozen=True)
+class ProfileConfig(Config):
+    """Everything that determines a profile (:func:`~deepfault.coverage.compute_profile`).
+
+    A config of its own: a profile is fitted once per model, layers and transform, and read by
+    every measurement after it, whatever their criteria.
+
+    Attributes:
+        layers: As in :func:`~deepfault.core.capture.capture` (a selection name such as
+            ``"deepxplore"``, module names, or ``None`` for the default layers).
+        transform: ``"raw"`` or ``"layer-minmax"``.
+    """
+
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(_DEFAULT_LAYERS))
+    transform: str = param("raw", Options(TRANSFORMS),
+                           help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
+                           "to [0, 1], DeepXplore's)")
+
+    def __post_init__(self):
+        check_transform(self.transform)
+        self._tuple("layers")
+        validate(self)
+
+
 @entry(ProfileConfig)
 def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> Profile:
     """The profile of ``model``'s neurons on the inputs (normally its training split), in one
@@ -407,8 +433,6 @@ def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> 
         DeepFaultError: No inputs, an unknown layer, or inputs the model cannot take.
     """
     from ..core.inputs import num_inputs
-    from .measure import inputs_of, progress_bar
-    from .results import About
     from .text import neurons_text
 
     inputs, _, data_name = inputs_of(data)

@@ -61,9 +61,10 @@ from ..core.capture import NeuronLayout
 from ..core.entry import entry
 from ..errors import DeepFaultError
 from ._legacy import labels_third, legacy_keywords
+from ._shape import inputs_of, progress_bar
 from .config import COVERAGE_ORDERS, DEFAULT_BY, CoverageConfig, list_prioritisers, parse_by, parse_criteria
 from .criteria import BitSetCriterion, Criterion
-from .measure import SCORE_CRITERIA, build_criteria, inputs_of, prepare_run, progress_bar, surprise_scorer
+from .measure import SCORE_CRITERIA, build_criteria, prepare_run, surprise_scorer
 from .results import Ranking, RankReport
 from .surprise import SURPRISE_KINDS
 from .uncertainty import UNCERTAINTY, priority_order, uncertainty_table

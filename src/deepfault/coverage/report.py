@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 
 from ..experiment.tables import Table
+from .text import layer_tables, never_activated_line, surprise_table
 
 __all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "CRITERION_LINES", "criterion_line",
            "layer_tables", "never_activated_line", "never_activated_table", "rank_table",
@@ -109,18 +110,6 @@ def never_activated_table(report, *, shown: int = DEAD_SHOWN) -> Table | None:
                  title="never-activated neurons (no input gave a value above 0)")
 
 
-def never_activated_line(report, *, shown: int = 8) -> str:
-    """The never-activated neurons in one terminal line (``coverage measure`` prints it)."""
-    dead = report.never_activated()
-    if dead is None:
-        return ""
-    total = sum(len(u) for u in dead.values())
-    parts = [f"{name}: " + ", ".join(map(str, u[:shown])) + (f" and {len(u) - shown} more" if len(u) > shown
-                                                             else "") for name, u in dead.items() if u]
-    return (f"never activated (no value above 0): {total} of {report.layout.num_neurons} neurons"
-            + (f" ({'; '.join(parts)})" if parts else ""))
-
-
 def _dead_verdict(report) -> str:
     dead = report.never_activated()
     if dead is None:
@@ -138,51 +127,6 @@ def _ratio(covered: int, total: int | None) -> str:
     if total is None:
         return "–"
     return f"{100 * covered / total:.1f}%" if total else "–"
-
-
-def _cell(covered: int, total: int | None) -> str:
-    if total is None:
-        return str(covered)
-    return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
-
-
-def layer_tables(report) -> list[Table]:
-    """One table per criterion: a row per layer and the total, a column per parameter setting
-    (what ``coverage measure`` prints and its page shows).
-    """
-    groups: dict[str, list] = {}
-    for r in report.results:
-        if r.per_layer:  # the surprise coverages bucket one score per input: surprise_table
-            groups.setdefault(r.criterion, []).append(r)
-    tables = []
-    for name, results in groups.items():
-        heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
-                 or name for r in results]
-        unit = "distinct top-k sets per layer; total: patterns" if name == "tknp" else "covered/items"
-        rows = [(la.name, la.size, *[_cell(*r.per_layer[la.name]) for r in results])
-                for la in report.layout.layers]
-        rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
-        tables.append(Table(("layer", "units", *heads), rows, title=f"{name} ({unit})"))
-    return tables
-
-
-def surprise_table(report) -> Table | None:
-    """The surprise coverages of a measurement: buckets covered, the bound ``U`` and where it
-    came from, and how many scores fell outside ``[0, U)`` (``None`` without them).
-    """
-    if not report.surprise:
-        return None
-    rows = []
-    for r in report.results:
-        v = report.surprise["criteria"].get(r.criterion)
-        if v is None:
-            continue
-        upper = "-" if v["upper"] is None else f"{v['upper']:.6g}"
-        rows.append((r.criterion, v["score"], f"{r.covered}/{r.total} {100 * r.ratio:.1f}%", upper,
-                     "largest score here" if v["upper_from"] == "inputs" else "given", v["negative"],
-                     v["at_or_above_upper"], v["not_finite"]))
-    return Table(("criterion", "score", "buckets covered", "U", "U is", "scores < 0", "scores >= U",
-                  "not finite"), rows, title="surprise coverage (equal buckets of [0, U))")
 
 
 def measure_page(report, folder, *, model_name: str, data_name: str, device: str = "",

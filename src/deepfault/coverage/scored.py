@@ -20,14 +20,37 @@ from ..checks import MAX_SECTIONS, check_int
 from ..core.registry import Registry
 from ..errors import DeepFaultError
 from .results import CoverageResult
+from .text import CRITERION_NAMES
 
-__all__ = ["SA_SECTIONS", "SCORE_CRITERIA", "ScoreCriterion", "SurpriseCoverage"]
+__all__ = ["SA_SECTIONS", "SCORE_CRITERIA", "ScoreCriterion", "SurpriseCoverage", "surprise_coverage"]
 
 #: Buckets of a surprise coverage by default (Kim et al. use 1,000 for LSC and DSC).
 SA_SECTIONS = 1000
 
 
 # --------------------------------------------------------------------------- surprise coverage
+
+
+def surprise_coverage(scores: np.ndarray, *, upper: float, sections: int = 10) -> np.ndarray:
+    """Surprise coverage (Kim et al.): which of ``sections`` equal buckets of ``[0, upper)``
+    the ``scores`` fall in; a score ``>= upper``, negative or not finite covers none
+    (dnn-tip's ``SurpriseCoverageMapper`` without its overflow bucket).
+
+    Returns:
+        ``(sections,)`` bool: the covered buckets. Coverage is their mean.
+    """
+    if not (isinstance(upper, int | float) and math.isfinite(upper) and upper > 0):
+        raise DeepFaultError(f"the surprise coverage upper bound must be a finite number > 0; got {upper!r}")
+    if isinstance(sections, bool) or not isinstance(sections, int) or sections < 1:
+        raise DeepFaultError(f"sections must be an int >= 1; got {sections!r}")
+    s = np.asarray(scores, dtype=np.float64)
+    edges = np.linspace(0.0, float(upper), sections + 1)
+    ok = np.isfinite(s) & (s >= 0) & (s < upper)
+    bucket = np.clip(np.searchsorted(edges, s[ok], side="right") - 1, 0, sections - 1)
+    covered = np.zeros(sections, dtype=bool)
+    covered[bucket] = True
+    return covered
+
 
 
 @dataclass(frozen=True)
@@ -48,10 +71,8 @@ class ScoreCriterion:
 #: The surprise coverages, by name: criteria over one score per input, beside the neuron
 #: criteria of :data:`~deepfault.coverage.criteria.CRITERIA` (``"all"`` means those only).
 SCORE_CRITERIA: Registry[ScoreCriterion] = Registry("surprise coverage criterion")
-for _name, _score, _title in (("lsc", "lsa", "likelihood-based surprise coverage (LSA buckets)"),
-                              ("dsc", "dsa", "distance-based surprise coverage (DSA buckets)"),
-                              ("mdsc", "mdsa", "Mahalanobis-distance surprise coverage (MDSA buckets)")):
-    SCORE_CRITERIA.register(_name, ScoreCriterion(_name, _score, _title))
+for _name, _score in (("lsc", "lsa"), ("dsc", "dsa"), ("mdsc", "mdsa")):
+    SCORE_CRITERIA.register(_name, ScoreCriterion(_name, _score, CRITERION_NAMES[_name]))
 
 
 def _sa_upper(upper) -> float | None:
@@ -126,8 +147,6 @@ class SurpriseCoverage:
         return float(np.nextafter(top, math.inf)) if top > 0 else None
 
     def _covered(self, scores: np.ndarray, upper: float | None) -> int:
-        from .surprise import surprise_coverage  # the fit imports the configs, which list these criteria
-
         if upper is None:
             return 0
         return int(surprise_coverage(scores, upper=upper, sections=self.sections).sum())

@@ -71,13 +71,14 @@ from .._io import write_npz
 from ..checks import MAX_CLASSES, check_labels
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
+from ..core.constraints import Interval, Options, param, validate
 from ..core.entry import applies_threads, entry
 from ..core.outcome import Artifact, Outcome
 from ..core.registry import suggestion
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
 from ._legacy import labels_third, legacy_keywords
-from .config import SurpriseConfig
+from ._shape import _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
 from .profile import (
     _field,
     _module,
@@ -89,9 +90,10 @@ from .profile import (
     selection_from,
 )
 from .results import About
+from .scored import surprise_coverage
 
-__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
-           "parse_kinds", "save_surprise", "surprise_coverage",
+__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig", "fit_surprise",
+           "load_surprise", "parse_kinds", "save_surprise", "surprise_coverage",
            "surprise_scores", "SurpriseScores"]
 
 FORMAT = "deepfault-surprise/1"
@@ -534,6 +536,48 @@ def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
     return [batch.layout.layers[-1].name]
 
 
+@dataclass(frozen=True)
+class SurpriseConfig(Config):
+    """Everything that determines a fitted surprise state (:func:`~deepfault.coverage.fit_surprise`).
+
+    A config of its own: the state is fitted once on the training split and then scores any
+    test set, so its LSA settings (``var_threshold``, ``max_features``) and its grouping belong
+    to the fit, not to a measurement.
+
+    Attributes:
+        layers: The layers whose activation traces are compared (module names or a selection);
+            ``None``: the deepest layer before the logits, the usual choice of Kim et al.
+        transform: ``"raw"`` or ``"layer-minmax"``.
+        classes: Group the training traces by the model's ``"predictions"`` (the default; a test
+            input is always grouped by its prediction) or by the ``"labels"``.
+        var_threshold: LSA: drop the neurons whose variance within a class is below this (Kim et
+            al.'s ``1e-5``; ``None`` for none).
+        max_features: LSA: keep only this many neurons of highest variance per class (dnn-tip's
+            default is 300; ``None``: all).
+    """
+
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
+        "the deepest of the default layers: the last block, or the Linear/Conv layer before the logits, "
+        "Kim et al.'s usual choice"))
+    transform: str = param("raw", Options(TRANSFORMS), help="neuron values: 'raw', or 'layer-minmax' (each "
+                           "input's layer output scaled to [0, 1], DeepXplore's)")
+    classes: str = param("predictions", Options(("predictions", "labels")),
+                         help="group the training traces by the model's predictions (as a test input always "
+                         "is) or by the labels")
+    var_threshold: float | None = param(1e-5, Interval(float, 0.0, None, none=True),
+                                        help="LSA: drop the neurons whose variance within a class is below V "
+                                        "(Kim et al.'s; 0 drops none)", option="--var-threshold")
+    max_features: int | None = param(None, Interval(int, 1, None, none=True),
+                                     help="LSA: keep only the K neurons of highest variance per class "
+                                     "(dnn-tip uses 300) (default: all)", option="--max-features")
+
+    def __post_init__(self):
+        _check_settings(self.var_threshold, self.max_features, self.classes)
+        check_transform(self.transform)
+        self._tuple("layers")
+        validate(self)
+
+
 @labels_third(SurpriseConfig)
 @entry(SurpriseConfig, legacy=legacy_keywords)
 def fit_surprise(model, data, config: SurpriseConfig, *, runtime: Runtime) -> Surprise:
@@ -557,8 +601,6 @@ def fit_surprise(model, data, config: SurpriseConfig, *, runtime: Runtime) -> Su
         DeepFaultError: No inputs, labels missing or of the wrong length when they are needed,
             fewer than two classes, more ATs than :data:`MAX_VALUES`, or bad settings.
     """
-    from .measure import inputs_of
-
     t0 = time.perf_counter()
     module = _module(model)
     x, y, streamed, n = _fit_inputs(inputs_of(data)[:2], config)
@@ -612,8 +654,6 @@ def _trace(module: nn.Module, x, y, streamed: bool, n: int, layers, config: Surp
     """The pass: ``(ATs (N, M) float32, predicted classes, the loader's labels or None, the
     layout, the number of classes)``.
     """
-    from .measure import progress_bar
-
     ats: np.ndarray | None = None
     assigned = np.empty(n, dtype=np.int64)
     given = np.empty(n, dtype=np.int64) if streamed and config.classes == "labels" else None
@@ -741,27 +781,6 @@ def surprise_scores(
             out[k].append(np.asarray(surprise.score(k, batch.values, c), dtype=np.float64))
     return SurpriseScores({k: np.concatenate(v) if v else np.empty(0) for k, v in out.items()},
                           np.concatenate(pred) if pred else np.empty(0, dtype=np.int64))
-
-
-def surprise_coverage(scores: np.ndarray, *, upper: float, sections: int = 10) -> np.ndarray:
-    """Surprise coverage (Kim et al.): which of ``sections`` equal buckets of ``[0, upper)``
-    the ``scores`` fall in; a score ``>= upper``, negative or not finite covers none
-    (dnn-tip's ``SurpriseCoverageMapper`` without its overflow bucket).
-
-    Returns:
-        ``(sections,)`` bool: the covered buckets. Coverage is their mean.
-    """
-    if not (isinstance(upper, int | float) and math.isfinite(upper) and upper > 0):
-        raise DeepFaultError(f"the surprise coverage upper bound must be a finite number > 0; got {upper!r}")
-    if isinstance(sections, bool) or not isinstance(sections, int) or sections < 1:
-        raise DeepFaultError(f"sections must be an int >= 1; got {sections!r}")
-    s = np.asarray(scores, dtype=np.float64)
-    edges = np.linspace(0.0, float(upper), sections + 1)
-    ok = np.isfinite(s) & (s >= 0) & (s < upper)
-    bucket = np.clip(np.searchsorted(edges, s[ok], side="right") - 1, 0, sections - 1)
-    covered = np.zeros(sections, dtype=bool)
-    covered[bucket] = True
-    return covered
 
 
 # --------------------------------------------------------------------------- files

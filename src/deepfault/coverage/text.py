@@ -9,19 +9,22 @@ import math
 from collections.abc import Iterable
 
 from ..core.capture import NeuronLayout, neurons_line, selection_source
-from ..experiment.tables import text_table
-from .report import layer_tables, never_activated_line, surprise_table
+from ..experiment.tables import Table, text_table
 
-__all__ = ["CRITERION_NAMES", "RANK_LEGEND", "criteria_legend", "measure_text", "neurons_text",
-           "profile_text", "rank_text", "surprise_text"]
+__all__ = ["CRITERION_NAMES", "RANK_LEGEND", "criteria_legend", "layer_tables", "measure_text",
+           "never_activated_line", "neurons_text", "profile_text", "rank_text", "surprise_table",
+           "surprise_text"]
 
-#: The neuron criteria's full names, for the legend under ``coverage measure``'s tables (the
-#: surprise coverages' come from :data:`~deepfault.coverage.scored.SCORE_CRITERIA`).
+#: The criteria's full names, for the legend under ``coverage measure``'s tables (the surprise
+#: coverages' are also their titles in :data:`~deepfault.coverage.scored.SCORE_CRITERIA`).
 CRITERION_NAMES = {
     "nc": "neuron coverage", "nac": "neuron activation coverage (nc on raw values)",
     "kmnc": "k-multisection neuron coverage", "nbc": "neuron boundary coverage",
     "snac": "strong neuron activation coverage", "tknc": "top-k neuron coverage",
     "tknp": "top-k neuron patterns",
+    "lsc": "likelihood-based surprise coverage (LSA buckets)",
+    "dsc": "distance-based surprise coverage (DSA buckets)",
+    "mdsc": "Mahalanobis-distance surprise coverage (MDSA buckets)",
 }
 #: The legend under ``coverage rank``'s table.
 RANK_LEGEND = ("APFD: average percentage of faults detected, 0..1, higher when the misclassified inputs "
@@ -30,11 +33,9 @@ RANK_LEGEND = ("APFD: average percentage of faults detected, 0..1, higher when t
 
 def criteria_legend(names: Iterable[str]) -> str:
     """``nc: neuron coverage; kmnc: ...`` for the criteria ``names`` (in their order)."""
-    from .scored import SCORE_CRITERIA
-
     parts = []
     for n in dict.fromkeys(names):
-        full = SCORE_CRITERIA.get(n).title if n in SCORE_CRITERIA else CRITERION_NAMES.get(n)
+        full = CRITERION_NAMES.get(n)
         if full:
             parts.append(f"{n}: {full}")
     return "; ".join(parts)
@@ -52,6 +53,63 @@ def neurons_text(layout: NeuronLayout, model, layers, *, profile=None, deepest: 
     else:
         source = selection_source(model, layers)
     return neurons_line(layout.num_neurons, len(layout.layers), source)
+
+
+def never_activated_line(report, *, shown: int = 8) -> str:
+    """The never-activated neurons in one terminal line (``coverage measure`` prints it)."""
+    dead = report.never_activated()
+    if dead is None:
+        return ""
+    total = sum(len(u) for u in dead.values())
+    parts = [f"{name}: " + ", ".join(map(str, u[:shown])) + (f" and {len(u) - shown} more" if len(u) > shown
+                                                             else "") for name, u in dead.items() if u]
+    return (f"never activated (no value above 0): {total} of {report.layout.num_neurons} neurons"
+            + (f" ({'; '.join(parts)})" if parts else ""))
+
+
+def _cell(covered: int, total: int | None) -> str:
+    if total is None:
+        return str(covered)
+    return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
+
+
+def layer_tables(report) -> list[Table]:
+    """One table per criterion: a row per layer and the total, a column per parameter setting
+    (what ``coverage measure`` prints and its page shows).
+    """
+    groups: dict[str, list] = {}
+    for r in report.results:
+        if r.per_layer:  # the surprise coverages bucket one score per input: surprise_table
+            groups.setdefault(r.criterion, []).append(r)
+    tables = []
+    for name, results in groups.items():
+        heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
+                 or name for r in results]
+        unit = "distinct top-k sets per layer; total: patterns" if name == "tknp" else "covered/items"
+        rows = [(la.name, la.size, *[_cell(*r.per_layer[la.name]) for r in results])
+                for la in report.layout.layers]
+        rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
+        tables.append(Table(("layer", "units", *heads), rows, title=f"{name} ({unit})"))
+    return tables
+
+
+def surprise_table(report) -> Table | None:
+    """The surprise coverages of a measurement: buckets covered, the bound ``U`` and where it
+    came from, and how many scores fell outside ``[0, U)`` (``None`` without them).
+    """
+    if not report.surprise:
+        return None
+    rows = []
+    for r in report.results:
+        v = report.surprise["criteria"].get(r.criterion)
+        if v is None:
+            continue
+        upper = "-" if v["upper"] is None else f"{v['upper']:.6g}"
+        rows.append((r.criterion, v["score"], f"{r.covered}/{r.total} {100 * r.ratio:.1f}%", upper,
+                     "largest score here" if v["upper_from"] == "inputs" else "given", v["negative"],
+                     v["at_or_above_upper"], v["not_finite"]))
+    return Table(("criterion", "score", "buckets covered", "U", "U is", "scores < 0", "scores >= U",
+                  "not finite"), rows, title="surprise coverage (equal buckets of [0, U))")
 
 
 def _source(outcome, n: int) -> str:
@@ -93,12 +151,6 @@ def measure_text(report) -> str:
     if dead:
         text += f"\n{dead}\n"
     return text + f"\nmeasured in {report.seconds:.2f} s\n"
-
-
-def _cell(covered: int, total: int | None) -> str:
-    if total is None:
-        return str(covered)
-    return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
 
 
 def _f3(v) -> str:
