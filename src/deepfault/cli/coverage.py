@@ -77,8 +77,8 @@ def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None
     add_data_dir(p)
     p.add_argument("--split", default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
-    add_field(p, config, "layers", metavar="NAMES", default=None)
-    add_field(p, config, "transform", default=None)
+    add_field(p, config, "layers", metavar="NAMES")
+    add_field(p, config, "transform")
     add_batch_size(p)
     add_device(p)
     add_threads(p)
@@ -97,13 +97,16 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
     add_field(p, CoverageConfig, "surprise", metavar="FILE")
 
 
-def _action(sub, name: str, config: type, split: str, func, out: str, out_help: str, **kwargs):
+def _action(sub, name: str, config: type, split: str, func, **kwargs):
     p = sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
     _add_common(p, config, split=split)
-    p.add_argument("--out", metavar="FILE", default=out,
-                   help=f"{out_help}, written atomically; '-' writes none")
     p.set_defaults(func=func)
     return p
+
+
+def _add_out(p: argparse.ArgumentParser, default: str, what: str) -> None:
+    p.add_argument("--out", metavar="FILE", default=default,
+                   help=f"{what}, written atomically; '-' writes none")
 
 
 def add_parser(sub) -> None:
@@ -118,14 +121,13 @@ def add_parser(sub) -> None:
     )
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
-    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile, "coverage-profile.npz",
-            "profile file (.npz)",
-            help="each neuron's min, max, mean and std on the training split",
-            description="Stream the training split once and write each neuron's min, max, mean and "
-            "standard deviation, with the layers, the transform and a hash of the model's weights, "
-            "to an .npz file (for kmnc, nbc and snac).")
-    surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_surprise, "surprise.npz",
-                   "surprise state (.npz)",
+    prof = _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile,
+                   help="each neuron's min, max, mean and std on the training split",
+                   description="Stream the training split once and write each neuron's min, max, mean and "
+                   "standard deviation, with the layers, the transform and a hash of the model's weights, "
+                   "to an .npz file (for kmnc, nbc and snac).")
+    _add_out(prof, "coverage-profile.npz", "profile file (.npz)")
+    surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_surprise,
                    help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
                    description="Stream the training split once and keep each input's activation trace of "
                    "the chosen layers with its class, with the transform and a hash of the model's weights, "
@@ -133,8 +135,8 @@ def add_parser(sub) -> None:
     add_field(surp, SurpriseConfig, "classes")
     add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
     add_field(surp, SurpriseConfig, "max_features", metavar="K")
-    meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure, "coverage.json",
-                   "JSON result file",
+    _add_out(surp, "surprise.npz", "surprise state (.npz)")
+    meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure,
                    help="coverage of a set of inputs, overall and per layer",
                    description="Run the inputs through the model once and print each criterion's coverage "
                    "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
@@ -142,12 +144,12 @@ def add_parser(sub) -> None:
     _add_criteria(meas)
     add_field(meas, CoverageConfig, "sa_upper", metavar="U")
     add_field(meas, CoverageConfig, "sa_sections", metavar="K")
+    _add_out(meas, "coverage.json", "JSON result file")
     meas.add_argument("--plot", metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
     add_report_option(meas)
-    rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank, "coverage-rank.json",
-                   "JSON result file with each order and score",
+    rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank,
                    help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
                    description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
                    "adequacy, or coverage: additional (cam) or total (ctm) under each --criteria) and report "
@@ -155,6 +157,7 @@ def add_parser(sub) -> None:
                    "each prioritiser's time and its first inputs.")
     add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by), metavar="NAMES")
     _add_criteria(rank)
+    _add_out(rank, "coverage-rank.json", "JSON result file with each order and score")
     add_report_option(rank)
 
 
