@@ -93,8 +93,8 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
     add_field(p, CoverageConfig, "sections", metavar="K")
     add_field(p, CoverageConfig, "top_k", "--top-k", metavar="K")
     add_field(p, CoverageConfig, "scale", metavar="S")
-    add_field(p, CoverageConfig, "profile", metavar="FILE")
-    add_field(p, CoverageConfig, "surprise", metavar="FILE")
+    add_field(p, CoverageConfig, "profile", type=str, metavar="FILE")  # a path: the config checks it
+    add_field(p, CoverageConfig, "surprise", type=str, metavar="FILE")
 
 
 def _action(sub, name: str, config: type, split: str, func, **kwargs):
