@@ -35,7 +35,7 @@ from _common import busy_fraction, call_times  # benchmarks/ is on sys.path when
 
 from deepfault._io import write_json
 from deepfault.core.batches import activations
-from deepfault.coverage import build_criteria, compute_profile, measure_coverage
+from deepfault.coverage import CoverageConfig, build_criteria, compute_profile, measure_coverage
 from deepfault.coverage import reference as ref
 from deepfault.coverage.figures import plot_growth, plot_layer_coverage, plot_threshold_curve
 from deepfault.models.prepare import prepare_model
@@ -84,8 +84,8 @@ def bench_criteria(model, data, repeats: int, naive_n: int) -> dict:
     profile = compute_profile(model, x_train)
     out: dict = {"inputs": len(x_test), "model": "lenet5", "layers": "default (conv1, conv2, fc1, fc2)"}
     # end to end: one pass through the model, all seven criteria updated from it
-    e2e = call_times(lambda: measure_coverage(model, x_test, criteria=ALL, profile=profile, growth=False),
-                 repeats)
+    every = CoverageConfig(criteria=ALL, profile=profile, growth=False)
+    e2e = call_times(lambda: measure_coverage(model, x_test, every), repeats)
     out["end_to_end_s"] = _stats(e2e)
     fwd = call_times(lambda: [None for _ in activations(model, x_test)], repeats)
     out["forward_and_capture_s"] = _stats(fwd)
@@ -118,11 +118,11 @@ def bench_criteria(model, data, repeats: int, naive_n: int) -> dict:
     out["speedup_criteria_only"] = naive / min(times)
     out["criteria_10k_s"] = min(times)
     out["kmnc_1000_sections_s"] = min(call_times(lambda: measure_coverage(
-        model, x_test, criteria="kmnc", sections=1000, profile=profile, growth=False), 1))
+        model, x_test, CoverageConfig(criteria="kmnc", sections=1000, profile=profile, growth=False)), 1))
     # the deepxplore selection with layer-minmax values (DeepXplore's NC setting)
     out["deepxplore_nc_4_thresholds_end_to_end_s"] = min(call_times(lambda: measure_coverage(
-        model, x_test, threshold=[0, 0.25, 0.5, 0.75], layers="deepxplore", transform="layer-minmax",
-        growth=False), 1))
+        model, x_test, CoverageConfig(threshold=(0, 0.25, 0.5, 0.75), layers="deepxplore",
+                                      transform="layer-minmax", growth=False)), 1))
     return out
 
 
@@ -219,13 +219,13 @@ def figures(data_dir: str, seed: int = 0, draws: int = 5) -> dict:
     rng = np.random.default_rng(seed)
     for arch in ("lenet1", "lenet4", "lenet5"):
         model, data = _load(arch, data_dir)
-        full = measure_coverage(model, data.x_test, threshold=thresholds, layers="deepxplore",
-                                transform="layer-minmax", growth=False)
+        config = CoverageConfig(threshold=thresholds, layers="deepxplore", transform="layer-minmax",
+                                growth=False)
+        full = measure_coverage(model, data.x_test, config)
         tens = []
         for _ in range(draws):
             pick = rng.choice(len(data.x_test), 10, replace=False)
-            r = measure_coverage(model, data.x_test[pick], threshold=thresholds, layers="deepxplore",
-                                 transform="layer-minmax", growth=False)
+            r = measure_coverage(model, data.x_test[pick], config)
             tens.append([res.ratio for res in r.results])
         tens = np.array(tens)
         table[arch] = {
@@ -244,7 +244,8 @@ def figures(data_dir: str, seed: int = 0, draws: int = 5) -> dict:
     model, data = _load("lenet5", data_dir)
     profile = compute_profile(model, data.x_train)
     # nac is nc on raw values: DeepGauge's name for it
-    report = measure_coverage(model, data.x_test, criteria="nac,kmnc,nbc,snac,tknc,tknp", profile=profile)
+    report = measure_coverage(model, data.x_test, CoverageConfig(criteria="nac,kmnc,nbc,snac,tknc,tknp",
+                                                                 profile=profile))
     plot_layer_coverage(report, FIGURES / "coverage_layers.png",
                         title="LeNet-5: coverage per layer, 10,000 MNIST test inputs (raw values)")
     plot_growth(report, FIGURES / "coverage_growth.png",

@@ -399,21 +399,21 @@ def _spectrum(c: _Cell) -> None:
 
 
 def _profile(c: _Cell) -> None:
-    c.out["neurons"] = _neurons(c.df.compute_profile(c.pm, c.x, batch_size=c.batch))
+    c.out["neurons"] = _neurons(c.df.compute_profile(c.pm, c.x, runtime=c.df.Runtime(batch_size=c.batch)))
 
 
 def _measure_setup(c: _Cell) -> None:  # the training split's profile, as `coverage profile` saves it
-    c.profile = c.df.compute_profile(c.pm, c.data.x_train, batch_size=c.batch)
+    c.profile = c.df.compute_profile(c.pm, c.data.x_train, runtime=c.df.Runtime(batch_size=c.batch))
 
 
 def _measure(c: _Cell) -> None:
-    res = c.df.measure_coverage(c.pm, c.x, criteria=c.df.list_criteria(), profile=c.profile,
-                                batch_size=c.batch)
+    config = c.df.CoverageConfig(criteria=c.df.list_criteria(), profile=c.profile)
+    res = c.df.measure_coverage(c.pm, c.x, config, runtime=c.df.Runtime(batch_size=c.batch))
     c.out["neurons"] = _neurons(res) or _neurons(c.profile)
 
 
 def _rank(c: _Cell) -> None:
-    c.out["neurons"] = _neurons(c.df.rank_inputs(c.pm, c.x, c.y, batch_size=c.batch))
+    c.out["neurons"] = _neurons(c.df.rank_inputs(c.pm, (c.x, c.y), runtime=c.df.Runtime(batch_size=c.batch)))
 
 
 def _forwards_bare(c: _Cell) -> float:

@@ -59,6 +59,7 @@ from _common import busy_fraction  # benchmarks/ is on sys.path when run as a sc
 
 from deepfault._io import write_json
 from deepfault.core.batches import iterate_batches
+from deepfault.core.runtime import Runtime
 from deepfault.coverage.surprise import Surprise, fit_surprise, surprise_scores
 from deepfault.coverage.uncertainty import UNCERTAINTY, uncertainty_scores, uncertainty_table
 from deepfault.data import load_dataset
@@ -339,7 +340,7 @@ def main(argv=None) -> int:
     result["uncertainty"] = bench_uncertainty(model, x_test, repeats)
     print("fit...", file=sys.stderr)
     t = time.perf_counter()
-    sa = fit_surprise(model, x_train, batch_size=BATCH)
+    sa = fit_surprise(model, x_train, runtime=Runtime(batch_size=BATCH))
     result["fit_s"] = time.perf_counter() - t
     result["state"] = sa.to_dict()
     te, ec = test_ats(model, x_test, sa.layers)

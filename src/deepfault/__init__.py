@@ -24,6 +24,9 @@ from .core.runtime import Runtime
 from .core.batches import correct_inputs
 from .core.inputs import inputs_and_labels
 from .coverage import (
+    CoverageConfig,
+    ProfileConfig,
+    SurpriseConfig,
     compute_profile,
     fit_surprise,
     list_criteria,
@@ -113,6 +116,9 @@ __all__ = [
     "register_measure",
     "RunConfig",
     "RunResult",
+    "CoverageConfig",
+    "ProfileConfig",
+    "SurpriseConfig",
     "run_deepfault",
     "select",
     "select_neurons",

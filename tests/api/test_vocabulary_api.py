@@ -25,10 +25,10 @@ API = {
     "xplore": [df.xplore, XploreConfig, df.Runtime, df.prepare_model],
     "regress": [df.regress, CampaignConfig],
     "repair": [df.repair, RepairConfig, df.prepare_model],
-    "coverage measure": [df.measure_coverage, df.prepare_model],
-    "coverage rank": [df.rank_inputs, df.prepare_model],
-    "coverage profile": [df.compute_profile, df.prepare_model],
-    "coverage surprise": [df.fit_surprise, df.prepare_model],
+    "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, df.prepare_model],
+    "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, df.prepare_model],
+    "coverage profile": [df.compute_profile, df.ProfileConfig, df.Runtime, df.prepare_model],
+    "coverage surprise": [df.fit_surprise, df.SurpriseConfig, df.Runtime, df.prepare_model],
 }
 
 #: Options of every command with no API argument of that name, and why.

@@ -99,7 +99,7 @@ def test_messages_name_the_bound_and_the_value(parse, text, message):
         (["run", "--class", "-2"], "--class must be class indices >= 0 (or 'all'); got -2"),
         (["xplore", "--model", "a,b", "--iterations", "-1"],
          "--iterations must be an integer from 1 to 100,000; got -1"),
-        (["coverage", "measure", "--top-k", "0"], "--top-k must be an integer >= 1; got 0"),
+        (["coverage", "measure", "--top-k", "0"], "--top-k must be an integer from 1 to 16,777,216; got 0"),
         (["train", "--arch", "digits_mlp", "--dataset", "digits", "--val-fraction", "1"],
          "--val-fraction must be a number >= 0 and < 1; got 1.0"),
         (["train", "--arch", "digits_mlp", "--dataset", "digits", "--lr", "0"],

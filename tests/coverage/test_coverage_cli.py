@@ -95,9 +95,9 @@ def test_deepxplore_layers_and_an_npz_split(tmp_path, capsys, digits_model):
 
 BAD = [
     (["--criteria", "nc,bogus"], "unknown coverage criterion 'bogus'; known: kmnc, nac, nbc"),
-    (["--criteria", "tknc", "--top-k", "0"], "--top-k must be an integer >= 1; got 0"),
+    (["--criteria", "tknc", "--top-k", "0"], "--top-k must be an integer from 1 to 16,777,216; got 0"),
     (["--criteria", "kmnc", "--sections", "0", "--profile", "PROFILE"],
-     "sections must be an integer >= 1; got 0"),
+     "--sections must be an integer from 1 to 100,000; got 0"),
     (["--threshold", "0,abc"],
      "argument --threshold: expected a finite number or comma-separated numbers such as 0,0.25,0.5; "
      "got '0,abc'"),

@@ -181,9 +181,10 @@ BAD = [
     ("rank", ["--by", "cam", "--criteria", "nc,lsc"], "lsc cover one score per input and give no coverage"),
     ("rank", ["--by", "mdsa", "--surprise", "STATE", "--split", "BADSHAPE"], "cannot take inputs of shape"),
     ("measure", ["--criteria", "lsc", "--sa-upper", "0"], "--sa-upper must be a number > 0; got 0.0"),
-    ("measure", ["--criteria", "lsc", "--sa-sections", "0"], "--sa-sections must be an integer >= 1; got 0"),
+    ("measure", ["--criteria", "lsc", "--sa-sections", "0"],
+     "--sa-sections must be an integer from 1 to 100,000; got 0"),
     ("measure", ["--criteria", "dsc", "--sa-sections", "200000", "--surprise", "STATE"],
-     "--sa-sections must be at most 100,000"),
+     "--sa-sections must be an integer from 1 to 100,000; got 200000"),
     ("measure", ["--criteria", "nc,lsx"], "known: kmnc, nac, nbc, nc, snac, tknc, tknp; surprise coverage: "),
     ("measure", ["--criteria", "mdsc", "--surprise", "OTHER"], "the surprise state was fitted for another"),
 ]

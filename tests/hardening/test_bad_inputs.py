@@ -36,7 +36,8 @@ def _regress(d, *extra):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["coverage", "measure", "--sections", "1000000000"], "--sections must be at most 100,000"),
+        (["coverage", "measure", "--sections", "1000000000"],
+         "--sections must be an integer from 1 to 100,000; got 1000000000"),
         (["run", "--iterations", "1000000000000"], "--iterations must be at most"),
         (
             ["train", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1000000000000"],
@@ -176,7 +177,7 @@ def test_regress_checks_options_before_the_store(pair, tmp_path, extra, needle):
 def test_negative_values_need_no_equals_sign(tmp_path):
     status, _, err = cli(["coverage", "measure", "--scale", "-1e3", "--device", "nosuch"], tmp_path)
     assert status == 2
-    assert "--device" in err  # '-1e3' was taken as --scale's value
+    assert "--scale must be a number >= 0; got -1000.0" in err  # '-1e3' was taken as --scale's value
 
 
 # --- coverage rank labels ----------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """Structural coverage of a network by a set of inputs (coverage spec).
 
+- :mod:`.config`: :class:`CoverageConfig` (measure, rank), :class:`ProfileConfig` and
+  :class:`SurpriseConfig` (the two fits): every field declared once with its constraint.
 - :mod:`.criteria`: NC, NAC, KMNC, NBC, SNAC, TKNC, TKNP as mergeable accumulators
   (``update`` / ``compute`` / ``merge`` / ``would_increase``), registered by name.
 - :mod:`.profile`: each neuron's range on the training data, streamed, saved as ``.npz``.
 - :mod:`.measure`: :func:`measure_coverage`, coverage of a set of inputs in one pass.
-- :mod:`.measure` also holds the surprise coverages (``lsc``, ``dsc``, ``mdsc``) of
-  :data:`SCORE_CRITERIA`, buckets of one score per input.
+- :mod:`.scored`: the surprise coverages (``lsc``, ``dsc``, ``mdsc``) of
+  :data:`SCORE_CRITERIA`, criteria that read one score per input (buckets of it).
 - :mod:`.rank`: :func:`rank_inputs`, test prioritisation by uncertainty, surprise adequacy or
   coverage (CAM/CTM), with APFD.
 - :mod:`.uncertainty`: max-softmax, margin, entropy and DeepGini of each input's outputs.
@@ -13,6 +15,7 @@
   surprise coverage.
 - :mod:`.results`: :class:`CoverageResult`, :class:`CoverageReport`, :class:`Ranking` and
   :class:`RankReport`, the frozen results of the above.
+- :mod:`.text`: the outcomes' terminal text (``summary()``).
 - :mod:`.report`: the HTML pages of ``coverage measure --report DIR`` and ``coverage rank
   --report DIR``.
 - :mod:`.figures`: coverage-versus-threshold, per-layer, growth and surprise plots, ranking
@@ -21,6 +24,7 @@
 """
 
 from ..experiment.method import Method
+from .config import CoverageConfig, ProfileConfig, SurpriseConfig
 from .criteria import (
     CRITERIA,
     BitSetCriterion,
@@ -59,6 +63,7 @@ __all__ = [
     "SURPRISE_KINDS",
     "UNCERTAINTY",
     "BitSetCriterion",
+    "CoverageConfig",
     "CoverageReport",
     "CoverageResult",
     "Criterion",
@@ -68,10 +73,12 @@ __all__ = [
     "NeuronCoverage",
     "Profile",
     "ProfileAccumulator",
+    "ProfileConfig",
     "RankReport",
     "Ranking",
     "StrongNeuronActivationCoverage",
     "Surprise",
+    "SurpriseConfig",
     "SurpriseCoverage",
     "TopKNeuronCoverage",
     "TopKPatternCoverage",
@@ -105,4 +112,5 @@ METHOD = Method(
     description="how much of a network a set of inputs exercises (DeepXplore's and DeepGauge's criteria), "
                 "how surprising each input is, and which inputs to look at first",
     result_type=CoverageReport, commands=("coverage",),
+    entries=(measure_coverage, rank_inputs, compute_profile, fit_surprise),
 )

@@ -52,6 +52,7 @@ Examples:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -142,6 +143,9 @@ class Criterion(Accumulator):
     """
 
     name: str = ""
+    #: What the batch loop feeds it: each batch's ``(B, M)`` neuron values (a scored criterion,
+    #: :class:`~deepfault.coverage.scored.SurpriseCoverage`, reads one score per input instead).
+    reads: str = "neurons"
 
     def __init__(self, layout: NeuronLayout):
         super().__init__()
@@ -181,6 +185,12 @@ class Criterion(Accumulator):
     def covered_count(self) -> int:
         """Items (patterns) covered so far: ``compute().covered`` without the per-layer work."""
         raise NotImplementedError
+
+    def curve(self, recorded: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+        """The growth curve from the ``(n, covered_count())`` pairs recorded during the loop
+        (final as recorded: a neuron criterion's items do not change with later inputs).
+        """
+        return tuple(recorded)
 
     def _check_compatible(self, other: Accumulator) -> None:
         super()._check_compatible(other)

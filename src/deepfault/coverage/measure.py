@@ -1,57 +1,54 @@
 """Measuring coverage of a set of inputs: one batch loop, every criterion updated from it.
 
 :func:`measure_coverage` runs the inputs through the model once (the engine's
-:func:`~deepfault.core.batches.iterate_batches`), folds each batch's neuron values into
-every requested criterion, and records how coverage grew with the number of inputs at
-checkpoints ``1, 2, 5, 10, 20, 50, ..., N`` (the batches are split at the checkpoints, so
-the curve is exact and costs no memory per input).
+:func:`~deepfault.core.batches.iterate_batches`), feeds each batch to every requested
+criterion, and records how coverage grew with the number of inputs at checkpoints ``1, 2, 5,
+10, 20, 50, ..., N`` (the batches are split at the checkpoints, so the curve is exact and costs
+no memory per input).
 
-Beside the neuron criteria of :data:`~deepfault.coverage.criteria.CRITERIA` it measures the
-surprise coverages of Kim et al. (ICSE 2019), registered in :data:`SCORE_CRITERIA`: ``lsc``,
-``dsc`` and ``mdsc`` bucket one score per input (LSA, DSA, MDSA of a fitted
-:class:`~deepfault.coverage.surprise.Surprise`) into ``sections`` equal buckets of ``[0, U)``.
-Their activation traces come from a second capture of the surprise state's own layers (and
-transform) in the same forward pass, so the data still goes through the model once.
+A criterion says what it reads (``reads``): a neuron criterion of
+:data:`~deepfault.coverage.criteria.CRITERIA` the batch's neuron values, a surprise coverage
+of :data:`~deepfault.coverage.scored.SCORE_CRITERIA` (``lsc``, ``dsc``, ``mdsc``: Kim et al.,
+ICSE 2019) the batch's surprise scores (LSA, DSA, MDSA of a fitted
+:class:`~deepfault.coverage.surprise.Surprise`), which come from a second capture of the
+surprise state's own layers (and transform) in the same forward pass, so the data still goes
+through the model once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 from torch import nn
 
 if TYPE_CHECKING:
-    from ..core.inputs import InputData
-    from ..models.prepare import PreparedModel
+    from ..core.runtime import Runtime
 
 from ..checks import MAX_SECTIONS, check_int
 from ..core.batches import Batch, iterate_batches
-from ..core.capture import NeuronLayout, capture, check_transform
-from ..core.entry import applies_threads
-from ..core.registry import Registry
+from ..core.capture import NeuronLayout, capture, check_transform, layer_selection
+from ..core.entry import entry
 from ..errors import DeepFaultError
-from .criteria import (
-    CRITERIA,
-    Criterion,
-    _scale,
-    _threshold,
-    criterion_params,
-    make_criterion,
-)
-from .profile import Profile, _module
-from .results import CoverageReport, CoverageResult
-from .surprise import Surprise, load_surprise, surprise_coverage
+from ._legacy import legacy_keywords
+from ._shape import inputs_of, progress_bar
+from .config import CoverageConfig, _thresholds, parse_criteria, state_of
+from .criteria import CRITERIA, Criterion, _scale, criterion_params, make_criterion
+from .profile import Profile, _module, load_profile
+from .results import About, CoverageReport
+from .scored import SA_SECTIONS, SCORE_CRITERIA, ScoreCriterion, SurpriseCoverage, _sa_upper
+from .surprise import Surprise, load_surprise
+from .text import neurons_text
 
 __all__ = [
     "PROFILED",
     "SA_SECTIONS",
     "SCORE_CRITERIA",
+    "CoverageConfig",
     "CoverageReport",
     "ScoreCriterion",
     "SurpriseCoverage",
@@ -60,6 +57,7 @@ __all__ = [
     "checkpoints",
     "measure_coverage",
     "parse_criteria",
+    "prepare_run",
     "resolve_setup",
     "resolve_surprise",
     "surprise_scorer",
@@ -68,136 +66,12 @@ __all__ = [
 #: Criteria that need a profile.
 PROFILED = tuple(name for name, _ in CRITERIA.items() if "profile" in criterion_params(name))
 
-#: Buckets of a surprise coverage by default (Kim et al. use 1,000 for LSC and DSC).
-SA_SECTIONS = 1000
 
-
-# --------------------------------------------------------------------------- surprise coverage
-
-
-@dataclass(frozen=True)
-class ScoreCriterion:
-    """A coverage criterion over one score per input.
-
-    Attributes:
-        name: Registry name (``--criteria NAME``).
-        score: The surprise adequacy it buckets (``lsa``, ``dsa``, ``mdsa``).
-        title: One line for tables and reports.
-    """
-
-    name: str
-    score: str
-    title: str
-
-
-#: The surprise coverages, by name: criteria over one score per input, beside the neuron
-#: criteria of :data:`~deepfault.coverage.criteria.CRITERIA` (``"all"`` means those only).
-SCORE_CRITERIA: Registry[ScoreCriterion] = Registry("surprise coverage criterion")
-for _name, _score, _title in (("lsc", "lsa", "likelihood-based surprise coverage (LSA buckets)"),
-                              ("dsc", "dsa", "distance-based surprise coverage (DSA buckets)"),
-                              ("mdsc", "mdsa", "Mahalanobis-distance surprise coverage (MDSA buckets)")):
-    SCORE_CRITERIA.register(_name, ScoreCriterion(_name, _score, _title))
-
-
-def _sa_upper(upper) -> float | None:
-    if upper is None:
-        return None
-    if isinstance(upper, bool) or not isinstance(upper, (int, float)) or not math.isfinite(upper) \
-            or upper <= 0:
-        raise DeepFaultError(f"sa_upper must be a finite number > 0 or None; got {upper!r}")
-    return float(upper)
-
-
-class SurpriseCoverage:
-    """Kim et al.'s surprise coverage of one score: which of ``sections`` equal buckets of
-    ``[0, U)`` the inputs' scores fall in (:func:`~deepfault.coverage.surprise.surprise_coverage`).
-
-    It keeps the scores, one float per input: without ``upper``, ``U`` is the largest finite
-    score of the inputs measured (its next float up, so that score falls in the last bucket),
-    known only at the end; coverage with such a ``U`` says how the set spreads over its own
-    range and is not comparable between sets. A given ``upper`` makes it comparable.
-
-    Args:
-        name: ``lsc``, ``dsc`` or ``mdsc``.
-        sections: Buckets (Kim et al. use 1,000).
-        upper: ``U`` (``None``: from the inputs, as above).
-
-    Examples:
-        >>> sc = SurpriseCoverage("dsc", sections=4, upper=2.0)
-        >>> sc.update([0.1, 0.2, 1.9, 5.0])
-        >>> r = sc.compute()
-        >>> r.label, r.covered, r.total
-        ('dsc(sections=4, upper=2)', 2, 4)
-    """
-
-    def __init__(self, name: str, *, sections: int = SA_SECTIONS, upper: float | None = None):
-        self.entry = SCORE_CRITERIA.get(name)
-        self.sections = check_int("sa_sections", sections, maximum=MAX_SECTIONS)
-        self.upper = _sa_upper(upper)
-        self._parts: list[np.ndarray] = []
-
-    @property
-    def name(self) -> str:
-        return self.entry.name
-
-    @property
-    def score(self) -> str:
-        return self.entry.score
-
-    def update(self, scores) -> None:
-        """Fold in ``(B,)`` scores."""
-        self._parts.append(np.asarray(scores, dtype=np.float64).reshape(-1))
-
-    def scores(self) -> np.ndarray:
-        """``(N,)`` every score folded in so far."""
-        if len(self._parts) > 1:
-            self._parts = [np.concatenate(self._parts)]
-        return self._parts[0] if self._parts else np.zeros(0)
-
-    def bound(self) -> float | None:
-        """``U``: the one given, or the next float above the largest finite score (``None``
-        when no score is finite and > 0: then nothing is covered).
-        """
-        if self.upper is not None:
-            return self.upper
-        s = self.scores()
-        s = s[np.isfinite(s)]
-        top = float(s.max()) if len(s) else 0.0
-        return float(np.nextafter(top, math.inf)) if top > 0 else None
-
-    def _covered(self, scores: np.ndarray, upper: float | None) -> int:
-        if upper is None:
-            return 0
-        return int(surprise_coverage(scores, upper=upper, sections=self.sections).sum())
-
-    def growth(self, marks: Sequence[int]) -> tuple[tuple[int, int], ...]:
-        """``((n, buckets covered by the first n inputs), ...)`` for each ``n`` of ``marks``,
-        with the final ``U``.
-        """
-        s, upper = self.scores(), self.bound()
-        return tuple((m, self._covered(s[:m], upper)) for m in marks if m <= len(s))
-
-    def compute(self) -> CoverageResult:
-        upper = self.bound()
-        covered = self._covered(self.scores(), upper)
-        return CoverageResult(self.name, covered, self.sections, covered / self.sections,
-                              params={"sections": self.sections, "upper": upper})
-
-    def summary(self) -> dict:
-        """``U``, where it came from, and the scores' spread (for reports and result files)."""
-        s = self.scores()
-        fin = s[np.isfinite(s)]
-        upper = self.bound()
-        return {
-            "score": self.score, "upper": upper,
-            "upper_from": "given" if self.upper is not None else "inputs",
-            "sections": self.sections, "count": len(s), "not_finite": int(len(s) - len(fin)),
-            "negative": int((fin < 0).sum()),
-            "at_or_above_upper": 0 if upper is None else int((fin >= upper).sum()),
-            "min": float(fin.min()) if len(fin) else None,
-            "median": float(np.median(fin)) if len(fin) else None,
-            "max": float(fin.max()) if len(fin) else None,
-        }
+def resolve_surprise_error() -> DeepFaultError:
+    """The error of a surprise adequacy without a state: how to fit one."""
+    return DeepFaultError(
+        "surprise adequacy needs a state fitted on the training data: fit one with fit_surprise or "
+        "'deepfault coverage surprise' and pass it (CoverageConfig(surprise=...), --surprise FILE)")
 
 
 def resolve_surprise(surprise) -> Surprise:
@@ -207,51 +81,12 @@ def resolve_surprise(surprise) -> Surprise:
         DeepFaultError: ``None`` (with how to fit one), or neither a state nor a path.
     """
     if surprise is None:
-        raise DeepFaultError(
-            "surprise adequacy needs a state fitted on the training data: fit one with fit_surprise or "
-            "'deepfault coverage surprise' and pass it (surprise=..., --surprise FILE)")
+        raise resolve_surprise_error()
     if isinstance(surprise, Surprise):
         return surprise
     if isinstance(surprise, (str, bytes)) or hasattr(surprise, "__fspath__"):
         return load_surprise(surprise)
     raise DeepFaultError(f"surprise must be a Surprise or the path of one; got {type(surprise).__name__}")
-
-
-def parse_criteria(criteria: str | Iterable[str]) -> tuple[str, ...]:
-    """Criterion names from ``"nc,kmnc"``, a list, or ``"all"`` (every registered neuron
-    criterion, in registration order), in the order given, without repeats. The surprise
-    coverages of :data:`SCORE_CRITERIA` are taken by name.
-
-    Raises:
-        DeepFaultError: An unknown name (the message lists the known ones) or none at all.
-    """
-    parts = criteria.split(",") if isinstance(criteria, str) else list(criteria)
-    names: list[str] = []
-    for part in parts:
-        name = str(part).strip().lower()
-        if not name:
-            continue
-        for n in [k for k, _ in CRITERIA.items()] if name == "all" else [name]:
-            if n not in SCORE_CRITERIA:
-                try:
-                    CRITERIA.get(n)
-                except DeepFaultError as err:
-                    known = ", ".join(k for k, _ in SCORE_CRITERIA.items())
-                    raise DeepFaultError(f"{err}; surprise coverage: {known} (with a surprise "
-                                         "state)") from None
-            if n not in names:
-                names.append(n)
-    if not names:
-        raise DeepFaultError(f"no coverage criterion given; known: {', '.join(CRITERIA.names())}")
-    return tuple(names)
-
-
-def _thresholds(threshold) -> tuple[float, ...]:
-    values = threshold if isinstance(threshold, (list, tuple)) else [threshold]
-    out = tuple(dict.fromkeys(_threshold(t) for t in values))
-    if not out:
-        raise DeepFaultError("threshold needs at least one number")
-    return out
 
 
 def check_params(names, *, threshold=0.0, sections=10, top_k=1, scale=0.0, profile=None,
@@ -301,7 +136,7 @@ def build_criteria(
     scored = [n for n in names if n in SCORE_CRITERIA]
     if scored:
         raise DeepFaultError(f"{', '.join(scored)} cover one score per input, not neurons: measure them with "
-                             "measure_coverage(..., surprise=...)")
+                             "measure_coverage(..., CoverageConfig(surprise=...))")
     thresholds = check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale,
                                profile=profile)
     common = {"sections": sections, "top_k": top_k, "scale": scale, "profile": profile}
@@ -340,159 +175,226 @@ def resolve_setup(model: nn.Module, profile: Profile | None, layers, transform: 
     return layers, transform
 
 
-@applies_threads
-def measure_coverage(
-    model: nn.Module | PreparedModel,
-    inputs: InputData,
-    *,
-    criteria: str | Iterable[str] = ("nc",),
-    threshold: float | Sequence[float] = 0.0,
-    sections: int = 10,
-    top_k: int = 1,
-    scale: float = 0.0,
-    profile: Profile | None = None,
-    surprise: Surprise | str | None = None,
-    sa_upper: float | None = None,
-    sa_sections: int = SA_SECTIONS,
-    layers: Sequence[str] | str | None = None,
-    transform: str | None = None,
-    batch_size: int | str = "auto",
-    progress: bool = False,
-    growth: bool = True,
-    threads: int | str | None = "auto",
-) -> CoverageReport:
-    """Coverage of ``inputs`` under each criterion, from one pass through the model.
+
+
+# --------------------------------------------------------------------------- what a run reads
+
+
+@dataclass
+class Run:
+    """What :func:`measure_coverage` and :func:`~deepfault.coverage.rank_inputs` read before
+    their pass: the module, the fitted states, the layers and transform, and what to say about
+    where they came from.
+    """
+
+    module: nn.Module
+    profile: Profile | None
+    state: Surprise | None
+    layers: str | Sequence[str] | None
+    transform: str
+    model_name: str | None
+    device: str
+    notes: list[str] = field(default_factory=list)
+    source: dict = field(default_factory=dict)
+
+    def about(self, data_name: str | None, layout: NeuronLayout | None, layers) -> About:
+        """What the summary says about the run; ``layout``: of the neurons read (``None``: none
+        were), with the neuron line (:func:`~deepfault.coverage.text.neurons_text`) and the
+        selection the result records.
+        """
+        neurons = selection = None
+        if layout is not None:
+            neurons = neurons_text(layout, self.module, layers, profile=self.profile)
+            selection = layer_selection(self.module, self.profile.selection if layers is None and
+                                        self.profile is not None else layers)
+        return About(self.model_name, data_name, self.device, neurons, tuple(self.notes), selection)
+
+
+def prepare_run(model, config: CoverageConfig, runtime: Runtime, *, neurons: Sequence[str],
+                scores: bool) -> Run:
+    """Read the fitted states ``config`` names (a path, an object, or for surprise adequacy a fit
+    on a prepared model's training split) and check them against the model, before any pass.
 
     Args:
-        model: The network (``eval()`` mode during the pass, restored afterwards).
-        inputs: ``(N, ...)`` array or tensor in the layout the model takes.
-        criteria: Names (``"nc,kmnc"``, a list, or ``"all"``: every neuron criterion); see
-            :mod:`deepfault.coverage.criteria` for the formulas. ``lsc``, ``dsc`` and ``mdsc``
-            are Kim et al.'s surprise coverages (:data:`SCORE_CRITERIA`).
-        threshold: ``t`` of ``nc``/``nac``; a sequence gives one result per threshold
-            (DeepXplore's coverage-versus-threshold curve).
-        sections: ``k`` of ``kmnc``.
-        top_k: ``k`` of ``tknc``/``tknp``.
-        scale: ``s`` of ``nbc``/``snac``.
-        profile: The model's profile (needed by ``kmnc``, ``nbc``, ``snac``); it also supplies
-            ``layers`` and ``transform`` when they are ``None``.
-        surprise: The fitted surprise state (or its ``.npz`` path), needed by the surprise
-            coverages; its own layers and transform are captured, whatever ``layers`` says.
-        sa_upper: ``U`` of the surprise coverages (``None``: the largest finite score of these
-            inputs, so not comparable between input sets).
-        sa_sections: Buckets of the surprise coverages.
-        layers: Neuron layers (``"deepxplore"``, module names, or ``None``: the default layers).
-        transform: ``"raw"`` (default) or ``"layer-minmax"``.
-        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
-            :func:`~deepfault.core.memory.choose_batch_size`); results do not depend on it.
-        progress: Show a progress bar over the inputs.
-        growth: Record coverage after ``1, 2, 5, 10, ...`` inputs.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        model: The module or prepared model of the entry.
+        config: The entry's config.
+        runtime: The entry's runtime (a surprise state fitted here runs with it).
+        neurons: The neuron criteria the pass feeds (none: no neuron is captured).
+        scores: Whether the pass needs surprise scores (a state).
+    """
+    module = _module(model)
+    profile = state_of(config.profile, Profile, load_profile)
+    check_params(neurons, profile=profile)
+    layers, transform = config.layers, config.transform or "raw"
+    if neurons:
+        layers, transform = resolve_setup(module, profile, config.layers, config.transform)
+    p = next(module.parameters(), None)
+    device = str(runtime.device or (p.device if p is not None else "cpu"))
+    run = Run(module, profile, None, layers, str(transform),
+              None if isinstance(model, nn.Module) else getattr(model, "name", None), device)
+    if scores:
+        _surprise_state(run, model, config, runtime)
+    return run
+
+
+def _layer_names(layout: NeuronLayout) -> str:
+    return ", ".join(f"{la.name} ({la.size})" for la in layout.layers)
+
+
+def _surprise_state(run: Run, model, config: CoverageConfig, runtime: Runtime) -> None:
+    """``run.state``: the state ``config.surprise`` names, else one fitted now on the training
+    split of a prepared model's data set (with :class:`~deepfault.coverage.config.SurpriseConfig`'s
+    defaults), saying so in ``run.notes`` and ``run.source``.
+    """
+    from .surprise import fit_surprise
+
+    if config.surprise is not None:
+        state = run.state = resolve_surprise(config.surprise)
+        state.check_model(run.module)
+        if not isinstance(config.surprise, Surprise):
+            run.notes.append(f"surprise state {config.surprise}: layers {_layer_names(state.layout)}, "
+                             f"{state.num_inputs} training inputs, {state.transform}")
+            run.source = {"source": str(config.surprise)}
+        return
+    data = None if isinstance(model, nn.Module) else getattr(model, "data", None)
+    if data is None:
+        raise resolve_surprise_error()
+    if len(data.x_train) == 0:
+        raise DeepFaultError("the data set has no training split to fit surprise adequacy on; fit a state "
+                             "with 'deepfault coverage surprise --split FILE.npz' and pass --surprise FILE")
+    t0 = time.perf_counter()
+    state = run.state = fit_surprise(run.module, data.x_train, runtime=runtime)
+    seconds = time.perf_counter() - t0
+    run.notes.append(f"no --surprise given: fitted surprise adequacy on {data.name} train "
+                     f"({state.num_inputs} inputs, layers {_layer_names(state.layout)}, raw, by predictions) "
+                     f"in {seconds:.2f} s; "
+                     "'deepfault coverage surprise --out FILE' keeps one for --surprise FILE")
+    run.source = {"source": f"fitted on {data.name} train", "fit_seconds": seconds}
+
+
+# --------------------------------------------------------------------------- the entry
+
+
+@entry(CoverageConfig, legacy=legacy_keywords)
+def measure_coverage(model, data, config: CoverageConfig, *, runtime: Runtime) -> CoverageReport:
+    """Coverage of the inputs under each criterion of ``config``, from one pass through the model.
+
+    Args:
+        model: The network, or a prepared model (``eval()`` mode during the pass, restored
+            afterwards); a prepared model's training split is where a surprise state is fitted
+            when ``config.surprise`` is ``None``.
+        data: The inputs: ``(N, ...)`` array or tensor, an ``(inputs, labels)`` pair, a torch
+            ``Dataset`` or ``DataLoader`` (streamed), or a deepfault data set (its test split).
+        config: A :class:`~deepfault.coverage.config.CoverageConfig`: the criteria and their
+            parameters, the profile and the surprise state.
+        runtime: A :class:`~deepfault.core.runtime.Runtime` (batch size, progress, threads);
+            results do not depend on it.
 
     Returns:
         A :class:`CoverageReport`. With only surprise coverages its layout and transform are
         the surprise state's.
 
     Raises:
-        DeepFaultError: An unknown criterion, a bad parameter, a missing profile or surprise
-            state, one made for another model, other layers or another transform, or inputs
-            the model cannot take.
+        DeepFaultError: A missing profile or surprise state, one made for another model, other
+            layers or another transform, or inputs the model cannot take.
 
     Examples:
         >>> import torch
         >>> from torch import nn
         >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
-        >>> report = measure_coverage(model, torch.rand(8, 2), criteria="nc,tknc", threshold=[0, 0.5])
+        >>> report = measure_coverage(model, torch.rand(8, 2), CoverageConfig(criteria="nc,tknc",
+        ...                                                                   threshold=[0, 0.5]))
         >>> [r.label for r in report.results]
         ['nc(threshold=0)', 'nc(threshold=0.5)', 'tknc(top_k=1)']
     """
-    from ..core.inputs import check_data, num_inputs
+    from ..core.inputs import num_inputs
 
-    check_data(inputs)
-    model = _module(model)
-    names = parse_criteria(criteria)
-    check_params(names, threshold=threshold, sections=sections, top_k=top_k, scale=scale, profile=profile,
-                 sa_sections=sa_sections, sa_upper=sa_upper)
-    neuron = [n for n in names if n not in SCORE_CRITERIA]
-    scored = {n: SurpriseCoverage(n, sections=sa_sections, upper=sa_upper)
-              for n in names if n in SCORE_CRITERIA}
-    state = None
-    if scored:
-        state = resolve_surprise(surprise)
-        state.check_model(model)
-    if neuron:
-        layers, transform = resolve_setup(model, profile, layers, transform)
-    n = num_inputs(inputs)  # a DataLoader's inputs, not its batches
+    x, _, data_name = inputs_of(data)
+    neuron = config.neuron_criteria
+    run = prepare_run(model, config, runtime, neurons=neuron, scores=bool(config.scored_criteria))
+    n = num_inputs(x)  # a DataLoader's inputs, not its batches
     if n == 0:
         raise DeepFaultError("no inputs: the input set is empty")
-    marks = checkpoints(n) if growth and n > 0 else []
-    curves: dict[str, list[tuple[int, int]]] = {}
-    crits: list[Criterion] = []
-    layout = None
-    active = None  # (M,) whether each neuron's value was ever > 0: the never-activated neurons
-    kinds = tuple(dict.fromkeys(c.score for c in scored.values()))
+    marks = checkpoints(n) if config.growth else []
     t0 = time.perf_counter()
-    with surprise_scorer(model, state, kinds) as score_batch:
-        for batch in iterate_batches(model, inputs, neurons=bool(neuron), layers=layers,
-                                     transform=transform or "raw", batch_size=batch_size,
-                                     progress=progress and "coverage"):
-            for kind, values in score_batch(batch).items():
-                for sc in scored.values():
-                    if sc.score == kind:
-                        sc.update(values)
-            if not neuron:
-                continue
-            if layout is None:
-                assert batch.layout is not None  # neurons are captured
-                layout = batch.layout
-                if profile is not None:
-                    profile.check_layout(layout)
-                crits = build_criteria(neuron, layout, threshold=threshold, sections=sections, top_k=top_k,
-                                       scale=scale, profile=profile)
-                curves = {c.label: [] for c in crits}
-            _fold(batch, crits, marks, curves)
-            assert batch.values is not None  # neurons are captured
-            on = (batch.values > 0).any(0)
-            active = on if active is None else active | on
+    crits, curves, layout, active = _measure_pass(run, x, config, runtime, marks)
     seconds = time.perf_counter() - t0
-    by_name: dict[str, list[CoverageResult]] = {}
-    for c in crits:
-        by_name.setdefault(c.name, []).append(c.compute())
-    growth_of: dict[str, tuple[tuple[int, int], ...]] = {k: tuple(v) for k, v in curves.items()}
-    for name, sc in scored.items():
-        result = sc.compute()
-        by_name[name] = [result]
-        growth_of[result.label] = sc.growth(marks)
+    results = tuple(c.compute() for c in crits)
+    scored = [c for c in crits if isinstance(c, SurpriseCoverage)]
     summary = None
-    if state is not None:
-        summary = {"state": state.to_dict(), "criteria": {k: sc.summary() for k, sc in scored.items()}}
+    transform = run.transform
+    if run.state is not None:
+        summary = {"state": {**run.state.to_dict(), **run.source},
+                   "criteria": {c.name: c.summary() for c in scored}}
         if layout is None:
-            layout, transform = state.layout, state.transform
+            layout, transform = run.state.layout, run.state.transform
     assert layout is not None  # n > 0: there was a batch, and neurons or a state
-    results = tuple(r for name in names for r in by_name[name])
     return CoverageReport(
         results=results, layout=layout, transform=str(transform), num_inputs=n,
-        growth={r.label: growth_of[r.label] for r in results if r.label in growth_of},
-        profile=None if profile is None else profile.to_dict(), seconds=seconds, surprise=summary,
-        scores={sc.score: sc.scores() for sc in scored.values()},
+        growth={r.label: c.curve(curve) for c, r, curve in zip(crits, results, curves, strict=True)},
+        profile=None if run.profile is None else run.profile.to_dict(), seconds=seconds, surprise=summary,
+        scores={c.score: c.scores() for c in scored},
         active=None if active is None else active.cpu().numpy().astype(bool),
+        about=run.about(data_name, layout if neuron else None, config.layers),
     )
 
 
-def _fold(batch, crits: list[Criterion], marks: list[int], curves: dict[str, list[tuple[int, int]]]) -> None:
-    """Fold one batch's neuron values into ``crits``, split at the growth checkpoints in it."""
-    assert batch.values is not None  # neurons are captured
+Measured = Criterion | SurpriseCoverage
+
+
+def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int]):
+    """The one pass: ``(criteria, their recorded curves, the neuron layout or None, (M,) whether
+    each neuron was ever above 0 or None)``.
+    """
+    crits: list[Measured] | None = None
+    curves: list[list[tuple[int, int]]] = []
+    layout = None
+    active = None  # (M,) whether each neuron's value was ever > 0: the never-activated neurons
+    kinds = tuple(dict.fromkeys(SCORE_CRITERIA.get(n).score for n in config.scored_criteria))
+    with surprise_scorer(run.module, run.state, kinds) as score_batch:
+        for batch in iterate_batches(run.module, x, neurons=bool(config.neuron_criteria), layers=run.layers,
+                                     transform=run.transform, batch_size=runtime.batch_size,
+                                     progress=progress_bar(runtime, "coverage")):
+            feeds: dict = score_batch(batch)
+            if batch.values is not None:
+                feeds["neurons"] = batch.values
+                on = (batch.values > 0).any(0)
+                active = on if active is None else active | on
+            if crits is None:
+                layout = batch.layout
+                crits = _criteria(config, run, layout)
+                curves = [[] for _ in crits]
+            _fold(batch, feeds, crits, marks, curves)
+    return crits or [], curves, layout, active
+
+
+def _criteria(config: CoverageConfig, run: Run, layout: NeuronLayout | None) -> list[Measured]:
+    """Fresh criteria in the order asked: one per neuron criterion and setting, one per surprise
+    coverage.
+    """
+    if layout is not None and run.profile is not None:
+        run.profile.check_layout(layout)
+    out: list[Measured] = []
+    for name in config.criteria:
+        if name in SCORE_CRITERIA:
+            out.append(SurpriseCoverage(name, sections=config.sa_sections, upper=config.sa_upper))
+        else:
+            assert layout is not None  # neurons are captured
+            out += build_criteria([name], layout, threshold=config.threshold, sections=config.sections,
+                                  top_k=config.top_k, scale=config.scale, profile=run.profile)
+    return out
+
+
+def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int],
+          curves: list[list[tuple[int, int]]]) -> None:
+    """Feed one batch to ``crits`` (each what it reads), split at the growth checkpoints in it."""
     cuts = [m for m in marks if batch.start < m <= batch.stop]
     lo = batch.start
     for hi in cuts + ([batch.stop] if not cuts or cuts[-1] != batch.stop else []):
-        part = batch.values[lo - batch.start : hi - batch.start]
-        for c in crits:
-            c.update(part)
+        for c, curve in zip(crits, curves, strict=True):
+            c.update(feeds[c.reads][lo - batch.start : hi - batch.start])
             if hi in cuts:
-                curves[c.label].append((hi, c.covered_count()))
+                curve.append((hi, c.covered_count()))
         lo = hi
 
 

@@ -18,7 +18,7 @@ Examples:
     >>> import torch
     >>> from torch import nn
     >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
-    >>> p = compute_profile(model, torch.rand(100, 2), layers=["0"])
+    >>> p = compute_profile(model, torch.rand(100, 2), ProfileConfig(layers=["0"]))
     >>> p.layers, p.count, p.low.shape
     (('0',), 100, (3,))
 """
@@ -29,24 +29,29 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from ..core.inputs import InputData
+    from ..core.runtime import Runtime
     from ..models.prepare import PreparedModel
 
 from .._io import write_npz
 from ..core.accumulator import Accumulator
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
-from ..core.entry import applies_threads
+from ..core.constraints import Options, param, validate
+from ..core.entry import entry
+from ..core.outcome import Artifact, Outcome
 from ..errors import DeepFaultError
+from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
+from .results import About
 
-__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
+__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "ProfileConfig", "compute_profile", "load_profile",
+           "model_hash"]
 
 FORMAT = "deepfault-profile/1"
 
@@ -108,7 +113,7 @@ def selection_from(a: dict) -> str | tuple[str, ...] | None:
 
 
 @dataclass(frozen=True, eq=False)
-class Profile:
+class Profile(Outcome):
     """Each neuron's statistics on the training data.
 
     Attributes:
@@ -133,10 +138,22 @@ class Profile:
     mean: np.ndarray
     std: np.ndarray
     selection: str | tuple[str, ...] | None = None
+    #: What the summary says of the pass (set on a computed profile; not a field: not saved).
+    about: ClassVar[About] = About()
 
     @property
     def layout(self) -> NeuronLayout:
         return NeuronLayout.from_sizes(self.layers, self.sizes)
+
+    def summary(self) -> str:
+        """What ``coverage profile`` prints: the run, the neurons and each layer's range."""
+        from .text import profile_text
+
+        return profile_text(self)
+
+    def outputs(self) -> tuple[Artifact, ...]:
+        """The profile's ``.npz`` (:meth:`save`)."""
+        return (Artifact("profile", ".npz", self.save),)
 
     @property
     def num_neurons(self) -> int:
@@ -371,56 +388,77 @@ class ProfileAccumulator(Accumulator):
         }
 
 
-@applies_threads
-def compute_profile(
-    model: nn.Module | PreparedModel,
-    inputs: InputData,
-    *,
-    layers: Sequence[str] | str | None = None,
-    transform: str = "raw",
-    batch_size: int | str = "auto",
-    progress: bool = False,
-    threads: int | str | None = "auto",
-) -> Profile:
-    """The profile of ``model``'s neurons on ``inputs`` (normally its training split), in one
-    streaming pass.
+@dataclass(frozen=True)
+class ProfileConfig(Config):
+    """Everything that determines a profile (:func:`~deepfault.coverage.compute_profile`).
 
-    Args:
-        model: The network (run in ``eval()`` mode, restored afterwards).
-        inputs: ``(N, ...)`` array or tensor.
+    A config of its own: a profile is fitted once per model, layers and transform, and read by
+    every measurement after it, whatever their criteria.
+
+    Attributes:
         layers: As in :func:`~deepfault.core.capture.capture` (a selection name such as
             ``"deepxplore"``, module names, or ``None`` for the default layers).
         transform: ``"raw"`` or ``"layer-minmax"``.
-        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
-            :func:`~deepfault.core.memory.choose_batch_size`); the result does not depend on it.
-        progress: Show a progress bar over the inputs.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+    """
+
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(_DEFAULT_LAYERS))
+    transform: str = param("raw", Options(TRANSFORMS),
+                           help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
+                           "to [0, 1], DeepXplore's)")
+
+    def __post_init__(self):
+        check_transform(self.transform)
+        self._tuple("layers")
+        validate(self)
+
+
+@entry(ProfileConfig)
+def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> Profile:
+    """The profile of ``model``'s neurons on the inputs (normally its training split), in one
+    streaming pass.
+
+    Args:
+        model: The network, or a prepared model (run in ``eval()`` mode, restored afterwards).
+        data: The inputs: ``(N, ...)`` array or tensor, an ``(inputs, labels)`` pair, a torch
+            ``Dataset`` or ``DataLoader`` (streamed), or a deepfault data set (its test split:
+            ``deepfault coverage profile`` passes the split it reads as one).
+        config: A :class:`~deepfault.coverage.config.ProfileConfig`: the layers and the transform.
+        runtime: A :class:`~deepfault.core.runtime.Runtime`; the result does not depend on it.
 
     Returns:
-        A :class:`Profile`; memory used does not grow with ``N`` beyond the inputs themselves.
+        A :class:`Profile` (an outcome: its summary is each layer's range, its output the
+        ``.npz``); memory used does not grow with ``N`` beyond the inputs themselves.
 
     Raises:
-        DeepFaultError: No inputs, an unknown layer or transform, or inputs the model cannot take.
+        DeepFaultError: No inputs, an unknown layer, or inputs the model cannot take.
     """
-    from ..core.inputs import check_data, num_inputs
+    from ..core.inputs import num_inputs
+    from .text import neurons_text
 
-    check_data(inputs)
-    model = _module(model)
-    check_transform(transform)
+    inputs, _, data_name = inputs_of(data)
+    module = _module(model)
     if num_inputs(inputs) == 0:
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "
                              "a training split? use --split test or another file)")
     acc = ProfileAccumulator()
     layout = None
-    for batch in iterate_batches(model, inputs, layers=layers, transform=transform, batch_size=batch_size,
-                                 progress=progress and "profile"):
+    for batch in iterate_batches(module, inputs, layers=config.layers, transform=config.transform,
+                                 batch_size=runtime.batch_size, progress=progress_bar(runtime, "profile")):
         layout = batch.layout
         acc.update(batch.values)
     stats = acc.compute()  # raises for no inputs, so the loop set layout
     assert layout is not None
-    selection = tuple(layers) if layers is not None and not isinstance(layers, str) else layers
-    return Profile(layout.names, tuple(la.size for la in layout.layers), transform, model_hash(model),
-                   int(acc.count), selection=selection, **stats)
+    p = next(module.parameters(), None)
+    about = About(None if isinstance(model, nn.Module) else getattr(model, "name", None), data_name,
+                  str(runtime.device or (p.device if p is not None else "cpu")),
+                  neurons_text(layout, module, config.layers))
+    sizes = tuple(la.size for la in layout.layers)
+    profile = Profile(layout.names, sizes, config.transform, model_hash(module), int(acc.count),
+                      selection=_selection(config.layers), **stats)
+    object.__setattr__(profile, "about", about)
+    return profile
+
+
+def _selection(layers) -> str | tuple[str, ...] | None:
+    """The ``layers`` a profile records: one name as it is, several as a tuple."""
+    return tuple(layers) if layers is not None and not isinstance(layers, str) else layers

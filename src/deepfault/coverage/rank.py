@@ -44,87 +44,33 @@ A random order scores 0.5 on average, the ideal one (every failing input first)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
-from torch import nn
 from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
     from torch.utils.data import Dataset
 
-    from ..core.inputs import InputData, LabelData
-    from ..models.prepare import PreparedModel
+    from ..core.runtime import Runtime
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
-from ..core.entry import applies_threads
-from ..core.registry import unknown_name
+from ..core.entry import entry
 from ..errors import DeepFaultError
+from ._legacy import labels_third, legacy_keywords
+from ._shape import inputs_of, progress_bar
+from .config import COVERAGE_ORDERS, DEFAULT_BY, CoverageConfig, list_prioritisers, parse_by, parse_criteria
 from .criteria import BitSetCriterion, Criterion
-from .measure import (
-    SCORE_CRITERIA,
-    build_criteria,
-    check_params,
-    parse_criteria,
-    resolve_setup,
-    resolve_surprise,
-    surprise_scorer,
-)
-from .profile import Profile, _module
+from .measure import SCORE_CRITERIA, build_criteria, prepare_run, surprise_scorer
 from .results import Ranking, RankReport
-from .surprise import SURPRISE_KINDS, Surprise
+from .surprise import SURPRISE_KINDS
 from .uncertainty import UNCERTAINTY, priority_order, uncertainty_table
 
-__all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "Ranking", "RankReport", "apfd", "list_prioritisers", "parse_by",
-           "prioritize", "rank_inputs"]
-
-#: The prioritisers that order by coverage of neuron items (one ranking per criterion).
-COVERAGE_ORDERS = ("cam", "ctm")
-
-#: What ``by`` ranks with when not told: everything that needs nothing fitted on the training
-#: data (the four uncertainty scores, cheap and as good as coverage in Weiss and Tonella's
-#: study, and the coverage orders of earlier versions; docs/decisions.md).
-DEFAULT_BY = ("gini", "margin", "entropy", "confidence", "cam", "ctm")
-
-_UNCERTAINTY_ORDER = ("gini", "margin", "entropy", "confidence")
-
-
-def list_prioritisers() -> list[str]:
-    """Every name ``by`` takes, in the order ``"all"`` ranks them."""
-    extra = [n for n in UNCERTAINTY.names() if n not in _UNCERTAINTY_ORDER]
-    return [*_UNCERTAINTY_ORDER, *extra, *SURPRISE_KINDS, *COVERAGE_ORDERS]
-
-
-def parse_by(by: str | Iterable[str]) -> tuple[str, ...]:
-    """Prioritiser names from ``"gini,lsa,cam"``, a list, or ``"all"``, in the order given,
-    without repeats.
-
-    Raises:
-        DeepFaultError: An unknown name (the message lists the known ones) or none at all.
-
-    Examples:
-        >>> parse_by("gini, cam,gini")
-        ('gini', 'cam')
-    """
-    parts = by.split(",") if isinstance(by, str) else list(by)
-    known = list_prioritisers()
-    names: list[str] = []
-    for part in parts:
-        name = str(part).strip().lower()
-        if not name:
-            continue
-        for n in known if name == "all" else [name]:
-            if n not in known:
-                raise DeepFaultError(unknown_name("prioritiser", str(part).strip(), [*known, "all"]))
-            if n not in names:
-                names.append(n)
-    if not names:
-        raise DeepFaultError(f"no prioritiser given; known: {', '.join(known)}, or all")
-    return tuple(names)
-
+__all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "CoverageConfig", "Ranking", "RankReport", "apfd",
+           "list_prioritisers", "parse_by", "prioritize", "rank_inputs"]
 
 def apfd(order: Sequence[int] | np.ndarray, failing: np.ndarray) -> float | None:
     """APFD of ``order`` (input indices, first run first) for the ``(N,)`` bool ``failing``;
@@ -253,9 +199,8 @@ def rank_criterion(criterion: Criterion, values: torch.Tensor, failing: np.ndarr
     return _coverage_rankings(criterion, values, failing, ("cam",))["cam"]
 
 
-def _output_kind(model, output_kind: str | None) -> str:
-    if output_kind is not None:
-        return output_kind
+def _output_kind(model) -> str:
+    """A prepared model's output kind, else logits."""
     return str(getattr(model, "output_kind", None) or "logits")
 
 
@@ -274,75 +219,36 @@ def _score_uncertainty(outputs: torch.Tensor, names: Sequence[str], kind: str, p
         spent[name] += share
 
 
-@applies_threads
-def rank_inputs(
-    model: nn.Module | PreparedModel,
-    inputs: InputData,
-    labels: LabelData | None = None,
-    *,
-    by: str | Iterable[str] = DEFAULT_BY,
-    criteria: str | Iterable[str] = ("nc",),
-    threshold: float | Sequence[float] = 0.0,
-    sections: int = 10,
-    top_k: int = 1,
-    scale: float = 0.0,
-    profile: Profile | None = None,
-    surprise: Surprise | str | None = None,
-    layers: Sequence[str] | str | None = None,
-    transform: str | None = None,
-    output_kind: str | None = None,
-    batch_size: int | str = "auto",
-    progress: bool = False,
-    threads: int | str | None = "auto",
-) -> RankReport:
-    """Order ``inputs`` by each prioritiser of ``by`` and score each order by APFD of the
-    inputs the model misclassifies, from one forward pass.
+@labels_third(CoverageConfig)
+@entry(CoverageConfig, legacy=legacy_keywords)
+def rank_inputs(model, data, config: CoverageConfig, *, runtime: Runtime) -> RankReport:
+    """Order the inputs by each prioritiser of ``config.by`` and score each order by APFD of
+    the inputs the model misclassifies, from one forward pass.
 
     Args:
-        model: The classifier (a module or a prepared model).
-        inputs: ``(N, ...)`` inputs; a tensor, an array, a ``Dataset`` or a ``DataLoader``
-            (whose labels are used; a loader, or a data set given without labels, is streamed).
-        labels: ``(N,)`` true labels (an input fails when the arg-max output differs); taken
-            from ``inputs`` when it is a data set or loader.
-        by: Prioritisers (``"gini,lsa,cam"``, a list, or ``"all"``; see the module table).
-            Default: :data:`DEFAULT_BY`, everything that needs nothing fitted.
-        criteria: ``cam``/``ctm``: coverage criteria (``"nc,kmnc"``, a list, or ``"all"``); one
-            ranking each per criterion and setting.
-        threshold: ``t`` of ``nc``/``nac``.
-        sections: ``k`` of ``kmnc``.
-        top_k: ``k`` of ``tknc``/``tknp``.
-        scale: ``s`` of ``nbc``/``snac``.
-        profile: ``cam``/``ctm``: the model's profile (needed by ``kmnc``, ``nbc``, ``snac``); it
-            also supplies ``layers`` and ``transform`` when they are ``None``.
-        surprise: ``lsa``/``dsa``/``mdsa``: the fitted state
-            (:func:`~deepfault.coverage.surprise.fit_surprise`) or its ``.npz`` path; its own
-            layers and transform are captured.
-        layers: ``cam``/``ctm``: neuron layers (``"deepxplore"``, module names, or ``None``: the
-            default layers).
-        transform: ``cam``/``ctm``: ``"raw"`` (default) or ``"layer-minmax"``.
-        output_kind: ``"logits"`` or ``"probabilities"`` (default: a prepared model's, else
-            logits); the uncertainty scores take a softmax of logits.
-        batch_size: Inputs per forward pass, or ``"auto"`` (the default; sized from the memory,
-            :func:`~deepfault.core.memory.choose_batch_size`); the orders do not depend on it.
-        progress: Show a progress bar over the inputs.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        model: The classifier (a module or a prepared model, whose output kind the uncertainty
+            scores follow: a softmax of logits; and whose training split a surprise state is
+            fitted on when ``config.surprise`` is ``None``).
+        data: The inputs with their labels (an input fails when the arg-max output differs): an
+            ``(inputs, labels)`` pair, a torch ``Dataset`` or ``DataLoader`` of ``(input,
+            label)`` items (streamed), or a deepfault data set (its test split).
+        config: A :class:`~deepfault.coverage.config.CoverageConfig`: ``by`` (see the module
+            table; default :data:`DEFAULT_BY`, everything that needs nothing fitted), the criteria
+            of ``cam``/``ctm`` with their parameters and profile, the surprise state of
+            ``lsa``/``dsa``/``mdsa``.
+        runtime: A :class:`~deepfault.core.runtime.Runtime`; the orders do not depend on it.
 
     Returns:
         A :class:`RankReport`, one :class:`Ranking` per prioritiser in the order asked (per
         criterion for ``cam``/``ctm``). Everything streams: per input, the report keeps one
         float64 score per prioritiser and the prediction, and ``cam``/``ctm`` keep each input's
-        covered items as int32 indices in sparse form (at most one per neuron, in place of the
-        ``(N, M)`` float32 neuron values they held before).
+        covered items as int32 indices in sparse form (at most one per neuron).
 
     Raises:
-        DeepFaultError: An unknown prioritiser; for ``cam``/``ctm`` as
-            :func:`~deepfault.coverage.measure.measure_coverage`; a surprise adequacy without
-            a state, or a state of another model; labels that are missing, do not match the
-            inputs, or are no class of the model (negative, ``>=`` its number of outputs, NaN
-            or fractional).
+        DeepFaultError: For ``cam``/``ctm`` as :func:`~deepfault.coverage.measure.measure_coverage`;
+            a surprise adequacy without a state, or a state of another model; labels that are
+            missing, do not match the inputs, or are no class of the model (negative, ``>=`` its
+            number of outputs, NaN or fractional).
 
     Examples:
         >>> import torch
@@ -350,64 +256,76 @@ def rank_inputs(
         >>> torch.manual_seed(0) and None
         >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
         >>> x, y = torch.randn(50, 4), torch.randint(0, 3, (50,))
-        >>> report = rank_inputs(model, x, y, by="gini,margin,cam")
+        >>> report = rank_inputs(model, (x, y), CoverageConfig(by="gini,margin,cam"))
         >>> [r.name for r in report.rankings]
         ['gini', 'margin', 'cam:nc(threshold=0)']
         >>> report.ranking("gini").order.shape
         (50,)
     """
     from ..checks import MAX_CLASSES, check_labels
-    from ..core.inputs import is_torch_data, num_inputs, unpack
 
-    names = parse_by(by)
-    kind = _output_kind(model, output_kind)
-    module = _module(model)
+    names = config.by
     uncertain = [n for n in names if n in UNCERTAINTY]
     surprising = [n for n in names if n in SURPRISE_KINDS]
     coverage = [n for n in names if n in COVERAGE_ORDERS]
-    crit_names: tuple[str, ...] = ()
-    if coverage:
-        crit_names = _coverage_criteria(criteria)
-        check_params(crit_names, threshold=threshold, sections=sections, top_k=top_k, scale=scale,
-                     profile=profile)
-        layers, transform = resolve_setup(module, profile, layers, transform)
-    state = None
-    if surprising:
-        state = resolve_surprise(surprise)
-        state.check_model(module)
-    # A loader or data set streams (its labels come with its batches); arrays are sliced.
-    streamed = isinstance(inputs, DataLoader) or (is_torch_data(inputs) and labels is None)
-    x, labels = (inputs, labels) if streamed else unpack(inputs, labels)
-    n = num_inputs(x)
-    if n == 0:
-        raise DeepFaultError("no inputs: the input set is empty")
+    crit_names = _coverage_criteria(config.criteria) if coverage else ()
+    run = prepare_run(model, config, runtime, neurons=crit_names, scores=bool(surprising))
+    x, labels, streamed, n, data_name = _labelled(data)
     y = None if labels is None and streamed else check_labels("labels", labels, MAX_CLASSES, count=n)
-    if streamed and not isinstance(x, DataLoader):
-        x = DataLoader(cast("Dataset", x), batch_size=_STREAM_BATCH, shuffle=False)
     make_items = None
     if coverage:
         def make_items(layout: NeuronLayout) -> _Items:
-            if profile is not None:
-                profile.check_layout(layout)
-            return _Items(build_criteria(crit_names, layout, threshold=threshold, sections=sections,
-                                         top_k=top_k, scale=scale, profile=profile), layout)
+            if run.profile is not None:
+                run.profile.check_layout(layout)
+            return _Items(build_criteria(crit_names, layout, threshold=config.threshold,
+                                         sections=config.sections, top_k=config.top_k, scale=config.scale,
+                                         profile=run.profile), layout)
     t0 = time.perf_counter()
     spent = dict.fromkeys(names, 0.0)
-    with surprise_scorer(module, state, surprising, spent) as score_batch:
-        batches = iterate_batches(module, x, labels=labels if streamed else None, neurons=bool(coverage),
-                                  layers=layers, transform=transform or "raw", batch_size=batch_size,
-                                  progress=progress and "rank")
-        predicted, seen, joined, items = _rank_pass(batches, y, n, uncertain, surprising, kind, spent,
-                                                    score_batch, make_items)
+    with surprise_scorer(run.module, run.state, surprising, spent) as score_batch:
+        batches = iterate_batches(run.module, x, labels=labels if streamed else None, neurons=bool(coverage),
+                                  layers=run.layers, transform=run.transform, batch_size=runtime.batch_size,
+                                  progress=progress_bar(runtime, "rank"))
+        predicted, seen, joined, items = _rank_pass(batches, y, n, uncertain, surprising, _output_kind(model),
+                                                    spent, score_batch, make_items)
     forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
     if y is None:
         y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
-    failing = predicted != y
-    by_coverage: dict[str, list[Ranking]] = {"cam": [], "ctm": []}
+    rankings = _rankings(names, items, joined, predicted != y, spent)
     layout = None if items is None else items.layout
+    return RankReport(tuple(rankings), predicted != y, layout, run.transform if coverage else None,
+                      None if run.profile is None or not coverage else run.profile.to_dict(),
+                      time.perf_counter() - t0, forward, predicted, y,
+                      None if run.state is None else {**run.state.to_dict(), **run.source},
+                      about=run.about(data_name, layout, config.layers))
+
+
+def _labelled(data):
+    """``(inputs, labels or None, streamed, N, the data's name or None)``: a loader or a torch
+    data set streams (its labels come with its batches; a data set is read through a loader);
+    arrays and tensors are sliced.
+    """
+    from ..core.inputs import is_torch_data, num_inputs, unpack
+
+    x, labels, name = inputs_of(data)
+    streamed = isinstance(x, DataLoader) or (is_torch_data(x) and labels is None)
+    if not streamed:
+        x, labels = unpack(x, labels)
+    n = num_inputs(x)
+    if n == 0:
+        raise DeepFaultError("no inputs: the input set is empty")
+    if streamed and not isinstance(x, DataLoader):
+        x = DataLoader(cast("Dataset", x), batch_size=_STREAM_BATCH, shuffle=False)
+    return x, labels, streamed, n, name
+
+
+def _rankings(names, items: _Items | None, joined: dict, failing: np.ndarray, spent: dict) -> list[Ranking]:
+    """Every ranking in the order asked: the score orders, and ``cam``/``ctm`` per criterion."""
+    by_coverage: dict[str, list[Ranking]] = {"cam": [], "ctm": []}
+    which = [n for n in names if n in COVERAGE_ORDERS]
     if items is not None:
         for c, (cols, row_ptr, num_items, seconds) in items.sparse():
-            for name, r in _sparse_rankings(c, cols, row_ptr, num_items, failing, coverage, seconds).items():
+            for name, r in _sparse_rankings(c, cols, row_ptr, num_items, failing, which, seconds).items():
                 by_coverage[name].append(r)
     rankings: list[Ranking] = []
     for name in names:
@@ -415,10 +333,7 @@ def rank_inputs(
             rankings += by_coverage[name]
         else:
             rankings.append(_score_ranking(name, joined[name], failing, spent[name]))
-    return RankReport(tuple(rankings), failing, layout, transform if coverage else None,
-                      None if profile is None or not coverage else profile.to_dict(),
-                      time.perf_counter() - t0, forward, predicted, y,
-                      None if state is None else state.to_dict())
+    return rankings
 
 
 def _rank_pass(batches, y, n, uncertain, surprising, kind, spent, score_batch, make_items):

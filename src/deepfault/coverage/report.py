@@ -18,10 +18,11 @@ import math
 from pathlib import Path
 
 from ..experiment.tables import Table
+from .text import layer_tables, never_activated_line, surprise_table
 
 __all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "CRITERION_LINES", "criterion_line",
            "layer_tables", "never_activated_line", "never_activated_table", "rank_table",
-           "surprise_table"]
+           "surprise_table", "write_plot_folder"]
 
 #: What each figure of :func:`~deepfault.coverage.figures.save_figures` shows, by file-name part.
 CAPTIONS = {
@@ -109,18 +110,6 @@ def never_activated_table(report, *, shown: int = DEAD_SHOWN) -> Table | None:
                  title="never-activated neurons (no input gave a value above 0)")
 
 
-def never_activated_line(report, *, shown: int = 8) -> str:
-    """The never-activated neurons in one terminal line (``coverage measure`` prints it)."""
-    dead = report.never_activated()
-    if dead is None:
-        return ""
-    total = sum(len(u) for u in dead.values())
-    parts = [f"{name}: " + ", ".join(map(str, u[:shown])) + (f" and {len(u) - shown} more" if len(u) > shown
-                                                             else "") for name, u in dead.items() if u]
-    return (f"never activated (no value above 0): {total} of {report.layout.num_neurons} neurons"
-            + (f" ({'; '.join(parts)})" if parts else ""))
-
-
 def _dead_verdict(report) -> str:
     dead = report.never_activated()
     if dead is None:
@@ -140,51 +129,6 @@ def _ratio(covered: int, total: int | None) -> str:
     return f"{100 * covered / total:.1f}%" if total else "–"
 
 
-def _cell(covered: int, total: int | None) -> str:
-    if total is None:
-        return str(covered)
-    return f"{covered}/{total} {100 * covered / total:.1f}%" if total else "0/0"
-
-
-def layer_tables(report) -> list[Table]:
-    """One table per criterion: a row per layer and the total, a column per parameter setting
-    (what ``coverage measure`` prints and its page shows).
-    """
-    groups: dict[str, list] = {}
-    for r in report.results:
-        if r.per_layer:  # the surprise coverages bucket one score per input: surprise_table
-            groups.setdefault(r.criterion, []).append(r)
-    tables = []
-    for name, results in groups.items():
-        heads = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.params.items())
-                 or name for r in results]
-        unit = "distinct top-k sets per layer; total: patterns" if name == "tknp" else "covered/items"
-        rows = [(la.name, la.size, *[_cell(*r.per_layer[la.name]) for r in results])
-                for la in report.layout.layers]
-        rows.append(("all", report.layout.num_neurons, *[_cell(r.covered, r.total) for r in results]))
-        tables.append(Table(("layer", "units", *heads), rows, title=f"{name} ({unit})"))
-    return tables
-
-
-def surprise_table(report) -> Table | None:
-    """The surprise coverages of a measurement: buckets covered, the bound ``U`` and where it
-    came from, and how many scores fell outside ``[0, U)`` (``None`` without them).
-    """
-    if not report.surprise:
-        return None
-    rows = []
-    for r in report.results:
-        v = report.surprise["criteria"].get(r.criterion)
-        if v is None:
-            continue
-        upper = "-" if v["upper"] is None else f"{v['upper']:.6g}"
-        rows.append((r.criterion, v["score"], f"{r.covered}/{r.total} {100 * r.ratio:.1f}%", upper,
-                     "largest score here" if v["upper_from"] == "inputs" else "given", v["negative"],
-                     v["at_or_above_upper"], v["not_finite"]))
-    return Table(("criterion", "score", "buckets covered", "U", "U is", "scores < 0", "scores >= U",
-                  "not finite"), rows, title="surprise coverage (equal buckets of [0, U))")
-
-
 def measure_page(report, folder, *, model_name: str, data_name: str, device: str = "",
                  provenance: dict | None = None, config: dict | None = None) -> dict:
     """The page of one coverage measurement.
@@ -202,7 +146,7 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         ``dict(title, html, meta, nav, config, provenance, figures)`` for
         :func:`~deepfault.experiment.report.write_page` (``figures``: the PNGs written).
     """
-    from ..experiment.report import image_tag, section
+    from ..experiment.report import section
     from .figures import save_figures
 
     folder = Path(folder)
@@ -241,9 +185,39 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         nav.append(("layers", "Coverage per layer"))
     sa = surprise_table(report)
     if sa is not None:
-        state = report.surprise["state"]
-        layers = ", ".join(f"{la['name']} ({la['size']})" for la in state["layers"])
-        parts.append(section(
+        parts.append(_surprise_section(report, sa))
+        nav.append(("surprise", "Surprise coverage"))
+    figures = save_figures(report, folder)
+    titles = {"growth": "Coverage against the number of inputs",
+              "threshold": "Coverage against the threshold", "layers": "Coverage of each layer",
+              "surprise": "Surprise adequacy of the inputs"}
+    # the growth curve first: the question most readers bring
+    _figure_sections(figures, CAPTIONS, titles, lambda p, key: key in p.stem, parts, nav)
+    meta = (f"{model_name} on {data_name}: {report.num_inputs:,} inputs, {len(report.layout.layers)} layers, "
+            f"{report.layout.num_neurons:,} neurons, transform {report.transform}"
+            + (f", {device}" if device else "") + f"; measured in {report.seconds:.2f} s.")
+    return {"title": f"Coverage of {model_name}", "meta": meta, "html": "\n".join(parts), "nav": nav,
+            "config": config, "provenance": provenance, "figures": figures}
+
+
+def _figure_sections(figures, captions: dict, titles: dict, matches, parts: list, nav: list) -> None:
+    """A section per figure written, in the order of ``captions`` (``matches(path, key)``)."""
+    from ..experiment.report import image_tag, section
+
+    for key, caption in captions.items():
+        path = next((p for p in figures if matches(p, key)), None)
+        if path is None:
+            continue
+        nav.append((f"figure-{key}", titles[key]))
+        parts.append(section(f"figure-{key}", titles[key], caption, image_tag(path, path.name)))
+
+
+def _surprise_section(report, sa: Table) -> str:
+    from ..experiment.report import section
+
+    state = report.surprise["state"]
+    layers = ", ".join(f"{la['name']} ({la['size']})" for la in state["layers"])
+    return section(
             "surprise", "Surprise coverage",
             "Kim et al.'s surprise coverage: the share of K equal buckets of [0, U) that the inputs' "
             "surprise "
@@ -252,23 +226,7 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
             "by "
             f"{state['grouping']}. When U is the largest score of these inputs the coverage says how they "
             "spread over their own range and is not comparable with another input set's; a given U is.",
-            sa.html()))
-        nav.append(("surprise", "Surprise coverage"))
-    figures = save_figures(report, folder)
-    titles = {"growth": "Coverage against the number of inputs",
-              "threshold": "Coverage against the threshold", "layers": "Coverage of each layer",
-              "surprise": "Surprise adequacy of the inputs"}
-    for key in CAPTIONS:  # the growth curve first: the question most readers bring
-        path = next((p for p in figures if key in p.stem), None)
-        if path is None:
-            continue
-        nav.append((f"figure-{key}", titles[key]))
-        parts.append(section(f"figure-{key}", titles[key], CAPTIONS[key], image_tag(path, path.name)))
-    meta = (f"{model_name} on {data_name}: {report.num_inputs:,} inputs, {len(report.layout.layers)} layers, "
-            f"{report.layout.num_neurons:,} neurons, transform {report.transform}"
-            + (f", {device}" if device else "") + f"; measured in {report.seconds:.2f} s.")
-    return {"title": f"Coverage of {model_name}", "meta": meta, "html": "\n".join(parts), "nav": nav,
-            "config": config, "provenance": provenance, "figures": figures}
+            sa.html())
 
 
 def _f3(v) -> str:
@@ -333,25 +291,13 @@ def rank_page(report, folder, *, model_name: str, data_name: str, device: str = 
         ``dict(title, html, meta, nav, config, provenance, figures)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
-    from ..experiment.report import image_tag, section
+    from ..experiment.report import section
     from .figures import save_rank_figures
 
     folder = Path(folder)
     n, k = report.num_inputs, report.num_failing
     best = report.best()
-    cut = max(1, math.ceil(0.1 * n))
-    if best is None:
-        verdict = (f"The model classifies all {n:,} inputs correctly, so no order finds a misclassified "
-                   "input "
-                   "earlier than another (APFD is undefined).")
-    else:
-        assert best.apfd is not None
-        verdict = (f"{best.name} found the {k:,} misclassified inputs earliest: APFD {best.apfd:.3f} (a "
-                   "random "
-                   f"order 0.5 on average, the ideal one {1 - k / (2 * n):.3f}); the first {cut:,} inputs "
-                   "of its "
-                   f"order ({cut / n:.0%}) hold {100 * best.found(report.failing)[cut - 1]:.0f}% of the "
-                   "misclassified ones.")
+    verdict = _rank_verdict(report)
     table, classes = rank_table(report)
     parts = [section(
         "answer", "Which prioritiser finds the misclassified inputs earliest",
@@ -371,25 +317,9 @@ def rank_page(report, folder, *, model_name: str, data_name: str, device: str = 
         parts.append(f"<p class='note'>{html.escape(notes)}</p>")
     figures = save_rank_figures(report, folder)
     titles = {"curves": "Ranking curves", "scores": "Score distributions: misclassified against correct"}
-    for key, caption in RANK_CAPTIONS.items():
-        path = next((p for p in figures if p.stem.endswith(key)), None)
-        if path is None:
-            continue
-        nav.append((f"figure-{key}", titles[key]))
-        parts.append(section(f"figure-{key}", titles[key], caption, image_tag(path, path.name)))
-    cov = [r for r in report.rankings if r.prioritiser == "cam"]
-    if cov:
-        rows = [(r.criterion, "-" if r.covered is None else f"{r.covered:,}",
-                 "-" if r.total is None else f"{r.total:,}", r.greedy, _f3(r.apfd), _f3(r.apfd_total))
-                for r in cov]
-        parts.append(section(
-            "coverage", "Coverage orders",
-            "Per coverage criterion: the items the whole set covers, how many inputs cam picks before they "
-            "cover "
-            "it all (then the rest by their own coverage), and the APFD of cam and of ctm (most covered "
-            "items "
-            "first).", Table(("criterion", "covered", "total", "cam's greedy inputs", "APFD cam", "APFD ctm"),
-                             rows).html()))
+    _figure_sections(figures, RANK_CAPTIONS, titles, lambda p, key: p.stem.endswith(key), parts, nav)
+    if any(r.prioritiser == "cam" for r in report.rankings):
+        parts.append(_coverage_orders(report))
         nav.append(("coverage", "Coverage orders"))
     meta = (f"{model_name} on {data_name}: {n:,} inputs, {k:,} misclassified"
             + (f" ({100 * k / n:.1f}%)" if n else "") + (f", {device}" if device else "")
@@ -397,3 +327,52 @@ def rank_page(report, folder, *, model_name: str, data_name: str, device: str = 
               f"{report.forward_seconds:.2f} s.")
     return {"title": f"Which inputs to look at first: {model_name}", "meta": meta, "html": "\n".join(parts),
             "nav": nav, "config": config, "provenance": provenance, "figures": figures}
+
+
+def _rank_verdict(report) -> str:
+    n, k = report.num_inputs, report.num_failing
+    best = report.best()
+    cut = max(1, math.ceil(0.1 * n))
+    if best is None:
+        verdict = (f"The model classifies all {n:,} inputs correctly, so no order finds a misclassified "
+                   "input "
+                   "earlier than another (APFD is undefined).")
+    else:
+        assert best.apfd is not None
+        verdict = (f"{best.name} found the {k:,} misclassified inputs earliest: APFD {best.apfd:.3f} (a "
+                   "random "
+                   f"order 0.5 on average, the ideal one {1 - k / (2 * n):.3f}); the first {cut:,} inputs "
+                   "of its "
+                   f"order ({cut / n:.0%}) hold {100 * best.found(report.failing)[cut - 1]:.0f}% of the "
+                   "misclassified ones.")
+    return verdict
+
+
+def _coverage_orders(report) -> str:
+    from ..experiment.report import section
+
+    rows = [(r.criterion, "-" if r.covered is None else f"{r.covered:,}",
+             "-" if r.total is None else f"{r.total:,}", r.greedy, _f3(r.apfd), _f3(r.apfd_total))
+            for r in report.rankings if r.prioritiser == "cam"]
+    return section(
+        "coverage", "Coverage orders",
+        "Per coverage criterion: the items the whole set covers, how many inputs cam picks before they "
+        "cover "
+        "it all (then the rest by their own coverage), and the APFD of cam and of ctm (most covered "
+        "items "
+        "first).", Table(("criterion", "covered", "total", "cam's greedy inputs", "APFD cam", "APFD ctm"),
+                         rows).html())
+
+
+def write_plot_folder(folder, render) -> list[Path]:
+    """``coverage measure --plot DIR``: the page ``render(folder)`` (:func:`measure_page`) and its
+    figures written straight into ``folder`` (``--report DIR`` is the write-whole-or-nothing
+    form); returns the paths written, the page last.
+    """
+    from ..experiment.report import render_page
+
+    shown = render(folder)
+    path = Path(folder) / "report.html"
+    path.write_text(render_page(shown["title"], shown["html"], shown["provenance"], config=shown["config"],
+                                meta=shown["meta"], nav=shown["nav"]), encoding="utf-8")
+    return [*shown["figures"], path]

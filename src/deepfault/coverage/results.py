@@ -1,5 +1,7 @@
 """Coverage's results: one criterion's :class:`CoverageResult`, a pass's :class:`CoverageReport`,
 and the prioritisations :class:`Ranking` and :class:`RankReport`; frozen, with ``to_dict``.
+The two reports are outcomes (:class:`~deepfault.core.outcome.Outcome`): ``summary()`` is the
+text ``deepfault coverage measure|rank`` prints (:mod:`.text`), ``payload()`` their ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -10,10 +12,39 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.capture import NeuronLayout
+from ..core.outcome import Outcome
 from ..core.summary import Summarised
 from ..errors import DeepFaultError
 
-__all__ = ["CoverageResult", "CoverageReport", "Ranking", "RankReport"]
+__all__ = ["About", "CoverageResult", "CoverageReport", "Ranking", "RankReport"]
+
+
+@dataclass(frozen=True)
+class About:
+    """What an outcome's summary says about its run, beside its numbers (none of it is in
+    ``to_dict()``: the result document records the model and the data on its own).
+
+    Attributes:
+        model_name: A prepared model's name (``None`` for a module).
+        data_name: A deepfault data set's name (``None`` for other inputs).
+        device: Where the model ran.
+        neurons: The neuron line: how many neurons in how many layers, and where the layers
+            came from (:func:`~deepfault.core.capture.neurons_line`); ``None`` without neurons.
+        notes: Lines said first (where a surprise state came from).
+        selection: The selection of the neurons read
+            (:func:`~deepfault.core.capture.layer_selection`; the model's record keeps it).
+        seconds: A fit's wall time.
+        class_names: The data's class names (a fitted surprise state's table).
+    """
+
+    model_name: str | None = None
+    data_name: str | None = None
+    device: str | None = None
+    neurons: str | None = None
+    notes: tuple[str, ...] = ()
+    selection: str | list[str] | None = None
+    seconds: float = 0.0
+    class_names: tuple[str, ...] = ()
 
 
 def _label(name: str, params: dict) -> str:
@@ -67,7 +98,7 @@ def _share(covered: int, total: int | None) -> str:
 
 
 @dataclass(frozen=True, repr=False)
-class CoverageReport(Summarised):
+class CoverageReport(Summarised, Outcome):
     """Coverage of a set of inputs under several criteria.
 
     Attributes:
@@ -89,6 +120,7 @@ class CoverageReport(Summarised):
         active: ``(M,)`` bool: whether some input gave the neuron a value above 0 (in
             ``transform``); ``None`` when no neuron was captured (surprise coverage alone).
             :meth:`never_activated` lists the others.
+        about: The run's model, data, device and neurons, for :meth:`summary`.
     """
 
     results: tuple[CoverageResult, ...]
@@ -101,6 +133,7 @@ class CoverageReport(Summarised):
     surprise: dict | None = None
     scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     active: np.ndarray | None = field(default=None, repr=False)
+    about: About = field(default_factory=About, repr=False, compare=False)
 
     def never_activated(self) -> dict[str, list[int]] | None:
         """The never-activated ("dead") neurons: ``{layer: [unit, ...]}`` of the neurons no input
@@ -124,11 +157,12 @@ class CoverageReport(Summarised):
         return f"{self.num_inputs} inputs: " + ", ".join(parts)
 
     def summary(self) -> str:
-        """One line per criterion and setting."""
-        lines = [f"coverage of {self.num_inputs} inputs over {self.layout.num_neurons} neurons "
-                 f"({self.transform} values):"]
-        lines += [f"  {r.label}: {_share(r.covered, r.total)}" for r in self.results]
-        return "\n".join(lines)
+        """What ``coverage measure`` prints: the run, a table per criterion (a row per layer),
+        the surprise coverages, the never-activated neurons and the time.
+        """
+        from .text import measure_text
+
+        return measure_text(self)
 
     def rows(self) -> list[dict]:
         return [{"label": r.label, "criterion": r.criterion, "covered": r.covered, "total": r.total,
@@ -226,7 +260,7 @@ class Ranking:
 
 
 @dataclass(frozen=True, repr=False)
-class RankReport(Summarised):
+class RankReport(Summarised, Outcome):
     """Prioritisations of one set of inputs, one :class:`Ranking` per prioritiser (and, for
     ``cam``/``ctm``, per coverage criterion and setting).
 
@@ -242,6 +276,7 @@ class RankReport(Summarised):
         labels: ``(N,)`` the true labels.
         surprise: The surprise state's summary (``Surprise.to_dict()``) when a surprise
             adequacy ranked, else ``None``.
+        about: The run's model, data, device and neurons, for :meth:`summary`.
     """
 
     rankings: tuple[Ranking, ...]
@@ -254,6 +289,7 @@ class RankReport(Summarised):
     predictions: np.ndarray | None = None
     labels: np.ndarray | None = None
     surprise: dict | None = None
+    about: About = field(default_factory=About, repr=False, compare=False)
 
     @property
     def num_inputs(self) -> int:
@@ -285,13 +321,12 @@ class RankReport(Summarised):
         return f"{self.num_inputs} inputs, {self.num_failing} misclassified{answer}"
 
     def summary(self) -> str:
-        """The best order first, then every ranking's APFD (the higher, the sooner the
-        misclassified inputs come).
+        """What ``coverage rank`` prints: the run, every ranking's APFD (the higher, the sooner
+        the misclassified inputs come) and the earliest, and the times.
         """
-        lines = [f"ranking: {self.headline()}"]
-        lines += [f"  {r.name}: APFD " + ("n/a" if r.apfd is None else f"{r.apfd:.3f}")
-                  for r in self.rankings]
-        return "\n".join(lines)
+        from .text import rank_text
+
+        return rank_text(self)
 
     def rows(self) -> list[dict]:
         return [r.to_dict(with_order=False) for r in self.rankings]

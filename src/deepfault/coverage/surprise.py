@@ -39,7 +39,7 @@ Examples:
     >>> from torch import nn
     >>> torch.manual_seed(0) and None
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-    >>> sa = fit_surprise(model, torch.randn(300, 4), layers=["0"])
+    >>> sa = fit_surprise(model, torch.randn(300, 4), SurpriseConfig(layers=["0"]))
     >>> sa.num_inputs, sa.num_neurons
     (300, 8)
     >>> scores = surprise_scores(model, torch.randn(5, 4), sa, kinds=("dsa", "mdsa"))
@@ -49,12 +49,14 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -62,15 +64,21 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
-    from ..core.inputs import InputData, LabelData
+    from ..core.inputs import InputData
     from ..models.prepare import PreparedModel
 
 from .._io import write_npz
+from ..checks import MAX_CLASSES, check_labels
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
-from ..core.entry import applies_threads
+from ..core.constraints import Interval, Options, param, validate
+from ..core.entry import applies_threads, entry
+from ..core.outcome import Artifact, Outcome
 from ..core.registry import suggestion
+from ..core.runtime import Runtime
 from ..errors import DeepFaultError
+from ._legacy import labels_third, legacy_keywords
+from ._shape import _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
 from .profile import (
     _field,
     _module,
@@ -81,9 +89,11 @@ from .profile import (
     selection_arrays,
     selection_from,
 )
+from .results import About
+from .scored import surprise_coverage
 
-__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
-           "parse_kinds", "save_surprise", "surprise_coverage",
+__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig", "fit_surprise",
+           "load_surprise", "parse_kinds", "save_surprise", "surprise_coverage",
            "surprise_scores", "SurpriseScores"]
 
 FORMAT = "deepfault-surprise/1"
@@ -147,7 +157,7 @@ class _ByClass:
 
 
 @dataclass(frozen=True, eq=False)
-class Surprise:
+class Surprise(Outcome):
     """A fitted surprise-adequacy state: the training ATs and what scoring needs.
 
     Attributes:
@@ -177,6 +187,8 @@ class Surprise:
     var_threshold: float | None = 1e-5
     max_features: int | None = None
     selection: str | tuple[str, ...] | None = None
+    #: What the summary says of the fit (set on the fitted state; not a field: not saved or compared).
+    about: ClassVar[About] = About()
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +207,16 @@ class Surprise:
     @property
     def num_inputs(self) -> int:
         return len(self.ats)
+
+    def summary(self) -> str:
+        """What ``coverage surprise`` prints: the fit, its layers, the inputs per class."""
+        from .text import surprise_text
+
+        return surprise_text(self)
+
+    def outputs(self) -> tuple[Artifact, ...]:
+        """The state's ``.npz`` (:func:`save_surprise`)."""
+        return (Artifact("surprise", ".npz", functools.partial(save_surprise, self)),)
 
     def class_counts(self) -> np.ndarray:
         """``(num_classes,)`` training ATs per class."""
@@ -514,78 +536,132 @@ def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
     return [batch.layout.layers[-1].name]
 
 
-@applies_threads
-def fit_surprise(
-    model: nn.Module | PreparedModel,
-    inputs: InputData,
-    labels: LabelData | None = None,
-    *,
-    layers: Sequence[str] | str | None = None,
-    transform: str = "raw",
-    classes: str = "predictions",
-    var_threshold: float | None = 1e-5,
-    max_features: int | None = None,
-    batch_size: int | str = "auto",
-    progress: bool = False,
-    threads: int | str | None = "auto",
-) -> Surprise:
-    """Fit surprise adequacy on ``inputs`` (normally the training split), in one pass.
+@dataclass(frozen=True)
+class SurpriseConfig(Config):
+    """Everything that determines a fitted surprise state (:func:`~deepfault.coverage.fit_surprise`).
 
-    Args:
-        model: The classifier.
-        inputs: ``(N, ...)`` inputs; a tensor, an array, a ``Dataset`` or a ``DataLoader``.
-        labels: ``(N,)`` labels, needed when ``classes="labels"`` (a loader's own are used).
-        layers: The layers whose ATs are compared (module names or a selection, as in
-            :func:`~deepfault.core.capture.capture`); ``None``: the deepest layer before the
-            logits, the usual choice of Kim et al.
+    A config of its own: the state is fitted once on the training split and then scores any
+    test set, so its LSA settings (``var_threshold``, ``max_features``) and its grouping belong
+    to the fit, not to a measurement.
+
+    Attributes:
+        layers: The layers whose activation traces are compared (module names or a selection);
+            ``None``: the deepest layer before the logits, the usual choice of Kim et al.
         transform: ``"raw"`` or ``"layer-minmax"``.
-        classes: Group the training ATs by the model's ``"predictions"`` (default; a test input
-            is always grouped by its prediction) or by the ``"labels"``.
-        var_threshold: LSA: drop neurons whose variance within a class is below this (Kim et
+        classes: Group the training traces by the model's ``"predictions"`` (the default; a test
+            input is always grouped by its prediction) or by the ``"labels"``.
+        var_threshold: LSA: drop the neurons whose variance within a class is below this (Kim et
             al.'s ``1e-5``; ``None`` for none).
         max_features: LSA: keep only this many neurons of highest variance per class (dnn-tip's
             default is 300; ``None``: all).
-        batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
-            :func:`~deepfault.core.memory.choose_batch_size`); the state does not depend on it.
-        progress: Show a progress bar.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+    """
+
+    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
+        "the deepest of the default layers: the last block, or the Linear/Conv layer before the logits, "
+        "Kim et al.'s usual choice"))
+    transform: str = param("raw", Options(TRANSFORMS), help="neuron values: 'raw', or 'layer-minmax' (each "
+                           "input's layer output scaled to [0, 1], DeepXplore's)")
+    classes: str = param("predictions", Options(("predictions", "labels")),
+                         help="group the training traces by the model's predictions (as a test input always "
+                         "is) or by the labels")
+    var_threshold: float | None = param(1e-5, Interval(float, 0.0, None, none=True),
+                                        help="LSA: drop the neurons whose variance within a class is below V "
+                                        "(Kim et al.'s; 0 drops none)", option="--var-threshold")
+    max_features: int | None = param(None, Interval(int, 1, None, none=True),
+                                     help="LSA: keep only the K neurons of highest variance per class "
+                                     "(dnn-tip uses 300) (default: all)", option="--max-features")
+
+    def __post_init__(self):
+        _check_settings(self.var_threshold, self.max_features, self.classes)
+        check_transform(self.transform)
+        self._tuple("layers")
+        validate(self)
+
+
+@labels_third(SurpriseConfig)
+@entry(SurpriseConfig, legacy=legacy_keywords)
+def fit_surprise(model, data, config: SurpriseConfig, *, runtime: Runtime) -> Surprise:
+    """Fit surprise adequacy on the inputs (normally the training split), in one pass.
+
+    Args:
+        model: The classifier, or a prepared model.
+        data: The inputs: ``(N, ...)`` array or tensor, an ``(inputs, labels)`` pair (the labels
+            are needed when ``config.classes="labels"``), a torch ``Dataset``, a ``DataLoader``
+            (streamed, its labels used), or a deepfault data set (its test split:
+            ``deepfault coverage surprise`` passes the split it reads as one).
+        config: A :class:`~deepfault.coverage.config.SurpriseConfig`: the layers, the transform,
+            the grouping and LSA's settings.
+        runtime: A :class:`~deepfault.core.runtime.Runtime`; the state does not depend on it.
 
     Returns:
-        A :class:`Surprise` holding ``N x M`` float32 ATs (the scores need them all).
+        A :class:`Surprise` holding ``N x M`` float32 ATs (the scores need them all); an
+        outcome whose summary is its classes and whose output is its ``.npz``.
 
     Raises:
         DeepFaultError: No inputs, labels missing or of the wrong length when they are needed,
             fewer than two classes, more ATs than :data:`MAX_VALUES`, or bad settings.
     """
-    from ..checks import MAX_CLASSES, check_labels
+    t0 = time.perf_counter()
+    module = _module(model)
+    x, y, streamed, n = _fit_inputs(inputs_of(data)[:2], config)
+    layers: str | Sequence[str] | None = config.layers
+    if layers is None:
+        layers = _default_layer(module, _first(x), config.transform)
+    ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
+    if given is not None:
+        y = check_labels("labels", given, MAX_CLASSES, count=n)
+    if config.classes == "labels":
+        assert y is not None
+        y_np = np.asarray(y.cpu().numpy() if isinstance(y, torch.Tensor) else y).astype(np.int64)
+        if (y_np >= num_classes).any():
+            raise DeepFaultError(f"labels go up to {int(y_np.max())} but the model has {num_classes} outputs")
+        assigned = y_np
+    if len(np.unique(assigned)) < 2:
+        raise DeepFaultError(
+            f"all {n} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
+            "so fit it on inputs of at least two classes")
+    selection = tuple(layers) if not isinstance(layers, str) else layers
+    sizes = tuple(la.size for la in layout.layers)
+    state = Surprise(layout.names, sizes, config.transform, model_hash(module), num_classes, ats, assigned,
+                     grouping=config.classes, var_threshold=config.var_threshold,
+                     max_features=config.max_features, selection=selection)
+    object.__setattr__(state, "about", _about(model, module, data, layout, config, runtime,
+                                              time.perf_counter() - t0))
+    return state
+
+
+def _fit_inputs(pair, config: SurpriseConfig):
+    """``(inputs, labels or None, streamed, N)``: a sized loader streams (its labels come with
+    its batches); everything else is read as one tensor.
+    """
     from ..core.inputs import inputs_and_labels, num_inputs
 
-    _check_settings(var_threshold, max_features, classes)
-    check_transform(transform)
-    module = _module(model)
-    # A sized loader streams (its labels come with its batches); everything else is read as before.
+    inputs, labels = pair
     streamed = isinstance(inputs, DataLoader) and num_inputs(inputs) > 0
     x, own = (inputs, None) if streamed else inputs_and_labels(inputs, labels)
     n = num_inputs(x)
     if n == 0:
         raise DeepFaultError("no inputs to fit surprise adequacy on: the input set is empty")
     y = own if own is not None else labels if streamed else None
-    if classes == "labels" and not streamed:
+    if config.classes == "labels" and not streamed:
         if y is None:
             raise DeepFaultError("classes='labels' needs labels; pass labels= or use classes='predictions'")
         y = check_labels("labels", y, MAX_CLASSES, count=n)
-    if layers is None:
-        layers = _default_layer(module, _first(x), transform)
+    return x, y, streamed, n
+
+
+def _trace(module: nn.Module, x, y, streamed: bool, n: int, layers, config: SurpriseConfig, runtime: Runtime):
+    """The pass: ``(ATs (N, M) float32, predicted classes, the loader's labels or None, the
+    layout, the number of classes)``.
+    """
     ats: np.ndarray | None = None
     assigned = np.empty(n, dtype=np.int64)
-    given = np.empty(n, dtype=np.int64) if streamed and classes == "labels" else None
+    given = np.empty(n, dtype=np.int64) if streamed and config.classes == "labels" else None
     layout = None
     num_classes = 0
     for batch in iterate_batches(module, x, labels=y if streamed else None, layers=layers,
-                                 transform=transform, batch_size=batch_size, progress=progress and "fit"):
+                                 transform=config.transform, batch_size=runtime.batch_size,
+                                 progress=progress_bar(runtime, "fit")):
         assert batch.values is not None
         assert batch.layout is not None
         if given is not None:
@@ -606,22 +682,30 @@ def fit_surprise(
         assigned[batch.start : batch.stop] = batch.outputs.argmax(dim=1).cpu().numpy()
     assert ats is not None
     assert layout is not None
-    if given is not None:
-        y = check_labels("labels", given, MAX_CLASSES, count=n)
-    if classes == "labels":
-        assert y is not None
-        y_np = np.asarray(y.cpu().numpy() if isinstance(y, torch.Tensor) else y).astype(np.int64)
-        if (y_np >= num_classes).any():
-            raise DeepFaultError(f"labels go up to {int(y_np.max())} but the model has {num_classes} outputs")
-        assigned = y_np
-    if len(np.unique(assigned)) < 2:
-        raise DeepFaultError(
-            f"all {n} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
-            "so fit it on inputs of at least two classes")
-    selection = tuple(layers) if not isinstance(layers, str) else layers
-    return Surprise(layout.names, tuple(la.size for la in layout.layers), transform, model_hash(module),
-                    num_classes, ats, assigned, grouping=classes, var_threshold=var_threshold,
-                    max_features=max_features, selection=selection)
+    return ats, assigned, given, layout, num_classes
+
+
+def _about(model, module: nn.Module, data, layout: NeuronLayout, config: SurpriseConfig, runtime: Runtime,
+           seconds: float) -> About:
+    """What a fitted state's summary says about its fit."""
+    from .text import neurons_text
+
+    p = next(module.parameters(), None)
+    source = data if hasattr(data, "class_names") else getattr(model, "data", None)
+    return About(None if isinstance(model, nn.Module) else getattr(model, "name", None),
+                 str(data.name) if hasattr(data, "x_test") and hasattr(data, "name") else None,
+                 str(runtime.device or (p.device if p is not None else "cpu")),
+                 neurons_text(layout, module, config.layers, deepest=config.layers is None),
+                 seconds=seconds, class_names=tuple(getattr(source, "class_names", None) or ()))
+
+
+def _fit_by_keywords(model, inputs, *, layers=None, transform: str = "raw", batch_size: int | str = "auto",
+                     progress: bool = False) -> Surprise:
+    """:func:`fit_surprise` in the keyword form :mod:`.surprise_cache` calls (without the
+    deprecation warning that form gives from outside).
+    """
+    return fit_surprise(model, inputs, SurpriseConfig(layers=layers, transform=transform),
+                        runtime=Runtime(batch_size=batch_size, progress=progress))
 
 
 @dataclass(frozen=True)
@@ -697,27 +781,6 @@ def surprise_scores(
             out[k].append(np.asarray(surprise.score(k, batch.values, c), dtype=np.float64))
     return SurpriseScores({k: np.concatenate(v) if v else np.empty(0) for k, v in out.items()},
                           np.concatenate(pred) if pred else np.empty(0, dtype=np.int64))
-
-
-def surprise_coverage(scores: np.ndarray, *, upper: float, sections: int = 10) -> np.ndarray:
-    """Surprise coverage (Kim et al.): which of ``sections`` equal buckets of ``[0, upper)``
-    the ``scores`` fall in; a score ``>= upper``, negative or not finite covers none
-    (dnn-tip's ``SurpriseCoverageMapper`` without its overflow bucket).
-
-    Returns:
-        ``(sections,)`` bool: the covered buckets. Coverage is their mean.
-    """
-    if not (isinstance(upper, int | float) and math.isfinite(upper) and upper > 0):
-        raise DeepFaultError(f"the surprise coverage upper bound must be a finite number > 0; got {upper!r}")
-    if isinstance(sections, bool) or not isinstance(sections, int) or sections < 1:
-        raise DeepFaultError(f"sections must be an int >= 1; got {sections!r}")
-    s = np.asarray(scores, dtype=np.float64)
-    edges = np.linspace(0.0, float(upper), sections + 1)
-    ok = np.isfinite(s) & (s >= 0) & (s < upper)
-    bucket = np.clip(np.searchsorted(edges, s[ok], side="right") - 1, 0, sections - 1)
-    covered = np.zeros(sections, dtype=bool)
-    covered[bucket] = True
-    return covered
 
 
 # --------------------------------------------------------------------------- files

@@ -49,12 +49,12 @@ from .profile import _module, model_hash
 from .surprise import (
     FORMAT,
     Surprise,
-    fit_surprise,
     load_surprise,
     parse_kinds,
     save_surprise,
     surprise_scores,
 )
+from .surprise import _fit_by_keywords as fit_surprise
 
 if TYPE_CHECKING:
     from ..models.prepare import PreparedModel

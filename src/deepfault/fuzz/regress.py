@@ -35,7 +35,7 @@ from ..core.capture import default_layers, resolve_layers
 from ..core.entry import _translate, applies_threads, renamed
 from ..core.inputs import InputData, LabelData
 from ..core.summary import Summarised
-from ..coverage import compute_profile, load_profile, model_hash
+from ..coverage import ProfileConfig, compute_profile, load_profile, model_hash
 from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
@@ -493,7 +493,7 @@ def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):
     path = Path(folder) / f"profile-{key}.npz"
     if path.is_file():
         return load_profile(path)
-    profile = compute_profile(m2, data.x_train, layers=layers, transform=config.transform_name)
+    profile = compute_profile(m2, data.x_train, ProfileConfig(layers=layers, transform=config.transform_name))
     profile.save(path)
     return profile
 

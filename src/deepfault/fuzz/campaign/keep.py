@@ -204,7 +204,7 @@ def coverage_criterion(m2: nn.Module, seeds: torch.Tensor, config: CampaignConfi
     Raises:
         DeepFaultError: A criterion that needs a profile, without one and without training inputs.
     """
-    from ...coverage import compute_profile, criterion_params, make_criterion
+    from ...coverage import ProfileConfig, compute_profile, criterion_params, make_criterion
 
     params = dict(config.criterion_params)
     if config.criterion == "kmnc":
@@ -218,7 +218,8 @@ def coverage_criterion(m2: nn.Module, seeds: torch.Tensor, config: CampaignConfi
                 f"coverage criterion {config.criterion!r} needs M2's profile on training inputs, and the "
                 "data set has no training split; choose criterion 'nc' or 'tknc'"
             )
-        params["profile"] = compute_profile(m2, train_inputs, layers=layers, transform=config.transform_name)
+        params["profile"] = compute_profile(m2, train_inputs, ProfileConfig(layers=layers,
+                                                                          transform=config.transform_name))
     criterion = None
     batches = iterate_batches(m2, seeds, layers=layers, transform=config.transform_name, batch_size=_BATCH)
     for batch in batches:
