@@ -25,6 +25,7 @@ from ._common import (
     names,
     number,
     positive_int,
+    seed_int,
     write_outcome,
     write_run_report,
 )
@@ -33,7 +34,7 @@ _FIELDS = {  # the options that set CampaignConfig's fields, with their command-
     "fidelity": {"metavar": "SPEC"}, "shared_fidelity": {"metavar": "SPEC"}, "mutants": {"metavar": "N"},
     "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
     "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},
-    "seed": {"metavar": "S"},
+    "seed": {"metavar": "S", "type": seed_int},  # the one seed parser of every command
 }
 
 
@@ -118,12 +119,14 @@ def outputs(args) -> list[Output]:
 def _cmd_regress(args) -> int:
     config = CampaignConfig(
         strategy="drfuzz" if args.strategy == "both" else args.strategy, budget=args.budget,
-        criteria=args.criterion, criterion_params=criterion_params(args.criterion, args.sections, args.threshold),
+        criteria=args.criterion,
+        criterion_params=criterion_params(args.criterion, args.sections, args.threshold),
         layers=args.layers, campaign=args.campaign, fresh=args.fresh,
         **{name: getattr(args, name) for name in (*_FIELDS, "max_seeds", "checkpoint_every")})
     versions = Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
                         trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
-    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress, store=args.store)
+    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
+                      store=args.store)
     run = compare_strategies if args.strategy == "both" else regress
     outcome = run(versions, args.dataset, config, runtime=runtime)
     outcomes = getattr(outcome, "outcomes", {config.strategy: outcome})

@@ -69,7 +69,8 @@ class Versions:
             return models
         if isinstance(models, (tuple, list)) and len(models) == 2:
             return cls(models[0], models[1])
-        raise DeepFaultError(f"regress: models must be the pair (m1, m2) or a Versions; got {type(models).__name__}")
+        raise DeepFaultError("regress: models must be the pair (m1, m2) or a Versions; got "
+                             f"{type(models).__name__}")
 
 
 class Pair(NamedTuple):
@@ -126,9 +127,10 @@ def open_pair(models, data=None) -> Pair:
     v = Versions.of(models)
     for flag, m in (("--m1", v.m1), ("--m2", v.m2)):
         if isinstance(m, (str, os.PathLike)) and not Path(m).exists() and not Path(f"{m}.json").is_file():
-            raise DeepFaultError(f"model file {str(m)!r} ({flag}) does not exist; check the path")  # a Keras stem
-    p1, p2, ds = load_pair(v.m1, v.m2, dataset=data, data_dir=v.data_dir, arch=v.arch, trust_pickle=v.trust_pickle,
-                           runtime=v.runtime, arch_kwargs=v.arch_kwargs)
+            # (a Keras stem names its .json)
+            raise DeepFaultError(f"model file {str(m)!r} ({flag}) does not exist; check the path")
+    p1, p2, ds = load_pair(v.m1, v.m2, dataset=data, data_dir=v.data_dir, arch=v.arch,
+                           trust_pickle=v.trust_pickle, runtime=v.runtime, arch_kwargs=v.arch_kwargs)
     return Pair(p1, p2, ds, v)
 
 
@@ -211,13 +213,6 @@ def load_pair(m1, m2, *, dataset: str | Dataset | None = None, data_dir: str | o
             "the same inputs to both: give two versions of one classifier, with the same input range"
         )
     return p1, p2, p1.data
-
-
-def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int) -> str:
-    """The store key of a campaign: the configuration, both models' weights, the data (16 hex)."""
-    text = json.dumps({"config": config.to_dict(), "m1": model_hash(m1), "m2": model_hash(m2),
-                       "data": data_name, "n": n_inputs}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def check_pair(m1, m2, data, config: CampaignConfig) -> None:

@@ -49,9 +49,9 @@ from .pair import Pair, Versions, check_black_box, check_pair, load_pair, open_p
 from .progress import PROGRESS_LEGEND, display_for, progress_line
 from .results import RegressComparison, RegressOutcome
 
-__all__ = ["PROGRESS_LEGEND", "RegressComparison", "RegressOutcome", "Versions", "cached_profile", "campaign_job",
-           "check_black_box", "check_pair", "compare_strategies", "experiment_key", "faults_paths", "load_pair",
-           "progress_line", "regress"]
+__all__ = ["PROGRESS_LEGEND", "RegressComparison", "RegressOutcome", "Versions", "cached_profile",
+           "campaign_job", "check_black_box", "check_pair", "compare_strategies", "experiment_key",
+           "faults_paths", "load_pair", "progress_line", "regress"]
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,9 @@ def _legacy(name: str, fields: set, args: tuple, kwargs: dict):
     """
     if args and (isinstance(args[0], (tuple, list, Versions)) or (len(args) < 2 and "m2" not in kwargs)):
         return split_arguments(name, fields, args, kwargs)
-    warnings.warn(f"{name}(m1, m2, dataset=..., ...) is deprecated: pass {name}((m1, m2), data, CampaignConfig(...), "
-                  "runtime=Runtime(store=..., progress=...)); the options of model files go in Versions(m1, m2, "
-                  "arch=..., runtime=...)", FutureWarning, stacklevel=4)
+    warnings.warn(f"{name}(m1, m2, dataset=..., ...) is deprecated: pass {name}((m1, m2), data, "
+                  "CampaignConfig(...), runtime=Runtime(store=..., progress=...)); the options of model "
+                  "files go in Versions(m1, m2, arch=..., runtime=...)", FutureWarning, stacklevel=4)
     m1, m2 = args[0], (args[1] if len(args) > 1 else kwargs.pop("m2"))
     opening = {("runtime" if k == "model_runtime" else k): kwargs.pop(k) for k in _OPENING if k in kwargs}
     data = kwargs.pop("dataset", None)
@@ -122,10 +122,9 @@ _one.__name__ = _one.__qualname__ = "regress"  # how the entry's messages name i
 _regress = entry(CampaignConfig, legacy=_legacy)(_one)
 
 
-def regress(*args, **kwargs) -> RegressOutcome:
+def regress(models, data=None, config: CampaignConfig | None = None, *, runtime: Runtime | None = None,
+            **old) -> RegressOutcome:
     """Fuzz the model M2 for regressions against M1 on the data's test split (DRFuzz, or DeepHunter).
-
-    ``regress(models, data=None, config=None, *, runtime=None)``.
 
     Args:
         models: The pair ``(m1, m2)``: each a model file (any format ``deepfault run --model``
@@ -150,9 +149,8 @@ def regress(*args, **kwargs) -> RegressOutcome:
             :class:`~.campaign.CampaignProgress` after every step), ``store`` (the results store:
             checkpoints go there and rerunning resumes; a finished campaign found there is returned
             without fuzzing).
-
-    The old form ``regress(m1, m2, dataset=..., store=..., budget=..., ...)`` still works and
-    warns (:class:`FutureWarning`).
+        **old: The old form's keywords: ``regress(m1, m2, dataset=..., store=..., budget=..., ...)``
+            still works for one release and warns (:class:`FutureWarning`).
 
     Returns:
         A :class:`~.results.RegressOutcome`.
@@ -161,9 +159,9 @@ def regress(*args, **kwargs) -> RegressOutcome:
         DeepFaultError: Before any work: a bad setting, files that are not two versions of one
             classifier, a check the inputs or a black box cannot take, a store that is no store.
     """
-    if isinstance(kwargs.get("runtime"), str):  # the old form's runtime=: how .onnx files run
-        kwargs["model_runtime"] = kwargs.pop("runtime")
-    return _regress(*args, **kwargs)
+    if isinstance(runtime, str):  # the old form's runtime=: how .onnx files run
+        old["model_runtime"], runtime = runtime, None
+    return _regress(models, data, config, runtime=runtime, **old)
 
 
 regress.__wrapped__ = _regress  # type: ignore[attr-defined]  # its signature, for inspect
@@ -183,7 +181,8 @@ def compare_strategies(models, data, config: CampaignConfig, *, runtime: Runtime
     pair = open_pair(models, data)
     config = config.for_inputs(input_kind(1 + len(pair.data.input_shape)))
     shared = config.shared_fidelity or config.fidelity
-    configs = [replace(config, strategy=s, shared_fidelity=shared, campaign=None) for s in ("drfuzz", "deephunter")]
+    configs = [replace(config, strategy=s, shared_fidelity=shared, campaign=None)
+               for s in ("drfuzz", "deephunter")]
     for c in configs:  # what a black box cannot give, refused before the first campaign
         check_black_box(pair.p1, pair.p2, c)
     return RegressComparison({c.strategy: _campaign(pair, c, runtime, device) for c in configs})
@@ -203,7 +202,8 @@ def _device_of(pair: Pair) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def _campaign(pair: Pair, config: CampaignConfig, runtime: Runtime, device: torch.device | None) -> RegressOutcome:
+def _campaign(pair: Pair, config: CampaignConfig, runtime: Runtime,
+              device: torch.device | None) -> RegressOutcome:
     """One campaign on a prepared pair, under ``runtime.threads`` (the models' size known: the
     command line's ``--threads auto``; inside an entry that applied them already, as they are).
     """
@@ -241,12 +241,15 @@ def _checked_run(pair: Pair, models, config: CampaignConfig, runtime: Runtime, d
     rf = result.faults.kind == 0
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
     notes = (*pair.notes(), *(() if neurons is None else (neurons[0],)))
-    return RegressOutcome(result, experiment, cell, None if runtime.store is None else str(runtime.store), seeds,
-                          tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), pair.names,
-                          state, str(device), notes, pair.records(pair.names, None if neurons is None else neurons[1]))
+    store = None if runtime.store is None else str(runtime.store)
+    records = pair.records(pair.names, None if neurons is None else neurons[1])
+    bounds = (float(data.bounds[0]), float(data.bounds[1]))
+    return RegressOutcome(result, experiment, cell, store, seeds, tuple(data.class_names), bounds, pair.names,
+                          state, str(device), notes, records)
 
 
-def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str, str], show) -> CampaignResult:
+def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str, str],
+              show) -> CampaignResult:
     """The campaign run in ``store`` (its checkpoints, a fresh start, the models' names) or without one."""
     experiment, cell = keys
     progress = None if show is None else (lambda p: show(p) if isinstance(p, CampaignProgress) else None)

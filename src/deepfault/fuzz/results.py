@@ -92,18 +92,21 @@ class RegressOutcome(Summarised, Outcome):
         from .report import METRICS_LEGEND, metrics_table
 
         r, m = self.result, self.result.metrics
-        checks = [f"{'shared filter' if role == 'shared' else 'fidelity'} {check['name']}: a mutant passed when "
-                  f"{check['rule']}; {r.generated:,} mutants made, {r.passed:,} ran on both models"
+        checks = [f"{'shared filter' if role == 'shared' else 'fidelity'} {check['name']}: a mutant passed "
+                  f"when {check['rule']}; {r.generated:,} mutants made, {r.passed:,} ran on both models"
                   for role, check in r.trace_checks.items()]
-        stopped = (_STOPPED[r.stop_reason].format(budget=r.config.budget) + f"; {r.roots} seeds, "
-                   f"{r.queued_seeds} queued" + (f"; resumed from checkpoint {r.resumed}" if r.resumed else "")
-                   + f"; {r.seconds:.1f} s of fuzzing, and {r.setup_seconds:.1f} s before it evaluating the seeds")
-        faults = (f"faults: {m.rf:,} generated regression faults (#RF; {m.urf:,} unique, #URF) in the faults "
-                  f"file (inputs, seed_index, ...); {m.initial_rf:,} initial faults (test inputs M1 gets right "
-                  "and M2 already gets wrong: not generated, in no # column) apart, in its initial_* arrays")
+        resumed = f"; resumed from checkpoint {r.resumed}" if r.resumed else ""
+        stopped = (f"{_STOPPED[r.stop_reason].format(budget=r.config.budget)}; {r.roots} seeds, "
+                   f"{r.queued_seeds} queued{resumed}; {r.seconds:.1f} s of fuzzing, and "
+                   f"{r.setup_seconds:.1f} s before it evaluating the seeds")
+        faults = (f"faults: {m.rf:,} generated regression faults (#RF; {m.urf:,} unique, #URF) in the "
+                  f"faults file (inputs, seed_index, ...); {m.initial_rf:,} initial faults (test inputs M1 "
+                  "gets right and M2 already gets wrong: not generated, in no # column) apart, in its "
+                  "initial_* arrays")
         state = [] if self.store_state is None else [self.store_state.line()]
-        return [f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}", *self.notes, self.setup_line(),
-                *state, metrics_table(r).text(), f"  ({METRICS_LEGEND})", *checks, stopped, faults,
+        return [f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}", *self.notes,
+                self.setup_line(), *state, metrics_table(r).text(), f"  ({METRICS_LEGEND})", *checks, stopped,
+                faults,
                 f"store: {self.store or 'none'} (experiment {self.experiment}, campaign {self.cell})"]
 
     def summary(self) -> str:
@@ -146,10 +149,11 @@ class RegressOutcome(Summarised, Outcome):
         generated = ~r.faults.select(r.faults.kind == 0).initial
         idx = [i for i, g in enumerate(generated) if g][: self.grid_size]
         arrays = r.fault_arrays()
+        title = f"regression faults ({r.config.strategy}, seed {r.config.seed}): seed | fault"
         try:
             return fault_grid(self.seed_inputs[idx], arrays["inputs"][idx], arrays["label"][idx],
                               arrays["m2_pred"][idx], path, bounds=self.bounds, class_names=self.class_names,
-                              title=f"regression faults ({r.config.strategy}, seed {r.config.seed}): seed | fault")
+                              title=title)
         except ModuleNotFoundError:  # matplotlib is optional: the faults file holds everything
             return None
 
@@ -190,9 +194,9 @@ class RegressComparison(Summarised, Outcome):
         from .report import METRICS_LEGEND
 
         cmp = self.comparison()
-        rows = [(name, row["at_equal_time"]["rf"], row["at_equal_time"]["urf"], row["at_equal_iterations"]["rf"],
-                 row["at_equal_iterations"]["urf"], fmt(row["urf_filtered"]), row["iterations"])
-                for name, row in cmp["rows"].items()]
+        rows = [(name, row["at_equal_time"]["rf"], row["at_equal_time"]["urf"],
+                 row["at_equal_iterations"]["rf"], row["at_equal_iterations"]["urf"],
+                 fmt(row["urf_filtered"]), row["iterations"]) for name, row in cmp["rows"].items()]
         table = text_table(("strategy", "#RF (time)", "#URF (time)", "#RF (iterations)", "#URF (iterations)",
                             "#URF passing the filter", "iterations"), rows)
         verdicts = [o.result.verdict().line().replace("verdict:", f"verdict ({name}):", 1)

@@ -159,10 +159,9 @@ def _output_kinds(name: str, value) -> tuple[str, str]:
 def _params(name: str, value) -> tuple[tuple[str, Any], ...]:
     items = value.items() if isinstance(value, dict) else value
     try:
-        pairs = tuple(sorted((str(k), v) for k, v in items))
+        return tuple(sorted((str(k), v) for k, v in items))
     except (TypeError, ValueError):
-        raise DeepFaultError(f"{name} must be a dict of the criterion's parameters; got {value!r}".strip()) from None
-    return pairs
+        raise DeepFaultError(f"{name} must be a dict of the criterion's parameters; got {value!r}") from None
 
 
 
@@ -177,6 +176,23 @@ def criterion_params(criteria: str, sections: int | None = None,
     if criteria in ("nc", "nac") and threshold is not None:
         return (("threshold", threshold),)
     return ()
+
+
+#: What a fidelity spec is, in words.
+_SPEC = "a fidelity spec (ssim:T, discriminator:FILE, dsa:T, linf:T, none, ...)"
+
+_FIDELITY_HELP = (
+    "DRFuzz's fidelity check (default: 'discriminator' for images, 'mdsa' for vectors (N, F) and sequences "
+    "(N, C, L)): 'discriminator' (the data set's, trained on first use for mnist and fashion-mnist and "
+    "cached), 'discriminator:FILE' ('deepfault gan train'), 'ssim' or 'ssim:T' (SSIM >= T, default 0.99, "
+    "with the data's true range), 'ssim-compat' (a compatibility mode: the published code's SSIM path, "
+    "uniform 7x7 window, int16 range 65535, up to 20 accepted mutants per iteration, 50 tries each), 'none' "
+    "(measurement), or M1's surprise adequacy against the training split: 'dsa' (DSA <= the 90th percentile "
+    "of the test inputs' DSA), 'dsa:T' (DSA <= T), 'dsa:pQ' (the Q-th percentile), 'dsa:T:FILE' or "
+    "'dsa::FILE' (a saved surprise state instead of the cached fit), and the same with 'lsa' or 'mdsa'; "
+    "scored from M1's forward pass of each mutant, no extra model; or 'linf:T' (every element within T of "
+    "the seed, in the data's units; default a tenth of the range). SSIM and the discriminator take images "
+    "only")
 
 
 @renamed_fields(**RENAMED)
@@ -251,54 +267,75 @@ class CampaignConfig:
     four say how the campaign is run and stored, not what it computes (:data:`RUN_FIELDS`).
     """
 
-    strategy: str = _run_only(param("drfuzz", Options(STRATEGIES.names), help="fuzzing strategy"))
-    budget: Budget = param(Budget("iterations", 5000), _Checked(
-        _budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or iterations "
-        "('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
+    strategy: str = param("drfuzz", Options(STRATEGIES.names), help="fuzzing strategy")
+    budget: Budget = param(
+        Budget("iterations", 5000),
+        _Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
+                 "iterations ('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
         help="wall time ('300s', '10m', '1h') or iterations ('5000it'; reproducible with --seed)")
     inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_BATCH),
                                  help="selected inputs per step (B; 1 is the published algorithm)")
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
     chooser: str | None = param(None, Options(CHOOSERS.names, none=True),
-                                help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for deephunter)")
+                                help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for "
+                                "deephunter)")
     mutants: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
                                 help="mutants per selected input (default: 20, as published)")
-    fidelity: str = param(INPUTS_DEFAULT, _Checked(check_spec, "a fidelity spec (ssim:T, discriminator:FILE, dsa:T, "
-                                                   "linf:T, none, ...)", bad=("bogus", "ssim:2", "dsa:abc", "")),
-                          help="DRFuzz's fidelity check")
+    fidelity: str = param(INPUTS_DEFAULT, _Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", "")),
+                          help=_FIDELITY_HELP)
     criteria: str = param("kmnc", Options(list_criteria), option="--criteria",
                           help="DeepHunter's coverage criterion of M2, one name (kmnc, nbc, snac need the "
                           "training split)")
-    criterion_params: tuple[tuple[str, Any], ...] = param((), _Checked(_params, "a dict of the criterion's "
-                                                          "parameters", bad=(3,)), help="the criterion's parameters")
-    layers: tuple[str, ...] | str | None = param(None, _Checked(_layers, "comma-separated layer names", bad=("", ()),
-                                                                none=True),
-                                                 help="M2's layers the criterion reads")
+    criterion_params: tuple[tuple[str, Any], ...] = param(
+        (), _Checked(_params, "a dict of the criterion's parameters", bad=(3,)),
+        help="the criterion's parameters (sections, threshold, top_k, scale)")
+    layers: tuple[str, ...] | str | None = param(
+        None, _Checked(_layers, "comma-separated layer names", bad=("", ()), none=True),
+        help="M2's layers the criterion reads: names, globs, type:CLASS, 'blocks' or 'linear-conv' (default: "
+        "'blocks' for a network with residual/transformer blocks, else 'linear-conv', every Linear/Conv but "
+        "the logits)")
     transform: str | None = param(None, Options(TRANSFORMS, none=True), help="neuron value transform")
     max_seeds: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
                                   help="use only the first N test inputs as candidate seeds")
-    shared_fidelity: str | None = param(None, _Checked(check_spec, "a fidelity spec", bad=("bogus",), none=True),
-                                        help="one filter applied on top of each strategy's own check to every "
-                                        "executed mutant")
-    count_selections: str | None = param(None, Options(("fault", "every"), none=True),
-                                         help="when a selected input's times_selected rises")
+    shared_fidelity: str | None = param(
+        None, _Checked(check_spec, _SPEC, bad=("bogus",), none=True),
+        help="one filter applied on top of each strategy's own check to every executed mutant (DeepHunter's "
+        "affine ones included), same specs as --fidelity (default: none; with --strategy both: the "
+        "--fidelity check)")
+    count_selections: str | None = param(
+        None, Options(("fault", "every"), none=True),
+        help="when a selected input's times_selected rises: only in iterations where it produced a "
+        "regression fault (fault, as published; the default) or at every selection")
     queue_capacity: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
-                                       help="a count instead of --queue-memory: exactly N queue images")
-    queue_memory: int | None = param(None, _Checked(_size, "a size such as 512MiB, 2GiB or 1.5GB",
-                                                    bad=("lots", "0", "-1GiB"), none=True),
-                                     help="memory for the queue's images ('512MiB', '2GiB', '1.5GB')")
-    queue_dtype: str = param("float32", Options(tuple(QUEUE_DTYPES)), help="what the queue keeps its images in")
-    output_kinds: tuple[str, str] = param(("logits", "logits"), _Checked(_output_kinds, "two of logits, "
-                                          "probabilities", bad=(("logits",),)), help="what M1 and M2 output")
+                                       help="a count instead of --queue-memory: exactly N queue images, "
+                                       "whatever their size (with --queue-memory: the smaller)")
+    queue_memory: int | None = param(
+        None, _Checked(_size, "a size such as 512MiB, 2GiB or 1.5GB", bad=("lots", "0", "-1GiB"), none=True),
+        help="memory for the queue's images ('512MiB', '2GiB', '1.5GB'); the least likely to be selected are "
+        "evicted beyond it (default 1GiB, at most 65536 images: a 3x224x224 float32 image takes 588 KiB, so "
+        "1,783 of them)")
+    queue_dtype: str = param("float32", Options(tuple(QUEUE_DTYPES)),
+                             help="what the queue keeps its images in: float32 (the data's own, lossless) or "
+                             "float16 (twice the images in the same memory; each queued image rounded, so "
+                             "the campaign differs)")
+    output_kinds: tuple[str, str] = param(
+        ("logits", "logits"), _Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
+        help="what M1 and M2 output")
     check_order: str = param("before", Options(CHECK_ORDERS), help="when an expensive own check runs")
-    checkpoint_every: float = param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
-                                    help="seconds between checkpoints")
-    campaign: str | None = _run_only(param(None, _Checked(_campaign_name, "a plain name", bad=("a/b", ".."), none=True),
-                                 help="the campaign's id in the store (default: STRATEGY-seedS)"))
-    fresh: bool = _run_only(param(False, Flag(), help="start the campaign from the start even when the store holds it"))
-    experiment: str | None = _run_only(param(None, Text(max_length=200, none=True),
-                                   help="the store's experiment key (default: a hash of the configuration, "
-                                   "both models' weights and the data)"))
+    checkpoint_every: float = _run_only(param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
+                                              help="seconds between checkpoints"))
+    campaign: str | None = _run_only(param(
+        None, _Checked(_campaign_name, "a plain name", bad=("a/b", ".."), none=True),
+        help="the campaign's id in the store (default: STRATEGY-seedS)"))
+    fresh: bool = _run_only(param(
+        False, Flag(),
+        help="start the campaign from the start even when --store holds it (its checkpoint or finished "
+        "result with these options is deleted); without it a rerun with the same options resumes, or prints "
+        "the finished result; other options start a new campaign beside it"))
+    experiment: str | None = _run_only(param(
+        None, Text(max_length=200, none=True),
+        help="the store's experiment key (default: a hash of the configuration, both models' weights and the "
+        "data)"))
 
     def __post_init__(self):
         validate(self)

@@ -181,7 +181,8 @@ def check_spec(name: str, spec) -> str:
             raise error(name, "ssim:T with a threshold 0 < T <= 1", spec)
     if head == "discriminator" and sep and (not arg or not os.path.isfile(arg)):
         raise error(name, "discriminator:FILE naming an existing model file", spec,
-                    "train one with 'deepfault gan train', or give plain 'discriminator' for the data set's own")
+                    "train one with 'deepfault gan train', or give plain 'discriminator' for the data set's "
+                    "own")
     try:
         check_fidelity_spec(spec)
     except DeepFaultError as err:
