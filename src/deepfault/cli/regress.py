@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..core.runtime import Runtime
 from ..fuzz.campaign import CampaignConfig
@@ -30,7 +31,7 @@ from ._common import (
     write_run_report,
 )
 
-_FIELDS = {  # the options that set CampaignConfig's fields, with their command-line spelling
+_FIELDS: dict[str, dict[str, Any]] = {  # the options that set CampaignConfig's fields, with their command-line spelling
     "fidelity": {"metavar": "SPEC"}, "shared_fidelity": {"metavar": "SPEC"}, "mutants": {"metavar": "N"},
     "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
     "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},

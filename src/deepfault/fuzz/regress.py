@@ -252,13 +252,14 @@ def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str
               show) -> CampaignResult:
     """The campaign run in ``store`` (its checkpoints, a fresh start, the models' names) or without one."""
     experiment, cell = keys
+    m1, m2 = models
     progress = None if show is None else (lambda p: show(p) if isinstance(p, CampaignProgress) else None)
     if store is None:
-        return _run(*models, pair.data, config, None, experiment, cell, progress)
+        return _run(m1, m2, pair.data, config, None, experiment, cell, progress)
     with ResultStore(store) as opened, opened.writer():
         if config.fresh:
             opened.delete_cells(experiment, METHOD, cell)
-        result = _run(*models, pair.data, config, opened, experiment, cell, progress)
+        result = _run(m1, m2, pair.data, config, opened, experiment, cell, progress)
         # the report names the models by their files (the experiment key holds their weights)
         opened.put(experiment, METHOD, "models", {"m1": pair.names[0], "m2": pair.names[1]}, replace=True)
     return result

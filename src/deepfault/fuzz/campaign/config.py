@@ -153,7 +153,7 @@ def _output_kinds(name: str, value) -> tuple[str, str]:
     kinds = tuple(value) if isinstance(value, (list, tuple)) else ()
     if len(kinds) != 2 or any(k not in OUTPUT_KINDS for k in kinds):
         raise DeepFaultError(f"{name} must be two of {', '.join(OUTPUT_KINDS)}; got {value!r}".strip())
-    return kinds  # type: ignore[return-value]
+    return kinds
 
 
 def _params(name: str, value) -> tuple[tuple[str, Any], ...]:
