@@ -1,9 +1,10 @@
 """How a regression campaign shows its progress: one line, and a legend for its abbreviations.
 
 ``Runtime(progress=True)`` gives :class:`Display`: on a terminal the line is redrawn in place
-at most every 0.5 s; elsewhere (a pipe, a log file) a line is written every 10 s. Before any
-work it says what the run does with the store (:class:`~.campaign.resume.StoreState`), and above
-the first progress line, once, what its abbreviations mean (:data:`PROGRESS_LEGEND`).
+(standard error) at most every 0.5 s; elsewhere (a pipe, a log file) a line is written every
+10 s. Before any work it says what the run does with the store
+(:class:`~.campaign.resume.StoreState`, on standard output, where the summary follows), and
+above the first progress line, once, what its abbreviations mean (:data:`PROGRESS_LEGEND`).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class Display:
         self._drawn = False
 
     def __call__(self, record: Any) -> None:
-        if isinstance(record, StoreState):
-            print(record.line(), file=self.stream, flush=True)
+        if isinstance(record, StoreState):  # with the summary's lines, which repeat it
+            print(record.line(), file=sys.stdout, flush=True)
             return
         now = time.monotonic()
         if now - self._last < (0.5 if self.live else 10.0):

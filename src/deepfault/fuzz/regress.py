@@ -161,7 +161,8 @@ def regress(models, data=None, config: CampaignConfig | None = None, *, runtime:
     """
     if isinstance(runtime, str):  # the old form's runtime=: how .onnx files run
         old["model_runtime"], runtime = runtime, None
-    return _regress(models, data, config, runtime=runtime, **old)
+    given = (models, data, config)[:3 if config is not None else 2 if data is not None else 1]
+    return _regress(*given, runtime=runtime, **old)
 
 
 regress.__wrapped__ = _regress  # type: ignore[attr-defined]  # its signature, for inspect
