@@ -44,10 +44,11 @@ def test_the_one_shape_and_the_old_form_give_the_same_campaign(files):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the one shape warns about nothing
         new = regress((files / "m1.pt", files / "m2.pt"), data, CONFIG)
-        again = regress(Versions(files / "m1.pt", files / "m2.pt"), data, config=CONFIG, runtime=Runtime(threads=1))
+        again = regress(Versions(files / "m1.pt", files / "m2.pt"), data, config=CONFIG,
+                        runtime=Runtime(threads=1))
     with pytest.warns(FutureWarning, match=r"regress\(m1, m2, dataset=\.\.\., \.\.\.\) is deprecated"):
-        old = regress(files / "m1.pt", files / "m2.pt", dataset=data, budget="12it", inputs_per_step=4, seed=1,
-                      fidelity="ssim:0.5")
+        old = regress(files / "m1.pt", files / "m2.pt", dataset=data, budget="12it", inputs_per_step=4,
+                      seed=1, fidelity="ssim:0.5")
     assert new.result.iterations == 12
     _same(new, again)  # seeded: the same campaign, whatever the threads
     _same(new, old)
@@ -63,7 +64,8 @@ def test_the_store_and_the_campaign_go_in_the_runtime_and_the_config(files):
     assert (first.cell, first.store, first.store_state.status) == ("mine", str(store), "new")
     assert type(seen[0]).__name__ == "StoreState"  # said before any work, then the steps
     assert type(seen[-1]).__name__ == "CampaignProgress"
-    done = regress((files / "m1.pt", files / "m2.pt"), str(files / "data.npz"), config, runtime=Runtime(store=store))
+    done = regress((files / "m1.pt", files / "m2.pt"), str(files / "data.npz"), config,
+                   runtime=Runtime(store=store))
     assert done.store_state.status == "finished"
     _same(first, done)
     fresh = regress((files / "m1.pt", files / "m2.pt"), str(files / "data.npz"),

@@ -31,7 +31,8 @@ from ._common import (
     write_run_report,
 )
 
-_FIELDS: dict[str, dict[str, Any]] = {  # the options that set CampaignConfig's fields, with their command-line spelling
+#: Options that set CampaignConfig's fields as declared, with their metavars.
+_FIELDS: dict[str, dict[str, Any]] = {
     "fidelity": {"metavar": "SPEC"}, "shared_fidelity": {"metavar": "SPEC"}, "mutants": {"metavar": "N"},
     "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
     "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},
