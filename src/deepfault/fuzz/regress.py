@@ -81,9 +81,7 @@ def _legacy(name: str, fields: set, args: tuple, kwargs: dict):
     opening = {("runtime" if k == "model_runtime" else k): kwargs.pop(k) for k in _OPENING if k in kwargs}
     data = kwargs.pop("dataset", None)
     labels, bounds = kwargs.pop("labels", None), kwargs.pop("bounds", None)
-    if isinstance(data, os.PathLike):
-        data = os.fspath(data)
-    elif data is not None and not isinstance(data, (str, Dataset)):
+    if labels is not None or bounds is not None:
         data = as_dataset(data, labels, bounds=bounds, what="dataset")
     if "cell" in kwargs:  # its older name
         kwargs["campaign"] = kwargs.pop("cell")
@@ -112,6 +110,18 @@ def _old_progress(progress, on_store):
     return report
 
 
+def _data(obj):
+    """The data in one of the forms the pair is prepared with: a name or path (text), a
+    :class:`~deepfault.data.Dataset`, ``None`` (the one the model files name); inputs (a tensor,
+    array, ``(inputs, labels)`` pair, torch ``Dataset`` or ``DataLoader``) as a ``Dataset``.
+    """
+    if obj is None or isinstance(obj, (str, Dataset)):
+        return obj
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return as_dataset(obj, what="data")
+
+
 def _one(models, data, config: CampaignConfig, *, runtime: Runtime) -> RegressOutcome:
     device = _check_where(config, runtime)
     pair = open_pair(models, data)
@@ -119,7 +129,7 @@ def _one(models, data, config: CampaignConfig, *, runtime: Runtime) -> RegressOu
 
 
 _one.__name__ = _one.__qualname__ = "regress"  # how the entry's messages name it
-_regress = entry(CampaignConfig, legacy=_legacy)(_one)
+_regress = entry(CampaignConfig, data=_data, legacy=_legacy)(_one)
 
 
 def regress(models, data=None, config: CampaignConfig | None = None, *, runtime: Runtime | None = None,
@@ -169,7 +179,7 @@ regress.__wrapped__ = _regress  # type: ignore[attr-defined]  # its signature, f
 regress.__entry__ = _regress.__entry__  # type: ignore[attr-defined]
 
 
-@entry(CampaignConfig)
+@entry(CampaignConfig, data=_data)
 def compare_strategies(models, data, config: CampaignConfig, *, runtime: Runtime) -> RegressComparison:
     """DRFuzz and DeepHunter on one pair, one after the other, under ``config``'s budget and one
     shared fidelity filter (``config.shared_fidelity``, else DRFuzz's check), each its own

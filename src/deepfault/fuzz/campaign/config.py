@@ -272,7 +272,7 @@ class CampaignConfig:
         Budget("iterations", 5000),
         _Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
                  "iterations ('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
-        help="wall time ('300s', '10m', '1h') or iterations ('5000it'; reproducible with --seed)")
+        help="how long to fuzz, in wall time or iterations (iterations are reproducible with --seed)")
     inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_BATCH),
                                  help="selected inputs per step (B; 1 is the published algorithm)")
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
