@@ -175,7 +175,6 @@ def regress(models, data=None, config: CampaignConfig | None = None, *, runtime:
     return _regress(*given, runtime=runtime, **old)
 
 
-regress.__wrapped__ = _regress  # type: ignore[attr-defined]  # its signature, for inspect
 regress.__entry__ = _regress.__entry__  # type: ignore[attr-defined]
 
 
