@@ -14,16 +14,19 @@ import pytest
 
 import deepfault as df
 from deepfault.cli import build_parser
+from deepfault.core.runtime import Runtime
+from deepfault.fuzz import Versions
 from deepfault.fuzz.campaign import CampaignConfig
 from deepfault.repair import RepairConfig
 from deepfault.xplore import XploreConfig
 
 #: Each command and the API it calls: functions (their parameters) and configurations
-#: (their fields). prepare_model holds the options that open a model file.
+#: (their fields). prepare_model holds the options that open a model file (regress's Versions,
+#: for its pair); Runtime how a call runs.
 API = {
     "run": [df.run_deepfault, df.RunConfig, df.prepare_model],
     "xplore": [df.xplore, XploreConfig, df.Runtime, df.prepare_model],
-    "regress": [df.regress, CampaignConfig],
+    "regress": [df.regress, CampaignConfig, Versions, Runtime],
     "repair": [df.repair, RepairConfig, df.prepare_model],
     "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, df.prepare_model],
     "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, df.prepare_model],
@@ -37,7 +40,8 @@ EVERY_COMMAND = {
     "report": "the command's HTML page; the API's results have summary() and to_dict()",
     "no_progress": "the API's progress=False is the default; progress=True shows the command's bar",
     "device": "the API runs where the model is (model.to(device) first)",
-    "dataset": "prepare_model(model, data=...) and regress/repair(dataset=...) take a name, file or the data",
+    "dataset": "prepare_model(model, data=...), regress(models, data) and repair(dataset=...) take a name, "
+    "file or the data",
     "grid": "an image file of the command's",
     "plot": "an image file of the command's",
     "log": "a log file of the command's",

@@ -81,7 +81,7 @@ def test_unknown_options_get_the_closest_option_of_their_command(capsys, argv, f
      "unknown coverage criterion 'kmcn'; did you mean 'kmnc'?"),
     (["coverage", "rank", "--by", "ginni"], "unknown prioritiser 'ginni'; did you mean 'gini'?"),
     (["regress", "--m1", "a.pt", "--m2", "b.pt", "--criteria", "kmcn"],
-     "--criteria must be one of kmnc, nac, nbc, nc, snac, tknc, tknp; got 'kmcn'; did you mean 'kmnc'?"),
+     "--criteria must be one of kmnc, nac, nbc, nc, snac, tknc, tknp; got 'kmcn' (did you mean 'kmnc'?)"),
     (["regress", "--m1", "a.pt", "--m2", "b.pt", "--fidelity", "ssimm"], "got 'ssimm'; did you mean 'ssim'"),
 ])
 def test_a_typo_gets_the_right_suggestion(capsys, argv, fragment):

@@ -185,8 +185,11 @@ def test_api_xplore(case):
 
 
 def test_api_regress(case, tmp_path):
-    out = df.regress(case.m1, case.m2, dataset=case.data, arch=case.arch, arch_kwargs=case.arch_kwargs,
-                     store=tmp_path / "r.sqlite", budget="8it", inputs_per_step=4, fidelity=_fidelity(case),
-                     threads=1)
+    from deepfault.core.runtime import Runtime
+    from deepfault.fuzz import CampaignConfig, Versions
+
+    out = df.regress(Versions(case.m1, case.m2, arch=case.arch, arch_kwargs=case.arch_kwargs), case.data,
+                     CampaignConfig(budget="8it", inputs_per_step=4, fidelity=_fidelity(case)),
+                     runtime=Runtime(store=tmp_path / "r.sqlite", threads=1))
     assert out.result.iterations == 8
     assert out.result.rf_inputs.shape[1:] == KINDS[case.kind].input_shape

@@ -38,7 +38,7 @@ from .campaign.metrics import FaultTable, Metrics, compute_metrics
 from .campaign.oracle import Bucket, classify
 from .campaign.strategies import STRATEGIES, Strategy, get_strategy, list_strategies
 from .preset import PRESETS
-from .regress import RegressOutcome, regress
+from .regress import RegressComparison, RegressOutcome, Versions, compare_strategies, regress
 
 __all__ = [
     "METHOD",
@@ -50,10 +50,13 @@ __all__ = [
     "CampaignResult",
     "FaultTable",
     "Metrics",
+    "RegressComparison",
     "RegressOutcome",
     "STRATEGIES",
     "Strategy",
+    "Versions",
     "classify",
+    "compare_strategies",
     "compute_metrics",
     "get_strategy",
     "list_strategies",
@@ -75,4 +78,5 @@ METHOD = Method(
     name=_NAME, title="DRFuzz",
     description="regression faults of a model's new version, by fuzzing both versions (and DeepHunter)",
     presets=PRESETS, result_type=CampaignResult, report=_report, commands=("gan", "scenario", "regress"),
+    entries=(regress, compare_strategies),
 )

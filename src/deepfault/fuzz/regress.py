@@ -1,16 +1,20 @@
-"""Regression fuzzing from model files: what ``deepfault regress`` and the preset call.
+"""Regression fuzzing of a pair of models: what ``deepfault regress`` and the preset call.
 
-:func:`regress` prepares the two models (files, modules or prepared models) and the data set,
-checks that the models are
-two versions of one classifier (same classes, same input shape), runs (or resumes) a
-campaign into a results store and returns its :class:`~.campaign.result.CampaignResult` with
-the keys it was stored under. :func:`campaign_job` does the same for one job of an
-executor (a module-level function of a plain dict), so campaigns run in worker processes
-or on Ray.
+:func:`regress` takes the pair (files, modules, prepared models or black boxes; a
+:class:`~.pair.Versions` adds the options of their files), the data, a
+:class:`~.campaign.CampaignConfig` and a :class:`~deepfault.core.runtime.Runtime` (device,
+threads, progress, and the results store a campaign checkpoints into and resumes from). It
+prepares the pair once, refuses before any work what cannot run, runs (or resumes) the campaign
+and returns a :class:`~.results.RegressOutcome` that shows itself (``summary()``, ``payload()``,
+``outputs()``). :func:`compare_strategies` runs DRFuzz and DeepHunter on one pair under one
+budget and one shared filter. :func:`campaign_job` runs one job of an executor (a module-level
+function of a plain dict), so campaigns run in worker processes or on Ray.
 
 Examples:
-    >>> from deepfault.fuzz import regress  # doctest: +SKIP
-    >>> out = regress("m1.pt", "m2.pt", budget="5000it", store="runs.sqlite")  # doctest: +SKIP
+    >>> from deepfault.core.runtime import Runtime  # doctest: +SKIP
+    >>> from deepfault.fuzz import CampaignConfig, regress  # doctest: +SKIP
+    >>> out = regress(("m1.pt", "m2.pt"), "mnist", CampaignConfig(budget="5000it"),
+    ...               runtime=Runtime(store="runs.sqlite"))  # doctest: +SKIP
     >>> out.result.metrics.urf  # doctest: +SKIP
     1234
 """
@@ -21,174 +25,35 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import warnings
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from ..checks import check_device, check_finite_outputs, check_name, check_outputs
-from ..core.batches import iterate_batches
-from ..core.capture import default_layers, resolve_layers
-from ..core.entry import _translate, applies_threads, renamed
-from ..core.inputs import InputData, LabelData
-from ..core.summary import Summarised
+from ..checks import check_device, check_outputs
+from ..core.capture import default_layers
+from ..core.entry import default_threads, entry, split_arguments, use_threads
+from ..core.runtime import RUNTIME_FIELDS, Runtime
 from ..coverage import ProfileConfig, compute_profile, load_profile, model_hash
 from ..data import Dataset
 from ..data.dataset import as_dataset
-from ..errors import DeepFaultError
 from ..experiment.store import ResultStore
-from ..models import ModelFile, open_model
-from ..models.blackbox import outputs_only
-from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import METHOD
 from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
-from .campaign.seeds import test_inputs
-from .fidelity.checks import check_fidelity_inputs, default_fidelity
 from .mutation.rules import input_kind
+from .pair import Pair, Versions, check_black_box, check_pair, load_pair, open_pair
+from .progress import PROGRESS_LEGEND, display_for, progress_line
+from .results import RegressComparison, RegressOutcome
 
-__all__ = ["RegressOutcome", "campaign_job", "check_black_box", "experiment_key", "load_pair", "regress"]
+__all__ = ["PROGRESS_LEGEND", "RegressComparison", "RegressOutcome", "Versions", "cached_profile",
+           "campaign_job", "check_black_box", "check_pair", "compare_strategies", "experiment_key",
+           "faults_paths", "load_pair", "progress_line", "regress"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, repr=False)
-class RegressOutcome(Summarised):
-    """A campaign run from model files.
-
-    Attributes:
-        result: The :class:`~.campaign.result.CampaignResult`.
-        experiment: The store's experiment key (hash of the configuration, both models' weights
-            and the data).
-        cell: The campaign's id in the store.
-        store: The store's path (``None`` without one).
-        seed_inputs: ``(R, *input_shape)`` the root seed of each regression fault (for figures).
-        class_names: The data set's class names.
-        bounds: The data's range.
-        names: How reports name M1 and M2 (their file names, else ``M1``, ``M2``).
-        store_state: What the run did with the campaign it found in the store (new, resumed,
-            finished: :class:`~.campaign.resume.StoreState`; ``None`` without a store).
-    """
-
-    result: CampaignResult
-    experiment: str
-    cell: str
-    store: str | None
-    seed_inputs: np.ndarray
-    class_names: tuple[str, ...]
-    bounds: tuple[float, float]
-    names: tuple[str, str] = ("M1", "M2")
-    store_state: StoreState | None = None
-
-    def headline(self) -> str:
-        m = self.result.metrics
-        return (f"{m.rf} regression faults of {self.names[1]} ({m.urf} unique, from {m.seeds} seeds) "
-                f"in {self.result.iterations} iterations; stopped: {self.result.stop_reason}")
-
-    def summary(self) -> str:
-        """The faults first (inputs M1 gets right and M2 wrong), then the campaign's counts."""
-        m = self.result.metrics
-        first = "none" if m.seconds_to_first_rf is None else f"after {m.seconds_to_first_rf:.1f} s"
-        return "\n".join([
-            f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}",
-            f"  first fault {first}; {m.gf} failures of both models; "
-            f"{m.initial_rf} seeds already wrong in M2",
-            f"  store: {self.store or 'none'}, campaign {self.cell}",
-        ])
-
-    def rows(self) -> list[dict]:
-        return [{"m1": self.names[0], "m2": self.names[1], "campaign": self.cell,
-                 "iterations": self.result.iterations, **self.result.metrics.to_dict()}]
-
-    def to_dict(self) -> dict:
-        state = {} if self.store_state is None else {"store_state": self.store_state.to_dict()}
-        return {"experiment": self.experiment, "cell": self.cell, "store": self.store, **state,
-                **self.result.to_dict()}
-
-
-def _open(m, *, arch, trust_pickle, runtime="auto", arch_kwargs=None):
-    """A path opened as a model file (with its file name as label), a plain callable as a black
-    box (:func:`~deepfault.models.blackbox.black_box`); anything else as it is.
-    """
-    if isinstance(m, (str, os.PathLike)):
-        mf = open_model(m, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
-        return mf, model_label(m, mf)
-    if callable(m) and not isinstance(m, (torch.nn.Module, PreparedModel)):
-        from ..models.blackbox import black_box
-
-        mf = black_box(m)
-        return mf, mf.meta["source"]
-    if isinstance(m, ModelFile) and m.meta.get("runtime") == "callable":  # black_box(f, name=...)
-        return m, m.meta["source"]
-    return m, None
-
-
-def _native_shape(m) -> tuple | None:
-    if isinstance(m, PreparedModel):
-        return m.input_shape
-    if isinstance(m, ModelFile) and m.meta.get("input_shape"):
-        return native_shape(m.meta["input_shape"], channels_last=m.meta.get("data_format") == "channels_last")
-    return None
-
-
-def load_pair(m1, m2, *, dataset: str | Dataset | None = None, data_dir: str | os.PathLike | None = None,
-              arch: str | None = None, trust_pickle: bool = False, runtime: str = "auto",
-              arch_kwargs: dict | None = None):
-    """Prepare two models and their data set (:func:`~deepfault.models.prepare.prepare_model`).
-
-    Args:
-        m1: The original model: a model file (``.onnx`` and ``.tflite`` included), a
-            :class:`~deepfault.models.ModelFile` (a :func:`~deepfault.models.blackbox.black_box`
-            included), module, :class:`~deepfault.models.prepare.PreparedModel`, or a plain
-            callable from a NumPy batch to logits (a black box; wrap it with
-            :func:`~deepfault.models.blackbox.black_box` for probabilities).
-        m2: The new model, in any form ``m1`` takes.
-        dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model files name).
-        data_dir: Data root.
-        arch: Architecture of plain ``state_dict`` files (any form of
-            :func:`~deepfault.models.build_model`).
-        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
-        runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`).
-        arch_kwargs: The arguments of ``arch``.
-
-    Returns:
-        ``(p1, p2, data)``: two :class:`~deepfault.models.prepare.PreparedModel` taking the
-        data set's native layout, and the :class:`~deepfault.data.Dataset` in their range.
-
-    Raises:
-        DeepFaultError: Unreadable files, no data set named, models that take inputs of
-            different shapes, or a data range that a model was not trained on.
-    """
-    (o1, label1), (o2, label2) = (_open(m, arch=arch, trust_pickle=trust_pickle, runtime=runtime,
-                                        arch_kwargs=arch_kwargs) for m in (m1, m2))
-    s1, s2 = _native_shape(o1), _native_shape(o2)
-    if s1 and s2 and tuple(s1) != tuple(s2):
-        raise DeepFaultError(
-            f"M1 takes inputs of shape {tuple(s1)} and M2 {tuple(s2)}; regression fuzzing compares two "
-            "versions of one classifier, with the same inputs"
-        )
-
-    def named(o):
-        if isinstance(o, PreparedModel):
-            return o.data
-        return getattr(o, "dataset", None)
-
-    data = dataset if dataset is not None else named(o1) if named(o1) is not None else named(o2)
-    if data is None:
-        raise DeepFaultError(f"model file {str(m1)!r} does not name its data set; add --dataset NAME")
-    p1 = prepare_model(o1, data, data_dir=data_dir, name=label1)
-    p2 = prepare_model(o2, p1.data, data_dir=data_dir, name=label2)
-    if p1.bounds is not None and p2.bounds is not None and tuple(p1.bounds) != tuple(p2.bounds):
-        raise DeepFaultError(
-            f"M1 takes inputs in {tuple(p1.bounds)} and M2 in {tuple(p2.bounds)}; regression fuzzing feeds "
-            "the same inputs to both: give two versions of one classifier, with the same input range"
-        )
-    return p1, p2, p1.data
 
 
 def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int) -> str:
@@ -198,230 +63,220 @@ def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@renamed(cell="campaign")
-@applies_threads
-def regress(
-    m1: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
-    m2: str | os.PathLike | torch.nn.Module | ModelFile | PreparedModel,
-    *,
-    dataset: str | os.PathLike | Dataset | InputData | None = None,
-    data_dir: str | os.PathLike | None = None,
-    labels: LabelData | None = None,
-    bounds: tuple[float, float] | None = None,
-    store: str | os.PathLike | None = None,
-    campaign: str | None = None,
-    experiment: str | None = None,
-    device: torch.device | str = "cpu",
-    progress: Callable[[CampaignProgress], None] | bool | None = None,
-    threads: int | str | None = "auto",
-    arch: str | None = None,
-    arch_kwargs: dict | None = None,
-    trust_pickle: bool = False,
-    runtime: str = "auto",
-    config: CampaignConfig | None = None,
-    fresh: bool = False,
-    on_store: Callable[[StoreState], None] | None = None,
-    **settings: Any,
-) -> RegressOutcome:
-    """Fuzz the model ``m2`` for regressions against ``m1`` on ``dataset``'s test split.
+#: The old form's keywords that say how the models' files are opened (now :class:`~.pair.Versions`').
+_OPENING = ("arch", "arch_kwargs", "trust_pickle", "data_dir", "model_runtime")
+
+
+def _legacy(name: str, fields: set, args: tuple, kwargs: dict):
+    """The old form ``regress(m1, m2, dataset=..., store=..., arch=..., **settings)`` in the one
+    shape, with a :class:`FutureWarning`; the one shape's own call goes to
+    :func:`~deepfault.core.entry.split_arguments`.
+    """
+    if args and (isinstance(args[0], (tuple, list, Versions)) or (len(args) < 2 and "m2" not in kwargs)):
+        return split_arguments(name, fields, args, kwargs)
+    warnings.warn(f"{name}(m1, m2, dataset=..., ...) is deprecated: pass {name}((m1, m2), data, "
+                  "CampaignConfig(...), runtime=Runtime(store=..., progress=...)); the options of model "
+                  "files go in Versions(m1, m2, arch=..., runtime=...)", FutureWarning, stacklevel=4)
+    m1, m2 = args[0], (args[1] if len(args) > 1 else kwargs.pop("m2"))
+    opening = {("runtime" if k == "model_runtime" else k): kwargs.pop(k) for k in _OPENING if k in kwargs}
+    data = kwargs.pop("dataset", None)
+    labels, bounds = kwargs.pop("labels", None), kwargs.pop("bounds", None)
+    if labels is not None or bounds is not None:
+        data = as_dataset(data, labels, bounds=bounds, what="dataset")
+    if "cell" in kwargs:  # its older name
+        kwargs["campaign"] = kwargs.pop("cell")
+    on_store = kwargs.pop("on_store", None)
+    progress = kwargs.pop("progress", None)
+    if callable(progress) or on_store is not None:  # the old callable saw the progress only
+        kwargs["progress"] = _old_progress(progress, on_store)
+    elif progress:
+        kwargs["progress"] = True
+    config_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in fields or k in CAMPAIGN_RENAMED}
+    runtime_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in RUNTIME_FIELDS}
+    if kwargs:
+        raise TypeError(f"{name}() got unexpected keyword arguments: {', '.join(sorted(kwargs))}")
+    return Versions(m1, m2, **opening), data, config_kw, runtime_kw
+
+
+def _old_progress(progress, on_store):
+    """The old ``progress=`` callable (or ``True``) and ``on_store=`` as one progress callable."""
+    show = display_for(progress)
+
+    def report(record) -> None:
+        if isinstance(record, StoreState):
+            (on_store or _log_state)(record)
+        elif show is not None:
+            show(record)
+    return report
+
+
+def _data(obj):
+    """The data in one of the forms the pair is prepared with: a name or path (text), a
+    :class:`~deepfault.data.Dataset`, ``None`` (the one the model files name); inputs (a tensor,
+    array, ``(inputs, labels)`` pair, torch ``Dataset`` or ``DataLoader``) as a ``Dataset``.
+    """
+    if obj is None or isinstance(obj, (str, Dataset)):
+        return obj
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return as_dataset(obj, what="data")
+
+
+def _one(models, data, config: CampaignConfig, *, runtime: Runtime) -> RegressOutcome:
+    device = _check_where(config, runtime)
+    pair = open_pair(models, data)
+    return _campaign(pair, config, runtime, device)
+
+
+_one.__name__ = _one.__qualname__ = "regress"  # how the entry's messages name it
+_regress = entry(CampaignConfig, data=_data, legacy=_legacy)(_one)
+
+
+def regress(models, data=None, config: CampaignConfig | None = None, *, runtime: Runtime | None = None,
+            **old) -> RegressOutcome:
+    """Fuzz the model M2 for regressions against M1 on the data's test split (DRFuzz, or DeepHunter).
 
     Args:
-        m1: The original model: a model file (any format ``deepfault run --model`` opens),
-            :class:`~deepfault.models.ModelFile`, module or
-            :class:`~deepfault.models.prepare.PreparedModel` (see :func:`load_pair`); the
-            campaign works in the data set's native layout whatever layout the files take.
-        m2: The new model, fuzzed for regressions; in any form ``m1`` takes.
-        dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model files name); or the seed inputs as a tensor, array,
-            ``(inputs, labels)`` pair, torch ``Dataset`` or ``DataLoader``
-            (:func:`~deepfault.data.as_dataset`). Those are read whole into memory
-            (the campaign draws its seeds from all of them) and serve as the training
-            split too: a fidelity check fitted on training inputs (the discriminator,
-            ``mdsa``) is fitted on them; give a deepfault ``Dataset`` to keep them apart.
-        data_dir: Data root.
-        labels: The seed inputs' labels, when ``dataset`` is inputs that do not carry them.
-        bounds: ``(lo, hi)``, the inputs' valid range, when ``dataset`` is inputs (default:
-            :func:`~deepfault.core.inputs.default_bounds`).
-        store: Results store: checkpoints go there and rerunning resumes (``None``: none);
-            a finished campaign found there is returned without fuzzing.
-        campaign: The campaign's id in the store (default ``STRATEGY-seedS``; ``--campaign``,
-            formerly ``cell``).
-        experiment: The store's experiment key (default :func:`experiment_key`).
-        device: Where the models, mutations and checks run.
-        progress: ``True``: a progress line as the command line shows it (redrawn on a
-            terminal, logged every 10 s elsewhere); or a callable, called with a
-            :class:`~.campaign.CampaignProgress` after every step.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for small models on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        arch: Architecture of plain ``state_dict`` files (:func:`deepfault.models.open_model`).
-        arch_kwargs: Its keyword arguments.
-        trust_pickle: Allow unpickling a whole pickled ``nn.Module``; only for trusted files.
-        runtime: How ``.onnx`` files run (:data:`~deepfault.models.blackbox.RUNTIMES`): ``auto``
-            (onnx2torch, or ONNX Runtime for a graph it cannot convert), ``torch``, ``onnxruntime``.
-            A black box (ONNX Runtime, LiteRT, a callable) runs DRFuzz; what needs its insides
-            is refused first (:func:`check_black_box`).
-        fresh: Start the campaign again from the start even when ``store`` holds it (its
-            checkpoint or finished result of this configuration is deleted first).
-        on_store: Called, before any work, with what the run will do with the store
-            (:class:`~.campaign.resume.StoreState`; default: logged at INFO).
-        config: A :class:`~.campaign.CampaignConfig`; ``settings`` (``budget``, ``strategy``,
-            ``batch``, ``seed``, ``fidelity``, ...) replace its fields. Without either ``config``
-            or a ``fidelity`` setting, vectors and sequences get their default check
-            (:func:`~.fidelity.checks.default_fidelity`: ``mdsa``), images the discriminator.
-        **settings: :class:`~.campaign.CampaignConfig` fields that replace ``config``'s.
+        models: The pair ``(m1, m2)``: each a model file (any format ``deepfault run --model``
+            opens), :class:`~deepfault.models.ModelFile`, module,
+            :class:`~deepfault.models.prepare.PreparedModel` or a plain callable from a NumPy
+            batch to logits (a black box: DRFuzz reads M2's outputs only); or a
+            :class:`~.pair.Versions`, which adds how their files are opened (``arch``,
+            ``trust_pickle``, ``runtime="onnxruntime"``, the data root). The campaign works in the
+            data set's native layout whatever layout the files take.
+        data: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (``None``: the one
+            the model files name); or the seed inputs as a tensor, array, ``(inputs, labels)``
+            pair, torch ``Dataset`` or ``DataLoader`` (:func:`~deepfault.data.as_dataset`), read
+            whole and serving as the training split too (give a ``Dataset`` to keep them apart).
+        config: A :class:`~.campaign.CampaignConfig` (``None``: the default). A fidelity left at
+            its default is the data's kind's (:meth:`~.campaign.CampaignConfig.for_inputs`: the
+            discriminator for images, ``mdsa`` for vectors and sequences). Its ``campaign``,
+            ``fresh`` and ``experiment`` say where in the store the campaign goes.
+        runtime: :class:`~deepfault.core.runtime.Runtime`: ``device`` (default: where M1 is),
+            ``threads`` (applied once the models' size is known, the command line's rule),
+            ``progress`` (``True``: the progress line on standard error; a callable is called with
+            the :class:`~.campaign.resume.StoreState` before any work, then a
+            :class:`~.campaign.CampaignProgress` after every step), ``store`` (the results store:
+            checkpoints go there and rerunning resumes; a finished campaign found there is returned
+            without fuzzing).
+        **old: The old form's keywords: ``regress(m1, m2, dataset=..., store=..., budget=..., ...)``
+            still works for one release and warns (:class:`FutureWarning`).
 
     Returns:
-        A :class:`RegressOutcome`.
-    """
-    cell = campaign
-    if progress is True:
-        progress = _progress_printer()
-    elif progress is False:
-        progress = None
-    settings = _translate("regress", CAMPAIGN_RENAMED, settings)  # before replace() sees both names
-    auto_fidelity = config is None and "fidelity" not in settings  # the default of the data's kind
-    config = replace(config or CampaignConfig(), **settings) if settings or config is None else config
-    surprise_specs(config)  # a bad 'dsa:...' spec is refused before anything is loaded
-    device = check_device(device)
-    data_arg: str | Dataset | None
-    if dataset is None or isinstance(dataset, str):
-        data_arg = dataset
-    elif isinstance(dataset, os.PathLike):
-        data_arg = os.fspath(dataset)
-    else:
-        data_arg = as_dataset(dataset, labels, bounds=bounds, what="dataset")
-    if store is not None:
-        check_outputs(("store", store))
-    if cell is not None:
-        check_name("cell", cell)
+        A :class:`~.results.RegressOutcome`.
 
-    if (isinstance(m1, PreparedModel) and isinstance(m2, PreparedModel) and m1.data is not None
-            and m2.data is m1.data and data_arg in (None, m1.data.name)):
-        p1, p2, data = m1, m2, m1.data  # a pair load_pair prepared: not again
-    else:
-        p1, p2, data = load_pair(m1, m2, dataset=data_arg, data_dir=data_dir, arch=arch,
-                                 arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
+    Raises:
+        DeepFaultError: Before any work: a bad setting, files that are not two versions of one
+            classifier, a check the inputs or a black box cannot take, a store that is no store.
+    """
+    if isinstance(runtime, str):  # the old form's runtime=: how .onnx files run
+        old["model_runtime"], runtime = runtime, None
+    given = (models, data, config)[:3 if config is not None else 2 if data is not None else 1]
+    return _regress(*given, runtime=runtime, **old)
+
+
+regress.__entry__ = _regress.__entry__  # type: ignore[attr-defined]
+
+
+@entry(CampaignConfig, data=_data)
+def compare_strategies(models, data, config: CampaignConfig, *, runtime: Runtime) -> RegressComparison:
+    """DRFuzz and DeepHunter on one pair, one after the other, under ``config``'s budget and one
+    shared fidelity filter (``config.shared_fidelity``, else DRFuzz's check), each its own
+    campaign ``STRATEGY-seedS`` in the store; the arguments are :func:`regress`'s.
+
+    Returns:
+        A :class:`~.results.RegressComparison`.
+    """
+    device = _check_where(config, runtime)
+    pair = open_pair(models, data)
+    config = config.for_inputs(input_kind(1 + len(pair.data.input_shape)))
+    shared = config.shared_fidelity or config.fidelity
+    configs = [replace(config, strategy=s, shared_fidelity=shared, campaign=None)
+               for s in ("drfuzz", "deephunter")]
+    for c in configs:  # what a black box cannot give, refused before the first campaign
+        check_black_box(pair.p1, pair.p2, c)
+    return RegressComparison({c.strategy: _campaign(pair, c, runtime, device) for c in configs})
+
+
+def _check_where(config: CampaignConfig, runtime: Runtime) -> torch.device | None:
+    """The device and the store refused before anything is loaded (the settings were, by the config)."""
+    surprise_specs(config)  # a bad 'dsa:...' spec
+    if runtime.store is not None:
+        check_outputs(("store", runtime.store))
+        ResultStore.check(runtime.store)
+    return None if runtime.device is None else check_device(runtime.device)
+
+
+def _device_of(pair: Pair) -> torch.device:
+    p = next(pair.p1.module.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _campaign(pair: Pair, config: CampaignConfig, runtime: Runtime,
+              device: torch.device | None) -> RegressOutcome:
+    """One campaign on a prepared pair, under ``runtime.threads`` (the models' size known: the
+    command line's ``--threads auto``; inside an entry that applied them already, as they are).
+    """
+    device = device or _device_of(pair)
     if config.output_kinds == ("logits", "logits"):
-        config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
-    kind = input_kind(1 + len(data.input_shape))
-    if auto_fidelity and kind != "image":  # no discriminator for vectors and sequences
-        config = replace(config, fidelity=default_fidelity(kind))
-    names = (p1.name or "M1", p2.name or "M2")
-    check_black_box(p1, p2, config)  # before the discriminator, the surprise fit and the store
-    model1, model2 = p1.to(device).module, p2.to(device).module
-    check_pair(model1, model2, data, config)  # before the store is opened or created
+        config = replace(config, output_kinds=(pair.p1.output_kind, pair.p2.output_kind))
+    config = config.for_inputs(input_kind(1 + len(pair.data.input_shape)))
+    check_black_box(pair.p1, pair.p2, config)  # before the discriminator, the surprise fit and the store
+    m1, m2 = pair.p1.to(device).module, pair.p2.to(device).module
+    threads = default_threads() if runtime.threads == "auto" else runtime.threads
+    with use_threads(threads, [m1, m2], device) as count:
+        return replace(_checked_run(pair, (m1, m2), config, runtime, device), threads=count)
+
+
+def _checked_run(pair: Pair, models, config: CampaignConfig, runtime: Runtime, device) -> RegressOutcome:
+    """Refuse what cannot run, say what the store holds, then run (or resume, or read back) the campaign."""
+    m1, m2 = models
+    data = pair.data
+    check_pair(m1, m2, data, config)  # before the store is opened or created
+    neurons = pair.m2_neurons(config)
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
-    experiment = experiment or experiment_key(config, model1, model2, data.name, n_inputs)
-    cell = cell or f"{config.strategy}-seed{config.seed}"
+    experiment = config.experiment or experiment_key(config, m1, m2, data.name, n_inputs)
+    cell = config.campaign or f"{config.strategy}-seed{config.seed}"
+    show = display_for(runtime.progress)
     state = None
-    if store is not None:  # said before any work (the discriminator's first training included)
-        state = store_state(store, experiment, cell, config, fresh=fresh)
-        (on_store or _log_state)(state)
-    _prepare_discriminators(config, data, device, progress=None if progress else False)  # before the store
-    _prepare_surprise(config, model1, data, device)  # likewise
-    if store is not None:
-        with ResultStore(store) as opened, opened.writer():
-            if fresh:
-                opened.delete_cells(experiment, METHOD, cell)
-            result = _run(model1, model2, data, config, opened, experiment, cell, progress)
-            # the report names the models by their files (the experiment key holds their weights)
-            opened.put(experiment, METHOD, "models", {"m1": names[0], "m2": names[1]}, replace=True)
-    else:
-        result = _run(model1, model2, data, config, None, experiment, cell, progress)
+    if runtime.store is not None:  # said before any work (the discriminator's first training included)
+        state = store_state(runtime.store, experiment, cell, config, fresh=config.fresh)
+        (show or _log_state)(state)
+    _prepare_discriminators(config, data, device, progress=None if show else False)  # before the store
+    _prepare_surprise(config, m1, data, device)  # likewise
+    try:
+        result = _in_store(pair, models, config, runtime.store, (experiment, cell), show)
+    finally:
+        getattr(show, "close", lambda: None)()
     rf = result.faults.kind == 0
     seeds = data.x_test[result.faults.root[rf]] if rf.any() else np.zeros((0, *data.input_shape), np.float32)
-    return RegressOutcome(result, experiment, cell, None if store is None else str(store), seeds,
-                          tuple(data.class_names), (float(data.bounds[0]), float(data.bounds[1])), names,
-                          state)
+    notes = (*pair.notes(), *(() if neurons is None else (neurons[0],)))
+    store = None if runtime.store is None else str(runtime.store)
+    records = pair.records(pair.names, None if neurons is None else neurons[1])
+    bounds = (float(data.bounds[0]), float(data.bounds[1]))
+    return RegressOutcome(result, experiment, cell, store, seeds, tuple(data.class_names), bounds, pair.names,
+                          state, str(device), notes, records)
 
 
-def _progress_printer() -> Callable[[CampaignProgress], None]:
-    """``progress=True``: the command line's progress line, redrawn at most every 0.5 s on a
-    terminal, else logged at most every 10 s.
-    """
-    import sys
-    import time
-
-    live = sys.stderr.isatty()
-    last = [0.0]
-
-    def show(p: CampaignProgress) -> None:
-        now = time.monotonic()
-        if now - last[0] >= (0.5 if live else 10.0):
-            last[0] = now
-            if live:
-                print("\r" + progress_line(p).ljust(110)[:160], end="", file=sys.stderr, flush=True)
-            else:
-                log.info("%s", progress_line(p))
-    return show
+def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str, str],
+              show) -> CampaignResult:
+    """The campaign run in ``store`` (its checkpoints, a fresh start, the models' names) or without one."""
+    experiment, cell = keys
+    m1, m2 = models
+    progress = None if show is None else (lambda p: show(p) if isinstance(p, CampaignProgress) else None)
+    if store is None:
+        return _run(m1, m2, pair.data, config, None, experiment, cell, progress)
+    with ResultStore(store) as opened, opened.writer():
+        if config.fresh:
+            opened.delete_cells(experiment, METHOD, cell)
+        result = _run(m1, m2, pair.data, config, opened, experiment, cell, progress)
+        # the report names the models by their files (the experiment key holds their weights)
+        opened.put(experiment, METHOD, "models", {"m1": pair.names[0], "m2": pair.names[1]}, replace=True)
+    return result
 
 
 def _log_state(state: StoreState) -> None:
     log.info("%s", state.line())
-
-
-def check_pair(m1, m2, data, config: CampaignConfig) -> None:
-    """Refuse, on a few test inputs, inputs that are not images, sequences or vectors (the
-    mutation rules need them), an image-only check for other inputs, models that compute NaN
-    or infinite outputs, that have different numbers of classes, or
-    whose layers the criterion cannot read.
-    """
-    sample = data.x_test[:8]
-    x, _ = test_inputs(sample, data.y_test[:8])  # images, sequences or vectors: before the store, too
-    kind = input_kind(x)
-    check_fidelity_inputs(config.strategy_spec.check_spec(config), kind)  # SSIM, the GAN: images only
-    check_fidelity_inputs(config.shared_fidelity, kind, option="shared fidelity")
-    c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])
-    if c1 != c2:  # the campaign says the same, but only after the store is opened
-        raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; regression fuzzing compares two versions of "
-                             "one classifier")
-    layers = list(config.layers) if isinstance(config.layers, tuple) else config.layers
-    if not config.strategy_spec.reads_m2:
-        # DRFuzz reads M2's outputs only: no pass of M2's to check its layers (issue 26), but
-        # layers a user names are still checked by name, so a typo is refused before the store
-        if layers is not None and not outputs_only(m2):
-            resolve_layers(m2, layers)
-        return
-    for _ in iterate_batches(m2, sample[:2], layers=layers, batch_size=2):
-        break
-
-
-def check_black_box(m1, m2, config: CampaignConfig, *, strategy_option: str = "strategy",
-                    fidelity_option: str = "fidelity") -> None:
-    """Refuse, before any work, a campaign that needs the insides of a black-box model (an ONNX
-    Runtime or LiteRT file, a callable): DeepHunter's coverage keep rule reads M2's neurons, and
-    a surprise check (``dsa``, ``lsa``, ``mdsa``) M1's activations. Names what works instead.
-
-    Args:
-        m1: M1 (a module, prepared model or model file).
-        m2: M2, likewise.
-        config: The campaign's configuration.
-        strategy_option: How messages name the strategy setting (``--strategy``).
-        fidelity_option: How messages name the fidelity setting (``--fidelity``).
-
-    Raises:
-        DeepFaultError: One line: which model, what it lacks, and the options that work.
-    """
-    from ..coverage.surprise import SURPRISE_KINDS
-    from ..models.blackbox import outputs_only as black
-
-    reads = config.strategy_spec.reads_m2
-    if reads and black(m2):
-        raise DeepFaultError(
-            f"M2 is a black box (ONNX Runtime, LiteRT, a callable, or compiled TorchScript): "
-            f"{config.strategy} needs M2's {reads}, "
-            f"which a black box does not have; use {strategy_option} drfuzz, which reads M2's outputs only, "
-            "or give M2 as a torch model (a .pt file, or an .onnx file with --runtime torch)")
-    surprise = [s for s in (config.strategy_spec.check_spec(config), config.shared_fidelity)
-                if s and s.partition(":")[0].strip().lower() in SURPRISE_KINDS]
-    if surprise and black(m1):
-        raise DeepFaultError(
-            f"M1 is a black box (ONNX Runtime, LiteRT, a callable, or compiled TorchScript): it has no "
-            f"activations for the surprise "
-            f"check {surprise[0]!r}; use {fidelity_option} linf:T, ssim, discriminator (images) or none, or "
-            "give M1 as a torch model")
 
 
 def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: bool | None = False) -> None:
@@ -508,8 +363,8 @@ def campaign_job(job: dict) -> dict:
     """
     config = CampaignConfig.from_dict(job["config"])
     device = torch.device(job.get("device", "cpu"))
-    p1, p2, data = load_pair(job["m1"], job["m2"], dataset=job.get("dataset"), data_dir=job.get("data_dir"),
-                             runtime=job.get("runtime", "auto"))
+    p1, p2, data, _ = open_pair(Versions(job["m1"], job["m2"], runtime=job.get("runtime", "auto"),
+                                         data_dir=job.get("data_dir")), job.get("dataset"))
     check_black_box(p1, p2, config)
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
@@ -520,20 +375,6 @@ def campaign_job(job: dict) -> dict:
     with ResultStore(job["store"]) as store:
         result = _run(m1, m2, data, config, store, job["experiment"], job["cell"], None, profile)
     return {"cell": job["cell"], **result.to_dict()}
-
-
-def progress_line(p: CampaignProgress, *, top: int = 4) -> str:
-    """One line for a terminal: elapsed, iterations, #RF, #URF, #Seed, #GF and the busiest rules."""
-    shares = sorted(p.rule_shares.items(), key=lambda kv: -kv[1])[:top]
-    rules = " ".join(f"{name} {share:.0%}" for name, share in shares if share > 0)
-    return (f"{p.elapsed:7.1f}s  it {p.iterations:,}  RF {p.rf:,}  URF {p.urf:,}  Seed {p.seeds:,}  "
-            f"GF {p.gf:,}  queue {p.corpus:,}  [{rules}]")
-
-
-#: The legend of :func:`progress_line`'s abbreviations (``deepfault regress`` prints it once, above them).
-PROGRESS_LEGEND = ("it: iterations; RF: generated inputs M1 gets right and M2 wrong; URF: distinct (seed, "
-                   "M1 label, M2 label) among them; Seed: seeds with an RF; GF: generated inputs M2 gets "
-                   "wrong; queue: inputs kept for mutation; [...]: the most chosen mutation rules")
 
 
 def faults_paths(store: str | os.PathLike | None, cell: str, out: str | os.PathLike | None = None):

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ...checks import check_int
+from ...checks import MAX_BATCH, MAX_BUDGET_SECONDS, MAX_SEED, check_name
+from ...core.capture import TRANSFORMS
+from ...core.constraints import Constraint, Flag, Interval, Options, Text, constraint_of, param, validate
 from ...core.entry import renamed_fields
+from ...coverage import list_criteria
 from ...errors import DeepFaultError
+from ..fidelity.checks import check_spec, default_fidelity
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
 from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
 from .oracle import OUTPUT_KINDS
 from .strategies import STRATEGIES, FuzzStrategy
 
-__all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "QUEUE_CAPACITY", "CampaignConfig",
-           "CampaignProgress"]
+__all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "INPUTS_DEFAULT", "QUEUE_CAPACITY",
+           "CampaignConfig", "CampaignProgress",
+           "criterion_params"]
 
 #: Selected inputs per step by default (``--inputs-per-step``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
@@ -44,6 +50,150 @@ _FILE_KEYS = {"inputs_per_step": "batch", "criteria": "criterion"}
 #: The fields' old names (still accepted, with a FutureWarning).
 RENAMED = {"batch": "inputs_per_step", "criterion": "criteria"}
 
+#: Fields that say how a campaign is run and stored, not what it computes: left out of
+#: :meth:`CampaignConfig.to_dict` and :meth:`CampaignConfig.key` (and of equality).
+RUN_FIELDS = ("checkpoint_every", "campaign", "fresh", "experiment")
+
+
+class _InputsDefault(str):
+    """``fidelity``'s default, ``"discriminator"``, marked as not chosen: a campaign on vectors or
+    sequences gets its kind's default instead (:meth:`CampaignConfig.for_inputs`). It equals,
+    hashes and serialises as the plain text, so keys and files are those of ``"discriminator"``.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (_InputsDefault, (str(self),))
+
+
+#: :attr:`CampaignConfig.fidelity`'s default (see :class:`_InputsDefault`).
+INPUTS_DEFAULT = _InputsDefault("discriminator")
+
+
+@dataclass(frozen=True)
+class _Checked(Constraint):
+    """A value ``test(name, value)`` accepts (returning it converted); ``test`` raises
+    :class:`~deepfault.errors.DeepFaultError` in its own words, naming ``name``, for any other
+    (a budget, a size, a fidelity spec: checks with more to say than one range).
+    """
+
+    test: Callable[[str, Any], Any]
+    what: str
+    bad: tuple = ()
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        try:
+            self.test("value", value)
+        except DeepFaultError:
+            return False
+        return True
+
+    def check(self, name: str, value):
+        if value is None and self.none:
+            return value
+        return self.test(name, value)
+
+    def convert(self, text: str):
+        return text
+
+    def expected(self) -> str:
+        return self.what
+
+    def hostile(self) -> tuple:
+        return self.bad
+
+
+def _named(name: str, fn: Callable[[Any], Any], value):
+    """``fn(value)``, its error's leading field word replaced by ``name`` (a command line's empty
+    name: the parser puts the option in front).
+    """
+    try:
+        return fn(value)
+    except DeepFaultError as err:
+        text = str(err)
+        for word in ("budget", "queue_memory"):
+            if text.startswith(word + " "):
+                text = text[len(word) + 1:]
+                break
+        else:
+            raise DeepFaultError(f"{name}: {text}" if name else text) from None
+        raise DeepFaultError(f"{name} {text}".strip()) from None
+
+
+def _run_only(field):
+    """A :data:`RUN_FIELDS` field: not compared (two configurations that compute the same are equal)."""
+    field.compare = False
+    return field
+
+
+def _budget(name: str, value) -> Budget:
+    return _named(name, parse_budget, value)
+
+
+def _size(name: str, value) -> int:
+    return _named(name, lambda v: parse_size(v, "queue_memory"), value)
+
+
+def _campaign_name(name: str, value) -> str:
+    return check_name(name, value)
+
+
+def _layers(name: str, value):
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    raise DeepFaultError(f"{name} must be comma-separated layer names; got {value!r}".strip())
+
+
+def _output_kinds(name: str, value) -> tuple[str, str]:
+    kinds = tuple(value) if isinstance(value, (list, tuple)) else ()
+    if len(kinds) != 2 or any(k not in OUTPUT_KINDS for k in kinds):
+        raise DeepFaultError(f"{name} must be two of {', '.join(OUTPUT_KINDS)}; got {value!r}".strip())
+    return kinds
+
+
+def _params(name: str, value) -> tuple[tuple[str, Any], ...]:
+    items = value.items() if isinstance(value, dict) else value
+    try:
+        return tuple(sorted((str(k), v) for k, v in items))
+    except (TypeError, ValueError):
+        raise DeepFaultError(f"{name} must be a dict of the criterion's parameters; got {value!r}") from None
+
+
+
+
+def criterion_params(criteria: str, sections: int | None = None,
+                     threshold: float | None = None) -> tuple[tuple[str, Any], ...]:
+    """:attr:`CampaignConfig.criterion_params` from the command line's ``--sections`` (KMNC's) and
+    ``--threshold`` (NC's and NAC's, when given); the other criteria take neither.
+    """
+    if criteria == "kmnc" and sections is not None:
+        return (("sections", sections),)
+    if criteria in ("nc", "nac") and threshold is not None:
+        return (("threshold", threshold),)
+    return ()
+
+
+#: What a fidelity spec is, in words.
+_SPEC = "a fidelity spec (ssim:T, discriminator:FILE, dsa:T, linf:T, none, ...)"
+
+_FIDELITY_HELP = (
+    "DRFuzz's fidelity check (default: 'discriminator' for images, 'mdsa' for vectors (N, F) and sequences "
+    "(N, C, L)): 'discriminator' (the data set's, trained on first use for mnist and fashion-mnist and "
+    "cached), 'discriminator:FILE' ('deepfault gan train'), 'ssim' or 'ssim:T' (SSIM >= T, default 0.99, "
+    "with the data's true range), 'ssim-compat' (a compatibility mode: the published code's SSIM path, "
+    "uniform 7x7 window, int16 range 65535, up to 20 accepted mutants per iteration, 50 tries each), 'none' "
+    "(measurement), or M1's surprise adequacy against the training split: 'dsa' (DSA <= the 90th percentile "
+    "of the test inputs' DSA), 'dsa:T' (DSA <= T), 'dsa:pQ' (the Q-th percentile), 'dsa:T:FILE' or "
+    "'dsa::FILE' (a saved surprise state instead of the cached fit), and the same with 'lsa' or 'mdsa'; "
+    "scored from M1's forward pass of each mutant, no extra model; or 'linf:T' (every element within T of "
+    "the seed, in the data's units; default a tenth of the range). SSIM and the discriminator take images "
+    "only")
+
 
 @renamed_fields(**RENAMED)
 @dataclass(frozen=True)
@@ -63,8 +213,9 @@ class CampaignConfig:
         seed: Seed of every random choice.
         chooser: Rule chooser (``mcmc``, ``uniform``); ``None``: the strategy's.
         mutants: Mutant slots per selected input; ``None``: the strategy's (20, as published).
-        fidelity: Fidelity check of DRFuzz: ``discriminator`` (the default: the data set's
-            cached discriminator, trained on first use for MNIST and Fashion-MNIST),
+        fidelity: Fidelity check of DRFuzz: ``discriminator`` (the default for images: the data
+            set's cached discriminator, trained on first use for MNIST and Fashion-MNIST; left at
+            its default, vectors and sequences get ``mdsa``, :meth:`for_inputs`),
             ``discriminator:FILE``, ``ssim``/``ssim:T`` (true pixel range), ``ssim-compat``
             (the published SSIM path, with its retry structure) or ``none``. DeepHunter uses
             its validity rule instead.
@@ -105,68 +256,102 @@ class CampaignConfig:
             lazy order skips 17% of the verdicts but runs 0.85-0.89x as fast on an idle CPU
             (``docs/performance.md``), so it is not the default.
         checkpoint_every: Seconds between checkpoints (0: after every step).
+        campaign: The campaign's id in the store (default ``STRATEGY-seedS``).
+        fresh: Start the campaign again even when the store holds it (its checkpoint or
+            finished result of this configuration is deleted first); without it a rerun resumes,
+            or returns the finished result.
+        experiment: The store's experiment key (default: a hash of the configuration, both
+            models' weights and the data).
+
+    Every field declares what it accepts (:func:`~deepfault.core.constraints.param`); the last
+    four say how the campaign is run and stored, not what it computes (:data:`RUN_FIELDS`).
     """
 
-    strategy: str = "drfuzz"
-    budget: Budget = Budget("iterations", 5000)
-    inputs_per_step: int = DEFAULT_BATCH
-    seed: int = 0
-    chooser: str | None = None
-    mutants: int | None = None
-    fidelity: str = "discriminator"
-    criteria: str = "kmnc"
-    criterion_params: tuple[tuple[str, Any], ...] = ()
-    layers: tuple[str, ...] | None = None
-    transform: str | None = None
-    max_seeds: int | None = None
-    shared_fidelity: str | None = None
-    count_selections: str | None = None
-    queue_capacity: int | None = None
-    queue_memory: int | None = None
-    queue_dtype: str = "float32"
-    output_kinds: tuple[str, str] = ("logits", "logits")
-    check_order: str = "before"
-    checkpoint_every: float = field(default=CHECKPOINT_EVERY, compare=False)
+    strategy: str = param("drfuzz", Options(STRATEGIES.names), help="fuzzing strategy")
+    budget: Budget = param(
+        Budget("iterations", 5000),
+        _Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
+                 "iterations ('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
+        help="how long to fuzz, in wall time or iterations (iterations are reproducible with --seed)")
+    inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_BATCH),
+                                 help="selected inputs per step (B; 1 is the published algorithm)")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
+    chooser: str | None = param(None, Options(CHOOSERS.names, none=True),
+                                help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for "
+                                "deephunter)")
+    mutants: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+                                help="mutants per selected input (default: 20, as published)")
+    fidelity: str = param(INPUTS_DEFAULT, _Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", "")),
+                          help=_FIDELITY_HELP)
+    criteria: str = param("kmnc", Options(list_criteria), option="--criteria",
+                          help="DeepHunter's coverage criterion of M2, one name (kmnc, nbc, snac need the "
+                          "training split)")
+    criterion_params: tuple[tuple[str, Any], ...] = param(
+        (), _Checked(_params, "a dict of the criterion's parameters", bad=(3,)),
+        help="the criterion's parameters (sections, threshold, top_k, scale)")
+    layers: tuple[str, ...] | str | None = param(
+        None, _Checked(_layers, "comma-separated layer names", bad=("", ()), none=True),
+        help="M2's layers the criterion reads: names, globs, type:CLASS, 'blocks' or 'linear-conv' (default: "
+        "'blocks' for a network with residual/transformer blocks, else 'linear-conv', every Linear/Conv but "
+        "the logits)")
+    transform: str | None = param(None, Options(TRANSFORMS, none=True), help="neuron value transform")
+    max_seeds: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+                                  help="use only the first N test inputs as candidate seeds")
+    shared_fidelity: str | None = param(
+        None, _Checked(check_spec, _SPEC, bad=("bogus",), none=True),
+        help="one filter applied on top of each strategy's own check to every executed mutant (DeepHunter's "
+        "affine ones included), same specs as --fidelity (default: none; with --strategy both: the "
+        "--fidelity check)")
+    count_selections: str | None = param(
+        None, Options(("fault", "every"), none=True),
+        help="when a selected input's times_selected rises: only in iterations where it produced a "
+        "regression fault (fault, as published; the default) or at every selection")
+    queue_capacity: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+                                       help="a count instead of --queue-memory: exactly N queue images, "
+                                       "whatever their size (with --queue-memory: the smaller)")
+    queue_memory: int | None = param(
+        None, _Checked(_size, "a size such as 512MiB, 2GiB or 1.5GB", bad=("lots", "0", "-1GiB"), none=True),
+        help="memory for the queue's images ('512MiB', '2GiB', '1.5GB'); the least likely to be selected are "
+        "evicted beyond it (default 1GiB, at most 65536 images: a 3x224x224 float32 image takes 588 KiB, so "
+        "1,783 of them)")
+    queue_dtype: str = param("float32", Options(tuple(QUEUE_DTYPES)),
+                             help="what the queue keeps its images in: float32 (the data's own, lossless) or "
+                             "float16 (twice the images in the same memory; each queued image rounded, so "
+                             "the campaign differs)")
+    output_kinds: tuple[str, str] = param(
+        ("logits", "logits"), _Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
+        help="what M1 and M2 output")
+    check_order: str = param("before", Options(CHECK_ORDERS), help="when an expensive own check runs")
+    checkpoint_every: float = _run_only(param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
+                                              help="seconds between checkpoints"))
+    campaign: str | None = _run_only(param(
+        None, _Checked(_campaign_name, "a plain name", bad=("a/b", ".."), none=True),
+        help="the campaign's id in the store (default: STRATEGY-seedS)"))
+    fresh: bool = _run_only(param(
+        False, Flag(),
+        help="start the campaign from the start even when --store holds it (its checkpoint or finished "
+        "result with these options is deleted); without it a rerun with the same options resumes, or prints "
+        "the finished result; other options start a new campaign beside it"))
+    experiment: str | None = _run_only(param(
+        None, Text(max_length=200, none=True),
+        help="the store's experiment key (default: a hash of the configuration, both models' weights and the "
+        "data)"))
 
     def __post_init__(self):
-        STRATEGIES.get(self.strategy)
-        object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
-        check_int("inputs_per_step", self.inputs_per_step)
-        check_int("seed", self.seed, minimum=0)
-        if self.mutants is not None:
-            check_int("mutants", self.mutants)
-        if self.count_selections not in (None, "fault", "every"):
-            raise DeepFaultError(
-                f"count_selections must be 'fault' or 'every'; got {self.count_selections!r}"
-            )
-        if self.check_order not in CHECK_ORDERS:
-            raise DeepFaultError(f"check_order must be one of {', '.join(CHECK_ORDERS)}; "
-                                 f"got {self.check_order!r}")
-        if self.queue_capacity is not None:
-            check_int("queue_capacity", self.queue_capacity)
-        if self.queue_memory is not None:
-            object.__setattr__(self, "queue_memory", parse_size(self.queue_memory, "queue_memory"))
-        if self.queue_dtype not in QUEUE_DTYPES:
-            raise DeepFaultError(f"queue_dtype must be one of {', '.join(QUEUE_DTYPES)}; "
-                                 f"got {self.queue_dtype!r}")
-        if self.chooser is not None:
-            CHOOSERS.get(self.chooser)
-        if self.max_seeds is not None:
-            check_int("max_seeds", self.max_seeds)
-        if isinstance(self.criterion_params, dict):
-            object.__setattr__(self, "criterion_params", tuple(sorted(self.criterion_params.items())))
-        if self.layers is not None and not isinstance(self.layers, str):
-            object.__setattr__(self, "layers", tuple(self.layers))
-        kinds = tuple(self.output_kinds)
-        if len(kinds) != 2 or any(k not in OUTPUT_KINDS for k in kinds):
-            raise DeepFaultError(
-                f"output_kinds must be two of {', '.join(OUTPUT_KINDS)}; got {self.output_kinds!r}"
-            )
-        object.__setattr__(self, "output_kinds", kinds)
-        if not (isinstance(self.checkpoint_every, (int, float)) and self.checkpoint_every >= 0):
-            raise DeepFaultError(
-                f"checkpoint_every must be a number of seconds >= 0; got {self.checkpoint_every!r}"
-            )
+        validate(self)
+        for name in ("budget", "criterion_params", "layers", "output_kinds", "queue_memory"):
+            value = getattr(self, name)
+            if value is not None:  # each in its one form (parsed once, here)
+                object.__setattr__(self, name, constraint_of(self, name).check(name, value))
+
+    def for_inputs(self, kind: str) -> CampaignConfig:
+        """The configuration for inputs of ``kind`` (``image``, ``sequence``, ``vector``): a
+        fidelity left at its default becomes the kind's (:func:`~..fidelity.checks.default_fidelity`:
+        the discriminator for images, ``mdsa`` for vectors and sequences); a chosen one stays.
+        """
+        if type(self.fidelity) is _InputsDefault:
+            return replace(self, fidelity=default_fidelity(kind))
+        return self
 
     @property
     def batch(self) -> int:
@@ -205,7 +390,8 @@ class CampaignConfig:
 
     def to_dict(self) -> dict:
         out = {_FILE_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
-               if f.name != "checkpoint_every"}
+               if f.name not in RUN_FIELDS}
+        out["fidelity"] = str(self.fidelity)
         out["criterion_params"] = dict(self.criterion_params)
         out["layers"] = list(self.layers) if isinstance(self.layers, tuple) else self.layers
         out["output_kinds"] = list(self.output_kinds)

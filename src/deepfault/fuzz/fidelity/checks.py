@@ -156,6 +156,40 @@ def check_fidelity_spec(spec: str) -> None:
         _ARG_CHECKS[name](arg if sep else None)
 
 
+def check_spec(name: str, spec) -> str:
+    """``spec`` when it is a fidelity spec that :func:`check_fidelity_spec` accepts, whose ``ssim:T``
+    threshold is in (0, 1] and whose ``discriminator:FILE`` exists; else one line naming ``name``
+    (a config field, or nothing for a command line's option, which the parser names).
+
+    Raises:
+        DeepFaultError: An unknown check (with the closest names), a bad argument.
+    """
+    from ...checks import error
+    from ...core.registry import suggestion
+
+    head, sep, arg = str(spec).partition(":")
+    known = FIDELITIES.names()
+    if not isinstance(spec, str) or head.strip().lower() not in known:
+        raise error(name, f"one of {', '.join(known)} (ssim:T, discriminator:FILE)", spec,
+                    suggestion(head.strip(), known).strip(" ()"))
+    if head == "ssim" and sep:
+        try:
+            t = float(arg)
+        except ValueError:
+            t = math.nan
+        if not (math.isfinite(t) and 0.0 < t <= 1.0):
+            raise error(name, "ssim:T with a threshold 0 < T <= 1", spec)
+    if head == "discriminator" and sep and (not arg or not os.path.isfile(arg)):
+        raise error(name, "discriminator:FILE naming an existing model file", spec,
+                    "train one with 'deepfault gan train', or give plain 'discriminator' for the data set's "
+                    "own")
+    try:
+        check_fidelity_spec(spec)
+    except DeepFaultError as err:
+        raise DeepFaultError(f"{name}: {err}" if name else str(err)) from None
+    return spec
+
+
 def list_fidelities() -> list[str]:
     """The registered fidelity checks, sorted."""
     return FIDELITIES.names()
