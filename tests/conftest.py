@@ -5,7 +5,7 @@ import torch
 
 from helpers.tiny_models import chain_model
 
-#: Set by tests/test_float_portability.py for its child runs: the thread count PyTorch uses.
+#: Set by tests/core/test_float_portability.py for its child runs: the thread count PyTorch uses.
 THREADS_VARIABLE = "DEEPFAULT_TEST_THREADS"
 
 

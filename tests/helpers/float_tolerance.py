@@ -17,7 +17,7 @@ not from a number that happened to pass on one CPU:
   within ``2 gamma_n`` times the largest finite magnitude among the compared values (the scale of
   the results, which stands for ``|w|.|x|``; ``scale=`` where the results summarise larger values,
   as a mean does). That is an assumption about the suite's small seeded networks, which the
-  float_sensitive runs under other kernels and thread counts check (tests/test_float_portability.py);
+  float_sensitive runs under other kernels and thread counts check (tests/core/test_float_portability.py);
   it still fails on a wrong order of magnitude or a swapped pair of well-separated scores.
 - A result that went through several reductions (the layers of a network, then a score over the
   layer's values) takes ``n`` as the sum of their lengths: to first order, the error bounds of

@@ -17,7 +17,7 @@ import torch
 
 from helpers.float_tolerance import assert_close_two_ways, assert_orders_agree, gamma, two_way_rtol
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 MARKED = re.compile(r"pytest\.mark\.float_sensitive")
 CHILD = "DEEPFAULT_FLOAT_PORTABILITY_CHILD"
 
@@ -33,7 +33,7 @@ def _marked_files() -> list[str]:
 def test_the_float_sensitive_tests_pass_on_other_kernels_and_threads(capability, threads):
     files = _marked_files()
     assert files, "no test is marked float_sensitive"
-    assert "tests/test_float_portability.py" not in files  # the child must not run this test again
+    assert "tests/core/test_float_portability.py" not in files  # the child must not run this test again
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "DEEPFAULT_TEST_THREADS": str(threads),
            "OMP_NUM_THREADS": str(threads), CHILD: "1"}
     # not -q: the child's header says which kernels and how many threads ran
