@@ -99,6 +99,8 @@ CASES: dict[str, tuple[int | None, dict, bool]] = {
     "vector-mdsa": (6, dict(fidelity="mdsa", shared_fidelity="none", budget="60it", inputs_per_step=4,
                             seed=4), False),
     "vector-none": (6, dict(fidelity="none", budget="60it", inputs_per_step=5, seed=6), False),
+    "vector-shared-mdsa": (6, dict(fidelity="none", shared_fidelity="mdsa", budget="60it", inputs_per_step=4,
+                                   seed=7), False),
 }
 
 
