@@ -108,8 +108,8 @@ def _internals(c) -> dict:
     """The campaign's state after the run: the queue, the references, the keep rule, the unique
     failures, the random generators (through the names of either tree)."""
     if hasattr(c, "corpus"):  # the campaign before issue 40: one object's attributes
-        corpus, refs, keep, failures, rng, tgen, scored = (c.corpus, c.refs, c.keep, c.failures, c.rng, c.tgen,
-                                                           c.scored)
+        corpus, refs, keep, failures = c.corpus, c.refs, c.keep, c.failures
+        rng, tgen, scored = c.rng, c.tgen, c.scored
     else:  # the campaign of parts
         p = c.parts
         corpus, refs, keep, failures = p.queue.corpus, p.queue.refs, p.keep, p.faults.failures
@@ -134,9 +134,9 @@ def _result(r) -> dict:
     faults = r.faults.to_arrays()
     metrics = {k: v for k, v in r.metrics.to_dict().items() if k not in TIMING}
     return {
-        "counts": {k: getattr(r, k) for k in ("iterations", "steps", "queries", "generated", "passed", "corpus",
-                                               "evicted", "shared_rejected", "roots", "queued_seeds",
-                                               "resumed", "stop_reason")},
+        "counts": {k: getattr(r, k) for k in ("iterations", "steps", "queries", "generated", "passed",
+                                               "corpus", "evicted", "shared_rejected", "roots",
+                                               "queued_seeds", "resumed", "stop_reason")},
         "faults": {k: np.asarray(v).tolist() for k, v in faults.items() if k not in ("elapsed", "ssim")},
         "fault_ssim": _sha(faults["ssim"]),
         "found_inputs": _sha(r.rf_inputs, r.rf_p1, r.rf_p2),

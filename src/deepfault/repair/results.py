@@ -312,4 +312,5 @@ def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | 
     text = (f"fine-tuning on {what} fixed the most held-out faults within {budget}: {_fixed_text(best)} of "
             f"{faults}, at {best.test_change:+.2f} points of clean test accuracy"
             + (f" (others: {rest})." if rest else "."))
-    return RepairVerdict(best.name, best.net_fixed, faults, saved_to, f"{text} {_saved_text(saved_to, best.name)}")
+    return RepairVerdict(best.name, best.net_fixed, faults, saved_to,
+                         f"{text} {_saved_text(saved_to, best.name)}")

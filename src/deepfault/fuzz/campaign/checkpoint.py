@@ -204,8 +204,8 @@ class CampaignStore:
                 "--store or campaign id to start afresh"
             )
         if data["version"] == 2:
-            self.store.require(rec, "corpus_size", "refs_size", "counters", "numpy_rng", "timeline", "timings",
-                               "rule_rf")
+            self.store.require(rec, "corpus_size", "refs_size", "counters", "numpy_rng", "timeline",
+                               "timings", "rule_rf")
             parts, part_arrays = _parts_of_version_2(data, arrays)
         else:
             self.store.require(rec, "parts")

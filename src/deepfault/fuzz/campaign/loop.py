@@ -36,7 +36,6 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -70,7 +69,9 @@ if TYPE_CHECKING:
     from ...core.inputs import InputData, LabelData
     from ...coverage.profile import Profile
     from ...experiment.store import ResultStore
+    from .keep import KeepRule
     from .seeds import Seeds
+    from .strategies import FuzzStrategy
 
 __all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "Campaign", "CampaignConfig", "CampaignProgress",
            "CampaignResult", "run_campaign"]
@@ -112,7 +113,8 @@ class Campaign:
         self.bounds = (float(bounds[0]), float(bounds[1]))
         self.dataset, self.train_inputs, self.profile = dataset, train_inputs, profile
         # fewer rows for large inputs and for steps of few mutant slots (issue 26)
-        self.pair.rows = pass_rows(tuple(self.x.shape[1:]), slots=config.inputs_per_step * config.mutants_per_input)
+        slots = config.inputs_per_step * config.mutants_per_input
+        self.pair.rows = pass_rows(tuple(self.x.shape[1:]), slots=slots)
         self.kind = input_kind(self.x)  # image, sequence or vector: which rules apply
         self.rules = list(self.strategy.rules_for(self.kind))
         if fidelity is None:  # SSIM and the discriminator judge images only
@@ -146,16 +148,12 @@ class Campaign:
                 shared = self._make_fidelity(cfg.shared_fidelity)
             checks = Checks.of(own, shared)
             self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)
-            queue = Queue.of_seeds(seeds, checks.own, checks.shared, shape=tuple(self.x.shape[1:]), config=cfg,
-                                   device=self.device)
+            queue = Queue.of_seeds(seeds, checks.own, checks.shared, shape=tuple(self.x.shape[1:]),
+                                   config=cfg, device=self.device)
             faults = Faults(FaultLog(*seeds.initial_faults()), FailureSet(len(seeds.index)))
             keep = self.strategy.make_keep(self, seeds.queued)
             keep.state_dict()  # fail now, not at the first checkpoint, on state it cannot save
-            # the lazy order of checks (.lazy): one rule per iteration, an expensive own check,
-            # no other check and a keep rule that reads no neuron values
-            checks.lazy = (cfg.check_order == "lazy" and getattr(checks.own, "expensive", False)
-                           and checks.shared is None and checks.late is None and not self.strategy.tries(checks.own)
-                           and not self.strategy.one_affine_per_lineage and not keep.needs_values)
+            checks.lazy = _lazy_order(cfg, self.strategy, checks, keep)
             rules = RuleStats(self.rules, cfg.chooser_name, bounds=self.bounds, mutants=cfg.mutants_per_input)
             self.parts = CampaignParts(
                 counters=Counters(), random=Randomness(cfg.seed), rules=rules, timing=timing, queue=queue,
@@ -178,7 +176,7 @@ class Campaign:
         if not hasattr(self, "parts"):  # not set up yet
             self.setup()
         p, cfg, budget = self.parts, self.config, self.config.budget
-        clock, counters, models, late = p.timing.clock, p.counters, p.models, p.checks.late
+        clock, counters = p.timing.clock, p.counters
         last_checkpoint = clock.start()
         # a time budget sizes each step to the time left: a step cannot be interrupted (.clock.StepCost)
         per_input = p.timing.seconds_per_input
@@ -188,11 +186,7 @@ class Campaign:
         hooks = capture(self.pair.m2, layers, transform=cfg.transform_name) if p.keep.needs_values else None
         reason = "budget"
         try:
-            with self.pair.evaluating(), contextlib.ExitStack() as stack:
-                if hooks is not None:  # M2's neuron values for a coverage keep rule
-                    models.recorder = stack.enter_context(hooks)
-                if late is not None:  # M1's activations for the trace checks (.late)
-                    models.traces = stack.enter_context(late.capturing(self.pair.m1))
+            with self.pair.evaluating(), p.models.capturing(hooks, p.checks.late):
                 while not budget.exhausted(iterations=counters.iterations, seconds=clock.now()):
                     left = budget.remaining_iterations(counters.iterations)
                     k = cfg.batch if left is None else min(cfg.batch, left)
@@ -215,14 +209,14 @@ class Campaign:
                     if progress is not None:
                         progress(self.progress())
                     cost.add(self.step_passes(k), time.perf_counter() - started)
-                    if checkpoint is not None and time.perf_counter() - last_checkpoint >= cfg.checkpoint_every:
+                    due = time.perf_counter() - last_checkpoint >= cfg.checkpoint_every
+                    if checkpoint is not None and due:
                         before = time.perf_counter()
                         last_checkpoint = clock.timed("checkpoint", checkpoint, self)
                         checkpoint_seconds = last_checkpoint - before
         except KeyboardInterrupt:
             reason = "interrupted"
         finally:
-            models.recorder = models.traces = None
             clock.stop()
         self.stop_reason = reason
         p.timing.timeline.sample(clock.now(), self.progress, counters.queries, force=True)
@@ -231,10 +225,9 @@ class Campaign:
         return reason
 
     def step_passes(self, k: int) -> float:
-        """The forward passes (of :attr:`~.execution.ModelPair.rows` rows, the last one padded) that
-        a step of ``k`` iterations is expected to run: its mutants times the share of the
-        mutants executed so far (all, before the first step), a fraction of a pass past the
-        last full one counting as a whole. What a step costs on a slow model (.clock.StepCost).
+        """The forward passes of :attr:`~.execution.ModelPair.rows` rows (a part pass counting as one)
+        a step of ``k`` iterations is expected to run: its mutants times the share executed so far
+        (all, before the first step). What a step costs on a slow model (.clock.StepCost).
         """
         c = self.parts.counters
         executed = k * self.config.mutants_per_input * (c.passed / c.generated if c.generated else 1.0)
@@ -280,6 +273,15 @@ class Campaign:
             examples=examples(faults, rf_inputs, self.x, self.rules), evicted=p.queue.corpus.evicted,
             shared_rejected=c.shared_rejected, trace_checks=late.to_dict() if late else {},
         )
+
+
+def _lazy_order(cfg: CampaignConfig, strategy: FuzzStrategy, checks: Checks, keep: KeepRule) -> bool:
+    """Whether the own check runs in the lazy order (:mod:`.lazy`): when asked, with one rule per
+    iteration, an expensive own check, no other check and a keep rule that reads no neuron values.
+    """
+    return bool(cfg.check_order == "lazy" and getattr(checks.own, "expensive", False)
+                and checks.shared is None and checks.late is None and not strategy.tries(checks.own)
+                and not strategy.one_affine_per_lineage and not keep.needs_values)
 
 
 def run_campaign(

@@ -20,7 +20,9 @@ executed, the captures while a campaign runs) and the roots (:class:`~.seeds.See
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -208,7 +210,8 @@ class Queue:
         for start in range(0, len(queued), rows):
             part = slice(start, start + rows)
             corpus.add(seeds.images_at(queued[part]), **{k: v[part] for k, v in fields.items()})
-        return cls(corpus, refs, shared_refs, seed_entries=len(queued), count_every=config.count_rule == "every")
+        every = config.count_rule == "every"
+        return cls(corpus, refs, shared_refs, seed_entries=len(queued), count_every=every)
 
     @property
     def device(self) -> torch.device:
@@ -242,7 +245,8 @@ class Queue:
 
     def state_dict(self) -> dict[str, Any]:
         """The sizes, the pages' layout, and the entries' counters, bans and pool slots (the
-        images go page by page: :meth:`.corpus.Corpus.iter_dirty_pages`)."""
+        images go page by page: :meth:`.corpus.Corpus.iter_dirty_pages`).
+        """
         return {"size": len(self.corpus), "refs_size": self.refs.size, "seed_entries": self.seed_entries,
                 "seed_refs": self.seed_refs, "page_slots": self.corpus.page, **self.corpus.state_dict()}
 
@@ -319,7 +323,8 @@ class Checks:
     @classmethod
     def of(cls, own: Fidelity, shared: Fidelity | None) -> Checks:
         """The checks, a trace check among them scored from M1's forward pass of the mutants,
-        between the two models (:mod:`.late`)."""
+        between the two models (:mod:`.late`).
+        """
         own_late = own if isinstance(own, TraceFidelity) else None
         shared_late = shared if isinstance(shared, TraceFidelity) else None
         if own_late is None and shared_late is None:
@@ -332,12 +337,29 @@ class Checks:
 class Models:
     """Both models as the campaign executes them, the classes, and the captures that a running
     campaign holds: M2's neuron values for a coverage keep rule (``recorder``) and M1's
-    activations for the trace checks (``traces``)."""
+    activations for the trace checks (``traces``).
+    """
 
     pair: ModelPair
     num_classes: int
     recorder: Any = None
     traces: Any = None
+
+    @contextlib.contextmanager
+    def capturing(self, hooks: contextlib.AbstractContextManager | None,
+                  late: LateChecks | None) -> Iterator[None]:
+        """Hold the captures while a campaign runs: ``hooks`` on M2 (a coverage keep rule's neuron
+        values) and M1's activations for the trace checks ``late``; released on the way out.
+        """
+        try:
+            with contextlib.ExitStack() as stack:
+                if hooks is not None:
+                    self.recorder = stack.enter_context(hooks)
+                if late is not None:
+                    self.traces = stack.enter_context(late.capturing(self.pair.m1))
+                yield
+        finally:
+            self.recorder = self.traces = None
 
 
 #: The parts a checkpoint saves, by name (the prefix of their arrays).

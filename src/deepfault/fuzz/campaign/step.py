@@ -74,7 +74,8 @@ def run_step(strategy: FuzzStrategy, parts: CampaignParts, k: int) -> bool:
     return True
 
 
-def _shared_filter(sel: np.ndarray, gen: Generated, checks: Checks, queue: Queue, counters: Counters) -> np.ndarray:
+def _shared_filter(sel: np.ndarray, gen: Generated, checks: Checks, queue: Queue,
+                   counters: Counters) -> np.ndarray:
     """``gen.ok`` less the mutants the shared filter rejects (counted in ``shared_rejected``)."""
     ok = gen.ok
     if checks.shared is None or queue.shared_refs is None or not ok.any():
@@ -217,8 +218,8 @@ def _record_faults(rules, own, roots, verdict: Classification, ex: Executed, *, 
     faults.record(table, (ex.inputs[r_t].cpu().numpy(), ex.p1[r], ex.p2[r]) if len(r) else None)
 
 
-def _enqueue(sel, gen: Generated, ex: Executed, k, own, roots, labels, verdict: Classification, *, queue: Queue,
-             rules: RuleStats, seeds: Seeds, check: Fidelity) -> None:
+def _enqueue(sel, gen: Generated, ex: Executed, k, own, roots, labels, verdict: Classification, *,
+             queue: Queue, rules: RuleStats, seeds: Seeds, check: Fidelity) -> None:
     """The kept candidates join the queue; an affine change gets its own reference (DeepHunter)."""
     if not len(k):
         return
@@ -228,8 +229,9 @@ def _enqueue(sel, gen: Generated, ex: Executed, k, own, roots, labels, verdict: 
     ref = corpus.static["ref"][parent].copy()
     made_affine = rules.affine[rules_of[k]]
     if gen.affine_params and made_affine.any():
-        ref[made_affine] = _affine_refs(ex.rows[k[made_affine]], rules_of[k[made_affine]], roots[k[made_affine]],
-                                        gen.affine_params, queue=queue, rules=rules, seeds=seeds, check=check)
+        a = k[made_affine]
+        ref[made_affine] = _affine_refs(ex.rows[a], rules_of[a], roots[a], gen.affine_params, queue=queue,
+                                        rules=rules, seeds=seeds, check=check)
     p1, p2 = ex.p1[k], ex.p2[k]
     corpus.add(
         ex.inputs[torch.as_tensor(k, device=ex.inputs.device)], root=roots[k],

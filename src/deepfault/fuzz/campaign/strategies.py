@@ -36,9 +36,9 @@ import torch
 from ...core.registry import Registry
 from ..fidelity.checks import Fidelity
 from ..fidelity.validity import ValidityCheck
+from ..mutation.diversity import DiversityTable
 from ..mutation.vectors import SEQUENCE_RULES, VECTOR_RULES
 from .generate import Generated, generate_per_iteration, generate_with_retries
-from ..mutation.diversity import DiversityTable
 from .keep import CoverageKeep, CoverageSettings, DiversityKeep, KeepRule, coverage_criterion
 
 if TYPE_CHECKING:
@@ -195,7 +195,8 @@ class FuzzStrategy(ABC):
 
     def tries(self, check: Fidelity) -> int:
         """Tries per mutant slot with the own check ``check``; 0: one rule per iteration, every
-        slot tried once."""
+        slot tried once.
+        """
         return 0
 
     def allowed(self, rules: RuleStats, lineage_affine: np.ndarray) -> np.ndarray | None:
@@ -222,7 +223,8 @@ class FuzzStrategy(ABC):
 
     def trusted(self, rules: RuleStats, drawn: np.ndarray) -> np.ndarray:
         """``(k,)`` bool: mutants of the rules ``drawn`` that pass the own check without it
-        (DeepHunter's affine ones)."""
+        (DeepHunter's affine ones).
+        """
         return np.zeros(len(drawn), dtype=bool)
 
     def generate(self, parts: CampaignParts, sel: np.ndarray) -> Generated:

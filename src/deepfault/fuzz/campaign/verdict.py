@@ -116,7 +116,8 @@ def first_discoveries(faults: FaultTable, axis: str) -> np.ndarray:
     return np.sort(np.asarray(list(first.values()), dtype=np.float64))
 
 
-def discovery_verdict(faults: FaultTable, *, axis: str, span: float, stop_reason: str = "budget") -> DiscoveryVerdict:
+def discovery_verdict(faults: FaultTable, *, axis: str, span: float,
+                      stop_reason: str = "budget") -> DiscoveryVerdict:
     """The verdict on a campaign's discovery curve (module docstring).
 
     Args:
