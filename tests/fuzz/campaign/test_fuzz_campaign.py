@@ -130,17 +130,17 @@ def test_deephunter_allows_one_affine_change_per_lineage():
     config = CampaignConfig(budget="300it", inputs_per_step=10, seed=1, **dh)
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=config)
     c.run()
-    rule = c.corpus.field("rule")
+    rule = c.parts.queue.corpus.field("rule")
     affine_rules = {i for i, r in enumerate(c.rules) if r in ("translation", "rotation", "scale", "shear")}
     affine_entries = 0
-    for i in range(len(c.seeds.queued), len(c.corpus)):
-        lineage = [int(rule[j]) for j in c.corpus.ancestors(i) if rule[j] >= 0]
+    for i in range(len(c.seeds.queued), len(c.parts.queue.corpus)):
+        lineage = [int(rule[j]) for j in c.parts.queue.corpus.ancestors(i) if rule[j] >= 0]
         count = sum(r in affine_rules for r in lineage)
         assert count <= 1
         affine_entries += count == 1
-        assert bool(c.corpus.field("affine")[i]) == (count == 1)
+        assert bool(c.parts.queue.corpus.field("affine")[i]) == (count == 1)
         if count == 1:  # the lineage's reference is the root under that affine change
-            assert c.corpus.field("ref")[i] >= len(c.seeds.index)
+            assert c.parts.queue.corpus.field("ref")[i] >= len(c.seeds.index)
     assert affine_entries > 0
     assert set(c.rules) == {"translation", "rotation", "scale", "shear", "contrast", "brightness", "blur",
                             "gauss_noise"}
@@ -210,7 +210,7 @@ def _iterations_checkpointed(path) -> int:
         return 0
     import json
 
-    return json.loads(row[0])["counters"]["iterations"]
+    return json.loads(row[0])["parts"]["counters"]["iterations"]
 
 
 def test_kill_9_then_resume_with_eviction_equals_an_uninterrupted_run(tmp_path):

@@ -229,12 +229,13 @@ class FuzzStrategy(ABC):
 
     def generate(self, parts: CampaignParts, sel: np.ndarray) -> Generated:
         """Make and check the mutants of the selected queue entries ``sel``."""
-        touched = dict(rules=parts.rules, random=parts.random, queue=parts.queue, checks=parts.checks,
-                       counters=parts.counters, clock=parts.timing.clock)
-        tries = self.tries(parts.checks.own)
+        p = parts
+        tries = self.tries(p.checks.own)
         if tries:
-            return generate_with_retries(self, sel, tries, **touched)
-        return generate_per_iteration(self, sel, **touched)
+            return generate_with_retries(self, sel, tries, rules=p.rules, random=p.random, queue=p.queue,
+                                         checks=p.checks, counters=p.counters, clock=p.timing.clock)
+        return generate_per_iteration(self, sel, rules=p.rules, random=p.random, queue=p.queue,
+                                      checks=p.checks, counters=p.counters, clock=p.timing.clock)
 
     def learn(self, rules: RuleStats, gen: Generated, n: int, gained: np.ndarray) -> None:
         """Update the rule chooser after execution; ``gained`` ``(n * m,)`` bool: an executed
