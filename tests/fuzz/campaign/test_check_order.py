@@ -92,8 +92,8 @@ def test_lazy_order_finds_what_checking_before_execution_finds(settings):
     classes = settings.pop("classes", 3)
     problem = _problem(classes)
     before, lazy = _campaign("before", problem, **settings), _campaign("lazy", problem, **settings)
-    assert lazy.lazy
-    assert not before.lazy
+    assert lazy.parts.checks.lazy
+    assert not before.parts.checks.lazy
     assert_same_campaign(before, lazy)
     r = lazy.result()
     # the campaign did something worth comparing: faults, a growing queue, bans

@@ -94,7 +94,7 @@ class CampaignStore:
         self.fault_chunks: list[list[int]] = []
         self._corpus_done: int | None = None
         self._refs_done: int | None = None
-        self._faults_done = 0  # fault parts (Campaign.fault_parts) already stored
+        self._faults_done = 0  # fault chunks (parts.Faults.chunk) already stored
         self._rf_done = 0
         self._checkpoints = 0
         self.pages: dict[int, int] = {}  # pool page -> which of its two stored copies is current
