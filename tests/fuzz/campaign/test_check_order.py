@@ -99,12 +99,12 @@ def test_lazy_order_finds_what_checking_before_execution_finds(settings):
     # the campaign did something worth comparing: faults, a growing queue, bans
     assert r.metrics.rf > 0
     assert r.corpus > r.queued_seeds
-    assert lazy.corpus.banned.any()
+    assert lazy.parts.queue.corpus.banned.any()
     most_used = max(r.rule_usage.values(), key=lambda u: u["selected"])
     assert most_used["faithful"] > 0
     # the published order judged every changed mutant, which the lazy order ran through the
     # models; the lazy order judged fewer
-    assert before.parts.counters.scored == r.queries < before.generated
+    assert before.parts.counters.scored == r.queries < before.parts.counters.generated
     assert lazy.parts.counters.scored < before.parts.counters.scored
     assert r.queries >= before.result().queries
     q = r.faults.queries[~r.faults.initial]
