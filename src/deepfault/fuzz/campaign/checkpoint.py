@@ -45,7 +45,7 @@ from .result import CampaignResult, result_from_dict
 if TYPE_CHECKING:
     from .parts import CampaignParts
 
-__all__ = ["METHOD", "CampaignStore", "Checkpointed", "load_result", "list_campaigns"]
+__all__ = ["METHOD", "CampaignStore", "Checkpointed", "checkpoint_progress", "load_result", "list_campaigns"]
 
 #: The store's method name for every fuzzing cell.
 METHOD = "drfuzz"
@@ -276,6 +276,15 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
     examples = {k[9:]: v for k, v in arrays.items() if k.startswith("examples.")}
     return result_from_dict(data, faults, *(np.concatenate(a) for a in (rf_inputs, rf_p1, rf_p2)),
                             examples=examples)
+
+
+def checkpoint_progress(data: dict[str, Any]) -> tuple[int, float]:
+    """``(iterations, fuzzing seconds)`` a checkpoint's JSON records (either version)."""
+    if "parts" in data:
+        parts = data["parts"]
+        return int(parts["counters"].get("iterations", 0)), float(parts["timing"].get("elapsed", 0.0))
+    counters = data.get("counters", {})
+    return int(counters.get("iterations", 0)), float(counters.get("elapsed", 0.0))
 
 
 def _parts_of_version_2(data: dict[str, Any], arrays: dict[str, np.ndarray]
