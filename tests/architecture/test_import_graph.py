@@ -155,10 +155,11 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _module_graph() -> dict[str, set[str]]:
+def _module_graph(*, typing_only: bool = False) -> dict[str, set[str]]:
     """Module -> the deepfault modules it imports, lazy imports included and imports under
-    ``if TYPE_CHECKING:`` left out (they never run). ``from package import name`` is an edge to
-    the sub-module ``package.name`` when there is one, else to the package's ``__init__``.
+    ``if TYPE_CHECKING:`` left out (they never run) unless ``typing_only``. ``from package import
+    name`` is an edge to the sub-module ``package.name`` when there is one, else to the package's
+    ``__init__``.
     """
     paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
 
@@ -171,12 +172,13 @@ def _module_graph() -> dict[str, set[str]]:
     for module, path in paths.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(n) for node in ast.walk(tree)
-                       if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                       for stmt in node.body for n in ast.walk(stmt)}
+        skipped = set() if typing_only else {
+            id(n) for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for stmt in node.body for n in ast.walk(stmt)}
         deps = set()
         for node in ast.walk(tree):
-            if id(node) in typing_only:
+            if id(node) in skipped:
                 continue
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -239,3 +241,21 @@ def test_the_module_cycle_check_finds_a_planted_cycle():
 
 def test_fuzz_has_no_module_cycle():
     assert not [g for g in _strongly_connected(_module_graph()) if any(".fuzz" in m for m in g)]
+
+
+def _fuzz_only(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {m: {d for d in deps if d.startswith("deepfault.fuzz.")}
+            for m, deps in graph.items() if m.startswith("deepfault.fuzz.")}
+
+
+def test_fuzz_has_no_module_cycle_even_through_type_only_imports():
+    """Inside ``deepfault/fuzz/`` an import under ``if TYPE_CHECKING:`` counts too: a type that
+    names a module above its user is the same tangle as a run-time import of it (issue 40)."""
+    groups = _strongly_connected(_fuzz_only(_module_graph(typing_only=True)))
+    assert not groups, f"fuzz modules that import each other, type-only imports counted: {groups}"
+
+
+def test_type_only_imports_are_counted_when_asked():
+    with_types, without = _module_graph(typing_only=True), _module_graph()
+    assert all(without[m] <= with_types[m] for m in without)  # every run-time edge, and more
+    assert any(without[m] < with_types[m] for m in without)

@@ -67,19 +67,21 @@ def assert_same_campaign(a: Campaign, b: Campaign) -> None:
     assert ra.rule_usage == rb.rule_usage  # selected, faithful, gain, score, rf per rule
     assert (ra.iterations, ra.steps, ra.generated, ra.corpus, ra.evicted, ra.stop_reason) == (
         rb.iterations, rb.steps, rb.generated, rb.corpus, rb.evicted, rb.stop_reason)
-    n = len(a.corpus)
-    for key in a.corpus.static:
-        np.testing.assert_array_equal(a.corpus.static[key][:n], b.corpus.static[key][:n], err_msg=key)
-    for key, value in a.corpus.state_dict().items():
-        np.testing.assert_array_equal(value, b.corpus.state_dict()[key], err_msg=key)
-    held = np.flatnonzero(a.corpus.slot[:n] >= 0)
-    np.testing.assert_array_equal(a.corpus.images_of(held).numpy(), b.corpus.images_of(held).numpy())
-    np.testing.assert_array_equal(a.refs.view().numpy(), b.refs.view().numpy())
-    np.testing.assert_array_equal(a.keep.table.table, b.keep.table.table)
-    assert a.failures.keys == b.failures.keys
-    np.testing.assert_array_equal(a.rule_rf, b.rule_rf)
-    assert a.rng.bit_generator.state == b.rng.bit_generator.state
-    assert torch.equal(a.tgen.get_state(), b.tgen.get_state())
+    pa, pb = a.parts, b.parts
+    qa, qb = pa.queue.corpus, pb.queue.corpus
+    n = len(qa)
+    for key in qa.static:
+        np.testing.assert_array_equal(qa.static[key][:n], qb.static[key][:n], err_msg=key)
+    for key, value in qa.state_dict().items():
+        np.testing.assert_array_equal(value, qb.state_dict()[key], err_msg=key)
+    held = np.flatnonzero(qa.slot[:n] >= 0)
+    np.testing.assert_array_equal(qa.images_of(held).numpy(), qb.images_of(held).numpy())
+    np.testing.assert_array_equal(pa.queue.refs.view().numpy(), pb.queue.refs.view().numpy())
+    np.testing.assert_array_equal(pa.keep.table.table, pb.keep.table.table)
+    assert pa.faults.failures.keys == pb.faults.failures.keys
+    np.testing.assert_array_equal(pa.rules.rf, pb.rules.rf)
+    assert pa.random.rng.bit_generator.state == pb.random.rng.bit_generator.state
+    assert torch.equal(pa.random.tgen.get_state(), pb.random.tgen.get_state())
 
 
 @pytest.mark.parametrize("settings", [dict(), dict(inputs_per_step=1, budget="60it"),
@@ -90,20 +92,20 @@ def test_lazy_order_finds_what_checking_before_execution_finds(settings):
     classes = settings.pop("classes", 3)
     problem = _problem(classes)
     before, lazy = _campaign("before", problem, **settings), _campaign("lazy", problem, **settings)
-    assert lazy.lazy
-    assert not before.lazy
+    assert lazy.parts.checks.lazy
+    assert not before.parts.checks.lazy
     assert_same_campaign(before, lazy)
     r = lazy.result()
     # the campaign did something worth comparing: faults, a growing queue, bans
     assert r.metrics.rf > 0
     assert r.corpus > r.queued_seeds
-    assert lazy.corpus.banned.any()
+    assert lazy.parts.queue.corpus.banned.any()
     most_used = max(r.rule_usage.values(), key=lambda u: u["selected"])
     assert most_used["faithful"] > 0
     # the published order judged every changed mutant, which the lazy order ran through the
     # models; the lazy order judged fewer
-    assert before.scored == r.queries < before.generated
-    assert lazy.scored < before.scored
+    assert before.parts.counters.scored == r.queries < before.parts.counters.generated
+    assert lazy.parts.counters.scored < before.parts.counters.scored
     assert r.queries >= before.result().queries
     q = r.faults.queries[~r.faults.initial]
     assert (np.diff(q) > 0).all()
@@ -118,8 +120,8 @@ def test_scoring_each_distinct_mutant_once_changes_nothing_found(order):
     assert_same_campaign(every_row, deduped)
     assert every_row.result().metrics.rf > 0
     # discrete rules (translation, erosion, the blurs) make repeats: fewer rows ran
-    assert deduped.scored == every_row.scored
-    assert deduped.check.evaluated < every_row.check.evaluated
+    assert deduped.parts.counters.scored == every_row.parts.counters.scored
+    assert deduped.parts.checks.own.evaluated < every_row.parts.checks.own.evaluated
 
 
 def test_distinct_rows_groups_bit_identical_rows():

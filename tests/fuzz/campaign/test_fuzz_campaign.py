@@ -130,17 +130,17 @@ def test_deephunter_allows_one_affine_change_per_lineage():
     config = CampaignConfig(budget="300it", inputs_per_step=10, seed=1, **dh)
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=config)
     c.run()
-    rule = c.corpus.field("rule")
+    rule = c.parts.queue.corpus.field("rule")
     affine_rules = {i for i, r in enumerate(c.rules) if r in ("translation", "rotation", "scale", "shear")}
     affine_entries = 0
-    for i in range(len(c.seeds.queued), len(c.corpus)):
-        lineage = [int(rule[j]) for j in c.corpus.ancestors(i) if rule[j] >= 0]
+    for i in range(len(c.seeds.queued), len(c.parts.queue.corpus)):
+        lineage = [int(rule[j]) for j in c.parts.queue.corpus.ancestors(i) if rule[j] >= 0]
         count = sum(r in affine_rules for r in lineage)
         assert count <= 1
         affine_entries += count == 1
-        assert bool(c.corpus.field("affine")[i]) == (count == 1)
+        assert bool(c.parts.queue.corpus.field("affine")[i]) == (count == 1)
         if count == 1:  # the lineage's reference is the root under that affine change
-            assert c.corpus.field("ref")[i] >= len(c.seeds.index)
+            assert c.parts.queue.corpus.field("ref")[i] >= len(c.seeds.index)
     assert affine_entries > 0
     assert set(c.rules) == {"translation", "rotation", "scale", "shear", "contrast", "brightness", "blur",
                             "gauss_noise"}
@@ -210,7 +210,7 @@ def _iterations_checkpointed(path) -> int:
         return 0
     import json
 
-    return json.loads(row[0])["counters"]["iterations"]
+    return json.loads(row[0])["parts"]["counters"]["iterations"]
 
 
 def test_kill_9_then_resume_with_eviction_equals_an_uninterrupted_run(tmp_path):
@@ -248,3 +248,57 @@ def test_kill_9_then_resume_with_eviction_equals_an_uninterrupted_run(tmp_path):
     subprocess.run([*run, str(store), str(tmp_path / "again.npz")], check=True, env=env, timeout=300)
     again = np.load(tmp_path / "again.npz")
     np.testing.assert_array_equal(again["root"], whole["root"])
+
+
+def _as_version_2(data: dict, arrays: dict) -> tuple[dict, dict]:
+    """A checkpoint by part (version 3) in the flat layout of version 2, written out here from
+    that layout's keys (the store's old checkpoints)."""
+    data = dict(data)
+    parts = data.pop("parts")
+    timing, queue, faults = parts["timing"], parts["queue"], parts["faults"]
+    counters = {k: v for k, v in parts["counters"].items() if k != "resumed"}
+    data.update(version=2, resumed=parts["counters"]["resumed"], numpy_rng=parts["random"]["numpy_rng"],
+                counters={**counters, "elapsed": timing["elapsed"], "setup_seconds": timing["setup_seconds"],
+                          "rf": faults["rf"], "gf": faults["gf"]},
+                timeline=timing["timeline"], timings=timing["timings"], corpus_size=queue["size"],
+                refs_size=queue["refs_size"], seed_entries=queue["seed_entries"],
+                seed_refs=queue["seed_refs"], page_slots=queue["page_slots"],
+                rule_rf=arrays["rules.rf"].tolist())
+    old = {"random.torch_rng": "torch_rng", "rules.chooser.": "chooser.", "faults.failures.": "failures."}
+    out = {}
+    for key, value in arrays.items():
+        if key != "rules.rf":
+            out[next((to + key[len(new):] for new, to in old.items() if key.startswith(new)), key)] = value
+    return data, out
+
+
+def test_a_checkpoint_of_version_2_resumes_as_an_uninterrupted_run(tmp_path):
+    """Checkpoints stored before the state was kept by part (version 2, one flat record) still resume."""
+    from deepfault.experiment.store import ResultStore
+    from deepfault.fuzz.campaign.checkpoint import METHOD
+
+    m1, m2, x, y = tiny_problem()
+    kw = dict(bounds=(0.0, 1.0), budget="60it", inputs_per_step=6, seed=3, checkpoint_every=0,
+              fidelity=AlwaysPass(), queue_capacity=150)
+
+    stopped: list[int] = []
+
+    def stop_at_24(p):
+        if p.iterations >= 24 and not stopped:
+            stopped.append(p.iterations)
+            raise KeyboardInterrupt
+
+    path = tmp_path / "store.sqlite"
+    first = run_campaign(m1, m2, x, y, store=path, experiment="e", progress=stop_at_24, **kw)
+    assert first.stop_reason == "interrupted"
+    with ResultStore(path) as store:
+        rec = store.get("e", METHOD, "campaign/checkpoint")
+        assert rec is not None
+        assert rec.data["version"] == 3
+        store.put("e", METHOD, "campaign/checkpoint", *_as_version_2(rec.data, rec.arrays), replace=True)
+    resumed = run_campaign(m1, m2, x, y, store=path, experiment="e", **kw)
+    whole = run_campaign(m1, m2, x, y, **kw)
+    assert resumed.resumed > 0
+    _same(whole, resumed)
+    assert whole.rule_usage == resumed.rule_usage
+    assert (whole.queries, whole.corpus, whole.evicted) == (resumed.queries, resumed.corpus, resumed.evicted)

@@ -105,8 +105,8 @@ def test_every_strategy_is_an_object_with_the_loops_methods(name):
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
                  config=CampaignConfig(budget="10it", inputs_per_step=3, seed=0, **settings))
     c.setup()
-    sel = c.corpus.select(c.rng, 3)
-    gen = strategy.generate(c, sel)
+    sel = c.parts.queue.corpus.select(c.parts.random.rng, 3)
+    gen = strategy.generate(c.parts, sel)
     assert isinstance(gen, Generated)
     assert gen.mutants.shape == (3 * 20, 1, 8, 8)
     assert gen.owner.tolist() == np.repeat(np.arange(3), 20).tolist()
@@ -124,22 +124,23 @@ def test_deephunter_tries_each_slot_up_to_49_times_with_a_fresh_transformation()
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=CampaignConfig(budget="10it", inputs_per_step=2,
                                                                         seed=0, **DH))
     c.setup()
-    c.check = NeverPass()  # nothing valid: only affine mutants (trusted) are accepted, others use all tries
-    gen = c.strategy.generate(c, c.corpus.select(c.rng, 2))
-    affine = c.affine[gen.rule] & gen.ok
+    # nothing valid: only affine mutants (trusted) are accepted, others use all tries
+    c.parts.checks.own = NeverPass()
+    gen = c.strategy.generate(c.parts, c.parts.queue.corpus.select(c.parts.random.rng, 2))
+    affine = c.parts.rules.affine[gen.rule] & gen.ok
     assert gen.ok.tolist() == affine.tolist()
-    assert gen.made == int(c.chooser.selected.sum())  # every try is one uniform draw
+    assert gen.made == int(c.parts.rules.chooser.selected.sum())  # every try is one uniform draw
     # each slot is retried with a fresh transformation until it draws an affine one (half of
     # the eight), so all 40 get there, after about two tries each
     assert gen.ok.all()
-    assert c.affine[gen.rule].all()
+    assert c.parts.rules.affine[gen.rule].all()
     assert 40 < gen.made < 49 * 40
-    c.strategy.tries = lambda campaign: 1  # one try: the pixel rules' slots stay empty
-    one = c.strategy.generate(c, c.corpus.select(c.rng, 2))
+    c.strategy.tries = lambda check: 1  # one try: the pixel rules' slots stay empty
+    one = c.strategy.generate(c.parts, c.parts.queue.corpus.select(c.parts.random.rng, 2))
     del c.strategy.tries
     assert one.made == 40
     assert 0 < one.ok.sum() < 40
-    assert c.affine[one.rule[one.ok]].all()
+    assert c.parts.rules.affine[one.rule[one.ok]].all()
 
 
 def test_retry_structure_counts_every_try_as_a_call():
@@ -207,19 +208,19 @@ def test_times_selected_rises_only_in_iterations_with_a_regression_fault():
         seen_rf = False
         with torch.no_grad():
             for _ in range(12):
-                before = c.corpus.times_selected[: len(c.corpus)].copy()
-                state = c.rng.bit_generator.state
-                sel = c.corpus.select(c.rng, 8)
-                c.rng.bit_generator.state = state  # step() draws the same selection again
-                parts = len(c.fault_log.parts)
-                start = c.iterations
+                before = c.parts.queue.corpus.times_selected[: len(c.parts.queue.corpus)].copy()
+                state = c.parts.random.rng.bit_generator.state
+                sel = c.parts.queue.corpus.select(c.parts.random.rng, 8)
+                c.parts.random.rng.bit_generator.state = state  # step() draws the same selection again
+                parts = len(c.parts.faults.log.parts)
+                start = c.parts.counters.iterations
                 c.step(8)
                 rf_iters = set()
-                for table in c.fault_log.parts[parts:]:
+                for table in c.parts.faults.log.parts[parts:]:
                     rf = table.kind == FAULT_KINDS.index("rf")
                     rf_iters |= set((table.iteration[rf] - start - 1).tolist())
                 seen_rf |= bool(rf_iters)
-                delta = c.corpus.times_selected[: len(before)] - before
+                delta = c.parts.queue.corpus.times_selected[: len(before)] - before
                 want = np.zeros(len(before), dtype=np.int64)
                 for i, entry in enumerate(sel):
                     want[entry] = 1 if rule == "every" or i in rf_iters else 0
@@ -276,15 +277,15 @@ def test_state_dict_round_trip_continues_exactly():
                      config=CampaignConfig(budget="45it", inputs_per_step=5, seed=4, queue_capacity=150))
     first.run()
     state = first.state_dict()
-    pages = first.queue_pages()
-    assert first.corpus.evicted > 0
+    pages = first.parts.queue.corpus.take_dirty_pages()
+    assert first.parts.queue.corpus.evicted > 0
     second = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), config=config)
     second.setup()
-    second.add_queue_part(first.queue_part(len(first.seeds.queued), len(first.seeds.index)))
-    second.add_fault_part(*first.fault_parts(0, 0))
+    second.parts.queue.add_chunk(first.parts.queue.chunk(len(first.seeds.queued), len(first.seeds.index)))
+    second.parts.faults.add_chunk(*first.parts.faults.chunk(0, 0))
     second.load_state_dict(state)
     for index, images in pages.items():
-        second.load_queue_page(index, images)
+        second.parts.queue.corpus.load_page(index, images)
     second.run()
     a, b = whole.result(), second.result()
     assert _digest(a) == _digest(b)
@@ -297,7 +298,7 @@ def test_eviction_keeps_the_queue_bounded_and_evicts_the_least_likely_first():
     c = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
                  config=CampaignConfig(budget="200it", inputs_per_step=5, seed=0, queue_capacity=150))
     c.run()
-    q = c.corpus
+    q = c.parts.queue.corpus
     assert q.evicted > 0
     assert len(q) > 150
     assert q.resident() <= 150

@@ -182,9 +182,9 @@ def test_a_float16_queue_runs_and_resumes_exactly(tmp_path):
                             queue_dtype="float16", checkpoint_every=0.0)
     whole = Campaign(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), config=config)
     whole.run()
-    assert whole.corpus.images.dtype == torch.float16
-    assert whole.corpus.capacity == 150
-    assert whole.corpus.evicted > 0
+    assert whole.parts.queue.corpus.images.dtype == torch.float16
+    assert whole.parts.queue.corpus.capacity == 150
+    assert whole.parts.queue.corpus.evicted > 0
     # through the store: a first half, checkpointed, then resumed to the end
     path = tmp_path / "q.sqlite"
     half = replace(config, budget="45it")
@@ -199,7 +199,7 @@ def test_a_float16_queue_runs_and_resumes_exactly(tmp_path):
         cs = CampaignStore(store, "e", "c", half)
         second.setup()
         assert cs.restore(second)
-    assert second.corpus.page == state["data"]["page_slots"]
+    assert second.parts.queue.corpus.page == state["data"]["parts"]["queue"]["page_slots"]
     second.config = config  # the rest of the budget
     second.run()
     assert _summary(second.result()) == _summary(whole.result())

@@ -63,7 +63,7 @@ def test_m1_runs_once_per_step_and_m2_only_on_the_mutants_that_pass(problem):
     assert n1.inputs > n2.inputs  # the filter rejected some, after M1 and before M2
     assert n1.inputs <= r.generated
     assert r.trace_checks["own"]["name"] == "dsa"
-    assert r.to_dict()["trace_checks"]["own"]["threshold"] == c.late.own.threshold
+    assert r.to_dict()["trace_checks"]["own"]["threshold"] == c.parts.checks.late.own.threshold
 
 
 def test_the_verdicts_are_the_checks_own_whatever_the_batch(problem, monkeypatch):
@@ -110,10 +110,10 @@ def test_every_fault_and_queued_mutant_passes_the_filter(problem, batch):
     assert generated.sum() > 0
     faults = torch.from_numpy(r.rf_inputs[generated])
     assert (fid.check(faults).scores <= fid.threshold + 1e-6).all()
-    n = len(c.corpus)
-    mutated = np.flatnonzero(c.corpus.static["generation"][:n] > 0)
+    n = len(c.parts.queue.corpus)
+    mutated = np.flatnonzero(c.parts.queue.corpus.static["generation"][:n] > 0)
     assert len(mutated) > 0
-    queued = c.corpus.images_of(mutated)
+    queued = c.parts.queue.corpus.images_of(mutated)
     assert (fid.check(queued).scores <= fid.threshold + 1e-6).all()
 
 

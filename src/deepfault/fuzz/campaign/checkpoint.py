@@ -13,10 +13,12 @@ A campaign ``cell`` of experiment ``experiment`` (method ``drfuzz``) is kept as 
   older, unlikely ones are evicted: :mod:`.corpus`), so the store does not grow with the queue.
 - ``{cell}/faults/{k}``: the faults found since the previous checkpoint (and the regression
   faults' inputs and probabilities); append-only.
-- ``{cell}/checkpoint``: everything else, overwritten each time: counters, both random
-  generators' states, the rule statistics, the queue's counters and bans, the diversity
-  table or coverage state, the unique failures, the timeline, and the list of chunks
-  that belong to it.
+- ``{cell}/checkpoint``: everything else, overwritten each time: the state of each of the
+  campaign's parts (:mod:`.parts`: counters, both random generators, the rule statistics,
+  the clock and timeline, the queue's counters and bans, the fault counts and unique
+  failures, the diversity table or coverage state), its JSON under ``parts/{name}`` and its
+  arrays named ``{name}.{key}``, and the list of chunks that belong to it. (Version 2 kept
+  the same state as one flat record; it is read too: :func:`_parts_of_version_2`.)
 - ``{cell}/result``: the final result, once the campaign has ended.
 
 Chunks are written before the checkpoint that lists them, so a process killed at any
@@ -30,23 +32,43 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ...errors import DeepFaultError
 from .config import CampaignConfig
+from .corpus import PAGE_SLOTS
 from .metrics import FAULT_KINDS, FaultTable
 from .result import CampaignResult, result_from_dict
 
 if TYPE_CHECKING:
-    from .loop import Campaign
+    from .parts import CampaignParts
 
-__all__ = ["METHOD", "CampaignStore", "load_result", "list_campaigns"]
+__all__ = ["METHOD", "CampaignStore", "Checkpointed", "checkpoint_progress", "load_result", "list_campaigns"]
 
 #: The store's method name for every fuzzing cell.
 METHOD = "drfuzz"
-_VERSION = 2
+#: 3: the state by part; 2 (still read): one flat record.
+_VERSION = 3
+_READ_VERSIONS = (2, 3)
+
+
+class Checkpointed(Protocol):
+    """What a checkpoint reads and restores of a campaign (the runner, :class:`~.loop.Campaign`, is one)."""
+
+    @property
+    def config(self) -> CampaignConfig: ...
+
+    @property
+    def between_steps(self) -> bool: ...
+
+    @property
+    def parts(self) -> CampaignParts: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 def _cid(cell: str, part: str, k: int | None = None) -> str:
@@ -72,7 +94,7 @@ class CampaignStore:
         self.fault_chunks: list[list[int]] = []
         self._corpus_done: int | None = None
         self._refs_done: int | None = None
-        self._faults_done = 0  # fault parts (Campaign.fault_parts) already stored
+        self._faults_done = 0  # fault chunks (parts.Faults.chunk) already stored
         self._rf_done = 0
         self._checkpoints = 0
         self.pages: dict[int, int] = {}  # pool page -> which of its two stored copies is current
@@ -102,25 +124,26 @@ class CampaignStore:
     def _put(self, cell_id: str, data: dict, arrays: dict | None = None) -> None:
         self.store.put(self.experiment, METHOD, cell_id, data, arrays, replace=True)
 
-    def save(self, c: Campaign) -> None:
+    def save(self, c: Checkpointed) -> None:
         """Write a checkpoint of ``c``: new queue entries and faults as chunks, changed pool
         pages, then the state (:meth:`~.loop.Campaign.state_dict`) that lists them.
         """
         if not c.between_steps:
             return  # interrupted in the middle of a step: the previous checkpoint stands
+        queue, faults = c.parts.queue, c.parts.faults
         state = c.state_dict()
-        sizes = state["data"]
+        sizes = state["data"]["parts"]["queue"]
         if self._corpus_done is None or self._refs_done is None:  # the seeds are recomputed, not stored
             self._corpus_done, self._refs_done = sizes["seed_entries"], sizes["seed_refs"]
-        start, stop = self._corpus_done, sizes["corpus_size"]
+        start, stop = self._corpus_done, sizes["size"]
         rstart, rstop = self._refs_done, sizes["refs_size"]
         if stop > start or rstop > rstart:
             bounds = [start, stop, rstart, rstop]
             self._put(_cid(self.cell, "corpus", len(self.corpus_chunks)), {"bounds": bounds},
-                      c.queue_part(start, rstart))
+                      queue.chunk(start, rstart))
             self.corpus_chunks.append(bounds)
             self._corpus_done, self._refs_done = stop, rstop
-        table, rf = c.fault_parts(self._faults_done, self._rf_done)
+        table, rf = faults.chunk(self._faults_done, self._rf_done)
         if table is not None:
             arrays = {f"fault.{k}": v for k, v in table.to_arrays().items()}
             if rf is not None:
@@ -129,7 +152,7 @@ class CampaignStore:
             self.fault_chunks.append([1, int(rf is not None)])
             self._faults_done += 1
             self._rf_done += int(rf is not None)
-        for index, images in c.queue_page_items():  # one page in memory at a time
+        for index, images in queue.corpus.iter_dirty_pages():  # one page in memory at a time
             # two copies per page, alternating: the one the last checkpoint lists stays intact
             # until the next checkpoint, which lists the other, is written
             copy = 1 - self.pages.get(index, 1)
@@ -163,15 +186,14 @@ class CampaignStore:
             )
         return rec
 
-    def restore(self, c: Campaign) -> bool:
+    def restore(self, c: Checkpointed) -> bool:
         """Load the last checkpoint into ``c`` (set up, not yet run); ``False`` when there is none."""
         rec = self.store.get(self.experiment, METHOD, _cid(self.cell, "checkpoint"))
         if rec is None:
             return False
-        self.store.require(rec, "config", "corpus_chunks", "corpus_size", "refs_size", "fault_chunks",
-                           "counters", "numpy_rng", "timeline", "timings", "rule_rf", "checkpoints")
+        self.store.require(rec, "config", "corpus_chunks", "fault_chunks", "checkpoints", "pages")
         data, arrays = rec.data, rec.arrays
-        if data.get("version") != _VERSION:
+        if data.get("version") not in _READ_VERSIONS:
             raise DeepFaultError(
                 f"campaign {self.cell!r} in the store was checkpointed by another version of deepfault; "
                 "give another --store or campaign id to start afresh"
@@ -181,26 +203,35 @@ class CampaignStore:
                 f"campaign {self.cell!r} in the store was run with another configuration; give another "
                 "--store or campaign id to start afresh"
             )
+        if data["version"] == 2:
+            self.store.require(rec, "corpus_size", "refs_size", "counters", "numpy_rng", "timeline",
+                               "timings", "rule_rf")
+            parts, part_arrays = _parts_of_version_2(data, arrays)
+        else:
+            self.store.require(rec, "parts")
+            parts, part_arrays = {name: dict(state) for name, state in data["parts"].items()}, arrays
+        queue, faults = c.parts.queue, c.parts.faults
         for k, (start, _, rstart, _) in enumerate(data["corpus_chunks"]):
             chunk = self._get(_cid(self.cell, "corpus", k), "a queue chunk").arrays
-            if (start, rstart) != c.queue_sizes():
+            if (start, rstart) != queue.sizes():
                 raise DeepFaultError(
                     f"queue chunk {k} of campaign {self.cell!r} does not follow the previous one"
                 )
-            c.add_queue_part(chunk)
+            queue.add_chunk(chunk)
         for k in range(len(data["fault_chunks"])):
             chunk = self._get(_cid(self.cell, "faults", k), "a fault chunk").arrays
             rf = tuple(chunk[n] for n in ("rf_inputs", "rf_p1", "rf_p2")) if "rf_inputs" in chunk else None
-            c.add_fault_part(_fault_table(chunk), rf)
+            faults.add_chunk(_fault_table(chunk), rf)
         # the run resumed from is counted by its checkpoints
-        c.load_state_dict({"data": {**data, "resumed": int(data["checkpoints"])}, "arrays": arrays})
+        parts["counters"] = {**parts.get("counters", {}), "resumed": int(data["checkpoints"])}
+        c.load_state_dict({"data": {"parts": parts}, "arrays": part_arrays})
         self.pages = {int(k): int(v) for k, v in data["pages"].items()}
         for index, copy in self.pages.items():
             page = self._get(_cid(self.cell, "pool", index) + f"/{copy}", "a queue page")
-            c.load_queue_page(index, page.arrays["images"])
+            queue.corpus.load_page(index, page.arrays["images"])
         self.corpus_chunks = [list(b) for b in data["corpus_chunks"]]
         self.fault_chunks = [list(b) for b in data["fault_chunks"]]
-        self._corpus_done, self._refs_done = c.queue_sizes()
+        self._corpus_done, self._refs_done = queue.sizes()
         # one part per fault chunk was added above, with regression-fault data where it has some
         self._faults_done = len(self.fault_chunks)
         self._rf_done = sum(int(has_rf) for _, has_rf in self.fault_chunks)
@@ -245,6 +276,36 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
     examples = {k[9:]: v for k, v in arrays.items() if k.startswith("examples.")}
     return result_from_dict(data, faults, *(np.concatenate(a) for a in (rf_inputs, rf_p1, rf_p2)),
                             examples=examples)
+
+
+def checkpoint_progress(data: dict[str, Any]) -> tuple[int, float]:
+    """``(iterations, fuzzing seconds)`` a checkpoint's JSON records (either version)."""
+    if "parts" in data:
+        parts = data["parts"]
+        return int(parts["counters"].get("iterations", 0)), float(parts["timing"].get("elapsed", 0.0))
+    counters = data.get("counters", {})
+    return int(counters.get("iterations", 0)), float(counters.get("elapsed", 0.0))
+
+
+def _parts_of_version_2(data: dict[str, Any], arrays: dict[str, np.ndarray]
+                        ) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
+    """A version-2 checkpoint (one flat record) as the parts' states of version 3."""
+    counters = data["counters"]
+    parts = {
+        "counters": {k: v for k, v in counters.items() if k not in ("elapsed", "setup_seconds", "rf", "gf")},
+        "random": {"numpy_rng": data["numpy_rng"]},
+        "timing": {"elapsed": counters["elapsed"], "setup_seconds": counters.get("setup_seconds", 0.0),
+                   "timings": data["timings"], "timeline": data["timeline"]},
+        "queue": {"size": data["corpus_size"], "refs_size": data["refs_size"],
+                  "page_slots": data.get("page_slots", PAGE_SLOTS)},
+        "faults": {"rf": counters["rf"], "gf": counters["gf"]},
+    }
+    renamed = {"torch_rng": "random.torch_rng", "chooser.": "rules.chooser.", "failures.": "faults.failures."}
+    out = {"rules.rf": np.asarray(data["rule_rf"], dtype=np.int64)}
+    for key, value in arrays.items():
+        new = next((to + key[len(old):] for old, to in renamed.items() if key.startswith(old)), key)
+        out[new] = value
+    return parts, out
 
 
 def _fault_table(arrays: dict[str, np.ndarray]) -> FaultTable:

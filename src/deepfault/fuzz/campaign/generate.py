@@ -1,23 +1,39 @@
 """Making and checking one step's mutants: one rule per iteration (DRFuzz as published), or
 fresh rules per try until a mutant passes (DeepHunter, and DRFuzz's ``ssim-compat`` path).
 
-Both take the strategy (its rule mask, parameter lists and trusted rules) and the campaign
-(its chooser, generators, queue, rules and check) and return a :class:`Generated`.
+Both take the strategy's mutation policy (:class:`MutationPolicy`: its rule mask, parameter
+lists and trusted rules) and the parts they touch (:mod:`.parts`: the rules and their chooser,
+the generators, the queue and its reference rows, the checks, the counters and the clock) and
+return a :class:`Generated`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from .loop import Campaign
-    from .strategies import FuzzStrategy
+    from .clock import Clock
+    from .parts import Checks, Counters, Queue, Randomness, RuleStats
 
-__all__ = ["Generated", "generate_per_iteration", "generate_with_retries"]
+__all__ = ["Generated", "MutationPolicy", "generate_per_iteration", "generate_with_retries"]
+
+
+class MutationPolicy(Protocol):
+    """What the mutant makers ask of a strategy (:class:`~.strategies.FuzzStrategy` is one)."""
+
+    @property
+    def one_affine_per_lineage(self) -> bool: ...
+
+    def allowed(self, rules: RuleStats, lineage_affine: np.ndarray) -> np.ndarray | None: ...
+
+    def draw_params(self, rule: str, n: int,
+                    generator: torch.Generator) -> dict[str, torch.Tensor] | None: ...
+
+    def trusted(self, rules: RuleStats, drawn: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass
@@ -50,35 +66,37 @@ class Generated:
     pending: np.ndarray | None = None
 
 
-def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray) -> Generated:
+def generate_per_iteration(strategy: MutationPolicy, sel: np.ndarray, *, rules: RuleStats, random: Randomness,
+                           queue: Queue, checks: Checks, counters: Counters, clock: Clock) -> Generated:
     """One rule per iteration, ``m`` mutants with fresh parameters, checked once (spec section 3)."""
-    n, m = len(sel), c.mutants
-    lineage_affine = c.corpus.static["affine"][sel]
-    rules = np.empty(n, dtype=np.int64)
+    n, m = len(sel), rules.mutants
+    corpus, device = queue.corpus, queue.corpus.device
+    lineage_affine = corpus.static["affine"][sel]
+    drawn = np.empty(n, dtype=np.int64)
     for i in range(n):
-        rules[i] = c.chooser.choose(c.rng, strategy.allowed(c, lineage_affine[i]))
-    c.clock.tick("select")
-    parents = c.corpus.images_of(sel)
+        drawn[i] = rules.chooser.choose(random.rng, strategy.allowed(rules, lineage_affine[i]))
+    clock.tick("select")
+    parents = corpus.images_of(sel)
     shape = parents.shape[1:]
-    mutants = torch.empty((n, m, *shape), dtype=parents.dtype, device=c.device)
+    mutants = torch.empty((n, m, *shape), dtype=parents.dtype, device=device)
     keep_params = strategy.one_affine_per_lineage
     raw_params: dict[int, tuple[np.ndarray, dict]] = {}
-    for u in dict.fromkeys(rules.tolist()):
-        idx = np.flatnonzero(rules == u)
-        idx_t = torch.as_tensor(idx, device=c.device)
-        fixed = strategy.draw_params(c.rules[u], len(idx) * m, c.tgen)
-        out, params = c.rule_fns[u](parents[idx_t].repeat_interleave(m, 0), generator=c.tgen,
-                                    bounds=c.bounds, params=fixed)
+    for u in dict.fromkeys(drawn.tolist()):
+        idx = np.flatnonzero(drawn == u)
+        idx_t = torch.as_tensor(idx, device=device)
+        fixed = strategy.draw_params(rules.names[u], len(idx) * m, random.tgen)
+        out, params = rules.fns[u](parents[idx_t].repeat_interleave(m, 0), generator=random.tgen,
+                                   bounds=rules.bounds, params=fixed)
         mutants[idx_t] = out.view(len(idx), m, *shape)
-        if keep_params and c.affine[u]:
+        if keep_params and rules.affine[u]:
             raw_params[u] = (idx, params)
     mutants = mutants.view(n * m, *shape)
     owner = np.repeat(np.arange(n), m)
-    c.clock.tick("mutate")
+    clock.tick("mutate")
     changed = (mutants.view(n, m, -1) != parents.view(n, 1, -1)).any(dim=2).view(-1)
-    mrule = rules[owner]
-    trusted = strategy.trusted(c, mrule)
-    if c.lazy:  # the check runs after the models, on the mutants whose verdict matters (.lazy)
+    mrule = drawn[owner]
+    trusted = strategy.trusted(rules, mrule)
+    if checks.lazy:  # the check runs after the models, on the mutants whose verdict matters (.lazy)
         changed_np = changed.cpu().numpy()
         return Generated(mutants, owner, mrule, changed_np & trusted, n * m,
                          per_iteration_rule=True, pending=changed_np & ~trusted)
@@ -88,9 +106,9 @@ def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray)
     judged_np = judged.cpu().numpy()
     passed = torch.zeros(n * m, dtype=torch.bool, device=changed.device)
     if len(judged_np):
-        refs = c.refs.rows(c.corpus.static["ref"][sel][owner[judged_np]])
-        passed[judged] = c.check.passes(mutants[judged], refs).to(changed.device)
-    c.scored += len(judged_np)
+        refs = queue.refs.rows(corpus.static["ref"][sel][owner[judged_np]])
+        passed[judged] = checks.own.passes(mutants[judged], refs).to(changed.device)
+    counters.scored += len(judged_np)
     if trusted.any():
         passed = passed | torch.as_tensor(trusted, device=passed.device)
     ok = (passed & changed).cpu().numpy()
@@ -103,7 +121,9 @@ def generate_per_iteration(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray)
     return Generated(mutants, owner, mrule, ok, n * m, affine_params, per_iteration_rule=True)
 
 
-def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, tries: int) -> Generated:
+def generate_with_retries(strategy: MutationPolicy, sel: np.ndarray, tries: int, *, rules: RuleStats,
+                          random: Randomness, queue: Queue, checks: Checks, counters: Counters,
+                          clock: Clock) -> Generated:
     """``m`` slots per iteration, each tried up to ``tries`` times with a fresh rule (and
     parameters) per try until a mutant passes the check and differs from its parent: the
     published code's structure for DeepHunter and for DRFuzz's SSIM path (``ssim-compat``).
@@ -113,53 +133,54 @@ def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, 
     after each round, so the rules of one round are drawn from the statistics as they were
     when the round began.
     """
-    n, m = len(sel), c.mutants
+    n, m = len(sel), rules.mutants
+    corpus, device = queue.corpus, queue.corpus.device
     slots = n * m
     owner = np.repeat(np.arange(n), m)
-    parents = c.corpus.images_of(sel)
+    parents = corpus.images_of(sel)
     shape = parents.shape[1:]
     flat_parents = parents.view(n, -1)
-    out = torch.empty((slots, *shape), dtype=parents.dtype, device=c.device)
+    out = torch.empty((slots, *shape), dtype=parents.dtype, device=device)
     rule_of = np.full(slots, -1, dtype=np.int64)
-    lineage_affine = c.corpus.static["affine"][sel]
-    refs = c.corpus.static["ref"][sel]
+    lineage_affine = corpus.static["affine"][sel]
+    refs = corpus.static["ref"][sel]
     pending = np.arange(slots)
     made = 0
     collected: dict[int, list] = {}
     for _ in range(tries):
         if len(pending) == 0:
             break
-        masks = [strategy.allowed(c, lineage_affine[owner[s]]) for s in pending]
+        masks = [strategy.allowed(rules, lineage_affine[owner[s]]) for s in pending]
         if all(mask is None for mask in masks):  # DRFuzz: every rule allowed, the chain in one go
-            r = c.chooser.choose_many(c.rng, len(pending))
+            r = rules.chooser.choose_many(random.rng, len(pending))
         else:
-            r = np.array([c.chooser.choose(c.rng, mask) for mask in masks], dtype=np.int64)
-        c.clock.tick("select")
-        cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=c.device)
+            r = np.array([rules.chooser.choose(random.rng, mask) for mask in masks], dtype=np.int64)
+        clock.tick("select")
+        cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=device)
         params_of: dict[int, tuple[np.ndarray, dict]] = {}
         for u in dict.fromkeys(r.tolist()):
             j = np.flatnonzero(r == u)
-            j_t = torch.as_tensor(j, device=c.device)
-            src = parents[torch.as_tensor(owner[pending[j]], device=c.device)]
-            fixed = strategy.draw_params(c.rules[u], len(j), c.tgen)
-            made_u, params = c.rule_fns[u](src, generator=c.tgen, bounds=c.bounds, params=fixed)
+            j_t = torch.as_tensor(j, device=device)
+            src = parents[torch.as_tensor(owner[pending[j]], device=device)]
+            fixed = strategy.draw_params(rules.names[u], len(j), random.tgen)
+            made_u, params = rules.fns[u](src, generator=random.tgen, bounds=rules.bounds, params=fixed)
             cand[j_t] = made_u
-            if c.affine[u]:
+            if rules.affine[u]:
                 params_of[u] = (j, params)
         made += len(pending)
-        c.clock.tick("mutate")
-        own_t = torch.as_tensor(owner[pending], device=c.device)
+        clock.tick("mutate")
+        own_t = torch.as_tensor(owner[pending], device=device)
         changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
-        passes = c.check.passes(cand, c.refs.rows(refs[owner[pending]])).to(changed.device)
-        c.scored += len(cand)
-        trusted = strategy.trusted(c, r)
+        passes = checks.own.passes(cand, queue.refs.rows(refs[owner[pending]])).to(changed.device)
+        counters.scored += len(cand)
+        trusted = strategy.trusted(rules, r)
         if trusted.any():
             passes = passes | torch.as_tensor(trusted, device=passes.device)
         passed = (passes & changed).cpu().numpy()
-        c.chooser.record(r, faithful=passed)
+        rules.record_tries(r, faithful=passed)
         acc = np.flatnonzero(passed)
         rows = pending[acc]
-        out[torch.as_tensor(rows, device=c.device)] = cand[torch.as_tensor(acc, device=c.device)]
+        out[torch.as_tensor(rows, device=device)] = cand[torch.as_tensor(acc, device=device)]
         rule_of[rows] = r[acc]
         for u, (j, params) in params_of.items():
             good = passed[j]
@@ -168,7 +189,7 @@ def generate_with_retries(strategy: FuzzStrategy, c: Campaign, sel: np.ndarray, 
                 sub = {k: v[pick] for k, v in params.items()}
                 collected.setdefault(u, []).append((pending[j[good]], sub))
         pending = pending[~passed]
-        c.clock.tick("check")
+        clock.tick("check")
     affine_params = {}
     for u, parts in collected.items():
         rows = np.concatenate([p[0] for p in parts])

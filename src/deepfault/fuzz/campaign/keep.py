@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -14,17 +14,30 @@ from ...core.batches import iterate_batches
 from ...errors import DeepFaultError
 from ..mutation.diversity import DiversityTable
 
-if TYPE_CHECKING:
-    from .config import CampaignConfig
-
-__all__ = ["KMNC_SECTIONS", "CoverageKeep", "DiversityKeep", "KeepInput", "KeepRule", "coverage_criterion",
-           "occurrence_rank"]
+__all__ = ["KMNC_SECTIONS", "CoverageKeep", "CoverageSettings", "DiversityKeep", "KeepInput", "KeepRule",
+           "coverage_criterion", "occurrence_rank"]
 
 #: DeepHunter's KMNC sections (``k``), the default of the ``kmnc`` criterion here.
 KMNC_SECTIONS = 1000
 #: Inputs per forward pass while the criterion takes in the seeds: sized from the memory
 #: (:mod:`deepfault.core.memory`; at most 1,024, the fixed size it replaces).
 _BATCH = "auto"
+
+
+class CoverageSettings(Protocol):
+    """The configuration's fields a coverage keep rule reads (:class:`~.config.CampaignConfig` has them)."""
+
+    @property
+    def criterion(self) -> str: ...
+
+    @property
+    def criterion_params(self) -> tuple[tuple[str, Any], ...]: ...
+
+    @property
+    def layers(self) -> tuple[str, ...] | None: ...
+
+    @property
+    def transform_name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -188,7 +201,7 @@ class CoverageKeep(KeepRule):
         self.criterion.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in state.items()})
 
 
-def coverage_criterion(m2: nn.Module, seeds: torch.Tensor, config: CampaignConfig, *, profile=None,
+def coverage_criterion(m2: nn.Module, seeds: torch.Tensor, config: CoverageSettings, *, profile=None,
                        train_inputs=None, update: bool = True):
     """The configured coverage criterion of ``m2``, updated with ``seeds`` (DeepHunter's keep rule).
 

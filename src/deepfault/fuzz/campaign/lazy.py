@@ -50,8 +50,11 @@ from .keep import KeepInput, occurrence_rank
 from .oracle import CANDIDATE_BUCKETS, Bucket, classify
 
 if TYPE_CHECKING:
+    from .clock import Clock
     from .generate import Generated
-    from .loop import Campaign
+    from .keep import KeepRule
+    from .parts import Checks, Counters, Models, Queue
+    from .seeds import Seeds
 
 __all__ = ["FIRST_ROUND", "execute_lazy"]
 
@@ -59,25 +62,27 @@ __all__ = ["FIRST_ROUND", "execute_lazy"]
 FIRST_ROUND = 2
 
 
-def execute_lazy(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
+def execute_lazy(sel: np.ndarray, gen: Generated, *, drop_confident: bool, models: Models, checks: Checks,
+                 queue: Queue, keep: KeepRule, counters: Counters, clock: Clock, seeds: Seeds) -> Executed:
     """Run both models on every changed mutant of ``gen``, check the ones whose verdict
     matters (module docstring) and return those known to pass as the step's executed mutants;
     ``gen.ok`` becomes the known verdicts.
     """
     assert gen.pending is not None
+    device = models.pair.device
     rows = np.flatnonzero(gen.ok | gen.pending)
-    x = gen.mutants[torch.as_tensor(rows, device=c.device)]
+    x = gen.mutants[torch.as_tensor(rows, device=device)]
     if len(rows):
-        p1, p2, values = c.pair.run(x, c.recorder)
+        p1, p2, values = models.pair.run(x, models.recorder)
     else:
-        p1 = p2 = np.zeros((0, c.num_classes), dtype=np.float32)
+        p1 = p2 = np.zeros((0, models.num_classes), dtype=np.float32)
         values = None
-    c.clock.tick("execute")
+    clock.tick("execute")
     n, it = len(sel), gen.owner[rows]
-    corpus = c.corpus
+    corpus = queue.corpus
     roots = corpus.static["root"][sel][it]
-    labels = c.seeds.label[roots]
-    parent_d = corpus.static["d"][sel][it] if c.strategy.drop_confident else None
+    labels = seeds.label[roots]
+    parent_d = corpus.static["d"][sel][it] if drop_confident else None
     verdict = classify(p1, p2, labels, parent_d)
     rf = verdict.buckets == Bucket.RF
     found = rf | (verdict.buckets == Bucket.BOTH_FAIL)
@@ -86,7 +91,7 @@ def execute_lazy(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
     delta = gain_delta(corpus.static["p2_label"][sel][it], p1[r, labels], p2[r, labels])
     gaining = (candidate | rf) & (delta > 0)
     tendency = (p2 - p1).astype(np.float32)
-    may_keep = c.keep.could_keep(KeepInput(it, roots, tendency, verdict.y2, candidate, rf, values))
+    may_keep = keep.could_keep(KeepInput(it, roots, tendency, verdict.y2, candidate, rf, values))
 
     state = np.where(gen.ok[rows], 1, 0).astype(np.int8)  # 1 passes, -1 fails, 0 not judged
     ref_ids = corpus.static["ref"][sel][it]
@@ -94,10 +99,10 @@ def execute_lazy(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
     def judge(idx: np.ndarray) -> None:
         if len(idx) == 0:
             return
-        ref = c.refs.rows(ref_ids[idx])
-        passed = c.check.passes(x[torch.as_tensor(idx, device=c.device)], ref).cpu().numpy()
+        ref = queue.refs.rows(ref_ids[idx])
+        passed = checks.own.passes(x[torch.as_tensor(idx, device=device)], ref).cpu().numpy()
         state[idx] = np.where(passed, 1, -1)
-        c.scored += len(idx)
+        counters.scored += len(idx)
 
     judge(np.flatnonzero((state == 0) & (found | may_keep)))
     k = FIRST_ROUND
@@ -112,15 +117,15 @@ def execute_lazy(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
             break
         judge(eligible[occurrence_rank(it[eligible]) < k])
         k *= 2
-    c.clock.tick("check")
+    clock.tick("check")
 
     exe = np.flatnonzero(state == 1)
     gen.ok[:] = False
     gen.ok[rows[exe]] = True
     gen.pending = None
-    exe_t = torch.as_tensor(exe, device=c.device)
+    exe_t = torch.as_tensor(exe, device=device)
     ex = Executed(rows[exe], x[exe_t], p1[exe], p2[exe], None if values is None else values[exe_t],
-                  c.queries, queries_at=c.queries + exe + 1)
-    c.queries += len(rows)
-    c.passed += len(rows)
+                  counters.queries, queries_at=counters.queries + exe + 1)
+    counters.queries += len(rows)
+    counters.passed += len(rows)
     return ex

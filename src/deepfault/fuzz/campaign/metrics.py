@@ -26,14 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from ...errors import DeepFaultError
-
-if TYPE_CHECKING:
-    from .result import CampaignResult
 
 __all__ = ["FAULT_KINDS", "REALISTIC_SSIM", "FaultTable", "Metrics", "compare_campaigns", "compute_metrics",
            "metrics_until"]
@@ -199,7 +196,31 @@ def metrics_until(faults: FaultTable, *, iterations: int | None = None,
     return compute_metrics(faults.select(keep))
 
 
-def compare_campaigns(results: Mapping[str, CampaignResult]) -> dict:
+class _Filtered(Protocol):
+    @property
+    def shared_fidelity(self) -> str | None: ...
+
+
+class ComparedCampaign(Protocol):
+    """What :func:`compare_campaigns` reads of a campaign (:class:`~.result.CampaignResult` has it)."""
+
+    @property
+    def config(self) -> _Filtered: ...
+
+    @property
+    def faults(self) -> FaultTable: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def seconds(self) -> float: ...
+
+    @property
+    def iterations(self) -> int: ...
+
+
+def compare_campaigns(results: Mapping[str, ComparedCampaign]) -> dict:
     """Strategies' campaigns side by side, at equal wall time and at equal iterations.
 
     Args:

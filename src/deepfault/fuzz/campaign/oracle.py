@@ -38,7 +38,7 @@ from ...errors import DeepFaultError
 
 __all__ = [
     "Bucket",
-    "Verdict",
+    "Classification",
     "CANDIDATE_BUCKETS",
     "HALF_WEAKEN_THRESHOLD",
     "WEAKEN_THRESHOLD",
@@ -76,7 +76,7 @@ CANDIDATE_BUCKETS = (Bucket.WEAKEN, Bucket.HALF_WEAKEN, Bucket.REST)
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Classification:
     """The oracle on a batch of ``B`` mutants.
 
     Attributes:
@@ -105,7 +105,7 @@ def to_probabilities(outputs: torch.Tensor, kind: str = "logits") -> torch.Tenso
 
 def classify(
     p1: np.ndarray, p2: np.ndarray, labels: np.ndarray, parent_d: np.ndarray | None = None
-) -> Verdict:
+) -> Classification:
     """Bucket every mutant (see the module docstring).
 
     Args:
@@ -116,7 +116,7 @@ def classify(
             is dropped as ``REST_DROPPED``.
 
     Returns:
-        A :class:`Verdict`.
+        A :class:`Classification`.
     """
     p1 = np.asarray(p1)
     p2 = np.asarray(p2)
@@ -142,4 +142,4 @@ def classify(
         parent_d = np.asarray(parent_d)
         dropped = both & (d < 0) & (parent_d != 0) & (parent_d - d > DROP_MARGIN)
         buckets[dropped] = Bucket.REST_DROPPED
-    return Verdict(buckets, y1.astype(np.int64), y2.astype(np.int64), d)
+    return Classification(buckets, y1.astype(np.int64), y2.astype(np.int64), d)

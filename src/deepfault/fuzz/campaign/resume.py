@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...errors import DeepFaultError
-from .checkpoint import METHOD
+from .checkpoint import METHOD, checkpoint_progress
 from .config import CampaignConfig
 
 __all__ = ["STORE_STATES", "StoreState", "store_state"]
@@ -121,8 +121,7 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
             seconds = float(result.data.get("seconds", 0.0))
         elif checkpoint is not None:
             status = "resume"
-            counters = checkpoint.data.get("counters", {})
-            iterations, seconds = int(counters.get("iterations", 0)), float(counters.get("elapsed", 0.0))
+            iterations, seconds = checkpoint_progress(checkpoint.data)
         ours = config.to_dict()
         others = tuple(_differences(e["config"], ours) for e in opened.experiments(METHOD)
                        if e["name"] == cell and e["experiment"] != experiment

@@ -14,6 +14,9 @@ rejection by the own check makes it unfaithful for the rule chooser.
 With an expensive own check in the lazy order (:mod:`.lazy`: the discriminator) both models
 run on every changed mutant first and the check judges only the mutants whose verdict can
 change the result; the update then sees those known to pass, with the same outcome.
+
+:func:`run_step` takes the campaign's parts (:mod:`.parts`); each function below it takes
+only the parts it touches.
 """
 
 from __future__ import annotations
@@ -32,80 +35,90 @@ from .generate import Generated
 from .keep import KeepInput
 from .lazy import execute_lazy
 from .metrics import FAULT_KINDS, FaultTable
-from .oracle import Bucket, Verdict, classify
+from .oracle import Bucket, Classification, classify
 
 if TYPE_CHECKING:
-    from .loop import Campaign
+    from ..fidelity.checks import Fidelity
+    from .clock import Clock
+    from .parts import CampaignParts, Checks, Counters, Faults, Models, Queue, RuleStats
+    from .seeds import Seeds
+    from .strategies import FuzzStrategy
 
 __all__ = ["Executed", "run_step"]
 
 
-def run_step(c: Campaign, k: int) -> bool:
-    """Run up to ``k`` iterations of ``c``; ``False`` when no input can be selected (exhausted)."""
-    c.clock.restart_tick()
-    sel = c.corpus.select(c.rng, k)
+def run_step(strategy: FuzzStrategy, parts: CampaignParts, k: int) -> bool:
+    """Run up to ``k`` iterations; ``False`` when no input can be selected (exhausted)."""
+    p = parts
+    clock, counters = p.timing.clock, p.counters
+    clock.restart_tick()
+    sel = p.queue.corpus.select(p.random.rng, k)
     if len(sel) == 0:
         return False
-    gen = c.strategy.generate(c, sel)
-    c.generated += gen.made
+    gen = strategy.generate(p, sel)
+    counters.generated += gen.made
     if gen.pending is not None:
-        ex = execute_lazy(c, sel, gen)
-    elif c.late is None:
-        ok = _shared_filter(c, sel, gen)
-        c.clock.tick("check")
-        ex = _execute(c, gen, ok)
+        ex = execute_lazy(sel, gen, drop_confident=strategy.drop_confident, models=p.models, checks=p.checks,
+                          queue=p.queue, keep=p.keep, counters=counters, clock=clock, seeds=p.seeds)
+    elif p.checks.late is None:
+        ok = _shared_filter(sel, gen, p.checks, p.queue, counters)
+        clock.tick("check")
+        ex = _execute(gen, ok, p.models, counters)
     else:
-        ex = _execute_late(c, sel, gen)
-    c.clock.tick("execute")
-    _update(c, sel, gen, ex)
-    c.iterations += len(sel)
-    c.steps += 1
-    c.clock.tick("update")
+        ex = _execute_late(sel, gen, p.models, p.checks, p.queue, counters, clock)
+    clock.tick("execute")
+    _update(strategy, p, sel, gen, ex)
+    counters.iterations += len(sel)
+    counters.steps += 1
+    clock.tick("update")
     return True
 
 
-def _shared_filter(c: Campaign, sel: np.ndarray, gen: Generated) -> np.ndarray:
+def _shared_filter(sel: np.ndarray, gen: Generated, checks: Checks, queue: Queue,
+                   counters: Counters) -> np.ndarray:
     """``gen.ok`` less the mutants the shared filter rejects (counted in ``shared_rejected``)."""
     ok = gen.ok
-    if c.shared is None or c.shared_refs is None or not ok.any():
+    if checks.shared is None or queue.shared_refs is None or not ok.any():
         return ok
     rows = np.flatnonzero(ok)
-    roots = c.corpus.static["root"][sel][gen.owner[rows]]
-    ref = c.shared_refs.rows(roots)
-    passed = c.shared.passes(gen.mutants[torch.as_tensor(rows, device=c.device)], ref).cpu().numpy()
-    c.shared_rejected += int((~passed).sum())
+    roots = queue.corpus.static["root"][sel][gen.owner[rows]]
+    ref = queue.shared_refs.rows(roots)
+    passed = checks.shared.passes(gen.mutants[torch.as_tensor(rows, device=queue.device)], ref).cpu().numpy()
+    counters.shared_rejected += int((~passed).sum())
     ok = ok.copy()
     ok[rows[~passed]] = False
     return ok
 
 
-def _execute(c: Campaign, gen: Generated, ok: np.ndarray) -> Executed:
+def _execute(gen: Generated, ok: np.ndarray, models: Models, counters: Counters) -> Executed:
     exe = np.flatnonzero(ok)
-    xe = gen.mutants[torch.as_tensor(exe, device=c.device)]
+    xe = gen.mutants[torch.as_tensor(exe, device=models.pair.device)]
     if len(exe):
-        p1, p2, values = c.pair.run(xe, c.recorder)
+        p1, p2, values = models.pair.run(xe, models.recorder)
     else:
-        p1 = p2 = np.zeros((0, c.num_classes), dtype=np.float32)
+        p1 = p2 = np.zeros((0, models.num_classes), dtype=np.float32)
         values = None
-    ex = Executed(exe, xe, p1, p2, values, c.queries)
-    c.queries += len(exe)
-    c.passed += len(exe)
+    ex = Executed(exe, xe, p1, p2, values, counters.queries)
+    counters.queries += len(exe)
+    counters.passed += len(exe)
     return ex
 
 
-def _execute_late(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
+def _execute_late(sel: np.ndarray, gen: Generated, models: Models, checks: Checks, queue: Queue,
+                  counters: Counters, clock: Clock) -> Executed:
     """M1 on the mutants that passed the image checks, the trace checks on its activations (own
     check first, then the shared filter), M2 on those that passed (module docstring).
     """
-    late = c.late
+    late = checks.late
     assert late is not None
+    device = models.pair.device
     rows = np.flatnonzero(gen.ok)
-    x = gen.mutants[torch.as_tensor(rows, device=c.device)]
+    x = gen.mutants[torch.as_tensor(rows, device=device)]
     if len(rows) == 0:
-        return _execute(c, gen, gen.ok)
-    p1, ats = c.pair.run_m1(x, c.traces, c.recorder)
-    c.clock.tick("execute")
-    layout = c.traces.layout if c.traces is not None else None
+        return _execute(gen, gen.ok, models, counters)
+    p1, ats = models.pair.run_m1(x, models.traces, models.recorder)
+    clock.tick("execute")
+    layout = models.traces.layout if models.traces is not None else None
     if ats is None:
         raise DeepFaultError("the campaign's trace check needs M1's activations; run it with Campaign.run")
     pred = p1.argmax(axis=1)
@@ -114,37 +127,37 @@ def _execute_late(c: Campaign, sel: np.ndarray, gen: Generated) -> Executed:
         passed = late.check(late.own, ats, pred, layout).passed.cpu().numpy()
         gen.ok[rows[~passed]] = False  # unfaithful, as if the own check had run before M1
         keep &= passed
-    if c.shared is not None and keep.any():
+    if checks.shared is not None and keep.any():
         r = np.flatnonzero(keep)
         if late.shared is not None:
             r_t = torch.as_tensor(r, device=ats.device)
             passed = late.check(late.shared, ats[r_t], pred[r], layout).passed.cpu().numpy()
         else:
-            assert c.shared_refs is not None
-            roots = c.corpus.static["root"][sel][gen.owner[rows[r]]]
-            ref = c.shared_refs.rows(roots)
-            passed = c.shared.passes(x[torch.as_tensor(r, device=c.device)], ref).cpu().numpy()
-        c.shared_rejected += int((~passed).sum())
+            assert queue.shared_refs is not None
+            roots = queue.corpus.static["root"][sel][gen.owner[rows[r]]]
+            ref = queue.shared_refs.rows(roots)
+            passed = checks.shared.passes(x[torch.as_tensor(r, device=device)], ref).cpu().numpy()
+        counters.shared_rejected += int((~passed).sum())
         keep[r[~passed]] = False
-    c.clock.tick("check")
-    exe, k_t = rows[keep], torch.as_tensor(np.flatnonzero(keep), device=c.device)
+    clock.tick("check")
+    exe, k_t = rows[keep], torch.as_tensor(np.flatnonzero(keep), device=device)
     xe = x[k_t]
     if len(exe):
-        p2, values = c.pair.run_m2(xe, c.recorder, c.traces)
+        p2, values = models.pair.run_m2(xe, models.recorder, models.traces)
     else:
-        p2, values = np.zeros((0, c.num_classes), dtype=np.float32), None
-    ex = Executed(exe, xe, p1[keep], p2, values, c.queries)
-    c.queries += len(exe)
-    c.passed += len(exe)
+        p2, values = np.zeros((0, models.num_classes), dtype=np.float32), None
+    ex = Executed(exe, xe, p1[keep], p2, values, counters.queries)
+    counters.queries += len(exe)
+    counters.passed += len(exe)
     return ex
 
 
-def _update(c: Campaign, sel: np.ndarray, gen: Generated, ex: Executed) -> None:
-    corpus, n = c.corpus, len(sel)
+def _update(strategy: FuzzStrategy, p: CampaignParts, sel: np.ndarray, gen: Generated, ex: Executed) -> None:
+    corpus, n = p.queue.corpus, len(sel)
     own = gen.owner[ex.rows]
     roots = corpus.static["root"][sel][own]
-    labels = c.seeds.label[roots]
-    parent_d = corpus.static["d"][sel][own] if c.strategy.drop_confident else None
+    labels = p.seeds.label[roots]
+    parent_d = corpus.static["d"][sel][own] if strategy.drop_confident else None
     verdict = classify(ex.p1, ex.p2, labels, parent_d)
     rf = verdict.buckets == Bucket.RF
     candidate = np.isin(verdict.buckets, (Bucket.WEAKEN, Bucket.HALF_WEAKEN, Bucket.REST))
@@ -154,32 +167,34 @@ def _update(c: Campaign, sel: np.ndarray, gen: Generated, ex: Executed) -> None:
     delta = gain_delta(corpus.static["p2_label"][sel][own], ex.p1[rows, labels], ex.p2[rows, labels])
     gained = np.zeros(len(gen.owner), dtype=bool)
     gained[ex.rows[(candidate | rf) & (delta > 0)]] = True
-    c.strategy.learn(c, gen, n, gained)  # "faithful": the strategy's own check
-    if c.config.count_rule == "every":
-        corpus.times_selected[sel] += 1
-    else:  # as published: only the inputs that produced a regression fault this iteration
-        corpus.times_selected[sel[np.bincount(own[rf], minlength=n) > 0]] += 1
+    strategy.learn(p.rules, gen, n, gained)  # "faithful": the strategy's own check
+    p.queue.count_selections(sel, np.bincount(own[rf], minlength=n) > 0)
 
     tendency = (ex.p2 - ex.p1).astype(np.float32)
-    kept = c.keep.select(KeepInput(own, roots, tendency, verdict.y2, candidate, rf, ex.values))
+    kept = p.keep.select(KeepInput(own, roots, tendency, verdict.y2, candidate, rf, ex.values))
     if rf.any():
-        _failures_and_bans(c, sel, gen.rule[ex.rows], own, roots, verdict, rf)
-    _record_faults(c, gen.rule[ex.rows], own, roots, verdict, ex)
-    _enqueue(c, sel, gen, ex, np.flatnonzero(kept), own, roots, labels, verdict)
+        _failures_and_bans(sel, gen.rule[ex.rows], own, roots, verdict, rf, ban=strategy.ban, faults=p.faults,
+                           rules=p.rules, queue=p.queue)
+    _record_faults(gen.rule[ex.rows], own, roots, verdict, ex, faults=p.faults, seeds=p.seeds,
+                   bounds=p.rules.bounds, clock=p.timing.clock, iterations=p.counters.iterations)
+    _enqueue(sel, gen, ex, np.flatnonzero(kept), own, roots, labels, verdict, queue=p.queue, rules=p.rules,
+             seeds=p.seeds, check=p.checks.own)
 
 
-def _failures_and_bans(c: Campaign, sel, rules, own, roots, verdict: Verdict, rf) -> None:
+def _failures_and_bans(sel, rules_of, own, roots, verdict: Classification, rf, *, ban: bool, faults: Faults,
+                       rules: RuleStats, queue: Queue) -> None:
     """Regression faults: unique failures, saturated roots, banned ancestors (section 7)."""
-    c.failures.add(roots[rf], verdict.y1[rf], verdict.y2[rf])
-    np.add.at(c.rule_rf, rules[rf], 1)
-    if c.strategy.ban:
-        c.corpus.root_banned |= c.failures.per_root >= ROOT_FAILURE_LIMIT
+    faults.failures.add(roots[rf], verdict.y1[rf], verdict.y2[rf])
+    rules.record_faults(rules_of[rf])
+    if ban:
+        queue.corpus.root_banned |= faults.failures.per_root >= ROOT_FAILURE_LIMIT
         for i in np.unique(own[rf]):
             mine = rf & (own == i)
-            c.corpus.ban_chain(int(sel[i]), int(roots[mine][0]), set(verdict.y2[mine].tolist()))
+            queue.corpus.ban_chain(int(sel[i]), int(roots[mine][0]), set(verdict.y2[mine].tolist()))
 
 
-def _record_faults(c: Campaign, rules, own, roots, verdict: Verdict, ex: Executed) -> None:
+def _record_faults(rules, own, roots, verdict: Classification, ex: Executed, *, faults: Faults, seeds: Seeds,
+                   bounds: tuple[float, float], clock: Clock, iterations: int) -> None:
     """The step's regression faults and both-fail inputs, in draw order."""
     rf = verdict.buckets == Bucket.RF
     found = rf | (verdict.buckets == Bucket.BOTH_FAIL)
@@ -190,51 +205,52 @@ def _record_faults(c: Campaign, rules, own, roots, verdict: Verdict, ex: Execute
     r = np.flatnonzero(rf)
     r_t = torch.as_tensor(r, device=ex.inputs.device)
     if len(r) and ex.inputs.ndim == 4:  # the realism yardstick of every strategy: SSIM to the seed (images)
-        seeds = c.seeds.images_at(roots[r])
-        span = c.bounds[1] - c.bounds[0]
-        similarity[rf[f]] = ssim(ex.inputs[r_t], seeds, data_range=span).cpu().numpy()
+        span = bounds[1] - bounds[0]
+        similarity[rf[f]] = ssim(ex.inputs[r_t], seeds.images_at(roots[r]), data_range=span).cpu().numpy()
     table = FaultTable(
         kind=np.where(rf[f], FAULT_KINDS.index("rf"), FAULT_KINDS.index("both_fail")).astype(np.int8),
-        root=c.seeds.index[roots[f]].astype(np.int64), y1=verdict.y1[f], y2=verdict.y2[f],
-        initial=np.zeros(len(f), dtype=bool), elapsed=np.full(len(f), c.clock.now()),
+        root=seeds.index[roots[f]].astype(np.int64), y1=verdict.y1[f], y2=verdict.y2[f],
+        initial=np.zeros(len(f), dtype=bool), elapsed=np.full(len(f), clock.now()),
         queries=ex.queries_before + f + 1 if ex.queries_at is None else ex.queries_at[f],
-        iteration=c.iterations + own[f] + 1, ssim=similarity,
+        iteration=iterations + own[f] + 1, ssim=similarity,
         rule=rules[f].astype(np.int16),
     )
-    c.fault_log.record(table, (ex.inputs[r_t].cpu().numpy(), ex.p1[r], ex.p2[r]) if len(r) else None)
+    faults.record(table, (ex.inputs[r_t].cpu().numpy(), ex.p1[r], ex.p2[r]) if len(r) else None)
 
 
-def _enqueue(c: Campaign, sel, gen: Generated, ex: Executed, k, own, roots, labels, verdict: Verdict) -> None:
+def _enqueue(sel, gen: Generated, ex: Executed, k, own, roots, labels, verdict: Classification, *,
+             queue: Queue, rules: RuleStats, seeds: Seeds, check: Fidelity) -> None:
     """The kept candidates join the queue; an affine change gets its own reference (DeepHunter)."""
     if not len(k):
         return
-    corpus = c.corpus
-    rules = gen.rule[ex.rows]
+    corpus = queue.corpus
+    rules_of = gen.rule[ex.rows]
     parent = sel[own[k]]
     ref = corpus.static["ref"][parent].copy()
-    made_affine = c.affine[rules[k]]
+    made_affine = rules.affine[rules_of[k]]
     if gen.affine_params and made_affine.any():
-        ref[made_affine] = _affine_refs(c, ex.rows[k[made_affine]], rules[k[made_affine]],
-                                        roots[k[made_affine]], gen.affine_params)
+        a = k[made_affine]
+        ref[made_affine] = _affine_refs(ex.rows[a], rules_of[a], roots[a], gen.affine_params, queue=queue,
+                                        rules=rules, seeds=seeds, check=check)
     p1, p2 = ex.p1[k], ex.p2[k]
     corpus.add(
         ex.inputs[torch.as_tensor(k, device=ex.inputs.device)], root=roots[k],
         generation=corpus.static["generation"][parent] + 1, parent=parent, d=verdict.d[k],
         p2_label=p2[np.arange(len(k)), labels[k]], tendency=tendency_of(p1, p2, verdict.y1[k]), ref=ref,
-        affine=corpus.static["affine"][parent] | made_affine, rule=rules[k],
+        affine=corpus.static["affine"][parent] | made_affine, rule=rules_of[k],
     )
 
 
-def _affine_refs(c: Campaign, mutant_rows, rules, roots, affine_params) -> np.ndarray:
+def _affine_refs(mutant_rows, rules_of, roots, affine_params, *, queue: Queue, rules: RuleStats, seeds: Seeds,
+                 check: Fidelity) -> np.ndarray:
     """DeepHunter's reference after an affine change: the same change applied to the root."""
     ids = np.empty(len(mutant_rows), dtype=np.int64)
     for u, (rows, params) in affine_params.items():
-        mine = np.flatnonzero(rules == u)
+        mine = np.flatnonzero(rules_of == u)
         if len(mine) == 0:
             continue
         at = torch.as_tensor(np.searchsorted(rows, mutant_rows[mine]))
         sub = {key: value[at] for key, value in params.items()}
-        root_imgs = c.seeds.images_at(roots[mine])
-        ref, _ = c.rule_fns[u](root_imgs, bounds=c.bounds, params=sub)
-        ids[mine] = c.refs.append(c.check.reference(ref))
+        ref, _ = rules.fns[u](seeds.images_at(roots[mine]), bounds=rules.bounds, params=sub)
+        ids[mine] = queue.refs.append(check.reference(ref))
     return ids

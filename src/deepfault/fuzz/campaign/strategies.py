@@ -4,7 +4,9 @@ A strategy is an object (:class:`FuzzStrategy`) whose methods make the choices t
 between the two: which inputs are roots, how mutants are made and checked
 (:meth:`~FuzzStrategy.generate`), which candidates join the queue, how the rule chooser
 learns and when a selected input's counter rises. The loop in :mod:`.loop` is shared
-(queue, selection, batched execution, the oracle, metrics, checkpoints).
+(queue, selection, batched execution, the oracle, metrics, checkpoints). A strategy sees the
+campaign it is set up for through :class:`StrategyContext`, and a running campaign through
+its parts (:mod:`.parts`): it records what it learns with their methods.
 
 ``drfuzz``:
     the 15 rules of section 5 chosen by MCMC (``uniform`` as ablation); mutants checked
@@ -26,7 +28,7 @@ Strategies are registered in :data:`STRATEGIES`; a new one subclasses :class:`Fu
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -34,13 +36,15 @@ import torch
 from ...core.registry import Registry
 from ..fidelity.checks import Fidelity
 from ..fidelity.validity import ValidityCheck
+from ..mutation.diversity import DiversityTable
 from ..mutation.vectors import SEQUENCE_RULES, VECTOR_RULES
 from .generate import Generated, generate_per_iteration, generate_with_retries
-from .keep import CoverageKeep, DiversityKeep, KeepRule, coverage_criterion
+from .keep import CoverageKeep, CoverageSettings, DiversityKeep, KeepRule, coverage_criterion
 
 if TYPE_CHECKING:
-    from .config import CampaignConfig
-    from .loop import Campaign
+    from .execution import ModelPair
+    from .parts import CampaignParts, RuleStats
+    from .seeds import Seeds
 
 __all__ = [
     "DEEPHUNTER_PARAMS",
@@ -49,6 +53,8 @@ __all__ = [
     "DRFUZZ_RULES",
     "STRATEGIES",
     "DRFuzz",
+    "StrategyContext",
+    "StrategySettings",
     "DeepHunter",
     "FuzzStrategy",
     "Strategy",
@@ -81,6 +87,43 @@ DEEPHUNTER_PARAMS: dict[str, dict[str, tuple]] = {
 #: Tries per DeepHunter mutant slot (the published ``for i in range(1, 50)``: 49).
 DEEPHUNTER_TRIES = 49
 
+
+class StrategySettings(CoverageSettings, Protocol):
+    """The configuration's fields a strategy reads (:class:`~.config.CampaignConfig` has them)."""
+
+    @property
+    def fidelity(self) -> str: ...
+
+
+class StrategyContext(Protocol):
+    """What a strategy reads of the campaign it is set up for (:meth:`FuzzStrategy.make_check`,
+    :meth:`FuzzStrategy.make_keep`); the runner, :class:`~.loop.Campaign`, is one.
+    """
+
+    @property
+    def config(self) -> StrategySettings: ...
+
+    @property
+    def bounds(self) -> tuple[float, float]: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def pair(self) -> ModelPair: ...
+
+    @property
+    def seeds(self) -> Seeds: ...
+
+    @property
+    def profile(self) -> Any: ...
+
+    @property
+    def train_inputs(self) -> Any: ...
+
+    def fidelity_check(self) -> Fidelity:
+        """The configured fidelity check."""
+        ...
 
 
 class FuzzStrategy(ABC):
@@ -124,7 +167,7 @@ class FuzzStrategy(ABC):
         """The rule names for inputs of ``kind`` (``"image"``: :attr:`rules`), in chooser order."""
         return self.rules if kind == "image" else self.other_rules[kind]
 
-    def check_spec(self, config: CampaignConfig) -> str:
+    def check_spec(self, config: StrategySettings) -> str:
         """The spec of the strategy's own check (default: the configured ``fidelity``)."""
         return config.fidelity
 
@@ -139,25 +182,27 @@ class FuzzStrategy(ABC):
         return m1_right
 
     @abstractmethod
-    def make_check(self, campaign: Campaign) -> Fidelity:
+    def make_check(self, campaign: StrategyContext) -> Fidelity:
         """The strategy's own check of a mutant against its lineage's reference row."""
 
     @abstractmethod
-    def make_keep(self, campaign: Campaign, queued: np.ndarray) -> KeepRule:
+    def make_keep(self, campaign: StrategyContext, queued: np.ndarray) -> KeepRule:
         """The keep rule, set up on the queued seeds (dense root indices ``queued``)."""
 
     def needs_profile(self, config) -> bool:
         """Whether the keep rule needs M2's coverage profile on the training split."""
         return False
 
-    def tries(self, campaign) -> int:
-        """Tries per mutant slot; 0: one rule per iteration, every slot tried once."""
+    def tries(self, check: Fidelity) -> int:
+        """Tries per mutant slot with the own check ``check``; 0: one rule per iteration, every
+        slot tried once.
+        """
         return 0
 
-    def allowed(self, campaign, lineage_affine: np.ndarray) -> np.ndarray | None:
+    def allowed(self, rules: RuleStats, lineage_affine: np.ndarray) -> np.ndarray | None:
         """``(n_rules,)`` bool mask of rules allowed for an input (``None``: all)."""
         if self.one_affine_per_lineage and lineage_affine:
-            return ~campaign.affine
+            return ~rules.affine
         return None
 
     def draw_params(self, rule: str, n: int, generator: torch.Generator) -> dict[str, torch.Tensor] | None:
@@ -176,17 +221,23 @@ class FuzzStrategy(ABC):
                 out[key] = table[pick]
         return out
 
-    def trusted(self, campaign, rules: np.ndarray) -> np.ndarray:
-        """``(k,)`` bool: mutants that pass the own check without it (DeepHunter's affine ones)."""
-        return np.zeros(len(rules), dtype=bool)
+    def trusted(self, rules: RuleStats, drawn: np.ndarray) -> np.ndarray:
+        """``(k,)`` bool: mutants of the rules ``drawn`` that pass the own check without it
+        (DeepHunter's affine ones).
+        """
+        return np.zeros(len(drawn), dtype=bool)
 
-    def generate(self, campaign, sel: np.ndarray) -> Generated:
+    def generate(self, parts: CampaignParts, sel: np.ndarray) -> Generated:
         """Make and check the mutants of the selected queue entries ``sel``."""
-        if self.tries(campaign):
-            return generate_with_retries(self, campaign, sel, self.tries(campaign))
-        return generate_per_iteration(self, campaign, sel)
+        p = parts
+        tries = self.tries(p.checks.own)
+        if tries:
+            return generate_with_retries(self, sel, tries, rules=p.rules, random=p.random, queue=p.queue,
+                                         checks=p.checks, counters=p.counters, clock=p.timing.clock)
+        return generate_per_iteration(self, sel, rules=p.rules, random=p.random, queue=p.queue,
+                                      checks=p.checks, counters=p.counters, clock=p.timing.clock)
 
-    def learn(self, campaign, gen: Generated, n: int, gained: np.ndarray) -> None:
+    def learn(self, rules: RuleStats, gen: Generated, n: int, gained: np.ndarray) -> None:
         """Update the rule chooser after execution; ``gained`` ``(n * m,)`` bool: an executed
         mutant with ``delta > 0`` (section 4). With one rule per iteration, a call is an
         iteration; with retries each try was recorded as a call already
@@ -197,13 +248,13 @@ class FuzzStrategy(ABC):
         if gen.per_iteration_rule:
             faithful = np.asarray(gen.ok.reshape(n, m).any(axis=1))
             gain = np.asarray(gained.reshape(n, m).any(axis=1))
-            rules = gen.rule.reshape(n, m)[:, 0]
+            drawn = gen.rule.reshape(n, m)[:, 0]
             for i in range(n):
-                campaign.chooser.update(int(rules[i]), faithful=bool(faithful[i]), gain=bool(gain[i]))
+                rules.record_iteration(int(drawn[i]), faithful=bool(faithful[i]), gain=bool(gain[i]))
             return
         rows = np.flatnonzero(gained)
         for _, rule in dict.fromkeys(zip(gen.owner[rows].tolist(), gen.rule[rows].tolist(), strict=True)):
-            campaign.chooser.gain[rule] += 1
+            rules.record_gain(rule)
 
     def to_dict(self) -> dict:
         return {
@@ -228,17 +279,18 @@ class DRFuzz(FuzzStrategy):
     ban = True
     drop_confident = True
 
-    def make_check(self, campaign: Campaign) -> Fidelity:
+    def make_check(self, campaign: StrategyContext) -> Fidelity:
         return campaign.fidelity_check()
 
-    def make_keep(self, campaign: Campaign, queued: np.ndarray) -> KeepRule:
-        return DiversityKeep(campaign.table)
+    def make_keep(self, campaign: StrategyContext, queued: np.ndarray) -> KeepRule:
+        seeds = campaign.seeds
+        return DiversityKeep(DiversityTable(seeds.label, seeds.p1, seeds.p2))
 
     def no_seed_message(self) -> str:
         return "M1 classifies none of the test inputs correctly: there is no seed to fuzz"
 
-    def tries(self, campaign) -> int:
-        return int(getattr(campaign.check, "tries", 0) or 0)
+    def tries(self, check: Fidelity) -> int:
+        return int(getattr(check, "tries", 0) or 0)
 
 
 class DeepHunter(FuzzStrategy):
@@ -260,16 +312,16 @@ class DeepHunter(FuzzStrategy):
     transform = "layer-minmax"  # per-input min-max scaled outputs, as published
     reads_m2 = "neurons (its coverage keep rule)"
 
-    def check_spec(self, config: CampaignConfig) -> str:
+    def check_spec(self, config: StrategySettings) -> str:
         return "validity"
 
     def roots(self, m1_right: np.ndarray, m2_right: np.ndarray) -> np.ndarray:
         return m2_right
 
-    def make_check(self, campaign: Campaign) -> Fidelity:
+    def make_check(self, campaign: StrategyContext) -> Fidelity:
         return ValidityCheck(bounds=campaign.bounds, device=campaign.device)
 
-    def make_keep(self, campaign: Campaign, queued: np.ndarray) -> KeepRule:
+    def make_keep(self, campaign: StrategyContext, queued: np.ndarray) -> KeepRule:
         seeds = campaign.seeds.images_at(queued if len(queued) else [0])
         return CoverageKeep(coverage_criterion(campaign.pair.m2, seeds,
                                                campaign.config, profile=campaign.profile,
@@ -280,11 +332,11 @@ class DeepHunter(FuzzStrategy):
 
         return "profile" in criterion_params(config.criterion)
 
-    def tries(self, campaign) -> int:
+    def tries(self, check: Fidelity) -> int:
         return DEEPHUNTER_TRIES
 
-    def trusted(self, campaign, rules: np.ndarray) -> np.ndarray:
-        return campaign.affine[rules]
+    def trusted(self, rules: RuleStats, drawn: np.ndarray) -> np.ndarray:
+        return rules.affine[drawn]
 
 
 #: Every fuzzing strategy, by name (``--strategy``).
