@@ -18,7 +18,7 @@ from ..fuzz.campaign.strategies import STRATEGIES
 from ..fuzz.fidelity import check_fidelity_inputs, check_fidelity_spec, default_fidelity
 from ..fuzz.figures import fault_grid
 from ..fuzz.mutation.mcmc import CHOOSERS
-from ..fuzz.mutation.rules import input_kind
+from ..fuzz.mutation.rules import rule_kind
 from ..fuzz.regress import PROGRESS_LEGEND, check_black_box, faults_paths, load_pair, progress_line, regress
 from ..fuzz.report import METRICS_LEGEND, campaign_page, metrics_table
 from ..models.blackbox import RUNTIMES, unwrap_black_box
@@ -228,7 +228,7 @@ def _cmd_regress(args) -> int:
     # The pair is prepared once, here (--threads auto sees the models' size), and every campaign takes it.
     p1, p2, data = load_pair(args.m1, args.m2, dataset=args.dataset, data_dir=args.data_dir, arch=args.arch,
                              arch_kwargs=args.arch_args, trust_pickle=args.trust_pickle, runtime=args.runtime)
-    kind = input_kind(1 + len(data.input_shape))
+    kind = rule_kind(data.input_shape)
     fidelity = args.fidelity or default_fidelity(kind)  # no discriminator for vectors and sequences
     check_fidelity_inputs(fidelity, kind, option="--fidelity")
     check_fidelity_inputs(args.shared_fidelity, kind, option="--shared-fidelity")

@@ -49,7 +49,7 @@ from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs, default_fidelity
-from .mutation.rules import input_kind
+from .mutation.rules import rule_kind
 
 __all__ = ["RegressOutcome", "campaign_job", "check_black_box", "experiment_key", "load_pair", "regress"]
 
@@ -305,7 +305,7 @@ def regress(
                                  arch_kwargs=arch_kwargs, trust_pickle=trust_pickle, runtime=runtime)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(p1.output_kind, p2.output_kind))
-    kind = input_kind(1 + len(data.input_shape))
+    kind = rule_kind(data.input_shape)
     if auto_fidelity and kind != "image":  # no discriminator for vectors and sequences
         config = replace(config, fidelity=default_fidelity(kind))
     names = (p1.name or "M1", p2.name or "M2")
@@ -370,7 +370,7 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     """
     sample = data.x_test[:8]
     x, _ = test_inputs(sample, data.y_test[:8])  # images, sequences or vectors: before the store, too
-    kind = input_kind(x)
+    kind = rule_kind(x.shape[1:])
     check_fidelity_inputs(config.strategy_spec.check_spec(config), kind)  # SSIM, the GAN: images only
     check_fidelity_inputs(config.shared_fidelity, kind, option="shared fidelity")
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])

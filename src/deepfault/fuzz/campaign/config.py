@@ -14,11 +14,11 @@ from typing import Any
 
 from ...checks import check_int
 from ...core.entry import renamed_fields
+from ...core.kinds import OUTPUT_KINDS
 from ...errors import DeepFaultError
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
 from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
-from .oracle import OUTPUT_KINDS
 from .strategies import STRATEGIES, FuzzStrategy
 
 __all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "QUEUE_CAPACITY", "CampaignConfig",

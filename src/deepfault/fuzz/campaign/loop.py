@@ -55,7 +55,7 @@ from ...errors import DeepFaultError
 from ..fidelity.checks import Fidelity, TraceFidelity, check_fidelity_inputs, default_fidelity, make_fidelity
 from ..mutation.diversity import DiversityTable, FailureSet
 from ..mutation.mcmc import make_chooser
-from ..mutation.rules import get_rule, input_kind
+from ..mutation.rules import get_rule, rule_kind
 from .checkpoint import CampaignStore
 from .clock import Clock, StepCost, Timeline
 from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, RENAMED, CampaignConfig, CampaignProgress
@@ -115,7 +115,7 @@ class Campaign:
         self.mutants = config.mutants_per_input
         # fewer rows for large inputs and for steps of few mutant slots (issue 26)
         self.pair.rows = pass_rows(tuple(self.x.shape[1:]), slots=config.inputs_per_step * self.mutants)
-        self.kind = input_kind(self.x)  # image, sequence or vector: which rules apply
+        self.kind = rule_kind(self.x.shape[1:])  # image, sequence or vector: which rules apply
         self.rules = list(self.strategy.rules_for(self.kind))
         if fidelity is None:  # SSIM and the discriminator judge images only
             check_fidelity_inputs(self.strategy.check_spec(config), self.kind)
@@ -481,7 +481,7 @@ def run_campaign(
             configuration.
     """
     if config is None and fidelity is None and "fidelity" not in overrides:  # the default of the inputs' kind
-        kind = input_kind(test_inputs(inputs, labels)[0])
+        kind = rule_kind(test_inputs(inputs, labels)[0].shape[1:])
         if kind != "image":  # (images keep CampaignConfig's default, the discriminator)
             overrides["fidelity"] = default_fidelity(kind)
     config = config or CampaignConfig()

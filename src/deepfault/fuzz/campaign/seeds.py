@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 from ...core.capture import as_tensor
+from ...core.kinds import INPUT_KINDS
 from ...core.mapped import release
 from ...core.memory import input_bytes
 from ...errors import DeepFaultError
 from ..mutation.diversity import tendency_of
-from ..mutation.rules import INPUT_KINDS
 from .execution import ModelPair, pass_rows
 from .metrics import FAULT_KINDS, FaultTable
 
@@ -36,7 +36,7 @@ def test_inputs(inputs, labels) -> tuple[torch.Tensor, np.ndarray]:
         DeepFaultError: Inputs of another rank, or labels that do not match them.
     """
     x = as_tensor(inputs)
-    if x.ndim not in INPUT_KINDS:
+    if x.ndim - 1 not in INPUT_KINDS:
         raise DeepFaultError("regression fuzzing mutates images (N, C, H, W), sequences (N, C, L) or vectors "
                              f"(N, F); got inputs of shape {tuple(x.shape)}")
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels).astype(np.int64)

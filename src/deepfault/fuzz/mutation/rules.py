@@ -78,12 +78,13 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ...core.kinds import INPUT_KINDS, input_kind
 from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
 
@@ -103,12 +104,11 @@ __all__ = [
     "TRANSLATION_SHIFTS",
     "MutationRule",
     "apply_rule",
-    "INPUT_KINDS",
     "get_rule",
-    "input_kind",
     "list_rules",
     "neutral_params",
     "register_rule",
+    "rule_kind",
     "salt_pepper_count",
 ]
 
@@ -120,9 +120,6 @@ AFFINE = "affine"
 PIXEL = "pixel"
 _FAMILIES = (AFFINE, PIXEL)
 
-#: The kinds of input a rule can take, by the input's rank: images ``(N, C, H, W)``, sequences
-#: ``(N, C, L)`` and vectors ``(N, F)`` (:func:`input_kind`).
-INPUT_KINDS = {4: "image", 3: "sequence", 2: "vector"}
 
 #: Translation shifts, each of ``dx`` and ``dy`` uniform over these.
 TRANSLATION_SHIFTS = tuple(range(-3, 3))
@@ -164,8 +161,8 @@ class MutationRule:
         fn: ``fn(x, *, generator=None, bounds, params=None) -> (x_new, params)``.
         neutral: The parameters under which the rule is the identity (one value per key),
             or ``None`` when it has none.
-        inputs: The kinds of input it takes (:data:`INPUT_KINDS`: ``"image"``, ``"sequence"``,
-            ``"vector"``).
+        inputs: The kinds of input it takes (:data:`~deepfault.core.kinds.INPUT_KINDS`:
+            ``"image"``, ``"sequence"``, ``"vector"``).
     """
 
     name: str
@@ -200,7 +197,8 @@ def register_rule(
             positions), ``"pixel"`` for a change of values.
         neutral: Parameter values (one per key) that make the rule the identity.
         inputs: The kind(s) of input the rule takes: ``"image"`` (the default), ``"sequence"``,
-            ``"vector"`` (:data:`INPUT_KINDS`); a campaign uses the rules of its inputs' kind.
+            ``"vector"`` (:data:`~deepfault.core.kinds.INPUT_KINDS`); a campaign uses the rules of
+            its inputs' kind.
 
     Raises:
         DeepFaultError: ``family`` is not one of the two, or an unknown input kind.
@@ -247,18 +245,18 @@ def list_rules(family: str | None = None, *, inputs: str | None = "image") -> li
             and (inputs is None or inputs in _RULES.get(name).inputs)]
 
 
-def input_kind(x) -> str:
-    """``"image"``, ``"sequence"`` or ``"vector"``: the kind of a batch ``x`` (or of a rank).
+def rule_kind(input_shape: Sequence[int]) -> str:
+    """``"image"``, ``"sequence"`` or ``"vector"``: the rules that mutate inputs of one input's
+    shape ``input_shape`` (:func:`~deepfault.core.kinds.input_kind`'s convention: no batch axis).
 
     Raises:
-        DeepFaultError: A rank other than 2, 3 or 4.
+        DeepFaultError: A shape of another rank: no rule mutates it.
     """
-    rank = x if isinstance(x, int) else len(x.shape)
-    if rank not in INPUT_KINDS:
+    if len(tuple(input_shape)) not in INPUT_KINDS:
         raise DeepFaultError(
             "regression fuzzing mutates images (N, C, H, W), sequences (N, C, L) or vectors (N, F); "
-            f"got a batch of rank {rank}" + (f", shape {tuple(x.shape)}" if not isinstance(x, int) else ""))
-    return INPUT_KINDS[rank]
+            f"got a batch of rank {1 + len(tuple(input_shape))}")
+    return input_kind(input_shape)
 
 
 def apply_rule(
