@@ -109,7 +109,7 @@ class PresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_count_text
+        from ..checks import MAX_INPUTS, MAX_REPEAT, MAX_SEED, check_count_text
         from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
@@ -136,7 +136,7 @@ class PresetConfig:
             elif key == "budget":
                 out[key] = value  # parsed by __post_init__, whose message names the accepted forms
             elif key == "max_seeds":
-                out[key] = check_count_text("preset option max-seeds", value, maximum=MAX_BATCH)
+                out[key] = check_count_text("preset option max-seeds", value, maximum=MAX_INPUTS)
             elif key in ("fidelity", "shared_fidelity"):
                 out[key] = value
         return replace(self, **out)

@@ -55,8 +55,9 @@ log = logging.getLogger(__name__)
 #: else ONNX Runtime), ``torch`` (onnx2torch: a white box) or ``onnxruntime`` (a black box).
 RUNTIMES = ("auto", "torch", "onnxruntime")
 
-#: Inputs per runtime call when the file allows any batch size.
-MAX_BATCH = 4096
+#: Inputs per runtime call when the file allows any batch size (a black-box runtime's batch
+#: cap; not the bound of the batch-size options, :data:`deepfault.checks.MAX_INPUTS`).
+MAX_RUNTIME_BATCH = 4096
 
 #: ONNX operators whose result for one input depends on the other inputs of the batch
 #: (dynamic quantisation's scale is the min/max over the whole tensor): such a graph runs one
@@ -99,7 +100,7 @@ class BlackBoxModel(nn.Module):
 
     def __init__(self, predict: Callable[[np.ndarray], np.ndarray], *, runtime: str, digest: bytes,
                  source: str, input: _IO | None = None, output: _IO | None = None,
-                 max_batch: int = MAX_BATCH):
+                 max_batch: int = MAX_RUNTIME_BATCH):
         super().__init__()
         self.predict_fn = predict
         self.runtime, self.source = runtime, source
@@ -274,7 +275,7 @@ def open_onnxruntime(path: str | os.PathLike) -> ModelFile:
     # input's scores would depend on the other inputs of its batch. Run one at a time, as deployed.
     per_input = any(op in ops for op in BATCH_COUPLED_OPS)
     model = BlackBoxModel(predict, runtime="onnxruntime", digest=_file_digest(path), source=str(path),
-                          input=inp, output=out, max_batch=1 if per_input else MAX_BATCH)
+                          input=inp, output=out, max_batch=1 if per_input else MAX_RUNTIME_BATCH)
     return ModelFile(model=model, arch="onnxruntime",
                      output_kind="probabilities" if last == "Softmax" else "logits",
                      meta={"input_shape": list(shape) if shape else None, "source": str(path),
@@ -431,7 +432,7 @@ def _resizable(interpreter_cls, path: Path, detail: dict, fixed: int) -> bool:
 
 def black_box(predict: Callable[[np.ndarray], Any], *, output_kind: str = "logits",
               input_shape: tuple[int, ...] | None = None, name: str | None = None, key: str = "",
-              max_batch: int = MAX_BATCH) -> ModelFile:
+              max_batch: int = MAX_RUNTIME_BATCH) -> ModelFile:
     """Any Python callable from a batch of inputs to class scores, as a black-box :class:`ModelFile`.
 
     Args:

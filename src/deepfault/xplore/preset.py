@@ -108,15 +108,15 @@ class XplorePresetConfig:
             DeepFaultError: A value of the wrong kind.
         """
         from ..checks import (
-            MAX_BATCH,
             MAX_GRADIENT_ITERATIONS,
+            MAX_INPUTS,
             MAX_REPEAT,
             check_count_text,
             check_memory,
         )
         from ..errors import DeepFaultError
 
-        limits = {"seeds": MAX_BATCH, "repeats": MAX_REPEAT, "iterations": MAX_GRADIENT_ITERATIONS}
+        limits = {"seeds": MAX_INPUTS, "repeats": MAX_REPEAT, "iterations": MAX_GRADIENT_ITERATIONS}
         counts: dict[str, int] = {}
         settings, weights_dir = self.settings, self.weights_dir
         for key, value in options.items():
