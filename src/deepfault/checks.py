@@ -17,10 +17,10 @@ import numbers
 import os
 import stat
 import tempfile
-import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ._deprecation import moved_names
 from .errors import DeepFaultError
 
 __all__ = [
@@ -70,13 +70,8 @@ MAX_THREADS = 1024
 MAX_WORKERS = 1024
 
 
-def __getattr__(name: str):
-    """``MAX_BATCH``, the old name of :data:`MAX_INPUTS`, with a deprecation warning."""
-    if name == "MAX_BATCH":
-        warnings.warn("deepfault.checks.MAX_BATCH is deprecated; use MAX_INPUTS (the same bound)",
-                      DeprecationWarning, stacklevel=2)
-        return MAX_INPUTS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``MAX_BATCH``, the old name of :data:`MAX_INPUTS`, answers with a deprecation warning.
+__getattr__ = moved_names(__name__, {"MAX_BATCH": "deepfault.checks:MAX_INPUTS"})
 
 
 def error(param: str, expected: str, received: object, fix: str = "") -> DeepFaultError:
