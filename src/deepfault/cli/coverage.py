@@ -45,13 +45,13 @@ from ._common import (
     batch_choice,
     declared,
     device_from,
-    load_inputs,
     names,
     non_negative_number,
     number,
     output_path,
     positive_int,
     positive_number,
+    prepare_from_args,
     table,
     write_run_report,
 )
@@ -244,9 +244,9 @@ def _load(args):
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    prep = load_inputs(args)
+    prep = prepare_from_args(args)
     data = prep.data
-    assert data is not None  # load_inputs prepares the model on its data set
+    assert data is not None  # prepare_from_args prepares the model on its data set
     if split in ("test", "train"):
         x, y = (data.x_test, data.y_test) if split == "test" else (data.x_train, data.y_train)
         return prep, x, y, f"{data.name} {split}", data

@@ -42,8 +42,8 @@ from ._common import (
     number,
     output_path,
     positive_int,
-    resolve_threads,
     sibling,
+    thread_count,
     write_run_report,
 )
 
@@ -298,7 +298,7 @@ def _cmd_xplore(args) -> int:
     for p in prepared:
         p.to(device)
     check_finite_outputs([p.module for p in prepared], data.x_test, names=labels)  # NaN weights, 10 vs 5
-    threads = resolve_threads(args.threads, [p.module for p in prepared], device)
+    threads = thread_count(args.threads, [p.module for p in prepared], device)
     fits, no_fit = _surprise_states(args, prepared, data, threads)
     chunk = _batch_line(prepared, data, config, args.chunk_size)
     with warnings.catch_warnings():

@@ -46,9 +46,9 @@ from ..core.capture import NeuronLayout, check_transform
 from ..core.entry import applies_threads
 from ..errors import DeepFaultError
 
-__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
+__all__ = ["PROFILE_FORMAT", "Profile", "ProfileAccumulator", "compute_profile", "load_profile", "model_hash"]
 
-FORMAT = "deepfault-profile/1"
+PROFILE_FORMAT = "deepfault-profile/1"
 
 
 def _module(model: nn.Module | PreparedModel) -> nn.Module:
@@ -179,7 +179,7 @@ class Profile:
     def to_dict(self) -> dict:
         """A summary (no per-neuron arrays) for result files."""
         return {
-            "format": FORMAT,
+            "format": PROFILE_FORMAT,
             "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
             "transform": self.transform,
             "model_sha256": self.model_hash,
@@ -206,7 +206,7 @@ class Profile:
         """Write the profile as an ``.npz`` file, atomically; returns the path."""
         selection = self.selection
         arrays = {
-            "format": np.array(FORMAT),
+            "format": np.array(PROFILE_FORMAT),
             "layers": np.array(self.layers, dtype=str),
             "sizes": np.array(self.sizes, dtype=np.int64),
             "transform": np.array(self.transform),
@@ -248,7 +248,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
         DeepFaultError: The file is missing, not an ``.npz`` file, or not a deepfault profile.
     """
     fix = "compute one with 'deepfault coverage profile'"
-    return read_state(path, fmt=FORMAT, what="profile", missing=fix, unreadable=fix, marker="",
+    return read_state(path, fmt=PROFILE_FORMAT, what="profile", missing=fix, unreadable=fix, marker="",
                       damaged="compute it again with 'deepfault coverage profile'", build=_profile_from)
 
 

@@ -82,11 +82,11 @@ from .profile import (
     selection_from,
 )
 
-__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
+__all__ = ["BLOCK_ELEMENTS", "SURPRISE_FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
            "parse_kinds", "save_surprise", "surprise_coverage",
            "surprise_scores", "SurpriseScores"]
 
-FORMAT = "deepfault-surprise/1"
+SURPRISE_FORMAT = "deepfault-surprise/1"
 
 #: The surprise adequacies, in the order they are listed.
 SURPRISE_KINDS = ("lsa", "dsa", "mdsa")
@@ -212,7 +212,7 @@ class Surprise:
     def to_dict(self) -> dict:
         """A summary (no per-input arrays) for result files."""
         return {
-            "format": FORMAT,
+            "format": SURPRISE_FORMAT,
             "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
             "transform": self.transform, "model_sha256": self.model_hash, "count": self.num_inputs,
             "num_classes": self.num_classes, "grouping": self.grouping,
@@ -727,7 +727,7 @@ def save_surprise(surprise: Surprise, path: str | os.PathLike) -> Path:
     """Write ``surprise`` as an ``.npz`` file (no pickle), atomically; returns the path."""
     sel = surprise.selection
     arrays = {
-        "format": np.array(FORMAT),
+        "format": np.array(SURPRISE_FORMAT),
         "layers": np.array(surprise.layers, dtype=str),
         "sizes": np.array(surprise.sizes, dtype=np.int64),
         "transform": np.array(surprise.transform),
@@ -750,7 +750,8 @@ def load_surprise(path: str | os.PathLike) -> Surprise:
         DeepFaultError: The file is missing, unreadable, not a surprise state, or damaged.
     """
     fix = "fit one with 'deepfault coverage surprise'"
-    return read_state(path, fmt=FORMAT, what="surprise state", missing=fix, unreadable=fix, marker=f"; {fix}",
+    return read_state(path, fmt=SURPRISE_FORMAT, what="surprise state", missing=fix, unreadable=fix,
+                      marker=f"; {fix}",
                       damaged=fix, build=_surprise_from)
 
 

@@ -33,11 +33,11 @@ from pathlib import Path
 from ..experiment.method import Method
 from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.budget import Budget, parse_budget
-from .campaign.checkpoint import METHOD as _NAME
+from .campaign.checkpoint import DRFUZZ_METHOD as _NAME
 from .campaign.metrics import FaultTable, Metrics, compute_metrics
 from .campaign.oracle import Bucket, classify
 from .campaign.strategies import STRATEGIES, Strategy, get_strategy, list_strategies
-from .preset import PRESETS
+from .preset import DRFUZZ_PRESETS
 from .regress import RegressOutcome, regress
 
 __all__ = [
@@ -74,5 +74,6 @@ def _report(store_path: Path, experiment: dict, out: Path):
 METHOD = Method(
     name=_NAME, title="DRFuzz",
     description="regression faults of a model's new version, by fuzzing both versions (and DeepHunter)",
-    presets=PRESETS, result_type=CampaignResult, report=_report, commands=("gan", "scenario", "regress"),
+    presets=DRFUZZ_PRESETS, result_type=CampaignResult, report=_report,
+    commands=("gan", "scenario", "regress"),
 )

@@ -44,7 +44,7 @@ from ..models import ModelFile, open_model
 from ..models.blackbox import outputs_only
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
-from .campaign.checkpoint import METHOD
+from .campaign.checkpoint import DRFUZZ_METHOD
 from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
 from .campaign.seeds import test_inputs
@@ -324,10 +324,10 @@ def regress(
     if store is not None:
         with ResultStore(store) as opened, opened.writer():
             if fresh:
-                opened.delete_cells(experiment, METHOD, cell)
+                opened.delete_cells(experiment, DRFUZZ_METHOD, cell)
             result = _run(model1, model2, data, config, opened, experiment, cell, progress)
             # the report names the models by their files (the experiment key holds their weights)
-            opened.put(experiment, METHOD, "models", {"m1": names[0], "m2": names[1]}, replace=True)
+            opened.put(experiment, DRFUZZ_METHOD, "models", {"m1": names[0], "m2": names[1]}, replace=True)
     else:
         result = _run(model1, model2, data, config, None, experiment, cell, progress)
     rf = result.faults.kind == 0

@@ -41,7 +41,7 @@ from torch import nn
 from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 from ._api import build_model, canonical_arch, importable, list_architectures
-from .io import FORMAT, ModelFile, load_model
+from .io import MODEL_FILE_FORMAT, ModelFile, load_model
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ def _open_torch(path, *, weights, arch, arch_kwargs, trust_pickle):
             f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated: "
             f"{type(err).__name__}); supported: {supported_formats()}"
         ) from err
-    if isinstance(payload, dict) and payload.get("format") == FORMAT:
+    if isinstance(payload, dict) and payload.get("format") == MODEL_FILE_FORMAT:
         return load_model(path, arch=arch, arch_kwargs=arch_kwargs)
     if isinstance(payload, dict) and payload and all(
         isinstance(v, torch.Tensor) for v in payload.values()

@@ -14,10 +14,10 @@ from ..experiment.method import Method
 from .config import BASELINES, TIE_POLICIES, RepairConfig
 from .inputs import InputFile, read_inputs
 from .labels import Labelled, label_inputs, majority_vote
-from .preset import METHOD as _NAME
-from .preset import PRESETS
+from .preset import REPAIR_METHOD as _NAME
+from .preset import REPAIR_PRESETS
 from .protocol import evaluate_model, repair, save_repaired
-from .results import ApproachResult, Evaluation, FileSummary, RepairResult
+from .results import ApproachResult, FileSummary, RepairEvaluation, RepairResult
 
 __all__ = [
     "METHOD",
@@ -33,7 +33,7 @@ __all__ = [
     "evaluate_model",
     "save_repaired",
     "ApproachResult",
-    "Evaluation",
+    "RepairEvaluation",
     "FileSummary",
     "RepairResult",
 ]
@@ -50,5 +50,5 @@ def _report(store_path: Path, experiment: dict, out: Path):
 METHOD = Method(
     name=_NAME, title="Repair",
     description="fine-tuning on the failing inputs found, against random and adversarial inputs",
-    presets=PRESETS, result_type=RepairResult, report=_report, commands=("repair",),
+    presets=REPAIR_PRESETS, result_type=RepairResult, report=_report, commands=("repair",),
 )

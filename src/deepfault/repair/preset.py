@@ -28,10 +28,11 @@ import torch
 
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..fuzz.campaign.budget import Budget, parse_budget
+from ..xplore.preset import ARCHS
 from .config import RepairConfig
 
 __all__ = [
-    "METHOD",
+    "REPAIR_METHOD",
     "DEEPXPLORE_PRESET",
     "DRFUZZ_PRESET",
     "DeepXploreRepairConfig",
@@ -40,15 +41,14 @@ __all__ = [
     "run_drfuzz_preset",
     "RepairDeepXploreMnist",
     "RepairDRFuzzMnist",
-    "PRESETS",
+    "REPAIR_PRESETS",
 ]
 
 log = logging.getLogger(__name__)
 
-METHOD = "repair"
+REPAIR_METHOD = "repair"
 DEEPXPLORE_PRESET = "repair-deepxplore-mnist"
 DRFUZZ_PRESET = "repair-drfuzz-mnist"
-ARCHS = ("lenet1", "lenet4", "lenet5")
 
 
 def _as_dict(obj) -> dict:
@@ -222,7 +222,7 @@ def _stored(context, experiment: str, cell: str) -> dict:
     """The arrays of a cell an earlier stage of the plan stored (an error when it is missing)."""
     from ..errors import DeepFaultError
 
-    record = None if context.store is None else context.store.get(experiment, METHOD, cell)
+    record = None if context.store is None else context.store.get(experiment, REPAIR_METHOD, cell)
     if record is None:
         raise DeepFaultError(f"cell {cell!r} of experiment {experiment} is not in the store; rerun the "
                              "preset")
@@ -245,7 +245,7 @@ def _xplore_file(arrays: dict, names, repeat: int):
 
 def _job(job: dict) -> JobOutput:
     """One job of either repair preset: a search, a campaign or a repair, by ``job["kind"]``."""
-    run = {"search": search_job, "campaign": campaign_job, "repair": repair_job}[job["kind"]]
+    run = {"search": search_job, "campaign": drfuzz_job, "repair": repair_job}[job["kind"]]
     data, arrays = run(job)
     return JobOutput([CellOutput(job["cell"], data, arrays)])
 
@@ -261,7 +261,7 @@ class RepairDeepXploreMnist(ExperimentPreset):
     """
 
     name = DEEPXPLORE_PRESET
-    method = METHOD
+    method = REPAIR_METHOD
     description = (
         "DeepXplore Figure 10: LeNet-1/4/5 fine-tuned on difference-inducing inputs against "
         "random test and FGSM inputs, over repeats"
@@ -402,7 +402,7 @@ def run_deepxplore_preset(
 
 
 @_one_thread
-def campaign_job(job: dict) -> tuple[dict, dict]:
+def drfuzz_job(job: dict) -> tuple[dict, dict]:
     """One fuzzing campaign on M2 (a cell ``SCENARIO/faults/STRATEGY/seedS``); its faults."""
     from ..fuzz.campaign import CampaignConfig, run_campaign
     from ..fuzz.regress import cached_profile, load_pair
@@ -494,7 +494,7 @@ class RepairDRFuzzMnist(ExperimentPreset):
     """
 
     name = DRFUZZ_PRESET
-    method = METHOD
+    method = REPAIR_METHOD
     description = (
         "DRFuzz RQ3: M2 fine-tuned on DRFuzz's or DeepHunter's regression faults, tested on "
         "each one's held-out faults"
@@ -642,4 +642,4 @@ def run_drfuzz_preset(
 
 
 #: The presets of this method.
-PRESETS = (RepairDeepXploreMnist(), RepairDRFuzzMnist())
+REPAIR_PRESETS = (RepairDeepXploreMnist(), RepairDRFuzzMnist())

@@ -12,11 +12,12 @@ from torch import nn
 from ..core.summary import Summarised
 from .config import RepairConfig
 
-__all__ = ["Evaluation", "FileSummary", "ApproachResult", "RepairResult", "Verdict", "repair_verdict"]
+__all__ = ["RepairEvaluation", "FileSummary", "ApproachResult", "RepairResult", "RepairVerdict",
+           "repair_verdict"]
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class RepairEvaluation:
     """One model's accuracies.
 
     Attributes:
@@ -83,7 +84,7 @@ class ApproachResult:
     Attributes:
         name: ``found`` (the input files) or a baseline (:data:`~.config.BASELINES`).
         inputs: Augmentation inputs (the mixed-in training inputs not counted).
-        after: The fine-tuned model's :class:`Evaluation`.
+        after: The fine-tuned model's :class:`RepairEvaluation`.
         test_change: Change of test accuracy in percentage points (after - before).
         flagged: The change is a loss of more than ``config.max_drop`` points.
         train_loss: Mean loss of the last epoch.
@@ -94,7 +95,7 @@ class ApproachResult:
 
     name: str
     inputs: int
-    after: Evaluation
+    after: RepairEvaluation
     test_change: float
     flagged: bool
     train_loss: float
@@ -121,7 +122,7 @@ class ApproachResult:
         }
 
 
-def _mean_held(e: Evaluation) -> float | None:
+def _mean_held(e: RepairEvaluation) -> float | None:
     values = [v for v in e.held_out.values() if v is not None]
     return sum(values) / len(values) if values else None
 
@@ -139,7 +140,7 @@ class RepairResult(Summarised):
         model_name: How the model is named (file name or architecture).
         dataset: The data set's name.
         files: One :class:`FileSummary` per input file.
-        before: The model's :class:`Evaluation` before any fine-tuning.
+        before: The model's :class:`RepairEvaluation` before any fine-tuning.
         approaches: ``found`` first, then the baselines.
         mixed: Training inputs mixed into every fine-tuning.
         clean_test: Test inputs in ``clean_test_accuracy``.
@@ -155,7 +156,7 @@ class RepairResult(Summarised):
     model_name: str
     dataset: str
     files: tuple[FileSummary, ...]
-    before: Evaluation
+    before: RepairEvaluation
     approaches: tuple[ApproachResult, ...]
     mixed: int
     clean_test: int
@@ -176,7 +177,7 @@ class RepairResult(Summarised):
                 return a
         raise KeyError(f"no approach {name!r}; ran: {', '.join(a.name for a in self.approaches)}")
 
-    def verdict(self) -> Verdict:
+    def verdict(self) -> RepairVerdict:
         """Which fine-tuning fixed the most held-out faults within the accuracy budget
         (:func:`repair_verdict`).
         """
@@ -227,7 +228,7 @@ class RepairResult(Summarised):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RepairVerdict:
     """The answer of a repair: which fine-tuning to keep, if any.
 
     Attributes:
@@ -267,7 +268,7 @@ def _saved_text(saved_to: str | None, best: str | None) -> str:
             f"{best}'s.")
 
 
-def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | None = None) -> Verdict:
+def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | None = None) -> RepairVerdict:
     """Which fine-tuning fixed the most held-out faults within the accuracy budget.
 
     An approach is within the budget when it is not flagged (it lost at most ``max_drop``
@@ -283,14 +284,14 @@ def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | 
         saved_to: Where the model fine-tuned on the found inputs was written (``None``: nowhere).
 
     Returns:
-        A :class:`Verdict`.
+        A :class:`RepairVerdict`.
     """
     budget = f"the {max_drop:g}-point accuracy budget"
     within = [a for a in approaches if not a.flagged and a.net_fixed > 0]
     if faults == 0:
         text = ("no verdict: no held-out input was wrong before fine-tuning, so there was no held-out fault "
                 "to fix (hold out more with --holdout, or give files of inputs the model fails on).")
-        return Verdict(None, 0, 0, saved_to, f"{text} {_saved_text(saved_to, None)}")
+        return RepairVerdict(None, 0, 0, saved_to, f"{text} {_saved_text(saved_to, None)}")
     if not within:
         why = []
         for a in approaches:
@@ -302,7 +303,7 @@ def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | 
                 why.append(f"{a.name} fixed {_fixed_text(a) if a.fixed else 'none'}")
         text = (f"no fine-tuning fixed a held-out fault within {budget} ({faults} held-out faults): "
                 f"{'; '.join(why)}.")
-        return Verdict(None, 0, faults, saved_to, f"{text} {_saved_text(saved_to, None)}")
+        return RepairVerdict(None, 0, faults, saved_to, f"{text} {_saved_text(saved_to, None)}")
     order = {id(a): i for i, a in enumerate(approaches)}
     best = max(within, key=lambda a: (a.net_fixed, a.test_change, -order[id(a)]))
     rest = "; ".join(f"{a.name} {_fixed_text(a)}"
@@ -312,4 +313,5 @@ def repair_verdict(approaches, *, faults: int, max_drop: float, saved_to: str | 
     text = (f"fine-tuning on {what} fixed the most held-out faults within {budget}: {_fixed_text(best)} of "
             f"{faults}, at {best.test_change:+.2f} points of clean test accuracy"
             + (f" (others: {rest})." if rest else "."))
-    return Verdict(best.name, best.net_fixed, faults, saved_to, f"{text} {_saved_text(saved_to, best.name)}")
+    return RepairVerdict(best.name, best.net_fixed, faults, saved_to,
+                         f"{text} {_saved_text(saved_to, best.name)}")

@@ -16,8 +16,8 @@ from ..experiment.method import Method
 from .config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, XploreConfig
 from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constraint
 from .features import InputBounds, fixed_mask, observed_bounds
-from .preset import METHOD as _NAME
-from .preset import PRESETS
+from .preset import DEEPXPLORE_METHOD as _NAME
+from .preset import DEEPXPLORE_PRESETS
 from .results import FoundInputs, TargetSummary, TracePoint, XploreResult, load_inputs, replay, save_inputs
 from .search import search, select_seeds, xplore
 
@@ -58,5 +58,5 @@ def _report(store_path: Path, experiment: dict, out: Path):
 METHOD = Method(
     name=_NAME, title="DeepXplore",
     description="inputs on which several models disagree, found by joint gradient ascent",
-    presets=PRESETS, result_type=XploreResult, report=_report, commands=("xplore",),
+    presets=DEEPXPLORE_PRESETS, result_type=XploreResult, report=_report, commands=("xplore",),
 )

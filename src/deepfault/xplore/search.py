@@ -49,6 +49,7 @@ from .. import checks
 from ..checks import check_int
 from ..core.capture import NeuronLayout, as_tensor, capture, check_finite, eval_mode, forward, model_device
 from ..core.entry import renamed
+from ..core.gradients import RMS_EPS, normalize
 from ..core.mapped import release
 from ..core.memory import resolve_batch_size
 from ..core.threads import SMALL_MODEL_PARAMETERS, auto_threads  # noqa: F401 - re-exported (the search's "auto")
@@ -77,9 +78,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Added to the gradient's root mean square before dividing (DeepXplore's code).
-RMS_EPS = 1e-5
 
 #: Inputs per forward/backward pass on the CPU: 256 LeNet inputs keep a pass's tensors in
 #: cache, about 1.7x faster than one pass over 2,000 (benchmarks/bench_xplore.py).
@@ -166,12 +164,6 @@ def choose_neurons(covered: torch.Tensor, u: np.ndarray) -> np.ndarray:
         candidates = np.arange(len(covered))
     pick = np.minimum((u * len(candidates)).astype(np.int64), len(candidates) - 1)
     return candidates[pick]
-
-
-def normalize(grads: torch.Tensor) -> torch.Tensor:
-    """``g / (sqrt(mean(g ** 2)) + 1e-5)`` for each input of a ``(B, *input)`` batch."""
-    rms = grads.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS)
-    return grads / rms.view(-1, *([1] * (grads.ndim - 1)))
 
 
 def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Sequence[str]) -> int:
@@ -559,7 +551,7 @@ def search(
     Returns:
         The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of
         what was found (:class:`~deepfault.xplore.results.Realism`: SSIM to the seed and the
-        share below :data:`~deepfault.xplore.results.SSIM_THRESHOLD`, distances). A
+        share below :data:`~deepfault.xplore.results.VISIBLE_CHANGE_SSIM`, distances). A
         ``UserWarning`` says when most found inputs are far from their seeds or saturate,
         naming the options that avoid it.
 

@@ -66,7 +66,7 @@ from .late import Deferred, LateChecks
 from .memory import DEFAULT_QUEUE_MEMORY, format_size, image_bytes, queue_slots, torch_dtype
 from .metrics import FaultTable, compute_metrics
 from .result import CampaignResult, examples
-from .seeds import SEED_BATCH, evaluate_seeds, select_seeds, test_inputs
+from .seeds import SEED_BATCH, evaluate_seeds, select_roots, test_inputs
 from .step import run_step
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class Campaign:
                 self.late = LateChecks(own_late, shared_late)
                 if self.late.own is not None:
                     self.check = Deferred(self.late.own)
-            self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)
+            self.seeds = seeds = select_roots(evaluation, self.strategy, self.device)
             # the roots' images are read from the test inputs when needed, never copied whole
             # (the queue holds the one copy of the seeds: docs/drfuzz.md, "Queue memory")
             roots = len(seeds.index)

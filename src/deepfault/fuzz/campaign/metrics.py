@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import DeepFaultError
+from ..fidelity.checks import SSIM_THRESHOLD as REALISTIC_SSIM  # a fault in ``urf_ssim`` needs it
 
 if TYPE_CHECKING:
     from .result import CampaignResult
@@ -54,8 +55,6 @@ _COLUMNS = {
     "rule": np.int16,  # the mutation rule that made it (index into the campaign's rules; -1: none)
 }
 
-#: The SSIM a fault needs to count in ``urf_ssim`` (DRFuzz's fidelity threshold).
-REALISTIC_SSIM = 0.99
 
 
 @dataclass(frozen=True)

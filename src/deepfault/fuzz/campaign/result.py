@@ -10,7 +10,7 @@ import torch
 
 from .config import CampaignConfig
 from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
-from .verdict import Verdict, discovery_verdict
+from .verdict import DiscoveryVerdict, discovery_verdict
 
 __all__ = ["EXAMPLES", "FAULT_FILE_FIELDS", "STOP_REASONS", "CampaignResult", "examples", "result_from_dict"]
 
@@ -129,7 +129,7 @@ class CampaignResult:
             "verdict": self.verdict().to_dict(),
         }
 
-    def verdict(self) -> Verdict:
+    def verdict(self) -> DiscoveryVerdict:
         """Was the run long enough? #URF, its rate over the last fifth of the budget against the
         first, levelled off or still climbing (:mod:`.verdict`).
         """

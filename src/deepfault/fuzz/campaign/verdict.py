@@ -31,7 +31,7 @@ import numpy as np
 from ...errors import DeepFaultError
 from .metrics import FAULT_KINDS, FaultTable
 
-__all__ = ["LEVELLED_FRACTION", "VERDICTS", "Verdict", "discovery_verdict", "first_discoveries"]
+__all__ = ["LEVELLED_FRACTION", "VERDICTS", "DiscoveryVerdict", "discovery_verdict", "first_discoveries"]
 
 #: The count has levelled off when last-fifth new #URF <= this fraction of the first fifth's.
 LEVELLED_FRACTION = 0.1
@@ -40,7 +40,7 @@ VERDICTS = ("levelled", "climbing", "none", "exhausted")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class DiscoveryVerdict:
     """The verdict on one campaign's discovery curve (module docstring).
 
     Attributes:
@@ -116,7 +116,8 @@ def first_discoveries(faults: FaultTable, axis: str) -> np.ndarray:
     return np.sort(np.asarray(list(first.values()), dtype=np.float64))
 
 
-def discovery_verdict(faults: FaultTable, *, axis: str, span: float, stop_reason: str = "budget") -> Verdict:
+def discovery_verdict(faults: FaultTable, *, axis: str, span: float,
+                      stop_reason: str = "budget") -> DiscoveryVerdict:
     """The verdict on a campaign's discovery curve (module docstring).
 
     Args:
@@ -126,7 +127,7 @@ def discovery_verdict(faults: FaultTable, *, axis: str, span: float, stop_reason
         stop_reason: Why it stopped (``exhausted``: its queue ran dry).
 
     Returns:
-        A :class:`Verdict`.
+        A :class:`DiscoveryVerdict`.
     """
     times = first_discoveries(faults, axis)
     span = float(span)
@@ -147,5 +148,5 @@ def discovery_verdict(faults: FaultTable, *, axis: str, span: float, stop_reason
         status = "levelled"
     else:
         status = "climbing"
-    return Verdict(urf=len(times), initial=initial, axis=axis, span=span, first=first, last=last,
+    return DiscoveryVerdict(urf=len(times), initial=initial, axis=axis, span=span, first=first, last=last,
                    first_rate=first * per, last_rate=last * per, status=status)
