@@ -98,6 +98,34 @@ def selection_arrays(selection: str | tuple[str, ...] | None) -> dict[str, np.nd
     }
 
 
+def state_summary(state, fmt: str, count: int, **extra) -> dict:
+    """A fitted state's summary for result files (a :class:`Profile`, a surprise state): its
+    format, layers, transform, model and ``count``, then ``extra``, then the layer selection.
+    """
+    selection = state.selection
+    return {
+        "format": fmt,
+        "layers": [{"name": n, "size": s} for n, s in zip(state.layers, state.sizes, strict=True)],
+        "transform": state.transform, "model_sha256": state.model_hash, "count": count, **extra,
+        "selection": list(selection) if isinstance(selection, tuple) else selection,
+    }
+
+
+def write_state(state, path: str | os.PathLike, fmt: str, **arrays: np.ndarray) -> Path:
+    """Write a fitted state as an ``.npz`` file, atomically (what :func:`read_state` reads): its
+    format, layers, sizes, transform and model, then ``arrays``, then the layer selection.
+    """
+    return write_npz(path, {
+        "format": np.array(fmt),
+        "layers": np.array(state.layers, dtype=str),
+        "sizes": np.array(state.sizes, dtype=np.int64),
+        "transform": np.array(state.transform),
+        "model_hash": np.array(state.model_hash),
+        **arrays,
+        **selection_arrays(state.selection),
+    })
+
+
 def selection_from(a: dict) -> str | tuple[str, ...] | None:
     """The inverse of :func:`selection_arrays`, checked."""
     kind = str(_field(a, "selection_kind", 0, "U"))
@@ -107,8 +135,23 @@ def selection_from(a: dict) -> str | tuple[str, ...] | None:
     return None if kind == "none" else names[0] if kind == "name" else names
 
 
+class _FittedOnLayers:
+    """What a state fitted on a model's layers knows of them (a :class:`Profile`, a surprise state)."""
+
+    layers: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    @property
+    def layout(self) -> NeuronLayout:
+        return NeuronLayout.from_sizes(self.layers, self.sizes)
+
+    @property
+    def num_neurons(self) -> int:
+        return int(sum(self.sizes))
+
+
 @dataclass(frozen=True, eq=False)
-class Profile:
+class Profile(_FittedOnLayers):
     """Each neuron's statistics on the training data.
 
     Attributes:
@@ -133,14 +176,6 @@ class Profile:
     mean: np.ndarray
     std: np.ndarray
     selection: str | tuple[str, ...] | None = None
-
-    @property
-    def layout(self) -> NeuronLayout:
-        return NeuronLayout.from_sizes(self.layers, self.sizes)
-
-    @property
-    def num_neurons(self) -> int:
-        return int(sum(self.sizes))
 
     def same_as(self, other: Profile) -> bool:
         """Whether ``other`` holds the same statistics for the same model and layers."""
@@ -178,14 +213,7 @@ class Profile:
 
     def to_dict(self) -> dict:
         """A summary (no per-neuron arrays) for result files."""
-        return {
-            "format": PROFILE_FORMAT,
-            "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
-            "transform": self.transform,
-            "model_sha256": self.model_hash,
-            "count": self.count,
-            "selection": list(self.selection) if isinstance(self.selection, tuple) else self.selection,
-        }
+        return state_summary(self, PROFILE_FORMAT, self.count)
 
     def layer_summary(self) -> list[dict]:
         """Per layer: units, the smallest ``low``, the largest ``high``, the mean of the means and
@@ -204,18 +232,8 @@ class Profile:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the profile as an ``.npz`` file, atomically; returns the path."""
-        selection = self.selection
-        arrays = {
-            "format": np.array(PROFILE_FORMAT),
-            "layers": np.array(self.layers, dtype=str),
-            "sizes": np.array(self.sizes, dtype=np.int64),
-            "transform": np.array(self.transform),
-            "model_hash": np.array(self.model_hash),
-            "count": np.array(self.count, dtype=np.int64),
-            "low": self.low, "high": self.high, "mean": self.mean, "std": self.std,
-            **selection_arrays(selection),
-        }
-        return write_npz(path, arrays)
+        return write_state(self, path, PROFILE_FORMAT, count=np.array(self.count, dtype=np.int64),
+                           low=self.low, high=self.high, mean=self.mean, std=self.std)
 
 
 def read_state(path: str | os.PathLike, *, fmt: str, what: str, missing: str, unreadable: str,
@@ -394,10 +412,8 @@ def compute_profile(
         batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
             :func:`~deepfault.core.memory.choose_batch_size`); the result does not depend on it.
         progress: Show a progress bar over the inputs.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"``, a count or
+            ``None`` (the rule of :func:`~deepfault.core.entry.applies_threads`).
 
     Returns:
         A :class:`Profile`; memory used does not grow with ``N`` beyond the inputs themselves.

@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
     from ..models.prepare import PreparedModel
 
-from .._io import write_npz
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
 from ..core.entry import applies_threads
@@ -73,13 +72,15 @@ from ..core.registry import suggestion
 from ..errors import DeepFaultError
 from .profile import (
     _field,
+    _FittedOnLayers,
     _module,
     check_same_layers,
     check_same_model,
     model_hash,
     read_state,
-    selection_arrays,
     selection_from,
+    state_summary,
+    write_state,
 )
 
 __all__ = ["BLOCK_ELEMENTS", "SURPRISE_FORMAT", "SURPRISE_KINDS", "Surprise", "fit_surprise", "load_surprise",
@@ -147,7 +148,7 @@ class _ByClass:
 
 
 @dataclass(frozen=True, eq=False)
-class Surprise:
+class Surprise(_FittedOnLayers):
     """A fitted surprise-adequacy state: the training ATs and what scoring needs.
 
     Attributes:
@@ -185,14 +186,6 @@ class Surprise:
     # ------------------------------------------------------------------ facts
 
     @property
-    def layout(self) -> NeuronLayout:
-        return NeuronLayout.from_sizes(self.layers, self.sizes)
-
-    @property
-    def num_neurons(self) -> int:
-        return int(sum(self.sizes))
-
-    @property
     def num_inputs(self) -> int:
         return len(self.ats)
 
@@ -211,15 +204,9 @@ class Surprise:
 
     def to_dict(self) -> dict:
         """A summary (no per-input arrays) for result files."""
-        return {
-            "format": SURPRISE_FORMAT,
-            "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
-            "transform": self.transform, "model_sha256": self.model_hash, "count": self.num_inputs,
-            "num_classes": self.num_classes, "grouping": self.grouping,
-            "class_counts": self.class_counts().tolist(), "var_threshold": self.var_threshold,
-            "max_features": self.max_features,
-            "selection": list(self.selection) if isinstance(self.selection, tuple) else self.selection,
-        }
+        return state_summary(self, SURPRISE_FORMAT, self.num_inputs, num_classes=self.num_classes,
+                             grouping=self.grouping, class_counts=self.class_counts().tolist(),
+                             var_threshold=self.var_threshold, max_features=self.max_features)
 
     # ------------------------------------------------------------------ scores
 
@@ -548,10 +535,8 @@ def fit_surprise(
         batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory,
             :func:`~deepfault.core.memory.choose_batch_size`); the state does not depend on it.
         progress: Show a progress bar.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"``, a count or
+            ``None`` (the rule of :func:`~deepfault.core.entry.applies_threads`).
 
     Returns:
         A :class:`Surprise` holding ``N x M`` float32 ATs (the scores need them all).
@@ -664,10 +649,8 @@ def surprise_scores(
         kinds: The surprise adequacies to compute.
         batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory).
         progress: Show a progress bar.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"``, a count or
+            ``None`` (the rule of :func:`~deepfault.core.entry.applies_threads`).
 
     Returns:
         ``SurpriseScores``: ``scores[kind]`` is an ``(N,)`` float64 array, ``predictions`` the
@@ -725,22 +708,11 @@ def surprise_coverage(scores: np.ndarray, *, upper: float, sections: int = 10) -
 
 def save_surprise(surprise: Surprise, path: str | os.PathLike) -> Path:
     """Write ``surprise`` as an ``.npz`` file (no pickle), atomically; returns the path."""
-    sel = surprise.selection
-    arrays = {
-        "format": np.array(SURPRISE_FORMAT),
-        "layers": np.array(surprise.layers, dtype=str),
-        "sizes": np.array(surprise.sizes, dtype=np.int64),
-        "transform": np.array(surprise.transform),
-        "model_hash": np.array(surprise.model_hash),
-        "num_classes": np.array(surprise.num_classes, dtype=np.int64),
-        "ats": surprise.ats,
-        "classes": surprise.classes,
-        "grouping": np.array(surprise.grouping),
-        "var_threshold": np.array(np.nan if surprise.var_threshold is None else surprise.var_threshold),
-        "max_features": np.array(surprise.max_features or 0, dtype=np.int64),
-        **selection_arrays(sel),
-    }
-    return write_npz(path, arrays)
+    return write_state(
+        surprise, path, SURPRISE_FORMAT, num_classes=np.array(surprise.num_classes, dtype=np.int64),
+        ats=surprise.ats, classes=surprise.classes, grouping=np.array(surprise.grouping),
+        var_threshold=np.array(np.nan if surprise.var_threshold is None else surprise.var_threshold),
+        max_features=np.array(surprise.max_features or 0, dtype=np.int64))
 
 
 def load_surprise(path: str | os.PathLike) -> Surprise:

@@ -28,9 +28,9 @@ Examples:
     ['both_fail', 'gf', 'initial_rf', 'queries_to_first_rf']
 """
 
-from pathlib import Path
 
 from ..experiment.method import Method
+from ..experiment.report import section_report
 from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.budget import Budget, parse_budget
 from .campaign.checkpoint import DRFUZZ_METHOD as _NAME
@@ -63,17 +63,10 @@ __all__ = [
 ]
 
 
-def _report(store_path: Path, experiment: dict, out: Path):
-    from ..experiment.report import write_section
-    from .report import render_report
-
-    return write_section(render_report, store_path, experiment, out)
-
-
 #: DRFuzz as the engine sees it.
 METHOD = Method(
     name=_NAME, title="DRFuzz",
     description="regression faults of a model's new version, by fuzzing both versions (and DeepHunter)",
-    presets=DRFUZZ_PRESETS, result_type=CampaignResult, report=_report,
+    presets=DRFUZZ_PRESETS, result_type=CampaignResult, report=section_report(f"{__name__}.report"),
     commands=("gan", "scenario", "regress"),
 )

@@ -8,9 +8,9 @@ One module per concept: :mod:`.config` (settings), :mod:`.inputs` (reading ``run
 :mod:`.report` and :mod:`.figures`.
 """
 
-from pathlib import Path
 
 from ..experiment.method import Method
+from ..experiment.report import section_report
 from .config import BASELINES, TIE_POLICIES, RepairConfig
 from .inputs import InputFile, read_inputs
 from .labels import Labelled, label_inputs, majority_vote
@@ -39,16 +39,10 @@ __all__ = [
 ]
 
 
-def _report(store_path: Path, experiment: dict, out: Path):
-    from ..experiment.report import write_section
-    from .report import render_report
-
-    return write_section(render_report, store_path, experiment, out)
-
-
 #: Repair as the engine sees it.
 METHOD = Method(
     name=_NAME, title="Repair",
     description="fine-tuning on the failing inputs found, against random and adversarial inputs",
-    presets=REPAIR_PRESETS, result_type=RepairResult, report=_report, commands=("repair",),
+    presets=REPAIR_PRESETS, result_type=RepairResult, report=section_report(f"{__name__}.report"),
+    commands=("repair",),
 )

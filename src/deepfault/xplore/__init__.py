@@ -10,9 +10,9 @@ Examples:
     ...                 bounds=data.bounds)  # doctest: +SKIP
 """
 
-from pathlib import Path
 
 from ..experiment.method import Method
+from ..experiment.report import section_report
 from .config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, XploreConfig
 from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constraint
 from .features import InputBounds, fixed_mask, observed_bounds
@@ -47,16 +47,10 @@ __all__ = [
 ]
 
 
-def _report(store_path: Path, experiment: dict, out: Path):
-    from ..experiment.report import write_section
-    from .report import render_report
-
-    return write_section(render_report, store_path, experiment, out)
-
-
 #: DeepXplore as the engine sees it.
 METHOD = Method(
     name=_NAME, title="DeepXplore",
     description="inputs on which several models disagree, found by joint gradient ascent",
-    presets=DEEPXPLORE_PRESETS, result_type=XploreResult, report=_report, commands=("xplore",),
+    presets=DEEPXPLORE_PRESETS, result_type=XploreResult, report=section_report(f"{__name__}.report"),
+    commands=("xplore",),
 )

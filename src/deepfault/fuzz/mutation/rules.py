@@ -669,28 +669,24 @@ def _morphology(x: torch.Tensor, d: _Draws, lo: float, hi: float, *, erode: bool
 
 @_kernel_rule("erode", family=PIXEL, neutral={"kernel_h": 1, "kernel_w": 1})
 def erode(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
-    """Grey erosion (minimum over a kernel of ones), the shape uniform over :data:`MORPH_KERNELS`.
-
-    Anchor ``(kh // 2, kw // 2)`` as in OpenCV: ``out[y, x] = min`` of
-    ``v[y + i - kh // 2, x + j - kw // 2]`` over the kernel, pixels outside the image ignored.
-
-    Parameters (``params``; drawn where not given): ``kernel_h``, ``kernel_w`` (int, ``(N,)``, at
-    least 1).
-    """
     return _morphology(x, d, lo, hi, erode=True)
 
 
 @_kernel_rule("dilate", family=PIXEL, neutral={"kernel_h": 1, "kernel_w": 1})
 def dilate(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
-    """Grey dilation (maximum over a kernel of ones), the shape uniform over :data:`MORPH_KERNELS`.
+    return _morphology(x, d, lo, hi, erode=False)
 
-    Anchor ``(kh // 2, kw // 2)`` as in OpenCV: ``out[y, x] = max`` of
+
+_MORPH_DOC = """Grey {name} ({what} over a kernel of ones), the shape uniform over :data:`MORPH_KERNELS`.
+
+    Anchor ``(kh // 2, kw // 2)`` as in OpenCV: ``out[y, x] = {op}`` of
     ``v[y + i - kh // 2, x + j - kw // 2]`` over the kernel, pixels outside the image ignored.
 
     Parameters (``params``; drawn where not given): ``kernel_h``, ``kernel_w`` (int, ``(N,)``, at
     least 1).
     """
-    return _morphology(x, d, lo, hi, erode=False)
+erode.__doc__ = _MORPH_DOC.format(name="erosion", what="minimum", op="min")
+dilate.__doc__ = _MORPH_DOC.format(name="dilation", what="maximum", op="max")
 
 
 # ----------------------------------------------------------------------------- patches
