@@ -40,7 +40,8 @@ from ...checks import check_int
 from ...core.attacks import bim, carlini_wagner_l2
 from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
-from ...models.deploy import prune_weights, quantize_fp16, quantize_int8, safe_stem, sparsity
+from ...models import deploy
+from ...models.deploy import safe_stem
 
 __all__ = [
     "Scenario",
@@ -321,14 +322,14 @@ def _prune(m2: nn.Module, data, ctx: ScenarioContext, *, amount: float = 0.5, lr
            epochs: int = 1) -> dict:
     """M2 = M1 pruned by weight magnitude per layer, then fine-tuned with the pruned weights held at 0."""
     check_int("epochs", epochs)
-    prune_weights(m2, amount=amount, permanent=False)
+    deploy.prune_weights(m2, amount=amount, permanent=False)
     before = _accuracy(m2, data.x_test, data.y_test)
     try:
         ctx.fit(m2, data.x_train, data.y_train, epochs=epochs, lr=lr, seed=ctx.seed + 4)
     finally:
-        prune_weights(m2, amount=amount, permanent=True)  # masks become plain zeros
+        deploy.prune_weights(m2, amount=amount, permanent=True)  # masks become plain zeros
     return {"amount": amount, "epochs": epochs, "lr": lr, "accuracy_before_fine_tuning": before,
-            "sparsity": sparsity(m2)}
+            "sparsity": deploy.sparsity(m2)}
 
 
 @register_scenario("quant-fp16", label="QUANT:FP16",
@@ -336,7 +337,7 @@ def _prune(m2: nn.Module, data, ctx: ScenarioContext, *, amount: float = 0.5, lr
 def _quant_fp16(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
     """M2 = M1 rounded to float16."""
     before = _cpu_state(m2)
-    m2.load_state_dict(quantize_fp16(m2).state_dict())
+    m2.load_state_dict(deploy.quantize_fp16(m2).state_dict())
     changed = sum(int((a != b).sum()) for a, b in zip(before.values(), _cpu_state(m2).values(), strict=True))
     return {"dtype": "float16", "changed_values": changed,
             "values": sum(v.numel() for v in before.values() if v.is_floating_point())}
@@ -346,7 +347,7 @@ def _quant_fp16(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
                    description="M2 = M1 with per-tensor symmetric int8 weights (dequantised to float32)")
 def _quant_int8(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
     """M2 = M1 with int8 weights."""
-    quantised, scales = quantize_int8(m2)
+    quantised, scales = deploy.quantize_int8(m2)
     m2.load_state_dict(quantised.state_dict())
     return {"scheme": "per-tensor symmetric int8, round to nearest, [-127, 127]", "scales": scales}
 
