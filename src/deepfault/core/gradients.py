@@ -19,7 +19,7 @@ RMS_EPS = 1e-5
 def normalize(grads: torch.Tensor) -> torch.Tensor:
     """``g / (sqrt(mean(g ** 2)) + 1e-5)`` for each input of a ``(B, *input)`` batch.
 
-    Example:
+    Examples:
         >>> normalize(torch.full((2, 4), 3.0)).tolist()[0]  # doctest: +ELLIPSIS
         [0.99999..., 0.99999..., 0.99999..., 0.99999...]
     """

@@ -36,7 +36,7 @@ def input_kind(input_shape: Sequence[int]) -> str:
         two axes span it) and a scalar as a vector. A method that takes only the three ranks
         checks ``len(input_shape) in INPUT_KINDS`` itself, with its own message.
 
-    Example:
+    Examples:
         >>> input_kind((1, 28, 28)), input_kind((3, 100)), input_kind((10,))
         ('image', 'sequence', 'vector')
     """
