@@ -37,7 +37,7 @@ from _common import busy_fraction
 from deepfault._io import write_json
 from deepfault.fuzz import regress
 from deepfault.fuzz.figures import fault_grid
-from deepfault.fuzz.pairs.deploy import make_deployment
+from deepfault.models.deploy import make_deployment
 from deepfault.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]

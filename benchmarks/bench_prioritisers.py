@@ -66,8 +66,8 @@ from deepfault.coverage.surprise import SURPRISE_KINDS, Surprise, fit_surprise
 from deepfault.coverage.uncertainty import UNCERTAINTY, list_uncertainty, priority_order, uncertainty_scores
 from deepfault.data import load_dataset
 from deepfault.fuzz import CampaignConfig, run_campaign
-from deepfault.fuzz.pairs.scenarios import prune_weights
 from deepfault.localization.protocol import RunConfig, run_deepfault
+from deepfault.models.deploy import prune_weights
 from deepfault.models.train import TrainConfig, trained_model
 from deepfault.provenance import provenance
 from deepfault.xplore import XploreConfig, xplore

@@ -20,10 +20,11 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ._deprecation import moved_names
 from .errors import DeepFaultError
 
 __all__ = [
-    "MAX_BATCH", "MAX_BLACKOUT_SIZE", "MAX_BUDGET_ITERATIONS", "MAX_BUDGET_SECONDS", "MAX_CLASSES",
+    "MAX_INPUTS", "MAX_BLACKOUT_SIZE", "MAX_BUDGET_ITERATIONS", "MAX_BUDGET_SECONDS", "MAX_CLASSES",
     "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
@@ -36,8 +37,10 @@ __all__ = [
 # Generous for any real use, finite for typos: ``--repeat 1000000000`` is an error, not a run
 # that never ends. Each has one value; every check and the CLI's bounds read them from here.
 
-#: Inputs per batch, per step or per run (batch sizes, seeds, top-k, inputs per class).
-MAX_BATCH = 1 << 24
+#: The bound of every option that counts inputs: per batch, per step or per run (batch sizes,
+#: seeds, top-k, inputs per class). Not a runtime's batch cap
+#: (:data:`deepfault.models.blackbox.MAX_RUNTIME_BATCH`).
+MAX_INPUTS = 1 << 24
 #: Side of xplore's blackout patches, in pixels.
 MAX_BLACKOUT_SIZE = 1 << 16
 #: Iterations of a fuzzing budget (``5000it``): one iteration is one selected input, cheap.
@@ -65,6 +68,10 @@ MAX_SEED = 2**63 - 1
 MAX_THREADS = 1024
 #: Worker processes of an executor.
 MAX_WORKERS = 1024
+
+
+#: ``MAX_BATCH``, the old name of :data:`MAX_INPUTS`, answers with a deprecation warning.
+__getattr__ = moved_names(__name__, {"MAX_BATCH": "deepfault.checks:MAX_INPUTS"})
 
 
 def error(param: str, expected: str, received: object, fix: str = "") -> DeepFaultError:

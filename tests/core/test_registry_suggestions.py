@@ -22,11 +22,11 @@ def _registries() -> dict[str, Registry]:
     from deepfault.fuzz.fidelity.checks import FIDELITIES
     from deepfault.fuzz.mutation.mcmc import CHOOSERS
     from deepfault.fuzz.mutation.rules import _RULES
-    from deepfault.fuzz.pairs.deploy import DEPLOY_FORMATS
     from deepfault.fuzz.pairs.scenarios import SCENARIOS
     from deepfault.localization.measures import MEASURES
     from deepfault.localization.selection import APPROACHES
     from deepfault.models._api import ARCHITECTURES
+    from deepfault.models.deploy import DEPLOY_FORMATS
     from deepfault.models.load import MODEL_FORMATS
     from deepfault.xplore.constraints import CONSTRAINTS
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from deepfault.coverage import surprise as sa_mod
 from deepfault.coverage.surprise import (
-    FORMAT,
+    SURPRISE_FORMAT,
     Surprise,
     fit_surprise,
     load_surprise,
@@ -577,7 +577,7 @@ def test_one_class_only_is_refused(model_and_data):
 def test_to_dict_summarises_without_arrays(model_and_data):
     model, x, _ = model_and_data
     d = fit_surprise(model, x, layers=["fc2"], max_features=4, var_threshold=None).to_dict()
-    assert d["format"] == FORMAT
+    assert d["format"] == SURPRISE_FORMAT
     assert d["count"] == 400
     assert d["layers"] == [{"name": "fc2", "size": 6}]
     assert sum(d["class_counts"]) == 400
@@ -683,7 +683,7 @@ def test_unreadable_files(saved, damage):
         saved.write_bytes(b"")
     else:  # an object array: refused without unpickling
         with open(saved, "wb") as fh:
-            np.savez(fh, format=np.array(FORMAT), layers=np.array([object()], dtype=object))
+            np.savez(fh, format=np.array(SURPRISE_FORMAT), layers=np.array([object()], dtype=object))
     with pytest.raises(DeepFaultError, match="not a readable surprise state|is not a deepfault") as err:
         load_surprise(saved)
     _one_line_with_fix(err)

@@ -13,7 +13,7 @@ import deepfault as df
 from deepfault.cli import main
 from deepfault.errors import DeepFaultError
 from deepfault.experiment.store import ResultStore
-from deepfault.fuzz.preset import PresetConfig, run_preset
+from deepfault.fuzz.preset import PresetConfig, run_drfuzz_mnist
 
 pytest.importorskip("h5py")
 
@@ -82,7 +82,7 @@ def test_user_pairs_are_prepared_in_the_data_layout(user_pairs, tmp_path):
     sees it."""
     config = PresetConfig(scenarios=("supply",), seeds=(0,), budget="6it", fidelity="ssim:0.3",
                           shared_fidelity="none", strategies=("drfuzz",), pairs_dir=str(user_pairs.dir))
-    summary = run_preset(tmp_path / "s.sqlite", models_dir=tmp_path / "models", config=config)
+    summary = run_drfuzz_mnist(tmp_path / "s.sqlite", models_dir=tmp_path / "models", config=config)
     assert summary.model_accuracy["supply M1"] == pytest.approx(user_pairs.m1_accuracy)
     assert 0.5 <= user_pairs.m1_accuracy < 1.0
     assert summary.cells_run == 1
@@ -106,7 +106,7 @@ def test_bad_preset_options_are_refused_by_name(user_pairs, tmp_path, option, me
 def test_a_pairs_folder_without_a_scenario_names_the_missing_file(user_pairs, tmp_path):
     (user_pairs.dir / "supply-m2.h5").unlink()
     with pytest.raises(DeepFaultError, match="no supply-m2.* model file"):
-        run_preset(tmp_path / "s.sqlite", models_dir=tmp_path / "m",
+        run_drfuzz_mnist(tmp_path / "s.sqlite", models_dir=tmp_path / "m",
                    options={"pairs": str(user_pairs.dir), "scenarios": "supply", "fidelity": "ssim"})
 
 

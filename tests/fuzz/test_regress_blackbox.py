@@ -27,7 +27,7 @@ SETTINGS = {"budget": "40it", "inputs_per_step": 5, "seed": 0, "fidelity": "ssim
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """LeNet-1 M1 (a .pt file), a 60-input data set it labels, and its deployment files."""
-    from deepfault.fuzz.pairs.deploy import make_deployment
+    from deepfault.models.deploy import make_deployment
 
     d = tmp_path_factory.mktemp("blackbox")
     m1 = lenet(0)

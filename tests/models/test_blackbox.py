@@ -27,7 +27,7 @@ pytest.importorskip("onnx")
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     """LeNet-1 (M1) and its four deployment files, from the deployment scenario."""
-    from deepfault.fuzz.pairs.deploy import make_deployment
+    from deepfault.models.deploy import make_deployment
 
     d = tmp_path_factory.mktemp("deploy")
     m1 = lenet(0)

@@ -16,13 +16,14 @@ from deepfault.models import ModelFile, build_model, save_model
 from deepfault.models.train import TrainConfig, fit
 from deepfault.repair import repair
 from deepfault.repair.figures import zoomed_range
-from deepfault.repair.results import ApproachResult, Evaluation, repair_verdict
+from deepfault.repair.results import ApproachResult, RepairEvaluation, repair_verdict
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _a(name: str, change: float, fixed: int, broken: int = 0, max_drop: float = 1.0) -> ApproachResult:
-    return ApproachResult(name, 10, Evaluation(0.9, 0.9), change, change < -max_drop, 0.1, 1.0, fixed, broken)
+    return ApproachResult(name, 10, RepairEvaluation(0.9, 0.9), change, change < -max_drop, 0.1, 1.0, fixed,
+                          broken)
 
 
 def test_the_found_inputs_win_and_the_saved_model_is_named():

@@ -8,7 +8,12 @@ from deepfault.data import Dataset
 from deepfault.experiment.presets import get_preset
 from deepfault.experiment.store import ResultStore
 from deepfault.models import ModelFile, build_model, save_model
-from deepfault.xplore.preset import PRESET_NAME, DeepXploreMnist, XplorePresetConfig, run_preset
+from deepfault.xplore.preset import (
+    DEEPXPLORE_MNIST,
+    DeepXploreMnist,
+    XplorePresetConfig,
+    run_deepxplore_mnist,
+)
 from deepfault.xplore.report import render_report
 
 TINY = XplorePresetConfig(seeds=12, repeats=1, iterations=3, figure9_inputs=4, figure9_seeds=12,
@@ -32,16 +37,17 @@ def tiny_mnist(monkeypatch, tmp_path):
 
 
 def test_preset_is_registered():
-    preset = get_preset(PRESET_NAME)
+    preset = get_preset(DEEPXPLORE_MNIST)
     assert preset.method == "deepxplore"
     assert isinstance(preset, DeepXploreMnist)
 
 
 def test_preset_writes_every_cell_resumes_and_reports(tmp_path, tiny_mnist):
     store_path = tmp_path / "x.sqlite"
-    summary = run_preset(store_path, models_dir=tiny_mnist, config=TINY, argv=["deepfault", "experiment"])
+    summary = run_deepxplore_mnist(store_path, models_dir=tiny_mnist, config=TINY,
+                                   argv=["deepfault", "experiment"])
     assert summary.cells_total == summary.cells_run == 3 + 2 + 2
-    again = run_preset(store_path, models_dir=tiny_mnist, config=TINY)
+    again = run_deepxplore_mnist(store_path, models_dir=tiny_mnist, config=TINY)
     assert again.cells_run == 0
     assert again.config_hash == summary.config_hash
     with ResultStore(store_path, readonly=True) as store:
@@ -67,7 +73,7 @@ def test_preset_writes_every_cell_resumes_and_reports(tmp_path, tiny_mnist):
 def test_compat_settings_reach_every_cell_and_options_override(tmp_path, tiny_mnist):
     from deepfault.xplore import XploreConfig
 
-    summary = run_preset(tmp_path / "a.sqlite", models_dir=tiny_mnist, config=TINY)
+    summary = run_deepxplore_mnist(tmp_path / "a.sqlite", models_dir=tiny_mnist, config=TINY)
     with ResultStore(tmp_path / "a.sqlite", readonly=True) as store:
         cell = store.get(summary.config_hash, "deepxplore", "table2/target=lenet5/seed=0").data
         t5 = store.get(summary.config_hash, "deepxplore", "table5/lambda2=1/seed=0").data
@@ -78,7 +84,7 @@ def test_compat_settings_reach_every_cell_and_options_override(tmp_path, tiny_mn
     assert t5["config"]["target"] == 0
     assert t5["config"]["threshold"] == 0.25
     assert set(cell["realism"]) >= {"mean_l1", "mean_linf", "saturated", "still_differ_clipped"}
-    other = run_preset(tmp_path / "b.sqlite", models_dir=tiny_mnist, config=TINY,
+    other = run_deepxplore_mnist(tmp_path / "b.sqlite", models_dir=tiny_mnist, config=TINY,
                        options={"settings": "default", "iterations": "2"})
     assert other.config_hash != summary.config_hash
     with ResultStore(tmp_path / "b.sqlite", readonly=True) as store:
@@ -102,7 +108,7 @@ def test_bad_preset_options_are_named(tmp_path, tiny_mnist, options, message):
     from deepfault.errors import DeepFaultError
 
     with pytest.raises(DeepFaultError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        run_preset(tmp_path / "x.sqlite", models_dir=tiny_mnist, config=TINY, options=options)
+        run_deepxplore_mnist(tmp_path / "x.sqlite", models_dir=tiny_mnist, config=TINY, options=options)
 
 
 def test_published_weights_are_loaded_from_the_weights_dir(tmp_path, tiny_mnist):
@@ -115,9 +121,9 @@ def test_published_weights_are_loaded_from_the_weights_dir(tmp_path, tiny_mnist)
     for i, arch in enumerate(("lenet1", "lenet4", "lenet5")):
         torch.manual_seed(10 + i)
         _write_save_weights(folder / f"Model{i + 1}.h5", _keras_arrays(build_model(arch)))
-    summary = run_preset(tmp_path / "w.sqlite", models_dir=tiny_mnist, config=TINY,
+    summary = run_deepxplore_mnist(tmp_path / "w.sqlite", models_dir=tiny_mnist, config=TINY,
                          options={"weights_dir": str(folder)})
-    trained = run_preset(tmp_path / "t.sqlite", models_dir=tiny_mnist, config=TINY)
+    trained = run_deepxplore_mnist(tmp_path / "t.sqlite", models_dir=tiny_mnist, config=TINY)
     assert summary.cells_run == 7
     assert summary.config_hash != trained.config_hash
     with ResultStore(tmp_path / "w.sqlite", readonly=True) as store:
@@ -127,13 +133,13 @@ def test_published_weights_are_loaded_from_the_weights_dir(tmp_path, tiny_mnist)
 def test_the_cli_passes_preset_options_and_refuses_bad_ones(tmp_path, capsys):
     from deepfault.cli import main
 
-    code = main(["experiment", "--preset", PRESET_NAME, "--store", str(tmp_path / "s.sqlite"),
+    code = main(["experiment", "--preset", DEEPXPLORE_MNIST, "--store", str(tmp_path / "s.sqlite"),
                  "--preset-option", "colour=red", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2
     assert "has no option 'colour'" in err
     assert err.count("\n") == 1
-    code = main(["experiment", "--preset", PRESET_NAME, "--preset-option", "colour"])
+    code = main(["experiment", "--preset", DEEPXPLORE_MNIST, "--preset-option", "colour"])
     err = capsys.readouterr().err
     assert code == 2
     assert "expected KEY=VALUE; got 'colour'" in err

@@ -13,7 +13,7 @@ from deepfault.errors import DeepFaultError
 from deepfault.experiment.report import write_page
 from deepfault.xplore import XploreConfig, load_inputs, save_inputs, search, xplore
 from deepfault.xplore.report import agreement_table, inputs_table, run_page, summary_text
-from deepfault.xplore.results import SSIM_THRESHOLD, add_labels, input_ssim, measure_realism
+from deepfault.xplore.results import VISIBLE_CHANGE_SSIM, add_labels, input_ssim, measure_realism
 from helpers.xplore_models import conv
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
@@ -109,9 +109,9 @@ def test_ssim_mean_and_share_equal_a_naive_loop(run):
     np.testing.assert_allclose(input_ssim(f.inputs, f.seeds, (0.0, 1.0)), naive, atol=1e-5)
     r = result.realism
     assert r.mean_ssim == pytest.approx(naive.mean(), abs=1e-5)
-    assert r.ssim_threshold == SSIM_THRESHOLD
-    if np.min(np.abs(naive - SSIM_THRESHOLD)) > 1e-4:
-        assert r.low_ssim == pytest.approx(np.mean(naive < SSIM_THRESHOLD))
+    assert r.ssim_threshold == VISIBLE_CHANGE_SSIM
+    if np.min(np.abs(naive - VISIBLE_CHANGE_SSIM)) > 1e-4:
+        assert r.low_ssim == pytest.approx(np.mean(naive < VISIBLE_CHANGE_SSIM))
     ordered = np.sort(naive)
     mid = len(ordered) // 2
     threshold = float(ordered[mid - 1] + ordered[mid]) / 2  # between two values: no rounding tie

@@ -438,7 +438,7 @@ def add_no_progress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def resolve_threads(value: int | str | None, models=(), device="cpu") -> int:
+def thread_count(value: int | str | None, models=(), device="cpu") -> int:
     """The thread count ``--threads`` asks for: a count as given; ``auto`` is the free cores
     for small models on the CPU (:func:`deepfault.core.threads.auto_threads`: 1 on a busy
     machine), else PyTorch's current setting (no models given: PyTorch's).
@@ -453,10 +453,10 @@ def resolve_threads(value: int | str | None, models=(), device="cpu") -> int:
 
 
 def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
-    """``torch.set_num_threads`` per ``--threads`` (:func:`resolve_threads`), before the work;
+    """``torch.set_num_threads`` per ``--threads`` (:func:`thread_count`), before the work;
     returns the count now in effect (recorded in the results' provenance).
     """
-    count = resolve_threads(value, models, device)
+    count = thread_count(value, models, device)
     if count != torch.get_num_threads():
         torch.set_num_threads(count)
     return count
@@ -532,7 +532,7 @@ def open_model_file(args):
                       runtime=getattr(args, "runtime", "auto"))
 
 
-def load_inputs(args, data=None):
+def prepare_from_args(args, data=None):
     """The prepared model and its data set (:func:`deepfault.models.prepare.prepare_model`):
     ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's).
     """

@@ -28,12 +28,12 @@ from ..fuzz.fidelity import FIDELITIES
 BOUNDS = {
     "threads": (1, c.MAX_THREADS), "seed": (0, c.MAX_SEED), "iterations": (1, c.MAX_GRADIENT_ITERATIONS),
     "epochs": (1, c.MAX_EPOCHS), "sections": (1, c.MAX_SECTIONS), "workers": (1, c.MAX_WORKERS),
-    "grid": (1, c.MAX_GRID), "batch_size": (1, c.MAX_BATCH), "inputs_per_step": (1, c.MAX_BATCH),
-    "chunk_size": (1, c.MAX_BATCH),
-    "seeds": (1, c.MAX_BATCH), "max_seeds": (1, c.MAX_BATCH), "top_k": (1, c.MAX_BATCH),
+    "grid": (1, c.MAX_GRID), "batch_size": (1, c.MAX_INPUTS), "inputs_per_step": (1, c.MAX_INPUTS),
+    "chunk_size": (1, c.MAX_INPUTS),
+    "seeds": (1, c.MAX_INPUTS), "max_seeds": (1, c.MAX_INPUTS), "top_k": (1, c.MAX_INPUTS),
     "sa_sections": (1, c.MAX_SECTIONS),
     "blackout_size": (1, c.MAX_BLACKOUT_SIZE),
-    "images_per_epoch": (1, c.MAX_BATCH), "repeat": (1, c.MAX_REPEAT), "num_inputs": (1, c.MAX_BATCH),
+    "images_per_epoch": (1, c.MAX_INPUTS), "repeat": (1, c.MAX_REPEAT), "num_inputs": (1, c.MAX_INPUTS),
     "bim_steps": (1, c.MAX_GRADIENT_ITERATIONS),
 }
 #: Bounds of real-valued options, by ``dest``: (exclusive minimum, maximum).

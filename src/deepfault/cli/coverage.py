@@ -48,8 +48,8 @@ from ._common import (
     batch_choice,
     declared,
     device_from,
-    load_inputs,
     output_path,
+    prepare_from_args,
     write_outcome,
     write_run_report,
 )
@@ -197,9 +197,9 @@ def _load(args, device) -> _Loaded:
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    prep = load_inputs(args)
+    prep = prepare_from_args(args)
     base = prep.data
-    assert base is not None  # load_inputs prepares the model on its data set
+    assert base is not None  # prepare_from_args prepares the model on its data set
     if split in ("test", "train"):
         x, y = (base.x_test, base.y_test) if split == "test" else (base.x_train, base.y_train)
         label = f"{base.name} {split}"

@@ -26,7 +26,6 @@ from ._common import (
     apply_threads,
     device_from,
     fraction,
-    load_inputs,
     names,
     non_negative_number,
     number,
@@ -34,6 +33,7 @@ from ._common import (
     positive_int,
     positive_number,
     positive_share,
+    prepare_from_args,
     sibling,
     write_run_report,
 )
@@ -191,7 +191,7 @@ def _cmd_repair(args) -> int:
     paths = outputs(args)
     out, model_path = (p.path for p in paths)
     device = device_from(args.device)
-    prepared = load_inputs(args)
+    prepared = prepare_from_args(args)
     m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
                                                     arch=args.arch, arch_kwargs=args.arch_args,
                                                     trust_pickle=args.trust_pickle)

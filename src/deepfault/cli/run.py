@@ -32,11 +32,11 @@ from ._common import (
     device_from,
     int_list,
     known_name,
-    load_inputs,
     names,
     number,
     output_path,
     positive_int,
+    prepare_from_args,
     sibling,
     write_run_report,
 )
@@ -144,7 +144,7 @@ def _cmd_run(args) -> int:
     )
     out, inputs_path, grid_path, log_path = (o.path for o in outputs(args))
     device = device_from(args.device)
-    prepared = load_inputs(args)
+    prepared = prepare_from_args(args)
     mf, data = prepared.model_file, prepared.data
     config.validate(data.bounds)
     config.check_classes(data)

@@ -7,9 +7,9 @@ from pathlib import Path
 from ..core.constraints import EPOCHS
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.pairs.deploy import list_deploy_formats, make_deployment
 from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
 from ..models import list_architectures
+from ..models.deploy import list_deploy_formats, make_deployment
 from ._common import (
     FieldType,
     HelpFormatter,

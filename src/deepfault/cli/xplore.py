@@ -35,9 +35,9 @@ from ._common import (
     names,
     output_path,
     positive_int,
-    resolve_threads,
     seed_int,
     sibling,
+    thread_count,
     write_run_report,
 )
 
@@ -169,7 +169,7 @@ def _cmd_xplore(args) -> int:
     for p in prepared:
         p.to(device)
     check_finite_outputs([p.module for p in prepared], data.x_test, names=[p.name for p in prepared])
-    threads = resolve_threads(args.threads, [p.module for p in prepared], device)
+    threads = thread_count(args.threads, [p.module for p in prepared], device)
     fits, no_fit = _surprise_states(args, prepared, data, threads)
     runtime = Runtime(device=str(device), threads=threads, batch_size=args.chunk_size,
                       progress=not args.no_progress)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..checks import MAX_BATCH, check_int, meminfo_bytes
+from ..checks import MAX_INPUTS, check_int, meminfo_bytes
 from ..errors import DeepFaultError
 
 __all__ = ["AUTO", "AUTO_MAX", "BACKWARD_FACTOR", "BatchChoice", "budget", "check_batch_size",
@@ -65,7 +65,7 @@ BatchSize = int | str
 
 
 def check_batch_size(value: object, param: str = "batch_size") -> int | str:
-    """``"auto"`` or an integer from 1 to ``MAX_BATCH``; else a one-line error.
+    """``"auto"`` or an integer from 1 to ``MAX_INPUTS``; else a one-line error.
 
     Examples:
         >>> check_batch_size("auto"), check_batch_size(64)
@@ -74,8 +74,8 @@ def check_batch_size(value: object, param: str = "batch_size") -> int | str:
     if isinstance(value, str) and value.strip().lower() == AUTO:
         return AUTO
     if isinstance(value, str):
-        raise DeepFaultError(f"{param} must be 'auto' or an integer from 1 to {MAX_BATCH:,}; got {value!r}")
-    return check_int(param, value, maximum=MAX_BATCH)
+        raise DeepFaultError(f"{param} must be 'auto' or an integer from 1 to {MAX_INPUTS:,}; got {value!r}")
+    return check_int(param, value, maximum=MAX_INPUTS)
 
 
 # --------------------------------------------------------------------------- free memory

@@ -50,10 +50,10 @@ from ..errors import DeepFaultError
 from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
 from .results import About
 
-__all__ = ["FORMAT", "Profile", "ProfileAccumulator", "ProfileConfig", "compute_profile", "load_profile",
-           "model_hash"]
+__all__ = ["PROFILE_FORMAT", "Profile", "ProfileAccumulator", "ProfileConfig", "compute_profile",
+           "load_profile", "model_hash"]
 
-FORMAT = "deepfault-profile/1"
+PROFILE_FORMAT = "deepfault-profile/1"
 
 
 def _module(model: nn.Module | PreparedModel) -> nn.Module:
@@ -103,6 +103,34 @@ def selection_arrays(selection: str | tuple[str, ...] | None) -> dict[str, np.nd
     }
 
 
+def state_summary(state, fmt: str, count: int, **extra) -> dict:
+    """A fitted state's summary for result files (a :class:`Profile`, a surprise state): its
+    format, layers, transform, model and ``count``, then ``extra``, then the layer selection.
+    """
+    selection = state.selection
+    return {
+        "format": fmt,
+        "layers": [{"name": n, "size": s} for n, s in zip(state.layers, state.sizes, strict=True)],
+        "transform": state.transform, "model_sha256": state.model_hash, "count": count, **extra,
+        "selection": list(selection) if isinstance(selection, tuple) else selection,
+    }
+
+
+def write_state(state, path: str | os.PathLike, fmt: str, **arrays: np.ndarray) -> Path:
+    """Write a fitted state as an ``.npz`` file, atomically (what :func:`read_state` reads): its
+    format, layers, sizes, transform and model, then ``arrays``, then the layer selection.
+    """
+    return write_npz(path, {
+        "format": np.array(fmt),
+        "layers": np.array(state.layers, dtype=str),
+        "sizes": np.array(state.sizes, dtype=np.int64),
+        "transform": np.array(state.transform),
+        "model_hash": np.array(state.model_hash),
+        **arrays,
+        **selection_arrays(state.selection),
+    })
+
+
 def selection_from(a: dict) -> str | tuple[str, ...] | None:
     """The inverse of :func:`selection_arrays`, checked."""
     kind = str(_field(a, "selection_kind", 0, "U"))
@@ -112,8 +140,23 @@ def selection_from(a: dict) -> str | tuple[str, ...] | None:
     return None if kind == "none" else names[0] if kind == "name" else names
 
 
+class _FittedOnLayers:
+    """What a state fitted on a model's layers knows of them (a :class:`Profile`, a surprise state)."""
+
+    layers: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    @property
+    def layout(self) -> NeuronLayout:
+        return NeuronLayout.from_sizes(self.layers, self.sizes)
+
+    @property
+    def num_neurons(self) -> int:
+        return int(sum(self.sizes))
+
+
 @dataclass(frozen=True, eq=False)
-class Profile(Outcome):
+class Profile(_FittedOnLayers, Outcome):
     """Each neuron's statistics on the training data.
 
     Attributes:
@@ -141,10 +184,6 @@ class Profile(Outcome):
     #: What the summary says of the pass (set on a computed profile; not a field: not saved).
     about: ClassVar[About] = About()
 
-    @property
-    def layout(self) -> NeuronLayout:
-        return NeuronLayout.from_sizes(self.layers, self.sizes)
-
     def summary(self) -> str:
         """What ``coverage profile`` prints: the run, the neurons and each layer's range."""
         from .text import profile_text
@@ -154,10 +193,6 @@ class Profile(Outcome):
     def outputs(self) -> tuple[Artifact, ...]:
         """The profile's ``.npz`` (:meth:`save`)."""
         return (Artifact("profile", ".npz", self.save),)
-
-    @property
-    def num_neurons(self) -> int:
-        return int(sum(self.sizes))
 
     def same_as(self, other: Profile) -> bool:
         """Whether ``other`` holds the same statistics for the same model and layers."""
@@ -195,14 +230,7 @@ class Profile(Outcome):
 
     def to_dict(self) -> dict:
         """A summary (no per-neuron arrays) for result files."""
-        return {
-            "format": FORMAT,
-            "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
-            "transform": self.transform,
-            "model_sha256": self.model_hash,
-            "count": self.count,
-            "selection": list(self.selection) if isinstance(self.selection, tuple) else self.selection,
-        }
+        return state_summary(self, PROFILE_FORMAT, self.count)
 
     def layer_summary(self) -> list[dict]:
         """Per layer: units, the smallest ``low``, the largest ``high``, the mean of the means and
@@ -221,18 +249,8 @@ class Profile(Outcome):
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the profile as an ``.npz`` file, atomically; returns the path."""
-        selection = self.selection
-        arrays = {
-            "format": np.array(FORMAT),
-            "layers": np.array(self.layers, dtype=str),
-            "sizes": np.array(self.sizes, dtype=np.int64),
-            "transform": np.array(self.transform),
-            "model_hash": np.array(self.model_hash),
-            "count": np.array(self.count, dtype=np.int64),
-            "low": self.low, "high": self.high, "mean": self.mean, "std": self.std,
-            **selection_arrays(selection),
-        }
-        return write_npz(path, arrays)
+        return write_state(self, path, PROFILE_FORMAT, count=np.array(self.count, dtype=np.int64),
+                           low=self.low, high=self.high, mean=self.mean, std=self.std)
 
 
 def read_state(path: str | os.PathLike, *, fmt: str, what: str, missing: str, unreadable: str,
@@ -265,7 +283,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
         DeepFaultError: The file is missing, not an ``.npz`` file, or not a deepfault profile.
     """
     fix = "compute one with 'deepfault coverage profile'"
-    return read_state(path, fmt=FORMAT, what="profile", missing=fix, unreadable=fix, marker="",
+    return read_state(path, fmt=PROFILE_FORMAT, what="profile", missing=fix, unreadable=fix, marker="",
                       damaged="compute it again with 'deepfault coverage profile'", build=_profile_from)
 
 

@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     from ..core.inputs import InputData
     from ..models.prepare import PreparedModel
 
-from .._io import write_npz
 from ..checks import MAX_CLASSES, check_labels
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout, check_transform
@@ -81,22 +80,24 @@ from ._legacy import labels_third, legacy_keywords
 from ._shape import _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
 from .profile import (
     _field,
+    _FittedOnLayers,
     _module,
     check_same_layers,
     check_same_model,
     model_hash,
     read_state,
-    selection_arrays,
     selection_from,
+    state_summary,
+    write_state,
 )
 from .results import About
 from .scored import surprise_coverage
 
-__all__ = ["BLOCK_ELEMENTS", "FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig", "fit_surprise",
-           "load_surprise", "parse_kinds", "save_surprise", "surprise_coverage",
+__all__ = ["BLOCK_ELEMENTS", "SURPRISE_FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig",
+           "fit_surprise", "load_surprise", "parse_kinds", "save_surprise", "surprise_coverage",
            "surprise_scores", "SurpriseScores"]
 
-FORMAT = "deepfault-surprise/1"
+SURPRISE_FORMAT = "deepfault-surprise/1"
 
 #: The surprise adequacies, in the order they are listed.
 SURPRISE_KINDS = ("lsa", "dsa", "mdsa")
@@ -157,7 +158,7 @@ class _ByClass:
 
 
 @dataclass(frozen=True, eq=False)
-class Surprise(Outcome):
+class Surprise(_FittedOnLayers, Outcome):
     """A fitted surprise-adequacy state: the training ATs and what scoring needs.
 
     Attributes:
@@ -197,14 +198,6 @@ class Surprise(Outcome):
     # ------------------------------------------------------------------ facts
 
     @property
-    def layout(self) -> NeuronLayout:
-        return NeuronLayout.from_sizes(self.layers, self.sizes)
-
-    @property
-    def num_neurons(self) -> int:
-        return int(sum(self.sizes))
-
-    @property
     def num_inputs(self) -> int:
         return len(self.ats)
 
@@ -233,15 +226,9 @@ class Surprise(Outcome):
 
     def to_dict(self) -> dict:
         """A summary (no per-input arrays) for result files."""
-        return {
-            "format": FORMAT,
-            "layers": [{"name": n, "size": s} for n, s in zip(self.layers, self.sizes, strict=True)],
-            "transform": self.transform, "model_sha256": self.model_hash, "count": self.num_inputs,
-            "num_classes": self.num_classes, "grouping": self.grouping,
-            "class_counts": self.class_counts().tolist(), "var_threshold": self.var_threshold,
-            "max_features": self.max_features,
-            "selection": list(self.selection) if isinstance(self.selection, tuple) else self.selection,
-        }
+        return state_summary(self, SURPRISE_FORMAT, self.num_inputs, num_classes=self.num_classes,
+                             grouping=self.grouping, class_counts=self.class_counts().tolist(),
+                             var_threshold=self.var_threshold, max_features=self.max_features)
 
     # ------------------------------------------------------------------ scores
 
@@ -748,10 +735,8 @@ def surprise_scores(
         kinds: The surprise adequacies to compute.
         batch_size: Inputs per forward pass, or ``"auto"`` (the default: sized from the memory).
         progress: Show a progress bar.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"``, a count or
+            ``None`` (the rule of :func:`~deepfault.core.entry.applies_threads`).
 
     Returns:
         ``SurpriseScores``: ``scores[kind]`` is an ``(N,)`` float64 array, ``predictions`` the
@@ -788,22 +773,11 @@ def surprise_scores(
 
 def save_surprise(surprise: Surprise, path: str | os.PathLike) -> Path:
     """Write ``surprise`` as an ``.npz`` file (no pickle), atomically; returns the path."""
-    sel = surprise.selection
-    arrays = {
-        "format": np.array(FORMAT),
-        "layers": np.array(surprise.layers, dtype=str),
-        "sizes": np.array(surprise.sizes, dtype=np.int64),
-        "transform": np.array(surprise.transform),
-        "model_hash": np.array(surprise.model_hash),
-        "num_classes": np.array(surprise.num_classes, dtype=np.int64),
-        "ats": surprise.ats,
-        "classes": surprise.classes,
-        "grouping": np.array(surprise.grouping),
-        "var_threshold": np.array(np.nan if surprise.var_threshold is None else surprise.var_threshold),
-        "max_features": np.array(surprise.max_features or 0, dtype=np.int64),
-        **selection_arrays(sel),
-    }
-    return write_npz(path, arrays)
+    return write_state(
+        surprise, path, SURPRISE_FORMAT, num_classes=np.array(surprise.num_classes, dtype=np.int64),
+        ats=surprise.ats, classes=surprise.classes, grouping=np.array(surprise.grouping),
+        var_threshold=np.array(np.nan if surprise.var_threshold is None else surprise.var_threshold),
+        max_features=np.array(surprise.max_features or 0, dtype=np.int64))
 
 
 def load_surprise(path: str | os.PathLike) -> Surprise:
@@ -813,7 +787,8 @@ def load_surprise(path: str | os.PathLike) -> Surprise:
         DeepFaultError: The file is missing, unreadable, not a surprise state, or damaged.
     """
     fix = "fit one with 'deepfault coverage surprise'"
-    return read_state(path, fmt=FORMAT, what="surprise state", missing=fix, unreadable=fix, marker=f"; {fix}",
+    return read_state(path, fmt=SURPRISE_FORMAT, what="surprise state", missing=fix, unreadable=fix,
+                      marker=f"; {fix}",
                       damaged=fix, build=_surprise_from)
 
 

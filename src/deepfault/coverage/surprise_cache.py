@@ -47,7 +47,7 @@ from ..core.mapped import release
 from ..errors import DeepFaultError
 from .profile import _module, model_hash
 from .surprise import (
-    FORMAT,
+    SURPRISE_FORMAT,
     Surprise,
     load_surprise,
     parse_kinds,
@@ -86,7 +86,7 @@ def training_fingerprint(inputs) -> str:
 def cache_key(model_sha256: str, data_sha256: str, *, layers: Sequence[str] | str | None,
               transform: str) -> str:
     """The hex key of a fitted state: everything the fit depends on, hashed."""
-    parts = {"format": FORMAT, "model": model_sha256, "data": data_sha256, "transform": transform,
+    parts = {"format": SURPRISE_FORMAT, "model": model_sha256, "data": data_sha256, "transform": transform,
              "layers": layers if layers is None or isinstance(layers, str) else list(layers),
              "var_threshold": 1e-5, "max_features": None, "classes": "predictions"}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

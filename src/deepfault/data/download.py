@@ -44,7 +44,7 @@ __all__ = [
     "fetch_hint",
 ]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: ``transport(url, dest_path)`` writes the body of ``url`` to ``dest_path``.
 Transport = Callable[[str, Path], None]
@@ -282,7 +282,7 @@ def _fetch(remote: RemoteFile, dest: Path, transport: Transport) -> None:
 
     problems = []
     for url in remote.urls:
-        logger.info("downloading %s to %s", url, dest)
+        log.info("downloading %s to %s", url, dest)
         try:
             with atomic_path(dest) as tmp:
                 transport(url, tmp)
@@ -297,7 +297,7 @@ def _fetch(remote: RemoteFile, dest: Path, transport: Transport) -> None:
             problems.append(f"{url}: {err}")
         except OSError as err:
             problems.append(f"{url}: {err}")
-        logger.warning("download of %s failed: %s", remote.name, problems[-1])
+        log.warning("download of %s failed: %s", remote.name, problems[-1])
     raise DeepFaultError(
         f"could not download {remote.name} intact ({'; '.join(problems)}); nothing was written "
         f"to {dest}; check the connection and retry, or fetch it by hand and place it there"
@@ -389,7 +389,7 @@ def download(
     if not force and all(
         p.is_file() and md5sum(p) == item.md5 for p, item in zip(local_paths, source.local, strict=True)
     ):
-        logger.info("%s is already present and verified in %s", name, folder)
+        log.info("%s is already present and verified in %s", name, folder)
         return local_paths
     # Folders this call creates are removed again if it fails, so a failed download leaves
     # nothing behind ("nothing was written" must be true).

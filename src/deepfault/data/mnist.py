@@ -34,7 +34,7 @@ from .download import SOURCES, fetch_hint
 
 __all__ = ["load_mnist", "load_fashion_mnist", "read_idx", "FASHION_CLASSES"]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 FASHION_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -137,7 +137,7 @@ def _download_first_use(name: str, raw_dir: Path) -> None:
     source = SOURCES[name]
     size = sum(r.size or 0 for r in source.remote) / 1e6
     root = raw_dir.parent.parent
-    logger.warning("%s is not in %s; downloading it (%d files, %.0f MB, once) from %s", name, raw_dir,
+    log.warning("%s is not in %s; downloading it (%d files, %.0f MB, once) from %s", name, raw_dir,
                    len(source.remote), size, source.remote[0].urls[0].rsplit("/", 1)[0])
     try:
         download(name, root, progress=True)
@@ -273,7 +273,7 @@ def _write_cache(folder: Path, name: str, fingerprint: dict, arrays: dict) -> bo
     from .._io import atomic_path
 
     if not _writable(folder):
-        logger.debug("not writing the %s cache in read-only %s", name, folder)
+        log.debug("not writing the %s cache in read-only %s", name, folder)
         return False
     manifest = folder / f"deepfault-{name}-{_MANIFEST}"
     try:
@@ -287,7 +287,7 @@ def _write_cache(folder: Path, name: str, fingerprint: dict, arrays: dict) -> bo
         with atomic_path(manifest) as tmp:
             tmp.write_text(json.dumps(fingerprint), encoding="utf-8")
     except OSError as err:
-        logger.debug("cannot write the %s cache in %s: %s", name, folder, err)
+        log.debug("cannot write the %s cache in %s: %s", name, folder, err)
         return False
     return True
 
@@ -308,7 +308,7 @@ def _load_arrays(
     for folder in folders:
         if _write_cache(folder, name, fingerprint, arrays):
             return arrays, {"cache": str(folder), "cache_hit": False}
-    logger.warning(
+    log.warning(
         "no writable cache folder for %s (tried %s); it will be decoded again",
         name,
         ", ".join(map(str, folders)),

@@ -10,6 +10,7 @@ the functions that need them.
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import logging
 from collections.abc import Callable
@@ -25,7 +26,8 @@ from .tables import html_table
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReportPaths", "write_report", "write_section", "write_page", "render_page", "page_environment",
+__all__ = ["ReportPaths", "write_report", "write_section", "section_report", "write_page", "render_page",
+           "page_environment",
            "page_rows", "html_table", "section", "image_tag", "new_figure", "save_figure", "data_uri",
            "value_text", "tex_safe"]
 
@@ -117,6 +119,19 @@ def write_section(render: Callable, store_path: Path, experiment: dict, out: Pat
     html.write_text(page, encoding="utf-8")
     files = {Path(f).stem: Path(f) for f in section.get("files", [])}
     return ReportPaths(out, experiment["config_hash"], html, md, {"report": md}, {}, files)
+
+
+def section_report(module: str) -> Callable[[Path, dict, Path], ReportPaths]:
+    """A method's :attr:`~deepfault.experiment.method.Method.report`: the section
+    ``module.render_report(store, experiment_hash, out_dir)`` renders (``module``: the method's
+    report module, by name, imported only when a report is written), in the one page
+    (:func:`write_section`).
+    """
+
+    def report(store_path: Path, experiment: dict, out: Path) -> ReportPaths:
+        return write_section(importlib.import_module(module).render_report, store_path, experiment, out)
+
+    return report
 
 
 def page_environment(package: str | None = None):

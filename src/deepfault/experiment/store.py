@@ -44,7 +44,7 @@ SCHEMA_VERSION = 2
 
 log = logging.getLogger(__name__)
 
-SCHEMA = """
+SQL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS experiments (
     experiment  TEXT PRIMARY KEY,
@@ -67,10 +67,10 @@ CREATE TABLE IF NOT EXISTS cells (
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
-    """:data:`SCHEMA`, one statement at a time, inside the caller's transaction
+    """:data:`SQL_SCHEMA`, one statement at a time, inside the caller's transaction
     (``executescript`` would commit it first).
     """
-    for statement in SCHEMA.split(";"):
+    for statement in SQL_SCHEMA.split(";"):
         if statement.strip():
             db.execute(statement)
 

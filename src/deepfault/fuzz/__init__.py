@@ -28,16 +28,16 @@ Examples:
     ['both_fail', 'gf', 'initial_rf', 'queries_to_first_rf']
 """
 
-from pathlib import Path
 
 from ..experiment.method import Method
+from ..experiment.report import section_report
 from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
 from .campaign.budget import Budget, parse_budget
-from .campaign.checkpoint import METHOD as _NAME
+from .campaign.checkpoint import DRFUZZ_METHOD as _NAME
 from .campaign.metrics import FaultTable, Metrics, compute_metrics
 from .campaign.oracle import Bucket, classify
 from .campaign.strategies import STRATEGIES, Strategy, get_strategy, list_strategies
-from .preset import PRESETS
+from .preset import DRFUZZ_PRESETS
 from .regress import RegressComparison, RegressOutcome, Versions, compare_strategies, regress
 
 __all__ = [
@@ -66,17 +66,10 @@ __all__ = [
 ]
 
 
-def _report(store_path: Path, experiment: dict, out: Path):
-    from ..experiment.report import write_section
-    from .report import render_report
-
-    return write_section(render_report, store_path, experiment, out)
-
-
 #: DRFuzz as the engine sees it.
 METHOD = Method(
     name=_NAME, title="DRFuzz",
     description="regression faults of a model's new version, by fuzzing both versions (and DeepHunter)",
-    presets=PRESETS, result_type=CampaignResult, report=_report, commands=("gan", "scenario", "regress"),
-    entries=(regress, compare_strategies),
+    presets=DRFUZZ_PRESETS, result_type=CampaignResult, report=section_report(f"{__name__}.report"),
+    commands=("gan", "scenario", "regress"), entries=(regress, compare_strategies),
 )

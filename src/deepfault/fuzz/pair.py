@@ -27,7 +27,7 @@ from ..models.prepare import PreparedModel, model_label, native_shape, prepare_m
 from .campaign import CampaignConfig
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs
-from .mutation.rules import input_kind
+from .mutation.rules import rule_kind
 
 __all__ = ["Pair", "Versions", "check_black_box", "check_pair", "load_pair", "open_pair"]
 
@@ -223,7 +223,7 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     """
     sample = data.x_test[:8]
     x, _ = test_inputs(sample, data.y_test[:8])  # images, sequences or vectors: before the store, too
-    kind = input_kind(x)
+    kind = rule_kind(x.shape[1:])
     check_fidelity_inputs(config.strategy_spec.check_spec(config), kind, option="--fidelity")  # images only
     check_fidelity_inputs(config.shared_fidelity, kind, option="--shared-fidelity")
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])

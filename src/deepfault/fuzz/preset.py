@@ -10,8 +10,8 @@ on top of each one's own check (spec section 6). ``drfuzz-fashion-mnist`` does t
 Fashion-MNIST with the AlexNet-style ``alexnet_fm``.
 
 Options (``deepfault experiment --preset drfuzz-mnist --preset-option KEY=VALUE``):
-:data:`OPTIONS`; ``pairs=DIR`` names the folder of the user's own pairs (also read from
-``$DEEPFAULT_DRFUZZ_PAIRS``). From Python, ``run_preset(store, options={"pairs": "my-pairs"})``
+:data:`_OPTIONS`; ``pairs=DIR`` names the folder of the user's own pairs (also read from
+``$DEEPFAULT_DRFUZZ_PAIRS``). From Python, ``run_drfuzz_mnist(store, options={"pairs": "my-pairs"})``
 or ``config=PresetConfig(pairs_dir="my-pairs")``.
 
 Every campaign is one executor job that checkpoints into the store and writes its result
@@ -28,24 +28,30 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from .._deprecation import moved_names
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from .campaign import DEFAULT_BATCH, CampaignConfig
 from .campaign.budget import Budget, parse_budget
-from .campaign.checkpoint import METHOD
+from .campaign.checkpoint import DRFUZZ_METHOD
 
-__all__ = ["FASHION_PRESET", "PAIRS_ENV", "PRESET_NAME", "PRESETS", "DRFuzzFashion", "DRFuzzMnist",
-           "PresetConfig", "plan_jobs", "run_preset"]
+__all__ = ["FASHION_PRESET", "PAIRS_ENV", "DRFUZZ_MNIST", "DRFUZZ_PRESETS", "DRFuzzFashion", "DRFuzzMnist",
+           "PresetConfig", "run_drfuzz_mnist"]
 
 log = logging.getLogger(__name__)
 
-PRESET_NAME = "drfuzz-mnist"
+#: The old names, answering with a deprecation warning.
+__getattr__ = moved_names(__name__, {"run_preset": "deepfault.fuzz.preset:run_drfuzz_mnist",
+                                     "PRESET_NAME": "deepfault.fuzz.preset:DRFUZZ_MNIST"})
+
+DRFUZZ_MNIST = "drfuzz-mnist"
 #: The environment variable naming a folder of the user's own M1/M2 pairs.
 PAIRS_ENV = "DEEPFAULT_DRFUZZ_PAIRS"
 
 #: The preset's options: key -> help.
-OPTIONS = {
+_OPTIONS = {
     "pairs": "folder of your own pairs SCENARIO-m1.EXT/SCENARIO-m2.EXT, e.g. supply-m1.h5 and supply-m2.h5 "
              f"(any format 'deepfault run' opens; default: ${PAIRS_ENV}, else the scenarios are made)",
     "scenarios": "comma-separated scenarios (default: supply,adv-bim,adv-cw,fixing,prune)",
@@ -109,7 +115,7 @@ class PresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from ..checks import MAX_BATCH, MAX_REPEAT, MAX_SEED, check_count_text
+        from ..checks import MAX_INPUTS, MAX_REPEAT, MAX_SEED, check_count_text
         from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
@@ -136,7 +142,7 @@ class PresetConfig:
             elif key == "budget":
                 out[key] = value  # parsed by __post_init__, whose message names the accepted forms
             elif key == "max_seeds":
-                out[key] = check_count_text("preset option max-seeds", value, maximum=MAX_BATCH)
+                out[key] = check_count_text("preset option max-seeds", value, maximum=MAX_INPUTS)
             elif key in ("fidelity", "shared_fidelity"):
                 out[key] = value
         return replace(self, **out)
@@ -184,7 +190,7 @@ def _user_pairs(config: PresetConfig) -> dict[str, tuple[str, str]] | None:
     return pairs
 
 
-def plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store: str, experiment: str,
+def _plan_jobs(config: PresetConfig, pairs: dict[str, tuple[str, str]], *, store: str, experiment: str,
               data_dir, profile_dir: str, fidelity: str, device: str = "cpu") -> list[dict]:
     """One :func:`~.regress.campaign_job` job per scenario, strategy and seed."""
     jobs = []
@@ -219,7 +225,7 @@ def _existing_pair(models_dir: Path, name: str, config: PresetConfig) -> dict | 
     if (made.get("name"), made.get("seed"), made.get("epochs"), record.get("arch")) != (
             name, config.scenario_seed, config.epochs, config.arch):
         return None
-    log.info("%s: reusing the %s pair in %s", PRESET_NAME, name, models_dir)
+    log.info("%s: reusing the %s pair in %s", DRFUZZ_MNIST, name, models_dir)
     return {**record, "m1_path": str(paths[0]), "m2_path": str(paths[1])}
 
 
@@ -237,7 +243,7 @@ def _campaign_output(job: dict) -> JobOutput:
 
     out = campaign_job(job)
     m = out["metrics"]
-    log.info("%s: %s: RF %d, URF %d, Seed %d, GF %d (%d iterations, %.0f s)", PRESET_NAME, job["cell"],
+    log.info("%s: %s: RF %d, URF %d, Seed %d, GF %d (%d iterations, %.0f s)", DRFUZZ_MNIST, job["cell"],
              m["rf"], m["urf"], m["seeds"], m["gf"], out["iterations"], out["seconds"])
     return JobOutput(completed=1, summary={job["cell"]: m})
 
@@ -249,15 +255,15 @@ class DRFuzzMnist(ExperimentPreset):
         config: What to run (default :class:`PresetConfig`; tests use small ones).
     """
 
-    name = PRESET_NAME
-    method = METHOD
+    name = DRFUZZ_MNIST
+    method = DRFUZZ_METHOD
     description = ("DRFuzz against DeepHunter on MNIST LeNet-5: five regression scenarios, three seeds, "
                    "the same budget, with the README's MNIST rows")
     job_function = staticmethod(_campaign_output)
     uses_seed = False
-    options = OPTIONS
+    options = _OPTIONS
 
-    def __init__(self, config: PresetConfig | None = None, *, name: str = PRESET_NAME):
+    def __init__(self, config: PresetConfig | None = None, *, name: str = DRFUZZ_MNIST):
         self.config = config or PresetConfig()
         self.name = name
 
@@ -343,37 +349,24 @@ class DRFuzzMnist(ExperimentPreset):
     def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[dict]:
         profile_dir = context.models_dir / "profiles"
         profile_dir.mkdir(parents=True, exist_ok=True)
-        jobs = plan_jobs(plan.state["config"], plan.state["pairs"], store=str(context.store_path),
+        jobs = _plan_jobs(plan.state["config"], plan.state["pairs"], store=str(context.store_path),
                          experiment=experiment, data_dir=context.data_dir, profile_dir=str(profile_dir),
                          fidelity=plan.state["fidelity"], device=context.device)
         wanted = set(todo)
         return [j for j in jobs if f"{j['cell']}/result" in wanted]
 
 
-def run_preset(store_path, *, data_dir=None, models_dir=None, executor=None, progress: bool = False,
-               argv=None, device: str = "cpu", seed: int | None = None,
-               config: PresetConfig | None = None,
-               options: dict[str, str] | None = None) -> ExperimentSummary:
-    """Run (or resume) the DRFuzz MNIST reproduction; see :meth:`ExperimentPreset.run
-    <deepfault.experiment.runner.ExperimentPreset.run>` for the arguments. The summary's
-    ``results`` holds each campaign's metrics.
+def run_drfuzz_mnist(store_path, *, config: PresetConfig | None = None, **run_args: Any
+                     ) -> ExperimentSummary:
+    """Run (or resume) the DRFuzz MNIST reproduction: ``DRFuzzMnist(config).run(store_path,
+    **run_args)``.
 
-    Args:
-        store_path: The SQLite results store (created when missing).
-        data_dir: Data root.
-        models_dir: Where models are kept (made there when missing); default ``models/``
-            beside the store.
-        executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
-            closed at the end; one given here is left open).
-        progress: Progress bars.
-        argv: The command line, for provenance.
-        device: Where models are trained and cells computed.
-        seed: Overrides the preset's seed.
-        config: What to run (default :class:`PresetConfig`; tests use small ones).
-        options: ``--preset-option`` values (:data:`OPTIONS`), applied over ``config``.
+    ``config`` is what to run (default :class:`PresetConfig`; tests use small ones); ``run_args``
+    are :meth:`ExperimentPreset.run <deepfault.experiment.runner.ExperimentPreset.run>`'s
+    (``data_dir``, ``models_dir``, ``executor``, ``progress``, ``argv``, ``device``, ``seed``,
+    ``options``). The summary's ``results`` holds each campaign's metrics.
     """
-    return DRFuzzMnist(config).run(store_path, data_dir=data_dir, models_dir=models_dir, executor=executor,
-                                   progress=progress, argv=argv, device=device, seed=seed, options=options)
+    return DRFuzzMnist(config).run(store_path, **run_args)
 
 
 #: Fashion-MNIST with the AlexNet-style model, as in the published FM rows.
@@ -392,4 +385,4 @@ class DRFuzzFashion(DRFuzzMnist):
 
 
 #: The presets of this method.
-PRESETS = (DRFuzzMnist(), DRFuzzFashion())
+DRFUZZ_PRESETS = (DRFuzzMnist(), DRFuzzFashion())

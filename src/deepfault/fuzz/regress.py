@@ -41,10 +41,10 @@ from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..experiment.store import ResultStore
 from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
-from .campaign.checkpoint import METHOD
+from .campaign.checkpoint import DRFUZZ_METHOD
 from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
-from .mutation.rules import input_kind
+from .mutation.rules import rule_kind
 from .pair import Pair, Versions, check_black_box, check_pair, load_pair, open_pair
 from .progress import PROGRESS_LEGEND, display_for, progress_line
 from .results import RegressComparison, RegressOutcome
@@ -189,7 +189,7 @@ def compare_strategies(models, data, config: CampaignConfig, *, runtime: Runtime
     """
     device = _check_where(config, runtime)
     pair = open_pair(models, data)
-    config = config.for_inputs(input_kind(1 + len(pair.data.input_shape)))
+    config = config.for_inputs(rule_kind(pair.data.input_shape))
     shared = config.shared_fidelity or config.fidelity
     configs = [replace(config, strategy=s, shared_fidelity=shared, campaign=None)
                for s in ("drfuzz", "deephunter")]
@@ -220,7 +220,7 @@ def _campaign(pair: Pair, config: CampaignConfig, runtime: Runtime,
     device = device or _device_of(pair)
     if config.output_kinds == ("logits", "logits"):
         config = replace(config, output_kinds=(pair.p1.output_kind, pair.p2.output_kind))
-    config = config.for_inputs(input_kind(1 + len(pair.data.input_shape)))
+    config = config.for_inputs(rule_kind(pair.data.input_shape))
     check_black_box(pair.p1, pair.p2, config)  # before the discriminator, the surprise fit and the store
     m1, m2 = pair.p1.to(device).module, pair.p2.to(device).module
     threads = default_threads() if runtime.threads == "auto" else runtime.threads
@@ -268,15 +268,17 @@ def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str
         return _run(m1, m2, pair.data, config, None, experiment, cell, progress)
     with ResultStore(store) as opened, opened.writer():
         if config.fresh:
-            opened.delete_cells(experiment, METHOD, cell)
+            opened.delete_cells(experiment, DRFUZZ_METHOD, cell)
         result = _run(m1, m2, pair.data, config, opened, experiment, cell, progress)
         # the report names the models by their files (the experiment key holds their weights)
-        opened.put(experiment, METHOD, "models", {"m1": pair.names[0], "m2": pair.names[1]}, replace=True)
+        opened.put(experiment, DRFUZZ_METHOD, "models", {"m1": pair.names[0], "m2": pair.names[1]},
+                   replace=True)
     return result
 
 
 def _log_state(state: StoreState) -> None:
     log.info("%s", state.line())
+
 
 
 def _prepare_discriminators(config: CampaignConfig, data, device, *, progress: bool | None = False) -> None:

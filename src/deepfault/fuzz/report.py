@@ -25,9 +25,9 @@ import numpy as np
 
 from ..errors import DeepFaultError
 from ..experiment.tables import Table, fmt
-from .campaign.checkpoint import METHOD, list_campaigns, load_result
+from .campaign.checkpoint import DRFUZZ_METHOD, list_campaigns, load_result
 
-__all__ = ["METRICS_LEGEND", "README_FASHION", "README_MNIST", "collect", "comparison_rows", "metrics_table",
+__all__ = ["METRICS_LEGEND", "README_FASHION", "README_MNIST", "_collect", "comparison_rows", "metrics_table",
            "render_report"]
 
 #: The README's MNIST-LeNet5 rows (RQ1, 24 hours on a 40-core CPU): #RF, #URF, #Seed, #GF.
@@ -63,7 +63,7 @@ def _split(cell: str) -> tuple[str, str, str]:
     return "-", strategy or cell, seed
 
 
-def collect(store, experiment: str) -> list[dict]:
+def _collect(store, experiment: str) -> list[dict]:
     """One dict per finished campaign: ``cell``, ``scenario``, ``strategy``, ``seed`` and the
     result (without the faults' inputs).
     """
@@ -279,7 +279,7 @@ def campaign_sections(rows: list[dict], out: Path, *, names: tuple[str, str] = (
     """The DRFuzz section of a page: tables and figures of finished campaigns.
 
     Args:
-        rows: :func:`collect`'s rows (``cell``, ``scenario``, ``strategy``, ``seed``, ``result``).
+        rows: :func:`_collect`'s rows (``cell``, ``scenario``, ``strategy``, ``seed``, ``result``).
         out: Folder for the PNGs and CSVs.
         names: How the page names M1 and M2 (their file names).
         published: The README's rows to show beside ours (only the reproduction presets).
@@ -429,7 +429,7 @@ def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds)
 
 def model_names(store, experiment: str) -> tuple[str, str]:
     """M1's and M2's names as ``deepfault regress`` recorded them (their file names), else M1, M2."""
-    record = store.get(experiment, METHOD, "models")
+    record = store.get(experiment, DRFUZZ_METHOD, "models")
     if record is None:
         return "M1", "M2"
     return str(record.data.get("m1", "M1")), str(record.data.get("m2", "M2"))
@@ -451,15 +451,16 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = collect(store, experiment_hash)
+    rows = _collect(store, experiment_hash)
     if not rows:
-        pending = sum(1 for r in store.records(experiment_hash, METHOD, arrays=False)
+        pending = sum(1 for r in store.records(experiment_hash, DRFUZZ_METHOD, arrays=False)
                       if r.cell_id.endswith("/checkpoint"))
         raise DeepFaultError(
             f"experiment {experiment_hash} has no finished DRFuzz campaign ({pending} checkpointed, not "
             "finished); rerun its command to finish them"
         )
-    experiment: dict = next((e for e in store.experiments(METHOD) if e["experiment"] == experiment_hash), {})
+    experiment: dict = next(
+        (e for e in store.experiments(DRFUZZ_METHOD) if e["experiment"] == experiment_hash), {})
     config = experiment.get("config", {})
     published = None
     if experiment.get("name") in _REPRODUCTIONS:

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..experiment.method import Method
 from .preset import GRID_PRESETS
 from .protocol import RunResult
-from .results import METHOD as _NAME
+from .results import DEEPFAULT_METHOD as _NAME
 
 __all__ = ["METHOD"]
 

@@ -20,6 +20,7 @@ from torch import nn
 from ..core.batches import iterate_batches, predict
 from ..core.capture import NeuronLayout, as_tensor
 from ..core.entry import applies_threads
+from ..core.kinds import OUTPUT_KINDS
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .synthesis import neuron_pairs
@@ -28,10 +29,7 @@ if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
     from .selection import Selection
 
-__all__ = ["Evaluation", "evaluate", "OUTPUT_KINDS", "cross_entropy", "predict"]
-
-#: What a model's output means: unnormalised scores, or a softmax already applied.
-OUTPUT_KINDS = ("logits", "probabilities")
+__all__ = ["Evaluation", "evaluate", "cross_entropy", "predict"]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary,
 from .config import RunConfig
 from .measures import check_star
 from .protocol import CellSpec, run_group
-from .results import METHOD, Cell, CellKey
+from .results import DEEPFAULT_METHOD, Cell, CellKey
 from .selection import get_approach, list_approaches
 from .spectrum import check_threshold
 from .synthesis import check_synthesis_args
@@ -373,7 +373,7 @@ class DeepFaultGrid(ExperimentPreset):
         description: One line for ``deepfault experiment --help``.
     """
 
-    method = METHOD
+    method = DEEPFAULT_METHOD
     job_function = staticmethod(_group_job)
 
     def __init__(self, config: ExperimentConfig, description: str = ""):

@@ -14,10 +14,10 @@ import numpy as np
 from ..errors import DeepFaultError
 from ..experiment.store import Record, ResultStore
 
-__all__ = ["METHOD", "Cell", "CellKey", "write_cell", "read_cells"]
+__all__ = ["DEEPFAULT_METHOD", "Cell", "CellKey", "write_cell", "read_cells"]
 
 #: The method name DeepFault's cells are stored under.
-METHOD = "deepfault"
+DEEPFAULT_METHOD = "deepfault"
 
 
 @dataclass(frozen=True, order=True)
@@ -88,10 +88,10 @@ class Cell:
 
 def write_cell(store: ResultStore, config_hash: str, cell: Cell) -> None:
     """Write one DeepFault cell (see :meth:`~deepfault.experiment.store.ResultStore.put`)."""
-    store.put(config_hash, METHOD, cell.key.id, cell.data(), cell.examples)
+    store.put(config_hash, DEEPFAULT_METHOD, cell.key.id, cell.data(), cell.examples)
 
 
 def read_cells(store: ResultStore, config_hash: str, *, examples: bool = True) -> Iterator[Cell]:
     """Every DeepFault cell of an experiment, in key order."""
-    cells = [Cell.from_record(r) for r in store.records(config_hash, METHOD, arrays=examples)]
+    cells = [Cell.from_record(r) for r in store.records(config_hash, DEEPFAULT_METHOD, arrays=examples)]
     yield from sorted(cells, key=lambda c: c.key)

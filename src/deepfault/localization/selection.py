@@ -25,7 +25,7 @@ __all__ = [
     "get_approach",
     "Neuron",
     "Selection",
-    "BASELINES",
+    "RANDOM_BASELINES",
     "PAPER_MEASURES",
     "list_approaches",
     "rank",
@@ -39,7 +39,7 @@ __all__ = [
 #: The measures whose selections the paper's random baseline avoids.
 PAPER_MEASURES = ("tarantula", "ochiai", "dstar")
 #: Approaches that are not measures: the paper's layer-matched random draw, and a uniform one.
-BASELINES = ("random", "uniform")
+RANDOM_BASELINES = ("random", "uniform")
 
 
 @dataclass(frozen=True)

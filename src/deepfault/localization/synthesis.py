@@ -26,6 +26,8 @@ from torch import nn
 from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
 from ..core.entry import applies_threads, renamed
+from ..core.gradients import RMS_EPS
+from ..core.gradients import normalize as rms_normalize  # a normalize= argument shadows the name
 from ..core.mapped import release
 from ..core.memory import resolve_batch_size
 from ..core.progress import progress_bar
@@ -37,12 +39,10 @@ if TYPE_CHECKING:
     from ..core.inputs import InputData
     from .selection import Selection
 
-__all__ = ["synthesize", "neuron_pairs", "check_synthesis_args", "RMS_EPS"]
+__all__ = ["synthesize", "neuron_pairs", "check_synthesis_args"]
 
 log = logging.getLogger(__name__)
 
-#: Added to each per-neuron gradient's root mean square before dividing (the prototype's value).
-RMS_EPS = 1e-5
 
 
 def neuron_pairs(neurons) -> list[tuple[str, int]]:
@@ -135,7 +135,7 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, pairs: Sequenc
     total: torch.Tensor | None = None
     for j in range(k):
         (g,) = torch.autograd.grad(columns[j].sum(), x, retain_graph=j < k - 1)
-        g = g / g.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS).view(spread)
+        g = rms_normalize(g)
         total = g if total is None else total.add_(g)
     assert total is not None  # k >= 1: neuron_pairs refuses an empty selection
     return total.div_(k), recorded

@@ -55,8 +55,9 @@ log = logging.getLogger(__name__)
 #: else ONNX Runtime), ``torch`` (onnx2torch: a white box) or ``onnxruntime`` (a black box).
 RUNTIMES = ("auto", "torch", "onnxruntime")
 
-#: Inputs per runtime call when the file allows any batch size.
-MAX_BATCH = 4096
+#: Inputs per runtime call when the file allows any batch size (a black-box runtime's batch
+#: cap; not the bound of the batch-size options, :data:`deepfault.checks.MAX_INPUTS`).
+MAX_RUNTIME_BATCH = 4096
 
 #: ONNX operators whose result for one input depends on the other inputs of the batch
 #: (dynamic quantisation's scale is the min/max over the whole tensor): such a graph runs one
@@ -99,7 +100,7 @@ class BlackBoxModel(nn.Module):
 
     def __init__(self, predict: Callable[[np.ndarray], np.ndarray], *, runtime: str, digest: bytes,
                  source: str, input: _IO | None = None, output: _IO | None = None,
-                 max_batch: int = MAX_BATCH):
+                 max_batch: int = MAX_RUNTIME_BATCH):
         super().__init__()
         self.predict_fn = predict
         self.runtime, self.source = runtime, source
@@ -221,6 +222,21 @@ def _ort():
     return onnxruntime
 
 
+def _probe(path: Path, runtime: str, make, fix: str):
+    """``make()``: a runtime's first look at the file, any failure one line that says what to do."""
+    try:
+        return make()
+    except Exception as err:  # noqa: BLE001 - runtimes raise their own types (Fail, InvalidGraph, ...)
+        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise DeepFaultError(f"{runtime} cannot open {str(path)!r}: {first}; {fix}") from err
+
+
+def _check_classifier_io(path: Path, ins, outs) -> None:
+    if len(ins) != 1 or not outs:
+        raise DeepFaultError(f"{str(path)!r} has {len(ins)} inputs and {len(outs)} outputs; a classifier "
+                             "takes one input and returns its class scores first")
+
+
 def open_onnxruntime(path: str | os.PathLike) -> ModelFile:
     """An ``.onnx`` classifier run by ONNX Runtime on the CPU, as a black-box :class:`ModelFile`.
 
@@ -236,16 +252,11 @@ def open_onnxruntime(path: str | os.PathLike) -> ModelFile:
     if not path.is_file():
         raise DeepFaultError(f"ONNX file {str(path)!r} does not exist; check the path")
     ort = _ort()
-    try:
-        probe = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    except Exception as err:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph/... types
-        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise DeepFaultError(f"ONNX Runtime cannot open {str(path)!r}: {first}; re-export the model or check "
-                             "that the file is complete") from err
+    probe = _probe(path, "ONNX Runtime",
+                   lambda: ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]),
+                   "re-export the model or check that the file is complete")
     ins, outs = probe.get_inputs(), probe.get_outputs()
-    if len(ins) != 1 or not outs:
-        raise DeepFaultError(f"{str(path)!r} has {len(ins)} inputs and {len(outs)} outputs; a classifier "
-                             "takes one input and returns its class scores first")
+    _check_classifier_io(path, ins, outs)
     if ins[0].type not in _ORT_TYPES:
         raise DeepFaultError(f"{str(path)!r} takes {ins[0].type} inputs; deepfault feeds float inputs "
                              "(export the model with a float input)")
@@ -274,7 +285,7 @@ def open_onnxruntime(path: str | os.PathLike) -> ModelFile:
     # input's scores would depend on the other inputs of its batch. Run one at a time, as deployed.
     per_input = any(op in ops for op in BATCH_COUPLED_OPS)
     model = BlackBoxModel(predict, runtime="onnxruntime", digest=_file_digest(path), source=str(path),
-                          input=inp, output=out, max_batch=1 if per_input else MAX_BATCH)
+                          input=inp, output=out, max_batch=1 if per_input else MAX_RUNTIME_BATCH)
     return ModelFile(model=model, arch="onnxruntime",
                      output_kind="probabilities" if last == "Softmax" else "logits",
                      meta={"input_shape": list(shape) if shape else None, "source": str(path),
@@ -361,17 +372,15 @@ def open_litert(path: str | os.PathLike) -> ModelFile:
     if not path.is_file():
         raise DeepFaultError(f"TFLite file {str(path)!r} does not exist; check the path")
     interpreter_cls = _litert_interpreter()
-    try:
-        probe = interpreter_cls(model_path=str(path))
-        probe.allocate_tensors()
-    except Exception as err:  # noqa: BLE001 - LiteRT raises ValueError/RuntimeError with long texts
-        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise DeepFaultError(f"LiteRT cannot open {str(path)!r}: {first}; check that it is a complete "
-                             ".tflite file") from err
+
+    def allocated():
+        interpreter = interpreter_cls(model_path=str(path))
+        interpreter.allocate_tensors()
+        return interpreter
+
+    probe = _probe(path, "LiteRT", allocated, "check that it is a complete .tflite file")
     ins, outs = probe.get_input_details(), probe.get_output_details()
-    if len(ins) != 1 or not outs:
-        raise DeepFaultError(f"{str(path)!r} has {len(ins)} inputs and {len(outs)} outputs; a classifier "
-                             "takes one input and returns its class scores first")
+    _check_classifier_io(path, ins, outs)
     inp, out = _litert_io(ins[0]), _litert_io(outs[0])
     if not (np.issubdtype(inp.dtype, np.floating) or inp.quantization is not None):
         raise DeepFaultError(f"{str(path)!r} takes {inp.dtype} inputs without a quantisation scale; "
@@ -431,7 +440,7 @@ def _resizable(interpreter_cls, path: Path, detail: dict, fixed: int) -> bool:
 
 def black_box(predict: Callable[[np.ndarray], Any], *, output_kind: str = "logits",
               input_shape: tuple[int, ...] | None = None, name: str | None = None, key: str = "",
-              max_batch: int = MAX_BATCH) -> ModelFile:
+              max_batch: int = MAX_RUNTIME_BATCH) -> ModelFile:
     """Any Python callable from a batch of inputs to class scores, as a black-box :class:`ModelFile`.
 
     Args:

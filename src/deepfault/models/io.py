@@ -23,9 +23,9 @@ from .._io import atomic_path
 from ..errors import DeepFaultError
 from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
-__all__ = ["ModelFile", "save_model", "load_model", "FORMAT"]
+__all__ = ["ModelFile", "save_model", "load_model", "MODEL_FILE_FORMAT"]
 
-FORMAT = "deepfault-model/1"
+MODEL_FILE_FORMAT = "deepfault-model/1"
 
 
 @dataclass
@@ -69,7 +69,7 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
         raise DeepFaultError(f"cannot write a deepfault model file for architecture {mf.arch!r}, which "
                              "deepfault cannot build again; save it as TorchScript") from err
     payload = {
-        "format": FORMAT,
+        "format": MODEL_FILE_FORMAT,
         "arch": arch,
         "arch_kwargs": dict(mf.arch_kwargs),
         "dataset": mf.dataset,
@@ -96,7 +96,7 @@ def recorded_data_dir(path: str | os.PathLike) -> str | None:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - any unreadable file: opening it later says what is wrong
         return None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if not isinstance(payload, dict) or payload.get("format") != MODEL_FILE_FORMAT:
         return None
     meta = payload.get("meta")
     value = meta.get("data_dir") if isinstance(meta, dict) else None
@@ -275,9 +275,9 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
             f"{str(err).splitlines()[0] if str(err) else 'no detail'}); train one with "
             "'deepfault train' or check that the file is complete"
         ) from err
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if not isinstance(payload, dict) or payload.get("format") != MODEL_FILE_FORMAT:
         raise DeepFaultError(
-            f"{str(path)!r} is not a deepfault model file (no {FORMAT!r} marker); "
+            f"{str(path)!r} is not a deepfault model file (no {MODEL_FILE_FORMAT!r} marker); "
             "train one with 'deepfault train'"
         )
     _check_payload(path, payload)

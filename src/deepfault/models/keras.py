@@ -32,6 +32,7 @@ shape its module needs. Whatever is wrong raises :class:`DeepFaultError`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -581,14 +582,8 @@ def _pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> None:
                      for n, k, s in zip((h, w), kernel, stride, strict=True)))
 
 
-@_layer("MaxPooling2D", options=_POOLING_OPTIONS)
-def _max_pooling(b: _Builder, name: str, cfg: dict) -> None:
-    _pooling(b, name, cfg, "MaxPooling2D", "max")
-
-
-@_layer("AveragePooling2D", options=_POOLING_OPTIONS)
-def _average_pooling(b: _Builder, name: str, cfg: dict) -> None:
-    _pooling(b, name, cfg, "AveragePooling2D", "avg")
+for _cls, _mode in (("MaxPooling2D", "max"), ("AveragePooling2D", "avg")):
+    _layer(_cls, options=_POOLING_OPTIONS)(functools.partial(_pooling, cls=_cls, mode=_mode))
 
 
 def _global_pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> None:
@@ -599,14 +594,8 @@ def _global_pooling(b: _Builder, name: str, cfg: dict, cls: str, mode: str) -> N
     b.shape, b.nchw = (c,), False
 
 
-@_layer("GlobalAveragePooling2D", options=_GLOBAL_POOLING_OPTIONS)
-def _global_average_pooling(b: _Builder, name: str, cfg: dict) -> None:
-    _global_pooling(b, name, cfg, "GlobalAveragePooling2D", "avg")
-
-
-@_layer("GlobalMaxPooling2D", options=_GLOBAL_POOLING_OPTIONS)
-def _global_max_pooling(b: _Builder, name: str, cfg: dict) -> None:
-    _global_pooling(b, name, cfg, "GlobalMaxPooling2D", "max")
+for _cls, _mode in (("GlobalAveragePooling2D", "avg"), ("GlobalMaxPooling2D", "max")):
+    _layer(_cls, options=_GLOBAL_POOLING_OPTIONS)(functools.partial(_global_pooling, cls=_cls, mode=_mode))
 
 
 @_layer("ZeroPadding2D", options={"padding": _ZERO_PADDING, "data_format": _DATA_FORMAT})

@@ -41,7 +41,7 @@ from torch import nn
 from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 from ._api import build_model, canonical_arch, importable, list_architectures
-from .io import FORMAT, ModelFile, load_model
+from .io import MODEL_FILE_FORMAT, ModelFile, load_model
 
 log = logging.getLogger(__name__)
 
@@ -80,30 +80,37 @@ def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict
 
 @dataclass(frozen=True)
 class ModelFormat:
-    """A model file format: how to recognise a file, and how to open it.
+    """A model file format: how to recognise a file, how to open it, and what it takes.
 
     Attributes:
         name: Registry name.
         description: One line for messages and listings.
         detect: ``detect(path, weights, arch) -> bool``; formats are tried in registration order.
-        load: ``load(path, *, weights, arch, arch_kwargs, trust_pickle) -> ModelFile``.
+        load: ``load(path, *, weights, arch, arch_kwargs, trust_pickle, **options) -> ModelFile``.
+        options: The :func:`open_model` options it takes beyond those every format takes
+            (``("runtime",)`` for the files a runtime can run); the others never see them.
+        loader: How it is read, for ``deepfault inspect`` (``""``: the description); a load
+            function that reads a file another way sets ``ModelFile.read["loader"]`` itself.
     """
 
     name: str
     description: str
     detect: Callable[[Path, Path | None, str | None], bool]
     load: Callable[..., ModelFile]
+    options: tuple[str, ...] = ()
+    loader: str = ""
 
 
 #: Every model file format, tried in registration order.
 MODEL_FORMATS: Registry[ModelFormat] = Registry("model format")
 
 
-def register_format(name: str, *, description: str, detect: Callable[[Path, Path | None, str | None], bool]):
+def register_format(name: str, *, description: str, detect: Callable[[Path, Path | None, str | None], bool],
+                    options: tuple[str, ...] = (), loader: str = ""):
     """Decorator adding ``load`` as model format ``name`` (see :class:`ModelFormat`)."""
 
     def add(load):
-        MODEL_FORMATS.register(name, ModelFormat(name, description, detect, load))
+        MODEL_FORMATS.register(name, ModelFormat(name, description, detect, load, options, loader))
         return load
 
     return add
@@ -123,7 +130,8 @@ def _keras_weights_into_zoo(path: Path, weights, arch) -> bool:
 
 
 @register_format("keras-weights", description="Keras save_weights .h5 into a zoo architecture (--arch)",
-                 detect=_keras_weights_into_zoo)
+                 detect=_keras_weights_into_zoo,
+                 loader="deepfault's Keras weights reader (h5py) into the architecture")
 def _open_keras_weights(path, *, weights, arch, arch_kwargs, trust_pickle):
     from .keras_weights import open_keras_weights
 
@@ -135,23 +143,25 @@ def _keras_path(path: Path, weights, arch) -> bool:
         not path.exists() and Path(f"{path}.json").is_file())
 
 
-@register_format("keras", description="Keras .h5/.json (+ --weights) or stem", detect=_keras_path)
+@register_format("keras", description="Keras .h5/.json (+ --weights) or stem", detect=_keras_path,
+                 loader="deepfault's Keras reader (h5py), rebuilt as torch modules")
 def _open_keras(path, *, weights, arch, arch_kwargs, trust_pickle):
     from .keras import load_keras
 
     return load_keras(path, weights)
 
 
-@register_format("onnx", description=".onnx", detect=lambda p, w, a: p.suffix.lower() == ".onnx")
+@register_format("onnx", description=".onnx", detect=lambda p, w, a: p.suffix.lower() == ".onnx",
+                 options=("runtime",), loader="onnx2torch, converted to torch modules")
 def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"):
-    from .blackbox import RUNTIMES, onnx_input_type, open_onnxruntime
+    from .blackbox import RUNTIMES, onnx_input_type
     from .onnx import load_onnx
 
     if runtime not in RUNTIMES:
         message = unknown_name("runtime", runtime, RUNTIMES)
         raise DeepFaultError(message.replace("; ", " for an ONNX file; ", 1))
     if runtime == "onnxruntime":
-        return open_onnxruntime(path)
+        return _onnx_black_box(path)
     missing: ModuleNotFoundError | None = None
     try:
         if runtime == "auto" and onnx_input_type(path) not in (None, "float32"):
@@ -165,7 +175,7 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
         op = re.search(r"operation_type='(\w+)'", str(err))
         why = f"no converter for {op.group(1)}" if op else str(err).splitlines()[0][:160]
     try:
-        mf = open_onnxruntime(path)
+        mf = _onnx_black_box(path)
     except ModuleNotFoundError as err:
         if missing is not None:  # neither onnx2torch nor onnxruntime: name the usual extra
             raise missing from err
@@ -177,8 +187,17 @@ def _open_onnx(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"
     return mf
 
 
+def _onnx_black_box(path) -> ModelFile:
+    from .blackbox import open_onnxruntime
+
+    mf = open_onnxruntime(path)
+    mf.read.setdefault("loader", "ONNX Runtime, a black box")
+    return mf
+
+
 @register_format("tflite", description=".tflite (LiteRT)",
-                 detect=lambda p, w, a: p.suffix.lower() == ".tflite")
+                 detect=lambda p, w, a: p.suffix.lower() == ".tflite", options=("runtime",),
+                 loader="the LiteRT interpreter, a black box")
 def _open_tflite(path, *, weights, arch, arch_kwargs, trust_pickle, runtime="auto"):
     from .blackbox import open_litert
 
@@ -200,7 +219,8 @@ def _read_safetensors(path: Path) -> dict:
 
 
 @register_format("safetensors", description=".safetensors state_dict (with --arch)",
-                 detect=lambda p, w, a: p.suffix.lower() == ".safetensors" and p.is_file())
+                 detect=lambda p, w, a: p.suffix.lower() == ".safetensors" and p.is_file(),
+                 loader="safetensors.torch.load_file, then the architecture built and load_state_dict")
 def _open_safetensors(path, *, weights, arch, arch_kwargs, trust_pickle):
     state = _read_safetensors(path)
     if not state:
@@ -217,7 +237,8 @@ def _open_torchscript(path, *, weights, arch, arch_kwargs, trust_pickle):
 
 
 @register_format("torch", description="deepfault .pt, state_dict (with --arch)",
-                 detect=lambda p, w, a: p.is_file())
+                 detect=lambda p, w, a: p.is_file(),
+                 loader="torch.load(weights_only=True), then the architecture built and load_state_dict")
 def _open_torch(path, *, weights, arch, arch_kwargs, trust_pickle):
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
@@ -233,13 +254,15 @@ def _open_torch(path, *, weights, arch, arch_kwargs, trust_pickle):
                 "unpickling can run arbitrary code; if you trust the file pass --trust-pickle, "
                 "or better save model.state_dict() and load it with --arch path/to/file.py:ClassName"
             ) from err
-        return _unpickle_module(path)
+        mf = _unpickle_module(path)
+        mf.read.setdefault("loader", "torch.load(weights_only=False): unpickled (--trust-pickle)")
+        return mf
     except Exception as err:
         raise DeepFaultError(
             f"{str(path)!r} is not a model file deepfault can read (corrupt or truncated: "
             f"{type(err).__name__}); supported: {supported_formats()}"
         ) from err
-    if isinstance(payload, dict) and payload.get("format") == FORMAT:
+    if isinstance(payload, dict) and payload.get("format") == MODEL_FILE_FORMAT:
         return load_model(path, arch=arch, arch_kwargs=arch_kwargs)
     if isinstance(payload, dict) and payload and all(
         isinstance(v, torch.Tensor) for v in payload.values()
@@ -282,30 +305,15 @@ def open_model(
             f"{str(path)!r} is a directory; give a model file (a TensorFlow SavedModel must be "
             "exported to ONNX or Keras .h5 first)"
         )
+    options = {"runtime": runtime}  # each format takes the ones its entry declares
     for _, fmt in MODEL_FORMATS.items():
         if fmt.detect(path, weights_path, arch):
-            extra = {"runtime": runtime} if fmt.name in ("onnx", "tflite") else {}
             mf = fmt.load(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs,
-                          trust_pickle=trust_pickle, **extra)
+                          trust_pickle=trust_pickle, **{key: options[key] for key in fmt.options})
             mf.read.setdefault("format", fmt.name)
-            if fmt.name == "onnx" and mf.meta.get("runtime") == "onnxruntime":
-                mf.read.setdefault("loader", "ONNX Runtime, a black box")
-            mf.read.setdefault("loader", _LOADERS.get(fmt.name, fmt.description))
-            if fmt.name == "torch" and mf.read["loader"] == _LOADERS["torch"] and mf.meta.get("pickled"):
-                mf.read["loader"] = "torch.load(weights_only=False): unpickled (--trust-pickle)"
+            mf.read.setdefault("loader", fmt.loader or fmt.description)
             return mf
     raise DeepFaultError(f"model file {str(path)!r} does not exist; check the path")
-
-
-#: How each format is read, for ``deepfault inspect`` (a format may set its own in ``ModelFile.read``).
-_LOADERS = {
-    "torch": "torch.load(weights_only=True), then the architecture built and load_state_dict",
-    "safetensors": "safetensors.torch.load_file, then the architecture built and load_state_dict",
-    "keras": "deepfault's Keras reader (h5py), rebuilt as torch modules",
-    "keras-weights": "deepfault's Keras weights reader (h5py) into the architecture",
-    "onnx": "onnx2torch, converted to torch modules",
-    "tflite": "the LiteRT interpreter, a black box",
-}
 
 
 def _unpickle_module(path: Path) -> ModelFile:

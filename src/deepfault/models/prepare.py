@@ -45,6 +45,7 @@ import torch
 from torch import nn
 
 from ..checks import check_bounds
+from ..core.kinds import OUTPUT_KINDS
 from ..data import DATASETS, Dataset, load_dataset
 from ..errors import DeepFaultError
 from .fingerprint import fingerprint
@@ -53,7 +54,6 @@ from .io import ModelFile
 __all__ = [
     "InputAdapter",
     "LAYOUTS",
-    "OUTPUT_KINDS",
     "PreparedModel",
     "prepare_model",
     "PrepareOptions",
@@ -64,8 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-OUTPUT_KINDS = ("logits", "probabilities")
 
 #: Input layout a model takes -> how a native batch (``(N, C, H, W)`` for images) becomes it.
 #: ``flat-NHWC`` is the element order of a Keras ``Flatten`` over channels-last images.

@@ -8,16 +8,16 @@ One module per concept: :mod:`.config` (settings), :mod:`.inputs` (reading ``run
 :mod:`.report` and :mod:`.figures`.
 """
 
-from pathlib import Path
 
 from ..experiment.method import Method
+from ..experiment.report import section_report
 from .config import BASELINES, TIE_POLICIES, RepairConfig
 from .inputs import InputFile, read_inputs
 from .labels import Labelled, label_inputs, majority_vote
-from .preset import METHOD as _NAME
-from .preset import PRESETS
+from .preset import REPAIR_METHOD as _NAME
+from .preset import REPAIR_PRESETS
 from .protocol import evaluate_model, repair, save_repaired
-from .results import ApproachResult, Evaluation, FileSummary, RepairResult
+from .results import ApproachResult, FileSummary, RepairEvaluation, RepairResult
 
 __all__ = [
     "METHOD",
@@ -33,22 +33,16 @@ __all__ = [
     "evaluate_model",
     "save_repaired",
     "ApproachResult",
-    "Evaluation",
+    "RepairEvaluation",
     "FileSummary",
     "RepairResult",
 ]
-
-
-def _report(store_path: Path, experiment: dict, out: Path):
-    from ..experiment.report import write_section
-    from .report import render_report
-
-    return write_section(render_report, store_path, experiment, out)
 
 
 #: Repair as the engine sees it.
 METHOD = Method(
     name=_NAME, title="Repair",
     description="fine-tuning on the failing inputs found, against random and adversarial inputs",
-    presets=PRESETS, result_type=RepairResult, report=_report, commands=("repair",),
+    presets=REPAIR_PRESETS, result_type=RepairResult, report=section_report(f"{__name__}.report"),
+    commands=("repair",),
 )

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..checks import MAX_BATCH, MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_LEARNING_RATE, MAX_SEED, check_int
+from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_SEED, check_int
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 
@@ -91,7 +91,7 @@ class RepairConfig:
                 f"(the whole training split); got {self.mix!r}"
             )
         check_int("epochs", self.epochs, maximum=MAX_EPOCHS)
-        check_int("batch_size", self.batch_size, maximum=MAX_BATCH)
+        check_int("batch_size", self.batch_size, maximum=MAX_INPUTS)
         check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         check_int("bim_steps", self.bim_steps, maximum=MAX_GRADIENT_ITERATIONS)
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= MAX_LEARNING_RATE):

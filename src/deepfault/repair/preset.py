@@ -23,15 +23,17 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..fuzz.campaign.budget import Budget, parse_budget
+from ..xplore.preset import ARCHS
 from .config import RepairConfig
 
 __all__ = [
-    "METHOD",
+    "REPAIR_METHOD",
     "DEEPXPLORE_PRESET",
     "DRFUZZ_PRESET",
     "DeepXploreRepairConfig",
@@ -40,15 +42,14 @@ __all__ = [
     "run_drfuzz_preset",
     "RepairDeepXploreMnist",
     "RepairDRFuzzMnist",
-    "PRESETS",
+    "REPAIR_PRESETS",
 ]
 
 log = logging.getLogger(__name__)
 
-METHOD = "repair"
+REPAIR_METHOD = "repair"
 DEEPXPLORE_PRESET = "repair-deepxplore-mnist"
 DRFUZZ_PRESET = "repair-drfuzz-mnist"
-ARCHS = ("lenet1", "lenet4", "lenet5")
 
 
 def _as_dict(obj) -> dict:
@@ -222,7 +223,7 @@ def _stored(context, experiment: str, cell: str) -> dict:
     """The arrays of a cell an earlier stage of the plan stored (an error when it is missing)."""
     from ..errors import DeepFaultError
 
-    record = None if context.store is None else context.store.get(experiment, METHOD, cell)
+    record = None if context.store is None else context.store.get(experiment, REPAIR_METHOD, cell)
     if record is None:
         raise DeepFaultError(f"cell {cell!r} of experiment {experiment} is not in the store; rerun the "
                              "preset")
@@ -245,35 +246,44 @@ def _xplore_file(arrays: dict, names, repeat: int):
 
 def _job(job: dict) -> JobOutput:
     """One job of either repair preset: a search, a campaign or a repair, by ``job["kind"]``."""
-    run = {"search": search_job, "campaign": campaign_job, "repair": repair_job}[job["kind"]]
+    run = {"search": search_job, "campaign": drfuzz_job, "repair": repair_job}[job["kind"]]
     data, arrays = run(job)
     return JobOutput([CellOutput(job["cell"], data, arrays)])
 
 
-class RepairDeepXploreMnist(ExperimentPreset):
+class _RepairPreset(ExperimentPreset):
+    """What both repair presets share: the method, the one job function, the configuration.
+
+    Args:
+        config: What to run (default: :attr:`config_type`'s defaults; tests use small ones).
+    """
+
+    method = REPAIR_METHOD
+    job_function = staticmethod(_job)
+    uses_seed = False
+    #: The configuration's class.
+    config_type: type = type(None)
+
+    def __init__(self, config=None):
+        self.config = config or self.config_type()
+
+    def check(self, context: RunContext) -> None:
+        self.config.repair.validate()
+
+
+class RepairDeepXploreMnist(_RepairPreset):
     """``repair-deepxplore-mnist``: Figure 10's three approaches on the three LeNets, over repeats.
 
     Two stages: the DeepXplore runs (``deepxplore/repeat=R/found``), then each model fine-tuned
     on a run's found inputs and the baselines (``deepxplore/repeat=R/model=M``).
-
-    Args:
-        config: What to run (default :class:`DeepXploreRepairConfig`; tests use small ones).
     """
 
     name = DEEPXPLORE_PRESET
-    method = METHOD
     description = (
         "DeepXplore Figure 10: LeNet-1/4/5 fine-tuned on difference-inducing inputs against "
         "random test and FGSM inputs, over repeats"
     )
-    job_function = staticmethod(_job)
-    uses_seed = False
-
-    def __init__(self, config: DeepXploreRepairConfig | None = None):
-        self.config = config or DeepXploreRepairConfig()
-
-    def check(self, context: RunContext) -> None:
-        self.config.repair.validate()
+    config_type = DeepXploreRepairConfig
 
     def plan(self, context: RunContext) -> Plan:
         from ..models.fingerprint import fingerprint
@@ -370,39 +380,19 @@ class RepairDeepXploreMnist(ExperimentPreset):
         return jobs
 
 
-def run_deepxplore_preset(
-    store_path,
-    *,
-    data_dir=None,
-    models_dir=None,
-    executor=None,
-    progress: bool = False,
-    argv=None,
-    device: str = "cpu",
-    seed: int | None = None,
-    config: DeepXploreRepairConfig | None = None,
-) -> ExperimentSummary:
-    """Run (or resume) ``repair-deepxplore-mnist``; the arguments are
-    :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s, with ``config`` a
-    :class:`DeepXploreRepairConfig`.
+def run_deepxplore_preset(store_path, *, config: DeepXploreRepairConfig | None = None, **run_args: Any
+                          ) -> ExperimentSummary:
+    """Run (or resume) ``repair-deepxplore-mnist``: ``RepairDeepXploreMnist(config).run(store_path,
+    **run_args)``, the arguments :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s.
     """
-    return RepairDeepXploreMnist(config).run(
-        store_path,
-        data_dir=data_dir,
-        models_dir=models_dir,
-        executor=executor,
-        progress=progress,
-        argv=argv,
-        device=device,
-        seed=seed,
-    )
+    return RepairDeepXploreMnist(config).run(store_path, **run_args)
 
 
 # --- repair-drfuzz-mnist -------------------------------------------------------------------------
 
 
 @_one_thread
-def campaign_job(job: dict) -> tuple[dict, dict]:
+def drfuzz_job(job: dict) -> tuple[dict, dict]:
     """One fuzzing campaign on M2 (a cell ``SCENARIO/faults/STRATEGY/seedS``); its faults."""
     from ..fuzz.campaign import CampaignConfig, run_campaign
     from ..fuzz.regress import cached_profile, load_pair
@@ -482,31 +472,20 @@ def _faults_file(arrays: dict, strategy: str):
     )
 
 
-class RepairDRFuzzMnist(ExperimentPreset):
+class RepairDRFuzzMnist(_RepairPreset):
     """``repair-drfuzz-mnist``: RQ3's cross table for the scenarios the DRFuzz preset makes.
 
     Two stages: one campaign per scenario, strategy and seed (``SCENARIO/faults/STRATEGY/seedS``),
     then M2 fine-tuned on each strategy's faults and tested on every strategy's held-out
     faults (``SCENARIO/repair/train=STRATEGY/seedS``).
-
-    Args:
-        config: What to run (default :class:`DRFuzzRepairConfig`; tests use small ones).
     """
 
     name = DRFUZZ_PRESET
-    method = METHOD
     description = (
         "DRFuzz RQ3: M2 fine-tuned on DRFuzz's or DeepHunter's regression faults, tested on "
         "each one's held-out faults"
     )
-    job_function = staticmethod(_job)
-    uses_seed = False
-
-    def __init__(self, config: DRFuzzRepairConfig | None = None):
-        self.config = config or DRFuzzRepairConfig()
-
-    def check(self, context: RunContext) -> None:
-        self.config.repair.validate()
+    config_type = DRFuzzRepairConfig
 
     def plan(self, context: RunContext) -> Plan:
         from ..models import open_model
@@ -613,33 +592,14 @@ class RepairDRFuzzMnist(ExperimentPreset):
         return jobs
 
 
-def run_drfuzz_preset(
-    store_path,
-    *,
-    data_dir=None,
-    models_dir=None,
-    executor=None,
-    progress: bool = False,
-    argv=None,
-    device: str = "cpu",
-    seed: int | None = None,
-    config: DRFuzzRepairConfig | None = None,
-) -> ExperimentSummary:
-    """Run (or resume) ``repair-drfuzz-mnist``; the arguments are
-    :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s (``models_dir`` holds the
-    scenarios' pairs, made there when missing), with ``config`` a :class:`DRFuzzRepairConfig`.
+def run_drfuzz_preset(store_path, *, config: DRFuzzRepairConfig | None = None, **run_args: Any
+                      ) -> ExperimentSummary:
+    """Run (or resume) ``repair-drfuzz-mnist``: ``RepairDRFuzzMnist(config).run(store_path,
+    **run_args)``, the arguments :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s
+    (``models_dir`` holds the scenarios' pairs, made there when missing).
     """
-    return RepairDRFuzzMnist(config).run(
-        store_path,
-        data_dir=data_dir,
-        models_dir=models_dir,
-        executor=executor,
-        progress=progress,
-        argv=argv,
-        device=device,
-        seed=seed,
-    )
+    return RepairDRFuzzMnist(config).run(store_path, **run_args)
 
 
 #: The presets of this method.
-PRESETS = (RepairDeepXploreMnist(), RepairDRFuzzMnist())
+REPAIR_PRESETS = (RepairDeepXploreMnist(), RepairDRFuzzMnist())

@@ -3,7 +3,7 @@
 The way through: input files -> labels (:mod:`.labels`) -> held-out split by seed
 (:mod:`.holdout`) -> found inputs mixed with training inputs -> fine-tuned copy
 (:mod:`.finetune`), and the same for each baseline (:mod:`.baselines`) -> accuracies before
-and after (:class:`~.results.Evaluation`) -> :class:`~.results.RepairResult`.
+and after (:class:`~.results.RepairEvaluation`) -> :class:`~.results.RepairResult`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .finetune import finetune
 from .holdout import seed_keys, split_by_seed
 from .inputs import InputFile, read_inputs
 from .labels import Labelled, label_inputs
-from .results import ApproachResult, Evaluation, FileSummary, RepairResult
+from .results import ApproachResult, FileSummary, RepairEvaluation, RepairResult
 
 __all__ = ["repair", "evaluate_model", "save_repaired"]
 
@@ -66,7 +66,7 @@ def _acc(pred: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict,
-                   batch_size: int = PREDICT_BATCH) -> Evaluation:
+                   batch_size: int = PREDICT_BATCH) -> RepairEvaluation:
     """Accuracies of ``model`` on ``data``'s test split, its ``clean`` part (bool ``(N,)``) and
     each held-out set: ``held[name] = (x, y, m1_right)`` with ``m1_right`` ``(H,)`` bool for
     regression faults (else ``None``); ``batch_size`` inputs per forward pass.
@@ -75,7 +75,7 @@ def evaluate_model(model: nn.Module, data, *, clean: np.ndarray, held: dict,
 
 
 def _evaluate(model: nn.Module, data, *, clean: np.ndarray, held: dict, batch_size: int = PREDICT_BATCH
-              ) -> tuple[Evaluation, np.ndarray]:
+              ) -> tuple[RepairEvaluation, np.ndarray]:
     """:func:`evaluate_model` and whether the model gets each held-out input right (bool, every
     file's held-out inputs in ``held``'s order, concatenated).
     """
@@ -88,7 +88,7 @@ def _evaluate(model: nn.Module, data, *, clean: np.ndarray, held: dict, batch_si
         if m1_right is not None:
             rf[name] = int((m1_right & (p != y)).sum())
     test = float((pred == data.y_test).mean())  # the test split is never empty
-    return Evaluation(test, _acc(pred[clean], data.y_test[clean]), held_out, rf), np.concatenate(right)
+    return RepairEvaluation(test, _acc(pred[clean], data.y_test[clean]), held_out, rf), np.concatenate(right)
 
 
 def _unique_names(files: Sequence[InputFile]) -> list[str]:
@@ -143,7 +143,7 @@ def _label_file(f: InputFile, data, config: RepairConfig) -> Labelled:
     return lab
 
 
-def _reference_accuracy(evaluation: Evaluation) -> float:
+def _reference_accuracy(evaluation: RepairEvaluation) -> float:
     """The test accuracy a fine-tuning's change is measured on: on the clean test inputs when known."""
     if evaluation.clean_test_accuracy is not None:
         return evaluation.clean_test_accuracy
@@ -246,7 +246,7 @@ def _fine_tuning_set(x: np.ndarray, y: np.ndarray, data, mix_idx: np.ndarray
 
 
 def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, config: RepairConfig, *,
-                    clean: np.ndarray, held: dict, before: Evaluation, right_before: np.ndarray,
+                    clean: np.ndarray, held: dict, before: RepairEvaluation, right_before: np.ndarray,
                     progress: bool) -> tuple[list[ApproachResult], nn.Module]:
     """Fine-tune a copy of ``net`` on each augmentation mixed with the same training inputs;
     ``right_before`` says which held-out inputs ``net`` gets right (to count those fixed and broken).

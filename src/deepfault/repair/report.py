@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import DeepFaultError
 from ..experiment.tables import Table
 
-__all__ = ["PAPER", "render_report", "run_page", "collect", "files_table", "before_after_table",
+__all__ = ["_PAPER", "render_report", "run_page", "_collect", "files_table", "before_after_table",
            "summary_text"]
 
 #: The published yardsticks. DeepXplore section 7.3 / Figure 10: augmenting with 100
@@ -27,7 +27,7 @@ __all__ = ["PAPER", "render_report", "run_page", "collect", "files_table", "befo
 #: points more accuracy than random test or FGSM inputs. DRFuzz README, RQ3 (MNIST LeNet-5):
 #: accuracy (%) of M2 fine-tuned on one approach's faults, on each approach's faults, and the
 #: test-accuracy change ("Acc Change", %).
-PAPER: dict[str, Any] = {
+_PAPER: dict[str, Any] = {
     "deepxplore": {"gain_over_baselines_points": (1.0, 3.0), "inputs": 100, "epochs": 5},
     "drfuzz": {
         "supply": {
@@ -173,7 +173,7 @@ def run_page(result, folder, *, provenance: dict | None = None) -> dict:
 # --- the presets -----------------------------------------------------------------------------------
 
 
-def collect(store, experiment: str) -> dict:
+def _collect(store, experiment: str) -> dict:
     """The repair cells: ``{"deepxplore": {model: {repeat: data}}, "found": {repeat: data},
     "drfuzz": {scenario: {train: {seed: data}}}, "faults": {scenario: {strategy: {seed: data}}}}``.
     """
@@ -304,7 +304,7 @@ def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
     for scenario in sorted(cells):
         for train in sorted(cells[scenario]):
             runs = [cells[scenario][train][k] for k in sorted(cells[scenario][train])]
-            paper = PAPER["drfuzz"].get(scenario, {}).get(train, {})
+            paper = _PAPER["drfuzz"].get(scenario, {}).get(train, {})
             changes = [_approach(c, "found")["test_change"] / 100 for c in runs]
             for f in runs[0]["files"]:
                 test = Path(f["name"]).stem
@@ -349,7 +349,7 @@ def render_report(store, config_hash: str, out_dir) -> dict:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cells = collect(store, config_hash)
+    cells = _collect(store, config_hash)
     md, parts, files = ["# Repair with found inputs", ""], [], []
     nav: list[tuple[str, str]] = []
 

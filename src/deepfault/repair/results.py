@@ -12,11 +12,12 @@ from torch import nn
 from ..core.summary import Summarised
 from .config import RepairConfig
 
-__all__ = ["Evaluation", "FileSummary", "ApproachResult", "RepairResult", "RepairVerdict", "repair_verdict"]
+__all__ = ["RepairEvaluation", "FileSummary", "ApproachResult", "RepairResult", "RepairVerdict",
+           "repair_verdict"]
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class RepairEvaluation:
     """One model's accuracies.
 
     Attributes:
@@ -83,7 +84,7 @@ class ApproachResult:
     Attributes:
         name: ``found`` (the input files) or a baseline (:data:`~.config.BASELINES`).
         inputs: Augmentation inputs (the mixed-in training inputs not counted).
-        after: The fine-tuned model's :class:`Evaluation`.
+        after: The fine-tuned model's :class:`RepairEvaluation`.
         test_change: Change of test accuracy in percentage points (after - before).
         flagged: The change is a loss of more than ``config.max_drop`` points.
         train_loss: Mean loss of the last epoch.
@@ -94,7 +95,7 @@ class ApproachResult:
 
     name: str
     inputs: int
-    after: Evaluation
+    after: RepairEvaluation
     test_change: float
     flagged: bool
     train_loss: float
@@ -121,7 +122,7 @@ class ApproachResult:
         }
 
 
-def _mean_held(e: Evaluation) -> float | None:
+def _mean_held(e: RepairEvaluation) -> float | None:
     values = [v for v in e.held_out.values() if v is not None]
     return sum(values) / len(values) if values else None
 
@@ -139,7 +140,7 @@ class RepairResult(Summarised):
         model_name: How the model is named (file name or architecture).
         dataset: The data set's name.
         files: One :class:`FileSummary` per input file.
-        before: The model's :class:`Evaluation` before any fine-tuning.
+        before: The model's :class:`RepairEvaluation` before any fine-tuning.
         approaches: ``found`` first, then the baselines.
         mixed: Training inputs mixed into every fine-tuning.
         clean_test: Test inputs in ``clean_test_accuracy``.
@@ -155,7 +156,7 @@ class RepairResult(Summarised):
     model_name: str
     dataset: str
     files: tuple[FileSummary, ...]
-    before: Evaluation
+    before: RepairEvaluation
     approaches: tuple[ApproachResult, ...]
     mixed: int
     clean_test: int

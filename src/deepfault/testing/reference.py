@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from ..core.capture import capture, eval_mode, model_device
-from ..localization.synthesis import RMS_EPS, check_synthesis_args, neuron_pairs
+from ..core.gradients import RMS_EPS
+from ..localization.synthesis import check_synthesis_args, neuron_pairs
 
 __all__ = ["spectrum_reference", "synthesize_reference"]
 

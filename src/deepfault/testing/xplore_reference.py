@@ -20,8 +20,9 @@ import torch
 from torch import nn
 
 from ..core.capture import capture, eval_mode, model_device
+from ..core.gradients import RMS_EPS
 from ..xplore.config import XploreConfig
-from ..xplore.search import RMS_EPS, draw_randomness
+from ..xplore.search import draw_randomness
 
 __all__ = ["search_reference", "constrain_reference"]
 

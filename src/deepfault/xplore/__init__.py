@@ -10,14 +10,14 @@ Examples:
     >>> print(result.summary())  # doctest: +SKIP
 """
 
-from pathlib import Path
 
 from ..experiment.method import Method
+from ..experiment.report import section_report
 from .config import LAYER_CHOICES, NEURON_CHOICES, OBJECTIVES, XploreConfig
 from .constraints import CONSTRAINTS, Constraint, list_constraints, make_constraint
 from .features import InputBounds, fixed_mask, observed_bounds
-from .preset import METHOD as _NAME
-from .preset import PRESETS
+from .preset import DEEPXPLORE_METHOD as _NAME
+from .preset import DEEPXPLORE_PRESETS
 from .results import (
     FoundInputs,
     RunNotes,
@@ -57,17 +57,10 @@ __all__ = [
 ]
 
 
-def _report(store_path: Path, experiment: dict, out: Path):
-    from ..experiment.report import write_section
-    from .report import render_report
-
-    return write_section(render_report, store_path, experiment, out)
-
-
 #: DeepXplore as the engine sees it.
 METHOD = Method(
     name=_NAME, title="DeepXplore",
     description="inputs on which several models disagree, found by joint gradient ascent",
-    presets=PRESETS, result_type=XploreResult, report=_report, commands=("xplore",),
-    entries=(xplore,),
+    presets=DEEPXPLORE_PRESETS, result_type=XploreResult, report=section_report(f"{__name__}.report"),
+    commands=("xplore",), entries=(xplore,),
 )

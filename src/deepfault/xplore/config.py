@@ -111,10 +111,10 @@ _FILE_KEYS = {"step_size": "step", "inputs_per_step": "batch_size"}
 _NOT_FILED = ("bounds", "fixed")
 
 #: The fields' old names (still accepted, with a FutureWarning).
-RENAMED = {"step": "step_size", "batch_size": "inputs_per_step"}
+_RENAMED = {"step": "step_size", "batch_size": "inputs_per_step"}
 
 
-@renamed_fields(**RENAMED)
+@renamed_fields(**_RENAMED)
 @dataclass(frozen=True)
 class XploreConfig:
     """One DeepXplore run.
@@ -242,7 +242,7 @@ class XploreConfig:
             >>> XploreConfig.published(seeds=300).clip
             False
         """
-        return cls(**{**PUBLISHED, **_translate("XploreConfig.published", RENAMED, dict(overrides))})
+        return cls(**{**PUBLISHED, **_translate("XploreConfig.published", _RENAMED, dict(overrides))})
 
     @property
     def num_seeds(self) -> int:

@@ -13,8 +13,8 @@ numbers whatever the batching.
 
 Images are ``(N, ..., H, W)``: the rectangle and the patch lie in the last two dimensions
 and span every channel. Each constraint names the kinds of input it fits (``inputs``:
-:func:`input_kind` of one input's shape, ``"image"``, ``"sequence"`` or ``"vector"``); the
-search refuses the others in one line that names the constraints that fit. For vectors and
+:func:`~deepfault.core.kinds.input_kind` of one input's shape, ``"image"``, ``"sequence"`` or
+``"vector"``); the search refuses the others in one line that names the constraints that fit. For vectors and
 sequences, per-feature bounds and fixed features (:mod:`.features`) are the constraints.
 """
 
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from ..checks import check_int
+from ..core.kinds import input_kind
 from ..core.registry import Registry
 from ..errors import DeepFaultError
 
@@ -38,20 +39,10 @@ __all__ = [
     "Blackout",
     "make_constraint",
     "list_constraints",
-    "input_kind",
-    "INPUT_KINDS",
 ]
 
-#: The kind of input, by the rank of one input's shape (``(F,)``, ``(C, L)``, ``(C, H, W)``),
-#: as regression fuzzing names them (:data:`deepfault.fuzz.mutation.rules.INPUT_KINDS`, which
-#: counts the batch axis too). Ranks above 3 are images as well.
-INPUT_KINDS = {1: "vector", 2: "sequence", 3: "image"}
 _SHAPES = {"vector": "vectors (F,)", "sequence": "sequences (C, L)", "image": "images (C, H, W)"}
 
-
-def input_kind(input_shape: Sequence[int]) -> str:
-    """``"vector"``, ``"sequence"`` or ``"image"``: the kind of inputs of per-input ``input_shape``."""
-    return INPUT_KINDS.get(len(tuple(input_shape)), "image" if len(tuple(input_shape)) > 3 else "vector")
 
 #: Every domain constraint, by name (``xplore --constraint NAME``).
 CONSTRAINTS: Registry[type[Constraint]] = Registry("domain constraint")
@@ -63,7 +54,7 @@ class Constraint(ABC):
     name: str = ""
     #: Uniform numbers in [0, 1) this constraint takes per input and iteration.
     num_draws: int = 0
-    #: The kinds of input it fits (:func:`input_kind`).
+    #: The kinds of input it fits (:func:`~deepfault.core.kinds.input_kind`).
     inputs: tuple[str, ...] = ("image", "sequence", "vector")
 
     def check_inputs(self, input_shape: Sequence[int]) -> None:

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.kinds import input_kind
 from ..errors import DeepFaultError
-from .constraints import input_kind
 
 __all__ = [
     "InputBounds",

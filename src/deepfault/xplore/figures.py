@@ -12,20 +12,7 @@ import numpy as np
 
 from ..experiment.report import new_figure, save_figure
 
-__all__ = ["image_grid", "coverage_vs_threshold", "coverage_over_time", "as_image"]
-
-
-def as_image(x: np.ndarray) -> np.ndarray:
-    """One input as a 2-D (grey) or ``(H, W, 3)`` image: channels first or last, or flat square."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim == 3 and x.shape[0] in (1, 3):
-        x = x[0] if x.shape[0] == 1 else x.transpose(1, 2, 0)
-    elif x.ndim == 3 and x.shape[2] in (1, 3):
-        x = x[..., 0] if x.shape[2] == 1 else x
-    elif x.ndim == 1:
-        side = int(round(np.sqrt(x.size)))
-        x = x.reshape(side, side) if side * side == x.size else x[None, :]
-    return x
+__all__ = ["image_grid", "coverage_vs_threshold", "coverage_over_time"]
 
 
 def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, rows: int = 8,

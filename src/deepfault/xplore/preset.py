@@ -22,7 +22,7 @@ the zoo's default recipe when missing. Neurons are DeepXplore's layer set (52, 1
 268 neurons). Every job carries only its seeds, so any executor runs it.
 
 Options (``deepfault experiment --preset deepxplore-mnist --preset-option KEY=VALUE``):
-:data:`OPTIONS`.
+:data:`_OPTIONS`.
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from .._deprecation import moved_names
 from ..core.runtime import Runtime
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..models.fingerprint import fingerprint
@@ -44,12 +45,16 @@ from .config import XploreConfig
 if TYPE_CHECKING:
     from ..models.io import ModelFile
 
-__all__ = ["PRESET_NAME", "PRESETS", "DeepXploreMnist", "XplorePresetConfig", "XploreJob", "run_job",
-           "run_preset", "plan_jobs"]
+__all__ = ["DEEPXPLORE_MNIST", "DEEPXPLORE_PRESETS", "DeepXploreMnist", "XplorePresetConfig", "XploreJob",
+           "run_job", "run_deepxplore_mnist"]
+
+#: The old names, answering with a deprecation warning.
+__getattr__ = moved_names(__name__, {"run_preset": "deepfault.xplore.preset:run_deepxplore_mnist",
+                                     "PRESET_NAME": "deepfault.xplore.preset:DEEPXPLORE_MNIST"})
 
 
-PRESET_NAME = "deepxplore-mnist"
-METHOD = "deepxplore"
+DEEPXPLORE_MNIST = "deepxplore-mnist"
+DEEPXPLORE_METHOD = "deepxplore"
 ARCHS = ("lenet1", "lenet4", "lenet5")
 #: The published weight files, in ``ARCHS`` order.
 WEIGHT_FILES = ("Model1.h5", "Model2.h5", "Model3.h5")
@@ -59,7 +64,7 @@ SETTINGS = ("compat", "default")
 SEED_BYTES = 3 * 28 * 28 * 4
 
 #: The preset's options: key -> help.
-OPTIONS = {
+_OPTIONS = {
     "weights-dir": "folder with DeepXplore's published Model1.h5, Model2.h5, Model3.h5 (LeNet-1/4/5); "
                    "default: trained zoo LeNets",
     "settings": "compat (the published code's, default) or default (this library's defaults)",
@@ -109,15 +114,15 @@ class XplorePresetConfig:
             DeepFaultError: A value of the wrong kind.
         """
         from ..checks import (
-            MAX_BATCH,
             MAX_GRADIENT_ITERATIONS,
+            MAX_INPUTS,
             MAX_REPEAT,
             check_count_text,
             check_memory,
         )
         from ..errors import DeepFaultError
 
-        limits = {"seeds": MAX_BATCH, "repeats": MAX_REPEAT, "iterations": MAX_GRADIENT_ITERATIONS}
+        limits = {"seeds": MAX_INPUTS, "repeats": MAX_REPEAT, "iterations": MAX_GRADIENT_ITERATIONS}
         counts: dict[str, int] = {}
         settings, weights_dir = self.settings, self.weights_dir
         for key, value in options.items():
@@ -252,7 +257,7 @@ def _models(models_dir: Path, data, *, progress: bool, device: str,
     return out
 
 
-def plan_jobs(config: XplorePresetConfig, data, models: dict, device: str = "cpu") -> list[XploreJob]:
+def _plan_jobs(config: XplorePresetConfig, data, models: dict, device: str = "cpu") -> list[XploreJob]:
     """Every cell of the preset, in order."""
     from .search import select_seeds
 
@@ -300,13 +305,13 @@ class DeepXploreMnist(ExperimentPreset):
         config: What to run (default :class:`XplorePresetConfig`; tests use small ones).
     """
 
-    name = PRESET_NAME
-    method = METHOD
+    name = DEEPXPLORE_MNIST
+    method = DEEPXPLORE_METHOD
     description = ("DeepXplore's MNIST results (Tables 2 and 5, Figure 9) with LeNet-1/4/5, the published "
                    "code's settings")
     job_function = staticmethod(_job_output)
     uses_seed = False
-    options = OPTIONS
+    options = _OPTIONS
 
     def __init__(self, config: XplorePresetConfig | None = None):
         self.config = config or XplorePresetConfig()
@@ -325,34 +330,31 @@ class DeepXploreMnist(ExperimentPreset):
                          weights_dir=config.weights_dir)
         accuracy = {n: float((predict(mf.model, data.x_test).argmax(1).numpy() == data.y_test).mean())
                     for n, mf in models.items()}
-        record = {"preset": PRESET_NAME, **config.to_dict(), "base": config.base().to_dict(),
+        record = {"preset": DEEPXPLORE_MNIST, **config.to_dict(), "base": config.base().to_dict(),
                   "weights": "published" if config.weights_dir else "trained",
                   "dataset": data.name, "bounds": list(data.bounds),
                   "model_digests": {n: fingerprint(mf.model) for n, mf in models.items()}}
-        jobs = plan_jobs(config, data, models, context.device)
-        return Plan(PRESET_NAME, record, [j.cell_id for j in jobs], {"model_accuracy": accuracy}, accuracy,
-                    jobs)
+        jobs = _plan_jobs(config, data, models, context.device)
+        return Plan(DEEPXPLORE_MNIST, record, [j.cell_id for j in jobs], {"model_accuracy": accuracy},
+                    accuracy, jobs)
 
     def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[XploreJob]:
         wanted = set(todo)
         return [j for j in plan.state if j.cell_id in wanted]
 
 
-def run_preset(store_path, *, config: XplorePresetConfig | None = None, **run) -> ExperimentSummary:
-    """Run (or resume) the DeepXplore MNIST reproduction.
+def run_deepxplore_mnist(store_path, *, config: XplorePresetConfig | None = None, **run_args: Any
+                         ) -> ExperimentSummary:
+    """Run (or resume) the DeepXplore MNIST reproduction: ``DeepXploreMnist(config).run(store_path,
+    **run_args)``.
 
-    Args:
-        store_path: The SQLite results store (created when missing).
-        config: What to run (default :class:`XplorePresetConfig`; tests use small ones).
-        **run: The keywords of :meth:`ExperimentPreset.run
-            <deepfault.experiment.runner.ExperimentPreset.run>`: ``data_dir``, ``models_dir``
-            (default ``models/`` beside the store), ``executor`` (default: serial, closed at the
-            end; one given here is left open), ``progress``, ``argv``, ``device``, ``seed`` (over
-            the preset's) and ``options`` (``--preset-option`` values, :data:`OPTIONS`, applied
-            over ``config``).
+    ``config`` is what to run (default :class:`XplorePresetConfig`; tests use small ones);
+    ``run_args`` are :meth:`ExperimentPreset.run <deepfault.experiment.runner.ExperimentPreset.run>`'s
+    (``data_dir``, ``models_dir``, ``executor``, ``progress``, ``argv``, ``device``, ``seed``,
+    ``options``).
     """
-    return DeepXploreMnist(config).run(store_path, **run)
+    return DeepXploreMnist(config).run(store_path, **run_args)
 
 
 #: The presets of this method.
-PRESETS = (DeepXploreMnist(),)
+DEEPXPLORE_PRESETS = (DeepXploreMnist(),)

@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import DeepFaultError
 from .config import XploreConfig
 
-__all__ = ["BOUND_TOL", "SSIM_THRESHOLD", "Realism", "input_ssim", "measure_realism", "saturation_warning"]
+__all__ = ["BOUND_TOL", "VISIBLE_CHANGE_SSIM", "Realism", "input_ssim", "measure_realism",
+           "saturation_warning"]
 
 
 #: An element within this distance of a bound (or past it) is at the bound.
@@ -22,7 +23,7 @@ BOUND_TOL = 1e-6
 #: washed out at a glance (see docs/decisions.md, "xplore realism: SSIM to the seed"). On MNIST
 #: seeds, Gaussian noise of sd 0.2 of the pixel range gives a median SSIM of about 0.71 and a
 #: uniform brightening by 0.2 about 0.66; sd 0.1 gives 0.81.
-SSIM_THRESHOLD = 0.7
+VISIBLE_CHANGE_SSIM = 0.7
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Realism:
             (:func:`input_ssim`); ``None`` for inputs that are no images or when nothing was found.
         low_ssim: Share of the inputs whose SSIM to their seed is below ``ssim_threshold``:
             visibly noisy, shifted or washed out (``None`` as ``mean_ssim``).
-        ssim_threshold: The threshold of ``low_ssim`` (:data:`SSIM_THRESHOLD`).
+        ssim_threshold: The threshold of ``low_ssim`` (:data:`VISIBLE_CHANGE_SSIM`).
     """
 
     found: int
@@ -57,7 +58,7 @@ class Realism:
     outside_bounds: float | None = None
     mean_ssim: float | None = None
     low_ssim: float | None = None
-    ssim_threshold: float = SSIM_THRESHOLD
+    ssim_threshold: float = VISIBLE_CHANGE_SSIM
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -110,7 +111,7 @@ def input_ssim(inputs, seeds, bounds: tuple[float, float]) -> np.ndarray | None:
 
 def measure_realism(inputs, seeds, bounds: tuple[float, float], *,
                     still_differ_clipped: np.ndarray | None = None,
-                    ssim_threshold: float = SSIM_THRESHOLD) -> Realism:
+                    ssim_threshold: float = VISIBLE_CHANGE_SSIM) -> Realism:
     """The :class:`Realism` of found inputs ``(F, *input)`` against their seeds.
 
     Args:

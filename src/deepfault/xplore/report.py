@@ -29,7 +29,7 @@ from .summary import (
     summary_text,
 )
 
-__all__ = ["PAPER", "render_report", "collect", "run_page", "summary_text", "summary_table",
+__all__ = ["_PAPER", "render_report", "_collect", "run_page", "summary_text", "summary_table",
            "coverage_table", "agreement_table", "inputs_table", "realism_line"]
 
 class _Paper(TypedDict):
@@ -40,7 +40,7 @@ class _Paper(TypedDict):
 
 
 #: The paper's MNIST numbers as DeepXplore spec section 6 gives them.
-PAPER: _Paper = {
+_PAPER: _Paper = {
     "table2": {"lenet1": 1073, "lenet4": 1968, "lenet5": 827},
     "table5": {0.0: {"l1": 237.9, "found": 871, "coverage": 0.694},
                1.0: {"l1": 283.3, "found": 776, "coverage": 0.706}},
@@ -74,7 +74,7 @@ def _pm(values: Sequence[float | None], digits: int = 1, scale: float = 1.0) -> 
     return f"{mean * scale:.{digits}f} ± {sd * scale:.{digits}f}"
 
 
-def collect(store, experiment: str) -> dict:
+def _collect(store, experiment: str) -> dict:
     """The preset's cells grouped by table: ``{"table2": {target: [data per seed]}, ...}``."""
     out: dict = {"table2": defaultdict(list), "table5": defaultdict(list), "figure9": {}, "arrays": {}}
     for record in store.records(experiment, "deepxplore", arrays=False):
@@ -119,13 +119,13 @@ def _table2(cells: dict) -> tuple[list[str], list[list], dict]:
         published = PUBLISHED_CODE.get(target)
         rows.append([target, len(runs), runs[0]["seeds"], _pm(differ), _pm(found), _pm(share, 1, 100),
                      "-" if published is None else f"{100 * published:.1f}",
-                     PAPER["table2"].get(target, "-"), _pm([p["mean_iterations"] for p in pooled], 2),
+                     _PAPER["table2"].get(target, "-"), _pm([p["mean_iterations"] for p in pooled], 2),
                      _pm([x.get("mean_l1") for x in realism]),
                      _pm([x.get("saturated") for x in realism], 1, 100),
                      _pm([x.get("still_differ_clipped") for x in realism], 1, 100),
                      _pm([r["pooled_coverage"] for r in runs], 1, 100),
                      _pm([r["seconds"] for r in runs], 2), _pm([r["first_found_seconds"] for r in runs], 3)])
-        data[target] = {"found": found, "already_differ": differ, "paper": PAPER["table2"].get(target),
+        data[target] = {"found": found, "already_differ": differ, "paper": _PAPER["table2"].get(target),
                         "found_share": share, "published_code_share": published, "realism": realism,
                         "mean_iterations": [p["mean_iterations"] for p in pooled],
                         "pooled_coverage": [r["pooled_coverage"] for r in runs],
@@ -141,7 +141,7 @@ def _table5(cells: dict) -> tuple[list[str], list[list], dict]:
     rows, data = [], {}
     for lam in sorted(cells):
         runs = cells[lam]
-        paper = PAPER["table5"].get(lam, {})
+        paper = _PAPER["table5"].get(lam, {})
         l1 = [r["per_target"][-1]["mean_l1"] for r in runs]
         rows.append([f"{lam:g}", len(runs), _pm(l1), paper.get("l1", "-"), _pm([r["found"] for r in runs]),
                      paper.get("found", "-"), _pm([r["pooled_coverage"] for r in runs], 1, 100),
@@ -193,7 +193,7 @@ def render_report(store, experiment_hash: str, out_dir) -> dict:
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cells = collect(store, experiment_hash)
+    cells = _collect(store, experiment_hash)
     page = _Sections(out)
     _paper_tables(page, cells)
     _first_run(page, store, experiment_hash, cells)

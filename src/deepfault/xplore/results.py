@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
+from .._deprecation import moved_names
 from .._io import atomic_path
 from ..core.outcome import Artifact, Outcome
 from ..core.summary import Summarised
 from ..coverage.criteria import CoverageResult
 from ..errors import DeepFaultError
 from .config import XploreConfig
-from .realism import SSIM_THRESHOLD, Realism, input_ssim, measure_realism, saturation_warning
+from .realism import VISIBLE_CHANGE_SSIM, Realism, input_ssim, measure_realism, saturation_warning
 from .summary import run_summary
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
     "FoundSurprise",
     "add_surprise",
     "Realism",
-    "SSIM_THRESHOLD",
+    "VISIBLE_CHANGE_SSIM",
     "measure_realism",
     "input_ssim",
     "add_labels",
@@ -44,6 +45,9 @@ __all__ = [
     "replay",
     "NPZ_KEYS",
 ]
+
+#: The old name of :data:`VISIBLE_CHANGE_SSIM` answers with a deprecation warning.
+__getattr__ = moved_names(__name__, {"SSIM_THRESHOLD": "deepfault.xplore.realism:VISIBLE_CHANGE_SSIM"})
 
 
 @dataclass(frozen=True, eq=False)

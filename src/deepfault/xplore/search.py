@@ -59,6 +59,7 @@ from ..core.capture import (
     selection_source,
 )
 from ..core.entry import entry, split_arguments
+from ..core.gradients import RMS_EPS, normalize
 from ..core.mapped import release
 from ..core.memory import choose_batch_size
 from ..core.runtime import Runtime
@@ -89,9 +90,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Added to the gradient's root mean square before dividing (DeepXplore's code).
-RMS_EPS = 1e-5
 
 #: Inputs per forward/backward pass on the CPU: 256 LeNet inputs keep a pass's tensors in
 #: cache, about 1.7x faster than one pass over 2,000 (benchmarks/bench_xplore.py).
@@ -178,12 +176,6 @@ def choose_neurons(covered: torch.Tensor, u: np.ndarray) -> np.ndarray:
         candidates = np.arange(len(covered))
     pick = np.minimum((u * len(candidates)).astype(np.int64), len(candidates) - 1)
     return candidates[pick]
-
-
-def normalize(grads: torch.Tensor) -> torch.Tensor:
-    """``g / (sqrt(mean(g ** 2)) + 1e-5)`` for each input of a ``(B, *input)`` batch."""
-    rms = grads.flatten(1).pow(2).mean(dim=1).sqrt().add(RMS_EPS)
-    return grads / rms.view(-1, *([1] * (grads.ndim - 1)))
 
 
 def check_models(models: Sequence[nn.Module], sample: torch.Tensor, names: Sequence[str]) -> int:
@@ -613,11 +605,11 @@ def search(models: Sequence | Mapping, seeds, config: XploreConfig | None = None
             ``progress``, ``chunk_size``, ``threads``), with a :class:`FutureWarning`.
 
     Returns:
-        The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of what was
-        found (SSIM to the seed and the share below
-        :data:`~deepfault.xplore.results.SSIM_THRESHOLD`, distances). A ``UserWarning`` says
-        when most found inputs are far from their seeds or saturate, naming the options that
-        avoid it.
+        The run's :class:`~deepfault.xplore.results.XploreResult`, with the realism of
+        what was found (:class:`~deepfault.xplore.realism.Realism`: SSIM to the seed and the
+        share below :data:`~deepfault.xplore.realism.VISIBLE_CHANGE_SSIM`, distances). A
+        ``UserWarning`` says when most found inputs are far from their seeds or saturate,
+        naming the options that avoid it.
 
     Raises:
         DeepFaultError: Fewer than two models, models of different class counts or that

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz.mutation.rules import apply_rule, get_rule, input_kind, list_rules, register_rule
+from deepfault.fuzz.mutation.rules import apply_rule, get_rule, list_rules, register_rule, rule_kind
 from deepfault.fuzz.mutation.vectors import (
     FEATURE_SCALE_RANGE,
     NOISE_SIGMAS,
@@ -203,9 +203,9 @@ def test_registry_by_input_kind():
     assert not set(list_rules()) & set(SEQUENCE_RULES)
     assert list_rules("affine", inputs="sequence") == sorted(TIME_RULES)
     assert get_rule("time_crop").inputs == ("sequence",)
-    assert [input_kind(r) for r in (2, 3, 4)] == ["vector", "sequence", "image"]
+    assert [rule_kind((1,) * r) for r in (1, 2, 3)] == ["vector", "sequence", "image"]
     with pytest.raises(DeepFaultError, match="vectors \\(N, F\\); got a batch of rank 5"):
-        input_kind(torch.zeros(1, 1, 1, 1, 1))
+        rule_kind(torch.zeros(1, 1, 1, 1, 1).shape[1:])
     with pytest.raises(DeepFaultError, match="inputs must be among image, sequence, vector; got 'audio'"):
         register_rule("hum", family="pixel", inputs="audio")
 

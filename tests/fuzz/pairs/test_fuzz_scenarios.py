@@ -10,17 +10,15 @@ from torch import nn
 from deepfault.cli import main
 from deepfault.data import Dataset, load_dataset
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz.pairs.scenarios import (
-    apricot_repair,
-    list_scenarios,
-    make_scenario,
+from deepfault.fuzz.pairs.scenarios import apricot_repair, list_scenarios, make_scenario
+from deepfault.models import build_model, load_model
+from deepfault.models.deploy import (
     prune_weights,
     quantize_fp16,
     quantize_int8,
     quantize_int8_tensor,
     sparsity,
 )
-from deepfault.models import build_model, load_model
 
 ALL = ["adv-bim", "adv-cw", "fixing", "prune", "quant-fp16", "quant-int8", "supply"]
 OPTIONS = {"adv-bim": {"samples": 200, "steps": 3},

@@ -45,10 +45,11 @@ from .result import CampaignResult, result_from_dict
 if TYPE_CHECKING:
     from .parts import CampaignParts
 
-__all__ = ["METHOD", "CampaignStore", "Checkpointed", "checkpoint_progress", "load_result", "list_campaigns"]
+__all__ = ["DRFUZZ_METHOD", "CampaignStore", "Checkpointed", "checkpoint_progress", "load_result",
+           "list_campaigns"]
 
 #: The store's method name for every fuzzing cell.
-METHOD = "drfuzz"
+DRFUZZ_METHOD = "drfuzz"
 #: 3: the state by part; 2 (still read): one flat record.
 _VERSION = 3
 _READ_VERSIONS = (2, 3)
@@ -117,12 +118,13 @@ class CampaignStore:
     def _begin(store, experiment: str, cell: str, config: CampaignConfig) -> None:
         from ...provenance import provenance
 
-        store.begin(experiment, name=cell, config=config.to_dict(), provenance=provenance(), method=METHOD)
+        store.begin(experiment, name=cell, config=config.to_dict(), provenance=provenance(),
+                    method=DRFUZZ_METHOD)
 
     # --- writing ----------------------------------------------------------------------------
 
     def _put(self, cell_id: str, data: dict, arrays: dict | None = None) -> None:
-        self.store.put(self.experiment, METHOD, cell_id, data, arrays, replace=True)
+        self.store.put(self.experiment, DRFUZZ_METHOD, cell_id, data, arrays, replace=True)
 
     def save(self, c: Checkpointed) -> None:
         """Write a checkpoint of ``c``: new queue entries and faults as chunks, changed pool
@@ -178,7 +180,7 @@ class CampaignStore:
     # --- reading ----------------------------------------------------------------------------
 
     def _get(self, cell_id: str, what: str):
-        rec = self.store.get(self.experiment, METHOD, cell_id)
+        rec = self.store.get(self.experiment, DRFUZZ_METHOD, cell_id)
         if rec is None:
             raise DeepFaultError(
                 f"the store lacks {what} ({cell_id!r}) of campaign {self.cell!r}; it is corrupt: "
@@ -188,7 +190,7 @@ class CampaignStore:
 
     def restore(self, c: Checkpointed) -> bool:
         """Load the last checkpoint into ``c`` (set up, not yet run); ``False`` when there is none."""
-        rec = self.store.get(self.experiment, METHOD, _cid(self.cell, "checkpoint"))
+        rec = self.store.get(self.experiment, DRFUZZ_METHOD, _cid(self.cell, "checkpoint"))
         if rec is None:
             return False
         self.store.require(rec, "config", "corpus_chunks", "fault_chunks", "checkpoints", "pages")
@@ -252,17 +254,17 @@ def load_result(store, experiment: str, cell: str, *, inputs: bool = True) -> Ca
         cell: The campaign's id in the store.
         inputs: Load the regression faults' inputs and probabilities too (else empty arrays).
     """
-    rec = store.get(experiment, METHOD, _cid(cell, "result"))
+    rec = store.get(experiment, DRFUZZ_METHOD, _cid(cell, "result"))
     if rec is None:
         return None
     data, arrays = rec.data, rec.arrays
-    ckpt = store.get(experiment, METHOD, _cid(cell, "checkpoint"))
+    ckpt = store.get(experiment, DRFUZZ_METHOD, _cid(cell, "checkpoint"))
     chunks = [] if ckpt is None else store.require(ckpt, "fault_chunks").data["fault_chunks"]
     tables = [FaultTable.from_arrays({k[8:]: v for k, v in arrays.items()
                                       if k.startswith("initial.") and not k.startswith("initial.rf_")})]
     rf_inputs, rf_p1, rf_p2 = ([arrays[f"initial.{k}"]] for k in ("rf_inputs", "rf_p1", "rf_p2"))
     for k in range(len(chunks)):
-        c = store.get(experiment, METHOD, _cid(cell, "faults", k))
+        c = store.get(experiment, DRFUZZ_METHOD, _cid(cell, "faults", k))
         if c is None:
             raise DeepFaultError(f"the store lacks fault chunk {k} of campaign {cell!r}; it is corrupt")
         tables.append(_fault_table(c.arrays))
@@ -315,5 +317,5 @@ def _fault_table(arrays: dict[str, np.ndarray]) -> FaultTable:
 def list_campaigns(store, experiment: str) -> list[str]:
     """The ids of the campaigns of ``experiment`` that have finished."""
     suffix = "/result"
-    return sorted(r.cell_id[: -len(suffix)] for r in store.records(experiment, METHOD, arrays=False)
+    return sorted(r.cell_id[: -len(suffix)] for r in store.records(experiment, DRFUZZ_METHOD, arrays=False)
                   if r.cell_id.endswith(suffix))

@@ -17,13 +17,13 @@ from ...checks import MAX_BATCH, MAX_BUDGET_SECONDS, MAX_SEED, check_name
 from ...core.capture import TRANSFORMS
 from ...core.constraints import Constraint, Flag, Interval, Options, Text, constraint_of, param, validate
 from ...core.entry import renamed_fields
+from ...core.kinds import OUTPUT_KINDS
 from ...coverage import list_criteria
 from ...errors import DeepFaultError
 from ..fidelity.checks import check_spec, default_fidelity
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
 from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
-from .oracle import OUTPUT_KINDS
 from .strategies import STRATEGIES, FuzzStrategy
 
 __all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "INPUTS_DEFAULT", "QUEUE_CAPACITY",

@@ -51,7 +51,7 @@ from ...core.registry import suggestion
 from ...errors import DeepFaultError
 from ..fidelity.checks import Fidelity, check_fidelity_inputs, default_fidelity, make_fidelity
 from ..mutation.diversity import FailureSet
-from ..mutation.rules import input_kind
+from ..mutation.rules import rule_kind
 from .checkpoint import CampaignStore
 from .clock import StepCost
 from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, RENAMED, CampaignConfig, CampaignProgress
@@ -60,7 +60,7 @@ from .faults import FaultLog
 from .metrics import FaultTable, compute_metrics
 from .parts import CampaignParts, Checks, Counters, Faults, Models, Queue, Randomness, RuleStats, Timing
 from .result import CampaignResult, examples
-from .seeds import evaluate_seeds, select_seeds, test_inputs
+from .seeds import evaluate_seeds, select_roots, test_inputs
 from .step import run_step
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class Campaign:
         # fewer rows for large inputs and for steps of few mutant slots (issue 26)
         slots = config.inputs_per_step * config.mutants_per_input
         self.pair.rows = pass_rows(tuple(self.x.shape[1:]), slots=slots)
-        self.kind = input_kind(self.x)  # image, sequence or vector: which rules apply
+        self.kind = rule_kind(self.x.shape[1:])  # image, sequence or vector: which rules apply
         self.rules = list(self.strategy.rules_for(self.kind))
         if fidelity is None:  # SSIM and the discriminator judge images only
             check_fidelity_inputs(self.strategy.check_spec(config), self.kind)
@@ -147,7 +147,7 @@ class Campaign:
                 # (a strategy whose own check is the shared filter has applied it already)
                 shared = self._make_fidelity(cfg.shared_fidelity)
             checks = Checks.of(own, shared)
-            self.seeds = seeds = select_seeds(evaluation, self.strategy, self.device)
+            self.seeds = seeds = select_roots(evaluation, self.strategy, self.device)
             queue = Queue.of_seeds(seeds, checks.own, checks.shared, shape=tuple(self.x.shape[1:]),
                                    config=cfg, device=self.device)
             faults = Faults(FaultLog(*seeds.initial_faults()), FailureSet(len(seeds.index)))
@@ -337,7 +337,7 @@ def run_campaign(
             configuration.
     """
     if config is None and fidelity is None and "fidelity" not in overrides:  # the default of the inputs' kind
-        kind = input_kind(test_inputs(inputs, labels)[0])
+        kind = rule_kind(test_inputs(inputs, labels)[0].shape[1:])
         if kind != "image":  # (images keep CampaignConfig's default, the discriminator)
             overrides["fidelity"] = default_fidelity(kind)
     config = config or CampaignConfig()

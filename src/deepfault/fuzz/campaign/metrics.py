@@ -31,6 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from ...errors import DeepFaultError
+from ..fidelity.checks import SSIM_THRESHOLD as REALISTIC_SSIM  # a fault in ``urf_ssim`` needs it
 
 __all__ = ["FAULT_KINDS", "REALISTIC_SSIM", "FaultTable", "Metrics", "compare_campaigns", "compute_metrics",
            "metrics_until"]
@@ -51,8 +52,6 @@ _COLUMNS = {
     "rule": np.int16,  # the mutation rule that made it (index into the campaign's rules; -1: none)
 }
 
-#: The SSIM a fault needs to count in ``urf_ssim`` (DRFuzz's fidelity threshold).
-REALISTIC_SSIM = 0.99
 
 
 @dataclass(frozen=True)

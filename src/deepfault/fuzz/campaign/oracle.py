@@ -34,6 +34,7 @@ from enum import IntEnum
 import numpy as np
 import torch
 
+from ...core.kinds import OUTPUT_KINDS
 from ...errors import DeepFaultError
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
     "DROP_MARGIN",
     "classify",
     "to_probabilities",
-    "OUTPUT_KINDS",
 ]
 
 #: ``d`` above this: weaken.
@@ -54,9 +54,6 @@ WEAKEN_THRESHOLD = 0.3
 HALF_WEAKEN_THRESHOLD = 0.15
 #: A "rest" mutant is dropped when ``d < 0`` and ``d_parent - d`` exceeds this.
 DROP_MARGIN = 0.15
-
-#: What a model's outputs are: ``"logits"`` (softmax applied) or ``"probabilities"``.
-OUTPUT_KINDS = ("logits", "probabilities")
 
 
 class Bucket(IntEnum):

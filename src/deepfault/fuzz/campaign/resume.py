@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...errors import DeepFaultError
-from .checkpoint import METHOD, checkpoint_progress
+from .checkpoint import DRFUZZ_METHOD, checkpoint_progress
 from .config import CampaignConfig
 
 __all__ = ["STORE_STATES", "StoreState", "store_state"]
@@ -113,8 +113,8 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
         opened = ResultStore(path)
     with opened:
         status, iterations, seconds = "new", 0, 0.0
-        result = opened.get(experiment, METHOD, f"{cell}/result")
-        checkpoint = opened.get(experiment, METHOD, f"{cell}/checkpoint")
+        result = opened.get(experiment, DRFUZZ_METHOD, f"{cell}/result")
+        checkpoint = opened.get(experiment, DRFUZZ_METHOD, f"{cell}/checkpoint")
         if result is not None:
             status = "finished"
             iterations = int(result.data.get("iterations", 0))
@@ -123,9 +123,9 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
             status = "resume"
             iterations, seconds = checkpoint_progress(checkpoint.data)
         ours = config.to_dict()
-        others = tuple(_differences(e["config"], ours) for e in opened.experiments(METHOD)
+        others = tuple(_differences(e["config"], ours) for e in opened.experiments(DRFUZZ_METHOD)
                        if e["name"] == cell and e["experiment"] != experiment
-                       and opened.get(e["experiment"], METHOD, f"{cell}/checkpoint") is not None)
+                       and opened.get(e["experiment"], DRFUZZ_METHOD, f"{cell}/checkpoint") is not None)
     if fresh and status != "new":
         return StoreState(str(store), cell, "new", iterations, seconds, others, dropped=status)
     return StoreState(str(store), cell, status, iterations, seconds, others)

@@ -10,16 +10,16 @@ import numpy as np
 import torch
 
 from ...core.capture import as_tensor
+from ...core.kinds import INPUT_KINDS
 from ...core.mapped import release
 from ...core.memory import input_bytes
 from ...errors import DeepFaultError
 from ..mutation.diversity import tendency_of
-from ..mutation.rules import INPUT_KINDS
 from .execution import ModelPair, pass_rows
 from .metrics import FAULT_KINDS, FaultTable
 
-__all__ = ["SEED_BATCH", "SEED_PASS_BYTES", "Evaluation", "Seeds", "evaluate_seeds", "seed_rows",
-           "select_seeds", "test_inputs"]
+__all__ = ["SEED_BATCH", "SEED_PASS_BYTES", "SeedEvaluation", "Seeds", "evaluate_seeds", "seed_rows",
+           "select_roots", "test_inputs"]
 
 #: Inputs per forward pass while evaluating the seeds.
 SEED_BATCH = 1024
@@ -36,7 +36,7 @@ def test_inputs(inputs, labels) -> tuple[torch.Tensor, np.ndarray]:
         DeepFaultError: Inputs of another rank, or labels that do not match them.
     """
     x = as_tensor(inputs)
-    if x.ndim not in INPUT_KINDS:
+    if x.ndim - 1 not in INPUT_KINDS:
         raise DeepFaultError("regression fuzzing mutates images (N, C, H, W), sequences (N, C, L) or vectors "
                              f"(N, F); got inputs of shape {tuple(x.shape)}")
     y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels).astype(np.int64)
@@ -46,7 +46,7 @@ def test_inputs(inputs, labels) -> tuple[torch.Tensor, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class SeedEvaluation:
     """The candidate seeds and both models' probabilities ``(N, classes)`` on them."""
 
     x: torch.Tensor
@@ -79,7 +79,7 @@ def seed_rows(pair: ModelPair, x: torch.Tensor) -> int:
     return min(rows, 1 << (by_memory.bit_length() - 1))
 
 
-def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: int | None) -> Evaluation:
+def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: int | None) -> SeedEvaluation:
     """Run the first ``max_seeds`` test inputs (all: ``None``) through both models.
 
     Raises:
@@ -111,7 +111,7 @@ def evaluate_seeds(pair: ModelPair, x: torch.Tensor, y: np.ndarray, max_seeds: i
         raise DeepFaultError(
             f"labels must lie in 0..{p1.shape[1] - 1} (the models' classes); got {y.min()}..{y.max()}"
         )
-    return Evaluation(x, y, p1, p2)
+    return SeedEvaluation(x, y, p1, p2)
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class Seeds:
         return table, (images, self.p1[f], self.p2[f])
 
 
-def select_seeds(evaluation: Evaluation, strategy, device: torch.device) -> Seeds:
+def select_roots(evaluation: SeedEvaluation, strategy, device: torch.device) -> Seeds:
     """The roots ``strategy`` picks among the evaluated inputs.
 
     Raises:

@@ -141,7 +141,7 @@ class FuzzStrategy(ABC):
     description: str = ""
     #: Mutation rule names for images, in the order the chooser indexes them.
     rules: tuple[str, ...] = ()
-    #: Rule names for the other kinds of input (:data:`~..mutation.rules.INPUT_KINDS`).
+    #: Rule names for the other kinds of input (:data:`~deepfault.core.kinds.INPUT_KINDS`).
     other_rules: ClassVar[dict[str, tuple[str, ...]]] = {"vector": VECTOR_RULES, "sequence": SEQUENCE_RULES}
     #: Rule chooser when the configuration names none.
     chooser: str = "mcmc"

@@ -60,10 +60,11 @@ from ...coverage.surprise import (
     Surprise,
     load_surprise,
 )
+from ...coverage.surprise_cache import cached_surprise
 from ...errors import DeepFaultError
 from .checks import FidelityCheck, TraceFidelity, register_fidelity
 
-__all__ = ["DEFAULT_PERCENTILE", "SurpriseFidelity", "SurpriseSpec", "cached_surprise",
+__all__ = ["DEFAULT_PERCENTILE", "SurpriseFidelity", "SurpriseSpec",
            "make_surprise_fidelity", "parse_surprise_spec", "percentile_threshold", "reference_scores",
            "surprise_cache_dir"]
 
@@ -289,32 +290,6 @@ def _state_hash(s: Surprise) -> str:
     return h.hexdigest()
 
 
-def cached_surprise(model: nn.Module, train_inputs, *, cache: bool | str | os.PathLike = True,
-                    progress: bool = False) -> Surprise:
-    """:func:`~deepfault.coverage.surprise.fit_surprise` of ``model`` on ``train_inputs`` with
-    the defaults (the layer before the logits, raw values, classes by prediction), read from
-    the one cache of fitted states (:func:`~deepfault.coverage.surprise_cache.cached_surprise`,
-    which ``run`` and ``xplore`` share) when it was fitted before.
-
-    Args:
-        model: M1.
-        train_inputs: The training split.
-        cache: ``True``: :func:`surprise_cache_dir`; a folder; ``False``: no cache.
-        progress: Show a progress bar while fitting.
-
-    Raises:
-        DeepFaultError: No training inputs (the message names the way round: a state file).
-    """
-    from ...coverage.surprise_cache import cached_surprise as shared
-
-    if train_inputs is None or len(train_inputs) == 0:
-        raise DeepFaultError("the surprise check fits on the data set's training split, and there is none; "
-                             "fit a state on other realistic inputs (deepfault.coverage.fit_surprise, "
-                             "save_surprise) and give it as 'dsa:T:FILE'")
-    folder = _folder(cache)
-    return shared(model, train_inputs, cache_dir=folder, progress=progress).surprise
-
-
 def reference_scores(state: Surprise, model: nn.Module, test_inputs, kind: str, *,
                      cache: bool | str | os.PathLike = True, batch_size: int | str = "auto") -> np.ndarray:
     """``(N,)`` float64 ``kind`` scores of the test inputs (what a percentile threshold reads), cached."""
@@ -388,8 +363,12 @@ def make_surprise_fidelity(spec: str | SurpriseSpec, *, model: nn.Module | None,
     if parsed.file is not None:
         state = load_surprise(parsed.file)
         state.check_model(model)
-    else:
-        state = cached_surprise(model, train_inputs, cache=cache, progress=progress)
+    elif train_inputs is None or len(train_inputs) == 0:
+        raise DeepFaultError("the surprise check fits on the data set's training split, and there is none; "
+                             "fit a state on other realistic inputs (deepfault.coverage.fit_surprise, "
+                             "save_surprise) and give it as 'dsa:T:FILE'")
+    else:  # fitted with the defaults, through the one cache of fitted states (run and xplore share it)
+        state = cached_surprise(model, train_inputs, cache_dir=_folder(cache), progress=progress).surprise
     threshold = parsed.threshold
     if threshold is None:
         if test_inputs is None or len(test_inputs) == 0:

@@ -15,14 +15,13 @@ from .diversity import ROOT_FAILURE_LIMIT, DiversityTable, FailureSet, tendency_
 from .mcmc import CHOOSERS, RuleChooser, gain_delta, make_chooser
 from .rules import (
     AFFINE,
-    INPUT_KINDS,
     PIXEL,
     MutationRule,
     apply_rule,
     get_rule,
-    input_kind,
     list_rules,
     register_rule,
+    rule_kind,
 )
 from .vectors import SEQUENCE_RULES, VECTOR_RULES
 
@@ -33,7 +32,6 @@ __all__ = [
     "ROOT_FAILURE_LIMIT",
     "DiversityTable",
     "FailureSet",
-    "INPUT_KINDS",
     "MutationRule",
     "RuleChooser",
     "SEQUENCE_RULES",
@@ -41,9 +39,9 @@ __all__ = [
     "apply_rule",
     "gain_delta",
     "get_rule",
-    "input_kind",
     "list_rules",
     "make_chooser",
     "register_rule",
+    "rule_kind",
     "tendency_of",
 ]

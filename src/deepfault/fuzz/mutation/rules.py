@@ -78,12 +78,13 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ...core.kinds import INPUT_KINDS, input_kind
 from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
 
@@ -103,12 +104,11 @@ __all__ = [
     "TRANSLATION_SHIFTS",
     "MutationRule",
     "apply_rule",
-    "INPUT_KINDS",
     "get_rule",
-    "input_kind",
     "list_rules",
     "neutral_params",
     "register_rule",
+    "rule_kind",
     "salt_pepper_count",
 ]
 
@@ -120,9 +120,6 @@ AFFINE = "affine"
 PIXEL = "pixel"
 _FAMILIES = (AFFINE, PIXEL)
 
-#: The kinds of input a rule can take, by the input's rank: images ``(N, C, H, W)``, sequences
-#: ``(N, C, L)`` and vectors ``(N, F)`` (:func:`input_kind`).
-INPUT_KINDS = {4: "image", 3: "sequence", 2: "vector"}
 
 #: Translation shifts, each of ``dx`` and ``dy`` uniform over these.
 TRANSLATION_SHIFTS = tuple(range(-3, 3))
@@ -164,8 +161,8 @@ class MutationRule:
         fn: ``fn(x, *, generator=None, bounds, params=None) -> (x_new, params)``.
         neutral: The parameters under which the rule is the identity (one value per key),
             or ``None`` when it has none.
-        inputs: The kinds of input it takes (:data:`INPUT_KINDS`: ``"image"``, ``"sequence"``,
-            ``"vector"``).
+        inputs: The kinds of input it takes (:data:`~deepfault.core.kinds.INPUT_KINDS`:
+            ``"image"``, ``"sequence"``, ``"vector"``).
     """
 
     name: str
@@ -200,7 +197,8 @@ def register_rule(
             positions), ``"pixel"`` for a change of values.
         neutral: Parameter values (one per key) that make the rule the identity.
         inputs: The kind(s) of input the rule takes: ``"image"`` (the default), ``"sequence"``,
-            ``"vector"`` (:data:`INPUT_KINDS`); a campaign uses the rules of its inputs' kind.
+            ``"vector"`` (:data:`~deepfault.core.kinds.INPUT_KINDS`); a campaign uses the rules of
+            its inputs' kind.
 
     Raises:
         DeepFaultError: ``family`` is not one of the two, or an unknown input kind.
@@ -247,18 +245,18 @@ def list_rules(family: str | None = None, *, inputs: str | None = "image") -> li
             and (inputs is None or inputs in _RULES.get(name).inputs)]
 
 
-def input_kind(x) -> str:
-    """``"image"``, ``"sequence"`` or ``"vector"``: the kind of a batch ``x`` (or of a rank).
+def rule_kind(input_shape: Sequence[int]) -> str:
+    """``"image"``, ``"sequence"`` or ``"vector"``: the rules that mutate inputs of one input's
+    shape ``input_shape`` (:func:`~deepfault.core.kinds.input_kind`'s convention: no batch axis).
 
     Raises:
-        DeepFaultError: A rank other than 2, 3 or 4.
+        DeepFaultError: A shape of another rank: no rule mutates it.
     """
-    rank = x if isinstance(x, int) else len(x.shape)
-    if rank not in INPUT_KINDS:
+    if len(tuple(input_shape)) not in INPUT_KINDS:
         raise DeepFaultError(
             "regression fuzzing mutates images (N, C, H, W), sequences (N, C, L) or vectors (N, F); "
-            f"got a batch of rank {rank}" + (f", shape {tuple(x.shape)}" if not isinstance(x, int) else ""))
-    return INPUT_KINDS[rank]
+            f"got a batch of rank {1 + len(tuple(input_shape))}")
+    return input_kind(input_shape)
 
 
 def apply_rule(
@@ -396,6 +394,37 @@ class _Draws:
         return self.used
 
 
+#: ``kernel(x, d, lo, hi) -> x_new``: a rule's own work, on the checked batch ``x``, its draws ``d``
+#: and the bounds.
+Kernel = Callable[..., torch.Tensor]
+
+
+def _kernel_rule(name: str, *, family: str, neutral: Mapping[str, int | float] | None = None,
+                 inputs: str | tuple[str, ...] = "image", check: Callable[..., tuple] | None = None
+                 ) -> Callable[[Kernel], RuleFn]:
+    """Decorator registering ``kernel(x, d, lo, hi) -> x_new`` as the rule ``name``
+    (:func:`register_rule`'s arguments): the rule ``rule(x, *, generator=None, bounds,
+    params=None) -> (x_new, params)`` checks ``x`` and ``bounds`` (``check(name, x, bounds,
+    kinds)``; default the image rules' check), gives the kernel the batch, its draws
+    (:class:`_Draws`: ``d.take(key, draw, ...)``) and ``(lo, hi)``, and returns what the kernel
+    made with the parameters it took (refusing ``params`` it did not take).
+    """
+    kinds = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+
+    def decorate(kernel: Kernel) -> RuleFn:
+        def rule(x: torch.Tensor, *, generator: torch.Generator | None = None, bounds,
+                 params: Mapping[str, Any] | None = None) -> tuple[torch.Tensor, Params]:
+            x, lo, hi = _check_input(name, x, bounds) if check is None else check(name, x, bounds, kinds)
+            d = _Draws(name, x.shape[0], generator, params)
+            return kernel(x, d, lo, hi), d.done()
+
+        rule.__name__ = rule.__qualname__ = kernel.__name__
+        rule.__doc__, rule.__module__ = kernel.__doc__, kernel.__module__
+        return register_rule(name, family=family, neutral=neutral, inputs=inputs)(rule)
+
+    return decorate
+
+
 def _uniform(n: int, low: float, high: float) -> Callable[[torch.Generator], torch.Tensor]:
     return lambda g: low + (high - low) * torch.rand(n, generator=g, dtype=torch.float64)
 
@@ -441,189 +470,100 @@ def _groups(codes: torch.Tensor, device: torch.device) -> Iterator[tuple[list[in
 # ----------------------------------------------------------------------------- affine rules
 
 
-@register_rule("translation", family=AFFINE, neutral={"dx": 0, "dy": 0})
-def translation(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("translation", family=AFFINE, neutral={"dx": 0, "dy": 0})
+def translation(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Shift each image by whole pixels; vacated pixels become ``lo``.
 
     ``dx`` (columns, positive to the right) and ``dy`` (rows, positive down) are each
     uniform over ``{-3, ..., 2}``.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``dx``, ``dy`` (int, ``(N,)``) replacing the draws.
-
-    Returns:
-        ``(x_new, {"dx", "dy"})``.
+    Parameters (``params``; drawn where not given): ``dx``, ``dy`` (int, ``(N,)``).
     """
-    x, lo, hi = _check_input("translation", x, bounds)
     n = x.shape[0]
-    d = _Draws("translation", n, generator, params)
     dx = d.take("dx", _choice(n, TRANSLATION_SHIFTS, torch.int64), dtype=torch.int64)
     dy = d.take("dy", _choice(n, TRANSLATION_SHIFTS, torch.int64), dtype=torch.int64)
     matrix = torch.zeros(n, 2, 3, dtype=torch.float64)
     matrix[:, 0, 0] = matrix[:, 1, 1] = 1.0
     matrix[:, 0, 2], matrix[:, 1, 2] = dx, dy
-    return _warp(x, matrix, lo, hi, "nearest"), d.done()
+    return _warp(x, matrix, lo, hi, "nearest")
 
 
-@register_rule("scale", family=AFFINE, neutral={"factor": 1.0})
-def scale(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("scale", family=AFFINE, neutral={"factor": 1.0})
+def scale(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Zoom each image about its centre by ``factor`` ~ U(0.7, 1.2), bicubic.
 
     Shrinking pads with ``lo``; enlarging crops to the centre.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``factor`` ``(N,)`` replacing the draw (must be positive).
-
-    Returns:
-        ``(x_new, {"factor"})``.
+    Parameters (``params``; drawn where not given): ``factor`` ``(N,)`` replacing the draw (must be
+    positive).
     """
-    x, lo, hi = _check_input("scale", x, bounds)
     n = x.shape[0]
-    d = _Draws("scale", n, generator, params)
     factor = d.take("factor", _uniform(n, *SCALE_RANGE), low=1e-6)
     kornia = _kornia()
     matrix = kornia.geometry.transform.get_rotation_matrix2d(
         _centre(x), torch.zeros(n, dtype=torch.float64), factor[:, None].expand(n, 2)
     )
-    return _warp(x, matrix, lo, hi, "bicubic"), d.done()
+    return _warp(x, matrix, lo, hi, "bicubic")
 
 
-@register_rule("shear", family=AFFINE, neutral={"factor": 0.0})
-def shear(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("shear", family=AFFINE, neutral={"factor": 0.0})
+def shear(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Shear each image horizontally, ``x' = x - factor * y``, ``factor`` ~ U(-0.6, 0.6).
 
     The origin is the top-left pixel, as in DRFuzz's code; bilinear; vacated pixels
     become ``lo``.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``factor`` ``(N,)`` replacing the draw.
-
-    Returns:
-        ``(x_new, {"factor"})``.
+    Parameters (``params``; drawn where not given): ``factor`` ``(N,)``.
     """
-    x, lo, hi = _check_input("shear", x, bounds)
     n = x.shape[0]
-    d = _Draws("shear", n, generator, params)
     factor = d.take("factor", _uniform(n, *SHEAR_RANGE))
     matrix = torch.zeros(n, 2, 3, dtype=torch.float64)
     matrix[:, 0, 0] = matrix[:, 1, 1] = 1.0
     matrix[:, 0, 1] = -factor
-    return _warp(x, matrix, lo, hi, "bilinear"), d.done()
+    return _warp(x, matrix, lo, hi, "bilinear")
 
 
-@register_rule("rotation", family=AFFINE, neutral={"angle": 0.0})
-def rotation(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("rotation", family=AFFINE, neutral={"angle": 0.0})
+def rotation(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Rotate each image about its centre by ``angle`` ~ U(-50, 50) degrees, bilinear.
 
     A positive angle turns counter-clockwise as displayed (OpenCV's convention); vacated
     pixels become ``lo``.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``angle`` ``(N,)`` in degrees replacing the draw.
-
-    Returns:
-        ``(x_new, {"angle"})``.
+    Parameters (``params``; drawn where not given): ``angle`` ``(N,)`` in degrees.
     """
-    x, lo, hi = _check_input("rotation", x, bounds)
     n = x.shape[0]
-    d = _Draws("rotation", n, generator, params)
     angle = d.take("angle", _uniform(n, *ROTATION_RANGE))
     kornia = _kornia()
     matrix = kornia.geometry.transform.get_rotation_matrix2d(
         _centre(x), angle, torch.ones(n, 2, dtype=torch.float64)
     )
-    return _warp(x, matrix, lo, hi, "bilinear"), d.done()
+    return _warp(x, matrix, lo, hi, "bilinear")
 
 
 # ----------------------------------------------------------------------------- intensity rules
 
 
-@register_rule("contrast", family=PIXEL, neutral={"alpha": 1.0})
-def contrast(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("contrast", family=PIXEL, neutral={"alpha": 1.0})
+def contrast(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Multiply each image by ``alpha`` ~ U(0.5, 1.5): ``lo + (v - lo) * alpha``.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``alpha`` ``(N,)`` replacing the draw.
-
-    Returns:
-        ``(x_new, {"alpha"})``.
+    Parameters (``params``; drawn where not given): ``alpha`` ``(N,)``.
     """
-    x, lo, hi = _check_input("contrast", x, bounds)
     n = x.shape[0]
-    d = _Draws("contrast", n, generator, params)
     alpha = d.take("alpha", _uniform(n, *CONTRAST_RANGE))
-    return (lo + (x - lo) * _on(x, alpha)).clamp_(lo, hi), d.done()
+    return (lo + (x - lo) * _on(x, alpha)).clamp_(lo, hi)
 
 
-@register_rule("brightness", family=PIXEL, neutral={"beta": 0.0})
-def brightness(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("brightness", family=PIXEL, neutral={"beta": 0.0})
+def brightness(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Add ``beta`` ~ U(-20, 20) (0..255 units, so ``beta * (hi - lo) / 255``) to each image.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``beta`` ``(N,)`` in 0..255 units replacing the draw.
-
-    Returns:
-        ``(x_new, {"beta"})``.
+    Parameters (``params``; drawn where not given): ``beta`` ``(N,)`` in 0..255 units.
     """
-    x, lo, hi = _check_input("brightness", x, bounds)
     n = x.shape[0]
-    d = _Draws("brightness", n, generator, params)
     beta = d.take("beta", _uniform(n, *BRIGHTNESS_RANGE))
-    return (x + _on(x, beta * ((hi - lo) / 255.0))).clamp_(lo, hi), d.done()
+    return (x + _on(x, beta * ((hi - lo) / 255.0))).clamp_(lo, hi)
 
 
 # ----------------------------------------------------------------------------- filters
@@ -656,14 +596,8 @@ _MEDIAN_SIZES = {6: 3, 7: 5}
 _BILATERAL = 8
 
 
-@register_rule("blur", family=PIXEL)
-def blur(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("blur", family=PIXEL)
+def blur(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Blur each image with one of nine filters, uniform over :data:`BLUR_FILTERS`.
 
     Box 3/4/5, Gaussian 3/5/7 (OpenCV's ``sigma = 0`` kernels), median 3/5 and bilateral
@@ -671,18 +605,10 @@ def blur(
     kornia. The six linear filters run as one per-image 7x7 correlation; the median and
     bilateral filters run once per filter on the images that drew it.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``filter`` (int index into :data:`BLUR_FILTERS`, ``(N,)``).
-
-    Returns:
-        ``(x_new, {"filter"})``.
+    Parameters (``params``; drawn where not given): ``filter`` (int index into :data:`BLUR_FILTERS`,
+    ``(N,)``).
     """
-    x, lo, hi = _check_input("blur", x, bounds)
     n = x.shape[0]
-    d = _Draws("blur", n, generator, params)
     choice = d.take(
         "filter", _choice(n, range(len(BLUR_FILTERS)), torch.int64), dtype=torch.int64, low=0,
         high=len(BLUR_FILTERS) - 1,
@@ -708,19 +634,11 @@ def blur(
         else:
             k = _MEDIAN_SIZES[code]
             out[rows] = kornia.filters.median_blur(x[rows], (k, k), border_type="replicate")
-    return out.clamp_(lo, hi), d.done()
+    return out.clamp_(lo, hi)
 
 
-def _morphology(
-    name: str,
-    x: torch.Tensor,
-    generator: torch.Generator | None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None,
-) -> tuple[torch.Tensor, Params]:
-    x, lo, hi = _check_input(name, x, bounds)
+def _morphology(x: torch.Tensor, d: _Draws, lo: float, hi: float, *, erode: bool) -> torch.Tensor:
     n = x.shape[0]
-    d = _Draws(name, n, generator, params)
     shapes = torch.tensor(MORPH_KERNELS, dtype=torch.int64)
     pick: dict[str, torch.Tensor] = {}
 
@@ -740,79 +658,43 @@ def _morphology(
         if a == b == 1:
             continue  # a 1x1 kernel is the identity
         kernel = torch.ones(a, b, device=x.device, dtype=x.dtype)
-        if name == "erode":
+        if erode:
             out[rows] = kornia.morphology.erosion(x[rows], kernel, origin=[a // 2, b // 2])
         else:
             # kornia's dilation reflects the kernel (max of f(x - b)) and OpenCV's does not;
             # this origin puts the taps where OpenCV's anchor (a // 2, b // 2) puts them.
             out[rows] = kornia.morphology.dilation(x[rows], kernel, origin=[a - 1 - a // 2, b - 1 - b // 2])
-    return out.clamp_(lo, hi), d.done()
+    return out.clamp_(lo, hi)
 
 
-@register_rule("erode", family=PIXEL, neutral={"kernel_h": 1, "kernel_w": 1})
-def erode(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
-    """Grey erosion (minimum over a kernel of ones), the shape uniform over :data:`MORPH_KERNELS`.
+@_kernel_rule("erode", family=PIXEL, neutral={"kernel_h": 1, "kernel_w": 1})
+def erode(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
+    return _morphology(x, d, lo, hi, erode=True)
 
-    Anchor ``(kh // 2, kw // 2)`` as in OpenCV: ``out[y, x] = min`` of
+
+@_kernel_rule("dilate", family=PIXEL, neutral={"kernel_h": 1, "kernel_w": 1})
+def dilate(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
+    return _morphology(x, d, lo, hi, erode=False)
+
+
+_MORPH_DOC = """Grey {name} ({what} over a kernel of ones), the shape uniform over :data:`MORPH_KERNELS`.
+
+    Anchor ``(kh // 2, kw // 2)`` as in OpenCV: ``out[y, x] = {op}`` of
     ``v[y + i - kh // 2, x + j - kw // 2]`` over the kernel, pixels outside the image ignored.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``kernel_h``, ``kernel_w`` (int, ``(N,)``, at least 1).
-
-    Returns:
-        ``(x_new, {"kernel_h", "kernel_w"})``.
+    Parameters (``params``; drawn where not given): ``kernel_h``, ``kernel_w`` (int, ``(N,)``, at
+    least 1).
     """
-    return _morphology("erode", x, generator, bounds, params)
-
-
-@register_rule("dilate", family=PIXEL, neutral={"kernel_h": 1, "kernel_w": 1})
-def dilate(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
-    """Grey dilation (maximum over a kernel of ones), the shape uniform over :data:`MORPH_KERNELS`.
-
-    Anchor ``(kh // 2, kw // 2)`` as in OpenCV: ``out[y, x] = max`` of
-    ``v[y + i - kh // 2, x + j - kw // 2]`` over the kernel, pixels outside the image ignored.
-
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``kernel_h``, ``kernel_w`` (int, ``(N,)``, at least 1).
-
-    Returns:
-        ``(x_new, {"kernel_h", "kernel_w"})``.
-    """
-    return _morphology("dilate", x, generator, bounds, params)
+erode.__doc__ = _MORPH_DOC.format(name="erosion", what="minimum", op="min")
+dilate.__doc__ = _MORPH_DOC.format(name="dilation", what="maximum", op="max")
 
 
 # ----------------------------------------------------------------------------- patches
 
 
-def _patch(
-    name: str,
-    x: torch.Tensor,
-    generator: torch.Generator | None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None,
-    fill: Callable[[torch.Tensor, float, float], torch.Tensor],
-) -> tuple[torch.Tensor, Params]:
-    x, lo, hi = _check_input(name, x, bounds)
+def _patch(x: torch.Tensor, d: _Draws, lo: float, hi: float,
+           fill: Callable[[torch.Tensor, float, float], torch.Tensor]) -> torch.Tensor:
     n, _, h, w = x.shape
-    d = _Draws(name, n, generator, params)
     top = d.take("row", lambda g: torch.randint(h - PATCH_SIZE + 1, (n,), generator=g), dtype=torch.int64,
                  low=0, high=h - PATCH_SIZE)
     left = d.take("col", lambda g: torch.randint(w - PATCH_SIZE + 1, (n,), generator=g), dtype=torch.int64,
@@ -821,55 +703,30 @@ def _patch(
     cols = torch.arange(w, device=x.device)[None, :] - left.to(x.device)[:, None]  # (N, W)
     inside = ((rows >= 0) & (rows < PATCH_SIZE))[:, :, None] & ((cols >= 0) & (cols < PATCH_SIZE))[:, None, :]
     out = torch.where(inside[:, None], fill(x, lo, hi), x)
-    return out.clamp_(lo, hi), d.done()
+    return out.clamp_(lo, hi)
 
 
 _PATCH_DOC = """Set a 2x2 patch of each image to {what}.
 
     The patch's top-left corner ``(row, col)`` is uniform over ``{{0..H-2}} x {{0..W-2}}``.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``row``, ``col`` (int, ``(N,)``) replacing the draws.
-
-    Returns:
-        ``(x_new, {{"row", "col"}})``.
+    Parameters (``params``; drawn where not given): ``row``, ``col`` (int, ``(N,)``).
     """
 
 
-@register_rule("reverse_patch", family=PIXEL)
-def reverse_patch(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
-    return _patch("reverse_patch", x, generator, bounds, params, lambda v, lo, hi: (lo + hi) - v)
+@_kernel_rule("reverse_patch", family=PIXEL)
+def reverse_patch(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
+    return _patch(x, d, lo, hi, lambda v, lo, hi: (lo + hi) - v)
 
 
-@register_rule("white_patch", family=PIXEL)
-def white_patch(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
-    return _patch("white_patch", x, generator, bounds, params, lambda v, lo, hi: torch.full_like(v, hi))
+@_kernel_rule("white_patch", family=PIXEL)
+def white_patch(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
+    return _patch(x, d, lo, hi, lambda v, lo, hi: torch.full_like(v, hi))
 
 
-@register_rule("black_patch", family=PIXEL)
-def black_patch(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
-    return _patch("black_patch", x, generator, bounds, params, lambda v, lo, hi: torch.full_like(v, lo))
+@_kernel_rule("black_patch", family=PIXEL)
+def black_patch(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
+    return _patch(x, d, lo, hi, lambda v, lo, hi: torch.full_like(v, lo))
 
 
 reverse_patch.__doc__ = _PATCH_DOC.format(what="its reverse, ``lo + hi - v`` (``max - v`` for ``lo = 0``)")
@@ -886,68 +743,38 @@ def _standard_normal(d: _Draws, x: torch.Tensor) -> torch.Tensor:
     return z.to(x.device)
 
 
-@register_rule("gauss_noise", family=PIXEL, neutral={"var": 0.0})
-def gauss_noise(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("gauss_noise", family=PIXEL, neutral={"var": 0.0})
+def gauss_noise(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Add Gaussian noise N(0, var), ``var`` uniform over :data:`GAUSS_NOISE_VARIANCES`.
 
     The variances ``{2, 1, 0.5, 0.1, 0.05, 0.01, 0.005, 0.001}`` are in 0..255 units squared:
     the noise added is ``sqrt(var) * (hi - lo) / 255 * z``, ``z`` standard normal per pixel and
     channel.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``var`` ``(N,)`` (0..255 units squared, non-negative) and ``noise``
-            ``(N, C, H, W)`` (the standard normal field) replacing the draws.
-
-    Returns:
-        ``(x_new, {"var", "noise"})``.
+    Parameters (``params``; drawn where not given): ``var`` ``(N,)`` (0..255 units squared,
+    non-negative) and ``noise`` ``(N, C, H, W)`` (the standard normal field).
     """
-    x, lo, hi = _check_input("gauss_noise", x, bounds)
     n = x.shape[0]
-    d = _Draws("gauss_noise", n, generator, params)
     var = d.take("var", _choice(n, GAUSS_NOISE_VARIANCES), low=0.0)
     z = _standard_normal(d, x)
-    return (x + _on(x, var.sqrt() * ((hi - lo) / 255.0)) * z).clamp_(lo, hi), d.done()
+    return (x + _on(x, var.sqrt() * ((hi - lo) / 255.0)) * z).clamp_(lo, hi)
 
 
-@register_rule("multiplicative_noise", family=PIXEL, neutral={"var": 0.0})
-def multiplicative_noise(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("multiplicative_noise", family=PIXEL, neutral={"var": 0.0})
+def multiplicative_noise(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Speckle noise ``v + (v - lo) * sqrt(var) * z``, ``var`` uniform over
     :data:`MULTIPLICATIVE_NOISE_VARIANCES` ``{1, 0.5, 0.1, 0.05, 0.01, 0.005, 0.001}``.
 
     ``z`` is standard normal per pixel and channel; the noise is relative, so ``var`` has
     no units.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``var`` ``(N,)`` (non-negative) and ``noise`` ``(N, C, H, W)``
-            replacing the draws.
-
-    Returns:
-        ``(x_new, {"var", "noise"})``.
+    Parameters (``params``; drawn where not given): ``var`` ``(N,)`` (non-negative) and ``noise``
+    ``(N, C, H, W)``.
     """
-    x, lo, hi = _check_input("multiplicative_noise", x, bounds)
     n = x.shape[0]
-    d = _Draws("multiplicative_noise", n, generator, params)
     var = d.take("var", _choice(n, MULTIPLICATIVE_NOISE_VARIANCES), low=0.0)
     z = _standard_normal(d, x)
-    return (x + (x - lo) * _on(x, var.sqrt()) * z).clamp_(lo, hi), d.done()
+    return (x + (x - lo) * _on(x, var.sqrt()) * z).clamp_(lo, hi)
 
 
 def salt_pepper_count(h: int, w: int) -> int:
@@ -955,34 +782,19 @@ def salt_pepper_count(h: int, w: int) -> int:
     return math.ceil(SALT_PEPPER_AMOUNT / 2 * h * w)
 
 
-@register_rule("salt_pepper", family=PIXEL)
-def salt_pepper(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds: Bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("salt_pepper", family=PIXEL)
+def salt_pepper(x: torch.Tensor, d: _Draws, lo: float, hi: float) -> torch.Tensor:
     """Set 0.4% of each image's pixels, half to ``hi`` (salt) and half to ``lo`` (pepper).
 
     ``k = ceil(0.002 * H * W)`` positions get salt and ``k`` others pepper (at least one
     each; 2 + 2 on 28x28), chosen without replacement per image; a position covers all
     channels.
 
-    Args:
-        x: Float images ``(N, C, H, W)``.
-        generator: CPU generator for the parameters.
-        bounds: Pixel range ``(lo, hi)``.
-        params: Optional ``salt`` and ``pepper``: int ``(N, k)`` flat indices ``row * W + col``
-            replacing the draws (pepper wins where they meet).
-
-    Returns:
-        ``(x_new, {"salt", "pepper"})``.
+    Parameters (``params``; drawn where not given): ``salt`` and ``pepper``: int ``(N, k)`` flat
+    indices ``row * W + col`` replacing the draws (pepper wins where they meet).
     """
-    x, lo, hi = _check_input("salt_pepper", x, bounds)
     n, c, h, w = x.shape
     k = salt_pepper_count(h, w)
-    d = _Draws("salt_pepper", n, generator, params)
     picked: dict[str, torch.Tensor] = {}
 
     def draw(part: slice) -> Callable[[torch.Generator], torch.Tensor]:
@@ -998,4 +810,4 @@ def salt_pepper(
     out = x.reshape(n, c, h * w).clone()
     out.scatter_(2, salt.to(x.device)[:, None, :].expand(n, c, k), hi)
     out.scatter_(2, pepper.to(x.device)[:, None, :].expand(n, c, k), lo)
-    return out.reshape(n, c, h, w).clamp_(lo, hi), d.done()
+    return out.reshape(n, c, h, w).clamp_(lo, hi)

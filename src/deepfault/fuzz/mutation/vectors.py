@@ -62,14 +62,12 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
 
 from ...errors import DeepFaultError
-from .rules import AFFINE, PIXEL, Params, _choice, _Draws, _uniform, register_rule
+from .rules import AFFINE, PIXEL, _choice, _Draws, _kernel_rule, _uniform
 
 __all__ = [
     "CROP_LENGTH_RANGE",
@@ -165,124 +163,65 @@ def _subset(d: _Draws, x: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------- value rules
 
 
-@register_rule("feature_noise", family=PIXEL, neutral={"sigma": 0.0}, inputs=_BOTH)
-def feature_noise(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("feature_noise", family=PIXEL, neutral={"sigma": 0.0}, inputs=_BOTH, check=_check_input)
+def feature_noise(x: torch.Tensor, d: _Draws, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Add Gaussian noise ``sigma * (hi - lo) * z``, ``sigma`` uniform over :data:`NOISE_SIGMAS`.
 
-    Args:
-        x: Float vectors ``(N, F)`` or sequences ``(N, C, L)``.
-        generator: CPU generator for the parameters.
-        bounds: ``(lo, hi)``, numbers or per-feature arrays.
-        params: Optional ``sigma`` ``(N,)`` (a fraction of the range, non-negative) and ``noise``
-            ``x.shape`` (the standard normal draws).
-
-    Returns:
-        ``(x_new, {"sigma", "noise"})``.
+    Parameters (``params``; drawn where not given): ``sigma`` ``(N,)`` (a fraction of the range,
+    non-negative) and ``noise`` ``x.shape`` (the standard normal draws).
     """
-    x, lo, hi = _check_input("feature_noise", x, bounds, _BOTH)
     n, shape = x.shape[0], tuple(x.shape)
-    d = _Draws("feature_noise", n, generator, params)
     sigma = d.take("sigma", _choice(n, NOISE_SIGMAS), low=0.0)
     z = d.take("noise", lambda g: torch.randn(shape, generator=g, dtype=x.dtype), shape=shape, dtype=x.dtype)
     out = x + _per_input(x, sigma) * (hi - lo) * z.to(x.device)
-    return torch.minimum(torch.maximum(out, lo), hi), d.done()
+    return torch.minimum(torch.maximum(out, lo), hi)
 
 
-@register_rule("feature_perturb", family=PIXEL, inputs=_BOTH)
-def feature_perturb(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("feature_perturb", family=PIXEL, inputs=_BOTH, check=_check_input)
+def feature_perturb(x: torch.Tensor, d: _Draws, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Move a random subset of elements (a share uniform over :data:`SUBSET_SHARES`) by
     ``delta * (hi - lo)``, ``delta`` uniform in ``[-PERTURB_MAX, PERTURB_MAX]`` per element.
 
-    Args:
-        x: Float vectors ``(N, F)`` or sequences ``(N, C, L)``.
-        generator: CPU generator for the parameters.
-        bounds: ``(lo, hi)``, numbers or per-feature arrays.
-        params: Optional ``features`` (bool, ``x.shape``) and ``delta`` (``x.shape``, fractions
-            of the range in ``[-1, 1]``) replacing the draws.
-
-    Returns:
-        ``(x_new, {"features", "delta"})``.
+    Parameters (``params``; drawn where not given): ``features`` (bool, ``x.shape``) and ``delta``
+    (``x.shape``, fractions of the range in ``[-1, 1]``).
     """
-    x, lo, hi = _check_input("feature_perturb", x, bounds, _BOTH)
-    n, shape = x.shape[0], tuple(x.shape)
-    d = _Draws("feature_perturb", n, generator, params)
+    shape = tuple(x.shape)
     mask = _subset(d, x)
     def uniform_delta(g: torch.Generator) -> torch.Tensor:
         return PERTURB_MAX * (2 * torch.rand(shape, generator=g, dtype=torch.float64) - 1)
 
     delta = d.take("delta", uniform_delta, shape=shape, low=-1.0, high=1.0)
     out = x + torch.where(mask, delta.to(device=x.device, dtype=x.dtype) * (hi - lo), torch.zeros_like(x))
-    return torch.minimum(torch.maximum(out, lo), hi), d.done()
+    return torch.minimum(torch.maximum(out, lo), hi)
 
 
-@register_rule("feature_mask", family=PIXEL, inputs=_BOTH)
-def feature_mask(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("feature_mask", family=PIXEL, inputs=_BOTH, check=_check_input)
+def feature_mask(x: torch.Tensor, d: _Draws, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Set a random subset of elements (a share uniform over :data:`SUBSET_SHARES`) to the lower
     bound (``fill`` 0) or the middle of the range (``fill`` 1), one fill per input.
 
-    Args:
-        x: Float vectors ``(N, F)`` or sequences ``(N, C, L)``.
-        generator: CPU generator for the parameters.
-        bounds: ``(lo, hi)``, numbers or per-feature arrays.
-        params: Optional ``features`` (bool, ``x.shape``) and ``fill`` (int ``(N,)``, 0 or 1).
-
-    Returns:
-        ``(x_new, {"features", "fill"})``.
+    Parameters (``params``; drawn where not given): ``features`` (bool, ``x.shape``) and ``fill``
+    (int ``(N,)``, 0 or 1).
     """
-    x, lo, hi = _check_input("feature_mask", x, bounds, _BOTH)
     n = x.shape[0]
-    d = _Draws("feature_mask", n, generator, params)
     mask = _subset(d, x)
     fill = d.take("fill", lambda g: torch.randint(2, (n,), generator=g), dtype=torch.int64, low=0, high=1)
     value = torch.where(_per_input(x, fill) > 0, (lo + hi) / 2, lo)
-    return torch.where(mask, value, x), d.done()
+    return torch.where(mask, value, x)
 
 
-@register_rule("feature_scale", family=PIXEL, neutral={"factor": 1.0}, inputs=_BOTH)
-def feature_scale(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("feature_scale", family=PIXEL, neutral={"factor": 1.0}, inputs=_BOTH, check=_check_input)
+def feature_scale(x: torch.Tensor, d: _Draws, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Scale about the middle of the range: ``c + (v - c) * factor``, ``c = (lo + hi) / 2``,
     ``factor`` uniform in :data:`FEATURE_SCALE_RANGE`.
 
-    Args:
-        x: Float vectors ``(N, F)`` or sequences ``(N, C, L)``.
-        generator: CPU generator for the parameters.
-        bounds: ``(lo, hi)``, numbers or per-feature arrays.
-        params: Optional ``factor`` ``(N,)`` (non-negative).
-
-    Returns:
-        ``(x_new, {"factor"})``.
+    Parameters (``params``; drawn where not given): ``factor`` ``(N,)`` (non-negative).
     """
-    x, lo, hi = _check_input("feature_scale", x, bounds, _BOTH)
     n = x.shape[0]
-    d = _Draws("feature_scale", n, generator, params)
     factor = d.take("factor", _uniform(n, *FEATURE_SCALE_RANGE), low=0.0)
     c = (lo + hi) / 2
     out = c + (x - c) * _per_input(x, factor)
-    return torch.minimum(torch.maximum(out, lo), hi), d.done()
+    return torch.minimum(torch.maximum(out, lo), hi)
 
 
 # ----------------------------------------------------------------------------- time rules
@@ -293,63 +232,34 @@ def max_shift(length: int) -> int:
     return max(1, int(round(SHIFT_SHARE * length)))
 
 
-@register_rule("time_shift", family=AFFINE, neutral={"shift": 0}, inputs="sequence")
-def time_shift(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("time_shift", family=AFFINE, neutral={"shift": 0}, inputs="sequence", check=_check_input)
+def time_shift(x: torch.Tensor, d: _Draws, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Shift every channel by ``shift`` whole steps (positive: later), ``shift`` uniform over
     ``-S..S`` with ``S = max_shift(L)``; vacated steps repeat the edge value:
     ``out[..., t] = v[..., clamp(t - shift, 0, L - 1)]``.
 
-    Args:
-        x: Float sequences ``(N, C, L)``.
-        generator: CPU generator for the parameters.
-        bounds: ``(lo, hi)``, numbers or per-feature arrays.
-        params: Optional ``shift`` (int ``(N,)``).
-
-    Returns:
-        ``(x_new, {"shift"})``.
+    Parameters (``params``; drawn where not given): ``shift`` (int ``(N,)``).
     """
-    x, lo, hi = _check_input("time_shift", x, bounds, ("sequence",))
     n, c, length = x.shape
     s = max_shift(length)
-    d = _Draws("time_shift", n, generator, params)
     shift = d.take("shift", lambda g: torch.randint(-s, s + 1, (n,), generator=g), dtype=torch.int64)
     t = torch.arange(length, device=x.device)[None, :] - shift.to(x.device)[:, None]
     index = t.clamp(0, length - 1)[:, None, :].expand(n, c, length)
     out = torch.gather(x, 2, index)
-    return torch.minimum(torch.maximum(out, lo), hi), d.done()
+    return torch.minimum(torch.maximum(out, lo), hi)
 
 
-@register_rule("time_crop", family=AFFINE, neutral={"start": 0.0, "length": 1.0}, inputs="sequence")
-def time_crop(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator | None = None,
-    bounds,
-    params: Mapping[str, Any] | None = None,
-) -> tuple[torch.Tensor, Params]:
+@_kernel_rule("time_crop", family=AFFINE, neutral={"start": 0.0, "length": 1.0}, inputs="sequence",
+              check=_check_input)
+def time_crop(x: torch.Tensor, d: _Draws, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     """Crop a window and resize it to the sequence's length (linear interpolation): step ``j``
     of the output reads position ``start * (L - 1) + length * j`` of the input,
     ``length`` uniform in :data:`CROP_LENGTH_RANGE`, ``start`` uniform in ``[0, 1 - length]``.
 
-    Args:
-        x: Float sequences ``(N, C, L)``.
-        generator: CPU generator for the parameters.
-        bounds: ``(lo, hi)``, numbers or per-feature arrays.
-        params: Optional ``length`` ``(N,)`` in ``(0, 1]`` and ``start`` ``(N,)`` with
-            ``start + length <= 1``.
-
-    Returns:
-        ``(x_new, {"length", "start"})``.
+    Parameters (``params``; drawn where not given): ``length`` ``(N,)`` in ``(0, 1]`` and ``start``
+    ``(N,)`` with ``start + length <= 1``.
     """
-    x, lo, hi = _check_input("time_crop", x, bounds, ("sequence",))
     n, c, steps = x.shape
-    d = _Draws("time_crop", n, generator, params)
     length = d.take("length", _uniform(n, *CROP_LENGTH_RANGE), low=0.0, high=1.0)
     start = d.take("start", lambda g: (1 - length) * torch.rand(n, generator=g, dtype=torch.float64),
                    low=0.0, high=1.0)
@@ -363,5 +273,5 @@ def time_crop(
     left = left.to(x.device)[:, None, :].expand(n, c, steps)
     a, b = torch.gather(x, 2, left), torch.gather(x, 2, left + 1)
     out = a + (b - a) * w
-    return torch.minimum(torch.maximum(out, lo), hi), d.done()
+    return torch.minimum(torch.maximum(out, lo), hi)
 

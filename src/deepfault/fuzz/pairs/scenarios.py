@@ -35,10 +35,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..._deprecation import moved_names
 from ...checks import check_int
 from ...core.attacks import bim, carlini_wagner_l2
 from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
+from ...models import deploy
+from ...models.deploy import safe_stem
 
 __all__ = [
     "Scenario",
@@ -49,14 +52,13 @@ __all__ = [
     "list_scenarios",
     "make_scenario",
     "apricot_repair",
-    "prune_weights",
-    "sparsity",
-    "quantize_fp16",
-    "quantize_int8",
-    "quantize_int8_tensor",
 ]
 
 log = logging.getLogger(__name__)
+
+#: The transformations that moved to :mod:`deepfault.models.deploy` answer here with a warning.
+__getattr__ = moved_names(__name__, {name: "deepfault.models.deploy" for name in (
+    "prune_weights", "sparsity", "quantize_fp16", "quantize_int8", "quantize_int8_tensor")})
 
 #: Share of the training split that SUPPLY's ``M1`` is trained on (README note 2).
 SUPPLY_FRACTION = 0.8
@@ -224,94 +226,6 @@ def apricot_repair(
             "val_after": best_acc}
 
 
-def _weight(module: nn.Module) -> torch.Tensor:
-    """The ``weight`` of a Linear or Conv layer (typed: ``Module.__getattr__`` is not)."""
-    weight = module.weight
-    if not isinstance(weight, torch.Tensor):
-        raise DeepFaultError(f"{type(module).__name__} has no weight tensor")
-    return weight
-
-
-def _weighted_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    return [(n, m) for n, m in model.named_modules()
-            if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.weight is not None]
-
-
-def prune_weights(model: nn.Module, *, amount: float = 0.5, permanent: bool = True) -> nn.Module:
-    """Remove the ``amount`` smallest-magnitude weights of every Linear and Conv layer, in
-    place (per-layer L1 unstructured pruning, :func:`torch.nn.utils.prune.l1_unstructured`:
-    exactly ``round(amount * n)`` of a layer's ``n`` weights). Biases are kept.
-
-    Args:
-        model: The network, changed in place.
-        amount: Share of each layer's weights to remove, in [0, 1).
-        permanent: Make the zeros plain weights now. With ``False`` the masks stay attached
-            (``weight_orig`` and ``weight_mask``, so the pruned weights stay zero while the
-            model is trained); a second call with ``permanent=True`` makes them plain.
-
-    Returns:
-        ``model``.
-    """
-    from torch.nn.utils import prune
-
-    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < 1:
-        raise DeepFaultError(f"amount must be a share of the weights in [0, 1); got {amount!r}")
-    for _, module in _weighted_layers(model):
-        if not prune.is_pruned(module):
-            prune.l1_unstructured(module, "weight", amount=float(amount))
-        if permanent:
-            prune.remove(module, "weight")
-    return model
-
-
-def sparsity(model: nn.Module) -> dict[str, float]:
-    """Share of exactly-zero weights of each Linear and Conv layer, by qualified name."""
-    return {name: float((_weight(m) == 0).float().mean()) for name, m in _weighted_layers(model)}
-
-
-def quantize_fp16(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` whose floating-point parameters and buffers are rounded to float16
-    and stored back as float32 (so it runs wherever the original does).
-    """
-    out = copy.deepcopy(model)
-    with torch.no_grad():
-        for t in (*out.parameters(), *out.buffers()):
-            if t.is_floating_point():
-                t.copy_(t.to(torch.float16).to(t.dtype))
-    return out
-
-
-def quantize_int8_tensor(w: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Per-tensor symmetric int8 quantisation, then dequantisation.
-
-    ``scale = max|w| / 127``, ``q = clamp(round(w / scale), -127, 127)``, returns
-    ``(q * scale, scale)``; so ``|w - q * scale| <= scale / 2`` everywhere. An all-zero
-    tensor is returned unchanged with scale 0.
-    """
-    peak = float(w.detach().abs().max()) if w.numel() else 0.0
-    if peak == 0.0:
-        return w.detach().clone(), 0.0
-    scale = peak / 127.0
-    q = torch.clamp(torch.round(w.detach() / scale), -127, 127)
-    return (q * scale).to(w.dtype), scale
-
-
-def quantize_int8(model: nn.Module) -> tuple[nn.Module, dict[str, float]]:
-    """A copy of ``model`` with every Linear and Conv weight quantised by
-    :func:`quantize_int8_tensor` (biases stay float32, as int8 inference keeps them at a
-    finer scale), and the per-tensor scales by qualified parameter name.
-    """
-    out = copy.deepcopy(model)
-    scales = {}
-    with torch.no_grad():
-        for name, module in _weighted_layers(out):
-            weight = _weight(module)
-            q, scale = quantize_int8_tensor(weight)
-            weight.copy_(q)
-            scales[f"{name}.weight" if name else "weight"] = scale
-    return out, scales
-
-
 # --- the five scenarios --------------------------------------------------------------------------
 
 
@@ -408,14 +322,14 @@ def _prune(m2: nn.Module, data, ctx: ScenarioContext, *, amount: float = 0.5, lr
            epochs: int = 1) -> dict:
     """M2 = M1 pruned by weight magnitude per layer, then fine-tuned with the pruned weights held at 0."""
     check_int("epochs", epochs)
-    prune_weights(m2, amount=amount, permanent=False)
+    deploy.prune_weights(m2, amount=amount, permanent=False)
     before = _accuracy(m2, data.x_test, data.y_test)
     try:
         ctx.fit(m2, data.x_train, data.y_train, epochs=epochs, lr=lr, seed=ctx.seed + 4)
     finally:
-        prune_weights(m2, amount=amount, permanent=True)  # masks become plain zeros
+        deploy.prune_weights(m2, amount=amount, permanent=True)  # masks become plain zeros
     return {"amount": amount, "epochs": epochs, "lr": lr, "accuracy_before_fine_tuning": before,
-            "sparsity": sparsity(m2)}
+            "sparsity": deploy.sparsity(m2)}
 
 
 @register_scenario("quant-fp16", label="QUANT:FP16",
@@ -423,7 +337,7 @@ def _prune(m2: nn.Module, data, ctx: ScenarioContext, *, amount: float = 0.5, lr
 def _quant_fp16(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
     """M2 = M1 rounded to float16."""
     before = _cpu_state(m2)
-    m2.load_state_dict(quantize_fp16(m2).state_dict())
+    m2.load_state_dict(deploy.quantize_fp16(m2).state_dict())
     changed = sum(int((a != b).sum()) for a, b in zip(before.values(), _cpu_state(m2).values(), strict=True))
     return {"dtype": "float16", "changed_values": changed,
             "values": sum(v.numel() for v in before.values() if v.is_floating_point())}
@@ -433,7 +347,7 @@ def _quant_fp16(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
                    description="M2 = M1 with per-tensor symmetric int8 weights (dequantised to float32)")
 def _quant_int8(m2: nn.Module, data, ctx: ScenarioContext) -> dict:
     """M2 = M1 with int8 weights."""
-    quantised, scales = quantize_int8(m2)
+    quantised, scales = deploy.quantize_int8(m2)
     m2.load_state_dict(quantised.state_dict())
     return {"scheme": "per-tensor symmetric int8, round to nearest, [-127, 127]", "scales": scales}
 
@@ -496,10 +410,6 @@ def _fingerprint(data) -> str:
     return h.hexdigest()
 
 
-def _stem(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(str(name)).stem)
-
-
 def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded split of ``range(n)`` into ``round(fraction * n)`` and the rest, each sorted."""
     if fraction >= 1:
@@ -539,7 +449,7 @@ def _base_model(arch: str, data, *, fraction: float, seed: int, epochs: int, out
     from ...models.zoo import build_model
 
     pct = int(round(fraction * 100))
-    path = out_dir / f"base-{_arch_stem(arch)}-{_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
+    path = out_dir / f"base-{_arch_stem(arch)}-{safe_stem(data.name)}-train{pct}-seed{seed}-epochs{epochs}.pt"
     train_idx, rest_idx = _split(len(data.x_train), fraction, seed)
     key = {"arch": arch, "dataset": data.name, "fraction": fraction, "seed": seed, "epochs": epochs,
            "batch_size": BATCH_SIZE, "lr": LR, "train_inputs": len(train_idx), "fingerprint": fingerprint}
@@ -680,13 +590,13 @@ def make_scenario(
     right1 = predict(m1, data.x_test).argmax(1) == y
     right2 = predict(m2, data.x_test).argmax(1) == y
     acc1, acc2 = float(right1.float().mean()), float(right2.float().mean())
-    stem = f"{name}-{_arch_stem(arch)}-{_stem(data.name)}"
+    stem = f"{name}-{_arch_stem(arch)}-{safe_stem(data.name)}"
     m1_path, m2_path = out_dir / f"{stem}-m1.pt", out_dir / f"{stem}-m2.pt"
     common = {"name": name, "label": scenario.label, "seed": seed, "epochs": epochs,
               "m1_file": m1_path.name, "m2_file": m2_path.name}
     m1_meta = {**base.meta, "test_accuracy": acc1,
                "scenario": {**common, "role": "M1",
-                            "base_file": f"base-{_arch_stem(arch)}-{_stem(data.name)}-train"
+                            "base_file": f"base-{_arch_stem(arch)}-{safe_stem(data.name)}-train"
                             f"{int(round(scenario.m1_fraction * 100))}-seed{seed}-epochs{epochs}.pt",
                             "trained_on_fraction": scenario.m1_fraction}}
     m2_meta = {"input_shape": list(data.input_shape), "test_accuracy": acc2,
