@@ -20,7 +20,7 @@ import torch
 
 from .._io import atomic_paths
 from ..checks import check_device
-from ..core.constraints import KEY, SEED, Constraint, Each, Flag, Interval, Options, constraint_of
+from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
 from ..core.outcome import Outcome
 from ..core.registry import unknown_name
 from ..core.runtime import Runtime
@@ -128,7 +128,7 @@ class FieldType:
     the same words (the parser puts the option's name in front).
     """
 
-    constraint: Constraint
+    constraint: FieldConstraint
 
     def __call__(self, text: str):
         try:
@@ -159,7 +159,7 @@ def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
     return action
 
 
-def _metavar(constraint: Constraint) -> str:
+def _metavar(constraint: FieldConstraint) -> str:
     if isinstance(constraint, Interval):
         return "|".join(("N" if constraint.kind is int else "X", *constraint.words))
     many = isinstance(constraint, Each) or (isinstance(constraint, Options) and constraint.many)

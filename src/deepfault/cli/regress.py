@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.runtime import Runtime
 from ..fuzz.campaign import CampaignConfig
-from ..fuzz.campaign.config import criterion_params
+from ..fuzz.campaign.config import criterion_settings
 from ..fuzz.campaign.strategies import STRATEGIES
 from ..fuzz.regress import Versions, compare_strategies, faults_paths, regress
 from ..fuzz.report import campaign_page
@@ -122,7 +122,7 @@ def _cmd_regress(args) -> int:
     config = CampaignConfig(
         strategy="drfuzz" if args.strategy == "both" else args.strategy, budget=args.budget,
         criteria=args.criterion,
-        criterion_params=criterion_params(args.criterion, args.sections, args.threshold),
+        criterion_params=criterion_settings(args.criterion, args.sections, args.threshold),
         layers=args.layers, campaign=args.campaign, fresh=args.fresh,
         **{name: getattr(args, name) for name in (*_FIELDS, "max_seeds", "checkpoint_every")})
     versions = Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,

@@ -11,9 +11,9 @@ and everything else is derived from that one declaration:
 - the library's check: :func:`validate` (a config's ``__post_init__`` calls it), one line in
   :func:`deepfault.checks.error`'s shape naming the field (``sections must be an integer from
   1 to 100,000; got 0``);
-- the command line's argument type (:meth:`Constraint.parse`: text to a checked value, the
-  same message with the option's name) and its help text (:meth:`Constraint.describe`);
-- the values the tests and the hostile-value probe try (:meth:`Constraint.invalid`), so the
+- the command line's argument type (:meth:`FieldConstraint.parse`: text to a checked value, the
+  same message with the option's name) and its help text (:meth:`FieldConstraint.describe`);
+- the values the tests and the hostile-value probe try (:meth:`FieldConstraint.invalid`), so the
   API and the CLI refuse exactly the same values, and a new field is probed the day it is
   declared.
 
@@ -34,7 +34,7 @@ from ..checks import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_SEED, MAX_WORKERS
 from ..errors import DeepFaultError
 
 __all__ = [
-    "Constraint", "Interval", "Options", "Flag", "Text", "Each", "param", "constraint_of", "constraints",
+    "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "param", "constraint_of", "constraints",
     "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS",
 ]
 
@@ -47,7 +47,7 @@ def _refuse(name: str, expected: str, value: object) -> DeepFaultError:
     return DeepFaultError(f"{name} must be {expected}; got {shown}")
 
 
-class Constraint(ABC):
+class FieldConstraint(ABC):
     """What one field accepts. Subclasses implement :meth:`accepts` (a value of the field's
     type), :meth:`convert` (text as typed on the command line to that value), :meth:`describe`
     (the expected value in words) and :meth:`invalid` (values it must refuse).
@@ -105,7 +105,7 @@ class Constraint(ABC):
 
 
 @dataclass(frozen=True)
-class Interval(Constraint):
+class Interval(FieldConstraint):
     """A number of ``kind`` (``int`` or ``float``) between ``low`` and ``high`` (``None``:
     unbounded), ends included unless ``closed`` leaves them out. Bools are no numbers;
     floats must be finite.
@@ -183,7 +183,7 @@ class Interval(Constraint):
 
 
 @dataclass(frozen=True)
-class Options(Constraint):
+class Options(FieldConstraint):
     """One name of ``choices`` (a tuple, or a registry's listing function, called when checked),
     or with ``many`` a comma-separated text, list or tuple of them (``"all"`` among ``words``
     means every one).
@@ -235,7 +235,7 @@ class Options(Constraint):
 
 
 @dataclass(frozen=True)
-class Flag(Constraint):
+class Flag(FieldConstraint):
     """``True`` or ``False``."""
 
     none: bool = False
@@ -260,7 +260,7 @@ class Flag(Constraint):
 
 
 @dataclass(frozen=True)
-class Text(Constraint):
+class Text(FieldConstraint):
     """A non-empty text without NUL (names checked later against a model or a file system:
     layer names, a campaign's name), at most ``max_length`` characters.
     """
@@ -283,12 +283,12 @@ class Text(Constraint):
 
 
 @dataclass(frozen=True)
-class Each(Constraint):
+class Each(FieldConstraint):
     """A tuple (or list) of 1 to ``max_items`` values, each allowed by ``item``; on the command
     line a comma-separated text.
     """
 
-    item: Constraint
+    item: FieldConstraint
     max_items: int = 1 << 20
     none: bool = False
     words: tuple[str, ...] = ()
@@ -310,8 +310,8 @@ class Each(Constraint):
         return ((), tuple(self.item.hostile()[:1]), "x,1")
 
 
-def param(default: Any, constraint: Constraint, *, help: str = "", option: str | None = None) -> Any:
-    """A dataclass field with its ``default``, its :class:`Constraint`, the help text the
+def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None) -> Any:
+    """A dataclass field with its ``default``, its :class:`FieldConstraint`, the help text the
     command line shows, and the option that sets it (``--step-size``; default: the field's name
     with dashes). A mutable default is not allowed (configs are frozen values).
     """
@@ -319,7 +319,7 @@ def param(default: Any, constraint: Constraint, *, help: str = "", option: str |
     return dataclasses.field(default=default, metadata=meta)
 
 
-def constraint_of(cls_or_obj, name: str) -> Constraint:
+def constraint_of(cls_or_obj, name: str) -> FieldConstraint:
     """The constraint declared on field ``name`` (``KeyError`` when none is)."""
     for f in dataclasses.fields(cls_or_obj):
         if f.name == name and KEY in f.metadata:
@@ -327,7 +327,7 @@ def constraint_of(cls_or_obj, name: str) -> Constraint:
     raise KeyError(name)
 
 
-def constraints(cls_or_obj) -> dict[str, Constraint]:
+def constraints(cls_or_obj) -> dict[str, FieldConstraint]:
     """``field name -> constraint`` of every declared field of a config class or object."""
     return {f.name: f.metadata[KEY] for f in dataclasses.fields(cls_or_obj) if KEY in f.metadata}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..checks import MAX_BATCH, MAX_THREADS
+from ..checks import MAX_INPUTS, MAX_THREADS
 from .constraints import Interval, Text, constraints, param
 
 __all__ = ["Runtime", "RUNTIME_FIELDS"]
@@ -43,7 +43,7 @@ class Runtime:
     device: str | torch.device | None = param(None, Text(none=True), help="device to run on")
     threads: int | str | None = param("auto", Interval(int, 1, MAX_THREADS, none=True, words=("auto",)),
                                       help="CPU threads ('auto': the free cores for small models)")
-    batch_size: int | str = param("auto", Interval(int, 1, MAX_BATCH, words=("auto",)),
+    batch_size: int | str = param("auto", Interval(int, 1, MAX_INPUTS, words=("auto",)),
                                   help="inputs per forward pass ('auto': sized from the memory free)")
     progress: bool | str | Callable[..., Any] = param(False, Text(none=True), help="progress display")
     store: str | os.PathLike | None = param(None, Text(none=True), help="SQLite store of a long run")

@@ -9,15 +9,15 @@ import os
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..core.constraints import Constraint
+from ..core.capture import TRANSFORMS
+from ..core.constraints import FieldConstraint
 
 if TYPE_CHECKING:
     from ..core.runtime import Runtime
 
-__all__ = ["TRANSFORMS", "LayerNames", "inputs_of", "progress_bar"]
+__all__ = ["TRANSFORMS", "LayerNames", "inputs_of", "progress_label"]
 
 #: The neuron value transforms.
-TRANSFORMS = ("raw", "layer-minmax")
 
 _LAYERS = ("comma-separated module names, globs ('layer*.1'), type:CLASS, or a named selection ('blocks': "
            "residual/transformer block outputs; 'linear-conv': every Linear/Conv but the logits; "
@@ -27,7 +27,7 @@ _DEFAULT_LAYERS = ("'blocks' for a network with residual/transformer blocks, els
 
 
 @dataclass(frozen=True)
-class LayerNames(Constraint):
+class LayerNames(FieldConstraint):
     """Layers: one name (a selection such as ``deepxplore``, or a module's name), or several
     module names; on the command line a comma-separated text (one name stays a text).
     """
@@ -98,7 +98,7 @@ def inputs_of(data):
     return data, None, None
 
 
-def progress_bar(runtime: Runtime, label: str):
+def progress_label(runtime: Runtime, label: str):
     """``iterate_batches``' ``progress`` for ``runtime.progress`` (a label names the bar)."""
     progress = runtime.progress
     return progress if isinstance(progress, str) else (label if progress else False)

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from .profile import Profile
     from .surprise import Surprise
 
-from ..checks import MAX_BATCH, MAX_SECTIONS, check_int
-from ..core.constraints import Constraint, Each, Flag, Interval, Options, param, validate
+from ..checks import MAX_INPUTS, MAX_SECTIONS, check_int
+from ..core.constraints import Each, FieldConstraint, Flag, Interval, Options, param, validate
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames
@@ -137,7 +137,7 @@ def _thresholds(threshold) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class FittedState(Constraint):
+class FittedState(FieldConstraint):
     """A state fitted on the training data: the object (a ``kind``), or the path of its ``.npz``
     file (read when the entry runs).
     """
@@ -225,7 +225,7 @@ class CoverageConfig(Config):
                                          "versus threshold")
     sections: int = param(10, Interval(int, 1, MAX_SECTIONS),
                           help="KMNC sections per neuron (DeepHunter uses 1000)")
-    top_k: int = param(1, Interval(int, 1, MAX_BATCH), help="TKNC/TKNP: top neurons per layer")
+    top_k: int = param(1, Interval(int, 1, MAX_INPUTS), help="TKNC/TKNP: top neurons per layer")
     scale: float = param(0.0, Interval(float, 0.0),
                          help="NBC/SNAC: corners start S standard deviations beyond the profiled range")
     profile: str | Profile | None = param(None, FittedState("Profile"),

@@ -35,7 +35,7 @@ from ..core.capture import NeuronLayout, capture, check_transform, layer_selecti
 from ..core.entry import entry
 from ..errors import DeepFaultError
 from ._legacy import legacy_keywords
-from ._shape import inputs_of, progress_bar
+from ._shape import inputs_of, progress_label
 from .config import CoverageConfig, _thresholds, parse_criteria, state_of
 from .criteria import CRITERIA, Criterion, _scale, criterion_params, make_criterion
 from .profile import Profile, _module, load_profile
@@ -354,7 +354,7 @@ def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: 
     with surprise_scorer(run.module, run.state, kinds) as score_batch:
         for batch in iterate_batches(run.module, x, neurons=bool(config.neuron_criteria), layers=run.layers,
                                      transform=run.transform, batch_size=runtime.batch_size,
-                                     progress=progress_bar(runtime, "coverage")):
+                                     progress=progress_label(runtime, "coverage")):
             feeds: dict = score_batch(batch)
             if batch.values is not None:
                 feeds["neurons"] = batch.values

@@ -47,7 +47,7 @@ from ..core.constraints import Options, param, validate
 from ..core.entry import entry
 from ..core.outcome import Artifact, Outcome
 from ..errors import DeepFaultError
-from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
+from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_label
 from .results import About
 
 __all__ = ["PROFILE_FORMAT", "Profile", "ProfileAccumulator", "ProfileConfig", "compute_profile",
@@ -461,7 +461,7 @@ def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> 
     acc = ProfileAccumulator()
     layout = None
     for batch in iterate_batches(module, inputs, layers=config.layers, transform=config.transform,
-                                 batch_size=runtime.batch_size, progress=progress_bar(runtime, "profile")):
+                                 batch_size=runtime.batch_size, progress=progress_label(runtime, "profile")):
         layout = batch.layout
         acc.update(batch.values)
     stats = acc.compute()  # raises for no inputs, so the loop set layout

@@ -61,7 +61,7 @@ from ..core.capture import NeuronLayout
 from ..core.entry import entry
 from ..errors import DeepFaultError
 from ._legacy import labels_third, legacy_keywords
-from ._shape import inputs_of, progress_bar
+from ._shape import inputs_of, progress_label
 from .config import COVERAGE_ORDERS, DEFAULT_BY, CoverageConfig, list_prioritisers, parse_by, parse_criteria
 from .criteria import BitSetCriterion, Criterion
 from .measure import SCORE_CRITERIA, build_criteria, prepare_run, surprise_scorer
@@ -285,7 +285,7 @@ def rank_inputs(model, data, config: CoverageConfig, *, runtime: Runtime) -> Ran
     with surprise_scorer(run.module, run.state, surprising, spent) as score_batch:
         batches = iterate_batches(run.module, x, labels=labels if streamed else None, neurons=bool(coverage),
                                   layers=run.layers, transform=run.transform, batch_size=runtime.batch_size,
-                                  progress=progress_bar(runtime, "rank"))
+                                  progress=progress_label(runtime, "rank"))
         predicted, seen, joined, items = _rank_pass(batches, y, n, uncertain, surprising, _output_kind(model),
                                                     spent, score_batch, make_items)
     forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)

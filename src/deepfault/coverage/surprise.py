@@ -77,7 +77,7 @@ from ..core.registry import suggestion
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
 from ._legacy import labels_third, legacy_keywords
-from ._shape import _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_bar
+from ._shape import _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_label
 from .profile import (
     _field,
     _FittedOnLayers,
@@ -648,7 +648,7 @@ def _trace(module: nn.Module, x, y, streamed: bool, n: int, layers, config: Surp
     num_classes = 0
     for batch in iterate_batches(module, x, labels=y if streamed else None, layers=layers,
                                  transform=config.transform, batch_size=runtime.batch_size,
-                                 progress=progress_bar(runtime, "fit")):
+                                 progress=progress_label(runtime, "fit")):
         assert batch.values is not None
         assert batch.layout is not None
         if given is not None:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checks import MAX_BATCH
+from ..checks import MAX_INPUTS
 from ..core.capture import model_device
 from ..core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, Options, param, validate
 from ..data import Dataset
@@ -39,7 +39,7 @@ class TrainConfig:
     """
 
     epochs: int = param(10, EPOCHS, help="passes over the training set")
-    batch_size: int = param(32, Interval(int, 1, MAX_BATCH), help="inputs per step")
+    batch_size: int = param(32, Interval(int, 1, MAX_INPUTS), help="inputs per step")
     lr: float = param(1e-3, LEARNING_RATE, help="Adam learning rate")
     val_fraction: float = param(1 / 6, Interval(float, 0.0, 1.0, closed="left"),
                                 help="share of the training set held out for validation")

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import MAX_BATCH, MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_SEED
-from ..core.constraints import Constraint as Declared
+from ..checks import MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_SEED
 from ..core.constraints import Each, Flag, Interval, Options, param
+from ..core.constraints import FieldConstraint as Declared
 from ..core.constraints import validate as validate_fields
 from ..core.entry import _translate, renamed_fields
 from ..errors import DeepFaultError
@@ -169,11 +169,11 @@ class XploreConfig:
     ``batch_size=`` still work with a ``FutureWarning``, and result files keep them as keys.
     """
 
-    seeds: int = param(2000, Interval(int, 1, MAX_BATCH), help="seed inputs drawn", option="--num-seeds")
+    seeds: int = param(2000, Interval(int, 1, MAX_INPUTS), help="seed inputs drawn", option="--num-seeds")
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random draw")
     replace: bool = param(False, Flag(), help="draw seeds with replacement (as DeepXplore's code did)")
     seed_indices: tuple[int, ...] | None = param(
-        None, Each(Interval(int, 0, MAX_INDEX), max_items=MAX_BATCH, none=True),
+        None, Each(Interval(int, 0, MAX_INDEX), max_items=MAX_INPUTS, none=True),
         help="explicit seeds: test-set indices as a comma list or a file of integers (text or .npy), in "
         "place of --num-seeds drawn ones")
     lambda1: float = param(1.0, Interval(float), help="weight of the target model's score")
@@ -208,7 +208,7 @@ class XploreConfig:
                         "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
     clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, "
                        "so its inputs could leave the valid range)")
-    inputs_per_step: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+    inputs_per_step: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                         help="seeds advanced together, group after group (default: all)")
     bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")
     fixed: Any = param(None, _OfTheInputs(), help="elements that keep the seed's value")

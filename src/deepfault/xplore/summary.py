@@ -14,7 +14,7 @@ from .realism import input_ssim, saturation_warning
 
 __all__ = ["run_summary", "summary_text",
            "summary_table", "coverage_table", "agreement_table", "inputs_table",
-           "realism_line", "surprise_text"]
+           "realism_line", "found_surprise_text"]
 
 
 def summary_table(result, labels: Sequence[str]) -> Table:
@@ -79,7 +79,7 @@ def summary_text(result, labels: Sequence[str], data, device, *, rows: int = 8) 
             w(f"warning: {message}\n")
     if result.surprise is not None and result.num_found:
         w("surprise against each model's training data, mean per input (seeds'): "
-          f"{surprise_text(result, labels)}\n")
+          f"{found_surprise_text(result, labels)}\n")
     if result.num_found == 0:
         w(f"no difference-inducing input found in {result.num_seeds} seeds"
           + (" (the models agree on every input tried)\n" if result.num_already_differ == 0 else "\n"))
@@ -144,7 +144,7 @@ def inputs_table(result, labels: Sequence[str], *, class_names=None, rows: int |
     return Table(headers, out, title=f"Difference-inducing inputs{more}")
 
 
-def surprise_text(result, labels: Sequence[str]) -> str:
+def found_surprise_text(result, labels: Sequence[str]) -> str:
     """``DSA lenet1 0.84 (0.31), lenet5 ...; LSA ...``: the found inputs' mean scores per model,
     their seeds' in brackets.
     """

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ...checks import MAX_BATCH, MAX_BUDGET_SECONDS, MAX_SEED, check_name
+from ...checks import MAX_BUDGET_SECONDS, MAX_INPUTS, MAX_SEED, check_name
 from ...core.capture import TRANSFORMS
-from ...core.constraints import Constraint, Flag, Interval, Options, Text, constraint_of, param, validate
+from ...core.constraints import FieldConstraint, Flag, Interval, Options, Text, constraint_of, param, validate
 from ...core.entry import renamed_fields
 from ...core.kinds import OUTPUT_KINDS
 from ...coverage import list_criteria
@@ -28,7 +28,7 @@ from .strategies import STRATEGIES, FuzzStrategy
 
 __all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "INPUTS_DEFAULT", "QUEUE_CAPACITY",
            "CampaignConfig", "CampaignProgress",
-           "criterion_params"]
+           "criterion_settings"]
 
 #: Selected inputs per step by default (``--inputs-per-step``): 640 mutants per forward pass.
 DEFAULT_BATCH = 64
@@ -72,7 +72,7 @@ INPUTS_DEFAULT = _InputsDefault("discriminator")
 
 
 @dataclass(frozen=True)
-class _Checked(Constraint):
+class _Checked(FieldConstraint):
     """A value ``test(name, value)`` accepts (returning it converted); ``test`` raises
     :class:`~deepfault.errors.DeepFaultError` in its own words, naming ``name``, for any other
     (a budget, a size, a fidelity spec: checks with more to say than one range).
@@ -166,7 +166,7 @@ def _params(name: str, value) -> tuple[tuple[str, Any], ...]:
 
 
 
-def criterion_params(criteria: str, sections: int | None = None,
+def criterion_settings(criteria: str, sections: int | None = None,
                      threshold: float | None = None) -> tuple[tuple[str, Any], ...]:
     """:attr:`CampaignConfig.criterion_params` from the command line's ``--sections`` (KMNC's) and
     ``--threshold`` (NC's and NAC's, when given); the other criteria take neither.
@@ -273,13 +273,13 @@ class CampaignConfig:
         _Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
                  "iterations ('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
         help="how long to fuzz, in wall time or iterations (iterations are reproducible with --seed)")
-    inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_BATCH),
+    inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_INPUTS),
                                  help="selected inputs per step (B; 1 is the published algorithm)")
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
     chooser: str | None = param(None, Options(CHOOSERS.names, none=True),
                                 help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for "
                                 "deephunter)")
-    mutants: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+    mutants: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                 help="mutants per selected input (default: 20, as published)")
     fidelity: str = param(INPUTS_DEFAULT, _Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", "")),
                           help=_FIDELITY_HELP)
@@ -295,7 +295,7 @@ class CampaignConfig:
         "'blocks' for a network with residual/transformer blocks, else 'linear-conv', every Linear/Conv but "
         "the logits)")
     transform: str | None = param(None, Options(TRANSFORMS, none=True), help="neuron value transform")
-    max_seeds: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+    max_seeds: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                   help="use only the first N test inputs as candidate seeds")
     shared_fidelity: str | None = param(
         None, _Checked(check_spec, _SPEC, bad=("bogus",), none=True),
@@ -306,7 +306,7 @@ class CampaignConfig:
         None, Options(("fault", "every"), none=True),
         help="when a selected input's times_selected rises: only in iterations where it produced a "
         "regression fault (fault, as published; the default) or at every selection")
-    queue_capacity: int | None = param(None, Interval(int, 1, MAX_BATCH, none=True),
+    queue_capacity: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                        help="a count instead of --queue-memory: exactly N queue images, "
                                        "whatever their size (with --queue-memory: the smaller)")
     queue_memory: int | None = param(

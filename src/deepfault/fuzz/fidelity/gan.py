@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...checks import MAX_BATCH
+from ...checks import MAX_INPUTS
 from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, param, validate
 from ...errors import DeepFaultError
 from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
@@ -93,9 +93,9 @@ class GanConfig:
     """
 
     epochs: int = param(2, EPOCHS, help="passes")
-    batch_size: int = param(128, Interval(int, 1, MAX_BATCH), help="real images per step")
+    batch_size: int = param(128, Interval(int, 1, MAX_INPUTS), help="real images per step")
     lr: float = param(2e-4, LEARNING_RATE, help="Adam learning rate (beta1 0.5)")
-    images_per_epoch: int | None = param(20_000, Interval(int, 1, MAX_BATCH, none=True, words=("all",)),
+    images_per_epoch: int | None = param(20_000, Interval(int, 1, MAX_INPUTS, none=True, words=("all",)),
                                          help="training images per pass, a fresh random subset each time")
     seed: int = param(0, SEED, help="seed of the weights, subsets, shuffling and noise")
 
