@@ -12,7 +12,7 @@ MOVED = [
     ("deepfault.fuzz.pairs.scenarios", "prune_weights", "deepfault.models.deploy", "prune_weights"),
     ("deepfault.fuzz.preset", "run_preset", "deepfault.fuzz.preset", "run_drfuzz_mnist"),
     ("deepfault.xplore.preset", "run_preset", "deepfault.xplore.preset", "run_deepxplore_mnist"),
-    ("deepfault.xplore.results", "SSIM_THRESHOLD", "deepfault.xplore.results", "VISIBLE_CHANGE_SSIM"),
+    ("deepfault.xplore.results", "SSIM_THRESHOLD", "deepfault.xplore.realism", "VISIBLE_CHANGE_SSIM"),
 ]
 
 
