@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..checks import error
 from ..core.constraints import WORKERS
 from ..errors import DeepFaultError
 from ..experiment.executors import get_executor, list_executors
@@ -87,6 +88,12 @@ def add_parser(sub) -> None:
                      help="configuration hash (default: the most recent experiment in the store)")
     rep.set_defaults(func=_cmd_report)
 
+
+
+def preflight(args) -> None:
+    """``--ray-address`` goes with ``--executor ray`` only."""
+    if args.ray_address is not None and (args.executor or "serial") != "ray":
+        raise error("--ray-address", "given with --executor ray only", args.ray_address)
 
 
 def _cmd_experiment(args) -> int:

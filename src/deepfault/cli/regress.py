@@ -6,7 +6,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_outputs, error
+from ..core.constraints import GRID, constraint_of
 from ..core.runtime import Runtime
+from ..coverage import CoverageConfig
+from ..experiment.store import ResultStore
 from ..fuzz.campaign import CampaignConfig
 from ..fuzz.campaign.config import criterion_settings
 from ..fuzz.campaign.strategies import STRATEGIES
@@ -14,6 +18,7 @@ from ..fuzz.regress import Versions, compare_strategies, faults_paths, regress
 from ..fuzz.report import campaign_page
 from ..models.blackbox import RUNTIMES
 from ._common import (
+    FieldType,
     HelpFormatter,
     Output,
     add_arch_options,
@@ -25,11 +30,11 @@ from ._common import (
     add_threads,
     names,
     number,
-    positive_int,
     seed_int,
     write_outcome,
     write_run_report,
 )
+from ._preflight import check_declared
 
 #: Options that set CampaignConfig's fields as declared, with their metavars.
 _FIELDS: dict[str, dict[str, Any]] = {
@@ -81,9 +86,10 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="FILE.npz", default=None,
                    help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
                    "FILE.json (default: STORE-CAMPAIGN-faults.npz beside the store)")
-    p.add_argument("--grid", type=positive_int, default=16, metavar="N", help="faults in the image grid")
+    p.add_argument("--grid", type=FieldType(GRID), default=16, metavar="N", help="faults in the image grid")
     add_field(p, CampaignConfig, "criteria", dest="criterion", metavar="NAME")
-    p.add_argument("--sections", type=positive_int, default=1000, help="KMNC sections (DeepHunter's k)")
+    p.add_argument("--sections", type=FieldType(constraint_of(CoverageConfig, "sections")), default=1000,
+                   metavar="K", help="KMNC sections (DeepHunter's k)")
     p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criteria nc)")
     add_field(p, CampaignConfig, "layers", type=names, metavar="NAMES")
     add_field(p, CampaignConfig, "max_seeds", metavar="N")
@@ -103,6 +109,23 @@ def _cells(args) -> list[tuple[str, str]]:
     if args.strategy == "both":
         return [(s, f"{s}-seed{args.seed}") for s in ("drfuzz", "deephunter")]
     return [(args.strategy, args.campaign or f"{args.strategy}-seed{args.seed}")]
+
+
+def preflight(args) -> None:
+    """What the declarations cannot see, before any work: the store's path and its schema, the
+    faults file's name, and an empty ``--layers``.
+    """
+    if args.layers is not None and not args.layers:
+        raise error("--layers", "comma-separated layer names", "")
+    check_outputs(("--store", args.store))
+    npz_name = "a file name ending in .npz (the fault grid goes beside it as .png)"
+    if args.out is not None and (not Path(args.out).name or Path(args.out).name in (".", "..")
+                                 or args.out.endswith("/")):
+        raise error("--out", npz_name, args.out)
+    if args.out is not None and (Path(args.out).suffix != ".npz" or Path(args.out).name == ".npz"):
+        check_declared(outputs(args))  # a path's own fault (under a file, ...) is named before its suffix
+        raise error("--out", npz_name, args.out)
+    ResultStore.check(args.store)
 
 
 def outputs(args) -> list[Output]:

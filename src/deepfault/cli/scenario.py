@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..checks import error
 from ..core.constraints import EPOCHS
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
@@ -90,6 +91,13 @@ def _cmd_deploy(args) -> int:
     print("each file runs in ONNX Runtime; regressions: test inputs M1 gets right and the file wrong")
     print("wrote " + ", ".join([*([str(r.m1_path)] if r.m1_path else []), *map(str, r.files.values())]))
     return 0
+
+
+def preflight(args) -> None:
+    """The dcgan parts are no classifiers: they are trained together by ``gan train``."""
+    if args.arch in ("dcgan_generator", "dcgan_discriminator"):
+        raise error("--arch", "a classifier of the zoo", args.arch,
+                    "the dcgan parts are trained together with 'deepfault gan train'")
 
 
 def _cmd_scenario(args) -> int:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..checks import error
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
 from ..models import list_architectures, save_model
@@ -97,6 +98,13 @@ def _arch_kwargs(args, num_classes: int) -> dict:
     if arch_kind(args.arch) == "zoo":
         return {"num_classes": num_classes, **given}
     return given
+
+
+def preflight(args) -> None:
+    """The generator is trained with its discriminator (``gan train``)."""
+    if args.arch == "dcgan_generator":
+        raise error("--arch", "a classifier of the zoo (or dcgan_discriminator)", args.arch,
+                    "the generator is trained with its discriminator: 'deepfault gan train'")
 
 
 def _cmd_train(args) -> int:

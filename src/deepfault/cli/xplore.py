@@ -8,6 +8,7 @@ from dataclasses import fields, replace
 
 from .._io import atomic_paths
 from ..checks import check_finite_outputs
+from ..core.constraints import GRID
 from ..core.entry import use_threads
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
@@ -21,6 +22,7 @@ from ..xplore.report import run_page
 from ..xplore.results import add_surprise
 from . import _surprise
 from ._common import (
+    FieldType,
     HelpFormatter,
     Output,
     add_data_dir,
@@ -34,7 +36,6 @@ from ._common import (
     json_object,
     names,
     output_path,
-    positive_int,
     seed_int,
     sibling,
     thread_count,
@@ -142,7 +143,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="FILE", default="xplore-result.json",
                    help="JSON result; the inputs go to the same name with .npz and the image grid with "
                    ".png; '-' writes none")
-    p.add_argument("--grid", type=positive_int, default=8, metavar="N",
+    p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
                    help="inputs in the image grid and in the printed table of inputs")
     add_no_progress(p)
     add_report_option(p)

@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..checks import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_SEED, MAX_WORKERS
+from ..checks import MAX_EPOCHS, MAX_GRID, MAX_LEARNING_RATE, MAX_SEED, MAX_WORKERS
 from ..errors import DeepFaultError
 
 __all__ = [
     "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "param", "constraint_of", "constraints",
-    "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS",
+    "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS", "GRID",
 ]
 
 #: The metadata key a field's constraint is stored under.
@@ -366,3 +366,5 @@ EPOCHS = Interval(int, 1, MAX_EPOCHS)
 LEARNING_RATE = Interval(float, 0.0, MAX_LEARNING_RATE, closed="right")
 #: Parallel workers of an executor (processes or Ray CPUs).
 WORKERS = Interval(int, 1, MAX_WORKERS)
+#: Images in an image grid (``--grid``).
+GRID = Interval(int, 1, MAX_GRID)
