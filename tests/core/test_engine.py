@@ -172,10 +172,10 @@ def test_experiment_refuses_a_model_on_data_in_another_range(tmp_path):
 def test_bad_grid_leaves_no_store_behind(tmp_path):
     for bad in (dict(ks=(1000,)), dict(layers=("nosuch",)), dict(ks=(1, 1)), dict(seed=-1),
                 dict(name="../../x")):
-        config = ExperimentConfig(**{**dict(name="g", dataset="digits", ks=(1,), classes=(0,),
-                                            models=(ModelSpec("m", arch="digits_mlp"),),
-                                            train_epochs=1), **bad})
-        with pytest.raises(DeepFaultError):
+        with pytest.raises(DeepFaultError):  # a declared constraint refuses it when the grid is made
+            config = ExperimentConfig(**{**dict(name="g", dataset="digits", ks=(1,), classes=(0,),
+                                                models=(ModelSpec("m", arch="digits_mlp"),),
+                                                train_epochs=1), **bad})
             run_experiment(config, tmp_path / "s.sqlite", models_dir=tmp_path / "models")
         assert not (tmp_path / "s.sqlite").exists(), bad
 
