@@ -26,16 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .._deprecation import moved_names
+from ..checks import MAX_REPEAT, MAX_SECTIONS, MAX_THREADS
+from ..core.constraints import EPOCHS, SEED, Each, Interval, Options, Text, constraint_of, param, validate
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from .campaign import DEFAULT_BATCH, CampaignConfig
 from .campaign.budget import Budget, parse_budget
 from .campaign.checkpoint import DRFUZZ_METHOD
+from .campaign.strategies import STRATEGIES
+from .pairs.scenarios import list_scenarios
 
 __all__ = ["FASHION_PRESET", "PAIRS_ENV", "DRFUZZ_MNIST", "DRFUZZ_PRESETS", "DRFuzzFashion", "DRFuzzMnist",
            "PresetConfig", "run_drfuzz_mnist"]
@@ -89,25 +93,39 @@ class PresetConfig:
         threads: PyTorch threads per campaign (1 avoids thrashing a busy machine).
     """
 
-    arch: str = "lenet5"
-    dataset: str = "mnist"
-    scenarios: tuple[str, ...] = ("supply", "adv-bim", "adv-cw", "fixing", "prune")
-    strategies: tuple[str, ...] = ("drfuzz", "deephunter")
-    seeds: tuple[int, ...] = (0, 1, 2)
-    budget: Budget = Budget("seconds", 50.0)
-    batch: int = DEFAULT_BATCH
-    fidelity: str = "discriminator"
-    shared_fidelity: str | None = None
-    pairs_dir: str | None = None
-    criterion: str = "kmnc"
-    sections: int = 1000
-    epochs: int = 3
-    scenario_seed: int = 0
-    threads: int | None = 1
-    max_seeds: int | None = field(default=None)
+    arch: str = param("lenet5", Text(), help="the architecture of M1 and M2 (a zoo name or any --arch form; "
+                      "checked when the scenarios are made)")
+    dataset: str = param("mnist", Text(), help="the data set the scenarios are made on (a registered name or "
+                         "an .npz file; checked when loaded)")
+    scenarios: tuple[str, ...] = param(("supply", "adv-bim", "adv-cw", "fixing", "prune"),
+                                       Each(Options(list_scenarios)), help="regression scenarios")
+    strategies: tuple[str, ...] = param(("drfuzz", "deephunter"), Each(Options(STRATEGIES.names)),
+                                        help="fuzzing strategies compared under the same budget")
+    seeds: tuple[int, ...] = param((0, 1, 2), Each(SEED, max_items=MAX_REPEAT),
+                                   help="campaign seeds: one campaign per seed and strategy")
+    budget: Budget = param(Budget("seconds", 50.0), constraint_of(CampaignConfig, "budget"),
+                           help="each campaign's fuzzing budget")
+    batch: int = param(DEFAULT_BATCH, constraint_of(CampaignConfig, "inputs_per_step"),
+                       help="selected inputs per step")
+    fidelity: str = param("discriminator", constraint_of(CampaignConfig, "fidelity"),
+                          help="DRFuzz's own check (any --fidelity spec)")
+    shared_fidelity: str | None = param(None, constraint_of(CampaignConfig, "shared_fidelity"),
+                                        help="the filter applied to both strategies (default: the fidelity; "
+                                        "'none' for none)")
+    pairs_dir: str | None = param(None, Text(none=True), help="folder of the user's own pairs")
+    criterion: str = param("kmnc", constraint_of(CampaignConfig, "criteria"),
+                           help="DeepHunter's coverage criterion of M2")
+    sections: int = param(1000, Interval(int, 1, MAX_SECTIONS), help="KMNC's sections")
+    epochs: int = param(3, EPOCHS, help="training epochs of the scenarios' models")
+    scenario_seed: int = param(0, SEED, help="seed of the scenarios' training")
+    threads: int | None = param(1, Interval(int, 1, MAX_THREADS, none=True),
+                                help="PyTorch threads per campaign (None: PyTorch's default)")
+    max_seeds: int | None = param(None, constraint_of(CampaignConfig, "max_seeds"),
+                                  help="use only the first N test inputs as candidate seeds")
 
     def __post_init__(self):
         object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
+        validate(self)
 
     def with_options(self, options: dict[str, str]) -> PresetConfig:
         """This configuration with ``--preset-option`` values (keys with ``_``) applied.
@@ -115,7 +133,7 @@ class PresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from ..checks import MAX_INPUTS, MAX_REPEAT, MAX_SEED, check_count_text
+        from ..checks import MAX_INPUTS, MAX_SEED, check_count_text
         from .pairs.scenarios import SCENARIOS
 
         def bad(key, want, value):
@@ -124,7 +142,7 @@ class PresetConfig:
         out: dict = {}
         for key, value in options.items():
             if key == "pairs":
-                out["pairs_dir"] = value
+                out["pairs_dir"] = value or None  # empty: not given
             elif key == "scenarios":
                 names = tuple(v.strip() for v in value.split(",") if v.strip())
                 unknown = [n for n in names if n not in SCENARIOS.names()]

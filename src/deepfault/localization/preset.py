@@ -13,19 +13,36 @@ already there.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..checks import MAX_GRADIENT_ITERATIONS, MAX_SEED, check_int
 from ..core.batches import activations, predict
+from ..core.constraints import (
+    EPOCHS,
+    LEARNING_RATE,
+    SEED,
+    Each,
+    FieldConstraint,
+    Flag,
+    Interval,
+    Options,
+    Text,
+    constraint_of,
+    param,
+    validate,
+)
 from ..core.registry import suggestion
 from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError
 from ..experiment.executors import Executor, get_executor
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
+from ..models.train import TrainConfig
 from .config import RunConfig
 from .measures import check_star
 from .protocol import CellSpec, run_group
@@ -51,34 +68,101 @@ class ModelSpec:
     trust_pickle: bool = False
 
 
+def _plain_name(name: str, value) -> str:
+    if not isinstance(value, str) or not value or any(c in value for c in "/\\") \
+            or value.startswith(".") or ".." in value:
+        raise DeepFaultError(f"{name} must be a plain name (letters, digits, '-', '_'; no path); "
+                             f"got {value!r}")
+    return value
+
+
+def _model_specs(name: str, value) -> tuple:
+    if isinstance(value, (tuple, list)) and not value:
+        raise DeepFaultError("an experiment needs at least one model")
+    if not isinstance(value, (tuple, list)) or not all(isinstance(m, ModelSpec) for m in value):
+        raise DeepFaultError(f"{name} must be one or more ModelSpec; got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class _Tested(FieldConstraint):
+    """A value ``test(name, value)`` accepts; ``test`` raises
+    :class:`~deepfault.errors.DeepFaultError` in its own words for any other (a grid's name, its
+    models: checks with more to say than one range).
+    """
+
+    test: Callable[[str, Any], Any]
+    what: str
+    bad: tuple = ()
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        try:
+            self.test("value", value)
+        except DeepFaultError:
+            return False
+        return True
+
+    def check(self, name: str, value):
+        if value is None and self.none:
+            return value
+        return self.test(name, value)
+
+    def convert(self, text: str):
+        return text
+
+    def expected(self) -> str:
+        return self.what
+
+    def hostile(self) -> tuple:
+        return self.bad
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """The grid and the protocol. Every field is part of the configuration hash."""
+    """The grid and the protocol. Every field is part of the configuration hash.
 
-    name: str
-    dataset: str
-    models: tuple[ModelSpec, ...]
-    ks: tuple[int, ...]
-    approaches: tuple[str, ...] = ("tarantula", "ochiai", "dstar", "random")
-    classes: tuple[int, ...] | None = None
-    inputs_per_class: int = 10
-    random_repetitions: int = 5
-    step: float = 1.0
-    distance: float = 0.1
-    star: float = 3.0
-    seed: int = 0
-    normalize: bool = True
-    threshold: float = 0.0
-    iterations: int = 1
-    layers: tuple[str, ...] | None = None
-    scale01: bool = False
-    train_epochs: int = 10
-    train_lr: float = 1e-3
-    train_schedule: str = "cosine"
+    Every field declares what it accepts (:func:`~deepfault.core.constraints.param`), checked
+    when the grid is made; :meth:`validate` adds what spans fields (unique model names, one of
+    ``arch`` or ``file``, distinct values, the synthesis' float32 range).
+    """
 
-    def train_config(self):
-        from ..models.train import TrainConfig
+    name: str = param(MISSING, _Tested(_plain_name, "a plain name (letters, digits, '-', '_'; no path)",
+                                       bad=("", "../x", "a/b", ".hidden")),
+                      help="the grid's name (it names the store's cells)")
+    dataset: str = param(MISSING, Text(), help="a registered data set or an .npz file (checked when loaded)")
+    models: tuple[ModelSpec, ...] = param(MISSING,
+                                          _Tested(_model_specs, "one or more ModelSpec", bad=((), "m")),
+                                          help="the grid's models")
+    ks: tuple[int, ...] = param(MISSING, Each(Interval(int, 1, None)), help="numbers of suspicious neurons")
+    approaches: tuple[str, ...] = param(("tarantula", "ochiai", "dstar", "random"),
+                                        Each(Options(list_approaches)), help="measures and baselines")
+    classes: tuple[int, ...] | None = param(None, Each(Interval(int, 0, None), none=True),
+                                            help="classes to analyse (default: every class)")
+    inputs_per_class: int = param(10, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
+                                  help="correctly classified inputs per class to synthesize from")
+    random_repetitions: int = param(5, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
+                                    help="repetitions of the random baselines")
+    step: float = param(1.0, Interval(float, 0.0), help="synthesis step size, in the data's units")
+    distance: float = param(0.1, Interval(float, 0.0), help="synthesis L_inf bound, in the data's units")
+    star: float = param(3.0, Interval(float, 1.0), help="the D* exponent")
+    seed: int = param(0, SEED, help="seed of every random choice and of the zoo models' training")
+    normalize: bool = param(True, Flag(), help="RMS-normalise each neuron's gradient (the paper's results)")
+    threshold: float = param(0.0, Interval(float), help="activity threshold of the spectrum")
+    iterations: int = param(1, Interval(int, 1, MAX_GRADIENT_ITERATIONS), help="synthesis steps per input")
+    layers: tuple[str, ...] | None = param(None, Each(Text(), none=True),
+                                           help="module names to analyse (default: the default layers)")
+    scale01: bool = param(False, Flag(), help="scale the inputs to [0, 1]")
+    train_epochs: int = param(10, EPOCHS, help="training epochs of the zoo models")
+    train_lr: float = param(1e-3, LEARNING_RATE, help="learning rate of the zoo models' training")
+    train_schedule: str = param("cosine", constraint_of(TrainConfig, "schedule"),
+                                help="learning-rate schedule of the zoo models' training")
 
+    def __post_init__(self):
+        validate(self)
+
+    def train_config(self) -> TrainConfig:
         return TrainConfig(epochs=self.train_epochs, lr=self.train_lr, seed=self.seed,
                            schedule=self.train_schedule)
 

@@ -27,8 +27,12 @@ from typing import Any
 
 import torch
 
+from ..checks import MAX_INPUTS, MAX_REPEAT
+from ..core.constraints import FieldConstraint, Interval, constraint_of, param, validate
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..fuzz.campaign.budget import Budget, parse_budget
+from ..fuzz.preset import PresetConfig
+from ..xplore.config import XploreConfig
 from ..xplore.preset import ARCHS
 from .config import RepairConfig
 
@@ -52,6 +56,31 @@ DEEPXPLORE_PRESET = "repair-deepxplore-mnist"
 DRFUZZ_PRESET = "repair-drfuzz-mnist"
 
 
+@dataclass(frozen=True)
+class _Instance(FieldConstraint):
+    """An instance of ``kind`` (a nested config, checked by its own declarations when made)."""
+
+    kind: type
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, self.kind)
+
+    def convert(self, text: str):
+        raise ValueError(text)  # no text form: a config object
+
+    def expected(self) -> str:
+        return f"a {self.kind.__name__}"
+
+    def hostile(self) -> tuple:
+        return ("x", 7)
+
+
+#: A preset's fine-tuning.
+_REPAIR = _Instance(RepairConfig)
+
+
 def _as_dict(obj) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(obj).items()}
 
@@ -69,11 +98,17 @@ class DeepXploreRepairConfig:
         repair: The fine-tuning (mix, epochs, ...); baselines random test inputs and FGSM.
     """
 
-    repeats: int = 5
-    seeds: int = 400
-    iterations: int = 20
-    found_inputs: int = 143
-    repair: RepairConfig = RepairConfig(mix=50.0, baselines=("random-test", "fgsm"))
+    repeats: int = param(5, Interval(int, 1, MAX_REPEAT),
+                         help="repeats (DeepXplore run seed and fine-tuning seed 0 .. repeats - 1)")
+    seeds: int = param(400, constraint_of(XploreConfig, "seeds"), help="seed inputs of each DeepXplore run")
+    iterations: int = param(20, constraint_of(XploreConfig, "iterations"), help="DeepXplore's steps per seed")
+    found_inputs: int = param(143, Interval(int, 1, MAX_INPUTS),
+                              help="difference-inducing inputs kept per repeat")
+    repair: RepairConfig = param(RepairConfig(mix=50.0, baselines=("random-test", "fgsm")), _REPAIR,
+                                 help="the fine-tuning (mix, epochs, ...)")
+
+    def __post_init__(self):
+        validate(self)
 
     def to_dict(self) -> dict:
         return {
@@ -103,22 +138,32 @@ class DRFuzzRepairConfig:
         repair: The fine-tuning; ``mix=1`` (as many training inputs as faults) by default.
     """
 
-    arch: str = "lenet5"
-    scenarios: tuple[str, ...] = ("supply", "adv-bim")
-    strategies: tuple[str, ...] = ("drfuzz", "deephunter")
-    seeds: tuple[int, ...] = (0, 1)
-    budget: Budget = Budget("seconds", 60.0)
-    fidelity: str = "ssim"
-    criterion: str = "kmnc"
-    sections: int = 1000
-    epochs: int = 3
-    scenario_seed: int = 0
-    max_seeds: int | None = None
-    threads: int | None = 1
-    repair: RepairConfig = RepairConfig(mix=1.0, baselines=())
+    arch: str = param("lenet5", constraint_of(PresetConfig, "arch"), help="M1/M2's architecture")
+    scenarios: tuple[str, ...] = param(("supply", "adv-bim"), constraint_of(PresetConfig, "scenarios"),
+                                       help="regression scenarios")
+    strategies: tuple[str, ...] = param(("drfuzz", "deephunter"), constraint_of(PresetConfig, "strategies"),
+                                        help="fuzzers whose faults are crossed")
+    seeds: tuple[int, ...] = param((0, 1), constraint_of(PresetConfig, "seeds"),
+                                   help="campaign seeds (and fine-tuning seeds)")
+    budget: Budget = param(Budget("seconds", 60.0), constraint_of(PresetConfig, "budget"),
+                           help="each campaign's budget")
+    fidelity: str = param("ssim", constraint_of(PresetConfig, "fidelity"), help="DRFuzz's own check")
+    criterion: str = param("kmnc", constraint_of(PresetConfig, "criterion"),
+                           help="DeepHunter's coverage criterion of M2")
+    sections: int = param(1000, constraint_of(PresetConfig, "sections"), help="KMNC's sections")
+    epochs: int = param(3, constraint_of(PresetConfig, "epochs"),
+                        help="training epochs of the scenarios' models")
+    scenario_seed: int = param(0, constraint_of(PresetConfig, "scenario_seed"),
+                               help="seed of the scenarios' training")
+    max_seeds: int | None = param(None, constraint_of(PresetConfig, "max_seeds"),
+                                  help="candidate seeds of a campaign (default: the whole test split)")
+    threads: int | None = param(1, constraint_of(PresetConfig, "threads"), help="PyTorch threads")
+    repair: RepairConfig = param(RepairConfig(mix=1.0, baselines=()), _REPAIR,
+                                 help="the fine-tuning (mix=1: as many training inputs as faults)")
 
     def __post_init__(self):
         object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
+        validate(self)
 
     def to_dict(self) -> dict:
         out = _as_dict(self)
@@ -325,7 +370,6 @@ class RepairDeepXploreMnist(_RepairPreset):
         )
 
     def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list[dict]:
-        from ..xplore.config import XploreConfig
         from ..xplore.search import select_seeds
 
         config, data, models = self.config, plan.state["data"], plan.state["models"]

@@ -37,6 +37,8 @@ import torch
 from torch import nn
 
 from .._deprecation import moved_names
+from ..checks import MAX_INPUTS, MAX_REPEAT
+from ..core.constraints import Each, Interval, Options, Text, constraint_of, param, validate
 from ..core.runtime import Runtime
 from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
 from ..models.fingerprint import fingerprint
@@ -91,16 +93,23 @@ class XplorePresetConfig:
         weights_dir: Folder of the published ``Model1.h5`` ... (``None``: trained LeNets).
     """
 
-    seeds: int = 2000
-    repeats: int = 5
-    iterations: int = 20
-    figure9_inputs: int = 100
-    figure9_seeds: int = 400
-    thresholds: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
-    fgsm_eps: float = 0.3
-    layers: str = "deepxplore"
-    settings: str = "compat"
-    weights_dir: str | None = None
+    seeds: int = param(2000, constraint_of(XploreConfig, "seeds"), help="seeds per run")
+    repeats: int = param(5, Interval(int, 1, MAX_REPEAT), help="runs of Tables 2 and 5 (seed = 0, 1, ...)")
+    iterations: int = param(20, constraint_of(XploreConfig, "iterations"), help="steps per seed")
+    figure9_inputs: int = param(100, Interval(int, 1, MAX_INPUTS), help="inputs per method in Figure 9")
+    figure9_seeds: int = param(400, constraint_of(XploreConfig, "seeds"), help="seeds of each Figure 9 run")
+    thresholds: tuple[float, ...] = param((0.0, 0.25, 0.5, 0.75),
+                                          Each(constraint_of(XploreConfig, "threshold")),
+                                          help="the neuron-coverage thresholds t of Figure 9")
+    fgsm_eps: float = param(0.3, Interval(float, 0.0), help="FGSM step in [0, 1] pixel units")
+    layers: str = param("deepxplore", constraint_of(XploreConfig, "layers"), help="neuron layers")
+    settings: str = param("compat", Options(SETTINGS),
+                          help="compat (the published code's) or default (this library's defaults)")
+    weights_dir: str | None = param(None, Text(none=True),
+                                    help="folder of the published Model1.h5 ... (default: trained LeNets)")
+
+    def __post_init__(self):
+        validate(self)
 
     def base(self) -> XploreConfig:
         if self.settings == "compat":
@@ -113,13 +122,7 @@ class XplorePresetConfig:
         Raises:
             DeepFaultError: A value of the wrong kind.
         """
-        from ..checks import (
-            MAX_GRADIENT_ITERATIONS,
-            MAX_INPUTS,
-            MAX_REPEAT,
-            check_count_text,
-            check_memory,
-        )
+        from ..checks import MAX_GRADIENT_ITERATIONS, check_count_text, check_memory
         from ..errors import DeepFaultError
 
         limits = {"seeds": MAX_INPUTS, "repeats": MAX_REPEAT, "iterations": MAX_GRADIENT_ITERATIONS}
@@ -137,7 +140,7 @@ class XplorePresetConfig:
                                          f"got {value!r}")
                 settings = value
             elif key == "weights_dir":
-                weights_dir = value
+                weights_dir = value or None  # empty: not given (trained LeNets)
         return replace(self, seeds=counts.get("seeds", self.seeds),
                        repeats=counts.get("repeats", self.repeats),
                        iterations=counts.get("iterations", self.iterations),
