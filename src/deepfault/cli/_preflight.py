@@ -4,8 +4,9 @@
 option that sets a declared field is parsed by its declaration (:mod:`deepfault.core.constraints`,
 the same check the library makes). This pass refuses non-finite numbers and over-long names,
 checks the device, runs the command module's own ``preflight(args)`` where it has one (what
-only that command can see), and checks every file and folder the command will write, together, sibling files included (``xplore --out r.npz``
-would be overwritten by its own inputs file). The files are those the command's module
+only that command can see), and checks every file and folder the command will write,
+together, sibling files included (``xplore --out r.npz`` would be overwritten by its own
+inputs file). The files are those the command's module
 declares (its ``outputs(args)``, a list of :class:`~._common.Output`), the same list the
 command writes to; the checks themselves live in :mod:`deepfault.checks`, which the
 Python API uses too.
