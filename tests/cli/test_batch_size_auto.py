@@ -63,5 +63,5 @@ def test_a_bad_batch_size_is_one_line(capsys, command, value):
     assert main([*command, "--batch-size", value]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert "--batch-size must be 'auto' or an integer from 1 to 16,777,216; got " in err  # Runtime's declaration
+    assert "--batch-size must be 'auto' or an integer from 1 to 16,777,216; got " in err
     assert value in err
