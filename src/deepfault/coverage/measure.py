@@ -27,7 +27,9 @@ import numpy as np
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData
     from ..core.runtime import Runtime
+    from ..models.prepare import PreparedModel
 
 from ..checks import MAX_SECTIONS, check_int
 from ..core.batches import Batch, iterate_batches
@@ -276,7 +278,8 @@ def _surprise_state(run: Run, model, config: CoverageConfig, runtime: Runtime) -
 
 
 @entry(CoverageConfig, legacy=legacy_keywords)
-def measure_coverage(model, data, config: CoverageConfig, *, runtime: Runtime) -> CoverageReport:
+def measure_coverage(model: nn.Module | PreparedModel, data: InputData, config: CoverageConfig, *,
+                     runtime: Runtime) -> CoverageReport:
     """Coverage of the inputs under each criterion of ``config``, from one pass through the model.
 
     Args:

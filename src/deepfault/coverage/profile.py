@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from ..core.inputs import InputData
     from ..core.runtime import Runtime
     from ..models.prepare import PreparedModel
 
@@ -431,7 +432,8 @@ class ProfileConfig(Config):
 
 
 @entry(ProfileConfig)
-def compute_profile(model, data, config: ProfileConfig, *, runtime: Runtime) -> Profile:
+def compute_profile(model: nn.Module | PreparedModel, data: InputData, config: ProfileConfig, *,
+                    runtime: Runtime) -> Profile:
     """The profile of ``model``'s neurons on the inputs (normally its training split), in one
     streaming pass.
 

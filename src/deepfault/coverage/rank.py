@@ -52,9 +52,12 @@ import torch
 from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
+    from torch import nn
     from torch.utils.data import Dataset
 
+    from ..core.inputs import InputData
     from ..core.runtime import Runtime
+    from ..models.prepare import PreparedModel
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
@@ -221,7 +224,8 @@ def _score_uncertainty(outputs: torch.Tensor, names: Sequence[str], kind: str, p
 
 @labels_third(CoverageConfig)
 @entry(CoverageConfig, legacy=legacy_keywords)
-def rank_inputs(model, data, config: CoverageConfig, *, runtime: Runtime) -> RankReport:
+def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: CoverageConfig, *,
+                runtime: Runtime) -> RankReport:
     """Order the inputs by each prioritiser of ``config.by`` and score each order by APFD of
     the inputs the model misclassifies, from one forward pass.
 

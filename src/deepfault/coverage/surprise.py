@@ -567,7 +567,8 @@ class SurpriseConfig(Config):
 
 @labels_third(SurpriseConfig)
 @entry(SurpriseConfig, legacy=legacy_keywords)
-def fit_surprise(model, data, config: SurpriseConfig, *, runtime: Runtime) -> Surprise:
+def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: SurpriseConfig, *,
+                 runtime: Runtime) -> Surprise:
     """Fit surprise adequacy on the inputs (normally the training split), in one pass.
 
     Args:

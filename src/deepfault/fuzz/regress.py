@@ -35,6 +35,7 @@ import torch
 from ..checks import check_device, check_outputs
 from ..core.capture import default_layers
 from ..core.entry import default_threads, entry, split_arguments, use_threads
+from ..core.inputs import InputData
 from ..core.runtime import RUNTIME_FIELDS, Runtime
 from ..coverage import ProfileConfig, compute_profile, load_profile, model_hash
 from ..data import Dataset
@@ -179,7 +180,8 @@ regress.__entry__ = _regress.__entry__  # type: ignore[attr-defined]
 
 
 @entry(CampaignConfig, data=_data)
-def compare_strategies(models, data, config: CampaignConfig, *, runtime: Runtime) -> RegressComparison:
+def compare_strategies(models: Versions | tuple, data: str | Dataset | InputData | None,
+                       config: CampaignConfig, *, runtime: Runtime) -> RegressComparison:
     """DRFuzz and DeepHunter on one pair, one after the other, under ``config``'s budget and one
     shared fidelity filter (``config.shared_fidelity``, else DRFuzz's check), each its own
     campaign ``STRATEGY-seedS`` in the store; the arguments are :func:`regress`'s.
