@@ -20,14 +20,56 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._io import atomic_path
 from ..experiment.tables import fmt, text_table
 
-__all__ = ["save_synthesized", "synthesized_grid", "summary_text"]
+if TYPE_CHECKING:
+    from ..core.runtime import Runtime
+    from ..data import Dataset
+    from .config import RunConfig
+
+__all__ = ["RunShown", "save_synthesized", "synthesized_grid", "summary_text"]
+
+
+@dataclass(frozen=True, eq=False)
+class RunShown:
+    """What a run's summary, page and files show beside its findings (none of it is in
+    ``to_dict()``): the data, the model's name, the device, the neuron and batch lines, the
+    surprise state and the random baseline, with the times they took.
+    """
+
+    data: Dataset
+    model_name: str
+    model_accuracy: float | None
+    device: str
+    layers_source: str
+    batch: str
+    seconds: float
+    surprise: Any = None
+    no_surprise: str | None = None
+    baseline: Any = None
+    baseline_seconds: float | None = None
+
+    @classmethod
+    def of(cls, prepared, module, data: Dataset, config: RunConfig, runtime: Runtime, batch: str,
+           seconds: float) -> RunShown:
+        """What the entry knows of a run: ``prepared`` is the model as given (a prepared model
+        names itself and records its test accuracy), ``module`` the network that ran.
+        """
+        from ..core.capture import selection_source
+
+        meta = getattr(getattr(prepared, "model_file", None), "meta", None) or {}
+        name = getattr(prepared, "name", None) or type(module).__name__
+        param = next(module.parameters(), None)
+        device = runtime.device or (str(param.device) if param is not None else "cpu")
+        return cls(data, name, meta.get("test_accuracy"), str(device), selection_source(module, config.layers),
+                   batch, seconds)
 
 
 def _collect(result, data) -> dict[str, np.ndarray]:
@@ -87,6 +129,17 @@ def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *
     Returns ``None`` (and writes nothing) when the inputs are not images or matplotlib is
     not installed.
     """
+    with np.load(npz_path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    return _grid(arrays, png_path, bounds=bounds, class_names=class_names, per_class=per_class)
+
+
+def grid_of(result, data, png_path: str | os.PathLike) -> Path | None:
+    """:func:`synthesized_grid` of ``result``'s inputs on ``data``, straight from the result."""
+    return _grid(_collect(result, data), png_path, bounds=data.bounds, class_names=list(data.class_names))
+
+
+def _grid(arrays: dict, png_path, *, bounds, class_names, per_class: int = 2) -> Path | None:
     try:
         from ..experiment.figures import as_image, changed_first, difference_grid
         from ..experiment.report import new_figure
@@ -94,8 +147,6 @@ def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *
         new_figure(1, 1)  # matplotlib is there
     except ModuleNotFoundError:
         return None
-    with np.load(npz_path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
     changed = arrays["pred_synthesized"] != arrays["labels"]
     rows = []
     for c in np.unique(arrays["target_class"]):
@@ -121,18 +172,25 @@ EVALUATION_LEGEND = ("changed: share predicted otherwise than the original; L1/L
                      "ms/input: synthesis time")
 
 
-def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str | None = None) -> str:
-    """What ``deepfault run`` prints: the model and data, the ``neurons`` line
-    (:func:`~deepfault.core.capture.neurons_line`), each class's neurons (unless ``quiet``)
-    and the evaluation of the synthesized inputs.
+def summary_text(result, *, quiet: bool = False) -> str:
+    """What ``deepfault run`` prints after the run's answer: the model and data, the batch and
+    neuron lines, each class's neurons (unless ``quiet``), the evaluation of the synthesized
+    inputs, the surprise state and the random baseline (from ``result.shown``).
     """
-    mf, data = prepared.model_file, prepared.data
+    from ..core.capture import neurons_line
+
+    shown = result.shown
+    data = shown.data
     cfg = result.config
-    acc = mf.meta.get("test_accuracy", result.test_accuracy)
+    acc = result.test_accuracy if shown.model_accuracy is None else shown.model_accuracy
+    layout = result.classes[0].spectrum.layout if result.classes else None
+    neurons = None if layout is None else neurons_line(layout.num_neurons, len(layout.layers), shown.layers_source)
     out = io.StringIO()
     w = out.write
-    w(f"model {prepared.name} (test accuracy {acc:.1%}) · data {data.name} "
-      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
+    if shown.batch:
+        w(shown.batch + "\n")
+    w(f"model {shown.model_name} (test accuracy {acc:.1%}) · data {data.name} "
+      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {shown.device}\n")
     w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
       f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
       f"seed {cfg.seed}\n")
@@ -188,7 +246,21 @@ def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str 
     none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
     if none:
         w(f"classes with no failing test input: {', '.join(none)}\n")
+    w(_after_text(shown))
     return out.getvalue()
+
+
+def _after_text(shown: RunShown) -> str:
+    """The surprise state's line and the random baseline's (what the run did after its findings)."""
+    text = ""
+    if shown.surprise is not None:
+        text += shown.surprise.describe() + "\n"
+    elif shown.no_surprise is not None:
+        text += f"no surprise adequacy: {shown.no_surprise}\n"
+    if shown.baseline is not None:
+        text += (f"--report: the random baseline (the same run from random neurons) took "
+                 f"{shown.baseline_seconds:.1f} s beside the run's {shown.seconds:.1f} s (--no-baseline skips it)\n")
+    return text
 
 
 def _g(value: float | None) -> str:

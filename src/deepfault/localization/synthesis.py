@@ -54,7 +54,8 @@ def neuron_pairs(neurons) -> list[tuple[str, int]]:
     return pairs
 
 
-_FLOAT32_MAX = 3.4028234663852886e38
+#: The largest float32: a step or distance beyond it overflows the model's arithmetic.
+FLOAT32_MAX = _FLOAT32_MAX = 3.4028234663852886e38
 
 
 def check_synthesis_args(step, distance, bounds, iterations, *,
