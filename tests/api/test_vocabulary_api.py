@@ -21,7 +21,7 @@ from deepfault.xplore import XploreConfig
 #: Each command and the API it calls: functions (their parameters) and configurations
 #: (their fields). prepare_model holds the options that open a model file.
 API = {
-    "run": [df.run_deepfault, df.RunConfig, df.prepare_model],
+    "run": [df.run_deepfault, df.RunConfig, df.Runtime, df.prepare_model],
     "xplore": [df.xplore, XploreConfig, df.prepare_model],
     "regress": [df.regress, CampaignConfig],
     "repair": [df.repair, RepairConfig, df.prepare_model],
@@ -55,13 +55,12 @@ EXCEPTIONS = {
     ("run", "k_prime"): "takes several values: RunConfig(k_primes=(...))",
     ("run", "save_inputs"): "a file of the command's; RunResult holds the synthesized inputs",
     ("run", "no_save_inputs"): "a file of the command's",
-    ("run", "surprise"): "add_surprise(result, ...) after the run",
-    ("run", "no_surprise"): "add_surprise(result, ...) after the run",
+    ("run", "no_surprise"): "a negated switch: RunConfig(surprise=None)",
     ("xplore", "feature_bounds"): "a word (auto, observed, dataset) or a file on the command line; the API "
     "takes the arrays themselves as bounds=(lo, hi)",
     ("xplore", "fix_features"): "index text on the command line; the API takes fixed= (indices or a mask)",
     ("xplore", "fix_steps"): "index text on the command line; the API's fixed= mask covers time steps too",
-    ("run", "no_baseline"): "the report's random baseline is the command's: run_deepfault(measure='random')",
+    ("run", "no_baseline"): "a negated switch of --report's baseline: RunConfig(baseline=False)",
     ("xplore", "num_seeds"): "XploreConfig(seeds=...): num_seeds is its property, the run's count",
     ("xplore", "constraint"): "XploreConfig(transform=...): constraint() is its method that builds it",
     ("xplore", "compat"): "XploreConfig.published(...) gives the published settings",
