@@ -194,8 +194,8 @@ def test_cli_says_what_the_baseline_cost_and_no_baseline_skips_it(tmp_path, caps
               "--no-progress", "--no-surprise", "--threads", "1"]
     assert main([*common, "--report", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
-    assert out.index("evaluation of synthesized inputs") < out.index("--report: the random baseline (the same "
-                                                                     "run from random neurons) took")
+    took = out.index("--report: the random baseline (the same run from random neurons) took")
+    assert out.index("evaluation of synthesized inputs") < took
     page = (tmp_path / "a" / "report.html").read_text(encoding="utf-8")
     assert "The baseline cost" in page
     assert "random accuracy" in page

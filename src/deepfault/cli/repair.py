@@ -26,8 +26,8 @@ from ._common import (
 )
 
 #: The options that set RepairConfig's fields, in the order --help lists them.
-_FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model", "baselines",
-           "eps", "bim_steps")
+_FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
+           "baselines", "eps", "bim_steps")
 _METAVARS = {"mix": "R", "max_drop": "POINTS", "vote_model": "NAME", "baselines": "B1,B2", "seed": "S"}
 
 

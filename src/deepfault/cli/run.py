@@ -32,8 +32,8 @@ from ._common import (
 )
 
 #: The options that set RunConfig's fields, in the order --help lists them.
-_FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers", "threshold",
-           "iterations", "normalize", "num_inputs", "k_primes")
+_FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
+           "threshold", "iterations", "normalize", "num_inputs", "k_primes")
 
 
 def add_parser(sub) -> None:
@@ -121,8 +121,9 @@ def _records(args, prepared, result) -> dict:
     """The model's and the data set's records of the result file."""
     mf, data = prepared.model_file, prepared.data
     model = model_record(prepared, args.model, arch_kwargs=mf.arch_kwargs,
-                         layout=list(prepared.file_input_shape or data.input_shape), layout_name=prepared.layout,
-                         input_shape=list(data.input_shape), adapter=prepared.adapter, label=prepared.name,
+                         layout=list(prepared.file_input_shape or data.input_shape),
+                         layout_name=prepared.layout, input_shape=list(data.input_shape),
+                         adapter=prepared.adapter, label=prepared.name,
                          meta={k: v for k, v in mf.meta.items() if k != "recipe"},
                          layer_selection=layer_selection(prepared.module, result.config.layers))
     return {"model": model, "dataset": dataset_record(data, args.data_dir)}

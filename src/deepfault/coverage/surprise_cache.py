@@ -118,7 +118,8 @@ class CachedSurprise:
         s = self.surprise
         where = {"cache": "loaded from the cache", "fitted": "fitted", "file": "from --surprise"}[self.source]
         layers = ", ".join(f"{n}[{k}]" for n, k in zip(s.layers, s.sizes, strict=True))
-        return f"surprise state {where} ({s.num_inputs} training inputs, layer {layers}; {self.seconds:.2f} s)"
+        return (f"surprise state {where} ({s.num_inputs} training inputs, layer {layers}; "
+                f"{self.seconds:.2f} s)")
 
 
 def cached_surprise(

@@ -92,11 +92,13 @@ class RunConfig:
     repeat: int = param(1, Interval(int, 1, MAX_REPEAT),
                         help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
     layers: tuple[str, ...] | None = param(
-        None, Each(Text(), none=True), help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a "
+        None, Each(Text(), none=True),
+        help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a "
         "named selection ('blocks', 'linear-conv', 'deepxplore') to analyse (default: 'blocks', the "
         "residual/transformer block outputs, for a network that has such blocks, else 'linear-conv': every "
         "Linear/Conv layer except the logits layer)")
-    threshold: float = param(0.0, Interval(float), help="a neuron is active when its value is greater than this")
+    threshold: float = param(0.0, Interval(float),
+                             help="a neuron is active when its value is greater than this")
     iterations: int = param(1, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
                             help="synthesis steps per input (the paper takes one)")
     normalize: bool = param(True, Flag(), option="--raw-gradients",
@@ -110,7 +112,8 @@ class RunConfig:
     batch_size: int | str = param("auto", Interval(int, 1, MAX_BATCH, words=("auto",)),
                                   help="inputs per pass (the old place of Runtime.batch_size)")
     surprise: str | None = param(None, Text(none=True, words=("auto",)), option="--surprise",
-                                 help=f"{SURPRISE_WHAT}: a fitted state (.npz from fit_surprise/save_surprise)")
+                                 help=f"{SURPRISE_WHAT}: 'auto' (fitted on the training split and cached) "
+                                 "or a fitted state (.npz from fit_surprise/save_surprise)")
     baseline: bool = param(False, Flag(), option="--baseline",
                            help="also run the random baseline (the same run from random neurons, on the "
                            "run's spectra) that --report compares the run with")

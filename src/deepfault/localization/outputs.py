@@ -68,8 +68,8 @@ class RunShown:
         name = getattr(prepared, "name", None) or type(module).__name__
         param = next(module.parameters(), None)
         device = runtime.device or (str(param.device) if param is not None else "cpu")
-        return cls(data, name, meta.get("test_accuracy"), str(device), selection_source(module, config.layers),
-                   batch, seconds)
+        source = selection_source(module, config.layers)
+        return cls(data, name, meta.get("test_accuracy"), str(device), source, batch, seconds)
 
 
 def _collect(result, data) -> dict[str, np.ndarray]:
@@ -184,7 +184,8 @@ def summary_text(result, *, quiet: bool = False) -> str:
     cfg = result.config
     acc = result.test_accuracy if shown.model_accuracy is None else shown.model_accuracy
     layout = result.classes[0].spectrum.layout if result.classes else None
-    neurons = None if layout is None else neurons_line(layout.num_neurons, len(layout.layers), shown.layers_source)
+    neurons = None if layout is None else neurons_line(layout.num_neurons, len(layout.layers),
+                                                       shown.layers_source)
     out = io.StringIO()
     w = out.write
     if shown.batch:
@@ -259,7 +260,8 @@ def _after_text(shown: RunShown) -> str:
         text += f"no surprise adequacy: {shown.no_surprise}\n"
     if shown.baseline is not None:
         text += (f"--report: the random baseline (the same run from random neurons) took "
-                 f"{shown.baseline_seconds:.1f} s beside the run's {shown.seconds:.1f} s (--no-baseline skips it)\n")
+                 f"{shown.baseline_seconds:.1f} s beside the run's {shown.seconds:.1f} s "
+                 "(--no-baseline skips it)\n")
     return text
 
 

@@ -598,8 +598,8 @@ def _run_class(module, data, c, cells, seeds, config, output_kind, warm, advance
     x, y = data.x_test, data.y_test
     in_class = np.flatnonzero(y == c)
     # only the chosen inputs are copied, not the class's (4 bytes per input element)
-    group = _synthesize_group(module, _rows(x, in_class[seeds.chosen]), y[in_class], in_class, c, cells, seeds,
-                              bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
+    group = _synthesize_group(module, _rows(x, in_class[seeds.chosen]), y[in_class], in_class, c, cells,
+                              seeds, bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
                               on_batch=advance)
     result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
     if on_class is not None:

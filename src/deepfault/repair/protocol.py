@@ -393,8 +393,8 @@ def repair(
     return result
 
 
-def _fine_tune_all(net: nn.Module, prepared: PreparedModel, data: Dataset, found: _Files, config: RepairConfig,
-                   device: torch.device, progress: bool) -> RepairResult:
+def _fine_tune_all(net: nn.Module, prepared: PreparedModel, data: Dataset, found: _Files,
+                   config: RepairConfig, device: torch.device, progress: bool) -> RepairResult:
     """The baselines' inputs, the evaluation before, and every fine-tuning with its evaluation after."""
     n = len(found.found_x)
     mix_idx = _mixed_in(config, n, len(data.x_train))
