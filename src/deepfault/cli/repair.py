@@ -20,6 +20,7 @@ from ._common import (
     device_from,
     load_inputs,
     output_path,
+    seed_int,
     sibling,
     write_outcome,
     write_run_report,
@@ -28,7 +29,10 @@ from ._common import (
 #: The options that set RepairConfig's fields, in the order --help lists them.
 _FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
            "baselines", "eps", "bim_steps")
-_METAVARS = {"mix": "R", "max_drop": "POINTS", "vote_model": "NAME", "baselines": "B1,B2", "seed": "S"}
+#: The seed's parser is every command's one (the same words for --seed everywhere).
+_OVERRIDES: dict[str, dict] = {"mix": {"metavar": "R"}, "max_drop": {"metavar": "POINTS"},
+                               "vote_model": {"metavar": "NAME"}, "baselines": {"metavar": "B1,B2"},
+                               "seed": {"type": seed_int, "metavar": "S"}}
 
 
 def add_parser(sub) -> None:
@@ -60,7 +64,7 @@ def add_parser(sub) -> None:
                    help="M1 of regress files, to recompute which held-out faults it gets right (default: "
                    "the M1 predictions saved in the file)")
     for name in _FIELDS:
-        add_field(p, RepairConfig, name, **({"metavar": _METAVARS[name]} if name in _METAVARS else {}))
+        add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
     add_device(p)
     add_threads(p)
     p.add_argument("--out", metavar="FILE", default="repair-result.json",

@@ -26,6 +26,7 @@ from ._common import (
     device_from,
     load_inputs,
     output_path,
+    seed_int,
     sibling,
     write_outcome,
     write_run_report,
@@ -34,6 +35,9 @@ from ._common import (
 #: The options that set RunConfig's fields, in the order --help lists them.
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
            "threshold", "iterations", "normalize", "num_inputs", "k_primes")
+
+#: The seed's parser is every command's one (the same words for --seed everywhere).
+_OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"type": seed_int, "metavar": "S"}}
 
 
 def add_parser(sub) -> None:
@@ -54,7 +58,7 @@ def add_parser(sub) -> None:
                      help="data set name (default: the model file's data set, else 'digits')")
     add_data_dir(run)
     for name in _FIELDS:
-        add_field(run, RunConfig, name, **({"metavar": "NAME"} if name == "measure" else {}))
+        add_field(run, RunConfig, name, **_OVERRIDES.get(name, {}))
     add_device(run)
     add_threads(run)
     add_batch_size(run, "inputs per pass (sized for synthesis's forward and backward passes when auto)")
