@@ -17,14 +17,17 @@ from ..core.runtime import RUNTIME_FIELDS, Runtime
 if TYPE_CHECKING:
     from .config import RunConfig
 
+#: The settings' config class: :mod:`.config` registers :class:`~.config.RunConfig` here (it
+#: imports the steps' modules, so they cannot import it).
+CONFIG: list[type] = []
+
 
 def settings(owner: str, config: RunConfig | None, runtime: Runtime | None,
              old: dict) -> tuple[RunConfig, Runtime]:
     """``(config, runtime)`` of a step: each old keyword in ``old`` (a field of either) replaces
     its field, with one :class:`FutureWarning` naming the new form; any other is a ``TypeError``.
     """
-    from .config import RunConfig
-
+    (RunConfig,) = CONFIG
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     config_kw = {k: old.pop(k) for k in list(old) if k in fields}
     runtime_kw = {k: old.pop(k) for k in list(old) if k in RUNTIME_FIELDS}

@@ -10,6 +10,7 @@ from ..checks import MAX_BATCH, MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_REPEAT
 from ..core.constraints import Each, Flag, Interval, Options, Text, param, validate
 from ..core.entry import renamed_fields
 from ..errors import DeepFaultError
+from . import _settings
 from .selection import get_approach, list_approaches
 from .synthesis import FLOAT32_MAX, check_synthesis_args
 
@@ -168,3 +169,6 @@ class RunConfig:
                 if kp < self.k:
                     raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
         check_synthesis_args(self.step_size, self.distance, bounds, self.iterations, step_name="step_size")
+
+
+_settings.CONFIG.append(RunConfig)

@@ -217,9 +217,9 @@ class RepairResult(Summarised, Outcome):
         return replace(self, saved_to=None if path is None else str(path))
 
     def outputs(self) -> tuple[Artifact, ...]:
-        """The model fine-tuned on the found inputs (``.pt``, :func:`~.protocol.save_repaired`)."""
+        """The model fine-tuned on the found inputs (``.pt``, :func:`~.save.save_repaired`)."""
         def write(path: Path) -> Path:
-            from .protocol import save_repaired
+            from .save import save_repaired
 
             return save_repaired(path, self.prepared, self)
 
