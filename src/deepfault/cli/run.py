@@ -37,7 +37,9 @@ _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "
            "threshold", "iterations", "normalize", "num_inputs", "k_primes")
 
 #: The seed's parser is every command's one (the same words for --seed everywhere).
-_OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"type": seed_int, "metavar": "S"}}
+_OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"type": seed_int, "metavar": "S"},
+                               "classes": {"metavar": "C"}, "layers": {"metavar": "NAMES"},
+                               "num_inputs": {"metavar": "N"}, "k_primes": {"metavar": "K1,K2"}}
 
 
 def add_parser(sub) -> None:
