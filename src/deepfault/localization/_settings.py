@@ -29,8 +29,8 @@ def settings(owner: str, config: RunConfig | None, runtime: Runtime | None,
     """
     (RunConfig,) = CONFIG
     fields = {f.name for f in dataclasses.fields(RunConfig)}
+    runtime_kw = {k: old.pop(k) for k in list(old) if k in RUNTIME_FIELDS}  # batch_size: its new place
     config_kw = {k: old.pop(k) for k in list(old) if k in fields}
-    runtime_kw = {k: old.pop(k) for k in list(old) if k in RUNTIME_FIELDS}
     if old:
         raise TypeError(f"{owner}() got unexpected keyword arguments: {', '.join(sorted(old))}")
     if config_kw or runtime_kw:

@@ -50,6 +50,9 @@ class _NameOrIndex(Text):
     def expected(self) -> str:
         return "a name or an index >= 0"
 
+    def hostile(self) -> tuple:
+        return ("", "a\x00b", -1, 1.5)
+
 
 @dataclass(frozen=True)
 class _NoneOrMany(Options):
