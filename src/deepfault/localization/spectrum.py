@@ -287,7 +287,7 @@ def _compute_spectrum(model: nn.Module, inputs, labels, target_class: int | None
     if target_class is not None:
         target_class = int(target_class)
         mask = y == target_class
-        n_inputs = len(inputs)  # type: ignore[arg-type]  # unpacked: a tensor or an array
+        n_inputs = len(inputs)  # unpacked: a tensor or an array
         if y.ndim != 1 or len(y) != n_inputs:
             raise DeepFaultError(
                 f"labels must be a 1-D array with one label per input ({n_inputs}); "

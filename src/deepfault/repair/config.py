@@ -44,7 +44,7 @@ class _NameOrIndex(Text):
             return value >= 0
         return super().accepts(value)
 
-    def convert(self, text: str) -> str | int:
+    def convert(self, text: str) -> str | int:  # type: ignore[override]  # an index is a number
         return int(text) if text.strip().isdigit() else text
 
     def expected(self) -> str:

@@ -334,7 +334,7 @@ def _pair(models) -> tuple[Any, Any]:
 @entry(RepairConfig, data=_read_files, legacy=_legacy)
 def repair(
     models: str | os.PathLike | nn.Module | ModelFile | PreparedModel | tuple,
-    found: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
+    found: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],  # read by the entry
     config: RepairConfig,
     *,
     runtime: Runtime,
@@ -384,7 +384,7 @@ def repair(
     prepared, data = _prepare(model, None, None)
     net = prepared.module.to(device).eval()
     m1_net = None if m1 is None else _prepare(m1, data, None)[0].module.to(device).eval()
-    split = _split_files(list(found), data, config, config.train_on, m1_net)
+    split = _split_files(list(found), data, config, config.train_on, m1_net)  # type: ignore[arg-type]
     result = _fine_tune_all(net, prepared, data, split, config, device, bool(runtime.progress))
     result = replace(result, seconds=time.perf_counter() - start, prepared=prepared)
     save_to = models.save_model if isinstance(models, _Models) else None
