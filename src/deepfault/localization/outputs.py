@@ -177,45 +177,64 @@ def summary_text(result, *, quiet: bool = False) -> str:
     neuron lines, each class's neurons (unless ``quiet``), the evaluation of the synthesized
     inputs, the surprise state and the random baseline (from ``result.shown``).
     """
+    parts = [_header(result), "" if quiet else _neuron_tables(result), _evaluation_table(result),
+             _totals(result), _after_text(result.shown)]
+    return "".join(parts)
+
+
+def _header(result) -> str:
+    """The batch line, the model and data, the settings and the neurons analysed."""
     from ..core.capture import neurons_line
 
-    shown = result.shown
+    shown, cfg = result.shown, result.config
     data = shown.data
-    cfg = result.config
     acc = result.test_accuracy if shown.model_accuracy is None else shown.model_accuracy
-    layout = result.classes[0].spectrum.layout if result.classes else None
-    neurons = None if layout is None else neurons_line(layout.num_neurons, len(layout.layers),
-                                                       shown.layers_source)
+    lines = [shown.batch] if shown.batch else []
+    lines.append(f"model {shown.model_name} (test accuracy {acc:.1%}) · data {data.name} "
+                 f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · "
+                 f"{shown.device}")
+    lines.append(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
+                 f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
+                 f"seed {cfg.seed}")
+    if result.classes:
+        layout = result.classes[0].spectrum.layout
+        lines.append(neurons_line(layout.num_neurons, len(layout.layers), shown.layers_source))
+    return "".join(line + "\n" for line in lines)
+
+
+def _neuron_tables(result) -> str:
+    """Each class's spectrum line and, per repetition, its neurons with their counts."""
     out = io.StringIO()
     w = out.write
-    if shown.batch:
-        w(shown.batch + "\n")
-    w(f"model {shown.model_name} (test accuracy {acc:.1%}) · data {data.name} "
-      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {shown.device}\n")
-    w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
-      f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
-      f"seed {cfg.seed}\n")
-    if neurons:
-        w(neurons + "\n")
-    for cr in [] if quiet else result.classes:
+    names = result.shown.data.class_names
+    for cr in result.classes:
         sp = cr.spectrum
-        name = data.class_names[cr.target_class]
+        name = names[cr.target_class]
         label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
         w(f"\nclass {label}: {sp.num_inputs} inputs, "
           f"{sp.num_passed} pass, {sp.num_failed} fail · spectrum {sp.seconds * 1e3:.1f} ms\n")
         if cr.no_failures:
             w("  no failing input: every score is 0; neurons follow the tie-breaking order\n")
         for rep in cr.repetitions:
-            if cfg.repeat > 1:
+            if result.config.repeat > 1:
                 w(f"  repetition {rep.index}\n")
             ranked = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
                       for i, n in enumerate(rep.selection.neurons)]
             w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), ranked) + "\n")
-    if not quiet and result.classes:
+    if result.classes:
         w(f"  ({NEURON_LEGEND})\n")
-    w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
+    return out.getvalue()
+
+
+def _surprise_kinds(result) -> list[str]:
     evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
-    kinds = list(next((e.surprise for e in evs if e.surprise), {}))
+    return list(next((e.surprise for e in evs if e.surprise), {}))
+
+
+def _evaluation_table(result) -> str:
+    """One row per class (and repetition): the synthesized inputs' means."""
+    kinds = _surprise_kinds(result)
+    repeat = result.config.repeat > 1
     rows = []
     for cr in result.classes:
         for rep in cr.repetitions:
@@ -223,32 +242,39 @@ def summary_text(result, *, quiet: bool = False) -> str:
             n = s["inputs"]
             ms = rep.synthesis_seconds / n * 1e3 if n else None
             inc_at = " ".join(f"{k}:{fmt(v, 2)}" for k, v in s["increased_at"].items())
-            label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
+            label = str(cr.target_class) + (f"/{rep.index}" if repeat else "")
             sa = [_g(s.get("surprise", {}).get(k)) for k in kinds]
             rows.append((label, n, fmt(s["loss"]), fmt(s["accuracy"]), fmt(s["changed"]),
                          fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3), *sa,
                          fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
-    w(text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
-                  *(k.upper() for k in kinds), "increased", "increased@k'", "ms/input"), rows) + "\n")
+    table = text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
+                        *(k.upper() for k in kinds), "increased", "increased@k'", "ms/input"), rows)
     surprise = f"; {'/'.join(k.upper() for k in kinds)}: mean surprise adequacy" if kinds else ""
-    w(f"  ({EVALUATION_LEGEND}{surprise})\n")
+    return ("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n"
+            f"{table}\n  ({EVALUATION_LEGEND}{surprise})\n")
+
+
+def _totals(result) -> str:
+    """All classes' synthesized inputs together, their surprise, the classes with no failure."""
+    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+    kinds = _surprise_kinds(result)
+    text = ""
     total = sum(e.num_inputs for e in evs)
     if total:
         acc_all = float(np.concatenate([e.correct for e in evs]).mean())
         loss_all = float(np.concatenate([e.loss for e in evs]).mean())
-        w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
+        text += f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n"
         if kinds:
             parts = []
             for k in kinds:
                 new = np.concatenate([e.surprise[k] for e in evs if e.surprise])
                 old = np.concatenate([e.surprise_original[k] for e in evs if e.surprise])
                 parts.append(f"{k.upper()} {_g(float(np.mean(new)))} (originals {_g(float(np.mean(old)))})")
-            w(f"surprise against the training data, mean per input: {', '.join(parts)}\n")
+            text += f"surprise against the training data, mean per input: {', '.join(parts)}\n"
     none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
     if none:
-        w(f"classes with no failing test input: {', '.join(none)}\n")
-    w(_after_text(shown))
-    return out.getvalue()
+        text += f"classes with no failing test input: {', '.join(none)}\n"
+    return text
 
 
 def _after_text(shown: RunShown) -> str:
