@@ -399,9 +399,7 @@ def _fine_tune_all(net: nn.Module, prepared: PreparedModel, data: Dataset, found
     n = len(found.found_x)
     mix_idx = _mixed_in(config, n, len(data.x_train))
     test_pool = np.setdiff1d(np.arange(len(data.x_test)), found.held_seeds)
-    baselines = baseline_inputs(config.baselines, net, data, n, seed=config.seed, test_pool=test_pool,
-                                eps=config.eps, bim_steps=config.bim_steps, output_kind=prepared.output_kind,
-                                batch_size=config.batch_size)
+    baselines = baseline_inputs(net, data, n, config, test_pool=test_pool, output_kind=prepared.output_kind)
     used = [found.found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
     clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
     before, right_before = _evaluate(net, data, clean=clean, held=found.held, batch_size=config.batch_size)
