@@ -23,6 +23,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -369,32 +370,13 @@ class RepairDeepXploreMnist(ExperimentPreset):
         return jobs
 
 
-def run_deepxplore_preset(
-    store_path,
-    *,
-    data_dir=None,
-    models_dir=None,
-    executor=None,
-    progress: bool = False,
-    argv=None,
-    device: str = "cpu",
-    seed: int | None = None,
-    config: DeepXploreRepairConfig | None = None,
-) -> ExperimentSummary:
-    """Run (or resume) ``repair-deepxplore-mnist``; the arguments are
+def run_deepxplore_preset(store_path, *, config: DeepXploreRepairConfig | None = None,
+                          **options: Any) -> ExperimentSummary:
+    """Run (or resume) ``repair-deepxplore-mnist``; ``options`` are
     :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s, with ``config`` a
     :class:`DeepXploreRepairConfig`.
     """
-    return RepairDeepXploreMnist(config).run(
-        store_path,
-        data_dir=data_dir,
-        models_dir=models_dir,
-        executor=executor,
-        progress=progress,
-        argv=argv,
-        device=device,
-        seed=seed,
-    )
+    return RepairDeepXploreMnist(config).run(store_path, **options)
 
 
 # --- repair-drfuzz-mnist -------------------------------------------------------------------------
@@ -612,32 +594,13 @@ class RepairDRFuzzMnist(ExperimentPreset):
         return jobs
 
 
-def run_drfuzz_preset(
-    store_path,
-    *,
-    data_dir=None,
-    models_dir=None,
-    executor=None,
-    progress: bool = False,
-    argv=None,
-    device: str = "cpu",
-    seed: int | None = None,
-    config: DRFuzzRepairConfig | None = None,
-) -> ExperimentSummary:
-    """Run (or resume) ``repair-drfuzz-mnist``; the arguments are
+def run_drfuzz_preset(store_path, *, config: DRFuzzRepairConfig | None = None,
+                      **options: Any) -> ExperimentSummary:
+    """Run (or resume) ``repair-drfuzz-mnist``; ``options`` are
     :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s (``models_dir`` holds the
     scenarios' pairs, made there when missing), with ``config`` a :class:`DRFuzzRepairConfig`.
     """
-    return RepairDRFuzzMnist(config).run(
-        store_path,
-        data_dir=data_dir,
-        models_dir=models_dir,
-        executor=executor,
-        progress=progress,
-        argv=argv,
-        device=device,
-        seed=seed,
-    )
+    return RepairDRFuzzMnist(config).run(store_path, **options)
 
 
 #: The presets of this method.
