@@ -50,5 +50,5 @@ def _report(store_path: Path, experiment: dict, out: Path):
 METHOD = Method(
     name=_NAME, title="Repair",
     description="fine-tuning on the failing inputs found, against random and adversarial inputs",
-    presets=PRESETS, result_type=RepairResult, report=_report, commands=("repair",),
+    presets=PRESETS, result_type=RepairResult, report=_report, commands=("repair",), entries=(repair,),
 )
