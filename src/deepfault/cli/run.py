@@ -110,7 +110,6 @@ def _cmd_run(args) -> int:
     out, inputs_path, grid_path, log_path = (o.path for o in outputs(args))
     device = device_from(args.device)
     prepared = load_inputs(args).to(device)
-    config.validate(prepared.data.bounds)
     threads = apply_threads(args.threads, [prepared.module], device)
     runtime = Runtime(device=str(device), batch_size=args.batch_size, progress=not args.no_progress)
     result = replace(run_deepfault(prepared, prepared.data, config, runtime=runtime), quiet=args.quiet)
