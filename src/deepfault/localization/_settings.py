@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 CONFIG: list[type] = []
 
 
-def settings(owner: str, config: RunConfig | None, runtime: Runtime | None,
-             old: dict) -> tuple[RunConfig, Runtime]:
+def settings(owner: str, config: RunConfig | None, runtime: Runtime | None, old: dict, *,
+             stacklevel: int = 3) -> tuple[RunConfig, Runtime]:
     """``(config, runtime)`` of a step: each old keyword in ``old`` (a field of either) replaces
     its field, with one :class:`FutureWarning` naming the new form; any other is a ``TypeError``.
     """
@@ -38,7 +38,7 @@ def settings(owner: str, config: RunConfig | None, runtime: Runtime | None,
         parts += [f"runtime=Runtime({', '.join(f'{k}=...' for k in runtime_kw)})"] if runtime_kw else []
         given = ", ".join(f"{k}=" for k in (*config_kw, *runtime_kw))
         warnings.warn(f"{owner}(..., {given}...) is deprecated: "
-                      f"pass {' and '.join(parts)}", FutureWarning, stacklevel=3)
+                      f"pass {' and '.join(parts)}", FutureWarning, stacklevel=stacklevel)
     config = dataclasses.replace(config, **config_kw) if config is not None else RunConfig(**config_kw)
     runtime = dataclasses.replace(runtime, **runtime_kw) if runtime is not None else Runtime(**runtime_kw)
     return config, runtime

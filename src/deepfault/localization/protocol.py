@@ -450,7 +450,7 @@ def _legacy(name: str, fields: set, args: tuple, kwargs: dict) -> tuple[Any, Any
         return model, data, config_kw, runtime_kw
     warnings.warn(f"{name}(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: give labels and bounds "
                   "with the data (an (inputs, labels) pair, a Dataset), the output kind with a prepared "
-                  "model (prepare_model)", FutureWarning, stacklevel=4)
+                  "model (prepare_model)", FutureWarning, stacklevel=3)
     if "labels" in old or "bounds" in old:
         bounds = old.get("bounds")
         if bounds is None and isinstance(model, PreparedModel) and not isinstance(data, Dataset):

@@ -191,7 +191,7 @@ def synthesize(
     Examples:
         >>> new = synthesize(model, x_correct, selection, RunConfig(distance=0.1))  # doctest: +SKIP
     """
-    config, runtime = settings("synthesize", config, runtime, old)
+    config, runtime = settings("synthesize", config, runtime, old, stacklevel=4)  # under @renamed
     if bounds is None:
         bounds = getattr(model, "bounds", None) or (0.0, 1.0)
     model, _ = resolve_model(model)

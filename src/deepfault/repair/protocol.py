@@ -309,7 +309,7 @@ def _legacy(name: str, fields: set, args: tuple, kwargs: dict) -> tuple[Any, Any
     warnings.warn(f"{name}(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: give the data set with "
                   f"the model (prepare_model(model, dataset)), M1 beside it ({name}((model, m1), found, "
                   "config)) and write the repaired model from the result (result.outputs(), "
-                  "save_repaired)", FutureWarning, stacklevel=4)
+                  "save_repaired)", FutureWarning, stacklevel=3)
     model, m1 = _pair(models)
     dataset, data_dir = old.get("dataset"), old.get("data_dir")
     if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
