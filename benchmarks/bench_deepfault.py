@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from _common import busy_fraction  # benchmarks/ is on sys.path when run as a script
 
-from deepfault import compute_spectrum, synthesize
+from deepfault import Runtime, compute_spectrum, synthesize
 from deepfault._io import write_json
 from deepfault.localization.selection import localize
 from deepfault.models.zoo import build_model
@@ -238,7 +238,7 @@ def _memory_child(model_name: str, n: int, device: str, data_dir: str) -> dict:
     # Warm-up on 8 inputs loads kernels and starts thread pools; it is kept small so that
     # the batch buffers of the measured spectrum are not already resident (freed heap
     # memory stays in RSS and would hide them).
-    compute_spectrum(model, x[:8], y[:8], batch_size=8)
+    compute_spectrum(model, x[:8], y[:8], runtime=Runtime(batch_size=8))
     gc.collect()
     # Reset the peak RSS to the current RSS (Linux), so that the transient peak of loading
     # and converting the data set does not hide the spectrum's own peak.

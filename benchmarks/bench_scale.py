@@ -451,7 +451,7 @@ def _run_bare(c: _Cell) -> float:
 
 def _synthesis_setup(c: _Cell) -> None:
     sp = c.df.compute_spectrum(c.net, c.x[:c.batch], c.y[:c.batch], target_class=int(c.y[0]),
-                               batch_size=c.batch)
+                               runtime=c.df.Runtime(batch_size=c.batch))
     total = sp.layout.num_neurons
     chosen = np.random.default_rng(0).choice(total, min(10, total), replace=False)
     c.neurons = [sp.layout.neuron(int(i)) for i in chosen]
@@ -459,8 +459,9 @@ def _synthesis_setup(c: _Cell) -> None:
 
 
 def _synthesis(c: _Cell) -> None:
-    c.df.synthesize(c.pm, c.x, c.neurons, iterations=c.spec["synthesis_iterations"], batch_size=c.batch,
-                    bounds=c.data.bounds, normalize=c.method != "synthesis-raw")
+    config = c.df.RunConfig(iterations=c.spec["synthesis_iterations"], normalize=c.method != "synthesis-raw")
+    c.df.synthesize(c.pm, c.x, c.neurons, config, bounds=c.data.bounds,
+                    runtime=c.df.Runtime(batch_size=c.batch))
 
 
 def _synthesis_bare(c: _Cell) -> float:
@@ -532,8 +533,11 @@ def _repair_setup(c: _Cell) -> None:
 
 
 def _repair(c: _Cell) -> None:
-    c.df.repair(c.pm, [c.found], dataset=c.data, device=c.device, epochs=1, mix=1.0, baselines=(),
-                batch_size=c.batch)
+    from deepfault.repair import RepairConfig
+
+    c.df.repair(c.df.prepare_model(c.pm, c.data), [c.found],
+                RepairConfig(epochs=1, mix=1.0, baselines=(), batch_size=c.batch),
+                runtime=c.df.Runtime(device=str(c.device)))
 
 
 def _repair_bare(c: _Cell) -> float:

@@ -73,10 +73,12 @@ def test_unknown_options_get_the_closest_option_of_their_command(capsys, argv, f
      "--arch: unknown architecture 'lenet55'; did you mean 'lenet5'"),
     # names the registries check: the user's word
     (["run", "--measure", "ochia"],
-     "--measure: unknown measure 'ochia'; did you mean 'ochiai' or 'ochiai2'? (known: ample, "),
-    (["run", "--measure", "Tarantula"], "unknown measure 'Tarantula'; did you mean 'tarantula'? (known:"),
+     "--measure must be one of ample, "),
+    (["run", "--measure", "ochia"], "; got 'ochia' (did you mean 'ochiai' or 'ochiai2'?)"),
+    (["run", "--measure", "Tarantula"], "; got 'Tarantula' (did you mean 'tarantula'?)"),
     (["repair", "--baselines", "random-tran"],
-     "--baselines: unknown baseline 'random-tran'; did you mean 'random-train' or 'random-test'?"),
+     "--baselines must be 'none' or names of random-train, random-test, fgsm, bim; got 'random-tran' "
+     "(did you mean 'random-train' or 'random-test'?)"),
     (["coverage", "measure", "--criteria", "nc,kmcn"],
      "unknown coverage criterion 'kmcn'; did you mean 'kmnc'?"),
     (["coverage", "rank", "--by", "ginni"], "unknown prioritiser 'ginni'; did you mean 'gini'?"),

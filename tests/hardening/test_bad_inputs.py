@@ -38,7 +38,7 @@ def _regress(d, *extra):
     [
         (["coverage", "measure", "--sections", "1000000000"],
          "--sections must be an integer from 1 to 100,000; got 1000000000"),
-        (["run", "--iterations", "1000000000000"], "--iterations must be at most"),
+        (["run", "--iterations", "1000000000000"], "--iterations must be an integer from 1 to 100,000"),
         (
             ["train", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1000000000000"],
             "--epochs must be an integer from 1 to 100,000; got 1000000000000",

@@ -86,10 +86,10 @@ def test_memory_of_this_machine_is_read():
 
 
 @pytest.mark.parametrize(("option", "value", "needle"), [
-    ("--bim-steps", "2000000000", "at most 100,000"),
+    ("--bim-steps", "2000000000", "from 1 to 100,000"),
     ("--bim-steps", "2e9", "an integer"),
-    ("--epochs", "1000000000", "at most"),
-    ("--batch-size", "99999999999", "at most"),
+    ("--epochs", "1000000000", "from 1 to 100,000"),
+    ("--batch-size", "99999999999", "from 1 to 16,777,216"),
     ("--lr", "1e300", "<= 10"),
     ("--seed", "1e30", "integer"),
 ])

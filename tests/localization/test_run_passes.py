@@ -173,7 +173,7 @@ def test_cli_run_forward_passes_per_input(tmp_path, monkeypatch, capsys):
     seen = {}
 
     def counted(model, data, config, **kwargs):
-        count = _Count(model)
+        count = _Count(model.module)  # the command passes the prepared model
         try:
             result = run_deepfault(model, data, config, **kwargs)
         finally:

@@ -106,10 +106,10 @@ def test_caller_tensors_and_model_untouched():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"step_size": -1.0}, r"step_size must be a finite number >= 0; got -1.0"),
-        ({"distance": -0.1}, r"distance must be a finite number >= 0; got -0.1"),
+        ({"step_size": -1.0}, r"step_size must be a number from 0 to 3.40282e\+38; got -1.0"),
+        ({"distance": -0.1}, r"distance must be a number from 0 to 3.40282e\+38; got -0.1"),
         ({"bounds": (1.0, 0.0)}, "lo < hi"),
-        ({"iterations": 0}, "iterations must be an integer >= 1"),
+        ({"iterations": 0}, "iterations must be an integer from 1 to 100,000"),
     ],
 )
 def test_argument_errors(kwargs, match):

@@ -142,7 +142,7 @@ def test_api_opens_the_users_class(case):
 def test_api_run_and_repair(case, tmp_path):
     pm = _prepared(case)
     config = df.RunConfig(k=3, classes=(0,), num_inputs=4)
-    result = df.run_deepfault(pm, pm.data, config, threads=1)
+    result = df.run_deepfault(pm, pm.data, config, runtime=df.Runtime(threads=1))
     (cls,) = result.classes
     assert cls.target_class == 0
     # repair the inputs of the run, in the file the CLI writes
@@ -151,8 +151,10 @@ def test_api_run_and_repair(case, tmp_path):
     save_synthesized(result, pm.data, tmp_path / "run.npz")
     from deepfault.repair import RepairConfig
 
-    r = df.repair(pm, tmp_path / "run.npz", config=RepairConfig(epochs=1, baselines=("random-train",)),
-                  save_model=tmp_path / "repaired.pt", threads=1)
+    r = df.repair(pm, tmp_path / "run.npz", RepairConfig(epochs=1, baselines=("random-train",)),
+                  runtime=df.Runtime(threads=1))
+    (model,) = r.outputs()
+    model.write(tmp_path / "repaired.pt")
     again = _prepared(case, tmp_path / "repaired.pt")
     x = torch.from_numpy(_x(case)[0][:5])
     with torch.no_grad():

@@ -240,7 +240,7 @@ def test_cli_xplore_two_models_all_ties(made, tmp_path, capsys):
     ("extra", "message"),
     [
         (["--holdout", "1.5"], "holdout"),
-        (["--baselines", "nope"], "unknown baseline"),
+        (["--baselines", "nope"], "baselines must be"),
         (["--mix", "-2"], "--mix"),
         (["--ties", "coin"], "--ties"),
         (["--vote-model", "m9"], "vote model"),

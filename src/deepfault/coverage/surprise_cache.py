@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from ..models.prepare import PreparedModel
 
 __all__ = ["GENERATED_KINDS", "CachedSurprise", "SurpriseScorer", "cache_key", "cached_surprise",
-           "training_fingerprint"]
+           "surprise_state", "training_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,14 @@ class CachedSurprise:
     def to_dict(self) -> dict:
         return {**self.surprise.to_dict(), "source": self.source,
                 "path": None if self.path is None else str(self.path), "seconds": self.seconds}
+
+    def describe(self) -> str:
+        """One line: where the state came from and what it holds."""
+        s = self.surprise
+        where = {"cache": "loaded from the cache", "fitted": "fitted", "file": "from --surprise"}[self.source]
+        layers = ", ".join(f"{n}[{k}]" for n, k in zip(s.layers, s.sizes, strict=True))
+        return (f"surprise state {where} ({s.num_inputs} training inputs, layer {layers}; "
+                f"{self.seconds:.2f} s)")
 
 
 def cached_surprise(
@@ -170,6 +178,27 @@ def cached_surprise(
                         path, err)
             path = None
     return CachedSurprise(state, "fitted", path, time.perf_counter() - start)
+
+
+def surprise_state(model: nn.Module | PreparedModel, train_inputs, file: str | os.PathLike | None = None, *,
+                   progress: bool = False) -> tuple[CachedSurprise | None, str | None]:
+    """The state a method scores its generated inputs against: ``(state, None)`` from ``file``
+    when given (checked against the model), else fitted on ``train_inputs`` and cached
+    (:func:`cached_surprise`); ``(None, why)`` when that fit is impossible (no training split,
+    one class, too many values): the method goes on without the scores.
+
+    Raises:
+        DeepFaultError: An unreadable ``file``, or a state of another model.
+    """
+    if file is not None:
+        start = time.perf_counter()
+        state = load_surprise(file)
+        state.check_model(_module(model))
+        return CachedSurprise(state, "file", Path(file), time.perf_counter() - start), None
+    try:
+        return cached_surprise(model, train_inputs, progress=progress), None
+    except DeepFaultError as err:
+        return None, str(err)
 
 
 def _user_folder() -> Path:

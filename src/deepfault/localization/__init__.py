@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..experiment.method import Method
 from .preset import GRID_PRESETS
-from .protocol import RunResult
+from .protocol import RunResult, run_deepfault
 from .results import DEEPFAULT_METHOD as _NAME
 
 __all__ = ["METHOD"]
@@ -38,4 +38,5 @@ METHOD = Method(
     name=_NAME, title="DeepFault",
     description="suspicious neurons behind a classifier's mistakes, and inputs synthesized to expose them",
     presets=GRID_PRESETS, result_type=RunResult, report=_report, commands=("run", "measures"),
+    entries=(run_deepfault,),
 )

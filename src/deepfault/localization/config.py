@@ -6,15 +6,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ..checks import MAX_REPEAT, MAX_SEED, check_int
+from ..checks import MAX_BATCH, MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_REPEAT, MAX_SEED
+from ..core.constraints import Each, Flag, Interval, Options, Text, param, validate
 from ..core.entry import renamed_fields
-from ..core.memory import check_batch_size
-from ..core.registry import unknown_name
 from ..errors import DeepFaultError
-from .measures import check_star
+from . import _settings
 from .selection import get_approach, list_approaches
-from .spectrum import check_threshold
-from .synthesis import check_synthesis_args
+from .synthesis import FLOAT32_MAX, check_synthesis_args
 
 if TYPE_CHECKING:
     from ..data import Dataset
@@ -23,6 +21,12 @@ __all__ = ["RunConfig"]
 
 #: Result files' keys of the fields renamed after the CLI's options.
 _FILE_KEYS = {"measure": "approach", "step_size": "step"}
+#: What the entry adds after the run, not what it finds: left out of :meth:`RunConfig.to_dict`, so
+#: result files and store keys stay as they were (a result records its surprise state itself).
+_NOT_RECORDED = ("surprise", "baseline")
+#: What ``surprise`` scores.
+SURPRISE_WHAT = ("DSA and LSA of every generated input against the training data (at the layer before the "
+                 "logits), beside its L1/L_inf distance")
 
 
 @renamed_fields(approach="measure", step="step_size")
@@ -59,24 +63,70 @@ class RunConfig:
             (:func:`k_primes_for`).
         batch_size: Inputs per forward pass, or ``"auto"`` (the default): sized from the
             memory for each pass's work (forward, or forward and backward in synthesis;
-            :mod:`deepfault.core.memory`). Results do not depend on it.
+            :mod:`deepfault.core.memory`). Results do not depend on it. Its place is now
+            :attr:`Runtime.batch_size <deepfault.Runtime.batch_size>`, which wins unless it is ``"auto"``.
+        surprise: Score the surprise adequacy (DSA, LSA) of every synthesized input and its
+            original after the run: ``None`` (the default) does not, ``"auto"`` fits a state on
+            the training split (cached; skipped with the reason in the summary where no fit is
+            possible), a path loads a state :func:`~deepfault.coverage.surprise.save_surprise`
+            wrote (it must be of this model). Nothing else the run finds changes.
+        baseline: Also run the random baseline (the same run from random neurons on the run's
+            spectra and chosen inputs, about as long as the run) that the run's page compares
+            with; a baseline measure has none.
+
+    Every field's range is declared on it (:mod:`deepfault.core.constraints`) and checked when
+    the config is made; :meth:`validate` adds the checks that need the data's bounds.
     """
 
-    measure: str = "tarantula"
-    k: int = 10
-    classes: tuple[int, ...] | None = None
-    step_size: float = 1.0
-    distance: float = 0.1
-    star: float = 3.0
-    seed: int = 0
-    repeat: int = 1
-    layers: tuple[str, ...] | None = None
-    threshold: float = 0.0
-    iterations: int = 1
-    normalize: bool = True
-    num_inputs: int | None = None
-    k_primes: tuple[int, ...] | None = None
-    batch_size: int | str = "auto"
+    measure: str = param("tarantula", Options(list_approaches), option="--measure",
+                         help="suspiciousness measure or baseline; see 'deepfault measures'")
+    k: int = param(10, Interval(int, 1, None), option="-k", help="number of suspicious neurons")
+    classes: tuple[int, ...] | None = param(
+        None, Each(Interval(int, 0, None), max_items=MAX_CLASSES, none=True, words=("all",)),
+        option="--class", help="class to analyse: an index, a comma-separated list, or 'all' (default: all)")
+    step_size: float = param(1.0, Interval(float, 0.0, FLOAT32_MAX), option="--step-size",
+                             help="multiplier of the gradient in synthesis")
+    distance: float = param(0.1, Interval(float, 0.0, FLOAT32_MAX),
+                            help="largest change of any input element (L_inf bound), in the data set's units")
+    star: float = param(3.0, Interval(float, 1.0, None), help="exponent of D* (dstar)")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
+    repeat: int = param(1, Interval(int, 1, MAX_REPEAT),
+                        help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
+    layers: tuple[str, ...] | None = param(
+        None, Each(Text(), none=True),
+        help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a "
+        "named selection ('blocks', 'linear-conv', 'deepxplore') to analyse (default: 'blocks', the "
+        "residual/transformer block outputs, for a network that has such blocks, else 'linear-conv': every "
+        "Linear/Conv layer except the logits layer)")
+    threshold: float = param(0.0, Interval(float),
+                             help="a neuron is active when its value is greater than this")
+    iterations: int = param(1, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
+                            help="synthesis steps per input (the paper takes one)")
+    normalize: bool = param(True, Flag(), option="--raw-gradients",
+                            help="average raw gradients instead of RMS-normalised ones")
+    num_inputs: int | None = param(None, Interval(int, 1, None, none=True), option="--inputs",
+                                   help="correctly classified inputs per class to synthesize from, drawn "
+                                   "without replacement (default: all)")
+    k_primes: tuple[int, ...] | None = param(
+        None, Each(Interval(int, 1, None), none=True), option="--k-prime",
+        help="report the share of the top k' neurons that increased (default: 2k,5k)")
+    batch_size: int | str = param("auto", Interval(int, 1, MAX_BATCH, words=("auto",)),
+                                  help="inputs per pass (the old place of Runtime.batch_size)")
+    surprise: str | None = param(None, Text(none=True, words=("auto",)), option="--surprise",
+                                 help=f"{SURPRISE_WHAT}: 'auto' (fitted on the training split and cached) "
+                                 "or a fitted state (.npz from fit_surprise/save_surprise)")
+    baseline: bool = param(False, Flag(), option="--baseline",
+                           help="also run the random baseline (the same run from random neurons, on the "
+                           "run's spectra) that --report compares the run with")
+
+    def __post_init__(self) -> None:
+        for name in ("classes", "k_primes", "layers"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        if isinstance(self.classes, str) and self.classes.strip().lower() == "all":
+            object.__setattr__(self, "classes", None)
+        validate(self)
 
     @property
     def approach(self) -> str:
@@ -92,7 +142,7 @@ class RunConfig:
         """The fields under the result files' keys (``approach``, ``step``: unchanged, so
         older files, store keys and reports read the same).
         """
-        return {_FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}
+        return {_FILE_KEYS.get(k, k): v for k, v in asdict(self).items() if k not in _NOT_RECORDED}
 
     def check_classes(self, data: Dataset) -> None:
         """Refuse a class (``--class``) that ``data`` does not have."""
@@ -102,19 +152,10 @@ class RunConfig:
                                      f"{data.name!r} (0..{data.num_classes - 1})")
 
     def validate(self, bounds: Sequence[float]) -> None:
-        """Check every argument that needs no model, before any work is done."""
-        if self.measure not in list_approaches():
-            raise DeepFaultError(unknown_name("measure", self.measure, list_approaches()))
-        check_int("k (the number of suspicious neurons)", self.k)
-        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
-        check_star(self.star)
-        for name in ("classes", "k_primes", "layers"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, (str, bytes)) or not isinstance(value, tuple | list)):
-                raise DeepFaultError(f"{name} must be a tuple (or None); got {value!r}")
+        """The checks that need more than one field or the data's ``bounds`` (each field's own
+        range is checked when the config is made).
+        """
         if self.classes is not None:
-            for c in self.classes:
-                check_int("each class", c, minimum=0)
             dupes = sorted({c for c in self.classes if list(self.classes).count(c) > 1})
             if dupes:
                 raise DeepFaultError(f"classes must be distinct; {dupes} given more than once")
@@ -125,12 +166,9 @@ class RunConfig:
                     "with no ranking, so leave k' out"
                 )
             for kp in self.k_primes:
-                check_int("k' (--k-prime)", kp)
                 if kp < self.k:
                     raise DeepFaultError(f"each k' (--k-prime) must be >= k={self.k}; got {kp}")
         check_synthesis_args(self.step_size, self.distance, bounds, self.iterations, step_name="step_size")
-        check_int("repeat", self.repeat, maximum=MAX_REPEAT)
-        check_batch_size(self.batch_size)
-        if self.num_inputs is not None:
-            check_int("num_inputs (None for all)", self.num_inputs)
-        check_threshold(self.threshold)
+
+
+_settings.CONFIG.append(RunConfig)

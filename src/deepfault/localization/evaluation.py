@@ -8,9 +8,10 @@ for the top ``k'`` neurons of the ranking, ``k' >= k``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -19,14 +20,15 @@ from torch import nn
 
 from ..core.batches import iterate_batches, predict
 from ..core.capture import NeuronLayout, as_tensor
-from ..core.entry import applies_threads
 from ..core.kinds import OUTPUT_KINDS
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
+from ._settings import batch_of, settings, threads_of
 from .synthesis import neuron_pairs
 
 if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
+    from ..core.runtime import Runtime
     from .selection import Selection
 
 __all__ = ["Evaluation", "evaluate", "cross_entropy", "predict"]
@@ -143,7 +145,6 @@ def _outputs_and_values(model, x: torch.Tensor, layers: list[str], batch_size: i
     return torch.cat(outputs), layout, torch.cat(values)
 
 
-@applies_threads
 def evaluate(
     model: nn.Module | PreparedModel,
     originals: InputData,
@@ -153,10 +154,8 @@ def evaluate(
     *,
     ranking: Sequence[tuple[str, int]] | None = None,
     k_primes: Iterable[int] = (),
-    output_kind: str | None = None,
-    batch_size: int | str = "auto",
-    threads: int | str | None = "auto",
-    progress: bool = False,
+    runtime: Runtime | None = None,
+    **old: Any,
 ) -> Evaluation:
     """Measure synthesized inputs against their originals.
 
@@ -172,22 +171,32 @@ def evaluate(
             ``k_primes``.
         k_primes: Values ``k' >= k`` for which to report the share of the top ``k'``
             ranked neurons that increased (the paper's Tables 6 and 7).
-        output_kind: ``"logits"``, or ``"probabilities"`` for models that end in a softmax
-            (default: the prepared model's, else ``"logits"``).
-        batch_size: Inputs per forward pass.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        progress: Show a progress bar over the inputs (as the command line does).
+        runtime: Threads, progress bar and batch size (inputs per forward pass) of the call.
+        **old: The old keywords: ``batch_size=``, ``threads=``, ``progress=`` (deprecated), and
+            ``output_kind=`` (``"probabilities"`` for a module that ends in a softmax; give a
+            prepared model, which carries its output kind, instead; deprecated).
 
     Raises:
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
             NaN inputs.
     """
+    output_kind = old.pop("output_kind", None)
+    if output_kind is not None:
+        warnings.warn("evaluate(..., output_kind=...) is deprecated: give a prepared model "
+                      "(prepare_model), which carries its output kind", FutureWarning, stacklevel=2)
+    config, runtime = settings("evaluate", None, runtime, old)
+    model, output_kind = resolve_model(model, output_kind)
+    with threads_of(runtime, model):
+        return _evaluate(model, originals, synthesized, labels, neurons, ranking, k_primes,
+                         output_kind=output_kind, batch_size=batch_of(config, runtime),
+                         progress=bool(runtime.progress))
+
+
+def _evaluate(model, originals, synthesized, labels, neurons, ranking, k_primes, *, output_kind: str,
+              batch_size, progress: bool) -> Evaluation:
+    """:func:`evaluate` on its settings."""
     from ..core.inputs import check_data, inputs_and_labels
 
-    model, output_kind = resolve_model(model, output_kind)
     x0, carried = inputs_and_labels(check_data(originals, "originals"), labels)
     x0 = as_tensor(x0, name="originals")
     x1 = as_tensor(synthesized, name="synthesized inputs")

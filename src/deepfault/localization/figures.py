@@ -95,8 +95,8 @@ def _display_range(d: _Data) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def fig4_examples(d: _Data, path: Path) -> str | None:
-    """Originals, synthesized inputs and their differences for a few classes."""
+def _fig4_choice(d: _Data) -> tuple | None:
+    """``(model, k, classes, approaches)`` the examples figure shows (``None``: no image to show)."""
     model = next((m for m in d.models if any(key[0] == m for key in d.examples)), None)
     if model is None:
         return None
@@ -109,14 +109,11 @@ def fig4_examples(d: _Data, path: Path) -> str | None:
     approaches = [a for a in d.approaches if any((model, c, a, k) in d.examples for c in classes)]
     first = d.examples[next((model, c, a, k) for c in classes for a in approaches
                             if (model, c, a, k) in d.examples)]
-    if _image(first[0]) is None:
-        return None
-    lo, hi = _display_range(d)
-    names = d.config.get("class_names") or []
+    return None if _image(first[0]) is None else (model, k, classes, approaches)
 
-    def label(c):
-        return str(names[c]) if c is not None and 0 <= c < len(names) else str(c)
 
+def _fig4_differences(d: _Data, model, k, classes, approaches, lo: float, hi: float) -> dict:
+    """``(class, approach) -> synthesized - original`` in units of the display range."""
     diffs = {}
     for c in classes:
         for a in approaches:
@@ -124,6 +121,22 @@ def fig4_examples(d: _Data, path: Path) -> str | None:
             if e is not None:
                 diff = (_image(e[1]) - _image(e[0])) / (hi - lo)
                 diffs[(c, a)] = diff.mean(-1) if diff.ndim == 3 else diff
+    return diffs
+
+
+def fig4_examples(d: _Data, path: Path) -> str | None:
+    """Originals, synthesized inputs and their differences for a few classes."""
+    choice = _fig4_choice(d)
+    if choice is None:
+        return None
+    model, k, classes, approaches = choice
+    lo, hi = _display_range(d)
+    names = d.config.get("class_names") or []
+
+    def label(c):
+        return str(names[c]) if c is not None and 0 <= c < len(names) else str(c)
+
+    diffs = _fig4_differences(d, model, k, classes, approaches, lo, hi)
     vmax = max([float(np.abs(v).max()) for v in diffs.values()] + [1e-12])
     ncols = 1 + 2 * len(approaches)
     fig = new_figure(1.45 * ncols, 1.6 * len(classes) + 0.5, layout="constrained")

@@ -20,14 +20,56 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._io import atomic_path
 from ..experiment.tables import fmt, text_table
 
-__all__ = ["save_synthesized", "synthesized_grid", "summary_text"]
+if TYPE_CHECKING:
+    from ..core.runtime import Runtime
+    from ..data import Dataset
+    from .config import RunConfig
+
+__all__ = ["RunShown", "save_synthesized", "synthesized_grid", "summary_text"]
+
+
+@dataclass(frozen=True, eq=False)
+class RunShown:
+    """What a run's summary, page and files show beside its findings (none of it is in
+    ``to_dict()``): the data, the model's name, the device, the neuron and batch lines, the
+    surprise state and the random baseline, with the times they took.
+    """
+
+    data: Dataset
+    model_name: str
+    model_accuracy: float | None
+    device: str
+    layers_source: str
+    batch: str
+    seconds: float
+    surprise: Any = None
+    no_surprise: str | None = None
+    baseline: Any = None
+    baseline_seconds: float | None = None
+
+    @classmethod
+    def of(cls, prepared, module, data: Dataset, config: RunConfig, runtime: Runtime, batch: str,
+           seconds: float) -> RunShown:
+        """What the entry knows of a run: ``prepared`` is the model as given (a prepared model
+        names itself and records its test accuracy), ``module`` the network that ran.
+        """
+        from ..core.capture import selection_source
+
+        meta = getattr(getattr(prepared, "model_file", None), "meta", None) or {}
+        name = getattr(prepared, "name", None) or type(module).__name__
+        param = next(module.parameters(), None)
+        device = runtime.device or (str(param.device) if param is not None else "cpu")
+        source = selection_source(module, config.layers)
+        return cls(data, name, meta.get("test_accuracy"), str(device), source, batch, seconds)
 
 
 def _collect(result, data) -> dict[str, np.ndarray]:
@@ -87,6 +129,17 @@ def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *
     Returns ``None`` (and writes nothing) when the inputs are not images or matplotlib is
     not installed.
     """
+    with np.load(npz_path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    return _grid(arrays, png_path, bounds=bounds, class_names=class_names, per_class=per_class)
+
+
+def grid_of(result, data, png_path: str | os.PathLike) -> Path | None:
+    """:func:`synthesized_grid` of ``result``'s inputs on ``data``, straight from the result."""
+    return _grid(_collect(result, data), png_path, bounds=data.bounds, class_names=list(data.class_names))
+
+
+def _grid(arrays: dict, png_path, *, bounds, class_names, per_class: int = 2) -> Path | None:
     try:
         from ..experiment.figures import as_image, changed_first, difference_grid
         from ..experiment.report import new_figure
@@ -94,8 +147,6 @@ def synthesized_grid(npz_path: str | os.PathLike, png_path: str | os.PathLike, *
         new_figure(1, 1)  # matplotlib is there
     except ModuleNotFoundError:
         return None
-    with np.load(npz_path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
     changed = arrays["pred_synthesized"] != arrays["labels"]
     rows = []
     for c in np.unique(arrays["target_class"]):
@@ -121,42 +172,69 @@ EVALUATION_LEGEND = ("changed: share predicted otherwise than the original; L1/L
                      "ms/input: synthesis time")
 
 
-def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str | None = None) -> str:
-    """What ``deepfault run`` prints: the model and data, the ``neurons`` line
-    (:func:`~deepfault.core.capture.neurons_line`), each class's neurons (unless ``quiet``)
-    and the evaluation of the synthesized inputs.
+def summary_text(result, *, quiet: bool = False) -> str:
+    """What ``deepfault run`` prints after the run's answer: the model and data, the batch and
+    neuron lines, each class's neurons (unless ``quiet``), the evaluation of the synthesized
+    inputs, the surprise state and the random baseline (from ``result.shown``).
     """
-    mf, data = prepared.model_file, prepared.data
-    cfg = result.config
-    acc = mf.meta.get("test_accuracy", result.test_accuracy)
+    parts = [_header(result), "" if quiet else _neuron_tables(result), _evaluation_table(result),
+             _totals(result), _after_text(result.shown)]
+    return "".join(parts)
+
+
+def _header(result) -> str:
+    """The batch line, the model and data, the settings and the neurons analysed."""
+    from ..core.capture import neurons_line
+
+    shown, cfg = result.shown, result.config
+    data = shown.data
+    acc = result.test_accuracy if shown.model_accuracy is None else shown.model_accuracy
+    lines = [shown.batch] if shown.batch else []
+    lines.append(f"model {shown.model_name} (test accuracy {acc:.1%}) · data {data.name} "
+                 f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · "
+                 f"{shown.device}")
+    lines.append(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
+                 f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
+                 f"seed {cfg.seed}")
+    if result.classes:
+        layout = result.classes[0].spectrum.layout
+        lines.append(neurons_line(layout.num_neurons, len(layout.layers), shown.layers_source))
+    return "".join(line + "\n" for line in lines)
+
+
+def _neuron_tables(result) -> str:
+    """Each class's spectrum line and, per repetition, its neurons with their counts."""
     out = io.StringIO()
     w = out.write
-    w(f"model {prepared.name} (test accuracy {acc:.1%}) · data {data.name} "
-      f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · {device}\n")
-    w(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
-      f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
-      f"seed {cfg.seed}\n")
-    if neurons:
-        w(neurons + "\n")
-    for cr in [] if quiet else result.classes:
+    names = result.shown.data.class_names
+    for cr in result.classes:
         sp = cr.spectrum
-        name = data.class_names[cr.target_class]
+        name = names[cr.target_class]
         label = f"{cr.target_class}" + (f" ({name})" if name != str(cr.target_class) else "")
         w(f"\nclass {label}: {sp.num_inputs} inputs, "
           f"{sp.num_passed} pass, {sp.num_failed} fail · spectrum {sp.seconds * 1e3:.1f} ms\n")
         if cr.no_failures:
             w("  no failing input: every score is 0; neurons follow the tie-breaking order\n")
         for rep in cr.repetitions:
-            if cfg.repeat > 1:
+            if result.config.repeat > 1:
                 w(f"  repetition {rep.index}\n")
             ranked = [(i + 1, n.layer, n.unit, fmt(n.score), n.a_s, n.a_f, n.n_s, n.n_f)
                       for i, n in enumerate(rep.selection.neurons)]
             w(text_table(("rank", "layer", "unit", "score", "as", "af", "ns", "nf"), ranked) + "\n")
-    if not quiet and result.classes:
+    if result.classes:
         w(f"  ({NEURON_LEGEND})\n")
-    w("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n")
+    return out.getvalue()
+
+
+def _surprise_kinds(result) -> list[str]:
     evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
-    kinds = list(next((e.surprise for e in evs if e.surprise), {}))
+    return list(next((e.surprise for e in evs if e.surprise), {}))
+
+
+def _evaluation_table(result) -> str:
+    """One row per class (and repetition): the synthesized inputs' means."""
+    kinds = _surprise_kinds(result)
+    repeat = result.config.repeat > 1
     rows = []
     for cr in result.classes:
         for rep in cr.repetitions:
@@ -164,31 +242,53 @@ def summary_text(result, prepared, device, *, quiet: bool = False, neurons: str 
             n = s["inputs"]
             ms = rep.synthesis_seconds / n * 1e3 if n else None
             inc_at = " ".join(f"{k}:{fmt(v, 2)}" for k, v in s["increased_at"].items())
-            label = str(cr.target_class) + (f"/{rep.index}" if cfg.repeat > 1 else "")
+            label = str(cr.target_class) + (f"/{rep.index}" if repeat else "")
             sa = [_g(s.get("surprise", {}).get(k)) for k in kinds]
             rows.append((label, n, fmt(s["loss"]), fmt(s["accuracy"]), fmt(s["changed"]),
                          fmt(s["l1"], 2), fmt(s["l2"], 3), fmt(s["linf"], 3), *sa,
                          fmt(s["increased"], 2), inc_at or "-", fmt(ms, 3)))
-    w(text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
-                  *(k.upper() for k in kinds), "increased", "increased@k'", "ms/input"), rows) + "\n")
+    table = text_table(("class", "inputs", "loss", "accuracy", "changed", "L1", "L2", "Linf",
+                        *(k.upper() for k in kinds), "increased", "increased@k'", "ms/input"), rows)
     surprise = f"; {'/'.join(k.upper() for k in kinds)}: mean surprise adequacy" if kinds else ""
-    w(f"  ({EVALUATION_LEGEND}{surprise})\n")
+    return ("\nevaluation of synthesized inputs (labels are the originals'; means per input)\n"
+            f"{table}\n  ({EVALUATION_LEGEND}{surprise})\n")
+
+
+def _totals(result) -> str:
+    """All classes' synthesized inputs together, their surprise, the classes with no failure."""
+    evs = [rep.evaluation for cr in result.classes for rep in cr.repetitions]
+    kinds = _surprise_kinds(result)
+    text = ""
     total = sum(e.num_inputs for e in evs)
     if total:
         acc_all = float(np.concatenate([e.correct for e in evs]).mean())
         loss_all = float(np.concatenate([e.loss for e in evs]).mean())
-        w(f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n")
+        text += f"\nall classes: {total} synthesized inputs, accuracy {acc_all:.3f}, loss {loss_all:.3f}\n"
         if kinds:
             parts = []
             for k in kinds:
                 new = np.concatenate([e.surprise[k] for e in evs if e.surprise])
                 old = np.concatenate([e.surprise_original[k] for e in evs if e.surprise])
                 parts.append(f"{k.upper()} {_g(float(np.mean(new)))} (originals {_g(float(np.mean(old)))})")
-            w(f"surprise against the training data, mean per input: {', '.join(parts)}\n")
+            text += f"surprise against the training data, mean per input: {', '.join(parts)}\n"
     none = [str(cr.target_class) for cr in result.classes if cr.no_failures]
     if none:
-        w(f"classes with no failing test input: {', '.join(none)}\n")
-    return out.getvalue()
+        text += f"classes with no failing test input: {', '.join(none)}\n"
+    return text
+
+
+def _after_text(shown: RunShown) -> str:
+    """The surprise state's line and the random baseline's (what the run did after its findings)."""
+    text = ""
+    if shown.surprise is not None:
+        text += shown.surprise.describe() + "\n"
+    elif shown.no_surprise is not None:
+        text += f"no surprise adequacy: {shown.no_surprise}\n"
+    if shown.baseline is not None:
+        text += (f"--report: the random baseline (the same run from random neurons) took "
+                 f"{shown.baseline_seconds:.1f} s beside the run's {shown.seconds:.1f} s "
+                 "(--no-baseline skips it)\n")
+    return text
 
 
 def _g(value: float | None) -> str:

@@ -517,31 +517,27 @@ def run_experiment(
     config: ExperimentConfig,
     store_path: str | Path,
     *,
-    data_dir: str | Path | None = None,
-    models_dir: str | Path | None = None,
     workers: int = 1,
     executor: str | Executor | None = None,
     address: str | None = None,
-    device: str = "cpu",
-    progress: bool = False,
-    argv: list[str] | None = None,
+    **options: Any,
 ) -> ExperimentSummary:
     """Run (or resume) a DeepFault grid, writing each cell to the store as soon as it is done.
 
     Args:
         config: The grid and the protocol.
         store_path: The SQLite results file; created when missing.
-        data_dir: Data root for the data set.
-        models_dir: Where zoo models are kept (trained when missing); default: next to the
-            store, in ``models/``.
         workers: Parallel workers of the executor.
         executor: ``"serial"``, ``"process"``, ``"ray"`` or an :class:`Executor`; default
             ``process`` when ``workers > 1``, else ``serial``. Every cell's result is the
             same whichever executor or worker computes it.
         address: Ray cluster address (``executor="ray"``); default: a local instance.
-        device: Where models are trained and cells computed (``"cpu"``, ``"cuda"``, ...).
-        progress: Show progress bars (training, and cells done/left with the estimated time).
-        argv: The command line, recorded for provenance.
+        **options: :meth:`~deepfault.experiment.runner.ExperimentPreset.run`'s: ``data_dir``
+            (data root for the data set), ``models_dir`` (where zoo models are kept, trained
+            when missing; default: next to the store, in ``models/``), ``device`` (where models
+            are trained and cells computed), ``progress`` (progress bars: training, and cells
+            done/left with the estimated time) and ``argv`` (the command line, recorded for
+            provenance).
 
     Returns:
         What was run and skipped, and the configuration hash that keys the cells.
@@ -558,8 +554,7 @@ def run_experiment(
         pool = get_executor(executor or ("process" if workers > 1 else "serial"), workers=workers,
                             address=address)
     try:
-        return DeepFaultGrid(config).run(store_path, data_dir=data_dir, models_dir=models_dir, executor=pool,
-                                         progress=progress, argv=argv, device=device)
+        return DeepFaultGrid(config).run(store_path, executor=pool, **options)
     finally:
         if not isinstance(executor, Executor):
             pool.close()

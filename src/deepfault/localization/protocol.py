@@ -11,16 +11,21 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..core.capture import as_tensor
-from ..core.entry import applies_threads
-from ..core.inputs import InputData, LabelData
+from ..core.entry import entry, split_arguments
+from ..core.inputs import InputData
 from ..core.memory import resolve_batch_size
+from ..core.outcome import Artifact, Outcome
+from ..core.progress import log as progress_log
 from ..core.progress import progress_bar
+from ..core.runtime import Runtime
 from ..core.summary import Summarised
 from ..data import Dataset
 from ..data.dataset import as_dataset
@@ -28,6 +33,8 @@ from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .config import RunConfig
 from .evaluation import Evaluation, _concat_evaluations, _evaluate_synthesized
+from .outputs import RunShown as _Shown
+from .outputs import grid_of, save_synthesized, summary_text
 from .selection import Selection, check_k, get_approach, select
 from .spectrum import Spectrum, _spectra_and_predictions
 from .synthesis import _synthesize_recording, neuron_pairs
@@ -85,18 +92,35 @@ class ClassResult:
 
 
 @dataclass(frozen=True, repr=False)
-class RunResult(Summarised):
+class RunResult(Summarised, Outcome):
     """One DeepFault run: its configuration, test accuracy and per-class results.
 
     Prints one line; :meth:`summary` gives the suspicious neurons of each class with their
-    scores and how many synthesized inputs change the prediction; :meth:`to_dict` is the
-    result file's body; :meth:`rows` / :meth:`to_frame` one row per class and repetition.
+    scores and how many synthesized inputs change the prediction, then (for a result of
+    :func:`run_deepfault`) what ``deepfault run`` prints: the tables of every class's neurons
+    and of the evaluation, the surprise state and the random baseline; :meth:`to_dict` is
+    the run's findings, :meth:`payload` the result file's body; :meth:`outputs` the
+    synthesized inputs (``.npz``) and their image grid; :meth:`rows` / :meth:`to_frame` one
+    row per class and repetition.
+
+    Attributes:
+        shown: What :func:`run_deepfault` adds for showing the run (its data, the model's name,
+            the surprise state, the random baseline; :class:`~.outputs.RunShown`); ``None``
+            for a result made otherwise.
+        quiet: :meth:`summary` leaves every class's neurons out (``deepfault run -q``).
     """
 
     config: RunConfig
     classes: tuple[ClassResult, ...]
     test_accuracy: float
     output_kind: str
+    shown: _Shown | None = field(default=None, compare=False)
+    quiet: bool = field(default=False, compare=False)
+
+    @property
+    def baseline(self) -> RunResult | None:
+        """The random baseline ``config.baseline`` asked for (``None``: none was run)."""
+        return None if self.shown is None else self.shown.baseline
 
     def _flips(self) -> tuple[int, int]:
         reps = [r for c in self.classes for r in c.repetitions]
@@ -112,10 +136,51 @@ class RunResult(Summarised):
 
     def summary(self, top: int = 5) -> str:
         """The run, then per class its failing inputs, the ``top`` suspicious neurons with their
-        scores and the synthesized inputs that change the prediction.
+        scores and the synthesized inputs that change the prediction (unless :attr:`quiet`);
+        then, for a result of :func:`run_deepfault`, the tables ``deepfault run`` prints.
         """
+        answer = self._answer(top)
+        return answer if self.shown is None else f"{answer}\n\n{summary_text(self, quiet=self.quiet)}"
+
+    def payload(self) -> dict:
+        """The result file's body: :meth:`to_dict` less the config (the envelope has it), and
+        the surprise state the scores came from (``None``: none).
+        """
+        body = self.to_dict()
+        body.pop("config")
+        fit = None if self.shown is None else self.shown.surprise
+        return {**body, "surprise": None if fit is None else fit.to_dict()}
+
+    def outputs(self) -> tuple[Artifact, ...]:
+        """The synthesized inputs with their originals, labels and predictions (``.npz``,
+        :func:`~.outputs.save_synthesized`) and their image grid (``.png``; none for inputs
+        that are not images).
+        """
+        if self.shown is None:
+            return ()
+        data = self.shown.data
+        return (Artifact("inputs", ".npz", functools.partial(save_synthesized, self, data)),
+                Artifact("grid", ".png", functools.partial(grid_of, self, data)))
+
+    def page(self, folder: Path, *, provenance: dict | None = None) -> dict:
+        """The run's HTML page (:func:`~.report.run_page`), beside its random baseline when
+        ``config.baseline`` ran one.
+        """
+        from .report import run_page
+
+        if self.shown is None:
+            raise DeepFaultError("a page needs a result of run_deepfault (it shows the run's data)")
+        shown = self.shown
+        why = "" if self.config.baseline else (
+            "No random baseline: the run was asked not to compute it (--no-baseline), so its "
+            "accuracy has nothing to be compared with.")
+        return run_page(self, shown.data, folder, model_name=shown.model_name, baseline=shown.baseline,
+                        provenance=provenance, run_seconds=shown.seconds,
+                        baseline_seconds=shown.baseline_seconds, no_baseline=why)
+
+    def _answer(self, top: int) -> str:
         lines = [f"DeepFault run: {self.headline()}"]
-        for c in self.classes:
+        for c in [] if self.quiet else self.classes:
             if c.no_failures:
                 lines.append(f"  class {c.target_class}: no failing input, nothing to localise")
                 continue
@@ -362,19 +427,56 @@ def _synthesize_group(
     return GroupResult(target_class, spectrum, seeds.num_correct, index_class[chosen], tuple(out))
 
 
-@applies_threads
+class _Call(NamedTuple):
+    """The model and what the old keyword form gave beside it (:func:`_legacy`)."""
+
+    model: Any
+    output_kind: str | None = None
+    on_class: Callable[[ClassResult], None] | None = None
+    reuse: RunResult | None = None
+
+
+#: The old keyword form's arguments that are neither config nor runtime fields.
+_OLD_KEYWORDS = ("labels", "bounds", "output_kind", "on_class", "reuse")
+
+
+def _legacy(name: str, fields: set, args: tuple, kwargs: dict) -> tuple[Any, Any, dict, dict]:
+    """``run_deepfault(model, data, labels=, bounds=, output_kind=, on_class=, reuse=)``: labels
+    and bounds go with the data, the rest with the model (each with a :class:`FutureWarning`).
+    """
+    old = {k: kwargs.pop(k) for k in _OLD_KEYWORDS if k in kwargs}
+    model, data, config_kw, runtime_kw = split_arguments(name, fields, args, kwargs)
+    if not old:
+        return model, data, config_kw, runtime_kw
+    warnings.warn(f"{name}(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: give labels and bounds "
+                  "with the data (an (inputs, labels) pair, a Dataset), the output kind with a prepared "
+                  "model (prepare_model)", FutureWarning, stacklevel=3)
+    if "labels" in old or "bounds" in old:
+        bounds = old.get("bounds")
+        if bounds is None and isinstance(model, PreparedModel) and not isinstance(data, Dataset):
+            bounds = model.bounds
+        data = as_dataset(_default_data(model, data), old.get("labels"), bounds=bounds, what="data")
+    return (_Call(model, old.get("output_kind"), old.get("on_class"), old.get("reuse")), data, config_kw,
+            runtime_kw)
+
+
+def _default_data(model, data):
+    """``data``, or the prepared model's data set when none is given."""
+    if data is None:
+        data = model.data if isinstance(model, PreparedModel) else None
+        if data is None:
+            raise DeepFaultError("run_deepfault needs a data set: pass data=..., or a model prepared "
+                                 "with one")
+    return data
+
+
+@entry(RunConfig, legacy=_legacy)
 def run_deepfault(
     model: nn.Module | PreparedModel,
-    data: InputData | Dataset | None = None,
-    config: RunConfig = RunConfig(),
+    data: InputData | Dataset | None,
+    config: RunConfig,
     *,
-    labels: LabelData | None = None,
-    bounds: Sequence[float] | None = None,
-    output_kind: str | None = None,
-    on_class: Callable[[ClassResult], None] | None = None,
-    threads: int | str | None = "auto",
-    progress: bool | str = False,
-    reuse: RunResult | None = None,
+    runtime: Runtime,
 ) -> RunResult:
     """Run DeepFault on ``data``'s test split for the classes in ``config``.
 
@@ -383,58 +485,59 @@ def run_deepfault(
     each class, ``config.repeat`` repetitions of ``config.measure`` at ``config.k``: the
     selection, and the synthesis and evaluation of the new inputs, batch by batch
     (docs/deepfault.md, "Passes per input"). A class with no failing input is not an
-    error: its result says ``no_failures``.
+    error: its result says ``no_failures``. Then, as ``config`` asks, the surprise adequacy
+    of the new inputs (``config.surprise``) and the random baseline (``config.baseline``).
 
     Args:
-        model: A :class:`~deepfault.models.prepare.PreparedModel` (its data set and output
-            kind are used unless given), or a module taking ``data``'s inputs.
-        data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test
-            split), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
-            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; default: the prepared
-            model's data set). Read whole into memory: synthesis starts from the inputs of
-            each class, drawn from all of them.
-        config: What to run.
-        labels: The inputs' labels, when ``data`` does not carry them (they win when it does).
-        bounds: ``(lo, hi)``, the valid input range synthesis clips to, when ``data`` is not a
-            deepfault ``Dataset`` (default: a prepared model's, else ``(0, 1)`` for inputs
-            inside it, else the inputs' own range: :func:`~deepfault.core.inputs.default_bounds`).
-        output_kind: ``"logits"`` or ``"probabilities"`` (default: the prepared model's, else
-            ``"logits"``).
-        on_class: Called with each class's result as soon as it is done.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        progress: Show the progress of the spectrum pass and of the synthesis, each with its
-            time left (as ``deepfault run`` does): a bar on a terminal, else a logged line
-            after the first batch and then every 30 s. A string names the run in the lines.
-        reuse: An earlier result of the same model on the same data with the same spectrum
-            settings (``layers``, ``threshold``, ``classes``, ``seed``, ``num_inputs``):
-            its spectra, predictions and chosen inputs are taken instead of a new spectrum
-            pass; only the measure, ``k``, the repetitions and the synthesis settings may
-            differ. ``deepfault run --report`` computes its random baseline so.
+        model: A :class:`~deepfault.models.prepare.PreparedModel` (its data set, bounds,
+            output kind and name are used), or a module taking ``data``'s inputs (its
+            outputs are logits).
+        data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test split
+            and bounds), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; the bounds: a prepared
+            model's, else :func:`~deepfault.core.inputs.default_bounds`); ``None``: the
+            prepared model's data set. Read whole into memory.
+        config: What to run (:class:`~.config.RunConfig`; default ``RunConfig()``).
+        runtime: Device, threads, batch size (wins over ``config.batch_size`` unless
+            ``"auto"``) and progress (a bar or logged lines with the time left; a string names
+            the run) of the call (:class:`~deepfault.Runtime`).
+
+    Returns:
+        A :class:`RunResult`: ``summary()`` is what ``deepfault run`` prints, ``payload()`` its
+        result file's body, ``outputs()`` the synthesized inputs (``.npz``) and their image grid.
 
     Raises:
         DeepFaultError: Any invalid setting, a class outside the model's classes, ``k``
-            larger than the number of neurons, data the model cannot take, or a ``reuse``
-            result of other settings.
+            larger than the number of neurons, data the model cannot take.
+
+    Examples:
+        >>> result = run_deepfault(model, (x, y), RunConfig(k=3, classes=(0,)))  # doctest: +SKIP
+        >>> print(result.summary())  # doctest: +SKIP
     """
-    if data is None:
-        data = model.data if isinstance(model, PreparedModel) else None
-        if data is None:
-            raise DeepFaultError("run_deepfault needs a data set: pass data=..., or a model prepared "
-                                 "with one")
-    if bounds is None and isinstance(model, PreparedModel) and not isinstance(data, Dataset):
-        bounds = model.bounds
-    data = as_dataset(data, labels, bounds=bounds, what="data")
-    model, output_kind = resolve_model(model, output_kind)
+    call = model if isinstance(model, _Call) else _Call(model)
+    prepared = call.model
+    data = _default_data(prepared, data)
+    if isinstance(prepared, PreparedModel) and not isinstance(data, Dataset):
+        data = as_dataset(data, bounds=prepared.bounds, what="data")
+    data = as_dataset(data, what="data")
+    module, output_kind = resolve_model(prepared, call.output_kind)
     config.validate(data.bounds)
-    leaves = [m for m in model.modules() if not list(m.children())]
-    if output_kind == "logits" and leaves and isinstance(leaves[-1], (nn.Softmax, nn.LogSoftmax)):
-        warnings.warn("the model ends in a softmax but output_kind='logits'; pass "
-                      "output_kind='probabilities' so that losses are computed on probabilities",
-                      stacklevel=2)
-    x, y = data.x_test, data.y_test
+    classes = _checked_classes(config, data)
+    config, batch_line = _batch(module, data, config, runtime)
+    fit, no_fit = _surprise_state(module, data, config, runtime)
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):  # the global RNG left as it was
+        result = _run(module, data, config, classes, output_kind,
+                      progress=runtime.progress, on_class=call.on_class, reuse=call.reuse)
+    shown = _Shown.of(prepared, module, data, config, runtime, batch_line, time.perf_counter() - start)
+    result = _scored(module, data, result, fit)
+    shown = replace(shown, surprise=fit, no_surprise=no_fit)
+    return replace(result, shown=_baseline(module, data, result, shown, runtime))
+
+
+def _checked_classes(config: RunConfig, data: Dataset) -> list[int]:
+    """The classes to analyse: ``config.classes`` (each checked against ``data``), else all."""
+    y = data.y_test
     classes = list(range(data.num_classes)) if config.classes is None else list(config.classes)
     for c in classes:
         if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < data.num_classes:
@@ -444,11 +547,33 @@ def run_deepfault(
             )
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
+    return classes
+
+
+def _batch(module: nn.Module, data: Dataset, config: RunConfig, runtime: Runtime) -> tuple[RunConfig, str]:
+    """``config`` with the batch every pass takes (the runtime's unless ``"auto"``, else the config's;
+    ``"auto"`` sized once for synthesis's forward and backward passes) and the line saying so.
+    """
+    from ..core.memory import choose_batch_size
+
+    wanted = runtime.batch_size if runtime.batch_size != "auto" else config.batch_size
+    choice = choose_batch_size(module, data.x_test, wanted, backward=True)
+    return replace(config, batch_size=choice.size), choice.describe() if choice.auto else ""
+
+
+def _run(module: nn.Module, data: Dataset, config: RunConfig, classes: list[int], output_kind: str, *,
+         progress, on_class=None, reuse: RunResult | None = None) -> RunResult:
+    """The run itself (spectra, selection, synthesis, evaluation) on checked arguments."""
+    leaves = [m for m in module.modules() if not list(m.children())]
+    if output_kind == "logits" and leaves and isinstance(leaves[-1], (nn.Softmax, nn.LogSoftmax)):
+        warnings.warn("the model ends in a softmax but output_kind='logits'; pass "
+                      "output_kind='probabilities' so that losses are computed on probabilities",
+                      stacklevel=4)
     name = f"{progress}: " if isinstance(progress, str) else ""
     if reuse is not None:
-        seeds, accuracy = _reused(reuse, config, classes, y)
+        seeds, accuracy = _reused(reuse, config, classes, data.y_test)
     else:
-        seeds, accuracy = _spectrum_pass(model, data, classes, config, progress=bool(progress), name=name)
+        seeds, accuracy = _spectrum_pass(module, data, classes, config, progress=bool(progress), name=name)
     cells = [CellSpec(config.measure, config.k, r) for r in range(config.repeat)]
     total = sum(len(s.chosen) for s in seeds.values()) * len(cells)
     bars: list = []  # the synthesis bar, started after the warm-up so that its estimate leaves it out
@@ -459,24 +584,69 @@ def run_deepfault(
     def advance(n: int) -> None:
         for bar in bars:
             bar.update(n)
-    results = []
     warm = _Warm(then=start if progress else None)
     try:
-        for c in classes:
-            in_class = np.flatnonzero(y == c)
-            # only the chosen inputs are copied, not the class's (4 bytes per input element)
-            group = _synthesize_group(model, _rows(x, in_class[seeds[c].chosen]), y[in_class], in_class, c,
-                                      cells, seeds[c],
-                                      bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
-                                      on_batch=advance)
-            result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
-            if on_class is not None:
-                on_class(result)
-            results.append(result)
+        results = [_run_class(module, data, c, cells, seeds[c], config, output_kind, warm, advance, on_class)
+                   for c in classes]
     finally:
         for bar in bars:
             bar.close()
     return RunResult(config, tuple(results), accuracy, output_kind)
+
+
+def _run_class(module, data, c, cells, seeds, config, output_kind, warm, advance, on_class) -> ClassResult:
+    x, y = data.x_test, data.y_test
+    in_class = np.flatnonzero(y == c)
+    # only the chosen inputs are copied, not the class's (4 bytes per input element)
+    group = _synthesize_group(module, _rows(x, in_class[seeds.chosen]), y[in_class], in_class, c, cells,
+                              seeds, bounds=data.bounds, config=config, output_kind=output_kind, warm=warm,
+                              on_batch=advance)
+    result = ClassResult(c, group.spectrum, group.num_correct, tuple(rep for _, rep in group.cells))
+    if on_class is not None:
+        on_class(result)
+    return result
+
+
+def _surprise_state(module: nn.Module, data: Dataset, config: RunConfig, runtime: Runtime):
+    """``(state, None)`` that ``config.surprise`` names (fitted before the run, so that a file of
+    another model is refused before any work), ``(None, why)`` where none can be fitted, or
+    ``(None, None)`` when it asks for none.
+    """
+    if config.surprise is None:
+        return None, None
+    from ..coverage.surprise_cache import surprise_state
+
+    return surprise_state(module, data.x_train, None if config.surprise == "auto" else config.surprise,
+                          progress=bool(runtime.progress))
+
+
+def _scored(module: nn.Module, data: Dataset, result: RunResult, fit) -> RunResult:
+    """``result`` with the surprise adequacy of every synthesized input and its original
+    (:func:`add_surprise`) against the state ``fit`` (``None``: as it is).
+    """
+    if fit is None:
+        return result
+    from ..coverage.surprise_cache import GENERATED_KINDS, SurpriseScorer
+
+    scorer = SurpriseScorer(module, fit.surprise, kinds=GENERATED_KINDS, batch_size=result.config.batch_size)
+    return add_surprise(result, data.x_test, scorer)
+
+
+def _baseline(module: nn.Module, data: Dataset, result: RunResult, shown: _Shown, runtime: Runtime) -> _Shown:
+    """``config.baseline``: the same run from random neurons on the run's spectra and chosen inputs
+    (``reuse``), which the run's page compares with; none for a baseline measure.
+    """
+    config = result.config
+    if not config.baseline or get_approach(config.measure).baseline:
+        return shown
+    progress_log.info("the random baseline (the same run from random neurons), up to about %.0f s more "
+                      "(the run took %.1f s)", shown.seconds, shown.seconds)
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        baseline = _run(module, data, replace(config, measure="random", k_primes=None, baseline=False),
+                        [c.target_class for c in result.classes], result.output_kind,
+                        progress="baseline" if runtime.progress else False, reuse=result)
+    return replace(shown, baseline=baseline, baseline_seconds=time.perf_counter() - start)
 
 
 def _spectrum_pass(model: nn.Module, data: Dataset, classes: list[int], config: RunConfig, *, progress: bool,

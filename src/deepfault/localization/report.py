@@ -736,13 +736,6 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
         ``dict(title, html, meta, nav, config, provenance)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
-    import html as _html
-
-    from ..experiment.figures import changed_first, difference_grid
-    from ..experiment.report import html_table, image_tag, section
-    from .outputs import _collect
-
-    folder = Path(folder)
     cfg = result.config
     approach = long_name(cfg.approach)
 
@@ -750,14 +743,42 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
         return str(c) if data.class_names[c] == str(c) else f"{c} ({data.class_names[c]})"
 
     verdict, table, flips = _answer(result, name)
-    parts = [section(
-        "neurons", "The most suspicious neurons",
-        f"Per class, the {cfg.k} neurons {approach} finds most suspicious, most suspicious first (#1), "
-        "each with its score; ×n: the neuron is among the suspicious ones of n classes. Failing / test "
-        "inputs: the class's test inputs the model gets wrong, and all of them (the spectrum). Flipped: the "
-        "synthesized inputs (from correctly classified originals) on which the prediction changes.",
-        f"<p class='verdict'>{_html.escape(verdict)}</p>", table)]
-    nav = [("neurons", "The most suspicious neurons")]
+    found = [_neurons_section(result, verdict, table), _recurring_section(result, name),
+             _inputs_section(result, data, Path(folder), grid_rows, flips),
+             _baseline_section(result, baseline, name, (run_seconds, baseline_seconds), no_baseline),
+             _distances_section(result, name)]
+    sections = [x for x in found if x is not None]
+    return {"title": f"DeepFault: {approach} on {model_name}",
+            "meta": f"{data.name}, {flips['all'][1]} synthesized inputs, "
+                    f"k = {cfg.k}, step {cfg.step:g}, distance {cfg.distance:g}, "
+                    f"test accuracy {result.test_accuracy:.1%}"
+                    + (f", run in {run_seconds:.1f} s" if run_seconds is not None else "") + ".",
+            "html": "\n".join(html for _, html in sections), "nav": [nav for nav, _ in sections],
+            "config": cfg.to_dict(), "provenance": provenance}
+
+
+def _neurons_section(result, verdict: str, table: str) -> tuple[tuple[str, str], str]:
+    import html as _html
+
+    from ..experiment.report import section
+
+    cfg = result.config
+    title = "The most suspicious neurons"
+    return ("neurons", title), section(
+        "neurons", title,
+        f"Per class, the {cfg.k} neurons {long_name(cfg.approach)} finds most suspicious, most suspicious "
+        "first (#1), each with its score; ×n: the neuron is among the suspicious ones of n classes. "
+        "Failing / test inputs: the class's test inputs the model gets wrong, and all of them (the "
+        "spectrum). Flipped: the synthesized inputs (from correctly classified originals) on which the "
+        "prediction changes.",
+        f"<p class='verdict'>{_html.escape(verdict)}</p>", table)
+
+
+def _recurring_section(result, name) -> tuple[tuple[str, str], str]:
+    import html as _html
+
+    from ..experiment.report import section
+
     recurring = recurring_neurons(result)
     chance = _chance(result)
     chance_text = "" if chance is None else (
@@ -765,15 +786,23 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
         f"{chance['neurons']} neurons uniformly, would make about {chance['expected'](2):.2g} neurons "
         f"recur in two or more classes and {chance['expected'](3):.2g} in three or more: recurrence means "
         "something only above that.")
-    nav.append(("recurring", "Neurons suspicious in several classes"))
-    parts.append(section(
-        "recurring", "Neurons suspicious in several classes",
+    title = "Neurons suspicious in several classes"
+    return ("recurring", title), section(
+        "recurring", title,
         "The neurons among the suspicious ones of two or more classes, the most classes first, with "
         "their rank in each: a neuron that many classes' failures share is a candidate for a defect of "
         "the model rather than of one class. Classes without a failing test input are left out.",
         *([f"<p class='note'>{_html.escape(chance_text)}</p>"] if chance_text else []),
         _recurrence_table(result, name) if recurring
-        else "<p class='note'>None: each class has suspicious neurons of its own.</p>"))
+        else "<p class='note'>None: each class has suspicious neurons of its own.</p>")
+
+
+def _inputs_section(result, data, folder: Path, grid_rows: int,
+                    flips) -> tuple[tuple[str, str], str] | None:
+    from ..experiment.figures import changed_first, difference_grid
+    from ..experiment.report import image_tag, section
+    from .outputs import _collect
+
     arrays = _collect(result, data)
     changed = arrays["pred_synthesized"] != arrays["pred_original"]
     # changed predictions first, one per class in turn, so the grid spans the classes
@@ -789,38 +818,52 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
                        f"label {data.class_names[int(arrays['labels'][i])]}" for i in rows],
         after_titles=[f"synthesized\npredicted {data.class_names[int(arrays['pred_synthesized'][i])]}"
                       for i in rows])
-    if png is not None:
-        f, n = flips["all"]
-        nav.append(("inputs", "Synthesized inputs"))
-        parts.append(section(
-            "inputs", "Synthesized inputs",
-            f"{f} of {n} synthesized inputs flip the model's prediction; they come first (one class after "
-            "another), red titles. Each triple: the original, the synthesized input (grey scale: the data's "
-            "range, the grey colour bar) and their difference (blue: darker, red: brighter; the blue-to-red "
-            "colour bar, one scale for every row).",
-            image_tag(png, "synthesized.png")))
+    if png is None:
+        return None
+    f, n = flips["all"]
+    return ("inputs", "Synthesized inputs"), section(
+        "inputs", "Synthesized inputs",
+        f"{f} of {n} synthesized inputs flip the model's prediction; they come first (one class after "
+        "another), red titles. Each triple: the original, the synthesized input (grey scale: the data's "
+        "range, the grey colour bar) and their difference (blue: darker, red: brighter; the blue-to-red "
+        "colour bar, one scale for every row).",
+        image_tag(png, "synthesized.png"))
+
+
+def _baseline_section(result, baseline, name, seconds: tuple[float | None, float | None],
+                      no_baseline: str) -> tuple[tuple[str, str], str]:
+    import html as _html
+
+    from ..experiment.report import section
+
+    cfg = result.config
+    run_seconds, baseline_seconds = seconds
     table, verdict = _baseline_table(result, baseline, name)
-    cost = ""
-    if baseline is not None and baseline_seconds is not None:
-        cost = (f"The baseline cost {baseline_seconds:.1f} s" + (
-            f", beside the run's {run_seconds:.1f} s" if run_seconds is not None else "")
-            + ": it repeats the run from random neurons ('deepfault run --no-baseline' skips it).")
-    nav.append(("baseline", "Against the random baseline"))
     if baseline is None:
-        why = no_baseline or (f"{approach} is a baseline itself, so the run has no other baseline to be "
-                              "compared with.")
+        why = no_baseline or (f"{long_name(cfg.approach)} is a baseline itself, so the run has no other "
+                              "baseline to be compared with.")
         body = [f"<p class='note'>{_html.escape(why)}</p>", table]
     else:
         body = [f"<p class='verdict'>{_html.escape(verdict)}</p>", table]
-        if cost:
+        if baseline_seconds is not None:
+            cost = (f"The baseline cost {baseline_seconds:.1f} s" + (
+                f", beside the run's {run_seconds:.1f} s" if run_seconds is not None else "")
+                + ": it repeats the run from random neurons ('deepfault run --no-baseline' skips it).")
             body.append(f"<p class='note'>{_html.escape(cost)}</p>")
-    parts.append(section(
-        "baseline", "Against the random baseline",
+    title = "Against the random baseline"
+    return ("baseline", title), section(
+        "baseline", title,
         "Accuracy of the model on the synthesized inputs (labels: the originals'), the share whose "
         "prediction changed, and the mean loss, for the run's approach and for the same run with "
         f"{cfg.k} random neurons per class (the paper's baseline, same inputs and seed). An accuracy "
         "means something only beside random's: synthesis changes any input, suspicious neurons or not. "
-        "✓: the approach's accuracy is significantly lower; A12 below 0.5 means lower accuracy.", *body))
+        "✓: the approach's accuracy is significantly lower; A12 below 0.5 means lower accuracy.", *body)
+
+
+def _distances_section(result, name) -> tuple[tuple[str, str], str]:
+    from ..experiment.report import html_table, section
+
+    cfg = result.config
     dist_rows = []
     for cr in result.classes:
         for rep in cr.repetitions:
@@ -828,15 +871,8 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
             dist_rows.append([name(cr.target_class) + (f" / {rep.index}" if cfg.repeat > 1 else ""),
                               s["inputs"], _num(_nan(s["l1"])), _num(_nan(s["l2"])),
                               _num(_nan(s["linf"])), _pct(_nan(s["increased"]))])
-    nav.append(("distances", "Distances"))
-    parts.append(section(
+    return ("distances", "Distances"), section(
         "distances", "Distances",
         "Per class: the mean L1, L2 and L_inf distance of the synthesized inputs to their originals and "
         f"the share of the {cfg.k} selected neurons whose value increased.",
-        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased"], dist_rows)))
-    return {"title": f"DeepFault: {approach} on {model_name}",
-            "meta": f"{data.name}, {flips['all'][1]} synthesized inputs, "
-                    f"k = {cfg.k}, step {cfg.step:g}, distance {cfg.distance:g}, "
-                    f"test accuracy {result.test_accuracy:.1%}"
-                    + (f", run in {run_seconds:.1f} s" if run_seconds is not None else "") + ".",
-            "html": "\n".join(parts), "nav": nav, "config": cfg.to_dict(), "provenance": provenance}
+        html_table(["class", "inputs", "L1", "L2", "L_inf", "increased"], dist_rows))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,12 +23,14 @@ from ..checks import check_int
 from ..core.accumulator import Accumulator
 from ..core.batches import Batch, iterate_batches
 from ..core.capture import NeuronLayout, as_tensor
-from ..core.entry import applies_threads
 from ..core.inputs import check_data, unpack
 from ..errors import DeepFaultError
+from ._settings import batch_of, settings, threads_of
 
 if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
+    from ..core.runtime import Runtime
+    from .config import RunConfig
 
 __all__ = ["Spectrum", "SpectrumAccumulator", "spectrum_counts", "compute_spectrum", "compute_class_spectra"]
 
@@ -222,18 +224,15 @@ def _spectra(
     return layout, a_s, a_f, n_pass, n_fail, time.perf_counter() - start_time
 
 
-@applies_threads
 def compute_spectrum(
     model: nn.Module,
     inputs: InputData,
     labels: LabelData | None = None,
+    config: RunConfig | None = None,
     *,
     target_class: int | None = None,
-    layers: Sequence[str] | None = None,
-    threshold: float = 0.0,
-    batch_size: int | str = "auto",
-    threads: int | str | None = "auto",
-    progress: bool = False,
+    runtime: Runtime | None = None,
+    **old: Any,
 ) -> Spectrum:
     """The hit spectrum of every analysed neuron.
 
@@ -246,16 +245,15 @@ def compute_spectrum(
             labels win).
         target_class: Analyse only the inputs with this label (DeepFault's per-class
             spectrum). ``None`` analyses every input.
-        layers: Module names to analyse; ``None`` means the default
-            (:func:`~deepfault.core.capture.default_layers`: the residual/transformer blocks'
-            outputs, else every Linear/Conv layer except the logits layer).
-        threshold: A neuron is active when its value is greater than this.
-        batch_size: Inputs per forward pass; the counts do not depend on it.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        progress: Show a progress bar over the inputs (as the command line does).
+        config: The spectrum settings of a :class:`~.config.RunConfig`: ``layers`` (module
+            names to analyse; ``None`` means the default,
+            :func:`~deepfault.core.capture.default_layers`: the residual/transformer blocks'
+            outputs, else every Linear/Conv layer except the logits layer) and ``threshold``
+            (a neuron is active when its value is greater than this). Default ``RunConfig()``.
+        runtime: Threads, progress bar and batch size (inputs per forward pass; the counts do
+            not depend on it) of the call.
+        **old: The old keywords (``layers=``, ``threshold=``, ``batch_size=``, ``threads=``,
+            ``progress=``): deprecated.
 
     Returns:
         A :class:`Spectrum` whose counts satisfy ``as + af + ns + nf = N`` (per class).
@@ -269,6 +267,16 @@ def compute_spectrum(
         >>> spec = compute_spectrum(model, x_test, y_test, target_class=3)  # doctest: +SKIP
         >>> spec.num_failed, spec.layout.num_neurons  # doctest: +SKIP
     """
+    config, runtime = settings("compute_spectrum", config, runtime, old)
+    with threads_of(runtime, model):
+        return _compute_spectrum(model, inputs, labels, target_class, layers=config.layers,
+                                 threshold=config.threshold, batch_size=batch_of(config, runtime),
+                                 progress=bool(runtime.progress))
+
+
+def _compute_spectrum(model: nn.Module, inputs, labels, target_class: int | None, *, layers, threshold,
+                      batch_size, progress: bool) -> Spectrum:
+    """:func:`compute_spectrum` on its settings."""
     if isinstance(check_data(inputs), DataLoader):
         return _streamed_spectrum(model, inputs, labels, target_class, layers=layers, threshold=threshold,
                                   batch_size=batch_size, progress=progress)
@@ -279,7 +287,7 @@ def compute_spectrum(
     if target_class is not None:
         target_class = int(target_class)
         mask = y == target_class
-        n_inputs = len(inputs)  # type: ignore[arg-type]  # unpacked: a tensor or an array
+        n_inputs = len(inputs)  # unpacked: a tensor or an array
         if y.ndim != 1 or len(y) != n_inputs:
             raise DeepFaultError(
                 f"labels must be a 1-D array with one label per input ({n_inputs}); "
@@ -322,18 +330,15 @@ def _streamed_spectrum(model, loader, labels, target_class, *, layers, threshold
     return _make(layout, a_s[0], a_f[0], int(n_pass[0]), int(n_fail[0]), threshold, seconds, tc)
 
 
-@applies_threads
 def compute_class_spectra(
     model: nn.Module,
     inputs,
     labels,
     classes: Sequence[int],
+    config: RunConfig | None = None,
     *,
-    layers: Sequence[str] | None = None,
-    threshold: float = 0.0,
-    batch_size: int | str = "auto",
-    threads: int | str | None = "auto",
-    progress: bool = False,
+    runtime: Runtime | None = None,
+    **old: Any,
 ) -> dict[int, Spectrum]:
     """Per-class spectra for several classes in one pass over the inputs.
 
@@ -345,15 +350,20 @@ def compute_class_spectra(
         inputs: The inputs, as in :func:`compute_spectrum` (a ``DataLoader`` is streamed).
         labels: Their labels (``None``: the labels ``inputs`` carries).
         classes: The classes whose spectra to compute.
-        layers: Module names to analyse, as in :func:`compute_spectrum`.
-        threshold: A neuron is active when its value is greater than this.
-        batch_size: Inputs per forward pass.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        progress: Show a progress bar over the inputs (as the command line does).
+        config: ``layers`` and ``threshold``, as in :func:`compute_spectrum`.
+        runtime: Threads, progress bar and batch size of the call.
+        **old: The old keywords, as in :func:`compute_spectrum`: deprecated.
     """
+    config, runtime = settings("compute_class_spectra", config, runtime, old)
+    with threads_of(runtime, model):
+        return _class_spectra(model, inputs, labels, classes, layers=config.layers,
+                              threshold=config.threshold, batch_size=batch_of(config, runtime),
+                              progress=bool(runtime.progress))
+
+
+def _class_spectra(model: nn.Module, inputs, labels, classes: Sequence[int], *, layers, threshold, batch_size,
+                   progress: bool) -> dict[int, Spectrum]:
+    """:func:`compute_class_spectra` on its settings."""
     if not isinstance(check_data(inputs), DataLoader):  # a loader is streamed by _spectra
         inputs, labels = unpack(inputs, labels)
     classes = [int(c) for c in classes]

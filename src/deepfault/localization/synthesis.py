@@ -18,14 +18,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from ..checks import MAX_GRADIENT_ITERATIONS, check_bounds, check_int
 from ..core.capture import as_tensor, capture, eval_mode, forward, model_device
-from ..core.entry import applies_threads, renamed
+from ..core.entry import renamed
 from ..core.gradients import RMS_EPS
 from ..core.gradients import normalize as rms_normalize  # a normalize= argument shadows the name
 from ..core.mapped import release
@@ -33,10 +33,13 @@ from ..core.memory import resolve_batch_size
 from ..core.progress import progress_bar
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
+from ._settings import batch_of, settings, threads_of
 
 if TYPE_CHECKING:
     from ..core.capture import _Recorder
     from ..core.inputs import InputData
+    from ..core.runtime import Runtime
+    from .config import RunConfig
     from .selection import Selection
 
 __all__ = ["synthesize", "neuron_pairs", "check_synthesis_args"]
@@ -54,7 +57,8 @@ def neuron_pairs(neurons) -> list[tuple[str, int]]:
     return pairs
 
 
-_FLOAT32_MAX = 3.4028234663852886e38
+#: The largest float32: a step or distance beyond it overflows the model's arithmetic.
+FLOAT32_MAX = _FLOAT32_MAX = 3.4028234663852886e38
 
 
 def check_synthesis_args(step, distance, bounds, iterations, *,
@@ -142,20 +146,15 @@ def _direction(model: nn.Module, rec: _Recorder, x: torch.Tensor, pairs: Sequenc
 
 
 @renamed(step="step_size")
-@applies_threads
 def synthesize(
     model: nn.Module | PreparedModel,
     inputs: InputData,
     neurons: Selection | Iterable,
+    config: RunConfig | None = None,
     *,
-    step_size: float = 1.0,
-    distance: float = 0.1,
     bounds: Sequence[float] | None = (0.0, 1.0),
-    normalize: bool = True,
-    iterations: int = 1,
-    batch_size: int | str = "auto",
-    threads: int | str | None = "auto",
-    progress: bool = False,
+    runtime: Runtime | None = None,
+    **old: Any,
 ) -> torch.Tensor:
     """New inputs that raise the values of the suspicious neurons.
 
@@ -166,24 +165,20 @@ def synthesize(
             in any form :func:`~deepfault.core.inputs.inputs_and_labels` takes (read whole:
             the result holds one new input per input).
         neurons: A :class:`~deepfault.localization.selection.Selection`, or ``(layer, unit)`` pairs.
-        step_size: Multiplier of the gradient (``--step-size``; formerly ``step``).
-        distance: Largest change of any input element (L_inf bound ``d``).
+        config: The synthesis settings of a :class:`~.config.RunConfig`: ``step_size``
+            (multiplier of the gradient), ``distance`` (largest change of any input element,
+            the L_inf bound ``d``), ``normalize`` (divide each neuron's gradient by its root
+            mean square before averaging: the paper's results; ``False`` uses raw gradients)
+            and ``iterations`` (repeat the step on the new input, every element kept within
+            ``distance`` of the original; the paper takes one). Default ``RunConfig()``.
         bounds: ``(lo, hi)``, the valid input range of the data set (default ``(0, 1)``, an
             image's; ``None``: a prepared model's). Not guessed from the inputs: a few inputs
             of one class rarely span the valid range, and inputs outside it are refused.
-        normalize: Divide each neuron's gradient by its root mean square before
-            averaging (the paper's results; default). ``False`` uses raw gradients.
-        iterations: Repeat the step on the new input, keeping every element within
-            ``distance`` of the original. The paper takes one step.
-        batch_size: Inputs per forward/backward pass, or ``"auto"`` (the default): sized from
-            the memory one input's forward and backward pass takes
-            (:func:`~deepfault.core.memory.choose_batch_size`), at most 1,024. The result
-            does not depend on it.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        progress: Show a progress bar over the inputs.
+        runtime: Threads, progress bar and batch size (inputs per forward/backward pass; ``"auto"``
+            sizes it from the memory one input's forward and backward pass takes, at most
+            1,024; the result does not depend on it) of the call.
+        **old: The old keywords (``step_size=``, ``distance=``, ``normalize=``,
+            ``iterations=``, ``batch_size=``, ``threads=``, ``progress=``): deprecated.
 
     Returns:
         ``(N, ...)`` float32 CPU tensor with ``|t' - t|_inf <= distance`` and every
@@ -194,21 +189,24 @@ def synthesize(
             ``bounds``, NaN inputs, unknown layers or units, or inputs the model cannot take.
 
     Examples:
-        >>> new = synthesize(model, x_correct, selection, step_size=1.0, distance=0.1)  # doctest: +SKIP
+        >>> new = synthesize(model, x_correct, selection, RunConfig(distance=0.1))  # doctest: +SKIP
     """
+    config, runtime = settings("synthesize", config, runtime, old, stacklevel=4)  # under @renamed
     if bounds is None:
         bounds = getattr(model, "bounds", None) or (0.0, 1.0)
     model, _ = resolve_model(model)
-    bar = None
-    if progress:
-        bar = progress_bar(len(as_tensor(inputs)), desc="synthesize", unit="input", leave=False)
-    try:
-        new, _ = _synthesize_recording(model, inputs, neurons, step_size=step_size, distance=distance,
-                                      bounds=bounds, normalize=normalize, iterations=iterations,
-                                      batch_size=batch_size, on_batch=None if bar is None else bar.update)
-    finally:
-        if bar is not None:
-            bar.close()
+    with threads_of(runtime, model):
+        bar = None
+        if runtime.progress:
+            bar = progress_bar(len(as_tensor(inputs)), desc="synthesize", unit="input", leave=False)
+        try:
+            new, _ = _synthesize_recording(model, inputs, neurons, step_size=config.step_size,
+                                          distance=config.distance, bounds=bounds, normalize=config.normalize,
+                                          iterations=config.iterations, batch_size=batch_of(config, runtime),
+                                          on_batch=None if bar is None else bar.update)
+        finally:
+            if bar is not None:
+                bar.close()
     return new
 
 

@@ -44,5 +44,5 @@ METHOD = Method(
     name=_NAME, title="Repair",
     description="fine-tuning on the failing inputs found, against random and adversarial inputs",
     presets=REPAIR_PRESETS, result_type=RepairResult, report=section_report(f"{__name__}.report"),
-    commands=("repair",),
+    commands=("repair",), entries=(repair,),
 )

@@ -14,9 +14,13 @@ Random test inputs are never drawn from a held-out seed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from torch import nn
+
+if TYPE_CHECKING:
+    from .config import RepairConfig
 
 __all__ = ["BaselineInputs", "baseline_inputs"]
 
@@ -40,34 +44,30 @@ def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def baseline_inputs(
-    names,
     model: nn.Module,
     data,
     n: int,
+    config: RepairConfig,
     *,
-    seed: int,
     test_pool: np.ndarray,
-    eps: float,
-    bim_steps: int,
     output_kind: str = "logits",
-    batch_size: int | None = None,
 ) -> list[BaselineInputs]:
-    """The inputs of every baseline in ``names``, ``n`` each.
+    """The inputs of every baseline in ``config.baselines``, ``n`` each.
 
     Args:
-        names: Baselines (:data:`~.config.BASELINES`).
         model: The model under repair (the adversarial inputs attack it).
         data: The data set.
         n: Inputs per baseline.
-        seed: Seed of the draws.
+        config: The repair's settings: ``baselines`` (:data:`~.config.BASELINES`), ``seed`` (of the
+            draws), ``eps`` (radius of FGSM/BIM as a share of the pixel range), ``bim_steps`` (BIM
+            iterations) and ``batch_size`` (inputs per attack pass; the inputs do not depend on it).
         test_pool: Test indices the random test inputs may come from.
-        eps: Radius of FGSM/BIM as a share of the pixel range.
-        bim_steps: BIM iterations.
         output_kind: ``logits`` or ``probabilities``.
-        batch_size: Inputs per attack pass (default: the attacks' own); the inputs do not
-            depend on it.
     """
     from ..core.attacks import bim, fgsm
+
+    names, seed, eps, bim_steps, batch_size = (config.baselines, config.seed, config.eps, config.bim_steps,
+                                               config.batch_size)
 
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(22,)))
     train_idx = _draw(np.arange(len(data.x_train)), n, rng)

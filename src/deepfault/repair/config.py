@@ -22,11 +22,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
-from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_SEED, check_int
-from ..core.registry import unknown_name
-from ..errors import DeepFaultError
+from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_SEED
+from ..core.constraints import Each, Interval, Options, Text, param, validate
 
 __all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
 
@@ -38,76 +35,110 @@ BASELINES = ("random-train", "random-test", "fgsm", "bim")
 TIE_POLICIES = ("drop", "seed")
 
 
+@dataclass(frozen=True)
+class _NameOrIndex(Text):
+    """A model's or file's name, or its index (an integer >= 0)."""
+
+    def accepts(self, value) -> bool:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value >= 0
+        return super().accepts(value)
+
+    def convert(self, text: str) -> str | int:  # type: ignore[override]  # an index is a number
+        return int(text) if text.strip().isdigit() else text
+
+    def expected(self) -> str:
+        return "a name or an index >= 0"
+
+    def hostile(self) -> tuple:
+        return ("", "a\x00b", -1, 1.5)
+
+
+@dataclass(frozen=True)
+class _NoneOrMany(Options):
+    """Names of ``choices``, or none of them (``()``; ``"none"`` on the command line)."""
+
+    def accepts(self, value) -> bool:
+        return value in ((), []) or super().accepts(value)
+
+
+#: Fields that choose what is run but are recorded elsewhere in the result (each file's
+#: ``used``): left out of :meth:`RepairConfig.to_dict`, so result files keep their keys.
+_NOT_RECORDED = ("train_on",)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RepairConfig:
-    """How to repair: keyword-only fields, validated when the config is made (also by
+    """How to repair: keyword-only fields, each with its range declared
+    (:mod:`deepfault.core.constraints`) and checked when the config is made (also by
     :func:`dataclasses.replace`).
 
     Attributes:
         holdout: Share of every file's seeds held out for evaluation, in ``[0, 1)``.
-        mix: Training-split inputs mixed in per found input (``None``: the whole split).
+        mix: Training-split inputs mixed in per found input (``None``, ``"all"`` on the command
+            line: the whole split).
         epochs: Fine-tuning epochs.
         lr: Adam's learning rate (constant).
-        batch_size: Inputs per step.
+        batch_size: Inputs per step (it changes the result: not the runtime's batch size).
         seed: Seed of the hold-out split, the mixed-in and random inputs and the shuffling.
         max_drop: Test-accuracy loss (percentage points) above which a repair is flagged.
         ties: ``drop`` or ``seed`` (:data:`TIE_POLICIES`), for difference-inducing inputs.
         vote_model: Label difference-inducing inputs with this model's prediction (its name
             in the file, or its index) instead of the majority vote.
-        baselines: Which of :data:`BASELINES` to run.
+        baselines: Which of :data:`BASELINES` to run (``()``: none).
         eps: FGSM/BIM radius, as a share of the pixel range.
         bim_steps: BIM iterations.
+        train_on: Fine-tune only on these files' training parts (indices or file names); the
+            others are only evaluated on (DRFuzz RQ3's cross table). ``None``: all.
     """
 
-    holdout: float = 0.3
-    mix: float | None = 10.0
-    epochs: int = 5
-    lr: float = 1e-3
-    batch_size: int = 32
-    seed: int = 0
-    max_drop: float = 1.0
-    ties: str = "drop"
-    vote_model: str | int | None = None
-    baselines: tuple[str, ...] = BASELINES
-    eps: float = 0.1
-    bim_steps: int = 10
+    holdout: float = param(0.3, Interval(float, 0.0, 1.0, closed="left"),
+                           help="share of every file's seeds held out for evaluation")
+    mix: float | None = param(10.0, Interval(float, 0.0, None, none=True, words=("all",)), option="--mix",
+                              help="training inputs mixed in per found input, or 'all' for the whole "
+                              "training split")
+    epochs: int = param(5, Interval(int, 1, MAX_EPOCHS), help="fine-tuning epochs")
+    lr: float = param(1e-3, Interval(float, 0.0, MAX_LEARNING_RATE, closed="right"),
+                      help="Adam's learning rate (constant)")
+    batch_size: int = param(32, Interval(int, 1, MAX_INPUTS), help="inputs per step")
+    seed: int = param(0, Interval(int, 0, MAX_SEED),
+                      help="seed of the split, the mixed-in and random inputs and the shuffling")
+    max_drop: float = param(1.0, Interval(float, 0.0, None),
+                            help="flag a repair that loses more test accuracy than this (percentage points)")
+    ties: str = param("drop", Options(TIE_POLICIES),
+                      help="tied votes on xplore inputs: drop them, or label them with the seed's class")
+    vote_model: str | int | None = param(None, _NameOrIndex(none=True),
+                                         help="label xplore inputs with this model's prediction (name or "
+                                         "index) instead of the vote")
+    baselines: tuple[str, ...] = param(BASELINES, _NoneOrMany(BASELINES, many=True, words=("none",)),
+                                       help=f"baselines ({', '.join(BASELINES)}) or 'none' (default: all)")
+    eps: float = param(0.1, Interval(float, 0.0, 1.0, closed="right"),
+                       help="FGSM/BIM radius as a share of the pixel range")
+    bim_steps: int = param(10, Interval(int, 1, MAX_GRADIENT_ITERATIONS), help="BIM iterations")
+    train_on: tuple[int | str, ...] | None = param(
+        None, Each(_NameOrIndex(), none=True), help="fine-tune only on these files (indices or names)")
 
     def __post_init__(self) -> None:
+        if isinstance(self.mix, str) and self.mix.strip().lower() == "all":
+            object.__setattr__(self, "mix", None)
+        if isinstance(self.baselines, str):
+            names = () if self.baselines.strip().lower() == "none" else tuple(
+                b.strip() for b in self.baselines.split(","))
+            object.__setattr__(self, "baselines", names)
+        for name in ("baselines", "train_on"):
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         self.validate()
 
     def validate(self) -> RepairConfig:
-        """Check every field; returns ``self``.
+        """Check every field against its declaration; returns ``self``.
 
         Raises:
             DeepFaultError: A field out of range, naming it, what is expected and what was given.
         """
-        if not (isinstance(self.holdout, (int, float)) and 0 <= self.holdout < 1):
-            raise DeepFaultError(f"holdout must be a share in [0, 1); got {self.holdout!r}")
-        if self.mix is not None and not (
-            isinstance(self.mix, (int, float)) and self.mix >= 0 and np.isfinite(self.mix)
-        ):
-            raise DeepFaultError(
-                f"mix must be a number >= 0 (training inputs per found input) or None "
-                f"(the whole training split); got {self.mix!r}"
-            )
-        check_int("epochs", self.epochs, maximum=MAX_EPOCHS)
-        check_int("batch_size", self.batch_size, maximum=MAX_INPUTS)
-        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
-        check_int("bim_steps", self.bim_steps, maximum=MAX_GRADIENT_ITERATIONS)
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= MAX_LEARNING_RATE):
-            raise DeepFaultError(f"lr must be a number > 0 and <= {MAX_LEARNING_RATE:g}; got {self.lr!r}")
-        if not (isinstance(self.max_drop, (int, float)) and self.max_drop >= 0):
-            raise DeepFaultError(
-                f"max_drop must be a number of percentage points >= 0; got {self.max_drop!r}"
-            )
-        if self.ties not in TIE_POLICIES:
-            raise DeepFaultError(f"ties must be one of {', '.join(TIE_POLICIES)}; got {self.ties!r}")
-        unknown = [b for b in self.baselines if b not in BASELINES]
-        if unknown:
-            raise DeepFaultError(unknown_name("baseline", unknown[0], BASELINES))
-        if not (isinstance(self.eps, (int, float)) and 0 < self.eps <= 1):
-            raise DeepFaultError(f"eps must be a share of the pixel range in (0, 1]; got {self.eps!r}")
+        validate(self)
         return self
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "baselines": list(self.baselines)}
+        body = {k: v for k, v in asdict(self).items() if k not in _NOT_RECORDED}
+        return {**body, "baselines": list(self.baselines)}

@@ -245,19 +245,18 @@ def search_job(job: dict) -> tuple[dict, dict]:
 @_one_thread
 def repair_job(job: dict) -> tuple[dict, dict]:
     """One model fine-tuned on the found inputs and the baselines (a repair cell)."""
+    from dataclasses import replace
+
+    from ..core.runtime import Runtime
     from ..errors import DeepFaultError
+    from ..models.prepare import prepare_model
     from .protocol import repair
 
     data = _dataset("mnist", job["data_dir"])
     try:
-        result = repair(
-            job["model"],
-            job["files"],
-            dataset=data,
-            config=job["repair"],
-            device=job["device"],
-            train_on=job.get("train_on"),
-        )
+        config = replace(job["repair"], train_on=job.get("train_on"))
+        result = repair(prepare_model(job["model"], data), job["files"], config,
+                        runtime=Runtime(device=str(job["device"])))
     except DeepFaultError as err:  # e.g. a campaign that found no fault: recorded, not fatal
         log.warning("%s: %s", job["cell"], err)
         return {"error": str(err)}, {}

@@ -14,15 +14,14 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..core.entry import applies_threads, renamed
-from ..core.inputs import LabelData
+from ..core.entry import entry, split_arguments
+from ..core.runtime import Runtime
 from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
@@ -35,6 +34,7 @@ from .holdout import seed_keys, split_by_seed
 from .inputs import InputFile, read_inputs
 from .labels import Labelled, label_inputs
 from .results import ApproachResult, FileSummary, RepairEvaluation, RepairResult
+from .save import save_repaired
 
 __all__ = ["repair", "evaluate_model", "save_repaired"]
 
@@ -281,26 +281,65 @@ def _fine_tune_each(net: nn.Module, data, augmentations, mix_idx: np.ndarray, co
     return approaches, repaired
 
 
-@renamed(save_to="save_model")
-@applies_threads
+class _Models(NamedTuple):
+    """The model to fine-tune, M1 (regress files) and, from the old keyword form, where to save
+    the repaired model.
+    """
+
+    model: Any
+    m1: Any = None
+    save_model: str | os.PathLike | None = None
+
+
+#: The old keyword form's arguments that are neither config nor runtime fields.
+_OLD_KEYWORDS = ("dataset", "data_dir", "labels", "bounds", "m1", "save_model", "save_to")
+
+
+def _legacy(name: str, fields: set, args: tuple, kwargs: dict) -> tuple[Any, Any, dict, dict]:
+    """``repair(model, inputs, dataset=, data_dir=, labels=, bounds=, m1=, save_model=, ...)``: the data
+    set goes with the model (prepared with it), M1 beside it, ``save_model`` writes the repaired
+    model as before (each with a :class:`FutureWarning`).
+    """
+    if "inputs" in kwargs and len(args) < 2:
+        kwargs["data"] = kwargs.pop("inputs")
+    old = {k: kwargs.pop(k) for k in _OLD_KEYWORDS if k in kwargs}
+    models, found, config_kw, runtime_kw = split_arguments(name, fields, args, kwargs)
+    if not old:
+        return models, found, config_kw, runtime_kw
+    warnings.warn(f"{name}(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: give the data set with "
+                  f"the model (prepare_model(model, dataset)), M1 beside it ({name}((model, m1), found, "
+                  "config)) and write the repaired model from the result (result.outputs(), "
+                  "save_repaired)", FutureWarning, stacklevel=3)
+    model, m1 = _pair(models)
+    dataset, data_dir = old.get("dataset"), old.get("data_dir")
+    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
+        dataset = as_dataset(dataset, old.get("labels"), bounds=old.get("bounds"), what="dataset")
+    prepared = _prepare(model, dataset, data_dir)[0]
+    if old.get("m1", m1) is not None:
+        m1 = _prepare(old.get("m1", m1), prepared.data, data_dir)[0]
+    return _Models(prepared, m1, old.get("save_model", old.get("save_to"))), found, config_kw, runtime_kw
+
+
+def _pair(models) -> tuple[Any, Any]:
+    """``(model, m1)`` of the entry's first argument: a model, or a ``(model, M1)`` pair."""
+    if isinstance(models, _Models):
+        return models.model, models.m1
+    if isinstance(models, (tuple, list)):
+        if len(models) != 2:
+            raise DeepFaultError(f"repair takes a model or a (model, M1) pair; got {len(models)} models")
+        return models[0], models[1]
+    return models, None
+
+
+@entry(RepairConfig, data=_read_files, legacy=_legacy)
 def repair(
-    model: str | os.PathLike | nn.Module | ModelFile | PreparedModel,
-    inputs: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],
+    models: str | os.PathLike | nn.Module | ModelFile | PreparedModel | tuple,
+    found: str | os.PathLike | InputFile | Sequence[str | os.PathLike | InputFile],  # read by the entry
+    config: RepairConfig,
     *,
-    config: RepairConfig | None = None,
-    dataset: str | os.PathLike | Dataset | None = None,
-    data_dir: str | os.PathLike | None = None,
-    labels: LabelData | None = None,
-    bounds: tuple[float, float] | None = None,
-    m1: str | os.PathLike | nn.Module | PreparedModel | None = None,
-    device: torch.device | str = "cpu",
-    save_model: str | os.PathLike | None = None,
-    progress: bool = False,
-    threads: int | str | None = "auto",
-    train_on: Sequence[int | str] | None = None,
-    **settings: Any,
+    runtime: Runtime,
 ) -> RepairResult:
-    """Fine-tune ``model`` on the failing inputs in ``inputs`` and measure what it gained.
+    """Fine-tune a model on the failing inputs ``found`` and measure what it gained.
 
     Each input file is labelled where its labels are defined (:mod:`.labels`), split by
     seed into a part fine-tuned on and a held-out part (:mod:`.holdout`); the parts used
@@ -310,42 +349,24 @@ def repair(
     test split and on every file's held-out inputs (DeepXplore section 7.3; DRFuzz RQ3).
 
     Args:
-        model: Anything :func:`deepfault.models.prepare.prepare_model` takes: a model file, a
-            :class:`~deepfault.models.ModelFile`, an ``nn.Module`` (then ``dataset`` must be
-            a :class:`~deepfault.data.Dataset`) or a
-            :class:`~deepfault.models.prepare.PreparedModel` (prepare a file yourself to give
-            ``arch=`` or ``trust_pickle=``). Never modified.
-        inputs: One or more files written by ``deepfault run --save-inputs``, ``deepfault
-            xplore`` or ``deepfault regress`` (or :class:`~.inputs.InputFile` objects).
-        config: A :class:`~.config.RepairConfig`; ``settings`` (``epochs=``, ``holdout=``,
-            ...) replace its fields.
-        dataset: Data set name, ``.npz`` file or :class:`~deepfault.data.Dataset` (default:
-            the one the model file names); the inputs must come from its test split. Or the
-            test inputs as a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
-            ``DataLoader`` (:func:`~deepfault.data.as_dataset`), read whole into
-            memory; they then also serve as the training inputs mixed into fine-tuning, so
-            give a deepfault ``Dataset`` to keep the two apart.
-        data_dir: Data root.
-        labels: The test inputs' labels, when ``dataset`` is inputs that do not carry them.
-        bounds: ``(lo, hi)``, their valid range (default:
-            :func:`~deepfault.core.inputs.default_bounds`).
-        m1: For ``regress`` files, M1 (anything ``model`` takes) to recompute which held-out
-            faults M1 gets right; by default the M1 predictions saved in the file are used.
-        device: Where to fine-tune.
-        save_model: Write the model fine-tuned on the found inputs here (:func:`save_repaired`;
-            ``--save-model``, formerly ``save_to``); the result's ``saved_to`` and verdict name it.
-        progress: Progress bars.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
-        train_on: Fine-tune only on these files' training parts (indices or file names);
-            the others are only evaluated on (DRFuzz RQ3's cross table). Default: all.
-        **settings: :class:`~.config.RepairConfig` fields that replace ``config``'s.
+        models: The model to repair, anything :func:`deepfault.models.prepare.prepare_model`
+            takes with its data set: a model file that names it, or a
+            :class:`~deepfault.models.prepare.PreparedModel` (``prepare_model(model, dataset)``;
+            the found inputs must come from its test split). Or a ``(model, M1)`` pair, for
+            ``regress`` files: M1 recomputes which held-out faults M1 gets right (by default
+            the M1 predictions saved in the file are used). Never modified.
+        found: The failing inputs testing found: one or more files written by ``deepfault run
+            --save-inputs``, ``deepfault xplore`` or ``deepfault regress`` (or
+            :class:`~.inputs.InputFile` objects).
+        config: A :class:`~.config.RepairConfig` (default ``RepairConfig()``).
+        runtime: Device (where to fine-tune), threads and progress bars of the call
+            (:class:`~deepfault.Runtime`; the fine-tuning's batch is ``config.batch_size``,
+            which changes the result).
 
     Returns:
         A :class:`~.results.RepairResult`; ``result.verdict()`` says which fine-tuning fixed the
-        most held-out faults within the accuracy budget (``max_drop``), if any.
+        most held-out faults within the accuracy budget (``max_drop``), if any; ``outputs()``
+        writes the repaired model (``save_repaired``).
 
     Raises:
         DeepFaultError: Unreadable files, inputs that do not fit the model, or no labelled
@@ -354,25 +375,31 @@ def repair(
     Examples:
         >>> import deepfault
         >>> r = deepfault.repair("lenet5-mnist.pt", ["xplore-result.npz"],
-        ...                      data_dir="data", epochs=5)  # doctest: +SKIP
+        ...                      deepfault.RepairConfig(epochs=5))  # doctest: +SKIP
         >>> r.found.after.held_out, r.found.test_change  # doctest: +SKIP
     """
     start = time.perf_counter()
-    config = replace(config or RepairConfig(), **settings)
-    device = torch.device(device)
-    if dataset is not None and not isinstance(dataset, (str, os.PathLike)):
-        dataset = as_dataset(dataset, labels, bounds=bounds, what="dataset")
-    prepared, data = _prepare(model, dataset, data_dir)
+    model, m1 = _pair(models)
+    device = runtime.torch_device()
+    prepared, data = _prepare(model, None, None)
     net = prepared.module.to(device).eval()
-    files = _read_files(inputs)
-    m1_net = None if m1 is None else _prepare(m1, data, data_dir)[0].module.to(device).eval()
-    found = _split_files(files, data, config, train_on, m1_net)
+    m1_net = None if m1 is None else _prepare(m1, data, None)[0].module.to(device).eval()
+    split = _split_files(list(found), data, config, config.train_on, m1_net)  # type: ignore[arg-type]
+    result = _fine_tune_all(net, prepared, data, split, config, device, bool(runtime.progress))
+    result = replace(result, seconds=time.perf_counter() - start, prepared=prepared)
+    save_to = models.save_model if isinstance(models, _Models) else None
+    if save_to is not None:
+        result = replace(result, saved_to=str(save_repaired(save_to, prepared, result)))
+    return result
+
+
+def _fine_tune_all(net: nn.Module, prepared: PreparedModel, data: Dataset, found: _Files,
+                   config: RepairConfig, device: torch.device, progress: bool) -> RepairResult:
+    """The baselines' inputs, the evaluation before, and every fine-tuning with its evaluation after."""
     n = len(found.found_x)
     mix_idx = _mixed_in(config, n, len(data.x_train))
     test_pool = np.setdiff1d(np.arange(len(data.x_test)), found.held_seeds)
-    baselines = baseline_inputs(config.baselines, net, data, n, seed=config.seed, test_pool=test_pool,
-                                eps=config.eps, bim_steps=config.bim_steps, output_kind=prepared.output_kind,
-                                batch_size=config.batch_size)
+    baselines = baseline_inputs(net, data, n, config, test_pool=test_pool, output_kind=prepared.output_kind)
     used = [found.found_seeds] + [b.test_index for b in baselines if b.test_index is not None]
     clean = ~np.isin(np.arange(len(data.x_test)), np.concatenate(used))
     before, right_before = _evaluate(net, data, clean=clean, held=found.held, batch_size=config.batch_size)
@@ -380,12 +407,9 @@ def repair(
     approaches, repaired = _fine_tune_each(net, data, augmentations, mix_idx, config, clean=clean,
                                            held=found.held, before=before, right_before=right_before,
                                            progress=progress)
-    result = RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
-                          len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
-                          time.perf_counter() - start, held_out_faults=int((~right_before).sum()))
-    if save_model is not None:
-        result = replace(result, saved_to=str(save_repaired(save_model, prepared, result)))
-    return result
+    return RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
+                        len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
+                        held_out_faults=int((~right_before).sum()))
 
 
 def _prepare(model, dataset, data_dir) -> tuple[PreparedModel, Dataset]:
@@ -398,89 +422,3 @@ def _prepare(model, dataset, data_dir) -> tuple[PreparedModel, Dataset]:
     if prepared.data is None:
         raise DeepFaultError(f"model {prepared.name!r} does not name its data set; pass dataset=")
     return prepared, prepared.data
-
-
-def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
-                  result: RepairResult) -> Path:
-    """Write the model fine-tuned on the found inputs as a PyTorch ``.pt`` that
-    :func:`deepfault.models.open_model` opens without ``trust_pickle``.
-
-    A model built from an architecture (a zoo name, ``deepfault train``, the scenarios, a
-    state_dict opened with ``--arch``, a user's ``file.py:Class`` included) is written as a
-    deepfault model file with its architecture, data set, bounds and ``meta["repair"]`` (the
-    summary); any other model (TorchScript, Keras, ONNX, a pickled or caller's module) as a
-    TorchScript archive: scripted when it scripts, else traced on one input of the model's
-    shape (a traced model runs for the methods that need outputs and gradients only). Never a
-    pickle. Written atomically.
-
-    ``mf`` is the repaired model's file (a prepared model gives its own; ``None`` for a
-    caller's module).
-
-    Raises:
-        DeepFaultError: The model neither scripts nor traces (its error says why).
-    """
-    from .._io import atomic_path
-    from ..models import save_model
-    from ..models._api import arch_kind
-    from ..models.prepare import InputAdapter
-
-    model = result.model
-    shape = mf.input_shape if isinstance(mf, PreparedModel) else None
-    if isinstance(model, InputAdapter):  # write the file's own module, in its own layout
-        model = model.inner
-        shape = mf.file_input_shape if isinstance(mf, PreparedModel) else None
-    if isinstance(mf, PreparedModel):
-        mf = mf.model_file
-
-    path = Path(path)
-    summary = {
-        "from": result.model_name,
-        "inputs": [f.path for f in result.files],
-        "config": result.config.to_dict(),
-        "before": result.before.to_dict(),
-        "after": result.found.after.to_dict(),
-    }
-    try:
-        buildable = mf is not None and bool(arch_kind(mf.arch))
-    except DeepFaultError:  # a loader's tag (torchscript, keras, onnx): no architecture to build
-        buildable = False
-    if mf is not None and buildable:
-        meta = {**mf.meta, "test_accuracy": result.found.after.test_accuracy, "repair": summary}
-        if shape is not None and all(isinstance(d, int) for d in shape):  # a state_dict records none
-            meta.setdefault("input_shape", list(shape))
-        return save_model(
-            path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)
-        )
-    with atomic_path(path) as tmp:
-        torch.jit.save(_torchscript(model, shape, result.model_name), str(tmp))
-    return path
-
-
-def _torchscript(model: nn.Module, shape, name: str):
-    """``model`` as TorchScript: its compiled module as it is, else scripted, else traced on zeros
-    of the model's input ``shape``.
-    """
-    from ..models.torchscript import CompiledModel
-
-    if isinstance(model, CompiledModel):
-        return model.compiled
-    with warnings.catch_warnings():  # TorchScript is deprecated, but it is what open_model reads
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            return torch.jit.script(model)
-        except Exception as err:  # noqa: BLE001 - any scripting failure falls back to tracing
-            why = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        if shape is None or None in tuple(shape):
-            raise DeepFaultError(f"{name} does not script to TorchScript ({why}) and its input shape is "
-                                 "unknown, so it cannot be traced; give a model built from --arch")
-        log.info("%s does not script to TorchScript (%s); writing it traced", name, why)
-        device = next((t.device for t in (*model.parameters(), *model.buffers())), torch.device("cpu"))
-        with torch.no_grad():
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            try:
-                x = torch.zeros((1, *shape), device=device)
-                return torch.jit.trace(model.eval(), x, check_trace=False)
-            except Exception as err:
-                raise DeepFaultError(f"{name} neither scripts ({why}) nor traces ({type(err).__name__}: "
-                                     f"{str(err).splitlines()[0] if str(err) else ''}) to TorchScript; "
-                                     "give a model built from --arch") from err

@@ -213,14 +213,30 @@ def _approach(cell: dict, name: str) -> dict:
     return found
 
 
-def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
-    """Figure 10 as a table: per model, clean test accuracy before and after each approach,
-    the found inputs' gain over each baseline and a one-sided Mann-Whitney U test over repeats.
+def _gains_and_tests(change: dict, baselines: list[str], runs: int) -> tuple[list[str], list[str]]:
+    """Per baseline: the found inputs' mean gain over it (points) and a one-sided Mann-Whitney U
+    test over the repeats, with A12 (``-`` for one repeat or no spread).
     """
     from scipy.stats import mannwhitneyu
 
     from ..experiment.stats import a12
 
+    gains, tests = [], []
+    for b in baselines:
+        diff = np.subtract(change["found"], change[b])
+        gains.append(f"{np.mean(diff):+.2f}")
+        if runs > 1 and np.ptp(np.r_[change["found"], change[b]]) > 0:
+            p = float(mannwhitneyu(change["found"], change[b], alternative="greater").pvalue)
+            tests.append(f"{p:.3f}, {a12(change['found'], change[b]):.2f}")
+        else:
+            tests.append("-")
+    return gains, tests
+
+
+def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
+    """Figure 10 as a table: per model, clean test accuracy before and after each approach,
+    the found inputs' gain over each baseline and a one-sided Mann-Whitney U test over repeats.
+    """
     models = sorted(cells)
     baselines = [a["name"] for a in next(iter(cells[models[0]].values()))["approaches"][1:]] if models else []
     headers = [
@@ -249,15 +265,7 @@ def deepxplore_table(cells: dict) -> tuple[list[str], list[list], dict]:
             a: [next(iter(_approach(c, a)["after"]["held_out"].values()), None) for c in runs]
             for a in ["found", *baselines]
         }
-        gains, tests = [], []
-        for b in baselines:
-            diff = np.subtract(change["found"], change[b])
-            gains.append(f"{np.mean(diff):+.2f}")
-            if len(runs) > 1 and np.ptp(np.r_[change["found"], change[b]]) > 0:
-                p = float(mannwhitneyu(change["found"], change[b], alternative="greater").pvalue)
-                tests.append(f"{p:.3f}, {a12(change['found'], change[b]):.2f}")
-            else:
-                tests.append("-")
+        gains, tests = _gains_and_tests(change, baselines, len(runs))
         files = [c["files"][0] for c in runs]
         rows.append(
             [
@@ -336,6 +344,48 @@ def drfuzz_table(cells: dict) -> tuple[list[str], list[list], dict]:
     return headers, rows, data
 
 
+def _deepxplore_part(cells: dict, out: Path, add, figure) -> None:
+    """DeepXplore's Figure 10: its table (``add``) and its bars (``figure``)."""
+    from .figures import accuracy_bars
+
+    h, r, d = deepxplore_table(cells["deepxplore"])
+    found = cells["found"]
+    note = (
+        f"DeepXplore section 7.3 / Figure 10: each model fine-tuned on difference-inducing inputs "
+        f"(majority vote of LeNet-1/4/5; {np.mean([f['kept'] for f in found.values()]):.0f} kept per "
+        "repeat, 30% held out by seed) mixed with training inputs, against as many random test inputs "
+        "and FGSM inputs. Clean test accuracy (test inputs no approach trained on), mean ± sd over "
+        "repeats; held-out: accuracy on the held-out difference-inducing inputs (vote labels); "
+        "gain = found's change minus the baseline's, in points; one-sided Mann-Whitney U over "
+        "repeats. Paper: found inputs gave 1-3 points more than random or FGSM inputs."
+    )
+    add("DeepXplore Figure 10: accuracy after augmenting", note, h, r, d, "figure10")
+    groups = {m: {a: float(np.mean(v)) for a, v in d[m]["after"].items()} for m in d}
+    for m in d:
+        groups[m] = {"before": float(np.mean(d[m]["before"])), **groups[m]}
+    figure(
+        accuracy_bars(groups, out / "figure10.png", title="clean test accuracy after fine-tuning"),
+        "Figure 10: clean test accuracy before and after each augmentation (mean over repeats).",
+    )
+
+
+def _drfuzz_part(cells: dict, add) -> None:
+    """DRFuzz's RQ3 cross table (``add``)."""
+    h, r, d = drfuzz_table(cells["drfuzz"])
+    faults = {
+        f"{s}/{t}": np.mean([c["faults"] for c in cells["faults"][s][t].values()])
+        for s in cells["faults"]
+        for t in cells["faults"][s]
+    }
+    note = (
+        "DRFuzz RQ3: M2 fine-tuned on one fuzzer's regression faults (70% of seeds, mixed with as many "
+        "training inputs), tested on each fuzzer's held-out faults (the same held-out seeds); faults "
+        "per campaign: " + ", ".join(f"{k} {v:.0f}" for k, v in faults.items()) + ". Before "
+        "fine-tuning M2 gets every fault wrong (0%)."
+    )
+    add("DRFuzz RQ3: accuracy on each fuzzer's faults after fine-tuning", note, h, r, d, "rq3")
+
+
 def render_report(store, config_hash: str, out_dir) -> dict:
     """The section of a ``repair-deepxplore-mnist`` or ``repair-drfuzz-mnist`` experiment.
 
@@ -345,8 +395,6 @@ def render_report(store, config_hash: str, out_dir) -> dict:
     Raises:
         DeepFaultError: The experiment has no repair cells.
     """
-    from .figures import accuracy_bars
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = _collect(store, config_hash)
@@ -373,39 +421,9 @@ def render_report(store, config_hash: str, out_dir) -> dict:
         parts.append(image_tag(path, caption))
 
     if cells["deepxplore"]:
-        h, r, d = deepxplore_table(cells["deepxplore"])
-        found = cells["found"]
-        note = (
-            f"DeepXplore section 7.3 / Figure 10: each model fine-tuned on difference-inducing inputs "
-            f"(majority vote of LeNet-1/4/5; {np.mean([f['kept'] for f in found.values()]):.0f} kept per "
-            "repeat, 30% held out by seed) mixed with training inputs, against as many random test inputs "
-            "and FGSM inputs. Clean test accuracy (test inputs no approach trained on), mean ± sd over "
-            "repeats; held-out: accuracy on the held-out difference-inducing inputs (vote labels); "
-            "gain = found's change minus the baseline's, in points; one-sided Mann-Whitney U over "
-            "repeats. Paper: found inputs gave 1-3 points more than random or FGSM inputs."
-        )
-        add("DeepXplore Figure 10: accuracy after augmenting", note, h, r, d, "figure10")
-        groups = {m: {a: float(np.mean(v)) for a, v in d[m]["after"].items()} for m in d}
-        for m in d:
-            groups[m] = {"before": float(np.mean(d[m]["before"])), **groups[m]}
-        figure(
-            accuracy_bars(groups, out / "figure10.png", title="clean test accuracy after fine-tuning"),
-            "Figure 10: clean test accuracy before and after each augmentation (mean over repeats).",
-        )
+        _deepxplore_part(cells, out, add, figure)
     if cells["drfuzz"]:
-        h, r, d = drfuzz_table(cells["drfuzz"])
-        faults = {
-            f"{s}/{t}": np.mean([c["faults"] for c in cells["faults"][s][t].values()])
-            for s in cells["faults"]
-            for t in cells["faults"][s]
-        }
-        note = (
-            "DRFuzz RQ3: M2 fine-tuned on one fuzzer's regression faults (70% of seeds, mixed with as many "
-            "training inputs), tested on each fuzzer's held-out faults (the same held-out seeds); faults "
-            "per campaign: " + ", ".join(f"{k} {v:.0f}" for k, v in faults.items()) + ". Before "
-            "fine-tuning M2 gets every fault wrong (0%)."
-        )
-        add("DRFuzz RQ3: accuracy on each fuzzer's faults after fine-tuning", note, h, r, d, "rq3")
+        _drfuzz_part(cells, add)
     if cells["errors"]:
         lines = [f"{k}: {v}" for k, v in sorted(cells["errors"].items())]
         md.extend(["## Cells without a repair", "", *[f"- {x}" for x in lines], ""])

@@ -4,11 +4,15 @@ every file's held-out inputs (frozen dataclasses with ``to_dict()``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from torch import nn
 
+from ..core.outcome import Artifact, Outcome
 from ..core.summary import Summarised
 from .config import RepairConfig
 
@@ -132,7 +136,7 @@ def _pct(value: float | None) -> str:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class RepairResult(Summarised):
+class RepairResult(Summarised, Outcome):
     """One repair.
 
     Attributes:
@@ -150,6 +154,8 @@ class RepairResult(Summarised):
         seconds: Wall-clock time.
         held_out_faults: Held-out inputs (every file's) the model got wrong before fine-tuning.
         saved_to: Where the model fine-tuned on the found inputs was written (``None``: not written).
+        prepared: The prepared model that was repaired (what :meth:`outputs` writes the repaired
+            model's file from; not in :meth:`to_dict`).
     """
 
     config: RepairConfig
@@ -166,6 +172,7 @@ class RepairResult(Summarised):
     seconds: float = 0.0
     held_out_faults: int = 0
     saved_to: str | None = None
+    prepared: Any = field(default=None, compare=False)
 
     @property
     def found(self) -> ApproachResult:
@@ -191,15 +198,39 @@ class RepairResult(Summarised):
                 + (" (over the accuracy budget)" if f.flagged else ""))
 
     def summary(self) -> str:
-        """The verdict first (:meth:`verdict`), then every approach."""
-        lines = [f"repair of {self.model_name}: {self.verdict().text}",
-                 f"  before: test {_pct(self.before.test_accuracy)}, "
-                 f"held-out {_pct(_mean_held(self.before))}"]
-        for a in self.approaches:
-            flag = "  over the budget" if a.flagged else ""
-            lines.append(f"  {a.name}: test {_pct(a.after.test_accuracy)} ({a.test_change:+.2f} points), "
-                         f"held-out {_pct(_mean_held(a.after))}, {a.inputs} inputs{flag}")
-        return "\n".join(lines)
+        """What ``deepfault repair`` prints: the settings, the files, one row per model, then the
+        verdict (:meth:`verdict`), where the eye lands after the table.
+        """
+        from .report import summary_text
+
+        return summary_text(self)
+
+    def payload(self) -> dict:
+        """The result file's body: :meth:`to_dict` less the config and the device (the envelope
+        has them).
+        """
+        return {k: v for k, v in self.to_dict().items() if k not in ("config", "device")}
+
+    def saving(self, path: str | os.PathLike | None) -> RepairResult:
+        """This result, naming ``path`` as where :meth:`outputs` writes the repaired model (its
+        verdict and ``saved_to`` say so); ``None``: nowhere.
+        """
+        return replace(self, saved_to=None if path is None else str(path))
+
+    def outputs(self) -> tuple[Artifact, ...]:
+        """The model fine-tuned on the found inputs (``.pt``, :func:`~.save.save_repaired`)."""
+        def write(path: Path) -> Path:
+            from .save import save_repaired
+
+            return save_repaired(path, self.prepared, self)
+
+        return (Artifact("model", ".pt", write),)
+
+    def page(self, folder: Path, *, provenance: dict | None = None) -> dict:
+        """The run's HTML page (:func:`~.report.run_page`)."""
+        from .report import run_page
+
+        return run_page(self, folder, provenance=provenance)
 
     def rows(self) -> list[dict]:
         return [{"approach": a.name, "inputs": a.inputs, "test_accuracy": a.after.test_accuracy,
