@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ..checks import MAX_BATCH, MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_REPEAT, MAX_SEED
+from ..checks import MAX_INPUTS, MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_REPEAT, MAX_SEED
 from ..core.constraints import Each, Flag, Interval, Options, Text, param, validate
 from ..core.entry import renamed_fields
 from ..errors import DeepFaultError
@@ -110,7 +110,7 @@ class RunConfig:
     k_primes: tuple[int, ...] | None = param(
         None, Each(Interval(int, 1, None), none=True), option="--k-prime",
         help="report the share of the top k' neurons that increased (default: 2k,5k)")
-    batch_size: int | str = param("auto", Interval(int, 1, MAX_BATCH, words=("auto",)),
+    batch_size: int | str = param("auto", Interval(int, 1, MAX_INPUTS, words=("auto",)),
                                   help="inputs per pass (the old place of Runtime.batch_size)")
     surprise: str | None = param(None, Text(none=True, words=("auto",)), option="--surprise",
                                  help=f"{SURPRISE_WHAT}: 'auto' (fitted on the training split and cached) "
