@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ..checks import MAX_INPUTS, MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_REPEAT, MAX_SEED
+from ..checks import MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_REPEAT, MAX_SEED
 from ..core.constraints import Each, Flag, Interval, Options, Text, param, validate
 from ..core.entry import renamed_fields
 from ..errors import DeepFaultError
