@@ -24,6 +24,7 @@ _IN_A_METHOD = tuple(f"{m}/*" for m in METHODS)
 ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     "add_parser": (("cli/*.py",), "each sub-command module adds its parser (cli/__init__.py calls it)"),
     "outputs": (("cli/*.py",), "each command declares its output paths once (cli/_preflight.py checks them)"),
+    "preflight": (("cli/*.py",), "what only that command checks before any work (cli/_preflight.py runs it)"),
     "METHOD": (tuple(f"{m}/__init__.py" for m in METHODS),
                "each method package's record (deepfault/methods.py imports it)"),
     "log": (("*",), "each module's own logger, logging.getLogger(__name__)"),

@@ -165,12 +165,14 @@ def test_api_coverage(case):
     pm = _prepared(case)
     x_train, _ = _x(case, "x_train")
     x, y = _x(case)
-    profile = df.compute_profile(pm, x_train, batch_size=32, threads=1)
-    report = df.measure_coverage(pm, x, criteria=("nc", "kmnc", "nbc"), profile=profile, batch_size=32,
-                                 threads=1)
+    runtime = df.Runtime(batch_size=32, threads=1)
+    profile = df.compute_profile(pm, x_train, runtime=runtime)
+    report = df.measure_coverage(pm, x, df.CoverageConfig(criteria=("nc", "kmnc", "nbc"), profile=profile),
+                                 runtime=runtime)
     assert {r.criterion for r in report.results} == {"nc", "kmnc", "nbc"}
     assert all(0.0 <= r.ratio <= 1.0 and r.total > 0 for r in report.results)
-    ranked = df.rank_inputs(pm, x, y, by=("gini", "cam"), profile=profile, batch_size=32, threads=1)
+    ranked = df.rank_inputs(pm, (x, y), df.CoverageConfig(by=("gini", "cam"), profile=profile),
+                            runtime=runtime)
     assert len(ranked.rankings) == 2
     for r in ranked.rankings:
         assert sorted(r.order.tolist()) == list(range(len(x)))

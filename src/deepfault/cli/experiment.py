@@ -92,7 +92,7 @@ def add_parser(sub) -> None:
 
 def preflight(args) -> None:
     """``--ray-address`` goes with ``--executor ray`` only."""
-    if args.ray_address is not None and (args.executor or "serial") != "ray":
+    if getattr(args, "ray_address", None) is not None and (args.executor or "serial") != "ray":
         raise error("--ray-address", "given with --executor ray only", args.ray_address)
 
 

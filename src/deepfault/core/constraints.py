@@ -307,7 +307,9 @@ class Each(FieldConstraint):
         return f"one or more (at most {self.max_items:,}) of: {self.item.expected()}"
 
     def hostile(self) -> tuple:
-        return ((), tuple(self.item.hostile()[:1]), "x,1")
+        typed = next((str(v) for v in self.item.hostile() if isinstance(v, (str, int, float))
+                      and not isinstance(v, bool)), "")
+        return ((), tuple(self.item.hostile()[:1]), f"x,{typed}")  # a list with one bad item
 
 
 def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None) -> Any:

@@ -133,8 +133,9 @@ _one.__name__ = _one.__qualname__ = "regress"  # how the entry's messages name i
 _regress = entry(CampaignConfig, data=_data, legacy=_legacy)(_one)
 
 
-def regress(models, data=None, config: CampaignConfig | None = None, *, runtime: Runtime | None = None,
-            **old) -> RegressOutcome:
+def regress(models: Versions | tuple, data: str | Dataset | InputData | None = None,
+            config: CampaignConfig | None = None, *, runtime: Runtime | None = None,
+            **old: object) -> RegressOutcome:
     """Fuzz the model M2 for regressions against M1 on the data's test split (DRFuzz, or DeepHunter).
 
     Args:

@@ -275,7 +275,7 @@ def _as_version_2(data: dict, arrays: dict) -> tuple[dict, dict]:
 def test_a_checkpoint_of_version_2_resumes_as_an_uninterrupted_run(tmp_path):
     """Checkpoints stored before the state was kept by part (version 2, one flat record) still resume."""
     from deepfault.experiment.store import ResultStore
-    from deepfault.fuzz.campaign.checkpoint import METHOD
+    from deepfault.fuzz.campaign.checkpoint import DRFUZZ_METHOD as METHOD
 
     m1, m2, x, y = tiny_problem()
     kw = dict(bounds=(0.0, 1.0), budget="60it", inputs_per_step=6, seed=3, checkpoint_every=0,
