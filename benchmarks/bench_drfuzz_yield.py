@@ -78,19 +78,19 @@ def _same(a, b) -> dict[str, bool]:
 
     ra, rb = a.result(), b.result()
     fa, fb = ra.faults.to_arrays(), rb.faults.to_arrays()
-    n = len(a.corpus)
+    qa, qb = a.parts.queue.corpus, b.parts.queue.corpus
+    n = len(qa)
     fault_keys = [k for k in fa if k not in ("elapsed", "queries")]  # wall time; model executions
-    queue_same = len(a.corpus) == len(b.corpus) and all(
-        np.array_equal(a.corpus.static[k][:n], b.corpus.static[k][:n], equal_nan=True)
-        for k in a.corpus.static)
+    queue_same = len(qa) == len(qb) and all(
+        np.array_equal(qa.static[k][:n], qb.static[k][:n], equal_nan=True) for k in qa.static)
     return {
         "faults": all(np.array_equal(fa[k], fb[k], equal_nan=True) for k in fault_keys),
         "rf_data": all(np.array_equal(getattr(ra, k), getattr(rb, k))
                        for k in ("rf_inputs", "rf_p1", "rf_p2")),
         "queue": queue_same,
         "rule_usage": ra.rule_usage == rb.rule_usage,
-        "diversity_table": bool(np.array_equal(a.keep.table.table, b.keep.table.table)),
-        "bans": bool(np.array_equal(a.corpus.banned[:n], b.corpus.banned[:n])),
+        "diversity_table": bool(np.array_equal(a.parts.keep.table.table, b.parts.keep.table.table)),
+        "bans": bool(np.array_equal(qa.banned[:n], qb.banned[:n])),
     }
 
 
@@ -111,7 +111,7 @@ def check_order_runs(m1, m2, data, *, iterations: int, threads: int, repeats: in
         c = Campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, dataset=data.name,
                      config=CampaignConfig(budget=budget, inputs_per_step=64, seed=seed, check_order=order))
         c.setup()  # scores the seeds (not part of the campaign's time), makes the check
-        c.check.dedupe = dedupe
+        c.parts.checks.own.dedupe = dedupe
         return c
 
     torch.set_num_threads(threads)
@@ -123,15 +123,16 @@ def check_order_runs(m1, m2, data, *, iterations: int, threads: int, repeats: in
         for name, order, dedupe in VARIANTS[rep % 3:] + VARIANTS[:rep % 3]:
             load = os.getloadavg()
             c = campaign(order, dedupe, f"{iterations}it", 0)
-            evaluated_before = c.check.evaluated  # the seeds' scores, taken when the campaign is set up
+            check, counters = c.parts.checks.own, c.parts.counters
+            evaluated_before = check.evaluated  # the seeds' scores, taken when the campaign is set up
             c.run()
             r = c.result()
             row = {
                 "order": order, "dedupe": dedupe, "repeat": rep,
                 "seconds": r.seconds, "iterations": r.iterations, "generated": r.generated,
                 "queries": r.queries,
-                "judged_by_discriminator": c.scored,
-                "run_through_discriminator": c.check.evaluated - evaluated_before,
+                "judged_by_discriminator": counters.scored,
+                "run_through_discriminator": check.evaluated - evaluated_before,
                 "new_urf": r.metrics.urf, "new_rf": r.metrics.rf,
                 "mutants_per_second": r.generated / r.seconds,
                 "urf_per_minute": r.metrics.urf / (r.seconds / 60),
@@ -142,7 +143,8 @@ def check_order_runs(m1, m2, data, *, iterations: int, threads: int, repeats: in
             first.setdefault(name, c)
             print(f"threads {threads} repeat {rep} {name:9s}: {row['mutants_per_second']:7.0f} mutants/s, "
                   f"{row['urf_per_minute']:7.1f} #URF/min ({r.metrics.urf} in {r.seconds:.1f} s), "
-                  f"{c.scored} judged, {row['run_through_discriminator']} run through the discriminator, "
+                  f"{counters.scored} judged, {row['run_through_discriminator']} run through the "
+                  "discriminator, "
                   f"check {row['timings'].get('check', 0):.2f} s", flush=True)
     rows = {name: sorted(rs, key=lambda row: row["seconds"])[len(rs) // 2] for name, rs in runs.items()}
     base = rows["every-row"]
@@ -167,7 +169,8 @@ def verdicts_needed(m1, m2, data, *, iterations: int, parts: int = 5) -> dict:
                                        check_order="lazy"))
     c.setup()
     steps = [(0, 0, 0)]  # (iterations, verdicts, changed mutants) after each step
-    c.run(progress=lambda p: steps.append((c.iterations, c.scored, c.queries)))
+    counters = c.parts.counters
+    c.run(progress=lambda p: steps.append((counters.iterations, counters.scored, counters.queries)))
     rows = []
     for i in range(parts):
         lo = next(s for s in reversed(steps) if s[0] <= iterations * i // parts)
@@ -176,10 +179,12 @@ def verdicts_needed(m1, m2, data, *, iterations: int, parts: int = 5) -> dict:
                      "share": (hi[1] - lo[1]) / max(hi[2] - lo[2], 1)})
         print(f"iterations {lo[0]:6d}-{hi[0]:6d}: judged {rows[-1]['judged']:7d} of {rows[-1]['changed']:7d} "
               f"changed mutants ({100 * rows[-1]['share']:.0f}%)", flush=True)
-    total = {"judged": c.scored, "changed": c.queries, "share": c.scored / max(c.queries, 1)}
-    print(f"all: judged {c.scored} of {c.queries} changed mutants ({100 * total['share']:.0f}%), "
-          f"{c.generated} generated", flush=True)
-    return {"iterations": iterations, "generated": c.generated, "parts": rows, "total": total}
+    total = {"judged": counters.scored, "changed": counters.queries,
+             "share": counters.scored / max(counters.queries, 1)}
+    print(f"all: judged {counters.scored} of {counters.queries} changed mutants "
+          f"({100 * total['share']:.0f}%), "
+          f"{counters.generated} generated", flush=True)
+    return {"iterations": iterations, "generated": counters.generated, "parts": rows, "total": total}
 
 
 def main_check_order(args) -> None:
