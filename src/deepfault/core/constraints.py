@@ -34,7 +34,8 @@ from ..checks import MAX_EPOCHS, MAX_GRID, MAX_LEARNING_RATE, MAX_SEED, MAX_WORK
 from ..errors import DeepFaultError
 
 __all__ = [
-    "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "param", "constraint_of", "constraints",
+    "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "Checked", "param", "constraint_of",
+    "constraints",
     "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS", "GRID",
 ]
 
@@ -310,6 +311,42 @@ class Each(FieldConstraint):
         typed = next((str(v) for v in self.item.hostile() if isinstance(v, (str, int, float))
                       and not isinstance(v, bool)), "")
         return ((), tuple(self.item.hostile()[:1]), f"x,{typed}")  # a list with one bad item
+
+
+@dataclass(frozen=True)
+class Checked(FieldConstraint):
+    """A value ``test(name, value)`` accepts (returning it, converted); ``test`` raises
+    :class:`~deepfault.errors.DeepFaultError` in its own words, naming ``name``, for any other:
+    checks with more to say than one range (a budget, a size, a fidelity spec, a grid's name).
+    ``what`` describes the allowed values; ``bad`` are values it must refuse.
+    """
+
+    test: Callable[[str, Any], Any]
+    what: str
+    bad: tuple = ()
+    none: bool = False
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        try:
+            self.test("value", value)
+        except DeepFaultError:
+            return False
+        return True
+
+    def check(self, name: str, value):
+        if value is None and self.none:
+            return value
+        return self.test(name, value)
+
+    def convert(self, text: str):
+        return text
+
+    def expected(self) -> str:
+        return self.what
+
+    def hostile(self) -> tuple:
+        return self.bad
 
 
 def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None) -> Any:

@@ -13,7 +13,6 @@ already there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,8 @@ from ..core.constraints import (
     EPOCHS,
     LEARNING_RATE,
     SEED,
+    Checked,
     Each,
-    FieldConstraint,
     Flag,
     Interval,
     Options,
@@ -85,41 +84,6 @@ def _model_specs(name: str, value) -> tuple:
 
 
 @dataclass(frozen=True)
-class _Tested(FieldConstraint):
-    """A value ``test(name, value)`` accepts; ``test`` raises
-    :class:`~deepfault.errors.DeepFaultError` in its own words for any other (a grid's name, its
-    models: checks with more to say than one range).
-    """
-
-    test: Callable[[str, Any], Any]
-    what: str
-    bad: tuple = ()
-    none: bool = False
-    words: tuple[str, ...] = ()
-
-    def accepts(self, value) -> bool:
-        try:
-            self.test("value", value)
-        except DeepFaultError:
-            return False
-        return True
-
-    def check(self, name: str, value):
-        if value is None and self.none:
-            return value
-        return self.test(name, value)
-
-    def convert(self, text: str):
-        return text
-
-    def expected(self) -> str:
-        return self.what
-
-    def hostile(self) -> tuple:
-        return self.bad
-
-
-@dataclass(frozen=True)
 class ExperimentConfig:
     """The grid and the protocol. Every field is part of the configuration hash.
 
@@ -128,12 +92,12 @@ class ExperimentConfig:
     ``arch`` or ``file``, distinct values, the synthesis' float32 range).
     """
 
-    name: str = param(MISSING, _Tested(_plain_name, "a plain name (letters, digits, '-', '_'; no path)",
+    name: str = param(MISSING, Checked(_plain_name, "a plain name (letters, digits, '-', '_'; no path)",
                                        bad=("", "../x", "a/b", ".hidden")),
                       help="the grid's name (it names the store's cells)")
     dataset: str = param(MISSING, Text(), help="a registered data set or an .npz file (checked when loaded)")
     models: tuple[ModelSpec, ...] = param(MISSING,
-                                          _Tested(_model_specs, "one or more ModelSpec", bad=((), "m")),
+                                          Checked(_model_specs, "one or more ModelSpec", bad=((), "m")),
                                           help="the grid's models")
     ks: tuple[int, ...] = param(MISSING, Each(Interval(int, 1, None)), help="numbers of suspicious neurons")
     approaches: tuple[str, ...] = param(("tarantula", "ochiai", "dstar", "random"),

@@ -15,7 +15,16 @@ from typing import Any
 
 from ...checks import MAX_BUDGET_SECONDS, MAX_INPUTS, MAX_SEED, check_name
 from ...core.capture import TRANSFORMS
-from ...core.constraints import FieldConstraint, Flag, Interval, Options, Text, constraint_of, param, validate
+from ...core.constraints import (
+    Checked,
+    Flag,
+    Interval,
+    Options,
+    Text,
+    constraint_of,
+    param,
+    validate,
+)
 from ...core.entry import renamed_fields
 from ...core.kinds import OUTPUT_KINDS
 from ...coverage import list_criteria
@@ -69,41 +78,6 @@ class _InputsDefault(str):
 
 #: :attr:`CampaignConfig.fidelity`'s default (see :class:`_InputsDefault`).
 INPUTS_DEFAULT = _InputsDefault("discriminator")
-
-
-@dataclass(frozen=True)
-class _Checked(FieldConstraint):
-    """A value ``test(name, value)`` accepts (returning it converted); ``test`` raises
-    :class:`~deepfault.errors.DeepFaultError` in its own words, naming ``name``, for any other
-    (a budget, a size, a fidelity spec: checks with more to say than one range).
-    """
-
-    test: Callable[[str, Any], Any]
-    what: str
-    bad: tuple = ()
-    none: bool = False
-    words: tuple[str, ...] = ()
-
-    def accepts(self, value) -> bool:
-        try:
-            self.test("value", value)
-        except DeepFaultError:
-            return False
-        return True
-
-    def check(self, name: str, value):
-        if value is None and self.none:
-            return value
-        return self.test(name, value)
-
-    def convert(self, text: str):
-        return text
-
-    def expected(self) -> str:
-        return self.what
-
-    def hostile(self) -> tuple:
-        return self.bad
 
 
 def _named(name: str, fn: Callable[[Any], Any], value):
@@ -270,7 +244,7 @@ class CampaignConfig:
     strategy: str = param("drfuzz", Options(STRATEGIES.names), help="fuzzing strategy")
     budget: Budget = param(
         Budget("iterations", 5000),
-        _Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
+        Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
                  "iterations ('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
         help="how long to fuzz, in wall time or iterations (iterations are reproducible with --seed)")
     inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_INPUTS),
@@ -281,16 +255,16 @@ class CampaignConfig:
                                 "deephunter)")
     mutants: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                 help="mutants per selected input (default: 20, as published)")
-    fidelity: str = param(INPUTS_DEFAULT, _Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", "")),
+    fidelity: str = param(INPUTS_DEFAULT, Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", "")),
                           help=_FIDELITY_HELP)
     criteria: str = param("kmnc", Options(list_criteria), option="--criteria",
                           help="DeepHunter's coverage criterion of M2, one name (kmnc, nbc, snac need the "
                           "training split)")
     criterion_params: tuple[tuple[str, Any], ...] = param(
-        (), _Checked(_params, "a dict of the criterion's parameters", bad=(3,)),
+        (), Checked(_params, "a dict of the criterion's parameters", bad=(3,)),
         help="the criterion's parameters (sections, threshold, top_k, scale)")
     layers: tuple[str, ...] | str | None = param(
-        None, _Checked(_layers, "comma-separated layer names", bad=("", ()), none=True),
+        None, Checked(_layers, "comma-separated layer names", bad=("", ()), none=True),
         help="M2's layers the criterion reads: names, globs, type:CLASS, 'blocks' or 'linear-conv' (default: "
         "'blocks' for a network with residual/transformer blocks, else 'linear-conv', every Linear/Conv but "
         "the logits)")
@@ -298,7 +272,7 @@ class CampaignConfig:
     max_seeds: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                   help="use only the first N test inputs as candidate seeds")
     shared_fidelity: str | None = param(
-        None, _Checked(check_spec, _SPEC, bad=("bogus",), none=True),
+        None, Checked(check_spec, _SPEC, bad=("bogus",), none=True),
         help="one filter applied on top of each strategy's own check to every executed mutant (DeepHunter's "
         "affine ones included), same specs as --fidelity (default: none; with --strategy both: the "
         "--fidelity check)")
@@ -310,7 +284,7 @@ class CampaignConfig:
                                        help="a count instead of --queue-memory: exactly N queue images, "
                                        "whatever their size (with --queue-memory: the smaller)")
     queue_memory: int | None = param(
-        None, _Checked(_size, "a size such as 512MiB, 2GiB or 1.5GB", bad=("lots", "0", "-1GiB"), none=True),
+        None, Checked(_size, "a size such as 512MiB, 2GiB or 1.5GB", bad=("lots", "0", "-1GiB"), none=True),
         help="memory for the queue's images ('512MiB', '2GiB', '1.5GB'); the least likely to be selected are "
         "evicted beyond it (default 1GiB, at most 65536 images: a 3x224x224 float32 image takes 588 KiB, so "
         "1,783 of them)")
@@ -319,13 +293,13 @@ class CampaignConfig:
                              "float16 (twice the images in the same memory; each queued image rounded, so "
                              "the campaign differs)")
     output_kinds: tuple[str, str] = param(
-        ("logits", "logits"), _Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
+        ("logits", "logits"), Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
         help="what M1 and M2 output")
     check_order: str = param("before", Options(CHECK_ORDERS), help="when an expensive own check runs")
     checkpoint_every: float = _run_only(param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
                                               help="seconds between checkpoints"))
     campaign: str | None = _run_only(param(
-        None, _Checked(_campaign_name, "a plain name", bad=("a/b", ".."), none=True),
+        None, Checked(_campaign_name, "a plain name", bad=("a/b", ".."), none=True),
         help="the campaign's id in the store (default: STRATEGY-seedS)"))
     fresh: bool = _run_only(param(
         False, Flag(),
