@@ -269,20 +269,10 @@ def entry(config_type: type[Any], *, data: Callable[[Any], Any] | None = None, l
             models, obj, config_kw, runtime_kw = split(fn.__name__, fields, args, kwargs)
             if config_kw or runtime_kw:
                 _warn_shape(fn.__name__, config_type.__name__, config_kw, runtime_kw)
-            if config is None:
-                config = config_type(**config_kw)
-            elif not isinstance(config, config_type):
-                raise DeepFaultError(f"{fn.__name__}: config must be a {config_type.__name__}; got "
-                                     f"{type(config).__name__}")
-            elif config_kw:
-                config = dataclasses.replace(config, **config_kw)
-            if runtime is None:
-                runtime = Runtime(**runtime_kw)
-            elif not isinstance(runtime, Runtime):
-                raise DeepFaultError(f"{fn.__name__}: runtime must be a deepfault Runtime; got "
-                                     f"{type(runtime).__name__}")
-            elif runtime_kw:
-                runtime = dataclasses.replace(runtime, **runtime_kw)
+            config = _settings(f"{fn.__name__}: config must be a {config_type.__name__}", config_type, config,
+                               config_kw)
+            runtime = _settings(f"{fn.__name__}: runtime must be a deepfault Runtime", Runtime, runtime,
+                                runtime_kw)
             if data is not None:
                 obj = data(obj)
             if _called_from_deepfault():
@@ -296,6 +286,18 @@ def entry(config_type: type[Any], *, data: Callable[[Any], Any] | None = None, l
         inner.__entry__ = (config_type, Runtime)  # type: ignore[attr-defined]
         return inner
     return wrap
+
+
+def _settings(refusal: str, kind: type[Any], given: Any, changes: dict) -> Any:
+    """``given`` (a ``kind``: a config or the runtime) with the old keywords' ``changes``, or
+    ``kind(**changes)`` when none was given; anything else is refused in one line (``refusal``,
+    then what was given).
+    """
+    if given is None:
+        return kind(**changes)
+    if not isinstance(given, kind):
+        raise DeepFaultError(f"{refusal}; got {type(given).__name__}")
+    return dataclasses.replace(given, **changes) if changes else given
 
 
 def _warn_shape(name: str, config_name: str, config_kw: dict, runtime_kw: dict) -> None:
