@@ -30,7 +30,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,6 +153,31 @@ def _loads(text: str, what: str, kind: type = dict):
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
+#: Seconds a store waits for another process's lock before it gives up.
+_LOCK_WAIT = 60.0
+
+
+def _while_locked(step: Callable[[], None], wait: float = _LOCK_WAIT) -> None:
+    """Run ``step``, again after a short pause while another process holds the file's lock.
+
+    SQLite's busy timeout does not cover every case: switching a new file to WAL, or reading it
+    while another connection recovers its WAL, answers "database is locked" at once. Workers
+    that open one new store together (a process pool's campaigns) meet exactly this.
+    """
+    deadline = time.monotonic() + wait
+    pause = 0.01
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as err:
+            text = str(err).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
 def _check_header(path: Path) -> None:
     """Refuse a non-empty file that is no SQLite database: SQLite takes a file shorter than its
     header for an empty database and would write a store over it.
@@ -212,15 +237,8 @@ class ResultStore:
                 self._check_kind(migrate=False)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(self.path, timeout=60)
-                self._check_kind(migrate=True)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=FULL")
-                with _transaction(self._db):  # two runs creating one store never see half a schema
-                    _create_schema(self._db)
-                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'deepfault')")
-                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
-                                     (str(SCHEMA_VERSION),))
+                self._db = sqlite3.connect(self.path, timeout=_LOCK_WAIT)
+                _while_locked(self._set_up)
         except (sqlite3.DatabaseError, OSError) as err:
             if _disk_full(err):
                 self._disk_full = True
@@ -230,6 +248,17 @@ class ResultStore:
             raise DeepFaultError(
                 f"cannot use {str(self.path)!r} as a results store ({err}); choose another path"
             ) from err
+
+    def _set_up(self) -> None:
+        """Check the file's kind, switch it to WAL and create the schema (idempotent)."""
+        self._check_kind(migrate=True)
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        with _transaction(self._db):  # two runs creating one store never see half a schema
+            _create_schema(self._db)
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'deepfault')")
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
     @classmethod
     def check(cls, path: str | os.PathLike) -> None:
