@@ -320,8 +320,16 @@ def measure_coverage(model: nn.Module | PreparedModel, data: InputData, config: 
         raise DeepFaultError("no inputs: the input set is empty")
     marks = checkpoints(n) if config.growth else []
     t0 = time.perf_counter()
-    crits, curves, layout, active = _measure_pass(run, x, config, runtime, marks)
-    seconds = time.perf_counter() - t0
+    passed = _measure_pass(run, x, config, runtime, marks)
+    return _report(run, config, passed, num_inputs=n, seconds=time.perf_counter() - t0, data_name=data_name)
+
+
+def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int, seconds: float,
+            data_name: str | None) -> CoverageReport:
+    """The :class:`CoverageReport` of one pass (:func:`_measure_pass`'s ``passed``); with only
+    surprise coverages its layout and transform are the surprise state's.
+    """
+    crits, curves, layout, active = passed
     results = tuple(c.compute() for c in crits)
     scored = [c for c in crits if isinstance(c, SurpriseCoverage)]
     summary = None
@@ -333,12 +341,12 @@ def measure_coverage(model: nn.Module | PreparedModel, data: InputData, config: 
             layout, transform = run.state.layout, run.state.transform
     assert layout is not None  # n > 0: there was a batch, and neurons or a state
     return CoverageReport(
-        results=results, layout=layout, transform=str(transform), num_inputs=n,
+        results=results, layout=layout, transform=str(transform), num_inputs=num_inputs,
         growth={r.label: c.curve(curve) for c, r, curve in zip(crits, results, curves, strict=True)},
         profile=None if run.profile is None else run.profile.to_dict(), seconds=seconds, surprise=summary,
         scores={c.score: c.scores() for c in scored},
         active=None if active is None else active.cpu().numpy().astype(bool),
-        about=run.about(data_name, layout if neuron else None, config.layers),
+        about=run.about(data_name, layout if config.neuron_criteria else None, config.layers),
     )
 
 

@@ -276,14 +276,7 @@ def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: Cover
     run = prepare_run(model, config, runtime, neurons=crit_names, scores=bool(surprising))
     x, labels, streamed, n, data_name = _labelled(data)
     y = None if labels is None and streamed else check_labels("labels", labels, MAX_CLASSES, count=n)
-    make_items = None
-    if coverage:
-        def make_items(layout: NeuronLayout) -> _Items:
-            if run.profile is not None:
-                run.profile.check_layout(layout)
-            return _Items(build_criteria(crit_names, layout, threshold=config.threshold,
-                                         sections=config.sections, top_k=config.top_k, scale=config.scale,
-                                         profile=run.profile), layout)
+    make_items = _items_maker(crit_names, run, config) if coverage else None
     t0 = time.perf_counter()
     spent = dict.fromkeys(names, 0.0)
     with surprise_scorer(run.module, run.state, surprising, spent) as score_batch:
@@ -296,10 +289,31 @@ def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: Cover
     if y is None:
         y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
     rankings = _rankings(names, items, joined, predicted != y, spent)
+    seconds = (time.perf_counter() - t0, forward)
+    return _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name)
+
+
+def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig):
+    """``layout -> _Items`` of the ``cam``/``ctm`` criteria, made once the first batch tells the
+    neuron layout (checked against the profile's).
+    """
+    def make_items(layout: NeuronLayout) -> _Items:
+        if run.profile is not None:
+            run.profile.check_layout(layout)
+        return _Items(build_criteria(crit_names, layout, threshold=config.threshold, sections=config.sections,
+                                     top_k=config.top_k, scale=config.scale, profile=run.profile), layout)
+    return make_items
+
+
+def _rank_report(run, config: CoverageConfig, rankings: tuple[Ranking, ...], items: _Items | None,
+                 predicted: np.ndarray, y: np.ndarray, seconds: tuple[float, float],
+                 data_name: str | None) -> RankReport:
+    """The :class:`RankReport` of one pass; ``seconds``: ``(all, the shared forward pass)``."""
+    coverage = items is not None
     layout = None if items is None else items.layout
-    return RankReport(tuple(rankings), predicted != y, layout, run.transform if coverage else None,
+    return RankReport(rankings, predicted != y, layout, run.transform if coverage else None,
                       None if run.profile is None or not coverage else run.profile.to_dict(),
-                      time.perf_counter() - t0, forward, predicted, y,
+                      seconds[0], seconds[1], predicted, y,
                       None if run.state is None else {**run.state.to_dict(), **run.source},
                       about=run.about(data_name, layout, config.layers))
 

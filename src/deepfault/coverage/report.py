@@ -146,10 +146,29 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
         ``dict(title, html, meta, nav, config, provenance, figures)`` for
         :func:`~deepfault.experiment.report.write_page` (``figures``: the PNGs written).
     """
-    from ..experiment.report import section
     from .figures import save_figures
 
-    folder = Path(folder)
+    parts, nav = _measure_sections(report)
+    figures = save_figures(report, Path(folder))
+    titles = {"growth": "Coverage against the number of inputs",
+              "threshold": "Coverage against the threshold", "layers": "Coverage of each layer",
+              "surprise": "Surprise adequacy of the inputs"}
+    # the growth curve first: the question most readers bring
+    _figure_sections(figures, CAPTIONS, titles, lambda p, key: key in p.stem, parts, nav)
+    meta = (f"{model_name} on {data_name}: {report.num_inputs:,} inputs, {len(report.layout.layers)} layers, "
+            f"{report.layout.num_neurons:,} neurons, transform {report.transform}"
+            + (f", {device}" if device else "") + f"; measured in {report.seconds:.2f} s.")
+    return {"title": f"Coverage of {model_name}", "meta": meta, "html": "\n".join(parts), "nav": nav,
+            "config": config, "provenance": provenance, "figures": figures}
+
+
+def _measure_sections(report) -> tuple[list[str], list[tuple[str, str]]]:
+    """The measurement page's tables, as ``(sections, nav)``: the coverage per criterion, the
+    never-activated neurons, the coverage per layer and the surprise coverage (each one that
+    the report has).
+    """
+    from ..experiment.report import section
+
     rows = [[r.label, f"{r.covered:,}", "–" if r.total is None else f"{r.total:,}",
              _ratio(r.covered, r.total)] for r in report.results]
     names = list(dict.fromkeys(r.criterion for r in report.results))
@@ -187,17 +206,7 @@ def measure_page(report, folder, *, model_name: str, data_name: str, device: str
     if sa is not None:
         parts.append(_surprise_section(report, sa))
         nav.append(("surprise", "Surprise coverage"))
-    figures = save_figures(report, folder)
-    titles = {"growth": "Coverage against the number of inputs",
-              "threshold": "Coverage against the threshold", "layers": "Coverage of each layer",
-              "surprise": "Surprise adequacy of the inputs"}
-    # the growth curve first: the question most readers bring
-    _figure_sections(figures, CAPTIONS, titles, lambda p, key: key in p.stem, parts, nav)
-    meta = (f"{model_name} on {data_name}: {report.num_inputs:,} inputs, {len(report.layout.layers)} layers, "
-            f"{report.layout.num_neurons:,} neurons, transform {report.transform}"
-            + (f", {device}" if device else "") + f"; measured in {report.seconds:.2f} s.")
-    return {"title": f"Coverage of {model_name}", "meta": meta, "html": "\n".join(parts), "nav": nav,
-            "config": config, "provenance": provenance, "figures": figures}
+    return parts, nav
 
 
 def _figure_sections(figures, captions: dict, titles: dict, matches, parts: list, nav: list) -> None:
