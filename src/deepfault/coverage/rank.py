@@ -269,28 +269,44 @@ def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: Cover
     from ..checks import MAX_CLASSES, check_labels
 
     names = config.by
-    uncertain = [n for n in names if n in UNCERTAINTY]
-    surprising = [n for n in names if n in SURPRISE_KINDS]
     coverage = [n for n in names if n in COVERAGE_ORDERS]
     crit_names = _coverage_criteria(config.criteria) if coverage else ()
-    run = prepare_run(model, config, runtime, neurons=crit_names, scores=bool(surprising))
+    run = prepare_run(model, config, runtime, neurons=crit_names,
+                      scores=any(n in SURPRISE_KINDS for n in names))
     x, labels, streamed, n, data_name = _labelled(data)
     y = None if labels is None and streamed else check_labels("labels", labels, MAX_CLASSES, count=n)
     make_items = _items_maker(crit_names, run, config) if coverage else None
     t0 = time.perf_counter()
-    spent = dict.fromkeys(names, 0.0)
-    with surprise_scorer(run.module, run.state, surprising, spent) as score_batch:
-        batches = iterate_batches(run.module, x, labels=labels if streamed else None, neurons=bool(coverage),
-                                  layers=run.layers, transform=run.transform, batch_size=runtime.batch_size,
-                                  progress=progress_label(runtime, "rank"))
-        predicted, seen, joined, items = _rank_pass(batches, y, n, uncertain, surprising, _output_kind(model),
-                                                    spent, score_batch, make_items)
-    forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
-    if y is None:
-        y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
+    inputs = (x, labels if streamed else None, y, n)
+    predicted, y, joined, items, spent, forward = _forward(run, inputs, names, _output_kind(model), runtime,
+                                                           make_items)
     rankings = _rankings(names, items, joined, predicted != y, spent)
     seconds = (time.perf_counter() - t0, forward)
     return _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name)
+
+
+def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
+    """The one forward pass of :func:`rank_inputs` over ``inputs`` (``(x, the labels that come
+    with the batches or None, the checked labels or None, N)``): ``(predictions, labels, scores
+    by name, items or None, seconds by name, the forward pass's own seconds)``.
+    """
+    from ..checks import MAX_CLASSES, check_labels
+
+    x, streamed_labels, y, n = inputs
+    uncertain = [p for p in names if p in UNCERTAINTY]
+    surprising = [p for p in names if p in SURPRISE_KINDS]
+    t0 = time.perf_counter()
+    spent = dict.fromkeys(names, 0.0)
+    with surprise_scorer(run.module, run.state, surprising, spent) as score_batch:
+        batches = iterate_batches(run.module, x, labels=streamed_labels, neurons=make_items is not None,
+                                  layers=run.layers, transform=run.transform, batch_size=runtime.batch_size,
+                                  progress=progress_label(runtime, "rank"))
+        predicted, seen, joined, items = _rank_pass(batches, y, n, uncertain, surprising, kind, spent,
+                                                    score_batch, make_items)
+    forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
+    if y is None:
+        y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
+    return predicted, y, joined, items, spent, forward
 
 
 def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig):

@@ -516,10 +516,7 @@ def run_deepfault(
     """
     call = model if isinstance(model, _Call) else _Call(model)
     prepared = call.model
-    data = _default_data(prepared, data)
-    if isinstance(prepared, PreparedModel) and not isinstance(data, Dataset):
-        data = as_dataset(data, bounds=prepared.bounds, what="data")
-    data = as_dataset(data, what="data")
+    data = _run_data(prepared, data)
     module, output_kind = resolve_model(prepared, call.output_kind)
     config.validate(data.bounds)
     classes = _checked_classes(config, data)
@@ -533,6 +530,16 @@ def run_deepfault(
     result = _scored(module, data, result, fit)
     shown = replace(shown, surprise=fit, no_surprise=no_fit)
     return replace(result, shown=_baseline(module, data, result, shown, runtime))
+
+
+def _run_data(prepared, data) -> Dataset:
+    """``data`` as a deepfault data set (``None``: the prepared model's; a prepared model's
+    bounds go with data given in another form).
+    """
+    data = _default_data(prepared, data)
+    if isinstance(prepared, PreparedModel) and not isinstance(data, Dataset):
+        data = as_dataset(data, bounds=prepared.bounds, what="data")
+    return as_dataset(data, what="data")
 
 
 def _checked_classes(config: RunConfig, data: Dataset) -> list[int]:

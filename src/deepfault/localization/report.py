@@ -440,6 +440,18 @@ def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = Non
     tests = d.comparisons()
     tables = [_summary(d, tests), _table3(d), _table4(d), _table5(d), _table6(d), _table8(d, tests),
               _table10(d)]
+    md_paths, csv_paths, tables_md = _write_tables(d, tables, out)
+    fig_paths: dict[str, Path] = {}
+    figures = _report_figures(d, out, fig_paths)
+    html = out / "report.html"
+    html.write_text(_render_html(d, tables, figures), encoding="utf-8")
+    return ReportPaths(out, d.experiment["config_hash"], html, tables_md, md_paths, csv_paths, fig_paths)
+
+
+def _write_tables(d, tables, out: Path) -> tuple[dict[str, Path], dict[str, Path], Path]:
+    """Each table as Markdown and CSV, and all of them in ``tables.md``: ``(Markdown paths, CSV
+    paths, tables.md)``.
+    """
     md_paths, csv_paths = {}, {}
     for table in tables:
         md_paths[table.name] = out / f"{table.name}.md"
@@ -451,8 +463,15 @@ def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = Non
             f"{exp['created']}, {d.num_cells} cells.\n\n")
     tables_md = out / "tables.md"
     tables_md.write_text(head + "\n".join(_markdown(t) for t in tables), encoding="utf-8")
+    return md_paths, csv_paths, tables_md
 
-    fig_paths, used, layer_images = {}, set(), []
+
+def _report_figures(d, out: Path, fig_paths: dict[str, Path]) -> list[dict]:
+    """Fig. 3 (one image per model) and Fig. 4 written into ``out``, their paths added to
+    ``fig_paths``; returns the page's figure blocks.
+    """
+    used: set[str] = set()
+    layer_images = []
     for m in d.models:
         stem = f"fig3_layers_{safe_name(m)}"
         while stem in used:
@@ -475,10 +494,7 @@ def write_deepfault_report(store_path, out_dir, *, config_hash: str | None = Non
         figures.append({"title": "Fig. 4. Original and synthesized inputs", "caption": caption,
                         "images": [{"src": data_uri(fig_paths["fig4_examples"]),
                                     "alt": "fig4_examples.png", "caption": ""}]})
-
-    html = out / "report.html"
-    html.write_text(_render_html(d, tables, figures), encoding="utf-8")
-    return ReportPaths(out, exp["config_hash"], html, tables_md, md_paths, csv_paths, fig_paths)
+    return figures
 
 
 # --- the page of one run (deepfault run --report DIR) --------------------------------------

@@ -15,9 +15,10 @@ one backward pass per neuron for convolutional models (where ``vmap`` itself loo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -195,19 +196,27 @@ def synthesize(
     if bounds is None:
         bounds = getattr(model, "bounds", None) or (0.0, 1.0)
     model, _ = resolve_model(model)
-    with threads_of(runtime, model):
-        bar = None
-        if runtime.progress:
-            bar = progress_bar(len(as_tensor(inputs)), desc="synthesize", unit="input", leave=False)
-        try:
-            new, _ = _synthesize_recording(model, inputs, neurons, step_size=config.step_size,
-                                          distance=config.distance, bounds=bounds, normalize=config.normalize,
-                                          iterations=config.iterations, batch_size=batch_of(config, runtime),
-                                          on_batch=None if bar is None else bar.update)
-        finally:
-            if bar is not None:
-                bar.close()
+    with threads_of(runtime, model), _inputs_bar(runtime, inputs) as on_batch:
+        new, _ = _synthesize_recording(model, inputs, neurons, step_size=config.step_size,
+                                      distance=config.distance, bounds=bounds, normalize=config.normalize,
+                                      iterations=config.iterations, batch_size=batch_of(config, runtime),
+                                      on_batch=on_batch)
     return new
+
+
+@contextlib.contextmanager
+def _inputs_bar(runtime: Runtime, inputs: InputData) -> Iterator[Callable[[int], object] | None]:
+    """The progress bar's ``update`` over the inputs (closed on the way out), or ``None`` when
+    the runtime shows no progress.
+    """
+    if not runtime.progress:
+        yield None
+        return
+    bar = progress_bar(len(as_tensor(inputs)), desc="synthesize", unit="input", leave=False)
+    try:
+        yield bar.update
+    finally:
+        bar.close()
 
 
 def _synthesize_recording(
