@@ -20,7 +20,7 @@ from deepfault.data import load_dataset
 from deepfault.experiment.executors import get_executor, list_executors
 from deepfault.experiment.store import ResultStore
 from deepfault.localization.preset import ExperimentConfig, ModelSpec, plan, run_experiment
-from deepfault.localization.protocol import CellSpec, RunConfig, run_group
+from deepfault.localization.protocol import CellSpec, GroupInputs, RunConfig, run_group
 from deepfault.localization.results import Cell, CellKey, read_cells, write_cell
 from deepfault.localization.spectrum import SpectrumAccumulator
 from deepfault.models import ModelFile, save_model
@@ -148,8 +148,8 @@ def test_run_group_times_synthesis_after_a_warm_up(monkeypatch):
     monkeypatch.setattr(protocol, "_synthesize_recording", counting)
     model, (x, y) = chain_model(), _data(90)
     cls = int(np.bincount(y).argmax())
-    group = run_group(model, x, y, cls, [CellSpec("tarantula", 2), CellSpec("random", 2)],
-                      bounds=(-5.0, 5.0), config=RunConfig(num_inputs=4))
+    group = run_group(model, GroupInputs(x, y, (-5.0, 5.0)), cls,
+                      [CellSpec("tarantula", 2), CellSpec("random", 2)], config=RunConfig(num_inputs=4))
     assert calls[0] == 1
     assert calls[1:] == [len(group.input_indices)] * 2
 

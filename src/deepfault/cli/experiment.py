@@ -11,6 +11,7 @@ from ..errors import DeepFaultError
 from ..experiment.executors import get_executor, list_executors
 from ..experiment.presets import get_preset, list_presets
 from ..experiment.report import write_report
+from ..experiment.runner import RunSettings
 from ..localization.preset import DeepFaultGrid, load_config
 from ._common import (
     FieldType,
@@ -106,14 +107,14 @@ def _cmd_experiment(args) -> int:
     if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
         raise DeepFaultError(f"--models-dir {args.models_dir!r} is a file; give a folder")
     # every check before an executor starts (a Ray cluster takes seconds, and workers to stop)
-    preset.check_run(store, data_dir=args.data_dir, models_dir=args.models_dir, argv=args.argv,
-                     device=str(device), seed=args.seed, options=dict(args.preset_options))
+    settings = RunSettings(data_dir=args.data_dir, models_dir=args.models_dir, progress=not args.no_progress,
+                           argv=args.argv, device=str(device), seed=args.seed,
+                           options=dict(args.preset_options))
+    preset.check_run(store, settings)
     executor = get_executor(args.executor or ("process" if args.workers > 1 else "serial"),
                             workers=args.workers, address=args.ray_address)
     with executor:
-        summary = preset.run(store, data_dir=args.data_dir, models_dir=args.models_dir, executor=executor,
-                             progress=not args.no_progress, argv=args.argv, device=str(device),
-                             seed=args.seed, options=dict(args.preset_options))
+        summary = preset.run(store, settings, executor=executor)
     accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.model_accuracy.items())
     print(f"experiment {summary.name} ({summary.config_hash}): {summary.cells_total} cells, "
           f"{summary.cells_run} run now, {summary.cells_skipped} already in the store; "

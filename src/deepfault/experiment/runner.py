@@ -24,7 +24,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, final
 
@@ -37,8 +37,8 @@ from .store import ResultStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunContext", "Plan", "CellOutput", "JobOutput", "ExperimentSummary", "ExperimentPreset",
-           "config_hash"]
+__all__ = ["RunContext", "RunSettings", "Plan", "CellOutput", "JobOutput", "ExperimentSummary",
+           "ExperimentPreset", "config_hash"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,49 @@ class RunContext:
     #: The preset's own options (``--preset-option KEY=VALUE``), keys with ``_`` for ``-``,
     #: checked against :attr:`ExperimentPreset.options` before :meth:`~ExperimentPreset.plan`.
     options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How one run of a preset is asked for, beside its store (what :meth:`ExperimentPreset.run`
+    and :meth:`ExperimentPreset.check_run` both take; the CLI builds it once for both).
+
+    Attributes:
+        data_dir: Data root.
+        models_dir: Where models are kept (made there when missing); ``None``: ``models/``
+            beside the store.
+        progress: Progress bars.
+        argv: The command line, for provenance.
+        device: Where models are trained and cells computed.
+        seed: Overrides the preset's seed where it has one.
+        options: The preset's own options (keys of :attr:`ExperimentPreset.options`; ``-`` and
+            ``_`` are the same), as strings.
+    """
+
+    data_dir: str | Path | None = None
+    models_dir: str | Path | None = None
+    progress: bool = False
+    argv: list[str] | None = None
+    device: str = "cpu"
+    seed: int | None = None
+    options: Mapping[str, str] | None = None
+
+    @classmethod
+    def of(cls, settings: RunSettings | None, keywords: Mapping[str, Any]) -> RunSettings:
+        """``settings``, or the settings its fields given one by one as ``keywords`` make.
+
+        Raises:
+            TypeError: A keyword that is no field, or ``settings`` and keywords both.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(keywords) - names)
+        if unknown:
+            raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
+        if settings is None:
+            return cls(**keywords)
+        if keywords:
+            raise TypeError(f"give settings or its fields ({', '.join(sorted(keywords))}), not both")
+        return settings
 
 
 def _option_key(key: str) -> str:
@@ -164,23 +207,25 @@ class ExperimentPreset(ABC):
         return store_path.parent / "models"
 
     @final
-    def check_run(self, store_path: str | Path, *, data_dir: str | Path | None = None,
-                  models_dir: str | Path | None = None, progress: bool = False, argv: list[str] | None = None,
-                  device: str = "cpu", seed: int | None = None,
-                  options: Mapping[str, str] | None = None) -> RunContext:
+    def check_run(self, store_path: str | Path, settings: RunSettings | None = None, **keywords: Any
+                  ) -> RunContext:
         """Every check :meth:`run` makes before its work (the store, the models folder, the
         preset's options and its own :meth:`check`), without creating, loading or starting
         anything; the CLI calls it before it starts an executor (a Ray cluster). Returns the
         run's context.
+
+        ``settings`` (or its fields as keywords: ``data_dir=``, ``models_dir=``, ...) as :meth:`run`'s.
         """
         from ..checks import check_output_dir, check_outputs
 
+        settings = RunSettings.of(settings, keywords)
         store_path = Path(store_path)
         check_outputs(("--store", store_path))
         ResultStore.check(store_path)
+        models_dir = settings.models_dir
         folder = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
         check_output_dir("--models-dir", folder)
-        opts = {_option_key(k): str(v) for k, v in (options or {}).items()}
+        opts = {_option_key(k): str(v) for k, v in (settings.options or {}).items()}
         known = {_option_key(k) for k in self.options}
         unknown = sorted(set(opts) - known)
         if unknown:
@@ -188,30 +233,25 @@ class ExperimentPreset(ABC):
             bad = unknown[0].replace("_", "-")
             hint = suggestion(bad, [k.replace("_", "-") for k in sorted(known)])
             raise DeepFaultError(f"preset {self.name!r} has no option {bad!r}{hint}; {what}")
-        context = RunContext(store_path, folder, data_dir, str(device), progress, seed, argv, options=opts)
+        context = RunContext(store_path, folder, settings.data_dir, str(settings.device), settings.progress,
+                             settings.seed, settings.argv, options=opts)
         self.check(context)
         return context
 
     @final
-    def run(self, store_path: str | Path, *, data_dir: str | Path | None = None,
-            models_dir: str | Path | None = None, executor: Executor | None = None,
-            progress: bool = False, argv: list[str] | None = None, device: str = "cpu",
-            seed: int | None = None, options: Mapping[str, str] | None = None) -> ExperimentSummary:
+    def run(self, store_path: str | Path, settings: RunSettings | None = None, *,
+            executor: Executor | None = None, **keywords: Any) -> ExperimentSummary:
         """Run (or resume) the experiment into the store at ``store_path``.
 
         Args:
             store_path: The SQLite results store (created when missing).
-            data_dir: Data root.
-            models_dir: Where models are kept (made there when missing); default ``models/``
-                beside the store.
+            settings: How the run is asked for (:class:`RunSettings`: data root, models folder,
+                progress, command line, device, seed, the preset's options); default
+                ``RunSettings()``.
             executor: An :class:`~deepfault.experiment.executors.Executor` (default: serial,
                 closed at the end; one given here is left open).
-            progress: Progress bars.
-            argv: The command line, for provenance.
-            device: Where models are trained and cells computed.
-            seed: Overrides the preset's seed where it has one.
-            options: The preset's own options (keys of :attr:`options`; ``-`` and ``_``
-                are the same), as strings.
+            **keywords: ``settings``' fields one by one instead (``data_dir=``, ``models_dir=``,
+                ``progress=``, ``argv=``, ``device=``, ``seed=``, ``options=``).
 
         Returns:
             The summary of what ran and what was already in the store.
@@ -219,48 +259,55 @@ class ExperimentPreset(ABC):
         Raises:
             DeepFaultError: Any invalid setting (checked before the store is created), or
                 another process writing to the same store.
+            TypeError: An unknown keyword, or ``settings`` and keywords both.
         """
-        from ..provenance import provenance
-
         start = time.perf_counter()
-        store_path = Path(store_path)
-        if seed is not None and not self.uses_seed:
+        settings = RunSettings.of(settings, keywords)
+        if settings.seed is not None and not self.uses_seed:
             log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
                         "the store)", self.name)
         # Everything the run will create is checked before the plan trains or loads anything.
-        context = self.check_run(store_path, data_dir=data_dir, models_dir=models_dir, progress=progress,
-                                 argv=argv, device=device, seed=seed, options=options)
-        models_dir = context.models_dir
+        context = self.check_run(store_path, settings)
         plan = self.plan(context)
         key = config_hash(plan.record)
         pool = executor or get_executor("serial")
-        results: dict[str, Any] = {}
         try:
-            with ResultStore(store_path) as store, store.writer():
-                store.begin(key, plan.name, {**plan.record, **plan.extra}, provenance(device, argv=argv),
-                            method=self.method)
-                done = store.done(key, self.method)
-                todo = [c for c in plan.cells if c not in done]
-                context = replace(context, store=store)
-                bar = _bar(progress, len(plan.cells), len(plan.cells) - len(todo))
-                try:
-                    for stage in plan.stages or [plan.cells]:
-                        jobs = self.jobs(plan, [c for c in stage if c not in done], context, key)
-                        for _, out in pool.map(type(self).job_function, jobs):
-                            for cell in out.cells:
-                                store.put(key, self.method, cell.cell_id, cell.data, cell.arrays)
-                            results.update(out.summary)
-                            if bar is not None:
-                                bar.update(out.completed or len(out.cells))
-                finally:
-                    if bar is not None:
-                        bar.close()
+            todo, results = self._run_cells(plan, key, context, pool)
         finally:
             if executor is None:
                 pool.close()
-        return ExperimentSummary(plan.name, self.method, key, str(store_path), len(plan.cells), len(todo),
-                                 len(plan.cells) - len(todo), time.perf_counter() - start,
+        return ExperimentSummary(plan.name, self.method, key, str(context.store_path), len(plan.cells),
+                                 len(todo), len(plan.cells) - len(todo), time.perf_counter() - start,
                                  plan.model_accuracy, pool.describe(), results)
+
+    def _run_cells(self, plan: Plan, key: str, context: RunContext, pool: Executor
+                   ) -> tuple[list[str], dict[str, Any]]:
+        """Record the experiment and compute the cells not yet in the store, stage by stage,
+        each cell written as soon as its job returns: ``(the cells run, the jobs' summaries)``.
+        """
+        from ..provenance import provenance
+
+        results: dict[str, Any] = {}
+        with ResultStore(context.store_path) as store, store.writer():
+            store.begin(key, plan.name, {**plan.record, **plan.extra},
+                        provenance(context.device, argv=context.argv), method=self.method)
+            done = store.done(key, self.method)
+            todo = [c for c in plan.cells if c not in done]
+            context = replace(context, store=store)
+            bar = _bar(context.progress, len(plan.cells), len(plan.cells) - len(todo))
+            try:
+                for stage in plan.stages or [plan.cells]:
+                    jobs = self.jobs(plan, [c for c in stage if c not in done], context, key)
+                    for _, out in pool.map(type(self).job_function, jobs):
+                        for cell in out.cells:
+                            store.put(key, self.method, cell.cell_id, cell.data, cell.arrays)
+                        results.update(out.summary)
+                        if bar is not None:
+                            bar.update(out.completed or len(out.cells))
+            finally:
+                if bar is not None:
+                    bar.close()
+        return todo, results
 
 
 def _bar(progress: bool, total: int, initial: int):

@@ -44,7 +44,7 @@ from ..experiment.runner import CellOutput, ExperimentPreset, ExperimentSummary,
 from ..models.train import TrainConfig
 from .config import RunConfig
 from .measures import check_star
-from .protocol import CellSpec, run_group
+from .protocol import CellSpec, GroupInputs, run_group
 from .results import DEEPFAULT_METHOD, Cell, CellKey
 from .selection import get_approach, list_approaches
 from .spectrum import check_threshold
@@ -370,8 +370,8 @@ def run_group_job(job: GroupJob) -> list[Cell]:
     """Compute the cells of one group (module level, so any executor can run it)."""
     model = job.model.to(job.device)
     cells = [CellSpec(k.approach, k.k, k.repetition) for k in job.keys]
-    group = run_group(model, job.inputs, job.labels, job.cls, cells, bounds=job.bounds,
-                      config=job.protocol, output_kind=job.output_kind, ks=job.ks, indices=job.indices)
+    group = run_group(model, GroupInputs(job.inputs, job.labels, job.bounds, job.indices), job.cls, cells,
+                      config=job.protocol, output_kind=job.output_kind, ks=job.ks)
     spectrum = group.spectrum
     layers = spectrum.layout.to_dict()
     position = {int(i): n for n, i in enumerate(job.indices)}

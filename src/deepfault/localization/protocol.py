@@ -39,8 +39,8 @@ from .selection import Selection, check_k, get_approach, select
 from .spectrum import Spectrum, _spectra_and_predictions
 from .synthesis import _synthesize_recording, neuron_pairs
 
-__all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupResult", "run_group",
-           "run_deepfault", "group_seed", "k_primes_for", "add_surprise"]
+__all__ = ["RunConfig", "Repetition", "ClassResult", "RunResult", "CellSpec", "GroupInputs", "GroupResult",
+           "run_group", "run_deepfault", "group_seed", "k_primes_for", "add_surprise"]
 
 
 @dataclass(frozen=True)
@@ -263,18 +263,50 @@ class GroupResult:
     cells: tuple[tuple[CellSpec, Repetition], ...]
 
 
+@dataclass(frozen=True)
+class GroupInputs:
+    """The test inputs a (model, class) group draws from.
+
+    Attributes:
+        inputs: The test inputs (only those labelled with the group's class are used).
+        labels: Their labels.
+        bounds: The data set's value range.
+        indices: The inputs' indices in the whole test split (default ``0..N-1``).
+    """
+
+    inputs: Any
+    labels: Any
+    bounds: tuple[float, float]
+    indices: np.ndarray | None = None
+
+
+def _old_group_form(fn: Callable) -> Callable:
+    """Accept :func:`run_group`'s old form ``run_group(model, inputs, labels, target_class, cells,
+    bounds=..., indices=..., ...)`` with a :class:`FutureWarning` naming the new one.
+    """
+    @functools.wraps(fn)
+    def inner(model, *args, **kwargs):
+        if len(args) == 4 or "bounds" in kwargs:
+            inputs, labels, *rest = args
+            warnings.warn("run_group(model, inputs, labels, target_class, cells, bounds=, indices=) is "
+                          "deprecated: pass run_group(model, GroupInputs(inputs, labels, bounds, indices), "
+                          "target_class, cells)", FutureWarning, stacklevel=2)
+            data = GroupInputs(inputs, labels, kwargs.pop("bounds"), kwargs.pop("indices", None))
+            return fn(model, data, *rest, **kwargs)
+        return fn(model, *args, **kwargs)
+    return inner
+
+
+@_old_group_form
 def run_group(
     model: nn.Module,
-    inputs,
-    labels,
+    data: GroupInputs,
     target_class: int,
     cells: Sequence[CellSpec],
     *,
-    bounds: tuple[float, float],
     config: RunConfig,
     output_kind: str = "logits",
     ks: Sequence[int] = (),
-    indices: np.ndarray | None = None,
 ) -> GroupResult:
     """The DeepFault protocol for one model and class; ``run`` and ``experiment`` both call it.
 
@@ -290,25 +322,23 @@ def run_group(
 
     Args:
         model: The classifier (on its device).
-        inputs: The test inputs (only those labelled ``target_class`` are used).
-        labels: Their labels.
+        data: The test inputs, their labels, bounds and indices (:class:`GroupInputs`; the old
+            form ``inputs, labels, ..., bounds=, indices=`` still works, with a warning).
         target_class: The class.
         cells: The approaches, ``k`` and repetitions to compute.
-        bounds: The data set's value range.
         config: Synthesis and evaluation settings (``approach``/``k``/``classes`` unused).
         output_kind: ``"logits"`` or ``"probabilities"``.
         ks: The grid's ``k`` values (for the default ``k'``).
-        indices: The inputs' indices in the whole test split (default ``0..N-1``).
 
     Returns:
         A :class:`GroupResult`.
     """
-    y = np.asarray(labels)
-    index = np.arange(len(y)) if indices is None else np.asarray(indices)
+    y = np.asarray(data.labels)
+    index = np.arange(len(y)) if data.indices is None else np.asarray(data.indices)
     in_class = np.flatnonzero(y == target_class)
     if not len(in_class):
         raise DeepFaultError(f"no test input of class {target_class}")
-    x_class = inputs[in_class]
+    x_class = data.inputs[in_class]
     spectra, predicted = _spectra_and_predictions(model, x_class, y[in_class], [target_class],
                                                  layers=config.layers, threshold=config.threshold,
                                                  batch_size=config.batch_size)
@@ -316,7 +346,7 @@ def run_group(
     seeds = _Seeds(spectra[target_class], len(correct), _chosen(config, target_class, correct))
     return _synthesize_group(model, _rows(x_class, seeds.chosen), y[in_class], index[in_class], target_class,
                              cells, seeds,
-                             bounds=bounds, config=config, output_kind=output_kind, ks=ks)
+                             bounds=data.bounds, config=config, output_kind=output_kind, ks=ks)
 
 
 @dataclass(frozen=True)
