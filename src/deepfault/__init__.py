@@ -44,7 +44,7 @@ from .data import Dataset, list_datasets, load_dataset
 from ._version import __version__
 from .errors import DeepFaultError
 from .fuzz import regress
-from .localization.evaluation import Evaluation, evaluate
+from .localization.evaluation import Evaluation, TopRanked, evaluate
 from .localization.measures import get_measure, list_measures, register_measure, suspiciousness
 from .localization.config import RunConfig
 from .localization.protocol import RunResult, run_deepfault
@@ -98,6 +98,7 @@ __all__ = [
     "NeuronLayout",
     "Selection",
     "Spectrum",
+    "TopRanked",
     "activations",
     "capture",
     "compute_class_spectra",

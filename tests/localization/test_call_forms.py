@@ -31,3 +31,22 @@ def test_run_group_old_form_warns_and_gives_the_same_group():
     (_, a), (_, b) = new.cells[0], old.cells[0]
     assert a.selection.to_dict() == b.selection.to_dict()
     np.testing.assert_allclose(a.synthesized, b.synthesized, rtol=1e-6, atol=1e-7)
+
+
+def test_evaluate_old_ranking_keywords_warn_and_give_the_same_shares():
+    from deepfault import DeepFaultError, TopRanked, evaluate
+    from helpers.tiny_models import scaled_model
+
+    model = scaled_model()
+    x0, x1 = torch.tensor([[0.5, 0.5]]), torch.tensor([[0.6, 0.5]])
+    ranking = [("fc1", 0), ("fc1", 1)]
+    new = evaluate(model, x0, x1, [0], ranking[:1], top=TopRanked(ranking, [1, 2]))
+    with pytest.warns(FutureWarning, match="top=TopRanked"):
+        old = evaluate(model, x0, x1, [0], ranking[:1], ranking=ranking, k_primes=[1, 2])
+    assert old.increased_at.keys() == new.increased_at.keys()
+    for kp in new.increased_at:
+        np.testing.assert_allclose(old.increased_at[kp], new.increased_at[kp])
+    with pytest.warns(FutureWarning), pytest.raises(DeepFaultError, match="needs the full ranking"):
+        evaluate(model, x0, x1, [0], ranking[:1], k_primes=[1])
+    with pytest.warns(FutureWarning), pytest.raises(DeepFaultError, match="not both"):
+        evaluate(model, x0, x1, [0], ranking[:1], top=TopRanked(ranking, [1]), ranking=ranking)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from deepfault import DeepFaultError, evaluate
+from deepfault import DeepFaultError, TopRanked, evaluate
 from helpers.tiny_models import identity_model, scaled_model
 
 
@@ -45,11 +45,11 @@ def test_k_prime_shares():
     x0 = torch.tensor([[0.5, 0.5]])
     x1 = torch.tensor([[0.6, 0.5]])  # fc1_0 = 3x0 + x1 up; fc1_1 = -2 x1 unchanged
     ranking = [("fc1", 0), ("fc1", 1)]
-    ev = evaluate(model, x0, x1, [0], ranking[:1], ranking=ranking, k_primes=[1, 2])
+    ev = evaluate(model, x0, x1, [0], ranking[:1], top=TopRanked(ranking, [1, 2]))
     assert ev.increased_at[1][0] == 1.0
     assert ev.increased_at[2][0] == 0.5
     with pytest.raises(DeepFaultError, match="k'=3 must lie between k=1 and the 2 ranked"):
-        evaluate(model, x0, x1, [0], ranking[:1], ranking=ranking, k_primes=[3])
+        evaluate(model, x0, x1, [0], ranking[:1], top=TopRanked(ranking, [3]))
     with pytest.raises(DeepFaultError, match="same inputs"):
         evaluate(model, x0, torch.zeros(2, 2), [0], ranking[:1])
     with pytest.raises(DeepFaultError, match="output_kind"):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..core.runtime import Runtime
     from .selection import Selection
 
-__all__ = ["Evaluation", "evaluate", "cross_entropy", "predict"]
+__all__ = ["Evaluation", "TopRanked", "evaluate", "cross_entropy", "predict"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,26 @@ def _outputs_and_values(model, x: torch.Tensor, layers: list[str], batch_size: i
     return torch.cat(outputs), layout, torch.cat(values)
 
 
+@dataclass(frozen=True)
+class TopRanked:
+    """What the top-``k'`` increase of :func:`evaluate` reads (the paper's Tables 6 and 7).
+
+    Attributes:
+        ranking: Every neuron as ``(layer, unit)``, most suspicious first.
+        k_primes: Values ``k' >= k`` for which to report the share of the top ``k'`` ranked
+            neurons that increased.
+    """
+
+    ranking: Sequence[tuple[str, int]]
+    k_primes: Iterable[int] = ()
+
+
+#: evaluate's old keywords that are no runtime field, each with the form that replaces it.
+_OLD_EVALUATE = {"output_kind": "give a prepared model (prepare_model), which carries its output kind",
+                 "ranking": "pass top=TopRanked(ranking, k_primes)",
+                 "k_primes": "pass top=TopRanked(ranking, k_primes)"}
+
+
 def evaluate(
     model: nn.Module | PreparedModel,
     originals: InputData,
@@ -152,8 +172,7 @@ def evaluate(
     labels: LabelData,
     neurons: Selection | Iterable,
     *,
-    ranking: Sequence[tuple[str, int]] | None = None,
-    k_primes: Iterable[int] = (),
+    top: TopRanked | None = None,
     runtime: Runtime | None = None,
     **old: Any,
 ) -> Evaluation:
@@ -167,29 +186,46 @@ def evaluate(
         synthesized: ``(N, ...)`` the inputs :func:`~deepfault.localization.synthesis.synthesize` made.
         labels: ``(N,)`` the originals' labels (``None``: the labels ``originals`` carries).
         neurons: The suspicious neurons (a Selection or ``(layer, unit)`` pairs).
-        ranking: Every neuron as ``(layer, unit)``, most suspicious first; needed for
-            ``k_primes``.
-        k_primes: Values ``k' >= k`` for which to report the share of the top ``k'``
-            ranked neurons that increased (the paper's Tables 6 and 7).
+        top: The ranking and the ``k'`` of the top-``k'`` increase (:class:`TopRanked`;
+            ``None``: none reported).
         runtime: Threads, progress bar and batch size (inputs per forward pass) of the call.
-        **old: The old keywords: ``batch_size=``, ``threads=``, ``progress=`` (deprecated), and
-            ``output_kind=`` (``"probabilities"`` for a module that ends in a softmax; give a
-            prepared model, which carries its output kind, instead; deprecated).
+        **old: The old keywords: ``batch_size=``, ``threads=``, ``progress=``, ``ranking=`` and
+            ``k_primes=`` (deprecated), and ``output_kind=`` (``"probabilities"`` for a module
+            that ends in a softmax; give a prepared model, which carries its output kind,
+            instead; deprecated).
 
     Raises:
         DeepFaultError: Mismatched shapes, ``k'`` below ``k`` or above the ranking's length,
             NaN inputs.
     """
-    output_kind = old.pop("output_kind", None)
-    if output_kind is not None:
-        warnings.warn("evaluate(..., output_kind=...) is deprecated: give a prepared model "
-                      "(prepare_model), which carries its output kind", FutureWarning, stacklevel=2)
+    output_kind, top = _old_evaluate_keywords(old, top)
     config, runtime = settings("evaluate", None, runtime, old)
     model, output_kind = resolve_model(model, output_kind)
     with threads_of(runtime, model):
-        return _evaluate(model, originals, synthesized, labels, neurons, ranking, k_primes,
+        return _evaluate(model, originals, synthesized, labels, neurons,
+                         None if top is None else top.ranking, () if top is None else top.k_primes,
                          output_kind=output_kind, batch_size=batch_of(config, runtime),
                          progress=bool(runtime.progress))
+
+
+def _old_evaluate_keywords(old: dict, top: TopRanked | None) -> tuple[str | None, TopRanked | None]:
+    """``(output_kind, top)`` from :func:`evaluate`'s old keywords (taken out of ``old``), each
+    with a :class:`FutureWarning` naming its new form.
+    """
+    given = {k: old.pop(k) for k in _OLD_EVALUATE if k in old}
+    for k in given:
+        warnings.warn(f"evaluate(..., {k}=...) is deprecated: {_OLD_EVALUATE[k]}", FutureWarning,
+                      stacklevel=3)
+    if "ranking" in given or "k_primes" in given:
+        if top is not None:
+            raise DeepFaultError("evaluate takes top=TopRanked(ranking, k_primes) or the old ranking= and "
+                                 "k_primes=, not both")
+        if given.get("ranking") is None:
+            if given.get("k_primes"):
+                raise DeepFaultError("k_primes needs the full ranking of neurons (ranking=...)")
+        else:
+            top = TopRanked(given["ranking"], given.get("k_primes", ()))
+    return given.get("output_kind"), top
 
 
 def _evaluate(model, originals, synthesized, labels, neurons, ranking, k_primes, *, output_kind: str,
