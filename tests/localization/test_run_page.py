@@ -18,7 +18,13 @@ from deepfault.core.batches import predict
 from deepfault.data import Dataset
 from deepfault.experiment.report import write_page
 from deepfault.localization.protocol import RunConfig, run_deepfault
-from deepfault.localization.report import chance_recurrence, flip_counts, recurring_neurons, run_page
+from deepfault.localization.report import (
+    BaselineComparison,
+    chance_recurrence,
+    flip_counts,
+    recurring_neurons,
+    run_page,
+)
 from helpers.tiny_models import chain_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -144,8 +150,8 @@ def test_chance_recurrence_equals_a_simulation():
 def test_the_page_leads_with_the_neurons_and_the_baseline_follows(run, tmp_path):
     result, baseline, data = run
     html = write_page(tmp_path / "rep", lambda folder: run_page(
-        result, data, folder, model_name="tiny", baseline=baseline, run_seconds=2.0,
-        baseline_seconds=1.5, grid_rows=1)).read_text(encoding="utf-8")
+        result, data, folder, model_name="tiny", comparison=BaselineComparison(baseline, 2.0, 1.5),
+        grid_rows=1)).read_text(encoding="utf-8")
     page = parse(html)
     assert page.order[:2] == ["neurons", "recurring"]
     assert page.order.index("inputs") < page.order.index("baseline") < page.order.index("distances")
@@ -178,10 +184,11 @@ def test_the_page_leads_with_the_neurons_and_the_baseline_follows(run, tmp_path)
 
 def test_a_page_without_a_baseline_says_why(run, tmp_path):
     result, _, data = run
-    html = write_page(tmp_path / "rep", lambda folder: run_page(
-        result, data, folder, model_name="tiny", no_baseline="No random baseline: --no-baseline.",
-        grid_rows=0)
-    ).read_text(encoding="utf-8")
+    with pytest.warns(FutureWarning, match="comparison=BaselineComparison"):  # the old keyword form
+        html = write_page(tmp_path / "rep", lambda folder: run_page(
+            result, data, folder, model_name="tiny", no_baseline="No random baseline: --no-baseline.",
+            grid_rows=0)
+        ).read_text(encoding="utf-8")
     assert "No random baseline: --no-baseline." in html
     assert parse(html).order[0] == "neurons"
 

@@ -166,7 +166,7 @@ class RunResult(Summarised, Outcome):
         """The run's HTML page (:func:`~.report.run_page`), beside its random baseline when
         ``config.baseline`` ran one.
         """
-        from .report import run_page
+        from .report import BaselineComparison, run_page
 
         if self.shown is None:
             raise DeepFaultError("a page needs a result of run_deepfault (it shows the run's data)")
@@ -174,9 +174,9 @@ class RunResult(Summarised, Outcome):
         why = "" if self.config.baseline else (
             "No random baseline: the run was asked not to compute it (--no-baseline), so its "
             "accuracy has nothing to be compared with.")
-        return run_page(self, shown.data, folder, model_name=shown.model_name, baseline=shown.baseline,
-                        provenance=provenance, run_seconds=shown.seconds,
-                        baseline_seconds=shown.baseline_seconds, no_baseline=why)
+        compared = BaselineComparison(shown.baseline, shown.seconds, shown.baseline_seconds, why)
+        return run_page(self, shown.data, folder, model_name=shown.model_name, comparison=compared,
+                        provenance=provenance)
 
     def _answer(self, top: int) -> str:
         lines = [f"DeepFault run: {self.headline()}"]

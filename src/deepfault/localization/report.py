@@ -37,8 +37,8 @@ from .analysis import load_analysis
 from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_name
 from .selection import get_approach
 
-__all__ = ["write_deepfault_report", "run_page", "flip_counts", "recurring_neurons", "chance_recurrence",
-           "ALPHA"]
+__all__ = ["write_deepfault_report", "run_page", "BaselineComparison", "flip_counts", "recurring_neurons",
+           "chance_recurrence", "ALPHA"]
 
 #: Significance level of every test in the report.
 ALPHA = 0.05
@@ -727,9 +727,26 @@ def _recurrence_table(result, name) -> str:
                       classes=[["key", "", "key"] for _ in rows])
 
 
-def run_page(result, data, folder, *, model_name: str, baseline=None, provenance: dict | None = None,
-             grid_rows: int = 12, run_seconds: float | None = None, baseline_seconds: float | None = None,
-             no_baseline: str = "") -> dict:
+@dataclass(frozen=True)
+class BaselineComparison:
+    """The random baseline a run's page compares with, and what each took.
+
+    Attributes:
+        baseline: The same run with ``approach="random"`` (``None``: none to compare with).
+        run_seconds: The run's wall time (shown beside the baseline's).
+        baseline_seconds: The baseline run's wall time, what the comparison cost.
+        no_baseline: Why there is no baseline, when ``baseline`` is ``None`` (shown instead of
+            the table; empty: the run's approach is a baseline itself).
+    """
+
+    baseline: object = None
+    run_seconds: float | None = None
+    baseline_seconds: float | None = None
+    no_baseline: str = ""
+
+
+def run_page(result, data, folder, *, model_name: str, comparison: BaselineComparison | None = None,
+             provenance: dict | None = None, grid_rows: int = 12, **old) -> dict:
     """The page of one ``deepfault run``, the answer first: each class's suspicious neurons with
     their scores, the neurons that recur across classes and how many synthesized inputs flip the
     prediction; then the synthesized inputs, the comparison with the random baseline and the
@@ -740,18 +757,18 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
         data: Its :class:`~deepfault.data.Dataset`.
         folder: Where the PNGs go (the report folder being written).
         model_name: How the page names the model.
-        baseline: The same run with ``approach="random"`` (``None``: none to compare with).
+        comparison: The random baseline and the times (:class:`BaselineComparison`; ``None``:
+            no baseline, and no reason given).
         provenance: Where the run came from.
         grid_rows: Inputs in the image grid.
-        run_seconds: The run's wall time (shown beside the baseline's).
-        baseline_seconds: The baseline run's wall time, what the comparison cost.
-        no_baseline: Why there is no baseline, when ``baseline`` is ``None`` (shown instead of
-            the table; empty: the run's approach is a baseline itself).
+        **old: ``comparison``'s fields one by one (``baseline=``, ``run_seconds=``,
+            ``baseline_seconds=``, ``no_baseline=``): deprecated.
 
     Returns:
         ``dict(title, html, meta, nav, config, provenance)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
+    compared = _comparison(comparison, old)
     cfg = result.config
     approach = long_name(cfg.approach)
 
@@ -761,9 +778,9 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
     verdict, table, flips = _answer(result, name)
     found = [_neurons_section(result, verdict, table), _recurring_section(result, name),
              _inputs_section(result, data, Path(folder), grid_rows, flips),
-             _baseline_section(result, baseline, name, (run_seconds, baseline_seconds), no_baseline),
-             _distances_section(result, name)]
+             _baseline_section(result, compared, name), _distances_section(result, name)]
     sections = [x for x in found if x is not None]
+    run_seconds = compared.run_seconds
     return {"title": f"DeepFault: {approach} on {model_name}",
             "meta": f"{data.name}, {flips['all'][1]} synthesized inputs, "
                     f"k = {cfg.k}, step {cfg.step:g}, distance {cfg.distance:g}, "
@@ -771,6 +788,22 @@ def run_page(result, data, folder, *, model_name: str, baseline=None, provenance
                     + (f", run in {run_seconds:.1f} s" if run_seconds is not None else "") + ".",
             "html": "\n".join(html for _, html in sections), "nav": [nav for nav, _ in sections],
             "config": cfg.to_dict(), "provenance": provenance}
+
+
+def _comparison(comparison: BaselineComparison | None, old: dict) -> BaselineComparison:
+    """``comparison``, or the one :func:`run_page`'s old keywords make (with a FutureWarning)."""
+    import warnings
+
+    unknown = sorted(set(old) - {"baseline", "run_seconds", "baseline_seconds", "no_baseline"})
+    if unknown:
+        raise TypeError(f"run_page() got an unexpected keyword argument {unknown[0]!r}")
+    if not old:
+        return comparison or BaselineComparison()
+    if comparison is not None:
+        raise TypeError(f"give comparison or its fields ({', '.join(sorted(old))}), not both")
+    warnings.warn(f"run_page(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: pass "
+                  "comparison=BaselineComparison(...)", FutureWarning, stacklevel=3)
+    return BaselineComparison(**old)
 
 
 def _neurons_section(result, verdict: str, table: str) -> tuple[tuple[str, str], str]:
@@ -846,14 +879,14 @@ def _inputs_section(result, data, folder: Path, grid_rows: int,
         image_tag(png, "synthesized.png"))
 
 
-def _baseline_section(result, baseline, name, seconds: tuple[float | None, float | None],
-                      no_baseline: str) -> tuple[tuple[str, str], str]:
+def _baseline_section(result, compared: BaselineComparison, name) -> tuple[tuple[str, str], str]:
     import html as _html
 
     from ..experiment.report import section
 
     cfg = result.config
-    run_seconds, baseline_seconds = seconds
+    baseline, no_baseline = compared.baseline, compared.no_baseline
+    run_seconds, baseline_seconds = compared.run_seconds, compared.baseline_seconds
     table, verdict = _baseline_table(result, baseline, name)
     if baseline is None:
         why = no_baseline or (f"{long_name(cfg.approach)} is a baseline itself, so the run has no other "
