@@ -11,14 +11,16 @@ inside the functions (through :func:`~deepfault.experiment.report.new_figure`).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .report import new_figure, save_figure, tex_safe
 
-__all__ = ["as_image", "changed_first", "difference_grid"]
+__all__ = ["GridCaptions", "as_image", "changed_first", "difference_grid"]
 
 
 def _image(x) -> np.ndarray:
@@ -54,10 +56,31 @@ def changed_first(changed, *, limit: int, key=None) -> np.ndarray:
     return np.concatenate([order[changed[order]], order[~changed[order]]])[:limit].astype(int)
 
 
+@dataclass(frozen=True)
+class GridCaptions:
+    """What a :func:`difference_grid` writes beside its images.
+
+    Attributes:
+        before: One title per input before (its index, label).
+        after: One title per changed input (the predictions).
+        highlight: Per row, whether to draw its ``after`` title in red (a changed prediction).
+        labels: Names of the two inputs in the colour bars' captions.
+    """
+
+    before: Sequence[str] = ()
+    after: Sequence[str] = ()
+    highlight: Sequence[bool] = ()
+    labels: tuple[str, str] = ("original", "changed")
+
+
+#: difference_grid's old keywords, each with the field of :class:`GridCaptions` it became.
+_OLD_CAPTIONS = {"before_titles": "before", "after_titles": "after", "highlight": "highlight",
+                 "labels": "labels"}
+
+
 def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[float] = (0.0, 1.0),
-                    before_titles: Sequence[str] = (), after_titles: Sequence[str] = (),
-                    highlight: Sequence[bool] = (), columns: int = 2, labels=("original", "changed"),
-                    title: str | None = None) -> Path | None:
+                    captions: GridCaptions | None = None, columns: int = 2, title: str | None = None,
+                    **old) -> Path | None:
     """A PNG grid of ``before | after | after - before`` triples, ``columns`` triples a row.
 
     Args:
@@ -65,16 +88,17 @@ def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[
         after: ``(N, ...)`` the changed inputs.
         path: The PNG to write.
         bounds: The data's value range (the grey scale's limits).
-        before_titles: One title per input before (its index, label).
-        after_titles: One title per changed input (the predictions).
-        highlight: Per row, whether to draw its ``after`` title in red (a changed prediction).
+        captions: The rows' titles, which to highlight and the two inputs' names
+            (:class:`GridCaptions`; default: none, "original" and "changed").
         columns: Triples per row of the figure.
-        labels: Names of the two inputs in the colour bars' captions.
         title: The figure's title.
+        **old: ``captions``' fields by their old names (``before_titles=``, ``after_titles=``,
+            ``highlight=``, ``labels=``): deprecated.
 
     Returns:
         ``path``, or ``None`` (nothing written) when there is no row or the inputs are no images.
     """
+    captions = _captions(captions, old)
     n = len(before)
     if n == 0 or as_image(before[0]) is None:
         return None
@@ -88,23 +112,15 @@ def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[
     grey = diff_image = None
     for i in range(n):
         r, c = divmod(i, columns)
-        a, b, d = axes[r, 3 * c], axes[r, 3 * c + 1], axes[r, 3 * c + 2]
-        grey = a.imshow(as_image(before[i]), cmap="gray", vmin=lo, vmax=hi)
-        b.imshow(as_image(after[i]), cmap="gray", vmin=lo, vmax=hi)
-        diff = diffs[i] if diffs[i].ndim == 2 else diffs[i].mean(-1)
-        diff_image = d.imshow(diff, cmap="coolwarm", vmin=-span, vmax=span)
-        if i < len(before_titles):
-            a.set_title(tex_safe(before_titles[i]), fontsize=7)
-        if i < len(after_titles):
-            red = i < len(highlight) and bool(highlight[i])
-            b.set_title(tex_safe(after_titles[i]), fontsize=7, color="firebrick" if red else "black")
-        d.set_title(f"L_inf {float(np.abs(diff).max()):.3g}", fontsize=7)
+        grey, diff_image = _triple(axes[r, 3 * c : 3 * c + 3], before[i], after[i], diffs[i], i, captions,
+                                   (lo, hi, span))
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
     for ax in list(axes.flat)[3 * n:]:
         ax.axis("off")
     shrink = 0.6 if rows <= 4 else max(0.12, 2.4 / rows)  # a bar about two rows high, not the figure's
+    labels = captions.labels
     fig.colorbar(grey, ax=axes[:, :].ravel().tolist(), location="right", shrink=shrink, pad=0.01,
                  label=f"{labels[0]} / {labels[1]} value")
     fig.colorbar(diff_image, ax=axes[:, :].ravel().tolist(), location="right", shrink=shrink, pad=0.01,
@@ -114,3 +130,36 @@ def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[
     path = Path(path)
     save_figure(fig, path)
     return path
+
+
+def _triple(axes, before, after, diff, i: int, captions: GridCaptions, scale: tuple[float, float, float]):
+    """Row ``i``'s before, after and difference on its three ``axes``, with their titles;
+    ``scale``: ``(lo, hi, span)``. Returns the grey and the difference image (for the bars).
+    """
+    a, b, d = axes
+    lo, hi, span = scale
+    grey = a.imshow(as_image(before), cmap="gray", vmin=lo, vmax=hi)
+    b.imshow(as_image(after), cmap="gray", vmin=lo, vmax=hi)
+    diff = diff if diff.ndim == 2 else diff.mean(-1)
+    diff_image = d.imshow(diff, cmap="coolwarm", vmin=-span, vmax=span)
+    if i < len(captions.before):
+        a.set_title(tex_safe(captions.before[i]), fontsize=7)
+    if i < len(captions.after):
+        red = i < len(captions.highlight) and bool(captions.highlight[i])
+        b.set_title(tex_safe(captions.after[i]), fontsize=7, color="firebrick" if red else "black")
+    d.set_title(f"L_inf {float(np.abs(diff).max()):.3g}", fontsize=7)
+    return grey, diff_image
+
+
+def _captions(captions: GridCaptions | None, old: dict) -> GridCaptions:
+    """``captions``, or the one :func:`difference_grid`'s old keywords make (with a FutureWarning)."""
+    unknown = sorted(set(old) - set(_OLD_CAPTIONS))
+    if unknown:
+        raise TypeError(f"difference_grid() got an unexpected keyword argument {unknown[0]!r}")
+    if not old:
+        return captions or GridCaptions()
+    if captions is not None:
+        raise TypeError(f"give captions or its fields ({', '.join(sorted(old))}), not both")
+    warnings.warn(f"difference_grid(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: pass "
+                  "captions=GridCaptions(...)", FutureWarning, stacklevel=3)
+    return GridCaptions(**{_OLD_CAPTIONS[k]: v for k, v in old.items()})

@@ -89,7 +89,7 @@ def fault_grid(
         class_names: Class names (default: indices).
         title: Figure title.
     """
-    from ..experiment.figures import difference_grid
+    from ..experiment.figures import GridCaptions, difference_grid
 
     name = (lambda c: class_names[c]) if class_names else str
     n = len(faults)
@@ -102,11 +102,12 @@ def fault_grid(
             seeds, faults, path, bounds=bounds, title=title,
             titles=[f"seed: {name(int(a))} -> M2 {name(int(b))}"
                     for a, b in zip(labels, m2_preds, strict=True)])
-    return difference_grid(
-        seeds, faults, path, bounds=bounds, columns=min(columns, 3), labels=("seed", "fault"),
-        before_titles=[f"seed: {name(int(c))}" for c in labels],
-        after_titles=[f"M1 {name(int(a))}, M2 {name(int(b))}" for a, b in zip(labels, m2_preds, strict=True)],
-        highlight=[True] * n, title=title)
+    captions = GridCaptions(
+        before=[f"seed: {name(int(c))}" for c in labels],
+        after=[f"M1 {name(int(a))}, M2 {name(int(b))}" for a, b in zip(labels, m2_preds, strict=True)],
+        highlight=[True] * n, labels=("seed", "fault"))
+    return difference_grid(seeds, faults, path, bounds=bounds, columns=min(columns, 3), captions=captions,
+                           title=title)
 
 
 def plot_timeline(

@@ -402,7 +402,7 @@ def _examples_section(page: _Sections, first_seed: dict, names: tuple[str, str],
 
 def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds) -> Path | None:
     """Seed | fault | difference for ``n`` examples (unique faults first), titled by models and rule."""
-    from ..experiment.figures import difference_grid
+    from ..experiment.figures import GridCaptions, difference_grid
 
     m1, m2 = names
     # unique faults (seed, M2 label) first: the first faults found often share one seed
@@ -421,10 +421,9 @@ def fault_grid_png(ex: dict, n: int, path: Path, *, names, label, rules, bounds)
                     for (i, c), (d, r) in zip(seeds, faults, strict=True)])
     return difference_grid(
         np.asarray(ex["seeds"])[rows], np.asarray(ex["faults"])[rows], path, bounds=bounds, columns=2,
-        labels=("seed", "fault"),
-        before_titles=[f"seed #{int(i)}\n{m1}: {label(c)}" for i, c in seeds],
-        after_titles=[f"{m2}: {label(c)}\n{r or 'rule unknown'}" for c, r in faults],
-        highlight=[True] * n)
+        captions=GridCaptions(before=[f"seed #{int(i)}\n{m1}: {label(c)}" for i, c in seeds],
+                              after=[f"{m2}: {label(c)}\n{r or 'rule unknown'}" for c, r in faults],
+                              highlight=[True] * n, labels=("seed", "fault")))
 
 
 def model_names(store, experiment: str) -> tuple[str, str]:

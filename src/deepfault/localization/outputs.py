@@ -141,7 +141,7 @@ def grid_of(result, data, png_path: str | os.PathLike) -> Path | None:
 
 def _grid(arrays: dict, png_path, *, bounds, class_names, per_class: int = 2) -> Path | None:
     try:
-        from ..experiment.figures import as_image, changed_first, difference_grid
+        from ..experiment.figures import GridCaptions, as_image, changed_first, difference_grid
         from ..experiment.report import new_figure
 
         new_figure(1, 1)  # matplotlib is there
@@ -155,12 +155,13 @@ def _grid(arrays: dict, png_path, *, bounds, class_names, per_class: int = 2) ->
     if not rows or as_image(arrays["originals"][rows[0]]) is None:
         return None
     name = (lambda i: class_names[i]) if class_names else str
-    return difference_grid(
-        arrays["originals"][rows], arrays["synthesized"][rows], png_path, bounds=bounds, columns=2,
-        labels=("original", "synthesized"), highlight=changed[rows],
-        before_titles=[f"#{int(arrays['test_index'][i])} label {name(int(arrays['labels'][i]))}\n"
-                       f"predicted {name(int(arrays['pred_original'][i]))}" for i in rows],
-        after_titles=[f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}" for i in rows])
+    captions = GridCaptions(
+        before=[f"#{int(arrays['test_index'][i])} label {name(int(arrays['labels'][i]))}\n"
+                f"predicted {name(int(arrays['pred_original'][i]))}" for i in rows],
+        after=[f"synthesized\npredicted {name(int(arrays['pred_synthesized'][i]))}" for i in rows],
+        highlight=changed[rows], labels=("original", "synthesized"))
+    return difference_grid(arrays["originals"][rows], arrays["synthesized"][rows], png_path, bounds=bounds,
+                           columns=2, captions=captions)
 
 
 #: The legend under ``deepfault run``'s neuron tables (the spectrum's four counts, spec section 2).

@@ -848,7 +848,7 @@ def _recurring_section(result, name) -> tuple[tuple[str, str], str]:
 
 def _inputs_section(result, data, folder: Path, grid_rows: int,
                     flips) -> tuple[tuple[str, str], str] | None:
-    from ..experiment.figures import changed_first, difference_grid
+    from ..experiment.figures import GridCaptions, changed_first, difference_grid
     from ..experiment.report import image_tag, section
     from .outputs import _collect
 
@@ -860,13 +860,14 @@ def _inputs_section(result, data, folder: Path, grid_rows: int,
         mine = arrays["target_class"] == c
         turn[mine] = np.cumsum(changed[mine]) - 1
     rows = changed_first(changed, limit=grid_rows, key=-turn)
-    png = difference_grid(
-        arrays["originals"][rows], arrays["synthesized"][rows], folder / "synthesized.png",
-        bounds=data.bounds, columns=2, labels=("original", "synthesized"), highlight=changed[rows],
-        before_titles=[f"test #{int(arrays['test_index'][i])}\n"
-                       f"label {data.class_names[int(arrays['labels'][i])]}" for i in rows],
-        after_titles=[f"synthesized\npredicted {data.class_names[int(arrays['pred_synthesized'][i])]}"
-                      for i in rows])
+    captions = GridCaptions(
+        before=[f"test #{int(arrays['test_index'][i])}\nlabel {data.class_names[int(arrays['labels'][i])]}"
+                for i in rows],
+        after=[f"synthesized\npredicted {data.class_names[int(arrays['pred_synthesized'][i])]}"
+               for i in rows],
+        highlight=changed[rows], labels=("original", "synthesized"))
+    png = difference_grid(arrays["originals"][rows], arrays["synthesized"][rows], folder / "synthesized.png",
+                          bounds=data.bounds, columns=2, captions=captions)
     if png is None:
         return None
     f, n = flips["all"]

@@ -31,7 +31,7 @@ def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, ro
         true_labels: ``(F,)`` each input's true label (its seed's): shown beside the seed, and a
             tick after each model that predicts it.
     """
-    from ..experiment.figures import difference_grid
+    from ..experiment.figures import GridCaptions, difference_grid
 
     def note(text: str) -> Path:
         fig = new_figure(4.0, 1.0)
@@ -52,8 +52,8 @@ def image_grid(found, model_names: Sequence[str], path: str | os.PathLike, *, ro
         common = label(int(found.common_class[i]))
         before.append(f"seed #{int(found.seed_index[i])}{said}\nall predict {common}")
     png = difference_grid(
-        found.seeds[:n], found.inputs[:n], path, bounds=bounds, columns=1, labels=("seed", "generated"),
-        before_titles=before, after_titles=after, highlight=[True] * n, title=title)
+        found.seeds[:n], found.inputs[:n], path, bounds=bounds, columns=1, title=title,
+        captions=GridCaptions(before=before, after=after, highlight=[True] * n, labels=("seed", "generated")))
     # difference_grid writes nothing for inputs that are no images (a vector of 10 features)
     return png if png is not None else note(f"{len(found)} inputs found; they are not images")
 

@@ -299,7 +299,7 @@ def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: i
     (with ``true_labels``, ``(F,)``: the seed's true label, and a tick after each model that
     predicts it).
     """
-    from ..experiment.figures import difference_grid
+    from ..experiment.figures import GridCaptions, difference_grid
 
     if not len(found):
         return None
@@ -319,8 +319,8 @@ def _found_grid(found, names, folder: Path, *, bounds, class_names=None, rows: i
         before.append(f"seed #{int(found.seed_index[i])}{said}\nall predict {label(found.common_class[i])}")
     return difference_grid(
         found.seeds[picked], found.inputs[picked], folder / file, bounds=bounds, columns=2,
-        labels=("seed", "found"), highlight=[True] * len(picked), after_titles=after,
-        before_titles=before)
+        captions=GridCaptions(before=before, after=after, highlight=[True] * len(picked),
+                              labels=("seed", "found")))
 
 
 def _lead(result, labels: Sequence[str], data) -> str:
