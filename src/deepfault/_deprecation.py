@@ -1,17 +1,21 @@
 """Names that moved or were renamed: the old place still answers, with a ``DeprecationWarning``.
 
 A module whose public names moved sets ``__getattr__ = moved_names(__name__, {...})`` (PEP 562):
-an import from the old place keeps working and says where the name lives now.
+an import from the old place keeps working and says where the name lives now. A function whose
+keywords became the fields of one options object takes both forms through :func:`grouped`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["moved_names"]
+__all__ = ["grouped", "moved_names"]
+
+T = TypeVar("T")
 
 
 def moved_names(old_module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
@@ -36,3 +40,39 @@ def moved_names(old_module: str, homes: Mapping[str, str]) -> Callable[[str], An
         return getattr(importlib.import_module(module), new or name)
 
     return __getattr__
+
+
+def grouped(function: str, param: str, cls: type[T], given: T | None, keywords: Mapping[str, Any], *,
+            names: Mapping[str, str] | None = None, deprecated: bool = True) -> T:
+    """``given``, or the options object ``cls`` (a dataclass) that its fields given one by one as
+    ``keywords`` make: the old call form of a function whose keywords became one parameter.
+
+    Args:
+        function: The function's name, for the messages.
+        param: The parameter that takes the object.
+        cls: Its dataclass.
+        given: What the caller passed as ``param`` (``None``: nothing).
+        keywords: The other keywords the function was given.
+        names: Keyword -> field, where the keywords had other names (default: the fields).
+        deprecated: Whether the keyword form warns (a ``FutureWarning`` naming the new form, at
+            the function's caller).
+
+    Returns:
+        The object; ``cls()`` when neither form was given.
+
+    Raises:
+        TypeError: A keyword that is no field, or ``param`` and keywords both.
+    """
+    if names is None:
+        names = {f.name: f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(keywords) - set(names))
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+    if not keywords:
+        return cls() if given is None else given
+    if given is not None:
+        raise TypeError(f"give {param} or its fields ({', '.join(sorted(keywords))}), not both")
+    if deprecated:
+        warnings.warn(f"{function}(..., {', '.join(f'{k}=' for k in keywords)}...) is deprecated: pass "
+                      f"{param}={cls.__name__}(...)", FutureWarning, stacklevel=3)
+    return cls(**{names[k]: v for k, v in keywords.items()})

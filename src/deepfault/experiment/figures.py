@@ -11,13 +11,13 @@ inside the functions (through :func:`~deepfault.experiment.report.new_figure`).
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .._deprecation import grouped
 from .report import new_figure, save_figure, tex_safe
 
 __all__ = ["GridCaptions", "as_image", "changed_first", "difference_grid"]
@@ -98,7 +98,7 @@ def difference_grid(before, after, path: str | os.PathLike, *, bounds: Sequence[
     Returns:
         ``path``, or ``None`` (nothing written) when there is no row or the inputs are no images.
     """
-    captions = _captions(captions, old)
+    captions = grouped("difference_grid", "captions", GridCaptions, captions, old, names=_OLD_CAPTIONS)
     n = len(before)
     if n == 0 or as_image(before[0]) is None:
         return None
@@ -150,16 +150,3 @@ def _triple(axes, before, after, diff, i: int, captions: GridCaptions, scale: tu
     d.set_title(f"L_inf {float(np.abs(diff).max()):.3g}", fontsize=7)
     return grey, diff_image
 
-
-def _captions(captions: GridCaptions | None, old: dict) -> GridCaptions:
-    """``captions``, or the one :func:`difference_grid`'s old keywords make (with a FutureWarning)."""
-    unknown = sorted(set(old) - set(_OLD_CAPTIONS))
-    if unknown:
-        raise TypeError(f"difference_grid() got an unexpected keyword argument {unknown[0]!r}")
-    if not old:
-        return captions or GridCaptions()
-    if captions is not None:
-        raise TypeError(f"give captions or its fields ({', '.join(sorted(old))}), not both")
-    warnings.warn(f"difference_grid(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: pass "
-                  "captions=GridCaptions(...)", FutureWarning, stacklevel=3)
-    return GridCaptions(**{_OLD_CAPTIONS[k]: v for k, v in old.items()})

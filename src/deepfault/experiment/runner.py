@@ -24,12 +24,13 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, final
 
 import numpy as np
 
+from .._deprecation import grouped
 from ..core.registry import suggestion
 from ..errors import DeepFaultError
 from .executors import Executor, get_executor
@@ -83,23 +84,6 @@ class RunSettings:
     device: str = "cpu"
     seed: int | None = None
     options: Mapping[str, str] | None = None
-
-    @classmethod
-    def of(cls, settings: RunSettings | None, keywords: Mapping[str, Any]) -> RunSettings:
-        """``settings``, or the settings its fields given one by one as ``keywords`` make.
-
-        Raises:
-            TypeError: A keyword that is no field, or ``settings`` and keywords both.
-        """
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(keywords) - names)
-        if unknown:
-            raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
-        if settings is None:
-            return cls(**keywords)
-        if keywords:
-            raise TypeError(f"give settings or its fields ({', '.join(sorted(keywords))}), not both")
-        return settings
 
 
 def _option_key(key: str) -> str:
@@ -218,7 +202,7 @@ class ExperimentPreset(ABC):
         """
         from ..checks import check_output_dir, check_outputs
 
-        settings = RunSettings.of(settings, keywords)
+        settings = grouped("run", "settings", RunSettings, settings, keywords, deprecated=False)
         store_path = Path(store_path)
         check_outputs(("--store", store_path))
         ResultStore.check(store_path)
@@ -262,7 +246,7 @@ class ExperimentPreset(ABC):
             TypeError: An unknown keyword, or ``settings`` and keywords both.
         """
         start = time.perf_counter()
-        settings = RunSettings.of(settings, keywords)
+        settings = grouped("run", "settings", RunSettings, settings, keywords, deprecated=False)
         if settings.seed is not None and not self.uses_seed:
             log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
                         "the store)", self.name)

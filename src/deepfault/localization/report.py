@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._deprecation import grouped
 from ..experiment.report import ReportPaths, data_uri, page_environment, page_rows
 from .analysis import DeepFaultAnalysis as _Data
 from .analysis import load_analysis
@@ -768,7 +769,7 @@ def run_page(result, data, folder, *, model_name: str, comparison: BaselineCompa
         ``dict(title, html, meta, nav, config, provenance)`` for
         :func:`~deepfault.experiment.report.write_page`.
     """
-    compared = _comparison(comparison, old)
+    compared = grouped("run_page", "comparison", BaselineComparison, comparison, old)
     cfg = result.config
     approach = long_name(cfg.approach)
 
@@ -788,22 +789,6 @@ def run_page(result, data, folder, *, model_name: str, comparison: BaselineCompa
                     + (f", run in {run_seconds:.1f} s" if run_seconds is not None else "") + ".",
             "html": "\n".join(html for _, html in sections), "nav": [nav for nav, _ in sections],
             "config": cfg.to_dict(), "provenance": provenance}
-
-
-def _comparison(comparison: BaselineComparison | None, old: dict) -> BaselineComparison:
-    """``comparison``, or the one :func:`run_page`'s old keywords make (with a FutureWarning)."""
-    import warnings
-
-    unknown = sorted(set(old) - {"baseline", "run_seconds", "baseline_seconds", "no_baseline"})
-    if unknown:
-        raise TypeError(f"run_page() got an unexpected keyword argument {unknown[0]!r}")
-    if not old:
-        return comparison or BaselineComparison()
-    if comparison is not None:
-        raise TypeError(f"give comparison or its fields ({', '.join(sorted(old))}), not both")
-    warnings.warn(f"run_page(..., {', '.join(f'{k}=' for k in old)}...) is deprecated: pass "
-                  "comparison=BaselineComparison(...)", FutureWarning, stacklevel=3)
-    return BaselineComparison(**old)
 
 
 def _neurons_section(result, verdict: str, table: str) -> tuple[tuple[str, str], str]:
