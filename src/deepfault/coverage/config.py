@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .surprise import Surprise
 
 from ..checks import MAX_INPUTS, MAX_SECTIONS, check_int
-from ..core.constraints import Each, FieldConstraint, Flag, Interval, Options, param, validate
+from ..core.constraints import Each, FieldConstraint, Flag, Interval, Options, Text, param, validate
 from ..core.registry import unknown_name
 from ..errors import DeepFaultError
 from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames
@@ -136,6 +136,10 @@ def _thresholds(threshold) -> tuple[float, ...]:
 # --------------------------------------------------------------------------- two constraints of coverage's
 
 
+#: What a fitted state's file name must be: a text (the file is read when the entry runs).
+_PATH = Text()
+
+
 @dataclass(frozen=True)
 class FittedState(FieldConstraint):
     """A state fitted on the training data: the object (a ``kind``), or the path of its ``.npz``
@@ -158,13 +162,10 @@ class FittedState(FieldConstraint):
     def accepts(self, value) -> bool:
         if isinstance(value, self.state_class()):
             return True
-        if isinstance(value, (str, os.PathLike)):
-            path = os.fspath(value)
-            return isinstance(path, str) and 0 < len(path) <= 4096 and "\x00" not in path
-        return False
+        return isinstance(value, (str, os.PathLike)) and _PATH.accepts(os.fspath(value))
 
     def convert(self, text: str):
-        return text
+        return _PATH.convert(text)
 
     def expected(self) -> str:
         return f"a {self.kind} or the path of one"

@@ -457,8 +457,21 @@ class KMultisectionCoverage(_ProfiledCriterion):
         return torch.where(inside, self._units(v.device) * k + section, -1)
 
 
+class _CornerCriterion(_ProfiledCriterion):
+    """A profiled criterion of corners ``s`` training standard deviations beyond each neuron's
+    profiled range (NBC, SNAC): the one parameter ``scale``.
+    """
+
+    def __init__(self, layout: NeuronLayout, *, profile: Profile | None = None, scale: float = 0.0):
+        self.scale = _scale(scale)
+        super().__init__(layout, profile)
+
+    def params(self) -> dict:
+        return {"scale": self.scale}
+
+
 @CRITERIA.register("nbc")
-class NeuronBoundaryCoverage(_ProfiledCriterion):
+class NeuronBoundaryCoverage(_CornerCriterion):
     """Neuron boundary coverage (DeepGauge): the corner cases beyond the profiled range.
 
     ``x`` covers the lower corner of ``n`` (item ``2n``) when ``v(x, n) < low_n - s*std_n`` and
@@ -474,13 +487,6 @@ class NeuronBoundaryCoverage(_ProfiledCriterion):
     name = "nbc"
     items_per_neuron = 2
 
-    def __init__(self, layout: NeuronLayout, *, profile: Profile | None = None, scale: float = 0.0):
-        self.scale = _scale(scale)
-        super().__init__(layout, profile)
-
-    def params(self) -> dict:
-        return {"scale": self.scale}
-
     def _arrays(self):
         p = self.profile
         return (p.low - self.scale * p.std, "above"), (p.high + self.scale * p.std, "below")
@@ -492,7 +498,7 @@ class NeuronBoundaryCoverage(_ProfiledCriterion):
 
 
 @CRITERIA.register("snac")
-class StrongNeuronActivationCoverage(_ProfiledCriterion):
+class StrongNeuronActivationCoverage(_CornerCriterion):
     """Strong neuron activation coverage (DeepGauge): NBC's upper corners only.
 
     ``x`` covers ``n`` when ``v(x, n) > high_n + s*std_n``. ``SNAC(T) = |upper| / M``.
@@ -504,13 +510,6 @@ class StrongNeuronActivationCoverage(_ProfiledCriterion):
     """
 
     name = "snac"
-
-    def __init__(self, layout: NeuronLayout, *, profile: Profile | None = None, scale: float = 0.0):
-        self.scale = _scale(scale)
-        super().__init__(layout, profile)
-
-    def params(self) -> dict:
-        return {"scale": self.scale}
 
     def _arrays(self):
         p = self.profile

@@ -141,11 +141,16 @@ def selection_from(a: dict) -> str | tuple[str, ...] | None:
     return None if kind == "none" else names[0] if kind == "name" else names
 
 
+@dataclass(frozen=True, eq=False)
 class _FittedOnLayers:
-    """What a state fitted on a model's layers knows of them (a :class:`Profile`, a surprise state)."""
+    """What a state fitted on a model's layers knows of them (a :class:`Profile`, a surprise state):
+    their first fields, in this order.
+    """
 
     layers: tuple[str, ...]
     sizes: tuple[int, ...]
+    transform: str
+    model_hash: str
 
     @property
     def layout(self) -> NeuronLayout:
@@ -172,10 +177,6 @@ class Profile(_FittedOnLayers, Outcome):
             such as ``"deepxplore"``, a list of names, or ``None`` for the default layers).
     """
 
-    layers: tuple[str, ...]
-    sizes: tuple[int, ...]
-    transform: str
-    model_hash: str
     count: int
     low: np.ndarray
     high: np.ndarray

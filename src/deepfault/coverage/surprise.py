@@ -177,10 +177,6 @@ class Surprise(_FittedOnLayers, Outcome):
         selection: The ``layers`` argument of the fit.
     """
 
-    layers: tuple[str, ...]
-    sizes: tuple[int, ...]
-    transform: str
-    model_hash: str
     num_classes: int
     ats: np.ndarray
     classes: np.ndarray

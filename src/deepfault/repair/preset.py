@@ -193,6 +193,12 @@ def _dataset(name: str, data_dir: str | None):
     return load_dataset(name, data_dir=data_dir)
 
 
+def _mnist(context: RunContext):
+    """MNIST from the run's data root, and that root as the jobs take it (a string or ``None``)."""
+    data_dir = None if context.data_dir is None else str(context.data_dir)
+    return _dataset("mnist", data_dir), data_dir
+
+
 def _one_thread(fn):
     @functools.wraps(fn)
     def run(job):
@@ -334,8 +340,7 @@ class RepairDeepXploreMnist(_RepairPreset):
         from ..models.train import TrainConfig, accuracy, trained_model
 
         config = self.config
-        data_dir = None if context.data_dir is None else str(context.data_dir)
-        data = _dataset("mnist", data_dir)
+        data, data_dir = _mnist(context)
         models = {
             a: trained_model(
                 a,
@@ -536,8 +541,7 @@ class RepairDRFuzzMnist(_RepairPreset):
 
         config = self.config
         context.models_dir.mkdir(parents=True, exist_ok=True)
-        data_dir = None if context.data_dir is None else str(context.data_dir)
-        data = _dataset("mnist", data_dir)
+        data, data_dir = _mnist(context)
         threads = torch.get_num_threads()
         if config.threads:
             torch.set_num_threads(config.threads)
