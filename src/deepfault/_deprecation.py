@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 __all__ = ["grouped", "moved_names"]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def moved_names(old_module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
@@ -42,8 +42,8 @@ def moved_names(old_module: str, homes: Mapping[str, str]) -> Callable[[str], An
     return __getattr__
 
 
-def grouped(function: str, param: str, cls: type[T], given: T | None, keywords: Mapping[str, Any], *,
-            names: Mapping[str, str] | None = None, deprecated: bool = True) -> T:
+def grouped(function: str, param: str, cls: type[_T], given: _T | None, keywords: Mapping[str, Any], *,
+            names: Mapping[str, str] | None = None, deprecated: bool = True) -> _T:
     """``given``, or the options object ``cls`` (a dataclass) that its fields given one by one as
     ``keywords`` make: the old call form of a function whose keywords became one parameter.
 
