@@ -51,6 +51,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -93,28 +94,27 @@ CRITERIA: Registry[type[Criterion]] = Registry("coverage criterion")
 # --------------------------------------------------------------------------- validation
 
 
+def _real(value, name: str, what: str = "number", *, minimum: float | None = None) -> float:
+    """``value`` as a finite float (at least ``minimum``); otherwise ``name must be a WHAT`` (a
+    bool, or no number) or ``name must be a finite WHAT``.
+    """
+    number = None
+    if not isinstance(value, bool):
+        with contextlib.suppress(TypeError, ValueError):
+            number = float(value)
+    if number is None:
+        raise DeepFaultError(f"{name} must be a {what}; got {value!r}")
+    if not np.isfinite(number) or (minimum is not None and number < minimum):
+        raise DeepFaultError(f"{name} must be a finite {what}; got {value!r}")
+    return number
+
+
 def _threshold(t) -> float:
-    if isinstance(t, bool):
-        raise DeepFaultError(f"threshold must be a number; got {t!r}")
-    try:
-        value = float(t)
-    except (TypeError, ValueError):
-        raise DeepFaultError(f"threshold must be a number; got {t!r}") from None
-    if not np.isfinite(value):
-        raise DeepFaultError(f"threshold must be a finite number; got {t!r}")
-    return value
+    return _real(t, "threshold")
 
 
 def _scale(value) -> float:
-    if isinstance(value, bool):
-        raise DeepFaultError(f"scale must be a number >= 0; got {value!r}")
-    try:
-        s = float(value)
-    except (TypeError, ValueError):
-        raise DeepFaultError(f"scale must be a number >= 0; got {value!r}") from None
-    if not np.isfinite(s) or s < 0:
-        raise DeepFaultError(f"scale must be a finite number >= 0; got {value!r}")
-    return s
+    return _real(value, "scale", "number >= 0", minimum=0.0)
 
 
 def _check_profile(profile: Profile | None, layout: NeuronLayout, name: str) -> Profile:
