@@ -93,34 +93,7 @@ def iterate_batches(
     """
     batch_size = check_batch_size(batch_size)
     check_data(inputs)
-    if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
-        total = num_inputs(inputs)
-        if batch_size == AUTO:  # sized from the loader's first input, then its batches re-cut
-            slices = _auto_slices(model, _checked_slices(stream(inputs, labels, batch_size=AUTO_MAX)), total)
-            next(slices, None)  # sized now, before the hooks are registered: the probe must not fire them
-        else:
-            slices = _checked_slices(stream(inputs, labels, batch_size=int(batch_size)))
-    else:
-        # A memory map, or an array of another dtype than float32 (uint8 images): converted and
-        # checked batch by batch, never whole (a float32 copy of uint8 images is 4x their size).
-        lazy = _lazy(inputs)
-        x = inputs if lazy else as_tensor(inputs)
-        y = None
-        if labels is not None:
-            y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-            y = y.long().cpu()
-            if y.ndim != 1 or len(y) != len(x):
-                raise DeepFaultError(
-                    f"labels must be a 1-D array with one label per input ({len(x)}); "
-                    f"got shape {tuple(y.shape)}")
-        total = len(x)
-        if batch_size == AUTO:
-            batch_size = resolve_batch_size(model, x[:1], AUTO, count=total)
-        batch_size = int(batch_size)
-        slices = ((as_tensor(x[i : i + batch_size], start=i) if lazy else x[i : i + batch_size],
-                   None if y is None else y[i : i + batch_size])
-                  for i in range(0, len(x), batch_size))
-    device = model_device(model)
+    slices, total = _slices(model, inputs, labels, batch_size)
     hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
     bar = contextlib.nullcontext()
     if progress:
@@ -128,28 +101,66 @@ def iterate_batches(
 
         bar = progress_bar(total if total >= 0 else None, desc=progress if isinstance(progress, str) else "",
                            unit="input", leave=False)
-    start = 0
     with eval_mode(model), hooks as rec, torch.inference_mode(), bar as shown:
-        for x_part, yb in slices:
-            xb = x_part.to(device)
-            out = forward(model, xb)
-            if check and out.ndim != 2:
-                raise DeepFaultError(
-                    f"the model's output must be (N, classes); got shape {tuple(out.shape)}"
-                )
-            values = layout = None
-            if rec is not None:
-                values = rec.collect()
-                layout = rec.layout
-                if check and layout is not None:  # collect() has set it
-                    check_finite(values, layout, start)
-            if check:  # after the neuron values, whose message names the neuron
-                check_outputs_finite(model, xb, out, start=start)
-            if shown is not None:
-                shown.update(len(xb))
-            yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
-            release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
-            start += len(xb)
+        yield from _run(model, slices, rec, shown, check=check)
+
+
+def _slices(model: nn.Module, inputs, labels, batch_size: BatchSize) -> tuple[Iterator, int]:
+    """The ``(inputs, labels)`` slices of one forward pass each, and the number of inputs
+    (``-1`` when a loader does not say).
+    """
+    if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
+        total = num_inputs(inputs)
+        if batch_size == AUTO:  # sized from the loader's first input, then its batches re-cut
+            slices = _auto_slices(model, _checked_slices(stream(inputs, labels, batch_size=AUTO_MAX)), total)
+            next(slices, None)  # sized now, before the hooks are registered: the probe must not fire them
+            return slices, total
+        return _checked_slices(stream(inputs, labels, batch_size=int(batch_size))), total
+    # A memory map, or an array of another dtype than float32 (uint8 images): converted and
+    # checked batch by batch, never whole (a float32 copy of uint8 images is 4x their size).
+    lazy = _lazy(inputs)
+    x = inputs if lazy else as_tensor(inputs)
+    y = None if labels is None else _checked_labels(labels, len(x))
+    size = int(resolve_batch_size(model, x[:1], AUTO, count=len(x)) if batch_size == AUTO else batch_size)
+    return ((as_tensor(x[i : i + size], start=i) if lazy else x[i : i + size],
+             None if y is None else y[i : i + size])
+            for i in range(0, len(x), size)), len(x)
+
+
+def _checked_labels(labels, count: int) -> torch.Tensor:
+    """``labels`` as a CPU int64 tensor, refused unless it is 1-D with ``count`` items."""
+    y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels).long().cpu()
+    if y.ndim != 1 or len(y) != count:
+        raise DeepFaultError(
+            f"labels must be a 1-D array with one label per input ({count}); "
+            f"got shape {tuple(y.shape)}")
+    return y
+
+
+def _run(model: nn.Module, slices: Iterator, rec, shown, *, check: bool) -> Iterator[Batch]:
+    """The forward passes of :func:`iterate_batches`, inside its eval mode, hooks and bar."""
+    device = model_device(model)
+    start = 0
+    for x_part, yb in slices:
+        xb = x_part.to(device)
+        out = forward(model, xb)
+        if check and out.ndim != 2:
+            raise DeepFaultError(
+                f"the model's output must be (N, classes); got shape {tuple(out.shape)}"
+            )
+        values = layout = None
+        if rec is not None:
+            values = rec.collect()
+            layout = rec.layout
+            if check and layout is not None:  # collect() has set it
+                check_finite(values, layout, start)
+        if check:  # after the neuron values, whose message names the neuron
+            check_outputs_finite(model, xb, out, start=start)
+        if shown is not None:
+            shown.update(len(xb))
+        yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
+        release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
+        start += len(xb)
 
 
 def _lazy(inputs) -> bool:
@@ -237,10 +248,7 @@ def activations(
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass, or ``"auto"`` (as in :func:`iterate_batches`);
             the result does not depend on it.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, as in :func:`predict`.
         progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
@@ -274,10 +282,7 @@ def correct_inputs(
         cls: Keep only this class.
         batch_size: Inputs per forward pass, or ``"auto"`` (sized from the memory, as in
             :func:`iterate_batches`).
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, as in :func:`predict`.
         progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
