@@ -279,7 +279,8 @@ def _splits(path: Path, arrays: dict) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return x_test, y_test, x_train, _labels(path, "y_train", arrays["y_train"], len(x_train))
 
 
-def _check_feature_bounds(path: Path, key: str, x: np.ndarray, per_feature: tuple[np.ndarray, np.ndarray]) -> None:
+def _check_feature_bounds(path: Path, key: str, x: np.ndarray,
+                          per_feature: tuple[np.ndarray, np.ndarray]) -> None:
     """Refuse the first input of ``x`` with a feature outside its per-feature bounds."""
     for start, chunk in _chunks(x):
         out = (chunk < per_feature[0]) | (chunk > per_feature[1])

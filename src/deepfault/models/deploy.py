@@ -345,6 +345,7 @@ def make_deployment(
     """
     from .._io import write_json
     from ..checks import check_int
+    from ..core.batches import predict
     from .blackbox import is_black_box
     from .prepare import prepare_model
 
@@ -368,7 +369,7 @@ def make_deployment(
     if any(f in ("onnx-int8", "onnx-int8-static") for f in formats) and "onnx" not in formats:
         formats = ["onnx", *formats]  # the quantisers start from the float file
     with torch.no_grad():
-        p1 = _probabilities(module, d.x_test, pm.output_kind)
+        p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
     result: dict[str, dict] = {k: {} for k in ("files", "accuracy", "regressions", "fixes", "agreement",
                                                "max_abs_diff", "details")}
     exports = _Exports(module=module, out=out, stem=stem, calibration=calib,
@@ -409,11 +410,9 @@ def _save_m1(pm, path: Path) -> Path | None:
     return path
 
 
-def _probabilities(module: nn.Module, x, output_kind: str) -> np.ndarray:
-    """The class probabilities of ``module`` on ``x`` (a softmax over logits)."""
-    from ..core.batches import predict
-
-    return torch.softmax(predict(module, x), 1).numpy() if output_kind == "logits" else predict(module, x).numpy()
+def _probabilities(outputs: torch.Tensor, output_kind: str) -> np.ndarray:
+    """Class probabilities from a model's outputs (a softmax over logits)."""
+    return torch.softmax(outputs, 1).numpy() if output_kind == "logits" else outputs.numpy()
 
 
 @dataclass(frozen=True)
@@ -435,8 +434,7 @@ class _Exports:
         details = exporter(self.module, path, torch.as_tensor(d.x_test[:2]), float_path=self.float_path,
                            calibration=self.calibration)
         mf = open_onnxruntime(path)
-        scores = mf.model(torch.as_tensor(d.x_test)).numpy()
-        p2 = scores if mf.output_kind == "probabilities" else torch.softmax(torch.as_tensor(scores), 1).numpy()
+        p2 = _probabilities(mf.model(torch.as_tensor(d.x_test)), mf.output_kind)
         right1, right2 = p1.argmax(1) == d.y_test, p2.argmax(1) == d.y_test
         return {"files": path, "accuracy": float(right2.mean()),
                 "regressions": int((right1 & ~right2).sum()), "fixes": int((~right1 & right2).sum()),
