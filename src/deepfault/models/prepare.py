@@ -36,9 +36,10 @@ import math
 import os
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -57,6 +58,7 @@ __all__ = [
     "PreparedModel",
     "prepare_model",
     "PrepareOptions",
+    "PrepareKeywords",
     "resolve_model",
     "model_label",
     "layout_name",
@@ -407,19 +409,16 @@ def prepare_model(
     data: Dataset | str | None = None,
     *,
     data_dir: str | os.PathLike | None = None,
-    weights: str | os.PathLike | None = None,
-    arch: str | None = None,
-    arch_kwargs: dict | None = None,
-    trust_pickle: bool = False,
-    input_layout: str | None = None,
-    input_shape: Sequence[int | None] | None = None,
-    bounds: Sequence[float] | None = None,
-    output_kind: str | None = None,
-    num_classes: int | None = None,
     name: str | None = None,
-    logits: nn.Module | None = None,
+    options: PrepareOptions | None = None,
+    **keywords: Unpack[PrepareKeywords],
 ) -> PreparedModel:
     """Turn a model and a data set into a :class:`PreparedModel` (see the module's docstring).
+
+    What the caller states about the model (how to open its file, its layout, range, output
+    kind, ...) goes in one :class:`PrepareOptions`, or as its fields given one by one
+    (``prepare_model(path, "mnist", arch="lenet5", bounds=(0, 1))``, the older form, which
+    keeps working).
 
     Args:
         model: A model file path (any format :func:`~deepfault.models.open_model` opens), a
@@ -429,37 +428,27 @@ def prepare_model(
         data: A :class:`Dataset`, a data set name or ``.npz`` path, or ``None`` for the one
             the model file names (no data when it names none).
         data_dir: Data root.
-        weights: The Keras weights HDF5 when ``model`` is an architecture JSON (files only).
-        arch: Architecture of a plain ``state_dict`` or ``.safetensors`` file (files only): a zoo
-            name, ``file.py:Class``, ``module:factory``, ``torchvision:NAME`` or ``timm:NAME``.
-        arch_kwargs: Its keyword arguments.
-        trust_pickle: Allow unpickling a whole pickled ``nn.Module`` (files only); only for
-            files you trust: unpickling can run arbitrary code.
-        input_layout: The layout the module takes, a key of :data:`LAYOUTS` or ``"NCHW"``
-            (native); default: worked out from ``input_shape`` against the data's shape.
-        input_shape: Per-input shape the module takes, in its own layout (default: what the
-            file records; for a module, the data's shape).
-        bounds: Valid input range the model was trained on (default: the file's).
-        output_kind: ``"logits"`` or ``"probabilities"`` (default: the file's; for a module,
-            ``"probabilities"`` when it ends in an ``nn.Softmax``, else ``"logits"``).
-        num_classes: Class count (default: the data's, else the module's output width).
         name: The model's name in results (default: the file name or architecture).
-        logits: A module returning the logits of a probability ``model`` (same inputs).
+        options: What the caller states instead of letting the file, the module and the data
+            say it (default: nothing stated).
+        **keywords: :class:`PrepareOptions`'s fields, one by one, instead of ``options``.
 
     Returns:
         The :class:`PreparedModel`.
 
     Raises:
-        DeepFaultError: Unreadable files, a data range or shape the model cannot take, or an
-            unknown layout or output kind.
+        DeepFaultError: Unreadable files, a data range or shape the model cannot take, an
+            unknown layout or output kind, or both ``options`` and keywords.
+        TypeError: A keyword that is no field of :class:`PrepareOptions`.
+
+    Examples:
+        >>> pm = prepare_model("weights.pt", "mnist", options=PrepareOptions(arch="lenet5"))  # doctest: +SKIP
     """
-    options = PrepareOptions(input_layout=input_layout, input_shape=input_shape, bounds=bounds,
-                             output_kind=output_kind, num_classes=num_classes, logits=logits)
+    options = PrepareOptions.of(options, keywords)
     if isinstance(model, PreparedModel):
         return _prepare_again(model, data, data_dir=data_dir, name=name, options=options)
     options.check()
-    mf, module, label = _open(model, data, data_dir=data_dir, weights=weights, arch=arch,
-                              trust_pickle=trust_pickle, arch_kwargs=arch_kwargs)
+    mf, module, label = _open(model, data, data_dir=data_dir, options=options)
     from ..core.capture import check_model
 
     check_model(module)
@@ -486,11 +475,46 @@ def prepare_model(
     )
 
 
+class PrepareKeywords(TypedDict, total=False):
+    """:class:`PrepareOptions`'s fields as :func:`prepare_model`'s keywords (the older form)."""
+
+    weights: str | os.PathLike | None
+    arch: str | None
+    arch_kwargs: dict | None
+    trust_pickle: bool
+    input_layout: str | None
+    input_shape: Sequence[int | None] | None
+    bounds: Sequence[float] | None
+    output_kind: str | None
+    num_classes: int | None
+    logits: nn.Module | None
+
+
+#: The fields that open a model file (they do not apply to a module or a prepared model).
+_OPENING = ("weights", "arch", "arch_kwargs", "trust_pickle")
+
+
 @dataclass(frozen=True)
 class PrepareOptions:
     """What a caller states about a model instead of letting :func:`prepare_model` work it out
-    from the file, the module and the data (``None``: work it out). The fields are
-    :func:`prepare_model`'s keywords of the same names.
+    from the file, the module and the data (``None``: work it out).
+
+    Attributes:
+        input_layout: The layout the module takes, a key of :data:`LAYOUTS` or ``"NCHW"``
+            (native); default: worked out from ``input_shape`` against the data's shape.
+        input_shape: Per-input shape the module takes, in its own layout (default: what the
+            file records; for a module, the data's shape).
+        bounds: Valid input range the model was trained on (default: the file's).
+        output_kind: ``"logits"`` or ``"probabilities"`` (default: the file's; for a module,
+            ``"probabilities"`` when it ends in an ``nn.Softmax``, else ``"logits"``).
+        num_classes: Class count (default: the data's, else the module's output width).
+        logits: A module returning the logits of a probability model (same inputs).
+        weights: The Keras weights HDF5 when the model is an architecture JSON (files only).
+        arch: Architecture of a plain ``state_dict`` or ``.safetensors`` file (files only): a zoo
+            name, ``file.py:Class``, ``module:factory``, ``torchvision:NAME`` or ``timm:NAME``.
+        arch_kwargs: Its keyword arguments.
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module`` (files only); only for
+            files you trust: unpickling can run arbitrary code.
     """
 
     input_layout: str | None = None
@@ -499,10 +523,30 @@ class PrepareOptions:
     output_kind: str | None = None
     num_classes: int | None = None
     logits: nn.Module | None = None
+    weights: str | os.PathLike | None = None
+    arch: str | None = None
+    arch_kwargs: dict | None = None
+    trust_pickle: bool = False
+
+    @classmethod
+    def of(cls, options: PrepareOptions | None, keywords: Mapping[str, object]) -> PrepareOptions:
+        """``options``, or the options made of :func:`prepare_model`'s keywords.
+
+        Raises:
+            DeepFaultError: Both are given.
+            TypeError: A keyword that is no field.
+        """
+        unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"prepare_model() got an unexpected keyword argument {unknown[0]!r}")
+        if options is not None and keywords:
+            raise DeepFaultError(f"prepare_model: give options=PrepareOptions(...) or its fields as keywords "
+                                 f"({', '.join(sorted(keywords))}), not both")
+        return options if options is not None else cls(**keywords)  # type: ignore[arg-type]
 
     def stated(self) -> list[str]:
-        """The names of the fields given."""
-        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+        """The names of the fields given about the model itself (not those that open its file)."""
+        return [f.name for f in fields(self) if f.name not in _OPENING and getattr(self, f.name) is not None]
 
     def check(self) -> None:
         """Raise :class:`DeepFaultError` for an unknown output kind or input layout."""
@@ -535,10 +579,10 @@ def _prepare_again(model: PreparedModel, data: Dataset | str | None, *, data_dir
     if data is None or data is model.data:
         return model if name is None else replace(model, name=name)
     base: ModelFile | nn.Module = model.model_file if model.model_file is not None else model._inner()
-    return prepare_model(base, data, data_dir=data_dir, name=name or model.name,
-                         output_kind=model.output_kind, bounds=model.bounds,
-                         input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
-                         logits=None if model.model_file is not None else _logits_inner(model))
+    stated = PrepareOptions(output_kind=model.output_kind, bounds=model.bounds,
+                            input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
+                            logits=None if model.model_file is not None else _logits_inner(model))
+    return prepare_model(base, data, data_dir=data_dir, name=name or model.name, options=stated)
 
 
 def _trained_bounds(options: PrepareOptions, mf: ModelFile | None) -> tuple[float, float] | None:
@@ -620,8 +664,8 @@ def _logits_inner(pm: PreparedModel) -> nn.Module | None:
 
 
 def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset | str | None, *,
-          data_dir: str | os.PathLike | None, weights: str | os.PathLike | None, arch: str | None,
-          trust_pickle: bool, arch_kwargs: dict | None = None) -> tuple[ModelFile | None, nn.Module, str]:
+          data_dir: str | os.PathLike | None,
+          options: PrepareOptions) -> tuple[ModelFile | None, nn.Module, str]:
     """The model file (``None`` for a caller's module), the module and the model's default name."""
     if isinstance(model, ModelFile):
         return model, model.model, model.arch
@@ -640,7 +684,8 @@ def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset
                              f"got {type(model).__name__}")
     from .load import open_model
 
-    mf = open_model(model, weights=weights, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle)
+    mf = open_model(model, weights=options.weights, arch=options.arch, arch_kwargs=options.arch_kwargs,
+                    trust_pickle=options.trust_pickle)
     return mf, mf.model, model_label(model, mf)
 
 
