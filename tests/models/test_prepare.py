@@ -242,7 +242,6 @@ def test_python_api_accepts_prepared_models(tmp_path):
 
 
 def test_options_object_and_keywords_prepare_the_same_model():
-    from deepfault.errors import DeepFaultError
     from deepfault.models.prepare import PrepareOptions
 
     torch.manual_seed(0)
@@ -255,8 +254,10 @@ def test_options_object_and_keywords_prepare_the_same_model():
     x = torch.as_tensor(data.x_test)
     with torch.no_grad():
         torch.testing.assert_close(by_keywords.logits_module()(x), by_options.logits_module()(x))
-    with pytest.raises(DeepFaultError, match="not both"):
-        prepare_model(module, data, options=PrepareOptions(), bounds=(0.0, 1.0))
+    # a keyword replaces that field of the options
+    partly = PrepareOptions(output_kind="probabilities", bounds=(0.0, 255.0))
+    mixed = prepare_model(module, data, options=partly, bounds=(0.0, 1.0), num_classes=10)
+    assert mixed.to_dict() == by_options.to_dict()
     with pytest.raises(TypeError, match="unexpected keyword argument 'bound'"):
         prepare_model(module, data, bound=(0.0, 1.0))
     with pytest.raises(DeepFaultError, match="already prepared; bounds cannot change it"):

@@ -36,7 +36,7 @@ import math
 import os
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -418,7 +418,7 @@ def prepare_model(
     What the caller states about the model (how to open its file, its layout, range, output
     kind, ...) goes in one :class:`PrepareOptions`, or as its fields given one by one
     (``prepare_model(path, "mnist", arch="lenet5", bounds=(0, 1))``, the older form, which
-    keeps working).
+    keeps working; a keyword given with ``options`` replaces that field of it).
 
     Args:
         model: A model file path (any format :func:`~deepfault.models.open_model` opens), a
@@ -431,20 +431,21 @@ def prepare_model(
         name: The model's name in results (default: the file name or architecture).
         options: What the caller states instead of letting the file, the module and the data
             say it (default: nothing stated).
-        **keywords: :class:`PrepareOptions`'s fields, one by one, instead of ``options``.
+        **keywords: :class:`PrepareOptions`'s fields, one by one (they replace those of
+            ``options``).
 
     Returns:
         The :class:`PreparedModel`.
 
     Raises:
-        DeepFaultError: Unreadable files, a data range or shape the model cannot take, an
-            unknown layout or output kind, or both ``options`` and keywords.
+        DeepFaultError: Unreadable files, a data range or shape the model cannot take, or an
+            unknown layout or output kind.
         TypeError: A keyword that is no field of :class:`PrepareOptions`.
 
     Examples:
         >>> pm = prepare_model("weights.pt", "mnist", options=PrepareOptions(arch="lenet5"))  # doctest: +SKIP
     """
-    options = PrepareOptions.of(options, keywords)
+    options = replace(options or PrepareOptions(), **keywords)
     if isinstance(model, PreparedModel):
         return _prepare_again(model, data, data_dir=data_dir, name=name, options=options)
     options.check()
@@ -527,22 +528,6 @@ class PrepareOptions:
     arch: str | None = None
     arch_kwargs: dict | None = None
     trust_pickle: bool = False
-
-    @classmethod
-    def of(cls, options: PrepareOptions | None, keywords: Mapping[str, object]) -> PrepareOptions:
-        """``options``, or the options made of :func:`prepare_model`'s keywords.
-
-        Raises:
-            DeepFaultError: Both are given.
-            TypeError: A keyword that is no field.
-        """
-        unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
-        if unknown:
-            raise TypeError(f"prepare_model() got an unexpected keyword argument {unknown[0]!r}")
-        if options is not None and keywords:
-            raise DeepFaultError(f"prepare_model: give options=PrepareOptions(...) or its fields as keywords "
-                                 f"({', '.join(sorted(keywords))}), not both")
-        return options if options is not None else cls(**keywords)  # type: ignore[arg-type]
 
     def stated(self) -> list[str]:
         """The names of the fields given about the model itself (not those that open its file)."""
