@@ -242,6 +242,7 @@ def test_python_api_accepts_prepared_models(tmp_path):
 
 
 def test_options_object_and_keywords_prepare_the_same_model():
+    from deepfault.errors import DeepFaultError
     from deepfault.models.prepare import PrepareOptions
 
     torch.manual_seed(0)
