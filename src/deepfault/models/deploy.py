@@ -346,45 +346,53 @@ def make_deployment(
     from .._io import write_json
     from ..checks import check_int
     from ..core.batches import predict
-    from .blackbox import is_black_box
-    from .prepare import prepare_model
 
     formats = _checked_formats(formats)
     check_int("calibration", calibration)
     start = time.perf_counter()
-    pm = prepare_model(model, data, data_dir=data_dir)
-    if is_black_box(pm.module):
-        raise DeepFaultError("the deployment scenario exports a torch model; this one is a black box already")
-    if pm.data is None:
-        raise DeepFaultError("the model names no data set; give one (--dataset NAME)")
+    pm = _deployable(model, data, data_dir)
     d = pm.data
     module = copy.deepcopy(pm.module).cpu().eval()
     stem = f"deploy-{safe_stem(name or pm.name)}"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    pool = d.x_train if len(d.x_train) else d.x_test
-    calib = pool[np.sort(rng.permutation(len(pool))[:calibration])]
+    exports = _Exports(module=module, out=out, stem=stem, calibration=_calibration_sample(d, calibration, seed),
+                       float_path=out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}")
     m1_path = _save_m1(pm, out / f"{stem}-m1.pt")
-    if any(f in ("onnx-int8", "onnx-int8-static") for f in formats) and "onnx" not in formats:
-        formats = ["onnx", *formats]  # the quantisers start from the float file
     with torch.no_grad():
         p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
-    result: dict[str, dict] = {k: {} for k in ("files", "accuracy", "regressions", "fixes", "agreement",
-                                               "max_abs_diff", "details")}
-    exports = _Exports(module=module, out=out, stem=stem, calibration=calib,
-                       float_path=out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}")
-    for fmt in formats:
-        for key, value in exports.compare(fmt, d, p1).items():
-            result[key][fmt] = value
+    # the exports run before the clock is read (the arguments are evaluated in order)
     r = DeploymentResult(m1_path=m1_path, m1_accuracy=float((p1.argmax(1) == d.y_test).mean()),
-                         n_test=len(d.y_test), seconds=time.perf_counter() - start, **result)
+                         n_test=len(d.y_test), **exports.compare_all(formats, d, p1),
+                         seconds=time.perf_counter() - start)
     write_json(out / f"{stem}.json", r.to_dict())
     return r
 
 
+def _calibration_sample(d, count: int, seed: int) -> np.ndarray:
+    """A seeded sample of ``count`` training inputs (test inputs when there are none), in order."""
+    rng = np.random.default_rng(seed)
+    pool = d.x_train if len(d.x_train) else d.x_test
+    return pool[np.sort(rng.permutation(len(pool))[:count])]
+
+
+def _deployable(model, data, data_dir):
+    """The prepared model with its data set, refused when it is a black box or has no data."""
+    from .blackbox import is_black_box
+    from .prepare import prepare_model
+
+    pm = prepare_model(model, data, data_dir=data_dir)
+    if is_black_box(pm.module):
+        raise DeepFaultError("the deployment scenario exports a torch model; this one is a black box already")
+    if pm.data is None:
+        raise DeepFaultError("the model names no data set; give one (--dataset NAME)")
+    return pm
+
+
 def _checked_formats(formats: Sequence[str] | None) -> list[str]:
-    """The formats to write (default: all), refusing an unknown one or none."""
+    """The formats to write (default: all; the float ONNX file first where a quantiser needs it),
+    refusing an unknown one or none.
+    """
     formats = list(formats) if formats is not None else list_deploy_formats()
     unknown = [f for f in formats if f not in DEPLOY_FORMATS]
     if unknown or not formats:
@@ -392,6 +400,8 @@ def _checked_formats(formats: Sequence[str] | None) -> list[str]:
         raise DeepFaultError(f"unknown deployment format(s) {', '.join(unknown) or '(none given)'}{hint}; "
                              "known: "
                              f"{', '.join(list_deploy_formats())}")
+    if any(f in ("onnx-int8", "onnx-int8-static") for f in formats) and "onnx" not in formats:
+        formats = ["onnx", *formats]  # the quantisers start from the float file
     return formats
 
 
@@ -424,6 +434,15 @@ class _Exports:
     stem: str
     calibration: np.ndarray
     float_path: Path
+
+    def compare_all(self, formats: Sequence[str], d, p1: np.ndarray) -> dict[str, dict]:
+        """:meth:`compare` for each format: ``{key: {format: value}}``."""
+        result: dict[str, dict] = {k: {} for k in ("files", "accuracy", "regressions", "fixes", "agreement",
+                                                   "max_abs_diff", "details")}
+        for fmt in formats:
+            for key, value in self.compare(fmt, d, p1).items():
+                result[key][fmt] = value
+        return result
 
     def compare(self, fmt: str, d, p1: np.ndarray) -> dict[str, object]:
         """Export ``fmt``, run it on the test inputs and compare its answers with M1's ``p1``."""
