@@ -356,8 +356,8 @@ def make_deployment(
     stem = f"deploy-{safe_stem(name or pm.name)}"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    exports = _Exports(module=module, out=out, stem=stem, calibration=_calibration_sample(d, calibration, seed),
-                       float_path=out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}")
+    float_path = out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}"
+    exports = _Exports(module, out, stem, _calibration_sample(d, calibration, seed), float_path)
     m1_path = _save_m1(pm, out / f"{stem}-m1.pt")
     with torch.no_grad():
         p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
