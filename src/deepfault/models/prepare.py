@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from ..checks import check_bounds
+from ..core.capture import check_model
 from ..core.kinds import OUTPUT_KINDS
 from ..data import DATASETS, Dataset, load_dataset
 from ..errors import DeepFaultError
@@ -415,11 +416,6 @@ def prepare_model(
 ) -> PreparedModel:
     """Turn a model and a data set into a :class:`PreparedModel` (see the module's docstring).
 
-    What the caller states about the model (how to open its file, its layout, range, output
-    kind, ...) goes in one :class:`PrepareOptions`, or as its fields given one by one
-    (``prepare_model(path, "mnist", arch="lenet5", bounds=(0, 1))``, the older form, which
-    keeps working; a keyword given with ``options`` replaces that field of it).
-
     Args:
         model: A model file path (any format :func:`~deepfault.models.open_model` opens), a
             :class:`ModelFile`, a caller's ``nn.Module`` (never modified), a
@@ -429,10 +425,11 @@ def prepare_model(
             the model file names (no data when it names none).
         data_dir: Data root.
         name: The model's name in results (default: the file name or architecture).
-        options: What the caller states instead of letting the file, the module and the data
-            say it (default: nothing stated).
-        **keywords: :class:`PrepareOptions`'s fields, one by one (they replace those of
-            ``options``).
+        options: What the caller states about the model (how to open its file, its layout,
+            range, output kind, ...) instead of letting the file, the module and the data say it.
+        **keywords: :class:`PrepareOptions`'s fields one by one, the older form, which keeps
+            working (``prepare_model(path, "mnist", arch="lenet5")``); each replaces that
+            field of ``options``.
 
     Returns:
         The :class:`PreparedModel`.
@@ -450,22 +447,14 @@ def prepare_model(
         return _prepare_again(model, data, data_dir=data_dir, name=name, options=options)
     options.check()
     mf, module, label = _open(model, data, data_dir=data_dir, options=options)
-    from ..core.capture import check_model
-
     check_model(module)
     what = name or label
-    ends_in_softmax = isinstance(_last_leaf(module), nn.Softmax)
-    structural = "probabilities" if ends_in_softmax else "logits"
-    recorded = mf.output_kind if mf is not None and not _kind_unrecorded(mf) else None
-    kind = options.output_kind or recorded or structural
+    kind = _output_kind(options, mf, module)
     trained_bounds = _trained_bounds(options, mf)
     dataset = _data_for(mf, data, trained_bounds, data_dir=data_dir, what=what)
     layout = _input_layout(options, mf, dataset)
     head, no_logits = _logits_head(module, kind, options.logits, mf, what)
-
-    wrapped = module if layout.adapter is None else InputAdapter(module, layout.adapter)
-    wrapped_logits = None if head is None else (
-        wrapped if head is module else head if layout.adapter is None else InputAdapter(head, layout.adapter))
+    wrapped, wrapped_logits = _adapted(module, head, layout.adapter)
     classes, dataset = _checked_outputs(wrapped, dataset, layout.native, options.num_classes, kind, what)
     final_bounds = _pair(dataset.bounds) if dataset is not None else trained_bounds
     return PreparedModel(
@@ -568,6 +557,26 @@ def _prepare_again(model: PreparedModel, data: Dataset | str | None, *, data_dir
                             input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
                             logits=None if model.model_file is not None else _logits_inner(model))
     return prepare_model(base, data, data_dir=data_dir, name=name or model.name, options=stated)
+
+
+def _output_kind(options: PrepareOptions, mf: ModelFile | None, module: nn.Module) -> str:
+    """The caller's output kind, else the file's (where its format records one), else whether
+    the module ends in an ``nn.Softmax``.
+    """
+    structural = "probabilities" if isinstance(_last_leaf(module), nn.Softmax) else "logits"
+    recorded = mf.output_kind if mf is not None and not _kind_unrecorded(mf) else None
+    return options.output_kind or recorded or structural
+
+
+def _adapted(module: nn.Module, head: nn.Module | None,
+             adapter: str | None) -> tuple[nn.Module, nn.Module | None]:
+    """``module`` and its logits ``head`` taking native inputs (through ``adapter``); a head
+    that is the module itself stays the same object.
+    """
+    wrapped = module if adapter is None else InputAdapter(module, adapter)
+    if head is None or head is module:
+        return wrapped, None if head is None else wrapped
+    return wrapped, head if adapter is None else InputAdapter(head, adapter)
 
 
 def _trained_bounds(options: PrepareOptions, mf: ModelFile | None) -> tuple[float, float] | None:
