@@ -1368,21 +1368,14 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
     _check_version(main.keras_version, path)
     # the whole config is checked before a (possibly large) weights file is read
     layers, input_shape = _validate_config(main.config, str(path))
-    weight_file = main if weights_path is None else _read(weights_path, "Keras weights file")
-    if weight_file.weights is None:
-        raise DeepFaultError(
-            f"{str(weights_path or path)!r} holds no Keras weights (no 'layer_names' "
-            "attribute); give the HDF5 file from model.save(), or the one from "
-            "model.save_weights() as the weights (--weights FILE on the command line, weights= "
-            "in Python)"
-        )
+    weight_file, layer_weights = _read_weight_file(main, path, weights_path)
     version = main.keras_version or weight_file.keras_version
     _check_version(version, path)
 
     builder = _build(layers, input_shape, str(path))
     model = nn.Sequential(builder.modules)
     backend = weight_file.backend or main.backend
-    plan = _match_weights(builder.targets, weight_file.weights, str(weights_path or path), backend)
+    plan = _match_weights(builder.targets, layer_weights, str(weights_path or path), backend)
     _materialise(model, builder.targets, plan)
     model.eval()
 
@@ -1441,6 +1434,23 @@ def _read_model_file(path: Path, weights_path: Path | None) -> _KerasFile:
             "--weights FILE on the command line, giving the HDF5 file from model.save_weights()"
         )
     return main
+
+
+def _read_weight_file(
+    main: _KerasFile, path: Path, weights_path: Path | None,
+) -> tuple[_KerasFile, dict[str, list[tuple[str, np.ndarray]]]]:
+    """The file holding the weights (the model file itself without ``weights_path``) and its
+    weights, refused when it holds none.
+    """
+    weight_file = main if weights_path is None else _read(weights_path, "Keras weights file")
+    if weight_file.weights is None:
+        raise DeepFaultError(
+            f"{str(weights_path or path)!r} holds no Keras weights (no 'layer_names' "
+            "attribute); give the HDF5 file from model.save(), or the one from "
+            "model.save_weights() as the weights (--weights FILE on the command line, weights= "
+            "in Python)"
+        )
+    return weight_file, weight_file.weights
 
 
 def _file_meta(input_shape, builder: _Builder, *, version, backend, source: str,
