@@ -114,6 +114,26 @@ class _Loop:
     config: TrainConfig
     bar: Any = None  # a progress bar (tqdm's or the log's)
 
+    @classmethod
+    def start(cls, model: nn.Module, x_all: _Rows, train_idx: np.ndarray, y: np.ndarray,
+              config: TrainConfig, *, device: torch.device, progress: bool) -> _Loop:
+        """The loop over the rows ``train_idx`` on ``device``: Adam, the schedule, and a bar
+        when ``progress``.
+        """
+        rows = torch.as_tensor(train_idx, device=device)
+        yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
+        opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+        steps_per_epoch = -(-len(yt) // config.batch_size)
+        sched = None
+        if config.schedule == "cosine":
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.epochs * steps_per_epoch)
+        loop = cls(model=model, x_all=x_all, rows=rows, yt=yt, opt=opt, sched=sched, config=config)
+        if progress:
+            from ..core.progress import progress_bar
+
+            loop.bar = progress_bar(config.epochs * steps_per_epoch, desc="training", unit="batch")
+        return loop
+
     def epoch(self, epoch: int, perm: torch.Tensor) -> tuple[float, float]:
         """One pass over the training rows in the order ``perm``: ``(mean loss, accuracy)``."""
         model, yt, size = self.model, self.yt, self.config.batch_size
@@ -171,20 +191,10 @@ def fit(
     order = rng.permutation(len(x_all))
     n_val = int(round(len(x_all) * config.val_fraction))
     val_idx, train_idx = order[:n_val], order[n_val:]
-    rows = torch.as_tensor(train_idx, device=device)
-    yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    steps_per_epoch = -(-len(yt) // config.batch_size)
-    sched = None
-    if config.schedule == "cosine":
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.epochs * steps_per_epoch)
-    loop = _Loop(model=model, x_all=x_all, rows=rows, yt=yt, opt=opt, sched=sched, config=config)
+    loop = _Loop.start(model, x_all, train_idx, y, config, device=device, progress=progress)
+    yt = loop.yt
     snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
     completed, loss_value, acc_value, interrupted = 0, float("nan"), float("nan"), False
-    if progress:
-        from ..core.progress import progress_bar
-
-        loop.bar = progress_bar(config.epochs * steps_per_epoch, desc="training", unit="batch")
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(config.seed)
