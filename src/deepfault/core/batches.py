@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -28,7 +29,8 @@ from .mapped import release
 from .memory import AUTO, AUTO_MAX, BatchSize, check_batch_size, resolve_batch_size
 from .outputs import check_outputs_finite
 
-__all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
+__all__ = ["Batch", "Neurons", "NeuronKeywords", "iterate_batches", "predict", "activations",
+           "correct_inputs"]
 
 
 @dataclass(frozen=True)
@@ -53,17 +55,36 @@ class Batch:
     labels: torch.Tensor | None = None
 
 
+@dataclass(frozen=True)
+class Neurons:
+    """Which neuron values :func:`iterate_batches` captures, and how (as in :func:`~.capture.capture`).
+
+    Attributes:
+        layers: The neuron layers (``None``: the model's default layers).
+        transform: ``"raw"`` or ``"layer-minmax"``.
+    """
+
+    layers: Sequence[str] | str | None = None
+    transform: str = "raw"
+
+
+class NeuronKeywords(TypedDict, total=False):
+    """:class:`Neurons`' fields as :func:`iterate_batches`' keywords."""
+
+    layers: Sequence[str] | str | None
+    transform: str
+
+
 def iterate_batches(
     model: nn.Module,
     inputs,
     *,
     labels=None,
-    neurons: bool = True,
-    layers: Sequence[str] | str | None = None,
-    transform: str = "raw",
+    neurons: bool | Neurons = True,
     batch_size: BatchSize = AUTO,
     check: bool = True,
     progress: bool | str = False,
+    **keywords: Unpack[NeuronKeywords],
 ) -> Iterator[Batch]:
     """Run ``inputs`` through ``model`` in batches, capturing neuron values.
 
@@ -76,9 +97,8 @@ def iterate_batches(
             gives ``Batch.labels`` from its batches.
         labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``); they win
             over a loader's own.
-        neurons: Capture neuron values (``False``: outputs only, no hooks).
-        layers: The neuron layers, as in :func:`~.capture.capture`.
-        transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
+        neurons: Capture neuron values: ``True`` (the default layers, raw values), a
+            :class:`Neurons` naming the layers and transform, or ``False`` (outputs only, no hooks).
         batch_size: Inputs per forward pass, or ``"auto"`` (the default): sized from the memory
             one input takes and the memory free (:func:`~.memory.choose_batch_size`), at
             most 1,024 and the number of inputs. Results do not depend on it.
@@ -86,6 +106,8 @@ def iterate_batches(
             layer where a NaN appears) and that neuron values are finite.
         progress: Show a progress bar over the inputs (:func:`~.progress.progress_bar`); a
             string names what is counted.
+        **keywords: :class:`Neurons`' fields one by one (``layers=["fc1"]``); each replaces
+            that field of ``neurons``.
 
     Yields:
         One :class:`Batch` per slice, in order. Hooks are removed when the generator is
@@ -94,7 +116,8 @@ def iterate_batches(
     batch_size = check_batch_size(batch_size)
     check_data(inputs)
     slices, total = _slices(model, inputs, labels, batch_size)
-    hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
+    spec = replace(neurons if isinstance(neurons, Neurons) else Neurons(), **keywords)
+    hooks = capture(model, spec.layers, transform=spec.transform) if neurons else contextlib.nullcontext()
     bar = contextlib.nullcontext()
     if progress:
         from .progress import progress_bar
