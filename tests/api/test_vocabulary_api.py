@@ -17,21 +17,23 @@ from deepfault.cli import build_parser
 from deepfault.core.runtime import Runtime
 from deepfault.fuzz import Versions
 from deepfault.fuzz.campaign import CampaignConfig
+from deepfault.models.prepare import PrepareOptions
 from deepfault.repair import RepairConfig
 from deepfault.xplore import XploreConfig
 
 #: Each command and the API it calls: functions (their parameters) and configurations
-#: (their fields). prepare_model holds the options that open a model file (regress's Versions,
-#: for its pair); Runtime how a call runs.
+#: (their fields). prepare_model's PrepareOptions holds the options that open a model file
+#: (regress's Versions, for its pair); Runtime how a call runs.
+PREPARE = [df.prepare_model, PrepareOptions]
 API = {
-    "run": [df.run_deepfault, df.RunConfig, df.Runtime, df.prepare_model],
-    "xplore": [df.xplore, XploreConfig, df.Runtime, df.prepare_model],
+    "run": [df.run_deepfault, df.RunConfig, df.Runtime, *PREPARE],
+    "xplore": [df.xplore, XploreConfig, df.Runtime, *PREPARE],
     "regress": [df.regress, CampaignConfig, Versions, Runtime],
-    "repair": [df.repair, RepairConfig, df.Runtime, df.prepare_model],
-    "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, df.prepare_model],
-    "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, df.prepare_model],
-    "coverage profile": [df.compute_profile, df.ProfileConfig, df.Runtime, df.prepare_model],
-    "coverage surprise": [df.fit_surprise, df.SurpriseConfig, df.Runtime, df.prepare_model],
+    "repair": [df.repair, RepairConfig, df.Runtime, *PREPARE],
+    "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, *PREPARE],
+    "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, *PREPARE],
+    "coverage profile": [df.compute_profile, df.ProfileConfig, df.Runtime, *PREPARE],
+    "coverage surprise": [df.fit_surprise, df.SurpriseConfig, df.Runtime, *PREPARE],
 }
 
 #: Options of every command with no API argument of that name, and why.

@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from deepfault.core.attacks import bim, carlini_wagner_l2, fgsm
+from deepfault.core.attacks import CarliniWagner, bim, carlini_wagner_l2, fgsm
+from deepfault.errors import DeepFaultError
 from deepfault.models import build_model
 
 
@@ -162,6 +163,13 @@ def test_carlini_wagner_is_vectorised_stays_in_bounds_and_fools_the_model():
     # unfooled inputs come back unchanged
     same = ~fooled
     assert torch.equal(adv[same], x[same])
+    # the hyper-parameters as one settings object give the same inputs; a keyword replaces its field
+    settings = CarliniWagner(steps=60, binary_steps=3, lr=0.1)
+    assert torch.equal(carlini_wagner_l2(model, x, y, bounds=(0.0, 1.0), settings=settings), adv)
+    assert torch.equal(carlini_wagner_l2(model, x, y, bounds=(0.0, 1.0), settings=CarliniWagner(steps=5),
+                                         steps=60, binary_steps=3, lr=0.1), adv)
+    with pytest.raises(DeepFaultError, match="c_init and lr must be positive"):
+        carlini_wagner_l2(model, x, y, bounds=(0.0, 1.0), settings=CarliniWagner(lr=0.0))
 
 
 def test_fgsm_moves_every_pixel_by_eps_within_bounds():

@@ -93,6 +93,24 @@ def test_iterate_batches_outputs_and_values_match_whole_set():
     assert all(not m._forward_hooks for m in model.modules())
 
 
+def test_iterate_batches_takes_the_neurons_as_one_spec_or_as_keywords():
+    from deepfault.core.batches import Neurons
+
+    model, (x, _) = chain_model(), _data()
+    layer = next(n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))
+    by_keywords = list(iterate_batches(model, x, layers=[layer], transform="layer-minmax", batch_size=16))
+    by_spec = list(iterate_batches(model, x, neurons=Neurons(layers=[layer], transform="layer-minmax"),
+                                   batch_size=16))
+    replaced = list(iterate_batches(model, x, neurons=Neurons(layers=[layer]), transform="layer-minmax",
+                                    batch_size=16))
+    for a, b, c in zip(by_keywords, by_spec, replaced, strict=True):
+        assert a.layout == b.layout == c.layout
+        assert a.layout.layers[0].name == layer
+        assert torch.equal(a.values, b.values)
+        assert torch.equal(a.values, c.values)
+    assert all(b.values is None for b in iterate_batches(model, x, neurons=False, layers=[layer]))
+
+
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(st.lists(st.integers(1, 59), max_size=4, unique=True), st.integers(1, 64))
 def test_spectrum_does_not_depend_on_batches_or_shards(cuts, batch_size):

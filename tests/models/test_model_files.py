@@ -172,3 +172,22 @@ def test_data_layout_follows_the_model():
     assert one.for_input_shape((3, 4)).x_test.shape == (2, 3, 4)
     with pytest.raises(DeepFaultError, match=r"has inputs of shape \(2, 3, 4\) but the model takes \(5,\)"):
         d.for_input_shape((5,))
+
+
+def test_load_cached_takes_a_fitting_file_and_warns_of_an_unreadable_one(tmp_path, caplog):
+    import logging
+
+    from deepfault.models.io import load_cached
+
+    log = logging.getLogger("deepfault.test_cache")
+    path = tmp_path / "m.pt"
+    fits = lambda mf: mf.meta.get("recipe") == 2  # noqa: E731
+    assert load_cached(path, fits, log, "cached %s unreadable (%s)", path) is None  # missing
+    save_model(path, ModelFile(build_model("mnist_1"), "mnist_1", meta={"recipe": 1}))
+    assert load_cached(path, fits, log, "cached %s unreadable (%s)", path) is None  # another recipe
+    save_model(path, ModelFile(build_model("mnist_1"), "mnist_1", meta={"recipe": 2}))
+    assert load_cached(path, fits, log, "cached %s unreadable (%s)", path).meta["recipe"] == 2
+    path.write_bytes(b"not a model")
+    with caplog.at_level(logging.WARNING, logger="deepfault.test_cache"):
+        assert load_cached(path, fits, log, "cached %s unreadable (%s)", path) is None
+    assert f"cached {path} unreadable (" in caplog.text

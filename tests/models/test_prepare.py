@@ -239,3 +239,27 @@ def test_python_api_accepts_prepared_models(tmp_path):
     assert len(ranking.rankings[0].order) == 16
     assert isinstance(pm, PreparedModel)
     assert pm.to_dict()["logits_available"]
+
+
+def test_options_object_and_keywords_prepare_the_same_model():
+    from deepfault.errors import DeepFaultError
+    from deepfault.models.prepare import PrepareOptions
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10), nn.Softmax(dim=1))
+    data = _images()
+    by_keywords = prepare_model(module, data, output_kind="probabilities", bounds=(0.0, 1.0), num_classes=10)
+    by_options = prepare_model(module, data, options=PrepareOptions(output_kind="probabilities",
+                                                                    bounds=(0.0, 1.0), num_classes=10))
+    assert by_keywords.to_dict() == by_options.to_dict()
+    x = torch.as_tensor(data.x_test)
+    with torch.no_grad():
+        torch.testing.assert_close(by_keywords.logits_module()(x), by_options.logits_module()(x))
+    # a keyword replaces that field of the options
+    partly = PrepareOptions(output_kind="probabilities", bounds=(0.0, 255.0))
+    mixed = prepare_model(module, data, options=partly, bounds=(0.0, 1.0), num_classes=10)
+    assert mixed.to_dict() == by_options.to_dict()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bound'"):
+        prepare_model(module, data, bound=(0.0, 1.0))
+    with pytest.raises(DeepFaultError, match="already prepared; bounds cannot change it"):
+        prepare_model(by_options, data, options=PrepareOptions(bounds=(0.0, 1.0)))

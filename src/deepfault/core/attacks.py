@@ -15,6 +15,8 @@ never touch its weights and return float32 CPU tensors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -25,7 +27,7 @@ from ..checks import check_int
 from ..errors import DeepFaultError
 from .capture import as_tensor, eval_mode, forward, model_device
 
-__all__ = ["bim", "carlini_wagner_l2", "fgsm"]
+__all__ = ["CarliniWagner", "CarliniWagnerKeywords", "bim", "carlini_wagner_l2", "fgsm"]
 
 
 def fgsm(model: nn.Module, inputs, labels, *, eps: float, bounds: Sequence[float] = (0.0, 1.0),
@@ -139,18 +141,56 @@ def bim(
     return torch.cat(out) if out else x.clone()
 
 
+@dataclass(frozen=True)
+class CarliniWagner:
+    """The hyper-parameters of :func:`carlini_wagner_l2` (Carlini and Wagner, IEEE S&P 2017).
+
+    Attributes:
+        confidence: ``kappa``, the logit margin required.
+        c_init: The first ``c`` of each input's binary search.
+        binary_steps: Rounds of the binary search over ``c``.
+        steps: Adam steps per round.
+        lr: Adam's learning rate in tanh space.
+    """
+
+    confidence: float = 0.0
+    c_init: float = 1.0
+    binary_steps: int = 4
+    steps: int = 50
+    lr: float = 0.05
+
+    def check(self) -> CarliniWagner:
+        """``self``, after checking the counts and that ``c_init`` and ``lr`` are positive.
+
+        Raises:
+            DeepFaultError: A count below 1, or ``c_init`` or ``lr`` not positive.
+        """
+        check_int("binary_steps", self.binary_steps)
+        check_int("steps", self.steps)
+        if not self.c_init > 0 or not self.lr > 0:
+            raise DeepFaultError(f"c_init and lr must be positive; got {self.c_init!r} and {self.lr!r}")
+        return self
+
+
+class CarliniWagnerKeywords(TypedDict, total=False):
+    """:class:`CarliniWagner`'s fields as :func:`carlini_wagner_l2`'s keywords."""
+
+    confidence: float
+    c_init: float
+    binary_steps: int
+    steps: int
+    lr: float
+
+
 def carlini_wagner_l2(
     model: nn.Module,
     x,
     y,
     *,
     bounds: tuple[float, float],
-    confidence: float = 0.0,
-    c_init: float = 1.0,
-    binary_steps: int = 4,
-    steps: int = 50,
-    lr: float = 0.05,
     batch_size: int = 512,
+    settings: CarliniWagner | None = None,
+    **keywords: Unpack[CarliniWagnerKeywords],
 ) -> torch.Tensor:
     """Carlini-Wagner L2 attack (Carlini and Wagner, IEEE S&P 2017), untargeted, vectorised
     over the batch.
@@ -167,60 +207,75 @@ def carlini_wagner_l2(
         x: ``(N, ...)`` inputs in ``bounds``.
         y: ``(N,)`` labels.
         bounds: ``(lo, hi)``.
-        confidence: ``kappa``, the logit margin required.
-        c_init: The first ``c`` of each input's binary search.
-        binary_steps: Rounds of the binary search over ``c``.
-        steps: Adam steps per round.
-        lr: Adam's learning rate in tanh space.
         batch_size: Inputs per pass.
+        settings: The hyper-parameters (default: :class:`CarliniWagner`'s).
+        **keywords: :class:`CarliniWagner`'s fields one by one (``steps=100``); each replaces
+            that field of ``settings``.
 
     Returns:
         ``(N, ...)`` float32 adversarial inputs on the CPU.
+
+    Raises:
+        DeepFaultError: A hyper-parameter or ``batch_size`` out of range.
     """
-    check_int("binary_steps", binary_steps)
-    check_int("steps", steps)
+    settings = replace(settings or CarliniWagner(), **keywords).check()
     check_int("batch_size", batch_size)
-    if not c_init > 0 or not lr > 0:
-        raise DeepFaultError(f"c_init and lr must be positive; got {c_init!r} and {lr!r}")
     lo, hi = (float(b) for b in bounds)
-    span = hi - lo
     x, y = _attack_inputs(x, y)
     out = []
     with eval_mode(model), torch.enable_grad():
         for x0, yb in _attack_batches(model, x, y, batch_size):
-            n = len(x0)
-            unit = ((x0 - lo) / span).clamp(0, 1)
-            w0 = torch.atanh((unit * 2 - 1) * 0.999999)
-            device = x0.device
-            c = torch.full((n,), float(c_init), device=device)
-            lower = torch.zeros(n, device=device)
-            upper = torch.full((n,), 1e10, device=device)
-            best_l2 = torch.full((n,), float("inf"), device=device)
-            best = x0.clone()
-            onehot = F.one_hot(yb, num_classes=forward(model, x0[:1]).shape[1]).bool()
-            for _ in range(binary_steps):
-                w = w0.clone().requires_grad_(True)
-                opt = torch.optim.Adam([w], lr=lr)
-                found = torch.zeros(n, dtype=torch.bool, device=device)
-                for _ in range(steps):
-                    xa = lo + span * (torch.tanh(w) + 1) / 2
-                    z = forward(model, xa)
-                    real = z[onehot]
-                    other = z.masked_fill(onehot, float("-inf")).amax(dim=1)
-                    l2 = (((xa - x0) / span) ** 2).flatten(1).sum(1)
-                    loss = (l2 + c * (real - other + confidence).clamp_min(0)).sum()
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    with torch.no_grad():
-                        success = (real - other + confidence) < 0 if confidence else z.argmax(1) != yb
-                        better = success & (l2 < best_l2)
-                        best_l2 = torch.where(better, l2, best_l2)
-                        best[better] = xa.detach()[better]
-                        found |= success
-                with torch.no_grad():
-                    upper = torch.where(found, torch.minimum(upper, c), upper)
-                    lower = torch.where(found, lower, torch.maximum(lower, c))
-                    c = torch.where(upper < 1e9, (lower + upper) / 2, c * 10)
-            out.append(best.detach().cpu())
+            out.append(_CarliniWagnerBatch(model, x0, yb, lo, hi - lo, settings).run().detach().cpu())
     return torch.cat(out) if out else x.clone()
+
+
+class _CarliniWagnerBatch:
+    """One batch's attack: the binary search over ``c``, each round ``steps`` Adam steps."""
+
+    def __init__(self, model: nn.Module, x0: torch.Tensor, yb: torch.Tensor, lo: float, span: float,
+                 settings: CarliniWagner):
+        n, device = len(x0), x0.device
+        self.model, self.x0, self.yb, self.lo, self.span, self.settings = model, x0, yb, lo, span, settings
+        unit = ((x0 - lo) / span).clamp(0, 1)
+        self.w0 = torch.atanh((unit * 2 - 1) * 0.999999)
+        self.c = torch.full((n,), float(settings.c_init), device=device)
+        self.lower = torch.zeros(n, device=device)
+        self.upper = torch.full((n,), 1e10, device=device)
+        self.best_l2 = torch.full((n,), float("inf"), device=device)
+        self.best = x0.clone()
+        self.onehot = F.one_hot(yb, num_classes=forward(model, x0[:1]).shape[1]).bool()
+
+    def run(self) -> torch.Tensor:
+        """The smallest successful perturbation of each input (the input where none succeeded)."""
+        for _ in range(self.settings.binary_steps):
+            found = self._round()
+            with torch.no_grad():
+                self.upper = torch.where(found, torch.minimum(self.upper, self.c), self.upper)
+                self.lower = torch.where(found, self.lower, torch.maximum(self.lower, self.c))
+                self.c = torch.where(self.upper < 1e9, (self.lower + self.upper) / 2, self.c * 10)
+        return self.best
+
+    def _round(self) -> torch.Tensor:
+        """``steps`` Adam steps at the current ``c``; which inputs succeeded at least once."""
+        lo, span, x0, yb, onehot = self.lo, self.span, self.x0, self.yb, self.onehot
+        confidence = self.settings.confidence
+        w = self.w0.clone().requires_grad_(True)
+        opt = torch.optim.Adam([w], lr=self.settings.lr)
+        found = torch.zeros(len(x0), dtype=torch.bool, device=x0.device)
+        for _ in range(self.settings.steps):
+            xa = lo + span * (torch.tanh(w) + 1) / 2
+            z = forward(self.model, xa)
+            real = z[onehot]
+            other = z.masked_fill(onehot, float("-inf")).amax(dim=1)
+            l2 = (((xa - x0) / span) ** 2).flatten(1).sum(1)
+            loss = (l2 + self.c * (real - other + confidence).clamp_min(0)).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                success = (real - other + confidence) < 0 if confidence else z.argmax(1) != yb
+                better = success & (l2 < self.best_l2)
+                self.best_l2 = torch.where(better, l2, self.best_l2)
+                self.best[better] = xa.detach()[better]
+                found |= success
+        return found

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -28,7 +29,8 @@ from .mapped import release
 from .memory import AUTO, AUTO_MAX, BatchSize, check_batch_size, resolve_batch_size
 from .outputs import check_outputs_finite
 
-__all__ = ["Batch", "iterate_batches", "predict", "activations", "correct_inputs"]
+__all__ = ["Batch", "Neurons", "NeuronKeywords", "iterate_batches", "predict", "activations",
+           "correct_inputs"]
 
 
 @dataclass(frozen=True)
@@ -53,17 +55,36 @@ class Batch:
     labels: torch.Tensor | None = None
 
 
+@dataclass(frozen=True)
+class Neurons:
+    """Which neuron values :func:`iterate_batches` captures, and how (as in :func:`~.capture.capture`).
+
+    Attributes:
+        layers: The neuron layers (``None``: the model's default layers).
+        transform: ``"raw"`` or ``"layer-minmax"``.
+    """
+
+    layers: Sequence[str] | str | None = None
+    transform: str = "raw"
+
+
+class NeuronKeywords(TypedDict, total=False):
+    """:class:`Neurons`' fields as :func:`iterate_batches`' keywords."""
+
+    layers: Sequence[str] | str | None
+    transform: str
+
+
 def iterate_batches(
     model: nn.Module,
     inputs,
     *,
     labels=None,
-    neurons: bool = True,
-    layers: Sequence[str] | str | None = None,
-    transform: str = "raw",
+    neurons: bool | Neurons = True,
     batch_size: BatchSize = AUTO,
     check: bool = True,
     progress: bool | str = False,
+    **keywords: Unpack[NeuronKeywords],
 ) -> Iterator[Batch]:
     """Run ``inputs`` through ``model`` in batches, capturing neuron values.
 
@@ -76,9 +97,8 @@ def iterate_batches(
             gives ``Batch.labels`` from its batches.
         labels: Optional ``(N,)`` labels, sliced alongside (``Batch.labels``); they win
             over a loader's own.
-        neurons: Capture neuron values (``False``: outputs only, no hooks).
-        layers: The neuron layers, as in :func:`~.capture.capture`.
-        transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
+        neurons: Capture neuron values: ``True`` (the default layers, raw values), a
+            :class:`Neurons` naming the layers and transform, or ``False`` (outputs only, no hooks).
         batch_size: Inputs per forward pass, or ``"auto"`` (the default): sized from the memory
             one input takes and the memory free (:func:`~.memory.choose_batch_size`), at
             most 1,024 and the number of inputs. Results do not depend on it.
@@ -86,6 +106,8 @@ def iterate_batches(
             layer where a NaN appears) and that neuron values are finite.
         progress: Show a progress bar over the inputs (:func:`~.progress.progress_bar`); a
             string names what is counted.
+        **keywords: :class:`Neurons`' fields one by one (``layers=["fc1"]``); each replaces
+            that field of ``neurons``.
 
     Yields:
         One :class:`Batch` per slice, in order. Hooks are removed when the generator is
@@ -93,63 +115,75 @@ def iterate_batches(
     """
     batch_size = check_batch_size(batch_size)
     check_data(inputs)
-    if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
-        total = num_inputs(inputs)
-        if batch_size == AUTO:  # sized from the loader's first input, then its batches re-cut
-            slices = _auto_slices(model, _checked_slices(stream(inputs, labels, batch_size=AUTO_MAX)), total)
-            next(slices, None)  # sized now, before the hooks are registered: the probe must not fire them
-        else:
-            slices = _checked_slices(stream(inputs, labels, batch_size=int(batch_size)))
-    else:
-        # A memory map, or an array of another dtype than float32 (uint8 images): converted and
-        # checked batch by batch, never whole (a float32 copy of uint8 images is 4x their size).
-        lazy = _lazy(inputs)
-        x = inputs if lazy else as_tensor(inputs)
-        y = None
-        if labels is not None:
-            y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels)
-            y = y.long().cpu()
-            if y.ndim != 1 or len(y) != len(x):
-                raise DeepFaultError(
-                    f"labels must be a 1-D array with one label per input ({len(x)}); "
-                    f"got shape {tuple(y.shape)}")
-        total = len(x)
-        if batch_size == AUTO:
-            batch_size = resolve_batch_size(model, x[:1], AUTO, count=total)
-        batch_size = int(batch_size)
-        slices = ((as_tensor(x[i : i + batch_size], start=i) if lazy else x[i : i + batch_size],
-                   None if y is None else y[i : i + batch_size])
-                  for i in range(0, len(x), batch_size))
-    device = model_device(model)
-    hooks = capture(model, layers, transform=transform) if neurons else contextlib.nullcontext()
+    slices, total = _slices(model, inputs, labels, batch_size)
+    spec = replace(neurons if isinstance(neurons, Neurons) else Neurons(), **keywords)
+    hooks = capture(model, spec.layers, transform=spec.transform) if neurons else contextlib.nullcontext()
     bar = contextlib.nullcontext()
     if progress:
         from .progress import progress_bar
 
         bar = progress_bar(total if total >= 0 else None, desc=progress if isinstance(progress, str) else "",
                            unit="input", leave=False)
-    start = 0
     with eval_mode(model), hooks as rec, torch.inference_mode(), bar as shown:
-        for x_part, yb in slices:
-            xb = x_part.to(device)
-            out = forward(model, xb)
-            if check and out.ndim != 2:
-                raise DeepFaultError(
-                    f"the model's output must be (N, classes); got shape {tuple(out.shape)}"
-                )
-            values = layout = None
-            if rec is not None:
-                values = rec.collect()
-                layout = rec.layout
-                if check and layout is not None:  # collect() has set it
-                    check_finite(values, layout, start)
-            if check:  # after the neuron values, whose message names the neuron
-                check_outputs_finite(model, xb, out, start=start)
-            if shown is not None:
-                shown.update(len(xb))
-            yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
-            release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
-            start += len(xb)
+        yield from _run(model, slices, rec, shown, check=check)
+
+
+def _slices(model: nn.Module, inputs, labels, batch_size: BatchSize) -> tuple[Iterator, int]:
+    """The ``(inputs, labels)`` slices of one forward pass each, and the number of inputs
+    (``-1`` when a loader does not say).
+    """
+    if isinstance(inputs, DataLoader):  # streamed: one of its batches in memory at a time
+        total = num_inputs(inputs)
+        if batch_size == AUTO:  # sized from the loader's first input, then its batches re-cut
+            slices = _auto_slices(model, _checked_slices(stream(inputs, labels, batch_size=AUTO_MAX)), total)
+            next(slices, None)  # sized now, before the hooks are registered: the probe must not fire them
+            return slices, total
+        return _checked_slices(stream(inputs, labels, batch_size=int(batch_size))), total
+    # A memory map, or an array of another dtype than float32 (uint8 images): converted and
+    # checked batch by batch, never whole (a float32 copy of uint8 images is 4x their size).
+    lazy = _lazy(inputs)
+    x = inputs if lazy else as_tensor(inputs)
+    y = None if labels is None else _checked_labels(labels, len(x))
+    size = int(resolve_batch_size(model, x[:1], AUTO, count=len(x)) if batch_size == AUTO else batch_size)
+    return ((as_tensor(x[i : i + size], start=i) if lazy else x[i : i + size],
+             None if y is None else y[i : i + size])
+            for i in range(0, len(x), size)), len(x)
+
+
+def _checked_labels(labels, count: int) -> torch.Tensor:
+    """``labels`` as a CPU int64 tensor, refused unless it is 1-D with ``count`` items."""
+    y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, torch.Tensor) else labels).long().cpu()
+    if y.ndim != 1 or len(y) != count:
+        raise DeepFaultError(
+            f"labels must be a 1-D array with one label per input ({count}); "
+            f"got shape {tuple(y.shape)}")
+    return y
+
+
+def _run(model: nn.Module, slices: Iterator, rec, shown, *, check: bool) -> Iterator[Batch]:
+    """The forward passes of :func:`iterate_batches`, inside its eval mode, hooks and bar."""
+    device = model_device(model)
+    start = 0
+    for x_part, yb in slices:
+        xb = x_part.to(device)
+        out = forward(model, xb)
+        if check and out.ndim != 2:
+            raise DeepFaultError(
+                f"the model's output must be (N, classes); got shape {tuple(out.shape)}"
+            )
+        values = layout = None
+        if rec is not None:
+            values = rec.collect()
+            layout = rec.layout
+            if check and layout is not None:  # collect() has set it
+                check_finite(values, layout, start)
+        if check:  # after the neuron values, whose message names the neuron
+            check_outputs_finite(model, xb, out, start=start)
+        if shown is not None:
+            shown.update(len(xb))
+        yield Batch(start, start + len(xb), xb, out, values, layout, None if yb is None else yb.cpu())
+        release()  # a memory-mapped data set's pages read so far go back (core/mapped.py)
+        start += len(xb)
 
 
 def _lazy(inputs) -> bool:
@@ -237,10 +271,7 @@ def activations(
         transform: ``"raw"`` or ``"layer-minmax"``, as in :func:`~.capture.capture`.
         batch_size: Inputs per forward pass, or ``"auto"`` (as in :func:`iterate_batches`);
             the result does not depend on it.
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, as in :func:`predict`.
         progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:
@@ -274,10 +305,7 @@ def correct_inputs(
         cls: Keep only this class.
         batch_size: Inputs per forward pass, or ``"auto"`` (sized from the memory, as in
             :func:`iterate_batches`).
-        threads: PyTorch CPU threads for the call, restored afterwards: ``"auto"`` (the
-            command line's rule: the free cores for a small model on the CPU; the
-            ``DEEPFAULT_THREADS`` environment variable sets another default), a count, or
-            ``None`` (PyTorch's setting).
+        threads: PyTorch CPU threads for the call, as in :func:`predict`.
         progress: Show a progress bar over the inputs (as the command line does).
 
     Returns:

@@ -3,6 +3,14 @@
 One engine function, because several methods judge how far an input moved from its seed
 with it: DRFuzz's fidelity check (:mod:`deepfault.fuzz.fidelity.checks`) and the realism
 of DeepXplore's inputs (:mod:`deepfault.xplore.results`).
+
+The separable window is applied as two banded matrix products, batched on the images'
+device: on a CPU this is 10 to 50 times faster than :func:`kornia.metrics.ssim`'s
+convolutions, with which it agrees to float32 rounding (tested, as is a naive loop).
+Images larger than :data:`BAND_MAX` pixels a side are filtered by shifted sums instead,
+which are faster there (1.5x at 224x224). The images are divided by ``L`` first (SSIM does
+not change when both images and ``L`` are scaled together), so 0..255 data loses no
+precision in float32.
 """
 
 from __future__ import annotations
@@ -112,13 +120,7 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | No
     reflect-padded filter cropped by ``(7 - 1) / 2`` is exactly the 'valid' region).
     Images smaller than the window use the largest odd window that fits.
 
-    The separable window is applied as two banded matrix products, batched on the images'
-    device: on a CPU this is 10 to 50 times faster than :func:`kornia.metrics.ssim`'s
-    convolutions, with which it agrees to float32 rounding (tested, as is a naive loop).
-    Images larger than :data:`BAND_MAX` pixels a side are filtered by shifted sums instead,
-    which are faster there (1.5x at 224x224).
-    The images are divided by ``L`` first (SSIM does not change when both images and ``L``
-    are scaled together), so 0..255 data loses no precision in float32.
+    How it is computed: see the module's docstring.
 
     Args:
         x: ``(B, C, H, W)`` images, ``H, W >= 3``.
@@ -142,6 +144,26 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | No
         >>> ssim(x, x, data_range=1.0).tolist()
         [1.0, 1.0]
     """
+    _check_pair(x, y, data_range, window)
+    height, width = x.shape[-2:]
+    taps = _window_for(height, width, win_size or (SSIM_WINDOW if window == "gaussian" else COMPAT_WINDOW))
+    dtype = torch.float64 if torch.float64 in (x.dtype, y.dtype) else torch.float32
+    make = _gaussian_weights if window == "gaussian" else _uniform_weights
+    smooth = _smoother(height, width, make(taps, device=x.device, dtype=dtype))
+    norm = taps * taps / (taps * taps - 1) if sample_covariance else 1.0
+    if chunk is None:
+        per = max(1, x[0].numel() * x.element_size()) if len(x) else 1
+        chunk = max(1, min(CHUNK_IMAGES, CHUNK_BYTES // per))
+    parts = []
+    for i in range(0, len(x), chunk):
+        a = x[i : i + chunk].to(dtype) / data_range
+        b = y[i : i + chunk].to(a.device, dtype) / data_range
+        parts.append(_block(a, b, smooth, norm))
+    return torch.cat(parts) if parts else torch.zeros(0, device=x.device)
+
+
+def _check_pair(x, y, data_range: float, window: str) -> None:
+    """Refuse what :func:`ssim` cannot compare (see its ``Raises``)."""
     _check_images(x, "x")
     _check_images(y, "y")
     if x.shape != y.shape:
@@ -152,25 +174,15 @@ def ssim(x: torch.Tensor, y: torch.Tensor, *, data_range: float, chunk: int | No
         raise DeepFaultError(f"data_range must be a positive number; got {data_range!r}")
     if window not in ("gaussian", "uniform"):
         raise DeepFaultError(f"window must be 'gaussian' or 'uniform'; got {window!r}")
-    height, width = x.shape[-2:]
-    taps = _window_for(height, width, win_size or (SSIM_WINDOW if window == "gaussian" else COMPAT_WINDOW))
-    dtype = torch.float64 if torch.float64 in (x.dtype, y.dtype) else torch.float32
-    make = _gaussian_weights if window == "gaussian" else _uniform_weights
-    smooth = _smoother(height, width, make(taps, device=x.device, dtype=dtype))
-    norm = taps * taps / (taps * taps - 1) if sample_covariance else 1.0
+
+
+def _block(a: torch.Tensor, b: torch.Tensor, smooth, norm: float) -> torch.Tensor:
+    """``(B,)`` float32 mean SSIM of a block of image pairs already divided by ``L``."""
     c1, c2 = 0.01**2, 0.03**2
-    if chunk is None:
-        per = max(1, x[0].numel() * x.element_size()) if len(x) else 1
-        chunk = max(1, min(CHUNK_IMAGES, CHUNK_BYTES // per))
-    parts = []
-    for i in range(0, len(x), chunk):
-        a = x[i : i + chunk].to(dtype) / data_range
-        b = y[i : i + chunk].to(a.device, dtype) / data_range
-        # Local first and second moments of both images: (5, B, C, H', W').
-        mu_a, mu_b, aa, bb, ab = smooth(torch.stack((a, b, a * a, b * b, a * b)))
-        var_a, var_b, cov = (norm * (aa - mu_a * mu_a), norm * (bb - mu_b * mu_b),
-                             norm * (ab - mu_a * mu_b))
-        num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
-        smap = num / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))
-        parts.append(smap.mean(dim=(1, 2, 3)).float())
-    return torch.cat(parts) if parts else torch.zeros(0, device=x.device)
+    # Local first and second moments of both images: (5, B, C, H', W').
+    mu_a, mu_b, aa, bb, ab = smooth(torch.stack((a, b, a * a, b * b, a * b)))
+    var_a, var_b, cov = (norm * (aa - mu_a * mu_a), norm * (bb - mu_b * mu_b),
+                         norm * (ab - mu_a * mu_b))
+    num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
+    smap = num / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))
+    return smap.mean(dim=(1, 2, 3)).float()

@@ -166,6 +166,40 @@ def _check_labels(path: Path, y: np.ndarray) -> None:
         )
 
 
+def _read_batches(batch_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{"train": (x, y), "test": (x, y)}`` from the official Python batches."""
+    splits = {}
+    for split, names in (("train", _TRAIN_BATCHES), ("test", (_TEST_BATCH,))):
+        missing = [n for n in names if not (batch_dir / n).is_file()]
+        if missing:
+            raise DeepFaultError(
+                f"CIFAR-10 batch {batch_dir / missing[0]} is missing; run {fetch_hint('cifar10')}"
+            )
+        parts = [_read_batch(batch_dir / n) for n in names]
+        for n, (_, y) in zip(names, parts, strict=True):
+            _check_labels(batch_dir / n, y)
+        splits[split] = (
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+        )
+    return splits
+
+
+def _read_npz_splits(npz_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{"train": (x, y), "test": (x, y)}`` from ``cifar10_{train,test}.npz``."""
+    splits = {}
+    for split in ("train", "test"):
+        path = npz_dir / f"cifar10_{split}.npz"
+        if not path.is_file():
+            raise DeepFaultError(
+                f"CIFAR-10 file {path} is missing; write it beside the other split, "
+                f"or run {fetch_hint('cifar10')} for the official batches"
+            )
+        splits[split] = _read_npz(path)
+        _check_labels(path, splits[split][1])
+    return splits
+
+
 @register_dataset("cifar10", description="CIFAR-10 colour images, 3x32x32, [0, 255]")
 def load_cifar10(data_dir: Path, *, scale01: bool = False) -> Dataset:
     """CIFAR-10: 50,000 + 10,000 colour images, ``(N, 3, 32, 32)`` ``float32``.
@@ -192,33 +226,9 @@ def load_cifar10(data_dir: Path, *, scale01: bool = False) -> Dataset:
     root = Path(data_dir)
     batch_dir, npz_dir = root / _BATCH_DIR, root / _NPZ_DIR
     if batch_dir.is_dir():
-        splits = {}
-        for split, names in (("train", _TRAIN_BATCHES), ("test", (_TEST_BATCH,))):
-            missing = [n for n in names if not (batch_dir / n).is_file()]
-            if missing:
-                raise DeepFaultError(
-                    f"CIFAR-10 batch {batch_dir / missing[0]} is missing; run {fetch_hint('cifar10')}"
-                )
-            parts = [_read_batch(batch_dir / n) for n in names]
-            for n, (_, y) in zip(names, parts, strict=True):
-                _check_labels(batch_dir / n, y)
-            splits[split] = (
-                np.concatenate([p[0] for p in parts]),
-                np.concatenate([p[1] for p in parts]),
-            )
-        source = str(batch_dir)
+        splits, source = _read_batches(batch_dir), str(batch_dir)
     elif (npz_dir / "cifar10_train.npz").is_file() or (npz_dir / "cifar10_test.npz").is_file():
-        splits = {}
-        for split in ("train", "test"):
-            path = npz_dir / f"cifar10_{split}.npz"
-            if not path.is_file():
-                raise DeepFaultError(
-                    f"CIFAR-10 file {path} is missing; write it beside the other split, "
-                    f"or run {fetch_hint('cifar10')} for the official batches"
-                )
-            splits[split] = _read_npz(path)
-            _check_labels(path, splits[split][1])
-        source = str(npz_dir)
+        splits, source = _read_npz_splits(npz_dir), str(npz_dir)
     else:
         raise DeepFaultError(
             f"CIFAR-10 not found in {root}: expected {_BATCH_DIR}/ (data_batch_1..5, "

@@ -253,6 +253,48 @@ def _read(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _splits(path: Path, arrays: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(x_test, y_test, x_train, y_train)`` checked (an empty training split when the file has none)."""
+    for key in ("x", "y"):
+        if key not in arrays:
+            raise DeepFaultError(
+                f"{path} lacks array {key!r} (it has {', '.join(sorted(arrays)) or 'none'}); "
+                "save the test inputs as x and their labels as y"
+            )
+    if ("x_train" in arrays) != ("y_train" in arrays):
+        raise DeepFaultError(f"{path}: give both x_train and y_train, or neither")
+
+    x_test = _inputs(path, "x", arrays["x"])
+    if len(x_test) == 0:
+        raise DeepFaultError(f"{path}: array 'x' holds no inputs; save at least one test input")
+    y_test = _labels(path, "y", arrays["y"], len(x_test))
+    if "x_train" not in arrays:
+        return x_test, y_test, np.empty((0, *x_test.shape[1:]), dtype=np.float32), np.empty(0, dtype=np.int64)
+    x_train = _inputs(path, "x_train", arrays["x_train"])
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise DeepFaultError(
+            f"{path}: x_train inputs are {x_train.shape[1:]} but x inputs are "
+            f"{x_test.shape[1:]}; both splits need the same input shape"
+        )
+    return x_test, y_test, x_train, _labels(path, "y_train", arrays["y_train"], len(x_train))
+
+
+def _check_feature_bounds(path: Path, key: str, x: np.ndarray,
+                          per_feature: tuple[np.ndarray, np.ndarray]) -> None:
+    """Refuse the first input of ``x`` with a feature outside its per-feature bounds."""
+    for start, chunk in _chunks(x):
+        out = (chunk < per_feature[0]) | (chunk > per_feature[1])
+        if not out.any():
+            continue
+        first = np.argwhere(out)[0]
+        first[0] += start
+        at = tuple(int(i) for i in first)
+        raise DeepFaultError(f"{path}: array {key!r} input {at[0]} has {x[at]:g} at feature "
+                             f"{at[1] if len(at) == 2 else at[1:]}, outside its bounds "
+                             f"[{per_feature[0][at[1:]]:g}, {per_feature[1][at[1:]]:g}]; fix the "
+                             "inputs or the bounds array")
+
+
 def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     """Load a data set from an ``.npz`` file (see the module docstring for its arrays).
 
@@ -281,48 +323,13 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     if not path.is_file():
         raise DeepFaultError(f"data set file {path} not found; give the path of an .npz file")
     arrays = _read(path)
-
-    for key in ("x", "y"):
-        if key not in arrays:
-            raise DeepFaultError(
-                f"{path} lacks array {key!r} (it has {', '.join(sorted(arrays)) or 'none'}); "
-                "save the test inputs as x and their labels as y"
-            )
-    if ("x_train" in arrays) != ("y_train" in arrays):
-        raise DeepFaultError(f"{path}: give both x_train and y_train, or neither")
-
-    x_test = _inputs(path, "x", arrays["x"])
-    if len(x_test) == 0:
-        raise DeepFaultError(f"{path}: array 'x' holds no inputs; save at least one test input")
-    y_test = _labels(path, "y", arrays["y"], len(x_test))
-    if "x_train" in arrays:
-        x_train = _inputs(path, "x_train", arrays["x_train"])
-        if x_train.shape[1:] != x_test.shape[1:]:
-            raise DeepFaultError(
-                f"{path}: x_train inputs are {x_train.shape[1:]} but x inputs are "
-                f"{x_test.shape[1:]}; both splits need the same input shape"
-            )
-        y_train = _labels(path, "y_train", arrays["y_train"], len(x_train))
-    else:
-        x_train = np.empty((0, *x_test.shape[1:]), dtype=np.float32)
-        y_train = np.empty(0, dtype=np.int64)
-
+    x_test, y_test, x_train, y_train = _splits(path, arrays)
     class_names = _class_names(path, arrays, y_test, y_train)
     per_feature = None
     if "bounds" in arrays and arrays["bounds"].ndim >= 2:
         per_feature = _feature_bounds(path, arrays["bounds"], x_test.shape[1:])
         for key, x in (("x", x_test), ("x_train", x_train)):
-            for start, chunk in _chunks(x):
-                out = (chunk < per_feature[0]) | (chunk > per_feature[1])
-                if not out.any():
-                    continue
-                first = np.argwhere(out)[0]
-                first[0] += start
-                at = tuple(int(i) for i in first)
-                raise DeepFaultError(f"{path}: array {key!r} input {at[0]} has {x[at]:g} at feature "
-                                     f"{at[1] if len(at) == 2 else at[1:]}, outside its bounds "
-                                     f"[{per_feature[0][at[1:]]:g}, {per_feature[1][at[1:]]:g}]; fix the "
-                                     "inputs or the bounds array")
+            _check_feature_bounds(path, key, x, per_feature)
         lo, hi = float(per_feature[0].min()), float(per_feature[1].max())
         arrays = {**arrays, "bounds": np.array([lo, hi if hi > lo else lo + 1.0])}
     bounds, fix = _bounds(path, arrays)

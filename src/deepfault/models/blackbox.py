@@ -356,6 +356,46 @@ def _litert_io(detail: dict) -> _IO:
     return _IO(detail["name"], shape, batch, dtype, quant)
 
 
+def _litert_last_op(probe, output: int) -> str:
+    """The name of the operator that produces tensor ``output`` (``""`` when unknown)."""
+    try:
+        producers = [o for o in probe._get_ops_details()  # a delegate's node stands beside the originals
+                     if o["op_name"] != "DELEGATE" and output in list(o["outputs"])]
+        return str(producers[-1]["op_name"]).upper() if producers else ""
+    except Exception:  # noqa: BLE001 - a private helper: the output kind then defaults to logits
+        return ""
+
+
+class _LiteRTRunner:
+    """A LiteRT model's ``predict``: one interpreter, made at the first call, its input resized
+    to each new batch size, running one batch at a time.
+    """
+
+    def __init__(self, interpreter_cls, path: Path, input_index: int, output_index: int):
+        self.interpreter_cls, self.path = interpreter_cls, path
+        self.input_index, self.output_index = input_index, output_index
+        self.lock = threading.Lock()
+        self.interpreter: Any = None
+        self.batch: int | None = None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        with self.lock:  # an interpreter runs one batch at a time
+            if self.interpreter is None:
+                self.interpreter = self.interpreter_cls(model_path=str(self.path), num_threads=_threads())
+                self.batch = None
+            it = self.interpreter
+            if self.batch != len(x):
+                it.resize_tensor_input(self.input_index, [len(x), *x.shape[1:]], strict=False)
+                it.allocate_tensors()
+                self.batch = len(x)
+            it.set_tensor(self.input_index, np.ascontiguousarray(x))
+            it.invoke()
+            return np.array(it.get_tensor(self.output_index))
+
+    def __deepcopy__(self, memo) -> _LiteRTRunner:
+        return self  # a copied model shares the interpreter, as a copied function would
+
+
 def open_litert(path: str | os.PathLike) -> ModelFile:
     """A ``.tflite`` classifier run by the LiteRT interpreter, as a black-box :class:`ModelFile`.
 
@@ -385,31 +425,10 @@ def open_litert(path: str | os.PathLike) -> ModelFile:
     if not (np.issubdtype(inp.dtype, np.floating) or inp.quantization is not None):
         raise DeepFaultError(f"{str(path)!r} takes {inp.dtype} inputs without a quantisation scale; "
                              "deepfault feeds float inputs")
-    try:
-        producers = [o for o in probe._get_ops_details()  # a delegate's node stands beside the originals
-                     if o["op_name"] != "DELEGATE" and outs[0]["index"] in list(o["outputs"])]
-        last = str(producers[-1]["op_name"]).upper() if producers else ""
-    except Exception:  # noqa: BLE001 - a private helper: the output kind then defaults to logits
-        last = ""
+    last = _litert_last_op(probe, outs[0]["index"])
     fixed = int(ins[0]["shape"][0]) if len(ins[0]["shape"]) else 1
     del probe
-    lock = threading.Lock()
-    state: dict = {}
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        with lock:  # an interpreter runs one batch at a time
-            it = state.get("interpreter")
-            if it is None:
-                it = state["interpreter"] = interpreter_cls(model_path=str(path), num_threads=_threads())
-                state["batch"] = None
-            if state["batch"] != len(x):
-                it.resize_tensor_input(ins[0]["index"], [len(x), *x.shape[1:]], strict=False)
-                it.allocate_tensors()
-                state["batch"] = len(x)
-            it.set_tensor(ins[0]["index"], np.ascontiguousarray(x))
-            it.invoke()
-            return np.array(it.get_tensor(outs[0]["index"]))
-
+    predict = _LiteRTRunner(interpreter_cls, path, ins[0]["index"], outs[0]["index"])
     resizable = _resizable(interpreter_cls, path, ins[0], fixed)
     inp = _IO(inp.name, inp.shape, None if resizable else fixed, inp.dtype, inp.quantization)
     model = BlackBoxModel(predict, runtime="litert", digest=_file_digest(path), source=str(path),

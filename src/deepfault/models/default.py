@@ -13,8 +13,7 @@ from typing import TypedDict
 
 from .._io import user_cache_dir
 from ..data import Dataset
-from ..errors import DeepFaultError
-from .io import ModelFile, load_model, save_model
+from .io import ModelFile, load_cached, save_model
 from .train import TrainConfig, train_model
 
 __all__ = ["default_model", "RECIPE"]
@@ -67,13 +66,10 @@ def train_default(data: Dataset) -> ModelFile:
 def default_model(data: Dataset) -> ModelFile:
     """The cached default model, trained first when the cache is missing or unreadable."""
     path = _cache_file()
-    if path.is_file():
-        try:
-            mf = load_model(path)
-            if mf.meta.get("recipe") == RECIPE:
-                return mf
-        except DeepFaultError as err:
-            log.warning("cached default model unreadable (%s); retraining", err)
+    cached = load_cached(path, lambda mf: mf.meta.get("recipe") == RECIPE, log,
+                         "cached default model unreadable (%s); retraining")
+    if cached is not None:
+        return cached
     log.info("training the default model (digits_mlp on the bundled digits, about 10-30 s, once; "
              "cached in %s)...", path)
     mf = train_default(data)

@@ -346,10 +346,53 @@ def make_deployment(
     from .._io import write_json
     from ..checks import check_int
     from ..core.batches import predict
-    from .blackbox import is_black_box, open_onnxruntime
-    from .io import ModelFile, save_model
+
+    formats = _checked_formats(formats)
+    check_int("calibration", calibration)
+    start = time.perf_counter()
+    pm = _deployable(model, data, data_dir)
+    d = pm.data
+    module = copy.deepcopy(pm.module).cpu().eval()
+    stem = f"deploy-{safe_stem(name or pm.name)}"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    float_path = out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}"
+    exports = _Exports(module, out, stem, _calibration_sample(d, calibration, seed), float_path)
+    m1_path = _save_m1(pm, out / f"{stem}-m1.pt")
+    with torch.no_grad():
+        p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
+    # the exports run before the clock is read (the arguments are evaluated in order)
+    r = DeploymentResult(m1_path=m1_path, m1_accuracy=float((p1.argmax(1) == d.y_test).mean()),
+                         n_test=len(d.y_test), **exports.compare_all(formats, d, p1),
+                         seconds=time.perf_counter() - start)
+    write_json(out / f"{stem}.json", r.to_dict())
+    return r
+
+
+def _calibration_sample(d, count: int, seed: int) -> np.ndarray:
+    """A seeded sample of ``count`` training inputs (test inputs when there are none), in order."""
+    rng = np.random.default_rng(seed)
+    pool = d.x_train if len(d.x_train) else d.x_test
+    return pool[np.sort(rng.permutation(len(pool))[:count])]
+
+
+def _deployable(model, data, data_dir):
+    """The prepared model with its data set, refused when it is a black box or has no data."""
+    from .blackbox import is_black_box
     from .prepare import prepare_model
 
+    pm = prepare_model(model, data, data_dir=data_dir)
+    if is_black_box(pm.module):
+        raise DeepFaultError("the deployment scenario exports a torch model; this one is a black box already")
+    if pm.data is None:
+        raise DeepFaultError("the model names no data set; give one (--dataset NAME)")
+    return pm
+
+
+def _checked_formats(formats: Sequence[str] | None) -> list[str]:
+    """The formats to write (default: all; the float ONNX file first where a quantiser needs it),
+    refusing an unknown one or none.
+    """
     formats = list(formats) if formats is not None else list_deploy_formats()
     unknown = [f for f in formats if f not in DEPLOY_FORMATS]
     if unknown or not formats:
@@ -357,57 +400,62 @@ def make_deployment(
         raise DeepFaultError(f"unknown deployment format(s) {', '.join(unknown) or '(none given)'}{hint}; "
                              "known: "
                              f"{', '.join(list_deploy_formats())}")
-    check_int("calibration", calibration)
-    start = time.perf_counter()
-    pm = prepare_model(model, data, data_dir=data_dir)
-    if is_black_box(pm.module):
-        raise DeepFaultError("the deployment scenario exports a torch model; this one is a black box already")
-    if pm.data is None:
-        raise DeepFaultError("the model names no data set; give one (--dataset NAME)")
-    d = pm.data
-    module = copy.deepcopy(pm.module).cpu().eval()
-    stem = f"deploy-{safe_stem(name or pm.name)}"
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    sample = torch.as_tensor(d.x_test[:2])
-    rng = np.random.default_rng(seed)
-    pool = d.x_train if len(d.x_train) else d.x_test
-    calib = pool[np.sort(rng.permutation(len(pool))[:calibration])]
-    m1_path = None
-    if pm.model_file is not None:  # a caller's bare module has no architecture to save it under
-        mf1 = pm.model_file
-        m1_path = out / f"{stem}-m1.pt"
-        save_model(m1_path, ModelFile(model=mf1.model, arch=mf1.arch, arch_kwargs=dict(mf1.arch_kwargs),
-                                      dataset=d.name, bounds=(float(d.bounds[0]), float(d.bounds[1])),
-                                      output_kind=pm.output_kind,
-                                      meta={**mf1.meta, "deployment": {"role": "M1"}}))
-    float_path = out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}"
-    needs_float = any(f in ("onnx-int8", "onnx-int8-static") for f in formats)
-    if needs_float and "onnx" not in formats:
+    if any(f in ("onnx-int8", "onnx-int8-static") for f in formats) and "onnx" not in formats:
         formats = ["onnx", *formats]  # the quantisers start from the float file
-    y = d.y_test
-    with torch.no_grad():
-        p1 = torch.softmax(predict(module, d.x_test), 1).numpy() if pm.output_kind == "logits" else \
-            predict(module, d.x_test).numpy()
-    right1 = p1.argmax(1) == y
-    result: dict[str, dict] = {k: {} for k in ("files", "accuracy", "regressions", "fixes", "agreement",
-                                               "max_abs_diff", "details")}
-    for fmt in formats:
+    return formats
+
+
+def _save_m1(pm, path: Path) -> Path | None:
+    """Save M1, the prepared model's file with its data set, range and role, at ``path``
+    (``None``: a caller's bare module has no architecture to save it under).
+    """
+    from .io import ModelFile, save_model
+
+    if pm.model_file is None:
+        return None
+    mf1, d = pm.model_file, pm.data
+    save_model(path, ModelFile(model=mf1.model, arch=mf1.arch, arch_kwargs=dict(mf1.arch_kwargs),
+                               dataset=d.name, bounds=(float(d.bounds[0]), float(d.bounds[1])),
+                               output_kind=pm.output_kind, meta={**mf1.meta, "deployment": {"role": "M1"}}))
+    return path
+
+
+def _probabilities(outputs: torch.Tensor, output_kind: str) -> np.ndarray:
+    """Class probabilities from a model's outputs (a softmax over logits)."""
+    return torch.softmax(outputs, 1).numpy() if output_kind == "logits" else outputs.numpy()
+
+
+@dataclass(frozen=True)
+class _Exports:
+    """Where and from what :func:`make_deployment` exports, and how one export is compared with M1."""
+
+    module: nn.Module
+    out: Path
+    stem: str
+    calibration: np.ndarray
+    float_path: Path
+
+    def compare_all(self, formats: Sequence[str], d, p1: np.ndarray) -> dict[str, dict]:
+        """:meth:`compare` for each format: ``{key: {format: value}}``."""
+        result: dict[str, dict] = {k: {} for k in ("files", "accuracy", "regressions", "fixes", "agreement",
+                                                   "max_abs_diff", "details")}
+        for fmt in formats:
+            for key, value in self.compare(fmt, d, p1).items():
+                result[key][fmt] = value
+        return result
+
+    def compare(self, fmt: str, d, p1: np.ndarray) -> dict[str, object]:
+        """Export ``fmt``, run it on the test inputs and compare its answers with M1's ``p1``."""
+        from .blackbox import open_onnxruntime
+
         suffix, exporter = DEPLOY_FORMATS.get(fmt)
-        path = out / f"{stem}-{suffix}"
-        details = exporter(module, path, sample, float_path=float_path, calibration=calib)
+        path = self.out / f"{self.stem}-{suffix}"
+        details = exporter(self.module, path, torch.as_tensor(d.x_test[:2]), float_path=self.float_path,
+                           calibration=self.calibration)
         mf = open_onnxruntime(path)
-        scores = mf.model(torch.as_tensor(d.x_test)).numpy()
-        p2 = scores if mf.output_kind == "probabilities" else \
-            torch.softmax(torch.as_tensor(scores), 1).numpy()
-        right2 = p2.argmax(1) == y
-        for key, value in (("files", path), ("accuracy", float(right2.mean())),
-                           ("regressions", int((right1 & ~right2).sum())),
-                           ("fixes", int((~right1 & right2).sum())),
-                           ("agreement", float((p1.argmax(1) == p2.argmax(1)).mean())),
-                           ("max_abs_diff", float(np.abs(p1 - p2).max())), ("details", details)):
-            result[key][fmt] = value
-    r = DeploymentResult(m1_path=m1_path, m1_accuracy=float(right1.mean()), n_test=len(y),
-                         seconds=time.perf_counter() - start, **result)
-    write_json(out / f"{stem}.json", r.to_dict())
-    return r
+        p2 = _probabilities(mf.model(torch.as_tensor(d.x_test)), mf.output_kind)
+        right1, right2 = p1.argmax(1) == d.y_test, p2.argmax(1) == d.y_test
+        return {"files": path, "accuracy": float(right2.mean()),
+                "regressions": int((right1 & ~right2).sum()), "fixes": int((~right1 & right2).sum()),
+                "agreement": float((p1.argmax(1) == p2.argmax(1)).mean()),
+                "max_abs_diff": float(np.abs(p1 - p2).max()), "details": details}

@@ -11,8 +11,10 @@ again (``arch=``, ``--arch``): a model file alone never makes deepfault run code
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from .._io import atomic_path
 from ..errors import DeepFaultError
 from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
-__all__ = ["ModelFile", "save_model", "load_model", "MODEL_FILE_FORMAT"]
+__all__ = ["ModelFile", "save_model", "load_model", "load_cached", "MODEL_FILE_FORMAT"]
 
 MODEL_FILE_FORMAT = "deepfault-model/1"
 
@@ -301,3 +303,25 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
         output_kind=payload.get("output_kind", "logits"),
         meta=payload.get("meta", {}),
     )
+
+
+def load_cached(path: Path, fits: Callable[[ModelFile], bool], log: logging.Logger, unreadable: str,
+                *args: object) -> ModelFile | None:
+    """The model file cached at ``path`` when it is there, readable and ``fits`` (made by the
+    current recipe), else ``None`` for the caller to make it again.
+
+    Args:
+        path: The cache file.
+        fits: Whether the loaded file is the one wanted (its ``meta`` names the recipe).
+        log: The caller's logger, which warns of an unreadable file.
+        unreadable: That warning, a ``%`` format whose last argument is the error.
+        *args: The warning's other arguments.
+    """
+    if not path.is_file():
+        return None
+    try:
+        mf = load_model(path)
+    except DeepFaultError as err:
+        log.warning(unreadable, *args, err)
+        return None
+    return mf if fits(mf) else None

@@ -598,6 +598,15 @@ for _cls, _mode in (("GlobalAveragePooling2D", "avg"), ("GlobalMaxPooling2D", "m
     _layer(_cls, options=_GLOBAL_POOLING_OPTIONS)(functools.partial(_global_pooling, cls=_cls, mode=_mode))
 
 
+def _one_axis(name: str, kind: str, axis):
+    """A layer's ``axis`` option as one axis (a one-item list is that item; several are refused)."""
+    if isinstance(axis, (list, tuple)):
+        if len(axis) != 1:
+            raise _unsupported(name, kind, f"axis={axis} (several axes)")
+        return axis[0]
+    return axis
+
+
 @_layer("ZeroPadding2D", options={"padding": _ZERO_PADDING, "data_format": _DATA_FORMAT})
 def _zero_padding(b: _Builder, name: str, cfg: dict) -> None:
     c, h, w = b.spatial(name, "ZeroPadding2D", cfg.get("data_format") or "channels_last")
@@ -615,11 +624,7 @@ def _zero_padding(b: _Builder, name: str, cfg: dict) -> None:
 @_layer("BatchNormalization", options={
     "axis": _AXIS, "epsilon": _EPSILON, "center": _BOOL, "scale": _BOOL, "renorm": _BOOL})
 def _batch_norm(b: _Builder, name: str, cfg: dict) -> None:
-    axis = cfg.get("axis", -1)
-    if isinstance(axis, (list, tuple)):
-        if len(axis) != 1:
-            raise _unsupported(name, "BatchNormalization", f"axis={axis} (several axes)")
-        axis = axis[0]
+    axis = _one_axis(name, "BatchNormalization", cfg.get("axis", -1))
     if cfg.get("renorm"):
         raise _unsupported(name, "BatchNormalization", "renorm=True")
     ndim = len(b.shape) + 1
@@ -689,11 +694,7 @@ def _activation(b: _Builder, name: str, cfg: dict) -> None:
 
 @_layer("Softmax", options={"axis": _AXIS})
 def _softmax(b: _Builder, name: str, cfg: dict) -> None:
-    axis = cfg.get("axis", -1)
-    if isinstance(axis, (list, tuple)):
-        if len(axis) != 1:
-            raise _unsupported(name, "Softmax", f"axis={axis} (several axes)")
-        axis = axis[0]
+    axis = _one_axis(name, "Softmax", cfg.get("axis", -1))
     b.add(name, nn.Softmax(dim=b.torch_dim(int(axis))))
     b.softmax_out = int(axis) == -1 or int(axis) == len(b.shape)
 
@@ -1362,20 +1363,56 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
         torch.Size([1, 10])
     """
     source = str(path)
-    path = Path(path)
-    weights_path = None if weights is None else Path(weights)
-    if weights_path is None and not path.exists():
-        stem_json, stem_h5 = Path(f"{path}.json"), Path(f"{path}.h5")
-        if stem_json.is_file() and stem_h5.is_file():
-            path, weights_path = stem_json, stem_h5
-        elif stem_json.is_file() or stem_h5.is_file():
-            have, lack = (stem_json, stem_h5) if stem_json.is_file() else (stem_h5, stem_json)
-            raise DeepFaultError(
-                f"found {str(have)!r} but not {str(lack)!r}; a model stem (--model DIR/NAME on "
-                "the command line, load_keras('DIR/NAME') in Python) needs both the architecture "
-                "JSON and the weights HDF5"
-            )
+    path, weights_path = _stem_files(Path(path), None if weights is None else Path(weights))
+    main = _read_model_file(path, weights_path)
+    _check_version(main.keras_version, path)
+    # the whole config is checked before a (possibly large) weights file is read
+    layers, input_shape = _validate_config(main.config, str(path))
+    weight_file, layer_weights = _read_weight_file(main, path, weights_path)
+    version = main.keras_version or weight_file.keras_version
+    _check_version(version, path)
 
+    builder = _build(layers, input_shape, str(path))
+    model = nn.Sequential(builder.modules)
+    backend = weight_file.backend or main.backend
+    plan = _match_weights(builder.targets, layer_weights, str(weights_path or path), backend)
+    _materialise(model, builder.targets, plan)
+    model.eval()
+
+    meta = _file_meta(input_shape, builder, version=version, backend=backend, source=source,
+                      weights_path=weights_path)
+    return ModelFile(
+        model=model,
+        arch="keras",
+        arch_kwargs={},
+        dataset=None,
+        bounds=None,
+        output_kind="probabilities" if builder.softmax_out else "logits",
+        meta=meta,
+    )
+
+
+def _stem_files(path: Path, weights_path: Path | None) -> tuple[Path, Path | None]:
+    """``(model file, weights file)``: a stem ``dir/name`` that is no file stands for
+    ``dir/name.json`` with ``dir/name.h5`` (both must exist); otherwise as given.
+    """
+    if weights_path is not None or path.exists():
+        return path, weights_path
+    stem_json, stem_h5 = Path(f"{path}.json"), Path(f"{path}.h5")
+    if stem_json.is_file() and stem_h5.is_file():
+        return stem_json, stem_h5
+    if stem_json.is_file() or stem_h5.is_file():
+        have, lack = (stem_json, stem_h5) if stem_json.is_file() else (stem_h5, stem_json)
+        raise DeepFaultError(
+            f"found {str(have)!r} but not {str(lack)!r}; a model stem (--model DIR/NAME on "
+            "the command line, load_keras('DIR/NAME') in Python) needs both the architecture "
+            "JSON and the weights HDF5"
+        )
+    return path, weights_path
+
+
+def _read_model_file(path: Path, weights_path: Path | None) -> _KerasFile:
+    """The model file, refused unless it holds a config (and, for a JSON, has its weights)."""
     main = _read(path, "Keras model file")
     if main.config is None and main.weights is None:
         raise DeepFaultError(
@@ -1396,9 +1433,15 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
             f"{str(path)!r} is an architecture JSON without weights; pass weights= in Python or "
             "--weights FILE on the command line, giving the HDF5 file from model.save_weights()"
         )
-    _check_version(main.keras_version, path)
-    # the whole config is checked before a (possibly large) weights file is read
-    layers, input_shape = _validate_config(main.config, str(path))
+    return main
+
+
+def _read_weight_file(
+    main: _KerasFile, path: Path, weights_path: Path | None,
+) -> tuple[_KerasFile, dict[str, list[tuple[str, np.ndarray]]]]:
+    """The file holding the weights (the model file itself without ``weights_path``) and its
+    weights, refused when it holds none.
+    """
     weight_file = main if weights_path is None else _read(weights_path, "Keras weights file")
     if weight_file.weights is None:
         raise DeepFaultError(
@@ -1407,16 +1450,12 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
             "model.save_weights() as the weights (--weights FILE on the command line, weights= "
             "in Python)"
         )
-    version = main.keras_version or weight_file.keras_version
-    _check_version(version, path)
+    return weight_file, weight_file.weights
 
-    builder = _build(layers, input_shape, str(path))
-    model = nn.Sequential(builder.modules)
-    backend = weight_file.backend or main.backend
-    plan = _match_weights(builder.targets, weight_file.weights, str(weights_path or path), backend)
-    _materialise(model, builder.targets, plan)
-    model.eval()
 
+def _file_meta(input_shape, builder: _Builder, *, version, backend, source: str,
+               weights_path: Path | None) -> dict[str, object]:
+    """What :func:`load_keras` records in the :class:`ModelFile`'s ``meta``."""
     meta: dict[str, object] = {
         "input_shape": list(input_shape),
         "data_format": builder.data_format,
@@ -1429,12 +1468,4 @@ def load_keras(path: str | os.PathLike, weights: str | os.PathLike | None = None
     renamed = {k: v for k, v in builder.names.items() if k != v}
     if renamed:
         meta["renamed_layers"] = renamed
-    return ModelFile(
-        model=model,
-        arch="keras",
-        arch_kwargs={},
-        dataset=None,
-        bounds=None,
-        output_kind="probabilities" if builder.softmax_out else "logits",
-        meta=meta,
-    )
+    return meta

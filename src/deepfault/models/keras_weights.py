@@ -174,17 +174,7 @@ def match_keras_weights(
         DeepFaultError: Different numbers of weight layers, an unknown or missing weight,
             or a shape mismatch (the message names the Keras layer, the module and both shapes).
     """
-    modules = [(n, m) for n, m in model.named_modules() if type(m) in _RULES]
-    other = [n for n, m in model.named_modules() if n and not list(m.children())
-             and any(True for _ in m.parameters(recurse=False)) and type(m) not in _RULES]
-    if other:
-        raise DeepFaultError(f"module(s) {', '.join(other)} hold weights of a kind the Keras weight matcher "
-                             f"does not know (it knows {', '.join(t.__name__ for t in _RULES)})")
-    if len(modules) != len(layers):
-        raise DeepFaultError(
-            f"{source} has {len(layers)} layers with weights ({', '.join(n for n, _ in layers)}) but the "
-            f"model has {len(modules)} ({', '.join(n for n, _ in modules)}); is it the right architecture?"
-        )
+    modules = _weight_modules(model, layers, source)
     flat = _flatten_shapes(model, input_shape)
     state = {}
     for (layer, weights), (name, module) in zip(layers, modules, strict=True):
@@ -196,12 +186,8 @@ def match_keras_weights(
                                  f"{type(module).__name__} ({name!r}) does not have")
         for wname, array in weights:
             attr, perm = rules[wname]
-            if isinstance(module, nn.Conv2d) and wname == "kernel" and backend == "theano":
-                array = array[::-1, ::-1]
-            if isinstance(module, nn.Linear) and wname == "kernel" and name in flat and array.ndim == 2:
-                c, h, w = flat[name]
-                if array.shape[0] == c * h * w:  # rows in (H, W, C) order -> (C, H, W)
-                    array = array.reshape(h, w, c, -1).transpose(2, 0, 1, 3).reshape(c * h * w, -1)
+            if wname == "kernel":
+                array = _kernel_in_torch_order(array, module, flat.get(name), backend)
             tensor = torch.from_numpy(np.ascontiguousarray(array.transpose(perm) if perm else array))
             target = getattr(module, attr)
             if target is None or tuple(tensor.shape) != tuple(target.shape):
@@ -218,6 +204,39 @@ def match_keras_weights(
                 f"Keras layer {layer!r} in {source} has no {', '.join(missing)} for module {name!r}"
             )
     return state
+
+
+def _weight_modules(model: nn.Module, layers: list, source: str) -> list[tuple[str, nn.Module]]:
+    """``model``'s modules with weights, one per Keras layer with weights, in order; refused
+    when one is of a kind the matcher does not know or the counts differ.
+    """
+    modules = [(n, m) for n, m in model.named_modules() if type(m) in _RULES]
+    other = [n for n, m in model.named_modules() if n and not list(m.children())
+             and any(True for _ in m.parameters(recurse=False)) and type(m) not in _RULES]
+    if other:
+        raise DeepFaultError(f"module(s) {', '.join(other)} hold weights of a kind the Keras weight matcher "
+                             f"does not know (it knows {', '.join(t.__name__ for t in _RULES)})")
+    if len(modules) != len(layers):
+        raise DeepFaultError(
+            f"{source} has {len(layers)} layers with weights ({', '.join(n for n, _ in layers)}) but the "
+            f"model has {len(modules)} ({', '.join(n for n, _ in modules)}); is it the right architecture?"
+        )
+    return modules
+
+
+def _kernel_in_torch_order(array: np.ndarray, module: nn.Module, flat: tuple[int, ...] | None,
+                           backend: str) -> np.ndarray:
+    """A Keras kernel before its transpose: a Theano convolution kernel flipped spatially (as
+    Keras does when loading it); a Dense kernel after a Flatten with its rows in ``(C, H, W)``
+    order instead of Keras's ``(H, W, C)`` (``flat``: the ``(C, H, W)`` flattened).
+    """
+    if isinstance(module, nn.Conv2d) and backend == "theano":
+        return array[::-1, ::-1]
+    if isinstance(module, nn.Linear) and flat is not None and array.ndim == 2:
+        c, h, w = flat
+        if array.shape[0] == c * h * w:
+            return array.reshape(h, w, c, -1).transpose(2, 0, 1, 3).reshape(c * h * w, -1)
+    return array
 
 
 def load_keras_weights(model: nn.Module, path: str | os.PathLike, *, input_shape=None) -> nn.Module:

@@ -39,12 +39,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..checks import check_bounds
+from ..core.capture import check_model
 from ..core.kinds import OUTPUT_KINDS
 from ..data import DATASETS, Dataset, load_dataset
 from ..errors import DeepFaultError
@@ -57,6 +59,7 @@ __all__ = [
     "PreparedModel",
     "prepare_model",
     "PrepareOptions",
+    "PrepareKeywords",
     "resolve_model",
     "model_label",
     "layout_name",
@@ -407,17 +410,9 @@ def prepare_model(
     data: Dataset | str | None = None,
     *,
     data_dir: str | os.PathLike | None = None,
-    weights: str | os.PathLike | None = None,
-    arch: str | None = None,
-    arch_kwargs: dict | None = None,
-    trust_pickle: bool = False,
-    input_layout: str | None = None,
-    input_shape: Sequence[int | None] | None = None,
-    bounds: Sequence[float] | None = None,
-    output_kind: str | None = None,
-    num_classes: int | None = None,
     name: str | None = None,
-    logits: nn.Module | None = None,
+    options: PrepareOptions | None = None,
+    **keywords: Unpack[PrepareKeywords],
 ) -> PreparedModel:
     """Turn a model and a data set into a :class:`PreparedModel` (see the module's docstring).
 
@@ -429,22 +424,12 @@ def prepare_model(
         data: A :class:`Dataset`, a data set name or ``.npz`` path, or ``None`` for the one
             the model file names (no data when it names none).
         data_dir: Data root.
-        weights: The Keras weights HDF5 when ``model`` is an architecture JSON (files only).
-        arch: Architecture of a plain ``state_dict`` or ``.safetensors`` file (files only): a zoo
-            name, ``file.py:Class``, ``module:factory``, ``torchvision:NAME`` or ``timm:NAME``.
-        arch_kwargs: Its keyword arguments.
-        trust_pickle: Allow unpickling a whole pickled ``nn.Module`` (files only); only for
-            files you trust: unpickling can run arbitrary code.
-        input_layout: The layout the module takes, a key of :data:`LAYOUTS` or ``"NCHW"``
-            (native); default: worked out from ``input_shape`` against the data's shape.
-        input_shape: Per-input shape the module takes, in its own layout (default: what the
-            file records; for a module, the data's shape).
-        bounds: Valid input range the model was trained on (default: the file's).
-        output_kind: ``"logits"`` or ``"probabilities"`` (default: the file's; for a module,
-            ``"probabilities"`` when it ends in an ``nn.Softmax``, else ``"logits"``).
-        num_classes: Class count (default: the data's, else the module's output width).
         name: The model's name in results (default: the file name or architecture).
-        logits: A module returning the logits of a probability ``model`` (same inputs).
+        options: What the caller states about the model (how to open its file, its layout,
+            range, output kind, ...) instead of letting the file, the module and the data say it.
+        **keywords: :class:`PrepareOptions`'s fields one by one, the older form, which keeps
+            working (``prepare_model(path, "mnist", arch="lenet5")``); each replaces that
+            field of ``options``.
 
     Returns:
         The :class:`PreparedModel`.
@@ -452,30 +437,24 @@ def prepare_model(
     Raises:
         DeepFaultError: Unreadable files, a data range or shape the model cannot take, or an
             unknown layout or output kind.
+        TypeError: A keyword that is no field of :class:`PrepareOptions`.
+
+    Examples:
+        >>> pm = prepare_model("weights.pt", "mnist", options=PrepareOptions(arch="lenet5"))  # doctest: +SKIP
     """
-    options = PrepareOptions(input_layout=input_layout, input_shape=input_shape, bounds=bounds,
-                             output_kind=output_kind, num_classes=num_classes, logits=logits)
+    options = replace(options or PrepareOptions(), **keywords)
     if isinstance(model, PreparedModel):
         return _prepare_again(model, data, data_dir=data_dir, name=name, options=options)
     options.check()
-    mf, module, label = _open(model, data, data_dir=data_dir, weights=weights, arch=arch,
-                              trust_pickle=trust_pickle, arch_kwargs=arch_kwargs)
-    from ..core.capture import check_model
-
+    mf, module, label = _open(model, data, data_dir=data_dir, options=options)
     check_model(module)
     what = name or label
-    ends_in_softmax = isinstance(_last_leaf(module), nn.Softmax)
-    structural = "probabilities" if ends_in_softmax else "logits"
-    recorded = mf.output_kind if mf is not None and not _kind_unrecorded(mf) else None
-    kind = options.output_kind or recorded or structural
+    kind = _output_kind(options, mf, module)
     trained_bounds = _trained_bounds(options, mf)
     dataset = _data_for(mf, data, trained_bounds, data_dir=data_dir, what=what)
     layout = _input_layout(options, mf, dataset)
     head, no_logits = _logits_head(module, kind, options.logits, mf, what)
-
-    wrapped = module if layout.adapter is None else InputAdapter(module, layout.adapter)
-    wrapped_logits = None if head is None else (
-        wrapped if head is module else head if layout.adapter is None else InputAdapter(head, layout.adapter))
+    wrapped, wrapped_logits = _adapted(module, head, layout.adapter)
     classes, dataset = _checked_outputs(wrapped, dataset, layout.native, options.num_classes, kind, what)
     final_bounds = _pair(dataset.bounds) if dataset is not None else trained_bounds
     return PreparedModel(
@@ -486,11 +465,46 @@ def prepare_model(
     )
 
 
+class PrepareKeywords(TypedDict, total=False):
+    """:class:`PrepareOptions`'s fields as :func:`prepare_model`'s keywords (the older form)."""
+
+    weights: str | os.PathLike | None
+    arch: str | None
+    arch_kwargs: dict | None
+    trust_pickle: bool
+    input_layout: str | None
+    input_shape: Sequence[int | None] | None
+    bounds: Sequence[float] | None
+    output_kind: str | None
+    num_classes: int | None
+    logits: nn.Module | None
+
+
+#: The fields that open a model file (they do not apply to a module or a prepared model).
+_OPENING = ("weights", "arch", "arch_kwargs", "trust_pickle")
+
+
 @dataclass(frozen=True)
 class PrepareOptions:
     """What a caller states about a model instead of letting :func:`prepare_model` work it out
-    from the file, the module and the data (``None``: work it out). The fields are
-    :func:`prepare_model`'s keywords of the same names.
+    from the file, the module and the data (``None``: work it out).
+
+    Attributes:
+        input_layout: The layout the module takes, a key of :data:`LAYOUTS` or ``"NCHW"``
+            (native); default: worked out from ``input_shape`` against the data's shape.
+        input_shape: Per-input shape the module takes, in its own layout (default: what the
+            file records; for a module, the data's shape).
+        bounds: Valid input range the model was trained on (default: the file's).
+        output_kind: ``"logits"`` or ``"probabilities"`` (default: the file's; for a module,
+            ``"probabilities"`` when it ends in an ``nn.Softmax``, else ``"logits"``).
+        num_classes: Class count (default: the data's, else the module's output width).
+        logits: A module returning the logits of a probability model (same inputs).
+        weights: The Keras weights HDF5 when the model is an architecture JSON (files only).
+        arch: Architecture of a plain ``state_dict`` or ``.safetensors`` file (files only): a zoo
+            name, ``file.py:Class``, ``module:factory``, ``torchvision:NAME`` or ``timm:NAME``.
+        arch_kwargs: Its keyword arguments.
+        trust_pickle: Allow unpickling a whole pickled ``nn.Module`` (files only); only for
+            files you trust: unpickling can run arbitrary code.
     """
 
     input_layout: str | None = None
@@ -499,10 +513,14 @@ class PrepareOptions:
     output_kind: str | None = None
     num_classes: int | None = None
     logits: nn.Module | None = None
+    weights: str | os.PathLike | None = None
+    arch: str | None = None
+    arch_kwargs: dict | None = None
+    trust_pickle: bool = False
 
     def stated(self) -> list[str]:
-        """The names of the fields given."""
-        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+        """The names of the fields given about the model itself (not those that open its file)."""
+        return [f.name for f in fields(self) if f.name not in _OPENING and getattr(self, f.name) is not None]
 
     def check(self) -> None:
         """Raise :class:`DeepFaultError` for an unknown output kind or input layout."""
@@ -535,10 +553,30 @@ def _prepare_again(model: PreparedModel, data: Dataset | str | None, *, data_dir
     if data is None or data is model.data:
         return model if name is None else replace(model, name=name)
     base: ModelFile | nn.Module = model.model_file if model.model_file is not None else model._inner()
-    return prepare_model(base, data, data_dir=data_dir, name=name or model.name,
-                         output_kind=model.output_kind, bounds=model.bounds,
-                         input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
-                         logits=None if model.model_file is not None else _logits_inner(model))
+    stated = PrepareOptions(output_kind=model.output_kind, bounds=model.bounds,
+                            input_shape=model.file_input_shape, input_layout=model.adapter or "NCHW",
+                            logits=None if model.model_file is not None else _logits_inner(model))
+    return prepare_model(base, data, data_dir=data_dir, name=name or model.name, options=stated)
+
+
+def _output_kind(options: PrepareOptions, mf: ModelFile | None, module: nn.Module) -> str:
+    """The caller's output kind, else the file's (where its format records one), else whether
+    the module ends in an ``nn.Softmax``.
+    """
+    structural = "probabilities" if isinstance(_last_leaf(module), nn.Softmax) else "logits"
+    recorded = mf.output_kind if mf is not None and not _kind_unrecorded(mf) else None
+    return options.output_kind or recorded or structural
+
+
+def _adapted(module: nn.Module, head: nn.Module | None,
+             adapter: str | None) -> tuple[nn.Module, nn.Module | None]:
+    """``module`` and its logits ``head`` taking native inputs (through ``adapter``); a head
+    that is the module itself stays the same object.
+    """
+    wrapped = module if adapter is None else InputAdapter(module, adapter)
+    if head is None or head is module:
+        return wrapped, None if head is None else wrapped
+    return wrapped, head if adapter is None else InputAdapter(head, adapter)
 
 
 def _trained_bounds(options: PrepareOptions, mf: ModelFile | None) -> tuple[float, float] | None:
@@ -620,8 +658,8 @@ def _logits_inner(pm: PreparedModel) -> nn.Module | None:
 
 
 def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset | str | None, *,
-          data_dir: str | os.PathLike | None, weights: str | os.PathLike | None, arch: str | None,
-          trust_pickle: bool, arch_kwargs: dict | None = None) -> tuple[ModelFile | None, nn.Module, str]:
+          data_dir: str | os.PathLike | None,
+          options: PrepareOptions) -> tuple[ModelFile | None, nn.Module, str]:
     """The model file (``None`` for a caller's module), the module and the model's default name."""
     if isinstance(model, ModelFile):
         return model, model.model, model.arch
@@ -640,7 +678,8 @@ def _open(model: str | os.PathLike | ModelFile | nn.Module | None, data: Dataset
                              f"got {type(model).__name__}")
     from .load import open_model
 
-    mf = open_model(model, weights=weights, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle)
+    mf = open_model(model, weights=options.weights, arch=options.arch, arch_kwargs=options.arch_kwargs,
+                    trust_pickle=options.trust_pickle)
     return mf, mf.model, model_label(model, mf)
 
 

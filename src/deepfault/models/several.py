@@ -13,7 +13,9 @@ import hashlib
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError
@@ -23,7 +25,8 @@ from .load import open_model
 from .prepare import PreparedModel, model_label, prepare_model
 from .zoo import list_architectures
 
-__all__ = ["open_xplore_model", "load_xplore_inputs", "zoo_cache_file", "ZOO_RECIPE_VERSION"]
+__all__ = ["ModelLookup", "LookupKeywords", "open_xplore_model", "load_xplore_inputs", "zoo_cache_file",
+           "ZOO_RECIPE_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +45,57 @@ def _aligned(values, count: int, option: str) -> list:
     return list(values)
 
 
+@dataclass(frozen=True)
+class ModelLookup:
+    """How the entries of ``deepfault xplore --model`` are found and opened, the same for each.
+
+    Attributes:
+        models_dir: Where zoo names are looked up first (``NAME-DATASET.pt``); a name not
+            there is trained on first use and cached (:func:`zoo_cache_file`).
+        trust_pickle: Allow unpickling whole pickled modules; only for trusted files.
+        progress: Show the progress of a zoo model's first-use training.
+        arch_kwargs: Keyword arguments of a model's architecture (``arch``).
+    """
+
+    models_dir: str | os.PathLike = "."
+    trust_pickle: bool = False
+    progress: bool = True
+    arch_kwargs: dict | None = None
+
+
+class LookupKeywords(TypedDict, total=False):
+    """:class:`ModelLookup`'s fields as keywords (the older form of the functions that take one)."""
+
+    models_dir: str | os.PathLike
+    trust_pickle: bool
+    progress: bool
+    arch_kwargs: dict | None
+
+
 def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | None = None,
-                      models_dir: str | os.PathLike = ".", dataset: str | None = None,
-                      trust_pickle: bool = False, input_shape: tuple[int, ...] | None = None,
-                      data: Dataset | None = None,
-                      progress: bool = True, arch_kwargs: dict | None = None) -> ModelFile:
+                      dataset: str | None = None, input_shape: tuple[int, ...] | None = None,
+                      data: Dataset | None = None, lookup: ModelLookup | None = None,
+                      **keywords: Unpack[LookupKeywords]) -> ModelFile:
     """One model of ``deepfault xplore --model`` opened (not prepared): a file, a zoo name
     (``NAME`` is ``MODELS_DIR/NAME-DATASET.pt``, as ``deepfault train`` names it; without that
     file, and given ``data``, the zoo model trained on first use and cached, see
     :func:`zoo_cache_file`), or a Keras weights file loaded into a zoo architecture.
 
+    Args:
+        entry: A model file, a zoo name or a Keras weights file.
+        arch: Its architecture (a zoo name for Keras weights).
+        weights: Keras weights for it.
+        dataset: The data set's name (finds a zoo name's trained file).
+        input_shape: Per-input shape of the data, for Keras weights after a Flatten.
+        data: The data set a zoo model missing from ``models_dir`` is trained on.
+        lookup: Where and how models are found (default: :class:`ModelLookup`'s).
+        **keywords: :class:`ModelLookup`'s fields, one by one (they replace those of ``lookup``).
+
     Raises:
         DeepFaultError: A zoo name without a data set, or without a trained file and no
             ``data`` to train it on, or Keras weights without an architecture.
     """
+    lookup = replace(lookup or ModelLookup(), **keywords)
     path = Path(entry)
     zoo = entry in list_architectures() and not path.exists()
     h5 = next((f for f in (weights, None if zoo else entry) if f and is_weights_only(f)), None)
@@ -64,18 +104,19 @@ def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | Non
     if zoo:
         if dataset is None:
             raise DeepFaultError(f"zoo name {entry!r} needs --dataset to find its trained file")
-        path = Path(models_dir) / f"{entry}-{dataset}.pt"
+        path = Path(lookup.models_dir) / f"{entry}-{dataset}.pt"
         if not path.is_file():
             if data is None:
                 raise DeepFaultError(
                     f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train "
                     f"--arch {entry} --dataset {dataset} --out {path}' or give the model file"
                 )
-            return _trained_on_first_use(entry, data, progress=progress)
+            return _trained_on_first_use(entry, data, progress=lookup.progress)
     if h5 is not None:
         raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
                              "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
-    return open_model(path, weights=weights, arch=arch, arch_kwargs=arch_kwargs, trust_pickle=trust_pickle)
+    return open_model(path, weights=weights, arch=arch, arch_kwargs=lookup.arch_kwargs,
+                      trust_pickle=lookup.trust_pickle)
 
 
 def zoo_cache_file(arch: str, data: Dataset) -> Path:
@@ -101,17 +142,14 @@ def _trained_on_first_use(arch: str, data: Dataset, *, progress: bool) -> ModelF
     """
     import time
 
-    from .io import load_model, save_model
+    from .io import load_cached, save_model
     from .train import TrainConfig, train_model
 
     path = zoo_cache_file(arch, data)
-    if path.is_file():
-        try:
-            mf = load_model(path)
-            if mf.meta.get("zoo_first_use") == ZOO_RECIPE_VERSION:
-                return mf
-        except DeepFaultError as err:
-            log.warning("cached %s unreadable (%s); training it again", path, err)
+    cached = load_cached(path, lambda mf: mf.meta.get("zoo_first_use") == ZOO_RECIPE_VERSION, log,
+                         "cached %s unreadable (%s); training it again", path)
+    if cached is not None:
+        return cached
     config = TrainConfig()
     log.warning("training zoo model %s on %s (first use: %d epochs; cached in %s)...", arch, data.name,
                 config.epochs, path)
@@ -125,10 +163,9 @@ def _trained_on_first_use(arch: str, data: Dataset, *, progress: bool) -> ModelF
 
 
 def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
-                       data_dir: str | os.PathLike | None = None, models_dir: str | os.PathLike = ".",
-                       archs: Sequence[str | None] | None = None, weights: Sequence[str | None] | None = None,
-                       trust_pickle: bool = False, progress: bool = True, arch_kwargs: dict | None = None
-                       ) -> tuple[list[PreparedModel], Dataset]:
+                       data_dir: str | os.PathLike | None = None, archs: Sequence[str | None] | None = None,
+                       weights: Sequence[str | None] | None = None, lookup: ModelLookup | None = None,
+                       **keywords: Unpack[LookupKeywords]) -> tuple[list[PreparedModel], Dataset]:
     """Two or more models, each opened by :func:`open_xplore_model` and prepared
     (:func:`~deepfault.models.prepare.prepare_model`) with one data set, and the data.
 
@@ -136,19 +173,18 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
         entries: Model files or zoo names (``deepfault xplore --model``).
         dataset: The data set (default: the one the first model file names).
         data_dir: Data root.
-        models_dir: Where zoo names are looked up first (``NAME-DATASET.pt``); a name not
-            there is trained on first use and cached (:func:`zoo_cache_file`).
         archs: Architecture per model, any form of :func:`~deepfault.models.build_model` (one
             entry applies to all; ``None`` skips a model).
         weights: Keras weights per model, likewise.
-        trust_pickle: Allow unpickling whole pickled modules; only for trusted files.
-        progress: Show the progress of a zoo model's first-use training.
-        arch_kwargs: Keyword arguments of every model's ``archs`` entry.
+        lookup: Where and how the models are found (:class:`ModelLookup`; its ``arch_kwargs``
+            go to every model with an ``archs`` entry).
+        **keywords: :class:`ModelLookup`'s fields, one by one (they replace those of ``lookup``).
 
     Raises:
         DeepFaultError: Fewer than two models, per-model lists of another length, no data set
             named, or models that take inputs in different ranges.
     """
+    lookup = replace(lookup or ModelLookup(), **keywords)
     entries = list(entries)
     if len(entries) < 2:
         raise DeepFaultError(f"DeepXplore compares two or more models; got {len(entries)}: "
@@ -158,10 +194,9 @@ def load_xplore_inputs(entries: Sequence[str], *, dataset: str | None = None,
     data = load_dataset(dataset, data_dir=data_dir) if dataset else None
     prepared: list[PreparedModel] = []
     for entry, arch, w in zip(entries, arch_list, weight_list, strict=True):
-        mf = open_xplore_model(entry, arch=arch, weights=w, models_dir=models_dir, dataset=dataset,
-                               trust_pickle=trust_pickle, arch_kwargs=arch_kwargs if arch else None,
+        mf = open_xplore_model(entry, arch=arch, weights=w, dataset=dataset,
                                input_shape=data.input_shape if data is not None else None, data=data,
-                               progress=progress)
+                               lookup=lookup if arch else replace(lookup, arch_kwargs=None))
         if data is None:
             if mf.dataset is None:
                 raise DeepFaultError(f"model {entry!r} does not name its data set; add --dataset NAME")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -98,6 +99,69 @@ class _Rows:
         return out
 
 
+@dataclass
+class _Loop:
+    """What :func:`fit`'s epochs share: the model, the rows it trains on, the optimiser, the
+    schedule and the progress bar.
+    """
+
+    model: nn.Module
+    x_all: _Rows
+    rows: torch.Tensor
+    yt: torch.Tensor
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler | None
+    config: TrainConfig
+    bar: Any = None  # a progress bar (tqdm's or the log's)
+
+    @classmethod
+    def start(cls, model: nn.Module, x_all: _Rows, train_idx: np.ndarray, y: np.ndarray,
+              config: TrainConfig, *, device: torch.device, progress: bool) -> _Loop:
+        """The loop over the rows ``train_idx`` on ``device``: Adam, the schedule, and a bar
+        when ``progress``.
+        """
+        rows = torch.as_tensor(train_idx, device=device)
+        yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
+        opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+        steps_per_epoch = -(-len(yt) // config.batch_size)
+        sched = None
+        if config.schedule == "cosine":
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.epochs * steps_per_epoch)
+        loop = cls(model=model, x_all=x_all, rows=rows, yt=yt, opt=opt, sched=sched, config=config)
+        if progress:
+            from ..core.progress import progress_bar
+
+            loop.bar = progress_bar(config.epochs * steps_per_epoch, desc="training", unit="batch")
+        return loop
+
+    def epoch(self, epoch: int, perm: torch.Tensor) -> tuple[float, float]:
+        """One pass over the training rows in the order ``perm``: ``(mean loss, accuracy)``."""
+        model, yt, size = self.model, self.yt, self.config.batch_size
+        model.train()
+        total, hits = torch.zeros((), device=yt.device), torch.zeros((), device=yt.device)
+        for i in range(0, len(yt), size):
+            idx = perm[i : i + size]
+            self.opt.zero_grad(set_to_none=True)
+            out = model(self.x_all[self.rows[idx]])
+            loss = F.cross_entropy(out, yt[idx])
+            loss.backward()
+            self.opt.step()
+            if self.sched is not None:
+                self.sched.step()
+            total += loss.detach() * len(idx)
+            hits += (out.argmax(1) == yt[idx]).sum()
+            if self.bar is not None:
+                self._show(epoch, min(i + size, len(yt)), total, hits)
+        return float(total) / max(len(yt), 1), float(hits) / max(len(yt), 1)
+
+    def _show(self, epoch: int, seen: int, total: torch.Tensor, hits: torch.Tensor) -> None:
+        bar = self.bar
+        bar.update(1)
+        if bar.n % 50 == 0:
+            bar.set_postfix(epoch=f"{epoch + 1}/{self.config.epochs}",
+                            loss=f"{float(total) / seen:.4f}", acc=f"{float(hits) / seen:.4f}")
+
+
 def fit(
     model: nn.Module,
     x: np.ndarray | tuple[np.ndarray, ...],
@@ -127,47 +191,16 @@ def fit(
     order = rng.permutation(len(x_all))
     n_val = int(round(len(x_all) * config.val_fraction))
     val_idx, train_idx = order[:n_val], order[n_val:]
-    rows = torch.as_tensor(train_idx, device=device)
-    yt = torch.as_tensor(y[train_idx], dtype=torch.long, device=device)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    steps_per_epoch = -(-len(yt) // config.batch_size)
-    sched = None
-    if config.schedule == "cosine":
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.epochs * steps_per_epoch)
+    loop = _Loop.start(model, x_all, train_idx, y, config, device=device, progress=progress)
+    yt = loop.yt
     snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
     completed, loss_value, acc_value, interrupted = 0, float("nan"), float("nan"), False
-    bar = None
-    if progress:
-        from ..core.progress import progress_bar
-
-        bar = progress_bar(config.epochs * steps_per_epoch, desc="training", unit="batch")
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(config.seed)
             for epoch in range(config.epochs):
-                model.train()
                 perm = torch.as_tensor(rng.permutation(len(yt)), device=device)
-                total, hits = torch.zeros((), device=device), torch.zeros((), device=device)
-                for i in range(0, len(yt), config.batch_size):
-                    idx = perm[i : i + config.batch_size]
-                    opt.zero_grad(set_to_none=True)
-                    out = model(x_all[rows[idx]])
-                    loss = F.cross_entropy(out, yt[idx])
-                    loss.backward()
-                    opt.step()
-                    if sched is not None:
-                        sched.step()
-                    total += loss.detach() * len(idx)
-                    hits += (out.argmax(1) == yt[idx]).sum()
-                    if bar is not None:
-                        bar.update(1)
-                        if bar.n % 50 == 0:
-                            seen = min(i + config.batch_size, len(yt))
-                            bar.set_postfix(epoch=f"{epoch + 1}/{config.epochs}",
-                                            loss=f"{float(total) / seen:.4f}",
-                                            acc=f"{float(hits) / seen:.4f}")
-                loss_value = float(total) / max(len(yt), 1)
-                acc_value = float(hits) / max(len(yt), 1)
+                loss_value, acc_value = loop.epoch(epoch, perm)
                 completed = epoch + 1
                 snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 log.debug("epoch %d: loss %.4f accuracy %.4f", completed, loss_value, acc_value)
@@ -175,8 +208,8 @@ def fit(
         interrupted = True
         model.load_state_dict(snapshot)
     finally:
-        if bar is not None:
-            bar.close()
+        if loop.bar is not None:
+            loop.bar.close()
     model.eval()
     val_acc = None
     if n_val:
