@@ -26,14 +26,33 @@ __all__ = ["writer_lock", "reader_lock", "no_readers", "LOCK_WAIT"]
 LOCK_WAIT = 600.0
 
 
-def _open(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+def _open(path: Path) -> int | None:
+    """The lock file, opened (made where absent); ``None`` where the folder is read-only and it
+    is absent (nobody can write such a corpus, so nothing need be locked against).
+    """
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
 
 
 @contextlib.contextmanager
 def writer_lock(folder: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold the corpus's writers' lock, waiting up to ``wait`` seconds for another writer."""
+    """Hold the corpus's writers' lock, waiting up to ``wait`` seconds for another writer.
+
+    Raises:
+        DeepFaultError: the folder cannot be written, or another writer held it for ``wait`` s.
+    """
+    if not os.access(folder, os.W_OK):
+        raise DeepFaultError(f"corpus {str(folder)!r} cannot be written (no permission or a read-only "
+                             "file system); give a writable copy of the folder")
     fd = _open(folder / LOCK)
+    if fd is None:
+        raise DeepFaultError(f"corpus {str(folder)!r}: its lock file {LOCK} cannot be opened; give a "
+                             "writable copy of the folder")
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -58,6 +77,9 @@ def writer_lock(folder: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
 def reader_lock(folder: Path) -> Iterator[None]:
     """Hold the readers' lock (shared) while a replay streams the shards."""
     fd = _open(folder / READERS)
+    if fd is None:
+        yield
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
@@ -74,6 +96,9 @@ def no_readers(folder: Path) -> Iterator[bool]:
     waiting); while the block runs and it was ``True``, none can start.
     """
     fd = _open(folder / READERS)
+    if fd is None:
+        yield False
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
