@@ -15,10 +15,11 @@ Example:
 
 from .corpus import CorpusBatch, CorpusCheck, RegressionCorpus
 from .corpus import RegressionCorpus as Corpus
+from .findings import Findings
 from .ids import entry_ids
 from .manifest import Manifest
 from .provenance import Provenance
 from .shard import ShardRecord
 
-__all__ = ["Corpus", "RegressionCorpus", "CorpusBatch", "CorpusCheck", "Provenance", "Manifest",
+__all__ = ["Corpus", "RegressionCorpus", "CorpusBatch", "CorpusCheck", "Findings", "Provenance", "Manifest",
            "ShardRecord", "entry_ids"]

@@ -156,7 +156,8 @@ class RegressionCorpus:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = False, dataset: str | None = None,
-             input_shape: Sequence[int] | None = None, num_classes: int | None = None) -> RegressionCorpus:
+             input_shape: Sequence[int] | None = None, num_classes: int | None = None,
+             check_shards: bool = True) -> RegressionCorpus:
         """Open the corpus at ``path``, refusing one made for another data set or input shape.
 
         Args:
@@ -166,6 +167,8 @@ class RegressionCorpus:
             dataset: the data set of the caller's inputs; given, it must be the corpus's.
             input_shape: one input's shape; given, it must be the corpus's.
             num_classes: the class count; given (and known to the corpus), it must be the corpus's.
+            check_shards: refuse a listed shard that is missing or of the wrong size now (off only
+                to prune the damaged shards away).
 
         Raises:
             DeepFaultError: not a corpus (and ``create`` false), a corpus for another data set,
@@ -179,7 +182,7 @@ class RegressionCorpus:
                                      "data set and the input shape")
             return cls.create(folder, dataset=dataset, input_shape=tuple(input_shape),
                               num_classes=num_classes, exist_ok=True)
-        corpus = cls(folder, cls._read(folder))
+        corpus = cls(folder, cls._read(folder, check_shards=check_shards))
         corpus._check_matches(dataset, input_shape, num_classes)
         return corpus
 
@@ -230,13 +233,13 @@ class RegressionCorpus:
                                  f"({shown}); give a new or empty folder, or the corpus's own")
 
     @classmethod
-    def _read(cls, folder: Path) -> Manifest:
+    def _read(cls, folder: Path, *, check_shards: bool = True) -> Manifest:
         if not folder.is_dir():
             raise DeepFaultError(f"corpus {str(folder)!r} does not exist; give a corpus folder, or "
                                  "create one by adding to it (--corpus DIR on regress, xplore, run or gate)")
         cls._check_folder(folder)
         manifest = load_manifest(folder)
-        for record in manifest.shards:
+        for record in manifest.shards if check_shards else ():
             check_size(folder, record)
         return manifest
 
