@@ -5,12 +5,13 @@ provenance, behind a manifest (``corpus.json``) that is replaced atomically. ``r
 ``xplore``, ``run`` and ``gate`` add what they find (``--corpus DIR``); ``gate`` replays it.
 See docs/corpus.md for the format and the guarantees.
 
-Example:
-    >>> from deepfault.corpus import Corpus, Provenance          # doctest: +SKIP
-    >>> corpus = Corpus.open("corpus", create=True, dataset="mnist", input_shape=(1, 28, 28))
-    >>> corpus.add(inputs, labels, Provenance("regress", "drfuzz-seed0", ("m1.pt", "m2.onnx")))
-    >>> for batch in corpus.batches(256):
-    ...     predictions = model(batch.inputs).argmax(1)
+Example (``inputs``, ``labels`` and ``model`` are the caller's)::
+
+    from deepfault.corpus import Corpus, Provenance
+    corpus = Corpus.open("corpus", create=True, dataset="mnist", input_shape=(1, 28, 28))
+    corpus.add(inputs, labels, Provenance("regress", "drfuzz-seed0", ("m1.pt", "m2.onnx")))
+    for batch in corpus.batches(256):
+        predictions = model(batch.inputs).argmax(1)
 """
 
 from .corpus import CorpusBatch, CorpusCheck, RegressionCorpus

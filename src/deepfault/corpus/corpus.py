@@ -137,7 +137,7 @@ class RegressionCorpus:
     Open one with :meth:`open` or make one with :meth:`create`; the object reads the manifest
     again before every add, prune and replay, so several processes may share a folder.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile
         >>> from deepfault.corpus import Corpus, Provenance
         >>> folder = tempfile.mkdtemp() + "/corpus"
@@ -148,7 +148,7 @@ class RegressionCorpus:
         (2, [1, 1])
     """
 
-    def __init__(self, path: Path, manifest: Manifest):
+    def __init__(self, path: Path, manifest: Manifest) -> None:
         self.path = path
         self._manifest = manifest
 
@@ -303,7 +303,8 @@ class RegressionCorpus:
 
     # --- adding ------------------------------------------------------------------------------
 
-    def add(self, inputs, labels, provenance: Provenance) -> int:
+    def add(self, inputs: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor | Sequence[int],
+            provenance: Provenance) -> int:
         """Add the entries that are new; returns how many were new.
 
         Entries already in the corpus, or repeated in ``inputs``, are skipped (same input bytes and
