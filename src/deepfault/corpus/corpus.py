@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._io import _remove_stale as remove_stale_temporaries  # atomic_path's own clean-up
 from ..errors import DeepFaultError
 from .ids import entry_ids
 from .lock import no_readers, reader_lock, writer_lock
@@ -439,25 +440,16 @@ class RegressionCorpus:
         return removed
 
     def _sweep(self) -> None:
-        """Remove unlisted shards and dead writers' temporaries, unless a replay is reading."""
+        """Remove unlisted shards and dead writers' temporaries, unless a replay is reading (the
+        writers' lock is held: no add is under way).
+        """
         with no_readers(self.path) as free:
             if not free:
                 return
-            for name in (*orphan_shards(self.path, self._manifest), *temporaries(self.path)):
-                pid = name.split(".")[3] if name.startswith(".") else ""
-                if pid.isdigit() and _alive(int(pid)):
-                    continue
+            for name in orphan_shards(self.path, self._manifest):
                 (self.path / name).unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+            for name in temporaries(self.path):  # ".NAME.EXT.PID.XXXXXXXX.tmp": NAME.EXT's, if PID is gone
+                remove_stale_temporaries(self.path / ".".join(name[1:].split(".")[:2]))
 
 
 def _batch(pieces: list[tuple[ShardData, int, int]]) -> CorpusBatch:
