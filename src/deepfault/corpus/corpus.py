@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -369,20 +369,21 @@ class RegressionCorpus:
     def _stream(self, batch_size: int) -> Iterator[CorpusBatch]:
         with reader_lock(self.path):
             self.refresh()
-            shards = self._manifest.shards
-            pending: list[tuple[ShardData, int, int]] = []  # (shard, start, stop) not yet yielded
+            pending: list[_Piece] = []  # entries read but not yet yielded: fewer than batch_size
             held = 0
-            for record in shards:
+            for record in self._manifest.shards:
                 data = read_shard(self.path, record, self.input_shape)
                 start = 0
                 while start < record.count:
                     stop = min(record.count, start + batch_size - held)
-                    pending.append((data, start, stop))
+                    pending.append(_Piece.of(data, start, stop))
                     held += stop - start
                     start = stop
                     if held == batch_size:
                         yield _batch(pending)
                         pending, held = [], 0
+                pending = [piece.copy() for piece in pending]  # the shard's tail, so that the shard can go
+                del data
             if pending:
                 yield _batch(pending)
 
@@ -452,11 +453,27 @@ class RegressionCorpus:
                 remove_stale_temporaries(self.path / ".".join(name[1:].split(".")[:2]))
 
 
-def _batch(pieces: list[tuple[ShardData, int, int]]) -> CorpusBatch:
+class _Piece(NamedTuple):
+    """Consecutive entries of one shard (views into it until copied)."""
+
+    inputs: np.ndarray
+    labels: np.ndarray
+    ids: np.ndarray
+    provenance: Provenance
+
+    @classmethod
+    def of(cls, data: ShardData, start: int, stop: int) -> _Piece:
+        return cls(data.inputs[start:stop], data.labels[start:stop], data.ids[start:stop], data.provenance)
+
+    def copy(self) -> _Piece:
+        return _Piece(self.inputs.copy(), self.labels.copy(), self.ids.copy(), self.provenance)
+
+
+def _batch(pieces: list[_Piece]) -> CorpusBatch:
     import torch
 
-    inputs = np.concatenate([d.inputs[a:b] for d, a, b in pieces])
-    labels = np.concatenate([d.labels[a:b] for d, a, b in pieces])
-    ids = np.concatenate([d.ids[a:b] for d, a, b in pieces])
-    provenance = tuple(p for d, a, b in pieces for p in (d.provenance,) * (b - a))
+    inputs = np.concatenate([p.inputs for p in pieces])
+    labels = np.concatenate([p.labels for p in pieces])
+    ids = np.concatenate([p.ids for p in pieces])
+    provenance = tuple(p.provenance for p in pieces for _ in range(len(p.labels)))
     return CorpusBatch(inputs=torch.from_numpy(inputs), labels=labels, ids=ids, provenance=provenance)
