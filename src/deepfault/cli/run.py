@@ -31,6 +31,7 @@ from ._common import (
     write_outcome,
     write_run_report,
 )
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: The options that set RunConfig's fields, in the order --help lists them.
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
@@ -88,12 +89,19 @@ def add_parser(sub) -> None:
     surprise.add_argument("--no-surprise", dest="surprise", action="store_const", const=None,
                           help="do not compute the generated inputs' surprise adequacy (saves one pass over "
                           "the training split the first time a model is seen)")
+    add_corpus_option(run, "the synthesized inputs whose prediction is not their seed's label, each expected "
+                      "to get the seed's true label")
     run.set_defaults(func=_cmd_run)
+
+
+def preflight(args) -> None:
+    """What the declarations cannot see, before any work: ``--corpus DIR``."""
+    check_corpus_option(args, args.dataset)
 
 
 def outputs(args) -> list[Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
-    and the log it appends to.
+    and the log it appends to; then the corpus folder it adds to.
     """
     out = output_path(args.out)
     inputs = None
@@ -101,13 +109,13 @@ def outputs(args) -> list[Output]:
         inputs = Path(args.save_inputs) if args.save_inputs else sibling(out, ".npz")
     return [Output("--out", out), Output("--save-inputs", inputs),
             Output("--save-inputs (its image grid)", sibling(inputs, ".png")),
-            Output("--log", output_path(args.log))]
+            Output("--log", output_path(args.log)), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:
     config = RunConfig(**{name: getattr(args, name) for name in (*_FIELDS, "surprise")},
                        baseline=args.report_dir is not None and not args.no_baseline)
-    out, inputs_path, grid_path, log_path = (o.path for o in outputs(args))
+    out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
     device = device_from(args.device)
     prepared = prepare_from_args(args).to(device)
     threads = apply_threads(args.threads, [prepared.module], device)
@@ -119,6 +127,7 @@ def _cmd_run(args) -> int:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(result.summary() + "\n")
     write_run_report(args, lambda folder: result.page(folder, provenance=provenance(device, argv=args.argv)))
+    add_to_corpus(args, result.findings())
     return 0
 
 

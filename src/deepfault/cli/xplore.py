@@ -41,6 +41,7 @@ from ._common import (
     thread_count,
     write_run_report,
 )
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
@@ -147,15 +148,23 @@ def add_parser(sub) -> None:
                    help="inputs in the image grid and in the printed table of inputs")
     add_no_progress(p)
     add_report_option(p)
+    add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
     _surprise.add_surprise_options(p, per_model=True)
     p.set_defaults(func=_cmd_xplore)
 
 
+def preflight(args) -> None:
+    """What the declarations cannot see, before any work: ``--corpus DIR``."""
+    check_corpus_option(args, args.dataset)
+
+
 def outputs(args) -> list[Output]:
-    """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png)."""
+    """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png);
+    then the corpus folder it adds to.
+    """
     out = output_path(args.out)
     return [Output("--out", out), Output("--out (its inputs, .npz)", sibling(out, ".npz")),
-            Output("--out (its image grid, .png)", sibling(out, ".png"))]
+            Output("--out (its image grid, .png)", sibling(out, ".png")), corpus_output(args)]
 
 
 def _cmd_xplore(args) -> int:
@@ -195,6 +204,7 @@ def _cmd_xplore(args) -> int:
                for entry, p in zip(args.models, prepared, strict=True)]
     states = [{"surprise_state": f.to_dict()} for f in fits or ()]
     _write(args, result, (records, states), dataset_record(data, args.data_dir), device, threads)
+    add_to_corpus(args, result.findings(data.name))
     return 0
 
 
@@ -202,7 +212,7 @@ def _write(args, result, records, dataset, device, threads) -> None:
     """The outcome's files (the inputs .npz, the grid .png) and the result .json as one unit: all
     of them or, on any error or interrupt, none (the .json moved last).
     """
-    out, npz, png = (o.path for o in outputs(args))
+    out, npz, png, _ = (o.path for o in outputs(args))
     if out is None or npz is None or png is None:
         return
     with atomic_paths(npz, png, out) as (npz_tmp, png_tmp, out_tmp):
