@@ -34,18 +34,14 @@ from ..experiment.results import dataset_record, model_record
 from ..models.prepare import PreparedModel, prepare_model
 from ..provenance import provenance
 from ._common import (
-    HelpFormatter,
+    MODEL_FILE,
+    RUNNING,
     Output,
-    add_batch_size,
-    add_data_dir,
-    add_device,
     add_field,
-    add_model_options,
-    add_no_progress,
-    add_report_option,
-    add_threads,
+    add_options,
     apply_threads,
     batch_choice,
+    command,
     declared,
     device_from,
     output_path,
@@ -69,21 +65,13 @@ def thresholds(text: str) -> tuple[float, ...]:
 
 
 def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None:
-    p.add_argument("--model", metavar="FILE", default=None,
-                   help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras "
-                   ".h5/.json or stem, .onnx (default: the embedded digits model)")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="data set name or .npz file (default: the model file's data set)")
-    add_data_dir(p)
+    add_options(p, "model", "dataset", "data_dir",
+                dataset="data set name or .npz file (default: the model file's data set)")
     p.add_argument("--split", default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
     add_field(p, config, "layers", metavar="NAMES")
     add_field(p, config, "transform")
-    add_batch_size(p)
-    add_device(p)
-    add_threads(p)
-    add_no_progress(p)
-    add_model_options(p)
+    add_options(p, "batch_size", *RUNNING, *MODEL_FILE)
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:
@@ -97,16 +85,15 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
     add_field(p, CoverageConfig, "surprise", type=str, metavar="FILE")
 
 
-def _action(sub, name: str, config: type, split: str, func, **kwargs):
-    p = sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
+def _action(sub, name: str, config: type, split: str, func, help: str, description: str, *,
+            out: tuple[str, str]):
+    """The action ``name``: its options, those of every action, and its ``--out`` (default, what)."""
+    p = command(sub, name, help, description)
     _add_common(p, config, split=split)
+    p.add_argument("--out", metavar="FILE", default=out[0],
+                   help=f"{out[1]}, written atomically; '-' writes none")
     p.set_defaults(func=func)
     return p
-
-
-def _add_out(p: argparse.ArgumentParser, default: str, what: str) -> None:
-    p.add_argument("--out", metavar="FILE", default=default,
-                   help=f"{what}, written atomically; '-' writes none")
 
 
 def add_parser(sub) -> None:
@@ -114,51 +101,47 @@ def add_parser(sub) -> None:
     cov = sub.add_parser(
         "coverage",
         help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), surprise adequacy, prioritisation",
-        description="Structural coverage criteria of DeepXplore and DeepGauge on a model's "
-        "neurons and Kim et al.'s surprise adequacy: profile the training data or fit surprise "
-        "adequacy on it, measure coverage of a test set, or order a test set by uncertainty, "
-        "surprise or coverage.",
-    )
+        description="Structural coverage criteria of DeepXplore and DeepGauge on a model's neurons and Kim "
+        "et al.'s surprise adequacy: profile the training data or fit surprise adequacy on it, measure "
+        "coverage of a test set, or order a test set by uncertainty, surprise or coverage.")
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
-    prof = _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile,
-                   help="each neuron's min, max, mean and std on the training split",
-                   description="Stream the training split once and write each neuron's min, max, mean and "
-                   "standard deviation, with the layers, the transform and a hash of the model's weights, "
-                   "to an .npz file (for kmnc, nbc and snac).")
-    _add_out(prof, "coverage-profile.npz", "profile file (.npz)")
+    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile,
+            help="each neuron's min, max, mean and std on the training split",
+            description="Stream the training split once and write each neuron's min, max, mean and standard "
+            "deviation, with the layers, the transform and a hash of the model's weights, to an .npz file "
+            "(for kmnc, nbc and snac).", out=("coverage-profile.npz", "profile file (.npz)"))
     surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_surprise,
                    help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
                    description="Stream the training split once and keep each input's activation trace of "
                    "the chosen layers with its class, with the transform and a hash of the model's weights, "
-                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').")
+                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
+                   out=("surprise.npz", "surprise state (.npz)"))
     add_field(surp, SurpriseConfig, "classes")
     add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
     add_field(surp, SurpriseConfig, "max_features", metavar="K")
-    _add_out(surp, "surprise.npz", "surprise state (.npz)")
     meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure,
                    help="coverage of a set of inputs, overall and per layer",
                    description="Run the inputs through the model once and print each criterion's coverage "
                    "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
-                   "curve.")
+                   "curve.", out=("coverage.json", "JSON result file"))
     _add_criteria(meas)
     add_field(meas, CoverageConfig, "sa_upper", metavar="U")
     add_field(meas, CoverageConfig, "sa_sections", metavar="K")
-    _add_out(meas, "coverage.json", "JSON result file")
     meas.add_argument("--plot", metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
-    add_report_option(meas)
+    add_options(meas, "report")
     rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank,
                    help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
                    description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
                    "adequacy, or coverage: additional (cam) or total (ctm) under each --criteria) and report "
                    "APFD of the inputs the model misclassifies (0.5 is what a random order gets on average), "
-                   "each prioritiser's time and its first inputs.")
+                   "each prioritiser's time and its first inputs.",
+                   out=("coverage-rank.json", "JSON result file with each order and score"))
     add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by), metavar="NAMES")
     _add_criteria(rank)
-    _add_out(rank, "coverage-rank.json", "JSON result file with each order and score")
-    add_report_option(rank)
+    add_options(rank, "report")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -238,7 +221,8 @@ def _write(args, report, action: str, config: CoverageConfig, out, loaded: _Load
     dataset = dataset_record(data, args.data_dir, split=loaded.split, layout=prep.layout,
                              input_shape=list(data.input_shape))
     write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
-                  out=out, device=device, threads=threads, records={"model": model, "dataset": dataset})
+                  out=out, runtime=Runtime(device=str(device), threads=threads),
+                  records={"model": model, "dataset": dataset})
 
 
 def _page(page, report, args, loaded: _Loaded, device, **extra):
@@ -256,8 +240,8 @@ def _cmd_profile(args) -> int:
     out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
     loaded, device, threads, runtime = _start(args)
     profile = compute_profile(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, profile, command="coverage profile", config=config, out=None, device=device,
-                  threads=threads, paths={"profile": out})
+    write_outcome(args, profile, command="coverage profile", config=config, out=None,
+                  runtime=runtime.with_(threads=threads), paths={"profile": out})
     return 0
 
 
@@ -266,8 +250,8 @@ def _cmd_surprise(args) -> int:
     out = declared(outputs(args), "--out")
     loaded, device, threads, runtime = _start(args)
     state = fit_surprise(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, state, command="coverage surprise", config=config, out=None, device=device,
-                  threads=threads, paths={"surprise": out})
+    write_outcome(args, state, command="coverage surprise", config=config, out=None,
+                  runtime=runtime.with_(threads=threads), paths={"surprise": out})
     return 0
 
 

@@ -12,53 +12,38 @@ from ..errors import DeepFaultError
 from ..models import list_architectures, save_model
 from ..models._api import arch_kind
 from ..models.train import TrainConfig, train_model
-from ._common import (
-    HelpFormatter,
-    Output,
-    add_data_dir,
-    add_device,
-    add_field,
-    add_no_progress,
-    add_threads,
-    apply_threads,
-    config_from,
-    device_from,
-    json_object,
-)
+from ._common import Output, add_field, add_options, apply_threads, command, config_from, device_from
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
+
+#: ``--arch-args`` of the commands that build a model (train, scenario).
+ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo architecture gets the data "
+                  "set's number of classes, any other none)")
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault train`` to ``sub``."""
-    train = sub.add_parser(
-        "train", help="train a zoo architecture on a data set and write a model file",
-        description="Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
+    train = command(
+        sub, "train", "train a zoo architecture on a data set and write a model file",
+        "Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
         "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
         "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
-        "keeping the last completed epoch, which is then saved.",
-        formatter_class=HelpFormatter,
-    )
+        "keeping the last completed epoch, which is then saved.")
     train.add_argument("--arch", required=True, metavar="SPEC", type=_arch_spec,
                        help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
                        "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")
-    train.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
-                       help="keyword arguments of --arch, a JSON object (default: a zoo architecture "
-                       "gets the data set's number of classes, any other none)")
-    train.add_argument("--dataset", required=True, metavar="NAME",
-                       help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
-    add_data_dir(train)
+    add_options(train, "arch_args", "dataset", "data_dir", arch_args=ARCH_ARGS_HELP,
+                dataset={"required": True,
+                         "help": f"data set ({', '.join(list_datasets())}, or a .npz file)"})
     for name in ("epochs", "batch_size", "lr", "schedule", "val_fraction", "seed"):
         add_field(train, TrainConfig, name)
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    add_device(train)
-    add_threads(train)
+    add_options(train, "device", "threads")
     train.add_argument("--out", metavar="FILE", default=None,
                        help="model file to write (default: ARCH-DATASET.pt)")
-    add_no_progress(train)
+    add_options(train, "no_progress")
     train.set_defaults(func=_cmd_train)
-
 
 
 def _arch_spec(text: str) -> str:
