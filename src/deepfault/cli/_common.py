@@ -20,9 +20,9 @@ import torch
 from .._io import atomic_paths
 from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
+from ..core.entry import resolve_threads
 from ..core.outcome import Outcome
 from ..core.runtime import Runtime
-from ..core.threads import auto_threads
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
 from ..experiment.results import result_document, write_result
@@ -301,17 +301,10 @@ def declared(outputs: Sequence[Output], option: str) -> Path | None:
 
 
 def thread_count(value: int | str | None, models=(), device="cpu") -> int:
-    """The thread count ``--threads`` asks for: a count as given; ``auto`` is the free cores
-    for small models on the CPU (:func:`deepfault.core.threads.auto_threads`: 1 on a busy
-    machine), else PyTorch's current setting (no models given: PyTorch's).
+    """The thread count ``--threads`` asks for (:func:`deepfault.core.entry.resolve_threads`), else
+    PyTorch's current setting.
     """
-    if value not in (None, "auto"):
-        return int(value)
-    if models:
-        auto = auto_threads(list(models), device)
-        if auto is not None:
-            return auto
-    return torch.get_num_threads()
+    return resolve_threads(value, models, device) or torch.get_num_threads()
 
 
 def apply_threads(value: int | str | None, models=(), device="cpu") -> int:

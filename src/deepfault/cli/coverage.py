@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
-from typing import NamedTuple
 
 from ..core.runtime import Runtime
 from ..coverage import (
@@ -27,11 +26,10 @@ from ..coverage import (
     rank_inputs,
 )
 from ..coverage.figures import _pyplot
+from ..coverage.inputs import SplitInputs, split_inputs
 from ..coverage.report import measure_page, rank_page, write_plot_folder
-from ..data import Dataset
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record
-from ..models.prepare import PreparedModel, prepare_model
 from ..provenance import provenance
 from ._common import (
     MODEL_FILE,
@@ -106,12 +104,12 @@ def add_parser(sub) -> None:
         "coverage of a test set, or order a test set by uncertainty, surprise or coverage.")
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
-    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile,
+    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_fit,
             help="each neuron's min, max, mean and std on the training split",
             description="Stream the training split once and write each neuron's min, max, mean and standard "
             "deviation, with the layers, the transform and a hash of the model's weights, to an .npz file "
             "(for kmnc, nbc and snac).", out=("coverage-profile.npz", "profile file (.npz)"))
-    surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_surprise,
+    surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_fit,
                    help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
                    description="Stream the training split once and keep each input's activation trace of "
                    "the chosen layers with its class, with the transform and a hash of the model's weights, "
@@ -169,30 +167,13 @@ def _config(args, cls):
     return cls(**given)
 
 
-class _Loaded(NamedTuple):
-    model: PreparedModel  # on the device, with its own data set (a surprise fit's training split)
-    data: Dataset  # the inputs: the split as a data set named after it
-    dataset: Dataset  # the data set the result records
-    split: str
-
-
-def _load(args, device) -> _Loaded:
+def _load(args, device) -> SplitInputs:
+    """``--split`` of ``--model``'s data set, the model on ``device``."""
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    prep = prepare_from_args(args)
-    base = prep.data
-    assert base is not None  # prepare_from_args prepares the model on its data set
-    if split in ("test", "train"):
-        x, y = (base.x_test, base.y_test) if split == "test" else (base.x_train, base.y_train)
-        label = f"{base.name} {split}"
-        view = dataclasses.replace(base, name=label, x_test=x, y_test=y)
-        return _Loaded(prep.to(device), view, base, label)
-    other = prepare_model(prep, split, data_dir=args.data_dir)
-    assert other.data is not None  # prepared on the .npz's data
-    label = f"{split} (x)"
-    return _Loaded(dataclasses.replace(other, data=base).to(device),
-                   dataclasses.replace(other.data, name=label), other.data, label)
+    loaded = split_inputs(prepare_from_args(args), split, data_dir=args.data_dir)
+    return loaded._replace(model=loaded.model.to(device))
 
 
 def _start(args, fits: bool = False) -> tuple:
@@ -212,22 +193,22 @@ def _start(args, fits: bool = False) -> tuple:
                                             progress=not args.no_progress)
 
 
-def _write(args, report, action: str, config: CoverageConfig, out, loaded: _Loaded, device, threads) -> None:
+def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
     """``write_outcome`` of ``coverage measure|rank``, with the model's and the data set's records."""
     prep, data = loaded.model, loaded.dataset
     mf = prep.model_file
     model = model_record(prep, args.model, label=prep.name, arch_kwargs=mf and mf.arch_kwargs,
                          weights_sha256=model_hash(prep.module), layer_selection=report.about.selection)
-    dataset = dataset_record(data, args.data_dir, split=loaded.split, layout=prep.layout,
+    dataset = dataset_record(data, args.data_dir, split=loaded.label, layout=prep.layout,
                              input_shape=list(data.input_shape))
     write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
-                  out=out, runtime=Runtime(device=str(device), threads=threads),
+                  out=out, runtime=runtime,
                   records={"model": model, "dataset": dataset})
 
 
-def _page(page, report, args, loaded: _Loaded, device, **extra):
+def _page(page, report, args, loaded: SplitInputs, device, **extra):
     config = {k: v for k, v in vars(args).items() if k not in ("func", "argv")}
-    return functools.partial(page, report, model_name=loaded.model.name, data_name=loaded.split,
+    return functools.partial(page, report, model_name=loaded.model.name, data_name=loaded.label,
                              device=str(device), provenance=provenance(device, argv=args.argv), config=config,
                              **extra)
 
@@ -235,23 +216,19 @@ def _page(page, report, args, loaded: _Loaded, device, **extra):
 # --------------------------------------------------------------------------- commands
 
 
-def _cmd_profile(args) -> int:
-    config = _config(args, ProfileConfig)
+#: What ``profile`` and ``surprise`` fit (the action's name is its file's): its config and its entry.
+_FITS = {"profile": (ProfileConfig, compute_profile), "surprise": (SurpriseConfig, fit_surprise)}
+
+
+def _cmd_fit(args) -> int:
+    action = args.coverage_command
+    cls, fit = _FITS[action]
+    config = _config(args, cls)
     out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
-    loaded, device, threads, runtime = _start(args)
-    profile = compute_profile(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, profile, command="coverage profile", config=config, out=None,
-                  runtime=runtime.with_(threads=threads), paths={"profile": out})
-    return 0
-
-
-def _cmd_surprise(args) -> int:
-    config = _config(args, SurpriseConfig)
-    out = declared(outputs(args), "--out")
-    loaded, device, threads, runtime = _start(args)
-    state = fit_surprise(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, state, command="coverage surprise", config=config, out=None,
-                  runtime=runtime.with_(threads=threads), paths={"surprise": out})
+    loaded, _, threads, runtime = _start(args)
+    state = fit(loaded.model, loaded.data, config, runtime=runtime)
+    write_outcome(args, state, command=f"coverage {action}", config=config, out=None,
+                  runtime=runtime.with_(threads=threads), paths={action: out})
     return 0
 
 
@@ -262,7 +239,7 @@ def _cmd_measure(args) -> int:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
     loaded, device, threads, runtime = _start(args, fits=bool(config.scored_criteria))
     report = measure_coverage(loaded.model, loaded.data, config, runtime=runtime)
-    _write(args, report, "measure", config, out, loaded, device, threads)
+    _write(args, report, "measure", config, out, loaded, runtime.with_(threads=threads))
     page = _page(measure_page, report, args, loaded, device)
     for path in write_plot_folder(args.plot, page) if args.plot else ():
         print(f"wrote {path}")
@@ -277,7 +254,7 @@ def _cmd_rank(args) -> int:
     out = declared(outputs(args), "--out")
     loaded, device, threads, runtime = _start(args, fits=bool(config.scored_by))
     report = rank_inputs(loaded.model, loaded.data, config, runtime=runtime)
-    _write(args, report, "rank", config, out, loaded, device, threads)
+    _write(args, report, "rank", config, out, loaded, runtime.with_(threads=threads))
     notes = "\n".join(report.about.notes)
     write_run_report(args, _page(rank_page, report, args, loaded, device, notes=notes))
     return 0

@@ -77,6 +77,37 @@ def add_parser(sub) -> None:
                 "the others keep it and each model's neuron coverage rises, until the models disagree. All "
                 "seeds advance together in one batch. Prints the counts, coverage and times; writes a JSON "
                 "result, the inputs (.npz) and an image grid (.png).")
+    _add_models(p)
+    add_field(p, XploreConfig, "seeds", metavar="N")
+    add_field(p, XploreConfig, "seed_indices", type=_argument(read_seed_indices), metavar="FILE|I,J,...")
+    add_field(p, XploreConfig, "seed", metavar="S")
+    _add_search(p)
+    add_field(p, XploreConfig, "inputs_per_step", metavar="B")
+    p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
+                   help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
+                   "from the memory one input takes in every model and the memory free (at most 256 on the "
+                   "CPU, 1024 on a GPU)")
+    add_options(p, "device", "threads")
+    p.add_argument("--out", metavar="FILE", default="xplore-result.json",
+                   help="JSON result; the inputs go to the same name with .npz and the image grid with "
+                   ".png; '-' writes none")
+    p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
+                   help="inputs in the image grid and in the printed table of inputs")
+    add_options(p, "no_progress", "report")
+    surprise = p.add_mutually_exclusive_group()
+    surprise.add_argument("--surprise", metavar="F1,F2,...", default=None,
+                          help="DSA and LSA of every generated input against the training data (at the layer "
+                          "before the logits), beside its L1/L_inf distance: fitted states (.npz from "
+                          "fit_surprise/save_surprise), one per --model ('-' skips one: fitted on the "
+                          "training split and cached); default: all fitted and cached")
+    surprise.add_argument("--no-surprise", action="store_true",
+                          help="do not compute the generated inputs' surprise adequacy (saves one pass over "
+                          "the training split the first time a model is seen)")
+    p.set_defaults(func=_cmd_xplore)
+
+
+def _add_models(p) -> None:
+    """The models and their data: files or zoo names, their architectures and weights."""
     p.add_argument("--model", dest="models", required=True, type=names, action="extend", metavar="FILE",
                    help="a model, repeatable (--model a.h5 --model b.h5), each value also a comma list; two "
                    "or more in all: files in any format 'deepfault run' takes, or zoo names (NAME resolves "
@@ -95,9 +126,10 @@ def add_parser(sub) -> None:
                    help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights "
                    ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
     add_options(p, "trust_pickle")
-    add_field(p, XploreConfig, "seeds", metavar="N")
-    add_field(p, XploreConfig, "seed_indices", type=_argument(read_seed_indices), metavar="FILE|I,J,...")
-    add_field(p, XploreConfig, "seed", metavar="S")
+
+
+def _add_search(p) -> None:
+    """How the search moves: --compat and the settings it sets, the feature constraints, the target."""
     p.add_argument("--compat", "--paper", dest="compat", action="store_true",
                    help="DeepXplore's published MNIST settings: lambda1 1, lambda2 0.1, step 10, 20 "
                    "iterations, t 0, light, --target 0, --neurons per-seed, --layers deepxplore, "
@@ -121,28 +153,6 @@ def add_parser(sub) -> None:
     _tunable(p, "target", metavar="J|random")
     for name in ("neurons", "objective", "layers"):
         _tunable(p, name)
-    add_field(p, XploreConfig, "inputs_per_step", metavar="B")
-    p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
-                   help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
-                   "from the memory one input takes in every model and the memory free (at most 256 on the "
-                   "CPU, 1024 on a GPU)")
-    add_options(p, "device", "threads")
-    p.add_argument("--out", metavar="FILE", default="xplore-result.json",
-                   help="JSON result; the inputs go to the same name with .npz and the image grid with "
-                   ".png; '-' writes none")
-    p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
-                   help="inputs in the image grid and in the printed table of inputs")
-    add_options(p, "no_progress", "report")
-    surprise = p.add_mutually_exclusive_group()
-    surprise.add_argument("--surprise", metavar="F1,F2,...", default=None,
-                          help="DSA and LSA of every generated input against the training data (at the layer "
-                          "before the logits), beside its L1/L_inf distance: fitted states (.npz from "
-                          "fit_surprise/save_surprise), one per --model ('-' skips one: fitted on the "
-                          "training split and cached); default: all fitted and cached")
-    surprise.add_argument("--no-surprise", action="store_true",
-                          help="do not compute the generated inputs' surprise adequacy (saves one pass over "
-                          "the training split the first time a model is seen)")
-    p.set_defaults(func=_cmd_xplore)
 
 
 def outputs(args) -> list[Output]:
