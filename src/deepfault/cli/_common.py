@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -59,7 +59,20 @@ class FieldType:
             raise argparse.ArgumentTypeError(str(err).removeprefix(" ")) from None
 
 
-def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
+def argument_type(read: Callable[..., Any], *args) -> Callable[[str], Any]:
+    """An argparse type from a library reader ``read(text, *args)``: its error is the option's."""
+
+    def parse(text: str):
+        try:
+            return read(text, *args)
+        except DeepFaultError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = getattr(read, "__name__", "value")
+    return parse
+
+
+def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: str,
               **overrides) -> argparse.Action:
     """Add the option that sets ``config``'s field ``name``: its spelling (``flags``, default the
     field's declared option), type, default and help all come from the field's declaration
@@ -361,7 +374,8 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
             document = result_document(
                 command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
                 seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
-                threads=runtime.threads, outputs=written or None)
+                threads=runtime.threads if isinstance(runtime.threads, int) else None,
+                outputs=written or None)
             write_result(temporaries[-1], document)
     shown = [str(t) for t, a in zip(targets, [*artifacts, None], strict=False)
              if a is None or written[a.name]]

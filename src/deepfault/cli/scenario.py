@@ -11,8 +11,20 @@ from ..errors import DeepFaultError
 from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
-from ._common import RUNNING, FieldType, Output, add_options, apply_threads, command, device_from, fmt, table
-from .train import ARCH_ARGS_HELP, _arch_spec  # one --arch for the commands that build a model
+from ..models.specs import arch_spec
+from ._common import (
+    RUNNING,
+    FieldType,
+    Output,
+    add_options,
+    apply_threads,
+    argument_type,
+    command,
+    device_from,
+    fmt,
+    table,
+)
+from .train import ARCH_ARGS_HELP
 
 
 def add_parser(sub) -> None:
@@ -30,7 +42,7 @@ def add_parser(sub) -> None:
         "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.")
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
-    p.add_argument("--arch", default=None, type=_arch_spec, metavar="SPEC",
+    p.add_argument("--arch", default=None, type=argument_type(arch_spec), metavar="SPEC",
                    help=f"architecture: a zoo name ({', '.join(list_architectures())}), or your class "
                    "(file.py:Class; this runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME; required but for deploy")

@@ -26,6 +26,7 @@ from ._common import (
     Output,
     add_field,
     add_options,
+    argument_type,
     batch_size_value,
     command,
     device_from,
@@ -54,16 +55,6 @@ def _tunable(p, name: str, **overrides) -> None:
     action.help = f"{action.help} (default: {'random' if default is None else default}; --compat: {compat})"
 
 
-def _argument(read, *args):
-    """An argparse type from a library reader: its error is the option's."""
-    def parse(text: str):
-        try:
-            return read(text, *args)
-        except DeepFaultError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return parse
-
-
 def _per_model(text: str) -> tuple[str | None, ...]:
     """A comma-separated list aligned with --model; '-' or an empty entry skips a model."""
     return tuple(p.strip() if p.strip() not in ("", "-") else None for p in text.split(","))
@@ -79,7 +70,7 @@ def add_parser(sub) -> None:
                 "result, the inputs (.npz) and an image grid (.png).")
     _add_models(p)
     add_field(p, XploreConfig, "seeds", metavar="N")
-    add_field(p, XploreConfig, "seed_indices", type=_argument(read_seed_indices), metavar="FILE|I,J,...")
+    add_field(p, XploreConfig, "seed_indices", type=argument_type(read_seed_indices), metavar="FILE|I,J,...")
     add_field(p, XploreConfig, "seed", metavar="S")
     _add_search(p)
     add_field(p, XploreConfig, "inputs_per_step", metavar="B")
@@ -142,11 +133,11 @@ def _add_search(p) -> None:
                    "bounds if it has them, else for vectors and sequences the data's min and max per feature "
                    "or channel, for images the data set's range), observed, dataset, or a file (.npz with "
                    "arrays lo and hi, or JSON {\"lo\": [...], \"hi\": [...]})")
-    p.add_argument("--fix-features", type=_argument(parse_indices, "feature"), default=None,
+    p.add_argument("--fix-features", type=argument_type(parse_indices, "feature"), default=None,
                    metavar="I,J,A-B",
                    help="features (of a vector; channels of a sequence) that keep the seed's value: indices "
                    "and ranges, e.g. 0,3,7 or 2-5")
-    p.add_argument("--fix-steps", type=_argument(parse_indices, "step"), default=None, metavar="I,J,A-B",
+    p.add_argument("--fix-steps", type=argument_type(parse_indices, "step"), default=None, metavar="I,J,A-B",
                    help="time steps of a sequence (every channel) that keep the seed's value, e.g. 0-9")
     add_field(p, XploreConfig, "occlusion", metavar="X,Y,H,W")
     add_field(p, XploreConfig, "blackout_size", metavar="M")

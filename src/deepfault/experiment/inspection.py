@@ -55,6 +55,11 @@ def inspect_model(mf: ModelFile, name: str, *, input_shape: tuple[int, ...] | No
     return "\n".join([*lines, *body]) + "\n"
 
 
+def _one_input(pm: PreparedModel) -> torch.Tensor:
+    """One input of zeros in the model's (known) input shape."""
+    return torch.zeros((1, *(d or 1 for d in pm.input_shape or ())))
+
+
 def _hooks(mf: ModelFile) -> str:
     if unwrap_black_box(mf.model) is not None:
         return "no: a black box (outputs only)"
@@ -79,7 +84,7 @@ def _layers(name: str, mf: ModelFile, pm: PreparedModel) -> list[str]:
     body = [(r.name, r.kind, "x".join(map(str, r.output_shape)) if r.output_shape else "-",
              r.units if r.units is not None else "-", f"{r.parameters:,}",
              "yes" if r.default_neuron_layer else "") for r in rows]
-    layout, _ = activations(pm.module, torch.zeros((1, *pm.input_shape)), layers=None, threads=None)
+    layout, _ = activations(pm.module, _one_input(pm), layers=None, threads=None)
     neurons = neurons_line(layout.num_neurons, len(layout.layers), selection_source(pm.module, None))
     return [f"model {name} ({mf.arch}); input shape per input {pm.input_shape}{adapted}; output "
             f"{out_shape}, {pm.output_kind}; {total:,} parameters; fingerprint {pm.fingerprint}",
@@ -90,7 +95,7 @@ def _layers(name: str, mf: ModelFile, pm: PreparedModel) -> list[str]:
 def _compiled(name: str, mf: ModelFile, pm: PreparedModel) -> list[str]:
     """A compiled TorchScript model: its output and parameters; no layers (no hooks reach them)."""
     with eval_mode(pm.module), torch.inference_mode():
-        out = forward(pm.module, torch.zeros((1, *pm.input_shape), device=model_device(pm.module)))
+        out = forward(pm.module, _one_input(pm).to(model_device(pm.module)))
     total = sum(p.numel() for p in pm.module.parameters())
     return [f"model {name} ({mf.arch}); input shape per input {pm.input_shape}; output "
             f"{tuple(out.shape[1:])}, {pm.output_kind}; {total:,} parameters; fingerprint {pm.fingerprint}",
