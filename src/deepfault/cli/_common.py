@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._io import atomic_paths
 from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
 from ..core.entry import resolve_threads
@@ -25,7 +24,8 @@ from ..core.outcome import Outcome
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
-from ..experiment.results import result_document, write_result
+from ..experiment.results import result_document
+from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..models import open_model
@@ -345,41 +345,22 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
                   paths: Mapping[str, Path | None] | None = None, records: Mapping | None = None) -> None:
     """The tail every command shares: print ``outcome.summary()``, then write the result document
     (``records``, such as the model's and the data set's, then ``outcome.payload()``, in the
-    envelope with ``config``, its seed, ``runtime``'s device and threads, and the command line) to ``out``
-    and each of ``outcome.outputs()`` to its path in ``paths`` (by the artifact's name; a name
-    left out or ``None`` is not written), all as one unit (:func:`deepfault._io.atomic_paths`: a
-    kill leaves all of them or none). An artifact whose optional dependency is missing (no
-    matplotlib for a grid) is left out with a line saying why.
+    envelope with ``config``, its seed, ``runtime``'s device and threads, and the command line) to
+    ``out`` and each of ``outcome.outputs()`` to its path in ``paths``, as one unit
+    (:func:`deepfault.experiment.saving.save_outcome`); an artifact left out for a missing
+    optional dependency gets a line saying why.
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
-    chosen = {a.name: (paths or {}).get(a.name) for a in outcome.outputs()}
-    artifacts = [a for a in outcome.outputs() if chosen[a.name] is not None]
-    targets = [Path(str(chosen[a.name])) for a in artifacts] + ([out] if out is not None else [])
-    if not targets:
-        return
-    written: dict[str, str | None] = dict.fromkeys(chosen)
-    with atomic_paths(*targets) as temporaries:
-        for artifact, temporary, target in zip(artifacts, temporaries, targets, strict=False):
-            try:
-                made = artifact.write(temporary)
-            except ModuleNotFoundError as err:  # an optional extra: the rest is still written
-                print(f"no {artifact.name}: {err}")
-                made = None
-            if made is None:
-                temporary.unlink(missing_ok=True)
-            else:
-                written[artifact.name] = target.name
-        if out is not None:
-            document = result_document(
-                command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
-                seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
-                threads=runtime.threads if isinstance(runtime.threads, int) else None,
-                outputs=written or None)
-            write_result(temporaries[-1], document)
-    shown = [str(t) for t, a in zip(targets, [*artifacts, None], strict=False)
-             if a is None or written[a.name]]
-    print(f"wrote {', '.join(shown)}")
+    threads = runtime.threads if isinstance(runtime.threads, int) else None
+    saved = save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
+        command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
+        seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
+        threads=threads, outputs=written or None))
+    for line in saved.skipped if saved else ():
+        print(line)
+    if saved:
+        print(f"wrote {', '.join(map(str, saved.paths))}")
 
 
 def device_from(name: str):

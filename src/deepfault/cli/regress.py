@@ -14,7 +14,7 @@ from ..experiment.store import ResultStore
 from ..fuzz.campaign import CampaignConfig
 from ..fuzz.campaign.config import criterion_settings
 from ..fuzz.campaign.strategies import STRATEGIES
-from ..fuzz.regress import Versions, compare_strategies, faults_paths, regress
+from ..fuzz.regress import Versions, campaign_cell, compare_strategies, faults_paths, regress
 from ..fuzz.report import campaign_page
 from ..models.blackbox import RUNTIMES
 from ._common import (
@@ -91,8 +91,8 @@ def add_parser(sub) -> None:
 def _cells(args) -> list[tuple[str, str]]:
     """``(strategy, campaign id)`` of each campaign the command runs, in order."""
     if args.strategy == "both":
-        return [(s, f"{s}-seed{args.seed}") for s in ("drfuzz", "deephunter")]
-    return [(args.strategy, args.campaign or f"{args.strategy}-seed{args.seed}")]
+        return [(s, campaign_cell(s, args.seed)) for s in ("drfuzz", "deephunter")]
+    return [(args.strategy, campaign_cell(args.strategy, args.seed, args.campaign))]
 
 
 def preflight(args) -> None:

@@ -11,7 +11,7 @@ from ..core.constraints import GRID
 from ..core.entry import use_threads
 from ..core.outcome import Outcome
 from ..core.runtime import Runtime
-from ..coverage.surprise_cache import GENERATED_KINDS, SurpriseScorer, surprise_state
+from ..coverage.surprise_cache import GENERATED_KINDS, SurpriseScorer, surprise_states
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record
 from ..models.several import load_xplore_inputs
@@ -222,12 +222,5 @@ def _surprise_states(args, prepared, data, threads: int):
     if len(files) not in (0, len(prepared)):
         raise DeepFaultError(f"--surprise names {len(files)} files for {len(prepared)} models; give one per "
                              "--model ('-' to fit one)")
-    fits = []
     with use_threads(threads):
-        for i, p in enumerate(prepared):
-            fit, why = surprise_state(p.module, data.x_train, files[i] if files else None,
-                                      progress=not args.no_progress)
-            if fit is None:
-                return None, f"{p.name}: {why}"
-            fits.append(fit)
-    return fits, None
+        return surprise_states(prepared, data.x_train, files, progress=not args.no_progress)
