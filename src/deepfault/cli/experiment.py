@@ -97,13 +97,7 @@ def _cmd_experiment(args) -> int:
         summary = preset.run(store, data_dir=args.data_dir, models_dir=args.models_dir, executor=executor,
                              progress=not args.no_progress, argv=args.argv, device=str(device),
                              seed=args.seed, options=dict(args.preset_options))
-    accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.model_accuracy.items())
-    print(f"experiment {summary.name} ({summary.config_hash}): {summary.cells_total} cells, "
-          f"{summary.cells_run} run now, {summary.cells_skipped} already in the store; "
-          f"{summary.seconds:.1f} s ({executor.name}, {executor.workers} worker(s))")
-    if accuracy:
-        print(f"test accuracy: {accuracy}")
-    print(f"store: {store}; next: deepfault report {store}")
+    print(summary.summary())
     return 0
 
 
