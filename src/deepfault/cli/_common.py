@@ -330,6 +330,16 @@ def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
     return count
 
 
+def runtime_for(args, models=(), **given) -> Runtime:
+    """The command's :class:`Runtime` for ``models`` (on ``--device``): that device, ``--threads``
+    applied now (:func:`apply_threads`; the runtime holds the count in effect), the progress display
+    per ``--no-progress``; ``given`` sets the rest (``batch_size``).
+    """
+    device = device_from(args.device)
+    return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
+                   progress=not args.no_progress, **given)
+
+
 def write_run_report(args, render) -> None:
     """Write ``--report DIR`` (when given) through the report shell and print where.
 

@@ -37,13 +37,13 @@ from ._common import (
     Output,
     add_field,
     add_options,
-    apply_threads,
     batch_choice,
     command,
     declared,
     device_from,
     output_path,
     prepare_from_args,
+    runtime_for,
     write_outcome,
     write_run_report,
 )
@@ -176,21 +176,16 @@ def _load(args, device) -> SplitInputs:
     return loaded._replace(model=loaded.model.to(device))
 
 
-def _start(args, fits: bool = False) -> tuple:
-    """``(loaded, device, threads, runtime)``: the model and the split loaded, the threads applied,
-    the batch size chosen (for the training split too when a surprise state is fitted first).
+def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
+    """The model and the split loaded, the threads applied, the batch size chosen (for the
+    training split too when a surprise state is fitted first).
     """
-    device = device_from(args.device)
-    loaded = _load(args, device)
-    module = loaded.model.module
-    threads = apply_threads(args.threads, [module], device)
-    x = loaded.data.x_test
-    base = loaded.model.data
+    loaded = _load(args, device_from(args.device))
+    module, x, base = loaded.model.module, loaded.data.x_test, loaded.model.data
+    runtime = runtime_for(args, [module])
     fitted = fits and not getattr(args, "surprise", None)
     count = max(len(x), len(base.x_train)) if fitted and base is not None else len(x)
-    batch_choice(module, x, args, count=count)
-    return loaded, device, threads, Runtime(device=str(device), batch_size=args.batch_size,
-                                            progress=not args.no_progress)
+    return loaded, runtime.with_(batch_size=batch_choice(module, x, args, count=count))
 
 
 def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
@@ -225,10 +220,10 @@ def _cmd_fit(args) -> int:
     cls, fit = _FITS[action]
     config = _config(args, cls)
     out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
-    loaded, _, threads, runtime = _start(args)
+    loaded, runtime = _start(args)
     state = fit(loaded.model, loaded.data, config, runtime=runtime)
     write_outcome(args, state, command=f"coverage {action}", config=config, out=None,
-                  runtime=runtime.with_(threads=threads), paths={action: out})
+                  runtime=runtime, paths={action: out})
     return 0
 
 
@@ -237,10 +232,10 @@ def _cmd_measure(args) -> int:
     out = declared(outputs(args), "--out")
     if args.plot:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
-    loaded, device, threads, runtime = _start(args, fits=bool(config.scored_criteria))
+    loaded, runtime = _start(args, fits=bool(config.scored_criteria))
     report = measure_coverage(loaded.model, loaded.data, config, runtime=runtime)
-    _write(args, report, "measure", config, out, loaded, runtime.with_(threads=threads))
-    page = _page(measure_page, report, args, loaded, device)
+    _write(args, report, "measure", config, out, loaded, runtime)
+    page = _page(measure_page, report, args, loaded, runtime.device)
     for path in write_plot_folder(args.plot, page) if args.plot else ():
         print(f"wrote {path}")
     write_run_report(args, page)
@@ -252,9 +247,9 @@ def _cmd_rank(args) -> int:
     if args.report_dir:
         _pyplot()
     out = declared(outputs(args), "--out")
-    loaded, device, threads, runtime = _start(args, fits=bool(config.scored_by))
+    loaded, runtime = _start(args, fits=bool(config.scored_by))
     report = rank_inputs(loaded.model, loaded.data, config, runtime=runtime)
-    _write(args, report, "rank", config, out, loaded, runtime.with_(threads=threads))
+    _write(args, report, "rank", config, out, loaded, runtime)
     notes = "\n".join(report.about.notes)
-    write_run_report(args, _page(rank_page, report, args, loaded, device, notes=notes))
+    write_run_report(args, _page(rank_page, report, args, loaded, runtime.device, notes=notes))
     return 0

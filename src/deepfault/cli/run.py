@@ -6,7 +6,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core.capture import layer_selection
-from ..core.runtime import Runtime
 from ..experiment.results import dataset_record, model_record
 from ..localization.config import SURPRISE_WHAT
 from ..localization.protocol import RunConfig, run_deepfault
@@ -16,11 +15,11 @@ from ._common import (
     Output,
     add_field,
     add_options,
-    apply_threads,
     command,
     device_from,
     output_path,
     prepare_from_args,
+    runtime_for,
     sibling,
     write_outcome,
     write_run_report,
@@ -92,18 +91,16 @@ def _cmd_run(args) -> int:
     config = RunConfig(**{name: getattr(args, name) for name in (*_FIELDS, "surprise")},
                        baseline=args.report_dir is not None and not args.no_baseline)
     out, inputs_path, grid_path, log_path = (o.path for o in outputs(args))
-    device = device_from(args.device)
-    prepared = prepare_from_args(args).to(device)
-    threads = apply_threads(args.threads, [prepared.module], device)
-    runtime = Runtime(device=str(device), batch_size=args.batch_size, progress=not args.no_progress)
+    prepared = prepare_from_args(args).to(device_from(args.device))
+    runtime = runtime_for(args, [prepared.module], batch_size=args.batch_size)
     result = replace(run_deepfault(prepared, prepared.data, config, runtime=runtime), quiet=args.quiet)
-    write_outcome(args, result, command="run", config=result.config, out=out,
-                  runtime=runtime.with_(threads=threads), paths={"inputs": inputs_path, "grid": grid_path},
-                  records=_records(args, prepared, result))
+    write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
+                  paths={"inputs": inputs_path, "grid": grid_path}, records=_records(args, prepared, result))
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(result.summary() + "\n")
-    write_run_report(args, lambda folder: result.page(folder, provenance=provenance(device, argv=args.argv)))
+    write_run_report(args, lambda folder: result.page(folder, provenance=provenance(runtime.device,
+                                                                                 argv=args.argv)))
     return 0
 
 
