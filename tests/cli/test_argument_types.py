@@ -11,19 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deepfault.cli import build_parser, main
-from deepfault.cli._common import (
-    BoundedInt,
-    BoundedNumber,
-    class_list,
-    fraction,
-    int_list,
-    non_negative_int,
-    number,
-    positive_int,
-    positive_number,
-    positive_share,
-    threads_value,
-)
+from deepfault.cli._common import FieldType, threads_value
+from deepfault.core.constraints import Interval
+
+#: The bounds the options declare, as argparse types (every bounded option is one of these shapes).
+positive_int = FieldType(Interval(int, 1))
+non_negative_int = FieldType(Interval(int, 0))
+number = FieldType(Interval(float))
+positive_number = FieldType(Interval(float, 0, closed="right"))
+fraction = FieldType(Interval(float, 0, 1, closed="left"))
+positive_share = FieldType(Interval(float, 0, 1, closed="right"))
 
 
 @given(st.integers(min_value=-(10**6), max_value=10**6))
@@ -45,8 +42,8 @@ def test_non_negative_int_takes_zero_and_up(value):
 
 
 @given(st.integers(min_value=-50, max_value=50), st.integers(min_value=0, max_value=20))
-def test_bounded_int_names_both_ends(value, span):
-    parse = BoundedInt(-5, -5 + span)
+def test_a_bounded_int_names_both_ends(value, span):
+    parse = FieldType(Interval(int, -5, -5 + span))
     if -5 <= value <= -5 + span:
         assert parse(str(value)) == value
     else:
@@ -80,9 +77,7 @@ def test_number_types_refuse_what_is_out_of_their_range(value):
         (positive_number, "0", "must be a number > 0; got 0.0"),
         (positive_share, "1.5", "must be a number > 0 and <= 1; got 1.5"),
         (number, "nan", "must be a finite number; got 'nan'"),
-        (BoundedNumber(1.0), "0.5", "must be a number >= 1; got 0.5"),
-        (int_list, "20,0", "must be integers >= 1; got 0 in '20,0'"),
-        (class_list, "3,-1", r"must be class indices >= 0 \(or 'all'\); got -1"),
+        (FieldType(Interval(float, 1.0)), "0.5", "must be a number >= 1; got 0.5"),
         (threads_value, "0", "must be 'auto' or an integer from 1 to 1,024; got 0"),
     ],
 )

@@ -1,10 +1,11 @@
 """Each method's page: its Python example runs as written, and its command's options are all there."""
 
 import re
+import runpy
 
 import pytest
 
-from helpers.docs import DOCS, page, run_python_examples, section, undocumented_options
+from helpers.docs import DOCS, ROOT, page, run_python_examples, section, undocumented_options
 
 
 def test_deepfault_python_api_example_runs(capsys):
@@ -55,8 +56,8 @@ def test_every_option_is_on_the_method_page(command, name):
 
 
 def test_the_cli_reference_is_the_parser():
-    from deepfault.cli._reference import BEGIN, END, markdown
-
+    script = runpy.run_path(str(ROOT / "scripts" / "cli_reference.py"), run_name="cli_reference")
+    BEGIN, END, markdown = script["BEGIN"], script["END"], script["markdown"]
     text = (DOCS / "cli.md").read_text()
     generated = BEGIN + text.partition(BEGIN)[2].partition(END)[0] + END
     assert generated == markdown(), "docs/cli.md is stale: run python scripts/cli_reference.py"

@@ -57,8 +57,8 @@ def test_repeated_headings_sees_headings_outside_code_only():
 
 
 def test_cli_reference_refuses_a_page_with_a_repeated_heading(tmp_path, capsys):
-    from deepfault.cli._reference import BEGIN, END
-
+    script = runpy.run_path(str(ROOT / "scripts" / "cli_reference.py"), run_name="cli_reference")
+    BEGIN, END = script["BEGIN"], script["END"]
     page = tmp_path / "docs" / "cli.md"
     page.parent.mkdir()
     page.write_text("# Command line\n\n## Every option of every command\n\n" + BEGIN + "\n" + END + "\n")

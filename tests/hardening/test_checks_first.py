@@ -87,7 +87,7 @@ def test_xplore_writes_its_npz_grid_and_json_together(work):
 def test_an_interrupted_xplore_leaves_no_npz_without_its_json(work, monkeypatch, where):
     import importlib
 
-    import deepfault.cli.xplore as cmd
+    import deepfault.experiment.saving as cmd  # writes every command's outcome and result document
 
     figures = importlib.import_module("deepfault.xplore.figures")  # the package exports a function xplore
 

@@ -9,25 +9,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
-from .._io import atomic_paths
 from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
+from ..core.entry import resolve_threads
 from ..core.outcome import Outcome
-from ..core.registry import unknown_name
 from ..core.runtime import Runtime
-from ..core.threads import auto_threads
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
-from ..experiment.results import result_document, write_result
+from ..experiment.results import result_document
+from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..models import open_model
@@ -40,85 +38,9 @@ table = text_table
 
 
 # --------------------------------------------------------------------------- argument types
-# Each type refuses what is out of its range while parsing, with the checks' one message shape
-# (``must be EXPECTED; got VALUE``; the parser puts the option's name in front). Upper bounds
-# (the ``MAX_*`` limits of :mod:`deepfault.checks`) are checked right after parsing, by
-# :mod:`._preflight`, before any work.
-
-
-@dataclass(frozen=True)
-class BoundedInt:
-    """An argparse type: an integer in ``[minimum, maximum]``.
-
-    Examples:
-        >>> BoundedInt(1)("3")
-        3
-        >>> BoundedInt(1)("-5")
-        Traceback (most recent call last):
-        ...
-        argparse.ArgumentTypeError: must be an integer >= 1; got -5
-    """
-
-    minimum: int
-    maximum: int | None = None
-
-    @property
-    def expected(self) -> str:
-        if self.maximum is None:
-            return f"an integer >= {self.minimum}"
-        return f"an integer from {self.minimum} to {self.maximum:,}"
-
-    def __call__(self, text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {text!r}") from None
-        if value < self.minimum or (self.maximum is not None and value > self.maximum):
-            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {value}")
-        return value
-
-
-@dataclass(frozen=True)
-class BoundedNumber:
-    """An argparse type: a finite number in ``[minimum, maximum]`` (an end left out by
-    ``exclude_minimum`` / ``exclude_maximum``; ``None``: unbounded).
-
-    Examples:
-        >>> BoundedNumber(0, 1, exclude_maximum=True)("0.25")
-        0.25
-        >>> BoundedNumber(0, 1, exclude_maximum=True)("1")
-        Traceback (most recent call last):
-        ...
-        argparse.ArgumentTypeError: must be a number >= 0 and < 1; got 1.0
-    """
-
-    minimum: float | None = None
-    maximum: float | None = None
-    exclude_minimum: bool = False
-    exclude_maximum: bool = False
-
-    @property
-    def expected(self) -> str:
-        parts = []
-        if self.minimum is not None:
-            parts.append(f"{'>' if self.exclude_minimum else '>='} {self.minimum:g}")
-        if self.maximum is not None:
-            parts.append(f"{'<' if self.exclude_maximum else '<='} {self.maximum:g}")
-        return "a number " + " and ".join(parts) if parts else "a finite number"
-
-    def __call__(self, text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {text!r}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number; got {text!r}")
-        lo, hi = self.minimum, self.maximum
-        low_ok = lo is None or (value > lo if self.exclude_minimum else value >= lo)
-        high_ok = hi is None or (value < hi if self.exclude_maximum else value <= hi)
-        if not (low_ok and high_ok):
-            raise argparse.ArgumentTypeError(f"must be {self.expected}; got {value!r}")
-        return value
+# Every bounded option is parsed by a declared constraint (:mod:`deepfault.core.constraints`):
+# :class:`FieldType` refuses what is out of range while parsing, with the checks' one message shape
+# (``must be EXPECTED; got VALUE``; the parser puts the option's name in front).
 
 
 @dataclass(frozen=True)
@@ -137,7 +59,20 @@ class FieldType:
             raise argparse.ArgumentTypeError(str(err).removeprefix(" ")) from None
 
 
-def add_field(p: argparse.ArgumentParser, config: type, name: str, *flags: str,
+def argument_type(read: Callable[..., Any], *args) -> Callable[[str], Any]:
+    """An argparse type from a library reader ``read(text, *args)``: its error is the option's."""
+
+    def parse(text: str):
+        try:
+            return read(text, *args)
+        except DeepFaultError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = getattr(read, "__name__", "value")
+    return parse
+
+
+def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: str,
               **overrides) -> argparse.Action:
     """Add the option that sets ``config``'s field ``name``: its spelling (``flags``, default the
     field's declared option), type, default and help all come from the field's declaration
@@ -174,35 +109,6 @@ def config_from(args, config: type, **given):
     return config(**{**values, **given})
 
 
-#: Counts: 1, 2, ...
-positive_int = BoundedInt(1)
-#: Indices and offsets: 0, 1, ...
-non_negative_int = BoundedInt(0)
-#: Any finite number.
-number = BoundedNumber()
-#: Rates and sizes: > 0.
-positive_number = BoundedNumber(0.0, exclude_minimum=True)
-#: Tolerances: >= 0.
-non_negative_number = BoundedNumber(0)
-#: A share held out: [0, 1).
-fraction = BoundedNumber(0, 1, exclude_maximum=True)
-#: A share of a range that must move something: (0, 1].
-positive_share = BoundedNumber(0, 1, exclude_minimum=True)
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated counts (integers >= 1), e.g. ``20,50``."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers such as 20,50; got {text!r}") from None
-    bad = next((v for v in values if v < 1), None)
-    if bad is not None:
-        raise argparse.ArgumentTypeError(f"must be integers >= 1; got {bad} in {text!r}")
-    return values
-
-
 #: ``--seed``: the random seed of every command (its declaration: :data:`~deepfault.core.constraints.SEED`).
 seed_int = FieldType(SEED)
 #: ``--threads``: ``auto`` or a number of threads (the declaration of :attr:`Runtime.threads`).
@@ -210,13 +116,6 @@ threads_value = FieldType(constraint_of(Runtime, "threads"))
 #: ``--batch-size`` of the analyses: ``auto`` (sized from the memory, :mod:`deepfault.core.memory`)
 #: or a number of inputs (the declaration of :attr:`Runtime.batch_size`).
 batch_size_value = FieldType(constraint_of(Runtime, "batch_size"))
-
-
-def add_batch_size(p: argparse.ArgumentParser, what: str = "inputs per forward pass") -> None:
-    """The analyses' ``--batch-size``, ``auto`` by default (results do not depend on it)."""
-    p.add_argument("--batch-size", type=batch_size_value, default="auto", metavar="N|auto",
-                   help=f"{what}; 'auto' (the default) sizes it from the memory one input takes and "
-                   "the memory free, at most 1024")
 
 
 def batch_choice(models, inputs, args, *, backward: bool = False, count: int | None = None) -> int:
@@ -233,39 +132,8 @@ def batch_choice(models, inputs, args, *, backward: bool = False, count: int | N
     return choice.size
 
 
-def class_list(text: str) -> tuple[int, ...] | None:
-    if text.strip().lower() == "all":
-        return None
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a class index, a comma-separated list, or 'all'; got {text!r}"
-        ) from None
-    bad = next((v for v in values if v < 0), None)
-    if bad is not None:
-        raise argparse.ArgumentTypeError(f"must be class indices >= 0 (or 'all'); got {bad}")
-    return values
-
-
 def names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def known_name(kind: str, listing: Callable[[], Iterable[str]]) -> Callable[[str], str]:
-    """An argparse type: one of ``listing()``'s names (a registry's, read when parsing, so
-    plug-ins count), else ``unknown KIND 'x'; did you mean 'y'? (known: ...)``
-    (:func:`deepfault.core.registry.unknown_name`), in the user's word ``kind``.
-    """
-
-    def parse(text: str) -> str:
-        known = list(listing())
-        if text not in known:
-            raise argparse.ArgumentTypeError(unknown_name(kind, text, known))
-        return text
-
-    parse.__name__ = kind
-    return parse
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -277,12 +145,6 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if flag or action.default is None or action.default is argparse.SUPPRESS or "default" in text:
             return text
         return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
-
-
-def add_data_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", metavar="DIR", default=None,
-                   help="data root (default: $DEEPFAULT_DATA, else the folder the model file was trained "
-                   "from, else the user cache directory; MNIST and Fashion-MNIST download on first use)")
 
 
 def remembered_data_dir(args) -> None:
@@ -306,12 +168,6 @@ def remembered_data_dir(args) -> None:
                     return
 
 
-#: ``--arch``'s help, the same in every command that opens a model file.
-ARCH_HELP = ("the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
-             "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name "
-             "(see 'deepfault train --help')")
-
-
 def json_object(text: str) -> dict:
     """``--arch-args``: a JSON object of keyword arguments, e.g. ``'{"num_classes": 10}'``."""
     import json
@@ -327,20 +183,64 @@ def json_object(text: str) -> dict:
     return value
 
 
-def add_arch_options(p: argparse.ArgumentParser, help: str = ARCH_HELP) -> None:
-    """``--arch SPEC`` and ``--arch-args JSON`` (:func:`deepfault.models.build_model`)."""
-    p.add_argument("--arch", default=None, metavar="SPEC", help=help)
-    p.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
-                   help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")
+# --------------------------------------------------------------------------- shared options
+
+#: The options several commands share, declared once: ``name -> (flags, add_argument's keywords)``.
+#: A command adds them with :func:`add_options`, changing a keyword where its meaning differs.
+OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "model": (("--model",), dict(metavar="FILE", default=None,
+        help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras .h5/.json or stem, "
+        ".onnx (default: the embedded digits model)")),
+    "dataset": (("--dataset",), dict(metavar="NAME", default=None,
+        help="data set name or .npz file (default: the one the model file names)")),
+    "data_dir": (("--data-dir",), dict(metavar="DIR", default=None,
+        help="data root (default: $DEEPFAULT_DATA, else the folder the model file was trained from, else the "
+        "user cache directory; MNIST and Fashion-MNIST download on first use)")),
+    "arch": (("--arch",), dict(default=None, metavar="SPEC",
+        help="the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
+        "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name (see "
+        "'deepfault train --help')")),
+    "arch_args": (("--arch-args",), dict(type=json_object, default=None, metavar="JSON",
+        help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")),
+    "weights": (("--weights",), dict(default=None, metavar="FILE",
+        help="Keras weights HDF5 when --model is an architecture JSON")),
+    "trust_pickle": (("--trust-pickle",), dict(action="store_true",
+        help="allow loading a pickled whole nn.Module (unpickling can run code: only for files you trust)")),
+    "batch_size": (("--batch-size",), dict(type=batch_size_value, default="auto", metavar="N|auto",
+        help="inputs per forward pass; 'auto' (the default) sizes it from the memory one input takes and the "
+        "memory free, at most 1024")),
+    "seed": (("--seed",), dict(type=seed_int, default=0, metavar="S", help="the random seed")),
+    "device": (("--device",), dict(default="auto",
+        help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")),
+    "threads": (("--threads",), dict(type=threads_value, default="auto", metavar="N|auto",
+        help="PyTorch CPU threads; 'auto': for small models (<= 2M parameters) on the CPU, the cores no "
+        "other process is using now (1 on a busy machine: measured 6-25x faster there, and 2 on an idle "
+        "2-core one: 1.5-1.8x faster; docs/performance.md), else PyTorch's default (so in the commands that "
+        "build or fine-tune their models as they go)")),
+    "no_progress": (("--no-progress",), dict(action="store_true", help="no progress bar")),
+    "report": (("--report",), dict(dest="report_dir", metavar="DIR", default=None,
+        help="also write a self-contained DIR/report.html of this run (its PNGs beside it), written whole or "
+        "not at all")),
+}
+#: What a command that opens one model file adds after its own options.
+MODEL_FILE = ("arch", "arch_args", "weights", "trust_pickle")
+#: What every command that computes adds: where, how many threads, whether a bar.
+RUNNING = ("device", "threads", "no_progress")
 
 
-def add_model_options(p: argparse.ArgumentParser) -> None:
-    add_arch_options(p)
-    p.add_argument("--weights", default=None, metavar="FILE",
-                   help="Keras weights HDF5 when --model is an architecture JSON")
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow loading a pickled whole nn.Module (unpickling can run code: "
-                   "only for files you trust)")
+def add_options(p: argparse.ArgumentParser, *names: str, **changes: str | dict[str, Any]) -> None:
+    """Add the shared options ``names`` (keys of :data:`OPTIONS`) to ``p`` in that order;
+    ``changes[name]`` is that option's own help (a string) or its keywords that differ (a dict).
+    """
+    for name in names:
+        flags, kwargs = OPTIONS[name]
+        change = changes.get(name, {})
+        p.add_argument(*flags, **{**kwargs, **({"help": change} if isinstance(change, str) else change)})
+
+
+def command(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+    """The sub-command ``name`` added to ``sub`` with its help line and description (defaults shown)."""
+    return sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
 
 
 # --------------------------------------------------------------------------- one vocabulary
@@ -413,43 +313,11 @@ def declared(outputs: Sequence[Output], option: str) -> Path | None:
     return next((o.path for o in outputs if o.option == option), None)
 
 
-def add_seed(p: argparse.ArgumentParser, help: str, default: int | None = 0) -> None:
-    """``--seed S``: the random seed (:func:`seed_int`), the same in every command."""
-    p.add_argument("--seed", type=seed_int, default=default, metavar="S", help=help)
-
-
-def add_device(p: argparse.ArgumentParser) -> None:
-    """``--device``, default ``auto`` in every command."""
-    p.add_argument("--device", default="auto",
-                   help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")
-
-
-def add_threads(p: argparse.ArgumentParser) -> None:
-    """``--threads N|auto``, one definition for every command that computes (:func:`apply_threads`)."""
-    p.add_argument("--threads", type=threads_value, default="auto", metavar="N|auto",
-                   help="PyTorch CPU threads; 'auto': for small models (<= 2M parameters) on the CPU, "
-                   "the cores no other process is using now (1 on a busy machine: measured 6-25x faster "
-                   "there, and 2 on an idle 2-core one: 1.5-1.8x faster; docs/performance.md), else "
-                   "PyTorch's default (so in the commands that build or fine-tune their models as they go)")
-
-
-def add_no_progress(p: argparse.ArgumentParser) -> None:
-    """``--no-progress``: no bar (a terminal) or periodic lines (a log)."""
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
 def thread_count(value: int | str | None, models=(), device="cpu") -> int:
-    """The thread count ``--threads`` asks for: a count as given; ``auto`` is the free cores
-    for small models on the CPU (:func:`deepfault.core.threads.auto_threads`: 1 on a busy
-    machine), else PyTorch's current setting (no models given: PyTorch's).
+    """The thread count ``--threads`` asks for (:func:`deepfault.core.entry.resolve_threads`), else
+    PyTorch's current setting.
     """
-    if value not in (None, "auto"):
-        return int(value)
-    if models:
-        auto = auto_threads(list(models), device)
-        if auto is not None:
-            return auto
-    return torch.get_num_threads()
+    return resolve_threads(value, models, device) or torch.get_num_threads()
 
 
 def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
@@ -462,11 +330,14 @@ def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
     return count
 
 
-def add_report_option(p: argparse.ArgumentParser) -> None:
-    """``--report DIR``: the one way every single-run command asks for its HTML page."""
-    p.add_argument("--report", dest="report_dir", metavar="DIR", default=None,
-                   help="also write a self-contained DIR/report.html of this run (its PNGs beside it), "
-                   "written whole or not at all")
+def runtime_for(args, models=(), **given) -> Runtime:
+    """The command's :class:`Runtime` for ``models`` (on ``--device``): that device, ``--threads``
+    applied now (:func:`apply_threads`; the runtime holds the count in effect), the progress display
+    per ``--no-progress``; ``given`` sets the rest (``batch_size``).
+    """
+    device = device_from(args.device)
+    return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
+                   progress=not args.no_progress, **given)
 
 
 def write_run_report(args, render) -> None:
@@ -480,45 +351,26 @@ def write_run_report(args, render) -> None:
     print(f"wrote {write_page(args.report_dir, render)}")
 
 
-def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | None, device,
-                  threads: int | None, paths: Mapping[str, Path | None] | None = None,
-                  records: Mapping | None = None) -> None:
+def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | None, runtime: Runtime,
+                  paths: Mapping[str, Path | None] | None = None, records: Mapping | None = None) -> None:
     """The tail every command shares: print ``outcome.summary()``, then write the result document
     (``records``, such as the model's and the data set's, then ``outcome.payload()``, in the
-    envelope with ``config``, its seed, the device, the command line and the threads) to ``out``
-    and each of ``outcome.outputs()`` to its path in ``paths`` (by the artifact's name; a name
-    left out or ``None`` is not written), all as one unit (:func:`deepfault._io.atomic_paths`: a
-    kill leaves all of them or none). An artifact whose optional dependency is missing (no
-    matplotlib for a grid) is left out with a line saying why.
+    envelope with ``config``, its seed, ``runtime``'s device and threads, and the command line) to
+    ``out`` and each of ``outcome.outputs()`` to its path in ``paths``, as one unit
+    (:func:`deepfault.experiment.saving.save_outcome`); an artifact left out for a missing
+    optional dependency gets a line saying why.
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
-    chosen = {a.name: (paths or {}).get(a.name) for a in outcome.outputs()}
-    artifacts = [a for a in outcome.outputs() if chosen[a.name] is not None]
-    targets = [Path(str(chosen[a.name])) for a in artifacts] + ([out] if out is not None else [])
-    if not targets:
-        return
-    written: dict[str, str | None] = dict.fromkeys(chosen)
-    with atomic_paths(*targets) as temporaries:
-        for artifact, temporary, target in zip(artifacts, temporaries, targets, strict=False):
-            try:
-                made = artifact.write(temporary)
-            except ModuleNotFoundError as err:  # an optional extra: the rest is still written
-                print(f"no {artifact.name}: {err}")
-                made = None
-            if made is None:
-                temporary.unlink(missing_ok=True)
-            else:
-                written[artifact.name] = target.name
-        if out is not None:
-            document = result_document(
-                command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
-                seed=getattr(config, "seed", None), device=device, argv=getattr(args, "argv", None),
-                threads=threads, outputs=written or None)
-            write_result(temporaries[-1], document)
-    shown = [str(t) for t, a in zip(targets, [*artifacts, None], strict=False)
-             if a is None or written[a.name]]
-    print(f"wrote {', '.join(shown)}")
+    threads = runtime.threads if isinstance(runtime.threads, int) else None
+    saved = save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
+        command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
+        seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
+        threads=threads, outputs=written or None))
+    for line in saved.skipped if saved else ():
+        print(line)
+    if saved:
+        print(f"wrote {', '.join(map(str, saved.paths))}")
 
 
 def device_from(name: str):

@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
-from typing import NamedTuple
 
 from ..core.runtime import Runtime
 from ..coverage import (
@@ -27,29 +26,24 @@ from ..coverage import (
     rank_inputs,
 )
 from ..coverage.figures import _pyplot
+from ..coverage.inputs import SplitInputs, split_inputs
 from ..coverage.report import measure_page, rank_page, write_plot_folder
-from ..data import Dataset
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record
-from ..models.prepare import PreparedModel, prepare_model
 from ..provenance import provenance
 from ._common import (
-    HelpFormatter,
+    MODEL_FILE,
+    RUNNING,
     Output,
-    add_batch_size,
-    add_data_dir,
-    add_device,
     add_field,
-    add_model_options,
-    add_no_progress,
-    add_report_option,
-    add_threads,
-    apply_threads,
+    add_options,
     batch_choice,
+    command,
     declared,
     device_from,
     output_path,
     prepare_from_args,
+    runtime_for,
     write_outcome,
     write_run_report,
 )
@@ -69,21 +63,13 @@ def thresholds(text: str) -> tuple[float, ...]:
 
 
 def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None:
-    p.add_argument("--model", metavar="FILE", default=None,
-                   help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras "
-                   ".h5/.json or stem, .onnx (default: the embedded digits model)")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="data set name or .npz file (default: the model file's data set)")
-    add_data_dir(p)
+    add_options(p, "model", "dataset", "data_dir",
+                dataset="data set name or .npz file (default: the model file's data set)")
     p.add_argument("--split", default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
     add_field(p, config, "layers", metavar="NAMES")
     add_field(p, config, "transform")
-    add_batch_size(p)
-    add_device(p)
-    add_threads(p)
-    add_no_progress(p)
-    add_model_options(p)
+    add_options(p, "batch_size", *RUNNING, *MODEL_FILE)
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:
@@ -97,16 +83,15 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
     add_field(p, CoverageConfig, "surprise", type=str, metavar="FILE")
 
 
-def _action(sub, name: str, config: type, split: str, func, **kwargs):
-    p = sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
+def _action(sub, name: str, config: type, split: str, func, help: str, description: str, *,
+            out: tuple[str, str]):
+    """The action ``name``: its options, those of every action, and its ``--out`` (default, what)."""
+    p = command(sub, name, help, description)
     _add_common(p, config, split=split)
+    p.add_argument("--out", metavar="FILE", default=out[0],
+                   help=f"{out[1]}, written atomically; '-' writes none")
     p.set_defaults(func=func)
     return p
-
-
-def _add_out(p: argparse.ArgumentParser, default: str, what: str) -> None:
-    p.add_argument("--out", metavar="FILE", default=default,
-                   help=f"{what}, written atomically; '-' writes none")
 
 
 def add_parser(sub) -> None:
@@ -114,51 +99,47 @@ def add_parser(sub) -> None:
     cov = sub.add_parser(
         "coverage",
         help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), surprise adequacy, prioritisation",
-        description="Structural coverage criteria of DeepXplore and DeepGauge on a model's "
-        "neurons and Kim et al.'s surprise adequacy: profile the training data or fit surprise "
-        "adequacy on it, measure coverage of a test set, or order a test set by uncertainty, "
-        "surprise or coverage.",
-    )
+        description="Structural coverage criteria of DeepXplore and DeepGauge on a model's neurons and Kim "
+        "et al.'s surprise adequacy: profile the training data or fit surprise adequacy on it, measure "
+        "coverage of a test set, or order a test set by uncertainty, surprise or coverage.")
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
-    prof = _action(cov_sub, "profile", ProfileConfig, "train", _cmd_profile,
-                   help="each neuron's min, max, mean and std on the training split",
-                   description="Stream the training split once and write each neuron's min, max, mean and "
-                   "standard deviation, with the layers, the transform and a hash of the model's weights, "
-                   "to an .npz file (for kmnc, nbc and snac).")
-    _add_out(prof, "coverage-profile.npz", "profile file (.npz)")
-    surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_surprise,
+    _action(cov_sub, "profile", ProfileConfig, "train", _cmd_fit,
+            help="each neuron's min, max, mean and std on the training split",
+            description="Stream the training split once and write each neuron's min, max, mean and standard "
+            "deviation, with the layers, the transform and a hash of the model's weights, to an .npz file "
+            "(for kmnc, nbc and snac).", out=("coverage-profile.npz", "profile file (.npz)"))
+    surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_fit,
                    help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
                    description="Stream the training split once and keep each input's activation trace of "
                    "the chosen layers with its class, with the transform and a hash of the model's weights, "
-                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').")
+                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
+                   out=("surprise.npz", "surprise state (.npz)"))
     add_field(surp, SurpriseConfig, "classes")
     add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
     add_field(surp, SurpriseConfig, "max_features", metavar="K")
-    _add_out(surp, "surprise.npz", "surprise state (.npz)")
     meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure,
                    help="coverage of a set of inputs, overall and per layer",
                    description="Run the inputs through the model once and print each criterion's coverage "
                    "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
-                   "curve.")
+                   "curve.", out=("coverage.json", "JSON result file"))
     _add_criteria(meas)
     add_field(meas, CoverageConfig, "sa_upper", metavar="U")
     add_field(meas, CoverageConfig, "sa_sections", metavar="K")
-    _add_out(meas, "coverage.json", "JSON result file")
     meas.add_argument("--plot", metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
-    add_report_option(meas)
+    add_options(meas, "report")
     rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank,
                    help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
                    description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
                    "adequacy, or coverage: additional (cam) or total (ctm) under each --criteria) and report "
                    "APFD of the inputs the model misclassifies (0.5 is what a random order gets on average), "
-                   "each prioritiser's time and its first inputs.")
+                   "each prioritiser's time and its first inputs.",
+                   out=("coverage-rank.json", "JSON result file with each order and score"))
     add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by), metavar="NAMES")
     _add_criteria(rank)
-    _add_out(rank, "coverage-rank.json", "JSON result file with each order and score")
-    add_report_option(rank)
+    add_options(rank, "report")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -186,64 +167,43 @@ def _config(args, cls):
     return cls(**given)
 
 
-class _Loaded(NamedTuple):
-    model: PreparedModel  # on the device, with its own data set (a surprise fit's training split)
-    data: Dataset  # the inputs: the split as a data set named after it
-    dataset: Dataset  # the data set the result records
-    split: str
-
-
-def _load(args, device) -> _Loaded:
+def _load(args, device) -> SplitInputs:
+    """``--split`` of ``--model``'s data set, the model on ``device``."""
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    prep = prepare_from_args(args)
-    base = prep.data
-    assert base is not None  # prepare_from_args prepares the model on its data set
-    if split in ("test", "train"):
-        x, y = (base.x_test, base.y_test) if split == "test" else (base.x_train, base.y_train)
-        label = f"{base.name} {split}"
-        view = dataclasses.replace(base, name=label, x_test=x, y_test=y)
-        return _Loaded(prep.to(device), view, base, label)
-    other = prepare_model(prep, split, data_dir=args.data_dir)
-    assert other.data is not None  # prepared on the .npz's data
-    label = f"{split} (x)"
-    return _Loaded(dataclasses.replace(other, data=base).to(device),
-                   dataclasses.replace(other.data, name=label), other.data, label)
+    loaded = split_inputs(prepare_from_args(args), split, data_dir=args.data_dir)
+    return loaded._replace(model=loaded.model.to(device))
 
 
-def _start(args, fits: bool = False) -> tuple:
-    """``(loaded, device, threads, runtime)``: the model and the split loaded, the threads applied,
-    the batch size chosen (for the training split too when a surprise state is fitted first).
+def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
+    """The model and the split loaded, the threads applied, the batch size chosen (for the
+    training split too when a surprise state is fitted first).
     """
-    device = device_from(args.device)
-    loaded = _load(args, device)
-    module = loaded.model.module
-    threads = apply_threads(args.threads, [module], device)
-    x = loaded.data.x_test
-    base = loaded.model.data
+    loaded = _load(args, device_from(args.device))
+    module, x, base = loaded.model.module, loaded.data.x_test, loaded.model.data
+    runtime = runtime_for(args, [module])
     fitted = fits and not getattr(args, "surprise", None)
     count = max(len(x), len(base.x_train)) if fitted and base is not None else len(x)
-    batch_choice(module, x, args, count=count)
-    return loaded, device, threads, Runtime(device=str(device), batch_size=args.batch_size,
-                                            progress=not args.no_progress)
+    return loaded, runtime.with_(batch_size=batch_choice(module, x, args, count=count))
 
 
-def _write(args, report, action: str, config: CoverageConfig, out, loaded: _Loaded, device, threads) -> None:
+def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
     """``write_outcome`` of ``coverage measure|rank``, with the model's and the data set's records."""
     prep, data = loaded.model, loaded.dataset
     mf = prep.model_file
     model = model_record(prep, args.model, label=prep.name, arch_kwargs=mf and mf.arch_kwargs,
                          weights_sha256=model_hash(prep.module), layer_selection=report.about.selection)
-    dataset = dataset_record(data, args.data_dir, split=loaded.split, layout=prep.layout,
+    dataset = dataset_record(data, args.data_dir, split=loaded.label, layout=prep.layout,
                              input_shape=list(data.input_shape))
     write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
-                  out=out, device=device, threads=threads, records={"model": model, "dataset": dataset})
+                  out=out, runtime=runtime,
+                  records={"model": model, "dataset": dataset})
 
 
-def _page(page, report, args, loaded: _Loaded, device, **extra):
+def _page(page, report, args, loaded: SplitInputs, device, **extra):
     config = {k: v for k, v in vars(args).items() if k not in ("func", "argv")}
-    return functools.partial(page, report, model_name=loaded.model.name, data_name=loaded.split,
+    return functools.partial(page, report, model_name=loaded.model.name, data_name=loaded.label,
                              device=str(device), provenance=provenance(device, argv=args.argv), config=config,
                              **extra)
 
@@ -251,23 +211,19 @@ def _page(page, report, args, loaded: _Loaded, device, **extra):
 # --------------------------------------------------------------------------- commands
 
 
-def _cmd_profile(args) -> int:
-    config = _config(args, ProfileConfig)
+#: What ``profile`` and ``surprise`` fit (the action's name is its file's): its config and its entry.
+_FITS = {"profile": (ProfileConfig, compute_profile), "surprise": (SurpriseConfig, fit_surprise)}
+
+
+def _cmd_fit(args) -> int:
+    action = args.coverage_command
+    cls, fit = _FITS[action]
+    config = _config(args, cls)
     out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
-    loaded, device, threads, runtime = _start(args)
-    profile = compute_profile(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, profile, command="coverage profile", config=config, out=None, device=device,
-                  threads=threads, paths={"profile": out})
-    return 0
-
-
-def _cmd_surprise(args) -> int:
-    config = _config(args, SurpriseConfig)
-    out = declared(outputs(args), "--out")
-    loaded, device, threads, runtime = _start(args)
-    state = fit_surprise(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, state, command="coverage surprise", config=config, out=None, device=device,
-                  threads=threads, paths={"surprise": out})
+    loaded, runtime = _start(args)
+    state = fit(loaded.model, loaded.data, config, runtime=runtime)
+    write_outcome(args, state, command=f"coverage {action}", config=config, out=None,
+                  runtime=runtime, paths={action: out})
     return 0
 
 
@@ -276,10 +232,10 @@ def _cmd_measure(args) -> int:
     out = declared(outputs(args), "--out")
     if args.plot:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
-    loaded, device, threads, runtime = _start(args, fits=bool(config.scored_criteria))
+    loaded, runtime = _start(args, fits=bool(config.scored_criteria))
     report = measure_coverage(loaded.model, loaded.data, config, runtime=runtime)
-    _write(args, report, "measure", config, out, loaded, device, threads)
-    page = _page(measure_page, report, args, loaded, device)
+    _write(args, report, "measure", config, out, loaded, runtime)
+    page = _page(measure_page, report, args, loaded, runtime.device)
     for path in write_plot_folder(args.plot, page) if args.plot else ():
         print(f"wrote {path}")
     write_run_report(args, page)
@@ -291,9 +247,9 @@ def _cmd_rank(args) -> int:
     if args.report_dir:
         _pyplot()
     out = declared(outputs(args), "--out")
-    loaded, device, threads, runtime = _start(args, fits=bool(config.scored_by))
+    loaded, runtime = _start(args, fits=bool(config.scored_by))
     report = rank_inputs(loaded.model, loaded.data, config, runtime=runtime)
-    _write(args, report, "rank", config, out, loaded, device, threads)
+    _write(args, report, "rank", config, out, loaded, runtime)
     notes = "\n".join(report.about.notes)
-    write_run_report(args, _page(rank_page, report, args, loaded, device, notes=notes))
+    write_run_report(args, _page(rank_page, report, args, loaded, runtime.device, notes=notes))
     return 0

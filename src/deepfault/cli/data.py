@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ..data import DATASETS, default_data_dir, list_datasets
-from ..data.download import SOURCES, dataset_status, download
+from ..data import default_data_dir
+from ..data.download import download
+from ..data.listing import dataset_states
 from ..errors import DeepFaultError
-from ._common import add_data_dir, add_no_progress, table
+from ._common import add_options, table
 
 
 def add_parser(sub) -> None:
@@ -17,15 +18,14 @@ def add_parser(sub) -> None:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
-    add_data_dir(dlist)
+    add_options(dlist, "data_dir")
     dlist.set_defaults(func=_cmd_data_list)
     dl = data_sub.add_parser("download", help="fetch a data set's official files and verify them")
     dl.add_argument("name", help="data set name")
-    add_data_dir(dl)
+    add_options(dl, "data_dir")
     dl.add_argument("--force", action="store_true", help="fetch again even when verified")
-    add_no_progress(dl)
+    add_options(dl, "no_progress")
     dl.set_defaults(func=_cmd_data_download)
-
 
 
 def _cmd_data_list(args) -> int:
@@ -34,33 +34,12 @@ def _cmd_data_list(args) -> int:
         raise DeepFaultError(f"--data-dir {args.data_dir!r} is not a folder; give the folder that holds "
                              "the data sets (e.g. ../shared/datasets) or leave it out")
     print(f"data root: {root}")
-    rows = []
-    for name in list_datasets():
-        if name in SOURCES:
-            status = dataset_status(name, root)
-            present = sum(st.present for st in status)
-            verified = sum(st.verified for st in status)
-            if verified == len(status):
-                state = "verified"
-            elif present:
-                bad = [st.file.name for st in status if st.present and not st.verified]
-                state = f"incomplete: {present}/{len(status)} files, {verified} verified"
-                if bad:
-                    state += f"; wrong md5: {', '.join(bad)} (deepfault data download {name} --force)"
-            else:
-                state = f"missing: deepfault data download {name}"
-        else:
-            state = "bundled"
-        rows.append((name, state, DATASETS[name].description))
-    print(table(("name", "status", "what"), rows, indent=""))
+    print(table(("name", "status", "what"), dataset_states(root), indent=""))
     return 0
 
 
 def _cmd_data_download(args) -> int:
-    paths = download(args.name, default_data_dir(args.data_dir), force=args.force,
-                     progress=not args.no_progress)
-    for path in paths:
+    for path in download(args.name, default_data_dir(args.data_dir), force=args.force,
+                         progress=not args.no_progress):
         print(f"ok {path}")
     return 0
-
-

@@ -13,18 +13,7 @@ from ..experiment.presets import get_preset, list_presets
 from ..experiment.report import write_report
 from ..experiment.runner import RunSettings
 from ..localization.preset import DeepFaultGrid, load_config
-from ._common import (
-    FieldType,
-    HelpFormatter,
-    Output,
-    add_data_dir,
-    add_device,
-    add_no_progress,
-    add_seed,
-    add_threads,
-    apply_threads,
-    device_from,
-)
+from ._common import FieldType, Output, add_options, apply_threads, command, device_from
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -43,21 +32,19 @@ def _preset_help(preset) -> str:
 def add_parser(sub) -> None:
     """Add ``deepfault experiment`` and ``deepfault report`` to ``sub``."""
     presets = "; ".join(_preset_help(get_preset(n)) for n in list_presets())
-    exp = sub.add_parser(
-        "experiment", help="run (or resume) an experiment grid into a results store",
-        description="Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
+    exp = command(
+        sub, "experiment", "run (or resume) an experiment grid into a results store",
+        "Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
         "TOML file, and write every cell to an SQLite store as soon as it is done. Rerunning the "
         "same command skips finished cells, also after a crash or kill. "
-        f"Presets: {presets}.",
-        formatter_class=HelpFormatter,
-    )
+        f"Presets: {presets}.")
     source = exp.add_mutually_exclusive_group(required=True)
     source.add_argument("--preset", choices=list_presets(), metavar="NAME",
                         help=f"built-in experiment ({', '.join(list_presets())})")
     source.add_argument("--config", metavar="FILE", help="TOML experiment file")
     exp.add_argument("--store", metavar="FILE", default=None,
                      help="SQLite results store (default: results/NAME.sqlite)")
-    add_data_dir(exp)
+    add_options(exp, "data_dir")
     exp.add_argument("--models-dir", metavar="DIR", default=None,
                      help="where zoo models are kept and trained when missing (default: next to the store)")
     exp.add_argument("--executor", choices=list_executors(), default=None,
@@ -67,28 +54,24 @@ def add_parser(sub) -> None:
                      help="parallel workers (processes or Ray CPUs)")
     exp.add_argument("--ray-address", metavar="ADDRESS", default=None,
                      help="join this Ray cluster (e.g. ray://head:10001) instead of starting a local one")
-    add_device(exp)
-    add_threads(exp)
-    add_seed(exp, "override the grid's seed", default=None)
+    add_options(exp, "device", "threads", "seed", seed={"default": None, "help": "override the grid's seed"})
     exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
                      metavar="KEY=VALUE",
                      help="an option of the chosen preset (repeatable); each preset lists its own in "
                      "'deepfault experiment --help'; none by default")
-    add_no_progress(exp)
+    add_options(exp, "no_progress")
     exp.set_defaults(func=_cmd_experiment)
 
-    rep = sub.add_parser("report", help="tables, figures and an HTML report from a results store",
-                         description="Write the tables, figures and a self-contained report.html of one "
-                         "experiment in a results store (any method: DeepFault, DeepXplore, DRFuzz). The "
-                         "folder is written whole or not at all.",
-                         formatter_class=HelpFormatter)
+    rep = command(sub, "report", "tables, figures and an HTML report from a results store",
+                  "Write the tables, figures and a self-contained report.html of one experiment in a results "
+                  "store (any method: DeepFault, DeepXplore, DRFuzz). The folder is written whole or not at "
+                  "all.")
     rep.add_argument("store", metavar="STORE", help="SQLite results store")
     rep.add_argument("--out", metavar="DIR", default=None,
                      help="output folder (default: STEM-report/ beside the store, e.g. results/x-report/)")
     rep.add_argument("--experiment", metavar="HASH", default=None,
                      help="configuration hash (default: the most recent experiment in the store)")
     rep.set_defaults(func=_cmd_report)
-
 
 
 def preflight(args) -> None:
@@ -115,13 +98,7 @@ def _cmd_experiment(args) -> int:
                             workers=args.workers, address=args.ray_address)
     with executor:
         summary = preset.run(store, settings, executor=executor)
-    accuracy = ", ".join(f"{m} {a:.2%}" for m, a in summary.model_accuracy.items())
-    print(f"experiment {summary.name} ({summary.config_hash}): {summary.cells_total} cells, "
-          f"{summary.cells_run} run now, {summary.cells_skipped} already in the store; "
-          f"{summary.seconds:.1f} s ({executor.name}, {executor.workers} worker(s))")
-    if accuracy:
-        print(f"test accuracy: {accuracy}")
-    print(f"store: {store}; next: deepfault report {store}")
+    print(summary.summary())
     return 0
 
 

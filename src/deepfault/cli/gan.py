@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
 from ..fuzz.fidelity.gan import GanConfig, check_gan_data, save_gan, train_gan
-from ._common import (
-    HelpFormatter,
-    Output,
-    add_data_dir,
-    add_device,
-    add_field,
-    add_no_progress,
-    add_threads,
-    apply_threads,
-    config_from,
-    device_from,
-)
+from ._common import RUNNING, Output, add_field, add_options, apply_threads, command, config_from, device_from
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
 _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"}
@@ -31,29 +19,25 @@ def add_parser(sub) -> None:
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
     gan_sub.required = True
-    train = gan_sub.add_parser(
-        "train", help="train the discriminator and generator adversarially and write both",
-        description="Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training "
+    train = command(
+        gan_sub, "train", "train the discriminator and generator adversarially and write both",
+        "Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training "
         "split, with the images mapped to [-1, 1], and write the discriminator as a deepfault model "
         "file (its meta records input_range [-1, 1], which 'deepfault regress --fidelity "
         "discriminator:FILE' uses) and the generator beside it, and report its quality (mean score on "
         "real test images against noise and heavily mutated images). For mnist and fashion-mnist "
         "'deepfault regress' makes one on first use without this step. Ctrl-C keeps the last completed "
-        "epoch.",
-        formatter_class=HelpFormatter,
-    )
+        "epoch.")
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
-    add_data_dir(train)
+    add_options(train, "data_dir")
     train.add_argument("--out", metavar="FILE", default=None,
                        help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
     train.add_argument("--generator-out", metavar="FILE", default=None,
                        help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
     for name in ("epochs", "images_per_epoch", "batch_size", "lr", "seed"):
         add_field(train, GanConfig, name)
-    add_device(train)
-    add_threads(train)
-    add_no_progress(train)
+    add_options(train, *RUNNING)
     train.set_defaults(func=_cmd_gan_train)
 
 
@@ -69,7 +53,10 @@ def outputs(args) -> list[Output]:
 
 
 def _cmd_gan_train(args) -> int:
-    config = config_from(args, GanConfig)
+    return _train(args, config_from(args, GanConfig))
+
+
+def _train(args, config: GanConfig) -> int:
     device = device_from(args.device)
     apply_threads(args.threads)
     data = load_dataset(args.dataset, data_dir=args.data_dir)
@@ -108,13 +95,4 @@ def train_from_train_args(args) -> int:
     """
     given = {_TRAIN_FLAGS[flag.split("=")[0]] for flag in getattr(args, "argv", [])
              if flag.split("=")[0] in _TRAIN_FLAGS}
-    defaults = GanConfig()
-    gan_args = argparse.Namespace(
-        dataset=args.dataset, data_dir=args.data_dir, out=args.out, generator_out=None,
-        epochs=args.epochs if "epochs" in given else defaults.epochs,
-        batch_size=args.batch_size if "batch_size" in given else defaults.batch_size,
-        lr=args.lr if "lr" in given else defaults.lr,
-        images_per_epoch=defaults.images_per_epoch, seed=args.seed, device=args.device,
-        threads=args.threads, no_progress=args.no_progress,
-    )
-    return _cmd_gan_train(gan_args)
+    return _train(args, GanConfig(**{name: getattr(args, name) for name in given}, seed=args.seed))

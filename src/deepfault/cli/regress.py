@@ -7,30 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import check_outputs, error
-from ..core.constraints import GRID, constraint_of
+from ..core.constraints import GRID, Interval, constraint_of
 from ..core.runtime import Runtime
 from ..coverage import CoverageConfig
 from ..experiment.store import ResultStore
 from ..fuzz.campaign import CampaignConfig
 from ..fuzz.campaign.config import criterion_settings
 from ..fuzz.campaign.strategies import STRATEGIES
-from ..fuzz.regress import Versions, compare_strategies, faults_paths, regress
+from ..fuzz.regress import Versions, campaign_cell, compare_strategies, faults_paths, regress
 from ..fuzz.report import campaign_page
 from ..models.blackbox import RUNTIMES
 from ._common import (
     FieldType,
-    HelpFormatter,
     Output,
-    add_arch_options,
-    add_data_dir,
-    add_device,
     add_field,
-    add_no_progress,
-    add_report_option,
-    add_threads,
+    add_options,
+    command,
     names,
-    number,
-    seed_int,
     write_outcome,
     write_run_report,
 )
@@ -42,26 +35,23 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "fidelity": {"metavar": "SPEC"}, "shared_fidelity": {"metavar": "SPEC"}, "mutants": {"metavar": "N"},
     "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
     "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},
-    "seed": {"metavar": "S", "type": seed_int},  # the one seed parser of every command
+    "seed": {"metavar": "S"},
 }
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault regress`` to ``sub``."""
     strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
-    p = sub.add_parser(
-        "regress", help="fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
-        description="Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
+    p = command(
+        sub, "regress", "fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
+        "Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
         f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
         "command resumes (also after a crash or kill), or prints a finished campaign's result; it says which "
         "before any work, and --fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a "
-        "legend), "
-        "writes the faults as .npz (the generated faults and, apart, the test inputs M2 already gets wrong), "
-        "a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, or still climbing "
-        "(a longer budget would likely find more).",
-        formatter_class=HelpFormatter,
-    )
+        "legend), writes the faults as .npz (the generated faults and, apart, the test inputs M2 already "
+        "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, or "
+        "still climbing (a longer budget would likely find more).")
     p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
     p.add_argument("--m2", required=True, metavar="FILE",
                    help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a "
@@ -71,9 +61,8 @@ def add_parser(sub) -> None:
                    "convert, e.g. int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed "
                    "runtime, a black box: no neurons for --strategy deephunter, no activations of M1 for "
                    "--fidelity dsa/lsa/mdsa). .tflite files always run in LiteRT")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="data set or .npz file (default: the one the model files name)")
-    add_data_dir(p)
+    add_options(p, "dataset", "data_dir",
+                dataset="data set or .npz file (default: the one the model files name)")
     add_field(p, CampaignConfig, "budget", default="5m", metavar="B")
     add_field(p, CampaignConfig, "strategy", type=str, choices=[*STRATEGIES.names(), "both"],
               help="fuzzing strategy; 'both' runs drfuzz and deephunter one after the other under the same "
@@ -91,17 +80,12 @@ def add_parser(sub) -> None:
     add_field(p, CampaignConfig, "criteria", dest="criterion", metavar="NAME")
     p.add_argument("--sections", type=FieldType(constraint_of(CoverageConfig, "sections")), default=1000,
                    metavar="K", help="KMNC sections (DeepHunter's k)")
-    p.add_argument("--threshold", type=number, default=None, help="NC threshold (for --criteria nc)")
+    p.add_argument("--threshold", type=FieldType(Interval(float)), default=None,
+                   help="NC threshold (for --criteria nc)")
     add_field(p, CampaignConfig, "layers", type=names, metavar="NAMES")
     add_field(p, CampaignConfig, "max_seeds", metavar="N")
     add_field(p, CampaignConfig, "checkpoint_every", metavar="S")
-    add_device(p)
-    add_threads(p)
-    add_arch_options(p)
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow pickled whole modules (unpickling can run code: only for files you trust)")
-    add_no_progress(p)
-    add_report_option(p)
+    add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress", "report")
     add_corpus_option(p, "the regression faults found, each expected to get M1's label (the seed's)")
     p.set_defaults(func=_cmd_regress)
 
@@ -109,8 +93,8 @@ def add_parser(sub) -> None:
 def _cells(args) -> list[tuple[str, str]]:
     """``(strategy, campaign id)`` of each campaign the command runs, in order."""
     if args.strategy == "both":
-        return [(s, f"{s}-seed{args.seed}") for s in ("drfuzz", "deephunter")]
-    return [(args.strategy, args.campaign or f"{args.strategy}-seed{args.seed}")]
+        return [(s, campaign_cell(s, args.seed)) for s in ("drfuzz", "deephunter")]
+    return [(args.strategy, campaign_cell(args.strategy, args.seed, args.campaign))]
 
 
 def preflight(args) -> None:
@@ -162,7 +146,8 @@ def _cmd_regress(args) -> int:
     for i, one in enumerate(outcomes.values()):
         npz, png, result = (o.path for o in paths[3 * i:3 * i + 3])
         write_outcome(args, replace(one, grid_size=args.grid), command="regress", config=one.result.config,
-                      out=result, device=one.device, threads=one.threads, paths={"faults": npz, "grid": png})
+                      out=result, runtime=Runtime(device=one.device, threads=one.threads),
+                      paths={"faults": npz, "grid": png})
     write_run_report(args, lambda folder: campaign_page(outcomes, folder))
     for one in outcomes.values():
         add_to_corpus(args, one.findings())

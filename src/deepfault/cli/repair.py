@@ -7,20 +7,14 @@ from ..models.prepare import prepare_model
 from ..provenance import provenance
 from ..repair import RepairConfig, repair
 from ._common import (
-    HelpFormatter,
     Output,
-    add_arch_options,
-    add_data_dir,
-    add_device,
     add_field,
-    add_no_progress,
-    add_report_option,
-    add_threads,
+    add_options,
     apply_threads,
+    command,
     device_from,
     output_path,
     prepare_from_args,
-    seed_int,
     sibling,
     write_outcome,
     write_run_report,
@@ -29,50 +23,40 @@ from ._common import (
 #: The options that set RepairConfig's fields, in the order --help lists them.
 _FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
            "baselines", "eps", "bim_steps")
-#: The seed's parser is every command's one (the same words for --seed everywhere).
+#: Metavars of the options that set RepairConfig's fields, where the declaration's is too general.
 _OVERRIDES: dict[str, dict] = {"mix": {"metavar": "R"}, "max_drop": {"metavar": "POINTS"},
                                "vote_model": {"metavar": "NAME"}, "baselines": {"metavar": "B1,B2"},
-                               "seed": {"type": seed_int, "metavar": "S"}}
+                               "seed": {"metavar": "S"}}
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
-    p = sub.add_parser(
-        "repair",
-        help="fine-tune a model on the failing inputs run/xplore/regress found, against baselines",
-        description="Label the inputs of each file where their labels are defined (the originals' labels "
-        "for 'run' and 'regress' files, the models' majority vote for 'xplore' files), hold out part of "
-        "every file by seed, fine-tune a copy of the model on the rest mixed with training inputs, and "
-        "do the same with as many random or adversarial inputs. Prints test and held-out accuracy "
-        "before and after each, ends with a verdict (which fine-tuning fixed the most held-out faults within "
-        "the --max-drop budget, and which model was saved), and writes a JSON result and the repaired model "
-        "(.pt); --report DIR adds an HTML page.",
-        formatter_class=HelpFormatter,
-    )
+    p = command(sub, "repair", "fine-tune a model on the failing inputs run/xplore/regress found, against "
+                "baselines", "Label the inputs of each file where their labels are defined (the originals' "
+                "labels for 'run' and 'regress' files, the models' majority vote for 'xplore' files), hold "
+                "out part of every file by seed, fine-tune a copy of the model on the rest mixed with "
+                "training inputs, and do the same with as many random or adversarial inputs. Prints test and "
+                "held-out accuracy before and after each, ends with a verdict (which fine-tuning fixed the "
+                "most held-out faults within the --max-drop budget, and which model was saved), and writes a "
+                "JSON result and the repaired model (.pt); --report DIR adds an HTML page.")
     p.add_argument("inputs", nargs="+", metavar="INPUTS.npz",
                    help="files of 'deepfault run --save-inputs', 'deepfault xplore' (its .npz) or "
                    "'deepfault regress' (its faults .npz)")
-    p.add_argument("--model", required=True, metavar="FILE",
-                   help="the model to repair (any format 'deepfault run' takes; for regress files, M2)")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="data set the inputs were made from (default: the one the model file names)")
-    add_data_dir(p)
-    add_arch_options(p)
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow loading a pickled whole nn.Module (only for files you trust)")
+    add_options(p, "model", "dataset", "data_dir", "arch", "arch_args", "trust_pickle",
+                model={"required": True, "help": "the model to repair (any format 'deepfault run' takes; for "
+                       "regress files, M2)"},
+                dataset="data set the inputs were made from (default: the one the model file names)")
     p.add_argument("--m1", metavar="FILE", default=None,
                    help="M1 of regress files, to recompute which held-out faults it gets right (default: "
                    "the M1 predictions saved in the file)")
     for name in _FIELDS:
         add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
-    add_device(p)
-    add_threads(p)
+    add_options(p, "device", "threads")
     p.add_argument("--out", metavar="FILE", default="repair-result.json",
                    help="JSON result, written atomically; '-' writes none")
     p.add_argument("--save-model", metavar="FILE", default=None,
                    help="the repaired model (default: beside --out as .pt); '-' writes none")
-    add_no_progress(p)
-    add_report_option(p)
+    add_options(p, "no_progress", "report")
     p.set_defaults(func=_cmd_repair)
 
 
@@ -98,8 +82,8 @@ def _cmd_repair(args) -> int:
     threads = apply_threads(args.threads)
     runtime = Runtime(device=str(device), progress=not args.no_progress)
     result = repair((prepared, m1), args.inputs, config, runtime=runtime).saving(model_path)
-    write_outcome(args, result, command="repair", config=config, out=out, device=device, threads=threads,
-                  paths={"model": model_path})
+    write_outcome(args, result, command="repair", config=config, out=out,
+                  runtime=runtime.with_(threads=threads), paths={"model": model_path})
     where = {**provenance(device, argv=args.argv), "threads": threads}
     write_run_report(args, lambda folder: result.page(folder, provenance=where))
     return 0

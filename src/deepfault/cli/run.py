@@ -6,27 +6,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core.capture import layer_selection
-from ..core.runtime import Runtime
 from ..experiment.results import dataset_record, model_record
 from ..localization.config import SURPRISE_WHAT
 from ..localization.protocol import RunConfig, run_deepfault
 from ..provenance import provenance
 from ._common import (
-    HelpFormatter,
+    MODEL_FILE,
     Output,
-    add_batch_size,
-    add_data_dir,
-    add_device,
     add_field,
-    add_model_options,
-    add_no_progress,
-    add_report_option,
-    add_threads,
-    apply_threads,
+    add_options,
+    command,
     device_from,
     output_path,
     prepare_from_args,
-    seed_int,
+    runtime_for,
     sibling,
     write_outcome,
     write_run_report,
@@ -37,34 +30,26 @@ from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpu
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
            "threshold", "iterations", "normalize", "num_inputs", "k_primes")
 
-#: The seed's parser is every command's one (the same words for --seed everywhere).
-_OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"type": seed_int, "metavar": "S"},
+#: Metavars of the options that set RunConfig's fields, where the declaration's is too general.
+_OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"metavar": "S"},
                                "classes": {"metavar": "C"}, "layers": {"metavar": "NAMES"},
                                "num_inputs": {"metavar": "N"}, "k_primes": {"metavar": "K1,K2"}}
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault run`` to ``sub``."""
-    run = sub.add_parser(
-        "run",
-        help="localise suspicious neurons and synthesize inputs from them",
-        description="Build each class's hit spectrum on the test split, select the k most "
-        "suspicious neurons, synthesize new inputs from correctly classified ones and "
-        "evaluate them. With no --model and no --dataset, uses the embedded default "
-        "(scikit-learn's 8x8 digits and a small MLP trained on them, cached).",
-        formatter_class=HelpFormatter,
-    )
-    run.add_argument("--model", metavar="FILE", default=None,
-                     help="model file: deepfault .pt, state_dict (with --arch), TorchScript, "
-                     "Keras .h5/.json or stem, .onnx (default: the embedded digits model)")
-    run.add_argument("--dataset", metavar="NAME", default=None,
-                     help="data set name (default: the model file's data set, else 'digits')")
-    add_data_dir(run)
+    run = command(sub, "run", "localise suspicious neurons and synthesize inputs from them",
+                  "Build each class's hit spectrum on the test split, select the k most suspicious "
+                  "neurons, synthesize new inputs from correctly classified ones and evaluate them. With "
+                  "no --model and no --dataset, uses the embedded default (scikit-learn's 8x8 digits and a "
+                  "small MLP trained on them, cached).")
+    add_options(run, "model", "dataset", "data_dir",
+                dataset="data set name (default: the model file's data set, else 'digits')")
     for name in _FIELDS:
         add_field(run, RunConfig, name, **_OVERRIDES.get(name, {}))
-    add_device(run)
-    add_threads(run)
-    add_batch_size(run, "inputs per pass (sized for synthesis's forward and backward passes when auto)")
+    add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
+                "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
+                "memory one input takes and the memory free, at most 1024")
     run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
     run.add_argument("--log", metavar="FILE", default=None,
@@ -76,9 +61,7 @@ def add_parser(sub) -> None:
     run.add_argument("--no-save-inputs", action="store_true", help="do not save the synthesized inputs")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only the evaluation table, not every class's neurons")
-    add_no_progress(run)
-    add_model_options(run)
-    add_report_option(run)
+    add_options(run, "no_progress", *MODEL_FILE, "report")
     run.add_argument("--no-baseline", action="store_true",
                      help="with --report: skip the random baseline the page compares the run with "
                      "(the same run from random neurons, about as long as the run itself)")
@@ -116,17 +99,16 @@ def _cmd_run(args) -> int:
     config = RunConfig(**{name: getattr(args, name) for name in (*_FIELDS, "surprise")},
                        baseline=args.report_dir is not None and not args.no_baseline)
     out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
-    device = device_from(args.device)
-    prepared = prepare_from_args(args).to(device)
-    threads = apply_threads(args.threads, [prepared.module], device)
-    runtime = Runtime(device=str(device), batch_size=args.batch_size, progress=not args.no_progress)
+    prepared = prepare_from_args(args).to(device_from(args.device))
+    runtime = runtime_for(args, [prepared.module], batch_size=args.batch_size)
     result = replace(run_deepfault(prepared, prepared.data, config, runtime=runtime), quiet=args.quiet)
-    write_outcome(args, result, command="run", config=result.config, out=out, device=device, threads=threads,
+    write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
                   paths={"inputs": inputs_path, "grid": grid_path}, records=_records(args, prepared, result))
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(result.summary() + "\n")
-    write_run_report(args, lambda folder: result.page(folder, provenance=provenance(device, argv=args.argv)))
+    write_run_report(args, lambda folder: result.page(folder, provenance=provenance(runtime.device,
+                                                                                 argv=args.argv)))
     add_to_corpus(args, result.findings())
     return 0
 

@@ -11,64 +11,55 @@ from ..errors import DeepFaultError
 from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
+from ..models.specs import arch_spec
 from ._common import (
+    RUNNING,
     FieldType,
-    HelpFormatter,
     Output,
-    add_data_dir,
-    add_device,
-    add_no_progress,
-    add_seed,
-    add_threads,
+    add_options,
     apply_threads,
+    argument_type,
+    command,
     device_from,
     fmt,
-    json_object,
     table,
 )
-from .train import _arch_spec  # one check of --arch for the commands that build a model
+from .train import ARCH_ARGS_HELP
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
-    p = sub.add_parser(
-        "scenario", help="write the M1/M2 model pair of a regression scenario (DRFuzz)",
-        description="Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
+    p = command(
+        sub, "scenario", "write the M1/M2 model pair of a regression scenario (DRFuzz)",
+        "Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
         f"(spec/drfuzz.md section 9): {lines}. 'all' runs every scenario. The base models are cached "
         "in --out and shared between scenarios with the same architecture, data, seed and epochs. "
         "Prints both test accuracies and the regressions (test inputs M1 gets right and M2 wrong). "
         "'deploy' writes a deployment pair instead: M1 (--model, a float torch model) and the files it is "
         "deployed as, run by ONNX Runtime: float32 ONNX, dynamic int8 (ConvInteger/MatMulInteger), static "
         "QDQ int8 calibrated on training inputs, and float16 (--formats); fuzz one with "
-        "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.",
-        formatter_class=HelpFormatter,
-    )
+        "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.")
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
-    p.add_argument("--arch", default=None, type=_arch_spec, metavar="SPEC",
+    p.add_argument("--arch", default=None, type=argument_type(arch_spec), metavar="SPEC",
                    help=f"architecture: a zoo name ({', '.join(list_architectures())}), or your class "
                    "(file.py:Class; this runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME; required but for deploy")
-    p.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
-                   help="keyword arguments of --arch, a JSON object (default: a zoo architecture gets the "
-                   "data set's number of classes, any other none)")
-    p.add_argument("--dataset", default=None, metavar="NAME",
-                   help=f"data set ({', '.join(list_datasets())}, or a .npz file); required but for deploy "
-                   "with a --model file that names its data set")
+    add_options(p, "arch_args", "dataset", arch_args=ARCH_ARGS_HELP,
+                dataset=f"data set ({', '.join(list_datasets())}, or a .npz file); required but for deploy "
+                "with a --model file that names its data set")
     p.add_argument("--model", default=None, metavar="FILE",
                    help="deploy: the float torch model to export (any format 'run --model' takes)")
     p.add_argument("--formats", default=",".join(list_deploy_formats()), metavar="NAMES",
                    help=f"deploy: the files to write ({', '.join(list_deploy_formats())})")
-    add_data_dir(p)
+    add_options(p, "data_dir")
     p.add_argument("--out", metavar="DIR", default="scenarios", help="folder to write the models to")
-    add_seed(p, "seed of weights, splits and shuffling")
+    add_options(p, "seed", seed="seed of weights, splits and shuffling")
     p.add_argument("--epochs", type=FieldType(EPOCHS), default=3, metavar="N",
                    help="epochs of M1's training (SUPPLY and ADV:BIM fine-tune as long)")
     p.add_argument("--scale01", action="store_true", help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    add_device(p)
-    add_threads(p)
-    add_no_progress(p)
+    add_options(p, *RUNNING)
     p.set_defaults(func=_cmd_scenario)
 
 

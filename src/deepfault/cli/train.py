@@ -2,102 +2,62 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from ..checks import error
 from ..data import list_datasets, load_dataset
-from ..errors import DeepFaultError
 from ..models import list_architectures, save_model
-from ..models._api import arch_kind
+from ..models.specs import arch_arguments, arch_spec, default_stem
 from ..models.train import TrainConfig, train_model
 from ._common import (
-    HelpFormatter,
     Output,
-    add_data_dir,
-    add_device,
     add_field,
-    add_no_progress,
-    add_threads,
+    add_options,
     apply_threads,
+    argument_type,
+    command,
     config_from,
     device_from,
-    json_object,
 )
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
 
+#: ``--arch-args`` of the commands that build a model (train, scenario).
+ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo architecture gets the data "
+                  "set's number of classes, any other none)")
+
 
 def add_parser(sub) -> None:
     """Add ``deepfault train`` to ``sub``."""
-    train = sub.add_parser(
-        "train", help="train a zoo architecture on a data set and write a model file",
-        description="Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
+    train = command(
+        sub, "train", "train a zoo architecture on a data set and write a model file",
+        "Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
         "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
         "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
-        "keeping the last completed epoch, which is then saved.",
-        formatter_class=HelpFormatter,
-    )
-    train.add_argument("--arch", required=True, metavar="SPEC", type=_arch_spec,
+        "keeping the last completed epoch, which is then saved.")
+    train.add_argument("--arch", required=True, metavar="SPEC", type=argument_type(arch_spec),
                        help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
                        "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")
-    train.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
-                       help="keyword arguments of --arch, a JSON object (default: a zoo architecture "
-                       "gets the data set's number of classes, any other none)")
-    train.add_argument("--dataset", required=True, metavar="NAME",
-                       help=f"data set ({', '.join(list_datasets())}, or a .npz file)")
-    add_data_dir(train)
+    add_options(train, "arch_args", "dataset", "data_dir", arch_args=ARCH_ARGS_HELP,
+                dataset={"required": True,
+                         "help": f"data set ({', '.join(list_datasets())}, or a .npz file)"})
     for name in ("epochs", "batch_size", "lr", "schedule", "val_fraction", "seed"):
         add_field(train, TrainConfig, name)
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    add_device(train)
-    add_threads(train)
+    add_options(train, "device", "threads")
     train.add_argument("--out", metavar="FILE", default=None,
                        help="model file to write (default: ARCH-DATASET.pt)")
-    add_no_progress(train)
+    add_options(train, "no_progress")
     train.set_defaults(func=_cmd_train)
-
-
-
-def _arch_spec(text: str) -> str:
-    """A zoo name (``-`` read as ``_``) or any other form :func:`~deepfault.models.build_model`
-    takes, checked while parsing.
-    """
-    zoo = text.replace("-", "_")
-    if zoo in list_architectures():
-        return zoo
-    try:
-        arch_kind(text)  # a one-line error for an unknown name or a malformed form
-    except DeepFaultError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def _default_stem(arch: str) -> str:
-    """``lenet5`` for a zoo name; ``mynet-Net`` for ``path/mynet.py:Net``; ``timm-vit_tiny`` ..."""
-    if arch_kind(arch) == "zoo":
-        return arch
-    where, _, name = arch.rpartition(":")
-    return f"{Path(where).stem}-{name}"
 
 
 def outputs(args) -> list[Output]:
     """The files ``deepfault train`` writes (a discriminator comes with its generator)."""
     if args.arch == "dcgan_discriminator":
         return gan_outputs(args)
-    return [Output("--out", Path(args.out or f"{_default_stem(args.arch)}-{Path(args.dataset).stem}.pt"))]
-
-
-def _arch_kwargs(args, num_classes: int) -> dict:
-    """The constructor's keyword arguments: ``--arch-args``, and for a zoo architecture the
-    data set's number of classes unless given.
-    """
-    given = dict(args.arch_args or {})
-    if arch_kind(args.arch) == "zoo":
-        return {"num_classes": num_classes, **given}
-    return given
+    return [Output("--out", Path(args.out or f"{default_stem(args.arch)}-{Path(args.dataset).stem}.pt"))]
 
 
 def preflight(args) -> None:
@@ -119,7 +79,7 @@ def _cmd_train(args) -> int:
     print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "
           f"{len(data.y_test)} test inputs, {device}")
     mf, result = train_model(args.arch, data, config, device=device,
-                             arch_kwargs=_arch_kwargs(args, data.num_classes),
+                             arch_kwargs=arch_arguments(args.arch, args.arch_args, data.num_classes),
                              progress=not args.no_progress)
     if args.dataset.endswith(".npz"):  # so that 'run --model' finds the same file again
         mf.dataset = str(Path(args.dataset).resolve())

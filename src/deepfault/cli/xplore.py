@@ -4,41 +4,37 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 
-from .._io import atomic_paths
 from ..checks import check_finite_outputs
 from ..core.constraints import GRID
 from ..core.entry import use_threads
+from ..core.outcome import Outcome
 from ..core.runtime import Runtime
+from ..coverage.surprise_cache import GENERATED_KINDS, SurpriseScorer, surprise_states
 from ..errors import DeepFaultError
-from ..experiment.results import dataset_record, model_record, result_document, write_result
+from ..experiment.results import dataset_record, model_record
 from ..models.several import load_xplore_inputs
 from ..provenance import provenance
 from ..xplore import xplore
 from ..xplore.config import PUBLISHED, XploreConfig
 from ..xplore.features import feature_constraints, parse_indices, read_seed_indices
 from ..xplore.report import run_page
-from ..xplore.results import add_surprise
-from . import _surprise
+from ..xplore.results import XploreResult, add_surprise
 from ._common import (
     FieldType,
-    HelpFormatter,
     Output,
-    add_data_dir,
-    add_device,
     add_field,
-    add_no_progress,
-    add_report_option,
-    add_threads,
+    add_options,
+    argument_type,
     batch_size_value,
+    command,
     device_from,
-    json_object,
     names,
     output_path,
-    seed_int,
     sibling,
     thread_count,
+    write_outcome,
     write_run_report,
 )
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
@@ -60,16 +56,6 @@ def _tunable(p, name: str, **overrides) -> None:
     action.help = f"{action.help} (default: {'random' if default is None else default}; --compat: {compat})"
 
 
-def _argument(read, *args):
-    """An argparse type from a library reader: its error is the option's."""
-    def parse(text: str):
-        try:
-            return read(text, *args)
-        except DeepFaultError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return parse
-
-
 def _per_model(text: str) -> tuple[str | None, ...]:
     """A comma-separated list aligned with --model; '-' or an empty entry skips a model."""
     return tuple(p.strip() if p.strip() not in ("", "-") else None for p in text.split(","))
@@ -77,40 +63,66 @@ def _per_model(text: str) -> tuple[str | None, ...]:
 
 def add_parser(sub) -> None:
     """Add ``deepfault xplore`` to ``sub``."""
-    p = sub.add_parser(
-        "xplore",
-        help="find inputs on which two or more models disagree (DeepXplore)",
-        description="Differential testing by joint gradient ascent (Pei et al., SOSP 2017): from "
-        "seed test inputs on which all models agree, push one target model away from the common "
-        "class while the others keep it and each model's neuron coverage rises, until the models "
-        "disagree. All seeds advance together in one batch. Prints the counts, coverage and times; "
-        "writes a JSON result, the inputs (.npz) and an image grid (.png).",
-        formatter_class=HelpFormatter,
-    )
+    p = command(sub, "xplore", "find inputs on which two or more models disagree (DeepXplore)",
+                "Differential testing by joint gradient ascent (Pei et al., SOSP 2017): from seed test "
+                "inputs on which all models agree, push one target model away from the common class while "
+                "the others keep it and each model's neuron coverage rises, until the models disagree. All "
+                "seeds advance together in one batch. Prints the counts, coverage and times; writes a JSON "
+                "result, the inputs (.npz) and an image grid (.png).")
+    _add_models(p)
+    add_field(p, XploreConfig, "seeds", metavar="N")
+    add_field(p, XploreConfig, "seed_indices", type=argument_type(read_seed_indices), metavar="FILE|I,J,...")
+    add_field(p, XploreConfig, "seed", metavar="S")
+    _add_search(p)
+    add_field(p, XploreConfig, "inputs_per_step", metavar="B")
+    p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
+                   help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
+                   "from the memory one input takes in every model and the memory free (at most 256 on the "
+                   "CPU, 1024 on a GPU)")
+    add_options(p, "device", "threads")
+    p.add_argument("--out", metavar="FILE", default="xplore-result.json",
+                   help="JSON result; the inputs go to the same name with .npz and the image grid with "
+                   ".png; '-' writes none")
+    p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
+                   help="inputs in the image grid and in the printed table of inputs")
+    add_options(p, "no_progress", "report")
+    add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
+    surprise = p.add_mutually_exclusive_group()
+    surprise.add_argument("--surprise", metavar="F1,F2,...", default=None,
+                          help="DSA and LSA of every generated input against the training data (at the layer "
+                          "before the logits), beside its L1/L_inf distance: fitted states (.npz from "
+                          "fit_surprise/save_surprise), one per --model ('-' skips one: fitted on the "
+                          "training split and cached); default: all fitted and cached")
+    surprise.add_argument("--no-surprise", action="store_true",
+                          help="do not compute the generated inputs' surprise adequacy (saves one pass over "
+                          "the training split the first time a model is seen)")
+    p.set_defaults(func=_cmd_xplore)
+
+
+def _add_models(p) -> None:
+    """The models and their data: files or zoo names, their architectures and weights."""
     p.add_argument("--model", dest="models", required=True, type=names, action="extend", metavar="FILE",
                    help="a model, repeatable (--model a.h5 --model b.h5), each value also a comma list; two "
                    "or more in all: files in any format 'deepfault run' takes, or zoo names (NAME resolves "
                    "to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it; without that file "
                    "it is trained on first use, 10 epochs, and cached in the user cache directory)")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="data set of the seeds (default: the one the first model file names)")
-    add_data_dir(p)
+    add_options(p, "dataset", "data_dir",
+                dataset="data set of the seeds (default: the one the first model file names)")
     p.add_argument("--models-dir", metavar="DIR", default=".", help="where zoo names are looked up first")
     p.add_argument("--arch", type=_per_model, default=None, metavar="A1,A2,...",
                    help="architecture per model, for plain state_dicts, .safetensors and Keras save_weights "
                    ".h5 files: file.py:Class (runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME or a zoo name ('-' skips a model; one applies to all)")
-    p.add_argument("--arch-args", type=json_object, default=None, metavar="JSON",
-                   help="keyword arguments of every model's --arch, a JSON object, e.g. "
-                   "'{\"num_classes\": 10}'")
+    add_options(p, "arch_args", arch_args="keyword arguments of every model's --arch, a JSON object, e.g. "
+                "'{\"num_classes\": 10}'")
     p.add_argument("--weights", type=_per_model, default=None, metavar="W1,W2,...",
                    help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights "
                    ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow loading pickled whole nn.Modules (only for files you trust)")
-    add_field(p, XploreConfig, "seeds", metavar="N")
-    add_field(p, XploreConfig, "seed_indices", type=_argument(read_seed_indices), metavar="FILE|I,J,...")
-    add_field(p, XploreConfig, "seed", type=seed_int, metavar="S")  # the one parser of every --seed
+    add_options(p, "trust_pickle")
+
+
+def _add_search(p) -> None:
+    """How the search moves: --compat and the settings it sets, the feature constraints, the target."""
     p.add_argument("--compat", "--paper", dest="compat", action="store_true",
                    help="DeepXplore's published MNIST settings: lambda1 1, lambda2 0.1, step 10, 20 "
                    "iterations, t 0, light, --target 0, --neurons per-seed, --layers deepxplore, "
@@ -123,34 +135,17 @@ def add_parser(sub) -> None:
                    "bounds if it has them, else for vectors and sequences the data's min and max per feature "
                    "or channel, for images the data set's range), observed, dataset, or a file (.npz with "
                    "arrays lo and hi, or JSON {\"lo\": [...], \"hi\": [...]})")
-    p.add_argument("--fix-features", type=_argument(parse_indices, "feature"), default=None,
+    p.add_argument("--fix-features", type=argument_type(parse_indices, "feature"), default=None,
                    metavar="I,J,A-B",
                    help="features (of a vector; channels of a sequence) that keep the seed's value: indices "
                    "and ranges, e.g. 0,3,7 or 2-5")
-    p.add_argument("--fix-steps", type=_argument(parse_indices, "step"), default=None, metavar="I,J,A-B",
+    p.add_argument("--fix-steps", type=argument_type(parse_indices, "step"), default=None, metavar="I,J,A-B",
                    help="time steps of a sequence (every channel) that keep the seed's value, e.g. 0-9")
     add_field(p, XploreConfig, "occlusion", metavar="X,Y,H,W")
     add_field(p, XploreConfig, "blackout_size", metavar="M")
     _tunable(p, "target", metavar="J|random")
     for name in ("neurons", "objective", "layers"):
         _tunable(p, name)
-    add_field(p, XploreConfig, "inputs_per_step", metavar="B")
-    p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
-                   help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
-                   "from the memory one input takes in every model and the memory free (at most 256 on the "
-                   "CPU, 1024 on a GPU)")
-    add_device(p)
-    add_threads(p)
-    p.add_argument("--out", metavar="FILE", default="xplore-result.json",
-                   help="JSON result; the inputs go to the same name with .npz and the image grid with "
-                   ".png; '-' writes none")
-    p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
-                   help="inputs in the image grid and in the printed table of inputs")
-    add_no_progress(p)
-    add_report_option(p)
-    add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
-    _surprise.add_surprise_options(p, per_model=True)
-    p.set_defaults(func=_cmd_xplore)
 
 
 def preflight(args) -> None:
@@ -188,50 +183,42 @@ def _cmd_xplore(args) -> int:
         result = xplore(prepared, data, replace(config, bounds=bounds, fixed=fixed), runtime=runtime)
     if fits is not None:  # after the search, from what it found: nothing it found changes
         with use_threads(threads):
-            scorers = [_surprise.scorer(p.module, f) for p, f in zip(prepared, fits, strict=True)]
-            result = add_surprise(result, scorers)
-    lines = [held] * bool(held) + [f"{p.name}: {_surprise.describe(f)}"
+            result = add_surprise(result, [SurpriseScorer(p.module, f.surprise, kinds=GENERATED_KINDS)
+                                           for p, f in zip(prepared, fits, strict=True)])
+    lines = [held] * bool(held) + [f"{p.name}: {f.describe()}"
                                    for p, f in zip(prepared, fits or (), strict=False)]
     lines += [f"no surprise adequacy: {no_fit}"] * (no_fit is not None)
     result = replace(result, notes=replace(result.notes, lines=tuple(lines), grid=args.grid))
-    print(result.summary(), end="")
-    if args.report_dir is not None:
-        where = {**provenance(device, argv=args.argv), "threads": threads}
-        write_run_report(args, lambda folder: run_page(result, result.model_names, data, folder,
-                                                       provenance=where))
     records = [model_record(p, entry, layout=p.layout, meta={k: v for k, v in p.model_file.meta.items()
                                                              if k != "recipe"} if p.model_file else {})
                for entry, p in zip(args.models, prepared, strict=True)]
     states = [{"surprise_state": f.to_dict()} for f in fits or ()]
-    _write(args, result, (records, states), dataset_record(data, args.data_dir), device, threads)
+    out, npz, png, _ = (o.path for o in outputs(args))
+    write_outcome(args, _Recorded(result, (records, states)), command="xplore", config=result.config, out=out,
+                  runtime=runtime.with_(threads=threads), paths={"inputs": npz, "grid": png},
+                  records={"models": None, "dataset": dataset_record(data, args.data_dir)})
+    where = {**provenance(device, argv=args.argv), "threads": threads}
+    write_run_report(args, lambda folder: run_page(result, result.model_names, data, folder,
+                                                   provenance=where))
     add_to_corpus(args, result.findings(data.name))
     return 0
 
 
-def _write(args, result, records, dataset, device, threads) -> None:
-    """The outcome's files (the inputs .npz, the grid .png) and the result .json as one unit: all
-    of them or, on any error or interrupt, none (the .json moved last).
-    """
-    out, npz, png, _ = (o.path for o in outputs(args))
-    if out is None or npz is None or png is None:
-        return
-    with atomic_paths(npz, png, out) as (npz_tmp, png_tmp, out_tmp):
-        temps, finals = {"inputs": npz_tmp, "grid": png_tmp}, {"inputs": npz, "grid": png}
-        named: dict[str, str | None] = {}
-        for artifact in result.outputs():
-            try:
-                artifact.write(temps[artifact.name])
-                named[artifact.name] = finals[artifact.name].name
-            except ModuleNotFoundError as err:  # no matplotlib: no grid
-                temps[artifact.name].unlink()
-                named[artifact.name] = None
-                print(f"no image grid: {err}")
-        body = result.payload(*records)
-        write_result(out_tmp, result_document(
-            "xplore", {"models": body.pop("models"), "dataset": dataset, **body},
-            config=result.config.to_dict(), seed=result.config.seed, device=device, argv=args.argv,
-            threads=threads, outputs=named))
-        print(f"wrote {', '.join(str(p) for p in (out, npz, png) if p is not png or named.get('grid'))}")
+@dataclass(frozen=True)
+class _Recorded(Outcome):
+    """The result with each model's record and surprise state in its payload."""
+
+    result: XploreResult
+    records: tuple
+
+    def summary(self) -> str:
+        return self.result.summary()
+
+    def payload(self) -> dict:
+        return self.result.payload(*self.records)
+
+    def outputs(self):
+        return self.result.outputs()
 
 
 def _surprise_states(args, prepared, data, threads: int):
@@ -245,12 +232,5 @@ def _surprise_states(args, prepared, data, threads: int):
     if len(files) not in (0, len(prepared)):
         raise DeepFaultError(f"--surprise names {len(files)} files for {len(prepared)} models; give one per "
                              "--model ('-' to fit one)")
-    fits = []
     with use_threads(threads):
-        for i, p in enumerate(prepared):
-            fit, why = _surprise.prepare(p.module, data, files[i] if files else None,
-                                         progress=not args.no_progress)
-            if fit is None:
-                return None, f"{p.name}: {why}"
-            fits.append(fit)
-    return fits, None
+        return surprise_states(prepared, data.x_train, files, progress=not args.no_progress)

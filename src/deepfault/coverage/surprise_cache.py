@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from ..models.prepare import PreparedModel
 
 __all__ = ["GENERATED_KINDS", "CachedSurprise", "SurpriseScorer", "cache_key", "cached_surprise",
-           "surprise_state", "training_fingerprint"]
+           "surprise_state", "surprise_states", "training_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +199,22 @@ def surprise_state(model: nn.Module | PreparedModel, train_inputs, file: str | o
         return cached_surprise(model, train_inputs, progress=progress), None
     except DeepFaultError as err:
         return None, str(err)
+
+
+def surprise_states(models: Sequence[PreparedModel], train_inputs, files: Sequence[str | None] = (), *,
+                    progress: bool = False) -> tuple[list[CachedSurprise] | None, str | None]:
+    """:func:`surprise_state` of every model (``files``: one per model, ``None`` to fit one, or none
+    at all): ``(states, None)``, or ``(None, "NAME: why")`` for the first model whose state cannot
+    be fitted.
+    """
+    states = []
+    for i, model in enumerate(models):
+        state, why = surprise_state(model.module, train_inputs, files[i] if files else None,
+                                    progress=progress)
+        if state is None:
+            return None, f"{model.name}: {why}"
+        states.append(state)
+    return states, None
 
 
 def _user_folder() -> Path:

@@ -152,6 +152,17 @@ class ExperimentSummary:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def summary(self) -> str:
+        """What ``deepfault experiment`` prints: the cells run and kept, the time, the test
+        accuracies and the next step.
+        """
+        where = f"{self.executor.get('executor')}, {self.executor.get('workers')} worker(s)"
+        accuracy = ", ".join(f"{m} {a:.2%}" for m, a in self.model_accuracy.items())
+        head = (f"experiment {self.name} ({self.config_hash}): {self.cells_total} cells, {self.cells_run} "
+                f"run now, {self.cells_skipped} already in the store; {self.seconds:.1f} s ({where})")
+        return "\n".join([head, *([f"test accuracy: {accuracy}"] if accuracy else []),
+                          f"store: {self.store}; next: deepfault report {self.store}"])
+
 
 def config_hash(record: dict) -> str:
     """The 16-hex-digit key of a configuration (SHA-256 of its sorted JSON)."""

@@ -51,8 +51,8 @@ from .progress import PROGRESS_LEGEND, display_for, progress_line
 from .results import RegressComparison, RegressOutcome
 
 __all__ = ["PROGRESS_LEGEND", "RegressComparison", "RegressOutcome", "Versions", "cached_profile",
-           "campaign_job", "check_black_box", "check_pair", "compare_strategies", "experiment_key",
-           "faults_paths", "load_pair", "progress_line", "regress"]
+           "campaign_cell", "campaign_job", "check_black_box", "check_pair", "compare_strategies",
+           "experiment_key", "faults_paths", "load_pair", "progress_line", "regress"]
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def _checked_run(pair: Pair, models, config: CampaignConfig, runtime: Runtime, d
     neurons = pair.m2_neurons(config)
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
     experiment = config.experiment or experiment_key(config, m1, m2, data.name, n_inputs)
-    cell = config.campaign or f"{config.strategy}-seed{config.seed}"
+    cell = campaign_cell(config.strategy, config.seed, config.campaign)
     show = display_for(runtime.progress)
     state = None
     if runtime.store is not None:  # said before any work (the discriminator's first training included)
@@ -380,6 +380,11 @@ def campaign_job(job: dict) -> dict:
     with ResultStore(job["store"]) as store:
         result = _run(m1, m2, data, config, store, job["experiment"], job["cell"], None, profile)
     return {"cell": job["cell"], **result.to_dict()}
+
+
+def campaign_cell(strategy: str, seed: int, campaign: str | None = None) -> str:
+    """The campaign's id in the store: ``campaign`` when given, else ``STRATEGY-seedS``."""
+    return campaign or f"{strategy}-seed{seed}"
 
 
 def faults_paths(store: str | os.PathLike | None, cell: str, out: str | os.PathLike | None = None):

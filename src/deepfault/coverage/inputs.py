@@ -1,0 +1,53 @@
+"""The inputs a coverage action reads: a split of the model's data set, or an .npz file's inputs
+(:func:`split_inputs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import NamedTuple
+
+from ..data import Dataset
+from ..errors import DeepFaultError
+from ..models.prepare import PreparedModel, prepare_model
+
+__all__ = ["SplitInputs", "split_inputs"]
+
+
+class SplitInputs(NamedTuple):
+    """What :func:`split_inputs` gives.
+
+    Attributes:
+        model: The model, with its own data set (a surprise fit's training split).
+        data: The inputs: the split as a data set named after it (its test part).
+        dataset: The data set a result records.
+        label: How the inputs are named (``"digits test"``, ``"x.npz (x)"``).
+    """
+
+    model: PreparedModel
+    data: Dataset
+    dataset: Dataset
+    label: str
+
+
+def split_inputs(prepared: PreparedModel, split: str, *,
+                 data_dir: str | os.PathLike | None = None) -> SplitInputs:
+    """The inputs named ``split`` of a model prepared on its data set: ``"test"``, ``"train"``, or
+    an .npz file whose ``x`` (and ``y``) are the inputs, adapted to the model as its own data is.
+
+    Raises:
+        DeepFaultError: ``prepared`` has no data set.
+    """
+    base = prepared.data
+    if base is None:
+        raise DeepFaultError("the model has no data set; prepare it on one (prepare_model(model, 'NAME'))")
+    if split in ("test", "train"):
+        x, y = (base.x_test, base.y_test) if split == "test" else (base.x_train, base.y_train)
+        label = f"{base.name} {split}"
+        return SplitInputs(prepared, dataclasses.replace(base, name=label, x_test=x, y_test=y), base, label)
+    other = prepare_model(prepared, split, data_dir=data_dir)
+    assert other.data is not None  # prepared on the .npz's data
+    label = f"{split} (x)"
+    return SplitInputs(dataclasses.replace(other, data=base), dataclasses.replace(other.data, name=label),
+                       other.data, label)

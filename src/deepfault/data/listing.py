@@ -1,0 +1,36 @@
+"""Every data set and the state of its files under a data root (``deepfault data list``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._api import DATASETS, list_datasets
+from .download import SOURCES, dataset_status
+
+__all__ = ["dataset_states"]
+
+
+def dataset_states(root: Path) -> list[tuple[str, str, str]]:
+    """``(name, state, description)`` of every data set under ``root``: ``verified``, ``bundled``,
+    ``missing: ...`` or ``incomplete: ...`` (with the command that fetches it again).
+
+    Examples:
+        >>> ("digits", "bundled") in [row[:2] for row in dataset_states(Path("/nonexistent"))]
+        True
+    """
+    return [(name, _state(name, root), DATASETS[name].description) for name in list_datasets()]
+
+
+def _state(name: str, root: Path) -> str:
+    if name not in SOURCES:
+        return "bundled"
+    status = dataset_status(name, root)
+    present = sum(st.present for st in status)
+    verified = sum(st.verified for st in status)
+    if verified == len(status):
+        return "verified"
+    if not present:
+        return f"missing: deepfault data download {name}"
+    bad = [st.file.name for st in status if st.present and not st.verified]
+    state = f"incomplete: {present}/{len(status)} files, {verified} verified"
+    return state + (f"; wrong md5: {', '.join(bad)} (deepfault data download {name} --force)" if bad else "")

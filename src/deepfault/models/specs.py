@@ -1,0 +1,47 @@
+"""What a command that builds a model reads from its ``--arch``: the spelling of a zoo name, the
+constructor's keyword arguments and the default name of the model file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._api import arch_kind, list_architectures
+
+__all__ = ["arch_arguments", "arch_spec", "default_stem"]
+
+
+def arch_spec(text: str) -> str:
+    """A zoo name (``-`` read as ``_``: ``digits-mlp`` is ``digits_mlp``) or any other form
+    :func:`~deepfault.models.build_model` takes, checked.
+
+    Raises:
+        DeepFaultError: An unknown name or a malformed form.
+
+    Examples:
+        >>> arch_spec("digits-mlp")
+        'digits_mlp'
+    """
+    zoo = text.replace("-", "_")
+    if zoo in list_architectures():
+        return zoo
+    arch_kind(text)  # a one-line error for an unknown name or a malformed form
+    return text
+
+
+def default_stem(arch: str) -> str:
+    """The model file's default stem: ``lenet5`` for a zoo name, ``mynet-Net`` for
+    ``path/mynet.py:Net``, ``timm-vit_tiny`` for ``timm:vit_tiny``.
+    """
+    if arch_kind(arch) == "zoo":
+        return arch
+    where, _, name = arch.rpartition(":")
+    return f"{Path(where).stem}-{name}"
+
+
+def arch_arguments(arch: str, given: dict | None, num_classes: int) -> dict:
+    """The constructor's keyword arguments: ``given``, and for a zoo architecture the data set's
+    number of classes unless given.
+    """
+    given = dict(given or {})
+    return {"num_classes": num_classes, **given} if arch_kind(arch) == "zoo" else given
