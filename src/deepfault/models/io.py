@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,9 @@ def recorded_data_dir(path: str | os.PathLike) -> str | None:
     if path.suffix != ".pt" or not path.is_file():
         return None
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        with warnings.catch_warnings():  # a TorchScript archive: torch warns it dispatches to jit.load
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - any unreadable file: opening it later says what is wrong
         return None
     if not isinstance(payload, dict) or payload.get("format") != MODEL_FILE_FORMAT:
