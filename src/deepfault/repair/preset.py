@@ -437,7 +437,7 @@ def run_deepxplore_preset(store_path, *, config: DeepXploreRepairConfig | None =
 @_one_thread
 def drfuzz_job(job: dict) -> tuple[dict, dict]:
     """One fuzzing campaign on M2 (a cell ``SCENARIO/faults/STRATEGY/seedS``); its faults."""
-    from ..fuzz.campaign import CampaignConfig, run_campaign
+    from ..fuzz.campaign import CampaignConfig, CampaignOptions, run_campaign
     from ..fuzz.regress import cached_profile, load_pair
 
     config = CampaignConfig.from_dict(job["config"])
@@ -452,9 +452,7 @@ def drfuzz_job(job: dict) -> tuple[dict, dict]:
         data.y_test,
         bounds=data.bounds,
         config=config,
-        train_inputs=data.x_train,
-        dataset=data.name,
-        profile=profile,
+        options=CampaignOptions(train_inputs=data.x_train, dataset=data.name, profile=profile),
     )
     arrays = {
         k: v
