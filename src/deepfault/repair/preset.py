@@ -470,7 +470,7 @@ def drfuzz_job(job: dict) -> tuple[dict, dict]:
 
 def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device, progress) -> dict:
     """The scenario's M1/M2 files: reused from ``models_dir`` when made with this recipe."""
-    from ..fuzz.pairs.scenarios import make_scenario
+    from ..fuzz.pairs.scenarios import ScenarioContext, make_scenario
     from ..models import load_model
 
     stem = models_dir / f"{name}-{config.arch}-mnist"
@@ -492,11 +492,13 @@ def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device,
         name,
         config.arch,
         data,
-        seed=config.scenario_seed,
-        epochs=config.epochs,
+        context=ScenarioContext(
+            seed=config.scenario_seed,
+            epochs=config.epochs,
+            device=device,
+            progress=progress,
+        ),
         out_dir=models_dir,
-        device=device,
-        progress=progress,
     ).to_dict()
 
 
