@@ -10,7 +10,13 @@ from torch import nn
 from deepfault.cli import main
 from deepfault.data import Dataset, load_dataset
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz.pairs.scenarios import ScenarioContext, apricot_repair, list_scenarios, make_scenario
+from deepfault.fuzz.pairs.scenarios import (
+    ApricotSettings,
+    ScenarioContext,
+    apricot_repair,
+    list_scenarios,
+    make_scenario,
+)
 from deepfault.models import build_model, load_model
 from deepfault.models.deploy import (
     prune_weights,
@@ -242,6 +248,16 @@ def test_apricot_repair_moves_towards_submodels_that_are_right_and_never_loses_v
     with torch.no_grad():
         model.weight.copy_(bad.weight)
         model.bias.zero_()
-    out = apricot_repair(model, [good, bad], x, y, x_val=x, y_val=y, rate=0.3, batch_size=16, batches=10)
+    out = apricot_repair(model, [good, bad], x, y, x_val=x, y_val=y,
+                         settings=ApricotSettings(rate=0.3, batch_size=16, batches=10))
     assert out["val_after"] > out["val_before"]
     assert out["kept"] > 0
+    old_model = nn.Linear(4, 2)
+    with torch.no_grad():
+        old_model.weight.copy_(bad.weight)
+        old_model.bias.zero_()
+    with pytest.warns(DeprecationWarning, match="settings=ApricotSettings"):  # the old form, the same repair
+        old = apricot_repair(old_model, [good, bad], x, y, x_val=x, y_val=y, rate=0.3, batch_size=16,
+                             batches=10)
+    assert old == out
+    assert torch.equal(old_model.weight, model.weight)

@@ -53,6 +53,7 @@ __all__ = [
     "list_scenarios",
     "make_scenario",
     "apricot_repair",
+    "ApricotSettings",
 ]
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,23 @@ def list_scenarios() -> list[str]:
 # --- the transformations, as plain functions ----------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ApricotSettings:
+    """The settings of :func:`apricot_repair`.
+
+    Attributes:
+        rate: Apricot's step.
+        batch_size: Failing inputs per adjustment.
+        batches: Most adjustments.
+        seed: Order of the failing inputs.
+    """
+
+    rate: float = 0.05
+    batch_size: int = 64
+    batches: int = 20
+    seed: int = 0
+
+
 def apricot_repair(
     model: nn.Module,
     submodels: list[nn.Module],
@@ -172,10 +190,8 @@ def apricot_repair(
     *,
     x_val: np.ndarray,
     y_val: np.ndarray,
-    rate: float = 0.05,
-    batch_size: int = 64,
-    batches: int = 20,
-    seed: int = 0,
+    settings: ApricotSettings | None = None,
+    **old: Any,
 ) -> dict:
     """An Apricot-style weight repair (Zhang and Chan, ASE 2019), in place.
 
@@ -193,10 +209,10 @@ def apricot_repair(
         y: Their labels.
         x_val: Held-out inputs that judge each adjustment.
         y_val: Their labels.
-        rate: Apricot's step.
-        batch_size: Failing inputs per adjustment.
-        batches: Most adjustments.
-        seed: Order of the failing inputs.
+        settings: :class:`ApricotSettings`: the step, the failing inputs per adjustment, the most
+            adjustments, the seed of their order.
+        **old: The old form's keywords ``rate``, ``batch_size``, ``batches`` and ``seed``
+            (:class:`ApricotSettings`' fields; they warn, :class:`DeprecationWarning`).
 
     Returns:
         ``{"failing": F, "adjustments": tried, "kept": kept, "val_before": a, "val_after": b}``.
@@ -205,25 +221,19 @@ def apricot_repair(
 
     from ...core.batches import predict
 
+    settings = _apricot_settings(settings, old)
     if not submodels:
         raise DeepFaultError("apricot_repair needs at least one sub-model")
-    pred = predict(model, x).argmax(1).numpy()
-    failing = np.flatnonzero(pred != y)
-    rng = np.random.default_rng(seed)
-    failing = failing[rng.permutation(len(failing))][: batch_size * batches]
+    failing = _failing(model, x, y, settings)
     weights = torch.stack([parameters_to_vector(m.parameters()).detach() for m in submodels])
     right = np.stack([predict(m, x[failing]).argmax(1).numpy() == y[failing] for m in submodels], axis=1)
     best_acc = _accuracy(model, x_val, y_val)
     before, kept, tried = best_acc, 0, 0
     best_w = parameters_to_vector(model.parameters()).detach().clone()
-    for start in range(0, len(failing), batch_size):
-        r = torch.as_tensor(right[start : start + batch_size], dtype=weights.dtype, device=weights.device)
-        w = best_w.clone()
-        n_right, n_wrong = r.sum(1, keepdim=True), (1 - r).sum(1, keepdim=True)
-        mean_right = (r @ weights) / n_right.clamp_min(1)
-        mean_wrong = ((1 - r) @ weights) / n_wrong.clamp_min(1)
-        step = (-(w - mean_right) * (n_right > 0) + (w - mean_wrong) * (n_wrong > 0)).mean(0)
-        w = w + rate * step
+    step = settings.batch_size
+    for start in range(0, len(failing), step):
+        r = torch.as_tensor(right[start : start + step], dtype=weights.dtype, device=weights.device)
+        w = best_w + settings.rate * _apricot_step(best_w.clone(), weights, r)
         vector_to_parameters(w, model.parameters())
         tried += 1
         acc = _accuracy(model, x_val, y_val)
@@ -232,6 +242,43 @@ def apricot_repair(
     vector_to_parameters(best_w, model.parameters())
     return {"failing": int(len(failing)), "adjustments": tried, "kept": kept, "val_before": before,
             "val_after": best_acc}
+
+
+def _apricot_settings(settings: ApricotSettings | None, old: dict[str, Any]) -> ApricotSettings:
+    """``settings`` with the old form's keywords (warned about) in it."""
+    settings = settings or ApricotSettings()
+    if not old:
+        return settings
+    unknown = sorted(set(old) - {"rate", "batch_size", "batches", "seed"})
+    if unknown:
+        raise TypeError(f"apricot_repair() got unexpected keyword arguments: {', '.join(unknown)}")
+    warnings.warn(f"apricot_repair(..., {', '.join(f'{k}=...' for k in old)}) is deprecated: pass "
+                  f"settings=ApricotSettings({', '.join(f'{k}=...' for k in old)})", DeprecationWarning,
+                  stacklevel=3)
+    return replace(settings, **old)
+
+
+def _failing(model: nn.Module, x: np.ndarray, y: np.ndarray, settings: ApricotSettings) -> np.ndarray:
+    """The training inputs ``model`` misclassifies, in the seed's order, as many as the
+    adjustments take.
+    """
+    from ...core.batches import predict
+
+    pred = predict(model, x).argmax(1).numpy()
+    failing = np.flatnonzero(pred != y)
+    rng = np.random.default_rng(settings.seed)
+    return failing[rng.permutation(len(failing))][: settings.batch_size * settings.batches]
+
+
+def _apricot_step(w: torch.Tensor, weights: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """One adjustment's direction from ``w``, averaged over a batch: towards the sub-models right
+    on an input (``r`` ``(B, S)``, 1 where sub-model ``s`` is right on input ``b``), away from the
+    wrong ones.
+    """
+    n_right, n_wrong = r.sum(1, keepdim=True), (1 - r).sum(1, keepdim=True)
+    mean_right = (r @ weights) / n_right.clamp_min(1)
+    mean_wrong = ((1 - r) @ weights) / n_wrong.clamp_min(1)
+    return (-(w - mean_right) * (n_right > 0) + (w - mean_wrong) * (n_wrong > 0)).mean(0)
 
 
 # --- the five scenarios --------------------------------------------------------------------------
@@ -320,7 +367,8 @@ def _fixing(m2: nn.Module, data, ctx: ScenarioContext, *, subset: int = 3_000, r
         ctx.fit(sub, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.seed + 10 + k)
         subs.append(sub.eval())
     details = apricot_repair(m2, subs, data.x_train[train], data.y_train[train], x_val=data.x_train[val],
-                             y_val=data.y_train[val], rate=rate, batches=batches, seed=ctx.seed + 8)
+                             y_val=data.y_train[val],
+                             settings=ApricotSettings(rate=rate, batches=batches, seed=ctx.seed + 8))
     return {"submodels": len(subs), "subset": subset, "rate": rate, "epochs": epochs, "lr": lr, **details}
 
 
