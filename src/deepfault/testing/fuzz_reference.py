@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from .._deprecation import folded_keywords
 from ..core.capture import eval_mode, model_device
 from ..fuzz.campaign.strategies import DRFUZZ_RULES
 from ..fuzz.mutation.rules import apply_rule
@@ -170,7 +170,7 @@ def drfuzz_reference(
         ``rf``, ``urf``, ``seeds``, ``gf``, ``iterations``, ``generated``, ``executed``,
         ``seconds`` (the loop only) and ``mutants_per_second``.
     """
-    settings = _settings(settings, old)
+    settings = folded_keywords("drfuzz_reference", "settings", settings or ReferenceSettings(), old)
     rng = np.random.default_rng(settings.seed)
     gen = torch.Generator().manual_seed(settings.seed)
     device = model_device(m1)
@@ -198,20 +198,6 @@ def drfuzz_reference(
     return {"rf": run.rf, "urf": len(run.failures), "seeds": seeds, "gf": run.gf, "iterations": done,
             "generated": run.generated, "executed": run.executed, "seconds": elapsed,
             "mutants_per_second": run.generated / elapsed if elapsed > 0 else None}
-
-
-def _settings(settings: ReferenceSettings | None, old: dict[str, Any]) -> ReferenceSettings:
-    """``settings`` with the old form's keywords (warned about) in it."""
-    settings = settings or ReferenceSettings()
-    if not old:
-        return settings
-    unknown = sorted(set(old) - {f.name for f in fields(ReferenceSettings)})
-    if unknown:
-        raise TypeError(f"drfuzz_reference() got unexpected keyword arguments: {', '.join(unknown)}")
-    warnings.warn(f"drfuzz_reference(..., {', '.join(f'{k}=...' for k in old)}) is deprecated: pass "
-                  f"settings=ReferenceSettings({', '.join(f'{k}=...' for k in old)})", DeprecationWarning,
-                  stacklevel=3)
-    return replace(settings, **old)
 
 
 def _select(rng: np.random.Generator, run: _Run) -> int | None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch import nn
 
+from ..._deprecation import folded_keywords
 from ...core.capture import capture
 from ...core.entry import _translate
 from ...core.registry import suggestion
@@ -378,12 +378,7 @@ def _options(options: CampaignOptions | None, overrides: dict[str, Any]) -> Camp
     options = options or CampaignOptions()
     spec = isinstance(overrides.get("fidelity"), str)
     old = {k: overrides.pop(k) for k in _OPTION_FIELDS if k in overrides and not (k == "fidelity" and spec)}
-    if old:
-        warnings.warn(f"run_campaign(..., {', '.join(f'{k}=...' for k in old)}) is deprecated: pass "
-                      f"options=CampaignOptions({', '.join(f'{k}=...' for k in old)})", DeprecationWarning,
-                      stacklevel=3)
-        options = replace(options, **old)
-    return options
+    return folded_keywords("run_campaign", "options", options, old, stacklevel=4)
 
 
 def _configured(config: CampaignConfig | None, options: CampaignOptions, inputs: InputData, labels: LabelData,

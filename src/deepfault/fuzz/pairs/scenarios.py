@@ -26,7 +26,6 @@ import inspect
 import logging
 import os
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..._deprecation import moved_names
+from ..._deprecation import folded_keywords, moved_names
 from ...checks import check_int
 from ...core.attacks import bim, carlini_wagner_l2
 from ...core.registry import Registry, suggestion
@@ -221,7 +220,7 @@ def apricot_repair(
 
     from ...core.batches import predict
 
-    settings = _apricot_settings(settings, old)
+    settings = folded_keywords("apricot_repair", "settings", settings or ApricotSettings(), old)
     if not submodels:
         raise DeepFaultError("apricot_repair needs at least one sub-model")
     failing = _failing(model, x, y, settings)
@@ -242,20 +241,6 @@ def apricot_repair(
     vector_to_parameters(best_w, model.parameters())
     return {"failing": int(len(failing)), "adjustments": tried, "kept": kept, "val_before": before,
             "val_after": best_acc}
-
-
-def _apricot_settings(settings: ApricotSettings | None, old: dict[str, Any]) -> ApricotSettings:
-    """``settings`` with the old form's keywords (warned about) in it."""
-    settings = settings or ApricotSettings()
-    if not old:
-        return settings
-    unknown = sorted(set(old) - {"rate", "batch_size", "batches", "seed"})
-    if unknown:
-        raise TypeError(f"apricot_repair() got unexpected keyword arguments: {', '.join(unknown)}")
-    warnings.warn(f"apricot_repair(..., {', '.join(f'{k}=...' for k in old)}) is deprecated: pass "
-                  f"settings=ApricotSettings({', '.join(f'{k}=...' for k in old)})", DeprecationWarning,
-                  stacklevel=3)
-    return replace(settings, **old)
 
 
 def _failing(model: nn.Module, x: np.ndarray, y: np.ndarray, settings: ApricotSettings) -> np.ndarray:
@@ -657,17 +642,10 @@ def _context(context: ScenarioContext | None, old: dict[str, Any]) -> ScenarioCo
     """``context`` (or the default) with the old form's keywords (warned about) in it; its seed
     and epochs checked.
     """
-    ctx = context or ScenarioContext()
-    if old:
-        unknown = sorted(set(old) - {"seed", "epochs", "device", "progress"})
-        if unknown:
-            raise TypeError(f"make_scenario() got unexpected keyword arguments: {', '.join(unknown)}")
-        warnings.warn(f"make_scenario(..., {', '.join(f'{k}=...' for k in old)}) is deprecated: pass "
-                      f"context=ScenarioContext({', '.join(f'{k}=...' for k in old)})", DeprecationWarning,
-                      stacklevel=3)
-    check_int("epochs", old.get("epochs", ctx.epochs))
-    check_int("seed", old.get("seed", ctx.seed), minimum=0)
-    return replace(ctx, **old)
+    ctx = folded_keywords("make_scenario", "context", context or ScenarioContext(), old, stacklevel=4)
+    check_int("epochs", ctx.epochs)
+    check_int("seed", ctx.seed, minimum=0)
+    return ctx
 
 
 def _checked_options(scenario: Scenario, name: str, options: dict | None) -> dict:
