@@ -311,6 +311,8 @@ class DRFuzzMnist(ExperimentPreset):
             torch.set_num_threads(threads)
 
     def _plan(self, context: RunContext, config: PresetConfig) -> Plan:
+        import torch
+
         from ..data import load_dataset
         from .pairs.scenarios import SCENARIOS, ScenarioContext, make_scenario
 
@@ -340,7 +342,7 @@ class DRFuzzMnist(ExperimentPreset):
                 r = _existing_pair(models_dir, name, config)
             if r is None:
                 recipe = ScenarioContext(seed=config.scenario_seed, epochs=config.epochs,
-                                         device=context.device, progress=context.progress)
+                                         device=torch.device(context.device), progress=context.progress)
                 made = make_scenario(name, config.arch, data, context=recipe, out_dir=models_dir)
                 r = {"label": made.label, "m1_path": str(made.m1_path), "m2_path": str(made.m2_path),
                      "m1_accuracy": made.m1_accuracy, "m2_accuracy": made.m2_accuracy,

@@ -178,8 +178,8 @@ def drfuzz_reference(
     y = [int(v) for v in np.asarray(labels)]
     rules = list(DRFUZZ_RULES)
     with eval_mode(m1), eval_mode(m2), torch.no_grad():
-        run = _Run(*_seed_queue(m1, m2, x, y, device, fidelity),
-                   stats={r: {"selected": 0, "faithful": 0, "gain": 0} for r in rules})
+        queue, table, root_ref = _seed_queue(m1, m2, x, y, device, fidelity)
+        run = _Run(queue, table, root_ref, {r: {"selected": 0, "faithful": 0, "gain": 0} for r in rules})
         previous = None
         start = time.perf_counter()
         done = 0
