@@ -115,8 +115,8 @@ def main() -> None:
         idx = [i for i, g in enumerate(generated) if g][:16]
         arrays = r.fault_arrays()
     if out is not None and idx:
-        fault_grid(out.seed_inputs[idx], arrays["inputs"][idx], arrays["label"][idx], arrays["m2_pred"][idx],
-                   png, bounds=out.bounds, class_names=out.class_names,
+        rows = {key: arrays[key][idx] for key in ("inputs", "label", "m2_pred")}
+        fault_grid(out.seed_inputs[idx], rows, png, bounds=out.bounds, class_names=out.class_names,
                    title=f"LeNet-5: PyTorch float vs ONNX Runtime int8 (dynamic), {args.fidelity}")
     result = {
         "model": args.model, "seconds_per_campaign": seconds, "threads": args.threads,

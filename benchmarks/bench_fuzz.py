@@ -46,7 +46,7 @@ from deepfault.fuzz.fidelity import make_fidelity
 from deepfault.fuzz.mutation.rules import apply_rule
 from deepfault.models import open_model
 from deepfault.provenance import provenance
-from deepfault.testing.fuzz_reference import drfuzz_reference
+from deepfault.testing.fuzz_reference import ReferenceSettings, drfuzz_reference
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def campaign_speed(m1, m2, data, *, fidelity: str, batch: int, seconds: float,
 def reference_speed(m1, m2, data, *, fidelity: str, seconds: float) -> dict:
     fid = make_fidelity(fidelity, bounds=data.bounds, dataset=data.name)
     out = drfuzz_reference(m1, m2, data.x_test[:2000], data.y_test[:2000], bounds=data.bounds, fidelity=fid,
-                           seconds=seconds, seed=0)
+                           settings=ReferenceSettings(seconds=seconds, seed=0))
     return {"fidelity": fidelity.split(":")[0], **out, "generated_per_second": out["mutants_per_second"]}
 
 

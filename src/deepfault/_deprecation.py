@@ -43,7 +43,7 @@ def moved_names(old_module: str, homes: Mapping[str, str]) -> Callable[[str], An
 
 
 def grouped(function: str, param: str, cls: type[_T], given: _T | None, keywords: Mapping[str, Any], *,
-            names: Mapping[str, str] | None = None, deprecated: bool = True) -> _T:
+            names: Mapping[str, str] | None = None, warn: int | None = 3) -> _T:
     """``given``, or the options object ``cls`` (a dataclass) that its fields given one by one as
     ``keywords`` make: the old call form of a function whose keywords became one parameter.
 
@@ -54,8 +54,9 @@ def grouped(function: str, param: str, cls: type[_T], given: _T | None, keywords
         given: What the caller passed as ``param`` (``None``: nothing).
         keywords: The other keywords the function was given.
         names: Keyword -> field, where the keywords had other names (default: the fields).
-        deprecated: Whether the keyword form warns (a ``FutureWarning`` naming the new form, at
-            the function's caller).
+        warn: The keyword form's ``FutureWarning`` (naming the new form): its stack level from
+            here (3, the default, points at the function's caller; one more for each private step
+            between), or ``None``: the keyword form is not deprecated.
 
     Returns:
         The object; ``cls()`` when neither form was given.
@@ -72,7 +73,8 @@ def grouped(function: str, param: str, cls: type[_T], given: _T | None, keywords
         return cls() if given is None else given
     if given is not None:
         raise TypeError(f"give {param} or its fields ({', '.join(sorted(keywords))}), not both")
-    if deprecated:
-        warnings.warn(f"{function}(..., {', '.join(f'{k}=' for k in keywords)}...) is deprecated: pass "
-                      f"{param}={cls.__name__}(...)", FutureWarning, stacklevel=3)
+    if warn is not None:
+        given_keywords = ", ".join(f"{k}=..." for k in keywords)
+        warnings.warn(f"{function}(..., {given_keywords}) is deprecated: pass {param}={cls.__name__}"
+                      f"({given_keywords})", FutureWarning, stacklevel=warn)
     return cls(**{names[k]: v for k, v in keywords.items()})

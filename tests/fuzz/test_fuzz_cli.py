@@ -120,17 +120,19 @@ def test_library_entry_point(files):
 
 
 def test_reference_loop_finds_regressions_and_none_for_identical_models():
-    from deepfault.testing.fuzz_reference import drfuzz_reference
+    from deepfault.testing.fuzz_reference import ReferenceSettings, drfuzz_reference
     from helpers.fuzz_problems import AlwaysPass, tiny_problem
 
     m1, m2, x, y = tiny_problem()
-    r = drfuzz_reference(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), iterations=40, seed=0)
+    r = drfuzz_reference(m1, m2, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(),
+                         settings=ReferenceSettings(iterations=40, seed=0))
     assert r["iterations"] == 40
     assert r["generated"] == 400
     assert r["rf"] > 0
     assert 0 < r["urf"] <= r["rf"]
     assert r["seeds"] <= r["urf"]
-    same = drfuzz_reference(m1, m1, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), iterations=20, seed=0)
+    with pytest.warns(FutureWarning, match="settings=ReferenceSettings"):  # the old form
+        same = drfuzz_reference(m1, m1, x, y, bounds=(0.0, 1.0), fidelity=AlwaysPass(), iterations=20, seed=0)
     assert same["rf"] == 0
     assert same["urf"] == 0
 

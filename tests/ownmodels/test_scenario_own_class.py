@@ -13,7 +13,7 @@ import torch
 from deepfault import DeepFaultError
 from deepfault.cli import main
 from deepfault.data import load_dataset
-from deepfault.fuzz.pairs.scenarios import make_scenario
+from deepfault.fuzz.pairs.scenarios import ScenarioContext, make_scenario
 from deepfault.models import open_model
 from helpers.own_models import KINDS, write_case
 
@@ -47,8 +47,8 @@ def test_scenario_cli_trains_the_users_class_and_regress_reads_the_pair(tmp_path
 def test_make_scenario_with_a_resnet_class_and_arch_kwargs(tmp_path):
     case = write_case("resnet", tmp_path / "resnet")
     data = load_dataset(str(case.data))
-    r = make_scenario("quant-fp16", str(case.code) + ":ResNet", data, epochs=1, out_dir=tmp_path / "out",
-                      arch_kwargs={"width": 2})
+    r = make_scenario("quant-fp16", str(case.code) + ":ResNet", data, context=ScenarioContext(epochs=1),
+                      out_dir=tmp_path / "out", arch_kwargs={"width": 2})
     assert r.arch == case.arch
     m2 = open_model(r.m2_path, arch=case.arch).model
     assert m2.fc.in_features == 4  # width 2, doubled in layer2: the arguments reached the class

@@ -8,7 +8,7 @@ from ..checks import error
 from ..core.constraints import EPOCHS
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
+from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, make_scenario
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
 from ..models.specs import arch_spec
@@ -106,8 +106,10 @@ def _cmd_scenario(args) -> int:
           f"{len(data.y_test)} test inputs), seed {args.seed}, {args.epochs} epochs, {device}")
     rows, paths = [], []
     for name in names:
-        r = make_scenario(name, args.arch, data, seed=args.seed, epochs=args.epochs, out_dir=args.out,
-                          device=device, progress=not args.no_progress, arch_kwargs=args.arch_args)
+        context = ScenarioContext(seed=args.seed, epochs=args.epochs, device=device,
+                                  progress=not args.no_progress)
+        r = make_scenario(name, args.arch, data, context=context, out_dir=args.out,
+                          arch_kwargs=args.arch_args)
         rows.append((name, r.label, fmt(r.m1_accuracy, 4), fmt(r.m2_accuracy, 4), r.regressions, r.fixes,
                      fmt(r.seconds, 1)))
         paths += [str(r.m1_path), str(r.m2_path)]

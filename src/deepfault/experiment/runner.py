@@ -213,7 +213,7 @@ class ExperimentPreset(ABC):
         """
         from ..checks import check_output_dir, check_outputs
 
-        settings = grouped("run", "settings", RunSettings, settings, keywords, deprecated=False)
+        settings = grouped("run", "settings", RunSettings, settings, keywords, warn=None)
         store_path = Path(store_path)
         check_outputs(("--store", store_path))
         ResultStore.check(store_path)
@@ -257,7 +257,7 @@ class ExperimentPreset(ABC):
             TypeError: An unknown keyword, or ``settings`` and keywords both.
         """
         start = time.perf_counter()
-        settings = grouped("run", "settings", RunSettings, settings, keywords, deprecated=False)
+        settings = grouped("run", "settings", RunSettings, settings, keywords, warn=None)
         if settings.seed is not None and not self.uses_seed:
             log.warning("--seed is ignored by %s: its seeds are fixed by its configuration (recorded in "
                         "the store)", self.name)

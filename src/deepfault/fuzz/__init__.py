@@ -31,7 +31,14 @@ Examples:
 
 from ..experiment.method import Method
 from ..experiment.report import section_report
-from .campaign import Campaign, CampaignConfig, CampaignProgress, CampaignResult, run_campaign
+from .campaign import (
+    Campaign,
+    CampaignConfig,
+    CampaignOptions,
+    CampaignProgress,
+    CampaignResult,
+    run_campaign,
+)
 from .campaign.budget import Budget, parse_budget
 from .campaign.checkpoint import DRFUZZ_METHOD as _NAME
 from .campaign.metrics import FaultTable, Metrics, compute_metrics
@@ -46,6 +53,7 @@ __all__ = [
     "Budget",
     "Campaign",
     "CampaignConfig",
+    "CampaignOptions",
     "CampaignProgress",
     "CampaignResult",
     "FaultTable",

@@ -6,8 +6,10 @@ matplotlib is imported inside each function (the ``report`` extra).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,11 +66,9 @@ def seed_fault_lines(
 
 def fault_grid(
     seeds: np.ndarray,
-    faults: np.ndarray,
-    labels: Sequence[int] | np.ndarray,
-    m2_preds: Sequence[int] | np.ndarray,
+    faults: Mapping[str, np.ndarray],
     path: str | os.PathLike,
-    *,
+    *old: object,
     bounds: Sequence[float] = (0.0, 1.0),
     columns: int = 4,
     class_names: Sequence[str] | None = None,
@@ -80,10 +80,12 @@ def fault_grid(
 
     Args:
         seeds: ``(N, C, H, W)`` the faults' root seeds (or ``(N, F)``, ``(N, C, L)``).
-        faults: Of the same shape, the faults (the first ``N`` shown).
-        labels: Each fault's label (what M1 predicts).
-        m2_preds: What M2 predicts.
+        faults: The faults' rows as :meth:`~.campaign.result.CampaignResult.fault_arrays` gives
+            them: ``inputs`` (of the seeds' shape; the first ``N`` shown), ``label`` (what M1
+            predicts) and ``m2_pred`` (what M2 predicts).
         path: The PNG (written atomically).
+        *old: The old form ``fault_grid(seeds, inputs, labels, m2_preds, path, ...)`` still
+            works and warns (:class:`FutureWarning`).
         bounds: The pixel range (grey scale limits).
         columns: Triples per row (at most 3).
         class_names: Class names (default: indices).
@@ -91,23 +93,37 @@ def fault_grid(
     """
     from ..experiment.figures import GridCaptions, difference_grid
 
+    if old:
+        faults, path = _old_form(faults, path, old)
+    inputs, labels, m2_preds = faults["inputs"], faults["label"], faults["m2_pred"]
     name = (lambda c: class_names[c]) if class_names else str
-    n = len(faults)
+    n = len(inputs)
     if n == 0:
         fig = new_figure(4.0, 1.0)
         fig.text(0.5, 0.5, "no regression fault", ha="center", va="center")
         return save_figure(fig, Path(path))
-    if np.asarray(faults).ndim != 4:  # vectors and sequences: line plots, not images
+    if np.asarray(inputs).ndim != 4:  # vectors and sequences: line plots, not images
         return seed_fault_lines(
-            seeds, faults, path, bounds=bounds, title=title,
+            seeds, inputs, path, bounds=bounds, title=title,
             titles=[f"seed: {name(int(a))} -> M2 {name(int(b))}"
                     for a, b in zip(labels, m2_preds, strict=True)])
     captions = GridCaptions(
         before=[f"seed: {name(int(c))}" for c in labels],
         after=[f"M1 {name(int(a))}, M2 {name(int(b))}" for a, b in zip(labels, m2_preds, strict=True)],
         highlight=[True] * n, labels=("seed", "fault"))
-    return difference_grid(seeds, faults, path, bounds=bounds, columns=min(columns, 3), captions=captions,
+    return difference_grid(seeds, inputs, path, bounds=bounds, columns=min(columns, 3), captions=captions,
                            title=title)
+
+
+def _old_form(inputs: Any, labels: Any, rest: tuple) -> tuple[Mapping[str, np.ndarray], Any]:
+    """The old form's ``fault_grid(seeds, inputs, labels, m2_preds, path)`` as ``(faults, path)``."""
+    if len(rest) != 2:
+        raise TypeError(f"fault_grid() takes 3 positional arguments (or 5, the old form) but {3 + len(rest)} "
+                        "were given")
+    warnings.warn("fault_grid(seeds, inputs, labels, m2_preds, path) is deprecated: pass "
+                  "fault_grid(seeds, {'inputs': ..., 'label': ..., 'm2_pred': ...}, path)",
+                  FutureWarning, stacklevel=3)
+    return {"inputs": inputs, "label": labels, "m2_pred": rest[0]}, rest[1]
 
 
 def plot_timeline(

@@ -311,8 +311,10 @@ class DRFuzzMnist(ExperimentPreset):
             torch.set_num_threads(threads)
 
     def _plan(self, context: RunContext, config: PresetConfig) -> Plan:
+        import torch
+
         from ..data import load_dataset
-        from .pairs.scenarios import SCENARIOS, make_scenario
+        from .pairs.scenarios import SCENARIOS, ScenarioContext, make_scenario
 
         models_dir = context.models_dir
         data = load_dataset(config.dataset, data_dir=context.data_dir)
@@ -339,8 +341,9 @@ class DRFuzzMnist(ExperimentPreset):
             else:
                 r = _existing_pair(models_dir, name, config)
             if r is None:
-                made = make_scenario(name, config.arch, data, seed=config.scenario_seed, epochs=config.epochs,
-                                     out_dir=models_dir, device=context.device, progress=context.progress)
+                recipe = ScenarioContext(seed=config.scenario_seed, epochs=config.epochs,
+                                         device=torch.device(context.device), progress=context.progress)
+                made = make_scenario(name, config.arch, data, context=recipe, out_dir=models_dir)
                 r = {"label": made.label, "m1_path": str(made.m1_path), "m2_path": str(made.m2_path),
                      "m1_accuracy": made.m1_accuracy, "m2_accuracy": made.m2_accuracy,
                      "regressions": made.regressions, "fixes": made.fixes}

@@ -41,7 +41,7 @@ from ..coverage import ProfileConfig, compute_profile, load_profile, model_hash
 from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..experiment.store import ResultStore
-from .campaign import CampaignConfig, CampaignProgress, CampaignResult, run_campaign
+from .campaign import CampaignConfig, CampaignOptions, CampaignProgress, CampaignResult, run_campaign
 from .campaign.checkpoint import DRFUZZ_METHOD
 from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
@@ -333,9 +333,9 @@ def _prepare_surprise(config: CampaignConfig, m1, data, device) -> None:
 def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) -> CampaignResult:
     _prepare_discriminators(config, data, next(m1.parameters()).device if any(True for _ in m1.parameters())
                             else "cpu")
-    return run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config,
-                        train_inputs=data.x_train, dataset=data.name, store=store, experiment=experiment,
-                        cell=cell, progress=progress, profile=profile)
+    options = CampaignOptions(train_inputs=data.x_train, dataset=data.name, profile=profile, store=store,
+                              experiment=experiment, cell=cell, progress=progress)
+    return run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config, options=options)
 
 
 def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):

@@ -167,9 +167,9 @@ class RegressOutcome(Summarised, Outcome):
         arrays = r.fault_arrays()
         title = f"regression faults ({r.config.strategy}, seed {r.config.seed}): seed | fault"
         try:
-            return fault_grid(self.seed_inputs[idx], arrays["inputs"][idx], arrays["label"][idx],
-                              arrays["m2_pred"][idx], path, bounds=self.bounds, class_names=self.class_names,
-                              title=title)
+            rows = {key: arrays[key][idx] for key in ("inputs", "label", "m2_pred")}
+            return fault_grid(self.seed_inputs[idx], rows, path, bounds=self.bounds,
+                              class_names=self.class_names, title=title)
         except ModuleNotFoundError:  # matplotlib is optional: the faults file holds everything
             return None
 

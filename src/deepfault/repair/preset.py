@@ -442,7 +442,7 @@ def run_deepxplore_preset(store_path, *, config: DeepXploreRepairConfig | None =
 @_one_thread
 def drfuzz_job(job: dict) -> tuple[dict, dict]:
     """One fuzzing campaign on M2 (a cell ``SCENARIO/faults/STRATEGY/seedS``); its faults."""
-    from ..fuzz.campaign import CampaignConfig, run_campaign
+    from ..fuzz.campaign import CampaignConfig, CampaignOptions, run_campaign
     from ..fuzz.regress import cached_profile, load_pair
 
     config = CampaignConfig.from_dict(job["config"])
@@ -457,9 +457,7 @@ def drfuzz_job(job: dict) -> tuple[dict, dict]:
         data.y_test,
         bounds=data.bounds,
         config=config,
-        train_inputs=data.x_train,
-        dataset=data.name,
-        profile=profile,
+        options=CampaignOptions(train_inputs=data.x_train, dataset=data.name, profile=profile),
     )
     arrays = {
         k: v
@@ -477,7 +475,7 @@ def drfuzz_job(job: dict) -> tuple[dict, dict]:
 
 def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device, progress) -> dict:
     """The scenario's M1/M2 files: reused from ``models_dir`` when made with this recipe."""
-    from ..fuzz.pairs.scenarios import make_scenario
+    from ..fuzz.pairs.scenarios import ScenarioContext, make_scenario
     from ..models import load_model
 
     stem = models_dir / f"{name}-{config.arch}-mnist"
@@ -499,11 +497,13 @@ def _pair(name: str, config: DRFuzzRepairConfig, data, models_dir: Path, device,
         name,
         config.arch,
         data,
-        seed=config.scenario_seed,
-        epochs=config.epochs,
+        context=ScenarioContext(
+            seed=config.scenario_seed,
+            epochs=config.epochs,
+            device=device,
+            progress=progress,
+        ),
         out_dir=models_dir,
-        device=device,
-        progress=progress,
     ).to_dict()
 
 

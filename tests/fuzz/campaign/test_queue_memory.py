@@ -16,7 +16,7 @@ from torch import nn
 
 from deepfault.errors import DeepFaultError
 from deepfault.experiment.store import ResultStore
-from deepfault.fuzz.campaign import Campaign, CampaignConfig, run_campaign
+from deepfault.fuzz.campaign import Campaign, CampaignConfig, CampaignOptions, run_campaign
 from deepfault.fuzz.campaign.checkpoint import CampaignStore
 from deepfault.fuzz.campaign.clock import StepCost
 from deepfault.fuzz.campaign.corpus import PAGE_SLOTS, Corpus, page_slots
@@ -215,7 +215,7 @@ def test_seeds_beyond_the_budget_are_all_held_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a count is raised to the seeds silently, as it always was
         run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), budget="10it", inputs_per_step=5, seed=0,
-                     fidelity=AlwaysPass(), queue_capacity=10)
+                     options=CampaignOptions(fidelity=AlwaysPass()), queue_capacity=10)
 
 
 # --- the time budget -----------------------------------------------------------------------

@@ -10,7 +10,13 @@ from torch import nn
 from deepfault.cli import main
 from deepfault.data import Dataset, load_dataset
 from deepfault.errors import DeepFaultError
-from deepfault.fuzz.pairs.scenarios import apricot_repair, list_scenarios, make_scenario
+from deepfault.fuzz.pairs.scenarios import (
+    ApricotSettings,
+    ScenarioContext,
+    apricot_repair,
+    list_scenarios,
+    make_scenario,
+)
 from deepfault.models import build_model, load_model
 from deepfault.models.deploy import (
     prune_weights,
@@ -35,8 +41,8 @@ def digits():
 def pairs(digits, tmp_path_factory):
     """Every scenario once on digits with the small MLP, sharing the cached base models."""
     out = tmp_path_factory.mktemp("scenarios")
-    results = {name: make_scenario(name, "digits_mlp", digits, seed=0, epochs=2, out_dir=out,
-                                   options=OPTIONS.get(name))
+    results = {name: make_scenario(name, "digits_mlp", digits, context=ScenarioContext(seed=0, epochs=2),
+                                   out_dir=out, options=OPTIONS.get(name))
                for name in ALL}
     return out, results
 
@@ -171,7 +177,8 @@ def test_scenario_on_a_conv_net_and_random_images(tmp_path):
     x = rng.random((64, 1, 28, 28), dtype=np.float32)
     y = rng.integers(0, 10, 64)
     data = Dataset("rand28", x, y, x[:16], y[:16], (0.0, 1.0), tuple("0123456789"))
-    r = make_scenario("prune", "lenet1", data, epochs=1, out_dir=tmp_path)
+    with pytest.warns(FutureWarning, match=r"context=ScenarioContext\(epochs=...\)"):  # the old form
+        r = make_scenario("prune", "lenet1", data, epochs=1, out_dir=tmp_path)
     m2 = load_model(r.m2_path).model
     assert all(v == pytest.approx(0.5, abs=0.01) for v in sparsity(m2).values())
 
@@ -190,7 +197,7 @@ def test_api_errors(digits, tmp_path):
                                              "amount, lr, epochs"):
         make_scenario("prune", "digits_mlp", digits, out_dir=out, options={"eps": 0.1})
     with pytest.raises(DeepFaultError, match="epochs must be an integer >= 1"):
-        make_scenario("prune", "digits_mlp", digits, out_dir=out, epochs=0)
+        make_scenario("prune", "digits_mlp", digits, out_dir=out, context=ScenarioContext(epochs=0))
     with pytest.raises(DeepFaultError, match="'lenet5' does not fit data set 'digits'"):
         make_scenario("prune", "lenet5", digits, out_dir=out)
     assert not out.exists()
@@ -241,6 +248,16 @@ def test_apricot_repair_moves_towards_submodels_that_are_right_and_never_loses_v
     with torch.no_grad():
         model.weight.copy_(bad.weight)
         model.bias.zero_()
-    out = apricot_repair(model, [good, bad], x, y, x_val=x, y_val=y, rate=0.3, batch_size=16, batches=10)
+    out = apricot_repair(model, [good, bad], x, y, x_val=x, y_val=y,
+                         settings=ApricotSettings(rate=0.3, batch_size=16, batches=10))
     assert out["val_after"] > out["val_before"]
     assert out["kept"] > 0
+    old_model = nn.Linear(4, 2)
+    with torch.no_grad():
+        old_model.weight.copy_(bad.weight)
+        old_model.bias.zero_()
+    with pytest.warns(FutureWarning, match="settings=ApricotSettings"):  # the old form, the same repair
+        old = apricot_repair(old_model, [good, bad], x, y, x_val=x, y_val=y, rate=0.3, batch_size=16,
+                             batches=10)
+    assert old == out
+    assert torch.equal(old_model.weight, model.weight)

@@ -18,7 +18,7 @@
 
 from .budget import Budget, parse_budget
 from .config import CHECKPOINT_EVERY, DEFAULT_BATCH, CampaignConfig, CampaignProgress
-from .loop import Campaign, run_campaign
+from .loop import Campaign, CampaignOptions, run_campaign
 from .result import CampaignResult
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Budget",
     "Campaign",
     "CampaignConfig",
+    "CampaignOptions",
     "CampaignProgress",
     "CampaignResult",
     "parse_budget",

@@ -2,9 +2,9 @@
 fresh rules per try until a mutant passes (DeepHunter, and DRFuzz's ``ssim-compat`` path).
 
 Both take the strategy's mutation policy (:class:`MutationPolicy`: its rule mask, parameter
-lists and trusted rules) and the parts they touch (:mod:`.parts`: the rules and their chooser,
-the generators, the queue and its reference rows, the checks, the counters and the clock) and
-return a :class:`Generated`.
+lists and trusted rules) and the campaign's parts (:mod:`.parts`), of which they touch the rules
+and their chooser, the generators, the queue and its reference rows, the checks, the counters
+and the clock, and return a :class:`Generated`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 if TYPE_CHECKING:
     from .clock import Clock
-    from .parts import Checks, Counters, Queue, Randomness, RuleStats
+    from .parts import CampaignParts, Checks, Counters, Queue, Randomness, RuleStats
 
 __all__ = ["Generated", "MutationPolicy", "generate_per_iteration", "generate_with_retries"]
 
@@ -66,9 +66,13 @@ class Generated:
     pending: np.ndarray | None = None
 
 
-def generate_per_iteration(strategy: MutationPolicy, sel: np.ndarray, *, rules: RuleStats, random: Randomness,
-                           queue: Queue, checks: Checks, counters: Counters, clock: Clock) -> Generated:
-    """One rule per iteration, ``m`` mutants with fresh parameters, checked once (spec section 3)."""
+def generate_per_iteration(strategy: MutationPolicy, sel: np.ndarray, parts: CampaignParts) -> Generated:
+    """One rule per iteration, ``m`` mutants with fresh parameters, checked once (spec section 3).
+
+    Of ``parts`` it touches the rules, the generators, the queue, the checks, the counters and
+    the clock.
+    """
+    rules, random, queue, checks, counters, clock = _touched(parts)
     n, m = len(sel), rules.mutants
     corpus, device = queue.corpus, queue.corpus.device
     lineage_affine = corpus.static["affine"][sel]
@@ -121,9 +125,15 @@ def generate_per_iteration(strategy: MutationPolicy, sel: np.ndarray, *, rules: 
     return Generated(mutants, owner, mrule, ok, n * m, affine_params, per_iteration_rule=True)
 
 
-def generate_with_retries(strategy: MutationPolicy, sel: np.ndarray, tries: int, *, rules: RuleStats,
-                          random: Randomness, queue: Queue, checks: Checks, counters: Counters,
-                          clock: Clock) -> Generated:
+def _touched(parts: CampaignParts) -> tuple[RuleStats, Randomness, Queue, Checks, Counters, Clock]:
+    """The parts the mutant makers touch: the rules, the generators, the queue, the checks, the
+    counters and the clock.
+    """
+    return parts.rules, parts.random, parts.queue, parts.checks, parts.counters, parts.timing.clock
+
+
+def generate_with_retries(strategy: MutationPolicy, sel: np.ndarray, tries: int,
+                          parts: CampaignParts) -> Generated:
     """``m`` slots per iteration, each tried up to ``tries`` times with a fresh rule (and
     parameters) per try until a mutant passes the check and differs from its parent: the
     published code's structure for DeepHunter and for DRFuzz's SSIM path (``ssim-compat``).
@@ -131,72 +141,97 @@ def generate_with_retries(strategy: MutationPolicy, sel: np.ndarray, tries: int,
     All pending slots of the step are tried together, round by round; each try is one call
     of the chooser (``selected``, and ``faithful`` when it passed), recorded in slot order
     after each round, so the rules of one round are drawn from the statistics as they were
-    when the round began.
+    when the round began. Of ``parts`` it touches what :func:`generate_per_iteration` does.
     """
-    n, m = len(sel), rules.mutants
-    corpus, device = queue.corpus, queue.corpus.device
-    slots = n * m
-    owner = np.repeat(np.arange(n), m)
+    n, m = len(sel), parts.rules.mutants
+    corpus = parts.queue.corpus
     parents = corpus.images_of(sel)
-    shape = parents.shape[1:]
-    flat_parents = parents.view(n, -1)
-    out = torch.empty((slots, *shape), dtype=parents.dtype, device=device)
-    rule_of = np.full(slots, -1, dtype=np.int64)
-    lineage_affine = corpus.static["affine"][sel]
-    refs = corpus.static["ref"][sel]
-    pending = np.arange(slots)
+    slots = _Slots(np.repeat(np.arange(n), m), parents,
+                   torch.empty((n * m, *parents.shape[1:]), dtype=parents.dtype, device=corpus.device),
+                   np.full(n * m, -1, dtype=np.int64))
+    pending = np.arange(n * m)
     made = 0
-    collected: dict[int, list] = {}
     for _ in range(tries):
         if len(pending) == 0:
             break
-        masks = [strategy.allowed(rules, lineage_affine[owner[s]]) for s in pending]
-        if all(mask is None for mask in masks):  # DRFuzz: every rule allowed, the chain in one go
-            r = rules.chooser.choose_many(random.rng, len(pending))
-        else:
-            r = np.array([rules.chooser.choose(random.rng, mask) for mask in masks], dtype=np.int64)
-        clock.tick("select")
-        cand = torch.empty((len(pending), *shape), dtype=parents.dtype, device=device)
-        params_of: dict[int, tuple[np.ndarray, dict]] = {}
-        for u in dict.fromkeys(r.tolist()):
-            j = np.flatnonzero(r == u)
-            j_t = torch.as_tensor(j, device=device)
-            src = parents[torch.as_tensor(owner[pending[j]], device=device)]
-            fixed = strategy.draw_params(rules.names[u], len(j), random.tgen)
-            made_u, params = rules.fns[u](src, generator=random.tgen, bounds=rules.bounds, params=fixed)
-            cand[j_t] = made_u
-            if rules.affine[u]:
-                params_of[u] = (j, params)
         made += len(pending)
-        clock.tick("mutate")
-        own_t = torch.as_tensor(owner[pending], device=device)
-        changed = (cand.view(len(pending), -1) != flat_parents[own_t]).any(dim=1)
-        passes = checks.own.passes(cand, queue.refs.rows(refs[owner[pending]])).to(changed.device)
-        counters.scored += len(cand)
-        trusted = strategy.trusted(rules, r)
-        if trusted.any():
-            passes = passes | torch.as_tensor(trusted, device=passes.device)
-        passed = (passes & changed).cpu().numpy()
-        rules.record_tries(r, faithful=passed)
-        acc = np.flatnonzero(passed)
-        rows = pending[acc]
-        out[torch.as_tensor(rows, device=device)] = cand[torch.as_tensor(acc, device=device)]
-        rule_of[rows] = r[acc]
-        for u, (j, params) in params_of.items():
-            good = passed[j]
-            if good.any():
-                pick = torch.as_tensor(np.flatnonzero(good))
-                sub = {k: v[pick] for k, v in params.items()}
-                collected.setdefault(u, []).append((pending[j[good]], sub))
-        pending = pending[~passed]
-        clock.tick("check")
-    affine_params = {}
-    for u, parts in collected.items():
-        rows = np.concatenate([p[0] for p in parts])
-        order = np.argsort(rows, kind="stable")
-        params = {k: torch.cat([p[1][k] for p in parts])[torch.as_tensor(order)] for k in parts[0][1]}
-        affine_params[u] = (rows[order], params)
-    ok = rule_of >= 0
-    rule_of[~ok] = 0
-    return Generated(out, owner, rule_of, ok, made, affine_params, per_iteration_rule=False)
+        pending = _try_round(strategy, sel, pending, slots, parts)
+    ok = slots.rule >= 0
+    slots.rule[~ok] = 0
+    return Generated(slots.out, slots.owner, slots.rule, ok, made, _affine_params(slots.collected),
+                     per_iteration_rule=False)
 
+
+@dataclass
+class _Slots:
+    """The slots of :func:`generate_with_retries`: each one's iteration, the parents, the
+    accepted mutants and their rules (``-1``: none yet), the accepted affine parameters.
+    """
+
+    owner: np.ndarray
+    parents: torch.Tensor
+    out: torch.Tensor
+    rule: np.ndarray
+    collected: dict[int, list] = field(default_factory=dict)
+
+
+def _try_round(strategy: MutationPolicy, sel: np.ndarray, pending: np.ndarray, slots: _Slots,
+               parts: CampaignParts) -> np.ndarray:
+    """One try of every pending slot: a rule each, the mutants, the check; the accepted ones go
+    into ``slots``; returns the slots still pending.
+    """
+    rules, random, queue, checks, counters, clock = _touched(parts)
+    corpus, device = queue.corpus, queue.corpus.device
+    owner, parents = slots.owner, slots.parents
+    lineage_affine = corpus.static["affine"][sel]
+    masks = [strategy.allowed(rules, lineage_affine[owner[s]]) for s in pending]
+    if all(mask is None for mask in masks):  # DRFuzz: every rule allowed, the chain in one go
+        r = rules.chooser.choose_many(random.rng, len(pending))
+    else:
+        r = np.array([rules.chooser.choose(random.rng, mask) for mask in masks], dtype=np.int64)
+    clock.tick("select")
+    cand = torch.empty((len(pending), *parents.shape[1:]), dtype=parents.dtype, device=device)
+    params_of: dict[int, tuple[np.ndarray, dict]] = {}
+    for u in dict.fromkeys(r.tolist()):
+        j = np.flatnonzero(r == u)
+        j_t = torch.as_tensor(j, device=device)
+        src = parents[torch.as_tensor(owner[pending[j]], device=device)]
+        fixed = strategy.draw_params(rules.names[u], len(j), random.tgen)
+        made_u, params = rules.fns[u](src, generator=random.tgen, bounds=rules.bounds, params=fixed)
+        cand[j_t] = made_u
+        if rules.affine[u]:
+            params_of[u] = (j, params)
+    clock.tick("mutate")
+    own_t = torch.as_tensor(owner[pending], device=device)
+    changed = (cand.view(len(pending), -1) != parents.view(len(sel), -1)[own_t]).any(dim=1)
+    passes = checks.own.passes(cand, queue.refs.rows(corpus.static["ref"][sel][owner[pending]]))
+    passes = passes.to(changed.device)
+    counters.scored += len(cand)
+    trusted = strategy.trusted(rules, r)
+    if trusted.any():
+        passes = passes | torch.as_tensor(trusted, device=passes.device)
+    passed = (passes & changed).cpu().numpy()
+    rules.record_tries(r, faithful=passed)
+    acc = np.flatnonzero(passed)
+    rows = pending[acc]
+    slots.out[torch.as_tensor(rows, device=device)] = cand[torch.as_tensor(acc, device=device)]
+    slots.rule[rows] = r[acc]
+    for u, (j, params) in params_of.items():
+        good = passed[j]
+        if good.any():
+            pick = torch.as_tensor(np.flatnonzero(good))
+            sub = {k: v[pick] for k, v in params.items()}
+            slots.collected.setdefault(u, []).append((pending[j[good]], sub))
+    clock.tick("check")
+    return pending[~passed]
+
+
+def _affine_params(collected: dict[int, list]) -> dict:
+    """Per affine rule, the accepted slots (sorted) and their parameters, from the rounds' pieces."""
+    affine_params = {}
+    for u, pieces in collected.items():
+        rows = np.concatenate([p[0] for p in pieces])
+        order = np.argsort(rows, kind="stable")
+        params = {k: torch.cat([p[1][k] for p in pieces])[torch.as_tensor(order)] for k in pieces[0][1]}
+        affine_params[u] = (rows[order], params)
+    return affine_params

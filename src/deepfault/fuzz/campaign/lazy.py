@@ -39,6 +39,7 @@ batch on this project's CPU kernels.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,10 +51,9 @@ from .keep import KeepInput, occurrence_rank
 from .oracle import CANDIDATE_BUCKETS, Bucket, classify
 
 if TYPE_CHECKING:
-    from .clock import Clock
     from .generate import Generated
     from .keep import KeepRule
-    from .parts import Checks, Counters, Models, Queue
+    from .parts import CampaignParts, Checks, Counters, Queue
     from .seeds import Seeds
 
 __all__ = ["FIRST_ROUND", "execute_lazy"]
@@ -62,23 +62,48 @@ __all__ = ["FIRST_ROUND", "execute_lazy"]
 FIRST_ROUND = 2
 
 
-def execute_lazy(sel: np.ndarray, gen: Generated, *, drop_confident: bool, models: Models, checks: Checks,
-                 queue: Queue, keep: KeepRule, counters: Counters, clock: Clock, seeds: Seeds) -> Executed:
+def execute_lazy(sel: np.ndarray, gen: Generated, parts: CampaignParts, *, drop_confident: bool) -> Executed:
     """Run both models on every changed mutant of ``gen``, check the ones whose verdict
     matters (module docstring) and return those known to pass as the step's executed mutants;
     ``gen.ok`` becomes the known verdicts.
+
+    Of ``parts`` it reads the models, the checks, the queue, the keep rule and the roots, and
+    counts in the counters and the clock.
     """
     assert gen.pending is not None
-    device = models.pair.device
+    p = parts
     rows = np.flatnonzero(gen.ok | gen.pending)
-    x = gen.mutants[torch.as_tensor(rows, device=device)]
+    x = gen.mutants[torch.as_tensor(rows, device=p.models.pair.device)]
     if len(rows):
-        p1, p2, values = models.pair.run(x, models.recorder)
+        p1, p2, values = p.models.pair.run(x, p.models.recorder)
     else:
-        p1 = p2 = np.zeros((0, models.num_classes), dtype=np.float32)
+        p1 = p2 = np.zeros((0, p.models.num_classes), dtype=np.float32)
         values = None
-    clock.tick("execute")
-    n, it = len(sel), gen.owner[rows]
+    p.timing.clock.tick("execute")
+    it = gen.owner[rows]
+    lazy = _bucketed(sel, it, (p1, p2, values), p.queue, p.seeds, p.keep, drop_confident=drop_confident)
+    state = np.where(gen.ok[rows], 1, 0).astype(np.int8)  # 1 passes, -1 fails, 0 not judged
+    judge = _Judge(x, p.queue.corpus.static["ref"][sel][it], state, p.queue, p.checks, p.counters)
+    judge(np.flatnonzero((state == 0) & lazy.needed))
+    _settle_statistics(judge, it, lazy.gaining, len(sel))
+    p.timing.clock.tick("check")
+    return _executed(gen, rows, x, (p1, p2, values), state, p.counters)
+
+
+@dataclass(frozen=True)
+class _Bucketed:
+    """What the models' outputs say of each executed row: whether its verdict is needed at once
+    (a fault, or a candidate the keep rule could keep), and whether it would gain (``delta > 0``).
+    """
+
+    needed: np.ndarray
+    gaining: np.ndarray
+
+
+def _bucketed(sel: np.ndarray, it: np.ndarray, outputs: tuple, queue: Queue, seeds: Seeds, keep: KeepRule, *,
+              drop_confident: bool) -> _Bucketed:
+    """The oracle's buckets of the rows owned by iterations ``it``, as :class:`_Bucketed`."""
+    p1, p2, values = outputs
     corpus = queue.corpus
     roots = corpus.static["root"][sel][it]
     labels = seeds.label[roots]
@@ -87,24 +112,35 @@ def execute_lazy(sel: np.ndarray, gen: Generated, *, drop_confident: bool, model
     rf = verdict.buckets == Bucket.RF
     found = rf | (verdict.buckets == Bucket.BOTH_FAIL)
     candidate = np.isin(verdict.buckets, CANDIDATE_BUCKETS)
-    r = np.arange(len(rows))
+    r = np.arange(len(it))
     delta = gain_delta(corpus.static["p2_label"][sel][it], p1[r, labels], p2[r, labels])
-    gaining = (candidate | rf) & (delta > 0)
     tendency = (p2 - p1).astype(np.float32)
     may_keep = keep.could_keep(KeepInput(it, roots, tendency, verdict.y2, candidate, rf, values))
+    return _Bucketed(needed=found | may_keep, gaining=(candidate | rf) & (delta > 0))
 
-    state = np.where(gen.ok[rows], 1, 0).astype(np.int8)  # 1 passes, -1 fails, 0 not judged
-    ref_ids = corpus.static["ref"][sel][it]
 
-    def judge(idx: np.ndarray) -> None:
+class _Judge:
+    """The own check asked about some executed rows at a time; ``state`` holds every verdict so far."""
+
+    def __init__(self, x: torch.Tensor, ref_ids: np.ndarray, state: np.ndarray, queue: Queue, checks: Checks,
+                 counters: Counters):
+        self.x, self.ref_ids, self.state = x, ref_ids, state
+        self.queue, self.checks, self.counters = queue, checks, counters
+
+    def __call__(self, idx: np.ndarray) -> None:
         if len(idx) == 0:
             return
-        ref = queue.refs.rows(ref_ids[idx])
-        passed = checks.own.passes(x[torch.as_tensor(idx, device=device)], ref).cpu().numpy()
-        state[idx] = np.where(passed, 1, -1)
-        counters.scored += len(idx)
+        ref = self.queue.refs.rows(self.ref_ids[idx])
+        passed = self.checks.own.passes(self.x[torch.as_tensor(idx, device=self.x.device)], ref).cpu().numpy()
+        self.state[idx] = np.where(passed, 1, -1)
+        self.counters.scored += len(idx)
 
-    judge(np.flatnonzero((state == 0) & (found | may_keep)))
+
+def _settle_statistics(judge: _Judge, it: np.ndarray, gaining: np.ndarray, n: int) -> None:
+    """Judge, in rounds of ``k`` (doubling) per open iteration, until every iteration's
+    ``faithful`` and ``gain`` are settled (module docstring, 2).
+    """
+    state = judge.state
     k = FIRST_ROUND
     while True:
         known, open_ = state == 1, state == 0
@@ -114,16 +150,20 @@ def execute_lazy(sel: np.ndarray, gen: Generated, *, drop_confident: bool, model
         need_faithful = ~faithful & (np.bincount(it[open_], minlength=n) > 0)
         eligible = np.flatnonzero(open_ & ((need_gain[it] & gaining) | (need_faithful[it] & ~need_gain[it])))
         if len(eligible) == 0:
-            break
+            return
         judge(eligible[occurrence_rank(it[eligible]) < k])
         k *= 2
-    clock.tick("check")
 
+
+def _executed(gen: Generated, rows: np.ndarray, x: torch.Tensor, outputs: tuple, state: np.ndarray,
+              counters: Counters) -> Executed:
+    """The rows known to pass as the step's executed mutants; ``gen.ok`` set to them."""
+    p1, p2, values = outputs
     exe = np.flatnonzero(state == 1)
     gen.ok[:] = False
     gen.ok[rows[exe]] = True
     gen.pending = None
-    exe_t = torch.as_tensor(exe, device=device)
+    exe_t = torch.as_tensor(exe, device=x.device)
     ex = Executed(rows[exe], x[exe_t], p1[exe], p2[exe], None if values is None else values[exe_t],
                   counters.queries, queries_at=counters.queries + exe + 1)
     counters.queries += len(rows)

@@ -39,12 +39,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import nn
 
+from ..._deprecation import grouped
 from ...core.capture import capture
 from ...core.entry import _translate
 from ...core.registry import suggestion
@@ -73,8 +74,8 @@ if TYPE_CHECKING:
     from .seeds import Seeds
     from .strategies import FuzzStrategy
 
-__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "Campaign", "CampaignConfig", "CampaignProgress",
-           "CampaignResult", "run_campaign"]
+__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "Campaign", "CampaignConfig", "CampaignOptions",
+           "CampaignProgress", "CampaignResult", "run_campaign"]
 
 
 class Campaign:
@@ -284,6 +285,42 @@ def _lazy_order(cfg: CampaignConfig, strategy: FuzzStrategy, checks: Checks, kee
                 and not strategy.one_affine_per_lineage and not keep.needs_values)
 
 
+@dataclass(frozen=True)
+class CampaignOptions:
+    """What :func:`run_campaign` may be given beside the models, the seeds and the configuration,
+    and where the campaign is kept: the values that travel together from :func:`~..regress.regress`
+    (or a test) to the :class:`Campaign` and its store.
+
+    Attributes:
+        fidelity: A :class:`~..fidelity.checks.Fidelity` object instead of ``config.fidelity``
+            (tests, custom checks; a string is taken as ``config.fidelity``). Without a
+            configuration or a fidelity, the default of the inputs' kind
+            (:func:`~..fidelity.checks.default_fidelity`: the discriminator for images, ``mdsa``
+            for vectors and sequences).
+        train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
+        dataset: The data set's name.
+        profile: M2's coverage profile, instead of computing it from ``train_inputs``.
+        store: A :class:`~deepfault.experiment.store.ResultStore` or its path: checkpoints are
+            written there and a campaign found there resumes (or, finished, is returned as it is).
+        experiment: The store's experiment key (default: ``config.key()``).
+        cell: The campaign's id in the store.
+        progress: Called with a :class:`CampaignProgress` after every step.
+    """
+
+    fidelity: Fidelity | str | None = None
+    train_inputs: InputData | None = None
+    dataset: str | None = None
+    profile: Profile | None = None
+    store: ResultStore | str | os.PathLike | None = None
+    experiment: str | None = None
+    cell: str = "campaign"
+    progress: Callable[[CampaignProgress], None] | None = None
+
+
+#: The old form's keywords of :func:`run_campaign` that are :class:`CampaignOptions`' fields now.
+_OPTION_FIELDS = ("fidelity", "train_inputs", "dataset", "profile", "store", "experiment", "cell", "progress")
+
+
 def run_campaign(
     m1: nn.Module,
     m2: nn.Module,
@@ -292,14 +329,7 @@ def run_campaign(
     *,
     bounds: tuple[float, float],
     config: CampaignConfig | None = None,
-    fidelity: Fidelity | str | None = None,
-    train_inputs: InputData | None = None,
-    dataset: str | None = None,
-    profile: Profile | None = None,
-    store: ResultStore | str | os.PathLike | None = None,
-    experiment: str | None = None,
-    cell: str = "campaign",
-    progress: Callable[[CampaignProgress], None] | None = None,
+    options: CampaignOptions | None = None,
     **overrides: Any,
 ) -> CampaignResult:
     """Fuzz ``m2`` for regressions against ``m1`` from the test inputs ``inputs``.
@@ -312,20 +342,14 @@ def run_campaign(
         labels: ``(N,)`` their labels.
         bounds: The data's pixel range.
         config: A :class:`CampaignConfig`; keyword ``overrides`` (``budget="10m"``,
-            ``strategy="deephunter"``, ``inputs_per_step=1``, ``seed=3``, ...) replace its fields.
-        fidelity: A fidelity object instead of ``config.fidelity`` (a string is taken as
-            ``config.fidelity``). Without ``config`` or a fidelity, the default of the inputs'
-            kind (:func:`~..fidelity.checks.default_fidelity`: the discriminator for images,
-            ``mdsa`` for vectors and sequences).
-        train_inputs: Training inputs (the coverage profile of DeepHunter's KMNC/NBC/SNAC).
-        dataset: The data set's name.
-        profile: M2's coverage profile, instead of computing it from ``train_inputs``.
-        store: A :class:`~deepfault.experiment.store.ResultStore` or its path: checkpoints are
-            written there and a campaign found there resumes (or, finished, is returned as it is).
-        experiment: The store's experiment key (default: ``config.key()``).
-        cell: The campaign's id in the store.
-        progress: Called with a :class:`CampaignProgress` after every step.
-        **overrides: :class:`CampaignConfig` fields that replace ``config``'s.
+            ``strategy="deephunter"``, ``inputs_per_step=1``, ``seed=3``, ``fidelity="ssim"``, ...)
+            replace its fields.
+        options: :class:`CampaignOptions`: a fidelity object, the training inputs, the data set's
+            name, a coverage profile, the store and the campaign's place in it, a progress callable.
+        **overrides: :class:`CampaignConfig` fields that replace ``config``'s. The old form's
+            keywords ``fidelity`` (an object), ``train_inputs``, ``dataset``, ``profile``,
+            ``store``, ``experiment``, ``cell`` and ``progress`` still work and warn
+            (:class:`FutureWarning`): they are :class:`CampaignOptions`' fields.
 
     Returns:
         A :class:`CampaignResult`.
@@ -336,39 +360,61 @@ def run_campaign(
             inputs that are not images, a bad configuration, or a checkpoint made with another
             configuration.
     """
-    if config is None and fidelity is None and "fidelity" not in overrides:  # the default of the inputs' kind
+    options = _options(options, overrides)
+    config = _configured(config, options, inputs, labels, overrides)
+    fidelity = None if isinstance(options.fidelity, str) else options.fidelity
+    campaign = Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
+                        train_inputs=options.train_inputs, dataset=options.dataset, profile=options.profile)
+    if options.store is None:
+        campaign.run(progress=options.progress)
+        return campaign.result()
+    return _run_in_store(campaign, options)
+
+
+def _options(options: CampaignOptions | None, overrides: dict[str, Any]) -> CampaignOptions:
+    """``options`` with the old form's keywords taken out of ``overrides`` (a fidelity spec, text,
+    stays there: it is the configuration's field).
+    """
+    spec = isinstance(overrides.get("fidelity"), str)
+    old = {k: overrides.pop(k) for k in _OPTION_FIELDS if k in overrides and not (k == "fidelity" and spec)}
+    return grouped("run_campaign", "options", CampaignOptions, options, old, warn=4)
+
+
+def _configured(config: CampaignConfig | None, options: CampaignOptions, inputs: InputData, labels: LabelData,
+                overrides: dict[str, Any]) -> CampaignConfig:
+    """The campaign's configuration: ``config`` (or the default, with the inputs' kind's fidelity)
+    with ``overrides`` (a fidelity spec given in ``options`` among them) checked and applied.
+    """
+    if config is None and options.fidelity is None and "fidelity" not in overrides:
         kind = rule_kind(test_inputs(inputs, labels)[0].shape[1:])
         if kind != "image":  # (images keep CampaignConfig's default, the discriminator)
             overrides["fidelity"] = default_fidelity(kind)
     config = config or CampaignConfig()
-    if isinstance(fidelity, str):  # a spec: the configuration's field
-        overrides["fidelity"], fidelity = fidelity, None
-    if overrides:
-        overrides = _translate("run_campaign", RENAMED, dict(overrides))
-        unknown = sorted(set(overrides) - {f.name for f in fields(CampaignConfig)})
-        if unknown:
-            raise DeepFaultError(
-                f"unknown campaign setting(s) {', '.join(unknown)}"
-                f"{suggestion(unknown[0], [f.name for f in fields(CampaignConfig)])}; known: "
-                f"{', '.join(f.name for f in fields(CampaignConfig))}"
-            )
-        config = replace(config, **overrides)
-    campaign = Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
-                        train_inputs=train_inputs, dataset=dataset, profile=profile)
-    if store is None:
-        campaign.run(progress=progress)
-        return campaign.result()
+    if isinstance(options.fidelity, str):  # a spec: the configuration's field
+        overrides["fidelity"] = options.fidelity
+    if not overrides:
+        return config
+    overrides = _translate("run_campaign", RENAMED, dict(overrides))
+    known = [f.name for f in fields(CampaignConfig)]
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise DeepFaultError(f"unknown campaign setting(s) {', '.join(unknown)}"
+                             f"{suggestion(unknown[0], known)}; known: {', '.join(known)}")
+    return replace(config, **overrides)
 
-    with CampaignStore.open(store, experiment or config.key(), cell, config) as cs:
+
+def _run_in_store(campaign: Campaign, options: CampaignOptions) -> CampaignResult:
+    """Run (or resume, or read back) ``campaign`` in ``options.store``, checkpointing as it goes."""
+    config = campaign.config
+    with CampaignStore.open(options.store, options.experiment or config.key(), options.cell, config) as cs:
         done = cs.load_result()
         if done is not None:
             return done
         campaign.setup()
         cs.restore(campaign)
-        campaign.run(progress=progress, checkpoint=cs.save)
+        campaign.run(progress=options.progress, checkpoint=cs.save)
         cs.save(campaign)
         result = campaign.result()
         if result.stop_reason != "interrupted":
             cs.save_result(result)
         return result
-

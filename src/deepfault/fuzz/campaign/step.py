@@ -58,8 +58,7 @@ def run_step(strategy: FuzzStrategy, parts: CampaignParts, k: int) -> bool:
     gen = strategy.generate(p, sel)
     counters.generated += gen.made
     if gen.pending is not None:
-        ex = execute_lazy(sel, gen, drop_confident=strategy.drop_confident, models=p.models, checks=p.checks,
-                          queue=p.queue, keep=p.keep, counters=counters, clock=clock, seeds=p.seeds)
+        ex = execute_lazy(sel, gen, p, drop_confident=strategy.drop_confident)
     elif p.checks.late is None:
         ok = _shared_filter(sel, gen, p.checks, p.queue, counters)
         clock.tick("check")

@@ -232,10 +232,8 @@ class FuzzStrategy(ABC):
         p = parts
         tries = self.tries(p.checks.own)
         if tries:
-            return generate_with_retries(self, sel, tries, rules=p.rules, random=p.random, queue=p.queue,
-                                         checks=p.checks, counters=p.counters, clock=p.timing.clock)
-        return generate_per_iteration(self, sel, rules=p.rules, random=p.random, queue=p.queue,
-                                      checks=p.checks, counters=p.counters, clock=p.timing.clock)
+            return generate_with_retries(self, sel, tries, p)
+        return generate_per_iteration(self, sel, p)
 
     def learn(self, rules: RuleStats, gen: Generated, n: int, gained: np.ndarray) -> None:
         """Update the rule chooser after execution; ``gained`` ``(n * m,)`` bool: an executed

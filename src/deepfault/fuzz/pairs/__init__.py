@@ -6,6 +6,15 @@
   (:mod:`deepfault.models.deploy`).
 """
 
-from .scenarios import SCENARIOS, Scenario, ScenarioResult, list_scenarios, make_scenario, register_scenario
+from .scenarios import (
+    SCENARIOS,
+    Scenario,
+    ScenarioContext,
+    ScenarioResult,
+    list_scenarios,
+    make_scenario,
+    register_scenario,
+)
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "list_scenarios", "make_scenario", "register_scenario"]
+__all__ = ["SCENARIOS", "Scenario", "ScenarioContext", "ScenarioResult", "list_scenarios", "make_scenario",
+           "register_scenario"]
