@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import check_finite_outputs
+from ..checks import check_device, check_finite_outputs
 from ..core.entry import entry
 from ..core.memory import AUTO, resolve_batch_size
 from ..core.runtime import Runtime
@@ -216,11 +216,12 @@ def gate(models: Versions | tuple, data: Any, config: GateConfig, *, runtime: Ru
         >>> outcome = gate(("m1.pt", "m2.onnx"), "mnist", GateConfig(budget="0"))  # doctest: +SKIP
         >>> outcome.verdict, outcome.reasons  # doctest: +SKIP
     """
+    device = None if runtime.device is None else check_device(runtime.device)  # before anything is loaded
     held = HeldOut.of(data)
     pair = _open(models, held)
-    if runtime.device is not None:
-        pair.p1.to(runtime.device)
-        pair.p2.to(runtime.device)
+    if device is not None:
+        pair.p1.to(device)
+        pair.p2.to(device)
     inputs, labels = _split(held, pair.data)
     num_classes = check_gate(pair, inputs, labels, config)
     corpus = _open_corpus(config, pair.data, num_classes)
