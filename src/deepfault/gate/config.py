@@ -33,7 +33,7 @@ THRESHOLDS = ("max_disagreement_rate", "max_negative_flip_rate", "max_class_flip
               "min_accuracy_delta", "not_significantly_worse", "alpha", "max_corpus_failures",
               "max_corpus_regressions", "max_new_faults")
 #: The thresholds that need labelled held-out inputs.
-LABELLED_THRESHOLDS = ("max_disagreement_rate", "max_negative_flip_rate", "max_class_flip_rate", "max_critical_flip_rate",
+LABELLED_THRESHOLDS = ("max_negative_flip_rate", "max_class_flip_rate", "max_critical_flip_rate",
                        "min_accuracy_delta", "not_significantly_worse")
 
 
@@ -148,7 +148,10 @@ class GateConfig:
         """The thresholds set that need labelled held-out inputs."""
         if not self.heldout:
             return ()
-        return tuple(n for n in LABELLED_THRESHOLDS if getattr(self, n) not in (None, False))
+        needed = [n for n in LABELLED_THRESHOLDS if getattr(self, n) is not None and getattr(self, n) is not False]
+        if self.critical_classes is None and "max_critical_flip_rate" in needed:
+            needed.remove("max_critical_flip_rate")  # without critical classes it judges nothing
+        return tuple(needed)
 
     def to_dict(self) -> dict:
         """The config as the result document records it."""
