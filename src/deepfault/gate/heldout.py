@@ -2,7 +2,7 @@
 
 The two models run batch by batch side by side (:func:`deepfault.core.batches.iterate_batches`
 for each, with one batch size so their slices line up) and each batch is folded into a
-:class:`~.stats.Comparison`; nothing grows with the inputs but the bounded buffers of the
+:class:`~.stats.Tally`; nothing grows with the inputs but the bounded buffers of the
 worst flips. :class:`HeldOutResult` holds the numbers the verdict judges.
 """
 
@@ -16,7 +16,8 @@ import numpy as np
 from ..core.batches import iterate_batches
 from ..core.memory import AUTO, resolve_batch_size
 from ..models.prepare import PreparedModel
-from .stats import Comparison, accuracy_interval, mcnemar_exact, probabilities
+from ..coverage.uncertainty import probabilities
+from .stats import Tally, accuracy_interval, mcnemar_exact
 
 __all__ = ["HeldOutResult", "ClassFlips", "compare_heldout", "summarise"]
 
@@ -116,9 +117,9 @@ def _share(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-def summarise(tally: Comparison, class_names: tuple[str, ...], *, alpha: float,
+def summarise(tally: Tally, class_names: tuple[str, ...], *, alpha: float,
               complete: bool = True) -> HeldOutResult:
-    """The numbers of a :class:`~.stats.Comparison` (intervals at ``1 - alpha``)."""
+    """The numbers of a :class:`~.stats.Tally` (intervals at ``1 - alpha``)."""
     n = tally.total
     common = {"inputs": n, "labelled": bool(tally.labelled), "disagree": tally.disagree,
               "disagreement_rate": _share(tally.disagree, n), "complete": complete,
@@ -151,7 +152,7 @@ def summarise(tally: Comparison, class_names: tuple[str, ...], *, alpha: float,
 def compare_heldout(p1: PreparedModel, p2: PreparedModel, inputs, labels, *, num_classes: int,
                     class_names: tuple[str, ...], alpha: float, worst: int, batch_size: int | str = AUTO,
                     progress: bool = False, on_batch: Callable[[int], None] | None = None,
-                    ) -> tuple[HeldOutResult, Comparison]:
+                    ) -> tuple[HeldOutResult, Tally]:
     """Compare ``p1`` and ``p2`` on ``inputs`` (``labels`` or ``None``), one pass each.
 
     Args:
@@ -171,13 +172,13 @@ def compare_heldout(p1: PreparedModel, p2: PreparedModel, inputs, labels, *, num
     """
     if batch_size == AUTO:
         batch_size = min(resolve_batch_size(p.module, inputs[:1], AUTO, count=len(inputs)) for p in (p1, p2))
-    tally = Comparison(num_classes, worst=worst)
+    tally = Tally(num_classes, worst=worst)
     first = iterate_batches(p1.module, inputs, labels=labels, neurons=False, batch_size=int(batch_size),
                             progress="held-out" if progress else False)
     second = iterate_batches(p2.module, inputs, neurons=False, batch_size=int(batch_size))
     for b1, b2 in zip(first, second, strict=True):
-        tally.update(b1.start, b1.inputs, probabilities(b1.outputs, p1.output_kind),
-                     probabilities(b2.outputs, p2.output_kind), b1.labels)
+        tally.update(b1.start, b1.inputs, probabilities(b1.outputs, output_kind=p1.output_kind),
+                     probabilities(b2.outputs, output_kind=p2.output_kind), b1.labels)
         if on_batch is not None:
             on_batch(b1.stop)
     return summarise(tally, class_names, alpha=alpha), tally

@@ -4,7 +4,7 @@
   beta distribution (docs/decisions.md says why not Wilson's);
 - :func:`mcnemar_exact`: the exact McNemar test, a two-sided binomial test of the discordant
   pairs at one half;
-- :class:`Comparison`: M1's and M2's predictions folded batch by batch into counts, overall
+- :class:`Tally`: M1's and M2's predictions folded batch by batch into counts, overall
   and per class, and the worst flipped and disagreeing inputs kept in a bounded buffer, so
   memory does not grow with the inputs.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["accuracy_interval", "mcnemar_exact", "probabilities", "Comparison", "Kept"]
+__all__ = ["accuracy_interval", "mcnemar_exact", "Tally", "Kept"]
 
 
 def accuracy_interval(right: int, total: int, alpha: float = 0.05) -> tuple[float, float]:
@@ -50,12 +50,6 @@ def mcnemar_exact(negative: int, positive: int) -> float:
     if n == 0:
         return 1.0
     return float(min(1.0, binomtest(min(negative, positive), n, 0.5).pvalue))
-
-
-def probabilities(outputs: torch.Tensor, output_kind: str) -> torch.Tensor:
-    """``outputs`` as class probabilities (a softmax of logits; probabilities as they are)."""
-    outputs = outputs.float()
-    return outputs if output_kind == "probabilities" else torch.softmax(outputs, dim=1)
 
 
 @dataclass
@@ -97,7 +91,7 @@ class Kept:
 
 
 @dataclass
-class Comparison:
+class Tally:
     """M1 and M2 compared on a split, folded batch by batch (:meth:`update`).
 
     Attributes:

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from .config import GateConfig
 from .heldout import HeldOutResult
 
-__all__ = ["Check", "Verdict", "EXIT_STATUS", "judge", "VERDICTS"]
+__all__ = ["Check", "Verdict", "EXIT_STATUS", "judge"]
 
-#: The verdicts, best first.
-VERDICTS = ("pass", "fail", "hold")
 #: The command line's exit status per verdict (2 stays the usage error, 130/143 an interruption).
 EXIT_STATUS = {"pass": 0, "fail": 1, "hold": 3}
 
