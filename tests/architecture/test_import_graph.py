@@ -18,8 +18,8 @@ import deepfault
 ROOT = Path(deepfault.__file__).parent
 DOC = ROOT.parents[1] / "docs" / "architecture.md"
 #: The shared engine: knows no method.
-ENGINE = {"core", "models", "data", "experiment", "errors", "_io", "_version", "provenance", "checks",
-          "_signals", "_deprecation"}
+ENGINE = {"core", "models", "data", "experiment", "corpus", "errors", "_io", "_version", "provenance",
+          "checks", "_signals", "_deprecation"}
 #: What sits on top: the method list, the CLI, the package's re-exports, test oracles.
 TOP = {"methods", "cli", "__init__", "__main__", "testing"}
 

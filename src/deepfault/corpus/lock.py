@@ -1,0 +1,113 @@
+r"""Advisory locks: one writer at a time, and no shard removed under a reader.
+
+Adds and prunes hold the writers' lock (``.lock``, exclusive; a second writer waits its turn,
+so two gates on one corpus add one after the other). A replay holds the readers' lock
+(``.readers``, shared) while it streams; a prune removes the shard files it dropped only when it
+can take that lock exclusively at once, and otherwise leaves them (unlisted, so ignored) for a
+later prune. The locks are ``flock``\\ s: the kernel releases them when the holder dies, ``kill -9``
+included, so a killed run never blocks the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import DeepFaultError
+from .manifest import LOCK, READERS
+
+__all__ = ["writer_lock", "reader_lock", "no_readers", "LOCK_WAIT"]
+
+#: Seconds a writer waits for another writer before it gives up with a message.
+LOCK_WAIT = 600.0
+
+
+def _open(path: Path) -> int | None:
+    """The lock file, opened (made where absent); ``None`` where the folder is read-only and it
+    is absent (nobody can write such a corpus, so nothing need be locked against).
+    """
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+
+
+@contextlib.contextmanager
+def writer_lock(folder: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the corpus's writers' lock, waiting up to ``wait`` seconds for another writer.
+
+    Raises:
+        DeepFaultError: the folder cannot be written, or another writer held it for ``wait`` s.
+    """
+    if not os.access(folder, os.W_OK):
+        raise DeepFaultError(f"corpus {str(folder)!r} cannot be written (no permission or a read-only "
+                             "file system); give a writable copy of the folder")
+    fd = _open(folder / LOCK)
+    if fd is None:
+        raise DeepFaultError(f"corpus {str(folder)!r}: its lock file {LOCK} cannot be opened; give a "
+                             "writable copy of the folder")
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DeepFaultError(
+                        f"corpus {str(folder)!r} is being written by another deepfault process for over "
+                        f"{wait:.0f} s; wait for it to finish, then rerun") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def reader_lock(folder: Path) -> Iterator[None]:
+    """Hold the readers' lock (shared) while a replay streams the shards."""
+    fd = _open(folder / READERS)
+    if fd is None:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def no_readers(folder: Path) -> Iterator[bool]:
+    """Yield whether no reader holds the corpus now (the readers' lock taken exclusively, without
+    waiting); while the block runs and it was ``True``, none can start.
+    """
+    fd = _open(folder / READERS)
+    if fd is None:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
