@@ -58,6 +58,7 @@ def add_parser(sub) -> None:
     add_field(p, GateConfig, "heldout")
     add_field(p, GateConfig, "corpus", metavar="DIR")
     add_field(p, GateConfig, "budget", metavar="B")
+    add_field(p, GateConfig, "fidelity", metavar="SPEC")
     add_field(p, GateConfig, "add_to_corpus")
     add_field(p, GateConfig, "seed", metavar="S")
     add_field(p, GateConfig, "worst", metavar="N")
@@ -80,7 +81,7 @@ def add_parser(sub) -> None:
 
 
 def _config(args) -> GateConfig:
-    base = GateConfig(**{n: getattr(args, n) for n in ("heldout", "corpus", "budget", "add_to_corpus", "seed",
+    base = GateConfig(**{n: getattr(args, n) for n in ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed",
                                                       "worst")})
     given = {n: getattr(args, n) for n in THRESHOLDS if hasattr(args, n)}
     return policy_config(args.policy, base, **given)

@@ -61,6 +61,14 @@ def parse_gate_budget(name: str, value: object) -> str:
 
 
 
+def _fidelity(name: str, value: object) -> str:
+    from ..core.constraints import constraint_of  # noqa: PLC0415
+    from ..fuzz.campaign import CampaignConfig  # noqa: PLC0415  (the one fidelity grammar)
+
+    constraint_of(CampaignConfig, "fidelity").check(name, value)
+    return str(value)
+
+
 def _rate(default: float | None, help: str):
     return param(default, Interval(float, 0.0, 1.0, none=True, words=("off",)), help=help)
 
@@ -75,6 +83,8 @@ class GateConfig:
         corpus: The regression corpus folder replayed through M2 (stage 2) and grown with the
             gate's flips and faults; ``None``: no corpus.
         budget: The fuzz stage's budget (stage 3): ``"0"`` skips it.
+        fidelity: Its fidelity check (:class:`~deepfault.fuzz.campaign.CampaignConfig`'s;
+            ``None``: the default for the inputs' kind).
         add_to_corpus: Add the held-out negative flips and the new fuzz faults to ``corpus``.
         seed: Seed of the fuzz stage.
         worst: Flipped (and disagreeing) inputs kept and shown, worst first.
@@ -99,6 +109,10 @@ class GateConfig:
     budget: str = param("1m", Checked(parse_gate_budget, "0 (no fuzzing) or a number with a unit: "
                                       "'60s', '1m', '5000it'", bad=("-1", "1x", "")),
                         help="fuzz stage's budget; 0 skips it")
+    fidelity: str | None = param(None, Checked(_fidelity, "a fidelity check of 'deepfault regress --fidelity' "
+                                               "(discriminator, ssim:T, linf:E, mdsa, none, ...)",
+                                               bad=("bogus", ""), none=True),
+                                 help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)")
     add_to_corpus: bool = param(True, Flag(), option="--no-add-to-corpus",
                                 help="do not add the gate's flips and faults to the corpus")
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of the fuzz stage")

@@ -25,9 +25,10 @@ from ..data import Dataset, as_dataset
 from ..errors import DeepFaultError
 from ..fuzz.pair import Pair, Versions, open_pair
 from .config import GateConfig
-from .heldout import HeldOutResult, compare_heldout, summarise
+from .heldout import HeldOutResult, compare_heldout
 from .outcome import FuzzResult, GateOutcome
 from .replay import ReplayResult, replay_corpus
+from .stats import Tally
 from .verdict import judge
 
 __all__ = ["gate", "HeldOut", "check_gate"]
@@ -130,14 +131,15 @@ def check_gate(pair: Pair, inputs, labels, config: GateConfig) -> int:
 
 
 def _open_corpus(config: GateConfig, data: Dataset, num_classes: int):
+    """The corpus folder opened (made where it does not exist yet); one made for another data
+    set, input shape or class count is refused in one line.
+    """
     if config.corpus is None:
         return None
     from ..corpus import Corpus  # noqa: PLC0415  (only a gate with a corpus needs it)
 
-    path = Path(config.corpus)
-    if path.exists():
-        return Corpus.open(path, dataset=data.name, input_shape=tuple(data.input_shape))
-    return Corpus.create(path, dataset=data.name, input_shape=tuple(data.input_shape), num_classes=num_classes)
+    return Corpus.open(Path(config.corpus), create=True, dataset=data.name, input_shape=tuple(data.input_shape),
+                       num_classes=num_classes)
 
 
 @dataclass
@@ -153,21 +155,23 @@ class _Run:
     fuzz: FuzzResult | None = None
     added: int = 0
     batch_size: int = 256
+    tally: Tally | None = None
 
 
-def _stage_heldout(run: _Run, inputs, labels, num_classes: int, corpus) -> None:
-    done = [0]
-    try:
-        run.heldout, tally = compare_heldout(
-            run.pair.p1, run.pair.p2, inputs, labels, num_classes=num_classes,
-            class_names=run.pair.data.class_names, alpha=run.config.alpha, worst=run.config.worst,
-            batch_size=run.batch_size, progress=bool(run.runtime.progress),
-            on_batch=lambda n: done.__setitem__(0, n))
-    except KeyboardInterrupt:
-        run.stages["heldout"] = "interrupted"
-        raise
+def _stage_heldout(run: _Run, inputs, labels, num_classes: int) -> None:
+    run.stages["heldout"] = "interrupted"
+    run.heldout, run.tally = compare_heldout(
+        run.pair.p1, run.pair.p2, inputs, labels, num_classes=num_classes,
+        class_names=run.pair.data.class_names, alpha=run.config.alpha, worst=run.config.worst,
+        batch_size=run.batch_size, progress=bool(run.runtime.progress))
     run.stages["heldout"] = "done"
-    found = tally.corpus_inputs()
+
+
+def _add_flips(run: _Run, corpus) -> None:
+    """The held-out negative flips into the corpus (after the replay, so that it replays only
+    the earlier findings).
+    """
+    found = None if run.tally is None else run.tally.corpus_inputs()
     if corpus is not None and run.config.add_to_corpus and found is not None:
         run.added += _add(corpus, found[0], found[1], run, method="gate-heldout",
                           note="negative flips on the held-out split")
@@ -176,9 +180,8 @@ def _stage_heldout(run: _Run, inputs, labels, num_classes: int, corpus) -> None:
 def _add(corpus, inputs, labels, run: _Run, *, method: str, note: str) -> int:
     from ..corpus import Provenance  # noqa: PLC0415
 
-    added = corpus.add(inputs, labels, Provenance(method, f"gate-seed{run.config.seed}", tuple(run.pair.names),
-                                                  note=note))
-    return len(added) if hasattr(added, "__len__") else int(added)
+    return int(corpus.add(inputs, labels, Provenance(method, f"gate-seed{run.config.seed}", tuple(run.pair.names),
+                                                     note=note)))
 
 
 def _batch_size(runtime: Runtime, pair: Pair, inputs) -> int:
@@ -232,9 +235,10 @@ def gate(models: Versions | tuple, data: Any, config: GateConfig, *, runtime: Ru
     run.batch_size = _batch_size(runtime, pair, inputs)
     try:
         if config.heldout:
-            _stage_heldout(run, inputs, labels, num_classes, corpus)
+            _stage_heldout(run, inputs, labels, num_classes)
         if corpus is not None:
             _stage_replay(run, corpus)
+            _add_flips(run, corpus)
         if config.budget != "0":
             from .fuzzing import fuzz_stage  # noqa: PLC0415
 
