@@ -3,6 +3,8 @@ four features, so every prediction can be worked out on paper."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -33,4 +35,6 @@ def save_pair(folder, n: int = 300) -> None:
     np.savez(folder / "data.npz", x=x, y=y, x_train=x, y_train=y, class_names=np.array(["a", "b", "c"]))
     four = torch.nn.Linear(4, 4)
     for name, m in (("m1.ts", linear()), ("m2.ts", linear(0.5)), ("m4.ts", four)):
-        torch.jit.script(m).save(str(folder / name))  # TorchScript: any module, no architecture to name
+        with warnings.catch_warnings():  # torch.jit.script's deprecation: TorchScript files are still read
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.script(m).save(str(folder / name))  # TorchScript: any module, no architecture to name
