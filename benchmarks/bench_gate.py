@@ -73,11 +73,20 @@ def main(argv=None) -> int:
         with torch.inference_mode():
             for m in (m1, m2):
                 for i in range(0, len(x), bs):
-                    m(x[i:i + bs])
+                    m(x[i : i + bs])
 
     def stage():
-        compare_heldout(pair.p1, pair.p2, data.x_test, data.y_test, num_classes=10,
-                        class_names=data.class_names, alpha=0.05, worst=16, batch_size=bs)
+        compare_heldout(
+            pair.p1,
+            pair.p2,
+            data.x_test,
+            data.y_test,
+            num_classes=10,
+            class_names=data.class_names,
+            alpha=0.05,
+            worst=16,
+            batch_size=bs,
+        )
 
     config = GateConfig(budget="0", max_negative_flip_rate="off", max_class_flip_rate="off")
 
@@ -89,14 +98,24 @@ def main(argv=None) -> int:
     for name, fn in (("bare", bare), ("stage", stage), ("gate", whole), ("bare_again", bare)):
         times[name] = statistics.median(call_times(fn, repeats))
     base = min(times["bare"], times["bare_again"])
-    result = {"model": "lenet5 (MNIST test split, 10,000 inputs)", "batch_size": bs, "threads": args.threads,
-              "repeats": repeats, "seconds": times, "stage_over_bare": times["stage"] / base,
-              "gate_over_bare": times["gate"] / base, "busy_before": busy, "busy_after": busy_fraction(),
-              "provenance": provenance()}
+    result = {
+        "model": "lenet5 (MNIST test split, 10,000 inputs)",
+        "batch_size": bs,
+        "threads": args.threads,
+        "repeats": repeats,
+        "seconds": times,
+        "stage_over_bare": times["stage"] / base,
+        "gate_over_bare": times["gate"] / base,
+        "busy_before": busy,
+        "busy_after": busy_fraction(),
+        "provenance": provenance(),
+    }
     write_json(args.out, result)
-    print(f"bare forward passes (both models): {base:.3f} s; held-out stage {times['stage']:.3f} s "
-          f"({result['stage_over_bare']:.2f}x); whole gate call {times['gate']:.3f} s "
-          f"({result['gate_over_bare']:.2f}x)")
+    print(
+        f"bare forward passes (both models): {base:.3f} s; held-out stage {times['stage']:.3f} s "
+        f"({result['stage_over_bare']:.2f}x); whole gate call {times['gate']:.3f} s "
+        f"({result['gate_over_bare']:.2f}x)"
+    )
     return 0
 
 

@@ -12,11 +12,11 @@ import subprocess
 
 import pytest
 import yaml
+
+from deepfault.corpus import Corpus
 from helpers.docs import page
 from helpers.gate_models import save_pair
 from helpers.hardening import cli
-
-from deepfault.corpus import Corpus
 
 
 def _blocks(kind: str) -> list[str]:
@@ -56,8 +56,12 @@ def _run(steps: list[str], folder) -> int:
             status, out, err = cli(shlex.split(step)[1:], folder)
             assert status in (0, 1), (step, out, err)
         else:
-            subprocess.run(["bash", "-c", step], cwd=folder, check=True,
-                           env={"GITHUB_STEP_SUMMARY": str(folder / "summary.md"), "PATH": "/usr/bin:/bin"})
+            subprocess.run(
+                ["bash", "-c", step],
+                cwd=folder,
+                check=True,
+                env={"GITHUB_STEP_SUMMARY": str(folder / "summary.md"), "PATH": "/usr/bin:/bin"},
+            )
     return status
 
 
@@ -70,13 +74,14 @@ def test_the_ci_page_runs_as_written(repo, steps):
     shutil.copy(repo / "m2.ts", repo / "models" / "challenger.ts")  # a damaged challenger
     assert _run(steps(), repo) == 1
     document = json.loads((repo / "gate.json").read_text())
-    assert document["verdict"] == "fail" and "class_flip_rate[2]" in {
-        c["name"] for c in document["checks"] if c["status"] == "fail"}
+    assert document["verdict"] == "fail"
+    assert "class_flip_rate[2]" in {c["name"] for c in document["checks"] if c["status"] == "fail"}
     grown = len(Corpus.open(repo / "gate-corpus"))
     assert grown >= document["heldout"]["negative_flips"] > 0
     assert _run(steps(), repo) == 1  # the cached corpus is replayed: its regressions fail the next run
     replay = json.loads((repo / "gate.json").read_text())["replay"]
-    assert replay["entries"] == grown and replay["regressions"] > 0
+    assert replay["entries"] == grown
+    assert replay["regressions"] > 0
     if steps is _github_steps:
         assert "deepfault gate" in (repo / "summary.md").read_text()
         assert (repo / "gate-report" / "report.html").is_file()

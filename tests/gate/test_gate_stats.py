@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers.gate_models import linear, split
 
 from deepfault.gate import GateConfig, gate
 from deepfault.gate.stats import accuracy_interval, mcnemar_exact
+from helpers.gate_models import linear, split
 
 statsmodels = pytest.importorskip("statsmodels")
 from statsmodels.stats.contingency_tables import mcnemar  # noqa: E402
@@ -37,8 +37,17 @@ def _oracle(x, y, m1, m2):
     with torch.no_grad():
         p1 = m1(torch.as_tensor(x)).argmax(1).numpy()
         p2 = m2(torch.as_tensor(x)).argmax(1).numpy()
-    out = {"neg": 0, "pos": 0, "r1": 0, "r2": 0, "dis": 0, "class_neg": np.zeros(3, int), "support": np.zeros(3, int),
-           "class_r1": np.zeros(3, int), "class_r2": np.zeros(3, int)}
+    out = {
+        "neg": 0,
+        "pos": 0,
+        "r1": 0,
+        "r2": 0,
+        "dis": 0,
+        "class_neg": np.zeros(3, int),
+        "support": np.zeros(3, int),
+        "class_r1": np.zeros(3, int),
+        "class_r2": np.zeros(3, int),
+    }
     for i in range(len(y)):
         a, b = p1[i] == y[i], p2[i] == y[i]
         out["r1"] += a
@@ -64,14 +73,17 @@ def test_flips_and_accuracies_equal_the_oracle_at_every_batch_size(batch_size):
     h = gate((m1, m2), as_dataset(x, y), OFF, runtime=Runtime(batch_size=batch_size)).heldout
     n = len(y)
     assert (h.negative_flips, h.positive_flips, h.disagree) == (o["neg"], o["pos"], o["dis"])
-    assert h.accuracy_m1 == pytest.approx(o["r1"] / n) and h.accuracy_m2 == pytest.approx(o["r2"] / n)
+    assert h.accuracy_m1 == pytest.approx(o["r1"] / n)
+    assert h.accuracy_m2 == pytest.approx(o["r2"] / n)
     assert h.accuracy_delta == pytest.approx((o["r2"] - o["r1"]) / n)
     assert h.negative_flip_rate == pytest.approx(o["neg"] / n)
     assert [c.negative_flips for c in h.classes] == list(o["class_neg"])
     assert [c.support for c in h.classes] == list(o["support"])
     for c in h.classes:
         assert c.recall_delta == pytest.approx((o["class_r2"][c.label] - o["class_r1"][c.label]) / c.support)
-    np.testing.assert_allclose(h.interval_m1, proportion_confint(o["r1"], n, alpha=0.05, method="beta"), rtol=1e-9)
+    np.testing.assert_allclose(
+        h.interval_m1, proportion_confint(o["r1"], n, alpha=0.05, method="beta"), rtol=1e-9
+    )
     table = [[0, o["neg"]], [o["pos"], 0]]
     np.testing.assert_allclose(h.mcnemar_p, mcnemar(np.array(table), exact=True).pvalue, rtol=1e-9)
 
@@ -98,9 +110,20 @@ def test_worst_flips_come_first_by_m2_confidence_and_disagreements_by_m1_margin(
 
 def test_unlabelled_inputs_give_the_disagreement_only():
     x, y = split()
-    h = gate((linear(), linear(0.5)), x, GateConfig(budget="0", max_negative_flip_rate="off",
-                                                   max_class_flip_rate="off", not_significantly_worse=False,
-                                                   max_disagreement_rate=0.5)).heldout
+    h = gate(
+        (linear(), linear(0.5)),
+        x,
+        GateConfig(
+            budget="0",
+            max_negative_flip_rate="off",
+            max_class_flip_rate="off",
+            not_significantly_worse=False,
+            max_disagreement_rate=0.5,
+        ),
+    ).heldout
     with torch.no_grad():
         dis = int((linear()(torch.as_tensor(x)).argmax(1) != linear(0.5)(torch.as_tensor(x)).argmax(1)).sum())
-    assert not h.labelled and h.disagree == dis and h.accuracy_m1 is None and h.negative_flips is None
+    assert not h.labelled
+    assert h.disagree == dis
+    assert h.accuracy_m1 is None
+    assert h.negative_flips is None

@@ -37,23 +37,36 @@ _STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
 def add_parser(sub) -> None:
     """Add ``deepfault gate`` to ``sub``."""
     p = sub.add_parser(
-        "gate", help="may a new version of a model (M2) replace the one in production (M1)? A verdict for CI",
+        "gate",
+        help="may a new version of a model (M2) replace the one in production (M1)? A verdict for CI",
         description="Compare the challenger M2 with the champion M1 on a held-out split (accuracies with "
         "intervals, an exact McNemar test, negative and positive flips per class, the disagreement), replay "
         "the regression corpus (--corpus), fuzz briefly (--budget; 0 skips) and judge by the policy (the "
         "threshold options, or --policy FILE.toml; options given win over the file). Prints the verdict and "
         f"its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 interrupted (docs/gate.md).",
-        formatter_class=HelpFormatter)
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("--m1", required=True, metavar="FILE", help="the champion: the model in production")
-    p.add_argument("--m2", required=True, metavar="FILE",
-                   help="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black box")
+    p.add_argument(
+        "--m2",
+        required=True,
+        metavar="FILE",
+        help="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black box",
+    )
     p.add_argument("--runtime", choices=RUNTIMES, default="auto", help="how .onnx files run")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="data set or .npz file whose test split is held out (default: the one the model files "
-                   "name)")
-    p.add_argument("--split", metavar="FILE", default=None,
-                   help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only) or .npz "
-                   "with x (and y for labels)")
+    p.add_argument(
+        "--dataset",
+        metavar="NAME",
+        default=None,
+        help="data set or .npz file whose test split is held out (default: the one the model files name)",
+    )
+    p.add_argument(
+        "--split",
+        metavar="FILE",
+        default=None,
+        help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only) or .npz "
+        "with x (and y for labels)",
+    )
     add_data_dir(p)
     add_field(p, GateConfig, "heldout")
     add_field(p, GateConfig, "corpus", metavar="DIR")
@@ -62,27 +75,42 @@ def add_parser(sub) -> None:
     add_field(p, GateConfig, "add_to_corpus")
     add_field(p, GateConfig, "seed", metavar="S")
     add_field(p, GateConfig, "worst", metavar="N")
-    p.add_argument("--policy", metavar="FILE.toml", default=None,
-                   help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
+    p.add_argument(
+        "--policy",
+        metavar="FILE.toml",
+        default=None,
+        help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})",
+    )
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
         add_field(p, GateConfig, name, default=argparse.SUPPRESS)
     p.add_argument("--out", metavar="FILE.json", default=None, help="the JSON result")
     p.add_argument("--junit", metavar="FILE.xml", default=None, help="the checks as JUnit XML")
-    p.add_argument("--summary", metavar="FILE.md", default=None,
-                   help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
+    p.add_argument(
+        "--summary",
+        metavar="FILE.md",
+        default=None,
+        help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)",
+    )
     add_report_option(p)
     add_device(p)
     add_threads(p)
     add_arch_options(p)
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow pickled whole modules (unpickling can run code: only for files you trust)")
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="allow pickled whole modules (unpickling can run code: only for files you trust)",
+    )
     add_no_progress(p)
     p.set_defaults(func=_cmd_gate)
 
 
 def _config(args) -> GateConfig:
-    base = GateConfig(**{n: getattr(args, n) for n in ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed",
-                                                      "worst")})
+    base = GateConfig(
+        **{
+            n: getattr(args, n)
+            for n in ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
+        }
+    )
     given = {n: getattr(args, n) for n in THRESHOLDS if hasattr(args, n)}
     return policy_config(args.policy, base, **given)
 
@@ -97,8 +125,12 @@ def preflight(args) -> None:
     the corpus or on the policy file, before any work.
     """
     _config(args)
-    for option, path in (("--out", args.out), ("--junit", args.junit), ("--summary", args.summary),
-                         ("--report", args.report_dir)):
+    for option, path in (
+        ("--out", args.out),
+        ("--junit", args.junit),
+        ("--summary", args.summary),
+        ("--report", args.report_dir),
+    ):
         if path is None:
             continue
         if args.corpus is not None and _same(path, args.corpus):
@@ -111,8 +143,11 @@ def preflight(args) -> None:
 
 def outputs(args) -> list[Output]:
     """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary."""
-    return [Output("--out", output_path(args.out)), Output("--junit", output_path(args.junit)),
-            Output("--summary", output_path(args.summary))]
+    return [
+        Output("--out", output_path(args.out)),
+        Output("--junit", output_path(args.junit)),
+        Output("--summary", output_path(args.summary)),
+    ]
 
 
 def _held_out(args):
@@ -131,12 +166,26 @@ def _held_out(args):
 
 def _cmd_gate(args) -> int:
     config = _config(args)
-    versions = Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
-                        trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
+    versions = Versions(
+        args.m1,
+        args.m2,
+        arch=args.arch,
+        arch_kwargs=args.arch_args,
+        trust_pickle=args.trust_pickle,
+        runtime=args.runtime,
+        data_dir=args.data_dir,
+    )
     runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress)
     outcome = gate(versions, _held_out(args), config, runtime=runtime)
-    write_outcome(args, outcome, command="gate", config=config, out=output_path(args.out), device=outcome.device,
-                  threads=outcome.threads, paths={"junit": output_path(args.junit),
-                                                  "summary": output_path(args.summary)})
+    write_outcome(
+        args,
+        outcome,
+        command="gate",
+        config=config,
+        out=output_path(args.out),
+        device=outcome.device,
+        threads=outcome.threads,
+        paths={"junit": output_path(args.junit), "summary": output_path(args.summary)},
+    )
     write_run_report(args, lambda folder: gate_page(outcome, folder))
     return outcome.exit_status

@@ -37,7 +37,10 @@ __all__ = [
 
 #: The gate as the engine sees it.
 METHOD = Method(
-    name="gate", title="Gate",
+    name="gate",
+    title="Gate",
     description="may the challenger replace the champion: flips, corpus replay, a short fuzz and a verdict",
-    result_type=GateOutcome, commands=("gate",), entries=(gate,),
+    result_type=GateOutcome,
+    commands=("gate",),
+    entries=(gate,),
 )

@@ -29,12 +29,27 @@ from ..errors import DeepFaultError
 __all__ = ["GateConfig", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
 
 #: The policy's fields: the thresholds a policy file may set (:mod:`.policy`).
-THRESHOLDS = ("max_disagreement_rate", "max_negative_flip_rate", "max_class_flip_rate", "critical_classes", "max_critical_flip_rate",
-              "min_accuracy_delta", "not_significantly_worse", "alpha", "max_corpus_failures",
-              "max_corpus_regressions", "max_new_faults")
+THRESHOLDS = (
+    "max_disagreement_rate",
+    "max_negative_flip_rate",
+    "max_class_flip_rate",
+    "critical_classes",
+    "max_critical_flip_rate",
+    "min_accuracy_delta",
+    "not_significantly_worse",
+    "alpha",
+    "max_corpus_failures",
+    "max_corpus_regressions",
+    "max_new_faults",
+)
 #: The thresholds that need labelled held-out inputs.
-LABELLED_THRESHOLDS = ("max_negative_flip_rate", "max_class_flip_rate", "max_critical_flip_rate",
-                       "min_accuracy_delta", "not_significantly_worse")
+LABELLED_THRESHOLDS = (
+    "max_negative_flip_rate",
+    "max_class_flip_rate",
+    "max_critical_flip_rate",
+    "min_accuracy_delta",
+    "not_significantly_worse",
+)
 
 
 def parse_gate_budget(name: str, value: object) -> str:
@@ -50,15 +65,16 @@ def parse_gate_budget(name: str, value: object) -> str:
     if text in ("0", "0s", "0m", "0it"):
         return "0"
     if text is None:
-        raise DeepFaultError(f"{name} must be 0 (no fuzzing) or a number with a unit ('60s', '1m', "
-                             f"'5000it'); got {value!r}")
+        raise DeepFaultError(
+            f"{name} must be 0 (no fuzzing) or a number with a unit ('60s', '1m', '5000it'); got {value!r}"
+        )
     try:
         parse_budget(text)
     except DeepFaultError as err:
-        raise DeepFaultError(f"{name} must be 0 (no fuzzing) or a number with a unit ('60s', '1m', "
-                             f"'5000it'); got {value!r}") from err
+        raise DeepFaultError(
+            f"{name} must be 0 (no fuzzing) or a number with a unit ('60s', '1m', '5000it'); got {value!r}"
+        ) from err
     return text
-
 
 
 def _fidelity(name: str, value: object) -> str:
@@ -106,42 +122,77 @@ class GateConfig:
 
     heldout: bool = param(True, Flag(), option="--no-heldout", help="skip the held-out comparison")
     corpus: str | None = param(None, Text(none=True), help="regression corpus folder (replayed, then grown)")
-    budget: str = param("1m", Checked(parse_gate_budget, "0 (no fuzzing) or a number with a unit: "
-                                      "'60s', '1m', '5000it'", bad=("-1", "1x", "")),
-                        help="fuzz stage's budget; 0 skips it")
-    fidelity: str | None = param(None, Checked(_fidelity, "a fidelity check of 'deepfault regress --fidelity' "
-                                               "(discriminator, ssim:T, linf:E, mdsa, none, ...)",
-                                               bad=("bogus", ""), none=True),
-                                 help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)")
-    add_to_corpus: bool = param(True, Flag(), option="--no-add-to-corpus",
-                                help="do not add the gate's flips and faults to the corpus")
+    budget: str = param(
+        "1m",
+        Checked(
+            parse_gate_budget,
+            "0 (no fuzzing) or a number with a unit: '60s', '1m', '5000it'",
+            bad=("-1", "1x", ""),
+        ),
+        help="fuzz stage's budget; 0 skips it",
+    )
+    fidelity: str | None = param(
+        None,
+        Checked(
+            _fidelity,
+            "a fidelity check of 'deepfault regress --fidelity' "
+            "(discriminator, ssim:T, linf:E, mdsa, none, ...)",
+            bad=("bogus", ""),
+            none=True,
+        ),
+        help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)",
+    )
+    add_to_corpus: bool = param(
+        True, Flag(), option="--no-add-to-corpus", help="do not add the gate's flips and faults to the corpus"
+    )
     seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of the fuzz stage")
     worst: int = param(16, Interval(int, 1, MAX_GRID), help="worst flipped inputs kept and shown")
     max_disagreement_rate: float | None = _rate(
-        None, "most share of inputs where M1 and M2 disagree; needs no labels ('off': not checked)")
+        None, "most share of inputs where M1 and M2 disagree; needs no labels ('off': not checked)"
+    )
     max_negative_flip_rate: float | None = _rate(
-        0.01, "most share of inputs M1 gets right and M2 wrong ('off': not checked)")
-    max_class_flip_rate: float | None = _rate(0.05, "most negative flip rate of any one class ('off': not checked)")
+        0.01, "most share of inputs M1 gets right and M2 wrong ('off': not checked)"
+    )
+    max_class_flip_rate: float | None = _rate(
+        0.05, "most negative flip rate of any one class ('off': not checked)"
+    )
     critical_classes: tuple[int, ...] | None = param(
-        None, Each(Interval(int, 0, MAX_CLASSES - 1), none=True), help="critical class indices (comma-separated)")
+        None,
+        Each(Interval(int, 0, MAX_CLASSES - 1), none=True),
+        help="critical class indices (comma-separated)",
+    )
     max_critical_flip_rate: float | None = _rate(0.0, "most negative flip rate of each critical class")
     min_accuracy_delta: float | None = param(
-        None, Interval(float, -1.0, 1.0, none=True, words=("off",)),
-        help="least accuracy delta M2 - M1, e.g. -0.005 ('off': not checked)")
-    not_significantly_worse: bool = param(True, Flag(), option="--allow-significantly-worse",
-                                          help="do not fail M2 for being significantly less accurate "
-                                          "(exact McNemar test)")
-    alpha: float = param(0.05, Interval(float, 0.0, 0.5, closed="neither"),
-                         help="significance level of the McNemar test (intervals: 1 - alpha)")
+        None,
+        Interval(float, -1.0, 1.0, none=True, words=("off",)),
+        help="least accuracy delta M2 - M1, e.g. -0.005 ('off': not checked)",
+    )
+    not_significantly_worse: bool = param(
+        True,
+        Flag(),
+        option="--allow-significantly-worse",
+        help="do not fail M2 for being significantly less accurate (exact McNemar test)",
+    )
+    alpha: float = param(
+        0.05,
+        Interval(float, 0.0, 0.5, closed="neither"),
+        help="significance level of the McNemar test (intervals: 1 - alpha)",
+    )
     max_corpus_failures: int | None = param(
-        None, Interval(int, 0, MAX_INPUTS, none=True, words=("off",)),
-        help="most corpus entries M2 gets wrong ('off': not checked)")
+        None,
+        Interval(int, 0, MAX_INPUTS, none=True, words=("off",)),
+        help="most corpus entries M2 gets wrong ('off': not checked)",
+    )
     max_corpus_regressions: int | None = param(
-        0, Interval(int, 0, MAX_INPUTS, none=True, words=("off",)),
-        help="most corpus entries M1 gets right and M2 wrong ('off': not checked)")
+        0,
+        Interval(int, 0, MAX_INPUTS, none=True, words=("off",)),
+        help="most corpus entries M1 gets right and M2 wrong ('off': not checked)",
+    )
     max_new_faults: int | None = param(
-        None, Interval(int, 0, MAX_INPUTS, none=True, words=("off",)),
-        help="most regression faults the fuzz stage may find ('off': not checked)")
+        None,
+        Interval(int, 0, MAX_INPUTS, none=True, words=("off",)),
+        help="most regression faults the fuzz stage may find ('off': not checked)",
+    )
 
     def __post_init__(self) -> None:
         for name in THRESHOLDS:
@@ -153,7 +204,9 @@ class GateConfig:
             object.__setattr__(self, "budget", str(self.budget))
         validate(self)
         if self.critical_classes is not None and self.max_critical_flip_rate is None:
-            raise DeepFaultError("critical_classes needs max_critical_flip_rate (a share from 0 to 1); got 'off'")
+            raise DeepFaultError(
+                "critical_classes needs max_critical_flip_rate (a share from 0 to 1); got 'off'"
+            )
         if self.budget != "0":
             object.__setattr__(self, "budget", parse_gate_budget("budget", self.budget))
 
@@ -162,7 +215,9 @@ class GateConfig:
         """The thresholds set that need labelled held-out inputs."""
         if not self.heldout:
             return ()
-        needed = [n for n in LABELLED_THRESHOLDS if getattr(self, n) is not None and getattr(self, n) is not False]
+        needed = [
+            n for n in LABELLED_THRESHOLDS if getattr(self, n) is not None and getattr(self, n) is not False
+        ]
         if self.critical_classes is None and "max_critical_flip_rate" in needed:
             needed.remove("max_critical_flip_rate")  # without critical classes it judges nothing
         return tuple(needed)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..core.runtime import Runtime
 from ..fuzz.campaign import CampaignConfig
+from ..fuzz.campaign.budget import parse_budget
 from ..fuzz.campaign.metrics import FAULT_KINDS
 from ..fuzz.pair import Pair
 from ..fuzz.regress import regress
@@ -33,7 +35,9 @@ def _seeds(pair: Pair, inputs, labels, corpus) -> tuple[np.ndarray, np.ndarray]:
     if corpus is not None:
         parts = list(itertools.islice(corpus.batches(1024), (MAX_CORPUS_SEEDS + 1023) // 1024))
         if parts:
-            x = np.concatenate([x, *(np.asarray(b.inputs, dtype=np.float32) for b in parts)])[: len(x) + MAX_CORPUS_SEEDS]
+            x = np.concatenate([x, *(np.asarray(b.inputs, dtype=np.float32) for b in parts)])[
+                : len(x) + MAX_CORPUS_SEEDS
+            ]
             y = np.concatenate([y, *(np.asarray(b.labels) for b in parts)])[: len(y) + MAX_CORPUS_SEEDS]
     return x, y.astype(np.int64)
 
@@ -47,10 +51,14 @@ def fuzz_stage(pair: Pair, inputs, labels, corpus, config: GateConfig, runtime: 
     """
     x, y = _seeds(pair, inputs, labels, corpus)
     data = replace(pair.data, x_test=x, y_test=y)
-    chosen = {} if config.fidelity is None else {"fidelity": config.fidelity}
-    campaign = CampaignConfig(budget=config.budget, seed=config.seed, **chosen)
-    outcome = regress((pair.p1, pair.p2), data, campaign,
-                      runtime=Runtime(device=runtime.device, threads=runtime.threads, progress=runtime.progress))
+    chosen: dict[str, Any] = {} if config.fidelity is None else {"fidelity": config.fidelity}
+    campaign = CampaignConfig(budget=parse_budget(config.budget), seed=config.seed, **chosen)
+    outcome = regress(
+        (pair.p1, pair.p2),
+        data,
+        campaign,
+        runtime=Runtime(device=runtime.device, threads=runtime.threads, progress=runtime.progress),
+    )
     result = outcome.result
     faults = result.faults
     rf = faults.kind == FAULT_KINDS.index("rf")
@@ -59,8 +67,22 @@ def fuzz_stage(pair: Pair, inputs, labels, corpus, config: GateConfig, runtime: 
     if corpus is not None and config.add_to_corpus and generated.any():
         from ..corpus import Provenance  # noqa: PLC0415
 
-        added = int(corpus.add(result.rf_inputs[generated], faults.y1[rf][generated],
-                               Provenance("gate-fuzz", f"gate-seed{config.seed}", tuple(pair.names),
-                                          note=f"DRFuzz, budget {config.budget}")))
-    return FuzzResult(budget=config.budget, faults=int(result.metrics.rf), unique=int(result.metrics.urf),
-                      added=added, complete=not outcome.interrupted)
+        added = int(
+            corpus.add(
+                result.rf_inputs[generated],
+                faults.y1[rf][generated],
+                Provenance(
+                    "gate-fuzz",
+                    f"gate-seed{config.seed}",
+                    tuple(pair.names),
+                    note=f"DRFuzz, budget {config.budget}",
+                ),
+            )
+        )
+    return FuzzResult(
+        budget=config.budget,
+        faults=int(result.metrics.rf),
+        unique=int(result.metrics.urf),
+        added=added,
+        complete=not outcome.interrupted,
+    )

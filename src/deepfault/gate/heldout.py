@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..core.batches import iterate_batches
 from ..core.memory import AUTO, resolve_batch_size
-from ..models.prepare import PreparedModel
 from ..coverage.uncertainty import probabilities
+from ..models.prepare import PreparedModel
 from .stats import Tally, accuracy_interval, mcnemar_exact
 
 __all__ = ["HeldOutResult", "ClassFlips", "compare_heldout", "summarise"]
@@ -117,14 +118,20 @@ def _share(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-def summarise(tally: Tally, class_names: tuple[str, ...], *, alpha: float,
-              complete: bool = True) -> HeldOutResult:
+def summarise(
+    tally: Tally, class_names: tuple[str, ...], *, alpha: float, complete: bool = True
+) -> HeldOutResult:
     """The numbers of a :class:`~.stats.Tally` (intervals at ``1 - alpha``)."""
     n = tally.total
-    common = {"inputs": n, "labelled": bool(tally.labelled), "disagree": tally.disagree,
-              "disagreement_rate": _share(tally.disagree, n), "complete": complete,
-              "disagreements": tuple(tally.disagreements.to_dict()),
-              "disagreement_inputs": tally.disagreements.columns.get("inputs", np.zeros(0, np.float32))}
+    common: dict[str, Any] = {
+        "inputs": n,
+        "labelled": bool(tally.labelled),
+        "disagree": tally.disagree,
+        "disagreement_rate": _share(tally.disagree, n),
+        "complete": complete,
+        "disagreements": tuple(tally.disagreements.to_dict()),
+        "disagreement_inputs": tally.disagreements.columns.get("inputs", np.zeros(0, np.float32)),
+    }
     if not tally.labelled:
         return HeldOutResult(**common)
     r1, r2 = int(tally.right1.sum()), int(tally.right2.sum())
@@ -134,29 +141,57 @@ def summarise(tally: Tally, class_names: tuple[str, ...], *, alpha: float,
         s = int(tally.support[c])
         rec1 = tally.right1[c] / s if s else None
         rec2 = tally.right2[c] / s if s else None
-        classes.append(ClassFlips(
-            label=c, name=str(class_names[c]) if c < len(class_names) else str(c), support=s,
-            negative_flips=int(tally.negative[c]), positive_flips=int(tally.positive[c]),
-            negative_flip_rate=_share(int(tally.negative[c]), s), positive_flip_rate=_share(int(tally.positive[c]), s),
-            recall_m1=None if rec1 is None else float(rec1), recall_m2=None if rec2 is None else float(rec2),
-            recall_delta=None if s == 0 else float(rec2 - rec1)))
+        classes.append(
+            ClassFlips(
+                label=c,
+                name=str(class_names[c]) if c < len(class_names) else str(c),
+                support=s,
+                negative_flips=int(tally.negative[c]),
+                positive_flips=int(tally.positive[c]),
+                negative_flip_rate=_share(int(tally.negative[c]), s),
+                positive_flip_rate=_share(int(tally.positive[c]), s),
+                recall_m1=None if rec1 is None else float(rec1),
+                recall_m2=None if rec2 is None else float(rec2),
+                recall_delta=None if s == 0 else float((tally.right2[c] - tally.right1[c]) / s),
+            )
+        )
     return HeldOutResult(
-        **common, accuracy_m1=_share(r1, n), accuracy_m2=_share(r2, n),
-        interval_m1=accuracy_interval(r1, n, alpha), interval_m2=accuracy_interval(r2, n, alpha),
-        accuracy_delta=_share(r2 - r1, n), negative_flips=neg, positive_flips=pos,
-        negative_flip_rate=_share(neg, n), positive_flip_rate=_share(pos, n), mcnemar_p=mcnemar_exact(neg, pos),
-        classes=tuple(classes), worst_flips=tuple(tally.flips.to_dict()),
-        flip_inputs=tally.flips.columns.get("inputs", np.zeros(0, np.float32)))
+        **common,
+        accuracy_m1=_share(r1, n),
+        accuracy_m2=_share(r2, n),
+        interval_m1=accuracy_interval(r1, n, alpha),
+        interval_m2=accuracy_interval(r2, n, alpha),
+        accuracy_delta=_share(r2 - r1, n),
+        negative_flips=neg,
+        positive_flips=pos,
+        negative_flip_rate=_share(neg, n),
+        positive_flip_rate=_share(pos, n),
+        mcnemar_p=mcnemar_exact(neg, pos),
+        classes=tuple(classes),
+        worst_flips=tuple(tally.flips.to_dict()),
+        flip_inputs=tally.flips.columns.get("inputs", np.zeros(0, np.float32)),
+    )
 
 
-def compare_heldout(p1: PreparedModel, p2: PreparedModel, inputs, labels, *, num_classes: int,
-                    class_names: tuple[str, ...], alpha: float, worst: int, batch_size: int | str = AUTO,
-                    progress: bool = False, on_batch: Callable[[int], None] | None = None,
-                    ) -> tuple[HeldOutResult, Tally]:
+def compare_heldout(
+    p1: PreparedModel,
+    p2: PreparedModel,
+    inputs,
+    labels,
+    *,
+    num_classes: int,
+    class_names: tuple[str, ...],
+    alpha: float,
+    worst: int,
+    batch_size: int | str = AUTO,
+    progress: bool = False,
+    on_batch: Callable[[int], None] | None = None,
+) -> tuple[HeldOutResult, Tally]:
     """Compare ``p1`` and ``p2`` on ``inputs`` (``labels`` or ``None``), one pass each.
 
     Args:
-        p1, p2: The prepared champion and challenger.
+        p1: The prepared champion.
+        p2: The prepared challenger.
         inputs: ``(N, ...)`` array, tensor or memory map in the models' native layout.
         labels: ``(N,)`` class labels, or ``None`` (the disagreement only).
         num_classes: The models' classes.
@@ -173,12 +208,23 @@ def compare_heldout(p1: PreparedModel, p2: PreparedModel, inputs, labels, *, num
     if batch_size == AUTO:
         batch_size = min(resolve_batch_size(p.module, inputs[:1], AUTO, count=len(inputs)) for p in (p1, p2))
     tally = Tally(num_classes, worst=worst)
-    first = iterate_batches(p1.module, inputs, labels=labels, neurons=False, batch_size=int(batch_size),
-                            progress="held-out" if progress else False)
+    first = iterate_batches(
+        p1.module,
+        inputs,
+        labels=labels,
+        neurons=False,
+        batch_size=int(batch_size),
+        progress="held-out" if progress else False,
+    )
     second = iterate_batches(p2.module, inputs, neurons=False, batch_size=int(batch_size))
     for b1, b2 in zip(first, second, strict=True):
-        tally.update(b1.start, b1.inputs, probabilities(b1.outputs, output_kind=p1.output_kind),
-                     probabilities(b2.outputs, output_kind=p2.output_kind), b1.labels)
+        tally.update(
+            b1.start,
+            b1.inputs,
+            probabilities(b1.outputs, output_kind=p1.output_kind),
+            probabilities(b2.outputs, output_kind=p2.output_kind),
+            b1.labels,
+        )
         if on_batch is not None:
             on_batch(b1.stop)
     return summarise(tally, class_names, alpha=alpha), tally

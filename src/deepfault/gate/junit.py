@@ -34,18 +34,30 @@ def junit_xml(outcome: GateOutcome) -> str:
     entries = outcome.replay.failing_entries if outcome.replay is not None else ()
     strict = outcome.config.max_corpus_regressions is not None
     statuses = [c.status for c in checks] + [
-        "fail" if (e["regression"] and strict) else "pass" for e in entries]
-    suite = ET.Element("testsuite", name=f"deepfault gate: {outcome.names[1]} against {outcome.names[0]}",
-                       tests=str(len(statuses)), failures=str(statuses.count("fail")), errors="0",
-                       skipped=str(statuses.count("hold")), time="0")
+        "fail" if (e["regression"] and strict) else "pass" for e in entries
+    ]
+    suite = ET.Element(
+        "testsuite",
+        name=f"deepfault gate: {outcome.names[1]} against {outcome.names[0]}",
+        tests=str(len(statuses)),
+        failures=str(statuses.count("fail")),
+        errors="0",
+        skipped=str(statuses.count("hold")),
+        time="0",
+    )
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="verdict", value=outcome.verdict)
     for c in checks:
         _case(suite, "deepfault.gate.check", c.name, c.status, c.reason)
-    for e, status in zip(entries, statuses[len(checks):], strict=True):
+    for e, status in zip(entries, statuses[len(checks) :], strict=True):
         what = "new since the champion (M1 right)" if e["regression"] else "also failed by M1"
-        _case(suite, "deepfault.gate.corpus", f"entry {e['id']}", status,
-              f"corpus entry {e['id']} (found by {e['method'] or 'unknown'}): label {e['label']}, M1 {e['m1']}, "
-              f"M2 {e['m2']}: {what}")
+        _case(
+            suite,
+            "deepfault.gate.corpus",
+            f"entry {e['id']}",
+            status,
+            f"corpus entry {e['id']} (found by {e['method'] or 'unknown'}): label {e['label']}, "
+            f"M1 {e['m1']}, M2 {e['m2']}: {what}",
+        )
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -122,39 +122,65 @@ class GateOutcome(Outcome):
         h = self.heldout
         if h is None:
             return [f"held-out: {self.stages.get('heldout', 'not run')}"]
-        lines = [f"held-out ({h.inputs:,} inputs{'' if h.complete else ', interrupted'}): disagreement "
-                 f"{100 * h.disagreement_rate:.2f}% ({h.disagree:,})"]
+        lines = [
+            f"held-out ({h.inputs:,} inputs{'' if h.complete else ', interrupted'}): disagreement "
+            f"{100 * h.disagreement_rate:.2f}% ({h.disagree:,})"
+        ]
         if h.labelled and h.inputs:
             lo1, hi1 = h.interval_m1 or (0, 0)
             lo2, hi2 = h.interval_m2 or (0, 0)
             level = f"{100 * (1 - self.config.alpha):g}%"
-            lines += [f"  accuracy M1 {h.accuracy_m1:.4f} [{lo1:.4f}, {hi1:.4f}], M2 {h.accuracy_m2:.4f} "
-                      f"[{lo2:.4f}, {hi2:.4f}] ({level} Clopper-Pearson); delta {h.accuracy_delta:+.4f}, "
-                      f"exact McNemar p = {h.mcnemar_p:.4g}",
-                      f"  negative flips {h.negative_flips:,} ({100 * (h.negative_flip_rate or 0):.2f}%), positive "
-                      f"flips {h.positive_flips:,} ({100 * (h.positive_flip_rate or 0):.2f}%)"]
-            rows = [(c.label, c.name, c.support, c.negative_flips, fmt(100 * c.negative_flip_rate, 2),
-                     c.positive_flips, fmt(c.recall_delta, 4)) for c in self.flip_rows()]
+            lines += [
+                f"  accuracy M1 {h.accuracy_m1:.4f} [{lo1:.4f}, {hi1:.4f}], M2 {h.accuracy_m2:.4f} "
+                f"[{lo2:.4f}, {hi2:.4f}] ({level} Clopper-Pearson); delta {h.accuracy_delta:+.4f}, "
+                f"exact McNemar p = {h.mcnemar_p:.4g}",
+                f"  negative flips {h.negative_flips:,} ({100 * (h.negative_flip_rate or 0):.2f}%), positive "
+                f"flips {h.positive_flips:,} ({100 * (h.positive_flip_rate or 0):.2f}%)",
+            ]
+            rows = [
+                (
+                    c.label,
+                    c.name,
+                    c.support,
+                    c.negative_flips,
+                    fmt(100 * c.negative_flip_rate, 2),
+                    c.positive_flips,
+                    fmt(c.recall_delta, 4),
+                )
+                for c in self.flip_rows()
+            ]
             if rows:
-                lines.append(text_table(("class", "name", "inputs", "neg. flips", "neg. %", "pos. flips",
-                                         "recall delta"), rows))
+                lines.append(
+                    text_table(
+                        ("class", "name", "inputs", "neg. flips", "neg. %", "pos. flips", "recall delta"),
+                        rows,
+                    )
+                )
         return lines
 
     def flip_rows(self):
         """The classes with a flip, most negative flips first."""
         if self.heldout is None:
             return []
-        return sorted((c for c in self.heldout.classes if c.negative_flips or c.positive_flips),
-                      key=lambda c: (-c.negative_flip_rate, c.label))
+        return sorted(
+            (c for c in self.heldout.classes if c.negative_flips or c.positive_flips),
+            key=lambda c: (-c.negative_flip_rate, c.label),
+        )
 
     def _other_lines(self) -> list[str]:
         r = self.replay
-        lines = [f"corpus: {self.stages.get('replay', 'not run')}" if r is None else
-                 f"corpus ({r.entries:,} entries{'' if r.complete else ', interrupted'}): {r.failing:,} M2 still "
-                 f"gets wrong ({r.regressions:,} new since the champion), {r.fixed:,} fixed"]
+        lines = [
+            f"corpus: {self.stages.get('replay', 'not run')}"
+            if r is None
+            else f"corpus ({r.entries:,} entries{'' if r.complete else ', interrupted'}): {r.failing:,} "
+            f"M2 still gets wrong ({r.regressions:,} new since the champion), {r.fixed:,} fixed"
+        ]
         f = self.fuzz
-        lines.append(f"fuzz: {self.stages.get('fuzz', 'not run')}" if f is None else
-                     f"fuzz ({f.budget}): {f.faults:,} regression faults ({f.unique:,} unique)")
+        lines.append(
+            f"fuzz: {self.stages.get('fuzz', 'not run')}"
+            if f is None
+            else f"fuzz ({f.budget}): {f.faults:,} regression faults ({f.unique:,} unique)"
+        )
         if self.corpus_added:
             lines.append(f"added {self.corpus_added:,} entries to the corpus {self.config.corpus}")
         if self.interrupted:
@@ -171,20 +197,27 @@ class GateOutcome(Outcome):
 
     def payload(self) -> dict:
         """The result document's body: the verdict, its checks and each stage's record."""
-        return {**self.records,
-                "verdict": self.verdict, "passed": self.passed, "exit_status": self.exit_status,
-                "reasons": list(self.reasons), "checks": [c.to_dict() for c in self.judgement.checks],
-                "stages": dict(self.stages), "corpus_added": self.corpus_added,
-                "heldout": None if self.heldout is None else self.heldout.to_dict(),
-                "replay": None if self.replay is None else self.replay.to_dict(),
-                "fuzz": None if self.fuzz is None else self.fuzz.to_dict(),
-                "names": list(self.names)}
+        return {
+            **self.records,
+            "verdict": self.verdict,
+            "passed": self.passed,
+            "exit_status": self.exit_status,
+            "reasons": list(self.reasons),
+            "checks": [c.to_dict() for c in self.judgement.checks],
+            "stages": dict(self.stages),
+            "corpus_added": self.corpus_added,
+            "heldout": None if self.heldout is None else self.heldout.to_dict(),
+            "replay": None if self.replay is None else self.replay.to_dict(),
+            "fuzz": None if self.fuzz is None else self.fuzz.to_dict(),
+            "names": list(self.names),
+        }
 
     def _writer(self, render):
         def write(path: Path) -> Path:
             with atomic_path(path) as tmp:
                 tmp.write_text(render(self), encoding="utf-8")
             return Path(path)
+
         return write
 
     def outputs(self) -> tuple[Artifact, ...]:
@@ -192,5 +225,7 @@ class GateOutcome(Outcome):
         from .junit import junit_xml  # noqa: PLC0415
         from .markdown import markdown_summary  # noqa: PLC0415
 
-        return (Artifact("junit", ".xml", self._writer(junit_xml)),
-                Artifact("summary", ".md", self._writer(markdown_summary)))
+        return (
+            Artifact("junit", ".xml", self._writer(junit_xml)),
+            Artifact("summary", ".md", self._writer(markdown_summary)),
+        )

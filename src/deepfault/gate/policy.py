@@ -42,16 +42,20 @@ def read_policy(path: str | os.PathLike) -> dict[str, Any]:
     try:
         text = where.read_bytes()
     except OSError as err:
-        raise DeepFaultError(f"policy file {str(where)!r} cannot be read ({err.strerror or err}); "
-                             "check the path given to --policy") from None
+        raise DeepFaultError(
+            f"policy file {str(where)!r} cannot be read ({err.strerror or err}); "
+            "check the path given to --policy"
+        ) from None
     try:
         table = tomllib.loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise DeepFaultError(f"policy file {str(where)!r} is not TOML: {err}") from None
     for key, value in table.items():
         if key not in THRESHOLDS:
-            raise DeepFaultError(f"policy file {str(where)!r}: unknown key {key!r}{suggestion(key, THRESHOLDS)}; "
-                                 f"known: {', '.join(THRESHOLDS)}")
+            raise DeepFaultError(
+                f"policy file {str(where)!r}: unknown key {key!r}{suggestion(key, THRESHOLDS)}; "
+                f"known: {', '.join(THRESHOLDS)}"
+            )
         if isinstance(value, dict):
             raise DeepFaultError(f"policy file {str(where)!r}: {key} must be a value, not a table")
     try:
@@ -61,8 +65,9 @@ def read_policy(path: str | os.PathLike) -> dict[str, Any]:
     return dict(table)
 
 
-def policy_config(path: str | os.PathLike | None = None, base: GateConfig | None = None,
-                  **overrides: Any) -> GateConfig:
+def policy_config(
+    path: str | os.PathLike | None = None, base: GateConfig | None = None, **overrides: Any
+) -> GateConfig:
     """``base`` (default: :class:`~.config.GateConfig` ``()``) with the thresholds of the policy
     file at ``path`` (none when ``None``), then ``overrides`` (the options given explicitly).
 

@@ -63,8 +63,10 @@ class HeldOut:
             return cls(data[0], data[1])
         if isinstance(data, (np.ndarray, torch.Tensor)):
             return cls(data)
-        raise DeepFaultError(f"gate: data must be a data set (name, .npz file or Dataset), inputs, an (inputs, "
-                             f"labels) pair or a HeldOut; got {type(data).__name__}")
+        raise DeepFaultError(
+            f"gate: data must be a data set (name, .npz file or Dataset), inputs, an (inputs, "
+            f"labels) pair or a HeldOut; got {type(data).__name__}"
+        )
 
 
 def _split(held: HeldOut, ds: Dataset) -> tuple[Any, Any]:
@@ -75,10 +77,14 @@ def _split(held: HeldOut, ds: Dataset) -> tuple[Any, Any]:
     if y is not None:
         y = np.asarray(y.detach().cpu() if isinstance(y, torch.Tensor) else y).astype(np.int64)
         if y.ndim != 1 or len(y) != len(x):
-            raise DeepFaultError(f"the held-out labels must be one per input ({len(x):,}); got shape {y.shape}")
+            raise DeepFaultError(
+                f"the held-out labels must be one per input ({len(x):,}); got shape {y.shape}"
+            )
     if tuple(x.shape[1:]) != tuple(ds.input_shape):
-        raise DeepFaultError(f"the held-out inputs have shape {tuple(x.shape[1:])} and the models take "
-                             f"{tuple(ds.input_shape)} (data set {ds.name!r}); give inputs of that shape")
+        raise DeepFaultError(
+            f"the held-out inputs have shape {tuple(x.shape[1:])} and the models take "
+            f"{tuple(ds.input_shape)} (data set {ds.name!r}); give inputs of that shape"
+        )
     return x, y
 
 
@@ -111,19 +117,28 @@ def check_gate(pair: Pair, inputs, labels, config: GateConfig) -> int:
             split lacks, labels or critical classes outside the classes, or an empty split.
     """
     sample = inputs[:8] if len(inputs) else pair.data.x_test[:8]
-    c1, c2 = check_finite_outputs([pair.p1.module, pair.p2.module], np.asarray(sample, dtype=np.float32),
-                                  names=["M1 (--m1)", "M2 (--m2)"])
+    c1, c2 = check_finite_outputs(
+        [pair.p1.module, pair.p2.module],
+        np.asarray(sample, dtype=np.float32),
+        names=["M1 (--m1)", "M2 (--m2)"],
+    )
     if c1 != c2:
-        raise DeepFaultError(f"M1 has {c1} classes and M2 {c2}; the gate compares two versions of one classifier")
+        raise DeepFaultError(
+            f"M1 has {c1} classes and M2 {c2}; the gate compares two versions of one classifier"
+        )
     if config.heldout:
         if labels is None and config.needs_labels:
             raise DeepFaultError(
-                f"the held-out split has no labels, and the policy needs them ({', '.join(config.needs_labels)}); "
-                "give a labelled split, or switch those checks off ('off')")
+                "the held-out split has no labels, and the policy needs them "
+                f"({', '.join(config.needs_labels)}); give a labelled split, or switch those checks off "
+                "('off')"
+            )
         if len(inputs) == 0:
             raise DeepFaultError("the held-out split has no input; give a split with inputs, or --no-heldout")
         if labels is not None and len(labels) and (labels.min() < 0 or labels.max() >= c1):
-            raise DeepFaultError(f"the held-out labels must be classes 0 to {c1 - 1}; got {int(labels.max())}")
+            raise DeepFaultError(
+                f"the held-out labels must be classes 0 to {c1 - 1}; got {int(labels.max())}"
+            )
     bad = [c for c in (config.critical_classes or ()) if c >= c1]
     if bad:
         raise DeepFaultError(f"critical_classes must be classes 0 to {c1 - 1}; got {bad[0]}")
@@ -138,8 +153,13 @@ def _open_corpus(config: GateConfig, data: Dataset, num_classes: int):
         return None
     from ..corpus import Corpus  # noqa: PLC0415  (only a gate with a corpus needs it)
 
-    return Corpus.open(Path(config.corpus), create=True, dataset=data.name, input_shape=tuple(data.input_shape),
-                       num_classes=num_classes)
+    return Corpus.open(
+        Path(config.corpus),
+        create=True,
+        dataset=data.name,
+        input_shape=tuple(data.input_shape),
+        num_classes=num_classes,
+    )
 
 
 @dataclass
@@ -161,9 +181,17 @@ class _Run:
 def _stage_heldout(run: _Run, inputs, labels, num_classes: int) -> None:
     run.stages["heldout"] = "interrupted"
     run.heldout, run.tally = compare_heldout(
-        run.pair.p1, run.pair.p2, inputs, labels, num_classes=num_classes,
-        class_names=run.pair.data.class_names, alpha=run.config.alpha, worst=run.config.worst,
-        batch_size=run.batch_size, progress=bool(run.runtime.progress))
+        run.pair.p1,
+        run.pair.p2,
+        inputs,
+        labels,
+        num_classes=num_classes,
+        class_names=run.pair.data.class_names,
+        alpha=run.config.alpha,
+        worst=run.config.worst,
+        batch_size=run.batch_size,
+        progress=bool(run.runtime.progress),
+    )
     run.stages["heldout"] = "done"
 
 
@@ -173,22 +201,35 @@ def _add_flips(run: _Run, corpus) -> None:
     """
     found = None if run.tally is None else run.tally.corpus_inputs()
     if corpus is not None and run.config.add_to_corpus and found is not None:
-        run.added += _add(corpus, found[0], found[1], run, method="gate-heldout",
-                          note="negative flips on the held-out split")
+        run.added += _add(
+            corpus,
+            found[0],
+            found[1],
+            run,
+            method="gate-heldout",
+            note="negative flips on the held-out split",
+        )
 
 
 def _add(corpus, inputs, labels, run: _Run, *, method: str, note: str) -> int:
     from ..corpus import Provenance  # noqa: PLC0415
 
-    return int(corpus.add(inputs, labels, Provenance(method, f"gate-seed{run.config.seed}", tuple(run.pair.names),
-                                                     note=note)))
+    return int(
+        corpus.add(
+            inputs,
+            labels,
+            Provenance(method, f"gate-seed{run.config.seed}", tuple(run.pair.names), note=note),
+        )
+    )
 
 
 def _batch_size(runtime: Runtime, pair: Pair, inputs) -> int:
     if runtime.batch_size != AUTO:
         return int(runtime.batch_size)
     sample = inputs[:1] if len(inputs) else pair.data.x_test[:1]
-    return min(resolve_batch_size(p.module, sample, AUTO, count=max(1, len(inputs))) for p in (pair.p1, pair.p2))
+    return min(
+        resolve_batch_size(p.module, sample, AUTO, count=max(1, len(inputs))) for p in (pair.p1, pair.p2)
+    )
 
 
 @entry(GateConfig)
@@ -228,10 +269,21 @@ def gate(models: Versions | tuple, data: Any, config: GateConfig, *, runtime: Ru
     inputs, labels = _split(held, pair.data)
     num_classes = check_gate(pair, inputs, labels, config)
     corpus = _open_corpus(config, pair.data, num_classes)
-    off = frozenset(s for s, on in (("heldout", config.heldout), ("replay", corpus is not None),
-                                    ("fuzz", config.budget != "0")) if not on)
-    run = _Run(pair, config, runtime, stages={s: ("off" if s in off else "not run") for s in
-                                              ("heldout", "replay", "fuzz")})
+    off = frozenset(
+        s
+        for s, on in (
+            ("heldout", config.heldout),
+            ("replay", corpus is not None),
+            ("fuzz", config.budget != "0"),
+        )
+        if not on
+    )
+    run = _Run(
+        pair,
+        config,
+        runtime,
+        stages={s: ("off" if s in off else "not run") for s in ("heldout", "replay", "fuzz")},
+    )
     run.batch_size = _batch_size(runtime, pair, inputs)
     try:
         if config.heldout:
@@ -262,9 +314,18 @@ def _outcome(run: _Run, off: frozenset[str]) -> GateOutcome:
     verdict = judge(run.config, run.heldout, run.replay, run.fuzz, off=off)
     pair = run.pair
     device = str(next(iter(p.device for p in pair.p1.module.parameters()), "cpu"))
-    return GateOutcome(judgement=verdict, config=run.config, heldout=run.heldout, replay=run.replay,
-                       fuzz=run.fuzz, stages=dict(run.stages), corpus_added=run.added, names=pair.names,
-                       class_names=tuple(pair.data.class_names), bounds=tuple(pair.data.bounds),
-                       records=pair.records(pair.names), device=device, threads=torch.get_num_threads())
-
-
+    return GateOutcome(
+        judgement=verdict,
+        config=run.config,
+        heldout=run.heldout,
+        replay=run.replay,
+        fuzz=run.fuzz,
+        stages=dict(run.stages),
+        corpus_added=run.added,
+        names=pair.names,
+        class_names=tuple(pair.data.class_names),
+        bounds=(float(pair.data.bounds[0]), float(pair.data.bounds[1])),
+        records=pair.records(pair.names),
+        device=device,
+        threads=torch.get_num_threads(),
+    )

@@ -53,13 +53,20 @@ def _method(provenance, k: int) -> str | None:
     return getattr(item, "method", None) if item is not None else None
 
 
-def replay_corpus(corpus, p1: PreparedModel, p2: PreparedModel, *, batch_size: int,
-                  on_batch: Callable[[int], None] | None = None) -> ReplayResult:
+def replay_corpus(
+    corpus,
+    p1: PreparedModel,
+    p2: PreparedModel,
+    *,
+    batch_size: int,
+    on_batch: Callable[[int], None] | None = None,
+) -> ReplayResult:
     """Replay every entry of ``corpus`` through ``p1`` and ``p2``.
 
     Args:
         corpus: An open :class:`deepfault.corpus.Corpus`.
-        p1, p2: The prepared champion and challenger.
+        p1: The prepared champion.
+        p2: The prepared challenger.
         batch_size: Entries per pass.
         on_batch: Called with the entries done after each batch.
 
@@ -73,8 +80,10 @@ def replay_corpus(corpus, p1: PreparedModel, p2: PreparedModel, *, batch_size: i
         y = np.asarray(batch.labels, dtype=np.int64)
         preds = []
         for p in (p1, p2):
-            outs = [b.outputs.argmax(1).cpu().numpy() for b in
-                    iterate_batches(p.module, x, neurons=False, batch_size=max(1, len(x)))]
+            outs = [
+                b.outputs.argmax(1).cpu().numpy()
+                for b in iterate_batches(p.module, x, neurons=False, batch_size=max(1, len(x)))
+            ]
             preds.append(np.concatenate(outs) if outs else np.zeros(0, np.int64))
         ok1, ok2 = preds[0] == y, preds[1] == y
         entries += len(y)
@@ -83,10 +92,22 @@ def replay_corpus(corpus, p1: PreparedModel, p2: PreparedModel, *, batch_size: i
         for k in np.flatnonzero(~ok2):
             if len(listed) >= MAX_LISTED:
                 break
-            listed.append({"id": str(batch.ids[k]), "label": int(y[k]), "m1": int(preds[0][k]),
-                           "m2": int(preds[1][k]), "regression": bool(ok1[k]),
-                           "method": _method(batch.provenance, int(k))})
+            listed.append(
+                {
+                    "id": str(batch.ids[k]),
+                    "label": int(y[k]),
+                    "m1": int(preds[0][k]),
+                    "m2": int(preds[1][k]),
+                    "regression": bool(ok1[k]),
+                    "method": _method(batch.provenance, int(k)),
+                }
+            )
         if on_batch is not None:
             on_batch(entries)
-    return ReplayResult(entries=entries, failing=failing, fixed=entries - failing, regressions=regressions,
-                        failing_entries=tuple(listed))
+    return ReplayResult(
+        entries=entries,
+        failing=failing,
+        fixed=entries - failing,
+        regressions=regressions,
+        failing_entries=tuple(listed),
+    )

@@ -133,8 +133,14 @@ class Tally:
     def _count(self, mask: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.bincount(y[mask], minlength=self.num_classes)[: self.num_classes]
 
-    def update(self, start: int, inputs: torch.Tensor, prob1: torch.Tensor, prob2: torch.Tensor,
-               labels: torch.Tensor | None) -> None:
+    def update(
+        self,
+        start: int,
+        inputs: torch.Tensor,
+        prob1: torch.Tensor,
+        prob2: torch.Tensor,
+        labels: torch.Tensor | None,
+    ) -> None:
         """Fold one batch: ``inputs[k]`` is input ``start + k``; ``prob1``, ``prob2`` are
         ``(B, C)`` class probabilities; ``labels`` ``(B,)`` or ``None``.
         """
@@ -150,14 +156,22 @@ class Tally:
         x = None
         if differ.any():
             x = inputs.detach().cpu().numpy()
-            self.disagreements.offer(-margin[differ], index[differ], inputs=x[differ], m1=p1[differ],
-                                     m2=p2[differ], margin=margin[differ])
+            self.disagreements.offer(
+                -margin[differ],
+                index[differ],
+                inputs=x[differ],
+                m1=p1[differ],
+                m2=p2[differ],
+                margin=margin[differ],
+            )
         has = labels is not None
         if self.labelled is not None and self.labelled != has:
             from ..errors import DeepFaultError  # noqa: PLC0415
 
-            raise DeepFaultError("the held-out inputs must all have labels or none; a batch at input "
-                                 f"{start} {'has' if has else 'lacks'} them")
+            raise DeepFaultError(
+                "the held-out inputs must all have labels or none; a batch at input "
+                f"{start} {'has' if has else 'lacks'} them"
+            )
         self.labelled = has
         if labels is None:
             return
@@ -171,8 +185,15 @@ class Tally:
         self.positive += self._count(pos, y)
         if neg.any():
             x = inputs.detach().cpu().numpy() if x is None else x
-            self.flips.offer(conf2[neg], index[neg], inputs=x[neg], label=y[neg], m1=p1[neg], m2=p2[neg],
-                             confidence=conf2[neg])
+            self.flips.offer(
+                conf2[neg],
+                index[neg],
+                inputs=x[neg],
+                label=y[neg],
+                m1=p1[neg],
+                m2=p2[neg],
+                confidence=conf2[neg],
+            )
             room = self.keep_flips - sum(len(c[1]) for c in self.corpus)
             if room > 0:
                 self.corpus.append((x[neg][:room], y[neg][:room]))
