@@ -76,17 +76,7 @@ def main(argv=None) -> int:
                     m(x[i : i + bs])
 
     def stage():
-        compare_heldout(
-            pair.p1,
-            pair.p2,
-            data.x_test,
-            data.y_test,
-            num_classes=10,
-            class_names=data.class_names,
-            alpha=0.05,
-            worst=16,
-            batch_size=bs,
-        )
+        compare_heldout(pair, data.x_test, data.y_test, GateConfig(budget="0"), num_classes=10, batch_size=bs)
 
     config = GateConfig(budget="0", max_negative_flip_rate="off", max_class_flip_rate="off")
 

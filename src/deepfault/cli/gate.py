@@ -68,6 +68,24 @@ def add_parser(sub) -> None:
         "with x (and y for labels)",
     )
     add_data_dir(p)
+    _add_stages_and_policy(p)
+    _add_outputs(p)
+    add_device(p)
+    add_threads(p)
+    add_arch_options(p)
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="allow pickled whole modules (unpickling can run code: only for files you trust)",
+    )
+    add_no_progress(p)
+    p.set_defaults(func=_cmd_gate)
+
+
+def _add_stages_and_policy(p) -> None:
+    """The stages' options and the policy's (each threshold unset unless given, so that a policy
+    file's value is not overridden).
+    """
     add_field(p, GateConfig, "heldout")
     add_field(p, GateConfig, "corpus", metavar="DIR")
     add_field(p, GateConfig, "budget", metavar="B")
@@ -83,6 +101,10 @@ def add_parser(sub) -> None:
     )
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
         add_field(p, GateConfig, name, default=argparse.SUPPRESS)
+
+
+def _add_outputs(p) -> None:
+    """The files a pipeline reads: JSON, JUnit XML, Markdown, the HTML report."""
     p.add_argument("--out", metavar="FILE.json", default=None, help="the JSON result")
     p.add_argument("--junit", metavar="FILE.xml", default=None, help="the checks as JUnit XML")
     p.add_argument(
@@ -92,16 +114,6 @@ def add_parser(sub) -> None:
         help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)",
     )
     add_report_option(p)
-    add_device(p)
-    add_threads(p)
-    add_arch_options(p)
-    p.add_argument(
-        "--trust-pickle",
-        action="store_true",
-        help="allow pickled whole modules (unpickling can run code: only for files you trust)",
-    )
-    add_no_progress(p)
-    p.set_defaults(func=_cmd_gate)
 
 
 def _config(args) -> GateConfig:

@@ -8,7 +8,6 @@ worst flips. :class:`HeldOutResult` holds the numbers the verdict judges.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,8 @@ import numpy as np
 from ..core.batches import iterate_batches
 from ..core.memory import AUTO, resolve_batch_size
 from ..coverage.uncertainty import probabilities
-from ..models.prepare import PreparedModel
+from ..fuzz.pair import Pair
+from .config import GateConfig
 from .stats import Tally, accuracy_interval, mcnemar_exact
 
 __all__ = ["HeldOutResult", "ClassFlips", "compare_heldout", "summarise"]
@@ -174,40 +174,35 @@ def summarise(
 
 
 def compare_heldout(
-    p1: PreparedModel,
-    p2: PreparedModel,
+    pair: Pair,
     inputs,
     labels,
+    config: GateConfig,
     *,
     num_classes: int,
-    class_names: tuple[str, ...],
-    alpha: float,
-    worst: int,
     batch_size: int | str = AUTO,
     progress: bool = False,
-    on_batch: Callable[[int], None] | None = None,
 ) -> tuple[HeldOutResult, Tally]:
-    """Compare ``p1`` and ``p2`` on ``inputs`` (``labels`` or ``None``), one pass each.
+    """Compare the pair's champion and challenger on ``inputs``, one pass each.
 
     Args:
-        p1: The prepared champion.
-        p2: The prepared challenger.
+        pair: The prepared champion (``p1``) and challenger (``p2``), and their data set (the
+            class names).
         inputs: ``(N, ...)`` array, tensor or memory map in the models' native layout.
         labels: ``(N,)`` class labels, or ``None`` (the disagreement only).
+        config: The gate's config: ``alpha`` (the intervals are ``1 - alpha``) and ``worst``
+            (flipped and disagreeing inputs kept).
         num_classes: The models' classes.
-        class_names: Their names.
-        alpha: The intervals are ``1 - alpha``.
-        worst: Flipped and disagreeing inputs kept.
         batch_size: Inputs per forward pass of each model, or ``"auto"``.
         progress: Show a progress bar.
-        on_batch: Called with the inputs done after each batch.
 
     Returns:
         ``(result, tally)``; on ``KeyboardInterrupt`` the interruption propagates.
     """
+    p1, p2 = pair.p1, pair.p2
     if batch_size == AUTO:
         batch_size = min(resolve_batch_size(p.module, inputs[:1], AUTO, count=len(inputs)) for p in (p1, p2))
-    tally = Tally(num_classes, worst=worst)
+    tally = Tally(num_classes, worst=config.worst)
     first = iterate_batches(
         p1.module,
         inputs,
@@ -225,6 +220,4 @@ def compare_heldout(
             probabilities(b2.outputs, output_kind=p2.output_kind),
             b1.labels,
         )
-        if on_batch is not None:
-            on_batch(b1.stop)
-    return summarise(tally, class_names, alpha=alpha), tally
+    return summarise(tally, pair.data.class_names, alpha=config.alpha), tally

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .._io import atomic_path
 from ..core.outcome import Artifact, Outcome
-from ..experiment.tables import fmt, text_table
+from ..experiment.tables import Table, fmt
 from .config import GateConfig
 from .heldout import HeldOutResult
 from .replay import ReplayResult
@@ -118,7 +118,8 @@ class GateOutcome(Outcome):
         says = {"pass": "may replace", "fail": "may not replace", "hold": "cannot be judged against"}
         return f"gate: {self.verdict.upper()}: {m2} {says[self.verdict]} {m1}"
 
-    def _heldout_lines(self) -> list[str]:
+    def heldout_lines(self) -> list[str]:
+        """Stage 1 in words: the disagreement, then (labelled) the accuracies and the flips."""
         h = self.heldout
         if h is None:
             return [f"held-out: {self.stages.get('heldout', 'not run')}"]
@@ -131,56 +132,63 @@ class GateOutcome(Outcome):
             lo2, hi2 = h.interval_m2 or (0, 0)
             level = f"{100 * (1 - self.config.alpha):g}%"
             lines += [
-                f"  accuracy M1 {h.accuracy_m1:.4f} [{lo1:.4f}, {hi1:.4f}], M2 {h.accuracy_m2:.4f} "
+                f"accuracy M1 {h.accuracy_m1:.4f} [{lo1:.4f}, {hi1:.4f}], M2 {h.accuracy_m2:.4f} "
                 f"[{lo2:.4f}, {hi2:.4f}] ({level} Clopper-Pearson); delta {h.accuracy_delta:+.4f}, "
                 f"exact McNemar p = {h.mcnemar_p:.4g}",
-                f"  negative flips {h.negative_flips:,} ({100 * (h.negative_flip_rate or 0):.2f}%), positive "
-                f"flips {h.positive_flips:,} ({100 * (h.positive_flip_rate or 0):.2f}%)",
+                f"negative flips {h.negative_flips:,} ({100 * (h.negative_flip_rate or 0):.2f}%), "
+                f"positive flips {h.positive_flips:,} ({100 * (h.positive_flip_rate or 0):.2f}%)",
             ]
-            rows = [
-                (
-                    c.label,
-                    c.name,
-                    c.support,
-                    c.negative_flips,
-                    fmt(100 * c.negative_flip_rate, 2),
-                    c.positive_flips,
-                    fmt(c.recall_delta, 4),
-                )
-                for c in self.flip_rows()
-            ]
-            if rows:
-                lines.append(
-                    text_table(
-                        ("class", "name", "inputs", "neg. flips", "neg. %", "pos. flips", "recall delta"),
-                        rows,
-                    )
-                )
         return lines
 
-    def flip_rows(self):
-        """The classes with a flip, most negative flips first."""
-        if self.heldout is None:
-            return []
-        return sorted(
-            (c for c in self.heldout.classes if c.negative_flips or c.positive_flips),
+    def flip_table(self) -> Table:
+        """The classes with a flip, most negative flips (by rate) first: what every front end shows."""
+        classes = () if self.heldout is None else self.heldout.classes
+        flipped = sorted(
+            (c for c in classes if c.negative_flips or c.positive_flips),
             key=lambda c: (-c.negative_flip_rate, c.label),
         )
+        rows = [
+            (
+                c.label,
+                c.name,
+                c.support,
+                c.negative_flips,
+                fmt(100 * c.negative_flip_rate, 2),
+                c.positive_flips,
+                fmt(c.recall_m1, 4),
+                fmt(c.recall_m2, 4),
+                fmt(c.recall_delta, 4),
+            )
+            for c in flipped
+        ]
+        return Table(
+            (
+                "class",
+                "name",
+                "inputs",
+                "negative flips",
+                "negative %",
+                "positive flips",
+                "recall M1",
+                "recall M2",
+                "recall delta",
+            ),
+            rows,
+            title="Flips per class",
+        )
 
-    def _other_lines(self) -> list[str]:
-        r = self.replay
+    def stage_lines(self) -> list[str]:
+        """Stages 2 and 3 in words, the corpus's growth and what an interruption left."""
+        r, f = self.replay, self.fuzz
         lines = [
             f"corpus: {self.stages.get('replay', 'not run')}"
             if r is None
-            else f"corpus ({r.entries:,} entries{'' if r.complete else ', interrupted'}): {r.failing:,} "
-            f"M2 still gets wrong ({r.regressions:,} new since the champion), {r.fixed:,} fixed"
-        ]
-        f = self.fuzz
-        lines.append(
+            else f"corpus ({r.entries:,} entries{'' if r.complete else ', interrupted'}): {r.failing:,} M2 "
+            f"still gets wrong ({r.regressions:,} new since the champion), {r.fixed:,} fixed",
             f"fuzz: {self.stages.get('fuzz', 'not run')}"
             if f is None
-            else f"fuzz ({f.budget}): {f.faults:,} regression faults ({f.unique:,} unique)"
-        )
+            else f"fuzz ({f.budget}): {f.faults:,} regression faults ({f.unique:,} unique)",
+        ]
         if self.corpus_added:
             lines.append(f"added {self.corpus_added:,} entries to the corpus {self.config.corpus}")
         if self.interrupted:
@@ -190,8 +198,10 @@ class GateOutcome(Outcome):
 
     def summary(self) -> str:
         """The verdict and its reasons, then each stage's numbers."""
-        lines = [self.headline(), *(f"  - {r}" for r in self.reasons)]
-        return "\n".join(lines + self._heldout_lines() + self._other_lines())
+        held = self.heldout_lines()
+        table = self.flip_table()
+        lines = [self.headline(), *(f"  - {r}" for r in self.reasons), held[0], *(f"  {x}" for x in held[1:])]
+        return "\n".join(lines + ([table.text()] if table.rows else []) + self.stage_lines())
 
     # --- the files ------------------------------------------------------------------------------
 

@@ -181,14 +181,11 @@ class _Run:
 def _stage_heldout(run: _Run, inputs, labels, num_classes: int) -> None:
     run.stages["heldout"] = "interrupted"
     run.heldout, run.tally = compare_heldout(
-        run.pair.p1,
-        run.pair.p2,
+        run.pair,
         inputs,
         labels,
+        run.config,
         num_classes=num_classes,
-        class_names=run.pair.data.class_names,
-        alpha=run.config.alpha,
-        worst=run.config.worst,
         batch_size=run.batch_size,
         progress=bool(run.runtime.progress),
     )
@@ -269,39 +266,38 @@ def gate(models: Versions | tuple, data: Any, config: GateConfig, *, runtime: Ru
     inputs, labels = _split(held, pair.data)
     num_classes = check_gate(pair, inputs, labels, config)
     corpus = _open_corpus(config, pair.data, num_classes)
-    off = frozenset(
-        s
-        for s, on in (
-            ("heldout", config.heldout),
-            ("replay", corpus is not None),
-            ("fuzz", config.budget != "0"),
-        )
-        if not on
-    )
+    stages = {"heldout": config.heldout, "replay": corpus is not None, "fuzz": config.budget != "0"}
     run = _Run(
         pair,
         config,
         runtime,
-        stages={s: ("off" if s in off else "not run") for s in ("heldout", "replay", "fuzz")},
+        stages={s: ("not run" if on else "off") for s, on in stages.items()},
+        batch_size=_batch_size(runtime, pair, inputs),
     )
-    run.batch_size = _batch_size(runtime, pair, inputs)
+    _run_stages(run, inputs, labels, num_classes, corpus)
+    return _outcome(run, frozenset(s for s, on in stages.items() if not on))
+
+
+def _run_stages(run: _Run, inputs, labels, num_classes: int, corpus) -> None:
+    """Stages 1 to 3 in turn, each marked ``interrupted`` while it runs and ``done`` after; a
+    Ctrl-C ends the gate at the stage it stopped (what finished stays in ``run``).
+    """
     try:
-        if config.heldout:
+        if run.config.heldout:
             _stage_heldout(run, inputs, labels, num_classes)
         if corpus is not None:
             _stage_replay(run, corpus)
             _add_flips(run, corpus)
-        if config.budget != "0":
+        if run.config.budget != "0":
             from .fuzzing import fuzz_stage  # noqa: PLC0415
 
             run.stages["fuzz"] = "interrupted"
-            run.fuzz = fuzz_stage(run.pair, inputs, labels, corpus, config, runtime)
+            run.fuzz = fuzz_stage(run.pair, inputs, labels, corpus, run.config, run.runtime)
             run.added += run.fuzz.added
             run.stages["fuzz"] = "done" if run.fuzz.complete else "interrupted"
     except KeyboardInterrupt:
         if not any(state == "interrupted" for state in run.stages.values()):
             raise
-    return _outcome(run, off)
 
 
 def _stage_replay(run: _Run, corpus) -> None:

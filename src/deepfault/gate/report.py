@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..experiment.tables import fmt, html_table
+from ..experiment.tables import html_table
 
 if TYPE_CHECKING:
     from .outcome import GateOutcome
@@ -46,102 +46,75 @@ def flip_grid(outcome: GateOutcome, path: Path, *, columns: int = 8) -> Path | N
     return save_figure(fig, path)
 
 
+def _verdict_section(outcome: GateOutcome) -> str:
+    from ..experiment.report import section  # noqa: PLC0415
+
+    checks = outcome.judgement.checks
+    table = html_table(
+        ("check", "status", "reason"),
+        [(c.name, c.status.upper(), c.reason) for c in checks],
+        classes=[("", "sig" if c.status == "fail" else "", "") for c in checks],
+    )
+    m1, m2 = outcome.names
+    return section(
+        "verdict",
+        f"Verdict: {outcome.verdict.upper()}",
+        f"{m2} against {m1}: " + "; ".join(outcome.reasons),
+        table,
+    )
+
+
+def _flip_sections(outcome: GateOutcome, folder: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    from ..experiment.report import image_tag, section  # noqa: PLC0415
+
+    if outcome.heldout is None:
+        return [], []
+    table = outcome.flip_table()
+    parts = [
+        section(
+            "flips",
+            "Flips per class",
+            "; ".join(outcome.heldout_lines()) + ".",
+            table.html() if table.rows else "<p>No flip.</p>",
+        )
+    ]
+    nav = [("flips", "Flips per class")]
+    grid = flip_grid(outcome, folder / "worst-flips.png")
+    if grid is not None:
+        parts.append(
+            section(
+                "worst",
+                "The worst flipped inputs",
+                "M2 most confident first; each titled with its label, both predictions and M2's confidence.",
+                image_tag(grid),
+            )
+        )
+        nav.append(("worst", "Worst flips"))
+    return parts, nav
+
+
 def gate_page(outcome: GateOutcome, folder) -> dict:
-    """The page of one gate, for :func:`deepfault.experiment.report.write_page`.
+    """The page of one gate, for :func:`deepfault.experiment.report.write_page`: the verdict, the
+    flip table, the grid of the worst flips, the other stages.
 
     Returns:
         ``dict(title, html, meta, nav, config, provenance)``.
     """
-    from ..experiment.report import image_tag, section  # noqa: PLC0415
+    from ..experiment.report import section  # noqa: PLC0415
     from ..provenance import provenance  # noqa: PLC0415
 
-    m1, m2 = outcome.names
-    checks = html_table(
-        ("check", "status", "reason"),
-        [(c.name, c.status.upper(), c.reason) for c in outcome.judgement.checks],
-        classes=[("", "sig" if c.status == "fail" else "", "") for c in outcome.judgement.checks],
-    )
+    flips, nav = _flip_sections(outcome, Path(folder))
     parts = [
-        section(
-            "verdict",
-            f"Verdict: {outcome.verdict.upper()}",
-            f"{m2} against {m1}: " + "; ".join(outcome.reasons),
-            checks,
-        )
+        _verdict_section(outcome),
+        *flips,
+        section("stages", "Corpus and fuzz", "; ".join(outcome.stage_lines()) + "."),
     ]
-    nav = [("verdict", "Verdict")]
-    rows = [
-        (
-            c.label,
-            c.name,
-            c.support,
-            c.negative_flips,
-            fmt(100 * c.negative_flip_rate, 2),
-            c.positive_flips,
-            fmt(c.recall_m1, 4),
-            fmt(c.recall_m2, 4),
-            fmt(c.recall_delta, 4),
-        )
-        for c in outcome.flip_rows()
-    ]
-    h = outcome.heldout
-    if h is not None:
-        note = f"{h.inputs:,} held-out inputs; disagreement {100 * h.disagreement_rate:.2f}%." + (
-            f" Accuracy {h.accuracy_m1:.4f} -> {h.accuracy_m2:.4f}, McNemar p = {h.mcnemar_p:.4g}."
-            if h.labelled
-            else ""
-        )
-        parts.append(
-            section(
-                "flips",
-                "Flips per class",
-                note,
-                html_table(
-                    (
-                        "class",
-                        "name",
-                        "inputs",
-                        "negative flips",
-                        "negative %",
-                        "positive flips",
-                        "recall M1",
-                        "recall M2",
-                        "recall delta",
-                    ),
-                    rows,
-                )
-                if rows
-                else "<p>No flip.</p>",
-            )
-        )
-        nav.append(("flips", "Flips per class"))
-        grid = flip_grid(outcome, Path(folder) / "worst-flips.png")
-        if grid is not None:
-            parts.append(
-                section(
-                    "worst",
-                    "The worst flipped inputs",
-                    "M2 most confident first; each titled with its label and both predictions.",
-                    image_tag(grid),
-                )
-            )
-            nav.append(("worst", "Worst flips"))
-    r = outcome.replay
-    if r is not None:
-        parts.append(
-            section(
-                "corpus",
-                "Corpus replay",
-                f"{r.entries:,} entries: {r.failing:,} still wrong "
-                f"({r.regressions:,} new since the champion), {r.fixed:,} fixed.",
-            )
-        )
-        nav.append(("corpus", "Corpus"))
+    m1, m2 = outcome.names
     return {
         "title": f"Gate: {m2} against {m1}: {outcome.verdict.upper()}",
         "meta": outcome.headline(),
         "html": "\n".join(parts),
-        "nav": nav,
+        "nav": [("verdict", "Verdict"), *nav, ("stages", "Corpus and fuzz")],
         "config": outcome.config.to_dict(),
         "provenance": provenance(),
     }

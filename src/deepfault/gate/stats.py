@@ -90,6 +90,23 @@ class Kept:
         return rows
 
 
+class _Batch:
+    """One batch's predictions, computed once; its inputs on the CPU only when one is kept."""
+
+    def __init__(self, start: int, inputs: torch.Tensor, prob1: torch.Tensor, prob2: torch.Tensor):
+        self.prob1, self.prob2, self._inputs = prob1, prob2, inputs
+        self.p1 = prob1.argmax(1).cpu().numpy()
+        self.p2 = prob2.argmax(1).cpu().numpy()
+        self.index = np.arange(start, start + len(self.p1))
+        self._x: np.ndarray | None = None
+
+    @property
+    def x(self) -> np.ndarray:
+        if self._x is None:
+            self._x = self._inputs.detach().cpu().numpy()
+        return self._x
+
+
 @dataclass
 class Tally:
     """M1 and M2 compared on a split, folded batch by batch (:meth:`update`).
@@ -144,26 +161,6 @@ class Tally:
         """Fold one batch: ``inputs[k]`` is input ``start + k``; ``prob1``, ``prob2`` are
         ``(B, C)`` class probabilities; ``labels`` ``(B,)`` or ``None``.
         """
-        top1 = torch.topk(prob1, min(2, prob1.shape[1]), dim=1).values.cpu().numpy()
-        p1 = prob1.argmax(1).cpu().numpy()
-        p2 = prob2.argmax(1).cpu().numpy()
-        conf2 = prob2.max(1).values.cpu().numpy()
-        index = np.arange(start, start + len(p1))
-        self.total += len(p1)
-        differ = p1 != p2
-        self.disagree += int(differ.sum())
-        margin = top1[:, 0] - (top1[:, 1] if top1.shape[1] > 1 else 0.0)
-        x = None
-        if differ.any():
-            x = inputs.detach().cpu().numpy()
-            self.disagreements.offer(
-                -margin[differ],
-                index[differ],
-                inputs=x[differ],
-                m1=p1[differ],
-                m2=p2[differ],
-                margin=margin[differ],
-            )
         has = labels is not None
         if self.labelled is not None and self.labelled != has:
             from ..errors import DeepFaultError  # noqa: PLC0415
@@ -173,30 +170,52 @@ class Tally:
                 f"{start} {'has' if has else 'lacks'} them"
             )
         self.labelled = has
-        if labels is None:
-            return
-        y = labels.cpu().numpy().astype(np.int64)
-        ok1, ok2 = p1 == y, p2 == y
+        batch = _Batch(start, inputs, prob1, prob2)
+        self._disagreements(batch)
+        if labels is not None:
+            self._flips(batch, labels.cpu().numpy().astype(np.int64))
+
+    def _disagreements(self, b: _Batch) -> None:
+        """Count the disagreements; keep those M1 is least sure of (smallest top-1 minus top-2)."""
+        top = torch.topk(b.prob1, min(2, b.prob1.shape[1]), dim=1).values.cpu().numpy()
+        margin = top[:, 0] - (top[:, 1] if top.shape[1] > 1 else 0.0)
+        differ = b.p1 != b.p2
+        self.total += len(b.p1)
+        self.disagree += int(differ.sum())
+        if differ.any():
+            self.disagreements.offer(
+                -margin[differ],
+                b.index[differ],
+                inputs=b.x[differ],
+                m1=b.p1[differ],
+                m2=b.p2[differ],
+                margin=margin[differ],
+            )
+
+    def _flips(self, b: _Batch, y: np.ndarray) -> None:
+        """Count rights and flips per class; keep the flips M2 is surest of, and some for the corpus."""
+        ok1, ok2 = b.p1 == y, b.p2 == y
         neg, pos = ok1 & ~ok2, ~ok1 & ok2
         self.support += np.bincount(y, minlength=self.num_classes)[: self.num_classes]
         self.right1 += self._count(ok1, y)
         self.right2 += self._count(ok2, y)
         self.negative += self._count(neg, y)
         self.positive += self._count(pos, y)
-        if neg.any():
-            x = inputs.detach().cpu().numpy() if x is None else x
-            self.flips.offer(
-                conf2[neg],
-                index[neg],
-                inputs=x[neg],
-                label=y[neg],
-                m1=p1[neg],
-                m2=p2[neg],
-                confidence=conf2[neg],
-            )
-            room = self.keep_flips - sum(len(c[1]) for c in self.corpus)
-            if room > 0:
-                self.corpus.append((x[neg][:room], y[neg][:room]))
+        if not neg.any():
+            return
+        conf2 = b.prob2.max(1).values.cpu().numpy()
+        self.flips.offer(
+            conf2[neg],
+            b.index[neg],
+            inputs=b.x[neg],
+            label=y[neg],
+            m1=b.p1[neg],
+            m2=b.p2[neg],
+            confidence=conf2[neg],
+        )
+        room = self.keep_flips - sum(len(c[1]) for c in self.corpus)
+        if room > 0:
+            self.corpus.append((b.x[neg][:room], y[neg][:room]))
 
     def corpus_inputs(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The kept negative flips as ``(inputs, labels)``, ``None`` when there is none."""
