@@ -30,7 +30,7 @@ __all__ = [
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
     "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "meminfo_bytes",
-    "check_count_text",
+    "check_count_text", "check_not_under",
 ]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -377,6 +377,27 @@ def check_not_inputs(outputs: Iterable[tuple[str, str | os.PathLike | None]],
             if in_param != param and same_file(os.path.expanduser(text), in_path):
                 raise error(param, f"a file other than the input {in_param} ({in_path!r})", text,
                             f"writing it would replace {in_param}'s file; choose another name")
+
+
+def check_not_under(outputs: Iterable[tuple[str, str | os.PathLike | None]], folder_param: str,
+                    folder: str | os.PathLike | None) -> None:
+    """Refuse an output that is ``folder`` or lies under it (a corpus, whose folder must hold only
+    its own files), after resolving symlinks, before any work.
+
+    Raises:
+        DeepFaultError: ``OUT must be a path outside FOLDER_PARAM's folder ...; got PATH; ...``.
+    """
+    if folder is None:
+        return
+    root = os.path.normcase(os.path.realpath(os.path.expanduser(folder)))
+    for param, raw in outputs:
+        if raw is None or os.fspath(raw) in ("", "-"):
+            continue
+        text = os.fspath(raw)
+        where = os.path.normcase(os.path.realpath(os.path.expanduser(text)))
+        if where == root or where.startswith(root.rstrip(os.sep) + os.sep):
+            raise error(param, f"a path outside the {folder_param} folder ({os.fspath(folder)!r})", text,
+                        "that folder holds only the corpus's own files; write the output elsewhere")
 
 
 def _check_regular(param: str, path: Path, text: str) -> None:

@@ -134,3 +134,25 @@ def test_prune_needs_a_criterion(tmp_path):
     corpus = _new(tmp_path)
     with pytest.raises(DeepFaultError, match="needs what to delete"):
         corpus.prune()
+
+
+def test_a_large_add_is_split_and_a_replay_reads_one_shard_at_a_time(tmp_path, monkeypatch):
+    import deepfault.corpus.corpus as module
+
+    monkeypatch.setattr(module, "SHARD_BYTES", 3 * 9 * 4)  # three 1x3x3 float32 inputs a shard
+    corpus = _new(tmp_path)
+    x, y = _inputs(12), np.arange(12) % 4
+    assert corpus.add(x, y, PROV) == 12
+    assert [s.count for s in corpus.manifest.shards] == [3, 3, 3, 3]
+    reads: list[str] = []
+    real = module.read_shard
+    monkeypatch.setattr(module, "read_shard", lambda folder, record, shape: reads.append(record.name)
+                        or real(folder, record, shape))
+    stream = corpus.batches(2)
+    assert len(next(stream)) == 2
+    assert len(reads) == 1
+    second = next(stream)  # shard 0's last entry, then shard 1's first
+    assert len(reads) == 2
+    np.testing.assert_array_equal(second.inputs.numpy(), x[2:4])
+    assert sum(len(b) for b in stream) == 8
+    assert len(reads) == 4

@@ -28,7 +28,7 @@ from . import _preflight
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: The engine's sub-commands (models, data, experiments and reports of any method).
-ENGINE_COMMANDS = ("train", "data", "inspect", "experiment")
+ENGINE_COMMANDS = ("train", "data", "inspect", "experiment", "corpus")
 #: Sub-command modules of this package, in help order: the methods' own, then the engine's.
 COMMANDS = (*(c for method in _METHODS for c in method.commands), *ENGINE_COMMANDS)
 

@@ -35,6 +35,7 @@ from ._common import (
     write_run_report,
 )
 from ._preflight import check_declared
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option
 
 #: Options that set CampaignConfig's fields as declared, with their metavars.
 _FIELDS: dict[str, dict[str, Any]] = {
@@ -101,6 +102,7 @@ def add_parser(sub) -> None:
                    help="allow pickled whole modules (unpickling can run code: only for files you trust)")
     add_no_progress(p)
     add_report_option(p)
+    add_corpus_option(p, "the regression faults found, each expected to get M1's label (the seed's)")
     p.set_defaults(func=_cmd_regress)
 
 
@@ -126,6 +128,7 @@ def preflight(args) -> None:
         check_declared(outputs(args))  # a path's own fault (under a file, ...) is named before its suffix
         raise error("--out", npz_name, args.out)
     ResultStore.check(args.store)
+    check_corpus_option(args, args.dataset)
 
 
 def outputs(args) -> list[Output]:
@@ -161,5 +164,7 @@ def _cmd_regress(args) -> int:
         write_outcome(args, replace(one, grid_size=args.grid), command="regress", config=one.result.config,
                       out=result, device=one.device, threads=one.threads, paths={"faults": npz, "grid": png})
     write_run_report(args, lambda folder: campaign_page(outcomes, folder))
+    for one in outcomes.values():
+        add_to_corpus(args, one.findings())
     print(outcome.closing())
     return 130 if outcome.interrupted else 0

@@ -31,6 +31,7 @@ from ._common import (
     write_outcome,
     write_run_report,
 )
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option
 
 #: The options that set RunConfig's fields, in the order --help lists them.
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
@@ -88,7 +89,14 @@ def add_parser(sub) -> None:
     surprise.add_argument("--no-surprise", dest="surprise", action="store_const", const=None,
                           help="do not compute the generated inputs' surprise adequacy (saves one pass over "
                           "the training split the first time a model is seen)")
+    add_corpus_option(run, "the synthesized inputs whose prediction is not their seed's label, each expected "
+                      "to get the seed's true label")
     run.set_defaults(func=_cmd_run)
+
+
+def preflight(args) -> None:
+    """What the declarations cannot see, before any work: ``--corpus DIR``."""
+    check_corpus_option(args, args.dataset)
 
 
 def outputs(args) -> list[Output]:
@@ -119,6 +127,7 @@ def _cmd_run(args) -> int:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(result.summary() + "\n")
     write_run_report(args, lambda folder: result.page(folder, provenance=provenance(device, argv=args.argv)))
+    add_to_corpus(args, result.findings())
     return 0
 
 

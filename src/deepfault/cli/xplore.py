@@ -41,6 +41,7 @@ from ._common import (
     thread_count,
     write_run_report,
 )
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option
 
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
@@ -147,8 +148,14 @@ def add_parser(sub) -> None:
                    help="inputs in the image grid and in the printed table of inputs")
     add_no_progress(p)
     add_report_option(p)
+    add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
     _surprise.add_surprise_options(p, per_model=True)
     p.set_defaults(func=_cmd_xplore)
+
+
+def preflight(args) -> None:
+    """What the declarations cannot see, before any work: ``--corpus DIR``."""
+    check_corpus_option(args, args.dataset)
 
 
 def outputs(args) -> list[Output]:
@@ -195,6 +202,7 @@ def _cmd_xplore(args) -> int:
                for entry, p in zip(args.models, prepared, strict=True)]
     states = [{"surprise_state": f.to_dict()} for f in fits or ()]
     _write(args, result, (records, states), dataset_record(data, args.data_dir), device, threads)
+    add_to_corpus(args, result.findings(data.name))
     return 0
 
 

@@ -137,7 +137,7 @@ class RegressionCorpus:
     Open one with :meth:`open` or make one with :meth:`create`; the object reads the manifest
     again before every add, prune and replay, so several processes may share a folder.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile
         >>> from deepfault.corpus import Corpus, Provenance
         >>> folder = tempfile.mkdtemp() + "/corpus"
@@ -148,7 +148,7 @@ class RegressionCorpus:
         (2, [1, 1])
     """
 
-    def __init__(self, path: Path, manifest: Manifest):
+    def __init__(self, path: Path, manifest: Manifest) -> None:
         self.path = path
         self._manifest = manifest
 
@@ -156,7 +156,8 @@ class RegressionCorpus:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = False, dataset: str | None = None,
-             input_shape: Sequence[int] | None = None, num_classes: int | None = None) -> RegressionCorpus:
+             input_shape: Sequence[int] | None = None, num_classes: int | None = None,
+             check_shards: bool = True) -> RegressionCorpus:
         """Open the corpus at ``path``, refusing one made for another data set or input shape.
 
         Args:
@@ -166,6 +167,8 @@ class RegressionCorpus:
             dataset: the data set of the caller's inputs; given, it must be the corpus's.
             input_shape: one input's shape; given, it must be the corpus's.
             num_classes: the class count; given (and known to the corpus), it must be the corpus's.
+            check_shards: refuse a listed shard that is missing or of the wrong size now (off only
+                to prune the damaged shards away).
 
         Raises:
             DeepFaultError: not a corpus (and ``create`` false), a corpus for another data set,
@@ -179,7 +182,7 @@ class RegressionCorpus:
                                      "data set and the input shape")
             return cls.create(folder, dataset=dataset, input_shape=tuple(input_shape),
                               num_classes=num_classes, exist_ok=True)
-        corpus = cls(folder, cls._read(folder))
+        corpus = cls(folder, cls._read(folder, check_shards=check_shards))
         corpus._check_matches(dataset, input_shape, num_classes)
         return corpus
 
@@ -230,13 +233,13 @@ class RegressionCorpus:
                                  f"({shown}); give a new or empty folder, or the corpus's own")
 
     @classmethod
-    def _read(cls, folder: Path) -> Manifest:
+    def _read(cls, folder: Path, *, check_shards: bool = True) -> Manifest:
         if not folder.is_dir():
             raise DeepFaultError(f"corpus {str(folder)!r} does not exist; give a corpus folder, or "
                                  "create one by adding to it (--corpus DIR on regress, xplore, run or gate)")
         cls._check_folder(folder)
         manifest = load_manifest(folder)
-        for record in manifest.shards:
+        for record in manifest.shards if check_shards else ():
             check_size(folder, record)
         return manifest
 
@@ -300,7 +303,8 @@ class RegressionCorpus:
 
     # --- adding ------------------------------------------------------------------------------
 
-    def add(self, inputs, labels, provenance: Provenance) -> int:
+    def add(self, inputs: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor | Sequence[int],
+            provenance: Provenance) -> int:
         """Add the entries that are new; returns how many were new.
 
         Entries already in the corpus, or repeated in ``inputs``, are skipped (same input bytes and

@@ -25,7 +25,7 @@ class Provenance:
         note: free text (a scenario, a seed).
         time: when the entries were added, ISO 8601 in UTC; empty until the add stamps it.
 
-    Example:
+    Examples:
         >>> Provenance("regress", "drfuzz-seed0", ("m1.pt", "m2.onnx")).method
         'regress'
     """

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.outcome import Artifact, Outcome
 from ..core.summary import Summarised
+from ..corpus import Findings, Provenance
 from .campaign.memory import format_size, image_bytes, queue_slots
 from .campaign.result import CampaignResult
 from .campaign.resume import StoreState
@@ -131,6 +132,21 @@ class RegressOutcome(Summarised, Outcome):
         configuration (the document's envelope holds that).
         """
         return {**self.records, **{k: v for k, v in self.to_dict().items() if k != "config"}}
+
+    def findings(self) -> Findings:
+        """The regression faults for a corpus (:mod:`deepfault.corpus`): every fault, the test inputs
+        M2 already got wrong included, expected to get the label M1 gave (the seed's label, which
+        M1 got right).
+        """
+        arrays = self.result.fault_arrays()
+        inputs = np.asarray(arrays["inputs"], dtype=np.float32)
+        if inputs.ndim < 2:  # none found: no shape to name
+            inputs = np.zeros((0, *np.shape(self.seed_inputs)[1:]), np.float32)
+        note = f"{self.result.config.strategy}, experiment {self.experiment}"
+        return Findings(inputs=inputs, labels=np.asarray(arrays["label"], dtype=np.int64),
+                        provenance=Provenance("regress", self.cell, tuple(self.names), note=note),
+                        dataset=str(self.records.get("dataset", {}).get("name", "")),
+                        num_classes=len(self.class_names) or None)
 
     def outputs(self) -> tuple[Artifact, ...]:
         """The faults (``.npz``: the generated faults and, apart, the test inputs M2 already gets

@@ -27,6 +27,7 @@ from ..core.progress import log as progress_log
 from ..core.progress import progress_bar
 from ..core.runtime import Runtime
 from ..core.summary import Summarised
+from ..corpus import Findings, Provenance
 from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
@@ -150,6 +151,28 @@ class RunResult(Summarised, Outcome):
         body.pop("config")
         fit = None if self.shown is None else self.shown.surprise
         return {**body, "surprise": None if fit is None else fit.to_dict()}
+
+    def findings(self) -> Findings:
+        """The synthesized inputs whose prediction is not their seed's label, for a corpus
+        (:mod:`deepfault.corpus`), each expected to get its seed's true label.
+
+        Raises:
+            DeepFaultError: the result was not made by :func:`run_deepfault` (it knows no data).
+        """
+        if self.shown is None:
+            raise DeepFaultError("findings need a result of run_deepfault (it knows the run's data)")
+        data = self.shown.data
+        inputs, labels = [np.zeros((0, *data.x_test.shape[1:]), np.float32)], [np.zeros(0, np.int64)]
+        for rep in (r for c in self.classes for r in c.repetitions if len(r.input_indices)):
+            seed_labels = np.asarray(data.y_test[rep.input_indices], dtype=np.int64)
+            failing = np.asarray(rep.evaluation.pred_synthesized) != seed_labels
+            inputs.append(np.asarray(rep.synthesized, dtype=np.float32)[failing])
+            labels.append(seed_labels[failing])
+        c = self.config
+        run = f"{c.measure} k={c.k} seed {c.seed}"
+        return Findings(inputs=np.concatenate(inputs), labels=np.concatenate(labels),
+                        provenance=Provenance("run", run, (self.shown.model_name,)),
+                        dataset=data.name, num_classes=len(data.class_names) or None)
 
     def outputs(self) -> tuple[Artifact, ...]:
         """The synthesized inputs with their originals, labels and predictions (``.npz``,

@@ -20,6 +20,7 @@ from .._deprecation import moved_names
 from .._io import atomic_path
 from ..core.outcome import Artifact, Outcome
 from ..core.summary import Summarised
+from ..corpus import Findings, Provenance
 from ..coverage.criteria import CoverageResult
 from ..errors import DeepFaultError
 from .config import XploreConfig
@@ -359,6 +360,26 @@ class XploreResult(Summarised, Outcome):
                           for r, m, s, e in zip(list(records) or [{}] * n, body["models"], chosen,
                                                 list(extras) or [{}] * n, strict=True)]
         return body
+
+    def findings(self, dataset: str | None = None) -> Findings:
+        """The difference-inducing inputs for a corpus (:mod:`deepfault.corpus`), each expected to
+        get its seed's true label where the run knew it (:attr:`true_labels`), else the class every
+        model gave the seed.
+
+        Args:
+            dataset: the data set's name, where the run was given arrays rather than a data set.
+
+        Raises:
+            DeepFaultError: no data set name known or given.
+        """
+        name = dataset or self.notes.data
+        if not name:
+            raise DeepFaultError("findings need the data set's name: give dataset= (the run had arrays)")
+        labels = self.found.common_class if self.true_labels is None else self.true_labels
+        return Findings(inputs=np.asarray(self.found.inputs, dtype=np.float32),
+                        labels=np.asarray(labels, dtype=np.int64),
+                        provenance=Provenance("xplore", f"seed {self.config.seed}", tuple(self.model_names)),
+                        dataset=str(name), num_classes=self.num_classes)
 
     def outputs(self) -> tuple[Artifact, ...]:
         """The inputs (``.npz``, :func:`save_inputs`) and their image grid (``.png``)."""

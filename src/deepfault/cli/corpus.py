@@ -1,0 +1,130 @@
+"""``deepfault corpus``: list, check or prune a regression corpus (docs/corpus.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..checks import error
+from ..corpus import Corpus, RegressionCorpus
+from ..corpus.manifest import MANIFEST
+from ._common import table
+
+
+def add_parser(sub) -> None:
+    """Add ``deepfault corpus`` and its actions list, check and prune to ``sub``."""
+    p = sub.add_parser("corpus", help="list, check or prune a regression corpus",
+                       description="A regression corpus is a folder of the failing inputs earlier runs found "
+                       "(regress, xplore, run and gate add to it with --corpus DIR), each with its expected "
+                       "label and provenance. 'list' shows what it holds, 'check' reads every shard against "
+                       "the manifest, 'prune' deletes entries: the only command that does.")
+    actions = p.add_subparsers(dest="corpus_command", metavar="ACTION")
+    actions.required = True
+    listing = actions.add_parser("list", help="the corpus's data set, shards and (with --entries) entries")
+    listing.add_argument("corpus", metavar="DIR", help="the corpus folder")
+    listing.add_argument("--entries", action="store_true", help="one line per entry: id, label, method, run")
+    listing.set_defaults(func=_cmd_list)
+    check = actions.add_parser("check", help="read every shard against the manifest; exit 1 if one is "
+                               "damaged")
+    check.add_argument("corpus", metavar="DIR", help="the corpus folder")
+    check.set_defaults(func=_cmd_check)
+    prune = actions.add_parser("prune", help="delete entries (all the criteria given must match), and the "
+                               "files of killed adds")
+    prune.add_argument("corpus", metavar="DIR", help="the corpus folder")
+    prune.add_argument("--ids", metavar="IDS", default=None,
+                       help="comma-separated entry ids, or unique prefixes of at least 8 hex digits "
+                       "('list --entries' shows them)")
+    prune.add_argument("--before", metavar="TIME", default=None,
+                       help="entries added before this time (ISO 8601, e.g. 2026-01-31; UTC unless it says)")
+    prune.add_argument("--method", metavar="NAME", default=None,
+                       help="entries found by this method (regress, xplore, run, gate)")
+    prune.add_argument("--damaged", action="store_true",
+                       help="drop the shards 'check' finds damaged (their entries cannot be read any more)")
+    prune.set_defaults(func=_cmd_prune)
+
+
+def _describe(corpus: RegressionCorpus) -> str:
+    classes = f", {corpus.num_classes} classes" if corpus.num_classes is not None else ""
+    return (f"corpus {corpus.path}: {len(corpus)} entries in {len(corpus.manifest.shards)} shards; data set "
+            f"{corpus.dataset}, input shape {corpus.input_shape}{classes}")
+
+
+def _cmd_list(args) -> int:
+    corpus = Corpus.open(args.corpus)
+    print(_describe(corpus))
+    rows: list[tuple]
+    headers: tuple[str, ...]
+    if args.entries:
+        rows = [(str(i), int(label), p.method, p.run, p.time[:19])
+                for batch in corpus.batches(1024)
+                for i, label, p in zip(batch.ids, batch.labels, batch.provenance, strict=True)]
+        headers = ("id", "label", "method", "run", "added (UTC)")
+    else:
+        rows = [(s.name, s.count, s.provenance.method, s.provenance.run, ",".join(s.provenance.models) or "-",
+                 s.provenance.time[:19]) for s in corpus.manifest.shards]
+        headers = ("shard", "entries", "method", "run", "models", "added (UTC)")
+    if rows:
+        print(table(headers, rows))
+    return 0
+
+
+def _cmd_check(args) -> int:
+    corpus = Corpus.open(args.corpus)
+    found = corpus.check()
+    print(_describe(corpus))
+    for name, what in found.damaged:
+        print(f"  damaged: {name} ({what})")
+    if found.orphans:
+        print(f"  {len(found.orphans)} shard file(s) no manifest lists (a killed add's; ignored, "
+              "'deepfault corpus prune' removes them)")
+    if found.temporaries:
+        print(f"  {len(found.temporaries)} temporary file(s) of killed writes ('deepfault corpus prune' "
+              "removes them)")
+    if found.damaged:
+        print(f"corpus check: {len(found.damaged)} damaged shard(s); restore the folder from a copy, or drop "
+              f"them with 'deepfault corpus prune {args.corpus} --damaged'")
+        return 1
+    print("corpus check: ok")
+    return 0
+
+
+def _cmd_prune(args) -> int:
+    corpus = Corpus.open(args.corpus, check_shards=not args.damaged)  # --damaged: the way out of one
+    ids = None if args.ids is None else [i for i in (part.strip() for part in args.ids.split(",")) if i]
+    removed = corpus.prune(ids=ids, before=args.before, method=args.method, damaged=args.damaged)
+    print(f"corpus prune: {removed} entries deleted, {len(corpus)} left")
+    return 0
+
+
+# --- --corpus DIR on the commands that find failing inputs --------------------------------------
+
+
+def add_corpus_option(p, what: str) -> None:
+    """Add ``--corpus DIR``: the corpus folder the command adds ``what`` to."""
+    p.add_argument("--corpus", metavar="DIR", default=None,
+                   help=f"add {what} to this regression corpus (made where it does not exist; "
+                   "'deepfault corpus list DIR' shows it, 'deepfault gate' replays it)")
+
+
+def check_corpus_option(args, dataset: str | None = None) -> None:
+    """Before any work: ``--corpus DIR`` is a corpus (for ``dataset`` where the command names one:
+    a data set's name, or an ``.npz`` file, which names its data set by its stem), an empty
+    folder, or a new one; never a file or a folder of other files.
+    """
+    folder = getattr(args, "corpus", None)
+    if folder is None:
+        return
+    path = Path(folder).expanduser()
+    if path.exists() and not path.is_dir():
+        raise error("--corpus", "a folder for the regression corpus", folder, "it is a file")
+    if path.is_dir() and any(path.iterdir()):
+        named = Path(dataset).stem if dataset is not None and dataset.endswith(".npz") else dataset
+        Corpus.open(path, dataset=named)
+
+
+def add_to_corpus(args, findings) -> None:
+    """Add what a run found to ``--corpus DIR`` (when given) and say how many were new."""
+    if getattr(args, "corpus", None) is None or findings is None:
+        return
+    added = findings.add_to(args.corpus)
+    total = len(Corpus.open(args.corpus)) if added or (Path(args.corpus) / MANIFEST).exists() else 0
+    print(f"corpus {args.corpus}: {added} new of {len(findings)} found ({total} entries)")
