@@ -170,3 +170,39 @@ def test_an_interruption_holds_says_what_finished_and_leaves_the_corpus_whole(fo
     assert "interrupted during replay; finished: heldout; the corpus is whole" in out
     assert Corpus.open(corpus).check().ok
     assert len(Corpus.open(corpus)) == before
+
+
+def test_the_fuzz_stage_finds_faults_judges_them_and_grows_the_corpus(folder, tmp_path):
+    corpus, result = tmp_path / "corpus", tmp_path / "r.json"
+    argv = [
+        "gate",
+        "--dataset",
+        "data.npz",
+        "--no-progress",
+        "--m1",
+        "m1.ts",
+        "--m2",
+        "m2.ts",
+        "--budget",
+        "30it",
+        "--fidelity",
+        "none",
+        "--corpus",
+        corpus,
+        "--max-new-faults",
+        "0",
+        "--out",
+        result,
+    ]
+    status, out, _ = cli(argv, folder)
+    doc = json.loads(result.read_text())
+    fuzz = doc["fuzz"]
+    assert status == 1
+    assert fuzz["faults"] > 0
+    assert fuzz["complete"]
+    assert {c["name"]: c["status"] for c in doc["checks"]}["new_faults"] == "fail"
+    assert doc["corpus_added"] == len(Corpus.open(corpus)) >= doc["heldout"]["negative_flips"]
+    status, out, _ = cli(
+        [*argv[:-2], "--m2", "m1.ts", "--out", result], folder
+    )  # M1 against itself: no fault
+    assert json.loads(result.read_text())["fuzz"]["faults"] == 0

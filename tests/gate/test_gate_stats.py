@@ -127,3 +127,16 @@ def test_unlabelled_inputs_give_the_disagreement_only():
     assert h.disagree == dis
     assert h.accuracy_m1 is None
     assert h.negative_flips is None
+
+
+def test_the_callers_modes_come_back():
+    """The two models' loops interleave: grad mode and each model's training mode are restored."""
+    from deepfault.data import as_dataset
+
+    m1, m2 = linear().train(), linear(0.5)
+    gate((m1, m2), as_dataset(*split()), OFF)
+    gate((m1, m1), as_dataset(*split()), OFF)
+    assert torch.is_grad_enabled()
+    assert not torch.is_inference_mode_enabled()
+    assert m1.training
+    assert not m2.training

@@ -14,7 +14,6 @@ import numpy as np
 from ..core.runtime import Runtime
 from ..fuzz.campaign import CampaignConfig
 from ..fuzz.campaign.budget import parse_budget
-from ..fuzz.campaign.metrics import FAULT_KINDS
 from ..fuzz.pair import Pair
 from ..fuzz.regress import regress
 from .config import GateConfig
@@ -60,25 +59,15 @@ def fuzz_stage(pair: Pair, inputs, labels, corpus, config: GateConfig, runtime: 
         runtime=Runtime(device=runtime.device, threads=runtime.threads, progress=runtime.progress),
     )
     result = outcome.result
-    faults = result.faults
-    rf = faults.kind == FAULT_KINDS.index("rf")
-    generated = ~faults.initial[rf].astype(bool)
+    found = outcome.findings()  # every fault with the label regress expects (M1's, the seed's)
     added = 0
-    if corpus is not None and config.add_to_corpus and generated.any():
+    if corpus is not None and config.add_to_corpus and len(found):
         from ..corpus import Provenance  # noqa: PLC0415
 
-        added = int(
-            corpus.add(
-                result.rf_inputs[generated],
-                faults.y1[rf][generated],
-                Provenance(
-                    "gate-fuzz",
-                    f"gate-seed{config.seed}",
-                    tuple(pair.names),
-                    note=f"DRFuzz, budget {config.budget}",
-                ),
-            )
+        provenance = Provenance(
+            "gate-fuzz", f"gate-seed{config.seed}", tuple(pair.names), note=f"DRFuzz, budget {config.budget}"
         )
+        added = int(corpus.add(found.inputs, found.labels, provenance))
     return FuzzResult(
         budget=config.budget,
         faults=int(result.metrics.rf),

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..core.batches import iterate_batches
+from ..core.capture import eval_mode
 from ..core.memory import AUTO, resolve_batch_size
 from ..coverage.uncertainty import probabilities
 from ..fuzz.pair import Pair
@@ -212,12 +214,20 @@ def compare_heldout(
         progress="held-out" if progress else False,
     )
     second = iterate_batches(p2.module, inputs, neurons=False, batch_size=int(batch_size))
-    for b1, b2 in zip(first, second, strict=True):
-        tally.update(
-            b1.start,
-            b1.inputs,
-            probabilities(b1.outputs, output_kind=p1.output_kind),
-            probabilities(b2.outputs, output_kind=p2.output_kind),
-            b1.labels,
-        )
+    # The two loops' contexts (eval mode, inference mode) interleave: entered here once around
+    # both and the loops closed last-in first-out, so that the caller's modes come back whatever
+    # order the loops end in (an interruption included).
+    with eval_mode(p1.module), eval_mode(p2.module), torch.inference_mode():
+        try:
+            for b1, b2 in zip(first, second, strict=True):
+                tally.update(
+                    b1.start,
+                    b1.inputs,
+                    probabilities(b1.outputs, output_kind=p1.output_kind),
+                    probabilities(b2.outputs, output_kind=p2.output_kind),
+                    b1.labels,
+                )
+        finally:
+            second.close()
+            first.close()
     return summarise(tally, pair.data.class_names, alpha=config.alpha), tally
