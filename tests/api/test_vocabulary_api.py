@@ -27,6 +27,7 @@ API = {
     "run": [df.run_deepfault, df.RunConfig, df.Runtime, df.prepare_model],
     "xplore": [df.xplore, XploreConfig, df.Runtime, df.prepare_model],
     "regress": [df.regress, CampaignConfig, Versions, Runtime],
+    "gate": [df.gate, df.GateConfig, Versions, Runtime],
     "repair": [df.repair, RepairConfig, df.Runtime, df.prepare_model],
     "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, df.prepare_model],
     "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, df.prepare_model],
@@ -74,6 +75,12 @@ EXCEPTIONS = {
     ("xplore", "no_surprise"): "the command's extra pass",
     ("regress", "sections"): "the criterion's parameter: CampaignConfig(criterion_params={'sections': N})",
     ("regress", "threshold"): "the criterion's parameter: CampaignConfig(criterion_params={'threshold': T})",
+    ("gate", "no_heldout"): "a negated switch: GateConfig(heldout=False)",
+    ("gate", "no_add_to_corpus"): "a negated switch: GateConfig(add_to_corpus=False)",
+    ("gate", "allow_significantly_worse"): "a negated switch: GateConfig(not_significantly_worse=False)",
+    ("gate", "policy"): "a file of the command's: deepfault.gate.policy_config(path) makes the GateConfig",
+    ("gate", "junit"): "a file of the command's: GateOutcome.outputs() writes it",
+    ("gate", "summary"): "a file of the command's: GateOutcome.outputs() writes it",
 }
 
 
