@@ -64,8 +64,8 @@ def add_parser(sub) -> None:
         "--split",
         metavar="FILE",
         default=None,
-        help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only) or .npz "
-        "with x (and y for labels)",
+        help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz "
+        "with x (and y for labels), or a data set's .npz (its x_test, y_test)",
     )
     add_data_dir(p)
     _add_stages_and_policy(p)
@@ -171,9 +171,15 @@ def _held_out(args):
         raise DeepFaultError(f"--split {args.split!r} cannot be read as .npy/.npz ({err})") from None
     if isinstance(loaded, np.ndarray):
         return HeldOut(loaded, None, args.dataset)
-    if "x" not in loaded.files:
-        raise error("--split", "an .npz with an array x (and y for labels)", args.split)
-    return HeldOut(loaded["x"], loaded["y"] if "y" in loaded.files else None, args.dataset)
+    key = "x" if "x" in loaded.files else "x_test" if "x_test" in loaded.files else None
+    if key is None:
+        raise error(
+            "--split",
+            "an .npz with an array x (and y for labels), or a data set's (x_test, y_test)",
+            args.split,
+        )
+    labels = {"x": "y", "x_test": "y_test"}[key]
+    return HeldOut(loaded[key], loaded[labels] if labels in loaded.files else None, args.dataset)
 
 
 def _cmd_gate(args) -> int:
