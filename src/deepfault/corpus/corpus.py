@@ -17,10 +17,11 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .._io import _remove_stale as remove_stale_temporaries  # atomic_path's own clean-up
 from ..errors import DeepFaultError
 from .ids import entry_ids
 from .lock import no_readers, reader_lock, writer_lock
@@ -368,20 +369,21 @@ class RegressionCorpus:
     def _stream(self, batch_size: int) -> Iterator[CorpusBatch]:
         with reader_lock(self.path):
             self.refresh()
-            shards = self._manifest.shards
-            pending: list[tuple[ShardData, int, int]] = []  # (shard, start, stop) not yet yielded
+            pending: list[_Piece] = []  # entries read but not yet yielded: fewer than batch_size
             held = 0
-            for record in shards:
+            for record in self._manifest.shards:
                 data = read_shard(self.path, record, self.input_shape)
                 start = 0
                 while start < record.count:
                     stop = min(record.count, start + batch_size - held)
-                    pending.append((data, start, stop))
+                    pending.append(_Piece.of(data, start, stop))
                     held += stop - start
                     start = stop
                     if held == batch_size:
                         yield _batch(pending)
                         pending, held = [], 0
+                pending = [piece.copy() for piece in pending]  # the shard's tail, so that the shard can go
+                del data
             if pending:
                 yield _batch(pending)
 
@@ -439,32 +441,39 @@ class RegressionCorpus:
         return removed
 
     def _sweep(self) -> None:
-        """Remove unlisted shards and dead writers' temporaries, unless a replay is reading."""
+        """Remove unlisted shards and dead writers' temporaries, unless a replay is reading (the
+        writers' lock is held: no add is under way).
+        """
         with no_readers(self.path) as free:
             if not free:
                 return
-            for name in (*orphan_shards(self.path, self._manifest), *temporaries(self.path)):
-                pid = name.split(".")[3] if name.startswith(".") else ""
-                if pid.isdigit() and _alive(int(pid)):
-                    continue
+            for name in orphan_shards(self.path, self._manifest):
                 (self.path / name).unlink(missing_ok=True)
+            for name in temporaries(self.path):  # ".NAME.EXT.PID.XXXXXXXX.tmp": NAME.EXT's, if PID is gone
+                remove_stale_temporaries(self.path / ".".join(name[1:].split(".")[:2]))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+class _Piece(NamedTuple):
+    """Consecutive entries of one shard (views into it until copied)."""
+
+    inputs: np.ndarray
+    labels: np.ndarray
+    ids: np.ndarray
+    provenance: Provenance
+
+    @classmethod
+    def of(cls, data: ShardData, start: int, stop: int) -> _Piece:
+        return cls(data.inputs[start:stop], data.labels[start:stop], data.ids[start:stop], data.provenance)
+
+    def copy(self) -> _Piece:
+        return _Piece(self.inputs.copy(), self.labels.copy(), self.ids.copy(), self.provenance)
 
 
-def _batch(pieces: list[tuple[ShardData, int, int]]) -> CorpusBatch:
+def _batch(pieces: list[_Piece]) -> CorpusBatch:
     import torch
 
-    inputs = np.concatenate([d.inputs[a:b] for d, a, b in pieces])
-    labels = np.concatenate([d.labels[a:b] for d, a, b in pieces])
-    ids = np.concatenate([d.ids[a:b] for d, a, b in pieces])
-    provenance = tuple(p for d, a, b in pieces for p in (d.provenance,) * (b - a))
+    inputs = np.concatenate([p.inputs for p in pieces])
+    labels = np.concatenate([p.labels for p in pieces])
+    ids = np.concatenate([p.ids for p in pieces])
+    provenance = tuple(p.provenance for p in pieces for _ in range(len(p.labels)))
     return CorpusBatch(inputs=torch.from_numpy(inputs), labels=labels, ids=ids, provenance=provenance)

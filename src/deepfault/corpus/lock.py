@@ -40,6 +40,30 @@ def _open(path: Path) -> int | None:
 
 
 @contextlib.contextmanager
+def _locked(path: Path, operation: int) -> Iterator[bool]:
+    """Hold ``flock(operation)`` on ``path`` while the block runs; yields whether it was taken
+    (not where ``LOCK_NB`` met another holder, or a read-only folder lacks the file).
+    """
+    fd = _open(path)
+    if fd is None:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, operation)
+            taken = True
+        except BlockingIOError:
+            taken = False
+        try:
+            yield taken
+        finally:
+            if taken:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def writer_lock(folder: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the corpus's writers' lock, waiting up to ``wait`` seconds for another writer.
 
@@ -49,45 +73,25 @@ def writer_lock(folder: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
     if not os.access(folder, os.W_OK):
         raise DeepFaultError(f"corpus {str(folder)!r} cannot be written (no permission or a read-only "
                              "file system); give a writable copy of the folder")
-    fd = _open(folder / LOCK)
-    if fd is None:
-        raise DeepFaultError(f"corpus {str(folder)!r}: its lock file {LOCK} cannot be opened; give a "
-                             "writable copy of the folder")
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise DeepFaultError(
-                        f"corpus {str(folder)!r} is being written by another deepfault process for over "
-                        f"{wait:.0f} s; wait for it to finish, then rerun") from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    deadline = time.monotonic() + wait
+    while True:
+        with _locked(folder / LOCK, fcntl.LOCK_EX | fcntl.LOCK_NB) as taken:
+            if taken:
+                yield
+                return
+        if time.monotonic() >= deadline:
+            raise DeepFaultError(f"corpus {str(folder)!r} is being written by another deepfault process for "
+                                 f"over {wait:.0f} s; wait for it to finish, then rerun")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def reader_lock(folder: Path) -> Iterator[None]:
-    """Hold the readers' lock (shared) while a replay streams the shards."""
-    fd = _open(folder / READERS)
-    if fd is None:
+    """Hold the readers' lock (shared) while a replay streams the shards (none in a read-only
+    folder without the lock file, which no writer can change either).
+    """
+    with _locked(folder / READERS, fcntl.LOCK_SH):
         yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -95,19 +99,5 @@ def no_readers(folder: Path) -> Iterator[bool]:
     """Yield whether no reader holds the corpus now (the readers' lock taken exclusively, without
     waiting); while the block runs and it was ``True``, none can start.
     """
-    fd = _open(folder / READERS)
-    if fd is None:
-        yield False
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with _locked(folder / READERS, fcntl.LOCK_EX | fcntl.LOCK_NB) as free:
+        yield free

@@ -95,7 +95,7 @@ def write_shard(folder: Path, inputs: np.ndarray, labels: np.ndarray, ids: np.nd
     np.savez(buffer, allow_pickle=False, inputs=np.ascontiguousarray(inputs, dtype=np.float32),
              labels=np.ascontiguousarray(labels, dtype=np.int64), ids=np.asarray(ids),
              provenance=np.asarray(provenance.to_json()))
-    data = buffer.getvalue()
+    data = buffer.getbuffer()  # no copy of the file's bytes
     with atomic_path(folder / name) as tmp:
         tmp.write_bytes(data)
     return ShardRecord(name=name, count=len(ids), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
@@ -126,11 +126,12 @@ def read_shard(folder: Path, record: ShardRecord, input_shape: tuple[int, ...]) 
         DeepFaultError: the shard is missing, of another size or hash, or unreadable.
     """
     check_size(folder, record)
-    data = (folder / record.name).read_bytes()
-    if hashlib.sha256(data).hexdigest() != record.sha256:
-        raise _damaged(folder, record, "its SHA-256 is not the manifest's")
+    path = folder / record.name
+    with open(path, "rb") as fh:  # streamed: the file's bytes are never all in memory
+        if hashlib.file_digest(fh, "sha256").hexdigest() != record.sha256:
+            raise _damaged(folder, record, "its SHA-256 is not the manifest's")
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in _KEYS}
         provenance = Provenance.from_dict(json.loads(str(arrays["provenance"])))
     except (OSError, ValueError, KeyError, TypeError) as err:
