@@ -7,7 +7,9 @@ weights are a seeded LeNet-5 and the same with noise: the cost does not depend o
 
 - ``bare``: ``model(x[i:i+B])`` for both models under ``torch.inference_mode()``;
 - ``stage``: :func:`deepfault.gate.heldout.compare_heldout` on the prepared pair;
-- ``gate``: the whole :func:`deepfault.gate` call (opening, checks, the stage, the verdict).
+- ``gate``: the whole :func:`deepfault.gate` call (opening, checks, the stage, the verdict);
+- ``replay``: :func:`deepfault.gate.replay.replay_corpus` of a corpus of the first ``--replay``
+  MNIST training images through both models, against the bare passes over the same images.
 
 Usage:
     PYTHONPATH=src .venv/bin/python benchmarks/bench_gate.py [--quick] [--threads 1]
@@ -59,6 +61,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--data-dir", default=None, help="where MNIST is (default: deepfault's data root)")
+    p.add_argument("--replay", type=int, default=20_000, help="corpus entries replayed (0: none)")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_gate.json"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -88,6 +91,7 @@ def main(argv=None) -> int:
     for name, fn in (("bare", bare), ("stage", stage), ("gate", whole), ("bare_again", bare)):
         times[name] = statistics.median(call_times(fn, repeats))
     base = min(times["bare"], times["bare_again"])
+    replay = _replay(args.replay, data, pair, m1, m2, bs, repeats) if args.replay else None
     result = {
         "model": "lenet5 (MNIST test split, 10,000 inputs)",
         "batch_size": bs,
@@ -106,7 +110,45 @@ def main(argv=None) -> int:
         f"({result['stage_over_bare']:.2f}x); whole gate call {times['gate']:.3f} s "
         f"({result['gate_over_bare']:.2f}x)"
     )
+    if replay:
+        print(
+            f"replay of {replay['entries']:,} corpus entries: {replay['seconds']:.3f} s against "
+            f"{replay['bare_seconds']:.3f} s bare ({replay['over_bare']:.2f}x)"
+        )
     return 0
+
+
+def _replay(n: int, data, pair, m1, m2, bs: int, repeats: int) -> dict:
+    """A corpus of the first ``n`` training images replayed, against both bare passes over them."""
+    import tempfile
+
+    from deepfault.corpus import Corpus, Provenance
+    from deepfault.gate.replay import replay_corpus
+
+    x, y = data.x_train[:n], data.y_train[:n]
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = Corpus.create(
+            Path(folder) / "c", dataset=data.name, input_shape=data.input_shape, num_classes=10
+        )
+        corpus.add(x, y, Provenance("bench", "bench_gate", ("m1", "m2")))
+        xt = torch.as_tensor(x)
+
+        def bare():
+            with torch.inference_mode():
+                for m in (m1, m2):
+                    for i in range(0, len(xt), bs):
+                        m(xt[i : i + bs])
+
+        seconds = statistics.median(
+            call_times(lambda: replay_corpus(corpus, pair.p1, pair.p2, batch_size=bs), repeats)
+        )
+        bare_seconds = min(statistics.median(call_times(bare, repeats)) for _ in range(2))
+    return {
+        "entries": int(n),
+        "seconds": seconds,
+        "bare_seconds": bare_seconds,
+        "over_bare": seconds / bare_seconds,
+    }
 
 
 if __name__ == "__main__":
