@@ -4,6 +4,7 @@ class, each reason names its number and threshold; the policy file and its refus
 from __future__ import annotations
 
 import pytest
+import torch
 
 from deepfault import DeepFaultError
 from deepfault.data import as_dataset
@@ -139,3 +140,8 @@ def test_policy_file_refusals(tmp_path):
     p.write_text("not toml [")
     with pytest.raises(DeepFaultError, match="is not TOML"):
         read_policy(p)
+
+
+def test_models_of_another_input_shape_are_refused(data):
+    with pytest.raises(DeepFaultError, match="shape"):
+        gate((linear(), torch.nn.Linear(5, 3)), data, GateConfig(budget="0"))

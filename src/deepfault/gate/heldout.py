@@ -228,6 +228,6 @@ def compare_heldout(
                     b1.labels,
                 )
         finally:
-            second.close()
-            first.close()
+            for loop in (second, first):
+                getattr(loop, "close", lambda: None)()  # a generator: its contexts exit now, in order
     return summarise(tally, pair.data.class_names, alpha=config.alpha), tally

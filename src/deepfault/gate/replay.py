@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from ..core.batches import iterate_batches
+from ..core.capture import as_tensor, eval_mode, forward, model_device
+from ..core.outputs import check_outputs_finite
 from ..models.prepare import PreparedModel
 
 __all__ = ["ReplayResult", "replay_corpus", "MAX_LISTED"]
@@ -75,35 +77,18 @@ def replay_corpus(
     """
     entries = failing = regressions = 0
     listed: list[dict] = []
-    for batch in corpus.batches(batch_size):
-        x = np.asarray(batch.inputs, dtype=np.float32)
-        y = np.asarray(batch.labels, dtype=np.int64)
-        preds = []
-        for p in (p1, p2):
-            outs = [
-                b.outputs.argmax(1).cpu().numpy()
-                for b in iterate_batches(p.module, x, neurons=False, batch_size=max(1, len(x)))
+    devices = [model_device(p.module) for p in (p1, p2)]
+    # one eval and inference context around the whole replay (a corpus batch is one forward pass)
+    with eval_mode(p1.module), eval_mode(p2.module), torch.inference_mode():
+        for batch in corpus.batches(batch_size):
+            y = np.asarray(batch.labels, dtype=np.int64)
+            preds = [
+                _classes(p.module, as_tensor(batch.inputs, start=entries).to(d), entries)
+                for p, d in zip((p1, p2), devices, strict=True)
             ]
-            preds.append(np.concatenate(outs) if outs else np.zeros(0, np.int64))
-        ok1, ok2 = preds[0] == y, preds[1] == y
-        entries += len(y)
-        failing += int((~ok2).sum())
-        regressions += int((ok1 & ~ok2).sum())
-        for k in np.flatnonzero(~ok2):
-            if len(listed) >= MAX_LISTED:
-                break
-            listed.append(
-                {
-                    "id": str(batch.ids[k]),
-                    "label": int(y[k]),
-                    "m1": int(preds[0][k]),
-                    "m2": int(preds[1][k]),
-                    "regression": bool(ok1[k]),
-                    "method": _method(batch.provenance, int(k)),
-                }
-            )
-        if on_batch is not None:
-            on_batch(entries)
+            entries, failing, regressions = _fold(batch, y, preds, (entries, failing, regressions), listed)
+            if on_batch is not None:
+                on_batch(entries)
     return ReplayResult(
         entries=entries,
         failing=failing,
@@ -111,3 +96,34 @@ def replay_corpus(
         regressions=regressions,
         failing_entries=tuple(listed),
     )
+
+
+def _classes(model, x: torch.Tensor, start: int) -> np.ndarray:
+    out = forward(model, x)
+    check_outputs_finite(model, x, out, start=start)
+    return out.argmax(1).cpu().numpy()
+
+
+def _fold(
+    batch, y: np.ndarray, preds: list[np.ndarray], counts: tuple[int, int, int], listed: list[dict]
+) -> tuple[int, int, int]:
+    """One batch's entries counted, its failing ones listed (up to :data:`MAX_LISTED`)."""
+    entries, failing, regressions = counts
+    ok1, ok2 = preds[0] == y, preds[1] == y
+    entries += len(y)
+    failing += int((~ok2).sum())
+    regressions += int((ok1 & ~ok2).sum())
+    for k in np.flatnonzero(~ok2):
+        if len(listed) >= MAX_LISTED:
+            break
+        listed.append(
+            {
+                "id": str(batch.ids[k]),
+                "label": int(y[k]),
+                "m1": int(preds[0][k]),
+                "m2": int(preds[1][k]),
+                "regression": bool(ok1[k]),
+                "method": _method(batch.provenance, int(k)),
+            }
+        )
+    return entries, failing, regressions
