@@ -156,3 +156,20 @@ def test_a_large_add_is_split_and_a_replay_reads_one_shard_at_a_time(tmp_path, m
     np.testing.assert_array_equal(second.inputs.numpy(), x[2:4])
     assert sum(len(b) for b in stream) == 8
     assert len(reads) == 4
+
+
+def test_a_prune_during_a_replay_leaves_the_replay_its_shards(tmp_path):
+    corpus = _new(tmp_path)
+    x = _inputs(4)
+    corpus.add(x[:2], np.array([0, 1]), Provenance("xplore", "a"))
+    corpus.add(x[2:], np.array([2, 3]), Provenance("run", "b"))
+    stream = corpus.batches(1)
+    first = next(stream)  # the replay holds the readers' lock from here to its end
+    assert Corpus.open(corpus.path).prune(method="run") == 2
+    dropped = Corpus.open(corpus.path).check().orphans
+    assert len(dropped) == 1  # kept on disk while the replay reads
+    rest = list(stream)
+    np.testing.assert_array_equal(torch.cat([first.inputs, *(b.inputs for b in rest)]).numpy(), x)
+    assert Corpus.open(corpus.path).prune(method="nothing") == 0  # no replay now: the file goes
+    assert Corpus.open(corpus.path).check().orphans == ()
+    assert len(Corpus.open(corpus.path)) == 2

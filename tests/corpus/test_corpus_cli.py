@@ -165,7 +165,7 @@ def _refused(capsys, argv, words):
 def test_bad_corpus_folders_are_refused_before_any_work(files, corpus, tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     _refused(capsys, _regress(files, tmp_path / "file"),
-             "--corpus must be a folder for the regression corpus")
+             "--corpus must be a folder; got")
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")

@@ -130,6 +130,7 @@ def make_fixtures(folder: Path) -> dict[str, str]:
     names.update(_hostile_files(folder / "hostile", digits))
     names.update(_repair_and_store_files(folder, m1, m2, x, y))
     names.update(_model_output_files(folder / "outputs", m1, x, y))
+    names["CORPUS"] = str(_corpus(folder / "corpus", x, y))
     names["ROOT"] = str(folder)
     pristine = folder.with_name(folder.name + ".pristine")  # run_case restores an overwritten fixture
     shutil.rmtree(pristine, ignore_errors=True)
@@ -298,6 +299,15 @@ def _hostile_files(folder: Path, digits) -> dict[str, str]:
     return out
 
 
+def _corpus(folder: Path, x, y) -> Path:
+    """A regression corpus of the first four inputs of ``data.npz`` (for ``deepfault corpus``)."""
+    from deepfault.corpus import Corpus, Provenance
+
+    corpus = Corpus.create(folder, dataset="data", input_shape=(1, 28, 28), num_classes=10)
+    corpus.add(x[:4], y[:4], Provenance("regress", "probe", ("m1.pt", "m2.pt")))
+    return folder
+
+
 def _base(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
     """A cheap valid run of every command (hostile values replace one option at a time)."""
     return {
@@ -331,6 +341,9 @@ def _base(f: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
         ("measures",): ["measures"],
         ("data", "list"): ["data", "list"],
         ("data", "download"): ["data", "download", "mnist", "--no-progress"],
+        ("corpus", "list"): ["corpus", "list", f["CORPUS"]],
+        ("corpus", "check"): ["corpus", "check", f["CORPUS"]],
+        ("corpus", "prune"): ["corpus", "prune", f["CORPUS"], "--method", "nothing"],
     }
 
 

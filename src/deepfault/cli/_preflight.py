@@ -77,8 +77,8 @@ def check(parser: argparse.ArgumentParser, args) -> None:
         c.check_not_inputs(((o.option, o.path) for o in declared), read)
     report = _report_folder(args)
     if getattr(args, "corpus", None) is not None and declare is not None:  # --corpus DIR: its files only
-        written = [(o.option, o.path) for o in declared] + ([report] if report else [])
-        c.check_not_under(written, "--corpus", args.corpus)
+        written = [(o.option, o.path) for o in declared if o.option != "--corpus"]
+        c.check_not_under([*written, *([report] if report else [])], "--corpus", args.corpus)
     if report is not None:  # never deletes what it did not write, the run's own files included
         own = [(o.option, o.path) for o in declared if not o.folder]
         c.check_report_dir(report[0], report[1], own + read)

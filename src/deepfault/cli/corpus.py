@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks import error
+from ..checks import check_output_dir
 from ..corpus import Corpus, RegressionCorpus
 from ..corpus.manifest import MANIFEST
-from ._common import table
+from ._common import Output, table
 
 
 def add_parser(sub) -> None:
@@ -105,6 +105,12 @@ def add_corpus_option(p, what: str) -> None:
                    "'deepfault corpus list DIR' shows it, 'deepfault gate' replays it)")
 
 
+def corpus_output(args) -> Output:
+    """``--corpus DIR`` among a command's declared outputs: a folder it makes or fills."""
+    folder = getattr(args, "corpus", None)
+    return Output("--corpus", None if folder is None else Path(folder), folder=True)
+
+
 def check_corpus_option(args, dataset: str | None = None) -> None:
     """Before any work: ``--corpus DIR`` is a corpus (for ``dataset`` where the command names one:
     a data set's name, or an ``.npz`` file, which names its data set by its stem), an empty
@@ -113,9 +119,7 @@ def check_corpus_option(args, dataset: str | None = None) -> None:
     folder = getattr(args, "corpus", None)
     if folder is None:
         return
-    path = Path(folder).expanduser()
-    if path.exists() and not path.is_dir():
-        raise error("--corpus", "a folder for the regression corpus", folder, "it is a file")
+    path = check_output_dir("--corpus", folder)  # a writable folder, or a place to make one
     if path.is_dir() and any(path.iterdir()):
         named = Path(dataset).stem if dataset is not None and dataset.endswith(".npz") else dataset
         Corpus.open(path, dataset=named)

@@ -35,7 +35,7 @@ from ._common import (
     write_run_report,
 )
 from ._preflight import check_declared
-from .corpus import add_corpus_option, add_to_corpus, check_corpus_option
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: Options that set CampaignConfig's fields as declared, with their metavars.
 _FIELDS: dict[str, dict[str, Any]] = {
@@ -133,7 +133,7 @@ def preflight(args) -> None:
 
 def outputs(args) -> list[Output]:
     """The files ``deepfault regress`` writes: the store, and per campaign its faults (.npz), their
-    grid (.png) and its JSON result (.json beside the faults).
+    grid (.png) and its JSON result (.json beside the faults); then the corpus folder it adds to.
     """
     out = [Output("--store", Path(args.store))]
     for strategy, cell in _cells(args):
@@ -141,7 +141,7 @@ def outputs(args) -> list[Output]:
         where = "" if args.strategy != "both" else f" of {strategy}"
         out += [Output(f"--out (faults{where}, .npz)", npz), Output(f"--out (fault grid{where}, .png)", png),
                 Output(f"--out (result{where}, .json)", npz.with_suffix(".json"))]
-    return out
+    return [*out, corpus_output(args)]
 
 
 def _cmd_regress(args) -> int:

@@ -31,7 +31,7 @@ from ._common import (
     write_outcome,
     write_run_report,
 )
-from .corpus import add_corpus_option, add_to_corpus, check_corpus_option
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: The options that set RunConfig's fields, in the order --help lists them.
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
@@ -101,7 +101,7 @@ def preflight(args) -> None:
 
 def outputs(args) -> list[Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
-    and the log it appends to.
+    and the log it appends to; then the corpus folder it adds to.
     """
     out = output_path(args.out)
     inputs = None
@@ -109,13 +109,13 @@ def outputs(args) -> list[Output]:
         inputs = Path(args.save_inputs) if args.save_inputs else sibling(out, ".npz")
     return [Output("--out", out), Output("--save-inputs", inputs),
             Output("--save-inputs (its image grid)", sibling(inputs, ".png")),
-            Output("--log", output_path(args.log))]
+            Output("--log", output_path(args.log)), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:
     config = RunConfig(**{name: getattr(args, name) for name in (*_FIELDS, "surprise")},
                        baseline=args.report_dir is not None and not args.no_baseline)
-    out, inputs_path, grid_path, log_path = (o.path for o in outputs(args))
+    out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
     device = device_from(args.device)
     prepared = prepare_from_args(args).to(device)
     threads = apply_threads(args.threads, [prepared.module], device)

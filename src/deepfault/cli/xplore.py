@@ -41,7 +41,7 @@ from ._common import (
     thread_count,
     write_run_report,
 )
-from .corpus import add_corpus_option, add_to_corpus, check_corpus_option
+from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
@@ -159,10 +159,12 @@ def preflight(args) -> None:
 
 
 def outputs(args) -> list[Output]:
-    """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png)."""
+    """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png);
+    then the corpus folder it adds to.
+    """
     out = output_path(args.out)
     return [Output("--out", out), Output("--out (its inputs, .npz)", sibling(out, ".npz")),
-            Output("--out (its image grid, .png)", sibling(out, ".png"))]
+            Output("--out (its image grid, .png)", sibling(out, ".png")), corpus_output(args)]
 
 
 def _cmd_xplore(args) -> int:
@@ -210,7 +212,7 @@ def _write(args, result, records, dataset, device, threads) -> None:
     """The outcome's files (the inputs .npz, the grid .png) and the result .json as one unit: all
     of them or, on any error or interrupt, none (the .json moved last).
     """
-    out, npz, png = (o.path for o in outputs(args))
+    out, npz, png, _ = (o.path for o in outputs(args))
     if out is None or npz is None or png is None:
         return
     with atomic_paths(npz, png, out) as (npz_tmp, png_tmp, out_tmp):

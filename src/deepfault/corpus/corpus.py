@@ -27,6 +27,7 @@ from .ids import entry_ids
 from .lock import no_readers, reader_lock, writer_lock
 from .manifest import (
     MANIFEST,
+    READERS,
     Manifest,
     foreign_files,
     load_manifest,
@@ -222,6 +223,7 @@ class RegressionCorpus:
                 corpus._check_matches(dataset, shape, num_classes)
                 return corpus
             manifest = Manifest(dataset=dataset, input_shape=shape, num_classes=num_classes)
+            (folder / READERS).touch()  # every file a corpus ever has is there from the start
             save_manifest(folder, manifest)
         return cls(folder, manifest)
 

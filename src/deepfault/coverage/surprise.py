@@ -554,7 +554,7 @@ class SurpriseConfig(Config):
     var_threshold: float | None = param(1e-5, Interval(float, 0.0, None, none=True),
                                         help="LSA: drop the neurons whose variance within a class is below V "
                                         "(Kim et al.'s; 0 drops none)", option="--var-threshold")
-    max_features: int | None = param(None, Interval(int, 1, None, none=True),
+    max_features: int | None = param(None, Interval(int, 1, MAX_VALUES, none=True),
                                      help="LSA: keep only the K neurons of highest variance per class "
                                      "(dnn-tip uses 300) (default: all)", option="--max-features")
 
