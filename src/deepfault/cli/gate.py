@@ -30,6 +30,7 @@ from ._common import (
     write_outcome,
     write_run_report,
 )
+from .corpus import check_corpus_option, corpus_output
 
 _STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
 
@@ -149,16 +150,20 @@ def preflight(args) -> None:
             raise error(option, "a path outside the corpus folder (--corpus)", path)
         if args.policy is not None and _same(path, args.policy):
             raise error(option, "another path than the policy file (--policy)", path)
+    check_corpus_option(args, args.dataset)
     if args.split is not None and Path(args.split).suffix not in (".npy", ".npz"):
         raise error("--split", "a .npy or .npz file", args.split)
 
 
 def outputs(args) -> list[Output]:
-    """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary."""
+    """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary;
+    then the corpus folder it replays and grows.
+    """
     return [
         Output("--out", output_path(args.out)),
         Output("--junit", output_path(args.junit)),
         Output("--summary", output_path(args.summary)),
+        corpus_output(args),
     ]
 
 
