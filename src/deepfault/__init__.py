@@ -12,6 +12,7 @@ Five methods on one engine (capture, batch loop, accumulators, registries, store
 - DeepXplore's differential testing (``xplore``);
 - DRFuzz's regression fuzzing of a model's new version (``regress``);
 - repair: fine-tuning a model on the failing inputs found (``repair``).
+- gate: may a new version replace the model in production: flips, corpus, verdict (``gate``).
 
 See the README for worked examples.
 """
@@ -65,6 +66,7 @@ from .models.fingerprint import fingerprint
 from .models.prepare import PreparedModel, prepare_model
 from .xplore import XploreConfig, xplore
 from .repair import repair
+from .gate import GateConfig, gate
 
 
 __all__ = [
@@ -90,6 +92,8 @@ __all__ = [
     "XploreConfig",
     "regress",
     "repair",
+    "gate",
+    "GateConfig",
     "DeepFaultError",
     "Dataset",
     "Evaluation",

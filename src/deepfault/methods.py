@@ -9,14 +9,15 @@ one line here (see ``docs/architecture.md``).
 from .coverage import METHOD as COVERAGE
 from .experiment.method import METHODS, register_method
 from .fuzz import METHOD as DRFUZZ
+from .gate import METHOD as GATE
 from .localization import METHOD as DEEPFAULT
 from .repair import METHOD as REPAIR
 from .xplore import METHOD as DEEPXPLORE
 
-__all__ = ["ALL", "DEEPFAULT", "COVERAGE", "DEEPXPLORE", "DRFUZZ", "REPAIR"]
+__all__ = ["ALL", "DEEPFAULT", "COVERAGE", "DEEPXPLORE", "DRFUZZ", "REPAIR", "GATE"]
 
 #: Every method, in the order the CLI and the docs list them.
-ALL = (DEEPFAULT, COVERAGE, DEEPXPLORE, DRFUZZ, REPAIR)
+ALL = (DEEPFAULT, COVERAGE, DEEPXPLORE, DRFUZZ, REPAIR, GATE)
 
 for _method in ALL:
     if _method.name not in METHODS:

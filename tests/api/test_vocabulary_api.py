@@ -29,6 +29,7 @@ API = {
     "run": [df.run_deepfault, df.RunConfig, df.Runtime, *PREPARE],
     "xplore": [df.xplore, XploreConfig, df.Runtime, *PREPARE],
     "regress": [df.regress, CampaignConfig, Versions, Runtime],
+    "gate": [df.gate, df.GateConfig, Versions, Runtime],
     "repair": [df.repair, RepairConfig, df.Runtime, *PREPARE],
     "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, *PREPARE],
     "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, *PREPARE],
@@ -51,6 +52,7 @@ EVERY_COMMAND = {
     "split": "which split of a named data set the command reads; the API takes the inputs themselves",
     "models_dir": "where the command looks up zoo names; the API takes models",
     "arch_args": "JSON text on the command line; the API takes the dict itself as arch_kwargs=",
+    "corpus": "the folder the command adds its findings to; in the API outcome.findings().add_to(folder)",
 }
 
 #: Options of one command whose API argument has another name, and why.
@@ -76,6 +78,12 @@ EXCEPTIONS = {
     ("xplore", "no_surprise"): "the command's extra pass",
     ("regress", "sections"): "the criterion's parameter: CampaignConfig(criterion_params={'sections': N})",
     ("regress", "threshold"): "the criterion's parameter: CampaignConfig(criterion_params={'threshold': T})",
+    ("gate", "no_heldout"): "a negated switch: GateConfig(heldout=False)",
+    ("gate", "no_add_to_corpus"): "a negated switch: GateConfig(add_to_corpus=False)",
+    ("gate", "allow_significantly_worse"): "a negated switch: GateConfig(not_significantly_worse=False)",
+    ("gate", "policy"): "a file of the command's: deepfault.gate.policy_config(path) makes the GateConfig",
+    ("gate", "junit"): "a file of the command's: GateOutcome.outputs() writes it",
+    ("gate", "summary"): "a file of the command's: GateOutcome.outputs() writes it",
 }
 
 

@@ -17,7 +17,7 @@ import deepfault
 
 ROOT = Path(deepfault.__file__).parent
 #: The method packages (``deepfault/methods.py`` lists them).
-METHODS = ("localization", "coverage", "xplore", "fuzz", "repair")
+METHODS = ("localization", "coverage", "xplore", "fuzz", "repair", "gate")
 _IN_A_METHOD = tuple(f"{m}/*" for m in METHODS)
 
 #: Name -> (the files it may be defined in, why it is defined in each of them).

@@ -49,7 +49,7 @@ def test_drfuzz_python_example_runs(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(("command", "name"), [("run", "deepfault.md"), ("xplore", "xplore.md"),
-                                               ("regress", "drfuzz.md")])
+                                               ("regress", "drfuzz.md"), ("gate", "gate.md")])
 def test_every_option_is_on_the_method_page(command, name):
     missing = undocumented_options(command, page(name))
     assert not missing, f"options of 'deepfault {command}' not in docs/{name}: {missing}"

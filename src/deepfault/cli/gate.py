@@ -1,0 +1,143 @@
+"""``deepfault gate``: may the challenger M2 replace the champion M1? A verdict and an exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..checks import error
+from ..core.runtime import Runtime
+from ..errors import DeepFaultError
+from ..fuzz.pair import Versions
+from ..gate import THRESHOLDS, GateConfig, HeldOut, gate, policy_config
+from ..gate.report import gate_page
+from ..gate.verdict import EXIT_STATUS
+from ..models.blackbox import RUNTIMES
+from ._common import Output, add_field, add_options, command, output_path, write_outcome, write_run_report
+from .corpus import check_corpus_option, corpus_output
+
+_STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
+
+
+def add_parser(sub) -> None:
+    """Add ``deepfault gate`` to ``sub``."""
+    p = command(sub, "gate", "may a new version of a model (M2) replace the one in production (M1)? A "
+                "verdict for CI",
+                "Compare the challenger M2 with the champion M1 on a held-out split (accuracies with "
+                "intervals, an exact McNemar test, negative and positive flips per class, the disagreement), "
+                "replay the regression corpus (--corpus), fuzz briefly (--budget; 0 skips) and judge by the "
+                "policy (the threshold options, or --policy FILE.toml; options given win over the file). "
+                f"Prints the verdict and its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 "
+                "interrupted (docs/gate.md).")
+    p.add_argument("--m1", required=True, metavar="FILE", help="the champion: the model in production")
+    p.add_argument("--m2", required=True, metavar="FILE",
+                   help="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black "
+                   "box")
+    p.add_argument("--runtime", choices=RUNTIMES, default="auto", help="how .onnx files run")
+    add_options(p, "dataset", "data_dir",
+                dataset="data set or .npz file whose test split is held out (default: the one the model "
+                "files name)")
+    p.add_argument("--split", metavar="FILE", default=None,
+                   help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz "
+                   "with x (and y for labels), or a data set's .npz (its x_test, y_test)")
+    _add_stages_and_policy(p)
+    _add_outputs(p)
+    add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
+    p.set_defaults(func=_cmd_gate)
+
+
+def _add_stages_and_policy(p) -> None:
+    """The stages' options and the policy's (each threshold unset unless given, so that a policy
+    file's value is not overridden).
+    """
+    add_field(p, GateConfig, "heldout")
+    add_field(p, GateConfig, "corpus", metavar="DIR")
+    add_field(p, GateConfig, "budget", metavar="B")
+    add_field(p, GateConfig, "fidelity", metavar="SPEC")
+    add_field(p, GateConfig, "add_to_corpus")
+    add_field(p, GateConfig, "seed", metavar="S")
+    add_field(p, GateConfig, "worst", metavar="N")
+    p.add_argument("--policy", metavar="FILE.toml", default=None,
+                   help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
+    for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
+        add_field(p, GateConfig, name, default=argparse.SUPPRESS)
+
+
+def _add_outputs(p) -> None:
+    """The files a pipeline reads: JSON, JUnit XML, Markdown, the HTML report."""
+    p.add_argument("--out", metavar="FILE.json", default=None, help="the JSON result")
+    p.add_argument("--junit", metavar="FILE.xml", default=None, help="the checks as JUnit XML")
+    p.add_argument("--summary", metavar="FILE.md", default=None,
+                   help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
+    add_options(p, "report")
+
+
+def _config(args) -> GateConfig:
+    stages = ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
+    base = GateConfig(**{n: getattr(args, n) for n in stages})
+    given = {n: getattr(args, n) for n in THRESHOLDS if hasattr(args, n)}
+    return policy_config(args.policy, base, **given)
+
+
+def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    pa, pb = Path(a).resolve(), Path(b).resolve()
+    return pa == pb or pb in pa.parents
+
+
+def preflight(args) -> None:
+    """The policy file read and checked (unknown keys, impossible thresholds), and no output in
+    the corpus or on the policy file, before any work.
+    """
+    _config(args)
+    for option, path in (("--out", args.out), ("--junit", args.junit), ("--summary", args.summary),
+                         ("--report", args.report_dir)):
+        if path is None:
+            continue
+        if args.corpus is not None and _same(path, args.corpus):
+            raise error(option, "a path outside the corpus folder (--corpus)", path)
+        if args.policy is not None and _same(path, args.policy):
+            raise error(option, "another path than the policy file (--policy)", path)
+    check_corpus_option(args, args.dataset)
+    if args.split is not None and Path(args.split).suffix not in (".npy", ".npz"):
+        raise error("--split", "a .npy or .npz file", args.split)
+
+
+def outputs(args) -> list[Output]:
+    """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary;
+    then the corpus folder it replays and grows.
+    """
+    return [Output("--out", output_path(args.out)), Output("--junit", output_path(args.junit)),
+            Output("--summary", output_path(args.summary)), corpus_output(args)]
+
+
+def _held_out(args):
+    if args.split is None:
+        return args.dataset
+    try:
+        loaded = np.load(args.split, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DeepFaultError(f"--split {args.split!r} cannot be read as .npy/.npz ({err})") from None
+    if isinstance(loaded, np.ndarray):
+        return HeldOut(loaded, None, args.dataset)
+    key = "x" if "x" in loaded.files else "x_test" if "x_test" in loaded.files else None
+    if key is None:
+        raise error("--split", "an .npz with an array x (and y for labels), or a data set's (x_test, y_test)",
+                    args.split)
+    labels = {"x": "y", "x_test": "y_test"}[key]
+    return HeldOut(loaded[key], loaded[labels] if labels in loaded.files else None, args.dataset)
+
+
+def _cmd_gate(args) -> int:
+    config = _config(args)
+    versions = Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
+                        trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
+    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress)
+    outcome = gate(versions, _held_out(args), config, runtime=runtime)
+    write_outcome(args, outcome, command="gate", config=config, out=output_path(args.out),
+                  runtime=Runtime(device=outcome.device, threads=outcome.threads),
+                  paths={"junit": output_path(args.junit), "summary": output_path(args.summary)})
+    write_run_report(args, lambda folder: gate_page(outcome, folder))
+    return outcome.exit_status
