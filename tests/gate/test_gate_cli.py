@@ -123,7 +123,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(folder, tmp_path):
 
 def test_corpus_replay_counts_equal_numpy_and_grow_append_only(folder, tmp_path):
     corpus = tmp_path / "corpus"
-    status, out, _ = cli([*BASE, "--m1", "m1.ts", "--m2", "m2.ts", "--corpus", corpus], folder)
+    first, out, _ = cli([*BASE, "--m1", "m1.ts", "--m2", "m2.ts", "--corpus", corpus], folder)
     x, y = split()
     with torch.no_grad():
         p1 = linear()(torch.as_tensor(x)).argmax(1).numpy()
@@ -136,10 +136,20 @@ def test_corpus_replay_counts_equal_numpy_and_grow_append_only(folder, tmp_path)
         [*BASE, "--m1", "m1.ts", "--m2", "m2.ts", "--corpus", corpus, "--out", result], folder
     )
     replay = json.loads(result.read_text())["replay"]
-    assert status == 1
-    assert replay["entries"] == flips
-    assert replay["regressions"] == flips == replay["failing"]
+    assert status == first  # the same pair again: its own flips were judged once, the verdict holds
+    assert replay["entries"] == flips == replay["own"]
+    assert replay["regressions"] == 0 == replay["failing"]
     assert len(Corpus.open(corpus)) == flips  # the same flips again: deduplicated
+    other = tmp_path / "m3.ts"  # another challenger: the earlier flips are earlier failures to it
+    torch.jit.script(linear(0.45)).save(str(other))
+    cli([*BASE, "--m1", "m1.ts", "--m2", other, "--corpus", corpus, "--out", result, "--no-add-to-corpus"],
+        folder)
+    replay = json.loads(result.read_text())["replay"]
+    with torch.no_grad():
+        p3 = linear(0.45)(torch.as_tensor(x)).argmax(1).numpy()
+    earlier = (p1 == y) & (p2 != y)
+    assert replay["own"] == 0
+    assert replay["regressions"] == int((earlier & (p3 != y)).sum()) == replay["failing"] > 0
     status, out, _ = cli(
         [*BASE, "--m1", "m1.ts", "--m2", "m1.ts", "--corpus", corpus, "--out", result], folder
     )

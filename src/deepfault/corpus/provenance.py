@@ -24,6 +24,10 @@ class Provenance:
         models: the model files (or names) the method ran on, M1 first where there are two.
         note: free text (a scenario, a seed).
         time: when the entries were added, ISO 8601 in UTC; empty until the add stamps it.
+        fingerprints: the models' weight fingerprints
+            (:func:`~deepfault.models.fingerprint.fingerprint`), in the order of ``models``;
+            ``gate`` reads them to tell a challenger's own earlier findings from earlier
+            versions' failures.
 
     Examples:
         >>> Provenance("regress", "drfuzz-seed0", ("m1.pt", "m2.onnx")).method
@@ -35,6 +39,7 @@ class Provenance:
     models: tuple[str, ...] = ()
     note: str = ""
     time: str = ""
+    fingerprints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, str) or not self.method.strip():
@@ -45,6 +50,10 @@ class Provenance:
         if not all(isinstance(m, str) for m in models):
             raise DeepFaultError(f"provenance models must be names (text); got {self.models!r}")
         object.__setattr__(self, "models", models)
+        prints = tuple(self.fingerprints)
+        if not all(isinstance(f, str) for f in prints):
+            raise DeepFaultError(f"provenance fingerprints must be text; got {self.fingerprints!r}")
+        object.__setattr__(self, "fingerprints", prints)
 
     def stamped(self, now: _dt.datetime | None = None) -> Provenance:
         """This provenance with ``time`` set (to ``now``, UTC, when it was empty)."""
@@ -57,6 +66,7 @@ class Provenance:
         """A JSON-ready dict (``models`` as a list)."""
         out = asdict(self)
         out["models"] = list(self.models)
+        out["fingerprints"] = list(self.fingerprints)
         return out
 
     def to_json(self) -> str:
@@ -67,4 +77,5 @@ class Provenance:
     def from_dict(cls, data: dict) -> Provenance:
         """The inverse of :meth:`to_dict`; unknown keys are ignored (a newer writer's)."""
         return cls(method=data["method"], run=data.get("run", ""), models=tuple(data.get("models", ())),
-                   note=data.get("note", ""), time=data.get("time", ""))
+                   note=data.get("note", ""), time=data.get("time", ""),
+                   fingerprints=tuple(data.get("fingerprints", ())))

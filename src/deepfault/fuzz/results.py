@@ -143,8 +143,11 @@ class RegressOutcome(Summarised, Outcome):
         if inputs.ndim < 2:  # none found: no shape to name
             inputs = np.zeros((0, *np.shape(self.seed_inputs)[1:]), np.float32)
         note = f"{self.result.config.strategy}, experiment {self.experiment}"
+        models = self.records.get("models", {})
+        prints = tuple(str(models.get(k, {}).get("fingerprint", "")) for k in ("m1", "m2"))
         return Findings(inputs=inputs, labels=np.asarray(arrays["label"], dtype=np.int64),
-                        provenance=Provenance("regress", self.cell, tuple(self.names), note=note),
+                        provenance=Provenance("regress", self.cell, tuple(self.names), note=note,
+                                              fingerprints=prints if all(prints) else ()),
                         dataset=str(self.records.get("dataset", {}).get("name", "")),
                         num_classes=len(self.class_names) or None)
 

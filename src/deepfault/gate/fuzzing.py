@@ -65,8 +65,8 @@ def fuzz_stage(pair: Pair, inputs, labels, corpus, config: GateConfig, runtime: 
         from ..corpus import Provenance  # noqa: PLC0415
 
         provenance = Provenance(
-            "gate-fuzz", f"gate-seed{config.seed}", tuple(pair.names), note=f"DRFuzz, budget {config.budget}"
-        )
+            "gate-fuzz", f"gate-seed{config.seed}", tuple(pair.names), note=f"DRFuzz, budget {config.budget}",
+            fingerprints=(pair.p1.fingerprint, pair.p2.fingerprint))
         added = int(corpus.add(found.inputs, found.labels, provenance))
     return FuzzResult(
         budget=config.budget,

@@ -184,7 +184,8 @@ class GateOutcome(Outcome):
             f"corpus: {self.stages.get('replay', 'not run')}"
             if r is None
             else f"corpus ({r.entries:,} entries{'' if r.complete else ', interrupted'}): {r.failing:,} M2 "
-            f"still gets wrong ({r.regressions:,} new since the champion), {r.fixed:,} fixed",
+            f"still gets wrong ({r.regressions:,} new since the champion), {r.fixed:,} fixed"
+            + (f"; {r.own:,} found on this challenger before (judged then)" if r.own else ""),
             f"fuzz: {self.stages.get('fuzz', 'not run')}"
             if f is None
             else f"fuzz ({f.budget}): {f.faults:,} regression faults ({f.unique:,} unique)",

@@ -215,7 +215,8 @@ def _add(corpus, inputs, labels, run: _Run, *, method: str, note: str) -> int:
         corpus.add(
             inputs,
             labels,
-            Provenance(method, f"gate-seed{run.config.seed}", tuple(run.pair.names), note=note),
+            Provenance(method, f"gate-seed{run.config.seed}", tuple(run.pair.names), note=note,
+                       fingerprints=(run.pair.p1.fingerprint, run.pair.p2.fingerprint)),
         )
     )
 

@@ -64,11 +64,20 @@ class Verdict:
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """The failing checks' reasons, then the holding ones' (the passing ones when all pass)."""
+        """The failing checks' reasons, then the holding ones'; when all pass, each policy
+        threshold's closest call (of a per-class limit, the class nearest to it).
+        """
         bad = [c.reason for c in self.checks if c.status == "fail"] + [
             c.reason for c in self.checks if c.status == "hold"
         ]
-        return tuple(bad) if bad else tuple(c.reason for c in self.checks)
+        if bad:
+            return tuple(bad)
+        closest: dict[str, Check] = {}
+        for check in self.checks:  # the per-class limits are upper limits: the largest rate is closest
+            kept = closest.setdefault(check.policy, check)
+            if check.value is not None and (kept.value is None or check.value > kept.value):
+                closest[check.policy] = check
+        return tuple(c.reason for c in closest.values())
 
     @property
     def exit_status(self) -> int:
