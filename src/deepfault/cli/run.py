@@ -34,7 +34,7 @@ from ._common import (
 
 #: The options that set RunConfig's fields, in the order --help lists them.
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
-           "threshold", "iterations", "normalize", "num_inputs", "k_primes")
+           "threshold", "activity", "iterations", "normalize", "num_inputs", "k_primes")
 
 #: The seed's parser is every command's one (the same words for --seed everywhere).
 _OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"type": seed_int, "metavar": "S"},
