@@ -93,8 +93,11 @@ def layer_rule(module: nn.Module, ndim: int, activity: str) -> str:
     return "zero" if isinstance(module, NEURON_MODULE_TYPES) or ndim <= 2 else "quantile"
 
 
-def profile_sample(x, size: int = PROFILE_SAMPLE):
-    """At most ``size`` rows of ``x``, evenly spaced (first and last included; no random draw)."""
+def profile_sample(x, size: int | None = None):
+    """At most ``size`` (``None``: :data:`PROFILE_SAMPLE`) rows of ``x``, evenly spaced (first and
+    last included; no random draw).
+    """
+    size = PROFILE_SAMPLE if size is None else size
     n = len(x)
     if n <= size:
         return x

@@ -33,6 +33,7 @@ from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
 from .activity import ActivityLevels, activity_levels
 from .config import RunConfig
+from .diagnosis import degenerate_lines
 from .evaluation import Evaluation, _concat_evaluations, _evaluate_synthesized
 from .outputs import RunShown as _Shown
 from .outputs import grid_of, save_synthesized, summary_text
@@ -181,6 +182,7 @@ class RunResult(Summarised, Outcome):
 
     def _answer(self, top: int) -> str:
         lines = [f"DeepFault run: {self.headline()}"]
+        lines += [f"warning: {line}" for line in degenerate_lines(self)]
         for c in [] if self.quiet else self.classes:
             if c.no_failures:
                 lines.append(f"  class {c.target_class}: no failing input, nothing to localise")
