@@ -165,7 +165,8 @@ def main(argv=None) -> int:
     test = slice(0, 500 if args.quick else 2000)
     data = Dataset("mnist", mnist.x_train, mnist.y_train, mnist.x_test[test], mnist.y_test[test], (0.0, 1.0),
                    mnist.class_names)
-    report: dict = {"busy_fraction": busy_fraction(), "threads": 1, "distance": DISTANCE, "k": {"small": 3, "resnet18": 10}, "test_inputs": len(data.y_test),
+    report: dict = {"busy_fraction": busy_fraction(), "threads": 1, "distance": DISTANCE,
+                    "k": {"small": 3, "resnet18": 10}, "test_inputs": len(data.y_test),
                     "command": "PYTHONPATH=src python benchmarks/bench_resnet_neurons.py"
                     + (" --quick" if args.quick else "")}
 

@@ -27,10 +27,13 @@ def test_nc_saturated_by_neurons_above_zero_on_every_input_is_named():
     torch.set_num_threads(1)
     x = torch.rand(10, 3, 2, 2, generator=torch.Generator().manual_seed(0))
     report = measure_coverage(_net(), x, CoverageConfig(criteria="nc", threshold=[0.0, 1.5], layers=["0"]))
-    assert report.always_active is not None and report.always_active.all()
+    assert report.always_active is not None
+    assert report.always_active.all()
     note = report.saturation_note()
-    assert note is not None and note.startswith("saturated: 3 of 3 neurons are above 0 on every input")
-    assert "nc(threshold=0)" in note and "threshold=1.5" not in note
+    assert note is not None
+    assert note.startswith("saturated: 3 of 3 neurons are above 0 on every input")
+    assert "nc(threshold=0)" in note
+    assert "threshold=1.5" not in note
     assert report.summary().splitlines()[0] == note  # said first
     # the same neurons read at a threshold above their values: nothing to name
     high = measure_coverage(_net(), x, CoverageConfig(criteria="nc", threshold=1.5, layers=["0"]))

@@ -74,10 +74,13 @@ def test_block_means_above_zero_tie_under_the_paper_rule_and_differ_under_the_le
     assert (old.n_s + old.n_f == 0).all()  # every neuron active on every input: the old all-tie
     assert len(set(suspiciousness(old, "tarantula").tolist())) == 1
     levels = activity_levels(model, data.x_train, layers=None)
-    assert levels is not None and levels.rules == {"block": "quantile"}
+    assert levels is not None
+    assert levels.rules == {"block": "quantile"}
     new = compute_spectrum(model, data.x_test, data.y_test, RunConfig(), target_class=0, levels=levels)
-    assert new.activity is levels and new.to_dict()["activity"]["rules"] == {"block": "quantile"}
-    assert (new.n_s + new.n_f > 0).all() and (new.a_s + new.a_f > 0).all()
+    assert new.activity is levels
+    assert new.to_dict()["activity"]["rules"] == {"block": "quantile"}
+    assert (new.n_s + new.n_f > 0).all()
+    assert (new.a_s + new.a_f > 0).all()
     assert len(set(suspiciousness(new, "tarantula").tolist())) > 1  # spectra differ across neurons
 
 
@@ -99,7 +102,8 @@ def test_levels_equal_a_naive_median_and_the_sample_is_bounded(monkeypatch):
     monkeypatch.setattr(activity, "PROFILE_SAMPLE", 4)  # memory holds the sample only, whatever N
     big = torch.rand(50, 3, 2, 2, generator=torch.Generator().manual_seed(1))
     assert activity_levels(model, big).sample == 4
-    assert len(profile_sample(np.arange(50), 4)) == 4 and profile_sample(np.arange(3), 4).tolist() == [0, 1, 2]
+    assert len(profile_sample(np.arange(50), 4)) == 4
+    assert profile_sample(np.arange(3), 4).tolist() == [0, 1, 2]
 
 
 def test_the_papers_mlp_spectrum_is_unchanged_by_auto():
@@ -133,14 +137,17 @@ def _result(spectra, k: int, activity_rule: str = "zero"):
 
 def test_a_planted_tie_is_named_and_never_counted_as_recurrence():
     flat = _spectrum([5, 5, 5, 5], [2, 2, 2, 2], 5, 2)  # every neuron active on every input
-    assert flatness(flat).degenerate and flatness(flat).always == 4
+    assert flatness(flat).degenerate
+    assert flatness(flat).always == 4
     result = _result([flat, flat, flat], k=2)
     assert all(tied_selection(c.repetitions[0].selection) for c in result.classes)
     assert recurring_neurons(result) == []  # the old count: a[0], a[1] "recur in 3 classes"
     lines = degenerate_lines(result)
     assert len(lines) == 2
-    assert lines[0].startswith("degenerate spectra: in 3 of 3 classes") and "--activity quantile" in lines[0]
-    assert lines[1].startswith("tied scores: in 3 of 3 classes") and "0.5" in lines[1]
+    assert lines[0].startswith("degenerate spectra: in 3 of 3 classes")
+    assert "--activity quantile" in lines[0]
+    assert lines[1].startswith("tied scores: in 3 of 3 classes")
+    assert "0.5" in lines[1]
 
 
 def test_recurrence_counts_neurons_that_beat_every_neuron_left_out():

@@ -160,7 +160,8 @@ def activity_levels(model: nn.Module, inputs, *, activity: str = "auto", thresho
                 ndims.setdefault(name, output.dim())
         return record
 
-    sample = _first_inputs(inputs, PROFILE_SAMPLE) if isinstance(inputs, DataLoader) else profile_sample(inputs)
+    sample = (_first_inputs(inputs, PROFILE_SAMPLE) if isinstance(inputs, DataLoader)
+              else profile_sample(inputs))
     if not len(sample):
         raise DeepFaultError("no inputs to profile the neurons' levels on: the input set is empty")
     rows, layout = [], None

@@ -60,7 +60,9 @@ def flatness(spectrum: Spectrum) -> Flatness:
 
 def _scores(selection: Selection) -> list[float] | None:
     scores = [n.score for n in selection.neurons]
-    return None if not scores or any(s is None for s in scores) else [float(s) for s in scores if s is not None]
+    if not scores or any(s is None for s in scores):
+        return None
+    return [float(s) for s in scores if s is not None]
 
 
 def tied_selection(selection: Selection) -> bool:
@@ -95,24 +97,23 @@ def degenerate_lines(result) -> list[str]:
     """
     considered = [c for c in result.classes if not c.no_failures]
     lines = []
-    flat = [(c.target_class, flatness(c.spectrum)) for c in considered]
-    bad = [(c, f) for c, f in flat if f.degenerate]
-    activity = getattr(result.config, "activity", "zero")
+    bad = [(c.target_class, f) for c, f in ((c, flatness(c.spectrum)) for c in considered) if f.degenerate]
     if bad:
-        always = max(f.always for _, f in bad)
-        never = max(f.never for _, f in bad)
-        neurons = bad[0][1].neurons
-        fix = ("analyse other layers (--layers linear-conv, or name them)" if activity == "quantile" else
-               "take each neuron's own level (activity='quantile', --activity quantile) or analyse other layers "
-               "(--layers linear-conv)")
-        lines.append(f"degenerate spectra: in {len(bad)} of {len(considered)} classes ({_classes([c for c, _ in bad])}) "
-                     f"most of the {neurons} neurons never vary (up to {always} active on every input, {never} "
-                     f"on none), so their scores tie and the top-k is index order, not a finding; {fix}")
-    tied = [c.target_class for c in considered if c.repetitions and tied_selection(c.repetitions[0].selection)]
+        always, never = max(f.always for _, f in bad), max(f.never for _, f in bad)
+        fix = "analyse other layers (--layers linear-conv, or name them)"
+        if getattr(result.config, "activity", "zero") != "quantile":
+            fix = "take each neuron's own level (activity='quantile', --activity quantile) or " + fix
+        lines.append(f"degenerate spectra: in {len(bad)} of {len(considered)} classes "
+                     f"({_classes([c for c, _ in bad])}) most of the {bad[0][1].neurons} neurons never vary "
+                     f"(up to {always} active on every input, {never} on none), so their scores tie and the "
+                     f"top-k is index order, not a finding; {fix}")
+    tied = [c for c in considered if c.repetitions and tied_selection(c.repetitions[0].selection)]
     if tied:
-        score = considered[[c.target_class for c in considered].index(tied[0])].repetitions[0].selection.runner_up
-        lines.append(f"tied scores: in {len(tied)} of {len(considered)} classes ({_classes(tied)}) all top-k scores "
-                     f"tie with neurons left out (e.g. {score:.3g}), so those neurons are index order and count "
-                     "in no recurrence; analyse more failing inputs or other layers (--layers), or a measure "
-                     "that separates them (--measure)")
+        score = tied[0].repetitions[0].selection.runner_up
+        lines.append(f"tied scores: in {len(tied)} of {len(considered)} classes "
+                     f"({_classes([c.target_class for c in tied])}) all top-k scores tie with neurons left "
+                     "out "
+                     f"(e.g. {score:.3g}), so those neurons are index order and count in no recurrence; "
+                     "analyse more failing inputs or other layers (--layers), or a measure that separates "
+                     "them (--measure)")
     return lines

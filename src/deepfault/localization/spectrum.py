@@ -218,7 +218,8 @@ def _spectra(
     """
     start_time = time.perf_counter()
     levels = threshold if isinstance(threshold, ActivityLevels) else None
-    acc = SpectrumAccumulator(groups, threshold=threshold if levels is None else levels.thresholds)
+    acc = SpectrumAccumulator(groups, threshold=threshold.thresholds if isinstance(threshold, ActivityLevels)
+                              else threshold)
     x: torch.Tensor | DataLoader
     if isinstance(inputs, DataLoader):  # streamed; its batches carry the labels unless given
         x, y = inputs, labels
@@ -238,7 +239,7 @@ def _spectra(
         if on_batch is not None:
             on_batch(b)
         _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
-        if levels is not None and layout is None:
+        if levels is not None and layout is None and b.layout is not None:
             levels.check(b.layout)
         passed = b.outputs.argmax(dim=1).cpu() == b.labels
         acc.update(b.values, passed, group_of(b.labels))
@@ -402,8 +403,8 @@ def compute_class_spectra(
     config, runtime = settings("compute_class_spectra", config, runtime, old)
     with threads_of(runtime, model):
         return _class_spectra(model, inputs, labels, classes, layers=config.layers,
-                              threshold=_rule(model, inputs, config, runtime, levels), batch_size=batch_of(config, runtime),
-                              progress=bool(runtime.progress))
+                              threshold=_rule(model, inputs, config, runtime, levels),
+                              batch_size=batch_of(config, runtime), progress=bool(runtime.progress))
 
 
 def _class_spectra(model: nn.Module, inputs, labels, classes: Sequence[int], *, layers, threshold, batch_size,
@@ -439,7 +440,7 @@ def _spectra_and_predictions(
     classes: Sequence[int],
     *,
     layers: Sequence[str] | None = None,
-    threshold: float = 0.0,
+    threshold: float | ActivityLevels = 0.0,
     batch_size: int | str = "auto",
     on_batch: Callable[[Batch], object] | None = None,
 ) -> tuple[dict[int, Spectrum], np.ndarray]:
