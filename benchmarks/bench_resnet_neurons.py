@@ -39,6 +39,7 @@ from models.resnet import BasicBlock, ResNet  # noqa: E402
 from deepfault import RunConfig, Runtime, run_deepfault  # noqa: E402
 from deepfault.data import Dataset  # noqa: E402
 from deepfault.data.mnist import load_mnist  # noqa: E402
+from deepfault.localization.diagnosis import degenerate_lines, flatness, tied_selection  # noqa: E402
 
 ROOT = Path("/work/shared/datasets")
 #: L_inf distance of the one gradient step: at the paper's 0.1 almost no input of these models flips
@@ -122,13 +123,7 @@ def flips(result) -> tuple[int, int]:
 
 def uninformative(result) -> float:
     """Mean over classes with failures of the share of neurons active on every input or on none."""
-    shares = []
-    for c in result.classes:
-        sp = c.spectrum
-        if sp.num_failed == 0:
-            continue
-        flat = ((sp.n_s + sp.n_f) == 0) | ((sp.a_s + sp.a_f) == 0)
-        shares.append(float(flat.mean()))
+    shares = [flatness(c.spectrum).share for c in result.classes if not c.no_failures]
     return float(np.mean(shares)) if shares else float("nan")
 
 
@@ -148,10 +143,11 @@ def protocol(model, data: Dataset, *, k: int, inputs: int, distance: float, repe
                             "seconds": round(time.perf_counter() - t0, 1)}
             if measure == "tarantula":
                 row["uninformative_neurons"] = uninformative(result)
-                tied = [c.target_class for c in result.classes if c.repetitions and len(
-                    {n.score for n in c.repetitions[0].selection.neurons}) == 1]
-                row["classes_with_one_tied_score"] = tied
-            print(rule, measure, row[measure], flush=True)
+            if measure != "random":  # what the run's summary names (localization.diagnosis)
+                row[measure]["tied_classes"] = [c.target_class for c in result.classes if c.repetitions
+                                                and tied_selection(c.repetitions[0].selection)]
+                row[measure]["warnings"] = degenerate_lines(result)
+            print(rule, measure, {k: v for k, v in row[measure].items() if k != "warnings"}, flush=True)
         out[rule] = row
     return out
 
