@@ -16,8 +16,8 @@ classified inputs) and the share of synthesized inputs that flip the prediction 
 The share of neurons whose spectrum carries no information (active on every input of the
 class or on none) is recorded too.
 
-Run: ``PYTHONPATH=src python benchmarks/bench_resnet_neurons.py [--quick]``; writes
-``benchmarks/results/bench_resnet_neurons.json``.
+Run: ``PYTHONPATH=src python benchmarks/bench_resnet_neurons.py [--quick] [--seed S]``; writes
+``benchmarks/results/bench_resnet_neurons.json`` (``...-seedS.json`` for another seed).
 """
 
 from __future__ import annotations
@@ -155,7 +155,9 @@ def protocol(model, data: Dataset, *, k: int, inputs: int, distance: float, repe
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps and inputs (a smoke run)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the models' initialisation and training")
     args = ap.parse_args(argv)
+    out = OUT if args.seed == 0 else OUT.with_name(f"{OUT.stem}-seed{args.seed}.json")
     torch.set_num_threads(1)
     mnist = load_mnist(ROOT)
     test = slice(0, 500 if args.quick else 2000)
@@ -163,11 +165,13 @@ def main(argv=None) -> int:
                    mnist.class_names)
     report: dict = {"busy_fraction": busy_fraction(), "threads": 1, "distance": DISTANCE,
                     "k": {"small": 3, "resnet18": 10}, "test_inputs": len(data.y_test),
-                    "command": "PYTHONPATH=src python benchmarks/bench_resnet_neurons.py"
-                    + (" --quick" if args.quick else "")}
+                    "seed": args.seed, "command": "PYTHONPATH=src python benchmarks/bench_resnet_neurons.py"
+                    + (" --quick" if args.quick else "") + (f" --seed {args.seed}" if args.seed else "")}
 
+    torch.manual_seed(args.seed)  # the initial weights
     small = SmallResNet()
-    seconds = train(small, mnist.x_train, mnist.y_train, steps=30 if args.quick else 400, batch=64)
+    seconds = train(small, mnist.x_train, mnist.y_train, steps=30 if args.quick else 400, batch=64,
+                    seed=args.seed)
     report["small_resnet"] = {"train_seconds": round(seconds, 1), "train_steps": 400,
                               "test_accuracy": accuracy(small, data.x_test, data.y_test)}
     print("small", report["small_resnet"], flush=True)
@@ -178,14 +182,16 @@ def main(argv=None) -> int:
 
     data18 = Dataset("mnist32", rgb32(mnist.x_train[:20000]), mnist.y_train[:20000], rgb32(data.x_test),
                      data.y_test, (0.0, 1.0), mnist.class_names)
+    torch.manual_seed(args.seed)
     r18 = ResNet18()
-    seconds = train(r18, data18.x_train, data18.y_train, steps=10 if args.quick else 150, batch=32)
+    seconds = train(r18, data18.x_train, data18.y_train, steps=10 if args.quick else 150, batch=32,
+                    seed=args.seed)
     report["resnet18"] = {"train_seconds": round(seconds, 1), "train_steps": 150,
                           "test_accuracy": accuracy(r18, data18.x_test, data18.y_test)}
     print("resnet18", report["resnet18"], flush=True)
     report["resnet18"]["protocol"] = protocol(r18, data18, k=10, inputs=20, distance=DISTANCE, repeat=3)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=1) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))
     return 0
 

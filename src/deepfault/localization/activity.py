@@ -145,12 +145,16 @@ def activity_levels(model: nn.Module, inputs, *, activity: str = "auto", thresho
 
     Returns:
         ``None`` when every layer takes the paper's threshold (the spectrum is then exactly the
-        fixed-threshold one, without a pass over ``inputs``), else the :class:`ActivityLevels`.
+        fixed-threshold one; for ``Linear``/``Conv`` layers alone no input goes through the model
+        here), else the :class:`ActivityLevels`.
     """
     if activity == "zero":
         return None
     names = resolve_layers(model, layers)
     modules = dict(model.named_modules())
+    if activity == "auto" and all(n == SOFTMAX_LAYER or isinstance(modules.get(n), NEURON_MODULE_TYPES)
+                                  for n in names):
+        return None  # the paper's layers: decided without a pass over the inputs
     modules[SOFTMAX_LAYER] = model
     ndims: dict[str, int] = {}
 
