@@ -152,6 +152,20 @@ def protocol(model, data: Dataset, *, k: int, inputs: int, distance: float, repe
     return out
 
 
+def measured(make, data: Dataset, *, steps: int, batch: int, k: int, seed: int) -> dict:
+    """A fresh ``make()`` (initial weights seeded with ``seed``) trained on ``data``, and the
+    protocol's figures on it.
+    """
+    torch.manual_seed(seed)
+    model = make()
+    seconds = train(model, data.x_train, data.y_train, steps=steps, batch=batch, seed=seed)
+    row: dict = {"train_seconds": round(seconds, 1), "train_steps": steps,
+                 "test_accuracy": accuracy(model, data.x_test, data.y_test)}
+    print(type(model).__name__, row, flush=True)
+    row["protocol"] = protocol(model, data, k=k, inputs=20, distance=DISTANCE, repeat=3)
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps and inputs (a smoke run)")
@@ -168,28 +182,17 @@ def main(argv=None) -> int:
                     "seed": args.seed, "command": "PYTHONPATH=src python benchmarks/bench_resnet_neurons.py"
                     + (" --quick" if args.quick else "") + (f" --seed {args.seed}" if args.seed else "")}
 
-    torch.manual_seed(args.seed)  # the initial weights
-    small = SmallResNet()
-    seconds = train(small, mnist.x_train, mnist.y_train, steps=30 if args.quick else 400, batch=64,
-                    seed=args.seed)
-    report["small_resnet"] = {"train_seconds": round(seconds, 1), "train_steps": 400,
-                              "test_accuracy": accuracy(small, data.x_test, data.y_test)}
-    print("small", report["small_resnet"], flush=True)
-    report["small_resnet"]["protocol"] = protocol(small, data, k=3, inputs=20, distance=DISTANCE, repeat=3)
+    quick = args.quick
+    report["small_resnet"] = measured(SmallResNet, data, steps=30 if quick else 400, batch=64, k=3,
+                                      seed=args.seed)
 
     def rgb32(x: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.repeat(np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2))), 3, axis=1))
 
     data18 = Dataset("mnist32", rgb32(mnist.x_train[:20000]), mnist.y_train[:20000], rgb32(data.x_test),
                      data.y_test, (0.0, 1.0), mnist.class_names)
-    torch.manual_seed(args.seed)
-    r18 = ResNet18()
-    seconds = train(r18, data18.x_train, data18.y_train, steps=10 if args.quick else 150, batch=32,
-                    seed=args.seed)
-    report["resnet18"] = {"train_seconds": round(seconds, 1), "train_steps": 150,
-                          "test_accuracy": accuracy(r18, data18.x_test, data18.y_test)}
-    print("resnet18", report["resnet18"], flush=True)
-    report["resnet18"]["protocol"] = protocol(r18, data18, k=10, inputs=20, distance=DISTANCE, repeat=3)
+    report["resnet18"] = measured(ResNet18, data18, steps=10 if quick else 150, batch=32, k=10,
+                                  seed=args.seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))

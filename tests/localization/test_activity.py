@@ -161,7 +161,7 @@ def test_recurrence_counts_neurons_that_beat_every_neuron_left_out():
     assert degenerate_lines(result) == []
 
 
-def test_a_run_names_its_degenerate_spectra_in_the_summary():
+def test_a_run_names_its_degenerate_spectra_in_the_summary_and_atop_the_report(tmp_path):
     torch.set_num_threads(1)
     model, data = TinyResNet().eval(), _tiny_data()
     runtime = Runtime(threads=1, progress=False)
@@ -169,6 +169,9 @@ def test_a_run_names_its_degenerate_spectra_in_the_summary():
     lines = old.summary().splitlines()
     assert lines[1].startswith("warning: degenerate spectra: in 3 of 3 classes")
     assert lines[2].startswith("warning: tied scores")
+    html = old.page(tmp_path)["html"]
+    assert html.index("Degenerate spectra: in 3 of 3 classes") < html.index("Tied scores") < html.index(
+        "The 2 most suspicious neurons")
     new = run_deepfault(model, data, RunConfig(k=2, num_inputs=3), runtime=runtime)
     assert new.config.to_dict()["activity"] == "auto"
     assert new.classes[0].spectrum.to_dict()["activity"]["rules"] == {"block": "quantile"}
