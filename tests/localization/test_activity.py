@@ -176,6 +176,7 @@ def test_a_run_names_its_degenerate_spectra_in_the_summary_and_atop_the_report(t
     assert new.config.to_dict()["activity"] == "auto"
     assert new.classes[0].spectrum.to_dict()["activity"]["rules"] == {"block": "quantile"}
     assert "degenerate spectra" not in new.summary()
+    assert len({tuple(c.spectrum.a_s) + tuple(c.spectrum.a_f) for c in new.classes}) == 3  # differ by class
 
 
 def test_activity_is_a_declared_option():
