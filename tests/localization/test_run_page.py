@@ -122,13 +122,18 @@ def test_recurring_neurons_equal_a_naive_count(run):
             continue
         for rep in cr.repetitions:
             for n in rep.selection.neurons:
+                tied = rep.selection.runner_up is not None and n.score <= rep.selection.runner_up
+                if tied:  # in the top-k by index order alone: no recurrence counted
+                    continue
                 classes = naive.setdefault((n.layer, n.unit), [])
                 if cr.target_class not in classes:
                     classes.append(cr.target_class)
     expected = {key: tuple(sorted(cs)) for key, cs in naive.items() if len(cs) >= 2}
     got = recurring_neurons(result)
     assert {(layer, unit): cs for layer, unit, cs in got} == expected
-    assert expected  # 4 of 15 neurons in three classes: some recur
+    # This tiny net's top-4 all tie at the best score with neurons left out (Ochiai 1.0): the
+    # tie-breaking order alone, so no recurrence is counted (test_activity.py counts real ones).
+    assert not expected
     counts = [len(cs) for _, _, cs in got]
     assert counts == sorted(counts, reverse=True)  # the most classes first
 
@@ -173,7 +178,7 @@ def test_the_page_leads_with_the_neurons_and_the_baseline_follows(run, tmp_path)
     assert rows[-1][2].split("\n")[0] == f"{flips['all'][0]}\u00a0of\u00a0{flips['all'][1]}"
     assert "..." not in html.split("id='recurring'")[0]
     # the recurrence table: neuron, classes, which
-    table = page.tables["recurring"][1:]
+    table = page.tables.get("recurring", [[]])[1:]  # none: every top-k ties (no recurrence counted)
     assert [(r[0], int(r[1].split(" of ")[0])) for r in table] == [
         (f"{layer}[{unit}]", len(cs)) for layer, unit, cs in recurring_neurons(result)]
     # the verdict counts the flips; the baseline says what it cost

@@ -28,7 +28,7 @@ from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpu
 
 #: The options that set RunConfig's fields, in the order --help lists them.
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
-           "threshold", "iterations", "normalize", "num_inputs", "k_primes")
+           "threshold", "activity", "iterations", "normalize", "num_inputs", "k_primes")
 
 #: Metavars of the options that set RunConfig's fields, where the declaration's is too general.
 _OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"metavar": "S"},

@@ -329,7 +329,7 @@ def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int,
     """The :class:`CoverageReport` of one pass (:func:`_measure_pass`'s ``passed``); with only
     surprise coverages its layout and transform are the surprise state's.
     """
-    crits, curves, layout, active = passed
+    crits, curves, layout, (active, always) = passed
     results = tuple(c.compute() for c in crits)
     scored = [c for c in crits if isinstance(c, SurpriseCoverage)]
     summary = None
@@ -346,6 +346,7 @@ def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int,
         profile=None if run.profile is None else run.profile.to_dict(), seconds=seconds, surprise=summary,
         scores={c.score: c.scores() for c in scored},
         active=None if active is None else active.cpu().numpy().astype(bool),
+        always_active=None if always is None else always.cpu().numpy().astype(bool),
         about=run.about(data_name, layout if config.neuron_criteria else None, config.layers),
     )
 
@@ -354,13 +355,14 @@ Measured = Criterion | SurpriseCoverage
 
 
 def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int]):
-    """The one pass: ``(criteria, their recorded curves, the neuron layout or None, (M,) whether
-    each neuron was ever above 0 or None)``.
+    """The one pass: ``(criteria, their recorded curves, the neuron layout or None, ((M,) whether
+    each neuron was ever above 0, (M,) whether it was above 0 on every input), or Nones)``.
     """
     crits: list[Measured] | None = None
     curves: list[list[tuple[int, int]]] = []
     layout = None
     active = None  # (M,) whether each neuron's value was ever > 0: the never-activated neurons
+    always = None  # (M,) whether it was > 0 on every input: NC at threshold 0 saturates on them
     kinds = tuple(dict.fromkeys(SCORE_CRITERIA.get(n).score for n in config.scored_criteria))
     with surprise_scorer(run.module, run.state, kinds) as score_batch:
         for batch in iterate_batches(run.module, x, neurons=bool(config.neuron_criteria), layers=run.layers,
@@ -371,12 +373,14 @@ def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: 
                 feeds["neurons"] = batch.values
                 on = (batch.values > 0).any(0)
                 active = on if active is None else active | on
+                every = (batch.values > 0).all(0)
+                always = every if always is None else always & every
             if crits is None:
                 layout = batch.layout
                 crits = _criteria(config, run, layout)
                 curves = [[] for _ in crits]
             _fold(batch, feeds, crits, marks, curves)
-    return crits or [], curves, layout, active
+    return crits or [], curves, layout, (active, always)
 
 
 def _criteria(config: CoverageConfig, run: Run, layout: NeuronLayout | None) -> list[Measured]:

@@ -120,6 +120,9 @@ class CoverageReport(Summarised, Outcome):
         active: ``(M,)`` bool: whether some input gave the neuron a value above 0 (in
             ``transform``); ``None`` when no neuron was captured (surprise coverage alone).
             :meth:`never_activated` lists the others.
+        always_active: ``(M,)`` bool: whether every input gave the neuron a value above 0 (in
+            ``transform``; ``None`` as for ``active``). :meth:`saturation_note` names criteria
+            that such neurons saturate.
         about: The run's model, data, device and neurons, for :meth:`summary`.
     """
 
@@ -133,6 +136,7 @@ class CoverageReport(Summarised, Outcome):
     surprise: dict | None = None
     scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     active: np.ndarray | None = field(default=None, repr=False)
+    always_active: np.ndarray | None = field(default=None, repr=False)
     about: About = field(default_factory=About, repr=False, compare=False)
 
     def never_activated(self) -> dict[str, list[int]] | None:
@@ -144,6 +148,24 @@ class CoverageReport(Summarised, Outcome):
             return None
         return {la.name: np.flatnonzero(~self.active[la.offset : la.offset + la.size]).tolist()
                 for la in self.layout.layers}
+
+    def saturation_note(self) -> str | None:
+        """One line when most neurons (more than half) are above 0 on every input and NC is
+        measured at a threshold of 0 or below: NC then counts them covered from the first input and
+        says nothing about these inputs (channel means after a ReLU, residual block outputs).
+        ``None`` otherwise.
+        """
+        if self.always_active is None or not len(self.always_active):
+            return None
+        count = int(self.always_active.sum())
+        saturated = [r.label for r in self.results
+                     if r.criterion == "nc" and float(r.params.get("threshold", 0.0)) <= 0.0]
+        if count * 2 <= len(self.always_active) or not saturated:
+            return None
+        return (f"saturated: {count} of {len(self.always_active)} neurons are above 0 on every input "
+                f"({self.transform} values), so {', '.join(saturated)} counts them covered from the first "
+                "input and says nothing about these inputs; take a higher --threshold, --transform "
+                "layer-minmax, or other --layers")
 
     def result(self, label: str) -> CoverageResult:
         """The result with this label (``"nc(threshold=0.5)"``) or criterion name (the first)."""

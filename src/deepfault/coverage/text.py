@@ -133,7 +133,8 @@ def measure_text(report) -> str:
     """``coverage measure``'s text: the run, the neurons, a table per criterion, the surprise
     coverages, the never-activated neurons and the time.
     """
-    text = "".join(f"{note}\n" for note in report.about.notes)
+    saturated = report.saturation_note()
+    text = "".join(f"{note}\n" for note in (*report.about.notes, *([saturated] if saturated else [])))
     text += _header(report, report.num_inputs, report.layout, report.transform, report.profile)
     if report.about.neurons:
         text += report.about.neurons + "\n"

@@ -11,6 +11,7 @@ from ..core.constraints import Each, Flag, Interval, Options, Text, param, valid
 from ..core.entry import renamed_fields
 from ..errors import DeepFaultError
 from . import _settings
+from .activity import ACTIVITY_RULES
 from .selection import get_approach, list_approaches
 from .synthesis import FLOAT32_MAX, check_synthesis_args
 
@@ -53,7 +54,13 @@ class RunConfig:
         layers: Module names to analyse; ``None`` = the default
             (:func:`~deepfault.core.capture.default_layers`: the residual/transformer blocks'
             outputs, else every Linear/Conv but the logits layer).
-        threshold: Activity threshold of the spectrum.
+        threshold: Activity threshold of the spectrum (the paper's rule; 0 by default).
+        activity: When a neuron is active (``--activity``): ``"auto"`` (the default) takes the
+            paper's rule (value above ``threshold``) on Linear/Conv outputs and other dense
+            neurons, and each neuron's own level (its median on a fixed sample of the training
+            split) on block outputs, channel means after an activation and tokens, where a value
+            above 0 carries no information; ``"zero"`` takes the threshold everywhere,
+            ``"quantile"`` the level everywhere (:mod:`~.activity`).
         iterations: Synthesis steps per input.
         normalize: RMS-normalise each neuron's gradient (the paper's results).
         num_inputs: Correctly classified inputs per class to synthesize from, drawn
@@ -100,6 +107,11 @@ class RunConfig:
         "Linear/Conv layer except the logits layer)")
     threshold: float = param(0.0, Interval(float),
                              help="a neuron is active when its value is greater than this")
+    activity: str = param("auto", Options(ACTIVITY_RULES), option="--activity",
+                          help="when a neuron is active: 'zero' (above --threshold, the paper's rule), "
+                          "'quantile' (above its own median on the training split) or 'auto' (the "
+                          "paper's rule on Linear/Conv and dense neurons, the median on block outputs, "
+                          "channel means after an activation and tokens)")
     iterations: int = param(1, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
                             help="synthesis steps per input (the paper takes one)")
     normalize: bool = param(True, Flag(), option="--raw-gradients",

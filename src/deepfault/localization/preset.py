@@ -179,10 +179,15 @@ class ExperimentConfig:
         return self.random_repetitions if get_approach(approach).baseline else 1
 
     def protocol(self) -> RunConfig:
-        """The synthesis and evaluation settings of :func:`~deepfault.localization.protocol.run_group`."""
+        """The synthesis and evaluation settings of :func:`~deepfault.localization.protocol.run_group`.
+
+        An experiment reproduces the paper: its neurons take the paper's threshold everywhere
+        (``activity="zero"``), so that the store's results and keys stay as they were.
+        """
         return RunConfig(step_size=self.step, distance=self.distance, star=self.star, seed=self.seed,
-                         layers=self.layers, threshold=self.threshold, iterations=self.iterations,
-                         normalize=self.normalize, num_inputs=self.inputs_per_class)
+                         layers=self.layers, threshold=self.threshold, activity="zero",
+                         iterations=self.iterations, normalize=self.normalize,
+                         num_inputs=self.inputs_per_class)
 
 
 def _paper(name, dataset, archs, ks, step, distance) -> ExperimentConfig:

@@ -32,7 +32,9 @@ from ..data import Dataset
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
+from .activity import ActivityLevels, activity_levels
 from .config import RunConfig
+from .diagnosis import degenerate_lines
 from .evaluation import Evaluation, _concat_evaluations, _evaluate_synthesized
 from .outputs import RunShown as _Shown
 from .outputs import grid_of, save_synthesized, summary_text
@@ -203,6 +205,7 @@ class RunResult(Summarised, Outcome):
 
     def _answer(self, top: int) -> str:
         lines = [f"DeepFault run: {self.headline()}"]
+        lines += [f"warning: {line}" for line in degenerate_lines(self)]
         for c in [] if self.quiet else self.classes:
             if c.no_failures:
                 lines.append(f"  class {c.target_class}: no failing input, nothing to localise")
@@ -363,7 +366,8 @@ def run_group(
         raise DeepFaultError(f"no test input of class {target_class}")
     x_class = data.inputs[in_class]
     spectra, predicted = _spectra_and_predictions(model, x_class, y[in_class], [target_class],
-                                                 layers=config.layers, threshold=config.threshold,
+                                                 layers=config.layers,
+                                                 threshold=_activity(model, data.inputs, config),
                                                  batch_size=config.batch_size)
     correct = np.flatnonzero(predicted == target_class)
     seeds = _Seeds(spectra[target_class], len(correct), _chosen(config, target_class, correct))
@@ -724,9 +728,11 @@ def _spectrum_pass(model: nn.Module, data: Dataset, classes: list[int], config: 
             )
         if bar is not None:
             bar.update(len(b.outputs))
+    profiled = data.x_train if data.x_train is not None and len(data.x_train) else x
+    rule = _activity(model, profiled, config)
     try:
         spectra, predicted = _spectra_and_predictions(model, x, y, classes, layers=config.layers,
-                                                     threshold=config.threshold, batch_size=config.batch_size,
+                                                     threshold=rule, batch_size=config.batch_size,
                                                      on_batch=seen)
     finally:
         if bar is not None:
@@ -739,8 +745,17 @@ def _spectrum_pass(model: nn.Module, data: Dataset, classes: list[int], config: 
     return seeds, float((predicted == y).mean())
 
 
+def _activity(model: nn.Module, profiled, config: RunConfig) -> float | ActivityLevels:
+    """What decides a neuron's activity under ``config.activity``: the threshold, or each neuron's
+    level profiled on ``profiled`` (a run's training split) where a layer takes it.
+    """
+    levels = activity_levels(model, profiled, activity=config.activity, threshold=config.threshold,
+                             layers=config.layers, batch_size=config.batch_size)
+    return config.threshold if levels is None else levels
+
+
 #: The settings that decide a run's spectra and chosen inputs (what ``reuse`` takes).
-_SPECTRUM_FIELDS = ("layers", "threshold", "classes", "seed", "num_inputs")
+_SPECTRUM_FIELDS = ("layers", "threshold", "activity", "classes", "seed", "num_inputs")
 
 
 def _reused(reuse: RunResult, config: RunConfig, classes: list[int], y: np.ndarray

@@ -554,15 +554,20 @@ def recurring_neurons(result, *, min_classes: int = 2) -> list[tuple[str, int, t
     """The neurons that are among the suspicious ones of ``min_classes`` or more classes:
     ``(layer, unit, classes)``, the most classes first, then by flat neuron index.
 
-    A class counts when any repetition's selection holds the neuron. Classes without a failing
-    test input are left out: their "suspicious" neurons are the tie-breaking order alone.
+    A class counts when any repetition's selection holds the neuron by its score. Classes without
+    a failing test input are left out, and so is a neuron whose score ties with one left out: both
+    are the tie-breaking order alone (:func:`~.diagnosis.decided`).
     """
+    from .diagnosis import decided
+
     where: dict[tuple[int, str, int], set] = {}
     for cr in result.classes:
         if cr.no_failures:
             continue
         for rep in cr.repetitions:
             for n in rep.selection.neurons:
+                if not decided(n, rep.selection):
+                    continue
                 where.setdefault((n.index, n.layer, n.unit), set()).add(cr.target_class)
     rows = [(layer, unit, tuple(sorted(cs)), index) for (index, layer, unit), cs in where.items()
             if len(cs) >= min_classes]
@@ -797,7 +802,11 @@ def _neurons_section(result, verdict: str, table: str) -> tuple[tuple[str, str],
     from ..experiment.report import section
 
     cfg = result.config
+    from .diagnosis import degenerate_lines
+
     title = "The most suspicious neurons"
+    warnings = [f"<p class='verdict'>{_html.escape(line[0].upper() + line[1:])}.</p>"
+                for line in degenerate_lines(result)]
     return ("neurons", title), section(
         "neurons", title,
         f"Per class, the {cfg.k} neurons {long_name(cfg.approach)} finds most suspicious, most suspicious "
@@ -805,7 +814,7 @@ def _neurons_section(result, verdict: str, table: str) -> tuple[tuple[str, str],
         "Failing / test inputs: the class's test inputs the model gets wrong, and all of them (the "
         "spectrum). Flipped: the synthesized inputs (from correctly classified originals) on which the "
         "prediction changes.",
-        f"<p class='verdict'>{_html.escape(verdict)}</p>", table)
+        *warnings, f"<p class='verdict'>{_html.escape(verdict)}</p>", table)
 
 
 def _recurring_section(result, name) -> tuple[tuple[str, str], str]:

@@ -83,6 +83,9 @@ class Selection:
             the order is the tie-breaking order alone.
         ranking: ``(M,)`` flat indices of every neuron, most suspicious first (for the
             ``k' >= k`` evaluation); ``None`` for the random baselines.
+        runner_up: The score of the most suspicious neuron left out (``None``: a baseline, or
+            every neuron selected): a selected neuron whose score equals it is there by the
+            tie-breaking order alone (:mod:`~.diagnosis`).
     """
 
     neurons: tuple[Neuron, ...]
@@ -90,6 +93,7 @@ class Selection:
     k: int
     no_failures: bool
     ranking: np.ndarray | None = None
+    runner_up: float | None = None
 
     @property
     def indices(self) -> np.ndarray:
@@ -205,8 +209,9 @@ def select_neurons(spectrum: Spectrum, scores: np.ndarray, k: int, *, approach: 
     k = check_k(k, spectrum.layout.num_neurons)
     order = rank(scores, spectrum)
     top = order[:k]
+    runner_up = float(np.asarray(scores, dtype=np.float64)[order[k]]) if k < len(order) else None
     return Selection(_neurons(spectrum, top, np.asarray(scores)[top]), approach, k,
-                     spectrum.num_failed == 0, order)
+                     spectrum.num_failed == 0, order, runner_up)
 
 
 def localize(spectrum: Spectrum, *, measure: str = "tarantula", k: int = 10, star: float = 3.0) -> Selection:

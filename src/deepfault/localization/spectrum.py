@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from ..core.capture import NeuronLayout, as_tensor
 from ..core.inputs import check_data, unpack
 from ..errors import DeepFaultError
 from ._settings import batch_of, settings, threads_of
+from .activity import ActivityLevels, activity_levels
 
 if TYPE_CHECKING:
     from ..core.inputs import InputData, LabelData
@@ -43,10 +44,13 @@ class Spectrum:
         layout: The analysed layers and the flat neuron numbering.
         a_s, a_f, n_s, n_f: ``(M,)`` int64 counts ``as``, ``af``, ``ns``, ``nf``
             (``as`` is a Python keyword, hence the underscore).
-        threshold: A neuron is active when its value is greater than this.
+        threshold: A neuron is active when its value is greater than this (under the
+            paper's rule; see ``activity``).
         seconds: Wall time of the analysis (for per-class spectra computed together,
             the shared time divided evenly).
         target_class: The class whose inputs were analysed, or ``None`` for a whole set.
+        activity: Each neuron's own threshold where a layer takes its level
+            (:class:`~.activity.ActivityLevels`); ``None``: ``threshold`` for every neuron.
     """
 
     layout: NeuronLayout
@@ -57,6 +61,7 @@ class Spectrum:
     threshold: float = 0.0
     seconds: float = 0.0
     target_class: int | None = None
+    activity: ActivityLevels | None = field(default=None, compare=False)
 
     @property
     def num_passed(self) -> int:
@@ -85,6 +90,7 @@ class Spectrum:
             "num_neurons": self.layout.num_neurons,
             "layers": self.layout.to_dict(),
             "seconds": self.seconds,
+            "activity": None if self.activity is None else self.activity.to_dict(),
         }
 
 
@@ -102,7 +108,8 @@ def _check_labels(y: torch.Tensor, n: int, num_classes: int | None) -> None:
 
 
 def spectrum_counts(
-    values: torch.Tensor, passed: torch.Tensor, group: torch.Tensor, groups: int, threshold: float
+    values: torch.Tensor, passed: torch.Tensor, group: torch.Tensor, groups: int,
+    threshold: float | torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The counts of one batch: the pure half of :class:`SpectrumAccumulator`.
 
@@ -111,7 +118,8 @@ def spectrum_counts(
         passed: ``(B,)`` bool, whether each input is classified correctly.
         group: ``(B,)`` int64 group index in ``range(groups)``, or ``-1`` for no group.
         groups: Number of groups (one per analysed class).
-        threshold: A neuron is active when its value is greater than this.
+        threshold: A neuron is active when its value is greater than this: one number, or an
+            ``(M,)`` tensor of each neuron's own threshold.
 
     Returns:
         ``as`` and ``af`` of shape ``(groups, M)`` and the passed and failed totals of
@@ -121,6 +129,8 @@ def spectrum_counts(
     member = torch.nn.functional.one_hot((group.to(device) + 1).clamp(min=0), groups + 1)
     member = member[:, 1:].to(torch.float32)  # (B, G); inputs in no group drop out
     ok = passed.to(device=device, dtype=torch.float32)[:, None]
+    if isinstance(threshold, torch.Tensor):
+        threshold = threshold.to(device=device, dtype=values.dtype)
     active = (values > threshold).to(torch.float32)  # (B, M)
     # Exact: 0/1 products summed over at most batch_size < 2**24 inputs.
     w = torch.stack([member * ok, member * (1 - ok)])  # (2, B, G)
@@ -143,10 +153,12 @@ class SpectrumAccumulator(Accumulator):
     n_pass: torch.Tensor
     n_fail: torch.Tensor
 
-    def __init__(self, groups: int, *, threshold: float = 0.0):
+    def __init__(self, groups: int, *, threshold: float | np.ndarray | torch.Tensor = 0.0):
         super().__init__()
         self.groups = check_int("groups", groups)
-        self.threshold = check_threshold(threshold)
+        self.threshold: float | torch.Tensor = (
+            _check_thresholds(threshold) if isinstance(threshold, (np.ndarray, torch.Tensor))
+            else check_threshold(threshold))
         self.add_state("a_s", None, "sum")
         self.add_state("a_f", None, "sum")
         self.add_state("n_pass", torch.zeros(groups, dtype=torch.int64), "sum")
@@ -175,6 +187,15 @@ def check_threshold(threshold) -> float:
     return value
 
 
+def _check_thresholds(thresholds) -> torch.Tensor:
+    """Per-neuron thresholds as a 1-D float32 tensor, each finite."""
+    t = torch.as_tensor(np.asarray(thresholds.cpu() if isinstance(thresholds, torch.Tensor) else thresholds,
+                                   dtype=np.float32))
+    if t.ndim != 1 or not bool(torch.isfinite(t).all()):
+        raise DeepFaultError(f"thresholds must be a 1-D array of finite numbers; got shape {tuple(t.shape)}")
+    return t
+
+
 def _spectra(
     model: nn.Module,
     inputs,
@@ -183,7 +204,7 @@ def _spectra(
     group_of: Callable[[torch.Tensor], torch.Tensor],
     *,
     layers: Sequence[str] | None,
-    threshold: float,
+    threshold: float | ActivityLevels,
     batch_size: int | str,
     progress: bool = False,
     on_batch: Callable[[Batch], object] | None = None,
@@ -196,7 +217,9 @@ def _spectra(
     ``on_batch(batch)`` sees every batch first (``run`` keeps the predictions from it).
     """
     start_time = time.perf_counter()
-    acc = SpectrumAccumulator(groups, threshold=threshold)
+    levels = threshold if isinstance(threshold, ActivityLevels) else None
+    acc = SpectrumAccumulator(groups, threshold=threshold.thresholds if isinstance(threshold, ActivityLevels)
+                              else threshold)
     x: torch.Tensor | DataLoader
     if isinstance(inputs, DataLoader):  # streamed; its batches carry the labels unless given
         x, y = inputs, labels
@@ -216,6 +239,8 @@ def _spectra(
         if on_batch is not None:
             on_batch(b)
         _check_labels(b.labels, len(b.labels), b.outputs.shape[1])
+        if levels is not None and layout is None and b.layout is not None:
+            levels.check(b.layout)
         passed = b.outputs.argmax(dim=1).cpu() == b.labels
         acc.update(b.values, passed, group_of(b.labels))
         layout = b.layout
@@ -232,6 +257,7 @@ def compute_spectrum(
     *,
     target_class: int | None = None,
     runtime: Runtime | None = None,
+    levels: ActivityLevels | None = None,
     **old: Any,
 ) -> Spectrum:
     """The hit spectrum of every analysed neuron.
@@ -248,10 +274,15 @@ def compute_spectrum(
         config: The spectrum settings of a :class:`~.config.RunConfig`: ``layers`` (module
             names to analyse; ``None`` means the default,
             :func:`~deepfault.core.capture.default_layers`: the residual/transformer blocks'
-            outputs, else every Linear/Conv layer except the logits layer) and ``threshold``
-            (a neuron is active when its value is greater than this). Default ``RunConfig()``.
+            outputs, else every Linear/Conv layer except the logits layer), ``threshold``
+            (a neuron is active when its value is greater than this) and ``activity`` (where
+            a neuron's own level replaces the threshold, :mod:`~.activity`). Default
+            ``RunConfig()``.
         runtime: Threads, progress bar and batch size (inputs per forward pass; the counts do
             not depend on it) of the call.
+        levels: The neurons' levels profiled beforehand
+            (:func:`~.activity.activity_levels` on the training split, as ``run`` does);
+            ``None``: profiled on ``inputs`` themselves where ``config.activity`` needs them.
         **old: The old keywords (``layers=``, ``threshold=``, ``batch_size=``, ``threads=``,
             ``progress=``): deprecated.
 
@@ -270,8 +301,21 @@ def compute_spectrum(
     config, runtime = settings("compute_spectrum", config, runtime, old)
     with threads_of(runtime, model):
         return _compute_spectrum(model, inputs, labels, target_class, layers=config.layers,
-                                 threshold=config.threshold, batch_size=batch_of(config, runtime),
-                                 progress=bool(runtime.progress))
+                                 threshold=_rule(model, inputs, config, runtime, levels),
+                                 batch_size=batch_of(config, runtime), progress=bool(runtime.progress))
+
+
+def _rule(model: nn.Module, inputs, config: RunConfig, runtime: Runtime, levels: ActivityLevels | None
+          ) -> float | ActivityLevels:
+    """What decides activity: ``levels`` when given, else those ``config.activity`` needs profiled
+    on ``inputs`` (the threshold alone where every layer takes it).
+    """
+    if levels is not None:
+        return levels
+    x = inputs if isinstance(check_data(inputs), DataLoader) else unpack(inputs, None)[0]
+    found = activity_levels(model, x, activity=config.activity, threshold=config.threshold,
+                            layers=config.layers, batch_size=batch_of(config, runtime))
+    return config.threshold if found is None else found
 
 
 def _compute_spectrum(model: nn.Module, inputs, labels, target_class: int | None, *, layers, threshold,
@@ -338,6 +382,7 @@ def compute_class_spectra(
     config: RunConfig | None = None,
     *,
     runtime: Runtime | None = None,
+    levels: ActivityLevels | None = None,
     **old: Any,
 ) -> dict[int, Spectrum]:
     """Per-class spectra for several classes in one pass over the inputs.
@@ -352,13 +397,14 @@ def compute_class_spectra(
         classes: The classes whose spectra to compute.
         config: ``layers`` and ``threshold``, as in :func:`compute_spectrum`.
         runtime: Threads, progress bar and batch size of the call.
+        levels: The neurons' levels, as in :func:`compute_spectrum`.
         **old: The old keywords, as in :func:`compute_spectrum`: deprecated.
     """
     config, runtime = settings("compute_class_spectra", config, runtime, old)
     with threads_of(runtime, model):
         return _class_spectra(model, inputs, labels, classes, layers=config.layers,
-                              threshold=config.threshold, batch_size=batch_of(config, runtime),
-                              progress=bool(runtime.progress))
+                              threshold=_rule(model, inputs, config, runtime, levels),
+                              batch_size=batch_of(config, runtime), progress=bool(runtime.progress))
 
 
 def _class_spectra(model: nn.Module, inputs, labels, classes: Sequence[int], *, layers, threshold, batch_size,
@@ -394,7 +440,7 @@ def _spectra_and_predictions(
     classes: Sequence[int],
     *,
     layers: Sequence[str] | None = None,
-    threshold: float = 0.0,
+    threshold: float | ActivityLevels = 0.0,
     batch_size: int | str = "auto",
     on_batch: Callable[[Batch], object] | None = None,
 ) -> tuple[dict[int, Spectrum], np.ndarray]:
@@ -431,6 +477,9 @@ def _spectra_and_predictions(
 
 
 def _make(layout, a_s, a_f, n_pass, n_fail, threshold, seconds, target_class) -> Spectrum:
+    levels = threshold if isinstance(threshold, ActivityLevels) else None
+    if levels is not None:
+        threshold = levels.threshold
     return Spectrum(
         layout=layout,
         a_s=a_s,
@@ -440,4 +489,5 @@ def _make(layout, a_s, a_f, n_pass, n_fail, threshold, seconds, target_class) ->
         threshold=float(threshold),
         seconds=seconds,
         target_class=target_class,
+        activity=levels,
     )
