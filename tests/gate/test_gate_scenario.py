@@ -1,6 +1,6 @@
-"""The gate on a scenario's pair (SUPPLY, a digits MLP, a few epochs): its flips and accuracies
-equal what `deepfault scenario` counted on its own and what numpy counts from the two models'
-predictions; a model against itself passes with zero flips."""
+"""The gate on a scenario's pair (SUPPLY and QUANT-INT8 of a digits MLP, a few epochs): its flips
+and accuracies equal what `deepfault scenario` counted on its own and what numpy counts from the
+two models' predictions; a model against itself passes with zero flips."""
 
 from __future__ import annotations
 
@@ -17,12 +17,16 @@ from helpers.hardening import cli
 
 
 @pytest.fixture(scope="module")
-def supply(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("supply")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("scenarios")  # one folder: the scenarios share the base model
+
+
+@pytest.fixture(scope="module", params=["supply", "quant-int8"])
+def pair(request, folder):
     status, _, err = cli(
         [
             "scenario",
-            "supply",
+            request.param,
             "--arch",
             "digits_mlp",
             "--dataset",
@@ -38,11 +42,11 @@ def supply(tmp_path_factory):
         folder,
     )
     assert status == 0, err
-    return folder, json.loads((folder / "sc" / "supply-digits_mlp-digits.json").read_text())
+    return folder, json.loads((folder / "sc" / f"{request.param}-digits_mlp-digits.json").read_text())
 
 
-def test_the_gate_on_the_supply_pair_equals_the_scenario_and_numpy(supply):
-    folder, scenario = supply
+def test_the_gate_on_a_scenario_pair_equals_the_scenario_and_numpy(pair):
+    folder, scenario = pair
     m1, m2 = (str(folder / scenario[k]) for k in ("m1_path", "m2_path"))
     status, out, err = cli(
         [
@@ -80,8 +84,8 @@ def test_the_gate_on_the_supply_pair_equals_the_scenario_and_numpy(supply):
     assert doc["verdict"] == ("fail" if h["negative_flip_rate"] > 0.01 else doc["verdict"])
 
 
-def test_a_scenario_model_against_itself_passes(supply):
-    folder, scenario = supply
+def test_a_scenario_model_against_itself_passes(pair):
+    folder, scenario = pair
     m1 = str(folder / scenario["m1_path"])
     status, out, _ = cli(
         ["gate", "--m1", m1, "--m2", m1, "--dataset", "digits", "--budget", "0", "--no-progress"], folder
