@@ -13,13 +13,17 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
 from ..core.entry import resolve_threads
+from ..core.guard import Output as Output
+from ..core.guard import declared as declared
+from ..core.guard import output_path as output_path
+from ..core.guard import sibling as sibling
 from ..core.outcome import Outcome
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
@@ -275,42 +279,6 @@ def check_renamed(argv: Sequence[str]) -> str | None:
             return (f"{old} was renamed {new} (one name for each concept in every command; "
                     "see docs/cli.md)")
     return None
-
-
-class Output(NamedTuple):
-    """One path a command will write, as its module's ``outputs(args)`` declares it.
-
-    :mod:`._preflight` checks every declared output before the command starts, and the
-    command writes exactly these paths.
-
-    Attributes:
-        option: How messages name it: ``"--out"``, ``"--out (its inputs, .npz)"``.
-        path: Where (``None``: not written this run).
-        folder: A folder the command creates or fills, not a file.
-    """
-
-    option: str
-    path: Path | None
-    folder: bool = False
-
-
-def output_path(value) -> Path | None:
-    """An output option's path: ``None`` for none or ``'-'`` (writes none)."""
-    return None if value in (None, "-") else Path(value)
-
-
-def sibling(path: Path | None, suffix: str) -> Path | None:
-    """``path`` with another suffix (``None`` for none, or a path without a file name, which its
-    own check refuses first).
-    """
-    if path is None or not path.name or path.name in (".", ".."):
-        return None
-    return path.with_suffix(suffix)
-
-
-def declared(outputs: Sequence[Output], option: str) -> Path | None:
-    """The path of the output named ``option`` in ``outputs``."""
-    return next((o.path for o in outputs if o.option == option), None)
 
 
 def thread_count(value: int | str | None, models=(), device="cpu") -> int:

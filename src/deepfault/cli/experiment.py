@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..checks import error
 from ..core.constraints import WORKERS
+from ..core.guard import report_folder
 from ..errors import DeepFaultError
 from ..experiment.executors import get_executor, list_executors
 from ..experiment.presets import get_preset, list_presets
@@ -112,9 +113,8 @@ def outputs(args) -> list[Output]:
                 raise DeepFaultError("--out is empty; give a folder name, or leave --out out for STEM-report/"
                                      " beside the store")
             return [Output("--out", Path(args.out), folder=True)]
-        read = Path(args.store)
-        return [] if not read.name else [Output("--out (default: STEM-report)",
-                                                read.with_name(read.stem + "-report"), folder=True)]
+        folder = report_folder(args.store)
+        return [] if folder is None else [Output("--out (default: STEM-report)", folder, folder=True)]
     store = args.store
     if store is None and args.preset:  # the default store, as _cmd_experiment names it
         store = f"results/{get_preset(args.preset).name}.sqlite"
@@ -133,7 +133,7 @@ def _cmd_report(args) -> int:
     store = Path(args.store)
     if not store.is_file():
         raise DeepFaultError(f"results store {str(store)!r} does not exist; run 'deepfault experiment' first")
-    out = Path(args.out) if args.out else store.with_name(store.stem + "-report")
+    out = Path(args.out) if args.out else report_folder(store)
     paths = write_report(store, out, config_hash=args.experiment)
     print(f"wrote the report to {out}/ (open {getattr(paths, 'html', out / 'report.html')})")
     return 0
