@@ -75,13 +75,7 @@ def _train(args, config: GanConfig) -> int:
         print("interrupted before the first epoch finished: nothing written", file=sys.stderr)
         return 130
     save_gan(result, out, gen_out)
-    if result.interrupted:
-        print(f"interrupted: kept the weights of epoch {result.epochs_completed}")
-    print(f"epochs {result.epochs_completed}, {result.seconds:.1f} s; losses: discriminator "
-          f"{result.d_loss:.4f}, generator {result.g_loss:.4f}")
-    print(f"quality, mean discriminator score: test images {result.real_score:.3f}, uniform noise "
-          f"{result.noise_score:.3f}, heavily mutated test images (30% of pixels noise) "
-          f"{result.mutated_score:.3f}, generated {result.fake_score:.3f}")
+    print(result.summary())
     print(f"wrote {out} (discriminator) and {gen_out} (generator)")
     return 130 if result.interrupted else 0
 

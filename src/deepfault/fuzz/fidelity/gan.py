@@ -160,6 +160,18 @@ class GanResult:
             "seconds": self.seconds,
         }
 
+    def summary(self) -> str:
+        """What ``deepfault gan train`` prints once both files are saved: the epochs, the time,
+        the losses and the quality report (after a line naming the kept epoch when interrupted).
+        """
+        lines = [f"interrupted: kept the weights of epoch {self.epochs_completed}"] * self.interrupted
+        return "\n".join([
+            *lines, f"epochs {self.epochs_completed}, {self.seconds:.1f} s; losses: discriminator "
+            f"{self.d_loss:.4f}, generator {self.g_loss:.4f}",
+            f"quality, mean discriminator score: test images {self.real_score:.3f}, uniform noise "
+            f"{self.noise_score:.3f}, heavily mutated test images (30% of pixels noise) "
+            f"{self.mutated_score:.3f}, generated {self.fake_score:.3f}"])
+
 
 def check_gan_data(data: Dataset) -> tuple[int, int]:
     """``(channels, side)`` of ``data``'s images when the DCGAN can take them.
