@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Sequence
 
 from .. import _signals
-from ..core.registry import did_you_mean
+from ..core.registry import invalid_choice, unrecognized_options
 from ..errors import DeepFaultError, failure_line
 from ..errors import out_of_memory_line as out_of_memory_line
 from ..methods import ALL as _METHODS
@@ -74,26 +74,15 @@ class _Parser(argparse.ArgumentParser):
         """``unrecognized arguments: ...`` with the closest option of this command for each
         unknown option (``--mesure`` -> ``--measure``).
         """
-        known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
-        pairs = []
-        for arg in extras:
-            option = arg.split("=", 1)[0]
-            close = did_you_mean(option, known) if option.startswith("--") else []
-            if close:
-                pairs.append((close[0], option))
-        hints = [new if len(pairs) == 1 else f"{new} for {old}" for new, old in pairs]
-        hint = f"; did you mean {', '.join(hints)}?" if hints else ""
-        return f"unrecognized arguments: {' '.join(extras)}{hint}"
+        return unrecognized_options(extras, (o for a in self._actions for o in a.option_strings
+                                             if o.startswith("--")))
 
     def _check_value(self, action, value):
         # argparse's "invalid choice: 'blurr' (choose from ...)" with the closest choices.
-        if action.choices is not None and value not in action.choices:
-            choices = [str(c) for c in action.choices]
-            close = did_you_mean(value, choices)
-            if close:
-                raise argparse.ArgumentError(
-                    action, f"invalid choice: {value!r}; did you mean {' or '.join(map(repr, close))}? "
-                    f"(choose from {', '.join(map(repr, choices))})")
+        message = None if action.choices is None or value in action.choices else invalid_choice(
+            value, action.choices)
+        if message is not None:
+            raise argparse.ArgumentError(action, message)
         super()._check_value(action, value)
 
 

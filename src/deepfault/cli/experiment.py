@@ -85,7 +85,7 @@ def _cmd_experiment(args) -> int:
     device = device_from(args.device)
     apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
-    store = Path(args.store or f"results/{preset.name}.sqlite")
+    store = Path(args.store) if args.store else preset.default_store()
     if store.is_dir():
         raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
     if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
@@ -115,18 +115,17 @@ def outputs(args) -> list[Output]:
             return [Output("--out", Path(args.out), folder=True)]
         folder = report_folder(args.store)
         return [] if folder is None else [Output("--out (default: STEM-report)", folder, folder=True)]
-    store = args.store
-    if store is None and args.preset:  # the default store, as _cmd_experiment names it
-        store = f"results/{get_preset(args.preset).name}.sqlite"
+    preset = get_preset(args.preset) if args.preset else None  # a --config's grid is read by the command
+    store = Path(args.store) if args.store else preset.default_store() if preset else None
     models = args.models_dir
     if models is None and store is not None:
-        beside = Path(store).parent
-        if beside.exists() and not beside.is_dir():  # the store's own check names the problem
-            return [Output("--store", Path(store))]
-        return [Output("--models-dir (default: models/ beside the store)", beside / "models", folder=True),
-                Output("--store", Path(store))]
+        if store.parent.exists() and not store.parent.is_dir():  # the store's own check names the problem
+            return [Output("--store", store)]
+        beside = preset.default_models_dir(store) if preset else store.parent / "models"  # the grid's rule
+        return [Output("--models-dir (default: models/ beside the store)", beside, folder=True),
+                Output("--store", store)]
     return [Output("--models-dir", None if models is None else Path(models), folder=True),
-            Output("--store", None if store is None else Path(store))]
+            Output("--store", store)]
 
 
 def _cmd_report(args) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.fidelity.gan import GanConfig, check_gan_data, save_gan, train_gan
+from ..fuzz.fidelity.gan import GanConfig, check_gan_data, generator_file, save_gan, train_gan
 from ._common import RUNNING, Output, add_field, add_options, apply_threads, command, config_from, device_from
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -49,7 +49,7 @@ def outputs(args) -> list[Output]:
         return [Output("--out", out), Output("--generator-out", Path(generator))]
     named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
     return [Output("--out", out),
-            Output("--out (its generator)", out.with_name(f"{out.stem}.generator.pt") if named else None)]
+            Output("--out (its generator)", generator_file(out) if named else None)]
 
 
 def _cmd_gan_train(args) -> int:

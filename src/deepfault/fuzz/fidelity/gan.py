@@ -59,6 +59,7 @@ __all__ = [
     "check_gan_data",
     "train_gan",
     "save_gan",
+    "generator_file",
     "AUTO_DATASETS",
     "AUTO_RECIPE",
     "cached_discriminator",
@@ -413,6 +414,14 @@ class _GanTraining:
         return disc_file, gen_file
 
 
+def generator_file(path: str | os.PathLike) -> Path:
+    """Where :func:`save_gan` writes the generator of the discriminator file ``path`` by default:
+    ``<path stem>.generator.pt`` beside it.
+    """
+    path = Path(path)
+    return path.with_name(f"{path.stem}.generator.pt")
+
+
 def save_gan(result: GanResult, path: str | os.PathLike,
              generator_path: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """Write the discriminator to ``path`` and the generator beside it.
@@ -428,7 +437,7 @@ def save_gan(result: GanResult, path: str | os.PathLike,
     from ...models.io import save_model
 
     path = Path(path)
-    generator_path = Path(generator_path) if generator_path else path.with_name(f"{path.stem}.generator.pt")
+    generator_path = Path(generator_path) if generator_path else generator_file(path)
     if generator_path.resolve() == path.resolve():
         raise DeepFaultError(f"the generator and the discriminator cannot share the file {str(path)!r}")
     disc = replace(result.discriminator,
