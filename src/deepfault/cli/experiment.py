@@ -113,8 +113,8 @@ def outputs(args) -> list[Output]:
                 raise DeepFaultError("--out is empty; give a folder name, or leave --out out for STEM-report/"
                                      " beside the store")
             return [Output("--out", Path(args.out), folder=True)]
-        folder = report_folder(args.store)
-        return [] if folder is None else [Output("--out (default: STEM-report)", folder, folder=True)]
+        read = Path(args.store)
+        return [Output("--out (default: STEM-report)", report_folder(read), folder=True)] if read.name else []
     preset = get_preset(args.preset) if args.preset else None  # a --config's grid is read by the command
     store = Path(args.store) if args.store else preset.default_store() if preset else None
     models = args.models_dir

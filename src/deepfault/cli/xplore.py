@@ -182,7 +182,7 @@ def _cmd_xplore(args) -> int:
     if fits is not None:
         result = with_surprise(result, prepared, fits, threads=threads)
     result = replace(result, notes=replace(result.notes, grid=args.grid))
-    run = recorded_run(result, prepared, args.models, fits, notes=[held] * bool(held), why=no_fit)
+    run = recorded_run(result, prepared, args.models, fits, notes=[held] if held else [], why=no_fit)
     result = run.result
     out, npz, png, _ = (o.path for o in outputs(args))
     write_outcome(args, run, command="xplore", config=result.config, out=out,

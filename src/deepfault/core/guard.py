@@ -68,12 +68,12 @@ def declared(outputs: Sequence[Output], option: str) -> Path | None:
     return next((o.path for o in outputs if o.option == option), None)
 
 
-def report_folder(store) -> Path | None:
-    """The report folder of a results store when none is given: ``STEM-report`` beside it
-    (``None`` for a path without a file name, which the store's own check refuses).
+def report_folder(store: str | os.PathLike) -> Path:
+    """The report folder of a results store (a path with a file name) when none is given:
+    ``STEM-report`` beside it.
     """
     store = Path(store)
-    return store.with_name(store.stem + "-report") if store.name else None
+    return store.with_name(store.stem + "-report")
 
 
 def check_values(args, options: Mapping[str, str]) -> None:
@@ -108,7 +108,7 @@ def check_paths(args, options: Mapping[str, str], outputs: Sequence[Output] | No
         c.check_not_under([*written, *([report] if report else [])], "--corpus", args.corpus)
     if report is not None:
         own = [(o.option, o.path) for o in outputs or () if not o.folder]
-        c.check_report_dir(report[0], report[1], own + read)
+        c.check_report_dir(report[0], report[1], [*own, *read])
 
 
 def _report_option(args) -> tuple[str, str] | None:
@@ -120,8 +120,9 @@ def _report_option(args) -> tuple[str, str] | None:
     if getattr(args, "command", None) == "report":
         if args.out is not None:
             return "--out", args.out
-        folder = report_folder(args.store)
-        return None if folder is None else ("--out (default: STEM-report)", os.fspath(folder))
+        if not Path(args.store).name:  # '.', '/': no store file; the command refuses it itself
+            return None
+        return "--out (default: STEM-report)", os.fspath(report_folder(args.store))
     return None
 
 
