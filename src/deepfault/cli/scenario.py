@@ -8,13 +8,8 @@ from ..checks import error
 from ..core.constraints import EPOCHS
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.pairs.scenarios import (
-    SCENARIOS,
-    deployment_summary,
-    list_scenarios,
-    make_scenario,
-    scenarios_summary,
-)
+from ..fuzz.pairs.scenarios import SCENARIOS, list_scenarios, make_scenario
+from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
 from ..models.specs import arch_spec
