@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import importlib
 import logging
 import re
 import sys
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 from .. import _signals
-from ..core.registry import did_you_mean
-from ..errors import DeepFaultError
+from ..core.registry import invalid_choice, unrecognized_options
+from ..errors import DeepFaultError, failure_line
+from ..errors import out_of_memory_line as out_of_memory_line
 from ..methods import ALL as _METHODS
 from . import _preflight
 
@@ -75,26 +74,15 @@ class _Parser(argparse.ArgumentParser):
         """``unrecognized arguments: ...`` with the closest option of this command for each
         unknown option (``--mesure`` -> ``--measure``).
         """
-        known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
-        pairs = []
-        for arg in extras:
-            option = arg.split("=", 1)[0]
-            close = did_you_mean(option, known) if option.startswith("--") else []
-            if close:
-                pairs.append((close[0], option))
-        hints = [new if len(pairs) == 1 else f"{new} for {old}" for new, old in pairs]
-        hint = f"; did you mean {', '.join(hints)}?" if hints else ""
-        return f"unrecognized arguments: {' '.join(extras)}{hint}"
+        return unrecognized_options(extras, (o for a in self._actions for o in a.option_strings
+                                             if o.startswith("--")))
 
     def _check_value(self, action, value):
         # argparse's "invalid choice: 'blurr' (choose from ...)" with the closest choices.
-        if action.choices is not None and value not in action.choices:
-            choices = [str(c) for c in action.choices]
-            close = did_you_mean(value, choices)
-            if close:
-                raise argparse.ArgumentError(
-                    action, f"invalid choice: {value!r}; did you mean {' or '.join(map(repr, close))}? "
-                    f"(choose from {', '.join(map(repr, choices))})")
+        message = None if action.choices is None or value in action.choices else invalid_choice(
+            value, action.choices)
+        if message is not None:
+            raise argparse.ArgumentError(action, message)
         super()._check_value(action, value)
 
 
@@ -182,27 +170,6 @@ def _interrupted(status: int) -> int:
     return status
 
 
-#: What PyTorch's allocators say when memory runs out (CPU, CUDA, MPS), and Python's own.
-_OOM = re.compile(r"out of memory|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory", re.I)
-
-
-def out_of_memory_line(err: BaseException, args) -> str | None:
-    """One line for running out of memory, naming what to lower; ``None`` for another error.
-
-    PyTorch reports it as a ``RuntimeError`` (``torch.OutOfMemoryError`` on CUDA, a
-    ``DefaultCPUAllocator`` message on the CPU); Python as a ``MemoryError``.
-    """
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if not isinstance(err, MemoryError) and not _OOM.search(text):
-        return None
-    batch = getattr(args, "batch_size", None)
-    lower = (f"lower --batch-size (it is {batch})" if isinstance(batch, int)
-             else "lower --batch-size" if hasattr(args, "batch_size") else "use fewer or smaller inputs")
-    where = getattr(args, "device", None)
-    more = " or run on a device with more memory" if where not in (None, "cpu") else ""
-    return f"out of memory ({text[:160]}); {lower}{more}, then rerun the same command"
-
-
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from ._common import check_renamed, remembered_data_dir
@@ -226,26 +193,9 @@ def _main(argv: Sequence[str] | None) -> int:
             # PyTorch's own warnings about files it refuses: the one error line says it all.
             warnings.filterwarnings("ignore", module=r"torch(\.|$)")
             return args.func(args)
-    except DeepFaultError as err:
-        print(f"deepfault: error: {err}", file=sys.stderr)
-        return 2
-    except (MemoryError, RuntimeError) as err:
-        line = out_of_memory_line(err, args)
+    except (DeepFaultError, MemoryError, RuntimeError, OSError) as err:
+        line = failure_line(err, args)  # None: a bug, with its traceback
         if line is None:
             raise
         print(f"deepfault: error: {line}", file=sys.stderr)
         return 2
-    except OSError as err:  # a path the user gave that the system refuses (the checks missed it)
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):  # every writer removed its temporary on the way
-            print(f"deepfault: error: the disk is full ({err.strerror or err}); nothing partial was kept: "
-                  "free some space and rerun the same command", file=sys.stderr)
-            return 2
-        if isinstance(err, BrokenPipeError) or err.filename is None:
-            raise
-        print(f"deepfault: error: cannot use {err.filename!r}: {err.strerror or err}; check the path",
-              file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        with contextlib.suppress(Exception):
-            sys.stdout = open(Path("/dev/null"), "w")  # noqa: SIM115
-        return 0

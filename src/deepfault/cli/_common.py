@@ -13,13 +13,16 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import torch
+from typing import Any
 
 from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
-from ..core.entry import resolve_threads
+from ..core.entry import apply_threads as apply_threads
+from ..core.entry import thread_count as thread_count
+from ..core.guard import Output as Output
+from ..core.guard import declared as declared
+from ..core.guard import output_path as output_path
+from ..core.guard import sibling as sibling
 from ..core.outcome import Outcome
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
@@ -29,7 +32,9 @@ from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..models import open_model
+from ..models.io import recorded_data_root
 from ..models.prepare import prepare_model
+from ..models.specs import arch_kwargs_json
 
 log = logging.getLogger("deepfault")
 
@@ -148,39 +153,17 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def remembered_data_dir(args) -> None:
-    """Set ``args.data_dir`` to the data root the command's first model file remembers
-    (:func:`deepfault.models.io.recorded_data_dir`) when neither ``--data-dir`` nor
-    ``$DEEPFAULT_DATA`` names one (:func:`deepfault.data._api.usable_recorded_dir`).
+    """Set ``args.data_dir`` to the data root the command's model files remember
+    (:func:`deepfault.models.io.recorded_data_root`) when ``--data-dir`` names none.
     """
     if not hasattr(args, "data_dir") or args.data_dir is not None:
         return
-    from ..data._api import usable_recorded_dir
-    from ..models.io import recorded_data_dir
-
-    for attr in ("model", "models", "m1", "m2"):
-        value = getattr(args, attr, None)
-        entries = value if isinstance(value, (list, tuple)) else [value]
-        for entry in entries:
-            for part in str(entry).split(",") if isinstance(entry, (str, os.PathLike)) else ():
-                found = usable_recorded_dir(None, recorded_data_dir(part.strip()))
-                if found is not None:
-                    args.data_dir = str(found)
-                    return
-
-
-def json_object(text: str) -> dict:
-    """``--arch-args``: a JSON object of keyword arguments, e.g. ``'{"num_classes": 10}'``."""
-    import json
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"num_classes\": 10}}'; got "
-                                         f"{text!r} ({err.msg} at character {err.pos})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"num_classes\": 10}}'; got a "
-                                         f"{type(value).__name__}: {text!r}")
-    return value
+    values = [getattr(args, attr, None) for attr in ("model", "models", "m1", "m2")]
+    entries = [e for v in values for e in (v if isinstance(v, (list, tuple)) else [v])]
+    files = [p.strip() for e in entries if isinstance(e, (str, os.PathLike)) for p in str(e).split(",")]
+    found = recorded_data_root(files)
+    if found is not None:
+        args.data_dir = str(found)
 
 
 # --------------------------------------------------------------------------- shared options
@@ -200,7 +183,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         help="the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
         "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name (see "
         "'deepfault train --help')")),
-    "arch_args": (("--arch-args",), dict(type=json_object, default=None, metavar="JSON",
+    "arch_args": (("--arch-args",), dict(type=argument_type(arch_kwargs_json), default=None, metavar="JSON",
         help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")),
     "weights": (("--weights",), dict(default=None, metavar="FILE",
         help="Keras weights HDF5 when --model is an architecture JSON")),
@@ -275,59 +258,6 @@ def check_renamed(argv: Sequence[str]) -> str | None:
             return (f"{old} was renamed {new} (one name for each concept in every command; "
                     "see docs/cli.md)")
     return None
-
-
-class Output(NamedTuple):
-    """One path a command will write, as its module's ``outputs(args)`` declares it.
-
-    :mod:`._preflight` checks every declared output before the command starts, and the
-    command writes exactly these paths.
-
-    Attributes:
-        option: How messages name it: ``"--out"``, ``"--out (its inputs, .npz)"``.
-        path: Where (``None``: not written this run).
-        folder: A folder the command creates or fills, not a file.
-    """
-
-    option: str
-    path: Path | None
-    folder: bool = False
-
-
-def output_path(value) -> Path | None:
-    """An output option's path: ``None`` for none or ``'-'`` (writes none)."""
-    return None if value in (None, "-") else Path(value)
-
-
-def sibling(path: Path | None, suffix: str) -> Path | None:
-    """``path`` with another suffix (``None`` for none, or a path without a file name, which its
-    own check refuses first).
-    """
-    if path is None or not path.name or path.name in (".", ".."):
-        return None
-    return path.with_suffix(suffix)
-
-
-def declared(outputs: Sequence[Output], option: str) -> Path | None:
-    """The path of the output named ``option`` in ``outputs``."""
-    return next((o.path for o in outputs if o.option == option), None)
-
-
-def thread_count(value: int | str | None, models=(), device="cpu") -> int:
-    """The thread count ``--threads`` asks for (:func:`deepfault.core.entry.resolve_threads`), else
-    PyTorch's current setting.
-    """
-    return resolve_threads(value, models, device) or torch.get_num_threads()
-
-
-def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
-    """``torch.set_num_threads`` per ``--threads`` (:func:`thread_count`), before the work;
-    returns the count now in effect (recorded in the results' provenance).
-    """
-    count = thread_count(value, models, device)
-    if count != torch.get_num_threads():
-        torch.set_num_threads(count)
-    return count
 
 
 def runtime_for(args, models=(), **given) -> Runtime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks import check_output_dir
-from ..corpus import Corpus, RegressionCorpus
+from ..corpus import Corpus
 from ..corpus.manifest import MANIFEST
 from ._common import Output, table
 
@@ -42,26 +42,10 @@ def add_parser(sub) -> None:
     prune.set_defaults(func=_cmd_prune)
 
 
-def _describe(corpus: RegressionCorpus) -> str:
-    classes = f", {corpus.num_classes} classes" if corpus.num_classes is not None else ""
-    return (f"corpus {corpus.path}: {len(corpus)} entries in {len(corpus.manifest.shards)} shards; data set "
-            f"{corpus.dataset}, input shape {corpus.input_shape}{classes}")
-
-
 def _cmd_list(args) -> int:
     corpus = Corpus.open(args.corpus)
-    print(_describe(corpus))
-    rows: list[tuple]
-    headers: tuple[str, ...]
-    if args.entries:
-        rows = [(str(i), int(label), p.method, p.run, p.time[:19])
-                for batch in corpus.batches(1024)
-                for i, label, p in zip(batch.ids, batch.labels, batch.provenance, strict=True)]
-        headers = ("id", "label", "method", "run", "added (UTC)")
-    else:
-        rows = [(s.name, s.count, s.provenance.method, s.provenance.run, ",".join(s.provenance.models) or "-",
-                 s.provenance.time[:19]) for s in corpus.manifest.shards]
-        headers = ("shard", "entries", "method", "run", "models", "added (UTC)")
+    print(corpus.describe())
+    headers, rows = corpus.listing(entries=args.entries)
     if rows:
         print(table(headers, rows))
     return 0
@@ -70,21 +54,9 @@ def _cmd_list(args) -> int:
 def _cmd_check(args) -> int:
     corpus = Corpus.open(args.corpus)
     found = corpus.check()
-    print(_describe(corpus))
-    for name, what in found.damaged:
-        print(f"  damaged: {name} ({what})")
-    if found.orphans:
-        print(f"  {len(found.orphans)} shard file(s) no manifest lists (a killed add's; ignored, "
-              "'deepfault corpus prune' removes them)")
-    if found.temporaries:
-        print(f"  {len(found.temporaries)} temporary file(s) of killed writes ('deepfault corpus prune' "
-              "removes them)")
-    if found.damaged:
-        print(f"corpus check: {len(found.damaged)} damaged shard(s); restore the folder from a copy, or drop "
-              f"them with 'deepfault corpus prune {args.corpus} --damaged'")
-        return 1
-    print("corpus check: ok")
-    return 0
+    print(corpus.describe())
+    print(found.summary(args.corpus))
+    return 0 if found.ok else 1
 
 
 def _cmd_prune(args) -> int:

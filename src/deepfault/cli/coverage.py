@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import math
 from pathlib import Path
 
 from ..core.runtime import Runtime
@@ -22,14 +21,13 @@ from ..coverage import (
     compute_profile,
     fit_surprise,
     measure_coverage,
-    model_hash,
     rank_inputs,
 )
+from ..coverage.config import parse_thresholds
 from ..coverage.figures import _pyplot
 from ..coverage.inputs import SplitInputs, split_inputs
 from ..coverage.report import measure_page, rank_page, write_plot_folder
 from ..errors import DeepFaultError
-from ..experiment.results import dataset_record, model_record
 from ..provenance import provenance
 from ._common import (
     MODEL_FILE,
@@ -37,6 +35,7 @@ from ._common import (
     Output,
     add_field,
     add_options,
+    argument_type,
     batch_choice,
     command,
     declared,
@@ -47,19 +46,6 @@ from ._common import (
     write_outcome,
     write_run_report,
 )
-
-
-def thresholds(text: str) -> tuple[float, ...]:
-    """``0,0.25,0.5`` -> ``(0.0, 0.25, 0.5)``."""
-    try:
-        values = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        values = ()
-    if not values or not all(math.isfinite(v) for v in values):
-        raise argparse.ArgumentTypeError(
-            f"expected a finite number or comma-separated numbers such as 0,0.25,0.5; got {text!r}"
-        )
-    return values
 
 
 def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None:
@@ -74,8 +60,9 @@ def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:
     add_field(p, CoverageConfig, "criteria", type=str, default="nc", metavar="NAMES")
-    add_field(p, CoverageConfig, "threshold", type=thresholds, action="extend", nargs="+", default=None,
-              metavar="T")  # several: 0 0.25 0.5 or 0,0.25,0.5 (its own parser: the groups are flattened)
+    # several: 0 0.25 0.5 or 0,0.25,0.5 (its own parser: the groups are flattened)
+    add_field(p, CoverageConfig, "threshold", type=argument_type(parse_thresholds), action="extend",
+              nargs="+", default=None, metavar="T")
     add_field(p, CoverageConfig, "sections", metavar="K")
     add_field(p, CoverageConfig, "top_k", "--top-k", metavar="K")
     add_field(p, CoverageConfig, "scale", metavar="S")
@@ -190,15 +177,9 @@ def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
 
 def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
     """``write_outcome`` of ``coverage measure|rank``, with the model's and the data set's records."""
-    prep, data = loaded.model, loaded.dataset
-    mf = prep.model_file
-    model = model_record(prep, args.model, label=prep.name, arch_kwargs=mf and mf.arch_kwargs,
-                         weights_sha256=model_hash(prep.module), layer_selection=report.about.selection)
-    dataset = dataset_record(data, args.data_dir, split=loaded.label, layout=prep.layout,
-                             input_shape=list(data.input_shape))
     write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
-                  out=out, runtime=runtime,
-                  records={"model": model, "dataset": dataset})
+                  out=out, runtime=runtime, records=loaded.records(args.model, args.data_dir,
+                                                                   report.about.selection))
 
 
 def _page(page, report, args, loaded: SplitInputs, device, **extra):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..checks import error
 from ..core.constraints import WORKERS
+from ..core.guard import report_folder
 from ..errors import DeepFaultError
 from ..experiment.executors import get_executor, list_executors
 from ..experiment.presets import get_preset, list_presets
@@ -84,7 +85,7 @@ def _cmd_experiment(args) -> int:
     device = device_from(args.device)
     apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
-    store = Path(args.store or f"results/{preset.name}.sqlite")
+    store = Path(args.store) if args.store else preset.default_store()
     if store.is_dir():
         raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
     if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
@@ -113,27 +114,25 @@ def outputs(args) -> list[Output]:
                                      " beside the store")
             return [Output("--out", Path(args.out), folder=True)]
         read = Path(args.store)
-        return [] if not read.name else [Output("--out (default: STEM-report)",
-                                                read.with_name(read.stem + "-report"), folder=True)]
-    store = args.store
-    if store is None and args.preset:  # the default store, as _cmd_experiment names it
-        store = f"results/{get_preset(args.preset).name}.sqlite"
+        return [Output("--out (default: STEM-report)", report_folder(read), folder=True)] if read.name else []
+    preset = get_preset(args.preset) if args.preset else None  # a --config's grid is read by the command
+    store = Path(args.store) if args.store else preset.default_store() if preset else None
     models = args.models_dir
     if models is None and store is not None:
-        beside = Path(store).parent
-        if beside.exists() and not beside.is_dir():  # the store's own check names the problem
-            return [Output("--store", Path(store))]
-        return [Output("--models-dir (default: models/ beside the store)", beside / "models", folder=True),
-                Output("--store", Path(store))]
+        if store.parent.exists() and not store.parent.is_dir():  # the store's own check names the problem
+            return [Output("--store", store)]
+        beside = preset.default_models_dir(store) if preset else store.parent / "models"  # the grid's rule
+        return [Output("--models-dir (default: models/ beside the store)", beside, folder=True),
+                Output("--store", store)]
     return [Output("--models-dir", None if models is None else Path(models), folder=True),
-            Output("--store", None if store is None else Path(store))]
+            Output("--store", store)]
 
 
 def _cmd_report(args) -> int:
     store = Path(args.store)
     if not store.is_file():
         raise DeepFaultError(f"results store {str(store)!r} does not exist; run 'deepfault experiment' first")
-    out = Path(args.out) if args.out else store.with_name(store.stem + "-report")
+    out = Path(args.out) if args.out else report_folder(store)
     paths = write_report(store, out, config_hash=args.experiment)
     print(f"wrote the report to {out}/ (open {getattr(paths, 'html', out / 'report.html')})")
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.fidelity.gan import GanConfig, check_gan_data, save_gan, train_gan
+from ..fuzz.fidelity.gan import GanConfig, check_gan_data, generator_file, save_gan, train_gan
 from ._common import RUNNING, Output, add_field, add_options, apply_threads, command, config_from, device_from
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -49,7 +49,7 @@ def outputs(args) -> list[Output]:
         return [Output("--out", out), Output("--generator-out", Path(generator))]
     named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
     return [Output("--out", out),
-            Output("--out (its generator)", out.with_name(f"{out.stem}.generator.pt") if named else None)]
+            Output("--out (its generator)", generator_file(out) if named else None)]
 
 
 def _cmd_gan_train(args) -> int:
@@ -75,13 +75,7 @@ def _train(args, config: GanConfig) -> int:
         print("interrupted before the first epoch finished: nothing written", file=sys.stderr)
         return 130
     save_gan(result, out, gen_out)
-    if result.interrupted:
-        print(f"interrupted: kept the weights of epoch {result.epochs_completed}")
-    print(f"epochs {result.epochs_completed}, {result.seconds:.1f} s; losses: discriminator "
-          f"{result.d_loss:.4f}, generator {result.g_loss:.4f}")
-    print(f"quality, mean discriminator score: test images {result.real_score:.3f}, uniform noise "
-          f"{result.noise_score:.3f}, heavily mutated test images (30% of pixels noise) "
-          f"{result.mutated_score:.3f}, generated {result.fake_score:.3f}")
+    print(result.summary())
     print(f"wrote {out} (discriminator) and {gen_out} (generator)")
     return 130 if result.interrupted else 0
 

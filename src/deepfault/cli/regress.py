@@ -8,6 +8,7 @@ from typing import Any
 
 from ..checks import check_outputs, error
 from ..core.constraints import GRID, Interval, constraint_of
+from ..core.guard import check_declared
 from ..core.runtime import Runtime
 from ..coverage import CoverageConfig
 from ..experiment.store import ResultStore
@@ -27,7 +28,6 @@ from ._common import (
     write_outcome,
     write_run_report,
 )
-from ._preflight import check_declared
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: Options that set CampaignConfig's fields as declared, with their metavars.

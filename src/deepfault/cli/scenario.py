@@ -9,6 +9,7 @@ from ..core.constraints import EPOCHS
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
 from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, make_scenario
+from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
 from ..models.specs import arch_spec
@@ -21,8 +22,6 @@ from ._common import (
     argument_type,
     command,
     device_from,
-    fmt,
-    table,
 )
 from .train import ARCH_ARGS_HELP
 
@@ -75,12 +74,7 @@ def _cmd_deploy(args) -> int:
     apply_threads(args.threads)
     r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out, formats=formats,
                         seed=args.seed)
-    rows = [(f, Path(p).name, fmt(r.accuracy[f], 4), r.regressions[f], r.fixes[f], fmt(r.agreement[f], 4),
-             fmt(r.max_abs_diff[f], 4)) for f, p in r.files.items()]
-    print(f"scenario deploy: {args.model}, M1 test accuracy {r.m1_accuracy:.4f} on {r.n_test} test inputs")
-    print(table(("format", "file", "accuracy", "regressions", "fixes", "agreement", "max |p1 - p2|"), rows))
-    print("each file runs in ONNX Runtime; regressions: test inputs M1 gets right and the file wrong")
-    print("wrote " + ", ".join([*([str(r.m1_path)] if r.m1_path else []), *map(str, r.files.values())]))
+    print(deployment_summary(args.model, r))
     return 0
 
 
@@ -104,18 +98,14 @@ def _cmd_scenario(args) -> int:
     names = list_scenarios() if args.name == "all" else [args.name]
     print(f"scenario {args.name}: {args.arch} on {data.name} ({len(data.y_train)} training, "
           f"{len(data.y_test)} test inputs), seed {args.seed}, {args.epochs} epochs, {device}")
-    rows, paths = [], []
+    results = []
     for name in names:
         context = ScenarioContext(seed=args.seed, epochs=args.epochs, device=device,
                                   progress=not args.no_progress)
         r = make_scenario(name, args.arch, data, context=context, out_dir=args.out,
                           arch_kwargs=args.arch_args)
-        rows.append((name, r.label, fmt(r.m1_accuracy, 4), fmt(r.m2_accuracy, 4), r.regressions, r.fixes,
-                     fmt(r.seconds, 1)))
-        paths += [str(r.m1_path), str(r.m2_path)]
+        results.append(r)
         if len(names) > 1:
             print(f"  {name}: M1 {r.m1_accuracy:.4f}, M2 {r.m2_accuracy:.4f}, {r.regressions} regressions")
-    print(table(("scenario", "label", "M1 acc", "M2 acc", "regressions", "fixes", "seconds"), rows))
-    print("regressions: test inputs M1 classifies correctly and M2 does not; fixes: the other way round")
-    print("wrote " + ", ".join(paths))
+    print(scenarios_summary(results))
     return 0

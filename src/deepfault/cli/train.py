@@ -87,11 +87,7 @@ def _cmd_train(args) -> int:
         print("interrupted before the first epoch finished: nothing written", file=sys.stderr)
         return 130
     save_model(out, mf)
-    if result.interrupted:
-        print(f"interrupted: kept the weights of epoch {result.epochs_completed}")
-    val = "-" if result.val_accuracy is None else f"{result.val_accuracy:.4f}"
-    print(f"epochs {result.epochs_completed}, {result.seconds:.1f} s; train accuracy "
-          f"{result.train_accuracy:.4f}, validation {val}, test {mf.meta['test_accuracy']:.4f}")
+    print(result.summary(mf.meta["test_accuracy"]))
     print(f"wrote {out}")
     return 130 if result.interrupted else 0
 

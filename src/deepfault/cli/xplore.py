@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 
 from ..checks import check_finite_outputs
 from ..core.constraints import GRID
-from ..core.entry import use_threads
-from ..core.outcome import Outcome
 from ..core.runtime import Runtime
-from ..coverage.surprise_cache import GENERATED_KINDS, SurpriseScorer, surprise_states
-from ..errors import DeepFaultError
-from ..experiment.results import dataset_record, model_record
+from ..experiment.results import dataset_record
 from ..models.several import load_xplore_inputs
 from ..provenance import provenance
 from ..xplore import xplore
 from ..xplore.config import PUBLISHED, XploreConfig
 from ..xplore.features import feature_constraints, parse_indices, read_seed_indices
+from ..xplore.recorded import recorded_run, surprise_states_for, with_surprise
 from ..xplore.report import run_page
-from ..xplore.results import XploreResult, add_surprise
 from ._common import (
     FieldType,
     Output,
@@ -175,26 +171,21 @@ def _cmd_xplore(args) -> int:
         p.to(device)
     check_finite_outputs([p.module for p in prepared], data.x_test, names=[p.name for p in prepared])
     threads = thread_count(args.threads, [p.module for p in prepared], device)
-    fits, no_fit = _surprise_states(args, prepared, data, threads)
+    files = _per_model(args.surprise) if args.surprise else ()
+    fits, no_fit = (None, None) if args.no_surprise else surprise_states_for(
+        prepared, data.x_train, files, threads=threads, progress=not args.no_progress)
     runtime = Runtime(device=str(device), threads=threads, batch_size=args.chunk_size,
                       progress=not args.no_progress)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is in the summary
         result = xplore(prepared, data, replace(config, bounds=bounds, fixed=fixed), runtime=runtime)
-    if fits is not None:  # after the search, from what it found: nothing it found changes
-        with use_threads(threads):
-            result = add_surprise(result, [SurpriseScorer(p.module, f.surprise, kinds=GENERATED_KINDS)
-                                           for p, f in zip(prepared, fits, strict=True)])
-    lines = [held] * bool(held) + [f"{p.name}: {f.describe()}"
-                                   for p, f in zip(prepared, fits or (), strict=False)]
-    lines += [f"no surprise adequacy: {no_fit}"] * (no_fit is not None)
-    result = replace(result, notes=replace(result.notes, lines=tuple(lines), grid=args.grid))
-    records = [model_record(p, entry, layout=p.layout, meta={k: v for k, v in p.model_file.meta.items()
-                                                             if k != "recipe"} if p.model_file else {})
-               for entry, p in zip(args.models, prepared, strict=True)]
-    states = [{"surprise_state": f.to_dict()} for f in fits or ()]
+    if fits is not None:
+        result = with_surprise(result, prepared, fits, threads=threads)
+    result = replace(result, notes=replace(result.notes, grid=args.grid))
+    run = recorded_run(result, prepared, args.models, fits, notes=[held] if held else [], why=no_fit)
+    result = run.result
     out, npz, png, _ = (o.path for o in outputs(args))
-    write_outcome(args, _Recorded(result, (records, states)), command="xplore", config=result.config, out=out,
+    write_outcome(args, run, command="xplore", config=result.config, out=out,
                   runtime=runtime.with_(threads=threads), paths={"inputs": npz, "grid": png},
                   records={"models": None, "dataset": dataset_record(data, args.data_dir)})
     where = {**provenance(device, argv=args.argv), "threads": threads}
@@ -202,35 +193,3 @@ def _cmd_xplore(args) -> int:
                                                    provenance=where))
     add_to_corpus(args, result.findings(data.name))
     return 0
-
-
-@dataclass(frozen=True)
-class _Recorded(Outcome):
-    """The result with each model's record and surprise state in its payload."""
-
-    result: XploreResult
-    records: tuple
-
-    def summary(self) -> str:
-        return self.result.summary()
-
-    def payload(self) -> dict:
-        return self.result.payload(*self.records)
-
-    def outputs(self):
-        return self.result.outputs()
-
-
-def _surprise_states(args, prepared, data, threads: int):
-    """``(states, None)``: one surprise state per model (``--surprise`` files, else fitted on the
-    training split and cached); ``(None, why)`` when one cannot be fitted; ``(None, None)`` with
-    ``--no-surprise``.
-    """
-    if args.no_surprise:
-        return None, None
-    files = _per_model(args.surprise) if args.surprise else ()
-    if len(files) not in (0, len(prepared)):
-        raise DeepFaultError(f"--surprise names {len(files)} files for {len(prepared)} models; give one per "
-                             "--model ('-' to fit one)")
-    with use_threads(threads):
-        return surprise_states(prepared, data.x_train, files, progress=not args.no_progress)

@@ -33,7 +33,7 @@ from .runtime import RUNTIME_FIELDS, Runtime
 from .threads import auto_threads
 
 __all__ = ["THREADS_ENV", "applies_threads", "entry", "split_arguments", "renamed", "renamed_fields",
-           "resolve_threads", "use_threads"]
+           "resolve_threads", "use_threads", "thread_count", "apply_threads"]
 
 #: Environment variable that sets the default of every entry point's ``threads=`` (``auto``,
 #: a count, or ``none`` for PyTorch's own setting); unset means ``auto``.
@@ -132,6 +132,23 @@ def resolve_threads(value: int | str | None, models=(), device="cpu") -> int | N
         raise DeepFaultError(f"threads must be a positive count, 'auto' or None; got {value!r}") from None
     if count < 1:
         raise DeepFaultError(f"threads must be a positive count, 'auto' or None; got {value!r}")
+    return count
+
+
+def thread_count(value: int | str | None, models=(), device="cpu") -> int:
+    """The thread count a ``threads`` setting asks for (:func:`resolve_threads`), else PyTorch's
+    current setting.
+    """
+    return resolve_threads(value, models, device) or torch.get_num_threads()
+
+
+def apply_threads(value: int | str | None, models=(), device="cpu") -> int:
+    """``torch.set_num_threads`` per a ``threads`` setting (:func:`thread_count`) for the whole
+    process, before the work (the command line's); returns the count now in effect.
+    """
+    count = thread_count(value, models, device)
+    if count != torch.get_num_threads():
+        torch.set_num_threads(count)
     return count
 
 

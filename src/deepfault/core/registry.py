@@ -12,7 +12,7 @@ too).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar, overload
 
 from ..errors import DeepFaultError
@@ -23,7 +23,7 @@ class DuplicateName(DeepFaultError, RuntimeError):
     :class:`RuntimeError` as it was before, for code that catches that.
     """
 
-__all__ = ["Registry", "did_you_mean", "suggestion", "unknown_name"]
+__all__ = ["Registry", "did_you_mean", "suggestion", "unknown_name", "unrecognized_options", "invalid_choice"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,34 @@ def suggestion(name: object, known: Iterable[object]) -> str:
     """
     close = did_you_mean(name, known)
     return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
+def unrecognized_options(extras: Sequence[str], known: Iterable[str]) -> str:
+    """``unrecognized arguments: ...`` with the closest of the ``known`` options for each
+    unknown option among ``extras`` (``--mesure`` -> ``--measure``).
+    """
+    known = list(known)
+    pairs = []
+    for arg in extras:
+        option = arg.split("=", 1)[0]
+        close = did_you_mean(option, known) if option.startswith("--") else []
+        if close:
+            pairs.append((close[0], option))
+    hints = [new if len(pairs) == 1 else f"{new} for {old}" for new, old in pairs]
+    hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+    return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+
+def invalid_choice(value: object, choices: Iterable[object]) -> str | None:
+    """``invalid choice: 'blurr'; did you mean 'blur'? (choose from ...)``, or ``None`` when no
+    choice is close.
+    """
+    choices = [str(c) for c in choices]
+    close = did_you_mean(value, choices)
+    if not close:
+        return None
+    return (f"invalid choice: {value!r}; did you mean {' or '.join(map(repr, close))}? "
+            f"(choose from {', '.join(map(repr, choices))})")
 
 
 def unknown_name(kind: str, name: object, known: Iterable[object]) -> str:

@@ -93,6 +93,22 @@ class CorpusCheck:
                 "damaged": [list(d) for d in self.damaged], "orphans": list(self.orphans),
                 "temporaries": list(self.temporaries)}
 
+    def summary(self, folder: str | os.PathLike) -> str:
+        """What was found in the corpus ``folder``, one line each (damaged shards, files of killed
+        adds and writes), then the verdict and, for damage, what to do.
+        """
+        lines = [f"  damaged: {name} ({what})" for name, what in self.damaged]
+        if self.orphans:
+            lines.append(f"  {len(self.orphans)} shard file(s) no manifest lists (a killed add's; ignored, "
+                         "'deepfault corpus prune' removes them)")
+        if self.temporaries:
+            lines.append(f"  {len(self.temporaries)} temporary file(s) of killed writes ('deepfault corpus "
+                         "prune' removes them)")
+        lines.append("corpus check: ok" if self.ok else
+                     f"corpus check: {len(self.damaged)} damaged shard(s); restore the folder from a copy, "
+                     f"or drop them with 'deepfault corpus prune {folder} --damaged'")
+        return "\n".join(lines)
+
 
 def _as_inputs(inputs, input_shape: tuple[int, ...]) -> np.ndarray:
     if hasattr(inputs, "detach"):  # a torch tensor
@@ -287,6 +303,24 @@ class RegressionCorpus:
 
     def __len__(self) -> int:
         return self._manifest.entries
+
+    def describe(self) -> str:
+        """The corpus in one line: its folder, entries, shards, data set, input shape and classes."""
+        classes = f", {self.num_classes} classes" if self.num_classes is not None else ""
+        return (f"corpus {self.path}: {len(self)} entries in {len(self.manifest.shards)} shards; data set "
+                f"{self.dataset}, input shape {self.input_shape}{classes}")
+
+    def listing(self, *, entries: bool = False) -> tuple[tuple[str, ...], list[tuple]]:
+        """``(headers, rows)`` of a table of the shards (who added each, when), or with
+        ``entries`` of every entry (its id, label, method, run and time).
+        """
+        if entries:
+            return ("id", "label", "method", "run", "added (UTC)"), [
+                (str(i), int(label), p.method, p.run, p.time[:19]) for batch in self.batches(1024)
+                for i, label, p in zip(batch.ids, batch.labels, batch.provenance, strict=True)]
+        return ("shard", "entries", "method", "run", "models", "added (UTC)"), [
+            (s.name, s.count, s.provenance.method, s.provenance.run, ",".join(s.provenance.models) or "-",
+             s.provenance.time[:19]) for s in self.manifest.shards]
 
     def __repr__(self) -> str:
         return (f"RegressionCorpus({str(self.path)!r}, dataset={self.dataset!r}, "

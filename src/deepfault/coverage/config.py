@@ -39,7 +39,8 @@ from .surprise import SurpriseConfig
 from .uncertainty import UNCERTAINTY
 
 __all__ = ["COVERAGE_ORDERS", "DEFAULT_BY", "TRANSFORMS", "CoverageConfig", "FittedState", "LayerNames",
-           "ProfileConfig", "SurpriseConfig", "list_prioritisers", "parse_by", "parse_criteria"]
+           "ProfileConfig", "SurpriseConfig", "list_prioritisers", "parse_by", "parse_criteria",
+           "parse_thresholds"]
 
 #: The prioritisers that order by coverage of neuron items (one ranking per criterion).
 COVERAGE_ORDERS = ("cam", "ctm")
@@ -119,6 +120,24 @@ def parse_criteria(criteria: str | Iterable[str]) -> tuple[str, ...]:
     if not names:
         raise DeepFaultError(f"no coverage criterion given; known: {', '.join(CRITERIA.names())}")
     return tuple(names)
+
+
+def parse_thresholds(text: str) -> tuple[float, ...]:
+    """``0,0.25,0.5`` -> ``(0.0, 0.25, 0.5)`` (the command line's ``--threshold``).
+
+    Raises:
+        DeepFaultError: Not a finite number or comma-separated finite numbers.
+    """
+    import math
+
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) for v in values):
+        raise DeepFaultError(f"expected a finite number or comma-separated numbers such as 0,0.25,0.5; got "
+                             f"{text!r}")
+    return values
 
 
 def _thresholds(threshold) -> tuple[float, ...]:

@@ -30,6 +30,21 @@ class SplitInputs(NamedTuple):
     dataset: Dataset
     label: str
 
+    def records(self, file, data_dir: str | os.PathLike | None, selection) -> dict:
+        """The model's record (``file`` it came from, its weights' hash, the layer ``selection``
+        of the result) and the data set's (``data_dir`` it was read from, the split) that a
+        coverage result file holds.
+        """
+        from ..experiment.results import dataset_record, model_record
+        from .profile import model_hash
+
+        prep, data, mf = self.model, self.dataset, self.model.model_file
+        model = model_record(prep, file, label=prep.name, arch_kwargs=mf and mf.arch_kwargs,
+                             weights_sha256=model_hash(prep.module), layer_selection=selection)
+        dataset = dataset_record(data, data_dir, split=self.label, layout=prep.layout,
+                                 input_shape=list(data.input_shape))
+        return {"model": model, "dataset": dataset}
+
 
 def split_inputs(prepared: PreparedModel, split: str, *,
                  data_dir: str | os.PathLike | None = None) -> SplitInputs:

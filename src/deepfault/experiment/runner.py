@@ -197,6 +197,10 @@ class ExperimentPreset(ABC):
     def jobs(self, plan: Plan, todo: list[str], context: RunContext, experiment: str) -> list:
         """The jobs that compute the cells ``todo`` (a subset of ``plan.cells``, in order)."""
 
+    def default_store(self) -> Path:
+        """Where the results go when no store is given: ``results/NAME.sqlite``."""
+        return Path("results") / f"{self.name}.sqlite"
+
     def default_models_dir(self, store_path: Path) -> Path:
         """Where models are kept when no folder is given: ``models/`` beside the store."""
         return store_path.parent / "models"

@@ -108,6 +108,20 @@ def recorded_data_dir(path: str | os.PathLike) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def recorded_data_root(files) -> str | os.PathLike | None:
+    """The data root for models read from ``files`` when no folder is given: the first that a
+    model file remembers (:func:`recorded_data_dir`) and that still exists, unless
+    ``$DEEPFAULT_DATA`` names one (``None``: the default; :func:`deepfault.data._api.usable_recorded_dir`).
+    """
+    from ..data._api import usable_recorded_dir
+
+    for path in files:
+        found = usable_recorded_dir(None, recorded_data_dir(path))
+        if found is not None:
+            return found
+    return None
+
+
 def _check_crc(path: Path) -> None:
     """Refuse a damaged file: ``torch.load`` does not check the zip's CRC-32s, so a flipped byte
     inside a weight would load as a silently different model.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ._api import arch_kind, list_architectures
 
-__all__ = ["arch_arguments", "arch_spec", "default_stem"]
+__all__ = ["arch_arguments", "arch_kwargs_json", "arch_spec", "default_stem"]
 
 
 def arch_spec(text: str) -> str:
@@ -27,6 +27,27 @@ def arch_spec(text: str) -> str:
         return zoo
     arch_kind(text)  # a one-line error for an unknown name or a malformed form
     return text
+
+
+def arch_kwargs_json(text: str) -> dict:
+    """An architecture's keyword arguments from a JSON object, e.g. ``'{"num_classes": 10}'``.
+
+    Raises:
+        DeepFaultError: Not JSON, or JSON that is no object.
+    """
+    import json
+
+    from ..errors import DeepFaultError
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DeepFaultError(f"must be a JSON object such as '{{\"num_classes\": 10}}'; got {text!r} "
+                             f"({err.msg} at character {err.pos})") from None
+    if not isinstance(value, dict):
+        raise DeepFaultError(f"must be a JSON object such as '{{\"num_classes\": 10}}'; got a "
+                             f"{type(value).__name__}: {text!r}")
+    return value
 
 
 def default_stem(arch: str) -> str:

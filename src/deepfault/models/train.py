@@ -67,6 +67,17 @@ class TrainResult:
     interrupted: bool
     seconds: float
 
+    def summary(self, test_accuracy: float) -> str:
+        """What ``deepfault train`` prints once the weights are saved: the epochs, the time and the
+        accuracies (train, validation, the saved model's ``test_accuracy``), after a line naming
+        the kept epoch when Ctrl-C cut the run short.
+        """
+        val = "-" if self.val_accuracy is None else f"{self.val_accuracy:.4f}"
+        lines = [f"interrupted: kept the weights of epoch {self.epochs_completed}"] * self.interrupted
+        lines.append(f"epochs {self.epochs_completed}, {self.seconds:.1f} s; train accuracy "
+                     f"{self.train_accuracy:.4f}, validation {val}, test {test_accuracy:.4f}")
+        return "\n".join(lines)
+
 
 def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:
     """Share of inputs whose arg-max prediction equals the label."""

@@ -59,6 +59,7 @@ __all__ = [
     "check_gan_data",
     "train_gan",
     "save_gan",
+    "generator_file",
     "AUTO_DATASETS",
     "AUTO_RECIPE",
     "cached_discriminator",
@@ -159,6 +160,18 @@ class GanResult:
             "interrupted": self.interrupted,
             "seconds": self.seconds,
         }
+
+    def summary(self) -> str:
+        """What ``deepfault gan train`` prints once both files are saved: the epochs, the time,
+        the losses and the quality report (after a line naming the kept epoch when interrupted).
+        """
+        lines = [f"interrupted: kept the weights of epoch {self.epochs_completed}"] * self.interrupted
+        return "\n".join([
+            *lines, f"epochs {self.epochs_completed}, {self.seconds:.1f} s; losses: discriminator "
+            f"{self.d_loss:.4f}, generator {self.g_loss:.4f}",
+            f"quality, mean discriminator score: test images {self.real_score:.3f}, uniform noise "
+            f"{self.noise_score:.3f}, heavily mutated test images (30% of pixels noise) "
+            f"{self.mutated_score:.3f}, generated {self.fake_score:.3f}"])
 
 
 def check_gan_data(data: Dataset) -> tuple[int, int]:
@@ -401,6 +414,14 @@ class _GanTraining:
         return disc_file, gen_file
 
 
+def generator_file(path: str | os.PathLike) -> Path:
+    """Where :func:`save_gan` writes the generator of the discriminator file ``path`` by default:
+    ``<path stem>.generator.pt`` beside it.
+    """
+    path = Path(path)
+    return path.with_name(f"{path.stem}.generator.pt")
+
+
 def save_gan(result: GanResult, path: str | os.PathLike,
              generator_path: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """Write the discriminator to ``path`` and the generator beside it.
@@ -416,7 +437,7 @@ def save_gan(result: GanResult, path: str | os.PathLike,
     from ...models.io import save_model
 
     path = Path(path)
-    generator_path = Path(generator_path) if generator_path else path.with_name(f"{path.stem}.generator.pt")
+    generator_path = Path(generator_path) if generator_path else generator_file(path)
     if generator_path.resolve() == path.resolve():
         raise DeepFaultError(f"the generator and the discriminator cannot share the file {str(path)!r}")
     disc = replace(result.discriminator,
