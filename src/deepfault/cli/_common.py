@@ -31,7 +31,9 @@ from ..experiment.results import result_document
 from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
+from ..fuzz.pair import Versions
 from ..models import open_model
+from ..models.blackbox import RUNTIMES
 from ..models.io import recorded_data_root
 from ..models.prepare import prepare_model
 from ..models.specs import arch_kwargs_json
@@ -201,10 +203,21 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         "2-core one: 1.5-1.8x faster; docs/performance.md), else PyTorch's default (so in the commands that "
         "build or fine-tune their models as they go)")),
     "no_progress": (("--no-progress",), dict(action="store_true", help="no progress bar")),
+    "m1": (("--m1",), dict(required=True, metavar="FILE", help="the original model file")),
+    "m2": (("--m2",), dict(required=True, metavar="FILE",
+        help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a black box: "
+        "DRFuzz needs its outputs only")),
+    "runtime": (("--runtime",), dict(choices=RUNTIMES, default="auto",
+        help="how .onnx files run: auto (onnx2torch, or ONNX Runtime for a graph it cannot convert, e.g. "
+        "int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed runtime, a black box: no "
+        "neurons for --strategy deephunter, no activations of M1 for --fidelity dsa/lsa/mdsa). .tflite "
+        "files always run in LiteRT")),
     "report": (("--report",), dict(dest="report_dir", metavar="DIR", default=None,
         help="also write a self-contained DIR/report.html of this run (its PNGs beside it), written whole or "
         "not at all")),
 }
+#: What a command that compares two versions of a model adds first (:func:`versions_from`).
+PAIR = ("m1", "m2", "runtime")
 #: What a command that opens one model file adds after its own options.
 MODEL_FILE = ("arch", "arch_args", "weights", "trust_pickle")
 #: What every command that computes adds: where, how many threads, whether a bar.
@@ -306,6 +319,14 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
 def device_from(name: str):
     """``--device`` as a :class:`torch.device` that exists here (:func:`deepfault.checks.check_device`)."""
     return check_device(name, "--device")
+
+
+def versions_from(args) -> Versions:
+    """The pair ``--m1``/``--m2`` as :class:`~deepfault.fuzz.pair.Versions`, with the options that
+    open their files (``--arch``, ``--arch-args``, ``--trust-pickle``, ``--runtime``, ``--data-dir``).
+    """
+    return Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
+                    trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
 
 
 def open_model_file(args):

@@ -6,17 +6,23 @@ import argparse
 import os
 from pathlib import Path
 
-import numpy as np
-
 from ..checks import error
 from ..core.runtime import Runtime
-from ..errors import DeepFaultError
-from ..fuzz.pair import Versions
-from ..gate import THRESHOLDS, GateConfig, HeldOut, gate, policy_config
+from ..gate import THRESHOLDS, GateConfig, gate, policy_config
+from ..gate.protocol import read_split
 from ..gate.report import gate_page
 from ..gate.verdict import EXIT_STATUS
-from ..models.blackbox import RUNTIMES
-from ._common import Output, add_field, add_options, command, output_path, write_outcome, write_run_report
+from ._common import (
+    PAIR,
+    Output,
+    add_field,
+    add_options,
+    command,
+    output_path,
+    versions_from,
+    write_outcome,
+    write_run_report,
+)
 from .corpus import check_corpus_option, corpus_output
 
 _STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
@@ -32,12 +38,9 @@ def add_parser(sub) -> None:
                 "policy (the threshold options, or --policy FILE.toml; options given win over the file). "
                 f"Prints the verdict and its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 "
                 "interrupted (docs/gate.md).")
-    p.add_argument("--m1", required=True, metavar="FILE", help="the champion: the model in production")
-    p.add_argument("--m2", required=True, metavar="FILE",
-                   help="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black "
-                   "box")
-    p.add_argument("--runtime", choices=RUNTIMES, default="auto", help="how .onnx files run")
-    add_options(p, "dataset", "data_dir",
+    add_options(p, *PAIR, "dataset", "data_dir", m1="the champion: the model in production",
+                m2="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black box",
+                runtime="how .onnx files run",
                 dataset="data set or .npz file whose test split is held out (default: the one the model "
                 "files name)")
     p.add_argument("--split", metavar="FILE", default=None,
@@ -113,29 +116,12 @@ def outputs(args) -> list[Output]:
             Output("--summary", output_path(args.summary)), corpus_output(args)]
 
 
-def _held_out(args):
-    if args.split is None:
-        return args.dataset
-    try:
-        loaded = np.load(args.split, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise DeepFaultError(f"--split {args.split!r} cannot be read as .npy/.npz ({err})") from None
-    if isinstance(loaded, np.ndarray):
-        return HeldOut(loaded, None, args.dataset)
-    key = "x" if "x" in loaded.files else "x_test" if "x_test" in loaded.files else None
-    if key is None:
-        raise error("--split", "an .npz with an array x (and y for labels), or a data set's (x_test, y_test)",
-                    args.split)
-    labels = {"x": "y", "x_test": "y_test"}[key]
-    return HeldOut(loaded[key], loaded[labels] if labels in loaded.files else None, args.dataset)
-
-
 def _cmd_gate(args) -> int:
     config = _config(args)
-    versions = Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
-                        trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
+    versions = versions_from(args)
     runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress)
-    outcome = gate(versions, _held_out(args), config, runtime=runtime)
+    outcome = gate(versions, args.dataset if args.split is None else read_split(args.split, args.dataset),
+                   config, runtime=runtime)
     write_outcome(args, outcome, command="gate", config=config, out=output_path(args.out),
                   runtime=Runtime(device=outcome.device, threads=outcome.threads),
                   paths={"junit": output_path(args.junit), "summary": output_path(args.summary)})

@@ -15,16 +15,17 @@ from ..experiment.store import ResultStore
 from ..fuzz.campaign import CampaignConfig
 from ..fuzz.campaign.config import criterion_settings
 from ..fuzz.campaign.strategies import STRATEGIES
-from ..fuzz.regress import Versions, campaign_cell, compare_strategies, faults_paths, regress
+from ..fuzz.regress import campaign_cell, compare_strategies, faults_paths, regress
 from ..fuzz.report import campaign_page
-from ..models.blackbox import RUNTIMES
 from ._common import (
+    PAIR,
     FieldType,
     Output,
     add_field,
     add_options,
     command,
     names,
+    versions_from,
     write_outcome,
     write_run_report,
 )
@@ -52,16 +53,7 @@ def add_parser(sub) -> None:
         "legend), writes the faults as .npz (the generated faults and, apart, the test inputs M2 already "
         "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, or "
         "still climbing (a longer budget would likely find more).")
-    p.add_argument("--m1", required=True, metavar="FILE", help="the original model file")
-    p.add_argument("--m2", required=True, metavar="FILE",
-                   help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a "
-                   "black box: DRFuzz needs its outputs only")
-    p.add_argument("--runtime", choices=RUNTIMES, default="auto",
-                   help="how .onnx files run: auto (onnx2torch, or ONNX Runtime for a graph it cannot "
-                   "convert, e.g. int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed "
-                   "runtime, a black box: no neurons for --strategy deephunter, no activations of M1 for "
-                   "--fidelity dsa/lsa/mdsa). .tflite files always run in LiteRT")
-    add_options(p, "dataset", "data_dir",
+    add_options(p, *PAIR, "dataset", "data_dir",
                 dataset="data set or .npz file (default: the one the model files name)")
     add_field(p, CampaignConfig, "budget", default="5m", metavar="B")
     add_field(p, CampaignConfig, "strategy", type=str, choices=[*STRATEGIES.names(), "both"],
@@ -135,8 +127,7 @@ def _cmd_regress(args) -> int:
         criterion_params=criterion_settings(args.criterion, args.sections, args.threshold),
         layers=args.layers, campaign=args.campaign, fresh=args.fresh,
         **{name: getattr(args, name) for name in (*_FIELDS, "max_seeds", "checkpoint_every")})
-    versions = Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
-                        trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
+    versions = versions_from(args)
     runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
                       store=args.store)
     run = compare_strategies if args.strategy == "both" else regress

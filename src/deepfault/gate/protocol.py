@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import check_device, check_finite_outputs
+from ..checks import check_device, check_finite_outputs, error
 from ..core.entry import entry
 from ..core.memory import AUTO, resolve_batch_size
 from ..core.runtime import Runtime
@@ -31,7 +31,7 @@ from .replay import ReplayResult, replay_corpus
 from .stats import Tally
 from .verdict import judge
 
-__all__ = ["gate", "HeldOut", "check_gate"]
+__all__ = ["gate", "HeldOut", "check_gate", "read_split"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,29 @@ class HeldOut:
             f"gate: data must be a data set (name, .npz file or Dataset), inputs, an (inputs, "
             f"labels) pair or a HeldOut; got {type(data).__name__}"
         )
+
+
+def read_split(path: str | os.PathLike, dataset: str | os.PathLike | Dataset | None = None) -> HeldOut:
+    """A held-out split from a file (``deepfault gate --split``): a ``.npy`` of inputs
+    (unlabelled), an ``.npz`` with ``x`` (and ``y`` for labels), or a data set's ``.npz`` (its
+    ``x_test`` and ``y_test``); ``dataset`` is what the models are prepared on.
+
+    Raises:
+        DeepFaultError: The file cannot be read as ``.npy``/``.npz`` (no pickles), or it holds
+            no ``x`` nor ``x_test``.
+    """
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DeepFaultError(f"--split {str(path)!r} cannot be read as .npy/.npz ({err})") from None
+    if isinstance(loaded, np.ndarray):
+        return HeldOut(loaded, None, dataset)
+    key = "x" if "x" in loaded.files else "x_test" if "x_test" in loaded.files else None
+    if key is None:
+        raise error("--split", "an .npz with an array x (and y for labels), or a data set's (x_test, y_test)",
+                    path)
+    labels = {"x": "y", "x_test": "y_test"}[key]
+    return HeldOut(loaded[key], loaded[labels] if labels in loaded.files else None, dataset)
 
 
 def _split(held: HeldOut, ds: Dataset) -> tuple[Any, Any]:
