@@ -43,10 +43,31 @@ from deepfault.provenance import provenance  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _models():
+def _build(kind: str) -> torch.nn.Module:
+    if kind == "resnet18":
+        from models.resnet import ResNet18Cifar
+
+        return ResNet18Cifar()
+    return build_model("lenet5")
+
+
+def _data(kind: str, inputs: int, data_dir):
+    """LeNet-5's MNIST test split, or for the ResNet-18 fixture ``inputs`` seeded 3x32x32 images
+    (the cost does not depend on what they show)."""
+    if kind == "lenet5":
+        return load_dataset("mnist", data_dir=data_dir)
+    from deepfault.data import as_dataset
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand((inputs, 3, 32, 32), generator=g).numpy()
+    y = torch.randint(0, 10, (inputs,), generator=g).numpy()
+    return as_dataset(x, y, bounds=(0.0, 1.0), num_classes=10, name="cifar-shaped")
+
+
+def _models(kind: str = "lenet5"):
     torch.manual_seed(0)
-    m1 = build_model("lenet5").eval()
-    m2 = build_model("lenet5").eval()
+    m1 = _build(kind).eval()
+    m2 = _build(kind).eval()
     m2.load_state_dict(m1.state_dict())
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -62,13 +83,19 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--data-dir", default=None, help="where MNIST is (default: deepfault's data root)")
     p.add_argument("--replay", type=int, default=20_000, help="corpus entries replayed (0: none)")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_gate.json"))
+    p.add_argument("--model", choices=("lenet5", "resnet18"), default="lenet5",
+                   help="lenet5 on MNIST, or the ResNet-18 fixture (benchmarks/models/resnet.py) on "
+                   "--inputs CIFAR-shaped images")
+    p.add_argument("--inputs", type=int, default=1000, help="held-out inputs of the ResNet-18 run")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/bench_gate[-resnet18].json")
     args = p.parse_args(argv)
+    suffix = "" if args.model == "lenet5" else f"-{args.model}"
+    args.out = args.out or str(REPO / "benchmarks" / "results" / f"bench_gate{suffix}.json")
     torch.set_num_threads(args.threads)
     repeats = 3 if args.quick else 7
-    data = load_dataset("mnist", data_dir=args.data_dir)
+    data = _data(args.model, args.inputs, args.data_dir)
     x = torch.as_tensor(data.x_test)
-    m1, m2 = _models()
+    m1, m2 = _models(args.model)
     pair = open_pair((m1, m2), data)
     bs = args.batch_size
 
@@ -93,7 +120,7 @@ def main(argv=None) -> int:
     base = min(times["bare"], times["bare_again"])
     replay = _replay(args.replay, data, pair, m1, m2, bs, repeats) if args.replay else None
     result = {
-        "model": "lenet5 (MNIST test split, 10,000 inputs)",
+        "model": f"{args.model} ({data.name} test split, {len(x):,} inputs)",
         "batch_size": bs,
         "threads": args.threads,
         "repeats": repeats,
