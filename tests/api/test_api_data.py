@@ -90,6 +90,9 @@ def _summary(result):  # noqa: C901 - one case per kind of result
         return result.result.metrics.rf
     if hasattr(result, "found") and hasattr(result, "before"):  # repair
         return (result.before.held_out, result.found.after.held_out)
+    if hasattr(result, "verdict") and hasattr(result, "heldout"):  # gate
+        h = result.heldout
+        return (result.verdict, h.inputs, h.negative_flips, h.positive_flips, h.disagree)
     if hasattr(result, "num_found"):  # xplore
         return (result.num_found, result.found.seed_index.tolist())
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], df.NeuronLayout):
@@ -135,6 +138,7 @@ def _entry_points(tmp_path):
         "regress": lambda m, d, lab: df.regress(m, m2, dataset=d, labels=lab, **tiny),
         "repair": lambda m, d, lab: df.repair(m, _repair_file(tmp_path, x, y), dataset=d, labels=lab,
                                               epochs=1, baselines=(), mix=4),
+        "gate": lambda m, d, lab: df.gate((m, m2), d if lab is None else (d, lab), df.GateConfig(budget="0")),
     }
 
 

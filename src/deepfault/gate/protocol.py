@@ -19,6 +19,7 @@ import torch
 
 from ..checks import check_device, check_finite_outputs, error
 from ..core.entry import entry
+from ..core.inputs import inputs_and_labels
 from ..core.memory import AUTO, resolve_batch_size
 from ..core.runtime import Runtime
 from ..data import Dataset, as_dataset
@@ -53,7 +54,8 @@ class HeldOut:
     @classmethod
     def of(cls, data) -> HeldOut:
         """``data`` as a ``HeldOut``: one already; a data set (its test split); an array or
-        tensor (unlabelled); an ``(inputs, labels)`` pair.
+        tensor (unlabelled); an ``(inputs, labels)`` pair; a torch ``Dataset`` or ``DataLoader``
+        (read once, with its labels when its items carry them).
         """
         if isinstance(data, HeldOut):
             return data
@@ -63,9 +65,12 @@ class HeldOut:
             return cls(data[0], data[1])
         if isinstance(data, (np.ndarray, torch.Tensor)):
             return cls(data)
+        if isinstance(data, (torch.utils.data.Dataset, torch.utils.data.DataLoader)):
+            inputs, labels = inputs_and_labels(data)  # read once, in its order
+            return cls(inputs, labels)
         raise DeepFaultError(
             f"gate: data must be a data set (name, .npz file or Dataset), inputs, an (inputs, "
-            f"labels) pair or a HeldOut; got {type(data).__name__}"
+            f"labels) pair, a torch Dataset or DataLoader, or a HeldOut; got {type(data).__name__}"
         )
 
 
@@ -277,7 +282,7 @@ def gate(models: Versions | tuple, data: Any, config: GateConfig, *, runtime: Ru
             shapes, a split without labels that the policy needs, a critical class the models do
             not have, a corpus made for another data set or input shape.
 
-    Example:
+    Examples:
         >>> outcome = gate(("m1.pt", "m2.onnx"), "mnist", GateConfig(budget="0"))  # doctest: +SKIP
         >>> outcome.verdict, outcome.reasons  # doctest: +SKIP
     """
