@@ -107,7 +107,7 @@ def _cmd_scenario(args) -> int:
     rows, paths = [], []
     for name in names:
         context = ScenarioContext(seed=args.seed, epochs=args.epochs, device=device,
-                                  progress=not args.no_progress)
+                                  progress=not args.no_progress, threads=args.threads)
         r = make_scenario(name, args.arch, data, context=context, out_dir=args.out,
                           arch_kwargs=args.arch_args)
         rows.append((name, r.label, fmt(r.m1_accuracy, 4), fmt(r.m2_accuracy, 4), r.regressions, r.fixes,
