@@ -43,16 +43,18 @@ def busy_machine(monkeypatch):
     torch.set_num_threads(before)
 
 
-def _interrupt_after_first_epoch(monkeypatch):
-    """Make the training loop raise KeyboardInterrupt in its second epoch (Ctrl-C there)."""
-    epoch = train_module._Loop.epoch
+def _interrupt_after_first_epoch(monkeypatch, loop=train_module._Loop, method="epoch"):
+    """Make a training loop's ``method(self, epoch_index, ...)`` raise KeyboardInterrupt in its
+    second epoch (Ctrl-C there).
+    """
+    epoch = getattr(loop, method)
 
-    def interrupted(self, index, perm):
+    def interrupted(self, index, *args):
         if index >= 1:
             raise KeyboardInterrupt
-        return epoch(self, index, perm)
+        return epoch(self, index, *args)
 
-    monkeypatch.setattr(train_module._Loop, "epoch", interrupted)
+    monkeypatch.setattr(loop, method, interrupted)
 
 
 # --- one thread rule ------------------------------------------------------------------------------
@@ -158,14 +160,7 @@ def test_an_interrupted_discriminator_training_caches_nothing(tmp_path, monkeypa
     monkeypatch.setenv("DEEPFAULT_CACHE", str(tmp_path / "cache"))
     recipe = gan.GanConfig(epochs=3, batch_size=16, images_per_epoch=32, seed=0)
     monkeypatch.setattr(gan, "AUTO_RECIPE", recipe)
-    epoch = gan._GanTraining._epoch
-
-    def interrupted(self, index, bar):
-        if index >= 1:
-            raise KeyboardInterrupt
-        return epoch(self, index, bar)
-
-    monkeypatch.setattr(gan._GanTraining, "_epoch", interrupted)
+    _interrupt_after_first_epoch(monkeypatch, gan._GanTraining, "_epoch")
     rng = np.random.default_rng(0)
     tiny = Dataset("mnist", rng.random((64, 1, 16, 16), dtype=np.float32), rng.integers(0, 2, 64),
                    rng.random((20, 1, 16, 16), dtype=np.float32), rng.integers(0, 2, 20), (0.0, 1.0),
