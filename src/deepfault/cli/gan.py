@@ -68,7 +68,8 @@ def _train(args, config: GanConfig) -> int:
                                                                                 len(data.y_train))
     print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "
           f"epoch, epochs: {config.epochs}, {device}")
-    result = train_gan(data, **config.to_dict(), device=device, progress=not args.no_progress)
+    result = train_gan(data, **config.to_dict(), device=device, progress=not args.no_progress,
+                       threads=args.threads)
     if args.dataset.endswith(".npz"):
         result.discriminator.dataset = result.generator.dataset = str(Path(args.dataset).resolve())
     if result.epochs_completed == 0:

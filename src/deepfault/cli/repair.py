@@ -79,7 +79,7 @@ def _cmd_repair(args) -> int:
     m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
                                                     arch=args.arch, arch_kwargs=args.arch_args,
                                                     trust_pickle=args.trust_pickle)
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, [prepared.module], device)
     runtime = Runtime(device=str(device), progress=not args.no_progress)
     result = repair((prepared, m1), args.inputs, config, runtime=runtime).saving(model_path)
     write_outcome(args, result, command="repair", config=config, out=out,

@@ -101,7 +101,7 @@ def _cmd_scenario(args) -> int:
     results = []
     for name in names:
         context = ScenarioContext(seed=args.seed, epochs=args.epochs, device=device,
-                                  progress=not args.no_progress)
+                                  progress=not args.no_progress, threads=args.threads)
         r = make_scenario(name, args.arch, data, context=context, out_dir=args.out,
                           arch_kwargs=args.arch_args)
         results.append(r)

@@ -164,7 +164,7 @@ def _cmd_xplore(args) -> int:
     prepared, data = load_xplore_inputs(args.models, dataset=args.dataset, data_dir=args.data_dir,
                                         models_dir=args.models_dir, archs=args.arch, weights=args.weights,
                                         trust_pickle=args.trust_pickle, arch_kwargs=args.arch_args,
-                                        progress=not args.no_progress)
+                                        progress=not args.no_progress, threads=args.threads)
     bounds, fixed, held = feature_constraints(args.feature_bounds, data, features=args.fix_features,
                                               steps=args.fix_steps, constraint=config.constraint())
     for p in prepared:

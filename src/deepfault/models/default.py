@@ -13,7 +13,7 @@ from typing import TypedDict
 
 from .._io import user_cache_dir
 from ..data import Dataset
-from .io import ModelFile, load_cached, save_model
+from .io import ModelFile, load_cached, save_model, training_finished
 from .train import TrainConfig, train_model
 
 __all__ = ["default_model", "RECIPE"]
@@ -57,8 +57,10 @@ def train_default(data: Dataset) -> ModelFile:
                          schedule=RECIPE["schedule"])
     import sys
 
-    mf, _ = train_model(RECIPE["arch"], data, config, arch_kwargs=RECIPE["arch_kwargs"],
-                        progress=sys.stderr.isatty())
+    mf, result = train_model(RECIPE["arch"], data, config, arch_kwargs=RECIPE["arch_kwargs"],
+                             progress=sys.stderr.isatty())
+    if result.interrupted:  # nothing half-trained is returned, nor cached by default_model
+        raise KeyboardInterrupt
     mf.meta["recipe"] = RECIPE
     return mf
 
@@ -66,7 +68,7 @@ def train_default(data: Dataset) -> ModelFile:
 def default_model(data: Dataset) -> ModelFile:
     """The cached default model, trained first when the cache is missing or unreadable."""
     path = _cache_file()
-    cached = load_cached(path, lambda mf: mf.meta.get("recipe") == RECIPE, log,
+    cached = load_cached(path, lambda mf: mf.meta.get("recipe") == RECIPE and training_finished(mf), log,
                          "cached default model unreadable (%s); retraining")
     if cached is not None:
         return cached

@@ -26,7 +26,14 @@ from .._io import atomic_path
 from ..errors import DeepFaultError
 from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
-__all__ = ["ModelFile", "save_model", "load_model", "load_cached", "MODEL_FILE_FORMAT"]
+__all__ = ["ModelFile", "save_model", "load_model", "load_cached", "training_finished", "near_chance",
+           "warn_if_chance", "MODEL_FILE_FORMAT"]
+
+log = logging.getLogger(__name__)
+
+#: A recorded test accuracy below this many times chance (one over the number of classes) is
+#: "at chance": such a model did not learn, and what any method finds in it means little.
+CHANCE_FACTOR = 1.5
 
 MODEL_FILE_FORMAT = "deepfault-model/1"
 
@@ -311,7 +318,7 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
         ) from err
     model.eval()
     bounds = payload.get("bounds")
-    return ModelFile(
+    mf = ModelFile(
         model=model,
         arch=canonical_arch(built_from),
         arch_kwargs=payload["arch_kwargs"],
@@ -320,6 +327,40 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
         output_kind=payload.get("output_kind", "logits"),
         meta=payload.get("meta", {}),
     )
+    warn_if_chance(mf, str(path))
+    return mf
+
+
+def training_finished(mf: ModelFile) -> bool:
+    """Whether ``mf`` records a training that ran to its end: ``meta["training"]`` says it was not
+    interrupted (a file written before ``finished`` was recorded counts by ``interrupted``).
+    """
+    training = mf.meta.get("training")
+    if not isinstance(training, dict):
+        return False
+    return bool(training.get("finished", training.get("interrupted") is False))
+
+
+def near_chance(mf: ModelFile) -> bool:
+    """Whether ``mf``'s recorded test accuracy is at chance: below :data:`CHANCE_FACTOR` times one
+    over its number of classes (``False`` when either is not recorded).
+    """
+    acc = mf.meta.get("test_accuracy")
+    classes = mf.arch_kwargs.get("num_classes") or next(
+        (m.out_features for m in reversed(list(mf.model.modules())) if isinstance(m, nn.Linear)), None)
+    if not isinstance(acc, int | float) or math.isnan(acc) or not isinstance(classes, int) or classes < 2:
+        return False
+    return acc < CHANCE_FACTOR / classes
+
+
+def warn_if_chance(mf: ModelFile, where: str) -> None:
+    """Log a warning when ``mf`` (from ``where``, a path or name) is at chance (:func:`near_chance`):
+    every result computed on it would describe a model that did not learn.
+    """
+    if near_chance(mf):
+        log.warning("%s is at chance: its recorded test accuracy is %.4f; what is found in it means little. "
+                    "Train it again ('deepfault train') or give a trained model", where,
+                    mf.meta["test_accuracy"])
 
 
 def load_cached(path: Path, fits: Callable[[ModelFile], bool], log: logging.Logger, unreadable: str,

@@ -19,7 +19,7 @@ from typing import TypedDict, Unpack
 
 from ..data import Dataset, load_dataset
 from ..errors import DeepFaultError
-from .io import ModelFile
+from .io import ModelFile, warn_if_chance
 from .keras_weights import is_weights_only, open_keras_weights
 from .load import open_model
 from .prepare import PreparedModel, model_label, prepare_model
@@ -55,12 +55,15 @@ class ModelLookup:
         trust_pickle: Allow unpickling whole pickled modules; only for trusted files.
         progress: Show the progress of a zoo model's first-use training.
         arch_kwargs: Keyword arguments of a model's architecture (``arch``).
+        threads: CPU threads of a first-use training (:func:`deepfault.models.train.fit`'s rule:
+            ``"auto"``, a count or ``None``).
     """
 
     models_dir: str | os.PathLike = "."
     trust_pickle: bool = False
     progress: bool = True
     arch_kwargs: dict | None = None
+    threads: int | str | None = "auto"
 
 
 class LookupKeywords(TypedDict, total=False):
@@ -70,6 +73,7 @@ class LookupKeywords(TypedDict, total=False):
     trust_pickle: bool
     progress: bool
     arch_kwargs: dict | None
+    threads: int | str | None
 
 
 def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | None = None,
@@ -111,7 +115,7 @@ def open_xplore_model(entry: str, *, arch: str | None = None, weights: str | Non
                     f"no trained {entry} for {dataset} at {str(path)!r}; train it with 'deepfault train "
                     f"--arch {entry} --dataset {dataset} --out {path}' or give the model file"
                 )
-            return _trained_on_first_use(entry, data, progress=lookup.progress)
+            return _trained_on_first_use(entry, data, progress=lookup.progress, threads=lookup.threads)
     if h5 is not None:
         raise DeepFaultError(f"{h5!r} holds Keras weights without an architecture; name it with --arch "
                              "(lenet1, lenet4, lenet5 for DeepXplore's MNIST models)")
@@ -133,32 +137,42 @@ def zoo_cache_file(arch: str, data: Dataset) -> Path:
     return user_cache_dir() / "models" / f"{arch}-{data.name}-{digest.hexdigest()[:12]}.pt"
 
 
-def _trained_on_first_use(arch: str, data: Dataset, *, progress: bool) -> ModelFile:
+def _trained_on_first_use(arch: str, data: Dataset, *, progress: bool,
+                          threads: int | str | None = "auto") -> ModelFile:
     """The zoo model ``arch`` on ``data`` from the cache, trained there first if missing.
 
     The recipe is :class:`~deepfault.models.train.TrainConfig`'s default (the one the
     ``deepxplore-mnist`` preset trains its models with), seeded, so every machine trains the
-    same model; the time is announced when it is done.
+    same model; the time is announced when it is done. Only a training that finished is
+    cached, and only a cached training that finished is reused (an older file left by an
+    interrupted one is trained again).
+
+    Raises:
+        KeyboardInterrupt: The training was interrupted: nothing is cached.
     """
     import time
 
-    from .io import load_cached, save_model
+    from .io import load_cached, save_model, training_finished
     from .train import TrainConfig, train_model
 
     path = zoo_cache_file(arch, data)
-    cached = load_cached(path, lambda mf: mf.meta.get("zoo_first_use") == ZOO_RECIPE_VERSION, log,
-                         "cached %s unreadable (%s); training it again", path)
+    cached = load_cached(path, lambda mf: mf.meta.get("zoo_first_use") == ZOO_RECIPE_VERSION
+                         and training_finished(mf), log, "cached %s unreadable (%s); training it again", path)
     if cached is not None:
         return cached
     config = TrainConfig()
     log.warning("training zoo model %s on %s (first use: %d epochs; cached in %s)...", arch, data.name,
                 config.epochs, path)
     start = time.perf_counter()
-    mf, _ = train_model(arch, data, config, arch_kwargs={"num_classes": data.num_classes}, progress=progress)
+    mf, result = train_model(arch, data, config, arch_kwargs={"num_classes": data.num_classes},
+                             progress=progress, threads=threads)
+    if result.interrupted:
+        raise KeyboardInterrupt
     mf.meta["zoo_first_use"] = ZOO_RECIPE_VERSION
     save_model(path, mf)
     log.warning("trained %s on %s in %.0f s (test accuracy %.4f); cached in %s", arch, data.name,
                 time.perf_counter() - start, mf.meta["test_accuracy"], path)
+    warn_if_chance(mf, str(path))
     return mf
 
 

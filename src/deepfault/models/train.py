@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from ..core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, Options, p
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ._api import build_model
-from .io import ModelFile
+from .io import ModelFile, warn_if_chance
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model", "trained_model"]
 
@@ -66,6 +66,12 @@ class TrainResult:
     val_accuracy: float | None
     interrupted: bool
     seconds: float
+    threads: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether every epoch of the recipe ran (not cut short by an interruption)."""
+        return not self.interrupted
 
     def summary(self, test_accuracy: float) -> str:
         """What ``deepfault train`` prints once the weights are saved: the epochs, the time and the
@@ -180,6 +186,7 @@ def fit(
     config: TrainConfig = TrainConfig(),
     *,
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> TrainResult:
     """Train ``model`` in place with Adam on shuffled mini-batches.
 
@@ -190,11 +197,27 @@ def fit(
     ``config.seed``; dropout draws inside a forked RNG state, so the caller's global RNG
     is untouched. On ``KeyboardInterrupt`` the weights of the last completed epoch are
     restored and the result says ``interrupted``.
+
+    ``threads`` follows every command's rule (:func:`deepfault.core.entry.resolve_threads`):
+    ``"auto"`` (:data:`~deepfault.core.entry.THREADS_ENV` when set) trains a small model on
+    the CPU on the cores no other process is using, never more than PyTorch's setting; a
+    count as given; ``None`` leaves PyTorch's setting. Inside an entry point that applied its
+    own threads already (repair's fine-tuning), those stay. The count used is restored
+    afterwards and recorded in the result.
     """
+    from ..core.entry import default_threads, use_threads
+
     config.validate()
+    device = model_device(model)
+    with use_threads(default_threads() if threads == "auto" else threads, [model], device) as count:
+        return replace(_fit(model, x, y, config, device=device, progress=progress), threads=count)
+
+
+def _fit(model: nn.Module, x: np.ndarray | tuple[np.ndarray, ...], y: np.ndarray, config: TrainConfig, *,
+         device: torch.device, progress: bool) -> TrainResult:
+    """:func:`fit`'s loop under the threads it chose."""
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
-    device = model_device(model)
     # The inputs as they are (no copy of float32 CPU inputs, nor a joined copy of several
     # arrays; issue 26: a copy of the training inputs grew the peak with them), each batch
     # gathered through ``train_idx``.
@@ -238,13 +261,17 @@ def train_model(
     arch_kwargs: dict | None = None,
     device: torch.device | str = "cpu",
     progress: bool = False,
+    threads: int | str | None = "auto",
 ) -> tuple[ModelFile, TrainResult]:
     """Build ``arch`` with weights seeded by ``config.seed``, train it on ``data``'s training
     split and measure its test accuracy.
 
+    ``threads`` as :func:`fit` takes them (default ``"auto"``, every command's rule).
+
     Returns:
         The model file (weights, architecture, data set, bounds, test accuracy, recipe, and
-        ``meta["data_dir"]``, the data root, when it was not the default) and the training
+        ``meta["data_dir"]``, the data root, when it was not the default; ``meta["training"]``
+        records whether the training ``finished`` or was ``interrupted``) and the training
         result.
     """
     config.validate()
@@ -257,7 +284,7 @@ def train_model(
 
     with torch.no_grad():  # a clear error now rather than a cryptic one inside training
         forward(model.eval(), torch.as_tensor(data.x_train[:1], device=model_device(model)))
-    result = fit(model, data.x_train, data.y_train, config, progress=progress)
+    result = fit(model, data.x_train, data.y_train, config, progress=progress, threads=threads)
     test_acc = accuracy(model, data.x_test, data.y_test)
     from ..data._api import data_dir_to_record
 
@@ -273,18 +300,25 @@ def train_model(
             "val_accuracy": result.val_accuracy,
             "input_shape": list(data.input_shape),
             "training": {**asdict(config), "epochs_completed": result.epochs_completed,
-                         "interrupted": result.interrupted, "seconds": result.seconds},
+                         "interrupted": result.interrupted, "finished": result.finished,
+                         "seconds": result.seconds, "threads": result.threads},
             **({"data_dir": data_dir} if data_dir else {}),
         },
     )
     return mf, result
 
 
-def trained_model(arch: str, data, path, config: TrainConfig, *, device="cpu", progress: bool = False):
+def trained_model(arch: str, data, path, config: TrainConfig, *, device="cpu", progress: bool = False,
+                  threads: int | str | None = "auto"):
     """The zoo model ``arch`` kept at ``path``: opened when the file is there and readable,
-    otherwise trained on ``data`` with ``config`` and saved there (atomically).
+    otherwise trained on ``data`` with ``config`` (on ``threads``, as :func:`fit` takes them)
+    and saved there (atomically).
 
     The presets of every method keep their models this way, so a rerun reuses them.
+
+    Raises:
+        KeyboardInterrupt: The training was interrupted; nothing is saved (a half-trained
+            model kept there would be reused by every rerun).
     """
     import logging
     from pathlib import Path
@@ -300,7 +334,10 @@ def trained_model(arch: str, data, path, config: TrainConfig, *, device="cpu", p
         except DeepFaultError as err:
             log.warning("%s unreadable (%s); training again", path, err)
     log.info("training %s on %s (no model file at %s)...", arch, data.name, path)
-    mf, _ = train_model(arch, data, config, device=device, arch_kwargs={"num_classes": data.num_classes},
-                        progress=progress)
+    mf, result = train_model(arch, data, config, device=device, arch_kwargs={"num_classes": data.num_classes},
+                             progress=progress, threads=threads)
+    if result.interrupted:
+        raise KeyboardInterrupt
     save_model(path, mf)
+    warn_if_chance(mf, str(path))
     return mf

@@ -48,7 +48,8 @@ def finetune(
     config = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, val_fraction=0.0, seed=seed, schedule="constant"
     )
-    result = fit(repaired, parts, np.asarray(y, np.int64), config, progress=progress)
+    # threads=None: the ones the repair entry (or the command line) applied for the models stay
+    result = fit(repaired, parts, np.asarray(y, np.int64), config, progress=progress, threads=None)
     if result.interrupted:
         raise KeyboardInterrupt
     return repaired.eval(), result

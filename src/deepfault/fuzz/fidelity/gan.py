@@ -41,6 +41,7 @@ from torch import nn
 
 from ...checks import MAX_INPUTS
 from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, param, validate
+from ...core.entry import default_threads, use_threads
 from ...errors import DeepFaultError
 from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
 
@@ -217,6 +218,7 @@ def train_gan(
     *,
     device: torch.device | str = "cpu",
     progress: bool = False,
+    threads: int | str | None = "auto",
     **settings,
 ) -> GanResult:
     """Train DRFuzz's DCGAN on ``data``'s training split.
@@ -235,6 +237,9 @@ def train_gan(
         device: Where to train.
         progress: Show the progress: a bar on a terminal, a logged line (batches done of the
             total, epoch, elapsed and estimated time left) every 30 s otherwise.
+        threads: CPU threads, every command's rule (:func:`deepfault.core.entry.resolve_threads`):
+            ``"auto"`` (the default; :data:`~deepfault.core.entry.THREADS_ENV` when set) the
+            cores no other process is using, a count, or ``None`` for PyTorch's setting.
         **settings: :class:`GanConfig` fields that replace ``config``'s (``epochs=1``, ...).
 
     Returns:
@@ -252,7 +257,8 @@ def train_gan(
     config.validate()
     start = time.perf_counter()
     run = _GanTraining(data, config, torch.device(device))
-    completed, losses, interrupted = run.fit(progress)
+    with use_threads(default_threads() if threads == "auto" else threads, [run.disc, run.gen], device):
+        completed, losses, interrupted = run.fit(progress)
     seconds = time.perf_counter() - start
     figures = {"epochs_completed": completed, "interrupted": interrupted, "seconds": seconds,
                "d_loss": losses[0], "g_loss": losses[1], **run.quality()}

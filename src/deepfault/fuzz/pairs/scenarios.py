@@ -84,6 +84,7 @@ class ScenarioContext:
         epochs: The run's epochs (of the base models; SUPPLY and ADV:BIM fine-tune as long).
         device: Where to train (a name is taken as ``torch.device(name)``).
         progress: Show progress bars.
+        threads: CPU threads of the training (:func:`deepfault.models.train.fit`'s rule).
         rest_idx: Training inputs the ``M1`` did not see (SUPPLY's 20%); empty otherwise.
     """
 
@@ -91,6 +92,7 @@ class ScenarioContext:
     epochs: int = 3
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     progress: bool = False
+    threads: int | str | None = "auto"
     rest_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
     def __post_init__(self):
@@ -105,7 +107,7 @@ class ScenarioContext:
         from ...models.train import TrainConfig, fit
 
         config = TrainConfig(epochs=epochs, batch_size=BATCH_SIZE, lr=lr, val_fraction=0.0, seed=seed)
-        result = fit(model, x, y, config, progress=self.progress)
+        result = fit(model, x, y, config, progress=self.progress, threads=self.threads)
         if result.interrupted:
             raise KeyboardInterrupt
         return result
