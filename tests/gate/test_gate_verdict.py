@@ -145,3 +145,20 @@ def test_policy_file_refusals(tmp_path):
 def test_models_of_another_input_shape_are_refused(data):
     with pytest.raises(DeepFaultError, match="shape"):
         gate((linear(), torch.nn.Linear(5, 3)), data, GateConfig(budget="0"))
+
+
+def test_a_fuzz_stage_that_cannot_run_is_refused_before_the_held_out_stage(data, tmp_path, monkeypatch):
+    """The default check for vectors (mdsa) reads M1's layer before the logits, which a one-layer
+    model lacks: refused before any stage runs, and nothing is added to the corpus."""
+    from deepfault.gate import heldout, protocol
+
+    called = []
+    monkeypatch.setattr(protocol, "compare_heldout",
+                        lambda *a, **k: called.append(1) or heldout.compare_heldout(*a, **k))
+    with pytest.raises(DeepFaultError, match="fewer than two Linear/Conv layers"):
+        gate((linear(), linear(0.5)), data, GateConfig(budget="20it", corpus=str(tmp_path / "c")))
+    assert not called
+    assert not (tmp_path / "c").exists()
+    o = gate((linear(), linear(0.5)), data, GateConfig(budget="20it", fidelity="linf:0.2",
+                                                       max_negative_flip_rate="off"))
+    assert o.fuzz is not None  # a check the model can take: the stage runs

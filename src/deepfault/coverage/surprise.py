@@ -510,9 +510,12 @@ def _first(x):
     raise DeepFaultError("no inputs to fit surprise adequacy on: the input set is empty")
 
 
-def _default_layer(model: nn.Module, inputs, transform: str) -> list[str]:
+def default_layer(model: nn.Module, inputs, transform: str = "raw") -> list[str]:
     """The deepest of the default layers (the last block, or the layer before the logits), found by running
-    one input.
+    one input; what surprise adequacy reads when no layer is named.
+
+    Raises:
+        DeepFaultError: The model has no such layer (fewer than two Linear/Conv layers, say).
     """
     batch = next(iter(iterate_batches(model, inputs[:1], layers=None, transform=transform, batch_size=1)))
     assert batch.layout is not None
@@ -590,7 +593,7 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
     x, y, streamed, n = _fit_inputs(inputs_of(data)[:2], config)
     layers: str | Sequence[str] | None = config.layers
     if layers is None:
-        layers = _default_layer(module, _first(x), config.transform)
+        layers = default_layer(module, _first(x), config.transform)
     ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
     if given is not None:
         y = check_labels("labels", given, MAX_CLASSES, count=n)

@@ -19,7 +19,7 @@ from ..fuzz.regress import regress
 from .config import GateConfig
 from .outcome import FuzzResult
 
-__all__ = ["fuzz_stage", "MAX_CORPUS_SEEDS"]
+__all__ = ["fuzz_stage", "campaign_config", "check_fuzz_stage", "MAX_CORPUS_SEEDS"]
 
 #: Corpus entries added to the seeds at most (the campaign picks among them; memory stays bounded).
 MAX_CORPUS_SEEDS = 10_000
@@ -41,6 +41,30 @@ def _seeds(pair: Pair, inputs, labels, corpus) -> tuple[np.ndarray, np.ndarray]:
     return x, y.astype(np.int64)
 
 
+def campaign_config(config: GateConfig) -> CampaignConfig:
+    """The fuzz stage's campaign: the gate's budget, seed and fidelity (else regress's default)."""
+    chosen: dict[str, Any] = {} if config.fidelity is None else {"fidelity": config.fidelity}
+    return CampaignConfig(budget=parse_budget(config.budget), seed=config.seed, **chosen)
+
+
+def check_fuzz_stage(pair: Pair, config: GateConfig) -> None:
+    """Refuse, before the held-out stage, a fuzz stage that could not run: what a black box
+    cannot give, inputs or models the campaign cannot take, a surprise check whose layer the
+    model lacks (the same checks ``regress`` makes before its store, on a few inputs).
+    """
+    from ..coverage.surprise import default_layer
+    from ..fuzz.fidelity.surprise import parse_surprise_spec
+    from ..fuzz.mutation.rules import rule_kind
+    from ..fuzz.pair import check_black_box, check_pair
+    from ..fuzz.regress import surprise_specs
+
+    campaign = campaign_config(config).for_inputs(rule_kind(pair.data.input_shape))  # as regress resolves it
+    check_black_box(pair.p1, pair.p2, campaign)
+    check_pair(pair.p1.module, pair.p2.module, pair.data, campaign)
+    if any(parse_surprise_spec(spec).file is None for spec in surprise_specs(campaign)):
+        default_layer(pair.p1.module, pair.data.x_test[:1])  # fitted on M1 at its default layer
+
+
 def fuzz_stage(pair: Pair, inputs, labels, corpus, config: GateConfig, runtime: Runtime) -> FuzzResult:
     """Fuzz M2 against M1 for ``config.budget`` and add the new faults to ``corpus``.
 
@@ -50,8 +74,7 @@ def fuzz_stage(pair: Pair, inputs, labels, corpus, config: GateConfig, runtime: 
     """
     x, y = _seeds(pair, inputs, labels, corpus)
     data = replace(pair.data, x_test=x, y_test=y)
-    chosen: dict[str, Any] = {} if config.fidelity is None else {"fidelity": config.fidelity}
-    campaign = CampaignConfig(budget=parse_budget(config.budget), seed=config.seed, **chosen)
+    campaign = campaign_config(config)
     outcome = regress(
         (pair.p1, pair.p2),
         data,

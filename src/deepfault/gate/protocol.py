@@ -170,6 +170,10 @@ def check_gate(pair: Pair, inputs, labels, config: GateConfig) -> int:
     bad = [c for c in (config.critical_classes or ()) if c >= c1]
     if bad:
         raise DeepFaultError(f"critical_classes must be classes 0 to {c1 - 1}; got {bad[0]}")
+    if config.budget != "0":
+        from .fuzzing import check_fuzz_stage  # noqa: PLC0415
+
+        check_fuzz_stage(pair, config)
     return c1
 
 
