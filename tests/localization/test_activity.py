@@ -182,3 +182,31 @@ def test_a_run_names_its_degenerate_spectra_in_the_summary_and_atop_the_report(t
 def test_activity_is_a_declared_option():
     with pytest.raises(Exception, match="activity"):
         RunConfig(activity="median")
+
+
+def test_a_flat_majority_whose_top_k_varies_is_no_degenerate_result():
+    """Most neurons of a ReLU MLP's class spectrum may never vary (the paper's own models): the
+    warning is for a top-k that holds such neurons, not for a flat majority the top-k skips."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from deepfault.localization.diagnosis import degenerate_lines
+    from deepfault.localization.selection import Neuron
+
+    a_s, a_f = np.array([0, 3, 5, 5, 0, 0]), np.array([1, 1, 1, 1, 0, 0])  # 4 of 6 never vary:
+    n_s, n_f = np.array([5, 2, 0, 0, 5, 5]), np.array([0, 0, 0, 0, 1, 1])  # 2, 3 always; 4, 5 never
+    spectrum = SimpleNamespace(num_inputs=6, a_s=a_s, a_f=a_f, n_s=n_s, n_f=n_f,
+                               layout=SimpleNamespace(num_neurons=6))
+
+    def result(picked):
+        neurons = [Neuron("fc", i, i, 1.0 - 0.1 * i, int(a_s[i]), int(a_f[i]), int(n_s[i]), int(n_f[i]))
+                   for i in picked]
+        selection = SimpleNamespace(neurons=neurons, runner_up=0.0)
+        cls = SimpleNamespace(no_failures=False, target_class=0, spectrum=spectrum,
+                              repetitions=[SimpleNamespace(selection=selection)])
+        return SimpleNamespace(classes=[cls], config=SimpleNamespace(activity="auto"))
+
+    assert degenerate_lines(result([0, 1])) == []  # the top-2 vary: ranked by information
+    lines = degenerate_lines(result([1, 2]))  # neuron 2 is active on every input
+    assert len(lines) == 1 and lines[0].startswith("degenerate spectra: in 1 of 1 classes")

@@ -1,7 +1,8 @@
 """Degenerate results, named (spec section 1, "activity must carry information").
 
 A spectrum in which most neurons are active on every input of the class, or on none, carries
-no information: their scores tie and the top-k is the tie-breaking order. A selection whose
+no information about them: their scores tie, and where the top-k holds them it is the
+tie-breaking order. A selection whose
 ``k`` scores all tie with a neuron left out is that order too. Neither is a finding: a run
 says so in one line with the fix (:func:`degenerate_lines`, first in ``summary()`` and at the
 top of the report), and cross-class recurrence counts only neurons whose score beats every
@@ -84,6 +85,17 @@ def decided(neuron: Neuron, selection: Selection) -> bool:
     return neuron.score > selection.runner_up
 
 
+def _flat(neuron: Neuron) -> bool:
+    """Whether ``neuron`` never varied over the class's inputs (active on all, or on none)."""
+    return neuron.n_s + neuron.n_f == 0 or neuron.a_s + neuron.a_f == 0
+
+
+def _picks_flat(cls) -> bool:
+    """Whether the class's (first) selection holds a neuron that never varied: a flat spectrum
+    whose top-k is all varying neurons still ranks them by information (the paper's MLPs)."""
+    return bool(cls.repetitions) and any(_flat(n) for n in cls.repetitions[0].selection.neurons)
+
+
 def _classes(values: Sequence[int]) -> str:
     shown = ", ".join(str(c) for c in values[:8])
     return shown + (f" and {len(values) - 8} more" if len(values) > 8 else "")
@@ -97,7 +109,8 @@ def degenerate_lines(result) -> list[str]:
     """
     considered = [c for c in result.classes if not c.no_failures]
     lines = []
-    bad = [(c.target_class, f) for c, f in ((c, flatness(c.spectrum)) for c in considered) if f.degenerate]
+    bad = [(c.target_class, f) for c, f in ((c, flatness(c.spectrum)) for c in considered)
+           if f.degenerate and _picks_flat(c)]
     if bad:
         always, never = max(f.always for _, f in bad), max(f.never for _, f in bad)
         fix = "analyse other layers (--layers linear-conv, or name them)"
@@ -105,8 +118,8 @@ def degenerate_lines(result) -> list[str]:
             fix = "take each neuron's own level (activity='quantile', --activity quantile) or " + fix
         lines.append(f"degenerate spectra: in {len(bad)} of {len(considered)} classes "
                      f"({_classes([c for c, _ in bad])}) most of the {bad[0][1].neurons} neurons never vary "
-                     f"(up to {always} active on every input, {never} on none), so their scores tie and the "
-                     f"top-k is index order, not a finding; {fix}")
+                     f"(up to {always} active on every input, {never} on none) and the top-k holds such "
+                     f"neurons: their scores tie, so their order is index order, not a finding; {fix}")
     tied = [c for c in considered if c.repetitions and tied_selection(c.repetitions[0].selection)]
     if tied:
         score = tied[0].repetitions[0].selection.runner_up
