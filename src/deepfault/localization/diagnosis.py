@@ -92,7 +92,8 @@ def _flat(neuron: Neuron) -> bool:
 
 def _picks_flat(cls) -> bool:
     """Whether the class's (first) selection holds a neuron that never varied: a flat spectrum
-    whose top-k is all varying neurons still ranks them by information (the paper's MLPs)."""
+    whose top-k is all varying neurons still ranks them by information (the paper's MLPs).
+    """
     return bool(cls.repetitions) and any(_flat(n) for n in cls.repetitions[0].selection.neurons)
 
 
