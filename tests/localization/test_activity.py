@@ -209,4 +209,5 @@ def test_a_flat_majority_whose_top_k_varies_is_no_degenerate_result():
 
     assert degenerate_lines(result([0, 1])) == []  # the top-2 vary: ranked by information
     lines = degenerate_lines(result([1, 2]))  # neuron 2 is active on every input
-    assert len(lines) == 1 and lines[0].startswith("degenerate spectra: in 1 of 1 classes")
+    assert len(lines) == 1
+    assert lines[0].startswith("degenerate spectra: in 1 of 1 classes")
