@@ -84,6 +84,17 @@ def test_the_one_shape_shows_and_writes_itself(setup, tmp_path):
     assert dataclasses.replace(result, quiet=True).summary().count("\n") < text.count("\n")
 
 
+def test_the_terminal_leads_with_the_answer_and_the_recurrence(setup):
+    model, data = setup
+    result = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0, 2), num_inputs=5, seed=1))
+    text = result.summary()
+    assert "\n  across classes: " in text  # computed for the page, printed in the terminal too
+    assert text.index("across classes: ") < text.index("evaluation of synthesized inputs")
+    assert "\nmeasure ochiai, k=2, step size " in text and "approach" not in text
+    one = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0,), num_inputs=5, seed=1))
+    assert "across classes" not in one.summary()  # nothing can recur in one class
+
+
 def test_the_old_keyword_form_warns_and_finds_the_same(setup):
     model, data = setup
     config = RunConfig(measure="ochiai", k=2, classes=(0, 2), num_inputs=5, seed=1)

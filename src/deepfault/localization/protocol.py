@@ -221,6 +221,11 @@ class RunResult(Summarised, Outcome):
                 f"{len(ev.pred_original)} synthesized inputs change the prediction")
             lines.append(f"  class {c.target_class}: {c.spectrum.num_failed} failing; suspicious: "
                          f"{neurons}{more}{flips}")
+        from .report import recurrence_line
+
+        recurrence = recurrence_line(self)
+        if recurrence is not None:
+            lines.append(f"  across classes: {recurrence}")
         return "\n".join(lines)
 
     def rows(self) -> list[dict]:
