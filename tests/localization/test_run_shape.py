@@ -154,3 +154,21 @@ def test_the_steps_take_a_config_and_warn_on_old_keywords(setup):
     np.testing.assert_allclose(ev.loss, ev_old.loss)
     with pytest.raises(TypeError, match="unexpected keyword arguments: nosuch"):
         df.synthesize(model, x, sel, nosuch=1)
+
+
+def test_k_larger_than_the_neurons_is_refused_before_any_pass(setup, monkeypatch):
+    """`-k 5000` is refused from one input's layout, before the spectrum pass or a surprise fit."""
+    import deepfault.localization.protocol as protocol
+
+    model, data = setup
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before k was checked")
+
+    monkeypatch.setattr(protocol, "_spectrum_pass", no_work)
+    monkeypatch.setattr(protocol, "_surprise_state", no_work)
+    monkeypatch.setattr(protocol, "_batch", no_work)
+    with pytest.raises(DeepFaultError, match=r"k=5000 is larger than the \d+ analysed neurons"):
+        run_deepfault(model, data, RunConfig(k=5000, classes=(0,)))
+    with pytest.raises(DeepFaultError, match=r"k'=5000 \(--k-prime\) is more than the \d+ analysed neurons"):
+        run_deepfault(model, data, RunConfig(k=1, k_primes=(5000,), classes=(0,)))

@@ -582,6 +582,7 @@ def run_deepfault(
     module, output_kind = resolve_model(prepared, call.output_kind)
     config.validate(data.bounds)
     classes = _checked_classes(config, data)
+    _check_neurons(module, data, config)
     config, batch_line = _batch(module, data, config, runtime)
     fit, no_fit = _surprise_state(module, data, config, runtime)
     start = time.perf_counter()
@@ -617,6 +618,18 @@ def _checked_classes(config: RunConfig, data: Dataset) -> list[int]:
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
     return classes
+
+
+def _check_neurons(module: nn.Module, data: Dataset, config: RunConfig) -> None:
+    """Refuse ``k`` (and an explicit ``k'``) larger than the selected neurons before any work:
+    one test input's forward pass gives the layout the spectrum pass would find.
+    """
+    from ..core.batches import activations
+
+    layout, _ = activations(module, data.x_test[:1], layers=config.layers, batch_size=1, threads=None)
+    check_k(config.k, layout.num_neurons)
+    if config.k_primes is not None:
+        k_primes_for(config.k, layout.num_neurons, explicit=config.k_primes)
 
 
 def _batch(module: nn.Module, data: Dataset, config: RunConfig, runtime: Runtime) -> tuple[RunConfig, str]:
