@@ -40,14 +40,15 @@ def test_summary_npz_legend_and_verdict(files, capsys, tmp_path):
     lines = out.strip().splitlines()
     assert lines[-1].startswith("verdict: ")
     assert " unique regression faults (#URF) in 30 iterations" in lines[-1]
-    assert ("still climbing" in lines[-1]) or ("levelled off" in lines[-1])
+    # 3 #URF in 30 iterations: too few to call levelled off (MIN_FIRST_FIFTH), or still climbing
+    assert any(words in lines[-1] for words in ("still climbing", "levelled off", "too few new #URF"))
     assert "(#RF: generated inputs M1 gets right and M2 wrong; #URF: distinct (seed, M1 label, M2 label) " \
            "among them, the DRFuzz paper's #RF (#URF in its repository's table)" in out
     assert "initial faults: test inputs M2 already gets wrong (apart, in no # column)" in out
     result = json.loads((files / "a-drfuzz-seed0-faults.json").read_text())
     m = result["metrics"]
     assert result["verdict"]["urf"] == m["urf"]
-    assert result["verdict"]["status"] in ("climbing", "levelled")
+    assert result["verdict"]["status"] in ("climbing", "levelled", "few")
     assert result["verdict"]["line"] == lines[-1]
     assert result["store_state"]["status"] == "new"
     npz = files / "a-drfuzz-seed0-faults.npz"
