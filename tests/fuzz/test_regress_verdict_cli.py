@@ -96,6 +96,24 @@ def test_a_rerun_says_before_any_work_whether_it_resumes_or_starts_anew(files, c
     assert "resumed from checkpoint" not in out
 
 
+def test_a_campaign_of_other_models_in_a_shared_store_is_not_mentioned(files, capsys):
+    """The store line names earlier campaigns of the same models and data only: another pair's
+    campaign of the same id in a shared store is none of this run's business."""
+    assert main(_regress(files, "shared.sqlite")) == 0
+    capsys.readouterr()
+    swapped = _regress(files, "shared.sqlite", budget="20it")
+    m1, m2 = swapped.index("--m1") + 1, swapped.index("--m2") + 1
+    swapped[m1], swapped[m2] = swapped[m2], swapped[m1]  # another pair: M2 -> M1
+    assert main(swapped) == 0
+    line = _store_line(capsys.readouterr().out)
+    assert "new campaign 'drfuzz-seed0'" in line
+    assert "the store also holds" not in line and "budget 30it there" not in line
+    assert main(_regress(files, "shared.sqlite", budget="25it")) == 0  # the first pair again: named
+    line = _store_line(capsys.readouterr().out)
+    assert "the store also holds 'drfuzz-seed0' run with budget 30it there, 25it here" in line
+    assert "20it there" not in line
+
+
 def test_an_interrupted_campaign_is_resumed_and_says_so(files, capsys):
     from deepfault.fuzz import regress
 
