@@ -172,7 +172,9 @@ def test_code_breaks_at_spaces_never_inside_an_option():
     css = (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8")
     assert "overflow-wrap: anywhere" not in css
     rule = re.search(r"\.md-typeset pre > code \.df-nobr\s*\{([^}]*)\}", css)
-    assert rule and "white-space: nowrap" in rule.group(1)
+    assert rule
+    assert "white-space: nowrap" in rule.group(1)
     script = (DOCS / "javascripts" / "nobreak.js").read_text(encoding="utf-8")
-    assert 'span.className = "df-nobr"' in script and "document$.subscribe" in script
+    assert 'span.className = "df-nobr"' in script
+    assert "document$.subscribe" in script
     assert "textContent = part" in script  # the text itself unchanged: the copy button copies it as written

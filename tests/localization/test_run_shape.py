@@ -86,11 +86,13 @@ def test_the_one_shape_shows_and_writes_itself(setup, tmp_path):
 
 def test_the_terminal_leads_with_the_answer_and_the_recurrence(setup):
     model, data = setup
-    result = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0, 2), num_inputs=5, seed=1))
+    config = RunConfig(measure="ochiai", k=2, classes=(0, 2), num_inputs=5, seed=1)
+    result = run_deepfault(model, data, config)
     text = result.summary()
     assert "\n  across classes: " in text  # computed for the page, printed in the terminal too
     assert text.index("across classes: ") < text.index("evaluation of synthesized inputs")
-    assert "\nmeasure ochiai, k=2, step size " in text and "approach" not in text
+    assert "\nmeasure ochiai, k=2, step size " in text
+    assert "approach" not in text
     one = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0,), num_inputs=5, seed=1))
     assert "across classes" not in one.summary()  # nothing can recur in one class
 

@@ -268,8 +268,8 @@ def test_a_torchvision_that_does_not_import_is_one_line(monkeypatch):
     monkeypatch.delitem(sys.modules, "torchvision", raising=False)
     monkeypatch.setattr(builtins, "__import__", broken)
     monkeypatch.setattr(importlib, "import_module", lambda name: broken(name))
-    with pytest.raises(DeepFaultError, match=r"does not import beside torch \S+ here \(RuntimeError: operator "
-                       r"torchvision::nms does not exist; .*-e '\.\[vision\]'") as err:
+    with pytest.raises(DeepFaultError, match=r"does not import beside torch \S+ here \(RuntimeError: "
+                       r"operator torchvision::nms does not exist; .*-e '\.\[vision\]'") as err:
         build_model("torchvision:resnet18")
     assert "\n" not in str(err.value)
     assert vision_install() in str(err.value)  # a command that works beside this torch

@@ -111,6 +111,7 @@ def test_the_failing_inputs_are_found_and_inputs_still_works(task):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         new = repair(prepared, found=[found], config=config)
-    with pytest.warns(FutureWarning, match=r"inputs=\.\.\.\) is deprecated: the files of failing inputs are 'found'"):
+    words = r"inputs=\.\.\.\) is deprecated: the files of failing inputs are 'found'"
+    with pytest.warns(FutureWarning, match=words):
         old = repair(prepared, inputs=[found], config=config)
     _same(new, old)

@@ -8,7 +8,12 @@ import pytest
 
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign.metrics import FaultTable
-from deepfault.fuzz.campaign.verdict import LEVELLED_FRACTION, MIN_FIRST_FIFTH, discovery_verdict, first_discoveries
+from deepfault.fuzz.campaign.verdict import (
+    LEVELLED_FRACTION,
+    MIN_FIRST_FIFTH,
+    discovery_verdict,
+    first_discoveries,
+)
 
 
 def _faults(times, *, axis="iterations", repeats=1, initial=0):
@@ -87,7 +92,8 @@ def test_no_fault_and_an_exhausted_queue_have_their_own_verdicts():
         first_discoveries(_faults([1]), "steps")
 
 
-@pytest.mark.parametrize(("first", "status"), [(0, "few"), (MIN_FIRST_FIFTH - 1, "few"), (MIN_FIRST_FIFTH, "levelled")])
+@pytest.mark.parametrize(("first", "status"),
+                         [(0, "few"), (MIN_FIRST_FIFTH - 1, "few"), (MIN_FIRST_FIFTH, "levelled")])
 def test_too_few_faults_in_the_first_fifth_are_not_called_levelled(first, status):
     """A 5-second run with no new #URF in either fifth (all found in the middle) is too little to
     judge; levelling off needs MIN_FIRST_FIFTH new #URF in the first fifth."""

@@ -32,7 +32,8 @@ import numpy as np
 from ...errors import DeepFaultError
 from .metrics import FAULT_KINDS, FaultTable
 
-__all__ = ["LEVELLED_FRACTION", "MIN_FIRST_FIFTH", "VERDICTS", "DiscoveryVerdict", "discovery_verdict", "first_discoveries"]
+__all__ = ["LEVELLED_FRACTION", "MIN_FIRST_FIFTH", "VERDICTS", "DiscoveryVerdict", "discovery_verdict",
+           "first_discoveries"]
 
 #: The count has levelled off when last-fifth new #URF <= this fraction of the first fifth's.
 LEVELLED_FRACTION = 0.1
