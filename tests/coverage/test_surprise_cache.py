@@ -26,8 +26,12 @@ def test_second_call_loads_the_same_state(tmp_path, setup):
     assert first.source == "fitted"
     assert first.path is not None
     assert first.path.is_file()
+    assert first.describe().startswith("surprise state fitted and cached (")  # a fresh cache: fitted now
     again = cached_surprise(model, x, cache_dir=tmp_path)
     assert again.source == "cache"
+    assert again.describe().startswith("surprise state loaded from the cache (")
+    uncached = cached_surprise(model, x, cache_dir=None).describe()
+    assert uncached.startswith("surprise state fitted without a cache (")
     assert again.path == first.path
     np.testing.assert_array_equal(again.surprise.ats, first.surprise.ats)
     np.testing.assert_array_equal(again.surprise.classes, first.surprise.classes)

@@ -61,3 +61,19 @@ def test_the_cli_reference_is_the_parser():
     text = (DOCS / "cli.md").read_text()
     generated = BEGIN + text.partition(BEGIN)[2].partition(END)[0] + END
     assert generated == markdown(), "docs/cli.md is stale: run python scripts/cli_reference.py"
+
+
+def test_xplore_page_names_the_fields_as_the_config_does():
+    """The Python section says which XploreConfig fields the command line spells otherwise, and
+    no more: the names no longer predate the command line's."""
+    import dataclasses
+
+    from deepfault.core.constraints import option_of
+    from deepfault.xplore import XploreConfig
+
+    text = " ".join(section("## Python", "xplore.md").split())
+    assert "predate" not in text
+    for f in dataclasses.fields(XploreConfig):
+        option = option_of(XploreConfig, f.name)
+        if f.metadata.get("option"):
+            assert f"`{f.name}` is `{option}`" in text, f.name

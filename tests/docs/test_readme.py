@@ -37,3 +37,10 @@ def test_every_relative_link_resolves():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_readme_says_to_activate_the_venv_before_its_commands():
+    text = README.read_text()
+    quick = text.split("## Quick start", 1)[1]
+    assert "source .venv/bin/activate" in quick
+    assert quick.index("source .venv/bin/activate") < quick.index("```bash")

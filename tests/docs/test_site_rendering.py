@@ -159,3 +159,22 @@ def test_no_sphinx_role_shows_as_text(api_page):
     assert not literal, f"Sphinx roles shown as text on the API page: {literal}"
     link = r'<a class="autorefs autorefs-internal"[^>]*href="#deepfault\.coverage\.surprise\.fit_surprise">'
     assert re.search(link + r"<code>fit_surprise</code></a>", html)
+
+
+def test_code_breaks_at_spaces_never_inside_an_option():
+    """`--num-seeds` wrapped as `--num-` / `seeds`: the site's CSS breaks a word only when it alone
+    overflows, and its script keeps every hyphenated run in a span that does not wrap (a break
+    after a hyphen is one CSS cannot forbid)."""
+    import yaml
+
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert "javascripts/nobreak.js" in site["extra_javascript"]
+    css = (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert "overflow-wrap: anywhere" not in css
+    rule = re.search(r"\.md-typeset pre > code \.df-nobr\s*\{([^}]*)\}", css)
+    assert rule
+    assert "white-space: nowrap" in rule.group(1)
+    script = (DOCS / "javascripts" / "nobreak.js").read_text(encoding="utf-8")
+    assert 'span.className = "df-nobr"' in script
+    assert "document$.subscribe" in script
+    assert "textContent = part" in script  # the text itself unchanged: the copy button copies it as written

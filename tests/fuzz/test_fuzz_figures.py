@@ -36,3 +36,21 @@ def test_fault_grid_without_faults_says_so(tmp_path):
 
     seeds, faults = _rows(0, (1, 8, 8))
     assert fault_grid(seeds, faults, tmp_path / "none.png").is_file()
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (6,)])
+def test_fault_grid_titles_a_label_as_a_label(tmp_path, shape, monkeypatch):
+    """A seed's caption names what the number is (its label, by class name), never 'seed: 4'."""
+    pytest.importorskip("matplotlib")
+    import deepfault.experiment.figures as shared
+    from deepfault.fuzz import figures
+
+    seen = []
+    monkeypatch.setattr(shared, "difference_grid", lambda *a, captions, **k: seen.extend(captions.before))
+    monkeypatch.setattr(figures, "seed_fault_lines", lambda *a, titles, **k: seen.extend(titles))
+    seeds, faults = _rows(2, shape)
+    figures.fault_grid(seeds, faults, tmp_path / "x.png", class_names=["cat", "dog", "owl"])
+    assert seen
+    assert all(t.startswith("label ") for t in seen)
+    assert not [t for t in seen if "seed:" in t]
+    assert seen[1].startswith("label dog")

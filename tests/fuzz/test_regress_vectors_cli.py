@@ -145,3 +145,20 @@ def test_api_campaigns_on_vectors_drfuzz_and_deephunter():
     assert dh.iterations == 10
     assert set(dh.rule_usage) == set(VECTOR_RULES)
     assert dh.corpus >= dh.queued_seeds  # the coverage keep rule read M2's neurons on vectors
+
+
+def test_the_report_says_n_a_for_ssim_on_vectors(tabular, tmp_path, capsys):
+    """SSIM exists for images only: the page's tables say n/a for vectors, as the terminal does,
+    never a count of 0."""
+    import re
+
+    report = tmp_path / "report"
+    assert main(_args(tabular, "report.sqlite", "--fidelity", "linf:0.3", "--report", str(report))) == 0
+    capsys.readouterr()
+    page = next(report.glob("*.html")).read_text(encoding="utf-8")
+    head = page[page.index("Regression faults found"):]
+    table = head[:head.index("</table>")]
+    cells = re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", table, flags=re.S)
+    column = cells.index("#URF at SSIM &gt;= 0.99")
+    width = len(cells) // 2
+    assert cells[column + width].strip() == "n/a"

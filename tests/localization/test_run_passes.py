@@ -141,12 +141,14 @@ def test_run_finds_what_the_old_protocol_found(make, shape, config):
 
 def _expected_forwards(result, config, n_test):
     """One pass per test input, per synthesis step of each seed, per synthesized input, the
-    untimed warm-up synthesis of one input, and with ``batch_size="auto"`` the one-input probe
-    that sizes the batch (core/memory.py; cached per model).
+    untimed warm-up synthesis of one input, with ``batch_size="auto"`` the one-input probe
+    that sizes the batch (core/memory.py; cached per model), and the one-input pass that checks
+    k against the selected neurons before any work.
     """
     seeds = sum(len(r.input_indices) for c in result.classes for r in c.repetitions)
     probe = 1 if config.batch_size == "auto" else 0
-    return n_test + seeds * (config.iterations + 1) + (config.iterations if seeds else 0) + probe
+    layout = 1
+    return n_test + seeds * (config.iterations + 1) + (config.iterations if seeds else 0) + probe + layout
 
 
 @pytest.mark.parametrize("config", [RunConfig(measure="ochiai", k=3, classes=(0, 1, 2), batch_size=9),

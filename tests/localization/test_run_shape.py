@@ -84,6 +84,19 @@ def test_the_one_shape_shows_and_writes_itself(setup, tmp_path):
     assert dataclasses.replace(result, quiet=True).summary().count("\n") < text.count("\n")
 
 
+def test_the_terminal_leads_with_the_answer_and_the_recurrence(setup):
+    model, data = setup
+    config = RunConfig(measure="ochiai", k=2, classes=(0, 2), num_inputs=5, seed=1)
+    result = run_deepfault(model, data, config)
+    text = result.summary()
+    assert "\n  across classes: " in text  # computed for the page, printed in the terminal too
+    assert text.index("across classes: ") < text.index("evaluation of synthesized inputs")
+    assert "\nmeasure ochiai, k=2, step size " in text
+    assert "approach" not in text
+    one = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0,), num_inputs=5, seed=1))
+    assert "across classes" not in one.summary()  # nothing can recur in one class
+
+
 def test_the_old_keyword_form_warns_and_finds_the_same(setup):
     model, data = setup
     config = RunConfig(measure="ochiai", k=2, classes=(0, 2), num_inputs=5, seed=1)
@@ -143,3 +156,21 @@ def test_the_steps_take_a_config_and_warn_on_old_keywords(setup):
     np.testing.assert_allclose(ev.loss, ev_old.loss)
     with pytest.raises(TypeError, match="unexpected keyword arguments: nosuch"):
         df.synthesize(model, x, sel, nosuch=1)
+
+
+def test_k_larger_than_the_neurons_is_refused_before_any_pass(setup, monkeypatch):
+    """`-k 5000` is refused from one input's layout, before the spectrum pass or a surprise fit."""
+    import deepfault.localization.protocol as protocol
+
+    model, data = setup
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before k was checked")
+
+    monkeypatch.setattr(protocol, "_spectrum_pass", no_work)
+    monkeypatch.setattr(protocol, "_surprise_state", no_work)
+    monkeypatch.setattr(protocol, "_batch", no_work)
+    with pytest.raises(DeepFaultError, match=r"k=5000 is larger than the \d+ analysed neurons"):
+        run_deepfault(model, data, RunConfig(k=5000, classes=(0,)))
+    with pytest.raises(DeepFaultError, match=r"k'=5000 \(--k-prime\) is more than the \d+ analysed neurons"):
+        run_deepfault(model, data, RunConfig(k=1, k_primes=(5000,), classes=(0,)))

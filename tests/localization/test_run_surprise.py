@@ -139,7 +139,7 @@ def test_run_reports_surprise_equal_to_surprise_score(tmp_path, files, capsys):
     assert "DSA" in printed.out
     assert "LSA" in printed.out
     assert "surprise against the training data, mean per input: DSA" in printed.out
-    assert "surprise state fitted (200 training inputs, layer" in printed.out
+    assert "surprise state fitted and cached (200 training inputs, layer" in printed.out  # fitted now
     doc = json.loads(out.read_text())
     assert doc["surprise"]["count"] == 200
     assert doc["surprise"]["source"] in ("fitted", "cache")

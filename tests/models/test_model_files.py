@@ -49,8 +49,39 @@ def test_state_dict_needs_arch(tmp_path):
     mf = open_model(tmp_path / "sd.pt", arch="lenet1")
     x = torch.rand(3, 1, 28, 28)
     assert torch.equal(mf.model(x), model(x))
-    with pytest.raises(DeepFaultError, match="does not fit architecture 'lenet4'"):
+    with pytest.raises(DeepFaultError, match="does not fit architecture 'lenet4'") as err:
         open_model(tmp_path / "sd.pt", arch="lenet4")
+    _whole_keys(str(err.value), model.state_dict(), build_model("lenet4").state_dict())
+
+
+def _whole_keys(message: str, have: dict, want: dict) -> None:
+    """A state_dict mismatch names whole keys (never cut mid-word), each kind at most three."""
+    detail = message.split(": ", 1)[1]
+    for part in detail.split("; "):
+        kind, _, listed = part.partition("keys ") if "keys " in part else ("", "", "")
+        if not kind:
+            continue
+        for key in listed.split(" and ")[0].split(", "):
+            assert key in have or key in want, (key, message)
+        assert len(listed.split(" and ")[0].split(", ")) <= 3
+    assert "missing keys " in detail or "unexpected keys " in detail or "shapes differ: " in detail
+
+
+def test_a_mismatch_names_missing_unexpected_and_resized_keys(tmp_path):
+    model = build_model("digits_mlp").eval()
+    state = dict(model.state_dict())
+    first = next(iter(state))
+    state[first] = torch.zeros(3, 3)  # resized
+    state.update({f"extra.layer{i}.weight": torch.zeros(1) for i in range(5)})  # unexpected
+    del state[list(state)[1]]  # missing
+    torch.save(state, tmp_path / "sd.pt")
+    with pytest.raises(DeepFaultError) as err:
+        open_model(tmp_path / "sd.pt", arch="digits_mlp")
+    text = str(err.value)
+    assert "missing keys " in text
+    assert "unexpected keys extra.layer0.weight, extra.layer1.weight, extra.layer2.weight and 2 more" in text
+    assert f"shapes differ: {first} 3x3 in the file but " in text
+    _whole_keys(text, state, model.state_dict())
 
 
 def test_torchscript(tmp_path):

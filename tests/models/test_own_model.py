@@ -17,6 +17,7 @@ import torch
 from deepfault import DeepFaultError
 from deepfault.cli import main
 from deepfault.models import ModelFile, build_model, load_model, open_model, save_model
+from deepfault.models._api import vision_install
 
 NET = textwrap.dedent('''
     import torch
@@ -250,7 +251,7 @@ def test_library_forms_dispatch_and_explain(monkeypatch):
         build_model("torchvision:tiny", depth=3)
     monkeypatch.setitem(sys.modules, "timm", None)
     with pytest.raises(DeepFaultError, match=r"needs timm, and it is not installed; "
-                                              r"pip install -e '.\[vision"):
+                                              r".*pip install -e '.\[vision"):
         build_model("timm:vit_tiny_patch16_224")
 
 
@@ -267,10 +268,21 @@ def test_a_torchvision_that_does_not_import_is_one_line(monkeypatch):
     monkeypatch.delitem(sys.modules, "torchvision", raising=False)
     monkeypatch.setattr(builtins, "__import__", broken)
     monkeypatch.setattr(importlib, "import_module", lambda name: broken(name))
-    with pytest.raises(DeepFaultError, match=r"does not import beside torch here \(RuntimeError: operator "
-                       r"torchvision::nms does not exist; .*-e '\.\[vision\]'") as err:
+    with pytest.raises(DeepFaultError, match=r"does not import beside torch \S+ here \(RuntimeError: "
+                       r"operator torchvision::nms does not exist; .*-e '\.\[vision\]'") as err:
         build_model("torchvision:resnet18")
     assert "\n" not in str(err.value)
+    assert vision_install() in str(err.value)  # a command that works beside this torch
+
+
+def test_the_vision_command_installs_the_torchvision_of_the_torch_there_is():
+    """Beside a torch from PyTorch's index (``+cpu``) the extra alone gives PyPI's torchvision, which
+    does not import: the command installs the same build's torchvision first, torch pinned."""
+    assert vision_install("2.13.0+cpu") == (
+        "pip install torchvision 'torch==2.13.0+cpu' --index-url https://download.pytorch.org/whl/cpu, "
+        "then pip install -e '.[vision]'")
+    assert "whl/cu121" in vision_install("2.3.1+cu121")
+    assert vision_install("2.14.1") == "pip install -e '.[vision]'"  # PyPI's torch: PyPI's torchvision fits
 
 
 # --------------------------------------------------------------------------- TorchScript

@@ -100,3 +100,18 @@ def test_train_on_is_a_config_field_not_in_the_result_keys(task):
         old = repair(df.prepare_model(model, data), [found], RepairConfig(epochs=1, baselines=()),
                      train_on=(0,))
     _same(old, repair(df.prepare_model(model, data), [found], config))
+
+
+def test_the_failing_inputs_are_found_and_inputs_still_works(task):
+    """The files of failing inputs are ``found`` (the parameter's name); ``inputs=`` is the old
+    keyword: it still works, with a FutureWarning naming the new one."""
+    model, data, found = task
+    prepared = df.prepare_model(model, data)
+    config = RepairConfig(epochs=1, baselines=())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = repair(prepared, found=[found], config=config)
+    words = r"inputs=\.\.\.\) is deprecated: the files of failing inputs are 'found'"
+    with pytest.warns(FutureWarning, match=words):
+        old = repair(prepared, inputs=[found], config=config)
+    _same(new, old)

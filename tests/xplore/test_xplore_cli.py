@@ -317,7 +317,8 @@ def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_pa
     assert "still differ once clipped" in text
     assert "saturate" in text
     assert "warning: " in text
-    assert "a smaller --step-size (now 10), --constraint none instead of light" in text
+    assert "a smaller --step-size (an element can move by their product, now " in text
+    assert "--constraint none instead of light" in text
     realism = json.loads((tmp_path / "r.json").read_text())["realism"]
     assert realism["outside_bounds"] > 0
     assert 0 <= realism["still_differ_clipped"] <= 1

@@ -196,8 +196,9 @@ def test_saturation_warning_names_the_fixes():
     config = XploreConfig(step_size=10.0, transform="light", iterations=5, lambda2=0.0, target=0,
                           layers="deepxplore")
     expected = (r"^100% of the 10 difference-inducing inputs are far from their seeds \(SSIM below 0.7: .*\) "
-                r"and 100% of the 10 difference-inducing inputs saturate .*hardly images any more; use a "
-                r"smaller --step-size \(now 10\), --constraint none instead of light or fewer --iterations$")
+                r"and 100% of the 10 difference-inducing inputs saturate .*hardly images any more; use fewer "
+                r"--iterations or a smaller --step-size \(an element can move by their product, now 5 x 10 = "
+                r"50\), or --constraint none instead of light$")
     with pytest.warns(UserWarning, match=expected):
         result = search(models, seeds, config=config)
     assert result.found.iteration.tolist() == [1] * 10
@@ -208,8 +209,9 @@ def test_saturation_warning_names_the_fixes():
     # Without clipping the same step takes m to 10, where model 1 says 1 too: nothing found.
     assert search(models, seeds, config=replace(config, clip=False, occlusion=(0, 0, 10, 10))).num_found == 0
     text = saturation_warning(Realism(10, 300.0, 1.0, 0.9, 0.25, 1.0), XploreConfig(step_size=0.5))
-    assert text.endswith("use a smaller --step-size (now 0.5) or fewer --iterations; without clipping only "
-                         "25% still differ once clipped")
+    assert text.endswith("use fewer --iterations or a smaller --step-size (an element can move by their "
+                         "product, now 50 x 0.5 = 25), or --constraint occl (one rectangle changes, the rest "
+                         "stays the seed's); without clipping only 25% still differ once clipped")
 
 
 def test_small_steps_do_not_warn(recwarn):

@@ -51,8 +51,8 @@ def add_parser(sub) -> None:
         "command resumes (also after a crash or kill), or prints a finished campaign's result; it says which "
         "before any work, and --fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a "
         "legend), writes the faults as .npz (the generated faults and, apart, the test inputs M2 already "
-        "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, or "
-        "still climbing (a longer budget would likely find more).")
+        "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, "
+        "still climbing (a longer budget would likely find more), or too few faults to judge.")
     add_options(p, *PAIR, "dataset", "data_dir",
                 dataset="data set or .npz file (default: the one the model files name)")
     add_field(p, CampaignConfig, "budget", default="5m", metavar="B")

@@ -114,9 +114,12 @@ class CachedSurprise:
                 "path": None if self.path is None else str(self.path), "seconds": self.seconds}
 
     def describe(self) -> str:
-        """One line: where the state came from and what it holds."""
+        """One line: where the state came from (loaded from the cache, fitted now and cached,
+        fitted now without a cache, or the user's file) and what it holds.
+        """
         s = self.surprise
-        where = {"cache": "loaded from the cache", "fitted": "fitted", "file": "from --surprise"}[self.source]
+        fitted = "fitted and cached" if self.path is not None else "fitted without a cache"
+        where = {"cache": "loaded from the cache", "fitted": fitted, "file": "from --surprise"}[self.source]
         layers = ", ".join(f"{n}[{k}]" for n, k in zip(s.layers, s.sizes, strict=True))
         return (f"surprise state {where} ({s.num_inputs} training inputs, layer {layers}; "
                 f"{self.seconds:.2f} s)")

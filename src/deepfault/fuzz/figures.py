@@ -105,10 +105,10 @@ def fault_grid(
     if np.asarray(inputs).ndim != 4:  # vectors and sequences: line plots, not images
         return seed_fault_lines(
             seeds, inputs, path, bounds=bounds, title=title,
-            titles=[f"seed: {name(int(a))} -> M2 {name(int(b))}"
+            titles=[f"label {name(int(a))} -> M2 {name(int(b))}"
                     for a, b in zip(labels, m2_preds, strict=True)])
     captions = GridCaptions(
-        before=[f"seed: {name(int(c))}" for c in labels],
+        before=[f"label {name(int(c))}" for c in labels],
         after=[f"M1 {name(int(a))}, M2 {name(int(b))}" for a, b in zip(labels, m2_preds, strict=True)],
         highlight=[True] * n, labels=("seed", "fault"))
     return difference_grid(seeds, inputs, path, bounds=bounds, columns=min(columns, 3), captions=captions,

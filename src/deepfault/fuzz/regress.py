@@ -59,8 +59,16 @@ log = logging.getLogger(__name__)
 
 def experiment_key(config: CampaignConfig, m1, m2, data_name: str, n_inputs: int) -> str:
     """The store key of a campaign: the configuration, both models' weights, the data (16 hex)."""
-    text = json.dumps({"config": config.to_dict(), "m1": model_hash(m1), "m2": model_hash(m2),
-                       "data": data_name, "n": n_inputs}, sort_keys=True, default=str)
+    return _key(config, _pair_identity(m1, m2, data_name, n_inputs))
+
+
+def _pair_identity(m1, m2, data_name: str, n_inputs: int) -> dict:
+    """What a campaign ran on, apart from its options: both models' weights and the data."""
+    return {"m1": model_hash(m1), "m2": model_hash(m2), "data": data_name, "n": n_inputs}
+
+
+def _key(config: CampaignConfig, identity: dict) -> str:
+    text = json.dumps({"config": config.to_dict(), **identity}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -238,17 +246,20 @@ def _checked_run(pair: Pair, models, config: CampaignConfig, runtime: Runtime, d
     check_pair(m1, m2, data, config)  # before the store is opened or created
     neurons = pair.m2_neurons(config)
     n_inputs = len(data.x_test) if config.max_seeds is None else min(len(data.x_test), config.max_seeds)
-    experiment = config.experiment or experiment_key(config, m1, m2, data.name, n_inputs)
+    identity = _pair_identity(m1, m2, data.name, n_inputs)
+    experiment = config.experiment or _key(config, identity)
     cell = campaign_cell(config.strategy, config.seed, config.campaign)
+    # the report names the models by their files; the store line compares campaigns of this pair only
+    record = {"m1": pair.names[0], "m2": pair.names[1], "pair": identity}
     show = display_for(runtime.progress)
     state = None
     if runtime.store is not None:  # said before any work (the discriminator's first training included)
-        state = store_state(runtime.store, experiment, cell, config, fresh=config.fresh)
+        state = store_state(runtime.store, experiment, cell, config, fresh=config.fresh, models=record)
         (show or _log_state)(state)
     _prepare_discriminators(config, data, device, progress=None if show else False)  # before the store
     _prepare_surprise(config, m1, data, device)  # likewise
     try:
-        result = _in_store(pair, models, config, runtime.store, (experiment, cell), show)
+        result = _in_store(pair, models, config, runtime.store, (experiment, cell, record), show)
     finally:
         getattr(show, "close", lambda: None)()
     rf = result.faults.kind == 0
@@ -261,10 +272,10 @@ def _checked_run(pair: Pair, models, config: CampaignConfig, runtime: Runtime, d
                           state, str(device), notes, records)
 
 
-def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str, str],
+def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str, str, dict],
               show) -> CampaignResult:
-    """The campaign run in ``store`` (its checkpoints, a fresh start, the models' names) or without one."""
-    experiment, cell = keys
+    """The campaign run in ``store`` (its checkpoints, a fresh start, the models' record) or without one."""
+    experiment, cell, record = keys
     m1, m2 = models
     progress = None if show is None else (lambda p: show(p) if isinstance(p, CampaignProgress) else None)
     if store is None:
@@ -272,10 +283,9 @@ def _in_store(pair: Pair, models, config: CampaignConfig, store, keys: tuple[str
     with ResultStore(store) as opened, opened.writer():
         if config.fresh:
             opened.delete_cells(experiment, DRFUZZ_METHOD, cell)
+        # the models' names and identity, before the first checkpoint: an interrupted campaign has them
+        opened.put(experiment, DRFUZZ_METHOD, "models", record, replace=True)
         result = _run(m1, m2, pair.data, config, opened, experiment, cell, progress)
-        # the report names the models by their files (the experiment key holds their weights)
-        opened.put(experiment, DRFUZZ_METHOD, "models", {"m1": pair.names[0], "m2": pair.names[1]},
-                   replace=True)
     return result
 
 

@@ -153,7 +153,7 @@ def comparison_rows(rows: list[dict],
                 _pm([at_n[r["cell"]] for r in rows
                      if (r["scenario"], r["strategy"]) == (scenario, strategy)]),
                 results[0].config.shared_fidelity or "-",
-                _pm([x.metrics.urf_ssim for x in results]), _pm([x.iterations for x in results]),
+                _urf_ssim(results), _pm([x.iterations for x in results]),
                 _pm(speed) if speed else "-",
                 f"{_mean_sd(firsts)[0]:.1f}" if firsts else "-",
                 *((f"{v:,}" for v in readme) if readme else ("-",) * 4),
@@ -214,7 +214,7 @@ def _results_table(rows: list[dict]) -> tuple[list[str], list[list]]:
         table.append([*([scenario] if scenarios else []), _label(strategy), len(results),
                       results[0].config.budget,
                       *(_pm([getattr(x.metrics, m) for x in results]) for m in _METRICS),
-                      _pm([x.metrics.urf_ssim for x in results]), _pm([x.iterations for x in results]),
+                      _urf_ssim(results), _pm([x.iterations for x in results]),
                       _pm(speed) if speed else "-", f"{_mean_sd(firsts)[0]:.1f}" if firsts else "-",
                       ", ".join(sorted({x.stop_reason for x in results}))])
     return headers, table
@@ -494,10 +494,22 @@ METRICS_LEGEND = (
 )
 
 
+def _images(result) -> bool:
+    """Whether a campaign fuzzed images (SSIM, and so #URF at SSIM >= 0.99, exists for images only)."""
+    return result.rf_inputs is None or np.asarray(result.rf_inputs).ndim == 4
+
+
+def _urf_ssim(results: list) -> str:
+    """#URF at SSIM >= 0.99 over ``results`` (mean ± sd), ``n/a`` where they are not images."""
+    if not all(_images(x) for x in results):
+        return "n/a"
+    return _pm([x.metrics.urf_ssim for x in results])
+
+
 def metrics_table(result) -> Table:
     """One campaign's metrics, one per row: what ``deepfault regress`` prints and its page shows."""
     r, m = result, result.metrics
-    images = r.rf_inputs is None or np.asarray(r.rf_inputs).ndim == 4  # SSIM is computed for images only
+    images = _images(r)
     rows = [
         ("#RF (generated regression faults)", m.rf), ("#URF (unique: seed, M1 label, M2 label)", m.urf),
         ("#Seed (seeds with a fault)", m.seeds), ("#GF (M2 wrong: RF + both fail)", m.gf),

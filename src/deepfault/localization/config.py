@@ -174,7 +174,7 @@ class RunConfig:
         if self.k_primes is not None:
             if get_approach(self.measure).baseline:
                 raise DeepFaultError(
-                    f"k' (--k-prime) ranks neurons by a measure; approach {self.measure!r} is a baseline "
+                    f"k' (--k-prime) ranks neurons by a measure; measure {self.measure!r} is a baseline "
                     "with no ranking, so leave k' out"
                 )
             for kp in self.k_primes:

@@ -194,7 +194,8 @@ def _header(result) -> str:
     lines.append(f"model {shown.model_name} (test accuracy {acc:.1%}) · data {data.name} "
                  f"({len(data.y_test)} test inputs, bounds {data.bounds[0]:g}..{data.bounds[1]:g}) · "
                  f"{shown.device}")
-    lines.append(f"approach {cfg.approach}, k={cfg.k}, step {cfg.step:g}, distance {cfg.distance:g} (L_inf), "
+    lines.append(f"measure {cfg.measure}, k={cfg.k}, step size {cfg.step_size:g}, "
+                 f"distance {cfg.distance:g} (L_inf), "
                  f"{'normalised' if cfg.normalize else 'raw'} gradients, {cfg.iterations} iteration(s), "
                  f"seed {cfg.seed}")
     if result.classes:

@@ -221,6 +221,11 @@ class RunResult(Summarised, Outcome):
                 f"{len(ev.pred_original)} synthesized inputs change the prediction")
             lines.append(f"  class {c.target_class}: {c.spectrum.num_failed} failing; suspicious: "
                          f"{neurons}{more}{flips}")
+        from .report import recurrence_line
+
+        recurrence = recurrence_line(self)
+        if recurrence is not None:
+            lines.append(f"  across classes: {recurrence}")
         return "\n".join(lines)
 
     def rows(self) -> list[dict]:
@@ -577,6 +582,7 @@ def run_deepfault(
     module, output_kind = resolve_model(prepared, call.output_kind)
     config.validate(data.bounds)
     classes = _checked_classes(config, data)
+    _check_neurons(module, data, config, call.reuse)
     config, batch_line = _batch(module, data, config, runtime)
     fit, no_fit = _surprise_state(module, data, config, runtime)
     start = time.perf_counter()
@@ -612,6 +618,23 @@ def _checked_classes(config: RunConfig, data: Dataset) -> list[int]:
         if not np.any(y == c):
             raise DeepFaultError(f"data set {data.name!r} has no test input of class {c}")
     return classes
+
+
+def _check_neurons(module: nn.Module, data: Dataset, config: RunConfig, reuse: RunResult | None) -> None:
+    """Refuse ``k`` (and an explicit ``k'``) larger than the selected neurons before any work:
+    one test input's forward pass gives the layout the spectrum pass would find (a reused run's
+    spectra already hold it).
+    """
+    if reuse is not None and reuse.classes:
+        num_neurons = reuse.classes[0].spectrum.layout.num_neurons
+    else:
+        from ..core.batches import activations
+
+        layout, _ = activations(module, data.x_test[:1], layers=config.layers, batch_size=1, threads=None)
+        num_neurons = layout.num_neurons
+    check_k(config.k, num_neurons)
+    if config.k_primes is not None:
+        k_primes_for(config.k, num_neurons, explicit=config.k_primes)
 
 
 def _batch(module: nn.Module, data: Dataset, config: RunConfig, runtime: Runtime) -> tuple[RunConfig, str]:

@@ -39,7 +39,7 @@ from .figures import fig3_layers, fig4_examples, long_name, safe_name, short_nam
 from .selection import get_approach
 
 __all__ = ["write_deepfault_report", "run_page", "BaselineComparison", "flip_counts", "recurring_neurons",
-           "chance_recurrence", "ALPHA"]
+           "recurrence_line", "chance_recurrence", "ALPHA"]
 
 #: Significance level of every test in the report.
 ALPHA = 0.05
@@ -695,6 +695,19 @@ def _chance(result) -> dict | None:
     m = considered[0].spectrum.layout.num_neurons
     return {"k": k, "neurons": m, "classes": len(considered),
             "expected": lambda at_least: chance_recurrence(m, k, len(considered), at_least)}
+
+
+def recurrence_line(result) -> str | None:
+    """The cross-class recurrence in words, as the page's verdict gives it: how many neurons are
+    among the suspicious ones of two or more classes, beside what chance alone would give;
+    ``None`` where fewer than two classes have a failing input (nothing can recur).
+
+    Args:
+        result: The run's :class:`~deepfault.localization.protocol.RunResult`.
+    """
+    if sum(1 for cr in result.classes if not cr.no_failures) < 2:
+        return None
+    return _recurrence_verdict(result, recurring_neurons(result))
 
 
 def _recurrence_verdict(result, recurring: list) -> str:

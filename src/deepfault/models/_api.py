@@ -34,13 +34,14 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 
 __all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures", "arch_kind",
-           "runs_user_code", "canonical_arch", "ARCH_FORMS"]
+           "runs_user_code", "canonical_arch", "ARCH_FORMS", "TORCH_WHEELS", "vision_install"]
 
 #: Every zoo architecture, by name (``--arch``).
 ARCHITECTURES: Registry[Callable[..., nn.Module]] = Registry("architecture")
@@ -174,17 +175,38 @@ def _import_module(where: str) -> object:
                              f"{str(err).splitlines()[0] if str(err) else ''}") from err
 
 
+#: Where PyTorch publishes the wheels of each build (``cpu``, ``cu121``, ...): one torchvision per torch.
+TORCH_WHEELS = "https://download.pytorch.org/whl/"
+
+
+def vision_install(torch_version: str | None = None) -> str:
+    """The command that installs the ``vision`` extra beside the installed torch.
+
+    PyPI's torchvision wheels are built for PyPI's torch; beside a torch of another build (a
+    local version such as ``2.13.0+cpu``, from PyTorch's own index) they do not import. For
+    such a torch the command first installs the torchvision of the same build from that index,
+    with torch pinned so that pip picks the matching release and keeps the torch there is.
+
+    Args:
+        torch_version: ``torch.__version__`` (default: the installed one's).
+    """
+    version = torch.__version__ if torch_version is None else torch_version
+    extra = "pip install -e '.[vision]'"
+    if "+" not in version:
+        return extra
+    build = version.split("+", 1)[1]
+    return f"pip install torchvision 'torch=={version}' --index-url {TORCH_WHEELS}{build}, then {extra}"
+
+
 def _library(lib: str, name: str, kwargs: dict) -> nn.Module:
-    extra = _LIBRARIES[lib]
     try:
         module = importlib.import_module(lib)
     except Exception as err:  # noqa: BLE001 - a torchvision built for another torch raises RuntimeError
         reason = ("it is not installed" if isinstance(err, ModuleNotFoundError)
-                  else f"it does not import beside torch here ({type(err).__name__}: "
-                  f"{str(err).splitlines()[0] if str(err) else ''}; install a {lib} built for this torch)")
-        raise DeepFaultError(f"--arch {lib}:{name} needs {lib}, and {reason}; pip install "
-                             f"-e '.[{extra}]', or give the class itself (--arch file.py:Class)"
-                             ) from err
+                  else f"it does not import beside torch {torch.__version__} here ({type(err).__name__}: "
+                  f"{str(err).splitlines()[0] if str(err) else ''}; it was built for another torch)")
+        raise DeepFaultError(f"--arch {lib}:{name} needs {lib}, and {reason}; {vision_install()}, or give "
+                             "the class itself (--arch file.py:Class)") from err
     try:
         if lib == "torchvision":
             known = module.models.list_models()

@@ -26,8 +26,8 @@ from .._io import atomic_path
 from ..errors import DeepFaultError
 from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
-__all__ = ["ModelFile", "save_model", "load_model", "load_cached", "training_finished", "near_chance",
-           "warn_if_chance", "MODEL_FILE_FORMAT"]
+__all__ = ["ModelFile", "save_model", "load_model", "load_cached", "state_dict_mismatch", "training_finished",
+           "near_chance", "warn_if_chance", "MODEL_FILE_FORMAT"]
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,38 @@ def _arch_to_build(path: Path, recorded: str, arch: str | None, arch_kwargs: dic
     return arch
 
 
+#: How many keys of each kind a state_dict mismatch names (then "and N more").
+MISMATCH_KEYS = 3
+
+
+def state_dict_mismatch(model: nn.Module, state) -> str:
+    """Why ``state`` does not load into ``model``, in whole key names: the first
+    :data:`MISMATCH_KEYS` missing keys, unexpected keys and shape mismatches, each kind with how
+    many more there are ("" where the keys and shapes all agree).
+
+    Args:
+        model: The module the weights are meant for.
+        state: The state_dict (a mapping of names to tensors) that failed to load.
+    """
+    want = model.state_dict()
+    have = dict(state)
+
+    def named(kind: str, keys: list[str]) -> str:
+        more = f" and {len(keys) - MISMATCH_KEYS} more" if len(keys) > MISMATCH_KEYS else ""
+        return f"{kind} {', '.join(keys[:MISMATCH_KEYS])}{more}"
+
+    def size(t) -> str:
+        return "x".join(map(str, t.shape)) or "scalar"
+
+    shapes = [f"{k} {size(have[k])} in the file but {size(want[k])} in the model"
+              for k in want if k in have and hasattr(have[k], "shape") and have[k].shape != want[k].shape]
+    parts = [named(kind, keys) for kind, keys in (
+        ("missing keys", [k for k in want if k not in have]),
+        ("unexpected keys", [k for k in have if k not in want]),
+        ("shapes differ:", shapes)) if keys]
+    return "; ".join(parts)
+
+
 def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", arch: str | None = None,
                arch_kwargs: dict | None = None) -> ModelFile:
     """Load a deepfault model file without unpickling arbitrary objects.
@@ -314,7 +346,7 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
     except RuntimeError as err:
         raise DeepFaultError(
             f"the weights in {str(path)!r} do not fit architecture {payload['arch']!r}: "
-            f"{str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else err}"
+            f"{state_dict_mismatch(model, payload['state_dict']) or err}"
         ) from err
     model.eval()
     bounds = payload.get("bounds")

@@ -41,7 +41,7 @@ from torch import nn
 from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 from ._api import build_model, canonical_arch, importable, list_architectures
-from .io import MODEL_FILE_FORMAT, ModelFile, load_model
+from .io import MODEL_FILE_FORMAT, ModelFile, load_model, state_dict_mismatch
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,7 @@ def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
-        lines = [line.strip() for line in str(err).splitlines()[1:] if line.strip()]
-        detail = " ".join(lines[:2])[:400]
+        detail = state_dict_mismatch(model, state) or str(err).splitlines()[0]
         raise DeepFaultError(
             f"the state_dict in {str(path)!r} does not fit architecture {arch!r} with {arch_kwargs}: {detail}"
         ) from err

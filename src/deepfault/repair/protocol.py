@@ -298,9 +298,14 @@ _OLD_KEYWORDS = ("dataset", "data_dir", "labels", "bounds", "m1", "save_model", 
 def _legacy(name: str, fields: set, args: tuple, kwargs: dict) -> tuple[Any, Any, dict, dict]:
     """``repair(model, inputs, dataset=, data_dir=, labels=, bounds=, m1=, save_model=, ...)``: the data
     set goes with the model (prepared with it), M1 beside it, ``save_model`` writes the repaired
-    model as before (each with a :class:`FutureWarning`).
+    model as before, and ``inputs=`` names the files of failing inputs, now ``found`` (each with a
+    :class:`FutureWarning`; ``found=`` is the keyword without one).
     """
+    if "found" in kwargs and len(args) < 2:
+        kwargs["data"] = kwargs.pop("found")
     if "inputs" in kwargs and len(args) < 2:
+        warnings.warn(f"{name}(..., inputs=...) is deprecated: the files of failing inputs are "
+                      f"'found' ({name}(model, found, config))", FutureWarning, stacklevel=3)
         kwargs["data"] = kwargs.pop("inputs")
     old = {k: kwargs.pop(k) for k in _OLD_KEYWORDS if k in kwargs}
     models, found, config_kw, runtime_kw = split_arguments(name, fields, args, kwargs)

@@ -8,7 +8,12 @@ import pytest
 
 from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign.metrics import FaultTable
-from deepfault.fuzz.campaign.verdict import LEVELLED_FRACTION, discovery_verdict, first_discoveries
+from deepfault.fuzz.campaign.verdict import (
+    LEVELLED_FRACTION,
+    MIN_FIRST_FIFTH,
+    discovery_verdict,
+    first_discoveries,
+)
 
 
 def _faults(times, *, axis="iterations", repeats=1, initial=0):
@@ -85,3 +90,19 @@ def test_no_fault_and_an_exhausted_queue_have_their_own_verdicts():
     assert "stopped early" in dry.line()
     with pytest.raises(DeepFaultError, match="axis must be 'seconds' or 'iterations'"):
         first_discoveries(_faults([1]), "steps")
+
+
+@pytest.mark.parametrize(("first", "status"),
+                         [(0, "few"), (MIN_FIRST_FIFTH - 1, "few"), (MIN_FIRST_FIFTH, "levelled")])
+def test_too_few_faults_in_the_first_fifth_are_not_called_levelled(first, status):
+    """A 5-second run with no new #URF in either fifth (all found in the middle) is too little to
+    judge; levelling off needs MIN_FIRST_FIFTH new #URF in the first fifth."""
+    assert MIN_FIRST_FIFTH == 5
+    times = [0.5 + i * 1e-3 for i in range(first)] + [2.5, 2.6]  # the first fifth of 5 s, the middle
+    v = discovery_verdict(_faults(times, axis="seconds"), axis="seconds", span=5.0)
+    assert (v.first, v.last, v.status) == (first, 0, status)
+    if status == "few":
+        assert "levelled off" not in v.line()
+        assert "too few new #URF in the first fifth to judge the trend (the verdict needs 5)" in v.line()
+    climbing = discovery_verdict(_faults([*times, 4.5], axis="seconds"), axis="seconds", span=5.0)
+    assert climbing.status == "climbing"  # a fault in the last fifth: still climbing, as before

@@ -131,7 +131,7 @@ class CampaignResult:
 
     def verdict(self) -> DiscoveryVerdict:
         """Was the run long enough? #URF, its rate over the last fifth of the budget against the
-        first, levelled off or still climbing (:mod:`.verdict`).
+        first, levelled off, still climbing or too few to judge (:mod:`.verdict`).
         """
         axis = self.config.budget.kind
         span = self.seconds if axis == "seconds" else self.iterations

@@ -89,8 +89,26 @@ def _differences(theirs: dict, ours: dict, *, top: int = 3) -> str:
     return ", ".join(shown) + more
 
 
+def _of_the_pair(opened, experiment: str, models: dict | None) -> bool:
+    """Whether the stored ``experiment`` ran on the models and data of ``models`` (``None``: any)."""
+    if models is None:
+        return True
+    stored = opened.get(experiment, DRFUZZ_METHOD, "models")
+    return stored is not None and _same_pair(stored.data, models)
+
+
+def _same_pair(stored: dict, ours: dict) -> bool:
+    """Whether a stored campaign's models record (``deepfault regress``'s ``models`` cell) names
+    the same two models and data as ours: their weights and data where both record them, else
+    the models' names.
+    """
+    if "pair" in stored and "pair" in ours:
+        return stored["pair"] == ours["pair"]
+    return (stored.get("m1"), stored.get("m2")) == (ours.get("m1"), ours.get("m2"))
+
+
 def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
-                fresh: bool = False) -> StoreState:
+                fresh: bool = False, models: dict | None = None) -> StoreState:
     """What a run of campaign ``cell`` of ``experiment`` will do on ``store`` (a path); reads the
     store, changes nothing (``fresh``: the caller deletes the campaign's cells, see
     :meth:`~deepfault.experiment.store.ResultStore.delete_cells`).
@@ -101,6 +119,9 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
         cell: The campaign's id.
         config: This run's configuration (compared with the other keys' of the same id).
         fresh: The run starts the campaign again even if the store holds it.
+        models: This run's models record (``{"m1": name, "m2": name, "pair": identity}``): only
+            campaigns of the same models and data are named as ``others`` (a campaign of other
+            models in a shared store is no concern of this run); ``None``: every one of the id.
     """
     from ...experiment.store import ResultStore
 
@@ -125,7 +146,8 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
         ours = config.to_dict()
         others = tuple(_differences(e["config"], ours) for e in opened.experiments(DRFUZZ_METHOD)
                        if e["name"] == cell and e["experiment"] != experiment
-                       and opened.get(e["experiment"], DRFUZZ_METHOD, f"{cell}/checkpoint") is not None)
+                       and opened.get(e["experiment"], DRFUZZ_METHOD, f"{cell}/checkpoint") is not None
+                       and _of_the_pair(opened, e["experiment"], models))
     if fresh and status != "new":
         return StoreState(str(store), cell, "new", iterations, seconds, others, dropped=status)
     return StoreState(str(store), cell, status, iterations, seconds, others)

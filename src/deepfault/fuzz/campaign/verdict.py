@@ -9,8 +9,9 @@ earliest row). The span is what the campaign ran (``result.seconds`` or
 
 The rule (:data:`LEVELLED_FRACTION`): the count has **levelled off** when the last fifth of
 the span found at most a tenth as many new unique faults as the first fifth (zero in the
-last fifth always counts as levelled). Otherwise it was **still climbing**, and a longer
-budget would likely find more. A campaign that found none has no curve to judge
+last fifth always counts as levelled), provided the first fifth found at least
+:data:`MIN_FIRST_FIFTH` (fewer: **too few** to judge, ``few``). Otherwise it was **still
+climbing**, and a longer budget would likely find more. A campaign that found none has no curve to judge
 (``none``); one whose queue ran dry stopped early (``exhausted``): a longer budget with the
 same seed finds nothing more.
 
@@ -31,12 +32,18 @@ import numpy as np
 from ...errors import DeepFaultError
 from .metrics import FAULT_KINDS, FaultTable
 
-__all__ = ["LEVELLED_FRACTION", "VERDICTS", "DiscoveryVerdict", "discovery_verdict", "first_discoveries"]
+__all__ = ["LEVELLED_FRACTION", "MIN_FIRST_FIFTH", "VERDICTS", "DiscoveryVerdict", "discovery_verdict",
+           "first_discoveries"]
 
 #: The count has levelled off when last-fifth new #URF <= this fraction of the first fifth's.
 LEVELLED_FRACTION = 0.1
-#: ``levelled`` (off), ``climbing`` (still), ``none`` (no fault found), ``exhausted`` (queue ran dry).
-VERDICTS = ("levelled", "climbing", "none", "exhausted")
+#: "Levelled off" needs at least this many new #URF in the first fifth: at a constant rate, the
+#: last fifth finds none of ``n`` faults split between the two fifths with probability 2**-n, so
+#: with 5 a steady run is called levelled at most about 3% of the time (docs/decisions.md).
+MIN_FIRST_FIFTH = 5
+#: ``levelled`` (off), ``climbing`` (still), ``few`` (too few faults in the first fifth to call it
+#: levelled), ``none`` (no fault found), ``exhausted`` (queue ran dry).
+VERDICTS = ("levelled", "climbing", "few", "none", "exhausted")
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,8 @@ class DiscoveryVerdict:
         tail = {
             "levelled": "levelled off: a longer budget would likely find few more",
             "climbing": "still climbing: a longer budget would likely find more",
+            "few": f"too few new #URF in the first fifth to judge the trend (the verdict needs "
+                   f"{MIN_FIRST_FIFTH}): a longer budget would tell whether it levels off",
             "none": "none found, so no trend: a longer budget, another --fidelity or more seeds may find "
                     "some",
             "exhausted": "stopped early, every queued input used or banned: a longer budget finds no more "
@@ -92,7 +101,8 @@ class DiscoveryVerdict:
 
 #: The rule in words, for results and docs.
 RULE = (f"levelled off when the last fifth of the budget found at most {LEVELLED_FRACTION:.0%} as many new "
-        "unique faults as the first fifth (none in the last fifth always counts); else still climbing")
+        "unique faults as the first fifth (none in the last fifth always counts) and the first fifth found "
+        f"at least {MIN_FIRST_FIFTH} (fewer: too few to judge); else still climbing")
 
 
 def _rate(value: float) -> str:
@@ -145,7 +155,7 @@ def discovery_verdict(faults: FaultTable, *, axis: str, span: float,
     elif len(times) == 0:
         status = "none"
     elif last == 0 or last <= LEVELLED_FRACTION * first:
-        status = "levelled"
+        status = "levelled" if first >= MIN_FIRST_FIFTH else "few"
     else:
         status = "climbing"
     return DiscoveryVerdict(urf=len(times), initial=initial, axis=axis, span=span, first=first, last=last,
