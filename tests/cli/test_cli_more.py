@@ -183,3 +183,12 @@ def test_run_on_mnist_shaped_npz(tmp_path, capsys):
     code, text, err = run_cli(capsys, "run", "--model", model_path, "--class", "2", "-k", "3",
                               "--out", "-")
     assert code == 0, err
+
+
+def test_the_top_level_help_names_every_coverage_criterion():
+    """The criteria come from the registry, so a new one (NAC was missing) is never left out."""
+    from deepfault.cli import build_parser
+    from deepfault.coverage import list_criteria
+
+    text = " ".join(build_parser().format_help().split())
+    assert all(name.upper() in text for name in list_criteria())

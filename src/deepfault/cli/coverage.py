@@ -20,6 +20,7 @@ from ..coverage import (
     SurpriseConfig,
     compute_profile,
     fit_surprise,
+    list_criteria,
     measure_coverage,
     rank_inputs,
 )
@@ -85,7 +86,8 @@ def add_parser(sub) -> None:
     """Add ``deepfault coverage`` and its actions profile, surprise, measure and rank to ``sub``."""
     cov = sub.add_parser(
         "coverage",
-        help="neuron coverage (NC, KMNC, NBC, SNAC, TKNC, TKNP), surprise adequacy, prioritisation",
+        help=f"neuron coverage ({', '.join(n.upper() for n in list_criteria())}), surprise adequacy, "
+        "prioritisation",
         description="Structural coverage criteria of DeepXplore and DeepGauge on a model's neurons and Kim "
         "et al.'s surprise adequacy: profile the training data or fit surprise adequacy on it, measure "
         "coverage of a test set, or order a test set by uncertainty, surprise or coverage.")
