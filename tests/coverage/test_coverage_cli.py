@@ -101,7 +101,7 @@ BAD = [
     (["--threshold", "0,abc"],
      "argument --threshold: expected a finite number or comma-separated numbers such as 0,0.25,0.5; "
      "got '0,abc'"),
-    (["--criteria", "kmnc"], "kmnc need a profile"),
+    (["--criteria", "kmnc"], "kmnc needs a profile"),
     (["--criteria", "kmnc", "--profile", "OTHER"], "the profile was computed for another model"),
     (["--criteria", "kmnc", "--profile", "PROFILE", "--layers", "fc1"], "computed for other layers"),
     (["--criteria", "kmnc", "--profile", "PROFILE", "--transform", "layer-minmax"],

@@ -190,7 +190,7 @@ def test_bad_input_to_the_api():
         measure_coverage(model, x, criteria="tknc", sections=0)
     with pytest.raises(DeepFaultError, match="threshold must be a number; got 'a'"):
         measure_coverage(model, x, threshold=[0, "a"])
-    with pytest.raises(DeepFaultError, match="kmnc need a profile"):
+    with pytest.raises(DeepFaultError, match="kmnc needs a profile"):
         measure_coverage(model, x, criteria="kmnc")
     with pytest.raises(DeepFaultError, match="cannot take inputs of shape"):
         measure_coverage(model, torch.rand(5, 7))

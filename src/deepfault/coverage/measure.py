@@ -109,7 +109,8 @@ def check_params(names, *, threshold=0.0, sections=10, top_k=1, scale=0.0, profi
     need = [n for n in names if n in PROFILED]
     if need and profile is None:
         raise DeepFaultError(
-            f"{', '.join(need)} need a profile (each neuron's range on the training data): compute "
+            f"{', '.join(need)} {'needs' if len(need) == 1 else 'need'} a profile (each neuron's range on "
+            "the training data): compute "
             "one with compute_profile or 'deepfault coverage profile' and pass it "
             "(profile=..., --profile FILE)"
         )

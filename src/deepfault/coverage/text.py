@@ -129,12 +129,20 @@ def _header(outcome, n: int, layout: NeuronLayout, transform: str, profile: dict
     return text
 
 
+def _answer(report) -> str:
+    """The answer first: each criterion's coverage over all neurons, in one line."""
+    parts = [f"{r.label} {r.ratio:.1%} ({r.covered:,} of {r.total:,})" if r.ratio is not None
+             else f"{r.label} {r.covered:,} patterns" for r in report.results]
+    return f"coverage of {report.num_inputs:,} inputs: {', '.join(parts)}\n" if parts else ""
+
+
 def measure_text(report) -> str:
     """``coverage measure``'s text: the run, the neurons, a table per criterion, the surprise
     coverages, the never-activated neurons and the time.
     """
     saturated = report.saturation_note()
-    text = "".join(f"{note}\n" for note in (*report.about.notes, *([saturated] if saturated else [])))
+    text = _answer(report)
+    text += "".join(f"{note}\n" for note in (*report.about.notes, *([saturated] if saturated else [])))
     text += _header(report, report.num_inputs, report.layout, report.transform, report.profile)
     if report.about.neurons:
         text += report.about.neurons + "\n"
