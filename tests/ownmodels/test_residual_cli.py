@@ -69,8 +69,9 @@ def folder(tmp_path_factory):
 
 
 def _run(folder, *extra):
-    status, out, err = cli(["run", "--model", "m.pt", "--arch", "mynet.py:SmallResNet", "--dataset", "d.npz",
-                            "-k", "3", "--out", "r.json", "--no-progress", "--no-save-inputs", *extra], folder)
+    argv = ["run", "--model", "m.pt", "--arch", "mynet.py:SmallResNet", "--dataset", "d.npz", "-k", "3",
+            "--out", "r.json", "--no-progress", "--no-save-inputs", *extra]
+    status, out, err = cli(argv, folder)
     assert status == 0, err
     return out, json.loads((folder / "r.json").read_text())
 
