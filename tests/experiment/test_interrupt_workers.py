@@ -68,7 +68,8 @@ def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     time.sleep(0.3)  # the workers are importing deepfault and torch
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     _, err = proc.communicate(timeout=120)
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("deepfault: training")]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("deepfault: training")
+             and "is at chance" not in line]  # the grid's one-epoch model: warned of, rightly
     assert proc.returncode == 130, err
     assert len(lines) == 1, err  # no worker's traceback, no InvalidStateError
     assert lines[0].startswith("deepfault: interrupted"), err

@@ -184,7 +184,7 @@ def test_a_trained_model_records_that_its_training_finished_and_its_accuracy():
     assert isinstance(mf.meta["test_accuracy"], float)
 
 
-def test_a_model_at_chance_is_warned_about_wherever_it_is_opened(tmp_path, caplog, capsys):
+def test_a_model_at_chance_is_warned_about_wherever_it_is_opened(tmp_path, caplog, capsys, monkeypatch):
     def saved(name, accuracy):
         path = tmp_path / name
         save_model(path, ModelFile(build_model("digits_mlp"), "digits_mlp", {"num_classes": 10},
@@ -200,6 +200,12 @@ def test_a_model_at_chance_is_warned_about_wherever_it_is_opened(tmp_path, caplo
     assert "chance.pt is at chance: its recorded test accuracy is 0.0428" in messages[0]
     assert "deepfault train" in messages[0]
     caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        load_model(chance)
+    assert "is at chance" not in caplog.text  # once per file and process
+    import deepfault.models.io as model_io
+
+    monkeypatch.setattr(model_io, "_WARNED", set())  # a new process: the command line
     with caplog.at_level(logging.WARNING):
         main(["inspect", str(chance)])
     assert "is at chance" in caplog.text

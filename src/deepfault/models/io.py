@@ -389,10 +389,15 @@ def warn_if_chance(mf: ModelFile, where: str) -> None:
     """Log a warning when ``mf`` (from ``where``, a path or name) is at chance (:func:`near_chance`):
     every result computed on it would describe a model that did not learn.
     """
-    if near_chance(mf):
+    if near_chance(mf) and str(where) not in _WARNED:
+        _WARNED.add(str(where))  # once per file and process: training it, then opening it, is one model
         log.warning("%s is at chance: its recorded test accuracy is %.4f; what is found in it means little. "
                     "Train it again ('deepfault train') or give a trained model", where,
                     mf.meta["test_accuracy"])
+
+
+#: The files :func:`warn_if_chance` has warned of in this process.
+_WARNED: set[str] = set()
 
 
 def load_cached(path: Path, fits: Callable[[ModelFile], bool], log: logging.Logger, unreadable: str,
