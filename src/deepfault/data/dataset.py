@@ -170,8 +170,8 @@ def as_dataset(data: InputData | Dataset, labels: LabelData | None = None, *,
         name = f"data-{digest}"
     if bounds is None:
         ranges = [(float(x_np.min()), float(x_np.max()))] if x_np.size else []
-        return Dataset(name, x_np, y_np, x_np, y_np, infer_bounds(ranges, name), names,
-                       meta={"from": type(data).__name__, "bounds_inferred": True, "data_range": data_range(ranges)})
+        meta = {"from": type(data).__name__, "bounds_inferred": True, "data_range": data_range(ranges)}
+        return Dataset(name, x_np, y_np, x_np, y_np, infer_bounds(ranges, name), names, meta=meta)
     return Dataset(name, x_np, y_np, x_np, y_np, _bounds(bounds), names, meta={"from": type(data).__name__})
 
 

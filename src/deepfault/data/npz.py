@@ -354,6 +354,7 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         bounds=bounds,
         class_names=class_names,
         meta={"path": str(path), "class_names_given": "class_names" in arrays,
-              **({} if "bounds" in arrays else {"bounds_inferred": True, "data_range": data_range(ranges.values())})},
+              **({} if "bounds" in arrays else
+                 {"bounds_inferred": True, "data_range": data_range(ranges.values())})},
         feature_bounds=per_feature,
     )

@@ -49,7 +49,7 @@ from ..checks import check_bounds
 from ..core.capture import check_model
 from ..core.kinds import OUTPUT_KINDS
 from ..data import DATASETS, Dataset, load_dataset
-from ..data.bounds import check_model_range
+from ..data.bounds import in_model_range
 from ..errors import DeepFaultError
 from .fingerprint import fingerprint
 from .io import ModelFile
@@ -340,8 +340,7 @@ def _in_range(bounds, data: Dataset, source: str, *, trained_on: str | None, dat
     if bounds is None or tuple(bounds) == tuple(data.bounds):
         return data
     if data.meta.get("bounds_inferred"):
-        check_model_range(data.meta.get("data_range") or data.bounds, bounds, data_name=data.name, what=what)
-        return replace(data, bounds=_pair(bounds))
+        return in_model_range(data, bounds, what=what)
     user_file = _is_user_file(source, trained_on)
     if tuple(bounds) == (0.0, 1.0) and tuple(data.bounds) == (0.0, 255.0) and not user_file:
         if source in DATASETS:

@@ -619,7 +619,7 @@ def search(models: Sequence | Mapping, seeds, config: XploreConfig | None = None
     config = XploreConfig() if config is None else config
     runtime = Runtime() if runtime is None else runtime
     pool = as_tensor(seeds, name="seeds").detach().cpu()
-    bounds = config.bounds if config.bounds is not None else _inferred_bounds(models, pool, "the seeds")
+    bounds = config.bounds if config.bounds is not None else _inferred_bounds(models, pool, "seeds")
     scoring = scoring_models(*_named(models, names), kinds, bounds, config.objective)
     given = _Seeds(pool, np.arange(len(pool), dtype=np.int64), seed_index, labels)
     return _search(scoring, given, config, runtime)
@@ -848,7 +848,7 @@ def xplore(models: Sequence | Mapping, data: InputData | Dataset | tuple, config
     config.validate(len(models))
     x, labels, notes, data_bounds = _pool(data)
     if config.bounds is None and _bounds_inferred(data):
-        data_bounds = _inferred_bounds(models, x, getattr(data, "name", "the inputs"))
+        data_bounds = _inferred_bounds(models, x, getattr(data, "name", "inputs"))
     bounds = config.bounds if config.bounds is not None else data_bounds
     scoring = scoring_models(_placed(models, runtime.device), names, kinds, bounds, config.objective)
     inspected = None
