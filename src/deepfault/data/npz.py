@@ -225,6 +225,16 @@ def _feature_bounds(path: Path, b: np.ndarray, shape: tuple[int, ...]) -> tuple[
     return lo, hi
 
 
+def _checked_bounds(path: Path, arrays: dict, ranges: dict) -> tuple[float, float]:
+    """The file's ``bounds``; an error naming the first split (``ranges``: key -> min, max) outside them."""
+    bounds = _bounds(path, arrays)
+    for key, (lo, hi) in ranges.items():
+        if lo < bounds[0] or hi > bounds[1]:
+            raise DeepFaultError(f"{path}: array {key!r} ranges over [{lo:g}, {hi:g}], outside the "
+                                 f"bounds {bounds}; fix the inputs or the bounds array")
+    return bounds
+
+
 def _bounds(path: Path, arrays: dict) -> tuple[float, float]:
     """The file's own ``[lo, hi]`` ``bounds`` array, checked."""
     b = arrays["bounds"]
@@ -334,13 +344,7 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         arrays = {**arrays, "bounds": np.array([lo, hi if hi > lo else lo + 1.0])}
     ranges = {key: _range(x) for key, x in (("x", x_test), ("x_train", x_train)) if x.size}
     if "bounds" in arrays:
-        bounds = _bounds(path, arrays)
-        for key, (lo, hi) in ranges.items():
-            if lo < bounds[0] or hi > bounds[1]:
-                raise DeepFaultError(
-                    f"{path}: array {key!r} ranges over [{lo:g}, {hi:g}], outside the "
-                    f"bounds {bounds}; fix the inputs or the bounds array"
-                )
+        bounds = _checked_bounds(path, arrays, ranges)
     else:
         bounds = infer_bounds(ranges.values(), name or path.stem)
 

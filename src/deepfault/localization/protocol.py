@@ -557,9 +557,8 @@ def run_deepfault(
             outputs are logits).
         data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test split
             and bounds), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
-            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; the bounds: inferred from
-            the inputs, :func:`~deepfault.data.bounds.infer_bounds`, and a prepared
-            model's when the inputs lie inside its recorded range, refused otherwise); ``None``: the
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; bounds inferred, and a prepared
+            model's when inside its range, else refused: :mod:`deepfault.data.bounds`); ``None``: the
             prepared model's data set. Read whole into memory.
         config: What to run (:class:`~.config.RunConfig`; default ``RunConfig()``).
         runtime: Device, threads, batch size (wins over ``config.batch_size`` unless

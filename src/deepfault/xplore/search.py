@@ -619,8 +619,9 @@ def search(models: Sequence | Mapping, seeds, config: XploreConfig | None = None
     config = XploreConfig() if config is None else config
     runtime = Runtime() if runtime is None else runtime
     pool = as_tensor(seeds, name="seeds").detach().cpu()
-    bounds = config.bounds if config.bounds is not None else _inferred_bounds(models, pool, "seeds")
-    scoring = scoring_models(*_named(models, names), kinds, bounds, config.objective)
+    named = _named(models, names)
+    bounds = config.bounds if config.bounds is not None else _inferred_bounds(named[0], pool, "seeds")
+    scoring = scoring_models(*named, kinds, bounds, config.objective)
     given = _Seeds(pool, np.arange(len(pool), dtype=np.int64), seed_index, labels)
     return _search(scoring, given, config, runtime)
 
