@@ -568,7 +568,7 @@ def test_load_dataset_accepts_an_npz_path(tmp_path):
 @pytest.mark.parametrize(
     ("arrays", "problem"),
     [
-        ({"x": np.full((2, 3), 2.0), "y": [0, 1]}, "outside the bounds.*add a bounds array"),
+        ({"x": np.full((2, 3), 2.0), "y": [0, 1], "bounds": [0, 1]}, "outside the bounds.*fix the inputs"),
         ({"x": np.full((2, 3), 300.0), "y": [0, 1], "bounds": [0, 255]}, "fix the inputs"),
         ({"x": np.zeros((2, 3)), "y": [0, 1], "bounds": [1, 0]}, "lo < hi"),
         ({"x": np.array([[0.0, np.nan]]), "y": [0]}, "NaN"),

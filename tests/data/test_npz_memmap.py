@@ -72,7 +72,7 @@ def test_fortran_order_and_chunks(tmp_path, monkeypatch):
     with pytest.raises(DeepFaultError, match="array 'x' holds NaN or infinite values"):
         load_npz(tmp_path / "nan.npz")
     x[5, 1, 2, 3] = 3.0
-    np.savez(tmp_path / "range.npz", **{**arrays, "x": x})
+    np.savez(tmp_path / "range.npz", **{**arrays, "x": x, "bounds": [0, 1]})
     with pytest.raises(DeepFaultError, match=r"array 'x' ranges over \[0.0\d+, 3\], outside the bounds"):
         load_npz(tmp_path / "range.npz")
     hi = np.ones((2, 3, 4))

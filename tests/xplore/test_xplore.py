@@ -292,7 +292,7 @@ def test_bad_parameters_are_named(kwargs, match):
 
 def test_seeds_outside_the_bounds_are_refused():
     with pytest.raises(DeepFaultError, match=r"outside the bounds \[0, 1\]"):
-        search(_mlps(), _seeds("mlp") * 255)
+        search(_mlps(), _seeds("mlp") * 255, config=XploreConfig(bounds=(0, 1)))
 
 
 def test_probability_models_need_the_probability_objective():

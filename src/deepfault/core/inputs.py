@@ -35,8 +35,8 @@ from torch.utils.data import Dataset as TorchDataset
 from ..errors import DeepFaultError
 from .mapped import release
 
-__all__ = ["DATA_FORMS", "InputData", "LabelData", "check_data", "default_bounds", "inputs_and_labels",
-           "is_torch_data", "num_inputs", "stream", "unpack"]
+__all__ = ["DATA_FORMS", "InputData", "LabelData", "bounds_of_range", "check_data", "default_bounds",
+           "inputs_and_labels", "is_torch_data", "num_inputs", "stream", "unpack"]
 
 InputData: TypeAlias = torch.Tensor | np.ndarray | tuple | TorchDataset | DataLoader
 """Inputs as a function takes them: a tensor or array ``(N, ...)``, an ``(inputs, labels)``
@@ -248,7 +248,15 @@ def default_bounds(x: torch.Tensor | np.ndarray) -> tuple[float, float]:
     arr = x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     if arr.numel() == 0:
         return (0.0, 1.0)
-    lo, hi = float(arr.min()), float(arr.max())
+    return bounds_of_range(float(arr.min()), float(arr.max()))
+
+
+def bounds_of_range(lo: float, hi: float) -> tuple[float, float]:
+    """The bounds :func:`default_bounds` assumes for inputs whose minimum is ``lo`` and maximum ``hi``.
+
+    ``(0.0, 1.0)`` when ``[lo, hi]`` lies in it; otherwise ``(lo, hi)`` (``(lo, lo + 1)``
+    when every input holds one value).
+    """
     if lo >= 0.0 and hi <= 1.0:
         return (0.0, 1.0)
     return (lo, hi if hi > lo else lo + 1.0)

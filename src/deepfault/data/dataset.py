@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from torch.utils.data import DataLoader
 
-from ..core.inputs import InputData, LabelData, check_data, default_bounds, inputs_and_labels
+from ..core.inputs import InputData, LabelData, check_data, inputs_and_labels
 from ..errors import DeepFaultError
+from .bounds import data_range, infer_bounds
 
 __all__ = ["Dataset", "as_dataset", "pixel_dataset"]
 
@@ -133,8 +134,9 @@ def as_dataset(data: InputData | Dataset, labels: LabelData | None = None, *,
         data: The data.
         labels: Labels; they win over the data's own. Required unless the data carries them.
         bounds: ``(lo, hi)``, the valid range of every input element; default
-            :func:`~deepfault.core.inputs.default_bounds` (``(0, 1)`` for inputs inside it,
-            else their own range).
+            :func:`~deepfault.data.bounds.infer_bounds` (``(0, 1)`` for inputs inside it,
+            else their own range; said in one log line, and checked against a model's
+            recorded range where the model meets the data).
         num_classes: The number of classes (default: the largest label + 1, or the length of
             a torchvision data set's ``classes``).
         name: The data set's name (default ``"data-"`` and a hash of the inputs, so that
@@ -166,8 +168,11 @@ def as_dataset(data: InputData | Dataset, labels: LabelData | None = None, *,
     if name is None:
         digest = hashlib.sha256(x_np.tobytes()[: 1 << 24] + y_np.tobytes()).hexdigest()[:8]
         name = f"data-{digest}"
-    lohi = default_bounds(x_np) if bounds is None else _bounds(bounds)
-    return Dataset(name, x_np, y_np, x_np, y_np, lohi, names, meta={"from": type(data).__name__})
+    if bounds is None:
+        ranges = [(float(x_np.min()), float(x_np.max()))] if x_np.size else []
+        meta = {"from": type(data).__name__, "bounds_inferred": True, "data_range": data_range(ranges)}
+        return Dataset(name, x_np, y_np, x_np, y_np, infer_bounds(ranges, name), names, meta=meta)
+    return Dataset(name, x_np, y_np, x_np, y_np, _bounds(bounds), names, meta={"from": type(data).__name__})
 
 
 def _bounds(bounds) -> tuple[float, float]:

@@ -6,7 +6,8 @@ Arrays, by name:
   ``(N, *input_shape)`` in the layout the model takes, ``y`` ``N`` integer labels;
 * ``x_train``, ``y_train`` (optional): a training split of the same input shape;
   without them the training split is empty;
-* ``bounds`` (optional): ``[lo, hi]``, the valid input range; ``(0, 1)`` by default; or one
+* ``bounds`` (optional): ``[lo, hi]``, the valid input range; without it, inferred from the
+  inputs (:func:`~deepfault.data.bounds.infer_bounds`, said in one log line); or one
   range per feature, ``(2, *shape)`` with ``shape`` broadcastable to one input's (``(2, F)``
   for vectors, ``(2, C, 1)`` per channel of a sequence): ``Dataset.feature_bounds``, and
   ``Dataset.bounds`` their envelope;
@@ -31,6 +32,7 @@ import numpy as np
 from ..checks import MAX_CLASSES
 from ..core.mapped import register, release
 from ..errors import DeepFaultError
+from .bounds import data_range, infer_bounds
 from .dataset import Dataset
 
 __all__ = ["load_npz"]
@@ -223,16 +225,24 @@ def _feature_bounds(path: Path, b: np.ndarray, shape: tuple[int, ...]) -> tuple[
     return lo, hi
 
 
-def _bounds(path: Path, arrays: dict) -> tuple[tuple[float, float], str]:
-    """The file's ``bounds`` (default ``(0, 1)``) and the fix to suggest for inputs outside them."""
-    if "bounds" not in arrays:
-        return (0.0, 1.0), "add a bounds array, e.g. numpy.savez(..., bounds=[0, 255])"
+def _checked_bounds(path: Path, arrays: dict, ranges: dict) -> tuple[float, float]:
+    """The file's ``bounds``; an error naming the first split (``ranges``: key -> min, max) outside them."""
+    bounds = _bounds(path, arrays)
+    for key, (lo, hi) in ranges.items():
+        if lo < bounds[0] or hi > bounds[1]:
+            raise DeepFaultError(f"{path}: array {key!r} ranges over [{lo:g}, {hi:g}], outside the "
+                                 f"bounds {bounds}; fix the inputs or the bounds array")
+    return bounds
+
+
+def _bounds(path: Path, arrays: dict) -> tuple[float, float]:
+    """The file's own ``[lo, hi]`` ``bounds`` array, checked."""
     b = arrays["bounds"]
     if b.shape != (2,) or b.dtype.kind not in "biuf" or not np.isfinite(b).all() or (b[0] >= b[1]):
         raise DeepFaultError(
             f"{path}: bounds must be two finite numbers [lo, hi] with lo < hi; got {b!r}"
         )
-    return (float(b[0]), float(b[1])), "fix the inputs or the bounds array"
+    return (float(b[0]), float(b[1]))
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:
@@ -315,9 +325,9 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
     Raises:
         DeepFaultError: The file is missing or unreadable, lacks ``x``/``y``, or holds
             arrays of the wrong shape, NaNs, negative or non-integer labels, labels
-            beyond ``class_names``, bad ``bounds``, or inputs outside ``bounds``
-            (without ``bounds``, outside ``(0, 1)``: the message asks for a ``bounds``
-            array).
+            beyond ``class_names``, bad ``bounds``, or inputs outside the ``bounds``
+            the file declares (without ``bounds`` they are inferred, and checked against
+            the model's range where the model meets the data).
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -332,16 +342,11 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
             _check_feature_bounds(path, key, x, per_feature)
         lo, hi = float(per_feature[0].min()), float(per_feature[1].max())
         arrays = {**arrays, "bounds": np.array([lo, hi if hi > lo else lo + 1.0])}
-    bounds, fix = _bounds(path, arrays)
-    for key, x in (("x", x_test), ("x_train", x_train)):
-        if not x.size:
-            continue
-        lo, hi = _range(x)
-        if lo < bounds[0] or hi > bounds[1]:
-            raise DeepFaultError(
-                f"{path}: array {key!r} ranges over [{lo:g}, {hi:g}], outside the "
-                f"bounds {bounds}; {fix}"
-            )
+    ranges = {key: _range(x) for key, x in (("x", x_test), ("x_train", x_train)) if x.size}
+    if "bounds" in arrays:
+        bounds = _checked_bounds(path, arrays, ranges)
+    else:
+        bounds = infer_bounds(ranges.values(), name or path.stem)
 
     release()  # the checks read every page; none is needed until a pass reads it
     return Dataset(
@@ -352,6 +357,8 @@ def load_npz(path: str | os.PathLike, *, name: str | None = None) -> Dataset:
         y_test=y_test,
         bounds=bounds,
         class_names=class_names,
-        meta={"path": str(path), "class_names_given": "class_names" in arrays},
+        meta={"path": str(path), "class_names_given": "class_names" in arrays,
+              **({} if "bounds" in arrays else
+                 {"bounds_inferred": True, "data_range": data_range(ranges.values())})},
         feature_bounds=per_feature,
     )

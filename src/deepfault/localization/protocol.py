@@ -29,6 +29,7 @@ from ..core.runtime import Runtime
 from ..core.summary import Summarised
 from ..corpus import Findings, Provenance
 from ..data import Dataset
+from ..data.bounds import in_model_range
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, resolve_model
@@ -556,8 +557,8 @@ def run_deepfault(
             outputs are logits).
         data: The test inputs: a deepfault :class:`~deepfault.data.Dataset` (its test split
             and bounds), or a tensor, array, ``(inputs, labels)`` pair, torch ``Dataset`` or
-            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; the bounds: a prepared
-            model's, else :func:`~deepfault.core.inputs.default_bounds`); ``None``: the
+            ``DataLoader`` (:func:`~deepfault.data.as_dataset`; bounds inferred, and a prepared
+            model's when inside its range, else refused: :mod:`deepfault.data.bounds`); ``None``: the
             prepared model's data set. Read whole into memory.
         config: What to run (:class:`~.config.RunConfig`; default ``RunConfig()``).
         runtime: Device, threads, batch size (wins over ``config.batch_size`` unless
@@ -599,10 +600,10 @@ def _run_data(prepared, data) -> Dataset:
     """``data`` as a deepfault data set (``None``: the prepared model's; a prepared model's
     bounds go with data given in another form).
     """
-    data = _default_data(prepared, data)
-    if isinstance(prepared, PreparedModel) and not isinstance(data, Dataset):
-        data = as_dataset(data, bounds=prepared.bounds, what="data")
-    return as_dataset(data, what="data")
+    data = as_dataset(_default_data(prepared, data), what="data")
+    if isinstance(prepared, PreparedModel):
+        return in_model_range(data, prepared.bounds, what=f"model {prepared.name!r}")
+    return data
 
 
 def _checked_classes(config: RunConfig, data: Dataset) -> list[int]:

@@ -49,6 +49,7 @@ from ..checks import check_bounds
 from ..core.capture import check_model
 from ..core.kinds import OUTPUT_KINDS
 from ..data import DATASETS, Dataset, load_dataset
+from ..data.bounds import in_model_range
 from ..errors import DeepFaultError
 from .fingerprint import fingerprint
 from .io import ModelFile
@@ -330,9 +331,16 @@ def _is_user_file(source: str, trained_on: str | None) -> bool:
 
 
 def _in_range(bounds, data: Dataset, source: str, *, trained_on: str | None, data_dir, what: str) -> Dataset:
-    """``data`` in the model's value range: 0-255 scaled to [0, 1] where safe, else an error."""
+    """``data`` in the model's value range: 0-255 scaled to [0, 1] where safe, else an error.
+
+    Bounds inferred from the data (:mod:`deepfault.data.bounds`) must lie inside the model's
+    recorded range (the data then takes the model's bounds); outside it, the error names the
+    likely fix.
+    """
     if bounds is None or tuple(bounds) == tuple(data.bounds):
         return data
+    if data.meta.get("bounds_inferred"):
+        return in_model_range(data, bounds, what=what)
     user_file = _is_user_file(source, trained_on)
     if tuple(bounds) == (0.0, 1.0) and tuple(data.bounds) == (0.0, 255.0) and not user_file:
         if source in DATASETS:

@@ -618,8 +618,10 @@ def search(models: Sequence | Mapping, seeds, config: XploreConfig | None = None
     names, kinds, config, runtime = _old_keywords("search", old, config, runtime)
     config = XploreConfig() if config is None else config
     runtime = Runtime() if runtime is None else runtime
-    scoring = scoring_models(*_named(models, names), kinds, config.bounds, config.objective)
     pool = as_tensor(seeds, name="seeds").detach().cpu()
+    named = _named(models, names)
+    bounds = config.bounds if config.bounds is not None else _inferred_bounds(named[0], pool, "seeds")
+    scoring = scoring_models(*named, kinds, bounds, config.objective)
     given = _Seeds(pool, np.arange(len(pool), dtype=np.int64), seed_index, labels)
     return _search(scoring, given, config, runtime)
 
@@ -846,6 +848,8 @@ def xplore(models: Sequence | Mapping, data: InputData | Dataset | tuple, config
     models, names = _named(models.models if isinstance(models, _Carried) else models, names)
     config.validate(len(models))
     x, labels, notes, data_bounds = _pool(data)
+    if config.bounds is None and _bounds_inferred(data):
+        data_bounds = _inferred_bounds(models, x, getattr(data, "name", "inputs"))
     bounds = config.bounds if config.bounds is not None else data_bounds
     scoring = scoring_models(_placed(models, runtime.device), names, kinds, bounds, config.objective)
     inspected = None
@@ -879,6 +883,35 @@ def _pool(data) -> tuple[torch.Tensor, LabelData | None, RunNotes, tuple | None]
         data, labels = data
     x = as_tensor(data, name="inputs")
     return x, labels, RunNotes(pool=len(x)), None
+
+
+def _bounds_inferred(data) -> bool:
+    """Whether ``data`` declares no bounds: raw inputs, or a Dataset whose bounds were inferred."""
+    from ..data import Dataset
+
+    return not isinstance(data, Dataset) or bool(data.meta.get("bounds_inferred"))
+
+
+def _inferred_bounds(models: Sequence, x: torch.Tensor, name: str) -> tuple[float, float] | None:
+    """The bounds of inputs that declare none (:mod:`deepfault.data.bounds`, the one rule).
+
+    Inputs inside the one range the prepared models record take that range (``None`` here:
+    :func:`scoring_models` reads it from the models); outside it they are refused with the
+    likely fix. Without a recorded range, the bounds are inferred from the inputs.
+    """
+    from ..data.bounds import check_model_range, infer_bounds
+    from ..models.prepare import PreparedModel
+
+    if not x.numel():
+        return None
+    seen = (float(x.min()), float(x.max()))
+    recorded = {tuple(m.bounds) for m in models if isinstance(m, PreparedModel) and m.bounds is not None}
+    if len(recorded) > 1:
+        return None  # scoring_models names the models' different ranges
+    if recorded:
+        check_model_range(seen, recorded.pop(), data_name=name, what="the models")
+        return None
+    return infer_bounds([seen], name)
 
 
 def _placed(models: list, device) -> list:
