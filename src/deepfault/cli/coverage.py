@@ -20,11 +20,11 @@ from ..coverage import (
     SurpriseConfig,
     compute_profile,
     fit_surprise,
-    list_criteria,
     measure_coverage,
     rank_inputs,
 )
 from ..coverage.config import parse_thresholds
+from ..coverage.criteria import list_criteria
 from ..coverage.figures import _pyplot
 from ..coverage.inputs import SplitInputs, split_inputs
 from ..coverage.report import measure_page, rank_page, write_plot_folder
