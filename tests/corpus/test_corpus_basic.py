@@ -173,3 +173,22 @@ def test_a_prune_during_a_replay_leaves_the_replay_its_shards(tmp_path):
     assert Corpus.open(corpus.path).prune(method="nothing") == 0  # no replay now: the file goes
     assert Corpus.open(corpus.path).check().orphans == ()
     assert len(Corpus.open(corpus.path)) == 2
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 100])
+def test_where_asks_once_per_add_and_equals_asking_each_entry(tmp_path, batch_size):
+    corpus = _new(tmp_path)
+    other = Provenance("xplore", "run-1", ("a.pt", "b.pt"))
+    corpus.add(_inputs(5, 1), np.arange(5) % 4, PROV)
+    corpus.add(_inputs(4, 2), np.arange(4) % 4, other)
+    asked = []
+
+    def is_xplore(p):
+        asked.append(p)
+        return p.method == "xplore"
+
+    for batch in corpus.batches(batch_size):
+        got = batch.where(is_xplore)
+        assert got.dtype == bool
+        np.testing.assert_array_equal(got, [p.method == "xplore" for p in batch.provenance])
+    assert len(asked) < 9 or batch_size == 1  # a run per shard piece, not an entry each

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -53,15 +53,24 @@ class CorpusBatch:
         labels: ``(B,)`` int64 expected labels.
         ids: ``(B,)`` entry ids (content hashes, ``<U64``).
         provenance: one :class:`Provenance` per entry.
+        runs: the same as ``(provenance, count)`` runs of consecutive entries (one per shard
+            piece), for what is decided once per add (:meth:`where`).
     """
 
     inputs: torch.Tensor
     labels: np.ndarray
     ids: np.ndarray
     provenance: tuple[Provenance, ...]
+    runs: tuple[tuple[Provenance, int], ...] = ()
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def where(self, predicate: Callable[[Provenance], bool]) -> np.ndarray:
+        """``(B,)`` bool: ``predicate`` of each entry's provenance, asked once per run."""
+        runs = self.runs or tuple((p, 1) for p in self.provenance)
+        return np.repeat(np.array([bool(predicate(p)) for p, _ in runs], dtype=bool),
+                         [n for _, n in runs]).astype(bool)
 
 
 @dataclass(frozen=True)
@@ -511,5 +520,7 @@ def _batch(pieces: list[_Piece]) -> CorpusBatch:
     inputs = np.concatenate([p.inputs for p in pieces])
     labels = np.concatenate([p.labels for p in pieces])
     ids = np.concatenate([p.ids for p in pieces])
-    provenance = tuple(p.provenance for p in pieces for _ in range(len(p.labels)))
-    return CorpusBatch(inputs=torch.from_numpy(inputs), labels=labels, ids=ids, provenance=provenance)
+    runs = tuple((p.provenance, len(p.labels)) for p in pieces)
+    provenance = sum(((prov,) * n for prov, n in runs), ())  # repeated in C, not entry by entry
+    return CorpusBatch(inputs=torch.from_numpy(inputs), labels=labels, ids=ids, provenance=provenance,
+                       runs=runs)

@@ -90,7 +90,7 @@ def replay_corpus(
                 _classes(p.module, as_tensor(batch.inputs, start=entries).to(d), entries)
                 for p, d in zip((p1, p2), devices, strict=True)
             ]
-            mine = _found_on(batch.provenance, p2.fingerprint, len(y))
+            mine = batch.where(lambda p: len(p.fingerprints) > 1 and p.fingerprints[1] == p2.fingerprint)
             own += int(mine.sum())
             counts = _fold(batch, y, preds, mine, (entries, failing, regressions), listed)
             entries, failing, regressions = counts
@@ -110,13 +110,6 @@ def _classes(model, x: torch.Tensor, start: int) -> np.ndarray:
     out = forward(model, x)
     check_outputs_finite(model, x, out, start=start)
     return out.argmax(1).cpu().numpy()
-
-
-def _found_on(provenance, fingerprint: str, n: int) -> np.ndarray:
-    """Which of a batch's ``n`` entries were found on the model of ``fingerprint`` (as its M2)."""
-    items = provenance if isinstance(provenance, (list, tuple)) else [provenance] * n
-    return np.array([item is not None and len(getattr(item, "fingerprints", ())) > 1
-                     and item.fingerprints[1] == fingerprint for item in items], dtype=bool)
 
 
 def _fold(
