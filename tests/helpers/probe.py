@@ -1013,7 +1013,13 @@ def _call(argv: list[str], cwd: Path, timeout: float, served: str) -> tuple[int,
 
 #: Exit statuses that are a command's answer, not a failure: the gate's fail (1) and hold (3)
 #: (docs/gate.md's table). The probe counts them as a success, with every check of one.
-ANSWERS: dict[str, tuple[int, ...]] = {"gate": (1, 3)}
+def _answers() -> dict[str, tuple[int, ...]]:
+    from deepfault.gate.verdict import EXIT_STATUS
+
+    return {"gate": tuple(status for status in EXIT_STATUS.values() if status != 0)}
+
+
+ANSWERS: dict[str, tuple[int, ...]] = _answers()
 
 
 def run_case(case: Case, workdir: Path, fixtures: dict[str, str] | None = None, *,
