@@ -121,24 +121,19 @@ def test_policy_file(tmp_path):
     assert config.budget == "0"
 
 
-def test_policy_file_refusals(tmp_path):
+@pytest.mark.parametrize(("text", "message"), [
+    ("max_negative_flip_rte = 0.02\n",
+     "unknown key 'max_negative_flip_rte' \\(did you mean 'max_negative_flip_rate'"),
+    ("max_negative_flip_rate = 1.5\n", "max_negative_flip_rate must be .* from 0 to 1.*got 1.5"),
+    ("max_corpus_failures = -1\n", "max_corpus_failures"),
+    ("critical_classes = [1]\nmax_critical_flip_rate = 'off'\n",
+     "critical_classes needs max_critical_flip_rate"),
+    ("not toml [", "is not TOML"),
+])
+def test_policy_file_refusals(tmp_path, text, message):
     p = tmp_path / "policy.toml"
-    p.write_text("max_negative_flip_rte = 0.02\n")
-    with pytest.raises(
-        DeepFaultError, match="unknown key 'max_negative_flip_rte' \\(did you mean 'max_negative_flip_rate'"
-    ):
-        read_policy(p)
-    p.write_text("max_negative_flip_rate = 1.5\n")
-    with pytest.raises(DeepFaultError, match="max_negative_flip_rate must be .* from 0 to 1.*got 1.5"):
-        read_policy(p)
-    p.write_text("max_corpus_failures = -1\n")
-    with pytest.raises(DeepFaultError, match="max_corpus_failures"):
-        read_policy(p)
-    p.write_text("critical_classes = [1]\nmax_critical_flip_rate = 'off'\n")
-    with pytest.raises(DeepFaultError, match="critical_classes needs max_critical_flip_rate"):
-        read_policy(p)
-    p.write_text("not toml [")
-    with pytest.raises(DeepFaultError, match="is not TOML"):
+    p.write_text(text)
+    with pytest.raises(DeepFaultError, match=message):
         read_policy(p)
 
 
