@@ -117,7 +117,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(folder, tmp_path):
     assert_refused(
         [*BASE, "--m1", "m1.ts", "--m2", "m2.ts", "--corpus", "c", "--junit", "c/r.xml"],
         folder,
-        "outside the corpus folder",
+        "outside the --corpus folder",
     )
 
 

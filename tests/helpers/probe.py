@@ -514,7 +514,7 @@ def _input_paths(argv: list[str]) -> list[tuple[str, str]]:
     if parsed is None:
         return []
     parser, args = parsed
-    found = _preflight.inputs(args, _preflight._options(parser, args))
+    found = _preflight.declared_inputs(parser, args)
     return [(o, p) for o, p in found if os.path.isfile(p)]
 
 
@@ -915,7 +915,7 @@ def _declared(argv: tuple[str, ...], work: Path) -> _Declared:
     if getattr(args, "report_dir", None) is not None:
         folders.add(rel(args.report_dir))
     try:
-        inputs = {rel(p) for _, p in _preflight.inputs(args, _preflight._options(parser, args))}
+        inputs = {rel(p) for _, p in _preflight.declared_inputs(parser, args)}
     except Exception:  # noqa: BLE001 - as above
         inputs = set()
     return _Declared(frozenset(files), frozenset(folders), frozenset(primary), frozenset(inputs))

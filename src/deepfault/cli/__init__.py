@@ -187,8 +187,8 @@ def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(format="deepfault: %(message)s")
     logging.getLogger().setLevel(_log_level(args))
     try:
-        _preflight.check(parser, args)  # every option and output, before any work
         remembered_data_dir(args)  # the model file's data root when no --data-dir/$DEEPFAULT_DATA
+        _preflight.check(parser, args)  # every option and output (that folder's files too), before any work
         with warnings.catch_warnings():
             # PyTorch's own warnings about files it refuses: the one error line says it all.
             warnings.filterwarnings("ignore", module=r"torch(\.|$)")

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import check_device
-from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
+from ..core.constraints import (
+    KEY,
+    SEED,
+    Each,
+    FieldConstraint,
+    FilePath,
+    Flag,
+    Interval,
+    Options,
+    constraint_of,
+)
 from ..core.entry import apply_threads as apply_threads
 from ..core.entry import thread_count as thread_count
 from ..core.guard import Output as Output
@@ -33,10 +43,11 @@ from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
 from ..models import open_model
+from ..models._api import arch_files
 from ..models.blackbox import RUNTIMES
-from ..models.io import recorded_data_root
+from ..models.io import model_reads, recorded_data_root
 from ..models.prepare import prepare_model
-from ..models.specs import arch_kwargs_json
+from ..models.specs import arch_kwargs_json, arch_spec
 
 log = logging.getLogger("deepfault")
 
@@ -58,10 +69,13 @@ class FieldType:
     """
 
     constraint: FieldConstraint
+    #: A reader of the text, once the constraint accepts it (``--arch A1,A2``'s per-model list).
+    read: Callable[[str], Any] | None = None
 
     def __call__(self, text: str):
         try:
-            return self.constraint.parse("", text)
+            value = self.constraint.parse("", text)
+            return value if self.read is None else self.read(text)
         except DeepFaultError as err:
             raise argparse.ArgumentTypeError(str(err).removeprefix(" ")) from None
 
@@ -98,10 +112,13 @@ def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: st
     kwargs.update(overrides)
     action = p.add_argument(*(flags or (option,)), **kwargs)
     action.field = (config, name)  # type: ignore[attr-defined]  # its declaration, for the tests
+    action.constraint = constraint  # type: ignore[attr-defined]  # and for the guard (its files' roles)
     return action
 
 
 def _metavar(constraint: FieldConstraint) -> str:
+    if isinstance(constraint, FilePath):
+        return "|".join((*constraint.words, "DIR" if constraint.folder else "FILE"))
     if isinstance(constraint, Interval):
         return "|".join(("N" if constraint.kind is int else "X", *constraint.words))
     many = isinstance(constraint, Each) or (isinstance(constraint, Options) and constraint.many)
@@ -123,6 +140,19 @@ threads_value = FieldType(constraint_of(Runtime, "threads"))
 #: ``--batch-size`` of the analyses: ``auto`` (sized from the memory, :mod:`deepfault.core.memory`)
 #: or a number of inputs (the declaration of :attr:`Runtime.batch_size`).
 batch_size_value = FieldType(constraint_of(Runtime, "batch_size"))
+#: The argument types of options that name files a run reads or writes: the guard's lists of a
+#: run's inputs and outputs come from these declarations (:mod:`deepfault.core.guard`).
+READS = FieldType(FilePath("input"))
+WRITES = FieldType(FilePath("output"))
+#: A model file (and what it names: its data set's .npz, its architecture's .py).
+MODEL = FieldType(FilePath("input", names=model_reads))
+#: A folder a run reads, and one it writes.
+READS_FOLDER = FieldType(FilePath("input", folder=True))
+WRITES_FOLDER = FieldType(FilePath("output", folder=True))
+#: ``--arch`` of the commands that open a model file: its ``.py`` file an input (checked when built).
+ARCH_FILE = FieldType(FilePath("input", names=arch_files))
+#: ``--arch`` of the commands that build a model: a checked spec (its ``.py`` file an input).
+ARCH = FieldType(FilePath("input", names=arch_files), read=arch_spec)
 
 
 def batch_choice(models, inputs, args, *, backward: bool = False, count: int | None = None) -> int:
@@ -173,21 +203,22 @@ def remembered_data_dir(args) -> None:
 #: The options several commands share, declared once: ``name -> (flags, add_argument's keywords)``.
 #: A command adds them with :func:`add_options`, changing a keyword where its meaning differs.
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "model": (("--model",), dict(metavar="FILE", default=None,
+    "model": (("--model",), dict(type=MODEL, metavar="FILE", default=None,
         help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras .h5/.json or stem, "
         ".onnx (default: the embedded digits model)")),
-    "dataset": (("--dataset",), dict(metavar="NAME", default=None,
+    "dataset": (("--dataset",), dict(type=READS, metavar="NAME", default=None,
         help="data set name or .npz file (default: the one the model file names)")),
-    "data_dir": (("--data-dir",), dict(metavar="DIR", default=None,
+    "data_dir": (("--data-dir",), dict(type=READS_FOLDER, metavar="DIR",
+        default=None,
         help="data root (default: $DEEPFAULT_DATA, else the folder the model file was trained from, else the "
         "user cache directory; MNIST and Fashion-MNIST download on first use)")),
-    "arch": (("--arch",), dict(default=None, metavar="SPEC",
+    "arch": (("--arch",), dict(type=ARCH_FILE, default=None, metavar="SPEC",
         help="the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
         "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name (see "
         "'deepfault train --help')")),
     "arch_args": (("--arch-args",), dict(type=argument_type(arch_kwargs_json), default=None, metavar="JSON",
         help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")),
-    "weights": (("--weights",), dict(default=None, metavar="FILE",
+    "weights": (("--weights",), dict(type=READS, default=None, metavar="FILE",
         help="Keras weights HDF5 when --model is an architecture JSON")),
     "trust_pickle": (("--trust-pickle",), dict(action="store_true",
         help="allow loading a pickled whole nn.Module (unpickling can run code: only for files you trust)")),
@@ -203,8 +234,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         "2-core one: 1.5-1.8x faster; docs/performance.md), else PyTorch's default (so in the commands that "
         "build or fine-tune their models as they go)")),
     "no_progress": (("--no-progress",), dict(action="store_true", help="no progress bar")),
-    "m1": (("--m1",), dict(required=True, metavar="FILE", help="the original model file")),
-    "m2": (("--m2",), dict(required=True, metavar="FILE",
+    "m1": (("--m1",), dict(type=MODEL, required=True, metavar="FILE", help="the original model file")),
+    "m2": (("--m2",), dict(type=MODEL, required=True, metavar="FILE",
         help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a black box: "
         "DRFuzz needs its outputs only")),
     "runtime": (("--runtime",), dict(choices=RUNTIMES, default="auto",
@@ -212,7 +243,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         "int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed runtime, a black box: no "
         "neurons for --strategy deephunter, no activations of M1 for --fidelity dsa/lsa/mdsa). .tflite "
         "files always run in LiteRT")),
-    "report": (("--report",), dict(dest="report_dir", metavar="DIR", default=None,
+    "report": (("--report",), dict(type=WRITES_FOLDER, dest="report_dir", metavar="DIR",
+        default=None,
         help="also write a self-contained DIR/report.html of this run (its PNGs beside it), written whole or "
         "not at all")),
 }

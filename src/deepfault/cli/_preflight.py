@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from ..core.constraints import FieldConstraint
 from ..core.guard import check_paths, check_values, inputs
 
-__all__ = ["check", "inputs"]
+__all__ = ["check", "declared_inputs"]
 
 
-def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
-    """``dest -> the option's longest spelling`` for the sub-command that ``args`` runs."""
-    names: dict[str, str] = {}
+def _actions(parser: argparse.ArgumentParser, args) -> list[argparse.Action]:
+    """The actions of the sub-command that ``args`` runs (and of the parsers above it)."""
+    found: list[argparse.Action] = []
     stack = [parser]
     while stack:
         p = stack.pop()
@@ -27,10 +28,45 @@ def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
                 chosen = getattr(args, action.dest, None)
                 if chosen in action.choices:
                     stack.append(action.choices[chosen])
-            elif action.option_strings:
+            else:
+                found.append(action)
+    return found
+
+
+def constraint(action: argparse.Action) -> FieldConstraint | None:
+    """The declaration an option was made from: a config field's (:func:`._common.add_field`), or
+    its argument type's (:class:`._common.FieldType`).
+    """
+    typed = getattr(action.type, "constraint", None)
+    if typed is not None and typed.role is not None:  # a path typed by its role (--seed-indices FILE)
+        return typed
+    return getattr(action, "constraint", None) or typed
+
+
+def _files(parser: argparse.ArgumentParser, args) -> dict[str, FieldConstraint]:
+    """``dest -> declaration`` of the options that name files (their declared role)."""
+    found = {}
+    for action in _actions(parser, args):
+        declared = constraint(action)
+        if declared is not None and declared.role is not None:
+            found[action.dest] = declared
+    return found
+
+
+def declared_inputs(parser: argparse.ArgumentParser, args) -> list[tuple[str, str]]:
+    """``(option, path)`` of every file and folder the run of ``args`` reads, from the declarations."""
+    return inputs(args, _options(parser, args), _files(parser, args))
+
+
+def _options(parser: argparse.ArgumentParser, args) -> dict[str, str]:
+    """``dest -> the option's longest spelling`` for the sub-command that ``args`` runs."""
+    names: dict[str, str] = {}
+    for action in _actions(parser, args):
+        if action.option_strings:
+            if not (action.nargs == 0 and action.dest in names):  # --surprise's name, not --no-surprise's
                 names[action.dest] = max(action.option_strings, key=len)
-            elif action.dest not in ("help", argparse.SUPPRESS):
-                names[action.dest] = str(action.metavar or action.dest)  # a positional, e.g. MODEL
+        elif action.dest not in ("help", argparse.SUPPRESS):
+            names[action.dest] = str(action.metavar or action.dest)  # a positional, e.g. MODEL
     return names
 
 
@@ -43,4 +79,4 @@ def check(parser: argparse.ArgumentParser, args) -> None:
     if own is not None:
         own(args)
     declare = getattr(module, "outputs", None)
-    check_paths(args, options, None if declare is None else declare(args))
+    check_paths(args, options, None if declare is None else declare(args), _files(parser, args))

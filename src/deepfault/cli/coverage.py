@@ -32,7 +32,10 @@ from ..errors import DeepFaultError
 from ..provenance import provenance
 from ._common import (
     MODEL_FILE,
+    READS,
     RUNNING,
+    WRITES,
+    WRITES_FOLDER,
     Output,
     add_field,
     add_options,
@@ -52,7 +55,7 @@ from ._common import (
 def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None:
     add_options(p, "model", "dataset", "data_dir",
                 dataset="data set name or .npz file (default: the model file's data set)")
-    p.add_argument("--split", default=split, metavar="SPLIT",
+    p.add_argument("--split", type=READS, default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
     add_field(p, config, "layers", metavar="NAMES")
     add_field(p, config, "transform")
@@ -76,7 +79,7 @@ def _action(sub, name: str, config: type, split: str, func, help: str, descripti
     """The action ``name``: its options, those of every action, and its ``--out`` (default, what)."""
     p = command(sub, name, help, description)
     _add_common(p, config, split=split)
-    p.add_argument("--out", metavar="FILE", default=out[0],
+    p.add_argument("--out", type=WRITES, metavar="FILE", default=out[0],
                    help=f"{out[1]}, written atomically; '-' writes none")
     p.set_defaults(func=func)
     return p
@@ -115,7 +118,7 @@ def add_parser(sub) -> None:
     _add_criteria(meas)
     add_field(meas, CoverageConfig, "sa_upper", metavar="U")
     add_field(meas, CoverageConfig, "sa_sections", metavar="K")
-    meas.add_argument("--plot", metavar="DIR", default=None,
+    meas.add_argument("--plot", type=WRITES_FOLDER, metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
     add_options(meas, "report")

@@ -14,7 +14,7 @@ from ..experiment.presets import get_preset, list_presets
 from ..experiment.report import write_report
 from ..experiment.runner import RunSettings
 from ..localization.preset import DeepFaultGrid, load_config
-from ._common import FieldType, Output, add_options, apply_threads, command, device_from
+from ._common import READS, WRITES_FOLDER, FieldType, Output, add_options, apply_threads, command, device_from
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -42,11 +42,11 @@ def add_parser(sub) -> None:
     source = exp.add_mutually_exclusive_group(required=True)
     source.add_argument("--preset", choices=list_presets(), metavar="NAME",
                         help=f"built-in experiment ({', '.join(list_presets())})")
-    source.add_argument("--config", metavar="FILE", help="TOML experiment file")
-    exp.add_argument("--store", metavar="FILE", default=None,
+    source.add_argument("--config", type=READS, metavar="FILE", help="TOML experiment file")
+    exp.add_argument("--store", type=READS, metavar="FILE", default=None,
                      help="SQLite results store (default: results/NAME.sqlite)")
     add_options(exp, "data_dir")
-    exp.add_argument("--models-dir", metavar="DIR", default=None,
+    exp.add_argument("--models-dir", type=WRITES_FOLDER, metavar="DIR", default=None,
                      help="where zoo models are kept and trained when missing (default: next to the store)")
     exp.add_argument("--executor", choices=list_executors(), default=None,
                      help="how cells run: serial, local processes, or a Ray cluster (pip install "
@@ -67,8 +67,8 @@ def add_parser(sub) -> None:
                   "Write the tables, figures and a self-contained report.html of one experiment in a results "
                   "store (any method: DeepFault, DeepXplore, DRFuzz). The folder is written whole or not at "
                   "all.")
-    rep.add_argument("store", metavar="STORE", help="SQLite results store")
-    rep.add_argument("--out", metavar="DIR", default=None,
+    rep.add_argument("store", type=READS, metavar="STORE", help="SQLite results store")
+    rep.add_argument("--out", type=WRITES_FOLDER, metavar="DIR", default=None,
                      help="output folder (default: STEM-report/ beside the store, e.g. results/x-report/)")
     rep.add_argument("--experiment", metavar="HASH", default=None,
                      help="configuration hash (default: the most recent experiment in the store)")

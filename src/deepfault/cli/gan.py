@@ -8,7 +8,17 @@ from pathlib import Path
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
 from ..fuzz.fidelity.gan import GanConfig, check_gan_data, generator_file, save_gan, train_gan
-from ._common import RUNNING, Output, add_field, add_options, apply_threads, command, config_from, device_from
+from ._common import (
+    RUNNING,
+    WRITES,
+    Output,
+    add_field,
+    add_options,
+    apply_threads,
+    command,
+    config_from,
+    device_from,
+)
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
 _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"}
@@ -31,9 +41,9 @@ def add_parser(sub) -> None:
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
     add_options(train, "data_dir")
-    train.add_argument("--out", metavar="FILE", default=None,
+    train.add_argument("--out", type=WRITES, metavar="FILE", default=None,
                        help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
-    train.add_argument("--generator-out", metavar="FILE", default=None,
+    train.add_argument("--generator-out", type=WRITES, metavar="FILE", default=None,
                        help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
     for name in ("epochs", "images_per_epoch", "batch_size", "lr", "seed"):
         add_field(train, GanConfig, name)

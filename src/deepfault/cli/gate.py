@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from ..checks import error
@@ -14,6 +13,8 @@ from ..gate.report import gate_page
 from ..gate.verdict import EXIT_STATUS
 from ._common import (
     PAIR,
+    READS,
+    WRITES,
     Output,
     add_field,
     add_options,
@@ -43,7 +44,7 @@ def add_parser(sub) -> None:
                 runtime="how .onnx files run",
                 dataset="data set or .npz file whose test split is held out (default: the one the model "
                 "files name)")
-    p.add_argument("--split", metavar="FILE", default=None,
+    p.add_argument("--split", type=READS, metavar="FILE", default=None,
                    help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz "
                    "with x (and y for labels), or a data set's .npz (its x_test, y_test)")
     _add_stages_and_policy(p)
@@ -63,7 +64,7 @@ def _add_stages_and_policy(p) -> None:
     add_field(p, GateConfig, "add_to_corpus")
     add_field(p, GateConfig, "seed", metavar="S")
     add_field(p, GateConfig, "worst", metavar="N")
-    p.add_argument("--policy", metavar="FILE.toml", default=None,
+    p.add_argument("--policy", type=READS, metavar="FILE.toml", default=None,
                    help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
         add_field(p, GateConfig, name, default=argparse.SUPPRESS)
@@ -71,9 +72,9 @@ def _add_stages_and_policy(p) -> None:
 
 def _add_outputs(p) -> None:
     """The files a pipeline reads: JSON, JUnit XML, Markdown, the HTML report."""
-    p.add_argument("--out", metavar="FILE.json", default=None, help="the JSON result")
-    p.add_argument("--junit", metavar="FILE.xml", default=None, help="the checks as JUnit XML")
-    p.add_argument("--summary", metavar="FILE.md", default=None,
+    p.add_argument("--out", type=WRITES, metavar="FILE.json", default=None, help="the JSON result")
+    p.add_argument("--junit", type=WRITES, metavar="FILE.xml", default=None, help="the checks as JUnit XML")
+    p.add_argument("--summary", type=WRITES, metavar="FILE.md", default=None,
                    help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
     add_options(p, "report")
 
@@ -85,24 +86,11 @@ def _config(args) -> GateConfig:
     return policy_config(args.policy, base, **given)
 
 
-def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    pa, pb = Path(a).resolve(), Path(b).resolve()
-    return pa == pb or pb in pa.parents
-
-
 def preflight(args) -> None:
-    """The policy file read and checked (unknown keys, impossible thresholds), and no output in
-    the corpus or on the policy file, before any work.
+    """The policy file read and checked (unknown keys, impossible thresholds) and the split's kind,
+    before any work (the guard keeps every output off the policy file and out of the corpus).
     """
     _config(args)
-    for option, path in (("--out", args.out), ("--junit", args.junit), ("--summary", args.summary),
-                         ("--report", args.report_dir)):
-        if path is None:
-            continue
-        if args.corpus is not None and _same(path, args.corpus):
-            raise error(option, "a path outside the corpus folder (--corpus)", path)
-        if args.policy is not None and _same(path, args.policy):
-            raise error(option, "another path than the policy file (--policy)", path)
     check_corpus_option(args, args.dataset)
     if args.split is not None and Path(args.split).suffix not in (".npy", ".npz"):
         raise error("--split", "a .npy or .npz file", args.split)

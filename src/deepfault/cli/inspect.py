@@ -5,13 +5,14 @@ from __future__ import annotations
 from ..errors import DeepFaultError
 from ..experiment.inspection import inspect_model
 from ..models.blackbox import RUNTIMES
-from ._common import MODEL_FILE, add_options, command, open_model_file
+from ._common import MODEL, MODEL_FILE, add_options, command, open_model_file
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault inspect`` to ``sub``."""
     insp = command(sub, "inspect", "show a model's layers, output shapes and neuron counts")
-    insp.add_argument("model", metavar="MODEL", help="model file (any format 'run --model' takes)")
+    insp.add_argument("model", type=MODEL, metavar="MODEL",
+                      help="model file (any format 'run --model' takes)")
     insp.add_argument("--input-shape", default=None, metavar="D1,D2,...",
                       help="per-input shape when the file does not record it (e.g. 1,28,28)")
     add_options(insp, "dataset", "data_dir", *MODEL_FILE, dataset="take the input shape from this data set")

@@ -19,6 +19,8 @@ from ..fuzz.regress import campaign_cell, compare_strategies, faults_paths, regr
 from ..fuzz.report import campaign_page
 from ._common import (
     PAIR,
+    READS,
+    WRITES,
     FieldType,
     Output,
     add_field,
@@ -61,11 +63,11 @@ def add_parser(sub) -> None:
               "budget and one shared fidelity filter, and compares them")
     for name, overrides in _FIELDS.items():
         add_field(p, CampaignConfig, name, **overrides)
-    p.add_argument("--store", metavar="FILE", default="regress.sqlite",
+    p.add_argument("--store", type=READS, metavar="FILE", default="regress.sqlite",
                    help="SQLite results store for checkpoints and the result")
     add_field(p, CampaignConfig, "campaign", metavar="ID")
     add_field(p, CampaignConfig, "fresh")
-    p.add_argument("--out", metavar="FILE.npz", default=None,
+    p.add_argument("--out", type=WRITES, metavar="FILE.npz", default=None,
                    help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
                    "FILE.json (default: STORE-CAMPAIGN-faults.npz beside the store)")
     p.add_argument("--grid", type=FieldType(GRID), default=16, metavar="N", help="faults in the image grid")

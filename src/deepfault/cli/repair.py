@@ -7,6 +7,9 @@ from ..models.prepare import prepare_model
 from ..provenance import provenance
 from ..repair import RepairConfig, repair
 from ._common import (
+    MODEL,
+    READS,
+    WRITES,
     Output,
     add_field,
     add_options,
@@ -39,22 +42,22 @@ def add_parser(sub) -> None:
                 "held-out accuracy before and after each, ends with a verdict (which fine-tuning fixed the "
                 "most held-out faults within the --max-drop budget, and which model was saved), and writes a "
                 "JSON result and the repaired model (.pt); --report DIR adds an HTML page.")
-    p.add_argument("inputs", nargs="+", metavar="INPUTS.npz",
+    p.add_argument("inputs", type=READS, nargs="+", metavar="INPUTS.npz",
                    help="files of 'deepfault run --save-inputs', 'deepfault xplore' (its .npz) or "
                    "'deepfault regress' (its faults .npz)")
     add_options(p, "model", "dataset", "data_dir", "arch", "arch_args", "trust_pickle",
                 model={"required": True, "help": "the model to repair (any format 'deepfault run' takes; for "
                        "regress files, M2)"},
                 dataset="data set the inputs were made from (default: the one the model file names)")
-    p.add_argument("--m1", metavar="FILE", default=None,
+    p.add_argument("--m1", type=MODEL, metavar="FILE", default=None,
                    help="M1 of regress files, to recompute which held-out faults it gets right (default: "
                    "the M1 predictions saved in the file)")
     for name in _FIELDS:
         add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
     add_options(p, "device", "threads")
-    p.add_argument("--out", metavar="FILE", default="repair-result.json",
+    p.add_argument("--out", type=WRITES, metavar="FILE", default="repair-result.json",
                    help="JSON result, written atomically; '-' writes none")
-    p.add_argument("--save-model", metavar="FILE", default=None,
+    p.add_argument("--save-model", type=WRITES, metavar="FILE", default=None,
                    help="the repaired model (default: beside --out as .pt); '-' writes none")
     add_options(p, "no_progress", "report")
     p.set_defaults(func=_cmd_repair)

@@ -12,6 +12,7 @@ from ..localization.protocol import RunConfig, run_deepfault
 from ..provenance import provenance
 from ._common import (
     MODEL_FILE,
+    WRITES,
     Output,
     add_field,
     add_options,
@@ -50,11 +51,11 @@ def add_parser(sub) -> None:
     add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
                 "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
                 "memory one input takes and the memory free, at most 1024")
-    run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
+    run.add_argument("--out", type=WRITES, metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
-    run.add_argument("--log", metavar="FILE", default=None,
+    run.add_argument("--log", type=WRITES, metavar="FILE", default=None,
                      help="also append the printed summary to this file")
-    run.add_argument("--save-inputs", metavar="FILE.npz", default=None,
+    run.add_argument("--save-inputs", type=WRITES, metavar="FILE.npz", default=None,
                      help="where to save the synthesized inputs with their originals, labels and "
                      "predictions, plus an image grid beside it (.png) (default: beside --out, "
                      "e.g. deepfault-result.npz)")

@@ -12,14 +12,15 @@ from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, m
 from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
-from ..models.specs import arch_spec
 from ._common import (
+    ARCH,
+    MODEL,
     RUNNING,
+    WRITES_FOLDER,
     FieldType,
     Output,
     add_options,
     apply_threads,
-    argument_type,
     command,
     device_from,
 )
@@ -41,19 +42,20 @@ def add_parser(sub) -> None:
         "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.")
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
-    p.add_argument("--arch", default=None, type=argument_type(arch_spec), metavar="SPEC",
+    p.add_argument("--arch", default=None, type=ARCH, metavar="SPEC",
                    help=f"architecture: a zoo name ({', '.join(list_architectures())}), or your class "
                    "(file.py:Class; this runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME; required but for deploy")
     add_options(p, "arch_args", "dataset", arch_args=ARCH_ARGS_HELP,
                 dataset=f"data set ({', '.join(list_datasets())}, or a .npz file); required but for deploy "
                 "with a --model file that names its data set")
-    p.add_argument("--model", default=None, metavar="FILE",
+    p.add_argument("--model", type=MODEL, default=None, metavar="FILE",
                    help="deploy: the float torch model to export (any format 'run --model' takes)")
     p.add_argument("--formats", default=",".join(list_deploy_formats()), metavar="NAMES",
                    help=f"deploy: the files to write ({', '.join(list_deploy_formats())})")
     add_options(p, "data_dir")
-    p.add_argument("--out", metavar="DIR", default="scenarios", help="folder to write the models to")
+    p.add_argument("--out", type=WRITES_FOLDER, metavar="DIR", default="scenarios",
+                   help="folder to write the models to")
     add_options(p, "seed", seed="seed of weights, splits and shuffling")
     p.add_argument("--epochs", type=FieldType(EPOCHS), default=3, metavar="N",
                    help="epochs of M1's training (SUPPLY and ADV:BIM fine-tune as long)")

@@ -8,14 +8,15 @@ from pathlib import Path
 from ..checks import error
 from ..data import list_datasets, load_dataset
 from ..models import list_architectures, save_model
-from ..models.specs import arch_arguments, arch_spec, default_stem
+from ..models.specs import arch_arguments, default_stem
 from ..models.train import TrainConfig, train_model
 from ._common import (
+    ARCH,
+    WRITES,
     Output,
     add_field,
     add_options,
     apply_threads,
-    argument_type,
     command,
     config_from,
     device_from,
@@ -36,7 +37,7 @@ def add_parser(sub) -> None:
         "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
         "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
         "keeping the last completed epoch, which is then saved.")
-    train.add_argument("--arch", required=True, metavar="SPEC", type=argument_type(arch_spec),
+    train.add_argument("--arch", required=True, metavar="SPEC", type=ARCH,
                        help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
                        "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")
     add_options(train, "arch_args", "dataset", "data_dir", arch_args=ARCH_ARGS_HELP,
@@ -47,7 +48,7 @@ def add_parser(sub) -> None:
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
     add_options(train, "device", "threads")
-    train.add_argument("--out", metavar="FILE", default=None,
+    train.add_argument("--out", type=WRITES, metavar="FILE", default=None,
                        help="model file to write (default: ARCH-DATASET.pt)")
     add_options(train, "no_progress")
     train.set_defaults(func=_cmd_train)

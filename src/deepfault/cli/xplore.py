@@ -7,9 +7,10 @@ import warnings
 from dataclasses import fields, replace
 
 from ..checks import check_finite_outputs
-from ..core.constraints import GRID
+from ..core.constraints import GRID, FilePath
 from ..core.runtime import Runtime
 from ..experiment.results import dataset_record
+from ..models.io import model_reads
 from ..models.several import load_xplore_inputs
 from ..provenance import provenance
 from ..xplore import xplore
@@ -18,6 +19,9 @@ from ..xplore.features import feature_constraints, parse_indices, read_seed_indi
 from ..xplore.recorded import recorded_run, surprise_states_for, with_surprise
 from ..xplore.report import run_page
 from ._common import (
+    ARCH_FILE,
+    READS_FOLDER,
+    WRITES,
     FieldType,
     Output,
     add_field,
@@ -26,7 +30,6 @@ from ._common import (
     batch_size_value,
     command,
     device_from,
-    names,
     output_path,
     sibling,
     thread_count,
@@ -35,6 +38,8 @@ from ._common import (
 )
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
+#: ``--model``: model files (or zoo names), a comma list, repeatable.
+MODELS = FieldType(FilePath("input", many=True, names=model_reads))
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
 
@@ -57,6 +62,11 @@ def _per_model(text: str) -> tuple[str | None, ...]:
     return tuple(p.strip() if p.strip() not in ("", "-") else None for p in text.split(","))
 
 
+def _listed(text: str) -> list[str]:
+    """The files of a per-model list."""
+    return [p for p in _per_model(text) if p is not None]
+
+
 def add_parser(sub) -> None:
     """Add ``deepfault xplore`` to ``sub``."""
     p = command(sub, "xplore", "find inputs on which two or more models disagree (DeepXplore)",
@@ -67,7 +77,8 @@ def add_parser(sub) -> None:
                 "result, the inputs (.npz) and an image grid (.png).")
     _add_models(p)
     add_field(p, XploreConfig, "seeds", metavar="N")
-    add_field(p, XploreConfig, "seed_indices", type=argument_type(read_seed_indices), metavar="FILE|I,J,...")
+    add_field(p, XploreConfig, "seed_indices", type=FieldType(FilePath("input"), read=read_seed_indices),
+              metavar="FILE|I,J,...")
     add_field(p, XploreConfig, "seed", metavar="S")
     _add_search(p)
     add_field(p, XploreConfig, "inputs_per_step", metavar="B")
@@ -76,7 +87,7 @@ def add_parser(sub) -> None:
                    "from the memory one input takes in every model and the memory free (at most 256 on the "
                    "CPU, 1024 on a GPU)")
     add_options(p, "device", "threads")
-    p.add_argument("--out", metavar="FILE", default="xplore-result.json",
+    p.add_argument("--out", type=WRITES, metavar="FILE", default="xplore-result.json",
                    help="JSON result; the inputs go to the same name with .npz and the image grid with "
                    ".png; '-' writes none")
     p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
@@ -84,7 +95,8 @@ def add_parser(sub) -> None:
     add_options(p, "no_progress", "report")
     add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
     surprise = p.add_mutually_exclusive_group()
-    surprise.add_argument("--surprise", metavar="F1,F2,...", default=None,
+    surprise.add_argument("--surprise", type=FieldType(FilePath("input", names=_listed)), metavar="F1,F2,...",
+                          default=None,
                           help="DSA and LSA of every generated input against the training data (at the layer "
                           "before the logits), beside its L1/L_inf distance: fitted states (.npz from "
                           "fit_surprise/save_surprise), one per --model ('-' skips one: fitted on the "
@@ -97,21 +109,24 @@ def add_parser(sub) -> None:
 
 def _add_models(p) -> None:
     """The models and their data: files or zoo names, their architectures and weights."""
-    p.add_argument("--model", dest="models", required=True, type=names, action="extend", metavar="FILE",
+    p.add_argument("--model", dest="models", required=True, type=MODELS, action="extend", metavar="FILE",
                    help="a model, repeatable (--model a.h5 --model b.h5), each value also a comma list; two "
                    "or more in all: files in any format 'deepfault run' takes, or zoo names (NAME resolves "
                    "to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it; without that file "
                    "it is trained on first use, 10 epochs, and cached in the user cache directory)")
     add_options(p, "dataset", "data_dir",
                 dataset="data set of the seeds (default: the one the first model file names)")
-    p.add_argument("--models-dir", metavar="DIR", default=".", help="where zoo names are looked up first")
-    p.add_argument("--arch", type=_per_model, default=None, metavar="A1,A2,...",
+    p.add_argument("--models-dir", type=READS_FOLDER, metavar="DIR", default=".",
+                   help="where zoo names are looked up first")
+    p.add_argument("--arch", type=FieldType(ARCH_FILE.constraint, read=_per_model), default=None,
+                   metavar="A1,A2,...",
                    help="architecture per model, for plain state_dicts, .safetensors and Keras save_weights "
                    ".h5 files: file.py:Class (runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME or a zoo name ('-' skips a model; one applies to all)")
     add_options(p, "arch_args", arch_args="keyword arguments of every model's --arch, a JSON object, e.g. "
                 "'{\"num_classes\": 10}'")
-    p.add_argument("--weights", type=_per_model, default=None, metavar="W1,W2,...",
+    p.add_argument("--weights", type=FieldType(FilePath("input"), read=_per_model), default=None,
+                   metavar="W1,W2,...",
                    help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights "
                    ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
     add_options(p, "trust_pickle")
@@ -126,7 +141,9 @@ def _add_search(p) -> None:
     for name in ("replace", "lambda1", "lambda2", "step_size", "iterations", "threshold", "transform"):
         _tunable(p, name)
     _tunable(p, "clip", action=argparse.BooleanOptionalAction)
-    p.add_argument("--feature-bounds", default="auto", metavar="auto|observed|dataset|FILE",
+    bounds = FilePath("input", words=("auto", "observed", "dataset"))
+    p.add_argument("--feature-bounds", type=FieldType(bounds), default="auto",
+                   metavar="auto|observed|dataset|FILE",
                    help="range of each feature every step is clipped to: auto (the data set's per-feature "
                    "bounds if it has them, else for vectors and sequences the data's min and max per feature "
                    "or channel, for images the data set's range), observed, dataset, or a file (.npz with "

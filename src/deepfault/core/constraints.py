@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -34,8 +35,8 @@ from ..checks import MAX_EPOCHS, MAX_GRID, MAX_LEARNING_RATE, MAX_SEED, MAX_WORK
 from ..errors import DeepFaultError
 
 __all__ = [
-    "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "Checked", "param", "constraint_of",
-    "constraints",
+    "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "Checked", "FilePath", "param",
+    "constraint_of", "constraints",
     "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS", "GRID",
 ]
 
@@ -58,6 +59,18 @@ class FieldConstraint(ABC):
     none: bool = False
     #: Literal words accepted beside the values (``"auto"``).
     words: tuple[str, ...] = ()
+    #: What a value names on disk: ``"input"`` (files the run reads), ``"output"`` (files it
+    #: writes) or ``None`` (no file). The guard's list of what a run reads comes from these
+    #: declarations (:mod:`deepfault.core.guard`), so an option cannot be forgotten there.
+    role: str | None = None
+
+    def paths(self, value: Any) -> list[str]:
+        """The paths ``value`` names when :attr:`role` is set: the text itself, or each text of a
+        list (a value that is no path, such as a fitted object or a word, names none).
+        """
+        items = value if isinstance(value, (list, tuple)) else [value]
+        return [os.fspath(v) for v in items if isinstance(v, (str, os.PathLike))
+                and os.fspath(v).lower() not in self.words]
 
     @abstractmethod
     def accepts(self, value: Any) -> bool:
@@ -326,6 +339,14 @@ class Checked(FieldConstraint):
     bad: tuple = ()
     none: bool = False
     words: tuple[str, ...] = ()
+    role: str | None = None
+    #: The files a value names, when it names some inside a longer text (``dsa::state.npz``).
+    names: Callable[[str], list[str]] | None = None
+
+    def paths(self, value: Any) -> list[str]:
+        if self.names is None or not isinstance(value, str):
+            return super().paths(value)
+        return self.names(value)
 
     def accepts(self, value) -> bool:
         try:
@@ -347,6 +368,44 @@ class Checked(FieldConstraint):
 
     def hostile(self) -> tuple:
         return self.bad
+
+
+@dataclass(frozen=True)
+class FilePath(FieldConstraint):
+    """The path of a file (or, with ``folder``, a folder) that the run reads (``role="input"``)
+    or writes (``role="output"``): a non-empty name without NUL. ``names(text)`` lists the paths
+    a value names when that is not the text itself (``net.py:Net`` reads ``net.py``; a Keras stem
+    ``m`` reads ``m.json`` and ``m.h5``); ``many`` takes a comma-separated list.
+    """
+
+    role: str | None = "input"
+    folder: bool = False
+    many: bool = False
+    names: Callable[[str], list[str]] | None = None
+    none: bool = True
+    words: tuple[str, ...] = ()
+
+    def accepts(self, value) -> bool:
+        items = value if self.many and isinstance(value, (list, tuple)) else [value]
+        return all(isinstance(v, (str, os.PathLike)) and len(os.fspath(v)) > 0 and "\x00" not in os.fspath(v)
+                   for v in items) and len(items) > 0
+
+    def convert(self, text: str):
+        return tuple(p.strip() for p in text.split(",") if p.strip()) if self.many else text
+
+    def expected(self) -> str:
+        what = "folder" if self.folder else "file"
+        return f"a comma-separated list of {what} names" if self.many else f"a {what} name"
+
+    def hostile(self) -> tuple:
+        return ("", "a\x00b", 3)
+
+    def paths(self, value: Any) -> list[str]:
+        found = super().paths(value)
+        if self.many:  # ``a.pt,b.pt`` typed as one text
+            found = [p.strip() for f in found for p in ([f] if os.path.lexists(f) else f.split(","))]
+            found = [f for f in found if f]
+        return [n for f in found for n in (self.names(f) if self.names else [f])]
 
 
 def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None) -> Any:

@@ -18,18 +18,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import checks as c
+from .constraints import FieldConstraint
 
 __all__ = ["Output", "output_path", "sibling", "declared", "report_folder", "inputs", "check_values",
            "check_paths", "check_declared"]
 
-#: Settings that name files a run reads, by ``dest``: the same few (``--model``, ``--dataset``,
-#: ``--surprise``, ...) recur across commands and read files the same way everywhere. A data set
-#: or split that is a name (``mnist``, ``test``) names no file and is skipped, as is every input
-#: that does not exist.
-INPUTS = ("model", "models", "m1", "m2", "weights", "dataset", "split", "profile", "surprise", "inputs",
-          "config", "store")
-#: Of these, the model options: a Keras stem ``DIR/NAME`` reads ``NAME.json`` and ``NAME.h5``.
-MODEL_INPUTS = ("model", "models", "m1", "m2")
+#: ``dest -> constraint`` of a run's settings that name files (:attr:`FieldConstraint.role`): the
+#: declarations of the options, which the command line collects from its parser. A data set or
+#: split that is a name (``mnist``, ``test``) names no file and is skipped, as is every input that
+#: does not exist.
+Files = Mapping[str, FieldConstraint]
 
 
 class Output(NamedTuple):
@@ -93,15 +91,17 @@ def check_values(args, options: Mapping[str, str]) -> None:
         c.check_device(args.device, "--device")
 
 
-def check_paths(args, options: Mapping[str, str], outputs: Sequence[Output] | None) -> None:
+def check_paths(args, options: Mapping[str, str], outputs: Sequence[Output] | None, files: Files) -> None:
     """Check the ``outputs`` a run declares (``None``: it declares none) against each other and
-    against what it reads, then ``--corpus DIR`` and the report folder it replaces (which never
-    deletes what it did not write, the run's own files included).
+    against what it reads (every setting ``files`` declares an input, a folder's files included),
+    then ``--corpus DIR`` and the report folder it replaces (which never deletes what it did not
+    write, the run's own files included).
     """
-    read = inputs(args, options)
+    read = inputs(args, options, files)
     if outputs is not None:
         check_declared(outputs)
         c.check_not_inputs(((o.option, o.path) for o in outputs), read)
+        _check_not_in_folders(outputs, args, options, files)
     report = _report_option(args)
     if getattr(args, "corpus", None) is not None and outputs is not None:  # --corpus DIR: its files only
         written = [(o.option, o.path) for o in outputs if o.option != "--corpus"]
@@ -126,35 +126,46 @@ def _report_option(args) -> tuple[str, str] | None:
     return None
 
 
-def inputs(args, options: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """``(option, path)`` of every file the run of ``args`` reads (:data:`INPUTS`): lists and
-    comma lists (``--model a.pt,b.pt``, ``--surprise s1.npz,-``) give one pair per file, and
-    ``--seed-indices FILE`` its file. :func:`check_paths` refuses any output that names one.
+def inputs(args, options: Mapping[str, str], files: Files) -> list[tuple[str, str]]:
+    """``(option, path)`` of every file and folder the run of ``args`` reads: the paths named by
+    each setting that ``files`` declares an input (:meth:`FieldConstraint.paths`: lists and comma
+    lists give one pair per file; ``--arch net.py:Net`` its ``net.py``; a model file the files it
+    names). A setting parsed into something else (``--seed-indices FILE`` into its indices) names
+    what was typed. :func:`check_paths` refuses any output that names one.
     """
-    options = options if options is not None else {}
     found: list[tuple[str, str]] = []
-    for dest in INPUTS:
+    for dest, constraint in files.items():
         value = getattr(args, dest, None)
-        if value is None or isinstance(value, bool):
+        if constraint.role != "input" or value is None or isinstance(value, bool):
             continue
         option = options.get(dest, f"--{dest.replace('_', '-')}")
-        items = [value] if isinstance(value, (str, os.PathLike)) else list(value)
-        for item in items:
-            if item is None:
-                continue
-            text = os.fspath(item)
-            parts = [text] if os.path.lexists(text) or "," not in text else text.split(",")
-            for part in (p.strip() for p in parts):
-                if not part or part == "-":
-                    continue
-                found.append((option, part))
-                if dest in MODEL_INPUTS:
-                    found += [(option, f"{part}.json"), (option, f"{part}.h5")]
-    if "seed_indices" in options:
-        typed = _typed(args, options["seed_indices"], None)
-        if isinstance(typed, str):
-            found.append((options["seed_indices"], typed))
+        named = _is_text(value) or (isinstance(value, (list, tuple)) and all(map(_is_text, value)))
+        found += [(option, p) for p in constraint.paths(value if named else _typed(args, option, None))
+                  if p and p != "-"]
     return found
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _check_not_in_folders(outputs: Sequence[Output], args, options: Mapping[str, str], files: Files) -> None:
+    """Refuse an output that would replace a file inside a folder the run reads (``--data-dir``)."""
+    for dest, constraint in files.items():
+        folder = getattr(args, dest, None)
+        if constraint.role != "input" or not getattr(constraint, "folder", False) or not isinstance(
+                folder, (str, os.PathLike)):
+            continue
+        root = os.path.realpath(os.path.expanduser(os.fspath(folder)))
+        for o in outputs:
+            if o.path is None or o.folder or not os.path.lexists(o.path):
+                continue
+            where = os.path.realpath(os.path.expanduser(o.path))
+            if where.startswith(root.rstrip(os.sep) + os.sep):
+                option = options.get(dest, f"--{dest.replace('_', '-')}")
+                raise c.error(o.option, f"a path outside the folder the run reads ({option} {str(folder)!r})",
+                              os.fspath(o.path),
+                              f"writing it would replace a file of {option}; choose another name")
 
 
 def _typed(args, option: str, value):

@@ -168,6 +168,7 @@ class FittedState(FieldConstraint):
     kind: str = "Profile"
     none: bool = True
     words: tuple[str, ...] = ()
+    role: str | None = "input"
 
     def state_class(self) -> type:
         """The state's class (``Profile`` or ``Surprise``; imported when asked: the fits import

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..checks import MAX_CLASSES, MAX_GRID, MAX_INPUTS, MAX_SEED
-from ..core.constraints import Checked, Each, Flag, Interval, Text, param, validate
+from ..core.constraints import Checked, Each, FilePath, Flag, Interval, param, validate
 from ..errors import DeepFaultError
 
 __all__ = ["GateConfig", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
@@ -77,6 +77,12 @@ def parse_gate_budget(name: str, value: object) -> str:
     return text
 
 
+def _fidelity_files(spec: str) -> list[str]:
+    from ..fuzz.fidelity.checks import fidelity_files  # noqa: PLC0415  (as _fidelity)
+
+    return fidelity_files(spec)
+
+
 def _fidelity(name: str, value: object) -> str:
     from ..core.constraints import constraint_of  # noqa: PLC0415
     from ..fuzz.campaign import CampaignConfig  # noqa: PLC0415  (the one fidelity grammar)
@@ -121,7 +127,8 @@ class GateConfig:
     """
 
     heldout: bool = param(True, Flag(), option="--no-heldout", help="skip the held-out comparison")
-    corpus: str | None = param(None, Text(none=True), help="regression corpus folder (replayed, then grown)")
+    corpus: str | None = param(None, FilePath("input", folder=True),
+                               help="regression corpus folder (replayed, then grown)")
     budget: str = param(
         "1m",
         Checked(
@@ -139,6 +146,8 @@ class GateConfig:
             "(discriminator, ssim:T, linf:E, mdsa, none, ...)",
             bad=("bogus", ""),
             none=True,
+            role="input",
+            names=_fidelity_files,
         ),
         help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)",
     )

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..checks import MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_REPEAT, MAX_SEED
-from ..core.constraints import Each, Flag, Interval, Options, Text, param, validate
+from ..core.constraints import Each, FilePath, Flag, Interval, Options, Text, param, validate
 from ..core.entry import renamed_fields
 from ..errors import DeepFaultError
 from . import _settings
@@ -124,7 +124,7 @@ class RunConfig:
         help="report the share of the top k' neurons that increased (default: 2k,5k)")
     batch_size: int | str = param("auto", Interval(int, 1, MAX_INPUTS, words=("auto",)),
                                   help="inputs per pass (the old place of Runtime.batch_size)")
-    surprise: str | None = param(None, Text(none=True, words=("auto",)), option="--surprise",
+    surprise: str | None = param(None, FilePath("input", words=("auto",)), option="--surprise",
                                  help=f"{SURPRISE_WHAT}: 'auto' (fitted on the training split and cached) "
                                  "or a fitted state (.npz from fit_surprise/save_surprise)")
     baseline: bool = param(False, Flag(), option="--baseline",

@@ -41,7 +41,7 @@ from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 
 __all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures", "arch_kind",
-           "runs_user_code", "canonical_arch", "ARCH_FORMS", "TORCH_WHEELS", "vision_install"]
+           "arch_files", "runs_user_code", "canonical_arch", "ARCH_FORMS", "TORCH_WHEELS", "vision_install"]
 
 #: Every zoo architecture, by name (``--arch``).
 ARCHITECTURES: Registry[Callable[..., nn.Module]] = Registry("architecture")
@@ -98,6 +98,16 @@ def arch_kind(spec: str) -> str:
         raise DeepFaultError(f"--arch {spec!r}: {where!r} is neither a .py file nor an importable module "
                              "name")
     return "module"
+
+
+def arch_files(spec: str) -> list[str]:
+    """The file an architecture spec reads: ``[net.py]`` for ``net.py:Net``, else none (a zoo
+    name, a module or a library names no file; a malformed spec is refused when it is built).
+    """
+    try:
+        return [_split(spec)[0]] if arch_kind(spec) == "file" else []
+    except DeepFaultError:
+        return []
 
 
 def runs_user_code(spec: str) -> bool:

@@ -27,7 +27,7 @@ from ..errors import DeepFaultError
 from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
 __all__ = ["ModelFile", "save_model", "load_model", "load_cached", "state_dict_mismatch", "training_finished",
-           "near_chance", "warn_if_chance", "MODEL_FILE_FORMAT"]
+           "near_chance", "warn_if_chance", "model_reads", "MODEL_FILE_FORMAT"]
 
 log = logging.getLogger(__name__)
 
@@ -94,25 +94,45 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
     return path
 
 
-def recorded_data_dir(path: str | os.PathLike) -> str | None:
-    """The data root a deepfault model file remembers (``meta["data_dir"]``, written by
-    :func:`~deepfault.models.train.train_model` when the data was not in the default folder),
-    or ``None``: not such a file, nothing recorded, or the file cannot be read.
+def _recorded(path: str | os.PathLike) -> dict:
+    """The header of a deepfault model file (its fields but the weights' values), or ``{}``: not
+    such a file, or one that cannot be read.
     """
     path = Path(path)
     if path.suffix != ".pt" or not path.is_file():
-        return None
+        return {}
     try:
         with warnings.catch_warnings():  # a TorchScript archive: torch warns it dispatches to jit.load
             warnings.simplefilter("ignore")
             payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - any unreadable file: opening it later says what is wrong
-        return None
+        return {}
     if not isinstance(payload, dict) or payload.get("format") != MODEL_FILE_FORMAT:
-        return None
-    meta = payload.get("meta")
+        return {}
+    return payload
+
+
+def recorded_data_dir(path: str | os.PathLike) -> str | None:
+    """The data root a deepfault model file remembers (``meta["data_dir"]``, written by
+    :func:`~deepfault.models.train.train_model` when the data was not in the default folder),
+    or ``None``: not such a file, nothing recorded, or the file cannot be read.
+    """
+    meta = _recorded(path).get("meta")
     value = meta.get("data_dir") if isinstance(meta, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def model_reads(path: str) -> list[str]:
+    """Every file opening the model file ``path`` reads: the file, a Keras stem's ``.json`` and
+    ``.h5``, and what a deepfault model file names: its data set's ``.npz`` and the ``.py`` file of
+    its architecture (the guard refuses an output that would replace any of them).
+    """
+    from ._api import arch_files
+
+    header = _recorded(path)
+    dataset, arch = header.get("dataset"), header.get("arch")
+    named = [dataset] if isinstance(dataset, str) and dataset.endswith(".npz") else []
+    return [path, f"{path}.json", f"{path}.h5", *named, *(arch_files(arch) if isinstance(arch, str) else [])]
 
 
 def recorded_data_root(files) -> str | os.PathLike | None:

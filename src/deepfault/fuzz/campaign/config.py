@@ -29,7 +29,7 @@ from ...core.entry import renamed_fields
 from ...core.kinds import OUTPUT_KINDS
 from ...coverage import list_criteria
 from ...errors import DeepFaultError
-from ..fidelity.checks import check_spec, default_fidelity
+from ..fidelity.checks import check_spec, default_fidelity, fidelity_files
 from ..mutation.mcmc import CHOOSERS
 from .budget import Budget, parse_budget
 from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
@@ -255,7 +255,8 @@ class CampaignConfig:
                                 "deephunter)")
     mutants: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                 help="mutants per selected input (default: 20, as published)")
-    fidelity: str = param(INPUTS_DEFAULT, Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", "")),
+    fidelity: str = param(INPUTS_DEFAULT, Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", ""),
+                                                                  role="input", names=fidelity_files),
                           help=_FIDELITY_HELP)
     criteria: str = param("kmnc", Options(list_criteria), option="--criteria",
                           help="DeepHunter's coverage criterion of M2, one name (kmnc, nbc, snac need the "
@@ -272,7 +273,7 @@ class CampaignConfig:
     max_seeds: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                   help="use only the first N test inputs as candidate seeds")
     shared_fidelity: str | None = param(
-        None, Checked(check_spec, _SPEC, bad=("bogus",), none=True),
+        None, Checked(check_spec, _SPEC, bad=("bogus",), none=True, role="input", names=fidelity_files),
         help="one filter applied on top of each strategy's own check to every executed mutant (DeepHunter's "
         "affine ones included), same specs as --fidelity (default: none; with --strategy both: the "
         "--fidelity check)")

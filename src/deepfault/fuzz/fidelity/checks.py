@@ -61,6 +61,7 @@ from ...core.ssim import COMPAT_WINDOW, SSIM_SIGMA, SSIM_WINDOW, ssim
 from ...errors import DeepFaultError
 
 __all__ = [
+    "fidelity_files",
     "Fidelity",
     "FidelityCheck",
     "SSIMFidelity",
@@ -188,6 +189,17 @@ def check_spec(name: str, spec) -> str:
     except DeepFaultError as err:
         raise DeepFaultError(f"{name}: {err}" if name else str(err)) from None
     return spec
+
+
+def fidelity_files(spec: str) -> list[str]:
+    """The files a fidelity spec reads: ``discriminator:FILE``'s model, or ``dsa::FILE``'s (and
+    ``KIND:T:FILE``'s) surprise state; none for the other forms.
+    """
+    head, _, arg = spec.partition(":")
+    head = head.strip().lower()
+    if head == "discriminator":
+        return [arg] if arg else []
+    return [arg.partition(":")[2]] if head in ("lsa", "dsa", "mdsa") and arg.partition(":")[2] else []
 
 
 def list_fidelities() -> list[str]:
