@@ -7,7 +7,7 @@ from pathlib import Path
 from ..checks import check_output_dir
 from ..corpus import Corpus
 from ..corpus.manifest import MANIFEST
-from ._common import READS_FOLDER, WRITES_FOLDER, Output, table
+from . import _common as c
 
 
 def add_parser(sub) -> None:
@@ -20,16 +20,16 @@ def add_parser(sub) -> None:
     actions = p.add_subparsers(dest="corpus_command", metavar="ACTION")
     actions.required = True
     listing = actions.add_parser("list", help="the corpus's data set, shards and (with --entries) entries")
-    listing.add_argument("corpus", type=READS_FOLDER, metavar="DIR", help="the corpus folder")
+    listing.add_argument("corpus", type=c.READS_FOLDER, metavar="DIR", help="the corpus folder")
     listing.add_argument("--entries", action="store_true", help="one line per entry: id, label, method, run")
     listing.set_defaults(func=_cmd_list)
     check = actions.add_parser("check", help="read every shard against the manifest; exit 1 if one is "
                                "damaged")
-    check.add_argument("corpus", type=READS_FOLDER, metavar="DIR", help="the corpus folder")
+    check.add_argument("corpus", type=c.READS_FOLDER, metavar="DIR", help="the corpus folder")
     check.set_defaults(func=_cmd_check)
     prune = actions.add_parser("prune", help="delete entries (all the criteria given must match), and the "
                                "files of killed adds")
-    prune.add_argument("corpus", type=READS_FOLDER, metavar="DIR", help="the corpus folder")
+    prune.add_argument("corpus", type=c.READS_FOLDER, metavar="DIR", help="the corpus folder")
     prune.add_argument("--ids", metavar="IDS", default=None,
                        help="comma-separated entry ids, or unique prefixes of at least 8 hex digits "
                        "('list --entries' shows them)")
@@ -47,7 +47,7 @@ def _cmd_list(args) -> int:
     print(corpus.describe())
     headers, rows = corpus.listing(entries=args.entries)
     if rows:
-        print(table(headers, rows))
+        print(c.table(headers, rows))
     return 0
 
 
@@ -72,15 +72,15 @@ def _cmd_prune(args) -> int:
 
 def add_corpus_option(p, what: str) -> None:
     """Add ``--corpus DIR``: the corpus folder the command adds ``what`` to."""
-    p.add_argument("--corpus", type=WRITES_FOLDER, metavar="DIR", default=None,
+    p.add_argument("--corpus", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                    help=f"add {what} to this regression corpus (made where it does not exist; "
                    "'deepfault corpus list DIR' shows it, 'deepfault gate' replays it)")
 
 
-def corpus_output(args) -> Output:
+def corpus_output(args) -> c.Output:
     """``--corpus DIR`` among a command's declared outputs: a folder it makes or fills."""
     folder = getattr(args, "corpus", None)
-    return Output("--corpus", None if folder is None else Path(folder), folder=True)
+    return c.Output("--corpus", None if folder is None else Path(folder), folder=True)
 
 
 def check_corpus_option(args, dataset: str | None = None) -> None:

@@ -30,56 +30,37 @@ from ..coverage.inputs import SplitInputs, split_inputs
 from ..coverage.report import measure_page, rank_page, write_plot_folder
 from ..errors import DeepFaultError
 from ..provenance import provenance
-from ._common import (
-    MODEL_FILE,
-    READS,
-    RUNNING,
-    WRITES,
-    WRITES_FOLDER,
-    Output,
-    add_field,
-    add_options,
-    argument_type,
-    batch_choice,
-    command,
-    declared,
-    device_from,
-    output_path,
-    prepare_from_args,
-    runtime_for,
-    write_outcome,
-    write_run_report,
-)
+from . import _common as c
 
 
 def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None:
-    add_options(p, "model", "dataset", "data_dir",
+    c.add_options(p, "model", "dataset", "data_dir",
                 dataset="data set name or .npz file (default: the model file's data set)")
-    p.add_argument("--split", type=READS, default=split, metavar="SPLIT",
+    p.add_argument("--split", type=c.READS, default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
-    add_field(p, config, "layers", metavar="NAMES")
-    add_field(p, config, "transform")
-    add_options(p, "batch_size", *RUNNING, *MODEL_FILE)
+    c.add_field(p, config, "layers", metavar="NAMES")
+    c.add_field(p, config, "transform")
+    c.add_options(p, "batch_size", *c.RUNNING, *c.MODEL_FILE)
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:
-    add_field(p, CoverageConfig, "criteria", type=str, default="nc", metavar="NAMES")
+    c.add_field(p, CoverageConfig, "criteria", type=str, default="nc", metavar="NAMES")
     # several: 0 0.25 0.5 or 0,0.25,0.5 (its own parser: the groups are flattened)
-    add_field(p, CoverageConfig, "threshold", type=argument_type(parse_thresholds), action="extend",
+    c.add_field(p, CoverageConfig, "threshold", type=c.argument_type(parse_thresholds), action="extend",
               nargs="+", default=None, metavar="T")
-    add_field(p, CoverageConfig, "sections", metavar="K")
-    add_field(p, CoverageConfig, "top_k", "--top-k", metavar="K")
-    add_field(p, CoverageConfig, "scale", metavar="S")
-    add_field(p, CoverageConfig, "profile", type=str, metavar="FILE")  # a path: the config checks it
-    add_field(p, CoverageConfig, "surprise", type=str, metavar="FILE")
+    c.add_field(p, CoverageConfig, "sections", metavar="K")
+    c.add_field(p, CoverageConfig, "top_k", "--top-k", metavar="K")
+    c.add_field(p, CoverageConfig, "scale", metavar="S")
+    c.add_field(p, CoverageConfig, "profile", type=str, metavar="FILE")  # a path: the config checks it
+    c.add_field(p, CoverageConfig, "surprise", type=str, metavar="FILE")
 
 
 def _action(sub, name: str, config: type, split: str, func, help: str, description: str, *,
             out: tuple[str, str]):
     """The action ``name``: its options, those of every action, and its ``--out`` (default, what)."""
-    p = command(sub, name, help, description)
+    p = c.command(sub, name, help, description)
     _add_common(p, config, split=split)
-    p.add_argument("--out", type=WRITES, metavar="FILE", default=out[0],
+    p.add_argument("--out", type=c.WRITES, metavar="FILE", default=out[0],
                    help=f"{out[1]}, written atomically; '-' writes none")
     p.set_defaults(func=func)
     return p
@@ -107,21 +88,21 @@ def add_parser(sub) -> None:
                    "the chosen layers with its class, with the transform and a hash of the model's weights, "
                    "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
                    out=("surprise.npz", "surprise state (.npz)"))
-    add_field(surp, SurpriseConfig, "classes")
-    add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
-    add_field(surp, SurpriseConfig, "max_features", metavar="K")
+    c.add_field(surp, SurpriseConfig, "classes")
+    c.add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
+    c.add_field(surp, SurpriseConfig, "max_features", metavar="K")
     meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure,
                    help="coverage of a set of inputs, overall and per layer",
                    description="Run the inputs through the model once and print each criterion's coverage "
                    "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
                    "curve.", out=("coverage.json", "JSON result file"))
     _add_criteria(meas)
-    add_field(meas, CoverageConfig, "sa_upper", metavar="U")
-    add_field(meas, CoverageConfig, "sa_sections", metavar="K")
-    meas.add_argument("--plot", type=WRITES_FOLDER, metavar="DIR", default=None,
+    c.add_field(meas, CoverageConfig, "sa_upper", metavar="U")
+    c.add_field(meas, CoverageConfig, "sa_sections", metavar="K")
+    meas.add_argument("--plot", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
-    add_options(meas, "report")
+    c.add_options(meas, "report")
     rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank,
                    help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
                    description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
@@ -129,9 +110,9 @@ def add_parser(sub) -> None:
                    "APFD of the inputs the model misclassifies (0.5 is what a random order gets on average), "
                    "each prioritiser's time and its first inputs.",
                    out=("coverage-rank.json", "JSON result file with each order and score"))
-    add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by), metavar="NAMES")
+    c.add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by), metavar="NAMES")
     _add_criteria(rank)
-    add_options(rank, "report")
+    c.add_options(rank, "report")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -140,15 +121,15 @@ _PLOTS = ("report.html", "coverage_threshold.png", "coverage_layers.png", "cover
           "coverage_surprise.png")
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``coverage profile`` and ``surprise`` (an .npz), ``measure`` (a JSON result, and
     ``--plot DIR``'s page and figures) and ``rank`` (a JSON result) write.
     """
-    out = [Output("--out", output_path(args.out))]
+    out = [c.Output("--out", c.output_path(args.out))]
     if args.coverage_command == "measure" and args.plot:
         folder = Path(args.plot)
-        out = [Output("--plot", folder, folder=True), *out,
-               *[Output(f"--plot ({name})", folder / name) for name in _PLOTS]]
+        out = [c.Output("--plot", folder, folder=True), *out,
+               *[c.Output(f"--plot ({name})", folder / name) for name in _PLOTS]]
     return out
 
 
@@ -164,7 +145,7 @@ def _load(args, device) -> SplitInputs:
     split = str(args.split)
     if split not in ("test", "train") and not split.lower().endswith(".npz"):
         raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    loaded = split_inputs(prepare_from_args(args), split, data_dir=args.data_dir)
+    loaded = split_inputs(c.prepare_from_args(args), split, data_dir=args.data_dir)
     return loaded._replace(model=loaded.model.to(device))
 
 
@@ -172,17 +153,17 @@ def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
     """The model and the split loaded, the threads applied, the batch size chosen (for the
     training split too when a surprise state is fitted first).
     """
-    loaded = _load(args, device_from(args.device))
+    loaded = _load(args, c.device_from(args.device))
     module, x, base = loaded.model.module, loaded.data.x_test, loaded.model.data
-    runtime = runtime_for(args, [module])
+    runtime = c.runtime_for(args, [module])
     fitted = fits and not getattr(args, "surprise", None)
     count = max(len(x), len(base.x_train)) if fitted and base is not None else len(x)
-    return loaded, runtime.with_(batch_size=batch_choice(module, x, args, count=count))
+    return loaded, runtime.with_(batch_size=c.batch_choice(module, x, args, count=count))
 
 
 def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
     """``write_outcome`` of ``coverage measure|rank``, with the model's and the data set's records."""
-    write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
+    c.write_outcome(args, report, command=f"coverage {action}", config=config.record(action, args.batch_size),
                   out=out, runtime=runtime, records=loaded.records(args.model, args.data_dir,
                                                                    report.about.selection))
 
@@ -205,17 +186,17 @@ def _cmd_fit(args) -> int:
     action = args.coverage_command
     cls, fit = _FITS[action]
     config = _config(args, cls)
-    out = declared(outputs(args), "--out")  # '-' writes none, as elsewhere
+    out = c.declared(outputs(args), "--out")  # '-' writes none, as elsewhere
     loaded, runtime = _start(args)
     state = fit(loaded.model, loaded.data, config, runtime=runtime)
-    write_outcome(args, state, command=f"coverage {action}", config=config, out=None,
+    c.write_outcome(args, state, command=f"coverage {action}", config=config, out=None,
                   runtime=runtime, paths={action: out})
     return 0
 
 
 def _cmd_measure(args) -> int:
     config = _config(args, CoverageConfig)
-    out = declared(outputs(args), "--out")
+    out = c.declared(outputs(args), "--out")
     if args.plot:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
     loaded, runtime = _start(args, fits=bool(config.scored_criteria))
@@ -224,7 +205,7 @@ def _cmd_measure(args) -> int:
     page = _page(measure_page, report, args, loaded, runtime.device)
     for path in write_plot_folder(args.plot, page) if args.plot else ():
         print(f"wrote {path}")
-    write_run_report(args, page)
+    c.write_run_report(args, page)
     return 0
 
 
@@ -232,10 +213,10 @@ def _cmd_rank(args) -> int:
     config = _config(args, CoverageConfig)
     if args.report_dir:
         _pyplot()
-    out = declared(outputs(args), "--out")
+    out = c.declared(outputs(args), "--out")
     loaded, runtime = _start(args, fits=bool(config.scored_by))
     report = rank_inputs(loaded.model, loaded.data, config, runtime=runtime)
     _write(args, report, "rank", config, out, loaded, runtime)
     notes = "\n".join(report.about.notes)
-    write_run_report(args, _page(rank_page, report, args, loaded, runtime.device, notes=notes))
+    c.write_run_report(args, _page(rank_page, report, args, loaded, runtime.device, notes=notes))
     return 0

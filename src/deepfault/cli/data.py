@@ -6,7 +6,7 @@ from ..data import default_data_dir
 from ..data.download import download
 from ..data.listing import dataset_states
 from ..errors import DeepFaultError
-from ._common import add_options, table
+from . import _common as c
 
 
 def add_parser(sub) -> None:
@@ -18,13 +18,13 @@ def add_parser(sub) -> None:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
-    add_options(dlist, "data_dir")
+    c.add_options(dlist, "data_dir")
     dlist.set_defaults(func=_cmd_data_list)
     dl = data_sub.add_parser("download", help="fetch a data set's official files and verify them")
     dl.add_argument("name", help="data set name")
-    add_options(dl, "data_dir")
+    c.add_options(dl, "data_dir")
     dl.add_argument("--force", action="store_true", help="fetch again even when verified")
-    add_options(dl, "no_progress")
+    c.add_options(dl, "no_progress")
     dl.set_defaults(func=_cmd_data_download)
 
 
@@ -34,7 +34,7 @@ def _cmd_data_list(args) -> int:
         raise DeepFaultError(f"--data-dir {args.data_dir!r} is not a folder; give the folder that holds "
                              "the data sets (e.g. ../shared/datasets) or leave it out")
     print(f"data root: {root}")
-    print(table(("name", "status", "what"), dataset_states(root), indent=""))
+    print(c.table(("name", "status", "what"), dataset_states(root), indent=""))
     return 0
 
 

@@ -14,7 +14,7 @@ from ..experiment.presets import get_preset, list_presets
 from ..experiment.report import write_report
 from ..experiment.runner import RunSettings
 from ..localization.preset import DeepFaultGrid, load_config
-from ._common import READS, WRITES_FOLDER, FieldType, Output, add_options, apply_threads, command, device_from
+from . import _common as c
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -33,7 +33,7 @@ def _preset_help(preset) -> str:
 def add_parser(sub) -> None:
     """Add ``deepfault experiment`` and ``deepfault report`` to ``sub``."""
     presets = "; ".join(_preset_help(get_preset(n)) for n in list_presets())
-    exp = command(
+    exp = c.command(
         sub, "experiment", "run (or resume) an experiment grid into a results store",
         "Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
         "TOML file, and write every cell to an SQLite store as soon as it is done. Rerunning the "
@@ -42,33 +42,34 @@ def add_parser(sub) -> None:
     source = exp.add_mutually_exclusive_group(required=True)
     source.add_argument("--preset", choices=list_presets(), metavar="NAME",
                         help=f"built-in experiment ({', '.join(list_presets())})")
-    source.add_argument("--config", type=READS, metavar="FILE", help="TOML experiment file")
-    exp.add_argument("--store", type=READS, metavar="FILE", default=None,
+    source.add_argument("--config", type=c.READS, metavar="FILE", help="TOML experiment file")
+    exp.add_argument("--store", type=c.READS, metavar="FILE", default=None,
                      help="SQLite results store (default: results/NAME.sqlite)")
-    add_options(exp, "data_dir")
-    exp.add_argument("--models-dir", type=WRITES_FOLDER, metavar="DIR", default=None,
+    c.add_options(exp, "data_dir")
+    exp.add_argument("--models-dir", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                      help="where zoo models are kept and trained when missing (default: next to the store)")
     exp.add_argument("--executor", choices=list_executors(), default=None,
                      help="how cells run: serial, local processes, or a Ray cluster (pip install "
                      "-e '.[ray]') (default: process with --workers > 1, else serial)")
-    exp.add_argument("--workers", type=FieldType(WORKERS), default=1, metavar="N",
+    exp.add_argument("--workers", type=c.FieldType(WORKERS), default=1, metavar="N",
                      help="parallel workers (processes or Ray CPUs)")
     exp.add_argument("--ray-address", metavar="ADDRESS", default=None,
                      help="join this Ray cluster (e.g. ray://head:10001) instead of starting a local one")
-    add_options(exp, "device", "threads", "seed", seed={"default": None, "help": "override the grid's seed"})
+    c.add_options(exp, "device", "threads", "seed",
+                  seed={"default": None, "help": "override the grid's seed"})
     exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
                      metavar="KEY=VALUE",
                      help="an option of the chosen preset (repeatable); each preset lists its own in "
                      "'deepfault experiment --help'; none by default")
-    add_options(exp, "no_progress")
+    c.add_options(exp, "no_progress")
     exp.set_defaults(func=_cmd_experiment)
 
-    rep = command(sub, "report", "tables, figures and an HTML report from a results store",
+    rep = c.command(sub, "report", "tables, figures and an HTML report from a results store",
                   "Write the tables, figures and a self-contained report.html of one experiment in a results "
                   "store (any method: DeepFault, DeepXplore, DRFuzz). The folder is written whole or not at "
                   "all.")
-    rep.add_argument("store", type=READS, metavar="STORE", help="SQLite results store")
-    rep.add_argument("--out", type=WRITES_FOLDER, metavar="DIR", default=None,
+    rep.add_argument("store", type=c.READS, metavar="STORE", help="SQLite results store")
+    rep.add_argument("--out", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                      help="output folder (default: STEM-report/ beside the store, e.g. results/x-report/)")
     rep.add_argument("--experiment", metavar="HASH", default=None,
                      help="configuration hash (default: the most recent experiment in the store)")
@@ -82,8 +83,8 @@ def preflight(args) -> None:
 
 
 def _cmd_experiment(args) -> int:
-    device = device_from(args.device)
-    apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
+    device = c.device_from(args.device)
+    c.apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
     store = Path(args.store) if args.store else preset.default_store()
     if store.is_dir():
@@ -103,7 +104,7 @@ def _cmd_experiment(args) -> int:
     return 0
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """What ``deepfault experiment`` (its store, its models folder) or ``deepfault report`` (its
     folder) writes; a default store's name depends on the preset and is checked when known.
     """
@@ -112,20 +113,22 @@ def outputs(args) -> list[Output]:
             if not args.out:
                 raise DeepFaultError("--out is empty; give a folder name, or leave --out out for STEM-report/"
                                      " beside the store")
-            return [Output("--out", Path(args.out), folder=True)]
+            return [c.Output("--out", Path(args.out), folder=True)]
         read = Path(args.store)
-        return [Output("--out (default: STEM-report)", report_folder(read), folder=True)] if read.name else []
+        if not read.name:  # '.', '/': no store file; the command refuses it itself
+            return []
+        return [c.Output("--out (default: STEM-report)", report_folder(read), folder=True)]
     preset = get_preset(args.preset) if args.preset else None  # a --config's grid is read by the command
     store = Path(args.store) if args.store else preset.default_store() if preset else None
     models = args.models_dir
     if models is None and store is not None:
         if store.parent.exists() and not store.parent.is_dir():  # the store's own check names the problem
-            return [Output("--store", store)]
+            return [c.Output("--store", store)]
         beside = preset.default_models_dir(store) if preset else store.parent / "models"  # the grid's rule
-        return [Output("--models-dir (default: models/ beside the store)", beside, folder=True),
-                Output("--store", store)]
-    return [Output("--models-dir", None if models is None else Path(models), folder=True),
-            Output("--store", store)]
+        return [c.Output("--models-dir (default: models/ beside the store)", beside, folder=True),
+                c.Output("--store", store)]
+    return [c.Output("--models-dir", None if models is None else Path(models), folder=True),
+            c.Output("--store", store)]
 
 
 def _cmd_report(args) -> int:

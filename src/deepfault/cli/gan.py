@@ -8,17 +8,7 @@ from pathlib import Path
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
 from ..fuzz.fidelity.gan import GanConfig, check_gan_data, generator_file, save_gan, train_gan
-from ._common import (
-    RUNNING,
-    WRITES,
-    Output,
-    add_field,
-    add_options,
-    apply_threads,
-    command,
-    config_from,
-    device_from,
-)
+from . import _common as c
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
 _TRAIN_FLAGS = {"--epochs": "epochs", "--batch-size": "batch_size", "--lr": "lr"}
@@ -29,7 +19,7 @@ def add_parser(sub) -> None:
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
     gan_sub.required = True
-    train = command(
+    train = c.command(
         gan_sub, "train", "train the discriminator and generator adversarially and write both",
         "Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training "
         "split, with the images mapped to [-1, 1], and write the discriminator as a deepfault model "
@@ -40,35 +30,35 @@ def add_parser(sub) -> None:
         "epoch.")
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
-    add_options(train, "data_dir")
-    train.add_argument("--out", type=WRITES, metavar="FILE", default=None,
+    c.add_options(train, "data_dir")
+    train.add_argument("--out", type=c.WRITES, metavar="FILE", default=None,
                        help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
-    train.add_argument("--generator-out", type=WRITES, metavar="FILE", default=None,
+    train.add_argument("--generator-out", type=c.WRITES, metavar="FILE", default=None,
                        help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
     for name in ("epochs", "images_per_epoch", "batch_size", "lr", "seed"):
-        add_field(train, GanConfig, name)
-    add_options(train, *RUNNING)
+        c.add_field(train, GanConfig, name)
+    c.add_options(train, *c.RUNNING)
     train.set_defaults(func=_cmd_gan_train)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault gan train`` (and ``train --arch dcgan_discriminator``) writes."""
     out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
     generator = getattr(args, "generator_out", None)
     if generator:
-        return [Output("--out", out), Output("--generator-out", Path(generator))]
+        return [c.Output("--out", out), c.Output("--generator-out", Path(generator))]
     named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
-    return [Output("--out", out),
-            Output("--out (its generator)", generator_file(out) if named else None)]
+    return [c.Output("--out", out),
+            c.Output("--out (its generator)", generator_file(out) if named else None)]
 
 
 def _cmd_gan_train(args) -> int:
-    return _train(args, config_from(args, GanConfig))
+    return _train(args, c.config_from(args, GanConfig))
 
 
 def _train(args, config: GanConfig) -> int:
-    device = device_from(args.device)
-    apply_threads(args.threads)
+    device = c.device_from(args.device)
+    c.apply_threads(args.threads)
     data = load_dataset(args.dataset, data_dir=args.data_dir)
     check_gan_data(data)
     out, gen_out = (Path(str(o.path)) for o in outputs(args))

@@ -11,19 +11,7 @@ from ..gate import THRESHOLDS, GateConfig, gate, policy_config
 from ..gate.protocol import read_split
 from ..gate.report import gate_page
 from ..gate.verdict import EXIT_STATUS
-from ._common import (
-    PAIR,
-    READS,
-    WRITES,
-    Output,
-    add_field,
-    add_options,
-    command,
-    output_path,
-    versions_from,
-    write_outcome,
-    write_run_report,
-)
+from . import _common as c
 from .corpus import check_corpus_option, corpus_output
 
 _STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
@@ -31,7 +19,7 @@ _STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
 
 def add_parser(sub) -> None:
     """Add ``deepfault gate`` to ``sub``."""
-    p = command(sub, "gate", "may a new version of a model (M2) replace the one in production (M1)? A "
+    p = c.command(sub, "gate", "may a new version of a model (M2) replace the one in production (M1)? A "
                 "verdict for CI",
                 "Compare the challenger M2 with the champion M1 on a held-out split (accuracies with "
                 "intervals, an exact McNemar test, negative and positive flips per class, the disagreement), "
@@ -39,17 +27,17 @@ def add_parser(sub) -> None:
                 "policy (the threshold options, or --policy FILE.toml; options given win over the file). "
                 f"Prints the verdict and its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 "
                 "interrupted (docs/gate.md).")
-    add_options(p, *PAIR, "dataset", "data_dir", m1="the champion: the model in production",
+    c.add_options(p, *c.PAIR, "dataset", "data_dir", m1="the champion: the model in production",
                 m2="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black box",
                 runtime="how .onnx files run",
                 dataset="data set or .npz file whose test split is held out (default: the one the model "
                 "files name)")
-    p.add_argument("--split", type=READS, metavar="FILE", default=None,
+    p.add_argument("--split", type=c.READS, metavar="FILE", default=None,
                    help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz "
                    "with x (and y for labels), or a data set's .npz (its x_test, y_test)")
     _add_stages_and_policy(p)
     _add_outputs(p)
-    add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
+    c.add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
     p.set_defaults(func=_cmd_gate)
 
 
@@ -57,26 +45,26 @@ def _add_stages_and_policy(p) -> None:
     """The stages' options and the policy's (each threshold unset unless given, so that a policy
     file's value is not overridden).
     """
-    add_field(p, GateConfig, "heldout")
-    add_field(p, GateConfig, "corpus", metavar="DIR")
-    add_field(p, GateConfig, "budget", metavar="B")
-    add_field(p, GateConfig, "fidelity", metavar="SPEC")
-    add_field(p, GateConfig, "add_to_corpus")
-    add_field(p, GateConfig, "seed", metavar="S")
-    add_field(p, GateConfig, "worst", metavar="N")
-    p.add_argument("--policy", type=READS, metavar="FILE.toml", default=None,
+    c.add_field(p, GateConfig, "heldout")
+    c.add_field(p, GateConfig, "corpus", metavar="DIR")
+    c.add_field(p, GateConfig, "budget", metavar="B")
+    c.add_field(p, GateConfig, "fidelity", metavar="SPEC")
+    c.add_field(p, GateConfig, "add_to_corpus")
+    c.add_field(p, GateConfig, "seed", metavar="S")
+    c.add_field(p, GateConfig, "worst", metavar="N")
+    p.add_argument("--policy", type=c.READS, metavar="FILE.toml", default=None,
                    help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
-        add_field(p, GateConfig, name, default=argparse.SUPPRESS)
+        c.add_field(p, GateConfig, name, default=argparse.SUPPRESS)
 
 
 def _add_outputs(p) -> None:
     """The files a pipeline reads: JSON, JUnit XML, Markdown, the HTML report."""
-    p.add_argument("--out", type=WRITES, metavar="FILE.json", default=None, help="the JSON result")
-    p.add_argument("--junit", type=WRITES, metavar="FILE.xml", default=None, help="the checks as JUnit XML")
-    p.add_argument("--summary", type=WRITES, metavar="FILE.md", default=None,
+    p.add_argument("--out", type=c.WRITES, metavar="FILE.json", default=None, help="the JSON result")
+    p.add_argument("--junit", type=c.WRITES, metavar="FILE.xml", default=None, help="the checks as JUnit XML")
+    p.add_argument("--summary", type=c.WRITES, metavar="FILE.md", default=None,
                    help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
-    add_options(p, "report")
+    c.add_options(p, "report")
 
 
 def _config(args) -> GateConfig:
@@ -96,22 +84,22 @@ def preflight(args) -> None:
         raise error("--split", "a .npy or .npz file", args.split)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary;
     then the corpus folder it replays and grows.
     """
-    return [Output("--out", output_path(args.out)), Output("--junit", output_path(args.junit)),
-            Output("--summary", output_path(args.summary)), corpus_output(args)]
+    return [c.Output("--out", c.output_path(args.out)), c.Output("--junit", c.output_path(args.junit)),
+            c.Output("--summary", c.output_path(args.summary)), corpus_output(args)]
 
 
 def _cmd_gate(args) -> int:
     config = _config(args)
-    versions = versions_from(args)
+    versions = c.versions_from(args)
     runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress)
     outcome = gate(versions, args.dataset if args.split is None else read_split(args.split, args.dataset),
                    config, runtime=runtime)
-    write_outcome(args, outcome, command="gate", config=config, out=output_path(args.out),
+    c.write_outcome(args, outcome, command="gate", config=config, out=c.output_path(args.out),
                   runtime=Runtime(device=outcome.device, threads=outcome.threads),
-                  paths={"junit": output_path(args.junit), "summary": output_path(args.summary)})
-    write_run_report(args, lambda folder: gate_page(outcome, folder))
+                  paths={"junit": c.output_path(args.junit), "summary": c.output_path(args.summary)})
+    c.write_run_report(args, lambda folder: gate_page(outcome, folder))
     return outcome.exit_status

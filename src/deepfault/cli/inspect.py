@@ -5,17 +5,18 @@ from __future__ import annotations
 from ..errors import DeepFaultError
 from ..experiment.inspection import inspect_model
 from ..models.blackbox import RUNTIMES
-from ._common import MODEL, MODEL_FILE, add_options, command, open_model_file
+from . import _common as c
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault inspect`` to ``sub``."""
-    insp = command(sub, "inspect", "show a model's layers, output shapes and neuron counts")
-    insp.add_argument("model", type=MODEL, metavar="MODEL",
+    insp = c.command(sub, "inspect", "show a model's layers, output shapes and neuron counts")
+    insp.add_argument("model", type=c.MODEL, metavar="MODEL",
                       help="model file (any format 'run --model' takes)")
     insp.add_argument("--input-shape", default=None, metavar="D1,D2,...",
                       help="per-input shape when the file does not record it (e.g. 1,28,28)")
-    add_options(insp, "dataset", "data_dir", *MODEL_FILE, dataset="take the input shape from this data set")
+    c.add_options(insp, "dataset", "data_dir", *c.MODEL_FILE,
+                  dataset="take the input shape from this data set")
     insp.add_argument("--runtime", choices=RUNTIMES, default="auto",
                       help="how an .onnx file is read: auto (onnx2torch, or ONNX Runtime for a graph it "
                       "cannot convert), torch or onnxruntime (a black box); a .tflite file is read by LiteRT")
@@ -37,7 +38,7 @@ def _shape(text: str | None) -> tuple[int, ...] | None:
 
 
 def _cmd_inspect(args) -> int:
-    mf = open_model_file(args)
+    mf = c.open_model_file(args)
     shape = _shape(args.input_shape or None)
     print(inspect_model(mf, str(args.model), input_shape=shape, dataset=args.dataset, data_dir=args.data_dir),
           end="")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..localization.measures import MEASURES
 from ..localization.selection import APPROACHES, list_approaches
-from ._common import table
+from . import _common as c
 
 
 def add_parser(sub) -> None:
@@ -25,5 +25,5 @@ def _cmd_measures(args) -> int:
             reference = "Eniser et al., FASE 2019"
         rows.append((name, approach.description, reference))
     print("as/af: active on passing/failing inputs; ns/nf: not active on passing/failing inputs")
-    print(table(("name", "score", "reference"), rows, indent=""))
+    print(c.table(("name", "score", "reference"), rows, indent=""))
     return 0

@@ -17,20 +17,7 @@ from ..fuzz.campaign.config import criterion_settings
 from ..fuzz.campaign.strategies import STRATEGIES
 from ..fuzz.regress import campaign_cell, compare_strategies, faults_paths, regress
 from ..fuzz.report import campaign_page
-from ._common import (
-    PAIR,
-    READS,
-    WRITES,
-    FieldType,
-    Output,
-    add_field,
-    add_options,
-    command,
-    names,
-    versions_from,
-    write_outcome,
-    write_run_report,
-)
+from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: Options that set CampaignConfig's fields as declared, with their metavars.
@@ -45,7 +32,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
 def add_parser(sub) -> None:
     """Add ``deepfault regress`` to ``sub``."""
     strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
-    p = command(
+    p = c.command(
         sub, "regress", "fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
         "Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
         "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
@@ -55,31 +42,31 @@ def add_parser(sub) -> None:
         "legend), writes the faults as .npz (the generated faults and, apart, the test inputs M2 already "
         "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, "
         "still climbing (a longer budget would likely find more), or too few faults to judge.")
-    add_options(p, *PAIR, "dataset", "data_dir",
+    c.add_options(p, *c.PAIR, "dataset", "data_dir",
                 dataset="data set or .npz file (default: the one the model files name)")
-    add_field(p, CampaignConfig, "budget", default="5m", metavar="B")
-    add_field(p, CampaignConfig, "strategy", type=str, choices=[*STRATEGIES.names(), "both"],
+    c.add_field(p, CampaignConfig, "budget", default="5m", metavar="B")
+    c.add_field(p, CampaignConfig, "strategy", type=str, choices=[*STRATEGIES.names(), "both"],
               help="fuzzing strategy; 'both' runs drfuzz and deephunter one after the other under the same "
               "budget and one shared fidelity filter, and compares them")
     for name, overrides in _FIELDS.items():
-        add_field(p, CampaignConfig, name, **overrides)
-    p.add_argument("--store", type=READS, metavar="FILE", default="regress.sqlite",
+        c.add_field(p, CampaignConfig, name, **overrides)
+    p.add_argument("--store", type=c.READS, metavar="FILE", default="regress.sqlite",
                    help="SQLite results store for checkpoints and the result")
-    add_field(p, CampaignConfig, "campaign", metavar="ID")
-    add_field(p, CampaignConfig, "fresh")
-    p.add_argument("--out", type=WRITES, metavar="FILE.npz", default=None,
+    c.add_field(p, CampaignConfig, "campaign", metavar="ID")
+    c.add_field(p, CampaignConfig, "fresh")
+    p.add_argument("--out", type=c.WRITES, metavar="FILE.npz", default=None,
                    help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
                    "FILE.json (default: STORE-CAMPAIGN-faults.npz beside the store)")
-    p.add_argument("--grid", type=FieldType(GRID), default=16, metavar="N", help="faults in the image grid")
-    add_field(p, CampaignConfig, "criteria", dest="criterion", metavar="NAME")
-    p.add_argument("--sections", type=FieldType(constraint_of(CoverageConfig, "sections")), default=1000,
+    p.add_argument("--grid", type=c.FieldType(GRID), default=16, metavar="N", help="faults in the image grid")
+    c.add_field(p, CampaignConfig, "criteria", dest="criterion", metavar="NAME")
+    p.add_argument("--sections", type=c.FieldType(constraint_of(CoverageConfig, "sections")), default=1000,
                    metavar="K", help="KMNC sections (DeepHunter's k)")
-    p.add_argument("--threshold", type=FieldType(Interval(float)), default=None,
+    p.add_argument("--threshold", type=c.FieldType(Interval(float)), default=None,
                    help="NC threshold (for --criteria nc)")
-    add_field(p, CampaignConfig, "layers", type=names, metavar="NAMES")
-    add_field(p, CampaignConfig, "max_seeds", metavar="N")
-    add_field(p, CampaignConfig, "checkpoint_every", metavar="S")
-    add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress", "report")
+    c.add_field(p, CampaignConfig, "layers", type=c.names, metavar="NAMES")
+    c.add_field(p, CampaignConfig, "max_seeds", metavar="N")
+    c.add_field(p, CampaignConfig, "checkpoint_every", metavar="S")
+    c.add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress", "report")
     add_corpus_option(p, "the regression faults found, each expected to get M1's label (the seed's)")
     p.set_defaults(func=_cmd_regress)
 
@@ -109,16 +96,17 @@ def preflight(args) -> None:
     check_corpus_option(args, args.dataset)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault regress`` writes: the store, and per campaign its faults (.npz), their
     grid (.png) and its JSON result (.json beside the faults); then the corpus folder it adds to.
     """
-    out = [Output("--store", Path(args.store))]
+    out = [c.Output("--store", Path(args.store))]
     for strategy, cell in _cells(args):
         npz, png = faults_paths(args.store, cell, args.out if args.strategy != "both" else None)
         where = "" if args.strategy != "both" else f" of {strategy}"
-        out += [Output(f"--out (faults{where}, .npz)", npz), Output(f"--out (fault grid{where}, .png)", png),
-                Output(f"--out (result{where}, .json)", npz.with_suffix(".json"))]
+        out += [c.Output(f"--out (faults{where}, .npz)", npz),
+                c.Output(f"--out (fault grid{where}, .png)", png),
+                c.Output(f"--out (result{where}, .json)", npz.with_suffix(".json"))]
     return [*out, corpus_output(args)]
 
 
@@ -129,7 +117,7 @@ def _cmd_regress(args) -> int:
         criterion_params=criterion_settings(args.criterion, args.sections, args.threshold),
         layers=args.layers, campaign=args.campaign, fresh=args.fresh,
         **{name: getattr(args, name) for name in (*_FIELDS, "max_seeds", "checkpoint_every")})
-    versions = versions_from(args)
+    versions = c.versions_from(args)
     runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
                       store=args.store)
     run = compare_strategies if args.strategy == "both" else regress
@@ -138,10 +126,10 @@ def _cmd_regress(args) -> int:
     paths = outputs(args)[1:]
     for i, one in enumerate(outcomes.values()):
         npz, png, result = (o.path for o in paths[3 * i:3 * i + 3])
-        write_outcome(args, replace(one, grid_size=args.grid), command="regress", config=one.result.config,
+        c.write_outcome(args, replace(one, grid_size=args.grid), command="regress", config=one.result.config,
                       out=result, runtime=Runtime(device=one.device, threads=one.threads),
                       paths={"faults": npz, "grid": png})
-    write_run_report(args, lambda folder: campaign_page(outcomes, folder))
+    c.write_run_report(args, lambda folder: campaign_page(outcomes, folder))
     for one in outcomes.values():
         add_to_corpus(args, one.findings())
     print(outcome.closing())

@@ -6,22 +6,7 @@ from ..core.runtime import Runtime
 from ..models.prepare import prepare_model
 from ..provenance import provenance
 from ..repair import RepairConfig, repair
-from ._common import (
-    MODEL,
-    READS,
-    WRITES,
-    Output,
-    add_field,
-    add_options,
-    apply_threads,
-    command,
-    device_from,
-    output_path,
-    prepare_from_args,
-    sibling,
-    write_outcome,
-    write_run_report,
-)
+from . import _common as c
 
 #: The options that set RepairConfig's fields, in the order --help lists them.
 _FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
@@ -34,7 +19,7 @@ _OVERRIDES: dict[str, dict] = {"mix": {"metavar": "R"}, "max_drop": {"metavar": 
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
-    p = command(sub, "repair", "fine-tune a model on the failing inputs run/xplore/regress found, against "
+    p = c.command(sub, "repair", "fine-tune a model on the failing inputs run/xplore/regress found, against "
                 "baselines", "Label the inputs of each file where their labels are defined (the originals' "
                 "labels for 'run' and 'regress' files, the models' majority vote for 'xplore' files), hold "
                 "out part of every file by seed, fine-tune a copy of the model on the rest mixed with "
@@ -42,51 +27,50 @@ def add_parser(sub) -> None:
                 "held-out accuracy before and after each, ends with a verdict (which fine-tuning fixed the "
                 "most held-out faults within the --max-drop budget, and which model was saved), and writes a "
                 "JSON result and the repaired model (.pt); --report DIR adds an HTML page.")
-    p.add_argument("inputs", type=READS, nargs="+", metavar="INPUTS.npz",
+    p.add_argument("inputs", type=c.READS, nargs="+", metavar="INPUTS.npz",
                    help="files of 'deepfault run --save-inputs', 'deepfault xplore' (its .npz) or "
                    "'deepfault regress' (its faults .npz)")
-    add_options(p, "model", "dataset", "data_dir", "arch", "arch_args", "trust_pickle",
+    c.add_options(p, "model", "dataset", "data_dir", "arch", "arch_args", "trust_pickle",
                 model={"required": True, "help": "the model to repair (any format 'deepfault run' takes; for "
                        "regress files, M2)"},
                 dataset="data set the inputs were made from (default: the one the model file names)")
-    p.add_argument("--m1", type=MODEL, metavar="FILE", default=None,
+    p.add_argument("--m1", type=c.MODEL, metavar="FILE", default=None,
                    help="M1 of regress files, to recompute which held-out faults it gets right (default: "
                    "the M1 predictions saved in the file)")
     for name in _FIELDS:
-        add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
-    add_options(p, "device", "threads")
-    p.add_argument("--out", type=WRITES, metavar="FILE", default="repair-result.json",
+        c.add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
+    c.add_options(p, "device", "threads")
+    p.add_argument("--out", type=c.WRITES, metavar="FILE", default="repair-result.json",
                    help="JSON result, written atomically; '-' writes none")
-    p.add_argument("--save-model", type=WRITES, metavar="FILE", default=None,
+    p.add_argument("--save-model", type=c.WRITES, metavar="FILE", default=None,
                    help="the repaired model (default: beside --out as .pt); '-' writes none")
-    add_options(p, "no_progress", "report")
+    c.add_options(p, "no_progress", "report")
     p.set_defaults(func=_cmd_repair)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault repair`` writes: the JSON result and the repaired model (``--report DIR``
     is checked as the report folder).
     """
-    out = output_path(args.out)
-    model = args.save_model if args.save_model is not None else sibling(out, ".pt")
-    return [Output("--out", out),
-            Output("--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)",
-                   output_path(model))]
+    out = c.output_path(args.out)
+    model = args.save_model if args.save_model is not None else c.sibling(out, ".pt")
+    named = "--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)"
+    return [c.Output("--out", out), c.Output(named, c.output_path(model))]
 
 
 def _cmd_repair(args) -> int:
     config = RepairConfig(**{name: getattr(args, name) for name in _FIELDS})
     out, model_path = (o.path for o in outputs(args))
-    device = device_from(args.device)
-    prepared = prepare_from_args(args)
+    device = c.device_from(args.device)
+    prepared = c.prepare_from_args(args)
     m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
                                                     arch=args.arch, arch_kwargs=args.arch_args,
                                                     trust_pickle=args.trust_pickle)
-    threads = apply_threads(args.threads, [prepared.module], device)
+    threads = c.apply_threads(args.threads, [prepared.module], device)
     runtime = Runtime(device=str(device), progress=not args.no_progress)
     result = repair((prepared, m1), args.inputs, config, runtime=runtime).saving(model_path)
-    write_outcome(args, result, command="repair", config=config, out=out,
+    c.write_outcome(args, result, command="repair", config=config, out=out,
                   runtime=runtime.with_(threads=threads), paths={"model": model_path})
     where = {**provenance(device, argv=args.argv), "threads": threads}
-    write_run_report(args, lambda folder: result.page(folder, provenance=where))
+    c.write_run_report(args, lambda folder: result.page(folder, provenance=where))
     return 0

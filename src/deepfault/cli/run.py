@@ -10,21 +10,7 @@ from ..experiment.results import dataset_record, model_record
 from ..localization.config import SURPRISE_WHAT
 from ..localization.protocol import RunConfig, run_deepfault
 from ..provenance import provenance
-from ._common import (
-    MODEL_FILE,
-    WRITES,
-    Output,
-    add_field,
-    add_options,
-    command,
-    device_from,
-    output_path,
-    prepare_from_args,
-    runtime_for,
-    sibling,
-    write_outcome,
-    write_run_report,
-)
+from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: The options that set RunConfig's fields, in the order --help lists them.
@@ -39,35 +25,35 @@ _OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"metavar
 
 def add_parser(sub) -> None:
     """Add ``deepfault run`` to ``sub``."""
-    run = command(sub, "run", "localise suspicious neurons and synthesize inputs from them",
+    run = c.command(sub, "run", "localise suspicious neurons and synthesize inputs from them",
                   "Build each class's hit spectrum on the test split, select the k most suspicious "
                   "neurons, synthesize new inputs from correctly classified ones and evaluate them. With "
                   "no --model and no --dataset, uses the embedded default (scikit-learn's 8x8 digits and a "
                   "small MLP trained on them, cached).")
-    add_options(run, "model", "dataset", "data_dir",
+    c.add_options(run, "model", "dataset", "data_dir",
                 dataset="data set name (default: the model file's data set, else 'digits')")
     for name in _FIELDS:
-        add_field(run, RunConfig, name, **_OVERRIDES.get(name, {}))
-    add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
+        c.add_field(run, RunConfig, name, **_OVERRIDES.get(name, {}))
+    c.add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
                 "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
                 "memory one input takes and the memory free, at most 1024")
-    run.add_argument("--out", type=WRITES, metavar="FILE", default="deepfault-result.json",
+    run.add_argument("--out", type=c.WRITES, metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
-    run.add_argument("--log", type=WRITES, metavar="FILE", default=None,
+    run.add_argument("--log", type=c.WRITES, metavar="FILE", default=None,
                      help="also append the printed summary to this file")
-    run.add_argument("--save-inputs", type=WRITES, metavar="FILE.npz", default=None,
+    run.add_argument("--save-inputs", type=c.WRITES, metavar="FILE.npz", default=None,
                      help="where to save the synthesized inputs with their originals, labels and "
                      "predictions, plus an image grid beside it (.png) (default: beside --out, "
                      "e.g. deepfault-result.npz)")
     run.add_argument("--no-save-inputs", action="store_true", help="do not save the synthesized inputs")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only the evaluation table, not every class's neurons")
-    add_options(run, "no_progress", *MODEL_FILE, "report")
+    c.add_options(run, "no_progress", *c.MODEL_FILE, "report")
     run.add_argument("--no-baseline", action="store_true",
                      help="with --report: skip the random baseline the page compares the run with "
                      "(the same run from random neurons, about as long as the run itself)")
     surprise = run.add_mutually_exclusive_group()
-    add_field(surprise, RunConfig, "surprise", default="auto", metavar="FILE",
+    c.add_field(surprise, RunConfig, "surprise", default="auto", metavar="FILE",
               help=f"{SURPRISE_WHAT}: a fitted state (.npz from fit_surprise/save_surprise) instead of "
               "the one fitted on the training split and cached")
     surprise.add_argument("--no-surprise", dest="surprise", action="store_const", const=None,
@@ -83,32 +69,32 @@ def preflight(args) -> None:
     check_corpus_option(args, args.dataset)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
     and the log it appends to; then the corpus folder it adds to.
     """
-    out = output_path(args.out)
+    out = c.output_path(args.out)
     inputs = None
     if not args.no_save_inputs and (args.save_inputs or out is not None):
-        inputs = Path(args.save_inputs) if args.save_inputs else sibling(out, ".npz")
-    return [Output("--out", out), Output("--save-inputs", inputs),
-            Output("--save-inputs (its image grid)", sibling(inputs, ".png")),
-            Output("--log", output_path(args.log)), corpus_output(args)]
+        inputs = Path(args.save_inputs) if args.save_inputs else c.sibling(out, ".npz")
+    return [c.Output("--out", out), c.Output("--save-inputs", inputs),
+            c.Output("--save-inputs (its image grid)", c.sibling(inputs, ".png")),
+            c.Output("--log", c.output_path(args.log)), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:
     config = RunConfig(**{name: getattr(args, name) for name in (*_FIELDS, "surprise")},
                        baseline=args.report_dir is not None and not args.no_baseline)
     out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
-    prepared = prepare_from_args(args).to(device_from(args.device))
-    runtime = runtime_for(args, [prepared.module], batch_size=args.batch_size)
+    prepared = c.prepare_from_args(args).to(c.device_from(args.device))
+    runtime = c.runtime_for(args, [prepared.module], batch_size=args.batch_size)
     result = replace(run_deepfault(prepared, prepared.data, config, runtime=runtime), quiet=args.quiet)
-    write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
+    c.write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
                   paths={"inputs": inputs_path, "grid": grid_path}, records=_records(args, prepared, result))
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(result.summary() + "\n")
-    write_run_report(args, lambda folder: result.page(folder, provenance=provenance(runtime.device,
+    c.write_run_report(args, lambda folder: result.page(folder, provenance=provenance(runtime.device,
                                                                                  argv=args.argv)))
     add_to_corpus(args, result.findings())
     return 0

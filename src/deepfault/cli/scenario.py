@@ -12,25 +12,14 @@ from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, m
 from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
 from ..models.deploy import list_deploy_formats, make_deployment
-from ._common import (
-    ARCH,
-    MODEL,
-    RUNNING,
-    WRITES_FOLDER,
-    FieldType,
-    Output,
-    add_options,
-    apply_threads,
-    command,
-    device_from,
-)
+from . import _common as c
 from .train import ARCH_ARGS_HELP
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
-    p = command(
+    p = c.command(
         sub, "scenario", "write the M1/M2 model pair of a regression scenario (DRFuzz)",
         "Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
         f"(spec/drfuzz.md section 9): {lines}. 'all' runs every scenario. The base models are cached "
@@ -42,38 +31,38 @@ def add_parser(sub) -> None:
         "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.")
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
-    p.add_argument("--arch", default=None, type=ARCH, metavar="SPEC",
+    p.add_argument("--arch", default=None, type=c.ARCH, metavar="SPEC",
                    help=f"architecture: a zoo name ({', '.join(list_architectures())}), or your class "
                    "(file.py:Class; this runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME; required but for deploy")
-    add_options(p, "arch_args", "dataset", arch_args=ARCH_ARGS_HELP,
+    c.add_options(p, "arch_args", "dataset", arch_args=ARCH_ARGS_HELP,
                 dataset=f"data set ({', '.join(list_datasets())}, or a .npz file); required but for deploy "
                 "with a --model file that names its data set")
-    p.add_argument("--model", type=MODEL, default=None, metavar="FILE",
+    p.add_argument("--model", type=c.MODEL, default=None, metavar="FILE",
                    help="deploy: the float torch model to export (any format 'run --model' takes)")
     p.add_argument("--formats", default=",".join(list_deploy_formats()), metavar="NAMES",
                    help=f"deploy: the files to write ({', '.join(list_deploy_formats())})")
-    add_options(p, "data_dir")
-    p.add_argument("--out", type=WRITES_FOLDER, metavar="DIR", default="scenarios",
+    c.add_options(p, "data_dir")
+    p.add_argument("--out", type=c.WRITES_FOLDER, metavar="DIR", default="scenarios",
                    help="folder to write the models to")
-    add_options(p, "seed", seed="seed of weights, splits and shuffling")
-    p.add_argument("--epochs", type=FieldType(EPOCHS), default=3, metavar="N",
+    c.add_options(p, "seed", seed="seed of weights, splits and shuffling")
+    p.add_argument("--epochs", type=c.FieldType(EPOCHS), default=3, metavar="N",
                    help="epochs of M1's training (SUPPLY and ADV:BIM fine-tune as long)")
     p.add_argument("--scale01", action="store_true", help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    add_options(p, *RUNNING)
+    c.add_options(p, *c.RUNNING)
     p.set_defaults(func=_cmd_scenario)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The folder ``deepfault scenario`` writes its models into."""
-    return [Output("--out", Path(args.out), folder=True)]
+    return [c.Output("--out", Path(args.out), folder=True)]
 
 
 def _cmd_deploy(args) -> int:
     if args.model is None:
         raise DeepFaultError("scenario deploy exports a model: give it with --model FILE (a zoo .pt file)")
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    apply_threads(args.threads)
+    c.apply_threads(args.threads)
     r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out, formats=formats,
                         seed=args.seed)
     print(deployment_summary(args.model, r))
@@ -93,8 +82,8 @@ def _cmd_scenario(args) -> int:
     for flag, value in (("--arch", args.arch), ("--dataset", args.dataset)):
         if value is None:
             raise DeepFaultError(f"scenario {args.name} trains M1: give {flag}")
-    device = device_from(args.device)
-    apply_threads(args.threads)
+    device = c.device_from(args.device)
+    c.apply_threads(args.threads)
     kwargs = {"scale01": True} if args.scale01 else {}
     data = load_dataset(args.dataset, data_dir=args.data_dir, **kwargs)
     names = list_scenarios() if args.name == "all" else [args.name]

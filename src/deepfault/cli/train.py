@@ -10,17 +10,7 @@ from ..data import list_datasets, load_dataset
 from ..models import list_architectures, save_model
 from ..models.specs import arch_arguments, default_stem
 from ..models.train import TrainConfig, train_model
-from ._common import (
-    ARCH,
-    WRITES,
-    Output,
-    add_field,
-    add_options,
-    apply_threads,
-    command,
-    config_from,
-    device_from,
-)
+from . import _common as c
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
 
@@ -31,34 +21,34 @@ ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo ar
 
 def add_parser(sub) -> None:
     """Add ``deepfault train`` to ``sub``."""
-    train = command(
+    train = c.command(
         sub, "train", "train a zoo architecture on a data set and write a model file",
         "Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
         "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
         "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
         "keeping the last completed epoch, which is then saved.")
-    train.add_argument("--arch", required=True, metavar="SPEC", type=ARCH,
+    train.add_argument("--arch", required=True, metavar="SPEC", type=c.ARCH,
                        help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
                        "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")
-    add_options(train, "arch_args", "dataset", "data_dir", arch_args=ARCH_ARGS_HELP,
+    c.add_options(train, "arch_args", "dataset", "data_dir", arch_args=ARCH_ARGS_HELP,
                 dataset={"required": True,
                          "help": f"data set ({', '.join(list_datasets())}, or a .npz file)"})
     for name in ("epochs", "batch_size", "lr", "schedule", "val_fraction", "seed"):
-        add_field(train, TrainConfig, name)
+        c.add_field(train, TrainConfig, name)
     train.add_argument("--scale01", action="store_true",
                        help="scale 0-255 data sets (cifar10, svhn) to [0, 1]")
-    add_options(train, "device", "threads")
-    train.add_argument("--out", type=WRITES, metavar="FILE", default=None,
+    c.add_options(train, "device", "threads")
+    train.add_argument("--out", type=c.WRITES, metavar="FILE", default=None,
                        help="model file to write (default: ARCH-DATASET.pt)")
-    add_options(train, "no_progress")
+    c.add_options(train, "no_progress")
     train.set_defaults(func=_cmd_train)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault train`` writes (a discriminator comes with its generator)."""
     if args.arch == "dcgan_discriminator":
         return gan_outputs(args)
-    return [Output("--out", Path(args.out or f"{default_stem(args.arch)}-{Path(args.dataset).stem}.pt"))]
+    return [c.Output("--out", Path(args.out or f"{default_stem(args.arch)}-{Path(args.dataset).stem}.pt"))]
 
 
 def preflight(args) -> None:
@@ -72,9 +62,9 @@ def _cmd_train(args) -> int:
     if args.arch == "dcgan_discriminator":  # trained adversarially with its generator
         return train_from_train_args(args)
     out = Path(str(outputs(args)[0].path))
-    config = config_from(args, TrainConfig)
-    device = device_from(args.device)
-    apply_threads(args.threads)
+    config = c.config_from(args, TrainConfig)
+    device = c.device_from(args.device)
+    c.apply_threads(args.threads)
     kwargs = {"scale01": True} if args.scale01 else {}
     data = load_dataset(args.dataset, data_dir=args.data_dir, **kwargs)
     print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "

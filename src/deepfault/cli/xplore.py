@@ -18,28 +18,11 @@ from ..xplore.config import PUBLISHED, XploreConfig
 from ..xplore.features import feature_constraints, parse_indices, read_seed_indices
 from ..xplore.recorded import recorded_run, surprise_states_for, with_surprise
 from ..xplore.report import run_page
-from ._common import (
-    ARCH_FILE,
-    READS_FOLDER,
-    WRITES,
-    FieldType,
-    Output,
-    add_field,
-    add_options,
-    argument_type,
-    batch_size_value,
-    command,
-    device_from,
-    output_path,
-    sibling,
-    thread_count,
-    write_outcome,
-    write_run_report,
-)
+from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: ``--model``: model files (or zoo names), a comma list, repeatable.
-MODELS = FieldType(FilePath("input", many=True, names=model_reads))
+MODELS = c.FieldType(FilePath("input", many=True, names=model_reads))
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
 
@@ -52,7 +35,7 @@ def _config(args) -> XploreConfig:
 
 def _tunable(p, name: str, **overrides) -> None:
     """An option --compat sets unless it is given (left unset, the library's default holds)."""
-    action = add_field(p, XploreConfig, name, default=argparse.SUPPRESS, **overrides)
+    action = c.add_field(p, XploreConfig, name, default=argparse.SUPPRESS, **overrides)
     default, compat = (getattr(XploreConfig(), name), PUBLISHED[name])
     action.help = f"{action.help} (default: {'random' if default is None else default}; --compat: {compat})"
 
@@ -69,34 +52,35 @@ def _listed(text: str) -> list[str]:
 
 def add_parser(sub) -> None:
     """Add ``deepfault xplore`` to ``sub``."""
-    p = command(sub, "xplore", "find inputs on which two or more models disagree (DeepXplore)",
+    p = c.command(sub, "xplore", "find inputs on which two or more models disagree (DeepXplore)",
                 "Differential testing by joint gradient ascent (Pei et al., SOSP 2017): from seed test "
                 "inputs on which all models agree, push one target model away from the common class while "
                 "the others keep it and each model's neuron coverage rises, until the models disagree. All "
                 "seeds advance together in one batch. Prints the counts, coverage and times; writes a JSON "
                 "result, the inputs (.npz) and an image grid (.png).")
     _add_models(p)
-    add_field(p, XploreConfig, "seeds", metavar="N")
-    add_field(p, XploreConfig, "seed_indices", type=FieldType(FilePath("input"), read=read_seed_indices),
+    c.add_field(p, XploreConfig, "seeds", metavar="N")
+    c.add_field(p, XploreConfig, "seed_indices", type=c.FieldType(FilePath("input"), read=read_seed_indices),
               metavar="FILE|I,J,...")
-    add_field(p, XploreConfig, "seed", metavar="S")
+    c.add_field(p, XploreConfig, "seed", metavar="S")
     _add_search(p)
-    add_field(p, XploreConfig, "inputs_per_step", metavar="B")
-    p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
+    c.add_field(p, XploreConfig, "inputs_per_step", metavar="B")
+    p.add_argument("--batch-size", dest="chunk_size", type=c.batch_size_value, default="auto",
+                   metavar="C|auto",
                    help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
                    "from the memory one input takes in every model and the memory free (at most 256 on the "
                    "CPU, 1024 on a GPU)")
-    add_options(p, "device", "threads")
-    p.add_argument("--out", type=WRITES, metavar="FILE", default="xplore-result.json",
+    c.add_options(p, "device", "threads")
+    p.add_argument("--out", type=c.WRITES, metavar="FILE", default="xplore-result.json",
                    help="JSON result; the inputs go to the same name with .npz and the image grid with "
                    ".png; '-' writes none")
-    p.add_argument("--grid", type=FieldType(GRID), default=8, metavar="N",
+    p.add_argument("--grid", type=c.FieldType(GRID), default=8, metavar="N",
                    help="inputs in the image grid and in the printed table of inputs")
-    add_options(p, "no_progress", "report")
+    c.add_options(p, "no_progress", "report")
     add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
     surprise = p.add_mutually_exclusive_group()
-    surprise.add_argument("--surprise", type=FieldType(FilePath("input", names=_listed)), metavar="F1,F2,...",
-                          default=None,
+    states = c.FieldType(FilePath("input", names=_listed))
+    surprise.add_argument("--surprise", type=states, metavar="F1,F2,...", default=None,
                           help="DSA and LSA of every generated input against the training data (at the layer "
                           "before the logits), beside its L1/L_inf distance: fitted states (.npz from "
                           "fit_surprise/save_surprise), one per --model ('-' skips one: fitted on the "
@@ -114,22 +98,22 @@ def _add_models(p) -> None:
                    "or more in all: files in any format 'deepfault run' takes, or zoo names (NAME resolves "
                    "to NAME-DATASET.pt in --models-dir, as 'deepfault train' names it; without that file "
                    "it is trained on first use, 10 epochs, and cached in the user cache directory)")
-    add_options(p, "dataset", "data_dir",
+    c.add_options(p, "dataset", "data_dir",
                 dataset="data set of the seeds (default: the one the first model file names)")
-    p.add_argument("--models-dir", type=READS_FOLDER, metavar="DIR", default=".",
+    p.add_argument("--models-dir", type=c.READS_FOLDER, metavar="DIR", default=".",
                    help="where zoo names are looked up first")
-    p.add_argument("--arch", type=FieldType(ARCH_FILE.constraint, read=_per_model), default=None,
+    p.add_argument("--arch", type=c.FieldType(c.ARCH_FILE.constraint, read=_per_model), default=None,
                    metavar="A1,A2,...",
                    help="architecture per model, for plain state_dicts, .safetensors and Keras save_weights "
                    ".h5 files: file.py:Class (runs that file), package.module:factory, torchvision:NAME, "
                    "timm:NAME or a zoo name ('-' skips a model; one applies to all)")
-    add_options(p, "arch_args", arch_args="keyword arguments of every model's --arch, a JSON object, e.g. "
+    c.add_options(p, "arch_args", arch_args="keyword arguments of every model's --arch, a JSON object, e.g. "
                 "'{\"num_classes\": 10}'")
-    p.add_argument("--weights", type=FieldType(FilePath("input"), read=_per_model), default=None,
+    p.add_argument("--weights", type=c.FieldType(FilePath("input"), read=_per_model), default=None,
                    metavar="W1,W2,...",
                    help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights "
                    ".h5 file loaded into the zoo architecture, else the weights of a Keras JSON model")
-    add_options(p, "trust_pickle")
+    c.add_options(p, "trust_pickle")
 
 
 def _add_search(p) -> None:
@@ -142,20 +126,21 @@ def _add_search(p) -> None:
         _tunable(p, name)
     _tunable(p, "clip", action=argparse.BooleanOptionalAction)
     bounds = FilePath("input", words=("auto", "observed", "dataset"))
-    p.add_argument("--feature-bounds", type=FieldType(bounds), default="auto",
+    p.add_argument("--feature-bounds", type=c.FieldType(bounds), default="auto",
                    metavar="auto|observed|dataset|FILE",
                    help="range of each feature every step is clipped to: auto (the data set's per-feature "
                    "bounds if it has them, else for vectors and sequences the data's min and max per feature "
                    "or channel, for images the data set's range), observed, dataset, or a file (.npz with "
                    "arrays lo and hi, or JSON {\"lo\": [...], \"hi\": [...]})")
-    p.add_argument("--fix-features", type=argument_type(parse_indices, "feature"), default=None,
+    p.add_argument("--fix-features", type=c.argument_type(parse_indices, "feature"), default=None,
                    metavar="I,J,A-B",
                    help="features (of a vector; channels of a sequence) that keep the seed's value: indices "
                    "and ranges, e.g. 0,3,7 or 2-5")
-    p.add_argument("--fix-steps", type=argument_type(parse_indices, "step"), default=None, metavar="I,J,A-B",
+    p.add_argument("--fix-steps", type=c.argument_type(parse_indices, "step"), default=None,
+                   metavar="I,J,A-B",
                    help="time steps of a sequence (every channel) that keep the seed's value, e.g. 0-9")
-    add_field(p, XploreConfig, "occlusion", metavar="X,Y,H,W")
-    add_field(p, XploreConfig, "blackout_size", metavar="M")
+    c.add_field(p, XploreConfig, "occlusion", metavar="X,Y,H,W")
+    c.add_field(p, XploreConfig, "blackout_size", metavar="M")
     _tunable(p, "target", metavar="J|random")
     for name in ("neurons", "objective", "layers"):
         _tunable(p, name)
@@ -166,18 +151,18 @@ def preflight(args) -> None:
     check_corpus_option(args, args.dataset)
 
 
-def outputs(args) -> list[Output]:
+def outputs(args) -> list[c.Output]:
     """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png);
     then the corpus folder it adds to.
     """
-    out = output_path(args.out)
-    return [Output("--out", out), Output("--out (its inputs, .npz)", sibling(out, ".npz")),
-            Output("--out (its image grid, .png)", sibling(out, ".png")), corpus_output(args)]
+    out = c.output_path(args.out)
+    return [c.Output("--out", out), c.Output("--out (its inputs, .npz)", c.sibling(out, ".npz")),
+            c.Output("--out (its image grid, .png)", c.sibling(out, ".png")), corpus_output(args)]
 
 
 def _cmd_xplore(args) -> int:
     config = _config(args).validate(len(args.models))
-    device = device_from(args.device)
+    device = c.device_from(args.device)
     prepared, data = load_xplore_inputs(args.models, dataset=args.dataset, data_dir=args.data_dir,
                                         models_dir=args.models_dir, archs=args.arch, weights=args.weights,
                                         trust_pickle=args.trust_pickle, arch_kwargs=args.arch_args,
@@ -187,7 +172,7 @@ def _cmd_xplore(args) -> int:
     for p in prepared:
         p.to(device)
     check_finite_outputs([p.module for p in prepared], data.x_test, names=[p.name for p in prepared])
-    threads = thread_count(args.threads, [p.module for p in prepared], device)
+    threads = c.thread_count(args.threads, [p.module for p in prepared], device)
     files = _per_model(args.surprise) if args.surprise else ()
     fits, no_fit = (None, None) if args.no_surprise else surprise_states_for(
         prepared, data.x_train, files, threads=threads, progress=not args.no_progress)
@@ -202,11 +187,11 @@ def _cmd_xplore(args) -> int:
     run = recorded_run(result, prepared, args.models, fits, notes=[held] if held else [], why=no_fit)
     result = run.result
     out, npz, png, _ = (o.path for o in outputs(args))
-    write_outcome(args, run, command="xplore", config=result.config, out=out,
+    c.write_outcome(args, run, command="xplore", config=result.config, out=out,
                   runtime=runtime.with_(threads=threads), paths={"inputs": npz, "grid": png},
                   records={"models": None, "dataset": dataset_record(data, args.data_dir)})
     where = {**provenance(device, argv=args.argv), "threads": threads}
-    write_run_report(args, lambda folder: run_page(result, result.model_names, data, folder,
+    c.write_run_report(args, lambda folder: run_page(result, result.model_names, data, folder,
                                                    provenance=where))
     add_to_corpus(args, result.findings(data.name))
     return 0
