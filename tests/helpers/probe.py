@@ -131,6 +131,7 @@ def make_fixtures(folder: Path) -> dict[str, str]:
     names.update(_repair_and_store_files(folder, m1, m2, x, y))
     names.update(_model_output_files(folder / "outputs", m1, x, y))
     names["CORPUS"] = str(_corpus(folder / "corpus", x, y))
+    names.update(_role_files(folder / "roles", m1))
     names["ROOT"] = str(folder)
     pristine = folder.with_name(folder.name + ".pristine")  # run_case restores an overwritten fixture
     shutil.rmtree(pristine, ignore_errors=True)
@@ -180,6 +181,61 @@ def _repair_and_store_files(folder: Path, m1, m2, x, y) -> dict[str, str]:
         if not Path(out[key]).is_file():
             raise RuntimeError(f"the probe's fixture {out[key]} was not made")
     return out
+
+
+def _role_files(folder: Path, m1) -> dict[str, str]:
+    """Files a run reads through options other than the model and data set ones (issue 43): a
+    user's class file and its state_dict, a surprise state for ``--fidelity dsa::FILE``, feature
+    bounds, a model file that names its data set's ``.npz``, and a data root with a file in it.
+    """
+    import numpy as np
+    import torch
+
+    from deepfault.cli import main
+    from deepfault.models import ModelFile, save_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "net.py").write_text("import torch\n\n\nclass Net(torch.nn.Sequential):\n"
+                                   "    def __init__(self):\n"
+                                   "        super().__init__(torch.nn.Flatten(), torch.nn.Linear(784, 10))\n")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
+    torch.save(net.state_dict(), folder / "sd.pt")
+    np.savez(folder / "bounds.npz", lo=np.zeros((1, 28, 28), np.float32), hi=np.ones((1, 28, 28), np.float32))
+    data = folder.parent / "data.npz"
+    shutil.copy(data, folder / "own.npz")  # the data set the model file names (no --dataset given)
+    own = str(folder / "own.npz")
+    save_model(folder / "named.pt", ModelFile(m1, "lenet1", {"num_classes": 10}, own, (0.0, 1.0),
+                                              meta={"input_shape": [1, 28, 28]}))
+    (folder / "root" / "sub").mkdir(parents=True, exist_ok=True)
+    (folder / "root" / "sub" / "kept.json").write_text("{}")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(["coverage", "surprise", "--model", str(folder.parent / "m1.pt"), "--dataset", str(data),
+              "--out", str(folder / "sa.npz"), "--no-progress", "--threads", "1"])
+    return {"NET": str(folder / "net.py"), "SD": str(folder / "sd.pt"), "SA": str(folder / "sa.npz"),
+            "BOUNDS": str(folder / "bounds.npz"), "NAMED": str(folder / "named.pt"),
+            "ROOT_DIR": str(folder / "root"), "ROOT_FILE": str(folder / "root" / "sub" / "kept.json")}
+
+
+def _roles(f: dict[str, str]) -> list[tuple[tuple[str, ...], list[str]]]:
+    """Valid runs that read files through the options with declared roles beyond the model and data
+    set (a class file, a fidelity's state, feature bounds, a model's own data set): the outputs of
+    :func:`output_cases` are pointed at each of those files too.
+    """
+    m1, m2, data = f["M1"], f["M2"], f["DATA"]
+    return [
+        (("coverage", "profile"), ["coverage", "profile", "--model", f["SD"], "--arch", f"{f['NET']}:Net",
+                                   "--dataset", data, "--out", "p.npz", "--no-progress"]),
+        (("run",), ["run", "--model", f["SD"], "--arch", f"{f['NET']}:Net", "--dataset", data, "--out",
+                    "o.json", "-q", "-k", "2", "--class", f["CLASS"], "--iterations", "1", "--no-surprise"]),
+        (("run",), ["run", "--model", f["NAMED"], "--out", "o.json", "-q", "-k", "2", "--class", f["CLASS"],
+                    "--iterations", "1", "--no-surprise"]),
+        (("regress",), ["regress", "--m1", m1, "--m2", m2, "--dataset", data, "--budget", "3it", "--store",
+                        "s.sqlite", "--fidelity", f"dsa::{f['SA']}", "--no-progress", "--threads", "1"]),
+        (("xplore",), ["xplore", "--model", f"{m1},{m2}", "--dataset", data, "--num-seeds", "4",
+                       "--iterations", "1", "--feature-bounds", f["BOUNDS"], "--out", "o.json",
+                       "--no-progress", "--no-surprise"]),
+    ]
 
 
 def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
@@ -527,9 +583,13 @@ def output_cases(fixtures: dict[str, str]) -> list[Case]:
 
     commands = dict(_commands(build_parser()))
     cases: list[Case] = []
-    for key, argv in _rich(fixtures).items():
+    runs = [*((key, argv, "") for key, argv in _rich(fixtures).items()),
+            *((key, argv, f" (roles {i})") for i, (key, argv) in enumerate(_roles(fixtures)))]
+    for key, argv, tag in runs:
         command = commands[key]
         inputs = sorted({p for _, p in _input_paths(argv)})
+        if tag:  # the roles' runs: their own inputs only (the model's and data set's are tried above)
+            inputs = [p for p in inputs if p not in (fixtures["M1"], fixtures["M2"], fixtures["DATA"])]
         for dest in OUTPUT_DESTS:
             option = _option_of(command, dest)
             if option is None or (dest == "models_dir" and key != ("experiment",)):  # xplore reads it
@@ -537,14 +597,20 @@ def output_cases(fixtures: dict[str, str]) -> list[Case]:
             rest = _without(argv, option, True)
             if dest == "save_inputs":
                 rest = _without(rest, "--no-save-inputs", False)
-            name = " ".join(key)
+            name = " ".join(key) + tag
             for path in inputs:
                 label = Path(path).name
                 cases.append(Case(f"output {name} {option} -> input {label}", (*rest, f"{option}={path}")))
+            if tag:
+                continue
             cases.append(Case(f"output {name} {option} -> fifo", (*rest, f"{option}=fifo")))
             cases.append(Case(f"output {name} {option} -> afile", (*rest, f"{option}=afile")))
             if dest == "store":  # a file of the user's that is no store, long enough for SQLite to refuse it
                 cases.append(Case(f"output {name} {option} -> notes.txt", (*rest, f"{option}=notes.txt")))
+    under = ["run", "--data-dir", fixtures["ROOT_DIR"], "-q", "-k", "2", "--iterations", "1", "--no-surprise"]
+    kept = fixtures["ROOT_FILE"]
+    cases += [Case(f"output run {option} -> a file under --data-dir", (*under, f"{option}={kept}"))
+              for option in ("--out", "--log", "--save-inputs")]
     return cases
 
 
