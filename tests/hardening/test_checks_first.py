@@ -117,3 +117,22 @@ def test_data_list_names_a_file_that_fails_its_md5(tmp_path):
     status, out, err = cli(["data", "list", "--data-dir", str(tmp_path)])
     assert status == 0, err
     assert "wrong md5: t10k-labels-idx1-ubyte.gz" in out, out
+
+
+@pytest.mark.parametrize("folder", ["no-such-folder", "empty", "afile"])
+def test_deepxplore_preset_checks_its_weights_dir_before_loading_the_data(no_plan, tmp_path, folder):
+    """Before issue 43: the folder was looked into after MNIST was loaded (or downloaded)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("x")
+    assert_refused(["experiment", "--preset", "deepxplore-mnist", "--preset-option", f"weights-dir={folder}",
+                    "--store", "s.sqlite", "--no-progress"], tmp_path, f"weights-dir '{folder}' lacks")
+
+
+def test_a_report_folder_given_as_a_dangling_link_is_refused_before_the_work(tmp_path, monkeypatch):
+    """Before issue 43: the report was computed, then the swap failed on the link's temporary name."""
+    from deepfault.cli import experiment
+
+    monkeypatch.setattr(experiment, "write_report", _never("the report was computed"))
+    (tmp_path / "s.sqlite").write_bytes(b"")
+    (tmp_path / "rep").symlink_to(tmp_path / "nowhere")
+    assert_refused(["report", "s.sqlite", "--out", "rep"], tmp_path, "--out", "symbolic link", "does not exist")
