@@ -456,9 +456,9 @@ def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
         resolved = path.resolve()
     except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
         raise error(param, "a folder", text, "it is a symbolic link loop; give a folder name") from None
-    if path.is_symlink() and not path.exists():  # the folder is made beside it and swapped: it would fail then
-        raise error(param, "a folder", text, f"it is a symbolic link to {os.readlink(path)!r}, which does not "
-                    "exist; create that folder first, or give another name")
+    if path.is_symlink() and not path.exists():  # made beside it and swapped in: that would fail
+        raise error(param, "a folder", text, f"it is a symbolic link to {os.readlink(path)!r}, which does "
+                    "not exist; create that folder first, or give another name")
     if resolved == resolved.parent:  # even where it is writable (as root), results never go there
         raise error(param, "a folder of its own", text,
                     "writing results into the file system's root is refused; give a folder such as out/")

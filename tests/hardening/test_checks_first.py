@@ -135,4 +135,5 @@ def test_a_report_folder_given_as_a_dangling_link_is_refused_before_the_work(tmp
     monkeypatch.setattr(experiment, "write_report", _never("the report was computed"))
     (tmp_path / "s.sqlite").write_bytes(b"")
     (tmp_path / "rep").symlink_to(tmp_path / "nowhere")
-    assert_refused(["report", "s.sqlite", "--out", "rep"], tmp_path, "--out", "symbolic link", "does not exist")
+    assert_refused(["report", "s.sqlite", "--out", "rep"], tmp_path, "--out", "symbolic link",
+                   "does not exist")

@@ -106,7 +106,8 @@ def test_repair_cli_refuses_in_one_line(tmp_path, capsys, model, arrays, message
 
 
 @pytest.mark.parametrize(("arrays", "message"), [
-    (_xplore_file(predictions=np.full((F, 2), 99)), "array 'predictions' must hold classes 0 to 9 of 'digits'; got 99"),
+    (_xplore_file(predictions=np.full((F, 2), 99)),
+     "array 'predictions' must hold classes 0 to 9 of 'digits'; got 99"),
     (_xplore_file(common_class=np.full(F, 12)), "array 'common_class' must hold classes 0 to 9"),
     (_regress_file(m1_pred=np.full(F, 10)), "array 'm1_pred' must hold classes 0 to 9 of 'digits'; got 10"),
     (_regress_file(m2_pred=np.full(F, 10)), "array 'm2_pred' must hold classes 0 to 9"),

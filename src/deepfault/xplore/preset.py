@@ -250,7 +250,6 @@ def _models(models_dir: Path, data, *, progress: bool, device: str,
     """LeNet-1/4/5: the published weights from ``weights_dir``, else model files from
     ``models_dir``, trained (and saved) when missing.
     """
-    from ..errors import DeepFaultError
     from ..models.train import TrainConfig, trained_model
 
     if weights_dir is not None:
@@ -329,7 +328,8 @@ class DeepXploreMnist(ExperimentPreset):
 
     def check(self, context: RunContext) -> None:
         """The options (bounded counts, the memory the seeds need, the weights folder) before
-        the data is loaded or any model is trained."""
+        the data is loaded or any model is trained.
+        """
         config = self.config.with_options(dict(context.options))
         if config.weights_dir is not None:
             _weights_folder(config.weights_dir)
