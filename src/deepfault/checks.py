@@ -28,7 +28,8 @@ __all__ = [
     "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
-    "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
+    "without_repeats", "check_outputs", "check_not_inputs", "check_writable", "check_output_dir",
+    "check_report_dir",
     "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "meminfo_bytes",
     "check_count_text", "check_not_under",
 ]
@@ -512,6 +513,35 @@ def check_report_dir(param: str, raw: str | os.PathLike,
                         f"{REPORT_MANIFEST}), which replacing it would delete; give a new folder such as "
                         "report/, or move them out")
     return path
+
+
+def without_repeats(param: str, values: Sequence, *, why: str) -> tuple:
+    """``values`` with each repeat dropped, in first-seen order; a warning (logged, so the CLI prints
+    it as one ``deepfault:`` line) names the repeated values and ``why`` they are dropped.
+
+    Args:
+        param: The option or field, for the message.
+        values: The values given.
+        why: Why a repeat is dropped, for the message (``each seed is searched once``).
+
+    Returns:
+        The distinct values as a tuple (``values`` itself, as a tuple, when none repeats).
+
+    Examples:
+        >>> without_repeats("seeds", [0, 1, 0], why="a repeated seed repeats its campaign")
+        (0, 1)
+    """
+    kept = tuple(dict.fromkeys(values))
+    if len(kept) < len(values):
+        import logging
+
+        seen: set = set()
+        repeated = list(dict.fromkeys(v for v in values if v in seen or seen.add(v)))
+        shown = ", ".join(str(v) for v in repeated[:5]) + (", ..." if len(repeated) > 5 else "")
+        logging.getLogger(__name__).warning(
+            "%s: %d repeated value(s) dropped (%s): %s; %d kept", param, len(values) - len(kept), shown, why,
+            len(kept))
+    return kept
 
 
 def check_name(param: str, value, *, max_length: int = 200) -> str:

@@ -62,7 +62,8 @@ def _labels(path: Path, y: np.ndarray, fix: str) -> np.ndarray:
     NaN or fractions, which a cast would turn into a traceback or into other labels.
     """
     if y.dtype.kind not in "iuf":
-        raise DeepFaultError(f"corrupt SVHN file {path}: 'y' holds {y.dtype} values, not numbers 1..10; {fix}")
+        raise DeepFaultError(f"corrupt SVHN file {path}: 'y' holds {y.dtype} values, not numbers 1..10; "
+                             f"{fix}")
     y = y.reshape(-1)
     if y.dtype.kind == "f" and not (np.isfinite(y) & (y == np.round(y))).all():
         raise DeepFaultError(f"corrupt SVHN file {path}: 'y' holds NaN, infinite or fractional labels, not "

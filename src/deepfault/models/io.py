@@ -239,8 +239,8 @@ def _check_fields(path: Path, payload: dict, bad) -> None:
         raise bad("meta", "a mapping", type(payload.get("meta")).__name__)
     shape = payload.get("meta", {}).get("input_shape")
     if shape is not None and not _sane_shape(shape):
-        raise bad("meta.input_shape", f"1 to {_MAX_INPUT_DIMS} sizes from 1 to {_MAX_INPUT_SIDE:,} (None where "
-                  "any size is taken)", repr(shape)[:80])
+        raise bad("meta.input_shape", f"1 to {_MAX_INPUT_DIMS} sizes from 1 to {_MAX_INPUT_SIDE:,} (None "
+                  "where any size is taken)", repr(shape)[:80])
 
 
 #: A recorded per-input shape: at most 4 dimensions (``C, H, W`` and one more) of at most 65,536,
