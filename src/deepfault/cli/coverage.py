@@ -141,7 +141,7 @@ def outputs(args) -> list[Output]:
     """The files ``coverage profile`` and ``surprise`` (an .npz), ``measure`` (a JSON result, and
     ``--plot DIR``'s page and figures) and ``rank`` (a JSON result) write.
     """
-    out = [Output("--out", output_path(args.out))]
+    out = [Output("--out", output_path(args.out, "--out"))]
     if args.coverage_command == "measure" and args.plot:
         folder = Path(args.plot)
         out = [Output("--plot", folder, folder=True), *out,

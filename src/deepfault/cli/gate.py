@@ -112,8 +112,9 @@ def outputs(args) -> list[Output]:
     """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary;
     then the corpus folder it replays and grows.
     """
-    return [Output("--out", output_path(args.out)), Output("--junit", output_path(args.junit)),
-            Output("--summary", output_path(args.summary)), corpus_output(args)]
+    return [Output("--out", output_path(args.out, "--out")),
+            Output("--junit", output_path(args.junit, "--junit")),
+            Output("--summary", output_path(args.summary, "--summary")), corpus_output(args)]
 
 
 def _cmd_gate(args) -> int:

@@ -64,11 +64,11 @@ def outputs(args) -> list[Output]:
     """The files ``deepfault repair`` writes: the JSON result and the repaired model (``--report DIR``
     is checked as the report folder).
     """
-    out = output_path(args.out)
+    out = output_path(args.out, "--out")
     model = args.save_model if args.save_model is not None else sibling(out, ".pt")
     return [Output("--out", out),
             Output("--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)",
-                   output_path(model))]
+                   output_path(model, "--save-model"))]
 
 
 def _cmd_repair(args) -> int:

@@ -86,13 +86,13 @@ def outputs(args) -> list[Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
     and the log it appends to; then the corpus folder it adds to.
     """
-    out = output_path(args.out)
+    out = output_path(args.out, "--out")
     inputs = None
     if not args.no_save_inputs and (args.save_inputs or out is not None):
         inputs = Path(args.save_inputs) if args.save_inputs else sibling(out, ".npz")
     return [Output("--out", out), Output("--save-inputs", inputs),
             Output("--save-inputs (its image grid)", sibling(inputs, ".png")),
-            Output("--log", output_path(args.log)), corpus_output(args)]
+            Output("--log", output_path(args.log, "--log")), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:

@@ -153,7 +153,7 @@ def outputs(args) -> list[Output]:
     """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png);
     then the corpus folder it adds to.
     """
-    out = output_path(args.out)
+    out = output_path(args.out, "--out")
     return [Output("--out", out), Output("--out (its inputs, .npz)", sibling(out, ".npz")),
             Output("--out (its image grid, .png)", sibling(out, ".png")), corpus_output(args)]
 
