@@ -158,8 +158,9 @@ def test_a_litert_refusal_is_one_line_in_a_fresh_process(tmp_path):
     rng = np.random.default_rng(0)
     write_dense_tflite(tmp_path / "m.tflite", rng.normal(size=(5, 64)).astype(np.float32),
                        np.zeros(5, np.float32), input_shape=(1, 8, 8))
-    run = subprocess.run([sys.executable, "-m", "deepfault", "regress", "--m1", "m.tflite", "--m2", "m.tflite",
-                          "--dataset", "digits", "--budget", "5it", "--fidelity", "none", "--no-progress"],
+    argv = ["regress", "--m1", "m.tflite", "--m2", "m.tflite", "--dataset", "digits", "--budget", "5it",
+            "--fidelity", "none", "--no-progress"]
+    run = subprocess.run([sys.executable, "-m", "deepfault", *argv],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(Path(deepfault.__file__).parents[1])})
     assert run.returncode == 2, run.stderr
