@@ -65,6 +65,19 @@ def test_drfuzz_preset_checks_its_pairs_and_discriminator_before_training(no_pla
                     "s.sqlite", "--no-progress"], tmp_path, needle)
 
 
+@pytest.mark.parametrize(("option", "needle"), [
+    ("fidelity=discriminator:junk.pt", "'junk.pt' is not a model file"),
+    ("shared-fidelity=dsa::junk.npz", "'junk.npz' is not a readable surprise state"),
+])
+def test_drfuzz_preset_reads_its_fidelity_files_before_loading_the_data(no_plan, tmp_path, option, needle):
+    """Issue 43: a file that exists but is no discriminator or surprise state was read only after
+    MNIST was loaded (and, with it, the scenarios made)."""
+    (tmp_path / "junk.pt").write_bytes(b"not a model")
+    (tmp_path / "junk.npz").write_bytes(b"not a state")
+    assert_refused(["experiment", "--preset", "drfuzz-mnist", "--preset-option", option, "--store",
+                    "s.sqlite", "--no-progress"], tmp_path, needle)
+
+
 @pytest.mark.parametrize("option", ["repeats=0", "bogus=1"])
 def test_ray_is_not_started_before_the_options_are_checked(no_plan, tmp_path, monkeypatch, option):
     monkeypatch.setattr(executors.RayExecutor, "__init__", _never("Ray was started"))

@@ -198,6 +198,28 @@ class PresetConfig:
                               max_seeds=self.max_seeds, shared_fidelity=self.shared)
 
 
+def _read_fidelity_file(spec: str | None, dataset: str) -> None:
+    """Read the file a ``discriminator:FILE`` or ``dsa:T:FILE`` spec names, so that a file that is
+    no discriminator or surprise state is refused before MNIST is loaded or a scenario made (each
+    campaign reads it again, in well under a second; its warnings are given then).
+    """
+    import warnings
+
+    from ..coverage.surprise import SURPRISE_KINDS, load_surprise
+    from .fidelity.checks import make_fidelity
+    from .fidelity.surprise import parse_surprise_spec
+
+    name, sep, _ = str(spec).partition(":")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "discriminator" and sep:
+            make_fidelity(str(spec), bounds=(0.0, 1.0), dataset=dataset)
+        elif name in SURPRISE_KINDS:
+            file = parse_surprise_spec(str(spec)).file
+            if file is not None:
+                load_surprise(file)
+
+
 def _user_pairs(config: PresetConfig) -> dict[str, tuple[str, str]] | None:
     """The user's own pairs in ``pairs_dir`` (or ``$DEEPFAULT_DRFUZZ_PAIRS``), by scenario."""
     import os
@@ -311,6 +333,7 @@ class DRFuzzMnist(ExperimentPreset):
             if name == "discriminator" and sep and not Path(arg).is_file():
                 raise DeepFaultError(f"the fidelity {spec!r} names no model file; give discriminator:FILE "
                                      "with an existing file, or plain 'discriminator' for the data set's own")
+            _read_fidelity_file(spec, config.dataset)
 
     def plan(self, context: RunContext) -> Plan:
         import torch
