@@ -41,7 +41,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="the new surfaces whole, and the first 5 cases of each option and reader")
     parser.add_argument("--only", default=None, help="only cases whose kind starts with this word "
-                        "(option, positional, file, output, report, data, reference)")
+                        "(option, positional, file, output, report, data, reference, size, trained, nan, "
+                        "disk)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a case counts as a hang")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()

@@ -28,7 +28,8 @@ __all__ = [
     "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
     "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
-    "check_outputs", "check_not_inputs", "check_writable", "check_output_dir", "check_report_dir",
+    "without_repeats", "check_outputs", "check_not_inputs", "check_writable", "check_output_dir",
+    "check_report_dir",
     "check_name", "check_labels", "check_finite_outputs", "check_memory", "memory_bytes", "meminfo_bytes",
     "check_count_text", "check_not_under",
 ]
@@ -456,6 +457,9 @@ def check_output_dir(param: str, raw: str | os.PathLike) -> Path:
         resolved = path.resolve()
     except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
         raise error(param, "a folder", text, "it is a symbolic link loop; give a folder name") from None
+    if path.is_symlink() and not path.exists():  # made beside it and swapped in: that would fail
+        raise error(param, "a folder", text, f"it is a symbolic link to {os.readlink(path)!r}, which does "
+                    "not exist; create that folder first, or give another name")
     if resolved == resolved.parent:  # even where it is writable (as root), results never go there
         raise error(param, "a folder of its own", text,
                     "writing results into the file system's root is refused; give a folder such as out/")
@@ -509,6 +513,37 @@ def check_report_dir(param: str, raw: str | os.PathLike,
                         f"{REPORT_MANIFEST}), which replacing it would delete; give a new folder such as "
                         "report/, or move them out")
     return path
+
+
+def without_repeats(param: str, values: Sequence, *, why: str) -> tuple:
+    """``values`` with each repeat dropped, in first-seen order; a warning (logged, so the CLI prints
+    it as one ``deepfault:`` line) names the repeated values and ``why`` they are dropped.
+
+    Args:
+        param: The option or field, for the message.
+        values: The values given.
+        why: Why a repeat is dropped, for the message (``each seed is searched once``).
+
+    Returns:
+        The distinct values as a tuple (``values`` itself, as a tuple, when none repeats).
+
+    Examples:
+        >>> without_repeats("seeds", [0, 1, 0], why="a repeated seed repeats its campaign")
+        (0, 1)
+    """
+    kept = tuple(dict.fromkeys(values))
+    if len(kept) < len(values):
+        import logging
+
+        from collections import Counter
+
+        counts = Counter(values)
+        repeated = [v for v in kept if counts[v] > 1]
+        shown = ", ".join(str(v) for v in repeated[:5]) + (", ..." if len(repeated) > 5 else "")
+        logging.getLogger(__name__).warning(
+            "%s: %d repeated value(s) dropped (%s): %s; %d kept", param, len(values) - len(kept), shown, why,
+            len(kept))
+    return kept
 
 
 def check_name(param: str, value, *, max_length: int = 200) -> str:

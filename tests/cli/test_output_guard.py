@@ -168,3 +168,13 @@ def test_check_not_inputs_names_both(tmp_path):
     with pytest.raises(checks.DeepFaultError, match=r"--out must be a file other than the input --in"):
         checks.check_not_inputs([("--out", tmp_path / "x" / ".." / "a")], [("--in", tmp_path / "a")])
     checks.check_not_inputs([("--store", tmp_path / "a")], [("--store", tmp_path / "a")])  # resumed: itself
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["repair", "f.npz", "--model", "m.pt", "--save-model", "saved/"], "--save-model"),
+    (["run", "--model", "m.pt", "--out", "r/"], "--out"),
+    (["coverage", "measure", "--model", "m.pt", "--out", "c/"], "--out"),
+])
+def test_an_output_file_ending_in_a_slash_is_refused_not_written_without_it(work, argv, option):
+    """Issue 43: ``Path('m/')`` is ``m``, so ``--save-model m/`` wrote a file named ``m``."""
+    assert_refused(argv, work, f"{option} must be a file name", "ends in '/', so it names a folder")

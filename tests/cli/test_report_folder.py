@@ -128,3 +128,16 @@ def test_report_out_that_is_a_symlink_loop_is_one_line(tmp_path):
     os.symlink("loop", tmp_path / "loop")
     (tmp_path / "s.sqlite").write_bytes(b"")
     assert_refused(["report", "s.sqlite", "--out", "loop"], tmp_path, "--out", "symbolic link loop")
+
+
+def test_a_report_folder_given_as_a_link_fills_the_folder_and_keeps_the_link(store, tmp_path):
+    """Before issue 43: the link was replaced by a new folder, the folder it named stayed empty, and
+    the old link was left behind as a ``.rep.old-...tmp`` file."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "rep").symlink_to(tmp_path / "real")
+    for _ in range(2):  # a second report replaces the first, through the link again
+        status, _, err = cli(["report", str(store), "--out", "rep"], tmp_path)
+        assert status == 0, err
+    assert (tmp_path / "rep").is_symlink()
+    assert (tmp_path / "real" / "report.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["real", "rep"]

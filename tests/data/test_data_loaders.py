@@ -515,6 +515,24 @@ def test_svhn_wrong_arrays(tmp_path):
         load_dataset("svhn", data_dir=tmp_path)
 
 
+@pytest.mark.parametrize(("y", "message"), [
+    (np.array([["3"], ["x"], ["1"]]), "'y' holds <U1 values, not numbers 1..10"),
+    (np.array([[1.0], [np.nan], [2.0]]), "'y' holds NaN, infinite or fractional labels"),
+    (np.array([[1.0], [2.5], [2.0]]), "'y' holds NaN, infinite or fractional labels"),
+    (np.array([[1.0], [1e300], [2.0]]), "labels range over"),
+], ids=["strings", "NaN", "fraction", "huge"])
+def test_svhn_labels_that_are_no_whole_numbers_are_refused(tmp_path, y, message):
+    """Issue 43: text was a ValueError traceback, NaN a label of -2**63, 2.5 the label 2."""
+    from scipy.io import savemat
+
+    write_svhn(tmp_path / "svhn")
+    savemat(tmp_path / "svhn" / "test_32x32.mat", {"X": np.zeros((32, 32, 3, 3), np.uint8), "y": y})
+    with pytest.raises(DeepFaultError, match=message.replace("(", r"\(")) as err:
+        load_dataset("svhn", data_dir=tmp_path)
+    assert "test_32x32.mat" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 # -- a user's .npz -------------------------------------------------------------------
 
 

@@ -116,3 +116,22 @@ def test_seed_is_ignored_with_a_warning_by_a_preset_with_fixed_seeds(tmp_path, c
     with pytest.raises(DeepFaultError, match="preset option seeds"):
         DRFuzzMnist().run(tmp_path / "s.sqlite", models_dir=tmp_path / "m", seed=3, options={"seeds": "x"})
     assert "--seed is ignored by drfuzz-mnist" in caplog.text
+
+
+def test_repeated_seeds_and_scenarios_run_once_with_a_note(caplog):
+    """Issue 43: ``seeds=0,0`` planned the same campaign twice, and counted its cell twice."""
+    from deepfault.fuzz.preset import _plan_jobs
+
+    config = PresetConfig().with_options({"seeds": "0,0,1", "scenarios": "supply,supply"})
+    assert (config.seeds, config.scenarios) == ((0, 1), ("supply",))
+    assert "preset option seeds: 1 repeated value(s) dropped (0)" in caplog.text
+    assert "preset option scenarios: 1 repeated value(s) dropped (supply)" in caplog.text
+    jobs = _plan_jobs(config, {"supply": ("m1.pt", "m2.pt")}, store="s.sqlite", experiment="e", data_dir=None,
+                      profile_dir="p", fidelity="ssim")
+    cells = [j["cell"] for j in jobs]
+    assert cells == ["supply/drfuzz/seed0", "supply/drfuzz/seed1", "supply/deephunter/seed0",
+                     "supply/deephunter/seed1"]
+    caplog.clear()
+    assert PresetConfig().with_options({"seeds": "2,2"}, note=False).seeds == (2,)  # the plan reads it again
+    assert PresetConfig(seeds=(3, 3)).seeds == (3,)
+    assert caplog.text.count("dropped") == 1

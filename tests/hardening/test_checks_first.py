@@ -65,6 +65,19 @@ def test_drfuzz_preset_checks_its_pairs_and_discriminator_before_training(no_pla
                     "s.sqlite", "--no-progress"], tmp_path, needle)
 
 
+@pytest.mark.parametrize(("option", "needle"), [
+    ("fidelity=discriminator:junk.pt", "'junk.pt' is not a model file"),
+    ("shared-fidelity=dsa::junk.npz", "'junk.npz' is not a readable surprise state"),
+])
+def test_drfuzz_preset_reads_its_fidelity_files_before_loading_the_data(no_plan, tmp_path, option, needle):
+    """Issue 43: a file that exists but is no discriminator or surprise state was read only after
+    MNIST was loaded (and, with it, the scenarios made)."""
+    (tmp_path / "junk.pt").write_bytes(b"not a model")
+    (tmp_path / "junk.npz").write_bytes(b"not a state")
+    assert_refused(["experiment", "--preset", "drfuzz-mnist", "--preset-option", option, "--store",
+                    "s.sqlite", "--no-progress"], tmp_path, needle)
+
+
 @pytest.mark.parametrize("option", ["repeats=0", "bogus=1"])
 def test_ray_is_not_started_before_the_options_are_checked(no_plan, tmp_path, monkeypatch, option):
     monkeypatch.setattr(executors.RayExecutor, "__init__", _never("Ray was started"))
@@ -117,3 +130,23 @@ def test_data_list_names_a_file_that_fails_its_md5(tmp_path):
     status, out, err = cli(["data", "list", "--data-dir", str(tmp_path)])
     assert status == 0, err
     assert "wrong md5: t10k-labels-idx1-ubyte.gz" in out, out
+
+
+@pytest.mark.parametrize("folder", ["no-such-folder", "empty", "afile"])
+def test_deepxplore_preset_checks_its_weights_dir_before_loading_the_data(no_plan, tmp_path, folder):
+    """Before issue 43: the folder was looked into after MNIST was loaded (or downloaded)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("x")
+    assert_refused(["experiment", "--preset", "deepxplore-mnist", "--preset-option", f"weights-dir={folder}",
+                    "--store", "s.sqlite", "--no-progress"], tmp_path, f"weights-dir '{folder}' lacks")
+
+
+def test_a_report_folder_given_as_a_dangling_link_is_refused_before_the_work(tmp_path, monkeypatch):
+    """Before issue 43: the report was computed, then the swap failed on the link's temporary name."""
+    from deepfault.cli import experiment
+
+    monkeypatch.setattr(experiment, "write_report", _never("the report was computed"))
+    (tmp_path / "s.sqlite").write_bytes(b"")
+    (tmp_path / "rep").symlink_to(tmp_path / "nowhere")
+    assert_refused(["report", "s.sqlite", "--out", "rep"], tmp_path, "--out", "symbolic link",
+                   "does not exist")

@@ -30,6 +30,10 @@ HOSTILE_META = {
     "nan bounds": lambda p: p.update(bounds=[float("nan"), 1.0]),
     "wide hidden": lambda p: p["arch_kwargs"].update(hidden=[10**6, 10**6]),
     "unknown arch": lambda p: p.update(arch="nosuch"),
+    # issue 43: inspect made a tensor of it (a traceback), the others named it only against the data
+    "negative input shape": lambda p: p.setdefault("meta", {}).update(input_shape=[-3, 8, 8]),
+    "huge input shape": lambda p: p.setdefault("meta", {}).update(input_shape=[10**12, 10**12]),
+    "text input shape": lambda p: p.setdefault("meta", {}).update(input_shape="1,8,8"),
 }
 
 

@@ -11,7 +11,8 @@ exists, agrees with it (the same command on the honest input, or the numbers rec
 hand). Each outcome falls in one class of :data:`CLASSES`.
 
 :func:`option_cases`, :func:`file_cases`, :func:`output_cases`, :func:`report_cases`,
-:func:`data_cases` and :func:`reference_cases` list the cases (:func:`all_cases` all of them),
+:func:`data_cases`, :func:`reference_cases`, :func:`size_cases`, :func:`model_cases`,
+:func:`nan_cases` and :func:`disk_cases` list the cases (:func:`all_cases` all of them),
 :func:`run_case` runs one in process with the network switched off and ``DEEPFAULT_DATA`` in the
 working folder; ``tests/cli/test_probe.py`` runs a fixed sample, ``benchmarks/probe_all.py``
 runs them all and writes the counts per class.
@@ -25,8 +26,10 @@ import functools
 import hashlib
 import io
 import json
+import math
 import os
 import pickle
+import resource
 import shutil
 import signal
 import socket
@@ -38,11 +41,12 @@ from pathlib import Path
 
 __all__ = ["CLASSES", "FAILURES", "Case", "Outcome", "make_fixtures", "declared_values",
            "option_cases", "file_cases",
-           "output_cases", "report_cases", "data_cases", "reference_cases", "all_cases", "run_case"]
+           "output_cases", "report_cases", "data_cases", "reference_cases", "size_cases", "model_cases",
+           "nan_cases", "disk_cases", "all_cases", "run_case"]
 
 #: Every outcome's class, the good ones first.
 CLASSES = ("clean-error", "success", "traceback", "overwritten", "wrong-result", "partial-file",
-           "multi-line-error", "hang", "undeclared-output", "unpickled")
+           "multi-line-error", "hang", "undeclared-output", "unpickled", "unbounded-size")
 #: The classes that break the contract.
 FAILURES = CLASSES[2:]
 #: Seconds a case may run before it counts as a hang.
@@ -67,6 +71,12 @@ class Case:
             case must agree with, by :data:`COMPARE` ``[compare]``.
         compare: A key of :data:`COMPARE`; ``"refuse"``: any success is a wrong result.
         timeout: Seconds before the case counts as a hang (0: :data:`TIMEOUT`).
+        memory: Bytes of address space the case may take beyond what the probe holds (0: no
+            limit); running out of it (the allocator's one line) is ``unbounded-size``: a size
+            that was not refused before the memory was taken.
+        file_limit: Largest file the case may write, in bytes (0: no limit): a write past it
+            fails as on a full disk (``RLIMIT_FSIZE``, ``SIGXFSZ`` ignored), inside torch's
+            own writer too.
     """
 
     kind: str
@@ -75,6 +85,8 @@ class Case:
     reference: tuple[str, ...] = ()
     compare: str = ""
     timeout: float = 0.0
+    memory: int = 0
+    file_limit: int = 0
 
 
 @dataclass
@@ -132,6 +144,7 @@ def make_fixtures(folder: Path) -> dict[str, str]:
     names.update(_model_output_files(folder / "outputs", m1, x, y))
     names["CORPUS"] = str(_corpus(folder / "corpus", x, y))
     names.update(_role_files(folder / "roles", m1))
+    names.update(_grown_files(folder / "grown", m1, digits, x, y))
     names["ROOT"] = str(folder)
     pristine = folder.with_name(folder.name + ".pristine")  # run_case restores an overwritten fixture
     shutil.rmtree(pristine, ignore_errors=True)
@@ -285,6 +298,78 @@ def _model_output_files(folder: Path, m1, x, y) -> dict[str, str]:
         save_model(folder / f"m{classes}.pt", ModelFile(model, "lenet1", {"num_classes": classes}, None,
                                                          (0.0, 1.0), meta=meta))
         out[key] = str(folder / f"m{classes}.pt")
+    return out
+
+
+#: The user's own class file of the trained-model cases: ``Net(num_classes, width, tail)``, whose
+#: ``tail`` turns its logits into what no classifier should return (``softmax``: probabilities,
+#: ``argmax``: integers) or makes its forward raise (``raise``).
+NET_PY = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes: int = 10, width: int = 16, tail: str = "none"):
+        super().__init__()
+        self.fc1 = nn.Linear(64, width)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Linear(width, num_classes)
+        self.tail = tail
+
+    def forward(self, x):
+        out = self.fc2(self.relu(self.fc1(torch.flatten(x, 1))))
+        if self.tail == "softmax":
+            return torch.softmax(out, 1)
+        if self.tail == "argmax":
+            return nn.functional.one_hot(out.argmax(1), out.shape[1])
+        if self.tail == "raise":
+            raise ValueError("the user's forward failed on purpose")
+        return out
+"""
+
+
+def _grown_files(folder: Path, m1, digits, x, y) -> dict[str, str]:
+    """The files of the angles issue 43 added: the user's class file (:data:`NET_PY`), the digits
+    MLP as a plain ``state_dict`` (for ``--arch-args``), M1 as ONNX and a LiteRT ``.tflite`` (for
+    ``repair``, where the libraries are installed), and data sets whose training split is too small
+    for a surprise fit (one input per class, ten inputs, classes with no input), with test labels
+    that M1 gets wrong on every other input.
+    """
+    import numpy as np
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, str] = {}
+    (folder / "probe_net.py").write_text(NET_PY, encoding="utf-8")
+    out["NET"] = str(folder / "probe_net.py")
+    torch.save(digits.state_dict(), folder / "digits-state.pt")
+    out["DIGITS_STATE"] = str(folder / "digits-state.pt")
+    try:
+        torch.onnx.export(m1, x[:1], str(folder / "m1.onnx"), dynamo=False, input_names=["x"],
+                          output_names=["logits"], dynamic_axes={"x": {0: "n"}, "logits": {0: "n"}})
+        out["M1_ONNX"] = str(folder / "m1.onnx")
+    except Exception:  # noqa: BLE001 - onnx not installed: the case is left out
+        pass
+    try:
+        from helpers.tflite_files import write_dense_tflite
+
+        rng = np.random.default_rng(0)
+        write_dense_tflite(folder / "dense.tflite", rng.normal(size=(10, 784)).astype(np.float32) * 0.01,
+                           np.zeros(10, np.float32), input_shape=(1, 28, 28))
+        out["TFLITE"] = str(folder / "dense.tflite")
+    except Exception:  # noqa: BLE001 - ai-edge-litert not installed: the case is left out
+        pass
+    xs, names = x.numpy(), np.array([str(i) for i in range(10)])
+    wrong = y.copy()
+    wrong[::2] = (wrong[::2] + 1) % 10  # M1 fails every other input: an APFD to compute
+    first = [int(np.flatnonzero(y == c)[0]) for c in np.unique(y)]
+    common = int(np.bincount(y).argmax())
+    for key, train in (("ONE_PER_CLASS", first), ("TEN_TRAIN", list(range(10))),
+                       ("UNTRACED", list(np.flatnonzero(y == common)))):
+        path = folder / f"{key.lower()}.npz"
+        np.savez(path, x=xs, y=wrong, x_train=xs[train], y_train=y[train], class_names=names)
+        out[key] = str(path)
     return out
 
 
@@ -753,10 +838,135 @@ def reference_cases(fixtures: dict[str, str]) -> list[Case]:
     return cases
 
 
+#: Address space a size case may take beyond the probe's own (2 GiB): any size the tool accepts
+#: must fit in it or be refused, in one line, before the memory is taken.
+SIZE_MEMORY = 2 << 30
+#: Seconds a size case may run: the largest accepted count must be refused or cheap.
+SIZE_TIMEOUT = 30.0
+#: Options whose bound is a count of steps or passes (time, not memory): left to the hang limit.
+_TIME_WORDS = ("epoch", "iteration", "steps", "repeat", "budget")
+
+
+def _size_options(command: argparse.ArgumentParser) -> list[tuple[str, int]]:
+    """``(option, largest value)`` of every count option whose declaration bounds a size (an
+    integer :class:`~deepfault.core.constraints.Interval` up to at least 65,536 that counts no
+    steps): the values that must be refused or fit before any memory is taken.
+    """
+    from deepfault.cli._common import FieldType
+    from deepfault.core.constraints import Interval
+
+    found = []
+    for action in command._actions:
+        c = getattr(action.type, "constraint", None) if isinstance(action.type, FieldType) else None
+        if (isinstance(c, Interval) and c.kind is int and c.high is not None and c.high >= 1 << 16
+                and action.option_strings and not any(w in action.dest for w in _TIME_WORDS)):
+            found.append((max(action.option_strings, key=len), int(c.high)))
+    return found
+
+
+def size_cases(fixtures: dict[str, str]) -> list[Case]:
+    """Sizes bounded before memory is taken (issue 43): every size option of every command at the
+    largest value its declaration accepts, and the sizes no declaration bounds (an architecture's
+    ``--arch-args`` widths, ``inspect --input-shape``), each under :data:`SIZE_MEMORY`.
+    """
+    from deepfault.cli import build_parser
+
+    f, base = fixtures, _base(fixtures)
+    cases: list[Case] = []
+    for key, command in _commands(build_parser()):
+        for option, high in _size_options(command):
+            rest = _without(base[key], option, True)
+            cases.append(Case(f"size {' '.join(key)} {option}", (*rest, f"{option}={high}"),
+                              memory=SIZE_MEMORY, timeout=SIZE_TIMEOUT))
+    hidden = '{"hidden": [30000, 30000]}'  # 3.6 GB of weights that do not fit the file's
+    cases += [
+        Case("size run --arch-args", ("run", "--model", f["DIGITS_STATE"], "--arch", "digits_mlp",
+                                      "--arch-args", hidden, "--dataset", "digits", "--out", "-", "-q")),
+        Case("size inspect --arch-args", ("inspect", f["DIGITS_STATE"], "--arch", "digits_mlp", "--arch-args",
+                                          hidden, "--input-shape", "1,8,8")),
+        Case("size train --arch-args", ("train", "--arch", f"{f['NET']}:Net", "--arch-args",
+                                        '{"width": 100000000}', "--dataset", "digits", "--epochs", "1",
+                                        "--out", "t.pt", "--no-progress")),
+        Case("size inspect --input-shape", ("inspect", f["DIGITS"], "--input-shape", "64,4096,4096")),
+        Case("size inspect --input-shape largest", ("inspect", f["DIGITS"], "--input-shape",
+                                                    "65536,65536,65536,65536")),
+    ]
+    return [c if c.memory else Case(c.kind, c.argv, memory=SIZE_MEMORY, timeout=SIZE_TIMEOUT) for c in cases]
+
+
+def model_cases(fixtures: dict[str, str]) -> list[Case]:
+    """Every model the tool trains or tunes is checked before the first step (issue 43): the
+    user's class with the wrong output count, probabilities, integers or a forward that raises;
+    a scenario from a class with a softmax; ``repair`` of an ONNX and a LiteRT file.
+    """
+    f = fixtures
+    net = f"{f['NET']}:Net"
+
+    def train(args: str):
+        return ("train", "--arch", net, "--arch-args", args, "--dataset", "digits", "--epochs", "1", "--out",
+                "t.pt", "--no-progress")
+
+    def repair(model: str):
+        return ("repair", f["FAULTS"], "--model", model, "--dataset", f["DATA"], "--epochs", "1",
+                "--baselines", "none", "--holdout", "0.5", "--mix", "1", "--out", "o.json", "--no-progress")
+
+    cases = [
+        Case("trained train 5 outputs for 10 classes", train('{"num_classes": 5}'), compare="refuse"),
+        Case("trained train softmax outputs", train('{"tail": "softmax"}'), compare="refuse"),
+        Case("trained train integer outputs", train('{"tail": "argmax"}'), compare="refuse"),
+        Case("trained train forward raises", train('{"tail": "raise"}'), compare="refuse"),
+        Case("trained scenario softmax class", ("scenario", "prune", "--arch", net, "--arch-args",
+                                                '{"tail": "softmax"}', "--dataset", "digits", "--epochs", "1",
+                                                "--out", "sc", "--no-progress"), compare="refuse"),
+    ]
+    if "M1_ONNX" in f:  # read as torch modules where onnx2torch converts it: tuned like any model
+        cases.append(Case("trained repair onnx", repair(f["M1_ONNX"])))
+    if "TFLITE" in f:  # a black box: nothing to fine-tune
+        cases.append(Case("trained repair tflite", repair(f["TFLITE"]), compare="refuse"))
+    return cases
+
+
+def nan_cases(fixtures: dict[str, str]) -> list[Case]:
+    """No NaN behind a number (issue 43): surprise adequacy fitted on training splits too small to
+    score every class (one input per class, ten inputs, classes with no input); a ranking, an APFD
+    or any number of the result computed from NaN scores is a wrong result.
+    """
+    f = fixtures
+    cases = []
+    for key in ("ONE_PER_CLASS", "TEN_TRAIN", "UNTRACED"):
+        label = key.lower().replace("_", "-")
+        cases += [
+            Case(f"nan rank {label}", ("coverage", "rank", "--model", f["M1"], "--dataset", f[key], "--by",
+                                       "lsa,dsa,mdsa", "--out", "o.json", "--no-progress"), compare="finite"),
+            Case(f"nan surprise {label}", ("coverage", "surprise", "--model", f["M1"], "--dataset", f[key],
+                                           "--out", "sa.npz", "--no-progress")),
+        ]
+    return cases
+
+
+#: The largest file a disk-full case may write: a model's ``.pt`` is larger, a short JSON fits.
+DISK_FULL_BYTES = 4096
+
+
+def disk_cases(fixtures: dict[str, str]) -> list[Case]:
+    """A full disk while torch writes a ``.pt`` (issue 43): ``train``, ``gan train``, ``repair``
+    (its model beside ``--out``, and ``--save-model``) and ``scenario``, each with files capped at
+    :data:`DISK_FULL_BYTES`; one error line and nothing partial left is the contract.
+    """
+    base, rich = _base(fixtures), _rich(fixtures)
+    repair = _without(rich[("repair",)], "--out", True)
+    argvs = {"disk train": base[("train",)], "disk gan train": base[("gan", "train")],
+             "disk repair": rich[("repair",)],
+             "disk repair --save-model": (*repair, "--out", "-", "--save-model", "m.pt"),
+             "disk scenario": base[("scenario",)]}
+    return [Case(kind, tuple(argv), file_limit=DISK_FULL_BYTES) for kind, argv in argvs.items()]
+
+
 def all_cases(fixtures: dict[str, str]) -> list[Case]:
     """Every case of every kind, in a fixed order."""
     return (option_cases(fixtures) + file_cases(fixtures) + output_cases(fixtures) + report_cases(fixtures)
-            + data_cases(fixtures) + reference_cases(fixtures))
+            + data_cases(fixtures) + reference_cases(fixtures) + size_cases(fixtures) + model_cases(fixtures)
+            + nan_cases(fixtures) + disk_cases(fixtures))
 
 
 # --- running one case ---------------------------------------------------------------------------
@@ -855,6 +1065,29 @@ def _numbers_differ(a: str, b: str) -> bool:
     return walk(json.loads(a), json.loads(b))
 
 
+def _compare_finite(work: Path, ref: Path, fixtures: dict[str, str], arg: str) -> str:
+    """Every number of the result is finite, and no ranking has an APFD while a score is NaN."""
+    result, bad = _result(work), []
+
+    def walk(value, where: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            bad.append(f"{where or 'the result'} is {value}")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{where}.{k}" if where else str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    walk(result, "")
+    for r in result.get("rankings") or []:
+        scores = r.get("scores") or [] if isinstance(r, dict) else []
+        if isinstance(r, dict) and r.get("apfd") is not None and any(s is None for s in scores):
+            missing = sum(s is None for s in scores)
+            bad.append(f"{r.get('name')}: APFD {r['apfd']} from {missing} of {len(scores)} NaN scores")
+    return "; ".join(bad[:3])
+
+
 def _compare_failing(work: Path, ref: Path, fixtures: dict[str, str], arg: str) -> str:
     want = int(fixtures.get(arg, arg))
     got = _result(work).get("num_failing")
@@ -866,6 +1099,7 @@ COMPARE: dict[str, Callable[[Path, Path, dict[str, str], str], str]] = {
     "counts": _compare_counts,
     "failing": _compare_failing,
     "refuse": lambda work, ref, fixtures, arg: "accepted a model whose outputs are wrong",
+    "finite": _compare_finite,
 }
 
 
@@ -1013,6 +1247,42 @@ class _Hang(BaseException):
     """Raised by the alarm when a case runs past its time limit."""
 
 
+def _address_space() -> int:
+    """The bytes of address space this process maps now (``VmSize``; 0 where unknown)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+@contextlib.contextmanager
+def _resource_caps(memory: int, file_limit: int) -> Iterator[None]:
+    """``memory`` bytes of address space beyond the process's own (``RLIMIT_AS``) and files of at
+    most ``file_limit`` bytes (``RLIMIT_FSIZE``, with ``SIGXFSZ`` ignored so that a write past it
+    fails as on a full disk); 0 leaves a limit as it is. Soft limits only: both come back after.
+    """
+    caps = []
+    if memory and _address_space():
+        caps.append((resource.RLIMIT_AS, _address_space() + memory))
+    if file_limit:
+        caps.append((resource.RLIMIT_FSIZE, file_limit))
+    saved = [(which, resource.getrlimit(which)) for which, _ in caps]
+    old_signal = None
+    try:
+        if file_limit and hasattr(signal, "SIGXFSZ"):
+            old_signal = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        for which, cap in caps:
+            hard = resource.getrlimit(which)[1]
+            resource.setrlimit(which, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+        yield
+    finally:
+        for which, limits in saved:
+            resource.setrlimit(which, limits)
+        if old_signal is not None:
+            signal.signal(signal.SIGXFSZ, old_signal)
+
+
 @contextlib.contextmanager
 def _limits(seconds: float, served: str) -> Iterator[None]:
     """The network off (every connection refused; ``data download``'s transport raises, or writes
@@ -1054,8 +1324,11 @@ def _on_alarm(signum, frame):
     raise _Hang()
 
 
-def _call(argv: list[str], cwd: Path, timeout: float, served: str) -> tuple[int, str, str, bool]:
-    """``main(argv)`` in ``cwd``: ``(status, stdout, stderr, hung)``."""
+def _call(argv: list[str], cwd: Path, timeout: float, served: str, caps: tuple[int, int] = (0, 0)
+          ) -> tuple[int, str, str, bool]:
+    """``main(argv)`` in ``cwd``: ``(status, stdout, stderr, hung)``, under ``caps``
+    (:func:`_resource_caps`' memory and file size).
+    """
     from deepfault.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -1065,7 +1338,7 @@ def _call(argv: list[str], cwd: Path, timeout: float, served: str) -> tuple[int,
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                with _limits(timeout, served):
+                with _limits(timeout, served), _resource_caps(*caps):
                     status = main(list(argv))
             except _Hang:
                 status, hung = -1, True
@@ -1110,7 +1383,7 @@ def run_case(case: Case, workdir: Path, fixtures: dict[str, str] | None = None, 
     limit = case.timeout or (TIMEOUT if timeout is None else timeout)
     t0 = time.perf_counter()
     try:
-        status, _, text, hung = _call(list(case.argv), workdir, limit, served)
+        status, _, text, hung = _call(list(case.argv), workdir, limit, served, (case.memory, case.file_limit))
         if status in ANSWERS.get(case.argv[0], ()):  # a verdict, as its exit status: a success
             status = 0
         seconds = time.perf_counter() - t0
@@ -1119,6 +1392,8 @@ def run_case(case: Case, workdir: Path, fixtures: dict[str, str] | None = None, 
         trees = (before, after, fixtures_before, fixtures_after)
         outcome, problem = _classify(status, text, hung, limit, trees, _declared(case.argv, workdir),
                                      str(root or ""))
+        if case.memory and outcome == "clean-error" and "deepfault: error: out of memory (" in text:
+            outcome, problem = "unbounded-size", "refused only when the allocator ran past the probe's cap"
         if outcome == "success" and case.compare:
             problem = _reference(case, workdir, fixtures, limit)
             outcome = "wrong-result" if problem else outcome

@@ -3,14 +3,17 @@ layerless modules; the deployment scenario's files; how ``deepfault inspect`` sh
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+import deepfault
 from deepfault.cli import main
 from deepfault.data import Dataset
 from deepfault.errors import DeepFaultError
@@ -136,6 +139,33 @@ def test_litert_float_int8_softmax_and_fixed_batch_files(tmp_path):
     (tmp_path / "bad.tflite").write_bytes(b"not a flatbuffer")
     with pytest.raises(DeepFaultError, match="LiteRT cannot open"):
         open_model(tmp_path / "bad.tflite")
+
+
+def test_litert_delegate_notice_is_dropped_and_other_native_output_kept(capfd):
+    """Issue 43: LiteRT's C++ logger printed "INFO: Created TensorFlow Lite XNNPACK delegate for
+    CPU." before each one-line error; exactly that line is dropped from file descriptor 2."""
+    from deepfault.models.blackbox import _litert_quietly
+
+    with _litert_quietly():
+        os.write(2, b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n")
+        os.write(2, b"ERROR: something else\n")
+    assert capfd.readouterr().err == "ERROR: something else\n"
+
+
+def test_a_litert_refusal_is_one_line_in_a_fresh_process(tmp_path):
+    """The notice prints once per process: a subprocess shows what a user sees."""
+    pytest.importorskip("ai_edge_litert")
+    rng = np.random.default_rng(0)
+    write_dense_tflite(tmp_path / "m.tflite", rng.normal(size=(5, 64)).astype(np.float32),
+                       np.zeros(5, np.float32), input_shape=(1, 8, 8))
+    argv = ["regress", "--m1", "m.tflite", "--m2", "m.tflite", "--dataset", "digits", "--budget", "5it",
+            "--fidelity", "none", "--no-progress"]
+    run = subprocess.run([sys.executable, "-m", "deepfault", *argv],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path(deepfault.__file__).parents[1])})
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert "5 outputs per input" in run.stderr
 
 
 def test_inspect_shows_the_runtime_tensors_and_dtypes(deployed, capsys):

@@ -115,6 +115,34 @@ def test_torchscript_with_custom_forward_is_explained(tmp_path):
         activations(mf.model, torch.rand(2, 2))
 
 
+def test_a_torchscript_load_warns_nothing_when_it_succeeds(tmp_path):
+    """Issue 43: every load printed torch's "`torch.jit.load` is deprecated" notice (and a compiled
+    model's copy, repair's, two more); exactly that notice is silenced, any other warning passes."""
+    import copy
+    import warnings
+
+    from deepfault.models.torchscript import jit_quietly
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.a(x) * 2
+
+    torch.jit.script(Net()).save(str(tmp_path / "c.ts"))
+    torch.jit.script(build_model("digits_mlp").eval()).save(str(tmp_path / "m.ts"))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        compiled = open_model(tmp_path / "c.ts").model
+        copy.deepcopy(compiled)
+        open_model(tmp_path / "m.ts")
+        with jit_quietly():
+            warnings.warn("another deprecation", DeprecationWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["another deprecation"]
+
+
 def test_pickled_module_needs_trust(tmp_path):
     torch.save(build_model("digits_mlp"), tmp_path / "whole.pt")
     with pytest.raises(DeepFaultError, match="unpickling can run arbitrary code.*--trust-pickle"):

@@ -103,3 +103,29 @@ def test_repair_cli_refuses_in_one_line(tmp_path, capsys, model, arrays, message
     assert "Traceback" not in err
     assert not out.exists()
     assert not out.with_suffix(".pt").exists()
+
+
+@pytest.mark.parametrize(("arrays", "message"), [
+    (_xplore_file(predictions=np.full((F, 2), 99)),
+     "array 'predictions' must hold classes 0 to 9 of 'digits'; got 99"),
+    (_xplore_file(common_class=np.full(F, 12)), "array 'common_class' must hold classes 0 to 9"),
+    (_regress_file(m1_pred=np.full(F, 10)), "array 'm1_pred' must hold classes 0 to 9 of 'digits'; got 10"),
+    (_regress_file(m2_pred=np.full(F, 10)), "array 'm2_pred' must hold classes 0 to 9"),
+    (_run_file(labels=np.full(F, 10)), "array 'labels' must hold classes 0 to 9"),
+    (_run_file(labels=np.ones(F, bool)), "'labels' must be integers; got dtype bool"),
+    (_regress_file(label=np.zeros(F, bool)), "'label' must be integers; got dtype bool"),
+], ids=["xplore predictions", "common class", "m1 predictions", "m2 predictions", "run labels",
+        "boolean labels", "boolean regress labels"])
+def test_repair_refuses_classes_outside_the_data_set(tmp_path, capsys, model, arrays, message):
+    """Before issue 43: out-of-range votes were an IndexError, out-of-range M1/M2 predictions and
+    boolean labels were fine-tuned on."""
+    path = tmp_path / "in.npz"
+    np.savez(path, **arrays)
+    out = tmp_path / "r.json"
+    code = main(["repair", str(path), "--model", str(model), "--out", str(out), "--epochs", "1",
+                 "--baselines", "none", "--no-progress", "--ties", "seed"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err
+    assert err.count("\n") == 1
+    assert not out.exists()

@@ -215,15 +215,17 @@ def test_models_of_different_input_layouts_share_the_native_inputs(tmp_path, cap
 # --- the published code's options ---------------------------------------------------------
 
 
-def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, two_models):
+def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, caplog, two_models):
     listed = tmp_path / "list.json"
     code, text, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", "5,3,5,539",
                            "--step-size", "0.5", "--iterations", "4", "--out", str(listed))
     assert code == 0, err
-    assert "4 seeds of 540 test inputs (given indices)" in text
+    # issue 43: the repeated 5 is dropped with a note (it was searched, and counted, twice)
+    assert "seed indices: 1 repeated value(s) dropped (5)" in caplog.text
+    assert "3 seeds of 540 test inputs (given indices)" in text
     payload = json.loads(listed.read_text())
-    assert payload["config"]["seed_indices"] == [5, 3, 5, 539]
-    assert payload["seeds"] == 4
+    assert payload["config"]["seed_indices"] == [5, 3, 539]
+    assert payload["seeds"] == 3
     (tmp_path / "idx.txt").write_text("# DeepXplore's seeds\n5 3\n5,539\n")
     code, _, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.txt"),
                         "--step-size", "0.5", "--iterations", "4", "--out", str(tmp_path / "file.json"))
@@ -235,7 +237,7 @@ def test_seed_indices_from_a_list_and_a_file_are_the_seeds(tmp_path, capsys, two
     code, _, err = _run(capsys, "--model", ",".join(two_models), "--seed-indices", str(tmp_path / "idx.npy"),
                         "--step-size", "0.5", "--iterations", "4", "--out", str(tmp_path / "npy.json"))
     assert code == 0, err
-    assert json.loads((tmp_path / "npy.json").read_text())["config"]["seed_indices"] == [5, 3, 5, 539]
+    assert json.loads((tmp_path / "npy.json").read_text())["config"]["seed_indices"] == [5, 3, 539]
 
 
 @pytest.mark.parametrize(

@@ -108,14 +108,18 @@ def test_published_sets_every_choice():
     assert config.seeds == 300
 
 
-def test_explicit_seed_indices_are_used_in_order():
+def test_explicit_seed_indices_are_used_in_order(caplog):
+    """A repeated index is dropped with a warning (issue 43: it was searched, and counted, twice)."""
     from deepfault.xplore import xplore
 
     pool = np.random.default_rng(1).uniform(0, 1, (10, 1, 6, 6)).astype(np.float32)
     models = [conv(0.0), conv(0.02)]
     config = XploreConfig(seed_indices=(7, 2, 7), step_size=0.2, iterations=3)
+    assert "seed indices: 1 repeated value(s) dropped (7)" in caplog.text
+    assert config.seed_indices == (7, 2)
+    assert config.num_seeds == 2
     result = xplore(models, pool, config=config)
-    assert result.seed_index.tolist() == [7, 2, 7]
+    assert result.seed_index.tolist() == [7, 2]
     with pytest.raises(DeepFaultError,
                        match=r"seed index 10 is outside the 10 inputs to draw from \(valid: 0..9\)"):
         xplore(models, pool, config=XploreConfig(seed_indices=(1, 10)))

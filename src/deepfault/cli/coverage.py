@@ -125,7 +125,7 @@ def outputs(args) -> list[c.Output]:
     """The files ``coverage profile`` and ``surprise`` (an .npz), ``measure`` (a JSON result, and
     ``--plot DIR``'s page and figures) and ``rank`` (a JSON result) write.
     """
-    out = [c.Output("--out", c.output_path(args.out))]
+    out = [c.Output("--out", c.output_path(args.out, "--out"))]
     if args.coverage_command == "measure" and args.plot:
         folder = Path(args.plot)
         out = [c.Output("--plot", folder, folder=True), *out,

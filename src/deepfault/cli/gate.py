@@ -88,8 +88,9 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault gate`` writes: the JSON result, the JUnit XML and the Markdown summary;
     then the corpus folder it replays and grows.
     """
-    return [c.Output("--out", c.output_path(args.out)), c.Output("--junit", c.output_path(args.junit)),
-            c.Output("--summary", c.output_path(args.summary)), corpus_output(args)]
+    return [c.Output("--out", c.output_path(args.out, "--out")),
+            c.Output("--junit", c.output_path(args.junit, "--junit")),
+            c.Output("--summary", c.output_path(args.summary, "--summary")), corpus_output(args)]
 
 
 def _cmd_gate(args) -> int:

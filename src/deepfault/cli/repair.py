@@ -52,10 +52,10 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault repair`` writes: the JSON result and the repaired model (``--report DIR``
     is checked as the report folder).
     """
-    out = c.output_path(args.out)
+    out = c.output_path(args.out, "--out")
     model = args.save_model if args.save_model is not None else c.sibling(out, ".pt")
     named = "--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)"
-    return [c.Output("--out", out), c.Output(named, c.output_path(model))]
+    return [c.Output("--out", out), c.Output(named, c.output_path(model, "--save-model"))]
 
 
 def _cmd_repair(args) -> int:

@@ -73,13 +73,13 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
     and the log it appends to; then the corpus folder it adds to.
     """
-    out = c.output_path(args.out)
+    out = c.output_path(args.out, "--out")
     inputs = None
     if not args.no_save_inputs and (args.save_inputs or out is not None):
         inputs = Path(args.save_inputs) if args.save_inputs else c.sibling(out, ".npz")
     return [c.Output("--out", out), c.Output("--save-inputs", inputs),
             c.Output("--save-inputs (its image grid)", c.sibling(inputs, ".png")),
-            c.Output("--log", c.output_path(args.log)), corpus_output(args)]
+            c.Output("--log", c.output_path(args.log, "--log")), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:

@@ -155,7 +155,7 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png);
     then the corpus folder it adds to.
     """
-    out = c.output_path(args.out)
+    out = c.output_path(args.out, "--out")
     return [c.Output("--out", out), c.Output("--out (its inputs, .npz)", c.sibling(out, ".npz")),
             c.Output("--out (its image grid, .png)", c.sibling(out, ".png")), corpus_output(args)]
 

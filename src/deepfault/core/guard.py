@@ -47,9 +47,24 @@ class Output(NamedTuple):
     folder: bool = False
 
 
-def output_path(value) -> Path | None:
-    """An output option's path: ``None`` for none or ``'-'`` (writes none)."""
-    return None if value in (None, "-") else Path(value)
+def output_path(value, option: str = "an output file") -> Path | None:
+    """An output option's path: ``None`` for none or ``'-'`` (writes none).
+
+    Args:
+        value: The option's value.
+        option: How the message names it (``"--save-model"``).
+
+    Raises:
+        DeepFaultError: ``value`` ends in a path separator (``m/``): it names a folder, and
+            ``Path`` would drop the separator and write a file named ``m``.
+    """
+    if value in (None, "-"):
+        return None
+    text = os.fspath(value)
+    if text.endswith(os.sep) and text.strip(os.sep):  # '/' alone: the root, refused as a directory
+        raise c.error(option, "a file name", text, f"it ends in {os.sep!r}, so it names a folder; give a "
+                      f"file inside it ({text}NAME)")
+    return Path(value)
 
 
 def sibling(path: Path | None, suffix: str) -> Path | None:

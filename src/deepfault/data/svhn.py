@@ -45,7 +45,7 @@ def _read(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DeepFaultError(
             f"corrupt SVHN file {path}: 'X' is {x.dtype} {x.shape}, not uint8 32x32x3xN; {fix}"
         )
-    y = y.reshape(-1).astype(np.int64)
+    y = _labels(path, y, fix)
     if len(y) != x.shape[3]:
         raise DeepFaultError(f"corrupt SVHN file {path}: {len(y):,} labels for {x.shape[3]:,} images; {fix}")
     y[y == 10] = 0
@@ -55,6 +55,22 @@ def _read(path: Path) -> tuple[np.ndarray, np.ndarray]:
         )
     # (H, W, C, N) -> (N, C, H, W)
     return x.transpose(3, 2, 0, 1), y
+
+
+def _labels(path: Path, y: np.ndarray, fix: str) -> np.ndarray:
+    """``y`` as ``(N,)`` ``int64``: whole numbers (MATLAB stores them as doubles), never text,
+    NaN or fractions, which a cast would turn into a traceback or into other labels.
+    """
+    if y.dtype.kind not in "iuf":
+        raise DeepFaultError(f"corrupt SVHN file {path}: 'y' holds {y.dtype} values, not numbers 1..10; "
+                             f"{fix}")
+    y = y.reshape(-1)
+    if y.dtype.kind == "f" and not (np.isfinite(y) & (y == np.round(y))).all():
+        raise DeepFaultError(f"corrupt SVHN file {path}: 'y' holds NaN, infinite or fractional labels, not "
+                             f"whole numbers 1..10; {fix}")
+    if y.dtype.kind == "f" and len(y) and np.abs(y).max() >= 2**62:
+        return np.clip(y, -(2**62), 2**62).astype(np.int64)  # out of range: refused by the range check
+    return y.astype(np.int64)
 
 
 @register_dataset("svhn", description="SVHN house-number digits, 3x32x32, [0, 255]")

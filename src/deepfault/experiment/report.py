@@ -13,6 +13,7 @@ import base64
 import importlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -226,6 +227,8 @@ def _atomic_folder(out: Path):
     from ..checks import check_report_dir
 
     check_report_dir("report folder", out)
+    if out.is_symlink():  # a link to a folder: the report replaces the folder, never the link
+        out = Path(os.path.realpath(out))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._deprecation import moved_names
-from ..checks import MAX_REPEAT, MAX_SECTIONS, MAX_THREADS
+from ..checks import MAX_REPEAT, MAX_SECTIONS, MAX_THREADS, without_repeats
 from ..core.constraints import EPOCHS, SEED, Each, Interval, Options, Text, constraint_of, param, validate
 from ..errors import DeepFaultError
 from ..experiment.runner import ExperimentPreset, ExperimentSummary, JobOutput, Plan, RunContext
@@ -65,6 +65,11 @@ _OPTIONS = {
     "fidelity": "DRFuzz's own check (default: discriminator; any 'regress --fidelity' spec)",
     "shared-fidelity": "the filter applied to both strategies (default: the fidelity; 'none' for none)",
 }
+
+
+#: The preset's list fields, and why a repeated value is dropped from each.
+_LISTS = {"scenarios": "each scenario is run once", "strategies": "each strategy is run once",
+          "seeds": "a repeated seed repeats its campaigns exactly"}
 
 
 @dataclass(frozen=True)
@@ -126,9 +131,16 @@ class PresetConfig:
     def __post_init__(self):
         object.__setattr__(self, "budget", parse_budget(self.budget))  # the one place text is parsed
         validate(self)
+        for name in _LISTS:  # a repeat ran its campaigns twice and counted them twice (issue 43)
+            object.__setattr__(self, name, without_repeats(name, getattr(self, name), why=_LISTS[name]))
 
-    def with_options(self, options: dict[str, str]) -> PresetConfig:
+    def with_options(self, options: dict[str, str], *, note: bool = True) -> PresetConfig:
         """This configuration with ``--preset-option`` values (keys with ``_``) applied.
+
+        Args:
+            options: The options, by name.
+            note: Log a warning for each list option with repeated values (dropped either way);
+                ``False`` for a second reading of the same options.
 
         Raises:
             DeepFaultError: A value of the wrong kind.
@@ -163,6 +175,9 @@ class PresetConfig:
                 out[key] = check_count_text("preset option max-seeds", value, maximum=MAX_INPUTS)
             elif key in ("fidelity", "shared_fidelity"):
                 out[key] = value
+        for key in [k for k in _LISTS if k in out]:
+            out[key] = (without_repeats(f"preset option {key}", out[key], why=_LISTS[key]) if note
+                        else tuple(dict.fromkeys(out[key])))
         return replace(self, **out)
 
     def to_dict(self) -> dict:
@@ -181,6 +196,28 @@ class PresetConfig:
         return CampaignConfig(strategy=strategy, budget=self.budget, inputs_per_step=self.batch, seed=seed,
                               fidelity=fidelity, criteria=self.criterion, criterion_params=params,
                               max_seeds=self.max_seeds, shared_fidelity=self.shared)
+
+
+def _read_fidelity_file(spec: str | None, dataset: str) -> None:
+    """Read the file a ``discriminator:FILE`` or ``dsa:T:FILE`` spec names, so that a file that is
+    no discriminator or surprise state is refused before MNIST is loaded or a scenario made (each
+    campaign reads it again, in well under a second; its warnings are given then).
+    """
+    import warnings
+
+    from ..coverage.surprise import SURPRISE_KINDS, load_surprise
+    from .fidelity.checks import make_fidelity
+    from .fidelity.surprise import parse_surprise_spec
+
+    name, sep, _ = str(spec).partition(":")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "discriminator" and sep:
+            make_fidelity(str(spec), bounds=(0.0, 1.0), dataset=dataset)
+        elif name in SURPRISE_KINDS:
+            file = parse_surprise_spec(str(spec)).file
+            if file is not None:
+                load_surprise(file)
 
 
 def _user_pairs(config: PresetConfig) -> dict[str, tuple[str, str]] | None:
@@ -296,11 +333,12 @@ class DRFuzzMnist(ExperimentPreset):
             if name == "discriminator" and sep and not Path(arg).is_file():
                 raise DeepFaultError(f"the fidelity {spec!r} names no model file; give discriminator:FILE "
                                      "with an existing file, or plain 'discriminator' for the data set's own")
+            _read_fidelity_file(spec, config.dataset)
 
     def plan(self, context: RunContext) -> Plan:
         import torch
 
-        config = self.config.with_options(dict(context.options))
+        config = self.config.with_options(dict(context.options), note=False)  # check() noted repeats
         threads = torch.get_num_threads()
         try:
             # The scenarios' training too: two threads on a busy 2-core machine thrash.

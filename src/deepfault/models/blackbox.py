@@ -32,9 +32,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -348,6 +350,43 @@ def _litert_interpreter():
     return Interpreter
 
 
+#: What LiteRT's C++ logger writes to the process's standard error when it applies its default
+#: delegate (once per process, at the first ``allocate_tensors``): an INFO line with no Python
+#: switch, printed even before a one-line error (issue 43).
+_LITERT_NOTICE = b"INFO: Created TensorFlow Lite XNNPACK delegate"
+
+
+@contextmanager
+def _litert_quietly() -> Iterator[None]:
+    """Run the block with the process's standard error (file descriptor 2) caught, then copy
+    back every line but LiteRT's delegate notice (:data:`_LITERT_NOTICE`): anything else the
+    block or another thread wrote is kept, only later.
+    """
+    import tempfile
+
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to catch
+        saved = None
+    if saved is None:
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().splitlines(keepends=True)
+            kept = [line for line in lines if not line.startswith(_LITERT_NOTICE)]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
 def _litert_io(detail: dict) -> _IO:
     batch, shape = _split_shape([int(d) for d in detail.get("shape_signature", detail["shape"])])
     dtype = np.dtype(detail["dtype"])
@@ -386,7 +425,8 @@ class _LiteRTRunner:
             it = self.interpreter
             if self.batch != len(x):
                 it.resize_tensor_input(self.input_index, [len(x), *x.shape[1:]], strict=False)
-                it.allocate_tensors()
+                with _litert_quietly():
+                    it.allocate_tensors()
                 self.batch = len(x)
             it.set_tensor(self.input_index, np.ascontiguousarray(x))
             it.invoke()
@@ -415,7 +455,8 @@ def open_litert(path: str | os.PathLike) -> ModelFile:
 
     def allocated():
         interpreter = interpreter_cls(model_path=str(path))
-        interpreter.allocate_tensors()
+        with _litert_quietly():
+            interpreter.allocate_tensors()
         return interpreter
 
     probe = _probe(path, "LiteRT", allocated, "check that it is a complete .tflite file")
@@ -445,7 +486,8 @@ def _resizable(interpreter_cls, path: Path, detail: dict, fixed: int) -> bool:
         it = interpreter_cls(model_path=str(path))
         shape = [fixed + 1, *[int(d) for d in detail["shape"][1:]]]
         it.resize_tensor_input(detail["index"], shape, strict=False)
-        it.allocate_tensors()
+        with _litert_quietly():
+            it.allocate_tensors()
         it.set_tensor(detail["index"], np.zeros(shape, dtype=detail["dtype"]))
         it.invoke()
         out = it.get_output_details()[0]

@@ -257,6 +257,24 @@ def _check_fields(path: Path, payload: dict, bad) -> None:
         raise bad("dataset", "a data set name", type(payload.get("dataset")).__name__)
     if not isinstance(payload.get("meta", {}), dict):
         raise bad("meta", "a mapping", type(payload.get("meta")).__name__)
+    shape = payload.get("meta", {}).get("input_shape")
+    if shape is not None and not _sane_shape(shape):
+        raise bad("meta.input_shape", f"1 to {_MAX_INPUT_DIMS} sizes from 1 to {_MAX_INPUT_SIDE:,} (None "
+                  "where any size is taken)", repr(shape)[:80])
+
+
+#: A recorded per-input shape: at most 4 dimensions (``C, H, W`` and one more) of at most 65,536,
+#: as ``inspect --input-shape`` takes.
+_MAX_INPUT_DIMS, _MAX_INPUT_SIDE = 4, 1 << 16
+
+
+def _sane_shape(shape) -> bool:
+    """Whether ``shape`` is a per-input shape a model can be given: a list of 1 to 4 sizes,
+    each an integer in ``[1, 65536]`` or ``None`` (a dimension of any size).
+    """
+    return isinstance(shape, (list, tuple)) and 1 <= len(shape) <= _MAX_INPUT_DIMS and all(
+        d is None or (isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= _MAX_INPUT_SIDE)
+        for d in shape)
 
 
 def _same_code(recorded: str, given: str) -> bool:

@@ -20,7 +20,10 @@ from __future__ import annotations
 import inspect
 import io
 import os
+import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -29,9 +32,26 @@ from ..core.capture import is_compiled, no_hooks_error
 from ..errors import DeepFaultError
 from .io import ModelFile
 
-__all__ = ["CompiledModel", "is_compiled", "load_torchscript", "no_hooks_error"]
+__all__ = ["CompiledModel", "is_compiled", "load_torchscript", "no_hooks_error", "jit_quietly"]
 
 _SKIP = {"self", "device", "dtype", "args", "kwargs"}
+
+
+@contextmanager
+def jit_quietly() -> Iterator[None]:
+    """Silence exactly PyTorch's notice that ``torch.jit.load``, ``save``, ``script`` and ``trace``
+    are deprecated (PyTorch 2.9 and later), which it printed on every TorchScript file opened
+    or written, even when all went well; TorchScript is a format deepfault reads and writes on
+    purpose. Every other warning passes.
+
+    Examples:
+        >>> with jit_quietly():
+        ...     scripted = torch.jit.script(nn.Linear(2, 2))
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.\w+` is deprecated",
+                                category=DeprecationWarning)
+        yield
 
 
 class _Compiled(Exception):
@@ -70,10 +90,12 @@ class CompiledModel(nn.Module):
         # copy.deepcopy of a ScriptModule gives parameters that are not leaves, which no optimiser
         # takes (repair fine-tunes a copy): copy through TorchScript's own serialisation instead
         buffer = io.BytesIO()
-        torch.jit.save(self.compiled, buffer)
-        buffer.seek(0)
         device = next((t.device for t in (*self.parameters(), *self.buffers())), torch.device("cpu"))
-        copied = CompiledModel(torch.jit.load(buffer, map_location=device), source=self.source, why=self.why)
+        with jit_quietly():
+            torch.jit.save(self.compiled, buffer)
+            buffer.seek(0)
+            compiled = torch.jit.load(buffer, map_location=device)
+        copied = CompiledModel(compiled, source=self.source, why=self.why)
         memo[id(self)] = copied
         return copied.train(self.training)
 
@@ -120,7 +142,8 @@ def load_torchscript(path: str | os.PathLike) -> ModelFile:
         DeepFaultError: A damaged archive.
     """
     try:
-        scripted = torch.jit.load(str(path), map_location="cpu")
+        with jit_quietly():
+            scripted = torch.jit.load(str(path), map_location="cpu")
     except Exception as err:
         raise DeepFaultError(f"{str(path)!r} is a damaged TorchScript archive: {err}") from err
     try:

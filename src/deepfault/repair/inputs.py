@@ -49,6 +49,7 @@ class InputFile:
         model_names: The ``n`` models' names (``xplore``), else ``()``.
         common_class: ``(F,)`` the class all models gave the seed (``xplore``), else ``None``.
         m1_pred: ``(F,)`` M1's prediction (``regress``), else ``None``.
+        m2_pred: ``(F,)`` M2's prediction (``regress``), else ``None``.
     """
 
     path: Path
@@ -60,6 +61,7 @@ class InputFile:
     model_names: tuple[str, ...] = ()
     common_class: np.ndarray | None = None
     m1_pred: np.ndarray | None = None
+    m2_pred: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -67,6 +69,26 @@ class InputFile:
     @property
     def name(self) -> str:
         return self.path.name
+
+    def check_classes(self, num_classes: int, dataset: str) -> None:
+        """Refuse a class-valued array (labels, predictions, ``common_class``) holding a class
+        the data set does not have.
+
+        Args:
+            num_classes: The data set's class count.
+            dataset: Its name, for the message.
+
+        Raises:
+            DeepFaultError: One line naming the first such array and its largest value.
+        """
+        arrays = {"labels" if self.kind == "run" else "label": self.labels, "predictions": self.predictions,
+                  "common_class": self.common_class, "m1_pred": self.m1_pred, "m2_pred": self.m2_pred}
+        for key, a in arrays.items():
+            if a is not None and a.size and int(a.max()) >= num_classes:
+                raise DeepFaultError(
+                    f"{self.name}: array {key!r} must hold classes 0 to {num_classes - 1} of {dataset!r}; "
+                    f"got {int(a.max())}; give the data set the inputs were made for"
+                )
 
 
 def _damaged(path: Path, key: str, expected: str, got: str) -> DeepFaultError:
@@ -91,7 +113,7 @@ def _integers(path: Path, key: str, a: np.ndarray, n: int, *, columns: bool = Fa
     if a.dtype.kind == "f":
         if not np.isfinite(a).all() or (a != np.round(a)).any() or (a.size and np.abs(a).max() >= 2**62):
             raise _damaged(path, key, "integers", "non-integer values")
-    elif a.dtype.kind not in "biu":
+    elif a.dtype.kind not in "iu":  # booleans too: True is no class
         raise _damaged(path, key, "integers", f"dtype {a.dtype}")
     if columns and a.ndim == 1:
         a = a.reshape(-1, 1)
@@ -117,7 +139,7 @@ def read_inputs(path: str | os.PathLike) -> InputFile:
 
     Raises:
         DeepFaultError: The file is missing, unreadable, of no known kind, or an array is
-            not what its kind writes (numbers, integers >= 0, one entry per input, at least
+            not what its kind writes (numbers, integers >= 0 and not booleans, one entry per input, at least
             one model's predictions), each in one line naming the array.
     """
     path = Path(path)
@@ -158,5 +180,6 @@ def read_inputs(path: str | os.PathLike) -> InputFile:
         x = _inputs(path, "inputs", arrays["inputs"])
         out = InputFile(path, kind, x, _integers(path, "seed_index", arrays["seed_index"], len(x)),
                         labels=_integers(path, "label", arrays["label"], len(x)),
-                        m1_pred=_integers(path, "m1_pred", arrays["m1_pred"], len(x)))
+                        m1_pred=_integers(path, "m1_pred", arrays["m1_pred"], len(x)),
+                        m2_pred=_integers(path, "m2_pred", arrays["m2_pred"], len(x)))
     return out

@@ -126,6 +126,7 @@ def _label_file(f: InputFile, data, config: RepairConfig) -> Labelled:
             f"{f.name} holds inputs of shape {f.inputs.shape[1:]} but the model takes "
             f"{data.input_shape}; give the model and data set the inputs were made for"
         )
+    f.check_classes(data.num_classes, data.name)
     lab = label_inputs(f, vote_model=config.vote_model, ties=config.ties, num_classes=data.num_classes)
     if lab.ties:
         log.info(

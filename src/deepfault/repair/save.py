@@ -76,7 +76,9 @@ def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
         return save_model(
             path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)
         )
-    with atomic_path(path) as tmp:
+    from ..models.torchscript import jit_quietly
+
+    with atomic_path(path) as tmp, jit_quietly():
         torch.jit.save(_torchscript(model, shape, result.model_name), str(tmp))
     return path
 
@@ -85,12 +87,11 @@ def _torchscript(model: nn.Module, shape, name: str):
     """``model`` as TorchScript: its compiled module as it is, else scripted, else traced on zeros
     of the model's input ``shape``.
     """
-    from ..models.torchscript import CompiledModel
+    from ..models.torchscript import CompiledModel, jit_quietly
 
     if isinstance(model, CompiledModel):
         return model.compiled
-    with warnings.catch_warnings():  # TorchScript is deprecated, but it is what open_model reads
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with jit_quietly(), warnings.catch_warnings():  # deprecated, but it is what open_model reads
         try:
             return torch.jit.script(model)
         except Exception as err:  # noqa: BLE001 - any scripting failure falls back to tracing

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_SEED
+from ..checks import MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_SEED, without_repeats
 from ..core.constraints import Each, Flag, Interval, Options, param
 from ..core.constraints import FieldConstraint as Declared
 from ..core.constraints import validate as validate_fields
@@ -130,8 +130,9 @@ class XploreConfig:
         seeds: Number of seed inputs drawn from the pool.
         seed: Seed of every random draw (seed inputs, targets, neurons, patches).
         replace: Draw the seeds with replacement (the published code did); default without.
-        seed_indices: Explicit pool indices of the seeds (in this order; repeats allowed),
-            in place of ``seeds`` drawn ones; ``None`` draws ``seeds`` of them.
+        seed_indices: Explicit pool indices of the seeds (in this order; a repeated index is
+            dropped with a warning), in place of ``seeds`` drawn ones; ``None`` draws ``seeds``
+            of them.
         lambda1: Weight of the target model's score in the objective.
         lambda2: Weight of the coverage term.
         step_size: Step size ``s`` in the data set's units (``--step-size``; formerly ``step``).
@@ -233,6 +234,11 @@ class XploreConfig:
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
         validate_fields(self)
+        if self.seed_indices is not None:  # a repeat was searched, and counted, twice (issue 43)
+            object.__setattr__(self, "seed_indices", without_repeats(
+                "seed indices", self.seed_indices,
+                why="each given seed is searched once (draw seeds with replace=True / --replace for "
+                "repeats)"))
 
     @classmethod
     def published(cls, **overrides) -> XploreConfig:

@@ -233,22 +233,29 @@ def _run_job(job: XploreJob) -> tuple[dict, dict[str, np.ndarray]]:
     return data, arrays
 
 
+def _weights_folder(weights_dir: str) -> Path:
+    """The ``weights-dir`` option's folder, holding the three published weight files."""
+    from ..errors import DeepFaultError
+
+    folder = Path(weights_dir)
+    missing = [f for f in WEIGHT_FILES if not (folder / f).is_file()]
+    if missing:
+        raise DeepFaultError(f"weights-dir {str(folder)!r} lacks {', '.join(missing)}; it must hold "
+                             f"DeepXplore's {', '.join(WEIGHT_FILES)} (LeNet-1, LeNet-4, LeNet-5)")
+    return folder
+
+
 def _models(models_dir: Path, data, *, progress: bool, device: str,
             weights_dir: str | None = None) -> dict[str, ModelFile]:
     """LeNet-1/4/5: the published weights from ``weights_dir``, else model files from
     ``models_dir``, trained (and saved) when missing.
     """
-    from ..errors import DeepFaultError
     from ..models.train import TrainConfig, trained_model
 
     if weights_dir is not None:
         from ..models.keras_weights import open_keras_weights
 
-        folder = Path(weights_dir)
-        missing = [f for f in WEIGHT_FILES if not (folder / f).is_file()]
-        if missing:
-            raise DeepFaultError(f"weights-dir {str(folder)!r} lacks {', '.join(missing)}; it must hold "
-                                 f"DeepXplore's {', '.join(WEIGHT_FILES)} (LeNet-1, LeNet-4, LeNet-5)")
+        folder = _weights_folder(weights_dir)
         return {arch: open_keras_weights(folder / f, arch=arch, input_shape=tuple(data.input_shape),
                                          dataset="mnist", bounds=tuple(data.bounds))
                 for arch, f in zip(ARCHS, WEIGHT_FILES, strict=True)}
@@ -320,8 +327,12 @@ class DeepXploreMnist(ExperimentPreset):
         self.config = config or XplorePresetConfig()
 
     def check(self, context: RunContext) -> None:
-        """The options (bounded counts, the memory the seeds need) before any model is trained."""
-        self.config.with_options(dict(context.options))
+        """The options (bounded counts, the memory the seeds need, the weights folder) before
+        the data is loaded or any model is trained.
+        """
+        config = self.config.with_options(dict(context.options))
+        if config.weights_dir is not None:
+            _weights_folder(config.weights_dir)
 
     def plan(self, context: RunContext) -> Plan:
         from ..core.batches import predict

@@ -261,3 +261,17 @@ def test_apricot_repair_moves_towards_submodels_that_are_right_and_never_loses_v
                              batches=10)
     assert old == out
     assert torch.equal(old_model.weight, model.weight)
+
+
+def test_the_largest_seed_makes_a_pair_not_a_late_refusal(tmp_path, capsys):
+    """Issue 43 (the probe's size angle): PRUNE fine-tunes with ``seed + 4``, which at the largest
+    seed ``--seed`` accepts was refused after the base model was written; builders' seeds wrap."""
+    from deepfault.checks import MAX_SEED
+
+    assert ScenarioContext(seed=MAX_SEED).derived(4) == 3
+    assert ScenarioContext(seed=7).derived(4) == 11  # every other seed as before: bit-identical pairs
+    out = tmp_path / "out"
+    code = main(["scenario", "prune", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1",
+                 "--out", str(out), "--seed", str(MAX_SEED), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    assert (out / "prune-digits_mlp-digits-m2.pt").is_file()

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..._deprecation import grouped, moved_names
-from ...checks import check_int
+from ...checks import MAX_SEED, check_int
 from ...core.attacks import bim, carlini_wagner_l2
 from ...core.registry import Registry, suggestion
 from ...errors import DeepFaultError
@@ -97,6 +97,16 @@ class ScenarioContext:
 
     def __post_init__(self):
         object.__setattr__(self, "device", torch.device(self.device))
+
+    def derived(self, offset: int) -> int:
+        """A builder's own seed, ``seed + offset`` wrapped into ``0 .. MAX_SEED``: the run's largest
+        seed must not give a builder one that ``fit`` refuses after the base models were written.
+
+        Examples:
+            >>> ScenarioContext(seed=3).derived(2)
+            5
+        """
+        return (self.seed + offset) % (MAX_SEED + 1)
 
     def fit(self, model: nn.Module, x: np.ndarray, y: np.ndarray, *, epochs: int, lr: float, seed: int):
         """Train ``model`` in place (Adam, batch 32, cosine decay, no validation split).
@@ -278,7 +288,7 @@ def _supply(m2: nn.Module, data, ctx: ScenarioContext, *, lr: float = LR,
     """M2 = M1 trained further on the 20% of the training split it has not seen."""
     epochs = ctx.epochs if epochs is None else check_int("epochs", epochs)
     idx = ctx.rest_idx
-    ctx.fit(m2, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.seed + 1)
+    ctx.fit(m2, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.derived(1))
     return {"supplementary_inputs": len(idx), "epochs": epochs, "lr": lr}
 
 
@@ -290,7 +300,7 @@ def _adv_bim(m2: nn.Module, data, ctx: ScenarioContext, *, eps: float = 0.1, ste
     """M2 = M1 fine-tuned on ``samples`` training inputs and their BIM adversarial examples."""
     epochs = ctx.epochs if epochs is None else check_int("epochs", epochs)
     check_int("samples", samples)
-    rng = np.random.default_rng(ctx.seed + 2)
+    rng = np.random.default_rng(ctx.derived(2))
     idx = np.sort(rng.permutation(len(data.x_train))[:samples])
     x, y = data.x_train[idx], data.y_train[idx]
     attack = {"bounds": data.bounds, "eps": eps, "steps": steps, "step_size": step_size}
@@ -299,7 +309,7 @@ def _adv_bim(m2: nn.Module, data, ctx: ScenarioContext, *, eps: float = 0.1, ste
     xt, yt = data.x_test[:n_test], data.y_test[:n_test]
     m1_robust = _accuracy(m2, bim(m2, xt, yt, **attack).numpy(), yt)
     m1_on_adv = _accuracy(m2, x_adv, y)
-    ctx.fit(m2, np.concatenate([x, x_adv]), np.concatenate([y, y]), epochs=epochs, lr=lr, seed=ctx.seed + 3)
+    ctx.fit(m2, np.concatenate([x, x_adv]), np.concatenate([y, y]), epochs=epochs, lr=lr, seed=ctx.derived(3))
     return {
         "eps": eps, "steps": steps, "step_size": eps / 4 if step_size is None else step_size,
         "adversarial_inputs": len(idx), "epochs": epochs, "lr": lr,
@@ -318,7 +328,7 @@ def _adv_cw(m2: nn.Module, data, ctx: ScenarioContext, *, samples: int = 2_000, 
     """M2 = M1 fine-tuned on ``samples`` training inputs and their C&W L2 adversarial examples."""
     epochs = ctx.epochs if epochs is None else check_int("epochs", epochs)
     check_int("samples", samples)
-    rng = np.random.default_rng(ctx.seed + 5)
+    rng = np.random.default_rng(ctx.derived(5))
     idx = np.sort(rng.permutation(len(data.x_train))[:samples])
     x, y = data.x_train[idx], data.y_train[idx]
     attack = {"bounds": data.bounds, "steps": steps, "binary_steps": binary_steps}
@@ -327,7 +337,7 @@ def _adv_cw(m2: nn.Module, data, ctx: ScenarioContext, *, samples: int = 2_000, 
     span = float(data.bounds[1] - data.bounds[0])
     l2 = float(np.sqrt((((x_adv - x) / span) ** 2).reshape(len(x), -1).sum(1)).mean()) if len(x) else 0.0
     # the supplementary data: the adversarial examples and a share of clean training inputs
-    ctx.fit(m2, np.concatenate([x, x_adv]), np.concatenate([y, y]), epochs=epochs, lr=lr, seed=ctx.seed + 6)
+    ctx.fit(m2, np.concatenate([x, x_adv]), np.concatenate([y, y]), epochs=epochs, lr=lr, seed=ctx.derived(6))
     return {"adversarial_inputs": len(idx), "steps": steps, "binary_steps": binary_steps, "epochs": epochs,
             "lr": lr, "m1_accuracy_on_training_adversarials": m1_on_adv, "mean_l2_share_of_range": l2}
 
@@ -341,7 +351,7 @@ def _fixing(m2: nn.Module, data, ctx: ScenarioContext, *, subset: int = 3_000, r
     """
     check_int("subset", subset)
     check_int("epochs", epochs)
-    rng = np.random.default_rng(ctx.seed + 7)
+    rng = np.random.default_rng(ctx.derived(7))
     order = rng.permutation(len(data.x_train))
     n_val = min(2_000, len(order) // 5)
     val, train = np.sort(order[:n_val]), order[n_val:]
@@ -351,11 +361,11 @@ def _fixing(m2: nn.Module, data, ctx: ScenarioContext, *, subset: int = 3_000, r
         rest = train[data.y_train[train] != k][: subset - len(own)]
         idx = np.sort(np.concatenate([own, rest]))
         sub = copy.deepcopy(m2)
-        ctx.fit(sub, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.seed + 10 + k)
+        ctx.fit(sub, data.x_train[idx], data.y_train[idx], epochs=epochs, lr=lr, seed=ctx.derived(10 + k))
         subs.append(sub.eval())
     details = apricot_repair(m2, subs, data.x_train[train], data.y_train[train], x_val=data.x_train[val],
                              y_val=data.y_train[val],
-                             settings=ApricotSettings(rate=rate, batches=batches, seed=ctx.seed + 8))
+                             settings=ApricotSettings(rate=rate, batches=batches, seed=ctx.derived(8)))
     return {"submodels": len(subs), "subset": subset, "rate": rate, "epochs": epochs, "lr": lr, **details}
 
 
@@ -368,7 +378,7 @@ def _prune(m2: nn.Module, data, ctx: ScenarioContext, *, amount: float = 0.5, lr
     deploy.prune_weights(m2, amount=amount, permanent=False)
     before = _accuracy(m2, data.x_test, data.y_test)
     try:
-        ctx.fit(m2, data.x_train, data.y_train, epochs=epochs, lr=lr, seed=ctx.seed + 4)
+        ctx.fit(m2, data.x_train, data.y_train, epochs=epochs, lr=lr, seed=ctx.derived(4))
     finally:
         deploy.prune_weights(m2, amount=amount, permanent=True)  # masks become plain zeros
     return {"amount": amount, "epochs": epochs, "lr": lr, "accuracy_before_fine_tuning": before,
