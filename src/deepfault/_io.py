@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_paths", "write_json", "write_npz", "user_cache_dir",
+__all__ = ["atomic_path", "atomic_paths", "write_json", "write_npz", "write_torch", "user_cache_dir",
            "temporary_name_overhead", "REPORT_MANIFEST", "write_manifest", "listed_files", "unlisted_files",
            "remove_listed"]
 
@@ -130,6 +130,58 @@ def write_npz(path: str | os.PathLike, arrays: dict) -> Path:
 
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, allow_pickle=False, **arrays)
+    return Path(path)
+
+
+class _Sink:
+    """A binary file that keeps the first write the system refused: torch's zip writer reports it
+    as ``RuntimeError: [enforce fail at inline_container.cc...]``, the ``OSError`` only its context.
+    """
+
+    def __init__(self, fh) -> None:
+        self._fh = fh
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self._fh.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+
+def write_torch(path: str | os.PathLike, obj, *, save=None) -> Path:
+    """Write ``obj`` with ``torch.save`` (or ``save(obj, file)``, ``torch.jit.save`` say) atomically,
+    through a Python file, never a path handed to torch: a write the system refuses (a full disk)
+    raises its own ``OSError`` (``ENOSPC``: one line in the command line), not torch's
+    ``RuntimeError``, and torch's C++ writer, which can abort the process when its file fails, is
+    never used. Nothing partial is left (:func:`atomic_path`).
+
+    Args:
+        path: The file to write.
+        obj: What to write.
+        save: ``save(obj, file)``; default ``torch.save``.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        OSError: The system refused a write (``ENOSPC``, ``EFBIG``, ``EDQUOT``, ...).
+    """
+    import torch
+
+    save = torch.save if save is None else save
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        sink = _Sink(fh)
+        try:
+            save(obj, sink)
+        except (RuntimeError, OSError) as err:
+            if sink.error is not None and sink.error is not err:
+                raise sink.error from None
+            raise
     return Path(path)
 
 

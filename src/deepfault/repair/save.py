@@ -44,7 +44,7 @@ def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
     Raises:
         DeepFaultError: The model neither scripts nor traces (its error says why).
     """
-    from .._io import atomic_path
+    from .._io import write_torch
     from ..models import save_model
     from ..models._api import arch_kind
     from ..models.prepare import InputAdapter
@@ -76,9 +76,7 @@ def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
         return save_model(
             path, ModelFile(model, mf.arch, dict(mf.arch_kwargs), mf.dataset, mf.bounds, mf.output_kind, meta)
         )
-    with atomic_path(path) as tmp:
-        torch.jit.save(_torchscript(model, shape, result.model_name), str(tmp))
-    return path
+    return write_torch(path, _torchscript(model, shape, result.model_name), save=torch.jit.save)
 
 
 def _torchscript(model: nn.Module, shape, name: str):
