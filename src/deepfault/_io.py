@@ -64,11 +64,15 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
     error, in the order given (the last one, a result's ``.json``, is moved last: where it is new,
     the others are too); on any error or interrupt, none is. A temporary the block removes is not
     moved (an optional output it did not write). Any writer, atomic ones included, may fill them.
+    The folders made for them are removed again, where they are left empty, when the unit fails.
     """
     targets = [Path(p) for p in paths]
     made: list[tuple[Path, Path]] = []
+    folders: list[Path] = []  # the folders made for the unit: removed again, where empty, on failure
+    done = False
     try:
         for path in targets:
+            folders += [f for f in (path.parent, *path.parent.parents) if not f.exists() and f not in folders]
             path.parent.mkdir(parents=True, exist_ok=True)
             _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's
             prefix = f"{_UNIT_PREFIX}{os.getpid()}."
@@ -84,10 +88,14 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
         for path, temporary in made:
             if temporary.exists():
                 os.replace(temporary, path)
+        done = True
     finally:
         for _, temporary in made:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
+        for folder in () if done else sorted(folders, key=lambda f: -len(f.parts)):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _remove_stale(path: Path) -> None:
