@@ -74,7 +74,8 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
         for path in targets:
             folders += [f for f in (path.parent, *path.parent.parents) if not f.exists() and f not in folders]
             path.parent.mkdir(parents=True, exist_ok=True)
-            _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's
+            _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's temporaries
+            _remove_stale(path.parent / _UNIT_PREFIX.rstrip("."))  # and those of the writers that filled them
             prefix = f"{_UNIT_PREFIX}{os.getpid()}."
             fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
             os.close(fd)
