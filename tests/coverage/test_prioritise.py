@@ -58,7 +58,8 @@ def setup():
     """A seeded MLP (layers fc1, fc2, fc3 before the logits), training and test inputs, labels
     that make some inputs fail, and a surprise state on fc2 (not the coverage layers' last).
     """
-    model = chain_model(seed=11, widths=(8, 6, 5), classes=3)  # every class predicted: a surprise fit needs it
+    # a model that predicts every class: a surprise fit needs two traces of each
+    model = chain_model(seed=11, widths=(8, 6, 5), classes=3)
     gen = torch.Generator().manual_seed(0)
     train = torch.randn(240, 4, generator=gen)
     x = torch.randn(70, 4, generator=gen)

@@ -74,13 +74,11 @@ def test_a_state_file_without_traces_of_a_class_is_refused_when_read(work, thin)
 @pytest.mark.parametrize("use", ["rank", "scores", "coverage"])
 def test_no_consumer_makes_a_number_of_scores_that_are_no_number(thin, use):
     model, x, y, state, count = thin
+    calls = {"rank": lambda: rank_inputs(model, (x, y), CoverageConfig(by="dsa", surprise=state)),
+             "scores": lambda: surprise_scores(model, x, state, kinds=("dsa",)),
+             "coverage": lambda: measure_coverage(model, x, CoverageConfig(criteria="dsc", surprise=state))}
     with pytest.raises(DeepFaultError, match=rf"dsa is not a number for {count} of {len(x)} inputs"):
-        if use == "rank":
-            rank_inputs(model, (x, y), CoverageConfig(by="dsa", surprise=state))
-        elif use == "scores":
-            surprise_scores(model, x, state, kinds=("dsa",))
-        else:
-            measure_coverage(model, x, CoverageConfig(criteria="dsc", surprise=state))
+        calls[use]()
 
 
 def test_dsa_of_coinciding_traces_of_two_classes_is_refused_where_it_is_used():

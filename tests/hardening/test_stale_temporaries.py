@@ -32,16 +32,19 @@ def test_a_rerun_removes_what_a_killed_unit_left_and_nothing_else(pair, tmp_path
         shutil.copy(pair / name, tmp_path / name)
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath("src"), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([os.path.abspath("src"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     killed = subprocess.run([sys.executable, "-c", _KILLED_WHILE_COMMITTING, str(out / "x.npz"),
                              str(out / "x.json")], env=env, check=False)
     assert killed.returncode == 9
     left = sorted(os.listdir(out))
-    assert len(left) == 3 and all(name.endswith(".tmp") for name in left), left  # two unit's, one writer's
+    assert len(left) == 3, left  # the unit's two, and its writer's
+    assert all(name.endswith(".tmp") for name in left), left
     mine = [".deepfault-unit.notes.tmp", f".deepfault-unit.{os.getpid()}.live.tmp", "x.json.tmp"]
     for name in mine:  # not temporaries of a process that is gone: kept
         (out / name).write_text("keep")
-    status, _, err = cli(["xplore", "--model", "m1.pt,m2.pt", "--dataset", "data.npz", "--out", "out/x.json",
-                          "--num-seeds", "2", "--iterations", "1", "--no-surprise", "--no-progress"], tmp_path)
+    status, _, err = cli(["xplore", "--model", "m1.pt,m2.pt", "--dataset", "data.npz", "--out",
+                          "out/x.json", "--num-seeds", "2", "--iterations", "1", "--no-surprise",
+                          "--no-progress"], tmp_path)
     assert status == 0, err
     assert sorted(os.listdir(out)) == sorted([*mine, "x.json", "x.npz", "x.png"])

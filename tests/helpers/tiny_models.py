@@ -120,7 +120,8 @@ def with_every_class(model: nn.Module, x: torch.Tensor, per_class: int = 2, seed
     gen = torch.Generator().manual_seed(seed)
     extra = []
     for c in (int(k) for k in torch.nonzero(counts < per_class).flatten()):
-        z = (lo + (hi - lo) * torch.rand((per_class - int(counts[c]), *x.shape[1:]), generator=gen)).requires_grad_()
+        shape = (per_class - int(counts[c]), *x.shape[1:])
+        z = (lo + (hi - lo) * torch.rand(shape, generator=gen)).requires_grad_()
         for _ in range(500):
             out = model(z)
             others = out.clone()

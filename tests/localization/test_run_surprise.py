@@ -140,7 +140,8 @@ def test_run_reports_surprise_equal_to_surprise_score(tmp_path, files, capsys):
     assert "DSA" in printed.out
     assert "LSA" in printed.out
     assert "surprise against the training data, mean per input: DSA" in printed.out
-    assert f"surprise state fitted and cached ({len(files[2])} training inputs, layer" in printed.out  # fitted now
+    fitted = f"surprise state fitted and cached ({len(files[2])} training inputs, layer"
+    assert fitted in printed.out  # fitted now
     doc = json.loads(out.read_text())
     assert doc["surprise"]["count"] == len(files[2])
     assert doc["surprise"]["source"] in ("fitted", "cache")

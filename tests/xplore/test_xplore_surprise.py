@@ -101,7 +101,7 @@ def files(tmp_path_factory):
     m1 = train_model("digits_mlp", load_dataset("digits"), TrainConfig(epochs=2, lr=1e-2, seed=1))[0].model
     m2 = build_model("digits_mlp")
     m2.load_state_dict(m1.state_dict())
-    g = torch.Generator().manual_seed(8)  # a noise under which m2 still predicts every class (a surprise fit needs it)
+    g = torch.Generator().manual_seed(8)  # a noise that leaves m2 predicting every class (surprise fit)
     with torch.no_grad():
         for p in m2.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=g))

@@ -75,6 +75,7 @@ def outputs(args) -> list[Output]:
 
 
 def _formats(args) -> list[str]:
+    """The formats ``--formats`` names."""
     return [f.strip() for f in args.formats.split(",") if f.strip()]
 
 
@@ -82,8 +83,8 @@ def _cmd_deploy(args) -> int:
     if args.model is None:
         raise DeepFaultError("scenario deploy exports a model: give it with --model FILE (a zoo .pt file)")
     apply_threads(args.threads)
-    r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out, formats=_formats(args),
-                        seed=args.seed)
+    r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out,
+                        formats=_formats(args), seed=args.seed)
     print(deployment_summary(args.model, r))
     return 0
 

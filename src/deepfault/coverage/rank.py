@@ -483,8 +483,9 @@ def _score_ranking(name: str, scores: np.ndarray, failing: np.ndarray, seconds: 
     ascending = UNCERTAINTY.get(name).ascending if name in UNCERTAINTY else False
     bad = np.flatnonzero(~np.isfinite(scores))
     if len(bad):  # the scorers refuse these first; no order or APFD is ever made of them
+        first = ", ".join(map(str, bad[:5].tolist()))
         raise DeepFaultError(f"{name} is not a number for {len(bad)} of {len(scores)} inputs (the first: "
-                             f"{', '.join(map(str, bad[:5].tolist()))}); no order or APFD is computed from it")
+                             f"{first}); no order or APFD is computed from it")
     t = time.perf_counter()
     order = priority_order(scores, ascending=ascending)
     found = apfd(order, failing)

@@ -96,9 +96,9 @@ from .profile import (
 from .results import About
 from .scored import surprise_coverage
 
-__all__ = ["BLOCK_ELEMENTS", "MIN_TRACES", "SURPRISE_FORMAT", "check_every_class", "SURPRISE_KINDS", "Surprise", "SurpriseConfig",
-           "fit_surprise", "load_surprise", "parse_kinds", "save_surprise", "surprise_coverage",
-           "surprise_scores", "SurpriseScores"]
+__all__ = ["BLOCK_ELEMENTS", "MIN_TRACES", "SURPRISE_FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig",
+           "check_every_class", "fit_surprise", "load_surprise", "parse_kinds", "save_surprise",
+           "surprise_coverage", "surprise_scores", "SurpriseScores"]
 
 SURPRISE_FORMAT = "deepfault-surprise/1"
 
@@ -246,7 +246,8 @@ class Surprise(_FittedOnLayers, Outcome):
         dev = torch.device(device) if device is not None else a.device
         return {"lsa": self._lsa, "dsa": self._dsa, "mdsa": self._mdsa}[kind](a.to(dev), c)
 
-    def finite_score(self, kind: str, ats, classes, *, device: torch.device | str | None = None) -> np.ndarray:
+    def finite_score(self, kind: str, ats, classes, *,
+                     device: torch.device | str | None = None) -> np.ndarray:
         """:meth:`score`, refusing any score that is not a number (``inf``, NaN), so that no order,
         APFD, coverage or table is ever made of one: what every consumer of the scores calls.
 

@@ -42,7 +42,8 @@ from torch import nn
 from ..core.registry import Registry, suggestion
 from ..errors import DeepFaultError
 
-__all__ = ["DEPLOY_FORMATS", "DeploymentResult", "deployment_files", "export_onnx", "list_deploy_formats", "make_deployment",
+__all__ = ["DEPLOY_FORMATS", "DeploymentResult", "deployment_files", "export_onnx", "list_deploy_formats",
+           "make_deployment",
            "prune_weights", "quantize_fp16", "quantize_int8", "quantize_int8_tensor",
            "register_deploy_format", "safe_stem", "sparsity"]
 
@@ -470,8 +471,8 @@ class _Exports:
 
         _, exporter = DEPLOY_FORMATS.get(fmt)
         path = self.paths[fmt]
-        details = exporter(self.module, path, torch.as_tensor(d.x_test[:2]), float_path=self.paths.get("onnx"),
-                           calibration=self.calibration)
+        details = exporter(self.module, path, torch.as_tensor(d.x_test[:2]),
+                           float_path=self.paths.get("onnx"), calibration=self.calibration)
         mf = open_onnxruntime(path)
         p2 = _probabilities(mf.model(torch.as_tensor(d.x_test)), mf.output_kind)
         right1, right2 = p1.argmax(1) == d.y_test, p2.argmax(1) == d.y_test
