@@ -360,8 +360,6 @@ def make_deployment(
         paths = dict(zip(files, temporaries, strict=True))
         exports = _Exports(module, paths, files, _calibration_sample(d, calibration, seed))
         m1_path = files["m1"] if _save_m1(pm, paths["m1"]) is not None else None
-        if m1_path is None:
-            paths["m1"].unlink()  # nothing to move
         with torch.no_grad():
             p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
         # the exports run before the clock is read (the arguments are evaluated in order)
@@ -427,11 +425,13 @@ def _checked_formats(formats: Sequence[str] | None) -> list[str]:
 
 def _save_m1(pm, path: Path) -> Path | None:
     """Save M1, the prepared model's file with its data set, range and role, at ``path``
-    (``None``: a caller's bare module has no architecture to save it under).
+    (``None``: a caller's bare module has no architecture to save it under; ``path``, the unit's
+    temporary, is removed, so that nothing is moved into place).
     """
     from .io import ModelFile, save_model
 
     if pm.model_file is None:
+        path.unlink(missing_ok=True)
         return None
     mf1, d = pm.model_file, pm.data
     save_model(path, ModelFile(model=mf1.model, arch=mf1.arch, arch_kwargs=dict(mf1.arch_kwargs),
