@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_paths", "write_json", "write_npz", "user_cache_dir",
+__all__ = ["atomic_path", "atomic_paths", "write_json", "write_npz", "write_torch", "user_cache_dir",
            "temporary_name_overhead", "REPORT_MANIFEST", "write_manifest", "listed_files", "unlisted_files",
            "remove_listed"]
 
@@ -64,13 +64,18 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
     error, in the order given (the last one, a result's ``.json``, is moved last: where it is new,
     the others are too); on any error or interrupt, none is. A temporary the block removes is not
     moved (an optional output it did not write). Any writer, atomic ones included, may fill them.
+    The folders made for them are removed again, where they are left empty, when the unit fails.
     """
     targets = [Path(p) for p in paths]
     made: list[tuple[Path, Path]] = []
+    folders: list[Path] = []  # the folders made for the unit: removed again, where empty, on failure
+    done = False
     try:
         for path in targets:
+            folders += [f for f in (path.parent, *path.parent.parents) if not f.exists() and f not in folders]
             path.parent.mkdir(parents=True, exist_ok=True)
-            _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's
+            _remove_stale(path.parent / _UNIT_PREFIX.strip("."))  # a killed unit's temporaries
+            _remove_stale(path.parent / _UNIT_PREFIX.rstrip("."))  # and those of the writers that filled them
             prefix = f"{_UNIT_PREFIX}{os.getpid()}."
             fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
             os.close(fd)
@@ -84,10 +89,14 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
         for path, temporary in made:
             if temporary.exists():
                 os.replace(temporary, path)
+        done = True
     finally:
         for _, temporary in made:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
+        for folder in () if done else sorted(folders, key=lambda f: -len(f.parts)):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _remove_stale(path: Path) -> None:
@@ -130,6 +139,58 @@ def write_npz(path: str | os.PathLike, arrays: dict) -> Path:
 
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, allow_pickle=False, **arrays)
+    return Path(path)
+
+
+class _Sink:
+    """A binary file that keeps the first write the system refused: torch's zip writer reports it
+    as ``RuntimeError: [enforce fail at inline_container.cc...]``, the ``OSError`` only its context.
+    """
+
+    def __init__(self, fh) -> None:
+        self._fh = fh
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self._fh.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+
+def write_torch(path: str | os.PathLike, obj, *, save=None) -> Path:
+    """Write ``obj`` with ``torch.save`` (or ``save(obj, file)``, ``torch.jit.save`` say) atomically,
+    through a Python file, never a path handed to torch: a write the system refuses (a full disk)
+    raises its own ``OSError`` (``ENOSPC``: one line in the command line), not torch's
+    ``RuntimeError``, and torch's C++ writer, which can abort the process when its file fails, is
+    never used. Nothing partial is left (:func:`atomic_path`).
+
+    Args:
+        path: The file to write.
+        obj: What to write.
+        save: ``save(obj, file)``; default ``torch.save``.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        OSError: The system refused a write (``ENOSPC``, ``EFBIG``, ``EDQUOT``, ...).
+    """
+    import torch
+
+    save = torch.save if save is None else save
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        sink = _Sink(fh)
+        try:
+            save(obj, sink)
+        except (RuntimeError, OSError) as err:
+            if sink.error is not None and sink.error is not err:
+                raise sink.error from None
+            raise
     return Path(path)
 
 

@@ -534,7 +534,6 @@ def without_repeats(param: str, values: Sequence, *, why: str) -> tuple:
     kept = tuple(dict.fromkeys(values))
     if len(kept) < len(values):
         import logging
-
         from collections import Counter
 
         counts = Counter(values)

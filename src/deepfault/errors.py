@@ -58,6 +58,9 @@ def failure_line(err: BaseException, settings=None) -> str | None:
     if err.errno in (errno.ENOSPC, errno.EDQUOT):  # every writer removed its temporary on the way
         return (f"the disk is full ({err.strerror or err}); nothing partial was kept: free some space and "
                 "rerun the same command")
+    if err.errno == errno.EFBIG:  # a file-size limit (ulimit -f) or the file system's largest file
+        return (f"a file grew past the largest this system allows ({err.strerror or err}); nothing partial "
+                "was kept: raise the limit (ulimit -f) or write elsewhere, then rerun the same command")
     if isinstance(err, BrokenPipeError) or err.filename is None:
         return None
     return f"cannot use {err.filename!r}: {err.strerror or err}; check the path"  # the checks missed it

@@ -58,7 +58,8 @@ def setup():
     """A seeded MLP (layers fc1, fc2, fc3 before the logits), training and test inputs, labels
     that make some inputs fail, and a surprise state on fc2 (not the coverage layers' last).
     """
-    model = chain_model(seed=3, widths=(8, 6, 5), classes=3)
+    # a model that predicts every class: a surprise fit needs two traces of each
+    model = chain_model(seed=11, widths=(8, 6, 5), classes=3)
     gen = torch.Generator().manual_seed(0)
     train = torch.randn(240, 4, generator=gen)
     x = torch.randn(70, 4, generator=gen)
@@ -246,26 +247,21 @@ def test_a_surprise_state_from_a_file(setup, tmp_path):
     assert a.rankings[0].order.tolist() == b.rankings[0].order.tolist()
 
 
-def test_infinite_scores_go_first_and_are_null_in_json(setup):
-    """A class the training data never had makes every score of its inputs infinite."""
+def test_scores_that_are_no_number_are_refused_not_ranked(setup):
+    """Issue 43: a state without traces of a class (read from an older file) scores its inputs
+    ``inf``; the ranking refuses, naming how many, instead of ordering them first."""
     model, train, x, y, state = setup
-    missing = int(np.setdiff1d(np.arange(3), state.classes)[0]) if len(np.unique(state.classes)) < 3 else None
-    if missing is None:  # build a state without class 2
-        keep = state.classes != 2
-        from deepfault.coverage.surprise import Surprise
+    from deepfault.coverage.surprise import Surprise
 
-        state = Surprise(state.layers, state.sizes, state.transform, state.model_hash, state.num_classes,
-                         state.ats[keep], state.classes[keep])
-        missing = 2
-    report = rank_inputs(model, x, y, by="dsa", surprise=state)
-    r = report.rankings[0]
-    pred = report.predictions
-    assert np.isinf(r.scores[pred == missing]).all()
-    first = r.order[: int((pred == missing).sum())]
-    assert set(first.tolist()) == set(np.flatnonzero(pred == missing).tolist())
-    scores = r.to_dict()["scores"]
-    assert all(scores[i] is None for i in np.flatnonzero(pred == missing))
-    json.dumps(report.to_dict(), allow_nan=False)
+    pred = model(x).argmax(1).numpy()
+    missing = int(np.bincount(pred, minlength=3).argmax())
+    keep = state.classes != missing
+    thin = Surprise(state.layers, state.sizes, state.transform, state.model_hash, state.num_classes,
+                    state.ats[keep], state.classes[keep])
+    count = int((pred == missing).sum())
+    with pytest.raises(DeepFaultError, match=rf"dsa is not a number for {count} of {len(x)} inputs .*"
+                       rf"fewer than 2 training traces of class\(es\) {missing}"):
+        rank_inputs(model, x, y, by="dsa", surprise=thin)
 
 
 def test_bad_input_to_rank(setup):

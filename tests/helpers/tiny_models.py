@@ -107,3 +107,33 @@ def random_data(n: int, shape=(4,), classes: int = 3, seed: int = 0, lo=0.0, hi=
 
 def has_hooks(model: nn.Module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def with_every_class(model: nn.Module, x: torch.Tensor, per_class: int = 2, seed: int = 0,
+                     lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:
+    """``x`` and, for each class the model predicts fewer than ``per_class`` times on it, inputs in
+    ``[lo, hi]`` it predicts as that class (a seeded gradient ascent on the class's margin): a
+    surprise state needs two training traces of every class (issue 43)."""
+    model = model.eval()
+    with torch.no_grad():
+        counts = torch.bincount(model(x).argmax(1), minlength=model(x[:1]).shape[1])
+    gen = torch.Generator().manual_seed(seed)
+    extra = []
+    for c in (int(k) for k in torch.nonzero(counts < per_class).flatten()):
+        shape = (per_class - int(counts[c]), *x.shape[1:])
+        z = (lo + (hi - lo) * torch.rand(shape, generator=gen)).requires_grad_()
+        for _ in range(500):
+            out = model(z)
+            others = out.clone()
+            others[:, c] = -torch.inf
+            margin = out[:, c] - others.max(1).values
+            if (margin > 0.1).all():
+                break
+            (grad,) = torch.autograd.grad(-margin.clamp(max=0.2).sum(), z)
+            with torch.no_grad():
+                z -= 0.05 * (hi - lo) * grad.sign()
+                z.clamp_(lo, hi)
+        with torch.no_grad():
+            assert (model(z).argmax(1) == c).all(), f"no input found for class {c}"
+        extra.append(z.detach())
+    return torch.cat([x, *extra]) if extra else x

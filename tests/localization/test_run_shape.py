@@ -44,7 +44,7 @@ def _findings(result: RunResult) -> dict:
 
 @pytest.fixture(scope="module")
 def setup():
-    model = chain_model(seed=3).eval()
+    model = chain_model(seed=4).eval()  # predicts every class: the surprise fit needs two traces of each
     return model, _data(model)
 
 

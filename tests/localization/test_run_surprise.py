@@ -15,7 +15,7 @@ from deepfault.localization.protocol import RunConfig, add_surprise, run_deepfau
 from deepfault.models import ModelFile, save_model
 from helpers.float_tolerance import assert_close_two_ways, surprise_condition
 from helpers.hardening import lenet
-from helpers.tiny_models import chain_model
+from helpers.tiny_models import chain_model, with_every_class
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -39,7 +39,7 @@ def test_add_surprise_equals_surprise_score_and_changes_nothing_else():
     """The run's batches against the reference's one pass: fc3's traces are float32 sums through
     fc1 (4 + 1 terms), fc2 (6 + 1) and fc3 (5 + 1); LSA's whitening stretches their rounding by
     surprise_condition."""
-    model = chain_model(seed=3).eval()
+    model = chain_model(seed=4).eval()
     data = _data(model)
     result = run_deepfault(model, data, RunConfig(measure="ochiai", k=2, classes=(0, 1, 2), seed=0))
     state = fit_surprise(model, data.x_train, layers=["fc3"])
@@ -94,6 +94,7 @@ def files(tmp_path_factory):
     m = lenet(0)
     g = torch.Generator().manual_seed(1)
     x_train, x_test = torch.rand(200, 1, 28, 28, generator=g), torch.rand(80, 1, 28, 28, generator=g)
+    x_train = with_every_class(m, x_train)  # the surprise fit needs two traces of every class
     with torch.no_grad():
         y_train, y_test = m(x_train).argmax(1).numpy(), m(x_test).argmax(1).numpy()
     y_test[::5] = (y_test[::5] + 1) % 10
@@ -102,7 +103,7 @@ def files(tmp_path_factory):
     save_model(d / "m.pt", ModelFile(m, "lenet1", {"num_classes": 10}, None, (0.0, 1.0),
                                      meta={"input_shape": [1, 28, 28]}))
     other = lenet(5)
-    save_surprise(fit_surprise(other, x_train), d / "other.npz")
+    save_surprise(fit_surprise(other, with_every_class(other, x_train)), d / "other.npz")
     return d, m, x_train
 
 
@@ -139,9 +140,10 @@ def test_run_reports_surprise_equal_to_surprise_score(tmp_path, files, capsys):
     assert "DSA" in printed.out
     assert "LSA" in printed.out
     assert "surprise against the training data, mean per input: DSA" in printed.out
-    assert "surprise state fitted and cached (200 training inputs, layer" in printed.out  # fitted now
+    fitted = f"surprise state fitted and cached ({len(files[2])} training inputs, layer"
+    assert fitted in printed.out  # fitted now
     doc = json.loads(out.read_text())
-    assert doc["surprise"]["count"] == 200
+    assert doc["surprise"]["count"] == len(files[2])
     assert doc["surprise"]["source"] in ("fitted", "cache")
     _, m, x_train = files
     state = fit_surprise(m, x_train)
@@ -190,8 +192,8 @@ def test_surprise_file_of_another_model_is_refused(tmp_path, files, capsys):
 
 def test_surprise_file_of_this_model_is_used(tmp_path, files, capsys):
     d, m, x_train = files
-    save_surprise(fit_surprise(m, x_train[:100]), tmp_path / "mine.npz")
+    save_surprise(fit_surprise(m, x_train[-112:]), tmp_path / "mine.npz")
     code, printed, out = _run(tmp_path, files, capsys, "--surprise", str(tmp_path / "mine.npz"))
     assert code == 0, printed.err
-    assert "surprise state from --surprise (100 training inputs" in printed.out
+    assert "surprise state from --surprise (112 training inputs" in printed.out
     assert json.loads(out.read_text())["surprise"]["source"] == "file"

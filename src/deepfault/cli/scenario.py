@@ -11,7 +11,7 @@ from ..errors import DeepFaultError
 from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, make_scenario
 from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
-from ..models.deploy import list_deploy_formats, make_deployment
+from ..models.deploy import deployment_files, list_deploy_formats, make_deployment
 from . import _common as c
 from .train import ARCH_ARGS_HELP
 
@@ -54,17 +54,28 @@ def add_parser(sub) -> None:
 
 
 def outputs(args) -> list[c.Output]:
-    """The folder ``deepfault scenario`` writes its models into."""
-    return [c.Output("--out", Path(args.out), folder=True)]
+    """The folder ``deepfault scenario`` writes its models into; for deploy, also its files."""
+    folder = [c.Output("--out", Path(args.out), folder=True)]
+    if args.name != "deploy" or args.model is None:
+        return folder
+    try:
+        files = deployment_files(args.model, _formats(args), args.out)
+    except DeepFaultError:  # an unknown format: the command refuses it in its own words
+        return folder
+    return [*folder, *(c.Output(f"--out ({path.name})", path) for path in files.values())]
+
+
+def _formats(args) -> list[str]:
+    """The formats ``--formats`` names."""
+    return [f.strip() for f in args.formats.split(",") if f.strip()]
 
 
 def _cmd_deploy(args) -> int:
     if args.model is None:
         raise DeepFaultError("scenario deploy exports a model: give it with --model FILE (a zoo .pt file)")
-    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     c.apply_threads(args.threads)
-    r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out, formats=formats,
-                        seed=args.seed)
+    r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out,
+                        formats=_formats(args), seed=args.seed)
     print(deployment_summary(args.model, r))
     return 0
 

@@ -438,7 +438,7 @@ def surprise_scorer(model: nn.Module, state: Surprise | None, kinds: Sequence[st
             out = {}
             for kind in kinds:
                 t = time.perf_counter()
-                out[kind] = state.score(kind, ats, predicted)
+                out[kind] = state.finite_score(kind, ats, predicted)
                 if spent is not None:
                     spent[kind] = spent.get(kind, 0.0) + time.perf_counter() - t
             return out

@@ -481,6 +481,11 @@ def _coverage_criteria(criteria) -> tuple[str, ...]:
 def _score_ranking(name: str, scores: np.ndarray, failing: np.ndarray, seconds: float) -> Ranking:
     """The order of one per-input score, looked at from the end its registry entry says."""
     ascending = UNCERTAINTY.get(name).ascending if name in UNCERTAINTY else False
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):  # the scorers refuse these first; no order or APFD is ever made of them
+        first = ", ".join(map(str, bad[:5].tolist()))
+        raise DeepFaultError(f"{name} is not a number for {len(bad)} of {len(scores)} inputs (the first: "
+                             f"{first}); no order or APFD is computed from it")
     t = time.perf_counter()
     order = priority_order(scores, ascending=ascending)
     found = apfd(order, failing)

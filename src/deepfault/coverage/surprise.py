@@ -24,9 +24,12 @@ is taken within the class ``c`` the model predicts for ``x``:
   pseudo-inverse (scikit-learn's ``EmpiricalCovariance.mahalanobis``, which dnn-tip uses; the
   square root gives the same order).
 
-A class the model never predicted on the training data (no ATs) makes every score ``inf``:
-nothing like the input was seen. A class with a single AT has no KDE (``inf`` LSA). When no
-neuron varies within a class, its LSA is 0 (dnn-tip's convention: the ATs tell nothing).
+A class with fewer than two training ATs (one the model never predicted, say) would leave
+every score of an input assigned to it no number (no KDE, no covariance): :func:`fit_surprise`
+refuses such traces (:func:`check_every_class`), and :meth:`Surprise.score` refuses a score
+that is not finite (a state read from an older file), so no order, APFD or table is ever made
+of one. When no neuron varies within a class, its LSA is 0 (dnn-tip's convention: the ATs tell
+nothing).
 
 Nothing builds a test-by-training matrix at once: distances and kernel sums run over blocks
 of at most :data:`BLOCK_ELEMENTS` pairs, on the device of the activations, so DSA of 10,000
@@ -93,9 +96,9 @@ from .profile import (
 from .results import About
 from .scored import surprise_coverage
 
-__all__ = ["BLOCK_ELEMENTS", "SURPRISE_FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig",
-           "fit_surprise", "load_surprise", "parse_kinds", "save_surprise", "surprise_coverage",
-           "surprise_scores", "SurpriseScores"]
+__all__ = ["BLOCK_ELEMENTS", "MIN_TRACES", "SURPRISE_FORMAT", "SURPRISE_KINDS", "Surprise", "SurpriseConfig",
+           "check_every_class", "fit_surprise", "load_surprise", "parse_kinds", "save_surprise",
+           "surprise_coverage", "surprise_scores", "SurpriseScores"]
 
 SURPRISE_FORMAT = "deepfault-surprise/1"
 
@@ -114,6 +117,10 @@ _SINGULAR = 1e-10
 MAX_VALUES = 1 << 30
 
 GROUPINGS = ("predictions", "labels")
+
+#: Training traces a fitted state needs in every class (:func:`check_every_class`): LSA's KDE and
+#: MDSA's covariance need two.
+MIN_TRACES = 2
 
 
 def parse_kinds(kinds: str | Iterable[str]) -> tuple[str, ...]:
@@ -239,6 +246,19 @@ class Surprise(_FittedOnLayers, Outcome):
         dev = torch.device(device) if device is not None else a.device
         return {"lsa": self._lsa, "dsa": self._dsa, "mdsa": self._mdsa}[kind](a.to(dev), c)
 
+    def finite_score(self, kind: str, ats, classes, *,
+                     device: torch.device | str | None = None) -> np.ndarray:
+        """:meth:`score`, refusing any score that is not a number (``inf``, NaN), so that no order,
+        APFD, coverage or table is ever made of one: what every consumer of the scores calls.
+
+        Raises:
+            DeepFaultError: One line: how many inputs, their classes, why, and the fix.
+        """
+        c = np.asarray(torch.as_tensor(classes).detach().cpu().numpy())
+        scores = self.score(kind, ats, classes, device=device)
+        self._check_scores(kind, scores, c)
+        return scores
+
     def lsa(self, ats, classes) -> np.ndarray:
         return self.score("lsa", ats, classes)
 
@@ -258,6 +278,23 @@ class Surprise(_FittedOnLayers, Outcome):
         if c.shape != (len(a),):
             raise DeepFaultError(f"classes must be ({len(a)},) ints, one per AT; got shape {c.shape}")
         return a, c
+
+    def _check_scores(self, kind: str, scores: np.ndarray, c: np.ndarray) -> None:
+        """Refuse scores that are no number (``inf``, NaN), so no order, APFD or table is made of them."""
+        bad = ~np.isfinite(scores)
+        if not bad.any():
+            return
+        classes = ", ".join(str(int(k)) for k in np.unique(c[bad])[:10])
+        counts = np.bincount(self.classes, minlength=self.num_classes)
+        thin = [int(k) for k in np.unique(c[bad]) if 0 <= k < self.num_classes and counts[k] < MIN_TRACES]
+        why = (f"the state holds fewer than {MIN_TRACES} training traces of class(es) "
+               f"{', '.join(map(str, thin[:10]))}" if thin
+               else "training traces of different classes coincide" if kind == "dsa"
+               else "the training traces of the class leave no finite density")
+        raise DeepFaultError(
+            f"{kind} is not a number for {int(bad.sum())} of {len(scores)} inputs (predicted class(es) "
+            f"{classes}): {why}; fit the surprise state again on more inputs of every class (the training "
+            "split, 'deepfault coverage surprise')")
 
     def _members(self, c: int) -> np.ndarray:
         key = ("members", c)
@@ -384,6 +421,33 @@ class Surprise(_FittedOnLayers, Outcome):
             idx = bc.order[_nearest(q, bc.train, bc.sq, others)]
             cache[rows] = _exact(self._raw(rows, device), self._raw(idx, device))
         return cache[index]
+
+
+def check_every_class(classes: np.ndarray, num_classes: int, *, grouping: str = "predictions") -> None:
+    """Refuse training traces that leave a class with fewer than :data:`MIN_TRACES`: every score of
+    an input the model assigns to that class would be no number (LSA needs two traces for a
+    density, MDSA for a covariance, DSA one of the class and one of another).
+
+    Args:
+        classes: ``(N,)`` class of each training trace.
+        num_classes: The model's number of outputs: every class a test input may be assigned.
+        grouping: How ``classes`` were made (``"predictions"`` or ``"labels"``), for the fix.
+
+    Raises:
+        DeepFaultError: One line naming the classes, their traces and the fix.
+    """
+    counts = np.bincount(np.asarray(classes, dtype=np.int64), minlength=num_classes)[:num_classes]
+    thin = np.flatnonzero(counts < MIN_TRACES)
+    if len(thin) == 0:
+        return
+    shown = ", ".join(f"{int(k)}: {int(counts[k])}" for k in thin[:10]) + (", ..." if len(thin) > 10 else "")
+    fix = ("fit it on more inputs, normally the training split, or group the traces by their labels "
+           "(--classes labels, classes='labels')" if grouping == "predictions"
+           else "fit it on more inputs of every class, normally the training split")
+    raise DeepFaultError(
+        f"a surprise state needs at least {MIN_TRACES} training traces in each of the model's {num_classes} "
+        f"classes to score every input; grouped by {grouping}, these {len(classes)} inputs leave "
+        f"{len(thin)} with fewer (class: traces {shown}); {fix}")
 
 
 def _check_settings(var_threshold, max_features, grouping) -> None:
@@ -586,7 +650,8 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
 
     Raises:
         DeepFaultError: No inputs, labels missing or of the wrong length when they are needed,
-            fewer than two classes, more ATs than :data:`MAX_VALUES`, or bad settings.
+            fewer than two classes, a class with fewer than :data:`MIN_TRACES` ATs, more ATs than
+            :data:`MAX_VALUES`, or bad settings.
     """
     t0 = time.perf_counter()
     module = _module(model)
@@ -607,6 +672,7 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
         raise DeepFaultError(
             f"all {n} inputs are in one class ({int(assigned[0])}); surprise adequacy compares classes, "
             "so fit it on inputs of at least two classes")
+    check_every_class(assigned, num_classes, grouping=config.classes)
     selection = tuple(layers) if not isinstance(layers, str) else layers
     sizes = tuple(la.size for la in layout.layers)
     state = Surprise(layout.names, sizes, config.transform, model_hash(module), num_classes, ats, assigned,
@@ -763,7 +829,7 @@ def surprise_scores(
         c = batch.outputs.argmax(dim=1)
         pred.append(c.cpu().numpy())
         for k in names:
-            out[k].append(np.asarray(surprise.score(k, batch.values, c), dtype=np.float64))
+            out[k].append(np.asarray(surprise.finite_score(k, batch.values, c), dtype=np.float64))
     return SurpriseScores({k: np.concatenate(v) if v else np.empty(0) for k, v in out.items()},
                           np.concatenate(pred) if pred else np.empty(0, dtype=np.int64))
 
@@ -784,12 +850,17 @@ def load_surprise(path: str | os.PathLike) -> Surprise:
     """Read a state written by :func:`save_surprise` (``allow_pickle=False``), every field checked.
 
     Raises:
-        DeepFaultError: The file is missing, unreadable, not a surprise state, or damaged.
+        DeepFaultError: The file is missing, unreadable, not a surprise state, or damaged, or it
+            leaves a class with fewer than :data:`MIN_TRACES` traces (:func:`check_every_class`).
     """
     fix = "fit one with 'deepfault coverage surprise'"
-    return read_state(path, fmt=SURPRISE_FORMAT, what="surprise state", missing=fix, unreadable=fix,
-                      marker=f"; {fix}",
-                      damaged=fix, build=_surprise_from)
+    state = read_state(path, fmt=SURPRISE_FORMAT, what="surprise state", missing=fix, unreadable=fix,
+                       marker=f"; {fix}", damaged=fix, build=_surprise_from)
+    try:
+        check_every_class(state.classes, state.num_classes, grouping=state.grouping)
+    except DeepFaultError as err:  # a file fitted before the fit refused such traces
+        raise DeepFaultError(f"{str(path)!r}: {err}") from None
+    return state
 
 
 def _surprise_from(a: dict) -> Surprise:

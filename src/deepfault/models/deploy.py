@@ -42,7 +42,8 @@ from torch import nn
 from ..core.registry import Registry, suggestion
 from ..errors import DeepFaultError
 
-__all__ = ["DEPLOY_FORMATS", "DeploymentResult", "export_onnx", "list_deploy_formats", "make_deployment",
+__all__ = ["DEPLOY_FORMATS", "DeploymentResult", "deployment_files", "export_onnx", "list_deploy_formats",
+           "make_deployment",
            "prune_weights", "quantize_fp16", "quantize_int8", "quantize_int8_tensor",
            "register_deploy_format", "safe_stem", "sparsity"]
 
@@ -207,7 +208,7 @@ def _float(model, path, sample, *, float_path, calibration) -> dict:
 def _preprocessed(float_path: Path, path: Path) -> Path:
     """The float model after ORT's quantisation pre-processing (shape inference, folding)."""
     q = _quantization()
-    pre = path.with_name(path.stem + ".pre.onnx")
+    pre = path.with_name(path.name + ".pre.tmp")  # a temporary: a killed run's is removed with its unit's
     q.shape_inference.quant_pre_process(str(float_path), str(pre), skip_symbolic_shape=True)
     return pre
 
@@ -322,7 +323,8 @@ def make_deployment(
     """Write ``M1`` and the deployment files of ``model`` (see the module's table).
 
     Writes ``OUT/deploy-NAME-m1.pt``, ``OUT/deploy-NAME-FORMAT-SUFFIX`` per format and
-    ``OUT/deploy-NAME.json`` (the result).
+    ``OUT/deploy-NAME.json`` (the result), :func:`deployment_files`, as one unit: temporaries moved
+    into place together at the end, so that an error, a kill or a full disk leaves none of them.
 
     Args:
         model: A torch model: a model file, :class:`~deepfault.models.ModelFile`, module or
@@ -343,7 +345,7 @@ def make_deployment(
         DeepFaultError: An unknown format, a black-box model, or no data set.
         ModuleNotFoundError: onnx or onnxruntime is missing.
     """
-    from .._io import write_json
+    from .._io import atomic_paths, write_json
     from ..checks import check_int
     from ..core.batches import predict
 
@@ -353,20 +355,36 @@ def make_deployment(
     pm = _deployable(model, data, data_dir)
     d = pm.data
     module = copy.deepcopy(pm.module).cpu().eval()
-    stem = f"deploy-{safe_stem(name or pm.name)}"
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    float_path = out / f"{stem}-{DEPLOY_FORMATS.get('onnx')[0]}"
-    exports = _Exports(module, out, stem, _calibration_sample(d, calibration, seed), float_path)
-    m1_path = _save_m1(pm, out / f"{stem}-m1.pt")
-    with torch.no_grad():
-        p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
-    # the exports run before the clock is read (the arguments are evaluated in order)
-    r = DeploymentResult(m1_path=m1_path, m1_accuracy=float((p1.argmax(1) == d.y_test).mean()),
-                         n_test=len(d.y_test), **exports.compare_all(formats, d, p1),
-                         seconds=time.perf_counter() - start)
-    write_json(out / f"{stem}.json", r.to_dict())
+    files = deployment_files(name or pm.name, formats, out_dir)
+    with atomic_paths(*files.values()) as temporaries:
+        paths = dict(zip(files, temporaries, strict=True))
+        exports = _Exports(module, paths, files, _calibration_sample(d, calibration, seed))
+        m1_path = files["m1"] if _save_m1(pm, paths["m1"]) is not None else None
+        with torch.no_grad():
+            p1 = _probabilities(predict(module, d.x_test), pm.output_kind)
+        # the exports run before the clock is read (the arguments are evaluated in order)
+        r = DeploymentResult(m1_path=m1_path, m1_accuracy=float((p1.argmax(1) == d.y_test).mean()),
+                             n_test=len(d.y_test), **exports.compare_all(formats, d, p1),
+                             seconds=time.perf_counter() - start)
+        write_json(paths["result"], r.to_dict())
     return r
+
+
+def deployment_files(name: str, formats: Sequence[str] | None, out_dir: str | os.PathLike) -> dict[str, Path]:
+    """The files :func:`make_deployment` writes for a model named ``name`` (a file name or an
+    architecture: its :func:`safe_stem`): ``"m1"``, then each format's (the float file first where a
+    quantiser needs it, :func:`list_deploy_formats` when ``formats`` is ``None``), then ``"result"``,
+    the ``.json`` (moved last). The command line declares them to its guard before any work.
+
+    Raises:
+        DeepFaultError: An unknown format, or none.
+    """
+    stem = f"deploy-{safe_stem(name)}"
+    out = Path(out_dir)
+    files = {"m1": out / f"{stem}-m1.pt"}
+    files.update({f: out / f"{stem}-{DEPLOY_FORMATS.get(f)[0]}" for f in _checked_formats(formats)})
+    files["result"] = out / f"{stem}.json"
+    return files
 
 
 def _calibration_sample(d, count: int, seed: int) -> np.ndarray:
@@ -407,11 +425,13 @@ def _checked_formats(formats: Sequence[str] | None) -> list[str]:
 
 def _save_m1(pm, path: Path) -> Path | None:
     """Save M1, the prepared model's file with its data set, range and role, at ``path``
-    (``None``: a caller's bare module has no architecture to save it under).
+    (``None``: a caller's bare module has no architecture to save it under; ``path``, the unit's
+    temporary, is removed, so that nothing is moved into place).
     """
     from .io import ModelFile, save_model
 
     if pm.model_file is None:
+        path.unlink(missing_ok=True)
         return None
     mf1, d = pm.model_file, pm.data
     save_model(path, ModelFile(model=mf1.model, arch=mf1.arch, arch_kwargs=dict(mf1.arch_kwargs),
@@ -427,13 +447,14 @@ def _probabilities(outputs: torch.Tensor, output_kind: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Exports:
-    """Where and from what :func:`make_deployment` exports, and how one export is compared with M1."""
+    """Where and from what :func:`make_deployment` exports (``paths``: the unit's temporaries, by
+    format; ``files``: where they are moved), and how one export is compared with M1.
+    """
 
     module: nn.Module
-    out: Path
-    stem: str
+    paths: dict[str, Path]
+    files: dict[str, Path]
     calibration: np.ndarray
-    float_path: Path
 
     def compare_all(self, formats: Sequence[str], d, p1: np.ndarray) -> dict[str, dict]:
         """:meth:`compare` for each format: ``{key: {format: value}}``."""
@@ -448,14 +469,14 @@ class _Exports:
         """Export ``fmt``, run it on the test inputs and compare its answers with M1's ``p1``."""
         from .blackbox import open_onnxruntime
 
-        suffix, exporter = DEPLOY_FORMATS.get(fmt)
-        path = self.out / f"{self.stem}-{suffix}"
-        details = exporter(self.module, path, torch.as_tensor(d.x_test[:2]), float_path=self.float_path,
-                           calibration=self.calibration)
+        _, exporter = DEPLOY_FORMATS.get(fmt)
+        path = self.paths[fmt]
+        details = exporter(self.module, path, torch.as_tensor(d.x_test[:2]),
+                           float_path=self.paths.get("onnx"), calibration=self.calibration)
         mf = open_onnxruntime(path)
         p2 = _probabilities(mf.model(torch.as_tensor(d.x_test)), mf.output_kind)
         right1, right2 = p1.argmax(1) == d.y_test, p2.argmax(1) == d.y_test
-        return {"files": path, "accuracy": float(right2.mean()),
+        return {"files": self.files[fmt], "accuracy": float(right2.mean()),
                 "regressions": int((right1 & ~right2).sum()), "fixes": int((~right1 & right2).sum()),
                 "agreement": float((p1.argmax(1) == p2.argmax(1)).mean()),
                 "max_abs_diff": float(np.abs(p1 - p2).max()), "details": details}

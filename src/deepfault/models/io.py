@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .._io import atomic_path
+from .._io import write_torch
 from ..errors import DeepFaultError
 from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
 
@@ -88,10 +88,7 @@ def save_model(path: str | os.PathLike, mf: ModelFile) -> Path:
         "meta": dict(mf.meta),
         "state_dict": {k: v.detach().cpu() for k, v in mf.model.state_dict().items()},
     }
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
-    return path
+    return write_torch(path, payload)
 
 
 def _recorded(path: str | os.PathLike) -> dict:

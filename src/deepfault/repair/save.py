@@ -44,7 +44,7 @@ def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
     Raises:
         DeepFaultError: The model neither scripts nor traces (its error says why).
     """
-    from .._io import atomic_path
+    from .._io import write_torch
     from ..models import save_model
     from ..models._api import arch_kind
     from ..models.prepare import InputAdapter
@@ -78,9 +78,8 @@ def save_repaired(path: str | os.PathLike, mf: ModelFile | PreparedModel | None,
         )
     from ..models.torchscript import jit_quietly
 
-    with atomic_path(path) as tmp, jit_quietly():
-        torch.jit.save(_torchscript(model, shape, result.model_name), str(tmp))
-    return path
+    with jit_quietly():
+        return write_torch(path, _torchscript(model, shape, result.model_name), save=torch.jit.save)
 
 
 def _torchscript(model: nn.Module, shape, name: str):

@@ -430,7 +430,7 @@ def generator_file(path: str | os.PathLike) -> Path:
 
 def save_gan(result: GanResult, path: str | os.PathLike,
              generator_path: str | os.PathLike | None = None) -> tuple[Path, Path]:
-    """Write the discriminator to ``path`` and the generator beside it.
+    """Write the discriminator to ``path`` and the generator beside it, as one unit (both or neither).
 
     Args:
         result: What :func:`train_gan` returned.
@@ -440,6 +440,7 @@ def save_gan(result: GanResult, path: str | os.PathLike,
     Returns:
         ``(discriminator path, generator path)``.
     """
+    from ..._io import atomic_paths
     from ...models.io import save_model
 
     path = Path(path)
@@ -449,8 +450,9 @@ def save_gan(result: GanResult, path: str | os.PathLike,
     disc = replace(result.discriminator,
                    meta={**result.discriminator.meta, "generator_file": generator_path.name})
     gen = replace(result.generator, meta={**result.generator.meta, "discriminator_file": path.name})
-    save_model(generator_path, gen)
-    save_model(path, disc)
+    with atomic_paths(generator_path, path) as (gen_tmp, disc_tmp):  # both files, or neither
+        save_model(gen_tmp, gen)
+        save_model(disc_tmp, disc)
     return path, generator_path
 
 
