@@ -123,3 +123,22 @@ def test_a_new_file_in_the_data_dir_is_allowed_by_the_guard(work):
     args = parser.parse_args(["run", "--data-dir", str(work), "--out", str(work / "new.json")])
     args.argv = ["deepfault"]
     _preflight.check(parser, args)  # nothing to replace there: no refusal
+
+
+def test_an_output_option_its_command_does_not_list_is_still_checked(work):
+    """The guard's outputs are the command's list and every option declared an output: a new output
+    option whose command forgot to list it is checked all the same."""
+    from deepfault.cli import _common as c
+    from deepfault.cli import _preflight
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", type=c.MODEL)
+    parser.add_argument("--dump", type=c.WRITES)
+    args = parser.parse_args(["--model", str(work / "m.pt"), "--dump", str(work / "m.pt")])
+    options, files = _preflight._options(parser, args), _preflight._files(parser, args)
+    outputs = _preflight.written(args, options, files, None)
+    assert [(o.option, str(o.path)) for o in outputs] == [("--dump", str(work / "m.pt"))]
+    with pytest.raises(Exception, match="--dump must be a file other than the input --model"):
+        _preflight.check_paths(args, options, outputs, files)
+    listed = [c.Output("--dump (its own words)", None)]  # a command that lists it is not doubled
+    assert _preflight.written(args, options, files, listed) == listed

@@ -12,7 +12,7 @@ import argparse
 import importlib
 
 from ..core.constraints import FieldConstraint
-from ..core.guard import check_paths, check_values, inputs
+from ..core.guard import Output, check_paths, check_values, inputs, output_path
 
 __all__ = ["check", "declared_inputs"]
 
@@ -79,4 +79,22 @@ def check(parser: argparse.ArgumentParser, args) -> None:
     if own is not None:
         own(args)
     declare = getattr(module, "outputs", None)
-    check_paths(args, options, None if declare is None else declare(args), _files(parser, args))
+    files = _files(parser, args)
+    listed = None if declare is None else declare(args)
+    check_paths(args, options, written(args, options, files, listed), files)
+
+
+def written(args, options: dict[str, str], files: dict[str, FieldConstraint],
+            listed: list[Output] | None) -> list[Output] | None:
+    """Every path the run writes: what its command lists (``outputs(args)``: siblings, defaults),
+    and the value of every option declared an output that the list does not name, so an output
+    option is checked even where its command forgot to list it (``--report`` is the report
+    folder's own check).
+    """
+    named = {o.option.split(" ")[0] for o in listed or ()}
+    extra = [Output(options[dest], output_path(getattr(args, dest, None), options[dest]),
+                    folder=getattr(declared, "folder", False))
+             for dest, declared in files.items()
+             if declared.role == "output" and dest != "report_dir" and options.get(dest) not in named
+             and getattr(args, dest, None) is not None]
+    return listed if not extra else [*(listed or ()), *extra]
