@@ -42,12 +42,11 @@ from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
-from ..models import open_model
 from ..models._api import arch_files
 from ..models.blackbox import RUNTIMES
 from ..models.io import model_reads, recorded_data_root
-from ..models.prepare import prepare_model
-from ..models.specs import arch_kwargs_json, arch_spec
+from ..models.source import ModelSource
+from ..models.specs import arch_spec
 
 log = logging.getLogger("deepfault")
 
@@ -103,9 +102,10 @@ def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: st
     field = next(f for f in dataclasses.fields(config) if f.name == name)
     constraint = field.metadata[KEY]
     option = field.metadata.get("option") or "--" + name.replace("_", "-")
+    metavar, text = field.metadata.get("metavar"), field.metadata.get("help") or name
     kwargs: dict[str, Any] = {"dest": name, "default": field.default, "type": FieldType(constraint),
-                              "metavar": _metavar(constraint),
-                              "help": f"{field.metadata.get('help') or name}: {constraint.describe()}"}
+                              "metavar": metavar or _metavar(constraint),
+                              "help": text if metavar else f"{text}: {constraint.describe()}"}
     if isinstance(constraint, Flag):
         kwargs = {"dest": name, "action": "store_false" if field.default else "store_true",
                   "help": field.metadata.get("help") or name}
@@ -200,28 +200,10 @@ def remembered_data_dir(args) -> None:
 
 # --------------------------------------------------------------------------- shared options
 
-#: The options several commands share, declared once: ``name -> (flags, add_argument's keywords)``.
+#: The options several commands share, declared once: ``name -> (flags, add_argument's keywords)``;
+#: those of a model file are :class:`~deepfault.models.source.ModelSource`'s fields (:data:`SOURCE`).
 #: A command adds them with :func:`add_options`, changing a keyword where its meaning differs.
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "model": (("--model",), dict(type=MODEL, metavar="FILE", default=None,
-        help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras .h5/.json or stem, "
-        ".onnx (default: the embedded digits model)")),
-    "dataset": (("--dataset",), dict(type=READS, metavar="NAME", default=None,
-        help="data set name or .npz file (default: the one the model file names)")),
-    "data_dir": (("--data-dir",), dict(type=READS_FOLDER, metavar="DIR",
-        default=None,
-        help="data root (default: $DEEPFAULT_DATA, else the folder the model file was trained from, else the "
-        "user cache directory; MNIST and Fashion-MNIST download on first use)")),
-    "arch": (("--arch",), dict(type=ARCH_FILE, default=None, metavar="SPEC",
-        help="the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
-        "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name (see "
-        "'deepfault train --help')")),
-    "arch_args": (("--arch-args",), dict(type=argument_type(arch_kwargs_json), default=None, metavar="JSON",
-        help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")),
-    "weights": (("--weights",), dict(type=READS, default=None, metavar="FILE",
-        help="Keras weights HDF5 when --model is an architecture JSON")),
-    "trust_pickle": (("--trust-pickle",), dict(action="store_true",
-        help="allow loading a pickled whole nn.Module (unpickling can run code: only for files you trust)")),
     "batch_size": (("--batch-size",), dict(type=batch_size_value, default="auto", metavar="N|auto",
         help="inputs per forward pass; 'auto' (the default) sizes it from the memory one input takes and the "
         "memory free, at most 1024")),
@@ -261,9 +243,18 @@ def add_options(p: argparse.ArgumentParser, *names: str, **changes: str | dict[s
     ``changes[name]`` is that option's own help (a string) or its keywords that differ (a dict).
     """
     for name in names:
-        flags, kwargs = OPTIONS[name]
         change = changes.get(name, {})
-        p.add_argument(*flags, **{**kwargs, **({"help": change} if isinstance(change, str) else change)})
+        change = {"help": change} if isinstance(change, str) else change
+        if name in SOURCE:  # dest: the option's name (--arch-args sets args.arch_args)
+            add_field(p, ModelSource, SOURCE[name], **{"dest": name, **change})
+            continue
+        flags, kwargs = OPTIONS[name]
+        p.add_argument(*flags, **{**kwargs, **change})
+
+
+#: The shared options that are :class:`ModelSource`'s fields: ``option name -> field``.
+SOURCE = {"model": "model", "dataset": "dataset", "data_dir": "data_dir", "arch": "arch",
+          "arch_args": "arch_kwargs", "weights": "weights", "trust_pickle": "trust_pickle"}
 
 
 def command(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -361,19 +352,21 @@ def versions_from(args) -> Versions:
                     trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
 
 
+def source_from(args) -> ModelSource:
+    """The model file's options as a :class:`ModelSource` (``--model`` or the embedded default)."""
+    given = {field: getattr(args, name) for name, field in SOURCE.items() if hasattr(args, name)}
+    return ModelSource(**given)
+
+
 def open_model_file(args):
-    return open_model(args.model, weights=args.weights, arch=args.arch,
-                      arch_kwargs=getattr(args, "arch_args", None), trust_pickle=args.trust_pickle,
-                      runtime=getattr(args, "runtime", "auto"))
+    return source_from(args).open(runtime=getattr(args, "runtime", "auto"))
 
 
 def prepare_from_args(args, data=None):
-    """The prepared model and its data set (:func:`deepfault.models.prepare.prepare_model`):
-    ``--model`` (or the embedded default), ``--dataset`` (or ``data``, or the file's).
+    """The prepared model and its data set (:meth:`ModelSource.prepare`): ``--model`` (or the
+    embedded default), ``--dataset`` (or ``data``, or the file's).
     """
-    prepared = prepare_model(args.model, data if data is not None else args.dataset, data_dir=args.data_dir,
-                             weights=getattr(args, "weights", None), arch=args.arch,
-                             arch_kwargs=getattr(args, "arch_args", None), trust_pickle=args.trust_pickle)
+    prepared = source_from(args).prepare(data)
     if prepared.data is None:
         raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
     return prepared

@@ -408,12 +408,15 @@ class FilePath(FieldConstraint):
         return [n for f in found for n in (self.names(f) if self.names else [f])]
 
 
-def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None) -> Any:
+def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None,
+          metavar: str | None = None) -> Any:
     """A dataclass field with its ``default``, its :class:`FieldConstraint`, the help text the
-    command line shows, and the option that sets it (``--step-size``; default: the field's name
-    with dashes). A mutable default is not allowed (configs are frozen values).
+    command line shows, the option that sets it (``--step-size``; default: the field's name
+    with dashes) and, where the constraint's is too general, its metavar (``FILE``, ``JSON``: the
+    help then says what the value is itself). A mutable default is not allowed (configs are
+    frozen values).
     """
-    meta = {KEY: constraint, "help": help, "option": option}
+    meta = {KEY: constraint, "help": help, "option": option, "metavar": metavar}
     return dataclasses.field(default=default, metadata=meta)
 
 
