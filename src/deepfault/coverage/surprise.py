@@ -287,14 +287,17 @@ class Surprise(_FittedOnLayers, Outcome):
         classes = ", ".join(str(int(k)) for k in np.unique(c[bad])[:10])
         counts = np.bincount(self.classes, minlength=self.num_classes)
         thin = [int(k) for k in np.unique(c[bad]) if 0 <= k < self.num_classes and counts[k] < MIN_TRACES]
-        why = (f"the state holds fewer than {MIN_TRACES} training traces of class(es) "
-               f"{', '.join(map(str, thin[:10]))}" if thin
-               else "training traces of different classes coincide" if kind == "dsa"
-               else "the training traces of the class leave no finite density")
-        raise DeepFaultError(
-            f"{kind} is not a number for {int(bad.sum())} of {len(scores)} inputs (predicted class(es) "
-            f"{classes}): {why}; fit the surprise state again on more inputs of every class (the training "
-            "split, 'deepfault coverage surprise')")
+        if thin:
+            why = (f"the state holds fewer than {MIN_TRACES} training traces of class(es) "
+                   f"{', '.join(map(str, thin[:10]))}; fit it again on more inputs of every class (the "
+                   "training split, 'deepfault coverage surprise')")
+        elif kind == "dsa":
+            why = ("training traces of different classes coincide (DSA divides by their distance, 0); fit "
+                   "the state on other layers (--layers), or group the traces by the model's predictions")
+        else:
+            why = "the class's training traces give no finite score; fit the state on other layers (--layers)"
+        raise DeepFaultError(f"{kind} is not a number for {int(bad.sum())} of {len(scores)} inputs "
+                             f"(predicted class(es) {classes}): {why}")
 
     def _members(self, c: int) -> np.ndarray:
         key = ("members", c)
