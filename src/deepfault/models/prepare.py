@@ -234,7 +234,10 @@ def _last_leaf(model: nn.Module) -> nn.Module | None:
     return leaves[-1] if leaves else None
 
 
-def _ends_in_softmax(model: nn.Module) -> bool:
+def ends_in_softmax(model: nn.Module) -> bool:
+    """Whether ``model``'s last leaf module (identity-like leaves such as ``Dropout`` skipped) is
+    an ``nn.Softmax`` or ``nn.LogSoftmax``: it returns (log-)probabilities, not logits.
+    """
     return isinstance(_last_leaf(model), (nn.Softmax, nn.LogSoftmax))
 
 
@@ -644,7 +647,7 @@ def _input_layout(options: PrepareOptions, mf: ModelFile | None, dataset: Datase
 def _logits_head(module: nn.Module, kind: str, logits: nn.Module | None, mf: ModelFile | None,
                  what: str) -> tuple[nn.Module | None, str | None]:
     """The module returning logits, where the model has them, and why not where it has none."""
-    if kind == "logits" and mf is not None and _ends_in_softmax(module):
+    if kind == "logits" and mf is not None and ends_in_softmax(module):
         warnings.warn(f"{what} ends in a softmax but is declared to return logits; losses will be "
                       "computed as if its probabilities were logits", stacklevel=3)
     if kind == "logits":
