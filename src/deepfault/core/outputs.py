@@ -29,7 +29,8 @@ from torch import nn
 from ..errors import DeepFaultError
 from .capture import eval_mode, forward, forward_hooks, model_device
 
-__all__ = ["nonfinite_layer", "check_outputs_finite", "check_model_outputs", "probability_rows", "SAMPLE"]
+__all__ = ["nonfinite_layer", "check_outputs_finite", "check_model_outputs", "probability_rows", "SAMPLE",
+           "TRANSPARENT_LEAVES", "last_leaf", "ends_in_softmax"]
 
 #: Inputs the one-time check runs (the first of them also alone).
 SAMPLE = 8
@@ -39,6 +40,27 @@ SAMPLE = 8
 #: a GPU lose about 1e-3 of the scale; a softmax over the batch axis moves outputs by a large
 #: share of theirs: 1 against 1/n).
 RTOL, ATOL = 1e-2, 1e-4
+
+
+#: Leaves that are the identity at inference, skipped when looking for a final softmax.
+TRANSPARENT_LEAVES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.Identity)
+
+
+def last_leaf(model: nn.Module) -> nn.Module | None:
+    """``model``'s last leaf module in registration order, identity-like leaves
+    (:data:`TRANSPARENT_LEAVES`) skipped; ``None`` for a model without leaves.
+    """
+    leaves = [m for m in model.modules() if not list(m.children())]
+    while leaves and isinstance(leaves[-1], TRANSPARENT_LEAVES):
+        leaves.pop()
+    return leaves[-1] if leaves else None
+
+
+def ends_in_softmax(model: nn.Module) -> bool:
+    """Whether ``model``'s last leaf module (:func:`last_leaf`) is an ``nn.Softmax`` or
+    ``nn.LogSoftmax``: it returns (log-)probabilities, not logits.
+    """
+    return isinstance(last_leaf(model), (nn.Softmax, nn.LogSoftmax))
 
 
 def _first_tensor(output) -> torch.Tensor | None:

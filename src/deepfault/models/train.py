@@ -272,8 +272,7 @@ def check_trainable(model: nn.Module, data: Dataset, arch: str) -> None:
         DeepFaultError: Naming what is wrong and what to change in the class.
     """
     from ..core.capture import forward
-    from ..core.outputs import SAMPLE, check_model_outputs, probability_rows
-    from .prepare import ends_in_softmax
+    from ..core.outputs import SAMPLE, check_model_outputs, ends_in_softmax, probability_rows
 
     logits = ("training needs logits (cross-entropy applies the softmax itself) and every command would "
               "refuse the trained model")
