@@ -271,17 +271,12 @@ def build_model(name: str, **kwargs) -> nn.Module:
 def meta_build(name: str, **kwargs) -> nn.Module | None:
     """Architecture ``name`` built on the ``meta`` device: its parameters' shapes and dtypes,
     with no memory taken; ``None`` where the builder cannot run there (an initialisation that
-    reads values, a library that builds on a device of its own). The global RNG is untouched.
-
-    Raises:
-        DeepFaultError: What :func:`build_model` raises for a name, file or keyword that is wrong
-            (the same error the real build would give).
+    reads values, a library that builds on a device of its own) or fails (the real build then
+    says why, as it always did). The global RNG is untouched.
     """
     try:
         with torch.device("meta"), torch.random.fork_rng(devices=[]):
             skeleton = build_model(name, **kwargs)
-    except DeepFaultError:
-        raise
     except Exception:  # noqa: BLE001 - the real build tells, or works
         return None
     if any(t.device.type != "meta" for t in (*skeleton.parameters(), *skeleton.buffers())):
