@@ -419,7 +419,7 @@ def _fine_tune_all(net: nn.Module, prepared: PreparedModel, data: Dataset, found
 
 
 def _check_tunable(prepared: PreparedModel) -> None:
-    """Refuse, before any input is read, a model repair cannot fine-tune: a black box (ONNX
+    """Refuse, before anything is labelled or fine-tuned, a model repair cannot tune: a black box (ONNX
     Runtime, LiteRT, a callable) or any other module without floating-point weights (an int8
     module).
     """
