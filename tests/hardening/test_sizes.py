@@ -18,8 +18,8 @@ from deepfault.errors import DeepFaultError
 from deepfault.fuzz.campaign import CampaignConfig
 from deepfault.fuzz.campaign.memory import check_step_memory
 from deepfault.localization.config import RunConfig
-from deepfault.models import open_model
 from deepfault.models import load as load_module
+from deepfault.models import open_model
 from deepfault.repair.config import RepairConfig
 from deepfault.xplore.config import XploreConfig
 from helpers.hardening import cli
@@ -72,7 +72,8 @@ def test_the_cli_refuses_the_mismatch_in_one_line(net):
     status, _, err = cli(["run", "--model", "sd.pt", "--arch", "net.py:Net", "--arch-args",
                              json.dumps({"hidden": 1_000_000_000}), "--dataset", "digits", "--out", "r.json"])
     assert status == 2
-    assert err.count("\n") == 1 and "1000000000x64 in the model" in err
+    assert err.count("\n") == 1
+    assert "1000000000x64 in the model" in err
     assert not (net / "r.json").exists()
 
 
@@ -122,7 +123,8 @@ def test_mutants_are_bounded_where_declared():
     with pytest.raises(DeepFaultError, match=f"mutants must be an integer from 1 to {MAX_MUTANTS:,}"):
         CampaignConfig(mutants=MAX_MUTANTS + 1)
     status, _, err = cli(["regress", "--m1", "a.pt", "--m2", "b.pt", "--mutants", str(MAX_MUTANTS + 1)])
-    assert status == 2 and f"--mutants must be an integer from 1 to {MAX_MUTANTS:,}" in err
+    assert status == 2
+    assert f"--mutants must be an integer from 1 to {MAX_MUTANTS:,}" in err
 
 
 def test_a_step_whose_mutants_cannot_fit_is_refused_with_its_size(monkeypatch):
@@ -130,8 +132,8 @@ def test_a_step_whose_mutants_cannot_fit_is_refused_with_its_size(monkeypatch):
     check_step_memory((3, 32, 32), 64, 20)  # the default step on CIFAR: 45 MiB
     with pytest.raises(DeepFaultError) as err:
         check_step_memory((3, 224, 224), 64, 10_000)
-    assert "one step's 640,000 mutants of shape (3, 224, 224) (--inputs-per-step 64 x --mutants 10000)" in str(
-        err.value)
+    assert ("one step's 640,000 mutants of shape (3, 224, 224) (--inputs-per-step 64 x --mutants 10000)"
+            in str(err.value))
     assert "more than the 1.0 GiB of memory free here" in str(err.value)
     assert "give fewer --mutants or --inputs-per-step" in str(err.value)
 
@@ -155,7 +157,8 @@ def test_inspect_checks_the_input_shape_against_memory_before_the_model_is_opene
     monkeypatch.setattr(_common, "open_model_file", refuse)
     status, _, err = cli(["inspect", str(tmp_path / "m.pt"), "--input-shape", "65536,65536,65536"])
     assert status == 2
-    assert "one input of --input-shape 65536,65536,65536 (281,474,976,710,656 values in float32) needs 1.0 PiB" in err
+    assert ("one input of --input-shape 65536,65536,65536 (281,474,976,710,656 values in float32) needs "
+            "1.0 PiB") in err
 
 
 def _unbounded(constraint) -> bool:
@@ -193,8 +196,10 @@ def test_counts_beyond_their_limit_are_one_line(config, field, value, limit):
     (["run", "--inputs", "1000000000000000"], "--inputs must be an integer from 1 to"),
     (["run", "--class", "1000000000000000"], "--class must be"),
     (["xplore", "--target", "1000000000000000"], "--target must be"),
-    (["repair", "in.npz", "--vote-model", "1000000000000000"], "--vote-model must be a name or an index from 0"),
+    (["repair", "in.npz", "--vote-model", "1000000000000000"],
+     "--vote-model must be a name or an index from 0"),
 ])
 def test_the_cli_refuses_huge_counts_while_parsing(argv, message):
     status, _, err = cli(argv)
-    assert status == 2 and message in err
+    assert status == 2
+    assert message in err

@@ -136,7 +136,8 @@ def test_a_forward_that_raises_is_one_line_for_a_loaded_model_too(tmp_path):
         def forward(self, x):
             raise ZeroDivisionError("my bug")
 
-    with pytest.raises(UserCodeError, match="your class Broken's forward raised ZeroDivisionError: my bug") as err:
+    message = "your class Broken's forward raised ZeroDivisionError: my bug"
+    with pytest.raises(UserCodeError, match=message) as err:
         check_model_outputs(Broken(), torch.zeros(2, 1, 8, 8))
     assert isinstance(err.value.__cause__, ZeroDivisionError)
 
