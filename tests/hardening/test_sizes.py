@@ -167,12 +167,30 @@ def _unbounded(constraint) -> bool:
     return isinstance(constraint, Interval) and constraint.kind is int and constraint.high is None
 
 
-def test_no_count_of_the_method_configs_is_unbounded():
-    """Every count is bounded where it is declared (the declarations give the CLI its types)."""
-    from deepfault.coverage.config import CoverageConfig
-    from deepfault.localization.preset import ExperimentConfig
+def _configs() -> list[type]:
+    """Every ``...Config`` dataclass of the package (outside the CLI)."""
+    import importlib
+    import pkgutil
 
-    configs = [RunConfig, XploreConfig, RepairConfig, CampaignConfig, CoverageConfig, ExperimentConfig]
+    import deepfault
+
+    found = {}
+    for info in pkgutil.walk_packages(deepfault.__path__, "deepfault."):
+        if ".cli" in info.name or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            ours = getattr(obj, "__module__", None) == module.__name__
+            if name.endswith("Config") and dataclasses.is_dataclass(obj) and ours:
+                found[f"{obj.__module__}.{name}"] = obj
+    return [found[k] for k in sorted(found)]
+
+
+def test_no_count_of_any_config_is_unbounded():
+    """Every count is bounded where it is declared (the declarations give the CLI its types),
+    the surprise fit's max_features included."""
+    configs = _configs()
+    assert {c.__name__ for c in configs} >= {"RunConfig", "SurpriseConfig", "CampaignConfig", "XploreConfig"}
     loose = [f"{c.__name__}.{name}" for c in configs for name, k in constraints(c).items() if _unbounded(k)]
     assert not loose
 
