@@ -22,22 +22,10 @@ from deepfault.models import load as load_module
 from deepfault.models import open_model
 from deepfault.repair.config import RepairConfig
 from deepfault.xplore.config import XploreConfig
-from helpers.hardening import cli
+from helpers.hardening import cli, package_configs
+from helpers.own_models import DIGITS_NET
 
-NET = """
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self, hidden=8, classes=10):
-        super().__init__()
-        self.fc1 = nn.Linear(64, hidden)
-        self.fc2 = nn.Linear(hidden, classes)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
-"""
+NET = DIGITS_NET
 
 
 @pytest.fixture
@@ -167,29 +155,10 @@ def _unbounded(constraint) -> bool:
     return isinstance(constraint, Interval) and constraint.kind is int and constraint.high is None
 
 
-def _configs() -> list[type]:
-    """Every ``...Config`` dataclass of the package (outside the CLI)."""
-    import importlib
-    import pkgutil
-
-    import deepfault
-
-    found = {}
-    for info in pkgutil.walk_packages(deepfault.__path__, "deepfault."):
-        if ".cli" in info.name or info.name.endswith("__main__"):
-            continue
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            ours = getattr(obj, "__module__", None) == module.__name__
-            if name.endswith("Config") and dataclasses.is_dataclass(obj) and ours:
-                found[f"{obj.__module__}.{name}"] = obj
-    return [found[k] for k in sorted(found)]
-
-
 def test_no_count_of_any_config_is_unbounded():
     """Every count is bounded where it is declared (the declarations give the CLI its types),
     the surprise fit's max_features included."""
-    configs = _configs()
+    configs = package_configs()
     assert {c.__name__ for c in configs} >= {"RunConfig", "SurpriseConfig", "CampaignConfig", "XploreConfig"}
     loose = [f"{c.__name__}.{name}" for c in configs for name, k in constraints(c).items() if _unbounded(k)]
     assert not loose

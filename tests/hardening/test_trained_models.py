@@ -17,21 +17,9 @@ from deepfault.errors import DeepFaultError, UserCodeError
 from deepfault.models import train as train_module
 from deepfault.models.train import TrainConfig, train_model
 from helpers.hardening import assert_refused, cli
+from helpers.own_models import DIGITS_NET
 
-CLASSES = """
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self, hidden=8, classes=10):
-        super().__init__()
-        self.fc1 = nn.Linear(64, hidden)
-        self.fc2 = nn.Linear(hidden, classes)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
-
+CLASSES = DIGITS_NET + """
 
 class SoftmaxInForward(Net):
     def forward(self, x):
