@@ -43,6 +43,13 @@ class IntegerScores(Net):
 class Raises(Net):
     def forward(self, x):
         return {"scores": x}["logits"]
+
+
+class RaisesWhileTraining(Net):
+    def forward(self, x):
+        if self.training:
+            raise NotImplementedError("the training path is not written yet")
+        return super().forward(x)
 """
 
 
@@ -113,6 +120,12 @@ def test_a_forward_that_raises_shows_its_traceback_under_v(classes):
     assert 'return {"scores": x}["logits"]' in err
     assert err.strip().splitlines()[-1] == ("deepfault: error: your class Raises's forward raised KeyError: "
                                            "'logits'; fix it (run deepfault -v ... for the traceback)")
+
+
+def test_a_forward_that_raises_only_while_training_is_one_line_too(tmp_path):
+    (tmp_path / "net.py").write_text(CLASSES)
+    assert_refused(_train("RaisesWhileTraining"), tmp_path, "your class RaisesWhileTraining's forward raised "
+                   "NotImplementedError: the training path is not written yet")
 
 
 def test_a_forward_that_raises_is_one_line_for_a_loaded_model_too(tmp_path):

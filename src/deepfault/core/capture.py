@@ -58,6 +58,7 @@ __all__ = [
     "TRANSFORMS",
     "model_device",
     "as_tensor",
+    "user_code_error",
 ]
 
 #: Module types analysed by default (all except the one producing the logits).
@@ -707,6 +708,21 @@ def _first_line(err: BaseException) -> str:
     return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+def user_code_error(err: Exception) -> UserCodeError | None:
+    """The one line for ``err`` when it rose in the user's own module code (the class of the
+    innermost user-written method of an ``nn.Module`` on its traceback, the exception and its
+    message), ``None`` when it rose elsewhere or is running out of memory. Raise it ``from err``.
+    """
+    if isinstance(err, (MemoryError, DeepFaultError)) or "out of memory" in _first_line(err).lower():
+        return None
+    owner = _user_forward(err)
+    if owner is None:
+        return None
+    said = _first_line(err)[:300]
+    return UserCodeError(f"your class {owner}'s forward raised {type(err).__name__}: {said}; fix it (run "
+                         "deepfault -v ... for the traceback)")
+
+
 def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The model's class scores for ``x``, turning a shape error into a message that says
     what to do, and any other error raised in the user's own module code into one line
@@ -728,12 +744,10 @@ def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
                 f"the model cannot take inputs of shape {tuple(x.shape[1:])} (per input): "
                 f"{first}; give inputs in the shape and layout the model expects"
             ) from err
-        owner = _user_forward(err)
-        if owner is None:
+        found = user_code_error(err)
+        if found is None:
             raise
-        raise UserCodeError(
-            f"your class {owner}'s forward raised {type(err).__name__}: {first[:300]}; fix it (run "
-            "deepfault -v ... for the traceback)") from err
+        raise found from err
     return model_outputs(result)
 
 

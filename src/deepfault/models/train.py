@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import MAX_INPUTS
-from ..core.capture import model_device
+from ..core.capture import model_device, user_code_error
 from ..core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, Options, param, validate
 from ..data import Dataset
 from ..errors import DeepFaultError
@@ -160,7 +160,13 @@ class _Loop:
         for i in range(0, len(yt), size):
             idx = perm[i : i + size]
             self.opt.zero_grad(set_to_none=True)
-            out = model(self.x_all[self.rows[idx]])
+            try:
+                out = model(self.x_all[self.rows[idx]])
+            except Exception as err:  # the user's forward in training mode: one line naming it
+                found = user_code_error(err)
+                if found is None:
+                    raise
+                raise found from err
             loss = F.cross_entropy(out, yt[idx])
             loss.backward()
             self.opt.step()
