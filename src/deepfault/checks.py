@@ -25,8 +25,8 @@ from .errors import DeepFaultError
 
 __all__ = [
     "MAX_INPUTS", "MAX_BLACKOUT_SIZE", "MAX_BUDGET_ITERATIONS", "MAX_BUDGET_SECONDS", "MAX_CLASSES",
-    "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_REPEAT", "MAX_SECTIONS",
-    "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
+    "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_MODELS", "MAX_MUTANTS",
+    "MAX_REPEAT", "MAX_SECTIONS", "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "without_repeats", "check_outputs", "check_not_inputs", "check_writable", "check_output_dir",
     "check_report_dir",
@@ -61,6 +61,10 @@ MAX_GRID = 10_000
 MAX_LEARNING_RATE = 10.0
 #: Repetitions of a run.
 MAX_REPEAT = 10_000
+#: Mutants per selected input of a fuzzing step (DRFuzz publishes 20).
+MAX_MUTANTS = 10_000
+#: Models compared at once (xplore's models, a vote's): the bound of an index among them.
+MAX_MODELS = 1024
 #: Sections of KMNC (and DeepHunter's k).
 MAX_SECTIONS = 100_000
 #: Random seeds are 64-bit integers.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 import re
 
-__all__ = ["DeepFaultError", "out_of_memory_line", "failure_line"]
+__all__ = ["DeepFaultError", "UserCodeError", "out_of_memory_line", "failure_line"]
 
 
 class DeepFaultError(ValueError):
@@ -17,6 +17,13 @@ class DeepFaultError(ValueError):
     It subclasses :class:`ValueError` so that generic ``except ValueError`` code keeps
     working. The command-line interface turns it into a one-line message and exit
     status 2.
+    """
+
+
+class UserCodeError(DeepFaultError):
+    """The user's own code (an ``--arch`` class's ``forward``, say) raised: the message names
+    the class, the exception and its first line; the original exception is the ``__cause__``,
+    whose traceback the command line shows under ``-v``.
     """
 
 

@@ -89,10 +89,10 @@ def test_messages_name_the_bound_and_the_value(parse, text, message):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["run", "-k", "-5"], "-k must be an integer >= 1; got -5"),
+        (["run", "-k", "-5"], "-k must be an integer from 1 to 16,777,216; got -5"),
         (["run", "--repeat", "0"], "--repeat must be an integer from 1 to 10,000; got 0"),
         (["run", "--class", "-2"],
-         "--class must be 'all' or one or more (at most 100,000) of: an integer >= 0; got (-2,)"),
+         "--class must be 'all' or one or more (at most 100,000) of: an integer from 0 to 99,999; got (-2,)"),
         (["xplore", "--model", "a,b", "--iterations", "-1"],
          "--iterations must be an integer from 1 to 100,000; got -1"),
         (["coverage", "measure", "--top-k", "0"], "--top-k must be an integer from 1 to 16,777,216; got 0"),

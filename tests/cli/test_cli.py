@@ -112,7 +112,7 @@ BAD = [
      r"--measure must be one of ample, .*; got 'tarntula' \(did you mean 'tarantula'\?\)"),
     (["--layers", "fc9"], r"unknown layer name\(s\) 'fc9'"
                           r" \(did you mean [^;]*'fc1'[^;]*\?\); valid: flatten, fc1"),
-    (["-k", "0"], r"-k must be an integer >= 1; got 0"),
+    (["-k", "0"], r"-k must be an integer from 1 to 16,777,216; got 0"),
     (["-k", "97"], r"k=97 is larger than the 96 analysed neurons"),
     (["--class", "10"], r"class 10 is outside the 10 classes of 'digits' \(0..9\)"),
     (["--star", "0.5"], r"--star must be a number >= 1; got 0.5"),
@@ -179,7 +179,7 @@ def test_unwritable_output_path(tmp_path, capsys):
 def test_argparse_errors_exit_2(capsys):
     code, _, err = run_cli(capsys, "run", "-k", "three")
     assert code == 2
-    assert "-k must be an integer >= 1; got 'three'" in err
+    assert "-k must be an integer from 1 to 16,777,216; got 'three'" in err
     code, _, _ = run_cli(capsys, "nonsense")
     assert code == 2
 

@@ -4,17 +4,14 @@ refuse exactly the same values, derived from the declarations (nothing listed by
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib
-import pkgutil
 
 import pytest
 
-import deepfault
 from deepfault.cli import build_parser
 from deepfault.cli._common import FieldType
 from deepfault.core.constraints import Flag, Interval, undeclared
 from deepfault.errors import DeepFaultError
+from helpers.hardening import package_configs
 
 
 def _subcommands(parser):
@@ -33,21 +30,7 @@ def _declared_options():
                 yield command, max(action.option_strings, key=len), action
 
 
-def _configs() -> list[type]:
-    """Every frozen ``...Config`` dataclass defined in the package."""
-    found = {}
-    for info in pkgutil.walk_packages(deepfault.__path__, "deepfault."):
-        if ".cli" in info.name or info.name.endswith("__main__"):
-            continue
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            if (name.endswith("Config") and isinstance(obj, type) and dataclasses.is_dataclass(obj)
-                    and obj.__module__ == module.__name__):
-                found[f"{obj.__module__}.{name}"] = obj
-    return [found[k] for k in sorted(found)]
-
-
-CONFIGS = _configs()
+CONFIGS = package_configs()
 DECLARED = list(_declared_options())
 
 

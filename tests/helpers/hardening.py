@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib
 import io
 import os
+import pkgutil
 
 import numpy as np
 import pytest
@@ -134,3 +137,19 @@ def write_regress_pair(folder, n: int):
         save_model(folder / f"{name}.pt",
                    ModelFile(m, "lenet1", {"num_classes": 10}, None, (0.0, 1.0), meta=meta))
     return m1
+
+
+def package_configs() -> list[type]:
+    """Every frozen ``...Config`` dataclass defined in the package (outside the CLI), by name."""
+    import deepfault
+
+    found = {}
+    for info in pkgutil.walk_packages(deepfault.__path__, "deepfault."):
+        if ".cli" in info.name or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (name.endswith("Config") and isinstance(obj, type) and dataclasses.is_dataclass(obj)
+                    and obj.__module__ == module.__name__):
+                found[f"{obj.__module__}.{name}"] = obj
+    return [found[k] for k in sorted(found)]

@@ -20,6 +20,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
+#: A user's class for the digits data set's 1x8x8 inputs (``hidden`` and ``classes`` as
+#: ``--arch-args``), for the tests of what is checked before a model is built or trained.
+DIGITS_NET = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, hidden=8, classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(64, hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+'''
+
 RESNET = '''
 import torch
 from torch import nn

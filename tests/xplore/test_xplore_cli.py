@@ -160,7 +160,7 @@ def test_keras_weights_files_with_arch(tmp_path, capsys):
         (["--lambda1", "nan"], "lambda1 must be a finite number"),
         (["--step-size", "-1"], "--step-size must be a number >= 0; got -1.0"),
         (["--target", "2"], "target must be a model index in 0..1 (or random); got 2"),
-        (["--target", "first"], "--target must be 'random' or an integer >= 0; got 'first'"),
+        (["--target", "first"], "--target must be 'random' or an integer from 0 to 1,023; got 'first'"),
         (["--occlusion", "1,2"], "--occlusion must be x,y,h,w (four integers >= 0); got '1,2'"),
         (["--constraint", "fog"], "--constraint must be one of blackout, light, none, occl; got 'fog'"),
         (["--neurons", "often"], "--neurons must be one of per-iteration, per-seed; got 'often'"),

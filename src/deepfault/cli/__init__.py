@@ -14,12 +14,13 @@ import importlib
 import logging
 import re
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 
 from .. import _signals
 from ..core.registry import invalid_choice, unrecognized_options
-from ..errors import DeepFaultError, failure_line
+from ..errors import DeepFaultError, UserCodeError, failure_line
 from ..errors import out_of_memory_line as out_of_memory_line
 from ..methods import ALL as _METHODS
 from . import _preflight
@@ -197,5 +198,7 @@ def _main(argv: Sequence[str] | None) -> int:
         line = failure_line(err, args)  # None: a bug, with its traceback
         if line is None:
             raise
+        if isinstance(err, UserCodeError) and args.verbose and err.__cause__ is not None:
+            traceback.print_exception(err.__cause__, file=sys.stderr)  # where in the user's code
         print(f"deepfault: error: {line}", file=sys.stderr)
         return 2

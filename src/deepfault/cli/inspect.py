@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DeepFaultError
-from ..experiment.inspection import inspect_model
+from ..experiment.inspection import check_input_size, inspect_model
 from ..models.blackbox import RUNTIMES
 from . import _common as c
 
@@ -35,6 +35,13 @@ def _shape(text: str | None) -> tuple[int, ...] | None:
         raise DeepFaultError("--input-shape must be 1 to 4 comma-separated sizes from 1 to 65536, e.g. "
                              f"1,28,28; got {text!r}")
     return shape
+
+
+def preflight(args) -> None:
+    """``--input-shape`` read and its one input checked against the memory free, before the model."""
+    shape = _shape(args.input_shape or None)
+    if shape is not None:
+        check_input_size(shape)
 
 
 def _cmd_inspect(args) -> int:

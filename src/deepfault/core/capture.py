@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import DeepFaultError
+from ..errors import DeepFaultError, UserCodeError
 from .inputs import check_data, unpack
 from .mapped import release
 from .registry import suggestion, unknown_name
@@ -58,6 +58,7 @@ __all__ = [
     "TRANSFORMS",
     "model_device",
     "as_tensor",
+    "user_code_error",
 ]
 
 #: Module types analysed by default (all except the one producing the logits).
@@ -682,22 +683,71 @@ def model_outputs(result, *, where: str = "the model") -> torch.Tensor:
     )
 
 
+#: Where the modules of torch, deepfault and the libraries it converts with live: a ``forward``
+#: defined there is no user's code (a failure inside one is a bug to show with its traceback).
+_LIBRARY_MODULES = ("torch", "deepfault", "onnx2torch", "torchvision", "timm", "transformers")
+
+
+def _user_forward(err: BaseException) -> str | None:
+    """The class of the innermost user-written ``forward`` (or other method of a module whose
+    class is the user's) on ``err``'s traceback, ``None`` when the error rose elsewhere.
+    """
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, nn.Module):
+            where = type(owner).__module__ or ""
+            if where.split(".")[0] not in _LIBRARY_MODULES:
+                found = type(owner).__name__
+        tb = tb.tb_next
+    return found
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def user_code_error(err: Exception) -> UserCodeError | None:
+    """The one line for ``err`` when it rose in the user's own module code (the class of the
+    innermost user-written method of an ``nn.Module`` on its traceback, the exception and its
+    message), ``None`` when it rose elsewhere or is running out of memory. Raise it ``from err``.
+    """
+    if isinstance(err, (MemoryError, DeepFaultError)) or "out of memory" in _first_line(err).lower():
+        return None
+    owner = _user_forward(err)
+    if owner is None:
+        return None
+    said = _first_line(err)[:300]
+    return UserCodeError(f"your class {owner}'s forward raised {type(err).__name__}: {said}; fix it (run "
+                         "deepfault -v ... for the traceback)")
+
+
 def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The model's class scores for ``x``, turning a shape error into a message that says
-    what to do. Other errors (out of memory, a bug in the model) pass through unchanged.
+    what to do, and any other error raised in the user's own module code into one line
+    naming its class, the exception and its message (:class:`~deepfault.errors.UserCodeError`,
+    the original as its ``__cause__``). Out of memory, and errors that rise outside a user's
+    class (a bug of deepfault or torch), pass through unchanged.
     """
     try:
         result = model(x)
     except DeepFaultError:
         raise
-    except (RuntimeError, ValueError, IndexError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if "out of memory" in first.lower() or not any(w in first.lower() for w in _SHAPE_WORDS):
+    except Exception as err:
+        first = _first_line(err)
+        if isinstance(err, MemoryError) or "out of memory" in first.lower():
             raise
-        raise DeepFaultError(
-            f"the model cannot take inputs of shape {tuple(x.shape[1:])} (per input): "
-            f"{first}; give inputs in the shape and layout the model expects"
-        ) from err
+        if isinstance(err, (RuntimeError, ValueError, IndexError)) and any(
+                w in first.lower() for w in _SHAPE_WORDS):
+            raise DeepFaultError(
+                f"the model cannot take inputs of shape {tuple(x.shape[1:])} (per input): "
+                f"{first}; give inputs in the shape and layout the model expects"
+            ) from err
+        found = user_code_error(err)
+        if found is None:
+            raise
+        raise found from err
     return model_outputs(result)
 
 

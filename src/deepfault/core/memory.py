@@ -41,10 +41,11 @@ import torch
 from torch import nn
 
 from ..checks import MAX_INPUTS, check_int, meminfo_bytes
+from ..checks import _size as _shown
 from ..errors import DeepFaultError
 
-__all__ = ["AUTO", "AUTO_MAX", "BACKWARD_FACTOR", "BatchChoice", "budget", "check_batch_size",
-           "choose_batch_size", "free_memory", "input_bytes", "resolve_batch_size"]
+__all__ = ["AUTO", "AUTO_MAX", "BACKWARD_FACTOR", "BatchChoice", "budget", "check_batch_size", "check_fits",
+           "choose_batch_size", "free_memory", "input_bytes", "resolve_batch_size", "tensor_bytes"]
 
 #: The value that asks for a batch sized from the memory.
 AUTO = "auto"
@@ -138,6 +139,32 @@ def free_memory(device: torch.device | str = "cpu") -> int | None:
     found = min(readings) if readings else None
     _CPU_READING[:] = [now, found]
     return found
+
+
+def tensor_bytes(module: nn.Module) -> int:
+    """The bytes of ``module``'s parameters and buffers (each tensor once), also for a module
+    built on the ``meta`` device, which has shapes and dtypes but no memory.
+    """
+    seen: dict[int, int] = {}
+    for t in (*module.parameters(), *module.buffers()):
+        seen.setdefault(id(t), t.numel() * t.element_size())
+    return sum(seen.values())
+
+
+def check_fits(needed: int, what: str, fix: str, device: torch.device | str = "cpu") -> None:
+    """Refuse, before it is allocated, ``needed`` bytes (``what``, in words) that exceed the
+    memory free on ``device`` (:func:`free_memory`; nothing is refused where it cannot be read).
+
+    Raises:
+        DeepFaultError: ``WHAT needs SIZE, more than the SIZE free here (DEVICE); FIX``.
+
+    Examples:
+        >>> check_fits(1 << 10, "a kibibyte", "give less")
+    """
+    free = free_memory(device)
+    if free is not None and needed > free:
+        raise DeepFaultError(f"{what} needs {_shown(needed)}, more than the {_shown(free)} of memory free "
+                             f"here ({torch.device(device)}); {fix}")
 
 
 #: The last CPU reading ``[time, bytes]``: analyses called in a loop (a fuzzer's small batches)

@@ -29,7 +29,8 @@ from torch import nn
 from ..errors import DeepFaultError
 from .capture import eval_mode, forward, forward_hooks, model_device
 
-__all__ = ["nonfinite_layer", "check_outputs_finite", "check_model_outputs", "SAMPLE"]
+__all__ = ["nonfinite_layer", "check_outputs_finite", "check_model_outputs", "probability_rows", "SAMPLE",
+           "TRANSPARENT_LEAVES", "last_leaf", "ends_in_softmax"]
 
 #: Inputs the one-time check runs (the first of them also alone).
 SAMPLE = 8
@@ -39,6 +40,27 @@ SAMPLE = 8
 #: a GPU lose about 1e-3 of the scale; a softmax over the batch axis moves outputs by a large
 #: share of theirs: 1 against 1/n).
 RTOL, ATOL = 1e-2, 1e-4
+
+
+#: Leaves that are the identity at inference, skipped when looking for a final softmax.
+TRANSPARENT_LEAVES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.Identity)
+
+
+def last_leaf(model: nn.Module) -> nn.Module | None:
+    """``model``'s last leaf module in registration order, identity-like leaves
+    (:data:`TRANSPARENT_LEAVES`) skipped; ``None`` for a model without leaves.
+    """
+    leaves = [m for m in model.modules() if not list(m.children())]
+    while leaves and isinstance(leaves[-1], TRANSPARENT_LEAVES):
+        leaves.pop()
+    return leaves[-1] if leaves else None
+
+
+def ends_in_softmax(model: nn.Module) -> bool:
+    """Whether ``model``'s last leaf module (:func:`last_leaf`) is an ``nn.Softmax`` or
+    ``nn.LogSoftmax``: it returns (log-)probabilities, not logits.
+    """
+    return isinstance(last_leaf(model), (nn.Softmax, nn.LogSoftmax))
 
 
 def _first_tensor(output) -> torch.Tensor | None:
@@ -96,7 +118,7 @@ def check_outputs_finite(model: nn.Module, x: torch.Tensor, outputs: torch.Tenso
     )
 
 
-def _probability_rows(out: torch.Tensor) -> bool:
+def probability_rows(out: torch.Tensor) -> bool:
     """Whether every row of ``out`` looks like a softmax's: ``>= 0``, summing to 1 (within
     ``1e-4``), two or more classes, some value strictly between 0 and 1 (a softmax never gives an
     exact 0 and 1 together unless its logits differ by over 100), and not every row the same (a
@@ -115,6 +137,10 @@ def _outputs(model: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
     if out.ndim != 2:
         raise DeepFaultError(f"{what} must output (N, classes) scores; got shape {tuple(out.shape)} for "
                              f"{len(x)} inputs; give a classifier")
+    if not out.is_floating_point():
+        raise DeepFaultError(f"{what} returns {str(out.dtype).removeprefix('torch.')} outputs; class scores "
+                             "must be floating point (logits): return the scores, not their argmax or a "
+                             "rounding of them")
     return out
 
 
@@ -165,7 +191,7 @@ def check_model_outputs(model: nn.Module, x: torch.Tensor, *, num_classes: int |
             f"{what} gives an input other outputs alone than in a batch (largest difference {diff:.3g}): "
             "its outputs depend on the other inputs of the batch (a softmax over the batch axis, "
             "dim=0?), so every result would depend on --batch-size; fix the model (softmax over dim=1)")
-    if output_kind == "logits" and _probability_rows(out):
+    if output_kind == "logits" and probability_rows(out):
         raise DeepFaultError(
             f"{what} is taken to return logits but every output row is a probability distribution "
             "(>= 0, summing to 1): it ends in a softmax inside forward() that cannot be split off; "

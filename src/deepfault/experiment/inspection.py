@@ -4,6 +4,7 @@ and neuron counts, or why a compiled or black-box model has none (:func:`inspect
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import torch
@@ -17,7 +18,7 @@ from ..models.prepare import PreparedModel, prepare_model
 from ..models.summary import describe_model
 from .tables import text_table
 
-__all__ = ["inspect_model"]
+__all__ = ["inspect_model", "check_input_size"]
 
 
 def inspect_model(mf: ModelFile, name: str, *, input_shape: tuple[int, ...] | None = None,
@@ -45,6 +46,8 @@ def inspect_model(mf: ModelFile, name: str, *, input_shape: tuple[int, ...] | No
         return "\n".join([*lines, *_black_box(name, mf)]) + "\n"
     recorded = mf.meta.get("input_shape")
     known = input_shape is not None or (recorded and None not in recorded)
+    if input_shape is not None:
+        check_input_size(input_shape)
     # the data set only when it alone gives the shape: inspect needs no data otherwise
     data = None if known else (dataset or mf.dataset)
     if not known and data is None:
@@ -53,6 +56,20 @@ def inspect_model(mf: ModelFile, name: str, *, input_shape: tuple[int, ...] | No
     pm = prepare_model(replace(mf, dataset=None), data, data_dir=data_dir, input_shape=input_shape, name=name)
     body = _compiled(name, mf, pm) if is_compiled(pm.module) else _layers(name, mf, pm)
     return "\n".join([*lines, *body]) + "\n"
+
+
+def check_input_size(shape: tuple[int, ...], option: str = "--input-shape") -> None:
+    """Refuse, before it is made, one input of ``shape`` whose float32 values exceed the memory
+    free here (:func:`deepfault.core.memory.check_fits`; its pass through the model needs more).
+
+    Raises:
+        DeepFaultError: Giving the input's size and the memory free.
+    """
+    from ..core.memory import check_fits
+
+    values = math.prod(int(d) for d in shape)
+    check_fits(values * 4, f"one input of {option} {','.join(str(d) for d in shape)} ({values:,} values in "
+               "float32)", f"give the shape the model takes ({option})")
 
 
 def _one_input(pm: PreparedModel) -> torch.Tensor:

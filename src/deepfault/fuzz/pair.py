@@ -17,7 +17,14 @@ import torch
 
 from ..checks import check_finite_outputs
 from ..core.batches import activations, iterate_batches
-from ..core.capture import is_compiled, layer_selection, neurons_line, resolve_layers, selection_source
+from ..core.capture import (
+    is_compiled,
+    layer_selection,
+    model_device,
+    neurons_line,
+    resolve_layers,
+    selection_source,
+)
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ..experiment.results import dataset_record, model_record
@@ -25,6 +32,7 @@ from ..models import ModelFile, open_model
 from ..models.blackbox import outputs_only, unwrap_black_box
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig
+from .campaign.memory import check_step_memory
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs
 from .mutation.rules import rule_kind
@@ -224,6 +232,8 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     sample = data.x_test[:8]
     x, _ = test_inputs(sample, data.y_test[:8])  # images, sequences or vectors: before the store, too
     kind = rule_kind(x.shape[1:])
+    check_step_memory(tuple(x.shape[1:]), config.inputs_per_step, config.mutants_per_input,
+                      model_device(getattr(m2, "module", m2)))
     check_fidelity_inputs(config.strategy_spec.check_spec(config), kind, option="--fidelity")  # images only
     check_fidelity_inputs(config.shared_fidelity, kind, option="--shared-fidelity")
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])

@@ -87,9 +87,9 @@ class RunConfig:
 
     measure: str = param("tarantula", Options(list_approaches), option="--measure",
                          help="suspiciousness measure or baseline; see 'deepfault measures'")
-    k: int = param(10, Interval(int, 1, None), option="-k", help="number of suspicious neurons")
+    k: int = param(10, Interval(int, 1, MAX_INPUTS), option="-k", help="number of suspicious neurons")
     classes: tuple[int, ...] | None = param(
-        None, Each(Interval(int, 0, None), max_items=MAX_CLASSES, none=True, words=("all",)),
+        None, Each(Interval(int, 0, MAX_CLASSES - 1), max_items=MAX_CLASSES, none=True, words=("all",)),
         option="--class", help="class to analyse: an index, a comma-separated list, or 'all' (default: all)")
     step_size: float = param(1.0, Interval(float, 0.0, FLOAT32_MAX), option="--step-size",
                              help="multiplier of the gradient in synthesis")
@@ -116,11 +116,11 @@ class RunConfig:
                             help="synthesis steps per input (the paper takes one)")
     normalize: bool = param(True, Flag(), option="--raw-gradients",
                             help="average raw gradients instead of RMS-normalised ones")
-    num_inputs: int | None = param(None, Interval(int, 1, None, none=True), option="--inputs",
+    num_inputs: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True), option="--inputs",
                                    help="correctly classified inputs per class to synthesize from, drawn "
                                    "without replacement (default: all)")
     k_primes: tuple[int, ...] | None = param(
-        None, Each(Interval(int, 1, None), none=True), option="--k-prime",
+        None, Each(Interval(int, 1, MAX_INPUTS), max_items=MAX_REPEAT, none=True), option="--k-prime",
         help="report the share of the top k' neurons that increased (default: 2k,5k)")
     batch_size: int | str = param("auto", Interval(int, 1, MAX_INPUTS, words=("auto",)),
                                   help="inputs per pass (the old place of Runtime.batch_size)")

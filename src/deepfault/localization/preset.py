@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import MAX_GRADIENT_ITERATIONS, MAX_SEED, check_int
+from ..checks import MAX_CLASSES, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_SEED, check_int
 from ..core.batches import activations, predict
 from ..core.constraints import (
     EPOCHS,
@@ -99,10 +99,11 @@ class ExperimentConfig:
     models: tuple[ModelSpec, ...] = param(MISSING,
                                           Checked(_model_specs, "one or more ModelSpec", bad=((), "m")),
                                           help="the grid's models")
-    ks: tuple[int, ...] = param(MISSING, Each(Interval(int, 1, None)), help="numbers of suspicious neurons")
+    ks: tuple[int, ...] = param(MISSING, Each(Interval(int, 1, MAX_INPUTS)),
+                                help="numbers of suspicious neurons")
     approaches: tuple[str, ...] = param(("tarantula", "ochiai", "dstar", "random"),
                                         Each(Options(list_approaches)), help="measures and baselines")
-    classes: tuple[int, ...] | None = param(None, Each(Interval(int, 0, None), none=True),
+    classes: tuple[int, ...] | None = param(None, Each(Interval(int, 0, MAX_CLASSES - 1), none=True),
                                             help="classes to analyse (default: every class)")
     inputs_per_class: int = param(10, Interval(int, 1, MAX_GRADIENT_ITERATIONS),
                                   help="correctly classified inputs per class to synthesize from")

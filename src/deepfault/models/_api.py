@@ -41,7 +41,8 @@ from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 
 __all__ = ["ARCHITECTURES", "register_architecture", "build_model", "list_architectures", "arch_kind",
-           "arch_files", "runs_user_code", "canonical_arch", "ARCH_FORMS", "TORCH_WHEELS", "vision_install"]
+           "arch_files", "runs_user_code", "canonical_arch", "ARCH_FORMS", "TORCH_WHEELS", "vision_install",
+           "meta_build"]
 
 #: Every zoo architecture, by name (``--arch``).
 ARCHITECTURES: Registry[Callable[..., nn.Module]] = Registry("architecture")
@@ -276,3 +277,20 @@ def build_model(name: str, **kwargs) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise DeepFaultError(f"--arch {name!r} returned a {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def meta_build(name: str, **kwargs) -> nn.Module | None:
+    """Architecture ``name`` built on the ``meta`` device: its parameters' shapes and dtypes,
+    with no memory taken; ``None`` where the builder cannot run there (an initialisation that
+    reads values, a library that builds on a device of its own) or fails (the real build then
+    says why, as it always did). The global RNG is untouched.
+    """
+    try:
+        with torch.device("meta"), torch.random.fork_rng(devices=[]):
+            skeleton = build_model(name, **kwargs)
+    except Exception:  # noqa: BLE001 - the real build tells, or works
+        return None
+    if any(t.device.type != "meta" for t in (*skeleton.parameters(), *skeleton.buffers())):
+        return None  # built on a device of its own: its memory is taken already
+    return skeleton
+

@@ -24,10 +24,10 @@ from torch import nn
 
 from .._io import write_torch
 from ..errors import DeepFaultError
-from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, runs_user_code
+from ._api import ARCH_FORMS, arch_kind, build_model, canonical_arch, meta_build, runs_user_code
 
 __all__ = ["ModelFile", "save_model", "load_model", "load_cached", "state_dict_mismatch", "training_finished",
-           "near_chance", "warn_if_chance", "model_reads", "MODEL_FILE_FORMAT"]
+           "near_chance", "warn_if_chance", "model_reads", "MODEL_FILE_FORMAT", "check_build"]
 
 log = logging.getLogger(__name__)
 
@@ -339,6 +339,37 @@ def state_dict_mismatch(model: nn.Module, state) -> str:
     return "; ".join(parts)
 
 
+def check_build(name: str, kwargs: dict, state=None, *, misfit: str = "") -> None:
+    """Check, before any memory is taken, that architecture ``name`` built with ``kwargs`` fits
+    ``state`` (a state_dict; ``None``: no weights to fit) and the memory free here: it is built
+    on the ``meta`` device first (:func:`meta_build`; a builder that cannot run there is not
+    checked). ``{"hidden": 30000}`` grew past 4 GiB before the state_dict's mismatch was found.
+
+    Args:
+        name: The architecture (any form of :func:`build_model`).
+        kwargs: Its keyword arguments (``--arch-args``).
+        state: The weights it must take (names and shapes compared), or ``None``.
+        misfit: The message's start when the weights do not fit (their mismatch follows).
+
+    Raises:
+        DeepFaultError: The weights' names or shapes differ (naming them), or the parameters
+            and buffers need more memory than is free (giving both sizes).
+    """
+    from ..core.memory import check_fits, tensor_bytes
+
+    skeleton = meta_build(name, **kwargs)
+    if skeleton is None:
+        return
+    if state is not None:
+        detail = state_dict_mismatch(skeleton, state)
+        if detail:
+            start = misfit or f"the weights do not fit architecture {name!r} with {kwargs}"
+            raise DeepFaultError(f"{start}: {detail}")
+    count = sum(p.numel() for p in skeleton.parameters())
+    check_fits(tensor_bytes(skeleton), f"--arch {name!r} with --arch-args {kwargs} ({count:,} weights)",
+               "give smaller --arch-args")
+
+
 def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", arch: str | None = None,
                arch_kwargs: dict | None = None) -> ModelFile:
     """Load a deepfault model file without unpickling arbitrary objects.
@@ -375,6 +406,8 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
         )
     _check_payload(path, payload)
     built_from = _arch_to_build(path, payload["arch"], arch, arch_kwargs, payload["arch_kwargs"])
+    check_build(built_from, payload["arch_kwargs"], payload["state_dict"],
+                misfit=f"the weights in {str(path)!r} do not fit architecture {payload['arch']!r}")
     model = build_model(built_from, **payload["arch_kwargs"])
     try:
         model.load_state_dict(payload["state_dict"])

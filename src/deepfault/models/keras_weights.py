@@ -30,7 +30,7 @@ from torch import nn
 from ..core.capture import eval_mode, forward_hooks
 from ..errors import DeepFaultError
 from ._api import build_model
-from .io import ModelFile
+from .io import ModelFile, check_build
 
 __all__ = ["read_keras_weights", "match_keras_weights", "load_keras_weights", "open_keras_weights",
            "is_weights_only"]
@@ -268,6 +268,7 @@ def open_keras_weights(
     Raises:
         DeepFaultError: See :func:`match_keras_weights`.
     """
+    check_build(arch, dict(arch_kwargs or {}))  # its size first, on the meta device
     model = build_model(arch, **(arch_kwargs or {}))
     load_keras_weights(model, path, input_shape=input_shape)
     meta = {"source": str(path), "keras_weights": True}

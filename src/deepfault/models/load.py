@@ -41,7 +41,7 @@ from torch import nn
 from ..core.registry import Registry, unknown_name
 from ..errors import DeepFaultError
 from ._api import build_model, canonical_arch, importable, list_architectures
-from .io import MODEL_FILE_FORMAT, ModelFile, load_model, state_dict_mismatch
+from .io import MODEL_FILE_FORMAT, ModelFile, check_build, load_model, state_dict_mismatch
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +66,14 @@ def _load_state_dict_into(path: Path, state, arch: str | None, arch_kwargs: dict
             f"arguments), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name "
             f"({', '.join(list_architectures())})"
         )
+    misfit = f"the state_dict in {str(path)!r} does not fit architecture {arch!r} with {arch_kwargs}"
+    check_build(arch, arch_kwargs, state, misfit=misfit)  # on the meta device: nothing allocated yet
     model = build_model(arch, **arch_kwargs)
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
         detail = state_dict_mismatch(model, state) or str(err).splitlines()[0]
-        raise DeepFaultError(
-            f"the state_dict in {str(path)!r} does not fit architecture {arch!r} with {arch_kwargs}: {detail}"
-        ) from err
+        raise DeepFaultError(f"{misfit}: {detail}") from err
     return ModelFile(model.eval(), canonical_arch(arch), dict(arch_kwargs), meta={"source": str(path)})
 
 

@@ -48,6 +48,9 @@ from torch import nn
 from ..checks import check_bounds
 from ..core.capture import check_model
 from ..core.kinds import OUTPUT_KINDS
+from ..core.outputs import TRANSPARENT_LEAVES as _TRANSPARENT
+from ..core.outputs import ends_in_softmax
+from ..core.outputs import last_leaf as _last_leaf
 from ..data import DATASETS, Dataset, load_dataset
 from ..data.bounds import in_model_range
 from ..errors import DeepFaultError
@@ -78,8 +81,6 @@ LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "flat-NHWC": lambda x: x.permute(0, 2, 3, 1).flatten(1),
 }
 
-#: Leaves that are the identity at inference, skipped when looking for a final softmax.
-_TRANSPARENT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.Identity)
 
 
 class InputAdapter(nn.Module):
@@ -225,17 +226,6 @@ def layout_name(shape) -> str:
 def model_label(path: str | os.PathLike | None, mf: ModelFile) -> str:
     """The model's name in headers and results: its file name, else its architecture."""
     return Path(path).name if path else mf.arch
-
-
-def _last_leaf(model: nn.Module) -> nn.Module | None:
-    leaves = [m for m in model.modules() if not list(m.children())]
-    while leaves and isinstance(leaves[-1], _TRANSPARENT):
-        leaves.pop()
-    return leaves[-1] if leaves else None
-
-
-def _ends_in_softmax(model: nn.Module) -> bool:
-    return isinstance(_last_leaf(model), (nn.Softmax, nn.LogSoftmax))
 
 
 def _without_softmax(model: nn.Module) -> nn.Module | None:
@@ -644,7 +634,7 @@ def _input_layout(options: PrepareOptions, mf: ModelFile | None, dataset: Datase
 def _logits_head(module: nn.Module, kind: str, logits: nn.Module | None, mf: ModelFile | None,
                  what: str) -> tuple[nn.Module | None, str | None]:
     """The module returning logits, where the model has them, and why not where it has none."""
-    if kind == "logits" and mf is not None and _ends_in_softmax(module):
+    if kind == "logits" and mf is not None and ends_in_softmax(module):
         warnings.warn(f"{what} ends in a softmax but is declared to return logits; losses will be "
                       "computed as if its probabilities were logits", stacklevel=3)
     if kind == "logits":

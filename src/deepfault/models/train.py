@@ -16,14 +16,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import MAX_INPUTS
-from ..core.capture import model_device
+from ..core.capture import model_device, user_code_error
 from ..core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, Options, param, validate
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ._api import build_model
-from .io import ModelFile, warn_if_chance
+from .io import ModelFile, check_build, warn_if_chance
 
-__all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model", "trained_model"]
+__all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model", "trained_model", "check_trainable",
+           "build_trainable"]
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,13 @@ class _Loop:
         for i in range(0, len(yt), size):
             idx = perm[i : i + size]
             self.opt.zero_grad(set_to_none=True)
-            out = model(self.x_all[self.rows[idx]])
+            try:
+                out = model(self.x_all[self.rows[idx]])
+            except Exception as err:  # the user's forward in training mode: one line naming it
+                found = user_code_error(err)
+                if found is None:
+                    raise
+                raise found from err
             loss = F.cross_entropy(out, yt[idx])
             loss.backward()
             self.opt.step()
@@ -253,6 +260,64 @@ def _fit(model: nn.Module, x: np.ndarray | tuple[np.ndarray, ...], y: np.ndarray
                        time.perf_counter() - start)
 
 
+def check_trainable(model: nn.Module, data: Dataset, arch: str) -> None:
+    """Refuse, before the first step, a model that training cannot make one every command reads:
+    the checks a loaded model gets (:func:`~deepfault.core.outputs.check_model_outputs`: class
+    scores ``(N, classes)``, floating point and finite, independent of the batch) on the first
+    training inputs, then as many scores as ``data``'s classes, and logits: no final
+    ``nn.Softmax`` and no rows of probabilities (cross-entropy applies the softmax itself; every
+    later command would refuse the trained model's probabilities). A ``forward`` that raises is
+    one line naming its class (:class:`~deepfault.errors.UserCodeError`).
+
+    Args:
+        model: The freshly built model (left in ``eval()`` mode).
+        data: The data set it will be trained on.
+        arch: The architecture's name, for messages.
+
+    Raises:
+        DeepFaultError: Naming what is wrong and what to change in the class.
+    """
+    from ..core.capture import forward
+    from ..core.outputs import SAMPLE, check_model_outputs, ends_in_softmax, probability_rows
+
+    logits = ("training needs logits (cross-entropy applies the softmax itself) and every command would "
+              "refuse the trained model")
+    if ends_in_softmax(model):
+        raise DeepFaultError(f"--arch {arch!r} ends in a softmax, so it returns probabilities: {logits}; "
+                             "remove the final softmax from the class")
+    x = torch.as_tensor(data.x_train[:SAMPLE], device=model_device(model))
+    with torch.no_grad():  # lazy modules take their shapes here, outside inference mode
+        out = forward(model.eval(), x)
+    width = check_model_outputs(model, x, output_kind="probabilities", what=f"--arch {arch!r}")
+    known = bool(data.meta.get("class_names_given", True))
+    if width < data.num_classes or (width > data.num_classes and known):
+        raise DeepFaultError(f"--arch {arch!r} gives {width} scores per input but data set {data.name!r} has "
+                             f"{data.num_classes} classes; build it with {data.num_classes} outputs (its "
+                             "--arch-args)")
+    if probability_rows(out):
+        raise DeepFaultError(f"--arch {arch!r} returns probabilities (every output row is >= 0 and sums to "
+                             f"1): {logits}; return the scores before the softmax from forward()")
+
+
+def build_trainable(arch: str, arch_kwargs: dict, data: Dataset, *, seed: int,
+                    device: torch.device | str = "cpu") -> nn.Module:
+    """``arch`` built with ``arch_kwargs`` and weights seeded by ``seed`` on ``device``, once it is
+    known to fit the memory free here (built on the ``meta`` device first:
+    :func:`~deepfault.models.io.check_build`) and to give scores training can use
+    (:func:`check_trainable`). The global RNG is untouched.
+
+    Raises:
+        DeepFaultError: Too large to build, or outputs no command could read after training.
+    """
+    check_build(arch, arch_kwargs)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(arch, **arch_kwargs)
+    model.to(device)
+    check_trainable(model, data, arch)
+    return model.eval()
+
+
 def train_model(
     arch: str,
     data: Dataset,
@@ -276,14 +341,7 @@ def train_model(
     """
     config.validate()
     arch_kwargs = dict(arch_kwargs or {})
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        model = build_model(arch, **arch_kwargs)
-    model.to(device)
-    from ..core.capture import forward
-
-    with torch.no_grad():  # a clear error now rather than a cryptic one inside training
-        forward(model.eval(), torch.as_tensor(data.x_train[:1], device=model_device(model)))
+    model = build_trainable(arch, arch_kwargs, data, seed=config.seed, device=device)
     result = fit(model, data.x_train, data.y_train, config, progress=progress, threads=threads)
     test_acc = accuracy(model, data.x_test, data.y_test)
     from ..data._api import data_dir_to_record

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_SEED
+from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_MODELS, MAX_SEED
 from ..core.constraints import Each, Interval, Options, Text, param, validate
 
 __all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
@@ -41,17 +41,17 @@ class _NameOrIndex(Text):
 
     def accepts(self, value) -> bool:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value >= 0
+            return 0 <= value < MAX_MODELS
         return super().accepts(value)
 
     def convert(self, text: str) -> str | int:  # type: ignore[override]  # an index is a number
         return int(text) if text.strip().isdigit() else text
 
     def expected(self) -> str:
-        return "a name or an index >= 0"
+        return f"a name or an index from 0 to {MAX_MODELS - 1:,}"
 
     def hostile(self) -> tuple:
-        return ("", "a\x00b", -1, 1.5)
+        return ("", "a\x00b", -1, MAX_MODELS, 1.5)
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,7 @@ def repair(
     model, m1 = _pair(models)
     device = runtime.torch_device()
     prepared, data = _prepare(model, None, None)
+    _check_tunable(prepared)
     net = prepared.module.to(device).eval()
     m1_net = None if m1 is None else _prepare(m1, data, None)[0].module.to(device).eval()
     split = _split_files(list(found), data, config, config.train_on, m1_net)  # type: ignore[arg-type]
@@ -416,6 +417,25 @@ def _fine_tune_all(net: nn.Module, prepared: PreparedModel, data: Dataset, found
     return RepairResult(config, prepared.name, data.name, found.summaries, before, tuple(approaches),
                         len(mix_idx), int(clean.sum()), found.splits, repaired, str(device),
                         held_out_faults=int((~right_before).sum()))
+
+
+def _check_tunable(prepared: PreparedModel) -> None:
+    """Refuse, before anything is labelled or fine-tuned, a model repair cannot tune: a black box (ONNX
+    Runtime, LiteRT, a callable) or any other module without floating-point weights (an int8
+    module).
+    """
+    from ..models.blackbox import describe_black_box, is_black_box
+
+    if is_black_box(prepared):
+        runtime = describe_black_box(prepared.module).get("runtime", "a runtime")
+        raise DeepFaultError(
+            f"repair fine-tunes a model's weights, and {prepared.name!r} is a black box run by {runtime}, "
+            "which has none to tune; repair the float torch model it was exported from (the .pt file), "
+            "then export that again")
+    if not any(p.is_floating_point() for p in prepared.module.parameters()):
+        raise DeepFaultError(
+            f"repair fine-tunes a model's weights, and {prepared.name!r} has no floating-point weights "
+            "(quantised, or none at all); repair the float torch model it was made from")
 
 
 def _prepare(model, dataset, data_dir) -> tuple[PreparedModel, Dataset]:

@@ -14,7 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_SEED, without_repeats
+from ..checks import (
+    MAX_BLACKOUT_SIZE,
+    MAX_GRADIENT_ITERATIONS,
+    MAX_INPUTS,
+    MAX_MODELS,
+    MAX_SEED,
+    without_repeats,
+)
 from ..core.constraints import Each, Flag, Interval, Options, param
 from ..core.constraints import FieldConstraint as Declared
 from ..core.constraints import validate as validate_fields
@@ -192,7 +199,7 @@ class XploreConfig:
                                                  "row, height, width")
     blackout_size: int = param(6, Interval(int, 1, MAX_BLACKOUT_SIZE),
                                help="side of the patches of --constraint blackout")
-    target: int | None = param(None, Interval(int, 0, None, none=True, words=("random",)),
+    target: int | None = param(None, Interval(int, 0, MAX_MODELS - 1, none=True, words=("random",)),
                                help="index of the model pushed away from the common class ('random': one "
                                "drawn per seed)")
     neurons: str = param("per-iteration", Options(NEURON_CHOICES),

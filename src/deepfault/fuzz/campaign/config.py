@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ...checks import MAX_BUDGET_SECONDS, MAX_INPUTS, MAX_SEED, check_name
+from ...checks import MAX_BUDGET_SECONDS, MAX_INPUTS, MAX_MUTANTS, MAX_SEED, check_name
 from ...core.capture import TRANSFORMS
 from ...core.constraints import (
     Checked,
@@ -253,7 +253,7 @@ class CampaignConfig:
     chooser: str | None = param(None, Options(CHOOSERS.names, none=True),
                                 help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for "
                                 "deephunter)")
-    mutants: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
+    mutants: int | None = param(None, Interval(int, 1, MAX_MUTANTS, none=True),
                                 help="mutants per selected input (default: 20, as published)")
     fidelity: str = param(INPUTS_DEFAULT, Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", ""),
                                                                   role="input", names=fidelity_files),

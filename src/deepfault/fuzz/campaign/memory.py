@@ -43,8 +43,8 @@ import torch
 
 from ...errors import DeepFaultError
 
-__all__ = ["DEFAULT_QUEUE_IMAGES", "DEFAULT_QUEUE_MEMORY", "QUEUE_DTYPES", "format_size", "image_bytes",
-           "parse_size", "queue_slots", "torch_dtype"]
+__all__ = ["DEFAULT_QUEUE_IMAGES", "DEFAULT_QUEUE_MEMORY", "QUEUE_DTYPES", "STEP_COPIES", "check_step_memory",
+           "format_size", "image_bytes", "parse_size", "queue_slots", "torch_dtype"]
 
 #: The queue's byte budget by default (``--queue-memory``).
 DEFAULT_QUEUE_MEMORY = 1 << 30
@@ -131,3 +131,25 @@ def queue_slots(shape: tuple[int, ...], dtype: str, *, memory: int | None, count
     if memory is None:
         return min(slots, DEFAULT_QUEUE_IMAGES)
     return slots if count is None else min(slots, count)
+
+
+#: Tensors of one step's size alive at once while its mutants are made: the mutants, their
+#: parents repeated once per mutant, and a rule's output (a lower bound of the step's peak).
+STEP_COPIES = 3
+
+
+def check_step_memory(shape: tuple[int, ...], inputs_per_step: int, mutants: int,
+                      device: torch.device | str = "cpu") -> None:
+    """Refuse, before the campaign starts, a step whose mutants cannot fit the memory free on
+    ``device``: ``inputs_per_step x mutants`` images of ``shape`` in float32, :data:`STEP_COPIES`
+    times (:func:`deepfault.core.memory.check_fits`).
+
+    Raises:
+        DeepFaultError: Giving the step's size, the memory free, and what to lower.
+    """
+    from ...core.memory import check_fits
+
+    slots = inputs_per_step * mutants
+    check_fits(slots * image_bytes(tuple(shape), "float32") * STEP_COPIES,
+               f"one step's {slots:,} mutants of shape {tuple(shape)} (--inputs-per-step {inputs_per_step} x "
+               f"--mutants {mutants})", "give fewer --mutants or --inputs-per-step", device)

@@ -540,15 +540,21 @@ def _base_model(arch: str, data, ctx: ScenarioContext, *, fraction: float, out_d
 
 def _check_model_fits(arch: str, data, arch_kwargs: dict) -> None:
     from ...core.capture import forward
+    from ...errors import UserCodeError
+    from ...models.io import check_build
+    from ...models.train import check_trainable
     from ...models.zoo import build_model
 
     if len(data.x_train) == 0 or len(data.x_test) == 0:
         raise DeepFaultError(f"data set {data.name!r} needs a training and a test split for scenarios")
+    check_build(arch, arch_kwargs)  # on the meta device: too large is refused before it is built
     with torch.random.fork_rng(devices=[]):
         model = build_model(arch, **arch_kwargs)
     try:
         with torch.no_grad():
             out = forward(model.eval(), torch.as_tensor(data.x_train[:2]))
+    except UserCodeError:
+        raise
     except DeepFaultError as err:
         raise DeepFaultError(f"architecture {arch!r} does not fit data set {data.name!r}: {err}") from err
     if out.ndim != 2 or out.shape[1] != data.num_classes:
@@ -556,6 +562,9 @@ def _check_model_fits(arch: str, data, arch_kwargs: dict) -> None:
             f"architecture {arch!r} gives outputs of shape {tuple(out.shape[1:])} per input; "
             f"expected {data.num_classes} class scores"
         )
+    # a trailing softmax, probabilities or integers: refused before M1 trains, rather than a pair
+    # that every later command would refuse
+    check_trainable(model, data, arch)
 
 
 def make_scenario(
