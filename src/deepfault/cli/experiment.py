@@ -115,6 +115,9 @@ def outputs(args) -> list[Output]:
             return [Output("--out", Path(args.out), folder=True)]
         read = Path(args.store)
         return [Output("--out (default: STEM-report)", report_folder(read), folder=True)] if read.name else []
+    if args.store is not None and not args.store.strip():  # '' would fall back to the default, undeclared
+        raise DeepFaultError("--store is empty; give a file name, or leave --store out for "
+                             "results/NAME.sqlite")
     preset = get_preset(args.preset) if args.preset else None  # a --config's grid is read by the command
     store = Path(args.store) if args.store else preset.default_store() if preset else None
     models = args.models_dir
