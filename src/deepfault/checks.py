@@ -534,9 +534,10 @@ def without_repeats(param: str, values: Sequence, *, why: str) -> tuple:
     kept = tuple(dict.fromkeys(values))
     if len(kept) < len(values):
         import logging
+        from collections import Counter
 
-        seen: set = set()
-        repeated = list(dict.fromkeys(v for v in values if v in seen or seen.add(v)))
+        counts = Counter(values)
+        repeated = [v for v in kept if counts[v] > 1]
         shown = ", ".join(str(v) for v in repeated[:5]) + (", ..." if len(repeated) > 5 else "")
         logging.getLogger(__name__).warning(
             "%s: %d repeated value(s) dropped (%s): %s; %d kept", param, len(values) - len(kept), shown, why,
