@@ -178,3 +178,13 @@ def test_check_not_inputs_names_both(tmp_path):
 def test_an_output_file_ending_in_a_slash_is_refused_not_written_without_it(work, argv, option):
     """Issue 43: ``Path('m/')`` is ``m``, so ``--save-model m/`` wrote a file named ``m``."""
     assert_refused(argv, work, f"{option} must be a file name", "ends in '/', so it names a folder")
+
+
+def test_an_empty_store_is_refused_not_the_default_written_undeclared(work):
+    """Issue 43 (found by the probe's sample): ``--store ''`` fell back to results/NAME.sqlite, a
+    store and a models folder the guard had not seen."""
+    from helpers.hardening import tiny_grid_toml
+
+    (work / "g.toml").write_text(tiny_grid_toml())
+    assert_refused(["experiment", "--config", "g.toml", "--store", "", "--no-progress"], work,
+                   "--store must be a file name")  # its declaration (READS) refuses it while parsing

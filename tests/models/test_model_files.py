@@ -98,16 +98,19 @@ def test_torchscript(tmp_path):
     assert layout.names == ("block1_conv1", "block2_conv1", "fc1")
 
 
+class _Doubled(torch.nn.Module):
+    """A module with its own forward: TorchScript runs it compiled (no layers to rebuild)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.a(x) * 2
+
+
 def test_torchscript_with_custom_forward_is_explained(tmp_path):
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = torch.nn.Linear(2, 2)
-
-        def forward(self, x):
-            return self.a(x) * 2
-
-    torch.jit.script(Net()).save(str(tmp_path / "c.ts"))
+    torch.jit.script(_Doubled()).save(str(tmp_path / "c.ts"))
     mf = open_model(tmp_path / "c.ts")  # runs compiled: outputs and gradients, no hooks
     from deepfault import activations
 
@@ -123,15 +126,7 @@ def test_a_torchscript_load_warns_nothing_when_it_succeeds(tmp_path):
 
     from deepfault.models.torchscript import jit_quietly
 
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = torch.nn.Linear(2, 2)
-
-        def forward(self, x):
-            return self.a(x) * 2
-
-    torch.jit.script(Net()).save(str(tmp_path / "c.ts"))
+    torch.jit.script(_Doubled()).save(str(tmp_path / "c.ts"))
     torch.jit.script(build_model("digits_mlp").eval()).save(str(tmp_path / "m.ts"))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
