@@ -19,6 +19,7 @@ from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
 from ..core.entry import apply_threads as apply_threads
 from ..core.entry import thread_count as thread_count
+from ..core.executors import Parallel
 from ..core.guard import Output as Output
 from ..core.guard import declared as declared
 from ..core.guard import output_path as output_path
@@ -232,6 +233,41 @@ def add_options(p: argparse.ArgumentParser, *names: str, **changes: str | dict[s
         flags, kwargs = OPTIONS[name]
         change = changes.get(name, {})
         p.add_argument(*flags, **{**kwargs, **({"help": change} if isinstance(change, str) else change)})
+
+
+#: :class:`~deepfault.core.executors.Parallel`'s fields, in the order every command shows them.
+PARALLEL = ("workers", "executor", "address", "gpus_per_worker")
+
+
+class _DeprecatedSpelling(argparse.Action):
+    """An old spelling that still works: sets its new option's value, with a ``DeprecationWarning``
+    (silent by default, so an error stays the command's one line).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import warnings
+
+        warnings.warn(f"{option_string} is deprecated; use {self.metavar}", DeprecationWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
+def add_parallel(p: argparse.ArgumentParser, *, old_address: str | None = None) -> None:
+    """Add ``--workers``, ``--executor``, ``--address`` and ``--gpus-per-worker`` from their one
+    declaration (:class:`~deepfault.core.executors.Parallel`); ``old_address`` is a deprecated
+    spelling of ``--address`` the command keeps accepting (``experiment``'s ``--ray-address``).
+    """
+    for name in PARALLEL:
+        add_field(p, Parallel, name)
+    if old_address:
+        p.add_argument(old_address, dest="address", action=_DeprecatedSpelling, metavar="--address",
+                       help=argparse.SUPPRESS)
+
+
+def parallel_from(args) -> Parallel:
+    """The parsed :func:`add_parallel` options as a :class:`~deepfault.core.executors.Parallel`
+    (serial when the command has none).
+    """
+    return config_from(args, Parallel) if hasattr(args, "workers") else Parallel()
 
 
 def command(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:

@@ -18,9 +18,18 @@ from typing import Any
 import torch
 
 from ..checks import MAX_INPUTS, MAX_THREADS
-from .constraints import Interval, Text, constraints, param
+from ..errors import DeepFaultError
+from .constraints import Checked, Interval, Text, constraints, param
+from .executors import Parallel
 
 __all__ = ["Runtime", "RUNTIME_FIELDS"]
+
+
+def _parallel(name: str, value: Any) -> Parallel:
+    if not isinstance(value, Parallel):
+        raise DeepFaultError(f"{name} must be a deepfault.core.executors.Parallel (workers, executor, "
+                             f"address, GPUs per worker); got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,9 @@ class Runtime:
             bar, or a callable the method calls with its progress records.
         store: The SQLite store a long run records itself in and resumes from (``None``: the
             method's default, or none).
+        parallel: How a pass over a data set spreads over workers
+            (:class:`~deepfault.core.executors.Parallel`; default: serial, in this process). The
+            passes that shard (:mod:`deepfault.core.shards`) equal the serial result.
     """
 
     device: str | torch.device | None = param(None, Text(none=True), help="device to run on")
@@ -47,6 +59,9 @@ class Runtime:
                                   help="inputs per forward pass ('auto': sized from the memory free)")
     progress: bool | str | Callable[..., Any] = param(False, Text(none=True), help="progress display")
     store: str | os.PathLike | None = param(None, Text(none=True), help="SQLite store of a long run")
+    parallel: Parallel = param(Parallel(), Checked(_parallel, "a deepfault.core.executors.Parallel",
+                                                   bad=(2, "process")),
+                               help="workers a pass over a data set spreads over")
 
     def __post_init__(self):
         if isinstance(self.device, torch.device):
