@@ -307,8 +307,11 @@ class Parallel:
 
     @property
     def spread(self) -> bool:
-        """Whether work leaves this process (more than one worker, or a Ray cluster)."""
-        return self.executor_name == "ray" or (self.executor_name != "serial" and self.workers > 1)
+        """Whether a pass over a data set is split into shards: more than one worker, or a Ray
+        cluster (``serial`` with more than one worker runs the shards one after the other here,
+        the same split without processes).
+        """
+        return self.executor_name == "ray" or self.workers > 1
 
     def start(self) -> Executor:
         """The executor these options name, started (a Ray cluster joined or a local one begun)."""

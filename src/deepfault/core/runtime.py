@@ -50,6 +50,9 @@ class Runtime:
         parallel: How a pass over a data set spreads over workers
             (:class:`~deepfault.core.executors.Parallel`; default: serial, in this process). The
             passes that shard (:mod:`deepfault.core.shards`) equal the serial result.
+        shard_state: The file a spread pass keeps its finished shards in, so that a rerun after a
+            stop finishes it (:mod:`deepfault.core.shards`; the command line's: ``OUT.shards``);
+            ``None``: none kept.
     """
 
     device: str | torch.device | None = param(None, Text(none=True), help="device to run on")
@@ -62,12 +65,15 @@ class Runtime:
     parallel: Parallel = param(Parallel(), Checked(_parallel, "a deepfault.core.executors.Parallel",
                                                    bad=(2, "process")),
                                help="workers a pass over a data set spreads over")
+    shard_state: str | os.PathLike | None = param(None, Text(none=True),
+                                                  help="file a spread pass keeps its finished shards in")
 
     def __post_init__(self):
         if isinstance(self.device, torch.device):
             object.__setattr__(self, "device", str(self.device))
-        if isinstance(self.store, os.PathLike):
-            object.__setattr__(self, "store", os.fspath(self.store))
+        for name in ("store", "shard_state"):
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
         for name, constraint in constraints(Runtime).items():
             value = getattr(self, name)
             if name == "progress" and (isinstance(value, bool) or callable(value)):

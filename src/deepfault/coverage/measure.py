@@ -321,8 +321,15 @@ def measure_coverage(model: nn.Module | PreparedModel, data: InputData, config: 
         raise DeepFaultError("no inputs: the input set is empty")
     marks = checkpoints(n) if config.growth else []
     t0 = time.perf_counter()
-    passed = _measure_pass(run, x, config, runtime, marks)
-    return _report(run, config, passed, num_inputs=n, seconds=time.perf_counter() - t0, data_name=data_name)
+    spread = None
+    if runtime.parallel.spread:
+        from .spread import spread_measure
+
+        passed, spread = spread_measure(run, x, config, runtime, marks)
+    else:
+        passed = _measure_pass(run, x, config, runtime, marks)
+    report = _report(run, config, passed, num_inputs=n, seconds=time.perf_counter() - t0, data_name=data_name)
+    return report.spread_over(spread)
 
 
 def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int, seconds: float,
@@ -355,9 +362,11 @@ def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int,
 Measured = Criterion | SurpriseCoverage
 
 
-def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int]):
+def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int], *,
+                  snapshot: Callable | None = None):
     """The one pass: ``(criteria, their recorded curves, the neuron layout or None, ((M,) whether
-    each neuron was ever above 0, (M,) whether it was above 0 on every input), or Nones)``.
+    each neuron was ever above 0, (M,) whether it was above 0 on every input), or Nones)``;
+    ``snapshot(criterion)`` (a shard's pass) records its state at each mark instead of its count.
     """
     crits: list[Measured] | None = None
     curves: list[list[tuple[int, int]]] = []
@@ -380,7 +389,7 @@ def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: 
                 layout = batch.layout
                 crits = _criteria(config, run, layout)
                 curves = [[] for _ in crits]
-            _fold(batch, feeds, crits, marks, curves)
+            _fold(batch, feeds, crits, marks, curves, snapshot)
     return crits or [], curves, layout, (active, always)
 
 
@@ -401,8 +410,8 @@ def _criteria(config: CoverageConfig, run: Run, layout: NeuronLayout | None) -> 
     return out
 
 
-def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int],
-          curves: list[list[tuple[int, int]]]) -> None:
+def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int], curves: list[list],
+          snapshot: Callable | None = None) -> None:
     """Feed one batch to ``crits`` (each what it reads), split at the growth checkpoints in it."""
     cuts = [m for m in marks if batch.start < m <= batch.stop]
     lo = batch.start
@@ -410,7 +419,7 @@ def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int],
         for c, curve in zip(crits, curves, strict=True):
             c.update(feeds[c.reads][lo - batch.start : hi - batch.start])
             if hi in cuts:
-                curve.append((hi, c.covered_count()))
+                curve.append((hi, c.covered_count() if snapshot is None else snapshot(c)))
         lo = hi
 
 

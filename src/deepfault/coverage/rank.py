@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -278,11 +279,36 @@ def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: Cover
     make_items = _items_maker(crit_names, run, config) if coverage else None
     t0 = time.perf_counter()
     inputs = (x, labels if streamed else None, y, n)
-    predicted, y, joined, items, spent, forward = _forward(run, inputs, names, _output_kind(model), runtime,
-                                                           make_items)
+    spread = None
+    kind = _output_kind(model)
+    if runtime.parallel.spread:
+        *passed, spread = _spread_forward(run, inputs, names, kind, runtime, make_items)
+    else:
+        passed = list(_forward(run, inputs, names, kind, runtime, make_items))
+    predicted, y, joined, items, spent, forward = passed
     rankings = _rankings(names, items, joined, predicted != y, spent)
     seconds = (time.perf_counter() - t0, forward)
-    return _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name)
+    report = _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name)
+    return report.spread_over(spread)
+
+
+def _spread_forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
+    """:func:`_forward` over the shards of ``runtime.parallel``'s workers (:mod:`.spread`), and the
+    :class:`~deepfault.core.shards.Spread`.
+    """
+    from .spread import spread_rank
+
+    x, _, y, _ = inputs
+    if y is None:
+        raise DeepFaultError("--workers needs the labels beside the inputs (an array or a data set), not "
+                             "in a stream's batches")
+    t0 = time.perf_counter()
+    uncertain = [p for p in names if p in UNCERTAINTY]
+    surprising = [p for p in names if p in SURPRISE_KINDS]
+    (predicted, joined, items, spent), spread = spread_rank(run, x, y, names, uncertain, surprising, kind,
+                                                            runtime, make_items)
+    forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
+    return predicted, y, joined, items, spent, forward, spread
 
 
 def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
@@ -309,16 +335,28 @@ def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runti
     return predicted, y, joined, items, spent, forward
 
 
-def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig):
+def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig) -> _ItemsMaker:
     """``layout -> _Items`` of the ``cam``/``ctm`` criteria, made once the first batch tells the
     neuron layout (checked against the profile's).
     """
-    def make_items(layout: NeuronLayout) -> _Items:
-        if run.profile is not None:
-            run.profile.check_layout(layout)
-        return _Items(build_criteria(crit_names, layout, threshold=config.threshold, sections=config.sections,
-                                     top_k=config.top_k, scale=config.scale, profile=run.profile), layout)
-    return make_items
+    return _ItemsMaker(tuple(crit_names), config, run.profile)
+
+
+@dataclass(frozen=True)
+class _ItemsMaker:
+    """:func:`_items_maker`'s answer: a value, so that it travels to the workers of a spread pass."""
+
+    crit_names: tuple[str, ...]
+    config: CoverageConfig
+    profile: Any
+
+    def __call__(self, layout: NeuronLayout) -> _Items:
+        config = self.config
+        if self.profile is not None:
+            self.profile.check_layout(layout)
+        crits = build_criteria(self.crit_names, layout, threshold=config.threshold, sections=config.sections,
+                               top_k=config.top_k, scale=config.scale, profile=self.profile)
+        return _Items(crits, layout)
 
 
 def _rank_report(run, config: CoverageConfig, rankings: tuple[Ranking, ...], items: _Items | None,
@@ -446,6 +484,14 @@ class _Items:
             spent = time.perf_counter() - t
             self._spent[i] += spent
             self.seconds += spent
+
+    def extend(self, other: _Items) -> _Items:
+        """Append ``other``'s inputs (a later shard's) in place."""
+        for mine, theirs in zip(self.parts, other.parts, strict=True):
+            mine += theirs
+        self._spent = [a + b for a, b in zip(self._spent, other._spent, strict=True)]
+        self.seconds += other.seconds
+        return self
 
     def sparse(self):
         """``(criterion, (cols, row_ptr, num_items, seconds))`` per criterion."""

@@ -594,7 +594,14 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
     layers: str | Sequence[str] | None = config.layers
     if layers is None:
         layers = default_layer(module, _first(x), config.transform)
-    ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
+    spread = None
+    if runtime.parallel.spread:
+        from .spread import spread_trace
+
+        traced, spread = spread_trace(module, x, n, layers, config, runtime)
+        ats, assigned, given, layout, num_classes = traced
+    else:
+        ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
     if given is not None:
         y = check_labels("labels", given, MAX_CLASSES, count=n)
     if config.classes == "labels":
@@ -614,7 +621,7 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
                      max_features=config.max_features, selection=selection)
     object.__setattr__(state, "about", _about(model, module, data, layout, config, runtime,
                                               time.perf_counter() - t0))
-    return state
+    return state.spread_over(spread)
 
 
 def _fit_inputs(pair, config: SurpriseConfig):
