@@ -126,3 +126,32 @@ def test_a_stopped_pass_keeps_its_shards_and_a_rerun_finishes_it(problem, tmp_pa
     whole = compute_profile(model, x, ProfileConfig())
     np.testing.assert_array_equal(whole.low, again.low)
     np.testing.assert_allclose(again.mean, whole.mean, rtol=FLOAT_TOLERANCE, atol=FLOAT_TOLERANCE)
+
+
+def test_deepfault_run_spectra(problem):
+    from deepfault.data import Dataset
+    from deepfault.localization.protocol import RunConfig, run_deepfault
+
+    model, x, y = problem
+    data = Dataset("tiny", x[:20].numpy(), y[:20].numpy(), x.numpy(), y.numpy(), (-4.0, 4.0), ("a", "b", "c"))
+    config = RunConfig(k=2, classes=(0, 1), repeat=1, iterations=1, num_inputs=2, surprise=None,
+                       baseline=False)
+    a = run_deepfault(model, data, config, runtime=SERIAL)
+    b = run_deepfault(model, data, config, runtime=SHARDED)
+    for ca, cb in zip(a.classes, b.classes, strict=True):
+        for name in ("a_s", "a_f", "n_s", "n_f"):
+            np.testing.assert_array_equal(getattr(ca.spectrum, name), getattr(cb.spectrum, name))
+        assert ca.num_correct == cb.num_correct
+    assert a.test_accuracy == b.test_accuracy
+    assert _timeless(a.to_dict()) == _timeless(b.to_dict())
+    assert b.spread is not None
+    assert a.spread is None
+
+
+def _timeless(value):
+    """A result dict without its timings (they differ between any two runs)."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if "seconds" not in k and k != "time"}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value

@@ -312,11 +312,22 @@ def check_renamed(argv: Sequence[str]) -> str | None:
 def runtime_for(args, models=(), **given) -> Runtime:
     """The command's :class:`Runtime` for ``models`` (on ``--device``): that device, ``--threads``
     applied now (:func:`apply_threads`; the runtime holds the count in effect), the progress display
-    per ``--no-progress``; ``given`` sets the rest (``batch_size``).
+    per ``--no-progress``, the workers of :func:`add_parallel` (a spread pass keeps its finished shards
+    in :func:`shard_state_path` of ``--out``); ``given`` sets the rest (``batch_size``).
     """
     device = device_from(args.device)
+    parallel = parallel_from(args)
+    out = output_path(getattr(args, "out", None)) if parallel.spread else None
     return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
-                   progress=not args.no_progress, **given)
+                   progress=not args.no_progress, parallel=parallel,
+                   shard_state=None if out is None else str(shard_state_path(out)), **given)
+
+
+def shard_state_path(out: Path) -> Path:
+    """The shard-state file of a spread pass whose result goes to ``out``: ``OUT.shards`` beside it
+    (:mod:`deepfault.core.shards`; a rerun of the stopped command finds it there).
+    """
+    return out.with_name(out.name + ".shards")
 
 
 def write_run_report(args, render) -> None:
@@ -341,9 +352,13 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
+    spread = {}
+    if outcome.spread is not None:  # a pass spread over workers says how many and where
+        print(outcome.spread.summary())
+        spread = {"parallel": outcome.spread.to_dict()}
     threads = runtime.threads if isinstance(runtime.threads, int) else None
     saved = save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
-        command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
+        command, {**(records or {}), **outcome.payload(), **spread}, config=config.to_dict(),
         seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
         threads=threads, outputs=written or None))
     for line in saved.skipped if saved else ():

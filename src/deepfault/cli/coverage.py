@@ -36,6 +36,7 @@ from ._common import (
     Output,
     add_field,
     add_options,
+    add_parallel,
     argument_type,
     batch_choice,
     command,
@@ -57,6 +58,7 @@ def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None
     add_field(p, config, "layers", metavar="NAMES")
     add_field(p, config, "transform")
     add_options(p, "batch_size", *RUNNING, *MODEL_FILE)
+    add_parallel(p)
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:

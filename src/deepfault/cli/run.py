@@ -15,6 +15,7 @@ from ._common import (
     Output,
     add_field,
     add_options,
+    add_parallel,
     command,
     device_from,
     output_path,
@@ -50,6 +51,7 @@ def add_parser(sub) -> None:
     add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
                 "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
                 "memory one input takes and the memory free, at most 1024")
+    add_parallel(run)  # the spectrum pass spreads over them
     run.add_argument("--out", metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
     run.add_argument("--log", metavar="FILE", default=None,
