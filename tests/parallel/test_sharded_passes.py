@@ -155,3 +155,20 @@ def _timeless(value):
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
+
+
+def test_gate_heldout_stage():
+    from helpers.gate_models import linear, split
+
+    from deepfault.data import as_dataset
+    from deepfault.gate.config import GateConfig
+    from deepfault.gate.protocol import gate
+
+    x, y = split()
+    config = GateConfig(budget="0", worst=5)
+    a = gate((linear(), linear(0.5)), as_dataset(x, y), config, runtime=SERIAL)
+    b = gate((linear(), linear(0.5)), as_dataset(x, y), config, runtime=SHARDED)
+    assert a.heldout.to_dict() == b.heldout.to_dict()
+    np.testing.assert_array_equal(a.heldout.flip_inputs, b.heldout.flip_inputs)
+    assert b.spread is not None
+    assert b.spread.shards == 12

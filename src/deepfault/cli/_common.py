@@ -316,11 +316,18 @@ def runtime_for(args, models=(), **given) -> Runtime:
     in :func:`shard_state_path` of ``--out``); ``given`` sets the rest (``batch_size``).
     """
     device = device_from(args.device)
+    return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
+                   progress=not args.no_progress, **parallel_runtime(args), **given)
+
+
+def parallel_runtime(args) -> dict[str, Any]:
+    """The :class:`Runtime` fields of :func:`add_parallel`'s options: ``parallel``, and the
+    ``shard_state`` file a spread pass keeps its finished shards in (:func:`shard_state_path` of
+    ``--out``, when the command writes one).
+    """
     parallel = parallel_from(args)
     out = output_path(getattr(args, "out", None)) if parallel.spread else None
-    return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
-                   progress=not args.no_progress, parallel=parallel,
-                   shard_state=None if out is None else str(shard_state_path(out)), **given)
+    return {"parallel": parallel, "shard_state": None if out is None else str(shard_state_path(out))}
 
 
 def shard_state_path(out: Path) -> Path:

@@ -17,8 +17,10 @@ from ._common import (
     Output,
     add_field,
     add_options,
+    add_parallel,
     command,
     output_path,
+    parallel_runtime,
     versions_from,
     write_outcome,
     write_run_report,
@@ -49,6 +51,7 @@ def add_parser(sub) -> None:
     _add_stages_and_policy(p)
     _add_outputs(p)
     add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
+    add_parallel(p)  # the held-out stage spreads over them
     p.set_defaults(func=_cmd_gate)
 
 
@@ -119,7 +122,8 @@ def outputs(args) -> list[Output]:
 def _cmd_gate(args) -> int:
     config = _config(args)
     versions = versions_from(args)
-    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress)
+    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
+                      **parallel_runtime(args))
     outcome = gate(versions, args.dataset if args.split is None else read_split(args.split, args.dataset),
                    config, runtime=runtime)
     write_outcome(args, outcome, command="gate", config=config, out=output_path(args.out),

@@ -251,16 +251,24 @@ def _worker_device(job: _Job) -> tuple[str, str]:
     return device, f"{where}{device}"
 
 
+def _on(module: nn.Module, device: str) -> nn.Module:
+    """``module`` on ``device``: itself when it is there, else a copy (the caller's model never moves)."""
+    first = next(module.parameters(), None)
+    if first is None or str(first.device) == device:
+        return module
+    import copy
+
+    return copy.deepcopy(module).to(device)
+
+
 def _run_shard(job: _Job) -> tuple[int, str, Any]:
-    """Run one shard's ``work`` (in a worker): its rows read, its model on its device."""
+    """Run one shard's ``work`` (in a worker): its rows read, its model (or models) on its device."""
     device, named = _worker_device(job)
     model = job.model
     if isinstance(model, nn.Module):
-        first = next(model.parameters(), None)
-        if first is not None and str(first.device) != device:
-            import copy
-
-            model = copy.deepcopy(model).to(device)  # never move the caller's model (serial runs share it)
+        model = _on(model, device)
+    elif isinstance(model, tuple):
+        model = tuple(_on(m, device) if isinstance(m, nn.Module) else m for m in model)
     columns = tuple(s.read(job.start, job.stop) if s is not None else None for s in job.sources)
     context = ShardContext(job.index, job.start, job.stop, device, job.batch_size)
     return job.index, named, job.work(model, columns, job.options, context)
@@ -286,7 +294,8 @@ def _column_fingerprint(column) -> str:
 def _state_key(name: str, model, options, columns, bounds) -> str:
     from ..models.fingerprint import fingerprint
 
-    parts = [STATE_FORMAT, name, fingerprint(model, length=64) if isinstance(model, nn.Module) else "",
+    modules = model if isinstance(model, tuple) else (model,)
+    parts = [STATE_FORMAT, name, *(fingerprint(m, length=64) for m in modules if isinstance(m, nn.Module)),
              repr(options), repr(bounds), *(_column_fingerprint(c) for c in columns)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -335,7 +344,7 @@ def _lost(executor: str, err: BaseException, state: _State, total: int) -> DeepF
                           "to finish the pass")
 
 
-def sharded_pass(name: str, work: Callable[[nn.Module, tuple, Any, ShardContext], Any], model: nn.Module,
+def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any], model: nn.Module | tuple,
                  columns: Sequence[Any], options: Any, *, parallel: Parallel, device: str | None = None,
                  batch_size: int | str = "auto", state: str | os.PathLike | None = None,
                  ) -> tuple[list[Any], Spread]:
@@ -346,7 +355,7 @@ def sharded_pass(name: str, work: Callable[[nn.Module, tuple, Any, ShardContext]
         work: A module-level function ``work(model, columns, options, context) -> result``: the
             pass over one shard's rows (``columns`` sliced alike), its result picklable (an
             accumulator's ``state_dict``).
-        model: The network (a copy travels to every worker).
+        model: The network, or a tuple of networks (a pair compared); a copy travels to every worker.
         columns: Arrays, tensors or map-style datasets of ``N`` rows each (``None`` entries stay
             ``None``): the inputs, then what travels with them (labels).
         options: What ``work`` needs besides (a config); picklable.
