@@ -158,11 +158,10 @@ def _timeless(value):
 
 
 def test_gate_heldout_stage():
-    from helpers.gate_models import linear, split
-
     from deepfault.data import as_dataset
     from deepfault.gate.config import GateConfig
     from deepfault.gate.protocol import gate
+    from helpers.gate_models import linear, split
 
     x, y = split()
     config = GateConfig(budget="0", worst=5)

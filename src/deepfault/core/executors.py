@@ -33,7 +33,7 @@ from ..errors import DeepFaultError
 from .constraints import WORKERS, Interval, Options, Text, param, validate
 from .registry import Registry
 
-__all__ = ["EXECUTORS", "Executor", "Parallel", "get_executor", "list_executors"]
+__all__ = ["EXECUTORS", "ClusterLost", "Executor", "Parallel", "get_executor", "list_executors"]
 
 log = logging.getLogger(__name__)
 
@@ -188,12 +188,36 @@ class RayExecutor(Executor):
         pending = list(refs)
         try:
             while pending:
-                done, pending = ray.wait(pending, num_returns=1)
+                # A job on a lost node is retried elsewhere by Ray; a cluster gone altogether is
+                # noticed here within HEARTBEAT seconds (Ray itself waits a minute, then ends the process).
+                done, pending = ray.wait(pending, num_returns=1, timeout=HEARTBEAT)
+                if not done and not self._cluster_alive():
+                    self._disconnect()
+                    raise ClusterLost("the Ray cluster stopped (its head node does not answer)")
                 for ref in done:
                     yield refs[ref], ray.get(ref)
         finally:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            if self._ray.is_initialized():
+                for ref in pending:
+                    with suppress(Exception):
+                        ray.cancel(ref, force=True)
+
+    def _cluster_alive(self) -> bool:
+        """Whether the cluster's head (its GCS) still accepts a connection."""
+        import socket
+
+        try:
+            host, _, port = self._ray.get_runtime_context().gcs_address.rpartition(":")
+            socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT).close()
+        except (OSError, ValueError, AttributeError):
+            return False
+        return True
+
+    def _disconnect(self) -> None:
+        """Leave a cluster that is gone (so that Ray does not end this process a minute later)."""
+        with suppress(Exception):
+            self._ray.shutdown()
+        self._started = False
 
     def close(self) -> None:
         if self._started and self._ray.is_initialized():
@@ -203,6 +227,12 @@ class RayExecutor(Executor):
 
 #: Seconds a cluster address has to accept a connection before the run is refused.
 CONNECT_TIMEOUT = 5.0
+#: Seconds between two checks that a Ray cluster still answers while its jobs run.
+HEARTBEAT = 2.0
+
+
+class ClusterLost(RuntimeError):
+    """The cluster an executor ran on is gone (its head stopped): no job can finish."""
 
 
 def _reachable(address: str) -> None:

@@ -38,7 +38,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -47,6 +47,9 @@ from torch import nn
 from .._io import atomic_path
 from ..errors import DeepFaultError
 from .executors import Parallel
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 __all__ = ["FLOAT_TOLERANCE", "SHARDS_PER_WORKER", "ShardContext", "Spread", "shard_bounds", "sharded_pass"]
 
@@ -123,6 +126,14 @@ class ShardContext:
     stop: int
     device: str
     batch_size: int | str
+
+    def runtime(self) -> Runtime:
+        """A :class:`~deepfault.core.runtime.Runtime` for the shard's pass: its device and batch
+        size, the worker's own threads (an executor's workers run one each), no progress display.
+        """
+        from .runtime import Runtime
+
+        return Runtime(device=self.device, threads=None, batch_size=self.batch_size)
 
 
 # --------------------------------------------------------------------------- where a shard's rows come from
@@ -291,11 +302,19 @@ def _column_fingerprint(column) -> str:
     return f"array:{array.dtype.str}:{array.shape}:{digest}"
 
 
-def _state_key(name: str, model, options, columns, bounds) -> str:
-    from ..models.fingerprint import fingerprint
+def _weights_digest(module: nn.Module) -> str:
+    """SHA-256 of a module's state (names, shapes, dtypes, bytes)."""
+    digest = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
+    return digest.hexdigest()
 
+
+def _state_key(name: str, model, options, columns, bounds) -> str:
     modules = model if isinstance(model, tuple) else (model,)
-    parts = [STATE_FORMAT, name, *(fingerprint(m, length=64) for m in modules if isinstance(m, nn.Module)),
+    parts = [STATE_FORMAT, name, *(_weights_digest(m) for m in modules if isinstance(m, nn.Module)),
              repr(options), repr(bounds), *(_column_fingerprint(c) for c in columns)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -413,7 +432,9 @@ def _is_lost_worker(err: BaseException) -> bool:
     """Whether ``err`` is a worker or a cluster gone (not the work's own failure)."""
     from concurrent.futures.process import BrokenProcessPool
 
-    if isinstance(err, BrokenProcessPool):
+    from .executors import ClusterLost
+
+    if isinstance(err, (BrokenProcessPool, ClusterLost)):
         return True
     try:
         import ray.exceptions as rex

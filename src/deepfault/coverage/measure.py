@@ -18,10 +18,11 @@ through the model once.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import nn
@@ -29,6 +30,7 @@ from torch import nn
 if TYPE_CHECKING:
     from ..core.inputs import InputData
     from ..core.runtime import Runtime
+    from ..core.shards import ShardContext
     from ..models.prepare import PreparedModel
 
 from ..checks import MAX_SECTIONS, check_int
@@ -323,9 +325,7 @@ def measure_coverage(model: nn.Module | PreparedModel, data: InputData, config: 
     t0 = time.perf_counter()
     spread = None
     if runtime.parallel.spread:
-        from .spread import spread_measure
-
-        passed, spread = spread_measure(run, x, config, runtime, marks)
+        passed, spread = _spread_measure(run, x, config, runtime, marks)
     else:
         passed = _measure_pass(run, x, config, runtime, marks)
     report = _report(run, config, passed, num_inputs=n, seconds=time.perf_counter() - t0, data_name=data_name)
@@ -453,3 +453,58 @@ def surprise_scorer(model: nn.Module, state: Surprise | None, kinds: Sequence[st
             return out
 
         yield score
+
+
+# --------------------------------------------------------------------------- spread over workers
+
+
+def _spread_pass(name: str, work, run: Run, columns: tuple, options: tuple, runtime: Runtime):
+    """``work`` over the shards of ``columns`` on ``runtime.parallel``'s workers (the run's module
+    travels once, as the model).
+    """
+    from ..core.shards import sharded_pass
+
+    return sharded_pass(name, work, run.module, columns, (replace(run, module=None), *options),
+                        parallel=runtime.parallel, device=runtime.device, batch_size=runtime.batch_size,
+                        state=runtime.shard_state)
+
+
+def _snapshot(crit) -> Any:
+    return crit.state_dict() if isinstance(crit, Criterion) else None
+
+
+def _measure_shard(module: nn.Module, columns: tuple, options: tuple, context: ShardContext) -> dict:
+    run, config, marks = options
+    here = [m - context.start for m in marks if context.start < m <= context.stop]
+    crits, curves, layout, (active, always) = _measure_pass(replace(run, module=module), columns[0], config,
+                                                            context.runtime(), here, snapshot=_snapshot)
+    return {"crits": crits, "curves": [[(m + context.start, s) for m, s in c] for c in curves],
+            "layout": layout, "active": active, "always": always}
+
+
+def _covered_at(prefix, part, snapshot) -> int:
+    """Items covered by the shards before a mark and the part of its own shard up to it."""
+    if not isinstance(part, Criterion):
+        return 0  # a surprise coverage redraws its curve from its scores at the end
+    probe = copy.deepcopy(prefix)
+    probe.merge(copy.deepcopy(part).load_state_dict(snapshot))
+    return probe.covered_count()
+
+
+def _spread_measure(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int]):
+    """:func:`~deepfault.coverage.measure.measure_coverage`'s pass over shards: what its serial
+    pass returns, and the :class:`~deepfault.core.shards.Spread`.
+    """
+    results, spread = _spread_pass("coverage measure", _measure_shard, run, (x,), (config, marks), runtime)
+    layout = results[0]["layout"]
+    crits = _criteria(config, run, layout) if results[0]["crits"] else []
+    curves: list[list[tuple[int, int]]] = [[] for _ in crits]
+    active = always = None
+    for r in results:
+        for i, (mine, part) in enumerate(zip(crits, r["crits"], strict=True)):
+            curves[i] += [(m, _covered_at(mine, part, snap)) for m, snap in r["curves"][i]]
+            mine.merge(part)
+        if r["active"] is not None:
+            active = r["active"] if active is None else active | r["active"]
+            always = r["always"] if always is None else always & r["always"]
+    return (crits, curves, layout, (active, always)), spread

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -58,7 +58,9 @@ if TYPE_CHECKING:
 
     from ..core.inputs import InputData
     from ..core.runtime import Runtime
+    from ..core.shards import ShardContext
     from ..models.prepare import PreparedModel
+    from .measure import Run
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
@@ -296,8 +298,6 @@ def _spread_forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime
     """:func:`_forward` over the shards of ``runtime.parallel``'s workers (:mod:`.spread`), and the
     :class:`~deepfault.core.shards.Spread`.
     """
-    from .spread import spread_rank
-
     x, _, y, _ = inputs
     if y is None:
         raise DeepFaultError("--workers needs the labels beside the inputs (an array or a data set), not "
@@ -305,7 +305,7 @@ def _spread_forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime
     t0 = time.perf_counter()
     uncertain = [p for p in names if p in UNCERTAINTY]
     surprising = [p for p in names if p in SURPRISE_KINDS]
-    (predicted, joined, items, spent), spread = spread_rank(run, x, y, names, uncertain, surprising, kind,
+    (predicted, joined, items, spent), spread = _spread_rank(run, x, y, names, uncertain, surprising, kind,
                                                             runtime, make_items)
     forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
     return predicted, y, joined, items, spent, forward, spread
@@ -532,3 +532,37 @@ def _score_ranking(name: str, scores: np.ndarray, failing: np.ndarray, seconds: 
     found = apfd(order, failing)
     return Ranking(name, name, order, found, seconds + time.perf_counter() - t, scores=scores,
                    ascending=ascending)
+
+
+def _rank_shard(module: nn.Module, columns: tuple, options: tuple, context: ShardContext) -> dict:
+    run, names, uncertain, surprising, kind, make_items = options
+    run = replace(run, module=module)
+    x, y = columns
+    spent = dict.fromkeys(names, 0.0)
+    with surprise_scorer(module, run.state, surprising, spent) as score_batch:
+        batches = iterate_batches(module, x, neurons=make_items is not None, layers=run.layers,
+                                  transform=run.transform, batch_size=context.batch_size)
+        predicted, _, joined, items = _rank_pass(batches, y, len(y), uncertain, surprising, kind, spent,
+                                                 score_batch, make_items)
+    return {"predicted": predicted, "joined": joined, "items": items, "spent": spent}
+
+
+def _spread_rank(run: Run, x, y: np.ndarray, names, uncertain, surprising, kind: str, runtime: Runtime,
+                make_items):
+    """:func:`~deepfault.coverage.rank.rank_inputs`' pass over shards: ``(predictions, scores by
+    name, items or None, seconds by name)`` in input order, and the
+    :class:`~deepfault.core.shards.Spread`.
+    """
+    from .measure import _spread_pass
+
+    results, spread = _spread_pass("coverage rank", _rank_shard, run, (x, y),
+                            (tuple(names), tuple(uncertain), tuple(surprising), kind, make_items), runtime)
+    predicted = np.concatenate([r["predicted"] for r in results])
+    joined = {k: np.concatenate([r["joined"][k] for r in results]) for k in results[0]["joined"]}
+    spent = {k: sum(r["spent"][k] for r in results) for k in results[0]["spent"]}
+    items = None
+    if results[0]["items"] is not None:
+        items = results[0]["items"]
+        for r in results[1:]:
+            items.extend(r["items"])
+    return (predicted, joined, items, spent), spread
