@@ -122,6 +122,10 @@ class ProcessExecutor(Executor):
     """Local worker processes (``spawn``), one PyTorch thread each."""
 
     name = "process"
+    #: How the workers start: ``spawn`` (a fresh interpreter: safe with CUDA and any state), or
+    #: ``fork`` (a copy of this process: no import to wait for, the data shared copy-on-write;
+    #: what a data-parallel pass on the CPU uses, :mod:`deepfault.core.shards`).
+    start_method = "spawn"
 
     def map(self, fn, jobs):
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -131,7 +135,7 @@ class ProcessExecutor(Executor):
         if self.workers == 1 or len(jobs) <= 1:
             yield from SerialExecutor().map(fn, jobs)
             return
-        with ProcessPoolExecutor(min(self.workers, len(jobs)), mp_context=get_context("spawn"),
+        with ProcessPoolExecutor(min(self.workers, len(jobs)), mp_context=get_context(self.start_method),
                                  initializer=_single_thread) as pool:
             # The workers start with SIGINT blocked (a mask survives fork and exec), so that a
             # Ctrl-C reaches this process alone: a worker that got it while starting would die

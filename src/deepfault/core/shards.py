@@ -189,6 +189,43 @@ class _Stored:
         return ray.get(self.ref)[start:stop]
 
 
+#: What forked workers inherit from the driver, by pass: the model and the columns (never pickled).
+_INHERITED: dict[int, tuple[Any, tuple]] = {}
+
+
+@dataclass(frozen=True)
+class _Inherited:
+    """A column a forked worker reads from the driver's memory (copy-on-write)."""
+
+    token: int
+    column: int
+
+    def read(self, start: int, stop: int) -> Any:
+        return _INHERITED[self.token][1][self.column][start:stop]
+
+
+@dataclass(frozen=True)
+class _InheritedModel:
+    """The model a forked worker finds in the driver's memory."""
+
+    token: int
+
+    def resolve(self) -> Any:
+        return _INHERITED[self.token][0]
+
+
+def _forks(executor, device: str | None) -> bool:
+    """Whether the shards' workers fork from this process: local processes on the CPU (a forked
+    process cannot use CUDA initialised before), where the platform forks.
+    """
+    import multiprocessing
+
+    from .executors import ProcessExecutor
+
+    return (isinstance(executor, ProcessExecutor) and "fork" in multiprocessing.get_all_start_methods()
+            and (device is None or str(device).startswith("cpu")) and not torch.cuda.is_initialized())
+
+
 def _memmap_of(column) -> np.memmap | None:
     base = column
     while base is not None and not isinstance(base, np.memmap):
@@ -275,7 +312,7 @@ def _on(module: nn.Module, device: str) -> nn.Module:
 def _run_shard(job: _Job) -> tuple[int, str, Any]:
     """Run one shard's ``work`` (in a worker): its rows read, its model (or models) on its device."""
     device, named = _worker_device(job)
-    model = job.model
+    model = job.model.resolve() if isinstance(job.model, _InheritedModel) else job.model
     if isinstance(model, nn.Module):
         model = _on(model, device)
     elif isinstance(model, tuple):
@@ -407,25 +444,45 @@ def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any]
     todo = [i for i in range(len(bounds)) if i not in kept.done]
     executor_name = parallel.executor_name
     with parallel.start() as executor:
-        if todo:
-            sources = _sources(columns, [bounds[i] for i in todo], executor_name)
+        token = id(kept)
+        forked = _forks(executor, device)
+        if forked:  # the workers find the model and the data in their copy of this process
+            executor.start_method = "fork"  # type: ignore[attr-defined]
+            _INHERITED[token] = (model, tuple(columns))
+        try:
+            if forked:
+                inherited = tuple(None if c is None else _Inherited(token, k) for k, c in enumerate(columns))
+                sources, sent = [inherited] * len(todo), _InheritedModel(token)
+            else:
+                sources, sent = _sources(columns, [bounds[i] for i in todo], executor_name), model
             gpus = parallel.gpus_per_worker
-            jobs = [_Job(work, model, src, options, i, *bounds[i], device, batch_size, gpus)
+            jobs = [_Job(work, sent, src, options, i, *bounds[i], device, batch_size, gpus)
                     for i, src in zip(todo, sources, strict=True)]
-            try:
-                for _, (index, where, result) in executor.map(_run_shard, jobs):
-                    kept.add(index, where, result)
-            except (DeepFaultError, KeyboardInterrupt):
-                raise
-            except Exception as err:
-                if not _is_lost_worker(err):
-                    raise
-                raise _lost(executor_name, err, kept, len(bounds)) from err
+            _collect(executor, jobs, kept, len(bounds))
+        finally:
+            _INHERITED.pop(token, None)
     results = [kept.done[i][1] for i in range(len(bounds))]
     devices = tuple(kept.done[i][0] for i in range(len(bounds)))
     spread = Spread(executor_name, parallel.workers, len(bounds), devices, kept=before)
     kept.clear()
     return results, spread
+
+
+def _collect(executor, jobs: list[_Job], kept: _State, total: int) -> None:
+    """Run ``jobs`` on ``executor``, keeping each shard as it arrives; a lost worker or cluster is
+    one :class:`~deepfault.errors.DeepFaultError` that says how to finish.
+    """
+    if not jobs:
+        return
+    try:
+        for _, (index, where, result) in executor.map(_run_shard, jobs):
+            kept.add(index, where, result)
+    except (DeepFaultError, KeyboardInterrupt):
+        raise
+    except Exception as err:
+        if not _is_lost_worker(err):
+            raise
+        raise _lost(executor.name, err, kept, total) from err
 
 
 def _is_lost_worker(err: BaseException) -> bool:
