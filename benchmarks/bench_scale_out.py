@@ -4,13 +4,12 @@ in the same run, and the speed-up.
 **Profile part** (this file): ``compute_profile`` of LeNet-5 (``benchmarks/models/lenet5-mnist.pt``
 when it is there, else the zoo's ``lenet5`` with seeded random weights: a profile costs the same
 whatever the weights) over the 60,000 MNIST training images, once serially (1 worker, 1 PyTorch
-thread) and once per
-``--workers`` count on the ``process`` executor (each worker one thread; :mod:`deepfault.core.shards`).
+thread) and once per ``--workers`` count on the ``process`` executor (each worker one thread;
+:mod:`deepfault.core.shards`).
 Each spread result is checked against the serial one (counts, minima and maxima exactly, means and
 spreads within ``FLOAT_TOLERANCE``). Two figures per count: the whole call (``total_s``: the worker
-processes started, their shards sent, the pass, the merge) and the pass alone (``pass_s``: the total
-less ``start_s``, the time the same pool takes to start and answer one empty job per worker: the
-import of torch and deepfault in each fresh process, which a long-lived Ray cluster pays once).
+processes forked from this one, the pass, the merge) and the pass alone (``pass_s``: the total less
+``start_s``, the time the same kind of pool takes to start and answer one empty job per worker).
 
 **Campaign part** (``benchmarks/_scale_out_campaign.py``, when present): its ``campaign(args)``
 adds its own record under ``"campaign"``.
@@ -72,6 +71,7 @@ def _start_seconds(workers: int) -> float:
     """Seconds a process pool of ``workers`` takes to start and answer one empty job each."""
     t0 = time.perf_counter()
     with get_executor("process", workers=workers) as pool:
+        pool.start_method = "fork"  # as a pass on the CPU starts them (deepfault.core.shards)
         list(pool.map(_nothing, range(workers)))
     return time.perf_counter() - t0
 
