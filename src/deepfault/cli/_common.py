@@ -19,7 +19,7 @@ from ..checks import check_device
 from ..core.constraints import KEY, SEED, Each, FieldConstraint, Flag, Interval, Options, constraint_of
 from ..core.entry import apply_threads as apply_threads
 from ..core.entry import thread_count as thread_count
-from ..core.executors import Parallel
+from ..core.executors import Parallel, list_executors
 from ..core.guard import Output as Output
 from ..core.guard import declared as declared
 from ..core.guard import output_path as output_path
@@ -257,7 +257,9 @@ def add_parallel(p: argparse.ArgumentParser, *, old_address: str | None = None) 
     spelling of ``--address`` the command keeps accepting (``experiment``'s ``--ray-address``).
     """
     for name in PARALLEL:
-        add_field(p, Parallel, name)
+        # the executor's names as argparse choices: a typo gets argparse's did-you-mean, as before
+        choices = {"type": str, "choices": list_executors(), "metavar": None} if name == "executor" else {}
+        add_field(p, Parallel, name, **choices)
     if old_address:
         p.add_argument(old_address, dest="address", action=_DeprecatedSpelling, metavar="--address",
                        help=argparse.SUPPRESS)
