@@ -46,7 +46,6 @@ from torch import nn
 
 from .._io import atomic_path
 from ..errors import DeepFaultError
-from .executors import Parallel
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -401,9 +400,7 @@ def _lost(executor: str, err: BaseException, state: _State, total: int) -> DeepF
 
 
 def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any], model: nn.Module | tuple,
-                 columns: Sequence[Any], options: Any, *, parallel: Parallel, device: str | None = None,
-                 batch_size: int | str = "auto", state: str | os.PathLike | None = None,
-                 ) -> tuple[list[Any], Spread]:
+                 columns: Sequence[Any], options: Any, *, runtime: Runtime) -> tuple[list[Any], Spread]:
     """Run ``work`` over the shards of ``columns`` and return its results in shard order.
 
     Args:
@@ -415,11 +412,9 @@ def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any]
         columns: Arrays, tensors or map-style datasets of ``N`` rows each (``None`` entries stay
             ``None``): the inputs, then what travels with them (labels).
         options: What ``work`` needs besides (a config); picklable.
-        parallel: The workers (:class:`~deepfault.core.executors.Parallel`).
-        device: Where each worker runs its model (``None``: the CPU; on Ray, a GPU when
-            ``parallel.gpus_per_worker`` reserves one).
-        batch_size: Inputs per forward pass in each worker.
-        state: The shard-state file (see the module docstring); ``None`` keeps none.
+        runtime: The workers (``runtime.parallel``), where each runs its model (``runtime.device``;
+            ``None``: the CPU, or on Ray a GPU when ``parallel.gpus_per_worker`` reserves one),
+            its batch size, and the shard-state file (``runtime.shard_state``; ``None`` keeps none).
 
     Returns:
         ``(results, spread)``: one result per shard, in shard order, and the :class:`Spread`.
@@ -436,36 +431,57 @@ def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any]
     n = len(columns[0])
     if n == 0:
         raise DeepFaultError(f"no inputs for the {name} pass: the input set is empty")
+    parallel = runtime.parallel
     bounds = shard_bounds(n, parallel.workers * SHARDS_PER_WORKER)
+    state = runtime.shard_state
     key = _state_key(name, model, options, columns, bounds)
     kept = _State(Path(state) if state is not None else None, key)
     kept.load()
     before = len(kept.done)
     todo = [i for i in range(len(bounds)) if i not in kept.done]
-    executor_name = parallel.executor_name
     with parallel.start() as executor:
         token = id(kept)
-        forked = _forks(executor, device)
-        if forked:  # the workers find the model and the data in their copy of this process
-            executor.start_method = "fork"  # type: ignore[attr-defined]
-            _INHERITED[token] = (model, tuple(columns))
         try:
-            if forked:
-                inherited = tuple(None if c is None else _Inherited(token, k) for k, c in enumerate(columns))
-                sources, sent = [inherited] * len(todo), _InheritedModel(token)
-            else:
-                sources, sent = _sources(columns, [bounds[i] for i in todo], executor_name), model
-            gpus = parallel.gpus_per_worker
-            jobs = [_Job(work, sent, src, options, i, *bounds[i], device, batch_size, gpus)
-                    for i, src in zip(todo, sources, strict=True)]
-            _collect(executor, jobs, kept, len(bounds))
+            plan = _Plan(work, model, tuple(columns), options, bounds, runtime)
+            _collect(executor, plan.jobs(executor, todo, token), kept, len(bounds))
         finally:
             _INHERITED.pop(token, None)
     results = [kept.done[i][1] for i in range(len(bounds))]
     devices = tuple(kept.done[i][0] for i in range(len(bounds)))
-    spread = Spread(executor_name, parallel.workers, len(bounds), devices, kept=before)
+    spread = Spread(parallel.executor_name, parallel.workers, len(bounds), devices, kept=before)
     kept.clear()
     return results, spread
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every shard's job of one pass shares."""
+
+    work: Callable[..., Any]
+    model: Any
+    columns: tuple
+    options: Any
+    bounds: tuple[tuple[int, int], ...]
+    runtime: Runtime
+
+    def jobs(self, executor, todo: list[int], token: int) -> list[_Job]:
+        """One job per shard of ``todo``. Forked workers (local processes on the CPU) find the model
+        and the columns in their copy of this process (registered under ``token``); others receive
+        them with their jobs (:func:`_sources`).
+        """
+        device = self.runtime.device
+        if _forks(executor, device):
+            executor.start_method = "fork"
+            _INHERITED[token] = (self.model, self.columns)
+            inherited = tuple(None if c is None else _Inherited(token, k) for k, c in enumerate(self.columns))
+            sources, sent = [inherited] * len(todo), _InheritedModel(token)
+        else:
+            sources = _sources(self.columns, [self.bounds[i] for i in todo], executor.name)
+            sent = self.model
+        gpus = self.runtime.parallel.gpus_per_worker
+        batch = self.runtime.batch_size
+        return [_Job(self.work, sent, src, self.options, i, *self.bounds[i], device, batch, gpus)
+                for i, src in zip(todo, sources, strict=True)]
 
 
 def _collect(executor, jobs: list[_Job], kept: _State, total: int) -> None:

@@ -465,8 +465,7 @@ def _spread_pass(name: str, work, run: Run, columns: tuple, options: tuple, runt
     from ..core.shards import sharded_pass
 
     return sharded_pass(name, work, run.module, columns, (replace(run, module=None), *options),
-                        parallel=runtime.parallel, device=runtime.device, batch_size=runtime.batch_size,
-                        state=runtime.shard_state)
+                        runtime=runtime)
 
 
 def _snapshot(crit) -> Any:

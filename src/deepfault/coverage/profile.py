@@ -502,8 +502,7 @@ def _profile_shard(module: nn.Module, columns: tuple, config: ProfileConfig, con
 def _spread_profile(module: nn.Module, inputs, config: ProfileConfig, runtime: Runtime):
     """The profile's pass spread over ``runtime.parallel``'s workers: their states merged in shard order."""
     results, spread = sharded_pass("coverage profile", _profile_shard, module, (inputs,), config,
-                                   parallel=runtime.parallel, device=runtime.device,
-                                   batch_size=runtime.batch_size, state=runtime.shard_state)
+                                   runtime=runtime)
     acc = ProfileAccumulator()
     for result in results:
         acc.merge(ProfileAccumulator().load_state_dict(result["state"]))

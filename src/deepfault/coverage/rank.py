@@ -281,22 +281,17 @@ def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: Cover
     make_items = _items_maker(crit_names, run, config) if coverage else None
     t0 = time.perf_counter()
     inputs = (x, labels if streamed else None, y, n)
-    spread = None
-    kind = _output_kind(model)
-    if runtime.parallel.spread:
-        *passed, spread = _spread_forward(run, inputs, names, kind, runtime, make_items)
-    else:
-        passed = list(_forward(run, inputs, names, kind, runtime, make_items))
-    predicted, y, joined, items, spent, forward = passed
+    forwards = _spread_forward if runtime.parallel.spread else _forward
+    predicted, y, joined, items, spent, forward, spread = forwards(run, inputs, names, _output_kind(model),
+                                                                   runtime, make_items)
     rankings = _rankings(names, items, joined, predicted != y, spent)
     seconds = (time.perf_counter() - t0, forward)
-    report = _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name)
-    return report.spread_over(spread)
+    return _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name, spread)
 
 
 def _spread_forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
-    """:func:`_forward` over the shards of ``runtime.parallel``'s workers (:mod:`.spread`), and the
-    :class:`~deepfault.core.shards.Spread`.
+    """:func:`_forward` over the shards of ``runtime.parallel``'s workers
+    (:mod:`deepfault.core.shards`), ending in the :class:`~deepfault.core.shards.Spread`.
     """
     x, _, y, _ = inputs
     if y is None:
@@ -314,7 +309,8 @@ def _spread_forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime
 def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
     """The one forward pass of :func:`rank_inputs` over ``inputs`` (``(x, the labels that come
     with the batches or None, the checked labels or None, N)``): ``(predictions, labels, scores
-    by name, items or None, seconds by name, the forward pass's own seconds)``.
+    by name, items or None, seconds by name, the forward pass's own seconds, None)`` (the last:
+    the pass ran here, :func:`_spread_forward`'s ``Spread``).
     """
     from ..checks import MAX_CLASSES, check_labels
 
@@ -332,7 +328,7 @@ def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runti
     forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
     if y is None:
         y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
-    return predicted, y, joined, items, spent, forward
+    return predicted, y, joined, items, spent, forward, None
 
 
 def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig) -> _ItemsMaker:
@@ -361,15 +357,18 @@ class _ItemsMaker:
 
 def _rank_report(run, config: CoverageConfig, rankings: tuple[Ranking, ...], items: _Items | None,
                  predicted: np.ndarray, y: np.ndarray, seconds: tuple[float, float],
-                 data_name: str | None) -> RankReport:
-    """The :class:`RankReport` of one pass; ``seconds``: ``(all, the shared forward pass)``."""
+                 data_name: str | None, spread=None) -> RankReport:
+    """The :class:`RankReport` of one pass; ``seconds``: ``(all, the shared forward pass)``;
+    ``spread``: the workers it ran on (``None``: here).
+    """
     coverage = items is not None
     layout = None if items is None else items.layout
-    return RankReport(rankings, predicted != y, layout, run.transform if coverage else None,
-                      None if run.profile is None or not coverage else run.profile.to_dict(),
-                      seconds[0], seconds[1], predicted, y,
-                      None if run.state is None else {**run.state.to_dict(), **run.source},
-                      about=run.about(data_name, layout, config.layers))
+    report = RankReport(rankings, predicted != y, layout, run.transform if coverage else None,
+                        None if run.profile is None or not coverage else run.profile.to_dict(),
+                        seconds[0], seconds[1], predicted, y,
+                        None if run.state is None else {**run.state.to_dict(), **run.source},
+                        about=run.about(data_name, layout, config.layers))
+    return report.spread_over(spread)
 
 
 def _labelled(data):

@@ -839,8 +839,7 @@ def _spread_trace(module: nn.Module, x, n: int, layers, config, runtime: Runtime
     from ..core.shards import sharded_pass
 
     results, spread = sharded_pass("coverage surprise", _trace_shard, module, (x,), (layers, config),
-                                   parallel=runtime.parallel, device=runtime.device,
-                                   batch_size=runtime.batch_size, state=runtime.shard_state)
+                                   runtime=runtime)
     layout, num_classes = results[0][2], results[0][3]
     if n * layout.num_neurons > MAX_VALUES:
         raise DeepFaultError(

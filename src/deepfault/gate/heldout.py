@@ -272,8 +272,8 @@ def _spread_tally(pair: Pair, inputs, labels, config: GateConfig, num_classes: i
 
     results, spread = sharded_pass(
         "gate heldout", _heldout_shard, (pair.p1.module, pair.p2.module), (inputs, labels),
-        ((pair.p1.output_kind, pair.p2.output_kind), num_classes, config.worst), parallel=runtime.parallel,
-        device=runtime.device, batch_size=batch_size, state=runtime.shard_state)
+        ((pair.p1.output_kind, pair.p2.output_kind), num_classes, config.worst),
+        runtime=runtime.with_(batch_size=batch_size))
     tally = Tally(num_classes, worst=config.worst)
     for part in results:
         tally.merge(part)

@@ -504,9 +504,7 @@ def spread_spectra_and_predictions(model: nn.Module, inputs, labels, classes: Se
 
     classes = [int(c) for c in classes]
     results, spread = sharded_pass("deepfault spectrum", _spectra_shard, model, (inputs, np.asarray(labels)),
-                                   (classes, layers, threshold), parallel=runtime.parallel,
-                                   device=runtime.device, batch_size=runtime.batch_size,
-                                   state=runtime.shard_state)
+                                   (classes, layers, threshold), runtime=runtime)
     layout = results[0][0][0]
     a_s, a_f, n_pass, n_fail = (sum(r[0][i] for r in results) for i in range(1, 5))
     seconds = sum(r[0][5] for r in results)
