@@ -171,3 +171,18 @@ def test_gate_heldout_stage():
     np.testing.assert_array_equal(a.heldout.flip_inputs, b.heldout.flip_inputs)
     assert b.spread is not None
     assert b.spread.shards == 12
+
+
+def test_a_memory_mapped_data_set_is_read_by_path(problem, tmp_path):
+    from deepfault.core.shards import _Mapped, _sources
+
+    model, x, _ = problem
+    path = tmp_path / "x.npy"
+    np.save(path, x.numpy())
+    mapped = np.load(path, mmap_mode="r")
+    sources = _sources([mapped], shard_bounds(len(mapped), 3), "serial")
+    assert all(isinstance(s[0], _Mapped) for s in sources)  # the path travels, not the rows
+    a = compute_profile(model, x, ProfileConfig(), runtime=SERIAL)
+    b = compute_profile(model, mapped, ProfileConfig(), runtime=SHARDED)
+    np.testing.assert_array_equal(a.low, b.low)
+    np.testing.assert_allclose(b.mean, a.mean, rtol=FLOAT_TOLERANCE, atol=FLOAT_TOLERANCE)

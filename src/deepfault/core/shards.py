@@ -243,25 +243,23 @@ def _is_indexed(column) -> bool:
 
 def _sources(columns: Sequence[Any], bounds, executor: str) -> list[tuple[Any, ...]]:
     """Per shard, how each column's rows reach its worker (see the module docstring)."""
-    per_column: list[Callable[[int, int], Any]] = []
+    shared: list[Any] = []  # per column: one source for every shard, or None: its rows travel with each job
     for column in columns:
         mapped = _memmap_of(column)
-        if column is None:
-            per_column.append(lambda a, b: None)
+        if column is None or mapped is None and not _is_indexed(column) and executor != "ray":
+            shared.append(None)
         elif mapped is not None:
-            source = _Mapped(str(mapped.filename), mapped.dtype.str, tuple(mapped.shape), int(mapped.offset),
-                             "F" if mapped.flags.f_contiguous and not mapped.flags.c_contiguous else "C")
-            per_column.append(lambda a, b, s=source: s)
+            order = "F" if mapped.flags.f_contiguous and not mapped.flags.c_contiguous else "C"
+            shared.append(_Mapped(str(mapped.filename), mapped.dtype.str, tuple(mapped.shape),
+                                  int(mapped.offset), order))
         elif _is_indexed(column):
-            per_column.append(lambda a, b, s=_Indexed(column): s)
-        elif executor == "ray":
+            shared.append(_Indexed(column))
+        else:
             import ray
 
-            stored = _Stored(ray.put(column))
-            per_column.append(lambda a, b, s=stored: s)
-        else:
-            per_column.append(lambda a, b, c=column: _Rows(c[a:b]))
-    return [tuple(make(a, b) for make in per_column) for a, b in bounds]
+            shared.append(_Stored(ray.put(column)))
+    return [tuple(s if s is not None else None if c is None else _Rows(c[a:b])
+                  for s, c in zip(shared, columns, strict=True)) for a, b in bounds]
 
 
 # --------------------------------------------------------------------------- one shard's job
@@ -329,12 +327,12 @@ def _column_fingerprint(column) -> str:
         return "none"
     mapped = _memmap_of(column)
     if mapped is not None:
-        st = os.stat(mapped.filename)
-        return f"file:{Path(mapped.filename).resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        st = os.stat(str(mapped.filename))
+        return f"file:{Path(str(mapped.filename)).resolve()}:{st.st_size}:{st.st_mtime_ns}"
     if _is_indexed(column):
         return f"dataset:{type(column).__qualname__}:{len(column)}"
     array = column.detach().cpu().numpy() if isinstance(column, torch.Tensor) else np.asarray(column)
-    digest = hashlib.sha256(np.ascontiguousarray(array).view(np.uint8).reshape(-1)).hexdigest()
+    digest = hashlib.sha256(np.ascontiguousarray(array).data).hexdigest()
     return f"array:{array.dtype.str}:{array.shape}:{digest}"
 
 
@@ -344,7 +342,7 @@ def _weights_digest(module: nn.Module) -> str:
     for key, value in module.state_dict().items():
         array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
         digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
+        digest.update(np.ascontiguousarray(array).data)
     return digest.hexdigest()
 
 
@@ -469,7 +467,7 @@ class _Plan:
         and the columns in their copy of this process (registered under ``token``); others receive
         them with their jobs (:func:`_sources`).
         """
-        device = self.runtime.device
+        device = None if self.runtime.device is None else str(self.runtime.device)
         if _forks(executor, device):
             executor.start_method = "fork"
             _INHERITED[token] = (self.model, self.columns)

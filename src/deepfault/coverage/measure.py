@@ -22,7 +22,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from torch import nn
@@ -464,7 +464,8 @@ def _spread_pass(name: str, work, run: Run, columns: tuple, options: tuple, runt
     """
     from ..core.shards import sharded_pass
 
-    return sharded_pass(name, work, run.module, columns, (replace(run, module=None), *options),
+    bare = replace(run, module=cast(nn.Module, None))  # the module travels once, as the pass's model
+    return sharded_pass(name, work, run.module, columns, (bare, *options),
                         runtime=runtime)
 
 
