@@ -103,7 +103,8 @@ def _cmd_run(args) -> int:
     out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
     prepared = prepare_from_args(args).to(device_from(args.device))
     runtime = runtime_for(args, [prepared.module], batch_size=args.batch_size)
-    result = replace(run_deepfault(prepared, prepared.data, config, runtime=runtime), quiet=args.quiet)
+    ran = run_deepfault(prepared, prepared.data, config, runtime=runtime)
+    result = replace(ran, quiet=args.quiet).spread_over(ran.spread)  # a replaced outcome keeps its workers
     write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
                   paths={"inputs": inputs_path, "grid": grid_path}, records=_records(args, prepared, result))
     if log_path is not None:

@@ -441,7 +441,7 @@ def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any]
         token = id(kept)
         try:
             plan = _Plan(work, model, tuple(columns), options, bounds, runtime)
-            _collect(executor, plan.jobs(executor, todo, token), kept, len(bounds))
+            _collect(executor, plan.jobs(executor, todo, token), kept, len(bounds), progress=runtime.progress)
         finally:
             _INHERITED.pop(token, None)
     results = [kept.done[i][1] for i in range(len(bounds))]
@@ -467,7 +467,9 @@ class _Plan:
         and the columns in their copy of this process (registered under ``token``); others receive
         them with their jobs (:func:`_sources`).
         """
-        device = None if self.runtime.device is None else str(self.runtime.device)
+        from ..checks import check_device
+
+        device = None if self.runtime.device is None else str(check_device(self.runtime.device, "--device"))
         if _forks(executor, device):
             executor.start_method = "fork"
             _INHERITED[token] = (self.model, self.columns)
@@ -482,21 +484,31 @@ class _Plan:
                 for i, src in zip(todo, sources, strict=True)]
 
 
-def _collect(executor, jobs: list[_Job], kept: _State, total: int) -> None:
-    """Run ``jobs`` on ``executor``, keeping each shard as it arrives; a lost worker or cluster is
-    one :class:`~deepfault.errors.DeepFaultError` that says how to finish.
+def _collect(executor, jobs: list[_Job], kept: _State, total: int, *, progress: Any = False) -> None:
+    """Run ``jobs`` on ``executor``, keeping each shard as it arrives (a bar over the shards when
+    ``progress`` asks for one); a lost worker or cluster is one
+    :class:`~deepfault.errors.DeepFaultError` that says how to finish.
     """
     if not jobs:
         return
+    from .progress import progress_bar
+
+    bar = progress_bar(total, desc="shards", unit="shard", initial=total - len(jobs), leave=False) \
+        if progress is True or isinstance(progress, str) else None
     try:
         for _, (index, where, result) in executor.map(_run_shard, jobs):
             kept.add(index, where, result)
+            if bar is not None:
+                bar.update(1)
     except (DeepFaultError, KeyboardInterrupt):
         raise
     except Exception as err:
         if not _is_lost_worker(err):
             raise
         raise _lost(executor.name, err, kept, total) from err
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _is_lost_worker(err: BaseException) -> bool:
