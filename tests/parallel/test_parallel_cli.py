@@ -6,21 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from deepfault.cli import build_parser, main
-from deepfault.models import ModelFile, build_model, save_model
+from helpers.tiny_models import digits_model_file
 
 OPTIONS = ("--workers", "--executor", "--address", "--gpus-per-worker")
 
 
 @pytest.fixture
 def digits_model(tmp_path):
-    torch.manual_seed(0)
-    path = tmp_path / "m.pt"
-    save_model(path, ModelFile(build_model("digits_mlp", hidden=[12, 10]), "digits_mlp",
-                               {"hidden": [12, 10]}, dataset="digits", bounds=(0.0, 1.0)))
-    return path
+    return digits_model_file(tmp_path)
 
 
 def _options(*command: str) -> dict:
