@@ -62,3 +62,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """Ray's two-node test cluster (tests/helpers/ray_cluster.py), one per session, shared by every
+    Ray test; skipped where Ray is not installed. ``ray_cluster.address()`` joins it (restarting it
+    after a test that stopped it).
+    """
+    pytest.importorskip("ray")
+    from helpers.ray_cluster import SharedCluster
+
+    shared = SharedCluster()
+    yield shared
+    shared.stop()

@@ -22,6 +22,7 @@ from . import methods  # noqa: E402,F401,I001  (registers every method with the 
 from .core.batches import activations, iterate_batches, predict
 from .core.capture import Layer, NeuronLayout, capture
 from .core.runtime import Runtime
+from .core.executors import Parallel
 from .core.batches import correct_inputs
 from .core.inputs import inputs_and_labels
 from .coverage import (
@@ -71,6 +72,7 @@ from .gate import GateConfig, gate
 
 __all__ = [
     "Runtime",
+    "Parallel",
     "correct_inputs",
     "inputs_and_labels",
     "PreparedModel",

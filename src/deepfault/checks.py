@@ -26,7 +26,7 @@ from .errors import DeepFaultError
 __all__ = [
     "MAX_INPUTS", "MAX_BLACKOUT_SIZE", "MAX_BUDGET_ITERATIONS", "MAX_BUDGET_SECONDS", "MAX_CLASSES",
     "MAX_EPOCHS", "MAX_GRADIENT_ITERATIONS", "MAX_GRID", "MAX_LEARNING_RATE", "MAX_MODELS", "MAX_MUTANTS",
-    "MAX_REPEAT", "MAX_SECTIONS", "MAX_SEED", "MAX_THREADS", "MAX_WORKERS",
+    "MAX_REPEAT", "MAX_SECTIONS", "MAX_SEED", "MAX_THREADS", "MAX_WORKERS", "MAX_GPUS_PER_WORKER",
     "error", "check_int", "check_number", "check_bounds", "check_seed", "check_device", "available_devices",
     "without_repeats", "check_outputs", "check_not_inputs", "check_writable", "check_output_dir",
     "check_report_dir",
@@ -73,6 +73,8 @@ MAX_SEED = 2**63 - 1
 MAX_THREADS = 1024
 #: Worker processes of an executor.
 MAX_WORKERS = 1024
+#: GPUs one Ray worker reserves (``--gpus-per-worker``; fractions share a GPU).
+MAX_GPUS_PER_WORKER = 64.0
 
 
 #: ``MAX_BATCH``, the old name of :data:`MAX_INPUTS`, answers with a deprecation warning.

@@ -14,6 +14,7 @@ import pytest
 
 import deepfault as df
 from deepfault.cli import build_parser
+from deepfault.core.executors import Parallel
 from deepfault.core.runtime import Runtime
 from deepfault.fuzz import Versions
 from deepfault.fuzz.campaign import CampaignConfig
@@ -23,18 +24,19 @@ from deepfault.xplore import XploreConfig
 
 #: Each command and the API it calls: functions (their parameters) and configurations
 #: (their fields). prepare_model's PrepareOptions holds the options that open a model file
-#: (regress's Versions, for its pair); Runtime how a call runs.
+#: (regress's Versions, for its pair); Runtime how a call runs, and its Parallel the workers a
+#: pass spreads over (Runtime(parallel=Parallel(workers=...))).
 PREPARE = [df.prepare_model, PrepareOptions]
 API = {
-    "run": [df.run_deepfault, df.RunConfig, df.Runtime, *PREPARE],
+    "run": [df.run_deepfault, df.RunConfig, df.Runtime, Parallel, *PREPARE],
     "xplore": [df.xplore, XploreConfig, df.Runtime, *PREPARE],
     "regress": [df.regress, CampaignConfig, Versions, Runtime],
-    "gate": [df.gate, df.GateConfig, Versions, Runtime],
+    "gate": [df.gate, df.GateConfig, Versions, Runtime, Parallel],
     "repair": [df.repair, RepairConfig, df.Runtime, *PREPARE],
-    "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, *PREPARE],
-    "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, *PREPARE],
-    "coverage profile": [df.compute_profile, df.ProfileConfig, df.Runtime, *PREPARE],
-    "coverage surprise": [df.fit_surprise, df.SurpriseConfig, df.Runtime, *PREPARE],
+    "coverage measure": [df.measure_coverage, df.CoverageConfig, df.Runtime, Parallel, *PREPARE],
+    "coverage rank": [df.rank_inputs, df.CoverageConfig, df.Runtime, Parallel, *PREPARE],
+    "coverage profile": [df.compute_profile, df.ProfileConfig, df.Runtime, Parallel, *PREPARE],
+    "coverage surprise": [df.fit_surprise, df.SurpriseConfig, df.Runtime, Parallel, *PREPARE],
 }
 
 #: Options of every command with no API argument of that name, and why.

@@ -1,6 +1,7 @@
 """Tiny models with hand-set weights whose values and gradients can be worked out on paper."""
 
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -137,3 +138,15 @@ def with_every_class(model: nn.Module, x: torch.Tensor, per_class: int = 2, seed
             assert (model(z).argmax(1) == c).all(), f"no input found for class {c}"
         extra.append(z.detach())
     return torch.cat([x, *extra]) if extra else x
+def digits_model_file(folder) -> Path:
+    """A seeded digits MLP (12 and 10 hidden units) saved as ``folder/m.pt`` on the bundled 8x8
+    digits (no download): what the command-line tests give ``--model``.
+    """
+    from deepfault.models import ModelFile, build_model, save_model
+
+    torch.manual_seed(0)
+    path = Path(folder) / "m.pt"
+    module = build_model("digits_mlp", hidden=[12, 10])
+    save_model(path, ModelFile(module, "digits_mlp", {"hidden": [12, 10]}, dataset="digits",
+                               bounds=(0.0, 1.0)))
+    return path

@@ -29,6 +29,7 @@ from ..core.constraints import (
 )
 from ..core.entry import apply_threads as apply_threads
 from ..core.entry import thread_count as thread_count
+from ..core.executors import Parallel, list_executors
 from ..core.guard import Output as Output
 from ..core.guard import declared as declared
 from ..core.guard import output_path as output_path
@@ -257,6 +258,43 @@ SOURCE = {"model": "model", "dataset": "dataset", "data_dir": "data_dir", "arch"
           "arch_args": "arch_kwargs", "weights": "weights", "trust_pickle": "trust_pickle"}
 
 
+#: :class:`~deepfault.core.executors.Parallel`'s fields, in the order every command shows them.
+PARALLEL = ("workers", "executor", "address", "gpus_per_worker")
+
+
+class _DeprecatedSpelling(argparse.Action):
+    """An old spelling that still works: sets its new option's value, with a ``DeprecationWarning``
+    (silent by default, so an error stays the command's one line).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import warnings
+
+        warnings.warn(f"{option_string} is deprecated; use {self.metavar}", DeprecationWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
+def add_parallel(p: argparse.ArgumentParser, *, old_address: str | None = None) -> None:
+    """Add ``--workers``, ``--executor``, ``--address`` and ``--gpus-per-worker`` from their one
+    declaration (:class:`~deepfault.core.executors.Parallel`); ``old_address`` is a deprecated
+    spelling of ``--address`` the command keeps accepting (``experiment``'s ``--ray-address``).
+    """
+    for name in PARALLEL:
+        # the executor's names as argparse choices: a typo gets argparse's did-you-mean, as before
+        choices = {"type": str, "choices": list_executors(), "metavar": None} if name == "executor" else {}
+        add_field(p, Parallel, name, **choices)
+    if old_address:
+        p.add_argument(old_address, dest="address", action=_DeprecatedSpelling, metavar="--address",
+                       help=argparse.SUPPRESS)
+
+
+def parallel_from(args) -> Parallel:
+    """The parsed :func:`add_parallel` options as a :class:`~deepfault.core.executors.Parallel`
+    (serial when the command has none).
+    """
+    return config_from(args, Parallel) if hasattr(args, "workers") else Parallel()
+
+
 def command(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
     """The sub-command ``name`` added to ``sub`` with its help line and description (defaults shown)."""
     return sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
@@ -299,11 +337,29 @@ def check_renamed(argv: Sequence[str]) -> str | None:
 def runtime_for(args, models=(), **given) -> Runtime:
     """The command's :class:`Runtime` for ``models`` (on ``--device``): that device, ``--threads``
     applied now (:func:`apply_threads`; the runtime holds the count in effect), the progress display
-    per ``--no-progress``; ``given`` sets the rest (``batch_size``).
+    per ``--no-progress``, the workers of :func:`add_parallel` (a spread pass keeps its finished shards
+    in :func:`shard_state_path` of ``--out``); ``given`` sets the rest (``batch_size``).
     """
     device = device_from(args.device)
     return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
-                   progress=not args.no_progress, **given)
+                   progress=not args.no_progress, **parallel_runtime(args), **given)
+
+
+def parallel_runtime(args) -> dict[str, Any]:
+    """The :class:`Runtime` fields of :func:`add_parallel`'s options: ``parallel``, and the
+    ``shard_state`` file a spread pass keeps its finished shards in (:func:`shard_state_path` of
+    ``--out``, when the command writes one).
+    """
+    parallel = parallel_from(args)
+    out = output_path(getattr(args, "out", None)) if parallel.spread else None
+    return {"parallel": parallel, "shard_state": None if out is None else str(shard_state_path(out))}
+
+
+def shard_state_path(out: Path) -> Path:
+    """The shard-state file of a spread pass whose result goes to ``out``: ``OUT.shards`` beside it
+    (:mod:`deepfault.core.shards`; a rerun of the stopped command finds it there).
+    """
+    return out.with_name(out.name + ".shards")
 
 
 def write_run_report(args, render) -> None:
@@ -328,9 +384,13 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
+    spread = {}
+    if outcome.spread is not None:  # a pass spread over workers says how many and where
+        print(outcome.spread.summary())
+        spread = {"parallel": outcome.spread.to_dict()}
     threads = runtime.threads if isinstance(runtime.threads, int) else None
     saved = save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
-        command, {**(records or {}), **outcome.payload()}, config=config.to_dict(),
+        command, {**(records or {}), **outcome.payload(), **spread}, config=config.to_dict(),
         seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
         threads=threads, outputs=written or None))
     for line in saved.skipped if saved else ():

@@ -41,6 +41,7 @@ def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None
     c.add_field(p, config, "layers", metavar="NAMES")
     c.add_field(p, config, "transform")
     c.add_options(p, "batch_size", *c.RUNNING, *c.MODEL_FILE)
+    c.add_parallel(p)
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:

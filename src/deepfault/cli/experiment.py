@@ -6,10 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..checks import error
-from ..core.constraints import WORKERS
 from ..core.guard import report_folder
 from ..errors import DeepFaultError
-from ..experiment.executors import get_executor, list_executors
 from ..experiment.presets import get_preset, list_presets
 from ..experiment.report import write_report
 from ..experiment.runner import RunSettings
@@ -48,13 +46,7 @@ def add_parser(sub) -> None:
     c.add_options(exp, "data_dir")
     exp.add_argument("--models-dir", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                      help="where zoo models are kept and trained when missing (default: next to the store)")
-    exp.add_argument("--executor", choices=list_executors(), default=None,
-                     help="how cells run: serial, local processes, or a Ray cluster (pip install "
-                     "-e '.[ray]') (default: process with --workers > 1, else serial)")
-    exp.add_argument("--workers", type=c.FieldType(WORKERS), default=1, metavar="N",
-                     help="parallel workers (processes or Ray CPUs)")
-    exp.add_argument("--ray-address", metavar="ADDRESS", default=None,
-                     help="join this Ray cluster (e.g. ray://head:10001) instead of starting a local one")
+    c.add_parallel(exp, old_address="--ray-address")
     c.add_options(exp, "device", "threads", "seed",
                   seed={"default": None, "help": "override the grid's seed"})
     exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
@@ -77,9 +69,9 @@ def add_parser(sub) -> None:
 
 
 def preflight(args) -> None:
-    """``--ray-address`` goes with ``--executor ray`` only."""
-    if getattr(args, "ray_address", None) is not None and (args.executor or "serial") != "ray":
-        raise error("--ray-address", "given with --executor ray only", args.ray_address)
+    """``--address`` goes with the ``ray`` executor only (leaving ``--executor`` out chooses it)."""
+    if getattr(args, "address", None) is not None and args.executor not in (None, "ray"):
+        raise error("--address", "given with --executor ray only", args.address)
 
 
 def _cmd_experiment(args) -> int:
@@ -95,10 +87,9 @@ def _cmd_experiment(args) -> int:
     settings = RunSettings(data_dir=args.data_dir, models_dir=args.models_dir, progress=not args.no_progress,
                            argv=args.argv, device=str(device), seed=args.seed,
                            options=dict(args.preset_options))
+    parallel = c.parallel_from(args)
     preset.check_run(store, settings)
-    executor = get_executor(args.executor or ("process" if args.workers > 1 else "serial"),
-                            workers=args.workers, address=args.ray_address)
-    with executor:
+    with parallel.start() as executor:
         summary = preset.run(store, settings, executor=executor)
     print(summary.summary())
     return 0

@@ -38,6 +38,7 @@ def add_parser(sub) -> None:
     _add_stages_and_policy(p)
     _add_outputs(p)
     c.add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
+    c.add_parallel(p)  # the held-out stage spreads over them
     p.set_defaults(func=_cmd_gate)
 
 
@@ -96,7 +97,8 @@ def outputs(args) -> list[c.Output]:
 def _cmd_gate(args) -> int:
     config = _config(args)
     versions = c.versions_from(args)
-    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress)
+    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
+                      **c.parallel_runtime(args))
     outcome = gate(versions, args.dataset if args.split is None else read_split(args.split, args.dataset),
                    config, runtime=runtime)
     c.write_outcome(args, outcome, command="gate", config=config, out=c.output_path(args.out),

@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
     c.add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
                 "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
                 "memory one input takes and the memory free, at most 1024")
+    c.add_parallel(run)  # the spectrum pass spreads over them
     run.add_argument("--out", type=c.WRITES, metavar="FILE", default="deepfault-result.json",
                      help="JSON result file, written atomically; '-' writes none")
     run.add_argument("--log", type=c.WRITES, metavar="FILE", default=None,
@@ -88,7 +89,8 @@ def _cmd_run(args) -> int:
     out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
     prepared = c.prepare_from_args(args).to(c.device_from(args.device))
     runtime = c.runtime_for(args, [prepared.module], batch_size=args.batch_size)
-    result = replace(run_deepfault(prepared, prepared.data, config, runtime=runtime), quiet=args.quiet)
+    ran = run_deepfault(prepared, prepared.data, config, runtime=runtime)
+    result = replace(ran, quiet=args.quiet).spread_over(ran.spread)  # a replaced outcome keeps its workers
     c.write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
                   paths={"inputs": inputs_path, "grid": grid_path}, records=_records(args, prepared, result))
     if log_path is not None:

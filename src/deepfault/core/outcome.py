@@ -18,6 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .shards import Spread
 
 __all__ = ["Artifact", "Outcome"]
 
@@ -44,6 +48,15 @@ class Outcome:
     A subclass implements :meth:`summary` and :meth:`payload`; :meth:`outputs` defaults to no
     file. ``to_dict()`` stays the payload, for the code that reads results by that name.
     """
+
+    #: The workers a pass spread over ran on (:class:`~deepfault.core.shards.Spread`, set by
+    #: :meth:`spread_over`; ``None``: it ran here, serially). Not a field: it never changes a result.
+    spread: ClassVar[Spread | None] = None
+
+    def spread_over(self, spread: Spread | None) -> Any:
+        """Record the workers the outcome's pass ran on (a frozen outcome too) and return it."""
+        object.__setattr__(self, "spread", spread)
+        return self
 
     def summary(self) -> str:
         """The text every front end prints: the answer first, then the tables."""

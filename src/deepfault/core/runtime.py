@@ -18,9 +18,18 @@ from typing import Any
 import torch
 
 from ..checks import MAX_INPUTS, MAX_THREADS
-from .constraints import Interval, Text, constraints, param
+from ..errors import DeepFaultError
+from .constraints import Checked, Interval, Text, constraints, param
+from .executors import Parallel
 
 __all__ = ["Runtime", "RUNTIME_FIELDS"]
+
+
+def _parallel(name: str, value: Any) -> Parallel:
+    if not isinstance(value, Parallel):
+        raise DeepFaultError(f"{name} must be a deepfault.core.executors.Parallel (workers, executor, "
+                             f"address, GPUs per worker); got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,12 @@ class Runtime:
             bar, or a callable the method calls with its progress records.
         store: The SQLite store a long run records itself in and resumes from (``None``: the
             method's default, or none).
+        parallel: How a pass over a data set spreads over workers
+            (:class:`~deepfault.core.executors.Parallel`; default: serial, in this process). The
+            passes that shard (:mod:`deepfault.core.shards`) equal the serial result.
+        shard_state: The file a spread pass keeps its finished shards in, so that a rerun after a
+            stop finishes it (:mod:`deepfault.core.shards`; the command line's: ``OUT.shards``);
+            ``None``: none kept.
     """
 
     device: str | torch.device | None = param(None, Text(none=True), help="device to run on")
@@ -47,12 +62,18 @@ class Runtime:
                                   help="inputs per forward pass ('auto': sized from the memory free)")
     progress: bool | str | Callable[..., Any] = param(False, Text(none=True), help="progress display")
     store: str | os.PathLike | None = param(None, Text(none=True), help="SQLite store of a long run")
+    parallel: Parallel = param(Parallel(), Checked(_parallel, "a deepfault.core.executors.Parallel",
+                                                   bad=(2, "process")),
+                               help="workers a pass over a data set spreads over")
+    shard_state: str | os.PathLike | None = param(None, Text(none=True),
+                                                  help="file a spread pass keeps its finished shards in")
 
     def __post_init__(self):
         if isinstance(self.device, torch.device):
             object.__setattr__(self, "device", str(self.device))
-        if isinstance(self.store, os.PathLike):
-            object.__setattr__(self, "store", os.fspath(self.store))
+        for name in ("store", "shard_state"):
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
         for name, constraint in constraints(Runtime).items():
             value = getattr(self, name)
             if name == "progress" and (isinstance(value, bool) or callable(value)):

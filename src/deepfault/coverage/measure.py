@@ -18,10 +18,11 @@ through the model once.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from torch import nn
@@ -29,6 +30,7 @@ from torch import nn
 if TYPE_CHECKING:
     from ..core.inputs import InputData
     from ..core.runtime import Runtime
+    from ..core.shards import ShardContext
     from ..models.prepare import PreparedModel
 
 from ..checks import MAX_SECTIONS, check_int
@@ -321,8 +323,13 @@ def measure_coverage(model: nn.Module | PreparedModel, data: InputData, config: 
         raise DeepFaultError("no inputs: the input set is empty")
     marks = checkpoints(n) if config.growth else []
     t0 = time.perf_counter()
-    passed = _measure_pass(run, x, config, runtime, marks)
-    return _report(run, config, passed, num_inputs=n, seconds=time.perf_counter() - t0, data_name=data_name)
+    spread = None
+    if runtime.parallel.spread:
+        passed, spread = _spread_measure(run, x, config, runtime, marks)
+    else:
+        passed = _measure_pass(run, x, config, runtime, marks)
+    report = _report(run, config, passed, num_inputs=n, seconds=time.perf_counter() - t0, data_name=data_name)
+    return report.spread_over(spread)
 
 
 def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int, seconds: float,
@@ -355,9 +362,11 @@ def _report(run: Run, config: CoverageConfig, passed: tuple, *, num_inputs: int,
 Measured = Criterion | SurpriseCoverage
 
 
-def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int]):
+def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int], *,
+                  snapshot: Callable | None = None):
     """The one pass: ``(criteria, their recorded curves, the neuron layout or None, ((M,) whether
-    each neuron was ever above 0, (M,) whether it was above 0 on every input), or Nones)``.
+    each neuron was ever above 0, (M,) whether it was above 0 on every input), or Nones)``;
+    ``snapshot(criterion)`` (a shard's pass) records its state at each mark instead of its count.
     """
     crits: list[Measured] | None = None
     curves: list[list[tuple[int, int]]] = []
@@ -380,7 +389,7 @@ def _measure_pass(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: 
                 layout = batch.layout
                 crits = _criteria(config, run, layout)
                 curves = [[] for _ in crits]
-            _fold(batch, feeds, crits, marks, curves)
+            _fold(batch, feeds, crits, marks, curves, snapshot)
     return crits or [], curves, layout, (active, always)
 
 
@@ -401,8 +410,8 @@ def _criteria(config: CoverageConfig, run: Run, layout: NeuronLayout | None) -> 
     return out
 
 
-def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int],
-          curves: list[list[tuple[int, int]]]) -> None:
+def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int], curves: list[list],
+          snapshot: Callable | None = None) -> None:
     """Feed one batch to ``crits`` (each what it reads), split at the growth checkpoints in it."""
     cuts = [m for m in marks if batch.start < m <= batch.stop]
     lo = batch.start
@@ -410,7 +419,7 @@ def _fold(batch: Batch, feeds: dict, crits: list[Measured], marks: list[int],
         for c, curve in zip(crits, curves, strict=True):
             c.update(feeds[c.reads][lo - batch.start : hi - batch.start])
             if hi in cuts:
-                curve.append((hi, c.covered_count()))
+                curve.append((hi, c.covered_count() if snapshot is None else snapshot(c)))
         lo = hi
 
 
@@ -444,3 +453,58 @@ def surprise_scorer(model: nn.Module, state: Surprise | None, kinds: Sequence[st
             return out
 
         yield score
+
+
+# --------------------------------------------------------------------------- spread over workers
+
+
+def _spread_pass(name: str, work, run: Run, columns: tuple, options: tuple, runtime: Runtime):
+    """``work`` over the shards of ``columns`` on ``runtime.parallel``'s workers (the run's module
+    travels once, as the model).
+    """
+    from ..core.shards import sharded_pass
+
+    bare = replace(run, module=cast(nn.Module, None))  # the module travels once, as the pass's model
+    return sharded_pass(name, work, run.module, columns, (bare, *options),
+                        runtime=runtime)
+
+
+def _snapshot(crit) -> Any:
+    return crit.state_dict() if isinstance(crit, Criterion) else None
+
+
+def _measure_shard(module: nn.Module, columns: tuple, options: tuple, context: ShardContext) -> dict:
+    run, config, marks = options
+    here = [m - context.start for m in marks if context.start < m <= context.stop]
+    crits, curves, layout, (active, always) = _measure_pass(replace(run, module=module), columns[0], config,
+                                                            context.runtime(), here, snapshot=_snapshot)
+    return {"crits": crits, "curves": [[(m + context.start, s) for m, s in c] for c in curves],
+            "layout": layout, "active": active, "always": always}
+
+
+def _covered_at(prefix, part, snapshot) -> int:
+    """Items covered by the shards before a mark and the part of its own shard up to it."""
+    if not isinstance(part, Criterion):
+        return 0  # a surprise coverage redraws its curve from its scores at the end
+    probe = copy.deepcopy(prefix)
+    probe.merge(copy.deepcopy(part).load_state_dict(snapshot))
+    return probe.covered_count()
+
+
+def _spread_measure(run: Run, x, config: CoverageConfig, runtime: Runtime, marks: list[int]):
+    """:func:`~deepfault.coverage.measure.measure_coverage`'s pass over shards: what its serial
+    pass returns, and the :class:`~deepfault.core.shards.Spread`.
+    """
+    results, spread = _spread_pass("coverage measure", _measure_shard, run, (x,), (config, marks), runtime)
+    layout = results[0]["layout"]
+    crits = _criteria(config, run, layout) if results[0]["crits"] else []
+    curves: list[list[tuple[int, int]]] = [[] for _ in crits]
+    active = always = None
+    for r in results:
+        for i, (mine, part) in enumerate(zip(crits, r["crits"], strict=True)):
+            curves[i] += [(m, _covered_at(mine, part, snap)) for m, snap in r["curves"][i]]
+            mine.merge(part)
+        if r["active"] is not None:
+            active = r["active"] if active is None else active | r["active"]
+            always = r["always"] if always is None else always & r["always"]
+    return (crits, curves, layout, (active, always)), spread

@@ -47,6 +47,7 @@ from ..core.capture import NeuronLayout, check_transform
 from ..core.constraints import Options, param, validate
 from ..core.entry import entry
 from ..core.outcome import Artifact, Outcome
+from ..core.shards import ShardContext, sharded_pass
 from ..errors import DeepFaultError
 from ._shape import _DEFAULT_LAYERS, _LAYERS, TRANSFORMS, Config, LayerNames, inputs_of, progress_label
 from .results import About
@@ -461,12 +462,12 @@ def compute_profile(model: nn.Module | PreparedModel, data: InputData, config: P
     if num_inputs(inputs) == 0:
         raise DeepFaultError("no inputs to profile: the input set is empty (a data set without "
                              "a training split? use --split test or another file)")
-    acc = ProfileAccumulator()
-    layout = None
-    for batch in iterate_batches(module, inputs, layers=config.layers, transform=config.transform,
-                                 batch_size=runtime.batch_size, progress=progress_label(runtime, "profile")):
-        layout = batch.layout
-        acc.update(batch.values)
+    if runtime.parallel.spread:
+        acc, layout, spread = _spread_profile(module, inputs, config, runtime)
+    else:
+        progress = progress_label(runtime, "profile")
+        acc, layout = _profile_pass(module, inputs, config, runtime.batch_size, progress)
+        spread = None
     stats = acc.compute()  # raises for no inputs, so the loop set layout
     assert layout is not None
     p = next(module.parameters(), None)
@@ -477,7 +478,35 @@ def compute_profile(model: nn.Module | PreparedModel, data: InputData, config: P
     profile = Profile(layout.names, sizes, config.transform, model_hash(module), int(acc.count),
                       selection=_selection(config.layers), **stats)
     object.__setattr__(profile, "about", about)
-    return profile
+    return profile.spread_over(spread)
+
+
+def _profile_pass(module: nn.Module, inputs, config: ProfileConfig, batch_size, progress
+                  ) -> tuple[ProfileAccumulator, NeuronLayout | None]:
+    """The profile's pass over ``inputs``: the accumulator and the layout of its neurons."""
+    acc = ProfileAccumulator()
+    layout = None
+    for batch in iterate_batches(module, inputs, layers=config.layers, transform=config.transform,
+                                 batch_size=batch_size, progress=progress):
+        layout = batch.layout
+        acc.update(batch.values)
+    return acc, layout
+
+
+def _profile_shard(module: nn.Module, columns: tuple, config: ProfileConfig, context: ShardContext) -> dict:
+    """One shard's profile (a worker's job): its accumulator's state and the layout."""
+    acc, layout = _profile_pass(module, columns[0], config, context.batch_size, False)
+    return {"state": acc.state_dict(), "layout": layout}
+
+
+def _spread_profile(module: nn.Module, inputs, config: ProfileConfig, runtime: Runtime):
+    """The profile's pass spread over ``runtime.parallel``'s workers: their states merged in shard order."""
+    results, spread = sharded_pass("coverage profile", _profile_shard, module, (inputs,), config,
+                                   runtime=runtime)
+    acc = ProfileAccumulator()
+    for result in results:
+        acc.merge(ProfileAccumulator().load_state_dict(result["state"]))
+    return acc, results[0]["layout"], spread
 
 
 def _selection(layers) -> str | tuple[str, ...] | None:

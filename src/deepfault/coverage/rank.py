@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
 
     from ..core.inputs import InputData
     from ..core.runtime import Runtime
+    from ..core.shards import ShardContext
     from ..models.prepare import PreparedModel
+    from .measure import Run
 
 from ..core.batches import iterate_batches
 from ..core.capture import NeuronLayout
@@ -278,17 +281,36 @@ def rank_inputs(model: nn.Module | PreparedModel, data: InputData, config: Cover
     make_items = _items_maker(crit_names, run, config) if coverage else None
     t0 = time.perf_counter()
     inputs = (x, labels if streamed else None, y, n)
-    predicted, y, joined, items, spent, forward = _forward(run, inputs, names, _output_kind(model), runtime,
-                                                           make_items)
+    forwards = _spread_forward if runtime.parallel.spread else _forward
+    predicted, y, joined, items, spent, forward, spread = forwards(run, inputs, names, _output_kind(model),
+                                                                   runtime, make_items)
     rankings = _rankings(names, items, joined, predicted != y, spent)
     seconds = (time.perf_counter() - t0, forward)
-    return _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name)
+    return _rank_report(run, config, tuple(rankings), items, predicted, y, seconds, data_name, spread)
+
+
+def _spread_forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
+    """:func:`_forward` over the shards of ``runtime.parallel``'s workers
+    (:mod:`deepfault.core.shards`), ending in the :class:`~deepfault.core.shards.Spread`.
+    """
+    x, _, y, _ = inputs
+    if y is None:
+        raise DeepFaultError("--workers needs the labels beside the inputs (an array or a data set), not "
+                             "in a stream's batches")
+    t0 = time.perf_counter()
+    uncertain = [p for p in names if p in UNCERTAINTY]
+    surprising = [p for p in names if p in SURPRISE_KINDS]
+    (predicted, joined, items, spent), spread = _spread_rank(run, x, y, names, uncertain, surprising, kind,
+                                                            runtime, make_items)
+    forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
+    return predicted, y, joined, items, spent, forward, spread
 
 
 def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runtime, make_items):
     """The one forward pass of :func:`rank_inputs` over ``inputs`` (``(x, the labels that come
     with the batches or None, the checked labels or None, N)``): ``(predictions, labels, scores
-    by name, items or None, seconds by name, the forward pass's own seconds)``.
+    by name, items or None, seconds by name, the forward pass's own seconds, None)`` (the last:
+    the pass ran here, :func:`_spread_forward`'s ``Spread``).
     """
     from ..checks import MAX_CLASSES, check_labels
 
@@ -306,32 +328,47 @@ def _forward(run, inputs: tuple, names: Sequence[str], kind: str, runtime: Runti
     forward = time.perf_counter() - t0 - sum(spent.values()) - (0.0 if items is None else items.seconds)
     if y is None:
         y = check_labels("labels", seen, MAX_CLASSES, count=len(predicted))
-    return predicted, y, joined, items, spent, forward
+    return predicted, y, joined, items, spent, forward, None
 
 
-def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig):
+def _items_maker(crit_names: Sequence[str], run, config: CoverageConfig) -> _ItemsMaker:
     """``layout -> _Items`` of the ``cam``/``ctm`` criteria, made once the first batch tells the
     neuron layout (checked against the profile's).
     """
-    def make_items(layout: NeuronLayout) -> _Items:
-        if run.profile is not None:
-            run.profile.check_layout(layout)
-        return _Items(build_criteria(crit_names, layout, threshold=config.threshold, sections=config.sections,
-                                     top_k=config.top_k, scale=config.scale, profile=run.profile), layout)
-    return make_items
+    return _ItemsMaker(tuple(crit_names), config, run.profile)
+
+
+@dataclass(frozen=True)
+class _ItemsMaker:
+    """:func:`_items_maker`'s answer: a value, so that it travels to the workers of a spread pass."""
+
+    crit_names: tuple[str, ...]
+    config: CoverageConfig
+    profile: Any
+
+    def __call__(self, layout: NeuronLayout) -> _Items:
+        config = self.config
+        if self.profile is not None:
+            self.profile.check_layout(layout)
+        crits = build_criteria(self.crit_names, layout, threshold=config.threshold, sections=config.sections,
+                               top_k=config.top_k, scale=config.scale, profile=self.profile)
+        return _Items(crits, layout)
 
 
 def _rank_report(run, config: CoverageConfig, rankings: tuple[Ranking, ...], items: _Items | None,
                  predicted: np.ndarray, y: np.ndarray, seconds: tuple[float, float],
-                 data_name: str | None) -> RankReport:
-    """The :class:`RankReport` of one pass; ``seconds``: ``(all, the shared forward pass)``."""
+                 data_name: str | None, spread=None) -> RankReport:
+    """The :class:`RankReport` of one pass; ``seconds``: ``(all, the shared forward pass)``;
+    ``spread``: the workers it ran on (``None``: here).
+    """
     coverage = items is not None
     layout = None if items is None else items.layout
-    return RankReport(rankings, predicted != y, layout, run.transform if coverage else None,
-                      None if run.profile is None or not coverage else run.profile.to_dict(),
-                      seconds[0], seconds[1], predicted, y,
-                      None if run.state is None else {**run.state.to_dict(), **run.source},
-                      about=run.about(data_name, layout, config.layers))
+    report = RankReport(rankings, predicted != y, layout, run.transform if coverage else None,
+                        None if run.profile is None or not coverage else run.profile.to_dict(),
+                        seconds[0], seconds[1], predicted, y,
+                        None if run.state is None else {**run.state.to_dict(), **run.source},
+                        about=run.about(data_name, layout, config.layers))
+    return report.spread_over(spread)
 
 
 def _labelled(data):
@@ -447,6 +484,14 @@ class _Items:
             self._spent[i] += spent
             self.seconds += spent
 
+    def extend(self, other: _Items) -> _Items:
+        """Append ``other``'s inputs (a later shard's) in place."""
+        for mine, theirs in zip(self.parts, other.parts, strict=True):
+            mine += theirs
+        self._spent = [a + b for a, b in zip(self._spent, other._spent, strict=True)]
+        self.seconds += other.seconds
+        return self
+
     def sparse(self):
         """``(criterion, (cols, row_ptr, num_items, seconds))`` per criterion."""
         for c, parts, spent in zip(self.criteria, self.parts, self._spent, strict=True):
@@ -491,3 +536,37 @@ def _score_ranking(name: str, scores: np.ndarray, failing: np.ndarray, seconds: 
     found = apfd(order, failing)
     return Ranking(name, name, order, found, seconds + time.perf_counter() - t, scores=scores,
                    ascending=ascending)
+
+
+def _rank_shard(module: nn.Module, columns: tuple, options: tuple, context: ShardContext) -> dict:
+    run, names, uncertain, surprising, kind, make_items = options
+    run = replace(run, module=module)
+    x, y = columns
+    spent = dict.fromkeys(names, 0.0)
+    with surprise_scorer(module, run.state, surprising, spent) as score_batch:
+        batches = iterate_batches(module, x, neurons=make_items is not None, layers=run.layers,
+                                  transform=run.transform, batch_size=context.batch_size)
+        predicted, _, joined, items = _rank_pass(batches, y, len(y), uncertain, surprising, kind, spent,
+                                                 score_batch, make_items)
+    return {"predicted": predicted, "joined": joined, "items": items, "spent": spent}
+
+
+def _spread_rank(run: Run, x, y: np.ndarray, names, uncertain, surprising, kind: str, runtime: Runtime,
+                make_items):
+    """:func:`~deepfault.coverage.rank.rank_inputs`' pass over shards: ``(predictions, scores by
+    name, items or None, seconds by name)`` in input order, and the
+    :class:`~deepfault.core.shards.Spread`.
+    """
+    from .measure import _spread_pass
+
+    results, spread = _spread_pass("coverage rank", _rank_shard, run, (x, y),
+                            (tuple(names), tuple(uncertain), tuple(surprising), kind, make_items), runtime)
+    predicted = np.concatenate([r["predicted"] for r in results])
+    joined = {k: np.concatenate([r["joined"][k] for r in results]) for k in results[0]["joined"]}
+    spent = {k: sum(r["spent"][k] for r in results) for k in results[0]["spent"]}
+    items = None
+    if results[0]["items"] is not None:
+        items = results[0]["items"]
+        for r in results[1:]:
+            items.extend(r["items"])
+    return (predicted, joined, items, spent), spread

@@ -129,6 +129,13 @@ class SurpriseCoverage:
         """Fold in ``(B,)`` scores."""
         self._parts.append(np.asarray(scores, dtype=np.float64).reshape(-1))
 
+    def merge(self, other: SurpriseCoverage) -> SurpriseCoverage:
+        """Append ``other``'s scores (the inputs after this one's, as a later shard's) in place."""
+        if other.name != self.name or other.sections != self.sections or other.upper != self.upper:
+            raise DeepFaultError(f"cannot merge {other.name} scores into {self.name} of other parameters")
+        self._parts += other._parts
+        return self
+
     def scores(self) -> np.ndarray:
         """``(N,)`` every score folded in so far."""
         if len(self._parts) > 1:

@@ -68,6 +68,7 @@ from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
     from ..core.inputs import InputData
+    from ..core.shards import ShardContext
     from ..models.prepare import PreparedModel
 
 from ..checks import MAX_CLASSES, check_labels
@@ -662,7 +663,12 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
     layers: str | Sequence[str] | None = config.layers
     if layers is None:
         layers = default_layer(module, _first(x), config.transform)
-    ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
+    spread = None
+    if runtime.parallel.spread:
+        traced, spread = _spread_trace(module, x, n, layers, config, runtime)
+        ats, assigned, given, layout, num_classes = traced
+    else:
+        ats, assigned, given, layout, num_classes = _trace(module, x, y, streamed, n, layers, config, runtime)
     if given is not None:
         y = check_labels("labels", given, MAX_CLASSES, count=n)
     if config.classes == "labels":
@@ -683,7 +689,7 @@ def fit_surprise(model: nn.Module | PreparedModel, data: InputData, config: Surp
                      max_features=config.max_features, selection=selection)
     object.__setattr__(state, "about", _about(model, module, data, layout, config, runtime,
                                               time.perf_counter() - t0))
-    return state
+    return state.spread_over(spread)
 
 
 def _fit_inputs(pair, config: SurpriseConfig):
@@ -890,3 +896,29 @@ def _surprise_from(a: dict) -> Surprise:
         ats, classes, grouping=str(_field(a, "grouping", 0, "U")),
         var_threshold=None if math.isnan(vt) else vt, max_features=mf or None,
         selection=selection_from(a))
+
+
+def _trace_shard(module: nn.Module, columns: tuple, options: tuple, context: ShardContext) -> tuple:
+    layers, config = options
+    n = context.stop - context.start
+    ats, assigned, _, layout, num_classes = _trace(module, columns[0], None, False, n, layers, config,
+                                                   context.runtime())
+    return ats, assigned, layout, num_classes
+
+
+def _spread_trace(module: nn.Module, x, n: int, layers, config, runtime: Runtime):
+    """The surprise fit's pass over shards: what its serial ``_trace`` returns (no labels from a
+    stream: a stream is not sharded), and the :class:`~deepfault.core.shards.Spread`.
+    """
+    from ..core.shards import sharded_pass
+
+    results, spread = sharded_pass("coverage surprise", _trace_shard, module, (x,), (layers, config),
+                                   runtime=runtime)
+    layout, num_classes = results[0][2], results[0][3]
+    if n * layout.num_neurons > MAX_VALUES:
+        raise DeepFaultError(
+            f"{n} inputs x {layout.num_neurons} neurons is more than the {MAX_VALUES:,} training values a "
+            "surprise state may hold; choose fewer or smaller layers (--layers) or a subset of the inputs")
+    ats = np.concatenate([r[0] for r in results])
+    assigned = np.concatenate([r[1] for r in results])
+    return (ats, assigned, None, layout, num_classes), spread

@@ -31,9 +31,9 @@ from typing import Any, final
 import numpy as np
 
 from .._deprecation import grouped
+from ..core.executors import Executor, get_executor
 from ..core.registry import suggestion
 from ..errors import DeepFaultError
-from .executors import Executor, get_executor
 from .store import ResultStore
 
 log = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ import torch
 from ..core.batches import iterate_batches
 from ..core.capture import eval_mode
 from ..core.memory import AUTO, resolve_batch_size
+from ..core.runtime import Runtime
 from ..coverage.uncertainty import probabilities
 from ..fuzz.pair import Pair
 from .config import GateConfig
@@ -184,6 +185,7 @@ def compare_heldout(
     num_classes: int,
     batch_size: int | str = AUTO,
     progress: bool = False,
+    runtime: Runtime | None = None,
 ) -> tuple[HeldOutResult, Tally]:
     """Compare the pair's champion and challenger on ``inputs``, one pass each.
 
@@ -197,6 +199,9 @@ def compare_heldout(
         num_classes: The models' classes.
         batch_size: Inputs per forward pass of each model, or ``"auto"``.
         progress: Show a progress bar.
+        runtime: Where ``runtime.parallel`` names several workers, the pass spreads over them
+            (:mod:`deepfault.core.shards`; the counts add up exactly, the kept inputs are the
+            same) and the tally's ``spread`` says where it ran.
 
     Returns:
         ``(result, tally)``; on ``KeyboardInterrupt`` the interruption propagates.
@@ -204,16 +209,26 @@ def compare_heldout(
     p1, p2 = pair.p1, pair.p2
     if batch_size == AUTO:
         batch_size = min(resolve_batch_size(p.module, inputs[:1], AUTO, count=len(inputs)) for p in (p1, p2))
-    tally = Tally(num_classes, worst=config.worst)
+    if runtime is not None and runtime.parallel.spread:
+        tally = _spread_tally(pair, inputs, labels, config, num_classes, int(batch_size), runtime)
+        return summarise(tally, pair.data.class_names, alpha=config.alpha), tally
+    tally = _tally(p1, p2, inputs, labels, Tally(num_classes, worst=config.worst), int(batch_size), progress)
+    return summarise(tally, pair.data.class_names, alpha=config.alpha), tally
+
+
+def _tally(p1, p2, inputs, labels, tally: Tally, batch_size: int, progress: bool, start: int = 0) -> Tally:
+    """The held-out pass of the pair's prepared models over ``inputs`` (input ``k`` is input
+    ``start + k`` of the split), folded into ``tally``.
+    """
     first = iterate_batches(
         p1.module,
         inputs,
         labels=labels,
         neurons=False,
-        batch_size=int(batch_size),
+        batch_size=batch_size,
         progress="held-out" if progress else False,
     )
-    second = iterate_batches(p2.module, inputs, neurons=False, batch_size=int(batch_size))
+    second = iterate_batches(p2.module, inputs, neurons=False, batch_size=batch_size)
     # The two loops' contexts (eval mode, inference mode) interleave: entered here once around
     # both and the loops closed last-in first-out, so that the caller's modes come back whatever
     # order the loops end in (an interruption included).
@@ -221,7 +236,7 @@ def compare_heldout(
         try:
             for b1, b2 in zip(first, second, strict=True):
                 tally.update(
-                    b1.start,
+                    start + b1.start,
                     b1.inputs,
                     probabilities(b1.outputs, output_kind=p1.output_kind),
                     probabilities(b2.outputs, output_kind=p2.output_kind),
@@ -230,4 +245,37 @@ def compare_heldout(
         finally:
             for loop in (second, first):
                 getattr(loop, "close", lambda: None)()  # a generator: its contexts exit now, in order
-    return summarise(tally, pair.data.class_names, alpha=config.alpha), tally
+    return tally
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What a worker needs of one prepared model: its module and output kind."""
+
+    module: Any
+    output_kind: str
+
+
+def _heldout_shard(modules: tuple, columns: tuple, options: tuple, context) -> Tally:
+    """One shard's tally (a worker's job of :func:`_spread_tally`)."""
+    kinds, num_classes, worst = options
+    x, y = columns
+    p1, p2 = (_Side(m, k) for m, k in zip(modules, kinds, strict=True))
+    return _tally(p1, p2, x, y, Tally(num_classes, worst=worst), int(context.batch_size), False,
+                  start=context.start)
+
+
+def _spread_tally(pair: Pair, inputs, labels, config: GateConfig, num_classes: int, batch_size: int,
+                  runtime: Runtime) -> Tally:
+    """The held-out pass over the shards of ``runtime.parallel``'s workers, merged in order."""
+    from ..core.shards import sharded_pass
+
+    results, spread = sharded_pass(
+        "gate heldout", _heldout_shard, (pair.p1.module, pair.p2.module), (inputs, labels),
+        ((pair.p1.output_kind, pair.p2.output_kind), num_classes, config.worst),
+        runtime=runtime.with_(batch_size=batch_size))
+    tally = Tally(num_classes, worst=config.worst)
+    for part in results:
+        tally.merge(part)
+    tally.spread = spread
+    return tally

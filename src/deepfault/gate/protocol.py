@@ -220,6 +220,7 @@ def _stage_heldout(run: _Run, inputs, labels, num_classes: int) -> None:
         num_classes=num_classes,
         batch_size=run.batch_size,
         progress=bool(run.runtime.progress),
+        runtime=run.runtime,
     )
     run.stages["heldout"] = "done"
 
@@ -308,7 +309,8 @@ def gate(models: Versions | tuple, data: Any, config: GateConfig, *, runtime: Ru
         batch_size=_batch_size(runtime, pair, inputs),
     )
     _run_stages(run, inputs, labels, num_classes, corpus)
-    return _outcome(run, frozenset(s for s, on in stages.items() if not on))
+    outcome = _outcome(run, frozenset(s for s, on in stages.items() if not on))
+    return outcome.spread_over(None if run.tally is None else run.tally.spread)
 
 
 def _run_stages(run: _Run, inputs, labels, num_classes: int, corpus) -> None:

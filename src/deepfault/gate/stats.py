@@ -16,6 +16,7 @@ over the inputs of that class).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -80,6 +81,12 @@ class Kept:
         self.score, self.index = s[order], i[order]
         self.columns = {k: np.concatenate([self.columns[k], v])[order] for k, v in columns.items()}
 
+    def merge(self, other: Kept) -> Kept:
+        """Keep the best :attr:`size` of both (another shard's, its indices in the same split)."""
+        if len(other.score):
+            self.offer(other.score, other.index, **other.columns)
+        return self
+
     def to_dict(self) -> list[dict]:
         """One record per kept input, best first (its inputs left out)."""
         rows = []
@@ -124,6 +131,7 @@ class Tally:
         disagreements: The disagreeing inputs M1 is least sure of (smallest top-1 minus top-2
             margin, Hu et al. 2022), first.
         corpus: The negative flips' inputs and labels for the corpus (at most ``keep_flips``).
+        spread: The workers a spread pass ran on (:class:`~deepfault.core.shards.Spread`), or ``None``.
     """
 
     num_classes: int
@@ -140,6 +148,7 @@ class Tally:
     flips: Kept = field(init=False)
     disagreements: Kept = field(init=False)
     corpus: list = field(init=False, default_factory=list)
+    spread: Any = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         for name in ("support", "right1", "right2", "negative", "positive"):
@@ -216,6 +225,28 @@ class Tally:
         room = self.keep_flips - sum(len(c[1]) for c in self.corpus)
         if room > 0:
             self.corpus.append((b.x[neg][:room], y[neg][:room]))
+
+    def merge(self, other: Tally) -> Tally:
+        """Fold in ``other``, the tally of the inputs after this one's (a later shard): the counts
+        add up, the kept inputs are the best of both, the corpus keeps its first inputs.
+        """
+        if other.labelled is not None:
+            if self.labelled is not None and self.labelled != other.labelled:
+                from ..errors import DeepFaultError  # noqa: PLC0415
+
+                raise DeepFaultError("the held-out inputs must all have labels or none")
+            self.labelled = other.labelled
+        self.total += other.total
+        self.disagree += other.disagree
+        for name in ("support", "right1", "right2", "negative", "positive"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.flips.merge(other.flips)
+        self.disagreements.merge(other.disagreements)
+        for x, y in other.corpus:
+            room = self.keep_flips - sum(len(c[1]) for c in self.corpus)
+            if room > 0:
+                self.corpus.append((x[:room], y[:room]))
+        return self
 
     def corpus_inputs(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The kept negative flips as ``(inputs, labels)``, ``None`` when there is none."""

@@ -589,11 +589,11 @@ def run_deepfault(
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):  # the global RNG left as it was
         result = _run(module, data, config, classes, output_kind,
-                      progress=runtime.progress, on_class=call.on_class, reuse=call.reuse)
+                      progress=runtime.progress, on_class=call.on_class, reuse=call.reuse, runtime=runtime)
     shown = _Shown.of(prepared, module, data, config, runtime, batch_line, time.perf_counter() - start)
     result = _scored(module, data, result, fit)
     shown = replace(shown, surprise=fit, no_surprise=no_fit)
-    return replace(result, shown=_baseline(module, data, result, shown, runtime))
+    return replace(result, shown=_baseline(module, data, result, shown, runtime)).spread_over(result.spread)
 
 
 def _run_data(prepared, data) -> Dataset:
@@ -650,16 +650,22 @@ def _batch(module: nn.Module, data: Dataset, config: RunConfig, runtime: Runtime
 
 
 def _run(module: nn.Module, data: Dataset, config: RunConfig, classes: list[int], output_kind: str, *,
-         progress, on_class=None, reuse: RunResult | None = None) -> RunResult:
-    """The run itself (spectra, selection, synthesis, evaluation) on checked arguments."""
+         progress, on_class=None, reuse: RunResult | None = None,
+         runtime: Runtime | None = None) -> RunResult:
+    """The run itself (spectra, selection, synthesis, evaluation) on checked arguments; the spectrum
+    pass spreads over ``runtime.parallel``'s workers when it names several.
+    """
     leaves = [m for m in module.modules() if not list(m.children())]
     if output_kind == "logits" and leaves and isinstance(leaves[-1], (nn.Softmax, nn.LogSoftmax)):
         warnings.warn("the model ends in a softmax but output_kind='logits'; pass "
                       "output_kind='probabilities' so that losses are computed on probabilities",
                       stacklevel=4)
     name = f"{progress}: " if isinstance(progress, str) else ""
+    spread = None
     if reuse is not None:
         seeds, accuracy = _reused(reuse, config, classes, data.y_test)
+    elif runtime is not None and runtime.parallel.spread:
+        seeds, accuracy, spread = _spread_spectrum_pass(module, data, classes, config, runtime)
     else:
         seeds, accuracy = _spectrum_pass(module, data, classes, config, progress=bool(progress), name=name)
     cells = [CellSpec(config.measure, config.k, r) for r in range(config.repeat)]
@@ -679,7 +685,7 @@ def _run(module: nn.Module, data: Dataset, config: RunConfig, classes: list[int]
     finally:
         for bar in bars:
             bar.close()
-    return RunResult(config, tuple(results), accuracy, output_kind)
+    return RunResult(config, tuple(results), accuracy, output_kind).spread_over(spread)
 
 
 def _run_class(module, data, c, cells, seeds, config, output_kind, warm, advance, on_class) -> ClassResult:
@@ -761,12 +767,37 @@ def _spectrum_pass(model: nn.Module, data: Dataset, classes: list[int], config: 
     finally:
         if bar is not None:
             bar.close()
+    return _seeds_of(spectra, predicted, y, classes, config), float((predicted == y).mean())
+
+
+def _spread_spectrum_pass(model: nn.Module, data: Dataset, classes: list[int], config: RunConfig,
+                          runtime: Runtime):
+    """:func:`_spectrum_pass` over the shards of ``runtime.parallel``'s workers: the same seeds and
+    accuracy (the counts are integers, summed exactly), and the :class:`~deepfault.core.shards.Spread`.
+    """
+    from .spectrum import spread_spectra_and_predictions
+
+    x, y = data.x_test, data.y_test
+    profiled = data.x_train if data.x_train is not None and len(data.x_train) else x
+    rule = _activity(model, profiled, config)
+    spectra, predicted, outputs, spread = spread_spectra_and_predictions(
+        model, x, y, classes, layers=config.layers, threshold=rule,
+        runtime=runtime.with_(batch_size=config.batch_size))
+    if outputs < data.num_classes:
+        raise DeepFaultError(f"the model has {outputs} outputs but data set {data.name!r} has "
+                             f"{data.num_classes} classes; use a model trained on this data set")
+    return _seeds_of(spectra, predicted, y, classes, config), float((predicted == y).mean()), spread
+
+
+def _seeds_of(spectra, predicted: np.ndarray, y: np.ndarray, classes: list[int], config: RunConfig
+              ) -> dict[int, _Seeds]:
+    """Each class's spectrum with its correctly predicted inputs and the ones chosen of them."""
     seeds = {}
     for c in classes:
         in_class = np.flatnonzero(y == c)
         correct = np.flatnonzero(predicted[in_class] == c)
         seeds[c] = _Seeds(spectra[c], len(correct), _chosen(config, c, correct))
-    return seeds, float((predicted == y).mean())
+    return seeds
 
 
 def _activity(model: nn.Module, profiled, config: RunConfig) -> float | ActivityLevels:

@@ -417,13 +417,8 @@ def _class_spectra(model: nn.Module, inputs, labels, classes: Sequence[int], *, 
         # lookup[-1] would be the slot of the labels above every class: they would count as c
         raise DeepFaultError(f"classes must be non-negative class indices; got {min(classes)}")
     # No classes: a one-entry lookup that is never used (SpectrumAccumulator refuses 0 groups).
-    lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
-    for g, c in enumerate(classes):
-        lookup[c] = g
-    def group_of(yb: torch.Tensor) -> torch.Tensor:
-        return lookup[yb.clamp(max=len(lookup) - 1)]
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
-        model, inputs, labels, len(classes), group_of, layers=layers, threshold=threshold,
+        model, inputs, labels, len(classes), _group_lookup(classes), layers=layers, threshold=threshold,
         batch_size=batch_size, progress=progress,
     )
     return {
@@ -454,26 +449,68 @@ def _spectra_and_predictions(
     predictions.
     """
     classes = [int(c) for c in classes]
-    lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
-    for g, c in enumerate(classes):
-        lookup[c] = g
     # One (N,) int64 array filled batch by batch: a list of per-batch tensors, concatenated at
     # the end, pins a small heap block per batch and the resident set grows with N.
     predicted = np.empty(len(inputs), dtype=np.int64)
-
-    def group_of(yb: torch.Tensor) -> torch.Tensor:
-        return lookup[yb.clamp(max=len(lookup) - 1)]
 
     def keep(b: Batch) -> None:
         if on_batch is not None:
             on_batch(b)
         predicted[b.start : b.stop] = b.outputs.argmax(dim=1).cpu().numpy()
     layout, a_s, a_f, n_pass, n_fail, seconds = _spectra(
-        model, inputs, labels, max(len(classes), 1), group_of, layers=layers, threshold=threshold,
-        batch_size=batch_size, on_batch=keep)
+        model, inputs, labels, max(len(classes), 1), _group_lookup(classes), layers=layers,
+        threshold=threshold, batch_size=batch_size, on_batch=keep)
     spectra = {c: _make(layout, a_s[g], a_f[g], int(n_pass[g]), int(n_fail[g]), threshold,
                         seconds / len(classes), c) for g, c in enumerate(classes)}
     return spectra, predicted
+
+
+def _group_lookup(classes: Sequence[int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``labels -> group index`` (``-1``: in no group) of ``classes``."""
+    lookup = torch.full((max(classes, default=-1) + 2,), -1, dtype=torch.long)
+    for g, c in enumerate(classes):
+        lookup[c] = g
+
+    def group_of(yb: torch.Tensor) -> torch.Tensor:
+        return lookup[yb.clamp(max=len(lookup) - 1)]
+    return group_of
+
+
+def _spectra_shard(model: nn.Module, columns: tuple, options: tuple, context) -> tuple:
+    """One shard's counts and predictions (a worker's job of :func:`spread_spectra_and_predictions`)."""
+    classes, layers, threshold = options
+    x, y = columns
+    predicted = np.empty(len(x), dtype=np.int64)
+    outputs = [0]
+
+    def keep(b: Batch) -> None:
+        outputs[0] = int(b.outputs.shape[1])
+        predicted[b.start : b.stop] = b.outputs.argmax(dim=1).cpu().numpy()
+    counts = _spectra(model, x, y, max(len(classes), 1), _group_lookup(classes), layers=layers,
+                      threshold=threshold, batch_size=context.batch_size, on_batch=keep)
+    return counts, predicted, outputs[0]
+
+
+def spread_spectra_and_predictions(model: nn.Module, inputs, labels, classes: Sequence[int], *,
+                                   layers: Sequence[str] | None, threshold: float | ActivityLevels,
+                                   runtime: Runtime):
+    """:func:`_spectra_and_predictions` over the shards of ``runtime.parallel``'s workers
+    (:mod:`deepfault.core.shards`): the counts summed (exact), the predictions joined in order.
+
+    Returns:
+        ``(spectra by class, (N,) predictions, the models' number of outputs, the Spread)``.
+    """
+    from ..core.shards import sharded_pass
+
+    classes = [int(c) for c in classes]
+    results, spread = sharded_pass("deepfault spectrum", _spectra_shard, model, (inputs, np.asarray(labels)),
+                                   (classes, layers, threshold), runtime=runtime)
+    layout = results[0][0][0]
+    a_s, a_f, n_pass, n_fail = (sum(r[0][i] for r in results) for i in range(1, 5))
+    seconds = sum(r[0][5] for r in results)
+    spectra = {c: _make(layout, a_s[g], a_f[g], int(n_pass[g]), int(n_fail[g]), threshold,
+                        seconds / len(classes), c) for g, c in enumerate(classes)}
+    return spectra, np.concatenate([r[1] for r in results]), min(r[2] for r in results), spread
 
 
 def _make(layout, a_s, a_f, n_pass, n_fail, threshold, seconds, target_class) -> Spectrum:
