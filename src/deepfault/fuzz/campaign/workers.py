@@ -154,8 +154,9 @@ class WorkerLink:
         self.syncs += 1
         counters = parts.counters
         store.put(self.experiment, DRFUZZ_METHOD, f"{worker_cell(self.cell, self.index)}/sync",
-                  {"worker": self.index, "syncs": self.syncs, "iterations": counters.iterations,
-                   "generated": counters.generated, "urf": len(failures)}, arrays, replace=True)
+                  {"worker": self.index, "pid": os.getpid(), "syncs": self.syncs, "iterations": counters.iterations,
+                   "generated": counters.generated, "rf": parts.faults.log.counts["rf"], "urf": len(failures)},
+                  arrays, replace=True)
         for other in range(self.workers):
             if other == self.index:
                 continue
@@ -247,7 +248,8 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
                  experiment, cell)
     run = _run_on_ray if config.executor == "ray" else _run_in_processes
     started = time.perf_counter()
-    lost, interrupted = run(jobs, config)
+    todo = [job for job in jobs if not _finished(path, experiment, worker_cell(cell, job["index"]))]
+    lost, interrupted = run(todo, config) if todo else ([], False)
     wall = time.perf_counter() - started
     for one in lost:
         warnings.warn(f"worker {one.index} of {config.workers} was lost ({one.reason}); the campaign went on "
@@ -267,6 +269,16 @@ def _jobs(m1, m2, inputs, labels, bounds, config: CampaignConfig, options: Campa
     return [{"m1": m1, "m2": m2, "inputs": x, "labels": y, "bounds": tuple(bounds), "config": config,
              "options": options, "experiment": experiment, "cell": cell, "index": i, "threads": threads}
             for i in range(config.workers)]
+
+
+def _finished(path: str, experiment: str, cell: str) -> bool:
+    """Whether the worker campaign ``cell`` has its result in the store (a rerun starts no process for it)."""
+    from ...experiment.store import ResultStore
+
+    if not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return False
+    with ResultStore(path) as store:
+        return store.get(experiment, DRFUZZ_METHOD, f"{cell}/result") is not None
 
 
 def _run_in_processes(jobs: list[dict], config: CampaignConfig) -> tuple[list[_Lost], bool]:
@@ -292,7 +304,7 @@ def _run_in_processes(jobs: list[dict], config: CampaignConfig) -> tuple[list[_L
         if p.exitcode:
             code = p.exitcode
             name = signal.Signals(-code).name if code < 0 else f"exit status {code}"
-            lost.append(_Lost(i, f"killed by {name}" if code < 0 else name))
+            lost.append(_Lost(jobs[i]["index"], f"killed by {name}" if code < 0 else name))
     return lost, interrupted
 
 
