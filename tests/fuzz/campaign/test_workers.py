@@ -217,3 +217,48 @@ def test_a_killed_driver_resumes_every_worker(tmp_path):
     assert result.iterations == 1500  # every worker finished its share, from its checkpoint on
     assert all(w["stop_reason"] == "budget" for w in result.workers["per_worker"])
     assert result.resumed >= 1
+
+
+# --- a two-node Ray test cluster ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    # the workers import deepfault and this file's models from the paths the driver has
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    node = cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+    try:
+        yield cluster, node
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_two_ray_nodes_one_campaign_and_a_lost_node(ray_cluster, tmp_path):
+    cluster, node = ray_cluster
+    m1, m2, x, y = _problem()
+    store = tmp_path / "s.sqlite"
+    config = CampaignConfig(budget="4s", workers=2, executor="ray", address=cluster.address, **CONFIG)
+    out: dict = {}
+
+    def drive():
+        out["result"] = run_workers(m1, m2, x, y, bounds=(0.0, 1.0), config=config,
+                                    options=CampaignOptions(store=store))
+
+    with pytest.warns(RuntimeWarning, match="was lost"):
+        driver = threading.Thread(target=drive)
+        driver.start()
+        _wait_for(lambda: store.exists() and all(_sync(store, config.key(), i) for i in range(2)), 120)
+        cluster.remove_node(node)  # the node of one of the two workers (one CPU each)
+        driver.join(timeout=180)
+    result = out["result"]
+    assert len(result.workers["lost"]) == 1
+    lost = result.workers["lost"][0]["worker"]
+    assert result.workers["per_worker"][lost]["stop_reason"] == "lost"
+    assert result.workers["per_worker"][1 - lost]["stop_reason"] == "budget"
+    keys = _keys(result)
+    assert result.metrics.urf == len(set(keys)) > 0
