@@ -105,7 +105,8 @@ def main() -> None:
                                 seconds=args.seconds, data_dir=args.data_dir)
     for r in result["runs"]:
         ratio = result["ratios"][str(r["workers"])]
-        print(f"{r['workers']} worker(s): {r['mutants_per_second']:.0f} mutants/s ({ratio['mutants_per_second']:.2f}x), "
+        print(f"{r['workers']} worker(s): {r['mutants_per_second']:.0f} mutants/s "
+              f"({ratio['mutants_per_second']:.2f}x), "
               f"{r['urf_per_minute']:.1f} #URF/min ({ratio['urf_per_minute']:.2f}x), sync "
               f"{100 * (r['sync_share'] or 0):.1f}% of fuzzing time", flush=True)
     print(f"load: {result['uptime']['before']} -> {result['uptime']['after']}")

@@ -239,7 +239,8 @@ def _workers_lines(workers: dict) -> list[str]:
     if not workers:
         return []
     alive = workers["count"] - len(workers["lost"])
-    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {workers['sync_every']:g} s; "
+    every = f"{workers['sync_every']:g}"
+    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {every} s; "
              f"sync {100 * workers['sync_share']:.1f}% of their fuzzing time, checkpoints and sync "
              f"{100 * workers['checkpoint_share']:.1f}%"]
     lines += [f"worker {lost['worker']} was lost ({lost['reason']}): the campaign went on with the other "

@@ -36,7 +36,8 @@ from .budget import Budget, parse_budget
 from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
 from .strategies import STRATEGIES, FuzzStrategy
 
-__all__ = ["CAMPAIGN_EXECUTORS", "CHECKPOINT_EVERY", "CHECK_ORDERS", "MAX_SYNC_EVERY", "SYNC_EVERY", "DEFAULT_BATCH", "INPUTS_DEFAULT", "QUEUE_CAPACITY",
+__all__ = ["CAMPAIGN_EXECUTORS", "CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "INPUTS_DEFAULT",
+           "MAX_SYNC_EVERY", "QUEUE_CAPACITY", "SYNC_EVERY",
            "CampaignConfig", "CampaignProgress",
            "criterion_settings"]
 
@@ -310,9 +311,9 @@ class CampaignConfig:
         ("logits", "logits"), Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
         help="what M1 and M2 output")
     check_order: str = param("before", Options(CHECK_ORDERS), help="when an expensive own check runs")
-    workers: int = param(1, WORKERS, help="fuzzers on one campaign, each with its own random stream and rule "
-                         "prior, sharing their faults and diversity state through the store every --sync-every "
-                         "seconds (1: the one-process campaign)")
+    workers: int = param(1, WORKERS, help="fuzzers on one campaign, each with its own random stream and "
+                         "rule prior, sharing their faults and diversity state through the store every "
+                         "--sync-every seconds (1: the one-process campaign)")
     checkpoint_every: float = _run_only(param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
                                               help="seconds between checkpoints"))
     campaign: str | None = _run_only(param(
@@ -330,7 +331,8 @@ class CampaignConfig:
     executor: str = _run_only(param("process", Options(CAMPAIGN_EXECUTORS),
                                     help="where a many-worker campaign's workers run"))
     address: str | None = _run_only(param(None, Text(max_length=200, none=True),
-                                          help="the Ray cluster to join (--executor ray; default: a local one)"))
+                                          help="the Ray cluster to join (--executor ray; default: a local "
+                                          "one)"))
     sync_every: float = _run_only(param(SYNC_EVERY, Interval(float, 0.5, MAX_SYNC_EVERY),
                                         help="seconds between the workers' syncs (each also a checkpoint)"))
 

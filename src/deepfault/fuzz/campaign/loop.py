@@ -377,8 +377,8 @@ def run_campaign(
     options = _options(options, overrides)
     config = _configured(config, options, inputs, labels, overrides)
     if config.workers > 1 and options.worker is None:
-        raise DeepFaultError(f"run_campaign runs one worker; a campaign of workers={config.workers} runs through "
-                             "regress(...) or deepfault.fuzz.campaign.workers.run_workers(...)")
+        raise DeepFaultError(f"run_campaign runs one worker; a campaign of workers={config.workers} runs "
+                             "through regress(...) or deepfault.fuzz.campaign.workers.run_workers(...)")
     campaign = _campaign_of(m1, m2, inputs, labels, bounds, config, options)
     if options.store is None:
         campaign.run(progress=options.progress)
@@ -386,7 +386,8 @@ def run_campaign(
     return _run_in_store(campaign, options)
 
 
-def _campaign_of(m1, m2, inputs, labels, bounds, config: CampaignConfig, options: CampaignOptions) -> Campaign:
+def _campaign_of(m1, m2, inputs, labels, bounds, config: CampaignConfig,
+                 options: CampaignOptions) -> Campaign:
     fidelity = None if isinstance(options.fidelity, str) else options.fidelity
     return Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
                     train_inputs=options.train_inputs, dataset=options.dataset, profile=options.profile)
@@ -399,8 +400,13 @@ def restored_result(m1: nn.Module, m2: nn.Module, inputs: InputData, labels: Lab
     left it, without running it (a lost worker's: :mod:`.workers`); ``None`` without one.
 
     Args:
-        m1, m2, inputs, labels, bounds, config, options: As :func:`run_campaign`'s (``options.store``
-            required).
+        m1: As :func:`run_campaign`'s.
+        m2: As :func:`run_campaign`'s.
+        inputs: As :func:`run_campaign`'s.
+        labels: As :func:`run_campaign`'s.
+        bounds: As :func:`run_campaign`'s.
+        config: The campaign's configuration (the one its checkpoint was written with).
+        options: As :func:`run_campaign`'s (``options.store`` required).
         stop_reason: The result's stop reason (``lost``).
     """
     campaign = _campaign_of(m1, m2, inputs, labels, bounds, config, options)

@@ -118,7 +118,8 @@ def _status(opened, experiment: str, cell: str, workers: int) -> tuple[str, int,
         result = opened.get(experiment, DRFUZZ_METHOD, f"{one}/result")
         checkpoint = opened.get(experiment, DRFUZZ_METHOD, f"{one}/checkpoint")
         if result is not None:
-            states.append(("finished", int(result.data.get("iterations", 0)), float(result.data.get("seconds", 0.0))))
+            data = result.data
+            states.append(("finished", int(data.get("iterations", 0)), float(data.get("seconds", 0.0))))
         elif checkpoint is not None:
             states.append(("resume", *checkpoint_progress(checkpoint.data)))
         else:

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from ...errors import DeepFaultError
+from ...experiment.store import ResultStore
 from ..mutation.diversity import ROOT_FAILURE_LIMIT, DiversityTable
 from .budget import Budget
 from .checkpoint import DRFUZZ_METHOD, load_result
@@ -103,7 +104,8 @@ def _worker_config(config: CampaignConfig, index: int) -> CampaignConfig:
     """
     return replace(config, workers=1, seed=worker_seed(config.seed, index),
                    budget=worker_budget(config.budget, index, config.workers),
-                   checkpoint_every=min(config.checkpoint_every, config.sync_every), campaign=None, fresh=False)
+                   checkpoint_every=min(config.checkpoint_every, config.sync_every), campaign=None,
+                   fresh=False)
 
 
 class WorkerLink:
@@ -154,8 +156,9 @@ class WorkerLink:
         self.syncs += 1
         counters = parts.counters
         store.put(self.experiment, DRFUZZ_METHOD, f"{worker_cell(self.cell, self.index)}/sync",
-                  {"worker": self.index, "pid": os.getpid(), "syncs": self.syncs, "iterations": counters.iterations,
-                   "generated": counters.generated, "rf": parts.faults.log.counts["rf"], "urf": len(failures)},
+                  {"worker": self.index, "pid": os.getpid(), "syncs": self.syncs,
+                   "iterations": counters.iterations, "generated": counters.generated,
+                   "rf": parts.faults.log.counts["rf"], "urf": len(failures)},
                   arrays, replace=True)
         for other in range(self.workers):
             if other == self.index:
@@ -224,7 +227,11 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
     """Run ``config.workers`` workers on one campaign and merge their results (module docstring).
 
     Args:
-        m1, m2, inputs, labels, bounds: As :func:`~.loop.run_campaign`'s.
+        m1: The original model (as :func:`~.loop.run_campaign`'s).
+        m2: The new model.
+        inputs: The test inputs.
+        labels: Their labels.
+        bounds: The data's range.
         config: The campaign's configuration (``workers``, ``executor``, ``address``, ``sync_every``).
         options: As :func:`~.loop.run_campaign`'s; ``store`` (a path or an open store) is the sync
             point every worker must reach (a temporary one, deleted afterwards, when ``None``).
@@ -241,7 +248,7 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
             return run_workers(m1, m2, inputs, labels, bounds=bounds, config=config,
                                options=replace(options, store=Path(tmp) / "campaign.sqlite"))
     store = options.store
-    path = os.fspath(getattr(store, "path", store))
+    path = os.fspath(store.path if isinstance(store, ResultStore) else store)
     experiment = options.experiment or config.key()
     cell = options.cell
     jobs = _jobs(m1, m2, inputs, labels, bounds, config, replace(options, store=path, progress=None),
@@ -273,8 +280,6 @@ def _jobs(m1, m2, inputs, labels, bounds, config: CampaignConfig, options: Campa
 
 def _finished(path: str, experiment: str, cell: str) -> bool:
     """Whether the worker campaign ``cell`` has its result in the store (a rerun starts no process for it)."""
-    from ...experiment.store import ResultStore
-
     if not Path(path).is_file() or Path(path).stat().st_size == 0:
         return False
     with ResultStore(path) as store:
@@ -353,8 +358,6 @@ def _run_on_ray(jobs: list[dict], config: CampaignConfig) -> tuple[list[_Lost], 
 def _collect(jobs: list[dict], lost: list[_Lost], path: str, experiment: str, cell: str,
              options: CampaignOptions) -> list[CampaignResult | None]:
     """Each worker's result: its stored one, or (lost, or interrupted) what its checkpoint holds."""
-    from ...experiment.store import ResultStore
-
     gone = {o.index for o in lost}
     results: list[CampaignResult | None] = []
     for job in jobs:
@@ -396,8 +399,8 @@ def merge_results(results: list[CampaignResult | None], config: CampaignConfig, 
     lost = lost or {}
     present = [r for r in results if r is not None]
     if not present:
-        raise DeepFaultError("no worker of the campaign left a checkpoint; rerun it (with a longer budget, or a "
-                             "shorter --sync-every)")
+        raise DeepFaultError("no worker of the campaign left a checkpoint; rerun it (with a longer budget, "
+                             "or a shorter --sync-every)")
     base = present[0]
     faults, rf_inputs, rf_p1, rf_p2 = _merged_faults(present)
     rules = list(base.rule_usage)
@@ -461,7 +464,7 @@ def _merged_faults(results: list[CampaignResult]):
     is_rf = found.kind == rf_kind
     rf_index = np.cumsum(is_rf) - 1
     rf_order = rf_index[order][is_rf[order]]
-    data = [np.concatenate([p[k] for p in rf_parts]) if rf_parts else None for k in range(3)]
+    data = [np.concatenate([p[k] for p in rf_parts]) for k in range(3)]
     faults = FaultTable.concat([initial, found.select(order)])
     rf_data = [np.concatenate([b[:n_initial], d[rf_order]])
                for b, d in zip((base.rf_inputs, base.rf_p1, base.rf_p2), data, strict=True)]
@@ -499,7 +502,8 @@ def _merged_timeline(results: list[CampaignResult], faults: FaultTable) -> tuple
         for key in _ADDITIVE:
             sample[key] = sum(_last(r.timeline, t).get(key, 0) for r in results)
         until = rf.elapsed <= t
-        sample["urf"] = len(set(zip(rf.root[until].tolist(), rf.y1[until].tolist(), rf.y2[until].tolist())))
+        keys = zip(rf.root[until].tolist(), rf.y1[until].tolist(), rf.y2[until].tolist(), strict=True)
+        sample["urf"] = len(set(keys))
         sample["seeds"] = len(set(rf.root[until].tolist()))
         out.append(sample)
     return tuple(out)
