@@ -272,3 +272,24 @@ def test_two_ray_nodes_one_campaign_and_a_lost_node(ray_cluster, tmp_path):
     assert result.workers["per_worker"][1 - lost]["stop_reason"] == "budget"
     keys = _keys(result)
     assert result.metrics.urf == len(set(keys))
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+def test_regress_workers_on_the_command_line(tmp_path, capsys):
+    from deepfault.cli import main
+    from helpers.hardening import write_regress_pair
+
+    write_regress_pair(tmp_path, 60)
+    argv = ["regress", "--m1", str(tmp_path / "m1.pt"), "--m2", str(tmp_path / "m2.pt"), "--dataset",
+            str(tmp_path / "data.npz"), "--budget", "60it", "--inputs-per-step", "5", "--store",
+            str(tmp_path / "s.sqlite"), "--no-progress", "--device", "cpu", "--fidelity", "ssim:0.5",
+            "--workers", "2", "--sync-every", "0.5"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "workers: 2 (process), syncing every 0.5 s" in out
+    assert "stopped at the budget (60it)" in out
+    document = (tmp_path / "s-drfuzz-seed0-faults.json").read_text()
+    assert '"workers"' in document
+    assert main(argv) == 0  # finished: read back from the workers' cells, no process started
+    assert "finished before" in capsys.readouterr().out
