@@ -216,7 +216,8 @@ def test_a_killed_driver_resumes_every_worker(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        _wait_for(lambda: store.exists() and all(_sync(store, config.key(), i) for i in range(2)), 120)
+        # as soon as one worker has a checkpoint (both would race the first one's end on a busy machine)
+        _wait_for(lambda: store.exists() and any(_sync(store, config.key(), i) for i in range(2)), 120)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, at once
         proc.wait()
@@ -250,7 +251,7 @@ def test_two_ray_nodes_one_campaign_and_a_lost_node(ray_cluster, tmp_path):
     cluster, node = ray_cluster
     m1, m2, x, y = _problem()
     store = tmp_path / "s.sqlite"
-    config = CampaignConfig(budget="4s", workers=2, executor="ray", address=cluster.address, **CONFIG)
+    config = CampaignConfig(budget="8s", workers=2, executor="ray", address=cluster.address, **CONFIG)
     out: dict = {}
 
     def drive():

@@ -34,6 +34,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sqlite3
 import tempfile
 import time
 import warnings
@@ -50,7 +51,7 @@ from ...experiment.store import ResultStore
 from ..mutation.diversity import ROOT_FAILURE_LIMIT, DiversityTable
 from .budget import Budget
 from .checkpoint import DRFUZZ_METHOD, load_result
-from .config import CampaignConfig
+from .config import CampaignConfig, CampaignProgress
 from .loop import CampaignOptions, restored_result, run_campaign
 from .metrics import FAULT_KINDS, FaultTable, compute_metrics
 from .result import CampaignResult, examples
@@ -158,7 +159,9 @@ class WorkerLink:
         store.put(self.experiment, DRFUZZ_METHOD, f"{worker_cell(self.cell, self.index)}/sync",
                   {"worker": self.index, "pid": os.getpid(), "syncs": self.syncs,
                    "iterations": counters.iterations, "generated": counters.generated,
-                   "rf": parts.faults.log.counts["rf"], "urf": len(failures)},
+                   "rf": parts.faults.log.counts["rf"], "gf": parts.faults.log.counts["gf"],
+                   "urf": len(failures), "corpus": len(parts.queue.corpus),
+                   "elapsed": parts.timing.clock.now()},
                   arrays, replace=True)
         for other in range(self.workers):
             if other == self.index:
@@ -214,6 +217,38 @@ def _process_main(job: dict, errors) -> None:
 
 # --- the driver's side -------------------------------------------------------------------------
 
+class _Watch:
+    """The driver's progress display: every second, the workers' last syncs as one
+    :class:`~.config.CampaignProgress` (#URF and #Seed over the union of their unique failures).
+    """
+
+    def __init__(self, path: str, experiment: str, cell: str, config: CampaignConfig, progress):
+        self.path, self.experiment, self.cell, self.config = path, experiment, cell, config
+        self.progress, self.last = progress, 0.0
+
+    def __call__(self) -> None:
+        if self.progress is None or time.monotonic() - self.last < 1.0:
+            return
+        self.last = time.monotonic()
+        try:
+            with ResultStore(self.path, readonly=True) as store:
+                records = [store.get(self.experiment, DRFUZZ_METHOD, f"{worker_cell(self.cell, i)}/sync")
+                           for i in range(self.config.workers)]
+        except (DeepFaultError, sqlite3.Error):  # the store is being made, or written just now
+            return
+        synced = [r for r in records if r is not None]
+        if not synced:
+            return
+        keys = {tuple(k) for r in synced for k in r.arrays["keys"].tolist()}
+        self.progress(CampaignProgress(
+            elapsed=max(float(r.data.get("elapsed", 0.0)) for r in synced),
+            iterations=sum(int(r.data["iterations"]) for r in synced),
+            rf=sum(int(r.data["rf"]) for r in synced),
+            urf=len(keys), seeds=len({k[0] for k in keys}), gf=sum(int(r.data.get("gf", 0)) for r in synced),
+            corpus=sum(int(r.data.get("corpus", 0)) for r in synced), rule_shares={},
+            budget=str(self.config.budget)))
+
+
 @dataclass
 class _Lost:
     """A worker that ended early, and why."""
@@ -256,7 +291,8 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
     run = _run_on_ray if config.executor == "ray" else _run_in_processes
     started = time.perf_counter()
     todo = [job for job in jobs if not _finished(path, experiment, worker_cell(cell, job["index"]))]
-    lost, interrupted = run(todo, config) if todo else ([], False)
+    watch = _Watch(path, experiment, cell, config, options.progress)
+    lost, interrupted = run(todo, config, watch) if todo else ([], False)
     wall = time.perf_counter() - started
     for one in lost:
         warnings.warn(f"worker {one.index} of {config.workers} was lost ({one.reason}); the campaign went on "
@@ -286,7 +322,7 @@ def _finished(path: str, experiment: str, cell: str) -> bool:
         return store.get(experiment, DRFUZZ_METHOD, f"{cell}/result") is not None
 
 
-def _run_in_processes(jobs: list[dict], config: CampaignConfig) -> tuple[list[_Lost], bool]:
+def _run_in_processes(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> tuple[list[_Lost], bool]:
     """Each worker in a ``spawn`` process; ``(lost workers, interrupted)``."""
     ctx = multiprocessing.get_context("spawn")
     errors = ctx.Queue()
@@ -299,6 +335,7 @@ def _run_in_processes(jobs: list[dict], config: CampaignConfig) -> tuple[list[_L
         while any(p.is_alive() for p in procs):
             time.sleep(_POLL)
             _raise_error(errors, procs)
+            watch()
     except KeyboardInterrupt:  # the workers got it too: each saves its checkpoint and ends
         interrupted = True
         for p in procs:
@@ -324,7 +361,7 @@ def _raise_error(errors, procs) -> None:
     raise DeepFaultError(f"worker {index}: {message}")
 
 
-def _run_on_ray(jobs: list[dict], config: CampaignConfig) -> tuple[list[_Lost], bool]:
+def _run_on_ray(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> tuple[list[_Lost], bool]:
     """Each worker a Ray task of one CPU; a task whose worker or node died is a lost worker."""
     try:
         import ray
@@ -340,7 +377,8 @@ def _run_on_ray(jobs: list[dict], config: CampaignConfig) -> tuple[list[_Lost], 
     pending = list(refs)
     try:
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            done, pending = ray.wait(pending, num_returns=1, timeout=_POLL)
+            watch()
             for ref in done:
                 try:
                     ray.get(ref)
