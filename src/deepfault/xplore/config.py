@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..checks import MAX_BLACKOUT_SIZE, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_SEED
-from ..core.constraints import Each, Flag, Interval, Options, param
+from ..core.constraints import WORKERS, Each, Flag, Interval, Options, param
 from ..core.constraints import FieldConstraint as Declared
 from ..core.constraints import validate as validate_fields
 from ..core.entry import _translate, renamed_fields
@@ -208,6 +208,9 @@ class XploreConfig:
                         "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
     clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, "
                        "so its inputs could leave the valid range)")
+    workers: int = param(1, WORKERS, help="worker processes, each searching a share of the seeds' groups "
+                         "(equal to one process where a seed's search does not depend on the others': "
+                         "--lambda2 0)")
     inputs_per_step: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                         help="seeds advanced together, group after group (default: all)")
     bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")
@@ -286,6 +289,8 @@ class XploreConfig:
         out = {_FILE_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
                if f.name not in _NOT_FILED}
         out["occlusion"] = list(self.occlusion)
+        if out.get("workers") == 1:  # configurations from before the field keep their files
+            del out["workers"]
         if self.seed_indices is not None:
             out["seed_indices"] = [int(i) for i in self.seed_indices]
         return out
