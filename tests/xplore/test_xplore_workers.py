@@ -22,7 +22,8 @@ def _seeds(n: int = 40) -> torch.Tensor:
 
 def test_shares_deal_groups_contiguously():
     groups = [np.arange(i, i + 2) for i in range(0, 10, 2)]
-    assert [[g.tolist() for g in s] for s in shares(groups, 2)] == [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9]]]
+    dealt = [[g.tolist() for g in s] for s in shares(groups, 2)]
+    assert dealt == [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9]]]
     assert len(shares([np.arange(3)], 8)) == 3  # no empty worker
 
 

@@ -71,6 +71,7 @@ def add_parser(sub) -> None:
     add_field(p, XploreConfig, "seed", metavar="S")
     _add_search(p)
     add_field(p, XploreConfig, "inputs_per_step", metavar="B")
+    add_field(p, XploreConfig, "workers", metavar="N")
     p.add_argument("--batch-size", dest="chunk_size", type=batch_size_value, default="auto", metavar="C|auto",
                    help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
                    "from the memory one input takes in every model and the memory free (at most 256 on the "

@@ -152,6 +152,9 @@ class XploreConfig:
             ``deepxplore-mnist`` preset set), ``"blocks"`` or ``"linear-conv"``.
         clip: Clip every step to the data's bounds (default). The published code did not,
             so its inputs could leave the valid range.
+        workers: Worker processes, each searching a contiguous share of the groups of seeds
+            (:mod:`.workers`; one group is cut into ``workers``), merged; equal to one process
+            where a seed's search reads no coverage (``lambda2 = 0``). 1: one process.
         inputs_per_step: Seeds advanced together; ``None`` for all of them at once
             (``--inputs-per-step``; formerly ``batch_size``).
         bounds: ``(lo, hi)``, the valid input range every step is clipped to: numbers, or

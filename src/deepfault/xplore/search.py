@@ -731,8 +731,8 @@ def _ascend_spread(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, layouts)
     from .workers import spread_groups
 
     run.seed_predictions = np.zeros((len(plan.index), len(plan.models)), dtype=np.int64)
-    make = (_Run, (plan.models, plan.names, plan.kinds, run.config, plan.box, run.device, run.chunk_size,
-                   plan.mask), {})
+    args = (plan.models, plan.names, plan.kinds, run.config, plan.box, run.device, run.chunk_size, plan.mask)
+    make: tuple[type, tuple, dict] = (_Run, args, {})
     spread_groups(run, make, plan.groups, seeds.gather, draws, layouts, run.config.workers)
 
 
