@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from deepfault.errors import DeepFaultError
 from deepfault.experiment.store import ResultStore
@@ -29,25 +28,13 @@ from deepfault.fuzz.campaign.budget import Budget
 from deepfault.fuzz.campaign.checkpoint import DRFUZZ_METHOD
 from deepfault.fuzz.campaign.metrics import FAULT_KINDS
 from deepfault.fuzz.campaign.workers import merge_results, run_workers, worker_budget, worker_seed
+from helpers.fuzz_problems import tiny_model
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 
 
-def _model(seed: int, noise: float = 0.0) -> nn.Module:
-    g = torch.Generator().manual_seed(seed)
-    m = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3))
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-        if noise:
-            g2 = torch.Generator().manual_seed(seed + 1)
-            for p in m.parameters():
-                p.add_(torch.randn(p.shape, generator=g2) * noise)
-    return m.eval()
-
-
 def _problem():
-    m1, m2 = _model(0), _model(0, 0.3)
+    m1, m2 = tiny_model(0), tiny_model(0, noise=0.3)
     x = torch.rand(60, 1, 8, 8, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         y = m1(x).argmax(1)
@@ -166,10 +153,9 @@ def _wait_for(check, seconds: float = 60.0):
     raise AssertionError("timed out")
 
 
-def test_a_killed_worker_loses_no_synced_fault(tmp_path):
+def _campaign_while(config: CampaignConfig, store: Path, act) -> tuple:
+    """``run_workers`` in a thread while ``act()`` runs here; ``(result, what act returned, warnings)``."""
     m1, m2, x, y = _problem()
-    store = tmp_path / "s.sqlite"
-    config = CampaignConfig(budget="4s", workers=2, **CONFIG)
     out: dict = {}
 
     def drive():
@@ -180,11 +166,22 @@ def test_a_killed_worker_loses_no_synced_fault(tmp_path):
         warnings.simplefilter("always")
         driver = threading.Thread(target=drive)
         driver.start()
+        acted = act()
+        driver.join(timeout=180)
+    return out["result"], acted, [str(w.message) for w in said]
+
+
+def test_a_killed_worker_loses_no_synced_fault(tmp_path):
+    store = tmp_path / "s.sqlite"
+    config = CampaignConfig(budget="4s", workers=2, **CONFIG)
+
+    def kill_worker_1():
         synced = _wait_for(lambda: store.exists() and _sync(store, config.key(), 1))
         os.kill(synced.data["pid"], signal.SIGKILL)
-        driver.join(timeout=120)
-    assert any("worker 1 of 2 was lost (killed by SIGKILL)" in str(w.message) for w in said)
-    result = out["result"]
+        return synced
+
+    result, synced, said = _campaign_while(config, store, kill_worker_1)
+    assert any("worker 1 of 2 was lost (killed by SIGKILL)" in message for message in said)
     assert result.workers["lost"] == [{"worker": 1, "reason": "killed by SIGKILL"}]
     lost = result.workers["per_worker"][1]
     # what worker 1 had synced before the kill is in the merged result: its faults and the
@@ -198,7 +195,7 @@ def test_a_killed_worker_loses_no_synced_fault(tmp_path):
 
 DRIVER = """
 import sys, torch
-sys.path[:0] = [{src!r}, {tests!r}]
+sys.path[:0] = [{src!r}, {tests!r}, {helpers!r}]
 from test_workers import _problem, CONFIG
 from deepfault.fuzz.campaign import CampaignConfig, CampaignOptions
 from deepfault.fuzz.campaign.workers import run_workers
@@ -211,7 +208,8 @@ print("done", r.iterations)
 
 def test_a_killed_driver_resumes_every_worker(tmp_path):
     store = tmp_path / "s.sqlite"
-    script = textwrap.dedent(DRIVER).format(src=str(SRC), tests=str(Path(__file__).parent), store=str(store))
+    script = textwrap.dedent(DRIVER).format(src=str(SRC), tests=str(Path(__file__).parent),
+                                            helpers=str(Path(__file__).parents[2]), store=str(store))
     config = CampaignConfig(budget="1500it", workers=2, **CONFIG)
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -249,24 +247,15 @@ def ray_cluster():
 
 def test_two_ray_nodes_one_campaign_and_a_lost_node(ray_cluster, tmp_path):
     cluster, node = ray_cluster
-    m1, m2, x, y = _problem()
     store = tmp_path / "s.sqlite"
     config = CampaignConfig(budget="8s", workers=2, executor="ray", address=cluster.address, **CONFIG)
-    out: dict = {}
 
-    def drive():
-        out["result"] = run_workers(m1, m2, x, y, bounds=(0.0, 1.0), config=config,
-                                    options=CampaignOptions(store=store))
-
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        driver = threading.Thread(target=drive)
-        driver.start()
+    def remove_a_node():
         _wait_for(lambda: store.exists() and all(_sync(store, config.key(), i) for i in range(2)), 120)
         cluster.remove_node(node)  # the node of one of the two workers (one CPU each)
-        driver.join(timeout=180)
-    assert any("was lost" in str(w.message) for w in said)
-    result = out["result"]
+
+    result, _, said = _campaign_while(config, store, remove_a_node)
+    assert any("was lost" in message for message in said)
     assert len(result.workers["lost"]) == 1
     lost = result.workers["lost"][0]["worker"]
     assert result.workers["per_worker"][lost]["stop_reason"] == "lost"
