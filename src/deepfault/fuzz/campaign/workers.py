@@ -286,8 +286,8 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
     path = os.fspath(store.path if isinstance(store, ResultStore) else store)
     experiment = options.experiment or config.key()
     cell = options.cell
-    jobs = _jobs(m1, m2, inputs, labels, bounds, config, replace(options, store=path, progress=None),
-                 experiment, cell)
+    sent = replace(options, store=path, progress=None, train_inputs=_train_inputs_needed(config, options))
+    jobs = _jobs(m1, m2, inputs, labels, bounds, config, sent, experiment, cell)
     run = _run_on_ray if config.executor == "ray" else _run_in_processes
     started = time.perf_counter()
     todo = [job for job in jobs if not _finished(path, experiment, worker_cell(cell, job["index"]))]
@@ -302,6 +302,21 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
         results = [replace(r, stop_reason="interrupted") if r is not None else None for r in results]
     return merge_results(results, config, inputs=jobs[0]["inputs"], lost={o.index: o.reason for o in lost},
                          wall=wall)
+
+
+#: Checks that never read the training split (the discriminator's file is cached by then).
+_NO_TRAINING = ("ssim", "ssim-compat", "discriminator", "linf", "none", "validity")
+
+
+def _train_inputs_needed(config: CampaignConfig, options: CampaignOptions):
+    """The training inputs the workers need: none when no check and no coverage profile reads
+    them (each worker would otherwise receive the whole training split: 188 MB for MNIST).
+    """
+    specs = [config.strategy_spec.check_spec(config), config.shared_fidelity]
+    plain = all(s is None or s.partition(":")[0].strip().lower() in _NO_TRAINING for s in specs)
+    profile = options.profile is None and config.strategy_spec.needs_profile(config)
+    needed = not plain or profile or isinstance(options.fidelity, str)
+    return options.train_inputs if needed else None
 
 
 def _jobs(m1, m2, inputs, labels, bounds, config: CampaignConfig, options: CampaignOptions, experiment: str,
