@@ -25,7 +25,8 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "fidelity": {"metavar": "SPEC"}, "shared_fidelity": {"metavar": "SPEC"}, "mutants": {"metavar": "N"},
     "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
     "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},
-    "seed": {"metavar": "S"},
+    "seed": {"metavar": "S"}, "workers": {"metavar": "N"}, "executor": {}, "address": {"metavar": "ADDRESS"},
+    "sync_every": {"metavar": "S"},
 }
 
 

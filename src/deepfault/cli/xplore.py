@@ -65,6 +65,7 @@ def add_parser(sub) -> None:
     c.add_field(p, XploreConfig, "seed", metavar="S")
     _add_search(p)
     c.add_field(p, XploreConfig, "inputs_per_step", metavar="B")
+    c.add_field(p, XploreConfig, "workers", metavar="N")
     p.add_argument("--batch-size", dest="chunk_size", type=c.batch_size_value, default="auto",
                    metavar="C|auto",
                    help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "

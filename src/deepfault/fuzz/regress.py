@@ -45,6 +45,7 @@ from .campaign import CampaignConfig, CampaignOptions, CampaignProgress, Campaig
 from .campaign.checkpoint import DRFUZZ_METHOD
 from .campaign.config import RENAMED as CAMPAIGN_RENAMED
 from .campaign.resume import StoreState, store_state
+from .campaign.workers import run_workers
 from .mutation.rules import rule_kind
 from .pair import Pair, Versions, check_black_box, check_pair, load_pair, open_pair
 from .progress import PROGRESS_LEGEND, display_for, progress_line
@@ -345,7 +346,8 @@ def _run(m1, m2, data, config, store, experiment, cell, progress, profile=None) 
                             else "cpu")
     options = CampaignOptions(train_inputs=data.x_train, dataset=data.name, profile=profile, store=store,
                               experiment=experiment, cell=cell, progress=progress)
-    return run_campaign(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config, options=options)
+    run = run_campaign if config.workers == 1 else run_workers  # many workers: one campaign, merged
+    return run(m1, m2, data.x_test, data.y_test, bounds=data.bounds, config=config, options=options)
 
 
 def cached_profile(m2, data, config: CampaignConfig, folder: str | os.PathLike):

@@ -107,7 +107,7 @@ class RegressOutcome(Summarised, Outcome):
         state = [] if self.store_state is None else [self.store_state.line()]
         return [f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}", *self.notes,
                 self.setup_line(), *state, metrics_table(r).text(), f"  ({METRICS_LEGEND})", *checks, stopped,
-                faults,
+                *_workers_lines(r.workers), faults,
                 f"store: {self.store or 'none'} (experiment {self.experiment}, campaign {self.cell})"]
 
     def summary(self) -> str:
@@ -230,3 +230,20 @@ class RegressComparison(Summarised, Outcome):
     def to_dict(self) -> dict:
         return {"campaigns": {name: o.to_dict() for name, o in self.outcomes.items()},
                 "comparison": self.comparison()}
+
+
+def _workers_lines(workers: dict) -> list[str]:
+    """A many-worker campaign's workers (:mod:`.campaign.workers`): how many ran where, the sync's
+    share of their time, and each one lost.
+    """
+    if not workers:
+        return []
+    alive = workers["count"] - len(workers["lost"])
+    every = f"{workers['sync_every']:g}"
+    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {every} s; "
+             f"sync {100 * workers['sync_share']:.1f}% of their fuzzing time, checkpoints and sync "
+             f"{100 * workers['checkpoint_share']:.1f}%"]
+    lines += [f"worker {lost['worker']} was lost ({lost['reason']}): the campaign went on with the other "
+              f"{alive}; its faults up to its last sync are in the result" for lost in workers["lost"]]
+    return lines
+

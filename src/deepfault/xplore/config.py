@@ -22,7 +22,7 @@ from ..checks import (
     MAX_SEED,
     without_repeats,
 )
-from ..core.constraints import Each, Flag, Interval, Options, param
+from ..core.constraints import WORKERS, Each, Flag, Interval, Options, param
 from ..core.constraints import FieldConstraint as Declared
 from ..core.constraints import validate as validate_fields
 from ..core.entry import _translate, renamed_fields
@@ -160,6 +160,9 @@ class XploreConfig:
             ``deepxplore-mnist`` preset set), ``"blocks"`` or ``"linear-conv"``.
         clip: Clip every step to the data's bounds (default). The published code did not,
             so its inputs could leave the valid range.
+        workers: Worker processes, each searching a contiguous share of the groups of seeds
+            (:mod:`.workers`; one group is cut into ``workers``), merged; equal to one process
+            where a seed's search reads no coverage (``lambda2 = 0``). 1: one process.
         inputs_per_step: Seeds advanced together; ``None`` for all of them at once
             (``--inputs-per-step``; formerly ``batch_size``).
         bounds: ``(lo, hi)``, the valid input range every step is clipped to: numbers, or
@@ -216,6 +219,9 @@ class XploreConfig:
                         "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
     clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, "
                        "so its inputs could leave the valid range)")
+    workers: int = param(1, WORKERS, help="worker processes, each searching a share of the seeds' groups "
+                         "(equal to one process where a seed's search does not depend on the others': "
+                         "--lambda2 0)")
     inputs_per_step: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
                                         help="seeds advanced together, group after group (default: all)")
     bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")
@@ -299,6 +305,8 @@ class XploreConfig:
         out = {_FILE_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
                if f.name not in _NOT_FILED}
         out["occlusion"] = list(self.occlusion)
+        if out.get("workers") == 1:  # configurations from before the field keep their files
+            del out["workers"]
         if self.seed_indices is not None:
             out["seed_indices"] = [int(i) for i in self.seed_indices]
         return out

@@ -651,7 +651,10 @@ def _search(scoring, seeds: _Seeds, config: XploreConfig, runtime: Runtime) -> X
         None if threads is None else check_int("threads", threads, minimum=1)
     with _frozen(plan.models), _threads(count):
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
-        _ascend(run, plan, seeds, draws, runtime.progress)
+        if config.workers > 1:
+            _ascend_spread(run, plan, seeds, draws, layouts)
+        else:
+            _ascend(run, plan, seeds, draws, runtime.progress)
         seconds = run.elapsed()
         found = run.found_inputs(plan.index, plan.shape)
         still = _still_differ(plan, found, config, device)
@@ -721,6 +724,16 @@ def _ascend(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, progress) -> No
     finally:
         if bar is not None:
             bar.close()
+
+
+def _ascend_spread(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, layouts) -> None:
+    """The groups over ``config.workers`` processes (:mod:`.workers`), merged into ``run``."""
+    from .workers import spread_groups
+
+    run.seed_predictions = np.zeros((len(plan.index), len(plan.models)), dtype=np.int64)
+    args = (plan.models, plan.names, plan.kinds, run.config, plan.box, run.device, run.chunk_size, plan.mask)
+    make: tuple[type, tuple, dict] = (_Run, args, {})
+    spread_groups(run, make, plan.groups, seeds.gather, draws, layouts, run.config.workers)
 
 
 def _still_differ(plan: _Plan, found: FoundInputs, config: XploreConfig, device) -> np.ndarray | None:

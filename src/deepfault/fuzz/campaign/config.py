@@ -16,6 +16,7 @@ from typing import Any
 from ...checks import MAX_BUDGET_SECONDS, MAX_INPUTS, MAX_MUTANTS, MAX_SEED, check_name
 from ...core.capture import TRANSFORMS
 from ...core.constraints import (
+    WORKERS,
     Checked,
     Flag,
     Interval,
@@ -26,6 +27,7 @@ from ...core.constraints import (
     validate,
 )
 from ...core.entry import renamed_fields
+from ...core.executors import Parallel
 from ...core.kinds import OUTPUT_KINDS
 from ...coverage import list_criteria
 from ...errors import DeepFaultError
@@ -35,7 +37,8 @@ from .budget import Budget, parse_budget
 from .memory import DEFAULT_QUEUE_IMAGES, QUEUE_DTYPES, parse_size
 from .strategies import STRATEGIES, FuzzStrategy
 
-__all__ = ["CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "INPUTS_DEFAULT", "QUEUE_CAPACITY",
+__all__ = ["CAMPAIGN_EXECUTORS", "CHECKPOINT_EVERY", "CHECK_ORDERS", "DEFAULT_BATCH", "INPUTS_DEFAULT",
+           "MAX_SYNC_EVERY", "QUEUE_CAPACITY", "SYNC_EVERY",
            "CampaignConfig", "CampaignProgress",
            "criterion_settings"]
 
@@ -47,6 +50,12 @@ DEFAULT_BATCH = 64
 QUEUE_CAPACITY = DEFAULT_QUEUE_IMAGES
 #: Seconds between checkpoints by default.
 CHECKPOINT_EVERY = 5.0
+#: Seconds between a many-worker campaign's syncs by default (:mod:`.workers`).
+SYNC_EVERY = 5.0
+#: The longest interval between syncs (a worker lost loses at most this much of its work).
+MAX_SYNC_EVERY = 600.0
+#: Where a many-worker campaign's workers run (:mod:`.workers`).
+CAMPAIGN_EXECUTORS = ("process", "ray")
 #: When an expensive own check runs (:attr:`CampaignConfig.check_order`).
 CHECK_ORDERS = ("lazy", "before")
 
@@ -61,7 +70,7 @@ RENAMED = {"batch": "inputs_per_step", "criterion": "criteria"}
 
 #: Fields that say how a campaign is run and stored, not what it computes: left out of
 #: :meth:`CampaignConfig.to_dict` and :meth:`CampaignConfig.key` (and of equality).
-RUN_FIELDS = ("checkpoint_every", "campaign", "fresh", "experiment")
+RUN_FIELDS = ("checkpoint_every", "campaign", "fresh", "experiment", "executor", "address", "sync_every")
 
 
 class _InputsDefault(str):
@@ -229,6 +238,10 @@ class CampaignConfig:
             through the models, so it is larger in the lazy order. On DRFuzz's SUPPLY pair the
             lazy order skips 17% of the verdicts but runs 0.85-0.89x as fast on an idle CPU
             (``docs/performance.md``), so it is not the default.
+        workers: Fuzzers on this one campaign (:mod:`.workers`): each with its own random
+            stream and rule-chooser prior, sharing their unique failures and diversity state
+            every ``sync_every`` seconds through the store. 1 (the default) is the one-process
+            campaign, unchanged.
         checkpoint_every: Seconds between checkpoints (0: after every step).
         campaign: The campaign's id in the store (default ``STRATEGY-seedS``).
         fresh: Start the campaign again even when the store holds it (its checkpoint or
@@ -236,9 +249,12 @@ class CampaignConfig:
             or returns the finished result.
         experiment: The store's experiment key (default: a hash of the configuration, both
             models' weights and the data).
+        executor: Where the workers run: ``process`` (local processes) or ``ray``.
+        address: A Ray cluster to join (``ray`` only; ``None``: a local one).
+        sync_every: Seconds between the workers' syncs (each one also a checkpoint).
 
     Every field declares what it accepts (:func:`~deepfault.core.constraints.param`); the last
-    four say how the campaign is run and stored, not what it computes (:data:`RUN_FIELDS`).
+    seven say how the campaign is run and stored, not what it computes (:data:`RUN_FIELDS`).
     """
 
     strategy: str = param("drfuzz", Options(STRATEGIES.names), help="fuzzing strategy")
@@ -297,6 +313,9 @@ class CampaignConfig:
         ("logits", "logits"), Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
         help="what M1 and M2 output")
     check_order: str = param("before", Options(CHECK_ORDERS), help="when an expensive own check runs")
+    workers: int = param(1, WORKERS, help="fuzzers on one campaign, each with its own random stream and "
+                         "rule prior, sharing their faults and diversity state through the store every "
+                         "--sync-every seconds (1: the one-process campaign)")
     checkpoint_every: float = _run_only(param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
                                               help="seconds between checkpoints"))
     campaign: str | None = _run_only(param(
@@ -311,6 +330,13 @@ class CampaignConfig:
         None, Text(max_length=200, none=True),
         help="the store's experiment key (default: a hash of the configuration, both models' weights and the "
         "data)"))
+    executor: str = _run_only(param("process", Options(CAMPAIGN_EXECUTORS),
+                                    help="where a many-worker campaign's workers run"))
+    address: str | None = _run_only(param(None, constraint_of(Parallel, "address"),  # the one declaration
+                                          help="the Ray cluster to join (--executor ray; default: a local "
+                                          "one)"))
+    sync_every: float = _run_only(param(SYNC_EVERY, Interval(float, 0.5, MAX_SYNC_EVERY),
+                                        help="seconds between the workers' syncs (each also a checkpoint)"))
 
     def __post_init__(self):
         validate(self)
@@ -377,7 +403,7 @@ class CampaignConfig:
         out["transform"] = self.transform_name
         if self.check_order == "before":  # configurations from before the field hash as they did
             del out["check_order"]
-        for name, default in (("queue_memory", None), ("queue_dtype", "float32")):  # likewise
+        for name, default in (("queue_memory", None), ("queue_dtype", "float32"), ("workers", 1)):  # likewise
             if out[name] == default:
                 del out[name]
         return out

@@ -40,7 +40,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from torch import nn
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from .strategies import FuzzStrategy
 
 __all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH", "Campaign", "CampaignConfig", "CampaignOptions",
-           "CampaignProgress", "CampaignResult", "run_campaign"]
+           "CampaignProgress", "CampaignResult", "WorkerHooks", "restored_result", "run_campaign"]
 
 
 class Campaign:
@@ -305,6 +305,9 @@ class CampaignOptions:
         experiment: The store's experiment key (default: ``config.key()``).
         cell: The campaign's id in the store.
         progress: Called with a :class:`CampaignProgress` after every step.
+        worker: One worker of a many-worker campaign (:class:`WorkerHooks`; made by
+            :mod:`.workers`): its rule-chooser prior, set before a checkpoint is restored, and
+            its sync after every checkpoint. ``None``: a one-process campaign.
     """
 
     fidelity: Fidelity | str | None = None
@@ -315,6 +318,17 @@ class CampaignOptions:
     experiment: str | None = None
     cell: str = "campaign"
     progress: Callable[[CampaignProgress], None] | None = None
+    worker: WorkerHooks | None = None
+
+
+class WorkerHooks(Protocol):
+    """What a worker of a many-worker campaign adds to the loop (:class:`~.workers.WorkerLink` is one)."""
+
+    def prepare(self, campaign: Campaign) -> None:
+        """Called once the campaign is set up, before its checkpoint is restored."""
+
+    def checkpointing(self, save: Callable[[Campaign], None], store: Any) -> Callable[[Campaign], None]:
+        """The checkpoint to run instead of ``save`` (``store``: the open results store)."""
 
 
 #: The old form's keywords of :func:`run_campaign` that are :class:`CampaignOptions`' fields now.
@@ -362,13 +376,48 @@ def run_campaign(
     """
     options = _options(options, overrides)
     config = _configured(config, options, inputs, labels, overrides)
-    fidelity = None if isinstance(options.fidelity, str) else options.fidelity
-    campaign = Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
-                        train_inputs=options.train_inputs, dataset=options.dataset, profile=options.profile)
+    if config.workers > 1 and options.worker is None:
+        raise DeepFaultError(f"run_campaign runs one worker; a campaign of workers={config.workers} runs "
+                             "through regress(...) or deepfault.fuzz.campaign.workers.run_workers(...)")
+    campaign = _campaign_of(m1, m2, inputs, labels, bounds, config, options)
     if options.store is None:
         campaign.run(progress=options.progress)
         return campaign.result()
     return _run_in_store(campaign, options)
+
+
+def _campaign_of(m1, m2, inputs, labels, bounds, config: CampaignConfig,
+                 options: CampaignOptions) -> Campaign:
+    fidelity = None if isinstance(options.fidelity, str) else options.fidelity
+    return Campaign(m1, m2, inputs, labels, bounds=bounds, config=config, fidelity=fidelity,
+                    train_inputs=options.train_inputs, dataset=options.dataset, profile=options.profile)
+
+
+def restored_result(m1: nn.Module, m2: nn.Module, inputs: InputData, labels: LabelData, *,
+                    bounds: tuple[float, float], config: CampaignConfig, options: CampaignOptions,
+                    stop_reason: str) -> CampaignResult | None:
+    """The result of the campaign ``options.cell`` as its last checkpoint in ``options.store``
+    left it, without running it (a lost worker's: :mod:`.workers`); ``None`` without one.
+
+    Args:
+        m1: As :func:`run_campaign`'s.
+        m2: As :func:`run_campaign`'s.
+        inputs: As :func:`run_campaign`'s.
+        labels: As :func:`run_campaign`'s.
+        bounds: As :func:`run_campaign`'s.
+        config: The campaign's configuration (the one its checkpoint was written with).
+        options: As :func:`run_campaign`'s (``options.store`` required).
+        stop_reason: The result's stop reason (``lost``).
+    """
+    campaign = _campaign_of(m1, m2, inputs, labels, bounds, config, options)
+    with CampaignStore.open(options.store, options.experiment or config.key(), options.cell, config) as cs:
+        campaign.setup()
+        if options.worker is not None:
+            options.worker.prepare(campaign)
+        if not cs.restore(campaign):
+            return None
+    campaign.stop_reason = stop_reason
+    return campaign.result()
 
 
 def _options(options: CampaignOptions | None, overrides: dict[str, Any]) -> CampaignOptions:
@@ -411,9 +460,13 @@ def _run_in_store(campaign: Campaign, options: CampaignOptions) -> CampaignResul
         if done is not None:
             return done
         campaign.setup()
+        worker = options.worker
+        if worker is not None:
+            worker.prepare(campaign)
         cs.restore(campaign)
-        campaign.run(progress=options.progress, checkpoint=cs.save)
-        cs.save(campaign)
+        save = cs.save if worker is None else worker.checkpointing(cs.save, cs.store)
+        campaign.run(progress=options.progress, checkpoint=save)
+        save(campaign)
         result = campaign.result()
         if result.stop_reason != "interrupted":
             cs.save_result(result)

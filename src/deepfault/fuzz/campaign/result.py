@@ -72,6 +72,10 @@ class CampaignResult:
         trace_checks: The checks scored from M1's activations (the surprise checks), as they were
             set up: ``{"own": ..., "shared": ...}`` with each one's settings and the threshold
             it used (empty without one).
+        workers: A many-worker campaign's workers (:mod:`.workers`): ``count``, ``lost`` (those
+            that ended early, each with its reason), ``sync_seconds`` and ``sync_share`` (of the
+            workers' fuzzing time) and ``per_worker`` (each one's seed, iterations, mutants,
+            #RF, #URF and stop reason); empty for a one-process campaign.
         examples: The first generated regression faults beside their seeds, for figures:
             ``seeds``, ``faults`` ``(E, C, H, W)``, ``seed_index``, ``label``, ``m2_pred``.
     """
@@ -101,6 +105,7 @@ class CampaignResult:
     evicted: int = 0
     shared_rejected: int = 0
     trace_checks: dict = field(default_factory=dict)
+    workers: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Everything but the arrays, JSON-ready."""
@@ -126,6 +131,7 @@ class CampaignResult:
             "evicted": self.evicted,
             "shared_rejected": self.shared_rejected,
             **({"trace_checks": self.trace_checks} if self.trace_checks else {}),
+            **({"workers": self.workers} if self.workers else {}),
             "verdict": self.verdict().to_dict(),
         }
 
@@ -186,6 +192,7 @@ def result_from_dict(data: dict, faults: FaultTable, rf_inputs, rf_p1, rf_p2, *,
         timings=data["timings"], faults=faults, rf_inputs=rf_inputs, rf_p1=rf_p1, rf_p2=rf_p2,
         resumed=data.get("resumed", 0), examples=examples or {}, evicted=data.get("evicted", 0),
         shared_rejected=data.get("shared_rejected", 0), trace_checks=data.get("trace_checks", {}),
+        workers=data.get("workers", {}),
     )
 
 

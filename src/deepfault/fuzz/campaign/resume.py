@@ -107,6 +107,28 @@ def _same_pair(stored: dict, ours: dict) -> bool:
     return (stored.get("m1"), stored.get("m2")) == (ours.get("m1"), ours.get("m2"))
 
 
+def _status(opened, experiment: str, cell: str, workers: int) -> tuple[str, int, float]:
+    """``(status, iterations, seconds)`` of campaign ``cell`` in the open store; a many-worker
+    campaign's from its workers' cells (:mod:`.workers`): finished when every worker is,
+    resumed when any left a checkpoint, its iterations summed and its seconds the longest worker's.
+    """
+    cells = [cell] if workers == 1 else [f"{cell}/w{i}" for i in range(workers)]
+    states = []
+    for one in cells:
+        result = opened.get(experiment, DRFUZZ_METHOD, f"{one}/result")
+        checkpoint = opened.get(experiment, DRFUZZ_METHOD, f"{one}/checkpoint")
+        if result is not None:
+            data = result.data
+            states.append(("finished", int(data.get("iterations", 0)), float(data.get("seconds", 0.0))))
+        elif checkpoint is not None:
+            states.append(("resume", *checkpoint_progress(checkpoint.data)))
+        else:
+            states.append(("new", 0, 0.0))
+    kinds = {s[0] for s in states}
+    status = "finished" if kinds == {"finished"} else "new" if kinds == {"new"} else "resume"
+    return status, sum(s[1] for s in states), max(s[2] for s in states)
+
+
 def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
                 fresh: bool = False, models: dict | None = None) -> StoreState:
     """What a run of campaign ``cell`` of ``experiment`` will do on ``store`` (a path); reads the
@@ -133,16 +155,7 @@ def store_state(store, experiment: str, cell: str, config: CampaignConfig, *,
     except DeepFaultError:  # an older format: opened for writing, it is migrated (as the run would)
         opened = ResultStore(path)
     with opened:
-        status, iterations, seconds = "new", 0, 0.0
-        result = opened.get(experiment, DRFUZZ_METHOD, f"{cell}/result")
-        checkpoint = opened.get(experiment, DRFUZZ_METHOD, f"{cell}/checkpoint")
-        if result is not None:
-            status = "finished"
-            iterations = int(result.data.get("iterations", 0))
-            seconds = float(result.data.get("seconds", 0.0))
-        elif checkpoint is not None:
-            status = "resume"
-            iterations, seconds = checkpoint_progress(checkpoint.data)
+        status, iterations, seconds = _status(opened, experiment, cell, config.workers)
         ours = config.to_dict()
         others = tuple(_differences(e["config"], ours) for e in opened.experiments(DRFUZZ_METHOD)
                        if e["name"] == cell and e["experiment"] != experiment

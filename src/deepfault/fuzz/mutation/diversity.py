@@ -82,6 +82,16 @@ class DiversityTable:
         values[np.arange(len(roots)), self.labels[roots]] = -np.inf
         np.maximum.at(self.table, np.asarray(roots), values)
 
+    def merge(self, table: np.ndarray) -> None:
+        """Raise ``T`` to another worker's table of the same roots (:mod:`~..campaign.workers`):
+        ``T`` is a running maximum, so the elementwise maximum is what one table seeing both
+        workers' inputs would hold.
+        """
+        table = np.asarray(table, dtype=np.float32)
+        if table.shape != self.table.shape:
+            raise DeepFaultError(f"diversity table of shape {table.shape}; expected {self.table.shape}")
+        np.maximum(self.table, table, out=self.table)
+
     def state_dict(self) -> dict[str, np.ndarray]:
         return {"table": self.table.copy()}
 
@@ -116,6 +126,14 @@ class FailureSet:
                 self.per_root[key[0]] += 1
                 new[i] = True
         return new
+
+    def merge(self, keys: np.ndarray) -> int:
+        """Add another worker's keys ``(K, 3)`` (:mod:`~..campaign.workers`): afterwards a failure
+        it found is no new failure here, and its roots count toward the ban; returns how many
+        were new.
+        """
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1, 3)
+        return int(self.add(keys[:, 0], keys[:, 1], keys[:, 2]).sum())
 
     def state_dict(self) -> dict[str, np.ndarray]:
         keys = np.array(sorted(self.keys), dtype=np.int64).reshape(-1, 3)
