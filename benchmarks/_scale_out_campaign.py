@@ -90,6 +90,12 @@ def scale_out_campaign(m1: str, m2: str, *, workers: tuple[int, ...] = (1, 2), s
             "uptime": {"before": before, "after": _uptime()}, "cpus": os.cpu_count()}
 
 
+def campaign(args) -> dict:
+    """The campaign part of ``bench_scale_out.py``: 1 worker, then each of ``args.workers``."""
+    counts = (1, *(n for n in args.workers if n != 1))
+    return scale_out_campaign(args.m1, args.m2, workers=counts, seconds=args.seconds, data_dir=args.data_dir)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m1", default="scenarios/supply-lenet5-mnist-m1.pt")

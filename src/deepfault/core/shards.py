@@ -461,7 +461,8 @@ def sharded_pass(name: str, work: Callable[[Any, tuple, Any, ShardContext], Any]
     parallel = runtime.parallel
     bounds = shard_bounds(n, parallel.workers * SHARDS_PER_WORKER)
     state = runtime.shard_state
-    key = _state_key(name, model, options, columns, bounds)
+    # the key hashes the weights and the inputs: only worth it where a file keeps the shards
+    key = _state_key(name, model, options, columns, bounds) if state is not None else ""
     kept = _State(Path(state) if state is not None else None, key)
     kept.load()
     before = len(kept.done)
