@@ -156,7 +156,8 @@ def _args(argv=None):
     p.add_argument("--data-dir", default=os.environ.get("DEEPFAULT_DATA"))
     p.add_argument("--part", choices=("profile", "campaign", "all"), default="all")
     p.add_argument("--m1", default="scenarios/supply-lenet5-mnist-m1.pt",
-                   help="the SUPPLY pair's M1 ('deepfault scenario --name supply' makes it)")
+                   help="the SUPPLY pair's M1 (made by: deepfault scenario supply --arch lenet5 --dataset "
+                   "mnist)")
     p.add_argument("--m2", default="scenarios/supply-lenet5-mnist-m2.pt", help="its M2")
     p.add_argument("--seconds", type=float, default=60.0, help="fuzzing seconds of each campaign run")
     p.add_argument("--out", default=str(RESULTS / "bench_scale_out.json"))
