@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import checks as c
-from .constraints import FieldConstraint
+from .constraints import FieldConstraint, FilePath
 
 __all__ = ["Output", "output_path", "sibling", "declared", "report_folder", "inputs", "check_values",
            "check_paths", "check_declared"]
@@ -106,7 +106,8 @@ def check_values(args, options: Mapping[str, str]) -> None:
         c.check_device(args.device, "--device")
 
 
-def check_paths(args, options: Mapping[str, str], outputs: Sequence[Output] | None, files: Files) -> None:
+def check_paths(args, options: Mapping[str, str], outputs: Sequence[Output] | None,
+                files: Files | None = None) -> None:
     """Check the ``outputs`` a run declares (``None``: it declares none) against each other and
     against what it reads (every setting ``files`` declares an input, a folder's files included),
     then ``--corpus DIR`` and the report folder it replaces (which never deletes what it did not
@@ -141,15 +142,16 @@ def _report_option(args) -> tuple[str, str] | None:
     return None
 
 
-def inputs(args, options: Mapping[str, str], files: Files) -> list[tuple[str, str]]:
+def inputs(args, options: Mapping[str, str], files: Files | None = None) -> list[tuple[str, str]]:
     """``(option, path)`` of every file and folder the run of ``args`` reads: the paths named by
-    each setting that ``files`` declares an input (:meth:`FieldConstraint.paths`: lists and comma
+    each setting that ``files`` declares an input (``None``, a Python caller's: every setting
+    ``options`` names) (:meth:`FieldConstraint.paths`: lists and comma
     lists give one pair per file; ``--arch net.py:Net`` its ``net.py``; a model file the files it
     names). A setting parsed into something else (``--seed-indices FILE`` into its indices) names
     what was typed. :func:`check_paths` refuses any output that names one.
     """
     found: list[tuple[str, str]] = []
-    for dest, constraint in files.items():
+    for dest, constraint in _declared(options, files).items():
         value = getattr(args, dest, None)
         if constraint.role != "input" or value is None or isinstance(value, bool):
             continue
@@ -160,13 +162,21 @@ def inputs(args, options: Mapping[str, str], files: Files) -> list[tuple[str, st
     return found
 
 
+def _declared(options: Mapping[str, str], files: Files | None) -> Files:
+    """``files``, or for a Python caller without declarations every setting ``options`` names, read
+    as a file the run reads.
+    """
+    return files if files is not None else {dest: FilePath("input") for dest in options}
+
+
 def _is_text(value) -> bool:
     return isinstance(value, (str, os.PathLike))
 
 
-def _check_not_in_folders(outputs: Sequence[Output], args, options: Mapping[str, str], files: Files) -> None:
+def _check_not_in_folders(outputs: Sequence[Output], args, options: Mapping[str, str],
+                          files: Files | None) -> None:
     """Refuse an output that would replace a file inside a folder the run reads (``--data-dir``)."""
-    for dest, constraint in files.items():
+    for dest, constraint in _declared(options, files).items():
         folder = getattr(args, dest, None)
         if constraint.role != "input" or not getattr(constraint, "folder", False) or not isinstance(
                 folder, (str, os.PathLike)):
