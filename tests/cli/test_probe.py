@@ -320,16 +320,7 @@ def test_models_returning_tuples_and_dicts_work():
 #: Kinds of probe case (or files in their arguments) that fail on today's code and wait for a
 #: fix: ``benchmarks/probe_all.py`` runs and counts them, the sample leaves them out. Add a line
 #: (with its reason) only for a failure that is being fixed; remove it with the fix.
-AWAITING: tuple[str, ...] = (
-    # issue 43, sizes (built on the meta device, checked against memory): issue 43's sizes branch
-    "size run --arch-args", "size inspect --arch-args", "size inspect --input-shape",
-    # issue 43, every model the tool trains or tunes checked before the first step: the same branch
-    "trained train ", "trained scenario ", "trained repair tflite",
-    # issue 43, no NaN behind a number (a surprise fit that cannot score every class): the NaN branch
-    "nan rank one-per-class", "nan rank ten-train",
-    # issue 43, a full disk while torch writes a .pt: the disk-full branch
-    "disk ",
-)
+AWAITING: tuple[str, ...] = ()
 #: Problems that wait for a fix the same way, whatever the case (none at present).
 AWAITING_PROBLEMS: tuple[str, ...] = ()
 #: New surfaces sampled whole (their cases are cheap refusals or tiny runs).

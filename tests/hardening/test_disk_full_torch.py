@@ -137,3 +137,43 @@ def test_the_deployment_scenario_refuses_a_fifo_named_like_its_output_before_any
     assert "deploy-m1-float.onnx" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert sorted(os.listdir(work / "out")) == ["deploy-m1-float.onnx"]
+
+
+def test_a_scenario_that_cannot_write_leaves_no_folder_it_made(work):
+    """Found by the probe's disk angle: a scenario refused its first write but left the --out folder
+    it had made (empty)."""
+    argv = ["scenario", "prune", "--arch", "digits_mlp", "--dataset", "digits", "--epochs", "1", "--out",
+            "sc", "--no-progress"]
+    with file_size_limit(2048):
+        status, _, err = cli(argv, work)
+    _one_line(status, err)
+    assert not (work / "sc").exists()
+    (work / "kept").mkdir()  # a folder that was there before is kept, as are its files
+    with file_size_limit(2048):
+        status, _, err = cli([*argv[:-2], "kept", "--no-progress"], work)
+    _one_line(status, err)
+    assert (work / "kept").is_dir()
+
+
+def test_the_queue_budget_is_refused_before_the_store_is_made(work):
+    """Found by the probe: a --queue-memory too small for one input was refused after the store was
+    made (a new store left behind)."""
+    shutil.copy(work / "m1.pt", work / "m2.pt")
+    status, _, err = cli(["regress", "--m1", "m1.pt", "--m2", "m2.pt", "--dataset", "data.npz", "--budget",
+                          "3it", "--store", "s.sqlite", "--no-progress", "--queue-memory=1.5"], work)
+    assert status == 2
+    assert err.count("\n") == 1
+    assert "queue_memory must hold at least one input" in err
+    assert not (work / "s.sqlite").exists()
+
+
+def test_free_memory_honours_the_address_space_limit():
+    """Found by the probe: ``inspect --input-shape`` at 4 GiB passed the memory check under
+    ``ulimit -v`` 2 GiB and failed in the allocator."""
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from deepfault.core.memory import free_memory; print(free_memory())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 0 <= int(out) < 3 << 30

@@ -124,7 +124,8 @@ def free_memory(device: torch.device | str = "cpu") -> int | None:
     """Bytes free for new work on ``device``; ``None`` where nothing can be read.
 
     CPU: ``MemAvailable`` (or psutil's ``available`` where ``/proc`` is missing), lowered to
-    what the cgroup's memory limit still allows. CUDA: ``torch.cuda.mem_get_info``'s free
+    what the cgroup's memory limit and the process's address-space limit (``ulimit -v``) still
+    allow. CUDA: ``torch.cuda.mem_get_info``'s free
     bytes plus the bytes PyTorch's caching allocator has reserved but not handed out.
     """
     device = torch.device(device)
@@ -135,10 +136,27 @@ def free_memory(device: torch.device | str = "cpu") -> int | None:
     now = time.monotonic()
     if _CPU_READING[0] is not None and now - _CPU_READING[0] < _REREAD_SECONDS:
         return _CPU_READING[1]
-    readings = [r for r in (_mem_available(), _cgroup_room()) if r is not None]
+    readings = [r for r in (_mem_available(), _cgroup_room(), _address_space_room()) if r is not None]
     found = min(readings) if readings else None
     _CPU_READING[:] = [now, found]
     return found
+
+
+def _address_space_room() -> int | None:
+    """What this process's address-space limit (``ulimit -v``, ``RLIMIT_AS``) still allows: the
+    limit less the address space in use (``VmSize``); ``None`` without a limit.
+    """
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as fh:
+            size = next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:")), None)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if size is None else max(soft - size, 0)
 
 
 def tensor_bytes(module: nn.Module) -> int:

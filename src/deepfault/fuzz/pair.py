@@ -32,7 +32,7 @@ from ..models import ModelFile, open_model
 from ..models.blackbox import outputs_only, unwrap_black_box
 from ..models.prepare import PreparedModel, model_label, native_shape, prepare_model
 from .campaign import CampaignConfig
-from .campaign.memory import check_step_memory
+from .campaign.memory import check_step_memory, queue_slots
 from .campaign.seeds import test_inputs
 from .fidelity.checks import check_fidelity_inputs
 from .mutation.rules import rule_kind
@@ -234,6 +234,8 @@ def check_pair(m1, m2, data, config: CampaignConfig) -> None:
     kind = rule_kind(x.shape[1:])
     check_step_memory(tuple(x.shape[1:]), config.inputs_per_step, config.mutants_per_input,
                       model_device(getattr(m2, "module", m2)))
+    queue_slots(tuple(x.shape[1:]), config.queue_dtype, memory=config.queue_memory,  # one input, at least
+                count=config.queue_capacity)
     check_fidelity_inputs(config.strategy_spec.check_spec(config), kind, option="--fidelity")  # images only
     check_fidelity_inputs(config.shared_fidelity, kind, option="--shared-fidelity")
     c1, c2 = check_finite_outputs([m1, m2], sample, names=["M1 (--m1)", "M2 (--m2)"])

@@ -20,6 +20,7 @@ New scenarios register a builder with :func:`register_scenario`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import inspect
@@ -619,14 +620,30 @@ def make_scenario(
     ctx, options = _context(context, old), _checked_options(scenario, name, options)
     arch_kwargs = _fitting_kwargs(arch, arch_kwargs, data)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    base, m2, details, reused = _transformed(scenario, arch, data, ctx, out_dir, arch_kwargs, options)
-    stem = f"{name}-{_arch_stem(arch)}-{safe_stem(data.name)}"
-    paths = out_dir / f"{stem}-m1.pt", out_dir / f"{stem}-m2.pt"
-    result = _written_pair(scenario, name, arch, data, ctx, base, (base.model, m2), paths, details)
-    return _recorded(replace(result, seconds=time.perf_counter() - start, base_reused=reused),
-                     out_dir / f"{stem}.json")
+    with _folder(out_dir):
+        base, m2, details, reused = _transformed(scenario, arch, data, ctx, out_dir, arch_kwargs, options)
+        stem = f"{name}-{_arch_stem(arch)}-{safe_stem(data.name)}"
+        paths = out_dir / f"{stem}-m1.pt", out_dir / f"{stem}-m2.pt"
+        result = _written_pair(scenario, name, arch, data, ctx, base, (base.model, m2), paths, details)
+        return _recorded(replace(result, seconds=time.perf_counter() - start, base_reused=reused),
+                         out_dir / f"{stem}.json")
+
+
+@contextlib.contextmanager
+def _folder(out_dir: Path):
+    """``out_dir`` made for the run, and removed again when the run fails before writing into it
+    (a folder it made and left empty; one with files, or that was there before, is kept).
+    """
+    made = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield out_dir
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # empty only: it never deletes a file
+        raise
 
 
 def _fitting_kwargs(arch: str, given: dict | None, data) -> dict:
