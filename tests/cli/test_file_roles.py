@@ -142,3 +142,12 @@ def test_an_output_option_its_command_does_not_list_is_still_checked(work):
         _preflight.check_paths(args, options, outputs, files)
     listed = [c.Output("--dump (its own words)", None)]  # a command that lists it is not doubled
     assert _preflight.written(args, options, files, listed) == listed
+
+
+def test_a_spread_pass_declares_its_shard_state_file(work):
+    """``--workers 2`` keeps finished shards in ``OUT.shards``: an output the guard checks too."""
+    import os
+
+    os.mkfifo(work / "p.npz.shards")
+    assert_refused(["coverage", "profile", "--model", "m.pt", "--out", "p.npz", "--workers", "2"], work,
+                   "--out (its shard state, .shards)")

@@ -108,7 +108,7 @@ def _shard_state(args):
     """The shard-state file of a pass spread over ``--workers`` (``None``: not spread)."""
     from ._common import parallel_runtime  # noqa: PLC0415 (the command line's own rule)
 
-    if not hasattr(args, "workers"):
+    if not hasattr(args, "gpus_per_worker"):  # no pass of Parallel's (regress and xplore spread otherwise)
         return None
     state = parallel_runtime(args)["shard_state"]
     return None if state is None else Path(state)
