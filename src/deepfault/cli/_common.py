@@ -43,9 +43,8 @@ from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
-from ..models._api import arch_files
 from ..models.blackbox import RUNTIMES
-from ..models.io import model_reads, recorded_data_root
+from ..models.io import recorded_data_root
 from ..models.source import ModelSource
 from ..models.specs import arch_spec
 
@@ -146,14 +145,14 @@ batch_size_value = FieldType(constraint_of(Runtime, "batch_size"))
 READS = FieldType(FilePath("input"))
 WRITES = FieldType(FilePath("output"))
 #: A model file (and what it names: its data set's .npz, its architecture's .py).
-MODEL = FieldType(FilePath("input", names=model_reads))
+MODEL = FieldType(constraint_of(ModelSource, "model"))
 #: A folder a run reads, and one it writes.
 READS_FOLDER = FieldType(FilePath("input", folder=True))
 WRITES_FOLDER = FieldType(FilePath("output", folder=True))
 #: ``--arch`` of the commands that open a model file: its ``.py`` file an input (checked when built).
-ARCH_FILE = FieldType(FilePath("input", names=arch_files))
+ARCH_FILE = FieldType(constraint_of(ModelSource, "arch"))
 #: ``--arch`` of the commands that build a model: a checked spec (its ``.py`` file an input).
-ARCH = FieldType(FilePath("input", names=arch_files), read=arch_spec)
+ARCH = FieldType(ARCH_FILE.constraint, read=arch_spec)
 
 
 def batch_choice(models, inputs, args, *, backward: bool = False, count: int | None = None) -> int:

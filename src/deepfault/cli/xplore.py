@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import warnings
 from dataclasses import fields, replace
+from typing import cast
 
 from ..checks import check_finite_outputs
-from ..core.constraints import GRID, FilePath
+from ..core.constraints import GRID, FilePath, constraint_of
 from ..core.runtime import Runtime
 from ..experiment.results import dataset_record
-from ..models.io import model_reads
 from ..models.several import load_xplore_inputs
+from ..models.source import ModelSource
 from ..provenance import provenance
 from ..xplore import xplore
 from ..xplore.config import PUBLISHED, XploreConfig
@@ -22,7 +23,7 @@ from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
 #: ``--model``: model files (or zoo names), a comma list, repeatable.
-MODELS = c.FieldType(FilePath("input", many=True, names=model_reads))
+MODELS = c.FieldType(replace(cast(FilePath, constraint_of(ModelSource, "model")), many=True))  # as a list
 #: The config's fields this command sets (bounds and fixed come from --feature-bounds and --fix-*).
 _FIELDS = tuple(f.name for f in fields(XploreConfig) if f.name not in ("bounds", "fixed"))
 
