@@ -26,7 +26,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
     "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},
     "seed": {"metavar": "S"}, "workers": {"metavar": "N"}, "executor": {}, "address": {"metavar": "ADDRESS"},
-    "sync_every": {"metavar": "S"},
+    "sync_every": {"metavar": "S"}, "gpus_per_worker": {},
 }
 
 

@@ -176,14 +176,20 @@ class RayExecutor(Executor):
                                       "configure_logging": False}
             if address:
                 kwargs["address"] = address
-            else:
-                kwargs["num_cpus"] = self.workers
+            else:  # a new local instance, even where `ray start` left one running (Ray would join it)
+                kwargs.update(address="local", num_cpus=self.workers)
             try:
                 ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
                 raise DeepFaultError(f"cannot start or join {where}: {err}") from err
             self._started = True
+        if self.gpus_per_worker:
+            try:
+                _check_gpus(ray, self.gpus_per_worker)
+            except DeepFaultError:
+                self.close()
+                raise
 
     def map(self, fn, jobs):
         ray = self._ray
@@ -262,6 +268,19 @@ def _reachable(address: str) -> None:
             f"cannot reach the Ray cluster at {address!r} within {CONNECT_TIMEOUT:g} s "
             f"({err.strerror or err}); check --address, or leave it out to start a local Ray"
         ) from None
+
+
+def _check_gpus(ray, gpus: float) -> None:
+    """Refuse ``gpus`` per worker when no live node of the cluster has that many (Ray would keep
+    the jobs waiting for them forever).
+    """
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    most = max((float(n.get("Resources", {}).get("GPU", 0.0)) for n in nodes), default=0.0)
+    if most < gpus:
+        raise DeepFaultError(
+            f"--gpus-per-worker {gpus:g} needs a node with {gpus:g} GPU(s), but the Ray cluster's nodes have "
+            f"at most {most:g}; start its nodes with 'ray start --num-gpus N', or leave --gpus-per-worker "
+            "out")
 
 
 def _ray_call(fn, job):

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import DeepFaultError
 
-__all__ = ["Record", "ResultStore", "SCHEMA_VERSION", "choose_experiment"]
+__all__ = ["Record", "ResultStore", "SCHEMA_VERSION", "choose_experiment", "require_fields"]
 
 SCHEMA_VERSION = 2
 
@@ -106,6 +106,17 @@ class Record:
     cell_id: str
     data: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+def require_fields(record: Record, fields_: tuple[str, ...], path: str | os.PathLike) -> Record:
+    """``record`` when its JSON holds every one of ``fields_``; else the error that names the cell
+    and the store at ``path`` (:meth:`ResultStore.require`, and a served store's).
+    """
+    missing = [f for f in fields_ if f not in record.data]
+    if missing:
+        raise DeepFaultError(f"cell {record.cell_id!r} in the results store {str(path)!r} is corrupt"
+                             f" (no {', '.join(missing)}); {_FIX}")
+    return record
 
 
 def _blob(arrays: dict[str, np.ndarray] | None) -> bytes | None:
@@ -510,11 +521,7 @@ class ResultStore:
 
     def require(self, record: Record, *fields_: str) -> Record:
         """``record`` when its JSON holds every field; else the error that names the cell."""
-        missing = [f for f in fields_ if f not in record.data]
-        if missing:
-            raise DeepFaultError(f"cell {record.cell_id!r} in the results store {str(self.path)!r} is corrupt"
-                                 f" (no {', '.join(missing)}); {_FIX}")
-        return record
+        return require_fields(record, fields_, self.path)
 
     def get(self, experiment: str, method: str, cell_id: str) -> Record | None:
         row = self._db.execute(

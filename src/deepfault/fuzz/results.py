@@ -232,6 +232,14 @@ class RegressComparison(Summarised, Outcome):
                 "comparison": self.comparison()}
 
 
+def _placed(worker: dict) -> str:
+    """``worker 1 cuda:0 (Ray GPU 3) on host-b``: where one worker of a campaign ran."""
+    gpus = ",".join(worker.get("gpus") or ())
+    note = "" if not gpus else f" (Ray GPU {gpus})" if worker["device"] != "cpu" else \
+        f" (Ray GPU {gpus} reserved, but no CUDA there)"
+    return f"worker {worker['worker']} {worker['device']}{note} on {worker['node']}"
+
+
 def _workers_lines(workers: dict) -> list[str]:
     """A many-worker campaign's workers (:mod:`.campaign.workers`): how many ran where, the sync's
     share of their time, and each one lost.
@@ -240,9 +248,13 @@ def _workers_lines(workers: dict) -> list[str]:
         return []
     alive = workers["count"] - len(workers["lost"])
     every = f"{workers['sync_every']:g}"
-    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {every} s; "
+    through = f" through the {workers['sync_point']}" if workers.get("sync_point") else ""
+    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {every} s{through}; "
              f"sync {100 * workers['sync_share']:.1f}% of their fuzzing time, checkpoints and sync "
              f"{100 * workers['checkpoint_share']:.1f}%"]
+    placed = [w for w in workers.get("per_worker", ()) if w is not None and "device" in w]
+    if placed:  # where each ran: its host, its device (and the GPUs Ray gave it)
+        lines.append("ran on: " + ", ".join(map(_placed, placed)))
     lines += [f"worker {lost['worker']} was lost ({lost['reason']}): the campaign went on with the other "
               f"{alive}; its faults up to its last sync are in the result" for lost in workers["lost"]]
     return lines

@@ -235,14 +235,37 @@ def ray_cluster():
 
     # the workers import deepfault and this file's models from the paths the driver has
     os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    node = cluster.add_node(num_cpus=1)
+    # one (declared, not real) GPU on each node: what --gpus-per-worker reserves
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1,
+                                                            "include_dashboard": False})
+    node = cluster.add_node(num_cpus=1, num_gpus=1)
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     try:
         yield cluster, node
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_ray_workers_take_their_gpus_and_reach_the_store_through_its_server(ray_cluster, tmp_path,
+                                                                           monkeypatch):
+    cluster, _ = ray_cluster
+    monkeypatch.chdir(tmp_path)
+    # a relative path: a worker that opened it would open a file of its own folder, not the driver's
+    store = Path("s.sqlite")
+    config = CampaignConfig(budget="40it", workers=2, executor="ray", address=cluster.address,
+                            gpus_per_worker=0.5, **CONFIG)
+    m1, m2, x, y = _problem()
+    result = run_workers(m1, m2, x, y, bounds=(0.0, 1.0), config=config, options=CampaignOptions(store=store))
+    assert result.iterations == 40
+    assert result.workers["sync_point"].startswith("store server on ")
+    per = result.workers["per_worker"]
+    assert all(w["gpus"] and w["node"] for w in per)  # each got a share of a (declared) GPU
+    assert {w["device"] for w in per} == {"cuda:0" if torch.cuda.is_available() else "cpu"}
+    assert all(_sync(tmp_path / "s.sqlite", config.key(), i) for i in range(2))  # synced in the driver's file
+    with pytest.raises(DeepFaultError, match="needs a node with 2 GPU"):  # no node has them: refused at once
+        run_workers(m1, m2, x, y, bounds=(0.0, 1.0), config=replace(config, gpus_per_worker=2.0),
+                    options=CampaignOptions(store=tmp_path / "t.sqlite"))
 
 
 def test_two_ray_nodes_one_campaign_and_a_lost_node(ray_cluster, tmp_path):
@@ -260,6 +283,7 @@ def test_two_ray_nodes_one_campaign_and_a_lost_node(ray_cluster, tmp_path):
     lost = result.workers["lost"][0]["worker"]
     assert result.workers["per_worker"][lost]["stop_reason"] == "lost"
     assert result.workers["per_worker"][1 - lost]["stop_reason"] == "budget"
+    assert result.workers["sync_point"].startswith("store server on ")  # on the driver's node, not lost
     keys = _keys(result)
     assert result.metrics.urf == len(set(keys))
 

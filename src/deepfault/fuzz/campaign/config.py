@@ -70,7 +70,8 @@ RENAMED = {"batch": "inputs_per_step", "criterion": "criteria"}
 
 #: Fields that say how a campaign is run and stored, not what it computes: left out of
 #: :meth:`CampaignConfig.to_dict` and :meth:`CampaignConfig.key` (and of equality).
-RUN_FIELDS = ("checkpoint_every", "campaign", "fresh", "experiment", "executor", "address", "sync_every")
+RUN_FIELDS = ("checkpoint_every", "campaign", "fresh", "experiment", "executor", "address", "sync_every",
+              "gpus_per_worker")
 
 
 class _InputsDefault(str):
@@ -252,9 +253,11 @@ class CampaignConfig:
         executor: Where the workers run: ``process`` (local processes) or ``ray``.
         address: A Ray cluster to join (``ray`` only; ``None``: a local one).
         sync_every: Seconds between the workers' syncs (each one also a checkpoint).
+        gpus_per_worker: GPUs each Ray worker reserves (``ray`` only; ``0.25`` puts four workers
+            on one GPU); a worker with a GPU runs its models there (:mod:`.workers`). 0: none.
 
     Every field declares what it accepts (:func:`~deepfault.core.constraints.param`); the last
-    seven say how the campaign is run and stored, not what it computes (:data:`RUN_FIELDS`).
+    eight say how the campaign is run and stored, not what it computes (:data:`RUN_FIELDS`).
     """
 
     strategy: str = param("drfuzz", Options(STRATEGIES.names), help="fuzzing strategy")
@@ -337,9 +340,16 @@ class CampaignConfig:
                                           "one)"))
     sync_every: float = _run_only(param(SYNC_EVERY, Interval(float, 0.5, MAX_SYNC_EVERY),
                                         help="seconds between the workers' syncs (each also a checkpoint)"))
+    gpus_per_worker: float = _run_only(param(0.0, constraint_of(Parallel, "gpus_per_worker"),  # likewise
+                                             help="GPUs each Ray worker reserves, its models run there; "
+                                             "fractions share one GPU (0.5: two workers on a GPU); 0: CPU "
+                                             "only"))
 
     def __post_init__(self):
         validate(self)
+        if self.gpus_per_worker and self.executor != "ray":
+            raise DeepFaultError("--gpus-per-worker only applies to the 'ray' executor; got --executor "
+                                 f"{self.executor}")
         for name in ("budget", "criterion_params", "layers", "output_kinds", "queue_memory"):
             value = getattr(self, name)
             if value is not None:  # each in its one form (parsed once, here)

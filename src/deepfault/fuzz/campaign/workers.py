@@ -30,6 +30,7 @@ directory, libFuzzer's ``-merge``), not invented:
 
 from __future__ import annotations
 
+import copy
 import logging
 import multiprocessing
 import os
@@ -39,7 +40,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -195,12 +196,36 @@ def campaign_worker(job: dict) -> dict:
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
     config, index = job["config"], int(job["index"])
+    where = _placement(job)
+    m1, m2 = (job[name].to(where["device"]) for name in ("m1", "m2"))
     link = WorkerLink(index, config.workers, job["experiment"], job["cell"])
     options = replace(job["options"], experiment=job["experiment"], cell=worker_cell(job["cell"], index),
                       worker=link, progress=None)
-    result = run_campaign(job["m1"], job["m2"], job["inputs"], job["labels"], bounds=job["bounds"],
+    result = run_campaign(m1, m2, job["inputs"], job["labels"], bounds=job["bounds"],
                           config=_worker_config(config, index), options=options)
-    return {"index": index, "stop_reason": result.stop_reason, "iterations": result.iterations}
+    return {"index": index, "stop_reason": result.stop_reason, "iterations": result.iterations, **where}
+
+
+def _placement(job: dict) -> dict:
+    """Where worker ``job`` runs: ``node`` (its host), ``device`` (a GPU Ray reserved for it, else
+    the models' own device) and ``gpus`` (Ray's ids of the GPUs it reserved).
+    """
+    import socket
+
+    device = str(_device_of(job["m1"]))
+    gpus: list = []
+    if job["config"].gpus_per_worker:
+        import ray
+
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        # Ray's CUDA_VISIBLE_DEVICES shows the worker its own GPUs only: the first is cuda:0
+        device = "cuda:0" if gpus and torch.cuda.is_available() else "cpu"
+    return {"node": socket.gethostname(), "device": device, "gpus": gpus}
+
+
+def _device_of(model) -> torch.device:
+    first = next(iter(model.parameters()), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def _process_main(job: dict, errors) -> None:
@@ -257,6 +282,26 @@ class _Lost:
     reason: str
 
 
+@dataclass
+class _Ran:
+    """What the executor saw: the workers lost, whether the run was interrupted, where each worker
+    ran (:func:`_placement`, by index) and the sync point (the store's file, or its server's host).
+    """
+
+    lost: list[_Lost] = field(default_factory=list)
+    interrupted: bool = False
+    placement: dict[int, dict] = field(default_factory=dict)
+    sync_point: str = "store file"
+
+
+def _with_placement(workers: dict, ran: _Ran) -> dict:
+    """The merged result's ``workers`` with each worker's node, device and GPUs, and the sync point."""
+    per = [None if w is None else {**w, **{k: v for k, v in ran.placement.get(w["worker"], {}).items()
+                                           if k != "index" and k in ("node", "device", "gpus")}}
+           for w in workers["per_worker"]]
+    return {**workers, "per_worker": per, "sync_point": ran.sync_point}
+
+
 def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: CampaignConfig,
                 options: CampaignOptions) -> CampaignResult:
     """Run ``config.workers`` workers on one campaign and merge their results (module docstring).
@@ -292,7 +337,8 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
     started = time.perf_counter()
     todo = [job for job in jobs if not _finished(path, experiment, worker_cell(cell, job["index"]))]
     watch = _Watch(path, experiment, cell, config, options.progress)
-    lost, interrupted = run(todo, config, watch) if todo else ([], False)
+    ran = run(todo, config, watch) if todo else _Ran()
+    lost, interrupted = ran.lost, ran.interrupted
     wall = time.perf_counter() - started
     for one in lost:
         warnings.warn(f"worker {one.index} of {config.workers} was lost ({one.reason}); the campaign went on "
@@ -300,8 +346,9 @@ def run_workers(m1, m2, inputs, labels, *, bounds: tuple[float, float], config: 
     results = _collect(jobs, lost, path, experiment, cell, options)
     if interrupted:
         results = [replace(r, stop_reason="interrupted") if r is not None else None for r in results]
-    return merge_results(results, config, inputs=jobs[0]["inputs"], lost={o.index: o.reason for o in lost},
-                         wall=wall)
+    merged = merge_results(results, config, inputs=jobs[0]["inputs"], lost={o.index: o.reason for o in lost},
+                           wall=wall)
+    return replace(merged, workers=_with_placement(merged.workers, ran))
 
 
 #: Checks that never read the training split (the discriminator's file is cached by then).
@@ -324,6 +371,8 @@ def _jobs(m1, m2, inputs, labels, bounds, config: CampaignConfig, options: Campa
     x = torch.as_tensor(np.asarray(inputs.cpu() if torch.is_tensor(inputs) else inputs))
     y = torch.as_tensor(np.asarray(labels.cpu() if torch.is_tensor(labels) else labels))
     threads = max(1, torch.get_num_threads() // config.workers)
+    if config.gpus_per_worker:  # each worker moves them to its own GPU (the driver's may have none)
+        m1, m2 = (copy.deepcopy(m).cpu() if _device_of(m).type != "cpu" else m for m in (m1, m2))
     return [{"m1": m1, "m2": m2, "inputs": x, "labels": y, "bounds": tuple(bounds), "config": config,
              "options": options, "experiment": experiment, "cell": cell, "index": i, "threads": threads}
             for i in range(config.workers)]
@@ -337,8 +386,10 @@ def _finished(path: str, experiment: str, cell: str) -> bool:
         return store.get(experiment, DRFUZZ_METHOD, f"{cell}/result") is not None
 
 
-def _run_in_processes(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> tuple[list[_Lost], bool]:
-    """Each worker in a ``spawn`` process; ``(lost workers, interrupted)``."""
+def _run_in_processes(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> _Ran:
+    """Each worker in a ``spawn`` process on this machine, syncing through the store's file."""
+    import socket
+
     ctx = multiprocessing.get_context("spawn")
     errors = ctx.Queue()
     procs = [ctx.Process(target=_process_main, args=(job, errors), daemon=True) for job in jobs]
@@ -362,7 +413,9 @@ def _run_in_processes(jobs: list[dict], config: CampaignConfig, watch: _Watch) -
             code = p.exitcode
             name = signal.Signals(-code).name if code < 0 else f"exit status {code}"
             lost.append(_Lost(jobs[i]["index"], f"killed by {name}" if code < 0 else name))
-    return lost, interrupted
+    here = {"node": socket.gethostname(), "gpus": []}
+    placement = {job["index"]: {**here, "device": str(_device_of(job["m1"]))} for job in jobs}
+    return _Ran(lost, interrupted, placement)
 
 
 def _raise_error(errors, procs) -> None:
@@ -376,19 +429,33 @@ def _raise_error(errors, procs) -> None:
     raise DeepFaultError(f"worker {index}: {message}")
 
 
-def _run_on_ray(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> tuple[list[_Lost], bool]:
-    """Each worker a Ray task of one CPU; a task whose worker or node died is a lost worker."""
+def _run_on_ray(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> _Ran:
+    """Each worker a Ray task of one CPU (and ``gpus_per_worker`` GPUs) on any node; they reach the
+    store through a server on this node (:func:`~deepfault.experiment.served.served_store`), so no
+    worker needs the store's file. A task whose worker or node died is a lost worker.
+    """
+    from ...core.executors import RayExecutor
+    from ...experiment.served import served_store
+
+    # joins (or starts) the cluster: an unreachable address, or GPUs no node has, is one line
+    executor = RayExecutor(workers=config.workers, address=config.address,
+                           gpus_per_worker=config.gpus_per_worker)
+    import ray
+
     try:
-        import ray
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError("--executor ray needs Ray: pip install -e '.[ray]'") from err
-    if not ray.is_initialized():
-        ray.init(address=config.address, num_cpus=None if config.address else config.workers,
-                 include_dashboard=False, log_to_driver=False)
-    task = ray.remote(num_cpus=1, max_retries=0)(campaign_worker)
+        with served_store(jobs[0]["options"].store) as store:
+            sent = [{**job, "options": replace(job["options"], store=store)} for job in jobs]
+            ran = _wait_on_ray(ray, sent, config, watch)
+            ran.sync_point = f"store server on {ray.get(store.server.node.remote())}"
+        return ran
+    finally:
+        executor.close()
+
+
+def _wait_on_ray(ray, jobs: list[dict], config: CampaignConfig, watch: _Watch) -> _Ran:
+    task = ray.remote(num_cpus=1, num_gpus=config.gpus_per_worker, max_retries=0)(campaign_worker)
     refs = {task.remote(job): job["index"] for job in jobs}
-    lost: list[_Lost] = []
-    interrupted = False
+    ran = _Ran()
     pending = list(refs)
     try:
         while pending:
@@ -396,16 +463,16 @@ def _run_on_ray(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> tupl
             watch()
             for ref in done:
                 try:
-                    ray.get(ref)
+                    ran.placement[refs[ref]] = ray.get(ref)
                 except ray.exceptions.RayTaskError as err:  # the worker's own error
                     for other in pending:
                         ray.cancel(other, force=True)
                     raise DeepFaultError(f"worker {refs[ref]}: {err.cause!r}") from None
                 except ray.exceptions.RayError as err:  # its process or node died
-                    lost.append(_Lost(refs[ref], f"{type(err).__name__}: {str(err).splitlines()[0]}"))
+                    ran.lost.append(_Lost(refs[ref], f"{type(err).__name__}: {str(err).splitlines()[0]}"))
     except KeyboardInterrupt:
-        interrupted = True
-    return lost, interrupted
+        ran.interrupted = True
+    return ran
 
 
 def _collect(jobs: list[dict], lost: list[_Lost], path: str, experiment: str, cell: str,
