@@ -47,3 +47,22 @@ def test_two_workers_with_the_coverage_term_hold_each_seed_once():
     two = search(models, _seeds(), config)
     assert len(np.unique(two.found.rows)) == len(two.found.rows)
     assert two.config.to_dict()["workers"] == 2
+
+
+def test_two_workers_on_a_two_node_ray_cluster_equal_one_process(ray_cluster):
+    import ray
+
+    import helpers.xplore_models
+    from deepfault.core.executors import Parallel
+    from deepfault.core.runtime import Runtime
+
+    ray.cloudpickle.register_pickle_by_value(helpers.xplore_models)  # the workers cannot import tests/
+    address = ray_cluster.address()
+    models = [mlp(0.0), mlp(0.05), mlp(-0.05)]
+    config = XploreConfig(lambda2=0.0, iterations=20, bounds=(0.0, 1.0))
+    one = search(models, _seeds(), config)
+    spread = search(models, _seeds(), replace(config, workers=2),
+                    runtime=Runtime(parallel=Parallel(address=address)))
+    for key in ("rows", "inputs", "iteration", "predictions", "target"):
+        np.testing.assert_array_equal(getattr(spread.found, key), getattr(one.found, key), err_msg=key)
+    assert [c.covered for c in spread.coverage] == [c.covered for c in one.coverage]

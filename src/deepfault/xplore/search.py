@@ -59,6 +59,7 @@ from ..core.capture import (
     selection_source,
 )
 from ..core.entry import entry, split_arguments
+from ..core.executors import Parallel
 from ..core.gradients import RMS_EPS, normalize
 from ..core.mapped import release
 from ..core.memory import choose_batch_size
@@ -652,7 +653,7 @@ def _search(scoring, seeds: _Seeds, config: XploreConfig, runtime: Runtime) -> X
     with _frozen(plan.models), _threads(count):
         run.coverage = [NeuronCoverage(layout, threshold=config.threshold) for layout in layouts]
         if config.workers > 1:
-            _ascend_spread(run, plan, seeds, draws, layouts)
+            _ascend_spread(run, plan, seeds, draws, layouts, runtime.parallel)
         else:
             _ascend(run, plan, seeds, draws, runtime.progress)
         seconds = run.elapsed()
@@ -726,14 +727,18 @@ def _ascend(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, progress) -> No
             bar.close()
 
 
-def _ascend_spread(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, layouts) -> None:
-    """The groups over ``config.workers`` processes (:mod:`.workers`), merged into ``run``."""
+def _ascend_spread(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, layouts, parallel: Parallel) -> None:
+    """The groups over ``config.workers`` workers (:mod:`.workers`), merged into ``run``: local
+    processes, or the Ray cluster (and GPUs) ``parallel`` names.
+    """
     from .workers import spread_groups
 
     run.seed_predictions = np.zeros((len(plan.index), len(plan.models)), dtype=np.int64)
     args = (plan.models, plan.names, plan.kinds, run.config, plan.box, run.device, run.chunk_size, plan.mask)
     make: tuple[type, tuple, dict] = (_Run, args, {})
-    spread_groups(run, make, plan.groups, seeds.gather, draws, layouts, run.config.workers)
+    where = "ray" if parallel.executor_name == "ray" else "process"
+    spread_groups(run, make, plan.groups, seeds.gather, draws, layouts,
+                  replace(parallel, workers=run.config.workers, executor=where))
 
 
 def _still_differ(plan: _Plan, found: FoundInputs, config: XploreConfig, device) -> np.ndarray | None:

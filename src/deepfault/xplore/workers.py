@@ -1,7 +1,9 @@
-"""DeepXplore's seeds spread over worker processes (issue 42): each worker a share of the groups.
+"""DeepXplore's seeds spread over workers (issue 42): each worker a share of the groups.
 
 The groups of seeds (:class:`~.config.XploreConfig` ``inputs_per_step``; all seeds one group by
-default) are dealt out to ``workers`` processes in contiguous shares; with one group, the seeds
+default) are dealt out to ``workers`` workers in contiguous shares, on the executor the run's
+:class:`~deepfault.core.executors.Parallel` names (local processes by default, or a Ray cluster,
+each worker on its own GPU with ``gpus_per_worker``); with one group, the seeds
 are first cut into ``workers`` groups. Each worker runs the same search on its groups with the
 run's own random draws (drawn once, per seed, by the driver: :func:`~.search.draw_randomness`),
 from empty coverage; the driver merges what they found (sorted by seed, as one process sorts
@@ -15,9 +17,7 @@ coverage, as DeepXplore's seeds in separate runs would be.
 
 from __future__ import annotations
 
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,9 @@ def search_share(job: dict) -> dict:
     from ..coverage.criteria import NeuronCoverage
 
     cls, args, kwargs = job["make"]
+    if job.get("gpus") and torch.cuda.is_available():  # Ray's CUDA_VISIBLE_DEVICES: its own GPU only
+        device = torch.device("cuda", 0)
+        args = (*(tuple(m.to(device) for m in args[0]),), *args[1:5], device, *args[6:])
     run = cls(*args, **kwargs)
     for m in run.models:
         m.eval()
@@ -68,31 +71,36 @@ def search_share(job: dict) -> dict:
             "seed_predictions": run.seed_predictions[done]}
 
 
-def spread_groups(run, make: tuple, groups: list[np.ndarray], gather, draws, layouts, workers: int) -> None:
-    """Run ``groups`` over ``workers`` processes and merge what they found into ``run``.
+def spread_groups(run, make: tuple, groups: list[np.ndarray], gather, draws, layouts, parallel) -> None:
+    """Run ``groups`` over ``parallel``'s workers and merge what they found into ``run``.
 
     Args:
         run: The driver's run (its coverage made, empty).
-        make: ``(run class, args, kwargs)`` that build a run like it in a worker.
+        make: ``(run class, args, kwargs)`` that build a run like it in a worker (its models and
+            device sixth: a worker with a GPU of its own moves them there).
         groups: The plan's groups of seed rows.
         gather: Gives the seed inputs of some rows (a CPU tensor).
         draws: The run's random draws (all seeds).
         layouts: The models' neuron layouts (the coverage).
-        workers: Worker processes.
+        parallel: The workers and where they run (:class:`~deepfault.core.executors.Parallel`).
     """
-    parts = shares(groups, workers)
+    parts = shares(groups, parallel.workers)
     offset = 0
     jobs = []
     threads = max(1, torch.get_num_threads() // len(parts))
     for share in parts:
         jobs.append({"make": make, "layouts": layouts, "threshold": run.config.threshold, "draws": draws,
                      "groups": [(offset + i, rows, gather(rows)) for i, rows in enumerate(share)],
-                     "seeds": len(run.seed_predictions), "threads": threads})
+                     "seeds": len(run.seed_predictions), "threads": threads,
+                     "gpus": parallel.gpus_per_worker})
         offset += len(share)
     run.start = time.perf_counter()
-    with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = list(pool.map(search_share, jobs))
-    _merge(run, results)
+    pool = parallel.start()
+    try:
+        results = dict(pool.map(search_share, jobs))
+    finally:
+        pool.close()
+    _merge(run, [results[i] for i in range(len(jobs))])
 
 
 def _merge(run, results: list[dict[str, Any]]) -> None:
