@@ -466,7 +466,10 @@ def _run_in_store(campaign: Campaign, options: CampaignOptions) -> CampaignResul
         cs.restore(campaign)
         save = cs.save if worker is None else worker.checkpointing(cs.save, cs.store)
         campaign.run(progress=options.progress, checkpoint=save)
-        save(campaign)
+        if worker is None:
+            save(campaign)
+        else:  # a worker's last checkpoint (and sync) is charged as its others are
+            campaign.parts.timing.clock.timed("checkpoint", save, campaign)
         result = campaign.result()
         if result.stop_reason != "interrupted":
             cs.save_result(result)
