@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from deepfault.errors import DeepFaultError
 from deepfault.experiment.served import RemoteStore, StoreServer
 from deepfault.experiment.store import ResultStore
 from deepfault.fuzz.campaign import CampaignConfig, CampaignOptions, run_campaign
-from helpers.fuzz_problems import tiny_model
+from helpers.fuzz_problems import tiny_problem
 
 
 def test_a_remote_store_answers_as_the_store(tmp_path):
@@ -40,14 +39,6 @@ def test_a_remote_store_answers_as_the_store(tmp_path):
         StoreServer(path).call("writer", (), {})
 
 
-def _problem():
-    m1, m2 = tiny_model(0), tiny_model(0, noise=0.3)
-    x = torch.rand(40, 1, 8, 8, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        y = m1(x).argmax(1)
-    return m1, m2, x, y
-
-
 def _counts(result) -> dict:
     """The result's counts (its seconds differ from run to run)."""
     return {**result.metrics.to_dict(), "seconds_to_first_rf": None, "iterations": result.iterations,
@@ -55,7 +46,7 @@ def _counts(result) -> dict:
 
 
 def test_a_campaign_through_a_served_store_equals_one_through_the_file(tmp_path):
-    m1, m2, x, y = _problem()
+    m1, m2, x, y = tiny_problem(40)
     config = CampaignConfig(budget="40it", fidelity="ssim:0.5", inputs_per_step=4, checkpoint_every=0.0)
     direct = run_campaign(m1, m2, x, y, bounds=(0.0, 1.0), config=config,
                           options=CampaignOptions(store=tmp_path / "file.sqlite"))
