@@ -39,13 +39,17 @@ def _uptime() -> str:
 
 
 def one_run(m1: str, m2: str, *, workers: int, seconds: float, data_dir: str | None = None,
-            dataset: str = "mnist", fidelity: str | None = None, sync_every: float | None = None) -> dict:
-    """One campaign of ``seconds`` on ``workers`` workers (one thread each); its throughput."""
+            dataset: str = "mnist", fidelity: str | None = None, sync_every: float | None = None,
+            executor: str = "process") -> dict:
+    """One campaign of ``seconds`` on ``workers`` workers (one thread each) on ``executor`` (``ray``:
+    a local Ray, the workers syncing through the served store); its throughput.
+    """
     from deepfault.core.runtime import Runtime
     from deepfault.fuzz import Versions, regress
     from deepfault.fuzz.campaign import CampaignConfig
 
-    config = CampaignConfig(budget=f"{seconds:g}s", seed=0, workers=workers)
+    config = CampaignConfig(budget=f"{seconds:g}s", seed=0, workers=workers,
+                            executor=executor if workers > 1 else "process")
     if fidelity is not None:
         config = replace(config, fidelity=fidelity)
     if sync_every is not None:
@@ -58,7 +62,9 @@ def one_run(m1: str, m2: str, *, workers: int, seconds: float, data_dir: str | N
         wall = time.perf_counter() - started
     r = out.result
     minutes = r.seconds / 60
-    return {"workers": workers, "seconds": r.seconds, "wall_seconds": wall, "iterations": r.iterations,
+    return {"workers": workers, "executor": config.executor if workers > 1 else None,
+            "sync_point": r.workers.get("sync_point"), "seconds": r.seconds, "wall_seconds": wall,
+            "iterations": r.iterations,
             "generated": r.generated, "urf": r.metrics.urf, "rf": r.metrics.rf,
             "mutants_per_second": r.generated / r.seconds if r.seconds else None,
             "urf_per_minute": r.metrics.urf / minutes if minutes else None,
@@ -67,7 +73,8 @@ def one_run(m1: str, m2: str, *, workers: int, seconds: float, data_dir: str | N
 
 
 def scale_out_campaign(m1: str, m2: str, *, workers: tuple[int, ...] = (1, 2), seconds: float = 60.0,
-                       data_dir: str | None = None, dataset: str = "mnist") -> dict:
+                       data_dir: str | None = None, dataset: str = "mnist",
+                       executor: str = "process") -> dict:
     """The SUPPLY pair's campaign at each worker count; the ratios against the first.
 
     Args:
@@ -76,16 +83,19 @@ def scale_out_campaign(m1: str, m2: str, *, workers: tuple[int, ...] = (1, 2), s
         seconds: Fuzzing seconds of every run.
         data_dir: The data root (``None``: the default).
         dataset: The pair's data set.
+        executor: Where the many-worker runs run (``process``, or ``ray``: a local Ray).
 
     Returns:
         ``{"runs": [...], "ratios": {N: {"mutants_per_second": x, "urf_per_minute": y}}, "uptime": ...}``.
     """
     before = _uptime()
-    runs = [one_run(m1, m2, workers=n, seconds=seconds, data_dir=data_dir, dataset=dataset) for n in workers]
+    runs = [one_run(m1, m2, workers=n, seconds=seconds, data_dir=data_dir, dataset=dataset, executor=executor)
+            for n in workers]
     ref = runs[0]
     ratios = {str(r["workers"]): {k: (r[k] / ref[k] if ref[k] else None)
                                   for k in ("mutants_per_second", "urf_per_minute")} for r in runs}
     return {"pair": f"{m1} -> {m2}", "dataset": dataset, "seconds": seconds, "fidelity": "default",
+            "executor": executor,
             "threads_per_worker": 1, "runs": runs, "ratios": ratios, "goal": 1.7,
             "uptime": {"before": before, "after": _uptime()}, "cpus": os.cpu_count()}
 
@@ -93,7 +103,8 @@ def scale_out_campaign(m1: str, m2: str, *, workers: tuple[int, ...] = (1, 2), s
 def campaign(args) -> dict:
     """The campaign part of ``bench_scale_out.py``: 1 worker, then each of ``args.workers``."""
     counts = (1, *(n for n in args.workers if n != 1))
-    return scale_out_campaign(args.m1, args.m2, workers=counts, seconds=args.seconds, data_dir=args.data_dir)
+    return scale_out_campaign(args.m1, args.m2, workers=counts, seconds=args.seconds, data_dir=args.data_dir,
+                              executor=getattr(args, "executor", "process"))
 
 
 def main() -> None:
@@ -103,12 +114,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--workers", default="1,2", help="comma-separated worker counts, the reference first")
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared/datasets"))
+    ap.add_argument("--executor", choices=("process", "ray"), default="process",
+                    help="where the many-worker runs run (ray: a local Ray, through the served store)")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/scale_out_campaign.json"))
     args = ap.parse_args()
     from deepfault._io import write_json
 
     result = scale_out_campaign(args.m1, args.m2, workers=tuple(int(w) for w in args.workers.split(",")),
-                                seconds=args.seconds, data_dir=args.data_dir)
+                                seconds=args.seconds, data_dir=args.data_dir, executor=args.executor)
     for r in result["runs"]:
         ratio = result["ratios"][str(r["workers"])]
         print(f"{r['workers']} worker(s): {r['mutants_per_second']:.0f} mutants/s "

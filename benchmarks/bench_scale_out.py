@@ -160,6 +160,8 @@ def _args(argv=None):
                    "mnist)")
     p.add_argument("--m2", default="scenarios/supply-lenet5-mnist-m2.pt", help="its M2")
     p.add_argument("--seconds", type=float, default=60.0, help="fuzzing seconds of each campaign run")
+    p.add_argument("--executor", choices=("process", "ray"), default="process",
+                   help="where the campaign's many-worker runs run (ray: a local Ray, the served store)")
     p.add_argument("--out", default=str(RESULTS / "bench_scale_out.json"))
     return p.parse_args(argv)
 
