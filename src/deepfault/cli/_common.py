@@ -102,10 +102,10 @@ def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: st
     field = next(f for f in dataclasses.fields(config) if f.name == name)
     constraint = field.metadata[KEY]
     option = field.metadata.get("option") or "--" + name.replace("_", "-")
-    metavar, text = field.metadata.get("metavar"), field.metadata.get("help") or name
+    text = field.metadata.get("help") or name
+    shown = text if field.metadata.get("plain_help") else f"{text}: {constraint.describe()}"
     kwargs: dict[str, Any] = {"dest": name, "default": field.default, "type": FieldType(constraint),
-                              "metavar": metavar or _metavar(constraint),
-                              "help": text if metavar else f"{text}: {constraint.describe()}"}
+                              "metavar": field.metadata.get("metavar") or _metavar(constraint), "help": shown}
     if isinstance(constraint, Flag):
         kwargs = {"dest": name, "action": "store_false" if field.default else "store_true",
                   "help": field.metadata.get("help") or name}
@@ -114,6 +114,12 @@ def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: st
     action.field = (config, name)  # type: ignore[attr-defined]  # its declaration, for the tests
     action.constraint = constraint  # type: ignore[attr-defined]  # and for the guard (its files' roles)
     return action
+
+
+def add_fields(p: argparse._ActionsContainer, config: type, *names: str) -> None:
+    """:func:`add_field` for each of ``config``'s fields ``names``, in that order."""
+    for name in names:
+        add_field(p, config, name)
 
 
 def _metavar(constraint: FieldConstraint) -> str:
