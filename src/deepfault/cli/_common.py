@@ -251,8 +251,8 @@ def add_options(p: argparse.ArgumentParser, *names: str, **changes: str | dict[s
     for name in names:
         change = changes.get(name, {})
         change = {"help": change} if isinstance(change, str) else change
-        if name in SOURCE:  # dest: the option's name (--arch-args sets args.arch_args)
-            add_field(p, ModelSource, SOURCE[name], **{"dest": name, **change})
+        if name in SOURCE:  # dest: the field's name (--arch-args sets args.arch_kwargs)
+            add_field(p, ModelSource, SOURCE[name], **change)
             continue
         flags, kwargs = OPTIONS[name]
         p.add_argument(*flags, **{**kwargs, **change})
@@ -410,28 +410,5 @@ def device_from(name: str):
 
 
 def versions_from(args) -> Versions:
-    """The pair ``--m1``/``--m2`` as :class:`~deepfault.fuzz.pair.Versions`, with the options that
-    open their files (``--arch``, ``--arch-args``, ``--trust-pickle``, ``--runtime``, ``--data-dir``).
-    """
-    return Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
-                    trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
-
-
-def source_from(args) -> ModelSource:
-    """The model file's options as a :class:`ModelSource` (``--model`` or the embedded default)."""
-    given = {field: getattr(args, name) for name, field in SOURCE.items() if hasattr(args, name)}
-    return ModelSource(**given)
-
-
-def open_model_file(args):
-    return source_from(args).open(runtime=getattr(args, "runtime", "auto"))
-
-
-def prepare_from_args(args, data=None):
-    """The prepared model and its data set (:meth:`ModelSource.prepare`): ``--model`` (or the
-    embedded default), ``--dataset`` (or ``data``, or the file's).
-    """
-    prepared = source_from(args).prepare(data)
-    if prepared.data is None:
-        raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
-    return prepared
+    """The pair ``--m1``/``--m2`` and the options that open their files as :class:`Versions`."""
+    return config_from(args, Versions)

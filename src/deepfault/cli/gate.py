@@ -14,6 +14,8 @@ from ..gate.verdict import EXIT_STATUS
 from . import _common as c
 from .corpus import check_corpus_option, corpus_output
 
+#: The stages' options, in the order --help lists them (the thresholds follow --policy).
+_STAGES = ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
 _STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
 
 
@@ -46,13 +48,7 @@ def _add_stages_and_policy(p) -> None:
     """The stages' options and the policy's (each threshold unset unless given, so that a policy
     file's value is not overridden).
     """
-    c.add_field(p, GateConfig, "heldout")
-    c.add_field(p, GateConfig, "corpus", metavar="DIR")
-    c.add_field(p, GateConfig, "budget", metavar="B")
-    c.add_field(p, GateConfig, "fidelity", metavar="SPEC")
-    c.add_field(p, GateConfig, "add_to_corpus")
-    c.add_field(p, GateConfig, "seed", metavar="S")
-    c.add_field(p, GateConfig, "worst", metavar="N")
+    c.add_fields(p, GateConfig, *_STAGES)
     p.add_argument("--policy", type=c.READS, metavar="FILE.toml", default=None,
                    help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
@@ -69,8 +65,7 @@ def _add_outputs(p) -> None:
 
 
 def _config(args) -> GateConfig:
-    stages = ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
-    base = GateConfig(**{n: getattr(args, n) for n in stages})
+    base = GateConfig(**{n: getattr(args, n) for n in _STAGES})
     given = {n: getattr(args, n) for n in THRESHOLDS if hasattr(args, n)}
     return policy_config(args.policy, base, **given)
 

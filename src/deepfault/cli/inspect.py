@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import DeepFaultError
 from ..experiment.inspection import check_input_size, inspect_model
 from ..models.blackbox import RUNTIMES
+from ..models.source import ModelSource
 from . import _common as c
 
 
@@ -45,7 +46,7 @@ def preflight(args) -> None:
 
 
 def _cmd_inspect(args) -> int:
-    mf = c.open_model_file(args)
+    mf = c.config_from(args, ModelSource).open(runtime=args.runtime)
     shape = _shape(args.input_shape or None)
     print(inspect_model(mf, str(args.model), input_shape=shape, dataset=args.dataset, data_dir=args.data_dir),
           end="")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..core.runtime import Runtime
-from ..models.prepare import prepare_model
+from ..models.source import ModelSource
 from ..provenance import provenance
 from ..repair import RepairConfig, repair
 from . import _common as c
@@ -11,11 +13,6 @@ from . import _common as c
 #: The options that set RepairConfig's fields, in the order --help lists them.
 _FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
            "baselines", "eps", "bim_steps")
-#: Metavars of the options that set RepairConfig's fields, where the declaration's is too general.
-_OVERRIDES: dict[str, dict] = {"mix": {"metavar": "R"}, "max_drop": {"metavar": "POINTS"},
-                               "vote_model": {"metavar": "NAME"}, "baselines": {"metavar": "B1,B2"},
-                               "seed": {"metavar": "S"}}
-
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
@@ -37,8 +34,7 @@ def add_parser(sub) -> None:
     p.add_argument("--m1", type=c.MODEL, metavar="FILE", default=None,
                    help="M1 of regress files, to recompute which held-out faults it gets right (default: "
                    "the M1 predictions saved in the file)")
-    for name in _FIELDS:
-        c.add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
+    c.add_fields(p, RepairConfig, *_FIELDS)
     c.add_options(p, "device", "threads")
     p.add_argument("--out", type=c.WRITES, metavar="FILE", default="repair-result.json",
                    help="JSON result, written atomically; '-' writes none")
@@ -62,10 +58,9 @@ def _cmd_repair(args) -> int:
     config = RepairConfig(**{name: getattr(args, name) for name in _FIELDS})
     out, model_path = (o.path for o in outputs(args))
     device = c.device_from(args.device)
-    prepared = c.prepare_from_args(args)
-    m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
-                                                    arch=args.arch, arch_kwargs=args.arch_args,
-                                                    trust_pickle=args.trust_pickle)
+    source = c.config_from(args, ModelSource)
+    prepared = source.prepare(need_data=True)
+    m1 = None if args.m1 is None else replace(source, model=args.m1).prepare(prepared.data)
     threads = c.apply_threads(args.threads, [prepared.module], device)
     runtime = Runtime(device=str(device), progress=not args.no_progress)
     result = repair((prepared, m1), args.inputs, config, runtime=runtime).saving(model_path)

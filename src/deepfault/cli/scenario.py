@@ -105,7 +105,7 @@ def _cmd_scenario(args) -> int:
         context = ScenarioContext(seed=args.seed, epochs=args.epochs, device=device,
                                   progress=not args.no_progress, threads=args.threads)
         r = make_scenario(name, args.arch, data, context=context, out_dir=args.out,
-                          arch_kwargs=args.arch_args)
+                          arch_kwargs=args.arch_kwargs)
         results.append(r)
         if len(names) > 1:
             print(f"  {name}: M1 {r.m1_accuracy:.4f}, M2 {r.m2_accuracy:.4f}, {r.regressions} regressions")

@@ -70,7 +70,7 @@ def _cmd_train(args) -> int:
     print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "
           f"{len(data.y_test)} test inputs, {device}")
     mf, result = train_model(args.arch, data, config, device=device,
-                             arch_kwargs=arch_arguments(args.arch, args.arch_args, data.num_classes),
+                             arch_kwargs=arch_arguments(args.arch, args.arch_kwargs, data.num_classes),
                              progress=not args.no_progress, threads=args.threads)
     if args.dataset.endswith(".npz"):  # so that 'run --model' finds the same file again
         mf.dataset = str(Path(args.dataset).resolve())

@@ -128,7 +128,7 @@ class GateConfig:
 
     heldout: bool = param(True, Flag(), option="--no-heldout", help="skip the held-out comparison")
     corpus: str | None = param(None, FilePath("input", folder=True),
-                               help="regression corpus folder (replayed, then grown)")
+                               metavar="DIR", help="regression corpus folder (replayed, then grown)")
     budget: str = param(
         "1m",
         Checked(
@@ -136,7 +136,7 @@ class GateConfig:
             "0 (no fuzzing) or a number with a unit: '60s', '1m', '5000it'",
             bad=("-1", "1x", ""),
         ),
-        help="fuzz stage's budget; 0 skips it",
+        metavar="B", help="fuzz stage's budget; 0 skips it",
     )
     fidelity: str | None = param(
         None,
@@ -149,13 +149,14 @@ class GateConfig:
             role="input",
             names=_fidelity_files,
         ),
-        help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)",
+        metavar="SPEC", help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)",
     )
     add_to_corpus: bool = param(
         True, Flag(), option="--no-add-to-corpus", help="do not add the gate's flips and faults to the corpus"
     )
-    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of the fuzz stage")
-    worst: int = param(16, Interval(int, 1, MAX_GRID), help="worst flipped inputs kept and shown")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), metavar="S", help="seed of the fuzz stage")
+    worst: int = param(16, Interval(int, 1, MAX_GRID), metavar="N",
+                       help="worst flipped inputs kept and shown")
     max_disagreement_rate: float | None = _rate(
         None, "most share of inputs where M1 and M2 disagree; needs no labels ('off': not checked)"
     )

@@ -85,16 +85,23 @@ class ModelSource:
             object.__setattr__(self, "arch_kwargs", _arch_kwargs("arch_kwargs", self.arch_kwargs))
         validate(self)
 
-    def prepare(self, data=None):
+    def prepare(self, data=None, *, need_data: bool = False):
         """The prepared model and its data set (:func:`~deepfault.models.prepare.prepare_model`):
         ``data`` (a :class:`~deepfault.data.Dataset`) in place of :attr:`dataset`.
+
+        Raises:
+            DeepFaultError: With ``need_data``, no data set given and none named by the file.
         """
         from .prepare import prepare_model
 
         named = os.fspath(self.dataset) if self.dataset is not None else None
-        return prepare_model(self.model, data if data is not None else named, data_dir=self.data_dir,
-                             weights=self.weights, arch=self.arch, arch_kwargs=self.arch_kwargs,
-                             trust_pickle=self.trust_pickle)
+        prepared = prepare_model(self.model, data if data is not None else named, data_dir=self.data_dir,
+                                 weights=self.weights, arch=self.arch, arch_kwargs=self.arch_kwargs,
+                                 trust_pickle=self.trust_pickle)
+        if need_data and prepared.data is None:
+            raise DeepFaultError(f"model file {str(self.model)!r} does not name its data set; add --dataset "
+                                 "NAME")
+        return prepared
 
     def open(self, runtime: str = "auto"):
         """The model file opened (:func:`~deepfault.models.open_model`; ``runtime``: how ``.onnx`` runs)."""

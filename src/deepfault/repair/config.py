@@ -95,6 +95,7 @@ class RepairConfig:
     holdout: float = param(0.3, Interval(float, 0.0, 1.0, closed="left"),
                            help="share of every file's seeds held out for evaluation")
     mix: float | None = param(10.0, Interval(float, 0.0, None, none=True, words=("all",)), option="--mix",
+                              metavar="R",
                               help="training inputs mixed in per found input, or 'all' for the whole "
                               "training split")
     epochs: int = param(5, Interval(int, 1, MAX_EPOCHS), help="fine-tuning epochs")
@@ -102,15 +103,16 @@ class RepairConfig:
                       help="Adam's learning rate (constant)")
     batch_size: int = param(32, Interval(int, 1, MAX_INPUTS), help="inputs per step")
     seed: int = param(0, Interval(int, 0, MAX_SEED),
-                      help="seed of the split, the mixed-in and random inputs and the shuffling")
-    max_drop: float = param(1.0, Interval(float, 0.0, None),
+                      metavar="S", help="seed of the split, the mixed-in and random inputs and the shuffling")
+    max_drop: float = param(1.0, Interval(float, 0.0, None), metavar="POINTS",
                             help="flag a repair that loses more test accuracy than this (percentage points)")
     ties: str = param("drop", Options(TIE_POLICIES),
                       help="tied votes on xplore inputs: drop them, or label them with the seed's class")
-    vote_model: str | int | None = param(None, _NameOrIndex(none=True),
+    vote_model: str | int | None = param(None, _NameOrIndex(none=True), metavar="NAME",
                                          help="label xplore inputs with this model's prediction (name or "
                                          "index) instead of the vote")
     baselines: tuple[str, ...] = param(BASELINES, _NoneOrMany(BASELINES, many=True, words=("none",)),
+                                       metavar="B1,B2",
                                        help=f"baselines ({', '.join(BASELINES)}) or 'none' (default: all)")
     eps: float = param(0.1, Interval(float, 0.0, 1.0, closed="right"),
                        help="FGSM/BIM radius as a share of the pixel range")
