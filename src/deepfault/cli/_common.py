@@ -342,29 +342,21 @@ def check_renamed(argv: Sequence[str]) -> str | None:
 def runtime_for(args, models=(), **given) -> Runtime:
     """The command's :class:`Runtime` for ``models`` (on ``--device``): that device, ``--threads``
     applied now (:func:`apply_threads`; the runtime holds the count in effect), the progress display
-    per ``--no-progress``, the workers of :func:`add_parallel` (a spread pass keeps its finished shards
-    in :func:`shard_state_path` of ``--out``); ``given`` sets the rest (``batch_size``).
+    per ``--no-progress``, the workers of :func:`add_parallel` (:func:`spread_runtime`); ``given``
+    sets the rest (``batch_size``).
     """
     device = device_from(args.device)
-    return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
-                   progress=not args.no_progress, **parallel_runtime(args), **given)
+    return spread_runtime(args, device=str(device), threads=apply_threads(args.threads, models, device),
+                          progress=not args.no_progress, **given)
 
 
-def parallel_runtime(args) -> dict[str, Any]:
-    """The :class:`Runtime` fields of :func:`add_parallel`'s options: ``parallel``, and the
-    ``shard_state`` file a spread pass keeps its finished shards in (:func:`shard_state_path` of
-    ``--out``, when the command writes one).
+def spread_runtime(args, **given) -> Runtime:
+    """:meth:`Runtime.spread` over :func:`add_parallel`'s workers, a spread pass keeping its
+    finished shards beside ``--out`` (when the command writes one); ``given`` sets the rest.
     """
     parallel = parallel_from(args)
     out = output_path(getattr(args, "out", None)) if parallel.spread else None
-    return {"parallel": parallel, "shard_state": None if out is None else str(shard_state_path(out))}
-
-
-def shard_state_path(out: Path) -> Path:
-    """The shard-state file of a spread pass whose result goes to ``out``: ``OUT.shards`` beside it
-    (:mod:`deepfault.core.shards`; a rerun of the stopped command finds it there).
-    """
-    return out.with_name(out.name + ".shards")
+    return Runtime.spread(parallel, out, **given)
 
 
 def write_run_report(args, render) -> None:

@@ -92,8 +92,7 @@ def outputs(args) -> list[c.Output]:
 def _cmd_gate(args) -> int:
     config = _config(args)
     versions = c.versions_from(args)
-    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
-                      **c.parallel_runtime(args))
+    runtime = c.spread_runtime(args, device=args.device, threads=args.threads, progress=not args.no_progress)
     outcome = gate(versions, args.dataset if args.split is None else read_split(args.split, args.dataset),
                    config, runtime=runtime)
     c.write_outcome(args, outcome, command="gate", config=config, out=c.output_path(args.out),

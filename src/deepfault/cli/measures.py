@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..localization.measures import MEASURES
-from ..localization.selection import APPROACHES, list_approaches
+from ..localization.selection import approach_rows
 from . import _common as c
 
 
@@ -17,13 +16,6 @@ def add_parser(sub) -> None:
 
 
 def _cmd_measures(args) -> int:
-    rows = []
-    for name in list_approaches():
-        approach = APPROACHES.get(name)
-        reference = "-" if approach.baseline else (MEASURES.get(name).reference or "-")
-        if name == "random":
-            reference = "Eniser et al., FASE 2019"
-        rows.append((name, approach.description, reference))
     print("as/af: active on passing/failing inputs; ns/nf: not active on passing/failing inputs")
-    print(c.table(("name", "score", "reference"), rows, indent=""))
+    print(c.table(("name", "score", "reference"), approach_rows(), indent=""))
     return 0

@@ -80,6 +80,17 @@ class Runtime:
                 continue  # a flag or a callback; only a label is text
             constraint.check(name, value)
 
+    @classmethod
+    def spread(cls, parallel: Parallel, out: str | os.PathLike | None = None, **fields: Any) -> Runtime:
+        """A runtime (``fields``) whose passes over a data set spread over ``parallel``'s workers;
+        a spread pass whose result goes to the file ``out`` keeps its finished shards in
+        ``OUT.shards`` beside it, where a rerun of the stopped call finds them
+        (:mod:`deepfault.core.shards`; ``out`` ``None``: none kept).
+        """
+        if not parallel.spread or out is None:
+            return cls(parallel=parallel, **fields)
+        return cls(parallel=parallel, shard_state=f"{os.fspath(out)}.shards", **fields)
+
     def with_(self, **changes) -> Runtime:
         """A copy with ``changes`` (``runtime.with_(batch_size=64)``)."""
         return replace(self, **changes)

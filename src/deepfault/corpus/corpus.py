@@ -182,6 +182,23 @@ class RegressionCorpus:
     # --- opening and making -------------------------------------------------------------------
 
     @classmethod
+    def check_destination(cls, path: str | os.PathLike, dataset: str | None = None,
+                          option: str = "--corpus") -> None:
+        """Before any work: ``path`` can take a run's finds: a corpus (of ``dataset`` where the
+        caller names one: a data set's name, or an ``.npz`` file, which names its data set by its
+        stem), an empty folder, or a new one; never a file or a folder of other files.
+
+        Raises:
+            DeepFaultError: Naming ``option``, when it cannot.
+        """
+        from ..checks import check_output_dir
+
+        folder = check_output_dir(option, path)  # a writable folder, or a place to make one
+        if folder.is_dir() and any(folder.iterdir()):
+            named = Path(dataset).stem if dataset is not None and dataset.endswith(".npz") else dataset
+            cls.open(folder, dataset=named)
+
+    @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = False, dataset: str | None = None,
              input_shape: Sequence[int] | None = None, num_classes: int | None = None,
              check_shards: bool = True) -> RegressionCorpus:
