@@ -305,6 +305,15 @@ def command(sub, name: str, help: str, description: str | None = None) -> argpar
     return sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
 
 
+def text(name: str) -> tuple[str, str | None]:
+    """The help line and description of the sub-command ``name`` (``"coverage rank"``), as its
+    method declares them (:attr:`~deepfault.experiment.method.Method.texts`).
+    """
+    from ..methods import ALL  # noqa: PLC0415 (the command line's own rule)
+
+    return next(method.texts[name] for method in ALL if name in method.texts)
+
+
 # --------------------------------------------------------------------------- one vocabulary
 
 #: Old spellings of options, per sub-command: ``old -> new``. Checked before parsing, so an

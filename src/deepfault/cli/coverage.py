@@ -53,10 +53,11 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
     c.add_field(p, CoverageConfig, "surprise", type=str)
 
 
-def _action(sub, name: str, config: type, split: str, func, help: str, description: str, *,
-            out: tuple[str, str]):
-    """The action ``name``: its options, those of every action, and its ``--out`` (default, what)."""
-    p = c.command(sub, name, help, description)
+def _action(sub, name: str, config: type, split: str, func, *, out: tuple[str, str]):
+    """The action ``name``: its text (the method's), its options, those of every action, and its
+    ``--out`` (default, what).
+    """
+    p = c.command(sub, name, *c.text(f"coverage {name}"))
     _add_common(p, config, split=split)
     p.add_argument("--out", type=c.WRITES, metavar="FILE", default=out[0],
                    help=f"{out[1]}, written atomically; '-' writes none")
@@ -76,22 +77,12 @@ def add_parser(sub) -> None:
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
     _action(cov_sub, "profile", ProfileConfig, "train", _cmd_fit,
-            help="each neuron's min, max, mean and std on the training split",
-            description="Stream the training split once and write each neuron's min, max, mean and standard "
-            "deviation, with the layers, the transform and a hash of the model's weights, to an .npz file "
-            "(for kmnc, nbc and snac).", out=("coverage-profile.npz", "profile file (.npz)"))
+            out=("coverage-profile.npz", "profile file (.npz)"))
     surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_fit,
-                   help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
-                   description="Stream the training split once and keep each input's activation trace of "
-                   "the chosen layers with its class, with the transform and a hash of the model's weights, "
-                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
                    out=("surprise.npz", "surprise state (.npz)"))
     c.add_fields(surp, SurpriseConfig, "classes", "var_threshold", "max_features")
     meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure,
-                   help="coverage of a set of inputs, overall and per layer",
-                   description="Run the inputs through the model once and print each criterion's coverage "
-                   "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
-                   "curve.", out=("coverage.json", "JSON result file"))
+                   out=("coverage.json", "JSON result file"))
     _add_criteria(meas)
     c.add_fields(meas, CoverageConfig, "sa_upper", "sa_sections")
     meas.add_argument("--plot", type=c.WRITES_FOLDER, metavar="DIR", default=None,
@@ -99,11 +90,6 @@ def add_parser(sub) -> None:
                       "coverage_growth.png into DIR")
     c.add_options(meas, "report")
     rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank,
-                   help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
-                   description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
-                   "adequacy, or coverage: additional (cam) or total (ctm) under each --criteria) and report "
-                   "APFD of the inputs the model misclassifies (0.5 is what a random order gets on average), "
-                   "each prioritiser's time and its first inputs.",
                    out=("coverage-rank.json", "JSON result file with each order and score"))
     c.add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by))
     _add_criteria(rank)

@@ -19,15 +19,7 @@ def add_parser(sub) -> None:
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
     gan_sub.required = True
-    train = c.command(
-        gan_sub, "train", "train the discriminator and generator adversarially and write both",
-        "Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training "
-        "split, with the images mapped to [-1, 1], and write the discriminator as a deepfault model "
-        "file (its meta records input_range [-1, 1], which 'deepfault regress --fidelity "
-        "discriminator:FILE' uses) and the generator beside it, and report its quality (mean score on "
-        "real test images against noise and heavily mutated images). For mnist and fashion-mnist "
-        "'deepfault regress' makes one on first use without this step. Ctrl-C keeps the last completed "
-        "epoch.")
+    train = c.command(gan_sub, "train", *c.text("gan train"))
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
     c.add_options(train, "data_dir")

@@ -10,25 +10,16 @@ from ..core.runtime import Runtime
 from ..gate import THRESHOLDS, GateConfig, gate, policy_config
 from ..gate.protocol import read_split
 from ..gate.report import gate_page
-from ..gate.verdict import EXIT_STATUS
 from . import _common as c
 from .corpus import check_corpus_option, corpus_output
 
 #: The stages' options, in the order --help lists them (the thresholds follow --policy).
 _STAGES = ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
-_STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault gate`` to ``sub``."""
-    p = c.command(sub, "gate", "may a new version of a model (M2) replace the one in production (M1)? A "
-                "verdict for CI",
-                "Compare the challenger M2 with the champion M1 on a held-out split (accuracies with "
-                "intervals, an exact McNemar test, negative and positive flips per class, the disagreement), "
-                "replay the regression corpus (--corpus), fuzz briefly (--budget; 0 skips) and judge by the "
-                "policy (the threshold options, or --policy FILE.toml; options given win over the file). "
-                f"Prints the verdict and its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 "
-                "interrupted (docs/gate.md).")
+    p = c.command(sub, "gate", *c.text("gate"))
     c.add_options(p, *c.PAIR, "dataset", "data_dir", m1="the champion: the model in production",
                 m2="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black box",
                 runtime="how .onnx files run",

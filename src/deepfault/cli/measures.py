@@ -8,10 +8,8 @@ from . import _common as c
 
 def add_parser(sub) -> None:
     """Add ``deepfault measures`` to ``sub``."""
-    measures = sub.add_parser(
-        "measures", help="list the suspiciousness measures and baselines",
-        description="List every approach 'deepfault run --measure' takes: the suspiciousness "
-        "measures (a score of the four counts as, af, ns, nf of each neuron) and the baselines.")
+    help, description = c.text("measures")
+    measures = sub.add_parser("measures", help=help, description=description)
     measures.set_defaults(func=_cmd_measures)
 
 

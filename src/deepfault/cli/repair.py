@@ -16,14 +16,7 @@ _FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
-    p = c.command(sub, "repair", "fine-tune a model on the failing inputs run/xplore/regress found, against "
-                "baselines", "Label the inputs of each file where their labels are defined (the originals' "
-                "labels for 'run' and 'regress' files, the models' majority vote for 'xplore' files), hold "
-                "out part of every file by seed, fine-tune a copy of the model on the rest mixed with "
-                "training inputs, and do the same with as many random or adversarial inputs. Prints test and "
-                "held-out accuracy before and after each, ends with a verdict (which fine-tuning fixed the "
-                "most held-out faults within the --max-drop budget, and which model was saved), and writes a "
-                "JSON result and the repaired model (.pt); --report DIR adds an HTML page.")
+    p = c.command(sub, "repair", *c.text("repair"))
     p.add_argument("inputs", type=c.READS, nargs="+", metavar="INPUTS.npz",
                    help="files of 'deepfault run --save-inputs', 'deepfault xplore' (its .npz) or "
                    "'deepfault regress' (its faults .npz)")

@@ -18,11 +18,7 @@ _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "
 
 def add_parser(sub) -> None:
     """Add ``deepfault run`` to ``sub``."""
-    run = c.command(sub, "run", "localise suspicious neurons and synthesize inputs from them",
-                  "Build each class's hit spectrum on the test split, select the k most suspicious "
-                  "neurons, synthesize new inputs from correctly classified ones and evaluate them. With "
-                  "no --model and no --dataset, uses the embedded default (scikit-learn's 8x8 digits and a "
-                  "small MLP trained on them, cached).")
+    run = c.command(sub, "run", *c.text("run"))
     c.add_options(run, "model", "dataset", "data_dir",
                 dataset="data set name (default: the model file's data set, else 'digits')")
     c.add_fields(run, RunConfig, *_FIELDS)

@@ -19,16 +19,8 @@ from .train import ARCH_ARGS_HELP
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
-    p = c.command(
-        sub, "scenario", "write the M1/M2 model pair of a regression scenario (DRFuzz)",
-        "Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
-        f"(spec/drfuzz.md section 9): {lines}. 'all' runs every scenario. The base models are cached "
-        "in --out and shared between scenarios with the same architecture, data, seed and epochs. "
-        "Prints both test accuracies and the regressions (test inputs M1 gets right and M2 wrong). "
-        "'deploy' writes a deployment pair instead: M1 (--model, a float torch model) and the files it is "
-        "deployed as, run by ONNX Runtime: float32 ONNX, dynamic int8 (ConvInteger/MatMulInteger), static "
-        "QDQ int8 calibrated on training inputs, and float16 (--formats); fuzz one with "
-        "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.")
+    help, description = c.text("scenario")
+    p = c.command(sub, "scenario", help, description.format(scenarios=lines))
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
     p.add_argument("--arch", default=None, type=c.ARCH, metavar="SPEC",

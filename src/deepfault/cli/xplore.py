@@ -35,12 +35,7 @@ def _tunable(p, name: str, **overrides) -> None:
 
 def add_parser(sub) -> None:
     """Add ``deepfault xplore`` to ``sub``."""
-    p = c.command(sub, "xplore", "find inputs on which two or more models disagree (DeepXplore)",
-                "Differential testing by joint gradient ascent (Pei et al., SOSP 2017): from seed test "
-                "inputs on which all models agree, push one target model away from the common class while "
-                "the others keep it and each model's neuron coverage rises, until the models disagree. All "
-                "seeds advance together in one batch. Prints the counts, coverage and times; writes a JSON "
-                "result, the inputs (.npz) and an image grid (.png).")
+    p = c.command(sub, "xplore", *c.text("xplore"))
     _add_models(p)
     c.add_field(p, XploreConfig, "seeds", metavar="N")
     c.add_field(p, XploreConfig, "seed_indices", type=c.FieldType(FilePath("input"), read=read_seed_indices),
