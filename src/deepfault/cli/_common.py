@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,10 +195,7 @@ def remembered_data_dir(args) -> None:
     """
     if not hasattr(args, "data_dir") or args.data_dir is not None:
         return
-    values = [getattr(args, attr, None) for attr in ("model", "models", "m1", "m2")]
-    entries = [e for v in values for e in (v if isinstance(v, (list, tuple)) else [v])]
-    files = [p.strip() for e in entries if isinstance(e, (str, os.PathLike)) for p in str(e).split(",")]
-    found = recorded_data_root(files)
+    found = recorded_data_root([getattr(args, attr, None) for attr in ("model", "models", "m1", "m2")])
     if found is not None:
         args.data_dir = str(found)
 
@@ -207,20 +203,13 @@ def remembered_data_dir(args) -> None:
 # --------------------------------------------------------------------------- shared options
 
 #: The options several commands share, declared once: ``name -> (flags, add_argument's keywords)``;
-#: those of a model file are :class:`~deepfault.models.source.ModelSource`'s fields (:data:`SOURCE`).
+#: those of a model file are :class:`~deepfault.models.source.ModelSource`'s fields (:data:`SOURCE`),
+#: ``threads`` and ``batch_size`` :class:`~deepfault.core.runtime.Runtime`'s.
 #: A command adds them with :func:`add_options`, changing a keyword where its meaning differs.
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "batch_size": (("--batch-size",), dict(type=batch_size_value, default="auto", metavar="N|auto",
-        help="inputs per forward pass; 'auto' (the default) sizes it from the memory one input takes and the "
-        "memory free, at most 1024")),
     "seed": (("--seed",), dict(type=seed_int, default=0, metavar="S", help="the random seed")),
     "device": (("--device",), dict(default="auto",
         help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")),
-    "threads": (("--threads",), dict(type=threads_value, default="auto", metavar="N|auto",
-        help="PyTorch CPU threads; 'auto': for small models (<= 2M parameters) on the CPU, the cores no "
-        "other process is using now (1 on a busy machine: measured 6-25x faster there, and 2 on an idle "
-        "2-core one: 1.5-1.8x faster; docs/performance.md), else PyTorch's default (so in the commands that "
-        "build or fine-tune their models as they go)")),
     "no_progress": (("--no-progress",), dict(action="store_true", help="no progress bar")),
     "m1": (("--m1",), dict(type=MODEL, required=True, metavar="FILE", help="the original model file")),
     "m2": (("--m2",), dict(type=MODEL, required=True, metavar="FILE",
@@ -251,8 +240,8 @@ def add_options(p: argparse.ArgumentParser, *names: str, **changes: str | dict[s
     for name in names:
         change = changes.get(name, {})
         change = {"help": change} if isinstance(change, str) else change
-        if name in SOURCE:  # dest: the field's name (--arch-args sets args.arch_kwargs)
-            add_field(p, ModelSource, SOURCE[name], **change)
+        if name in SOURCE or name in ("threads", "batch_size"):  # declared on ModelSource, Runtime
+            add_field(p, ModelSource if name in SOURCE else Runtime, SOURCE.get(name, name), **change)
             continue
         flags, kwargs = OPTIONS[name]
         p.add_argument(*flags, **{**kwargs, **change})
