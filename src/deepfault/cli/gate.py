@@ -8,6 +8,7 @@ from pathlib import Path
 from ..checks import error
 from ..core.runtime import Runtime
 from ..gate import THRESHOLDS, GateConfig, gate, policy_config
+from ..gate.config import GateFiles
 from ..gate.protocol import read_split
 from ..gate.report import gate_page
 from . import _common as c
@@ -25,11 +26,10 @@ def add_parser(sub) -> None:
                 runtime="how .onnx files run",
                 dataset="data set or .npz file whose test split is held out (default: the one the model "
                 "files name)")
-    p.add_argument("--split", type=c.READS, metavar="FILE", default=None,
-                   help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz "
-                   "with x (and y for labels), or a data set's .npz (its x_test, y_test)")
+    c.add_field(p, GateFiles, "split")
     _add_stages_and_policy(p)
-    _add_outputs(p)
+    c.add_fields(p, GateFiles, "out", "junit", "summary")  # the files a pipeline reads
+    c.add_options(p, "report")
     c.add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
     c.add_parallel(p)  # the held-out stage spreads over them
     p.set_defaults(func=_cmd_gate)
@@ -40,19 +40,9 @@ def _add_stages_and_policy(p) -> None:
     file's value is not overridden).
     """
     c.add_fields(p, GateConfig, *_STAGES)
-    p.add_argument("--policy", type=c.READS, metavar="FILE.toml", default=None,
-                   help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
+    c.add_field(p, GateFiles, "policy")
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
         c.add_field(p, GateConfig, name, default=argparse.SUPPRESS)
-
-
-def _add_outputs(p) -> None:
-    """The files a pipeline reads: JSON, JUnit XML, Markdown, the HTML report."""
-    p.add_argument("--out", type=c.WRITES, metavar="FILE.json", default=None, help="the JSON result")
-    p.add_argument("--junit", type=c.WRITES, metavar="FILE.xml", default=None, help="the checks as JUnit XML")
-    p.add_argument("--summary", type=c.WRITES, metavar="FILE.md", default=None,
-                   help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
-    c.add_options(p, "report")
 
 
 def _config(args) -> GateConfig:

@@ -8,6 +8,7 @@ from ..core.runtime import Runtime
 from ..models.source import ModelSource
 from ..provenance import provenance
 from ..repair import RepairConfig, repair
+from ..repair.config import RepairFiles
 from . import _common as c
 
 #: The options that set RepairConfig's fields, in the order --help lists them.
@@ -24,15 +25,10 @@ def add_parser(sub) -> None:
                 model={"required": True, "help": "the model to repair (any format 'deepfault run' takes; for "
                        "regress files, M2)"},
                 dataset="data set the inputs were made from (default: the one the model file names)")
-    p.add_argument("--m1", type=c.MODEL, metavar="FILE", default=None,
-                   help="M1 of regress files, to recompute which held-out faults it gets right (default: "
-                   "the M1 predictions saved in the file)")
+    c.add_field(p, RepairFiles, "m1")
     c.add_fields(p, RepairConfig, *_FIELDS)
     c.add_options(p, "device", "threads")
-    p.add_argument("--out", type=c.WRITES, metavar="FILE", default="repair-result.json",
-                   help="JSON result, written atomically; '-' writes none")
-    p.add_argument("--save-model", type=c.WRITES, metavar="FILE", default=None,
-                   help="the repaired model (default: beside --out as .pt); '-' writes none")
+    c.add_fields(p, RepairFiles, "out", "save_model")
     c.add_options(p, "no_progress", "report")
     p.set_defaults(func=_cmd_repair)
 
@@ -41,10 +37,9 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault repair`` writes: the JSON result and the repaired model (``--report DIR``
     is checked as the report folder).
     """
-    out = c.output_path(args.out, "--out")
-    model = args.save_model if args.save_model is not None else c.sibling(out, ".pt")
+    out, model = c.config_from(args, RepairFiles).paths()
     named = "--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)"
-    return [c.Output("--out", out), c.Output(named, c.output_path(model, "--save-model"))]
+    return [c.Output("--out", out), c.Output(named, model)]
 
 
 def _cmd_repair(args) -> int:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from ..localization.config import SURPRISE_WHAT
+from ..localization.outputs import RunFiles
 from ..localization.protocol import RunConfig, run_deepfault
 from ..models.source import ModelSource
 from ..provenance import provenance
@@ -26,15 +26,7 @@ def add_parser(sub) -> None:
                 "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
                 "memory one input takes and the memory free, at most 1024")
     c.add_parallel(run)  # the spectrum pass spreads over them
-    run.add_argument("--out", type=c.WRITES, metavar="FILE", default="deepfault-result.json",
-                     help="JSON result file, written atomically; '-' writes none")
-    run.add_argument("--log", type=c.WRITES, metavar="FILE", default=None,
-                     help="also append the printed summary to this file")
-    run.add_argument("--save-inputs", type=c.WRITES, metavar="FILE.npz", default=None,
-                     help="where to save the synthesized inputs with their originals, labels and "
-                     "predictions, plus an image grid beside it (.png) (default: beside --out, "
-                     "e.g. deepfault-result.npz)")
-    run.add_argument("--no-save-inputs", action="store_true", help="do not save the synthesized inputs")
+    c.add_fields(run, RunFiles, "out", "log", "save_inputs", "no_save_inputs")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only the evaluation table, not every class's neurons")
     c.add_options(run, "no_progress", *c.MODEL_FILE, "report")
@@ -62,13 +54,9 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
     and the log it appends to; then the corpus folder it adds to.
     """
-    out = c.output_path(args.out, "--out")
-    inputs = None
-    if not args.no_save_inputs and (args.save_inputs or out is not None):
-        inputs = Path(args.save_inputs) if args.save_inputs else c.sibling(out, ".npz")
+    out, inputs, grid, log = c.config_from(args, RunFiles).paths()
     return [c.Output("--out", out), c.Output("--save-inputs", inputs),
-            c.Output("--save-inputs (its image grid)", c.sibling(inputs, ".png")),
-            c.Output("--log", c.output_path(args.log, "--log")), corpus_output(args)]
+            c.Output("--save-inputs (its image grid)", grid), c.Output("--log", log), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:

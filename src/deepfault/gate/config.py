@@ -20,13 +20,14 @@ check off. Defaults and why:
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 from ..checks import MAX_CLASSES, MAX_GRID, MAX_INPUTS, MAX_SEED
 from ..core.constraints import Checked, Each, FilePath, Flag, Interval, param, validate
 from ..errors import DeepFaultError
 
-__all__ = ["GateConfig", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
+__all__ = ["GateConfig", "GateFiles", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
 
 #: The policy's fields: the thresholds a policy file may set (:mod:`.policy`).
 THRESHOLDS = (
@@ -238,3 +239,35 @@ class GateConfig:
         if self.critical_classes is not None:
             out["critical_classes"] = list(self.critical_classes)
         return out
+
+
+@dataclass(frozen=True)
+class GateFiles:
+    """The files a gate reads beside its models (its own held-out split, its policy) and those a
+    pipeline reads after it (JSON, JUnit XML, Markdown), each ``None`` for none.
+
+    Attributes:
+        split: Held-out inputs in place of the data set's test split (``.npy`` or ``.npz``).
+        policy: The thresholds as a TOML file (:func:`~deepfault.gate.policy.read_policy`).
+        out: The JSON result.
+        junit: The checks as JUnit XML.
+        summary: A Markdown summary.
+    """
+
+    split: str | os.PathLike | None = param(
+        None, FilePath("input"), metavar="FILE", plain_help=True,
+        help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz with x "
+        "(and y for labels), or a data set's .npz (its x_test, y_test)")
+    policy: str | os.PathLike | None = param(
+        None, FilePath("input"), metavar="FILE.toml", plain_help=True,
+        help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
+    out: str | os.PathLike | None = param(None, FilePath("output"), metavar="FILE.json", plain_help=True,
+                                         help="the JSON result")
+    junit: str | os.PathLike | None = param(None, FilePath("output"), metavar="FILE.xml", plain_help=True,
+                                           help="the checks as JUnit XML")
+    summary: str | os.PathLike | None = param(
+        None, FilePath("output"), metavar="FILE.md", plain_help=True,
+        help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
+
+    def __post_init__(self):
+        validate(self)

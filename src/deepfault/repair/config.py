@@ -20,12 +20,16 @@ Defaults and why:
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_MODELS, MAX_SEED
-from ..core.constraints import Each, Interval, Options, Text, param, validate
+from ..core.constraints import Each, FilePath, Interval, Options, Text, param, param_of, validate
+from ..core.guard import output_path, sibling
+from ..models.source import ModelSource
 
-__all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
+__all__ = ["RepairConfig", "RepairFiles", "BASELINES", "TIE_POLICIES"]
 
 #: Baselines: the same fine-tuning with as many random training inputs, random test inputs,
 #: or FGSM / BIM adversarial inputs made from those random test inputs.
@@ -144,3 +148,39 @@ class RepairConfig:
     def to_dict(self) -> dict:
         body = {k: v for k, v in asdict(self).items() if k not in _NOT_RECORDED}
         return {**body, "baselines": list(self.baselines)}
+
+
+@dataclass(frozen=True)
+class RepairFiles:
+    """The files of a repair beside its model and inputs: the M1 of regress files, the JSON
+    result and the repaired model, each ``None`` (or ``'-'`` for an output) for none.
+
+    Attributes:
+        m1: M1 of regress files, to recompute which held-out faults it gets right (``None``: the
+            M1 predictions saved in the file).
+        out: The JSON result.
+        save_model: The repaired model (``None``: beside ``out``, as ``.pt``).
+    """
+
+    m1: str | os.PathLike | None = param_of(
+        ModelSource, "model", help="M1 of regress files, to recompute which held-out faults it gets right "
+        "(default: the M1 predictions saved in the file)")
+    out: str | os.PathLike | None = param(
+        "repair-result.json", FilePath("output"), metavar="FILE", plain_help=True,
+        help="JSON result, written atomically; '-' writes none")
+    save_model: str | os.PathLike | None = param(
+        None, FilePath("output"), metavar="FILE", plain_help=True,
+        help="the repaired model (default: beside --out as .pt); '-' writes none")
+
+    def __post_init__(self):
+        validate(self)
+
+    def paths(self) -> tuple[Path | None, Path | None]:
+        """``(result, repaired model)``, ``None`` for each not written.
+
+        Raises:
+            DeepFaultError: A path that names a folder (``m/``).
+        """
+        out = output_path(self.out, "--out")
+        model = self.save_model if self.save_model is not None else sibling(out, ".pt")
+        return out, output_path(model, "--save-model")
