@@ -5,17 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..corpus import Corpus
+from ..corpus.corpus import CORPUS_COMMAND
 from ..corpus.manifest import MANIFEST
 from . import _common as c
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault corpus`` and its actions list, check and prune to ``sub``."""
-    p = sub.add_parser("corpus", help="list, check or prune a regression corpus",
-                       description="A regression corpus is a folder of the failing inputs earlier runs found "
-                       "(regress, xplore, run and gate add to it with --corpus DIR), each with its expected "
-                       "label and provenance. 'list' shows what it holds, 'check' reads every shard against "
-                       "the manifest, 'prune' deletes entries: the only command that does.")
+    p = sub.add_parser("corpus", help=CORPUS_COMMAND[0], description=CORPUS_COMMAND[1])
     actions = p.add_subparsers(dest="corpus_command", metavar="ACTION")
     actions.required = True
     listing = actions.add_parser("list", help="the corpus's data set, shards and (with --entries) entries")

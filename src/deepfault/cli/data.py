@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from ..data import default_data_dir
 from ..data.download import download
-from ..data.listing import dataset_states
+from ..data.listing import DATA_COMMAND, dataset_states
 from ..errors import DeepFaultError
 from . import _common as c
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault data`` and its actions list and download to ``sub``."""
-    data = sub.add_parser("data", help="list or download data sets",
-                          description="List the data sets and whether their files are present and "
-                          "intact under the data root, or download a data set's official files "
-                          "(checked by md5).")
+    data = sub.add_parser("data", help=DATA_COMMAND[0], description=DATA_COMMAND[1])
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")

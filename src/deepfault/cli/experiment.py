@@ -8,8 +8,8 @@ from pathlib import Path
 from ..checks import error
 from ..core.guard import report_folder
 from ..errors import DeepFaultError
-from ..experiment.presets import get_preset, list_presets
-from ..experiment.report import write_report
+from ..experiment.presets import EXPERIMENT_COMMAND, describe_presets, get_preset, list_presets
+from ..experiment.report import REPORT_COMMAND, write_report
 from ..experiment.runner import RunSettings
 from ..localization.preset import DeepFaultGrid, load_config
 from . import _common as c
@@ -22,21 +22,10 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _preset_help(preset) -> str:
-    opts = getattr(preset, "options", {}) or {}
-    extra = f" (options: {'; '.join(f'{k}: {v}' for k, v in opts.items())})" if opts else ""
-    return f"{preset.name}: {preset.description}{extra}"
-
-
 def add_parser(sub) -> None:
     """Add ``deepfault experiment`` and ``deepfault report`` to ``sub``."""
-    presets = "; ".join(_preset_help(get_preset(n)) for n in list_presets())
-    exp = c.command(
-        sub, "experiment", "run (or resume) an experiment grid into a results store",
-        "Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
-        "TOML file, and write every cell to an SQLite store as soon as it is done. Rerunning the "
-        "same command skips finished cells, also after a crash or kill. "
-        f"Presets: {presets}.")
+    help, description = EXPERIMENT_COMMAND
+    exp = c.command(sub, "experiment", help, description.format(presets=describe_presets()))
     source = exp.add_mutually_exclusive_group(required=True)
     source.add_argument("--preset", choices=list_presets(), metavar="NAME",
                         help=f"built-in experiment ({', '.join(list_presets())})")
@@ -56,10 +45,7 @@ def add_parser(sub) -> None:
     c.add_options(exp, "no_progress")
     exp.set_defaults(func=_cmd_experiment)
 
-    rep = c.command(sub, "report", "tables, figures and an HTML report from a results store",
-                  "Write the tables, figures and a self-contained report.html of one experiment in a results "
-                  "store (any method: DeepFault, DeepXplore, DRFuzz). The folder is written whole or not at "
-                  "all.")
+    rep = c.command(sub, "report", *REPORT_COMMAND)
     rep.add_argument("store", type=c.READS, metavar="STORE", help="SQLite results store")
     rep.add_argument("--out", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                      help="output folder (default: STEM-report/ beside the store, e.g. results/x-report/)")

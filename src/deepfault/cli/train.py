@@ -9,7 +9,7 @@ from ..checks import error
 from ..data import list_datasets, load_dataset
 from ..models import list_architectures, save_model
 from ..models.specs import arch_arguments, default_stem
-from ..models.train import TrainConfig, train_model
+from ..models.train import TRAIN_COMMAND, TrainConfig, train_model
 from . import _common as c
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
@@ -21,12 +21,7 @@ ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo ar
 
 def add_parser(sub) -> None:
     """Add ``deepfault train`` to ``sub``."""
-    train = c.command(
-        sub, "train", "train a zoo architecture on a data set and write a model file",
-        "Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
-        "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
-        "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
-        "keeping the last completed epoch, which is then saved.")
+    train = c.command(sub, "train", *TRAIN_COMMAND)
     train.add_argument("--arch", required=True, metavar="SPEC", type=c.ARCH,
                        help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
                        "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")

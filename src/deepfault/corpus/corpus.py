@@ -41,7 +41,14 @@ from .shard import SHARD_BYTES, ShardData, check_size, read_shard, read_shard_id
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RegressionCorpus", "CorpusBatch", "CorpusCheck"]
+__all__ = ["CORPUS_COMMAND", "RegressionCorpus", "CorpusBatch", "CorpusCheck"]
+
+#: ``deepfault corpus``'s help line and description.
+CORPUS_COMMAND = (
+    "list, check or prune a regression corpus",
+    "A regression corpus is a folder of the failing inputs earlier runs found (regress, xplore, run and gate "
+    "add to it with --corpus DIR), each with its expected label and provenance. 'list' shows what it holds, "
+    "'check' reads every shard against the manifest, 'prune' deletes entries: the only command that does.")
 
 
 @dataclass(frozen=True)

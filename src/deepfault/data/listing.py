@@ -7,7 +7,13 @@ from pathlib import Path
 from ._api import DATASETS, list_datasets
 from .download import SOURCES, dataset_status
 
-__all__ = ["dataset_states"]
+__all__ = ["DATA_COMMAND", "dataset_states"]
+
+#: ``deepfault data``'s help line and description.
+DATA_COMMAND = (
+    "list or download data sets",
+    "List the data sets and whether their files are present and intact under the data root, or download a "
+    "data set's official files (checked by md5).")
 
 
 def dataset_states(root: Path) -> list[tuple[str, str, str]]:
