@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.fidelity.gan import GanConfig, check_gan_data, generator_file, save_gan, train_gan
+from ..fuzz.fidelity.gan import GanConfig, GanFiles, check_gan_data, save_gan, train_gan
 from . import _common as c
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -23,10 +23,7 @@ def add_parser(sub) -> None:
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
     c.add_options(train, "data_dir")
-    train.add_argument("--out", type=c.WRITES, metavar="FILE", default=None,
-                       help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
-    train.add_argument("--generator-out", type=c.WRITES, metavar="FILE", default=None,
-                       help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
+    c.add_fields(train, GanFiles, "out", "generator_out")
     for name in ("epochs", "images_per_epoch", "batch_size", "lr", "seed"):
         c.add_field(train, GanConfig, name)
     c.add_options(train, *c.RUNNING)
@@ -35,13 +32,10 @@ def add_parser(sub) -> None:
 
 def outputs(args) -> list[c.Output]:
     """The files ``deepfault gan train`` (and ``train --arch dcgan_discriminator``) writes."""
-    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-    generator = getattr(args, "generator_out", None)
-    if generator:
-        return [c.Output("--out", out), c.Output("--generator-out", Path(generator))]
-    named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
-    return [c.Output("--out", out),
-            c.Output("--out (its generator)", generator_file(out) if named else None)]
+    generator = getattr(args, "generator_out", None)  # train --arch dcgan_discriminator has none
+    out, gen_out = GanFiles(args.out, generator).paths(args.dataset)
+    named = "--generator-out" if generator else "--out (its generator)"
+    return [c.Output("--out", out), c.Output(named, gen_out)]
 
 
 def _cmd_gan_train(args) -> int:
