@@ -42,6 +42,7 @@ from ..experiment.saving import save_outcome
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
+from ..methods import ALL as _METHODS
 from ..models.blackbox import RUNTIMES
 from ..models.io import recorded_data_root
 from ..models.source import ModelSource
@@ -298,23 +299,16 @@ def text(name: str) -> tuple[str, str | None]:
     """The help line and description of the sub-command ``name`` (``"coverage rank"``), as its
     method declares them (:attr:`~deepfault.experiment.method.Method.texts`).
     """
-    from ..methods import ALL  # noqa: PLC0415 (the command line's own rule)
-
-    return next(method.texts[name] for method in ALL if name in method.texts)
+    return next(method.texts[name] for method in _METHODS if name in method.texts)
 
 
 # --------------------------------------------------------------------------- one vocabulary
 
-#: Old spellings of options, per sub-command: ``old -> new``. Checked before parsing, so an
-#: old spelling is an error that names its new one (issue 19: one name for each concept in
-#: every command). docs/cli.md lists them.
-RENAMES: dict[str, dict[str, str]] = {
-    "run": {"--approach": "--measure", "--suspicious-num": "-k"},
-    "xplore": {"--models": "--model", "--step": "--step-size", "--seeds": "--num-seeds",
-               "--chunk-size": "--batch-size", "--transform": "--constraint"},
-    "regress": {"--batch": "--inputs-per-step", "--criterion": "--criteria"},
-    "scenario": {"--out-dir": "--out"},
-}
+#: Old spellings of options, per sub-command: ``old -> new``, as each method declares them
+#: (:attr:`~deepfault.experiment.method.Method.renamed`). Checked before parsing, so an old
+#: spelling is an error that names its new one. docs/cli.md lists them.
+RENAMES: dict[str, dict[str, str]] = {name: dict(table) for method in _METHODS
+                                      for name, table in method.renamed.items()}
 
 
 def check_renamed(argv: Sequence[str]) -> str | None:

@@ -41,6 +41,8 @@ class Method:
             -> Outcome`` (:func:`deepfault.core.entry.entry`), by name.
         texts: What its sub-commands (and their actions: ``"coverage rank"``) say of themselves
             in ``--help``: ``command -> (help line, description)``.
+        renamed: Old spellings of its commands' options: ``command -> {old: new}`` (an old
+            spelling is an error that names its new one; issue 19: one name for each concept).
     """
 
     name: str
@@ -52,6 +54,7 @@ class Method:
     commands: tuple[str, ...] = ()
     entries: tuple[Callable, ...] = ()
     texts: Mapping[str, tuple[str, str | None]] = field(default_factory=dict, compare=False)
+    renamed: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
 
 
 #: Every registered method, by its stored name.

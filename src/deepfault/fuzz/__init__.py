@@ -100,4 +100,6 @@ METHOD = Method(
             "calibrated on training inputs, and float16 (--formats); fuzz one with 'deepfault regress --m1 "
             "M1.pt --m2 FILE.onnx --runtime onnxruntime'."),
     },
+    renamed={"regress": {"--batch": "--inputs-per-step", "--criterion": "--criteria"},
+             "scenario": {"--out-dir": "--out"}},
 )

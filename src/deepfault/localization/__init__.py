@@ -51,4 +51,5 @@ METHOD = Method(
             "List every approach 'deepfault run --measure' takes: the suspiciousness measures (a score of "
             "the four counts as, af, ns, nf of each neuron) and the baselines."),
     },
+    renamed={"run": {"--approach": "--measure", "--suspicious-num": "-k"}},
 )

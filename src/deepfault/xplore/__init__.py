@@ -72,4 +72,6 @@ METHOD = Method(
             "together in one batch. Prints the counts, coverage and times; writes a JSON result, the inputs "
             "(.npz) and an image grid (.png)."),
     },
+    renamed={"xplore": {"--models": "--model", "--step": "--step-size", "--seeds": "--num-seeds",
+                        "--chunk-size": "--batch-size", "--transform": "--constraint"}},
 )
