@@ -37,8 +37,7 @@ from ..core.outcome import Outcome
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
-from ..experiment.results import result_document
-from ..experiment.saving import save_outcome
+from ..experiment.saving import save_result
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
@@ -159,20 +158,6 @@ WRITES_FOLDER = FieldType(FilePath("output", folder=True))
 ARCH_FILE = FieldType(constraint_of(ModelSource, "arch"))
 #: ``--arch`` of the commands that build a model: a checked spec (its ``.py`` file an input).
 ARCH = FieldType(ARCH_FILE.constraint, read=arch_spec)
-
-
-def batch_choice(models, inputs, args, *, backward: bool = False, count: int | None = None) -> int:
-    """Resolve ``args.batch_size`` for ``models`` on ``inputs``, print the choice in one line
-    (``batch: 48 inputs (auto: ...)``) and return the size (``args.batch_size`` is set to it, so
-    an out-of-memory message names the number).
-    """
-    from ..core.memory import choose_batch_size
-
-    choice = choose_batch_size(models, inputs, args.batch_size, backward=backward, count=count)
-    if choice.auto:
-        print(choice.describe())
-    args.batch_size = choice.size
-    return choice.size
 
 
 def names(text: str) -> tuple[str, ...]:
@@ -368,20 +353,15 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
     (``records``, such as the model's and the data set's, then ``outcome.payload()``, in the
     envelope with ``config``, its seed, ``runtime``'s device and threads, and the command line) to
     ``out`` and each of ``outcome.outputs()`` to its path in ``paths``, as one unit
-    (:func:`deepfault.experiment.saving.save_outcome`); an artifact left out for a missing
+    (:func:`deepfault.experiment.saving.save_result`); an artifact left out for a missing
     optional dependency gets a line saying why.
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
-    spread = {}
     if outcome.spread is not None:  # a pass spread over workers says how many and where
         print(outcome.spread.summary())
-        spread = {"parallel": outcome.spread.to_dict()}
-    threads = runtime.threads if isinstance(runtime.threads, int) else None
-    saved = save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
-        command, {**(records or {}), **outcome.payload(), **spread}, config=config.to_dict(),
-        seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
-        threads=threads, outputs=written or None))
+    saved = save_result(outcome, out, command=command, config=config, runtime=runtime,
+                        argv=getattr(args, "argv", None), paths=paths, records=records)
     for line in saved.skipped if saved else ():
         print(line)
     if saved:

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
+from ..core.memory import choose_batch_size
 from ..core.runtime import Runtime
 from ..coverage import (
     CoverageConfig,
@@ -27,7 +28,7 @@ from ..coverage.config import parse_thresholds
 from ..coverage.criteria import list_criteria
 from ..coverage.figures import _pyplot
 from ..coverage.inputs import SplitInputs, load_split
-from ..coverage.report import measure_page, rank_page, write_plot_folder
+from ..coverage.report import PLOT_FILES, measure_page, rank_page, write_plot_folder
 from ..models.source import ModelSource
 from ..provenance import provenance
 from . import _common as c
@@ -98,9 +99,6 @@ def add_parser(sub) -> None:
 
 # --------------------------------------------------------------------------- helpers
 
-_PLOTS = ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png",
-          "coverage_surprise.png")
-
 
 def outputs(args) -> list[c.Output]:
     """The files ``coverage profile`` and ``surprise`` (an .npz), ``measure`` (a JSON result, and
@@ -110,7 +108,7 @@ def outputs(args) -> list[c.Output]:
     if args.coverage_command == "measure" and args.plot:
         folder = Path(args.plot)
         out = [c.Output("--plot", folder, folder=True), *out,
-               *[c.Output(f"--plot ({name})", folder / name) for name in _PLOTS]]
+               *[c.Output(f"--plot ({name})", folder / name) for name in PLOT_FILES]]
     return out
 
 
@@ -128,7 +126,11 @@ def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
     loaded = load_split(c.config_from(args, ModelSource), args.split, c.device_from(args.device))
     module, count = loaded.model.module, loaded.pass_count(fits and not getattr(args, "surprise", None))
     runtime = c.runtime_for(args, [module])
-    return loaded, runtime.with_(batch_size=c.batch_choice(module, loaded.data.x_test, args, count=count))
+    choice = choose_batch_size(module, loaded.data.x_test, args.batch_size, count=count)
+    if choice.auto:
+        print(choice.describe())  # batch: 48 inputs (auto: ...)
+    args.batch_size = choice.size  # so that an out-of-memory message names the number
+    return loaded, runtime.with_(batch_size=choice.size)
 
 
 def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
