@@ -42,7 +42,7 @@ from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
 from ..methods import ALL as _METHODS
-from ..models.blackbox import RUNTIMES
+from ..models.blackbox import RUNTIME_HELP, RUNTIMES
 from ..models.io import recorded_data_root
 from ..models.source import ModelSource
 from ..models.specs import arch_spec
@@ -132,9 +132,10 @@ def _metavar(constraint: FieldConstraint) -> str:
 
 def config_from(args, config: type, **given):
     """``config`` built from the parsed options its fields declared (:func:`add_field`), with
-    ``given`` overriding them.
+    ``given`` overriding them (an option left out, ``None``: the field's default).
     """
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config) if hasattr(args, f.name)}
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config)
+              if getattr(args, f.name, None) is not None}
     return config(**{**values, **given})
 
 
@@ -201,11 +202,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "m2": (("--m2",), dict(type=MODEL, required=True, metavar="FILE",
         help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a black box: "
         "DRFuzz needs its outputs only")),
-    "runtime": (("--runtime",), dict(choices=RUNTIMES, default="auto",
-        help="how .onnx files run: auto (onnx2torch, or ONNX Runtime for a graph it cannot convert, e.g. "
-        "int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed runtime, a black box: no "
-        "neurons for --strategy deephunter, no activations of M1 for --fidelity dsa/lsa/mdsa). .tflite "
-        "files always run in LiteRT")),
+    "runtime": (("--runtime",), dict(choices=RUNTIMES, default="auto", help=RUNTIME_HELP)),
     "report": (("--report",), dict(type=WRITES_FOLDER, dest="report_dir", metavar="DIR",
         default=None,
         help="also write a self-contained DIR/report.html of this run (its PNGs beside it), written whole or "

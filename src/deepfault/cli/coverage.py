@@ -9,7 +9,6 @@ defaults and the surprise state fitted when none is given are the library's.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 from pathlib import Path
 
@@ -112,13 +111,6 @@ def outputs(args) -> list[c.Output]:
     return out
 
 
-def _config(args, cls):
-    """The action's config from its options (an option left out: the field's default)."""
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-             if getattr(args, f.name, None) is not None}
-    return cls(**given)
-
-
 def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
     """The model and the split loaded, the threads applied, the batch size chosen (for the
     training split too when a surprise state is fitted first).
@@ -157,7 +149,7 @@ _FITS = {"profile": (ProfileConfig, compute_profile), "surprise": (SurpriseConfi
 def _cmd_fit(args) -> int:
     action = args.coverage_command
     cls, fit = _FITS[action]
-    config = _config(args, cls)
+    config = c.config_from(args, cls)
     out = c.declared(outputs(args), "--out")  # '-' writes none, as elsewhere
     loaded, runtime = _start(args)
     state = fit(loaded.model, loaded.data, config, runtime=runtime)
@@ -167,7 +159,7 @@ def _cmd_fit(args) -> int:
 
 
 def _cmd_measure(args) -> int:
-    config = _config(args, CoverageConfig)
+    config = c.config_from(args, CoverageConfig)
     out = c.declared(outputs(args), "--out")
     if args.plot:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
@@ -182,7 +174,7 @@ def _cmd_measure(args) -> int:
 
 
 def _cmd_rank(args) -> int:
-    config = _config(args, CoverageConfig)
+    config = c.config_from(args, CoverageConfig)
     if args.report_dir:
         _pyplot()
     out = c.declared(outputs(args), "--out")

@@ -65,16 +65,11 @@ def _cmd_experiment(args) -> int:
     c.apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
     store = Path(args.store) if args.store else preset.default_store()
-    if store.is_dir():
-        raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
-    if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
-        raise DeepFaultError(f"--models-dir {args.models_dir!r} is a file; give a folder")
-    # every check before an executor starts (a Ray cluster takes seconds, and workers to stop)
     settings = RunSettings(data_dir=args.data_dir, models_dir=args.models_dir, progress=not args.no_progress,
                            argv=args.argv, device=str(device), seed=args.seed,
                            options=dict(args.preset_options))
     parallel = c.parallel_from(args)
-    preset.check_run(store, settings)
+    preset.check_run(store, settings)  # every check before an executor starts (a Ray cluster takes seconds)
     with parallel.start() as executor:
         summary = preset.run(store, settings, executor=executor)
     print(summary.summary())

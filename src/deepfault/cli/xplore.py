@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from ..core.constraints import GRID, FilePath
+from ..core.constraints import FilePath
 from ..core.runtime import Runtime
 from ..experiment.results import dataset_record
 from ..provenance import provenance
 from ..xplore.config import PUBLISHED, XploreConfig
 from ..xplore.features import read_seed_indices
-from ..xplore.files import XploreSources, run_sources
+from ..xplore.files import XploreFiles, XploreSources, run_sources
 from ..xplore.report import run_page
 from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
@@ -50,11 +50,7 @@ def add_parser(sub) -> None:
                    "from the memory one input takes in every model and the memory free (at most 256 on the "
                    "CPU, 1024 on a GPU)")
     c.add_options(p, "device", "threads")
-    p.add_argument("--out", type=c.WRITES, metavar="FILE", default="xplore-result.json",
-                   help="JSON result; the inputs go to the same name with .npz and the image grid with "
-                   ".png; '-' writes none")
-    p.add_argument("--grid", type=c.FieldType(GRID), default=8, metavar="N",
-                   help="inputs in the image grid and in the printed table of inputs")
+    c.add_fields(p, XploreFiles, "out", "grid")
     c.add_options(p, "no_progress", "report")
     add_corpus_option(p, "the difference-inducing inputs found, each expected to get its seed's true label")
     c.add_fields(p.add_mutually_exclusive_group(), XploreSources, "surprise", "no_surprise")
@@ -94,9 +90,9 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault xplore`` writes: the JSON result, the inputs (.npz) and their grid (.png);
     then the corpus folder it adds to.
     """
-    out = c.output_path(args.out, "--out")
-    return [c.Output("--out", out), c.Output("--out (its inputs, .npz)", c.sibling(out, ".npz")),
-            c.Output("--out (its image grid, .png)", c.sibling(out, ".png")), corpus_output(args)]
+    out, inputs, grid = c.config_from(args, XploreFiles).paths()
+    return [c.Output("--out", out), c.Output("--out (its inputs, .npz)", inputs),
+            c.Output("--out (its image grid, .png)", grid), corpus_output(args)]
 
 
 def _cmd_xplore(args) -> int:

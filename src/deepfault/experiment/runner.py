@@ -218,10 +218,13 @@ class ExperimentPreset(ABC):
         from ..checks import check_output_dir, check_outputs
 
         settings = grouped("run", "settings", RunSettings, settings, keywords, warn=None)
-        store_path = Path(store_path)
+        store_path, models_dir = Path(store_path), settings.models_dir
+        if store_path.is_dir():
+            raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
+        if models_dir and Path(models_dir).exists() and not Path(models_dir).is_dir():
+            raise DeepFaultError(f"--models-dir {models_dir!r} is a file; give a folder")
         check_outputs(("--store", store_path))
         ResultStore.check(store_path)
-        models_dir = settings.models_dir
         folder = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
         check_output_dir("--models-dir", folder)
         opts = {_option_key(k): str(v) for k, v in (settings.options or {}).items()}

@@ -17,11 +17,13 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import NamedTuple
 
 from ..checks import check_finite_outputs
-from ..core.constraints import Checked, FilePath, Flag, constraint_of, param, param_of, validate
+from ..core.constraints import GRID, Checked, FilePath, Flag, constraint_of, param, param_of, validate
 from ..core.entry import thread_count
+from ..core.guard import output_path, sibling
 from ..core.runtime import Runtime
 from ..data import Dataset
 from ..errors import DeepFaultError
@@ -34,7 +36,7 @@ from .features import feature_constraints, parse_indices
 from .recorded import RecordedRun, recorded_run, surprise_states_for, with_surprise
 from .search import xplore
 
-__all__ = ["XploreSources", "SourcesRun", "run_sources", "per_model"]
+__all__ = ["XploreSources", "XploreFiles", "SourcesRun", "run_sources", "per_model"]
 
 
 def per_model(text: str) -> tuple[str | None, ...]:
@@ -157,6 +159,36 @@ class XploreSources:
                                   archs=per_model(self.arch) if self.arch else None,
                                   weights=per_model(self.weights) if self.weights else None,
                                   arch_kwargs=self.arch_kwargs, progress=progress, threads=threads)
+
+
+@dataclass(frozen=True)
+class XploreFiles:
+    """Where a run's files go: its JSON result and, beside it, the inputs it found (``.npz``) and
+    their image grid (``.png``), of ``grid`` inputs (as many in the printed table).
+
+    Attributes:
+        out: The JSON result (``None`` or ``'-'``: none written).
+        grid: Inputs in the image grid and the printed table of inputs.
+    """
+
+    out: str | os.PathLike | None = param(
+        "xplore-result.json", FilePath("output"), metavar="FILE", plain_help=True,
+        help="JSON result; the inputs go to the same name with .npz and the image grid with .png; '-' writes "
+        "none")
+    grid: int = param(8, GRID, metavar="N", plain_help=True,
+                      help="inputs in the image grid and in the printed table of inputs")
+
+    def __post_init__(self):
+        validate(self)
+
+    def paths(self) -> tuple[Path | None, Path | None, Path | None]:
+        """``(result, inputs, image grid)``, ``None`` for each not written.
+
+        Raises:
+            DeepFaultError: ``out`` names a folder (``m/``).
+        """
+        out = output_path(self.out, "--out")
+        return out, sibling(out, ".npz"), sibling(out, ".png")
 
 
 class SourcesRun(NamedTuple):
