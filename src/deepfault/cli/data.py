@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..data import default_data_dir
 from ..data.download import download
-from ..data.listing import DATA_COMMAND, dataset_states
-from ..errors import DeepFaultError
+from ..data.listing import DATA_COMMAND, dataset_states, listed_root
 from . import _common as c
 
 
@@ -26,10 +25,7 @@ def add_parser(sub) -> None:
 
 
 def _cmd_data_list(args) -> int:
-    root = default_data_dir(args.data_dir)
-    if args.data_dir is not None and not root.is_dir():
-        raise DeepFaultError(f"--data-dir {args.data_dir!r} is not a folder; give the folder that holds "
-                             "the data sets (e.g. ../shared/datasets) or leave it out")
+    root = listed_root(args.data_dir)
     print(f"data root: {root}")
     print(c.table(("name", "status", "what"), dataset_states(root), indent=""))
     return 0

@@ -12,8 +12,8 @@ from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, m
 from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
 from ..models.deploy import deployment_files, list_deploy_formats, make_deployment
+from ..models.specs import ARCH_ARGS_HELP
 from . import _common as c
-from .train import ARCH_ARGS_HELP
 
 
 def add_parser(sub) -> None:
@@ -51,15 +51,10 @@ def outputs(args) -> list[c.Output]:
     if args.name != "deploy" or args.model is None:
         return folder
     try:
-        files = deployment_files(args.model, _formats(args), args.out)
+        files = deployment_files(args.model, args.formats, args.out)
     except DeepFaultError:  # an unknown format: the command refuses it in its own words
         return folder
     return [*folder, *(c.Output(f"--out ({path.name})", path) for path in files.values())]
-
-
-def _formats(args) -> list[str]:
-    """The formats ``--formats`` names."""
-    return [f.strip() for f in args.formats.split(",") if f.strip()]
 
 
 def _cmd_deploy(args) -> int:
@@ -67,7 +62,7 @@ def _cmd_deploy(args) -> int:
         raise DeepFaultError("scenario deploy exports a model: give it with --model FILE (a zoo .pt file)")
     c.apply_threads(args.threads)
     r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out,
-                        formats=_formats(args), seed=args.seed)
+                        formats=args.formats, seed=args.seed)
     print(deployment_summary(args.model, r))
     return 0
 

@@ -8,15 +8,11 @@ from pathlib import Path
 from ..checks import error
 from ..data import list_datasets, load_dataset
 from ..models import list_architectures, save_model
-from ..models.specs import arch_arguments, default_stem
+from ..models.specs import ARCH_ARGS_HELP, arch_arguments, default_stem
 from ..models.train import TRAIN_COMMAND, TrainConfig, train_model
 from . import _common as c
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
-
-#: ``--arch-args`` of the commands that build a model (train, scenario).
-ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo architecture gets the data "
-                  "set's number of classes, any other none)")
 
 
 def add_parser(sub) -> None:
