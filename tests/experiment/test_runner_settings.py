@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from deepfault.experiment.presets import get_preset
+from deepfault.errors import DeepFaultError
+from deepfault.experiment.presets import describe_presets, get_preset
 from deepfault.experiment.runner import RunSettings
 
 
@@ -24,3 +25,18 @@ def test_an_unknown_keyword_or_both_forms_are_refused(tmp_path: Path):
     with pytest.raises(TypeError, match="not both"):
         preset.run(tmp_path / "s.sqlite", RunSettings(), seed=1)
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_store_that_is_a_folder_or_a_models_folder_that_is_a_file_is_refused(tmp_path: Path):
+    preset = get_preset("digits")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DeepFaultError, match=r"--store '.*' is a directory; give a file name"):
+        preset.check_run(tmp_path)
+    with pytest.raises(DeepFaultError, match=r"--models-dir '.*file' is a file; give a folder"):
+        preset.check_run(tmp_path / "s.sqlite", models_dir=str(tmp_path / "file"))
+
+
+def test_the_presets_described_in_one_line_each():
+    text = describe_presets()
+    assert text.count("; digits: ") + text.startswith("digits: ") == 1
+    assert f"{get_preset('digits').description}" in text
