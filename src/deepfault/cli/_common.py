@@ -277,7 +277,7 @@ def command(sub, name: str, help: str, description: str | None = None) -> argpar
     return sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
 
 
-def text(name: str) -> tuple[str, str | None]:
+def text(name: str) -> tuple[str, str]:
     """The help line and description of the sub-command ``name`` (``"coverage rank"``), as its
     method declares them (:attr:`~deepfault.experiment.method.Method.texts`).
     """

@@ -53,7 +53,7 @@ class Method:
     report: Callable[[Path, dict, Path], ReportPaths] | None = None
     commands: tuple[str, ...] = ()
     entries: tuple[Callable, ...] = ()
-    texts: Mapping[str, tuple[str, str | None]] = field(default_factory=dict, compare=False)
+    texts: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
     renamed: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
 
 

@@ -77,5 +77,6 @@ def save_result(outcome: Outcome, out: Path | None, *, command: str, config, run
     threads = runtime.threads if isinstance(runtime.threads, int) else None
     return save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
         command, {**(records or {}), **outcome.payload(), **spread}, config=config.to_dict(),
-        seed=getattr(config, "seed", None), device=runtime.device, argv=argv, threads=threads,
+        seed=getattr(config, "seed", None), device=runtime.device, argv=None if argv is None else list(argv),
+        threads=threads,
         outputs=written or None))

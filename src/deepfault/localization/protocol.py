@@ -161,6 +161,8 @@ class RunResult(Summarised, Outcome):
         selection) and the data set's (read from ``data_dir``) that the result file holds.
         """
         mf, data = prepared.model_file, prepared.data
+        if mf is None or data is None:
+            raise DeepFaultError("a run's records need its model prepared from a file, on its data set")
         model = model_record(prepared, file, arch_kwargs=mf.arch_kwargs,
                              layout=list(prepared.file_input_shape or data.input_shape),
                              layout_name=prepared.layout, input_shape=list(data.input_shape),

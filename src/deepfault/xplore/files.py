@@ -154,7 +154,8 @@ class XploreSources:
 
     def open(self, *, progress: bool = False, threads: int | str | None = "auto"):
         """The prepared models and their data set (:func:`~deepfault.models.several.load_xplore_inputs`)."""
-        return load_xplore_inputs(self.models or (), dataset=self.dataset, data_dir=self.data_dir,
+        dataset = None if self.dataset is None else os.fspath(self.dataset)
+        return load_xplore_inputs(self.models or (), dataset=dataset, data_dir=self.data_dir,
                                   models_dir=self.models_dir, trust_pickle=self.trust_pickle,
                                   archs=per_model(self.arch) if self.arch else None,
                                   weights=per_model(self.weights) if self.weights else None,
@@ -216,22 +217,24 @@ def run_sources(sources: XploreSources, config: XploreConfig, runtime: Runtime |
     config = config.validate(len(sources.models or ()))
     progress = bool(runtime.progress)
     prepared, data = sources.open(progress=progress, threads=runtime.threads)
-    bounds, fixed, held = feature_constraints(sources.feature_bounds, data, features=sources.fix_features,
-                                              steps=sources.fix_steps, constraint=config.constraint())
+    bounds, fixed, held = feature_constraints(os.fspath(sources.feature_bounds), data,
+                                              features=sources.fix_features, steps=sources.fix_steps,
+                                              constraint=config.constraint())
     device = runtime.torch_device()
     for p in prepared:
         p.to(device)
     modules = [p.module for p in prepared]
     check_finite_outputs(modules, data.x_test, names=[p.name for p in prepared])
-    runtime = runtime.with_(threads=thread_count(runtime.threads, modules, device))
+    threads = thread_count(runtime.threads, modules, device)
+    runtime = runtime.with_(threads=threads)
     files = per_model(sources.surprise) if sources.surprise else ()
     fits, no_fit = (None, None) if sources.no_surprise else surprise_states_for(
-        prepared, data.x_train, files, threads=runtime.threads, progress=progress)
+        prepared, data.x_train, files, threads=threads, progress=progress)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the saturation warning is in the summary
         result = xplore(prepared, data, replace(config, bounds=bounds, fixed=fixed), runtime=runtime)
     if fits is not None:
-        result = with_surprise(result, prepared, fits, threads=runtime.threads)
+        result = with_surprise(result, prepared, fits, threads=threads)
     result = replace(result, notes=replace(result.notes, grid=grid))
-    run = recorded_run(result, prepared, sources.models, fits, notes=[held] if held else [], why=no_fit)
+    run = recorded_run(result, prepared, sources.models or (), fits, notes=[held] if held else [], why=no_fit)
     return SourcesRun(run, data, runtime)
