@@ -6,7 +6,7 @@ import pytest
 
 from deepfault.errors import DeepFaultError
 from deepfault.experiment.presets import describe_presets, get_preset
-from deepfault.experiment.runner import RunSettings
+from deepfault.experiment.runner import RunSettings, preset_option
 
 
 def test_a_preset_checks_the_same_either_way(tmp_path: Path):
@@ -40,3 +40,11 @@ def test_the_presets_described_in_one_line_each():
     text = describe_presets()
     assert text.count("; digits: ") + text.startswith("digits: ") == 1
     assert f"{get_preset('digits').description}" in text
+
+
+def test_a_preset_option_is_read_as_typed():
+    assert preset_option(" epochs = 3 ") == ("epochs", "3")
+    assert preset_option("a=b=c") == ("a", "b=c")
+    for bad in ("epochs", "=3"):
+        with pytest.raises(DeepFaultError, match="expected KEY=VALUE"):
+            preset_option(bad)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from ..checks import error
@@ -10,16 +9,9 @@ from ..core.guard import report_folder
 from ..errors import DeepFaultError
 from ..experiment.presets import EXPERIMENT_COMMAND, describe_presets, get_preset, list_presets
 from ..experiment.report import REPORT_COMMAND, write_report
-from ..experiment.runner import RunSettings
+from ..experiment.runner import RunSettings, preset_option
 from ..localization.preset import DeepFaultGrid, load_config
 from . import _common as c
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE; got {text!r}")
-    return key.strip(), value.strip()
 
 
 def add_parser(sub) -> None:
@@ -38,8 +30,8 @@ def add_parser(sub) -> None:
     c.add_parallel(exp, old_address="--ray-address")
     c.add_options(exp, "device", "threads", "seed",
                   seed={"default": None, "help": "override the grid's seed"})
-    exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
-                     metavar="KEY=VALUE",
+    exp.add_argument("--preset-option", dest="preset_options", type=c.argument_type(preset_option),
+                     action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the chosen preset (repeatable); each preset lists its own in "
                      "'deepfault experiment --help'; none by default")
     c.add_options(exp, "no_progress")

@@ -50,10 +50,8 @@ def _train(args, config: GanConfig) -> int:
     out, gen_out = (Path(str(o.path)) for o in outputs(args))
     if gen_out.resolve() == out.resolve():
         raise DeepFaultError(f"--generator-out and --out name the same file {str(out)!r}")
-    per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
-                                                                                len(data.y_train))
-    print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "
-          f"epoch, epochs: {config.epochs}, {device}")
+    print(f"training the DCGAN on {data.name}: {config.per_epoch(len(data.y_train))} of {len(data.y_train)} "
+          f"training images per epoch, epochs: {config.epochs}, {device}")
     result = train_gan(data, **config.to_dict(), device=device, progress=not args.no_progress,
                        threads=args.threads)
     if args.dataset.endswith(".npz"):

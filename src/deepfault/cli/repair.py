@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ..core.runtime import Runtime
 from ..models.source import ModelSource
@@ -11,9 +11,8 @@ from ..repair import RepairConfig, repair
 from ..repair.config import RepairFiles
 from . import _common as c
 
-#: The options that set RepairConfig's fields, in the order --help lists them.
-_FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
-           "baselines", "eps", "bim_steps")
+#: The options that set RepairConfig's fields, in the order --help lists them (train_on: Python only).
+_FIELDS = tuple(f.name for f in fields(RepairConfig) if f.name != "train_on")
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
@@ -43,7 +42,7 @@ def outputs(args) -> list[c.Output]:
 
 
 def _cmd_repair(args) -> int:
-    config = RepairConfig(**{name: getattr(args, name) for name in _FIELDS})
+    config = c.config_from(args, RepairConfig)
     out, model_path = (o.path for o in outputs(args))
     device = c.device_from(args.device)
     source = c.config_from(args, ModelSource)

@@ -39,7 +39,7 @@ from .store import ResultStore
 log = logging.getLogger(__name__)
 
 __all__ = ["RunContext", "RunSettings", "Plan", "CellOutput", "JobOutput", "ExperimentSummary",
-           "ExperimentPreset", "config_hash"]
+           "ExperimentPreset", "config_hash", "preset_option"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,19 @@ class RunSettings:
     device: str = "cpu"
     seed: int | None = None
     options: Mapping[str, str] | None = None
+
+
+def preset_option(text: str) -> tuple[str, str]:
+    """One of :attr:`RunSettings.options` as typed (``deepfault experiment --preset-option``):
+    ``KEY=VALUE`` as ``(key, value)``.
+
+    Raises:
+        DeepFaultError: No ``=``, or no key before it.
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise DeepFaultError(f"expected KEY=VALUE; got {text!r}")
+    return key.strip(), value.strip()
 
 
 def _option_key(key: str) -> str:

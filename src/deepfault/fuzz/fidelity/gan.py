@@ -114,6 +114,11 @@ class GanConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def per_epoch(self, training_images: int) -> int:
+        """The training images each epoch sees, of ``training_images``."""
+        chosen = self.images_per_epoch
+        return training_images if chosen is None else min(chosen, training_images)
+
 
 @dataclass(frozen=True)
 class GanFiles:
