@@ -37,7 +37,8 @@ from ..errors import DeepFaultError
 __all__ = [
     "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "Checked", "FilePath", "param",
     "constraint_of", "constraints",
-    "undeclared", "validate", "param_of", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS", "GRID",
+    "undeclared", "validate", "param_of", "file_param", "Declared", "SEED", "EPOCHS", "LEARNING_RATE",
+    "WORKERS", "GRID",
 ]
 
 #: The metadata key a field's constraint is stored under.
@@ -419,6 +420,23 @@ def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: 
     """
     meta = {KEY: constraint, "help": help, "option": option, "metavar": metavar, "plain_help": plain_help}
     return dataclasses.field(default=default, metadata=meta)
+
+
+def file_param(default: Any, help: str, *, role: str = "output", metavar: str = "FILE", **path: Any) -> Any:
+    """:func:`param` of a field naming a file (or, with ``folder=True``, a folder) that a run reads
+    (``role="input"``) or writes (``"output"``): a :class:`FilePath` (``path``: its other options),
+    shown as ``metavar``, its ``help`` saying what the value is itself (``plain_help``).
+    """
+    return param(default, FilePath(role, **path), metavar=metavar, plain_help=True, help=help)
+
+
+class Declared:
+    """Base of a frozen dataclass whose declared fields are checked when it is made
+    (:func:`validate`; a subclass that converts a field first calls it itself).
+    """
+
+    def __post_init__(self):
+        validate(self)
 
 
 def param_of(cls_or_obj, name: str, **changes: Any) -> Any:

@@ -24,7 +24,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from ..checks import MAX_CLASSES, MAX_GRID, MAX_INPUTS, MAX_SEED
-from ..core.constraints import Checked, Each, FilePath, Flag, Interval, param, validate
+from ..core.constraints import Checked, Declared, Each, FilePath, Flag, Interval, file_param, param, validate
 from ..errors import DeepFaultError
 
 __all__ = ["GateConfig", "GateFiles", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
@@ -242,7 +242,7 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
-class GateFiles:
+class GateFiles(Declared):
     """The files a gate reads beside its models (its own held-out split, its policy) and those a
     pipeline reads after it (JSON, JUnit XML, Markdown), each ``None`` for none.
 
@@ -254,20 +254,13 @@ class GateFiles:
         summary: A Markdown summary.
     """
 
-    split: str | os.PathLike | None = param(
-        None, FilePath("input"), metavar="FILE", plain_help=True,
-        help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz with x "
-        "(and y for labels), or a data set's .npz (its x_test, y_test)")
-    policy: str | os.PathLike | None = param(
-        None, FilePath("input"), metavar="FILE.toml", plain_help=True,
-        help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
-    out: str | os.PathLike | None = param(None, FilePath("output"), metavar="FILE.json", plain_help=True,
-                                         help="the JSON result")
-    junit: str | os.PathLike | None = param(None, FilePath("output"), metavar="FILE.xml", plain_help=True,
-                                           help="the checks as JUnit XML")
-    summary: str | os.PathLike | None = param(
-        None, FilePath("output"), metavar="FILE.md", plain_help=True,
-        help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
-
-    def __post_init__(self):
-        validate(self)
+    split: str | os.PathLike | None = file_param(
+        None, "held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz with x "
+        "(and y for labels), or a data set's .npz (its x_test, y_test)", role="input")
+    policy: str | os.PathLike | None = file_param(
+        None, f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})", role="input",
+        metavar="FILE.toml")
+    out: str | os.PathLike | None = file_param(None, "the JSON result", metavar="FILE.json")
+    junit: str | os.PathLike | None = file_param(None, "the checks as JUnit XML", metavar="FILE.xml")
+    summary: str | os.PathLike | None = file_param(
+        None, "a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)", metavar="FILE.md")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._io import atomic_path
-from ..core.constraints import FilePath, Flag, param, validate
+from ..core.constraints import Declared, Flag, file_param, param
 from ..core.guard import output_path, sibling
 from ..experiment.tables import fmt, text_table
 
@@ -75,7 +75,7 @@ class RunShown:
 
 
 @dataclass(frozen=True)
-class RunFiles:
+class RunFiles(Declared):
     """Where a run's files go: its JSON result, its synthesized inputs (``.npz``, their image
     grid beside it as ``.png``) and the log its summary is appended to, each ``None`` or ``'-'``
     for none.
@@ -87,20 +87,13 @@ class RunFiles:
         no_save_inputs: Save no synthesized inputs.
     """
 
-    out: str | os.PathLike | None = param(
-        "deepfault-result.json", FilePath("output"), metavar="FILE", plain_help=True,
-        help="JSON result file, written atomically; '-' writes none")
-    log: str | os.PathLike | None = param(
-        None, FilePath("output"), metavar="FILE", plain_help=True,
-        help="also append the printed summary to this file")
-    save_inputs: str | os.PathLike | None = param(
-        None, FilePath("output"), metavar="FILE.npz", plain_help=True,
-        help="where to save the synthesized inputs with their originals, labels and predictions, plus an "
-        "image grid beside it (.png) (default: beside --out, e.g. deepfault-result.npz)")
+    out: str | os.PathLike | None = file_param("deepfault-result.json",
+                                               "JSON result file, written atomically; '-' writes none")
+    log: str | os.PathLike | None = file_param(None, "also append the printed summary to this file")
+    save_inputs: str | os.PathLike | None = file_param(
+        None, "where to save the synthesized inputs with their originals, labels and predictions, plus an "
+        "image grid beside it (.png) (default: beside --out, e.g. deepfault-result.npz)", metavar="FILE.npz")
     no_save_inputs: bool = param(False, Flag(), help="do not save the synthesized inputs")
-
-    def __post_init__(self):
-        validate(self)
 
     def paths(self) -> tuple[Path | None, Path | None, Path | None, Path | None]:
         """``(result, inputs, their grid, log)``, ``None`` for each not written.

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_MODELS, MAX_SEED
-from ..core.constraints import Each, FilePath, Interval, Options, Text, param, param_of, validate
+from ..core.constraints import Declared, Each, Interval, Options, Text, file_param, param, param_of, validate
 from ..core.guard import output_path, sibling
 from ..models.source import ModelSource
 
@@ -151,7 +151,7 @@ class RepairConfig:
 
 
 @dataclass(frozen=True)
-class RepairFiles:
+class RepairFiles(Declared):
     """The files of a repair beside its model and inputs: the M1 of regress files, the JSON
     result and the repaired model, each ``None`` (or ``'-'`` for an output) for none.
 
@@ -165,15 +165,10 @@ class RepairFiles:
     m1: str | os.PathLike | None = param_of(
         ModelSource, "model", help="M1 of regress files, to recompute which held-out faults it gets right "
         "(default: the M1 predictions saved in the file)")
-    out: str | os.PathLike | None = param(
-        "repair-result.json", FilePath("output"), metavar="FILE", plain_help=True,
-        help="JSON result, written atomically; '-' writes none")
-    save_model: str | os.PathLike | None = param(
-        None, FilePath("output"), metavar="FILE", plain_help=True,
-        help="the repaired model (default: beside --out as .pt); '-' writes none")
-
-    def __post_init__(self):
-        validate(self)
+    out: str | os.PathLike | None = file_param("repair-result.json",
+                                               "JSON result, written atomically; '-' writes none")
+    save_model: str | os.PathLike | None = file_param(
+        None, "the repaired model (default: beside --out as .pt); '-' writes none")
 
     def paths(self) -> tuple[Path | None, Path | None]:
         """``(result, repaired model)``, ``None`` for each not written.

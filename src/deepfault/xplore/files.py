@@ -21,7 +21,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..checks import check_finite_outputs
-from ..core.constraints import GRID, Checked, FilePath, Flag, constraint_of, param, param_of, validate
+from ..core.constraints import (
+    GRID,
+    Checked,
+    Declared,
+    FilePath,
+    Flag,
+    constraint_of,
+    file_param,
+    param,
+    param_of,
+    validate,
+)
 from ..core.entry import thread_count
 from ..core.guard import output_path, sibling
 from ..core.runtime import Runtime
@@ -105,21 +116,20 @@ class XploreSources:
     dataset: str | os.PathLike | None = param_of(
         ModelSource, "dataset", help="data set of the seeds (default: the one the first model file names)")
     data_dir: str | os.PathLike | None = param_of(ModelSource, "data_dir")
-    models_dir: str | os.PathLike = param(
-        ".", FilePath("input", folder=True), metavar="DIR", plain_help=True,
-        help="where zoo names are looked up first")
-    arch: str | None = param(
-        None, FilePath("input", names=_arch_files), metavar="A1,A2,...", plain_help=True,
-        help="architecture per model, for plain state_dicts, .safetensors and Keras save_weights .h5 files: "
+    models_dir: str | os.PathLike = file_param(".", "where zoo names are looked up first", role="input",
+                                               metavar="DIR", folder=True)
+    arch: str | None = file_param(
+        None, "architecture per model, for plain state_dicts, .safetensors and Keras save_weights .h5 files: "
         "file.py:Class (runs that file), package.module:factory, torchvision:NAME, timm:NAME or a zoo name "
-        "('-' skips a model; one applies to all)")
+        "('-' skips a model; one applies to all)", role="input", metavar="A1,A2,...", names=_arch_files)
     arch_kwargs: dict | None = param_of(
         ModelSource, "arch_kwargs",
         help="keyword arguments of every model's --arch, a JSON object, e.g. '{\"num_classes\": 10}'")
-    weights: str | None = param(
-        None, FilePath("input", names=_listed), metavar="W1,W2,...", plain_help=True,
-        help="Keras weights per model: with --arch (or a zoo name in --model) a save_weights .h5 file loaded "
-        "into the zoo architecture, else the weights of a Keras JSON model")
+    weights: str | None = file_param(
+        None,
+        "Keras weights per model: with --arch (or a zoo name in --model) a save_weights .h5 file loaded into "
+        "the zoo architecture, else the weights of a Keras JSON model",
+        role="input", metavar="W1,W2,...", names=_listed)
     trust_pickle: bool = param_of(ModelSource, "trust_pickle")
     feature_bounds: str | os.PathLike = param(
         "auto", FilePath("input", words=("auto", "observed", "dataset")),
@@ -135,12 +145,12 @@ class XploreSources:
     fix_steps: tuple[int, ...] | None = param(
         None, _indices("step"), metavar="I,J,A-B", plain_help=True,
         help="time steps of a sequence (every channel) that keep the seed's value, e.g. 0-9")
-    surprise: str | None = param(
-        None, FilePath("input", names=_listed), metavar="F1,F2,...", plain_help=True,
-        help="DSA and LSA of every generated input against the training data (at the layer before the "
-        "logits), beside its L1/L_inf distance: fitted states (.npz from fit_surprise/save_surprise), one "
-        "per --model ('-' skips one: fitted on the training split and cached); default: all fitted and "
-        "cached")
+    surprise: str | None = file_param(
+        None,
+        "DSA and LSA of every generated input against the training data (at the layer before the logits), "
+        "beside its L1/L_inf distance: fitted states (.npz from fit_surprise/save_surprise), one per --model "
+        "('-' skips one: fitted on the training split and cached); default: all fitted and cached",
+        role="input", metavar="F1,F2,...", names=_listed)
     no_surprise: bool = param(
         False, Flag(), help="do not compute the generated inputs' surprise adequacy (saves one pass over the "
         "training split the first time a model is seen)")
@@ -163,7 +173,7 @@ class XploreSources:
 
 
 @dataclass(frozen=True)
-class XploreFiles:
+class XploreFiles(Declared):
     """Where a run's files go: its JSON result and, beside it, the inputs it found (``.npz``) and
     their image grid (``.png``), of ``grid`` inputs (as many in the printed table).
 
@@ -172,15 +182,11 @@ class XploreFiles:
         grid: Inputs in the image grid and the printed table of inputs.
     """
 
-    out: str | os.PathLike | None = param(
-        "xplore-result.json", FilePath("output"), metavar="FILE", plain_help=True,
-        help="JSON result; the inputs go to the same name with .npz and the image grid with .png; '-' writes "
-        "none")
+    out: str | os.PathLike | None = file_param(
+        "xplore-result.json",
+        "JSON result; the inputs go to the same name with .npz and the image grid with .png; '-' writes none")
     grid: int = param(8, GRID, metavar="N", plain_help=True,
                       help="inputs in the image grid and in the printed table of inputs")
-
-    def __post_init__(self):
-        validate(self)
 
     def paths(self) -> tuple[Path | None, Path | None, Path | None]:
         """``(result, inputs, image grid)``, ``None`` for each not written.

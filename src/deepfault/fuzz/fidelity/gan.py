@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ...checks import MAX_INPUTS
-from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, FilePath, Interval, param, validate
+from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, Declared, Interval, file_param, param, validate
 from ...core.entry import default_threads, use_threads
 from ...errors import DeepFaultError
 from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
@@ -121,7 +121,7 @@ class GanConfig:
 
 
 @dataclass(frozen=True)
-class GanFiles:
+class GanFiles(Declared):
     """Where a trained DCGAN is written: the discriminator (a deepfault model file) and the
     generator, each ``None`` for the default name.
 
@@ -130,15 +130,10 @@ class GanFiles:
         generator_out: The generator file (default: beside ``out``, :func:`generator_file`).
     """
 
-    out: str | os.PathLike | None = param(
-        None, FilePath("output"), metavar="FILE", plain_help=True,
-        help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
-    generator_out: str | os.PathLike | None = param(
-        None, FilePath("output"), metavar="FILE", plain_help=True,
-        help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
-
-    def __post_init__(self):
-        validate(self)
+    out: str | os.PathLike | None = file_param(
+        None, "discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
+    generator_out: str | os.PathLike | None = file_param(
+        None, "generator file to write (default: beside --out, OUT-STEM.generator.pt)")
 
     def paths(self, dataset: str | os.PathLike) -> tuple[Path, Path | None]:
         """``(discriminator, generator)`` of a DCGAN trained on ``dataset`` (``None``: no generator
