@@ -5,7 +5,7 @@ from dataclasses import dataclass, fields
 
 import pytest
 
-from deepfault.core.constraints import KEY, Interval, param, param_of, validate
+from deepfault.core.constraints import KEY, Declared, Interval, file_param, param, param_of, validate
 from deepfault.core.executors import Parallel
 from deepfault.core.runtime import Runtime
 from deepfault.errors import DeepFaultError
@@ -44,3 +44,17 @@ def test_param_of_shares_a_declaration_with_its_changes():
     assert (_Second().count, _Second().other) == (3, 5)
     with pytest.raises(DeepFaultError, match="count must be"):
         _Second(count=10)
+
+
+@dataclass(frozen=True)
+class _Files(Declared):
+    out: str | None = file_param("r.json", "the result")
+    data: str | None = file_param(None, "the data", role="input", metavar="DIR", folder=True)
+
+
+def test_a_file_param_declares_its_role_and_a_declared_dataclass_checks_itself():
+    out, data = (f.metadata for f in fields(_Files))
+    assert (out[KEY].role, data[KEY].role, data[KEY].folder) == ("output", "input", True)
+    assert (out["metavar"], out["plain_help"], data["metavar"]) == ("FILE", True, "DIR")
+    with pytest.raises(DeepFaultError, match="out must be a file name"):
+        _Files(out="")
