@@ -371,5 +371,7 @@ def device_from(name: str):
 
 
 def versions_from(args) -> Versions:
-    """The pair ``--m1``/``--m2`` and the options that open their files as :class:`Versions`."""
+    """The pair ``--m1``/``--m2`` as :class:`~deepfault.fuzz.pair.Versions`, with the options that
+    open their files (``--arch``, ``--arch-args``, ``--trust-pickle``, ``--runtime``, ``--data-dir``).
+    """
     return config_from(args, Versions)
