@@ -37,13 +37,12 @@ def add_parser(sub) -> None:
     """Add ``deepfault xplore`` to ``sub``."""
     p = c.command(sub, "xplore", *c.text("xplore"))
     _add_models(p)
-    c.add_field(p, XploreConfig, "seeds", metavar="N")
+    c.add_field(p, XploreConfig, "seeds")
     c.add_field(p, XploreConfig, "seed_indices", type=c.FieldType(FilePath("input"), read=read_seed_indices),
               metavar="FILE|I,J,...")
-    c.add_field(p, XploreConfig, "seed", metavar="S")
+    c.add_field(p, XploreConfig, "seed")
     _add_search(p)
-    c.add_field(p, XploreConfig, "inputs_per_step", metavar="B")
-    c.add_field(p, XploreConfig, "workers", metavar="N")
+    c.add_fields(p, XploreConfig, "inputs_per_step", "workers")
     p.add_argument("--batch-size", dest="chunk_size", type=c.batch_size_value, default="auto",
                    metavar="C|auto",
                    help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
@@ -74,9 +73,8 @@ def _add_search(p) -> None:
         _tunable(p, name)
     _tunable(p, "clip", action=argparse.BooleanOptionalAction)
     c.add_fields(p, XploreSources, "feature_bounds", "fix_features", "fix_steps")
-    c.add_field(p, XploreConfig, "occlusion", metavar="X,Y,H,W")
-    c.add_field(p, XploreConfig, "blackout_size", metavar="M")
-    _tunable(p, "target", metavar="J|random")
+    c.add_fields(p, XploreConfig, "occlusion", "blackout_size")
+    _tunable(p, "target")
     for name in ("neurons", "objective", "layers"):
         _tunable(p, name)
 
