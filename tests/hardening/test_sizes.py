@@ -137,12 +137,12 @@ def test_regress_refuses_the_step_before_the_store_is_made(pair, tmp_path, monke
 
 
 def test_inspect_checks_the_input_shape_against_memory_before_the_model_is_opened(monkeypatch, tmp_path):
-    from deepfault.cli import _common
+    from deepfault.models.source import ModelSource
 
-    def refuse(args):
+    def refuse(*args, **kwargs):
         raise AssertionError("the model was opened before --input-shape was checked")
 
-    monkeypatch.setattr(_common, "open_model_file", refuse)
+    monkeypatch.setattr(ModelSource, "open", refuse)
     status, _, err = cli(["inspect", str(tmp_path / "m.pt"), "--input-shape", "65536,65536,65536"])
     assert status == 2
     assert ("one input of --input-shape 65536,65536,65536 (281,474,976,710,656 values in float32) needs "

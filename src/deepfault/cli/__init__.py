@@ -22,6 +22,7 @@ from .. import _signals
 from ..core.registry import invalid_choice, unrecognized_options
 from ..errors import DeepFaultError, UserCodeError, failure_line
 from ..errors import out_of_memory_line as out_of_memory_line
+from ..methods import ABOUT
 from ..methods import ALL as _METHODS
 from . import _preflight
 
@@ -108,13 +109,7 @@ def _log_level(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``deepfault`` parser with every sub-command (each module's ``add_parser``)."""
-    parser = _Parser(
-        prog="deepfault",
-        description="Test deep neural networks the way software is tested: localise the neurons "
-        "behind a classifier's mistakes and synthesize inputs that expose them (DeepFault), measure "
-        "coverage, find inputs on which models disagree (DeepXplore), and fuzz a new version of a "
-        "model for regressions (DRFuzz), and fine-tune it on the failing inputs found (repair).",
-    )
+    parser = _Parser(prog="deepfault", description=ABOUT)
     from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"deepfault {__version__}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +37,12 @@ from ..core.outcome import Outcome
 from ..core.runtime import Runtime
 from ..errors import DeepFaultError
 from ..experiment.report import write_page
-from ..experiment.results import result_document
-from ..experiment.saving import save_outcome
+from ..experiment.saving import save_result
 from ..experiment.tables import fmt as fmt
 from ..experiment.tables import text_table
 from ..fuzz.pair import Versions
-from ..models.blackbox import RUNTIMES
+from ..methods import ALL as _METHODS
+from ..models.blackbox import RUNTIME_HELP, RUNTIMES
 from ..models.io import recorded_data_root
 from ..models.source import ModelSource
 from ..models.specs import arch_spec
@@ -102,10 +101,10 @@ def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: st
     field = next(f for f in dataclasses.fields(config) if f.name == name)
     constraint = field.metadata[KEY]
     option = field.metadata.get("option") or "--" + name.replace("_", "-")
-    metavar, text = field.metadata.get("metavar"), field.metadata.get("help") or name
+    text = field.metadata.get("help") or name
+    shown = text if field.metadata.get("plain_help") else f"{text}: {constraint.describe()}"
     kwargs: dict[str, Any] = {"dest": name, "default": field.default, "type": FieldType(constraint),
-                              "metavar": metavar or _metavar(constraint),
-                              "help": text if metavar else f"{text}: {constraint.describe()}"}
+                              "metavar": field.metadata.get("metavar") or _metavar(constraint), "help": shown}
     if isinstance(constraint, Flag):
         kwargs = {"dest": name, "action": "store_false" if field.default else "store_true",
                   "help": field.metadata.get("help") or name}
@@ -114,6 +113,12 @@ def add_field(p: argparse._ActionsContainer, config: type, name: str, *flags: st
     action.field = (config, name)  # type: ignore[attr-defined]  # its declaration, for the tests
     action.constraint = constraint  # type: ignore[attr-defined]  # and for the guard (its files' roles)
     return action
+
+
+def add_fields(p: argparse._ActionsContainer, config: type, *names: str) -> None:
+    """:func:`add_field` for each of ``config``'s fields ``names``, in that order."""
+    for name in names:
+        add_field(p, config, name)
 
 
 def _metavar(constraint: FieldConstraint) -> str:
@@ -127,9 +132,10 @@ def _metavar(constraint: FieldConstraint) -> str:
 
 def config_from(args, config: type, **given):
     """``config`` built from the parsed options its fields declared (:func:`add_field`), with
-    ``given`` overriding them.
+    ``given`` overriding them (an option left out, ``None``: the field's default).
     """
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config) if hasattr(args, f.name)}
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config)
+              if getattr(args, f.name, None) is not None}
     return config(**{**values, **given})
 
 
@@ -155,20 +161,6 @@ ARCH_FILE = FieldType(constraint_of(ModelSource, "arch"))
 ARCH = FieldType(ARCH_FILE.constraint, read=arch_spec)
 
 
-def batch_choice(models, inputs, args, *, backward: bool = False, count: int | None = None) -> int:
-    """Resolve ``args.batch_size`` for ``models`` on ``inputs``, print the choice in one line
-    (``batch: 48 inputs (auto: ...)``) and return the size (``args.batch_size`` is set to it, so
-    an out-of-memory message names the number).
-    """
-    from ..core.memory import choose_batch_size
-
-    choice = choose_batch_size(models, inputs, args.batch_size, backward=backward, count=count)
-    if choice.auto:
-        print(choice.describe())
-    args.batch_size = choice.size
-    return choice.size
-
-
 def names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -190,10 +182,7 @@ def remembered_data_dir(args) -> None:
     """
     if not hasattr(args, "data_dir") or args.data_dir is not None:
         return
-    values = [getattr(args, attr, None) for attr in ("model", "models", "m1", "m2")]
-    entries = [e for v in values for e in (v if isinstance(v, (list, tuple)) else [v])]
-    files = [p.strip() for e in entries if isinstance(e, (str, os.PathLike)) for p in str(e).split(",")]
-    found = recorded_data_root(files)
+    found = recorded_data_root([getattr(args, attr, None) for attr in ("model", "models", "m1", "m2")])
     if found is not None:
         args.data_dir = str(found)
 
@@ -201,30 +190,19 @@ def remembered_data_dir(args) -> None:
 # --------------------------------------------------------------------------- shared options
 
 #: The options several commands share, declared once: ``name -> (flags, add_argument's keywords)``;
-#: those of a model file are :class:`~deepfault.models.source.ModelSource`'s fields (:data:`SOURCE`).
+#: those of a model file are :class:`~deepfault.models.source.ModelSource`'s fields (:data:`SOURCE`),
+#: ``threads`` and ``batch_size`` :class:`~deepfault.core.runtime.Runtime`'s.
 #: A command adds them with :func:`add_options`, changing a keyword where its meaning differs.
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "batch_size": (("--batch-size",), dict(type=batch_size_value, default="auto", metavar="N|auto",
-        help="inputs per forward pass; 'auto' (the default) sizes it from the memory one input takes and the "
-        "memory free, at most 1024")),
     "seed": (("--seed",), dict(type=seed_int, default=0, metavar="S", help="the random seed")),
     "device": (("--device",), dict(default="auto",
         help="'cpu', 'cuda', 'cuda:N' or 'auto' (CUDA when available)")),
-    "threads": (("--threads",), dict(type=threads_value, default="auto", metavar="N|auto",
-        help="PyTorch CPU threads; 'auto': for small models (<= 2M parameters) on the CPU, the cores no "
-        "other process is using now (1 on a busy machine: measured 6-25x faster there, and 2 on an idle "
-        "2-core one: 1.5-1.8x faster; docs/performance.md), else PyTorch's default (so in the commands that "
-        "build or fine-tune their models as they go)")),
     "no_progress": (("--no-progress",), dict(action="store_true", help="no progress bar")),
     "m1": (("--m1",), dict(type=MODEL, required=True, metavar="FILE", help="the original model file")),
     "m2": (("--m2",), dict(type=MODEL, required=True, metavar="FILE",
         help="its new version; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) file runs as a black box: "
         "DRFuzz needs its outputs only")),
-    "runtime": (("--runtime",), dict(choices=RUNTIMES, default="auto",
-        help="how .onnx files run: auto (onnx2torch, or ONNX Runtime for a graph it cannot convert, e.g. "
-        "int8 or float16), torch (onnx2torch only) or onnxruntime (the deployed runtime, a black box: no "
-        "neurons for --strategy deephunter, no activations of M1 for --fidelity dsa/lsa/mdsa). .tflite "
-        "files always run in LiteRT")),
+    "runtime": (("--runtime",), dict(choices=RUNTIMES, default="auto", help=RUNTIME_HELP)),
     "report": (("--report",), dict(type=WRITES_FOLDER, dest="report_dir", metavar="DIR",
         default=None,
         help="also write a self-contained DIR/report.html of this run (its PNGs beside it), written whole or "
@@ -245,8 +223,8 @@ def add_options(p: argparse.ArgumentParser, *names: str, **changes: str | dict[s
     for name in names:
         change = changes.get(name, {})
         change = {"help": change} if isinstance(change, str) else change
-        if name in SOURCE:  # dest: the option's name (--arch-args sets args.arch_args)
-            add_field(p, ModelSource, SOURCE[name], **{"dest": name, **change})
+        if name in SOURCE or name in ("threads", "batch_size"):  # declared on ModelSource, Runtime
+            add_field(p, ModelSource if name in SOURCE else Runtime, SOURCE.get(name, name), **change)
             continue
         flags, kwargs = OPTIONS[name]
         p.add_argument(*flags, **{**kwargs, **change})
@@ -299,18 +277,20 @@ def command(sub, name: str, help: str, description: str | None = None) -> argpar
     return sub.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
 
 
+def text(name: str) -> tuple[str, str]:
+    """The help line and description of the sub-command ``name`` (``"coverage rank"``), as its
+    method declares them (:attr:`~deepfault.experiment.method.Method.texts`).
+    """
+    return next(method.texts[name] for method in _METHODS if name in method.texts)
+
+
 # --------------------------------------------------------------------------- one vocabulary
 
-#: Old spellings of options, per sub-command: ``old -> new``. Checked before parsing, so an
-#: old spelling is an error that names its new one (issue 19: one name for each concept in
-#: every command). docs/cli.md lists them.
-RENAMES: dict[str, dict[str, str]] = {
-    "run": {"--approach": "--measure", "--suspicious-num": "-k"},
-    "xplore": {"--models": "--model", "--step": "--step-size", "--seeds": "--num-seeds",
-               "--chunk-size": "--batch-size", "--transform": "--constraint"},
-    "regress": {"--batch": "--inputs-per-step", "--criterion": "--criteria"},
-    "scenario": {"--out-dir": "--out"},
-}
+#: Old spellings of options, per sub-command: ``old -> new``, as each method declares them
+#: (:attr:`~deepfault.experiment.method.Method.renamed`). Checked before parsing, so an old
+#: spelling is an error that names its new one. docs/cli.md lists them.
+RENAMES: dict[str, dict[str, str]] = {name: dict(table) for method in _METHODS
+                                      for name, table in method.renamed.items()}
 
 
 def check_renamed(argv: Sequence[str]) -> str | None:
@@ -336,29 +316,21 @@ def check_renamed(argv: Sequence[str]) -> str | None:
 def runtime_for(args, models=(), **given) -> Runtime:
     """The command's :class:`Runtime` for ``models`` (on ``--device``): that device, ``--threads``
     applied now (:func:`apply_threads`; the runtime holds the count in effect), the progress display
-    per ``--no-progress``, the workers of :func:`add_parallel` (a spread pass keeps its finished shards
-    in :func:`shard_state_path` of ``--out``); ``given`` sets the rest (``batch_size``).
+    per ``--no-progress``, the workers of :func:`add_parallel` (:func:`spread_runtime`); ``given``
+    sets the rest (``batch_size``).
     """
     device = device_from(args.device)
-    return Runtime(device=str(device), threads=apply_threads(args.threads, models, device),
-                   progress=not args.no_progress, **parallel_runtime(args), **given)
+    return spread_runtime(args, device=str(device), threads=apply_threads(args.threads, models, device),
+                          progress=not args.no_progress, **given)
 
 
-def parallel_runtime(args) -> dict[str, Any]:
-    """The :class:`Runtime` fields of :func:`add_parallel`'s options: ``parallel``, and the
-    ``shard_state`` file a spread pass keeps its finished shards in (:func:`shard_state_path` of
-    ``--out``, when the command writes one).
+def spread_runtime(args, **given) -> Runtime:
+    """:meth:`Runtime.spread` over :func:`add_parallel`'s workers, a spread pass keeping its
+    finished shards beside ``--out`` (when the command writes one); ``given`` sets the rest.
     """
     parallel = parallel_from(args)
     out = output_path(getattr(args, "out", None)) if parallel.spread else None
-    return {"parallel": parallel, "shard_state": None if out is None else str(shard_state_path(out))}
-
-
-def shard_state_path(out: Path) -> Path:
-    """The shard-state file of a spread pass whose result goes to ``out``: ``OUT.shards`` beside it
-    (:mod:`deepfault.core.shards`; a rerun of the stopped command finds it there).
-    """
-    return out.with_name(out.name + ".shards")
+    return Runtime.spread(parallel, out, **given)
 
 
 def write_run_report(args, render) -> None:
@@ -378,20 +350,15 @@ def write_outcome(args, outcome: Outcome, *, command: str, config, out: Path | N
     (``records``, such as the model's and the data set's, then ``outcome.payload()``, in the
     envelope with ``config``, its seed, ``runtime``'s device and threads, and the command line) to
     ``out`` and each of ``outcome.outputs()`` to its path in ``paths``, as one unit
-    (:func:`deepfault.experiment.saving.save_outcome`); an artifact left out for a missing
+    (:func:`deepfault.experiment.saving.save_result`); an artifact left out for a missing
     optional dependency gets a line saying why.
     """
     text = outcome.summary()
     print(text, end="" if text.endswith("\n") else "\n")
-    spread = {}
     if outcome.spread is not None:  # a pass spread over workers says how many and where
         print(outcome.spread.summary())
-        spread = {"parallel": outcome.spread.to_dict()}
-    threads = runtime.threads if isinstance(runtime.threads, int) else None
-    saved = save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
-        command, {**(records or {}), **outcome.payload(), **spread}, config=config.to_dict(),
-        seed=getattr(config, "seed", None), device=runtime.device, argv=getattr(args, "argv", None),
-        threads=threads, outputs=written or None))
+    saved = save_result(outcome, out, command=command, config=config, runtime=runtime,
+                        argv=getattr(args, "argv", None), paths=paths, records=records)
     for line in saved.skipped if saved else ():
         print(line)
     if saved:
@@ -407,25 +374,4 @@ def versions_from(args) -> Versions:
     """The pair ``--m1``/``--m2`` as :class:`~deepfault.fuzz.pair.Versions`, with the options that
     open their files (``--arch``, ``--arch-args``, ``--trust-pickle``, ``--runtime``, ``--data-dir``).
     """
-    return Versions(args.m1, args.m2, arch=args.arch, arch_kwargs=args.arch_args,
-                    trust_pickle=args.trust_pickle, runtime=args.runtime, data_dir=args.data_dir)
-
-
-def source_from(args) -> ModelSource:
-    """The model file's options as a :class:`ModelSource` (``--model`` or the embedded default)."""
-    given = {field: getattr(args, name) for name, field in SOURCE.items() if hasattr(args, name)}
-    return ModelSource(**given)
-
-
-def open_model_file(args):
-    return source_from(args).open(runtime=getattr(args, "runtime", "auto"))
-
-
-def prepare_from_args(args, data=None):
-    """The prepared model and its data set (:meth:`ModelSource.prepare`): ``--model`` (or the
-    embedded default), ``--dataset`` (or ``data``, or the file's).
-    """
-    prepared = source_from(args).prepare(data)
-    if prepared.data is None:
-        raise DeepFaultError(f"model file {str(args.model)!r} does not name its data set; add --dataset NAME")
-    return prepared
+    return config_from(args, Versions)

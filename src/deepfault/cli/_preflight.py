@@ -98,17 +98,11 @@ def written(args, options: dict[str, str], files: dict[str, FieldConstraint],
              for dest, declared in files.items()
              if declared.role == "output" and dest != "report_dir" and options.get(dest) not in named
              and getattr(args, dest, None) is not None]
-    state = _shard_state(args)
-    if state is not None:  # a spread pass keeps its finished shards beside --out
-        extra.append(Output("--out (its shard state, .shards)", state))
+    from ._common import spread_runtime  # noqa: PLC0415 (the command line's own rule)
+
+    # a spread pass keeps its finished shards beside --out (no pass of Parallel's in regress and xplore)
+    state = spread_runtime(args).shard_state if hasattr(args, "gpus_per_worker") else None
+    if state is not None:
+        extra.append(Output("--out (its shard state, .shards)", Path(state)))
     return listed if not extra else [*(listed or ()), *extra]
 
-
-def _shard_state(args):
-    """The shard-state file of a pass spread over ``--workers`` (``None``: not spread)."""
-    from ._common import parallel_runtime  # noqa: PLC0415 (the command line's own rule)
-
-    if not hasattr(args, "gpus_per_worker"):  # no pass of Parallel's (regress and xplore spread otherwise)
-        return None
-    state = parallel_runtime(args)["shard_state"]
-    return None if state is None else Path(state)

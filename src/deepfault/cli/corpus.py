@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks import check_output_dir
 from ..corpus import Corpus
+from ..corpus.corpus import CORPUS_COMMAND
 from ..corpus.manifest import MANIFEST
 from . import _common as c
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault corpus`` and its actions list, check and prune to ``sub``."""
-    p = sub.add_parser("corpus", help="list, check or prune a regression corpus",
-                       description="A regression corpus is a folder of the failing inputs earlier runs found "
-                       "(regress, xplore, run and gate add to it with --corpus DIR), each with its expected "
-                       "label and provenance. 'list' shows what it holds, 'check' reads every shard against "
-                       "the manifest, 'prune' deletes entries: the only command that does.")
+    p = sub.add_parser("corpus", help=CORPUS_COMMAND[0], description=CORPUS_COMMAND[1])
     actions = p.add_subparsers(dest="corpus_command", metavar="ACTION")
     actions.required = True
     listing = actions.add_parser("list", help="the corpus's data set, shards and (with --entries) entries")
@@ -84,17 +80,11 @@ def corpus_output(args) -> c.Output:
 
 
 def check_corpus_option(args, dataset: str | None = None) -> None:
-    """Before any work: ``--corpus DIR`` is a corpus (for ``dataset`` where the command names one:
-    a data set's name, or an ``.npz`` file, which names its data set by its stem), an empty
-    folder, or a new one; never a file or a folder of other files.
+    """Before any work: ``--corpus DIR`` (when given) can take the finds of a run on ``dataset``
+    (:meth:`~deepfault.corpus.RegressionCorpus.check_destination`).
     """
-    folder = getattr(args, "corpus", None)
-    if folder is None:
-        return
-    path = check_output_dir("--corpus", folder)  # a writable folder, or a place to make one
-    if path.is_dir() and any(path.iterdir()):
-        named = Path(dataset).stem if dataset is not None and dataset.endswith(".npz") else dataset
-        Corpus.open(path, dataset=named)
+    if getattr(args, "corpus", None) is not None:
+        Corpus.check_destination(args.corpus, dataset)
 
 
 def add_to_corpus(args, findings) -> None:

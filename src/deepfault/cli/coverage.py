@@ -9,10 +9,10 @@ defaults and the surprise state fitted when none is given are the library's.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 from pathlib import Path
 
+from ..core.memory import choose_batch_size
 from ..core.runtime import Runtime
 from ..coverage import (
     CoverageConfig,
@@ -26,9 +26,9 @@ from ..coverage import (
 from ..coverage.config import parse_thresholds
 from ..coverage.criteria import list_criteria
 from ..coverage.figures import _pyplot
-from ..coverage.inputs import SplitInputs, split_inputs
-from ..coverage.report import measure_page, rank_page, write_plot_folder
-from ..errors import DeepFaultError
+from ..coverage.inputs import SplitInputs, load_split
+from ..coverage.report import PLOT_FILES, measure_page, rank_page, write_plot_folder
+from ..models.source import ModelSource
 from ..provenance import provenance
 from . import _common as c
 
@@ -38,28 +38,26 @@ def _add_common(p: argparse.ArgumentParser, config: type, *, split: str) -> None
                 dataset="data set name or .npz file (default: the model file's data set)")
     p.add_argument("--split", type=c.READS, default=split, metavar="SPLIT",
                    help="'test', 'train', or an .npz file whose x (and y) are the inputs")
-    c.add_field(p, config, "layers", metavar="NAMES")
-    c.add_field(p, config, "transform")
+    c.add_fields(p, config, "layers", "transform")
     c.add_options(p, "batch_size", *c.RUNNING, *c.MODEL_FILE)
     c.add_parallel(p)
 
 
 def _add_criteria(p: argparse.ArgumentParser) -> None:
-    c.add_field(p, CoverageConfig, "criteria", type=str, default="nc", metavar="NAMES")
+    c.add_field(p, CoverageConfig, "criteria", type=str, default="nc")
     # several: 0 0.25 0.5 or 0,0.25,0.5 (its own parser: the groups are flattened)
     c.add_field(p, CoverageConfig, "threshold", type=c.argument_type(parse_thresholds), action="extend",
-              nargs="+", default=None, metavar="T")
-    c.add_field(p, CoverageConfig, "sections", metavar="K")
-    c.add_field(p, CoverageConfig, "top_k", "--top-k", metavar="K")
-    c.add_field(p, CoverageConfig, "scale", metavar="S")
-    c.add_field(p, CoverageConfig, "profile", type=str, metavar="FILE")  # a path: the config checks it
-    c.add_field(p, CoverageConfig, "surprise", type=str, metavar="FILE")
+                nargs="+", default=None)
+    c.add_fields(p, CoverageConfig, "sections", "top_k", "scale")
+    c.add_field(p, CoverageConfig, "profile", type=str)  # a path: the config checks it
+    c.add_field(p, CoverageConfig, "surprise", type=str)
 
 
-def _action(sub, name: str, config: type, split: str, func, help: str, description: str, *,
-            out: tuple[str, str]):
-    """The action ``name``: its options, those of every action, and its ``--out`` (default, what)."""
-    p = c.command(sub, name, help, description)
+def _action(sub, name: str, config: type, split: str, func, *, out: tuple[str, str]):
+    """The action ``name``: its text (the method's), its options, those of every action, and its
+    ``--out`` (default, what).
+    """
+    p = c.command(sub, name, *c.text(f"coverage {name}"))
     _add_common(p, config, split=split)
     p.add_argument("--out", type=c.WRITES, metavar="FILE", default=out[0],
                    help=f"{out[1]}, written atomically; '-' writes none")
@@ -79,47 +77,26 @@ def add_parser(sub) -> None:
     cov_sub = cov.add_subparsers(dest="coverage_command", metavar="ACTION")
     cov_sub.required = True
     _action(cov_sub, "profile", ProfileConfig, "train", _cmd_fit,
-            help="each neuron's min, max, mean and std on the training split",
-            description="Stream the training split once and write each neuron's min, max, mean and standard "
-            "deviation, with the layers, the transform and a hash of the model's weights, to an .npz file "
-            "(for kmnc, nbc and snac).", out=("coverage-profile.npz", "profile file (.npz)"))
+            out=("coverage-profile.npz", "profile file (.npz)"))
     surp = _action(cov_sub, "surprise", SurpriseConfig, "train", _cmd_fit,
-                   help="fit surprise adequacy (LSA, DSA, MDSA) on the training split",
-                   description="Stream the training split once and keep each input's activation trace of "
-                   "the chosen layers with its class, with the transform and a hash of the model's weights, "
-                   "in an .npz file (for 'rank --by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc').",
                    out=("surprise.npz", "surprise state (.npz)"))
-    c.add_field(surp, SurpriseConfig, "classes")
-    c.add_field(surp, SurpriseConfig, "var_threshold", metavar="V")
-    c.add_field(surp, SurpriseConfig, "max_features", metavar="K")
+    c.add_fields(surp, SurpriseConfig, "classes", "var_threshold", "max_features")
     meas = _action(cov_sub, "measure", CoverageConfig, "test", _cmd_measure,
-                   help="coverage of a set of inputs, overall and per layer",
-                   description="Run the inputs through the model once and print each criterion's coverage "
-                   "overall and per layer; several thresholds give DeepXplore's coverage-versus-threshold "
-                   "curve.", out=("coverage.json", "JSON result file"))
+                   out=("coverage.json", "JSON result file"))
     _add_criteria(meas)
-    c.add_field(meas, CoverageConfig, "sa_upper", metavar="U")
-    c.add_field(meas, CoverageConfig, "sa_sections", metavar="K")
+    c.add_fields(meas, CoverageConfig, "sa_upper", "sa_sections")
     meas.add_argument("--plot", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                       help="also write report.html, coverage_threshold.png, coverage_layers.png and "
                       "coverage_growth.png into DIR")
     c.add_options(meas, "report")
     rank = _action(cov_sub, "rank", CoverageConfig, "test", _cmd_rank,
-                   help="order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
-                   description="Order the inputs by each prioritiser (uncertainty of the outputs, surprise "
-                   "adequacy, or coverage: additional (cam) or total (ctm) under each --criteria) and report "
-                   "APFD of the inputs the model misclassifies (0.5 is what a random order gets on average), "
-                   "each prioritiser's time and its first inputs.",
                    out=("coverage-rank.json", "JSON result file with each order and score"))
-    c.add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by), metavar="NAMES")
+    c.add_field(rank, CoverageConfig, "by", type=str, default=",".join(CoverageConfig.by))
     _add_criteria(rank)
     c.add_options(rank, "report")
 
 
 # --------------------------------------------------------------------------- helpers
-
-_PLOTS = ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png",
-          "coverage_surprise.png")
 
 
 def outputs(args) -> list[c.Output]:
@@ -130,36 +107,22 @@ def outputs(args) -> list[c.Output]:
     if args.coverage_command == "measure" and args.plot:
         folder = Path(args.plot)
         out = [c.Output("--plot", folder, folder=True), *out,
-               *[c.Output(f"--plot ({name})", folder / name) for name in _PLOTS]]
+               *[c.Output(f"--plot ({name})", folder / name) for name in PLOT_FILES]]
     return out
-
-
-def _config(args, cls):
-    """The action's config from its options (an option left out: the field's default)."""
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-             if getattr(args, f.name, None) is not None}
-    return cls(**given)
-
-
-def _load(args, device) -> SplitInputs:
-    """``--split`` of ``--model``'s data set, the model on ``device``."""
-    split = str(args.split)
-    if split not in ("test", "train") and not split.lower().endswith(".npz"):
-        raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
-    loaded = split_inputs(c.prepare_from_args(args), split, data_dir=args.data_dir)
-    return loaded._replace(model=loaded.model.to(device))
 
 
 def _start(args, fits: bool = False) -> tuple[SplitInputs, Runtime]:
     """The model and the split loaded, the threads applied, the batch size chosen (for the
     training split too when a surprise state is fitted first).
     """
-    loaded = _load(args, c.device_from(args.device))
-    module, x, base = loaded.model.module, loaded.data.x_test, loaded.model.data
+    loaded = load_split(c.config_from(args, ModelSource), args.split, c.device_from(args.device))
+    module, count = loaded.model.module, loaded.pass_count(fits and not getattr(args, "surprise", None))
     runtime = c.runtime_for(args, [module])
-    fitted = fits and not getattr(args, "surprise", None)
-    count = max(len(x), len(base.x_train)) if fitted and base is not None else len(x)
-    return loaded, runtime.with_(batch_size=c.batch_choice(module, x, args, count=count))
+    choice = choose_batch_size(module, loaded.data.x_test, args.batch_size, count=count)
+    if choice.auto:
+        print(choice.describe())  # batch: 48 inputs (auto: ...)
+    args.batch_size = choice.size  # so that an out-of-memory message names the number
+    return loaded, runtime.with_(batch_size=choice.size)
 
 
 def _write(args, report, action: str, config: CoverageConfig, out, loaded: SplitInputs, runtime) -> None:
@@ -186,7 +149,7 @@ _FITS = {"profile": (ProfileConfig, compute_profile), "surprise": (SurpriseConfi
 def _cmd_fit(args) -> int:
     action = args.coverage_command
     cls, fit = _FITS[action]
-    config = _config(args, cls)
+    config = c.config_from(args, cls)
     out = c.declared(outputs(args), "--out")  # '-' writes none, as elsewhere
     loaded, runtime = _start(args)
     state = fit(loaded.model, loaded.data, config, runtime=runtime)
@@ -196,7 +159,7 @@ def _cmd_fit(args) -> int:
 
 
 def _cmd_measure(args) -> int:
-    config = _config(args, CoverageConfig)
+    config = c.config_from(args, CoverageConfig)
     out = c.declared(outputs(args), "--out")
     if args.plot:
         _pyplot()  # fail now, not after the work, when matplotlib is missing
@@ -211,7 +174,7 @@ def _cmd_measure(args) -> int:
 
 
 def _cmd_rank(args) -> int:
-    config = _config(args, CoverageConfig)
+    config = c.config_from(args, CoverageConfig)
     if args.report_dir:
         _pyplot()
     out = c.declared(outputs(args), "--out")

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from ..data import default_data_dir
 from ..data.download import download
-from ..data.listing import dataset_states
-from ..errors import DeepFaultError
+from ..data.listing import DATA_COMMAND, dataset_states, listed_root
 from . import _common as c
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault data`` and its actions list and download to ``sub``."""
-    data = sub.add_parser("data", help="list or download data sets",
-                          description="List the data sets and whether their files are present and "
-                          "intact under the data root, or download a data set's official files "
-                          "(checked by md5).")
+    data = sub.add_parser("data", help=DATA_COMMAND[0], description=DATA_COMMAND[1])
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION")
     data_sub.required = True
     dlist = data_sub.add_parser("list", help="each data set and whether its files are here and intact")
@@ -29,10 +25,7 @@ def add_parser(sub) -> None:
 
 
 def _cmd_data_list(args) -> int:
-    root = default_data_dir(args.data_dir)
-    if args.data_dir is not None and not root.is_dir():
-        raise DeepFaultError(f"--data-dir {args.data_dir!r} is not a folder; give the folder that holds "
-                             "the data sets (e.g. ../shared/datasets) or leave it out")
+    root = listed_root(args.data_dir)
     print(f"data root: {root}")
     print(c.table(("name", "status", "what"), dataset_states(root), indent=""))
     return 0

@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from ..checks import error
 from ..core.guard import report_folder
 from ..errors import DeepFaultError
-from ..experiment.presets import get_preset, list_presets
-from ..experiment.report import write_report
-from ..experiment.runner import RunSettings
+from ..experiment.presets import EXPERIMENT_COMMAND, describe_presets, get_preset, list_presets
+from ..experiment.report import REPORT_COMMAND, write_report
+from ..experiment.runner import RunSettings, preset_option
 from ..localization.preset import DeepFaultGrid, load_config
 from . import _common as c
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE; got {text!r}")
-    return key.strip(), value.strip()
-
-
-def _preset_help(preset) -> str:
-    opts = getattr(preset, "options", {}) or {}
-    extra = f" (options: {'; '.join(f'{k}: {v}' for k, v in opts.items())})" if opts else ""
-    return f"{preset.name}: {preset.description}{extra}"
-
-
 def add_parser(sub) -> None:
     """Add ``deepfault experiment`` and ``deepfault report`` to ``sub``."""
-    presets = "; ".join(_preset_help(get_preset(n)) for n in list_presets())
-    exp = c.command(
-        sub, "experiment", "run (or resume) an experiment grid into a results store",
-        "Run a built-in experiment (a preset of any method) or a DeepFault grid from a "
-        "TOML file, and write every cell to an SQLite store as soon as it is done. Rerunning the "
-        "same command skips finished cells, also after a crash or kill. "
-        f"Presets: {presets}.")
+    help, description = EXPERIMENT_COMMAND
+    exp = c.command(sub, "experiment", help, description.format(presets=describe_presets()))
     source = exp.add_mutually_exclusive_group(required=True)
     source.add_argument("--preset", choices=list_presets(), metavar="NAME",
                         help=f"built-in experiment ({', '.join(list_presets())})")
@@ -49,17 +30,14 @@ def add_parser(sub) -> None:
     c.add_parallel(exp, old_address="--ray-address")
     c.add_options(exp, "device", "threads", "seed",
                   seed={"default": None, "help": "override the grid's seed"})
-    exp.add_argument("--preset-option", dest="preset_options", type=_key_value, action="append", default=[],
-                     metavar="KEY=VALUE",
+    exp.add_argument("--preset-option", dest="preset_options", type=c.argument_type(preset_option),
+                     action="append", default=[], metavar="KEY=VALUE",
                      help="an option of the chosen preset (repeatable); each preset lists its own in "
                      "'deepfault experiment --help'; none by default")
     c.add_options(exp, "no_progress")
     exp.set_defaults(func=_cmd_experiment)
 
-    rep = c.command(sub, "report", "tables, figures and an HTML report from a results store",
-                  "Write the tables, figures and a self-contained report.html of one experiment in a results "
-                  "store (any method: DeepFault, DeepXplore, DRFuzz). The folder is written whole or not at "
-                  "all.")
+    rep = c.command(sub, "report", *REPORT_COMMAND)
     rep.add_argument("store", type=c.READS, metavar="STORE", help="SQLite results store")
     rep.add_argument("--out", type=c.WRITES_FOLDER, metavar="DIR", default=None,
                      help="output folder (default: STEM-report/ beside the store, e.g. results/x-report/)")
@@ -79,16 +57,11 @@ def _cmd_experiment(args) -> int:
     c.apply_threads(args.threads)  # this process's; process and Ray workers run one thread each
     preset = get_preset(args.preset) if args.preset else DeepFaultGrid(load_config(args.config))
     store = Path(args.store) if args.store else preset.default_store()
-    if store.is_dir():
-        raise DeepFaultError(f"--store {str(store)!r} is a directory; give a file name")
-    if args.models_dir and Path(args.models_dir).exists() and not Path(args.models_dir).is_dir():
-        raise DeepFaultError(f"--models-dir {args.models_dir!r} is a file; give a folder")
-    # every check before an executor starts (a Ray cluster takes seconds, and workers to stop)
     settings = RunSettings(data_dir=args.data_dir, models_dir=args.models_dir, progress=not args.no_progress,
                            argv=args.argv, device=str(device), seed=args.seed,
                            options=dict(args.preset_options))
     parallel = c.parallel_from(args)
-    preset.check_run(store, settings)
+    preset.check_run(store, settings)  # every check before an executor starts (a Ray cluster takes seconds)
     with parallel.start() as executor:
         summary = preset.run(store, settings, executor=executor)
     print(summary.summary())

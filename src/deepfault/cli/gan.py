@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..data import list_datasets, load_dataset
 from ..errors import DeepFaultError
-from ..fuzz.fidelity.gan import GanConfig, check_gan_data, generator_file, save_gan, train_gan
+from ..fuzz.fidelity.gan import GanConfig, GanFiles, check_gan_data, save_gan, train_gan
 from . import _common as c
 
 #: Flags of ``deepfault train`` that :func:`train_from_train_args` takes over when given.
@@ -19,22 +19,11 @@ def add_parser(sub) -> None:
     gan = sub.add_parser("gan", help="train the DCGAN whose discriminator checks DRFuzz's mutants")
     gan_sub = gan.add_subparsers(dest="gan_command", metavar="ACTION")
     gan_sub.required = True
-    train = c.command(
-        gan_sub, "train", "train the discriminator and generator adversarially and write both",
-        "Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training "
-        "split, with the images mapped to [-1, 1], and write the discriminator as a deepfault model "
-        "file (its meta records input_range [-1, 1], which 'deepfault regress --fidelity "
-        "discriminator:FILE' uses) and the generator beside it, and report its quality (mean score on "
-        "real test images against noise and heavily mutated images). For mnist and fashion-mnist "
-        "'deepfault regress' makes one on first use without this step. Ctrl-C keeps the last completed "
-        "epoch.")
+    train = c.command(gan_sub, "train", *c.text("gan train"))
     train.add_argument("--dataset", required=True, metavar="NAME",
                        help=f"data set of square images ({', '.join(list_datasets())}, or a .npz file)")
     c.add_options(train, "data_dir")
-    train.add_argument("--out", type=c.WRITES, metavar="FILE", default=None,
-                       help="discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
-    train.add_argument("--generator-out", type=c.WRITES, metavar="FILE", default=None,
-                       help="generator file to write (default: beside --out, OUT-STEM.generator.pt)")
+    c.add_fields(train, GanFiles, "out", "generator_out")
     for name in ("epochs", "images_per_epoch", "batch_size", "lr", "seed"):
         c.add_field(train, GanConfig, name)
     c.add_options(train, *c.RUNNING)
@@ -43,13 +32,10 @@ def add_parser(sub) -> None:
 
 def outputs(args) -> list[c.Output]:
     """The files ``deepfault gan train`` (and ``train --arch dcgan_discriminator``) writes."""
-    out = Path(args.out or f"dcgan-{Path(args.dataset).stem}-discriminator.pt")
-    generator = getattr(args, "generator_out", None)
-    if generator:
-        return [c.Output("--out", out), c.Output("--generator-out", Path(generator))]
-    named = out.name not in ("", ".", "..")  # else --out's own check refuses it first
-    return [c.Output("--out", out),
-            c.Output("--out (its generator)", generator_file(out) if named else None)]
+    generator = getattr(args, "generator_out", None)  # train --arch dcgan_discriminator has none
+    out, gen_out = GanFiles(args.out, generator).paths(args.dataset)
+    named = "--generator-out" if generator else "--out (its generator)"
+    return [c.Output("--out", out), c.Output(named, gen_out)]
 
 
 def _cmd_gan_train(args) -> int:
@@ -64,10 +50,8 @@ def _train(args, config: GanConfig) -> int:
     out, gen_out = (Path(str(o.path)) for o in outputs(args))
     if gen_out.resolve() == out.resolve():
         raise DeepFaultError(f"--generator-out and --out name the same file {str(out)!r}")
-    per_epoch = len(data.y_train) if config.images_per_epoch is None else min(config.images_per_epoch,
-                                                                                len(data.y_train))
-    print(f"training the DCGAN on {data.name}: {per_epoch} of {len(data.y_train)} training images per "
-          f"epoch, epochs: {config.epochs}, {device}")
+    print(f"training the DCGAN on {data.name}: {config.per_epoch(len(data.y_train))} of {len(data.y_train)} "
+          f"training images per epoch, epochs: {config.epochs}, {device}")
     result = train_gan(data, **config.to_dict(), device=device, progress=not args.no_progress,
                        threads=args.threads)
     if args.dataset.endswith(".npz"):

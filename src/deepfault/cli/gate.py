@@ -8,35 +8,28 @@ from pathlib import Path
 from ..checks import error
 from ..core.runtime import Runtime
 from ..gate import THRESHOLDS, GateConfig, gate, policy_config
+from ..gate.config import GateFiles
 from ..gate.protocol import read_split
 from ..gate.report import gate_page
-from ..gate.verdict import EXIT_STATUS
 from . import _common as c
 from .corpus import check_corpus_option, corpus_output
 
-_STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
+#: The stages' options, in the order --help lists them (the thresholds follow --policy).
+_STAGES = ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault gate`` to ``sub``."""
-    p = c.command(sub, "gate", "may a new version of a model (M2) replace the one in production (M1)? A "
-                "verdict for CI",
-                "Compare the challenger M2 with the champion M1 on a held-out split (accuracies with "
-                "intervals, an exact McNemar test, negative and positive flips per class, the disagreement), "
-                "replay the regression corpus (--corpus), fuzz briefly (--budget; 0 skips) and judge by the "
-                "policy (the threshold options, or --policy FILE.toml; options given win over the file). "
-                f"Prints the verdict and its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 "
-                "interrupted (docs/gate.md).")
+    p = c.command(sub, "gate", *c.text("gate"))
     c.add_options(p, *c.PAIR, "dataset", "data_dir", m1="the champion: the model in production",
                 m2="the challenger; a deployed .onnx (ONNX Runtime) or .tflite (LiteRT) runs as a black box",
                 runtime="how .onnx files run",
                 dataset="data set or .npz file whose test split is held out (default: the one the model "
                 "files name)")
-    p.add_argument("--split", type=c.READS, metavar="FILE", default=None,
-                   help="held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz "
-                   "with x (and y for labels), or a data set's .npz (its x_test, y_test)")
+    c.add_field(p, GateFiles, "split")
     _add_stages_and_policy(p)
-    _add_outputs(p)
+    c.add_fields(p, GateFiles, "out", "junit", "summary")  # the files a pipeline reads
+    c.add_options(p, "report")
     c.add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress")
     c.add_parallel(p)  # the held-out stage spreads over them
     p.set_defaults(func=_cmd_gate)
@@ -46,31 +39,14 @@ def _add_stages_and_policy(p) -> None:
     """The stages' options and the policy's (each threshold unset unless given, so that a policy
     file's value is not overridden).
     """
-    c.add_field(p, GateConfig, "heldout")
-    c.add_field(p, GateConfig, "corpus", metavar="DIR")
-    c.add_field(p, GateConfig, "budget", metavar="B")
-    c.add_field(p, GateConfig, "fidelity", metavar="SPEC")
-    c.add_field(p, GateConfig, "add_to_corpus")
-    c.add_field(p, GateConfig, "seed", metavar="S")
-    c.add_field(p, GateConfig, "worst", metavar="N")
-    p.add_argument("--policy", type=c.READS, metavar="FILE.toml", default=None,
-                   help=f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})")
+    c.add_fields(p, GateConfig, *_STAGES)
+    c.add_field(p, GateFiles, "policy")
     for name in THRESHOLDS:  # unset unless given, so that a policy file's value is not overridden
         c.add_field(p, GateConfig, name, default=argparse.SUPPRESS)
 
 
-def _add_outputs(p) -> None:
-    """The files a pipeline reads: JSON, JUnit XML, Markdown, the HTML report."""
-    p.add_argument("--out", type=c.WRITES, metavar="FILE.json", default=None, help="the JSON result")
-    p.add_argument("--junit", type=c.WRITES, metavar="FILE.xml", default=None, help="the checks as JUnit XML")
-    p.add_argument("--summary", type=c.WRITES, metavar="FILE.md", default=None,
-                   help="a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)")
-    c.add_options(p, "report")
-
-
 def _config(args) -> GateConfig:
-    stages = ("heldout", "corpus", "budget", "fidelity", "add_to_corpus", "seed", "worst")
-    base = GateConfig(**{n: getattr(args, n) for n in stages})
+    base = GateConfig(**{n: getattr(args, n) for n in _STAGES})
     given = {n: getattr(args, n) for n in THRESHOLDS if hasattr(args, n)}
     return policy_config(args.policy, base, **given)
 
@@ -97,8 +73,7 @@ def outputs(args) -> list[c.Output]:
 def _cmd_gate(args) -> int:
     config = _config(args)
     versions = c.versions_from(args)
-    runtime = Runtime(device=args.device, threads=args.threads, progress=not args.no_progress,
-                      **c.parallel_runtime(args))
+    runtime = c.spread_runtime(args, device=args.device, threads=args.threads, progress=not args.no_progress)
     outcome = gate(versions, args.dataset if args.split is None else read_split(args.split, args.dataset),
                    config, runtime=runtime)
     c.write_outcome(args, outcome, command="gate", config=config, out=c.output_path(args.out),

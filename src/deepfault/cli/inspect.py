@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import DeepFaultError
-from ..experiment.inspection import check_input_size, inspect_model
+from ..experiment.inspection import input_shape, inspect_model
 from ..models.blackbox import RUNTIMES
+from ..models.source import ModelSource
 from . import _common as c
 
 
@@ -23,30 +23,14 @@ def add_parser(sub) -> None:
     insp.set_defaults(func=_cmd_inspect)
 
 
-def _shape(text: str | None) -> tuple[int, ...] | None:
-    """``--input-shape``: 1 to 4 sizes from 1 to 65536."""
-    if text is None:
-        return None
-    try:
-        shape = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        shape = ()
-    if not shape or any(d < 1 or d > 1 << 16 for d in shape) or len(shape) > 4:
-        raise DeepFaultError("--input-shape must be 1 to 4 comma-separated sizes from 1 to 65536, e.g. "
-                             f"1,28,28; got {text!r}")
-    return shape
-
-
 def preflight(args) -> None:
     """``--input-shape`` read and its one input checked against the memory free, before the model."""
-    shape = _shape(args.input_shape or None)
-    if shape is not None:
-        check_input_size(shape)
+    input_shape(args.input_shape)
 
 
 def _cmd_inspect(args) -> int:
-    mf = c.open_model_file(args)
-    shape = _shape(args.input_shape or None)
+    mf = c.config_from(args, ModelSource).open(runtime=args.runtime)
+    shape = input_shape(args.input_shape)
     print(inspect_model(mf, str(args.model), input_shape=shape, dataset=args.dataset, data_dir=args.data_dir),
           end="")
     return 0

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-from ..localization.measures import MEASURES
-from ..localization.selection import APPROACHES, list_approaches
+from ..localization.selection import approach_rows
 from . import _common as c
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault measures`` to ``sub``."""
-    measures = sub.add_parser(
-        "measures", help="list the suspiciousness measures and baselines",
-        description="List every approach 'deepfault run --measure' takes: the suspiciousness "
-        "measures (a score of the four counts as, af, ns, nf of each neuron) and the baselines.")
+    help, description = c.text("measures")
+    measures = sub.add_parser("measures", help=help, description=description)
     measures.set_defaults(func=_cmd_measures)
 
 
 def _cmd_measures(args) -> int:
-    rows = []
-    for name in list_approaches():
-        approach = APPROACHES.get(name)
-        reference = "-" if approach.baseline else (MEASURES.get(name).reference or "-")
-        if name == "random":
-            reference = "Eniser et al., FASE 2019"
-        rows.append((name, approach.description, reference))
     print("as/af: active on passing/failing inputs; ns/nf: not active on passing/failing inputs")
-    print(c.table(("name", "score", "reference"), rows, indent=""))
+    print(c.table(("name", "score", "reference"), approach_rows(), indent=""))
     return 0

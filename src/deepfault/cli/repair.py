@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 from ..core.runtime import Runtime
-from ..models.prepare import prepare_model
+from ..models.source import ModelSource
 from ..provenance import provenance
 from ..repair import RepairConfig, repair
+from ..repair.config import RepairFiles
 from . import _common as c
 
-#: The options that set RepairConfig's fields, in the order --help lists them.
-_FIELDS = ("holdout", "mix", "epochs", "lr", "batch_size", "seed", "max_drop", "ties", "vote_model",
-           "baselines", "eps", "bim_steps")
-#: Metavars of the options that set RepairConfig's fields, where the declaration's is too general.
-_OVERRIDES: dict[str, dict] = {"mix": {"metavar": "R"}, "max_drop": {"metavar": "POINTS"},
-                               "vote_model": {"metavar": "NAME"}, "baselines": {"metavar": "B1,B2"},
-                               "seed": {"metavar": "S"}}
-
+#: The options that set RepairConfig's fields, in the order --help lists them (train_on: Python only).
+_FIELDS = tuple(f.name for f in fields(RepairConfig) if f.name != "train_on")
 
 def add_parser(sub) -> None:
     """Add ``deepfault repair`` to ``sub``."""
-    p = c.command(sub, "repair", "fine-tune a model on the failing inputs run/xplore/regress found, against "
-                "baselines", "Label the inputs of each file where their labels are defined (the originals' "
-                "labels for 'run' and 'regress' files, the models' majority vote for 'xplore' files), hold "
-                "out part of every file by seed, fine-tune a copy of the model on the rest mixed with "
-                "training inputs, and do the same with as many random or adversarial inputs. Prints test and "
-                "held-out accuracy before and after each, ends with a verdict (which fine-tuning fixed the "
-                "most held-out faults within the --max-drop budget, and which model was saved), and writes a "
-                "JSON result and the repaired model (.pt); --report DIR adds an HTML page.")
+    p = c.command(sub, "repair", *c.text("repair"))
     p.add_argument("inputs", type=c.READS, nargs="+", metavar="INPUTS.npz",
                    help="files of 'deepfault run --save-inputs', 'deepfault xplore' (its .npz) or "
                    "'deepfault regress' (its faults .npz)")
@@ -34,16 +24,10 @@ def add_parser(sub) -> None:
                 model={"required": True, "help": "the model to repair (any format 'deepfault run' takes; for "
                        "regress files, M2)"},
                 dataset="data set the inputs were made from (default: the one the model file names)")
-    p.add_argument("--m1", type=c.MODEL, metavar="FILE", default=None,
-                   help="M1 of regress files, to recompute which held-out faults it gets right (default: "
-                   "the M1 predictions saved in the file)")
-    for name in _FIELDS:
-        c.add_field(p, RepairConfig, name, **_OVERRIDES.get(name, {}))
+    c.add_field(p, RepairFiles, "m1")
+    c.add_fields(p, RepairConfig, *_FIELDS)
     c.add_options(p, "device", "threads")
-    p.add_argument("--out", type=c.WRITES, metavar="FILE", default="repair-result.json",
-                   help="JSON result, written atomically; '-' writes none")
-    p.add_argument("--save-model", type=c.WRITES, metavar="FILE", default=None,
-                   help="the repaired model (default: beside --out as .pt); '-' writes none")
+    c.add_fields(p, RepairFiles, "out", "save_model")
     c.add_options(p, "no_progress", "report")
     p.set_defaults(func=_cmd_repair)
 
@@ -52,20 +36,18 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault repair`` writes: the JSON result and the repaired model (``--report DIR``
     is checked as the report folder).
     """
-    out = c.output_path(args.out, "--out")
-    model = args.save_model if args.save_model is not None else c.sibling(out, ".pt")
+    out, model = c.config_from(args, RepairFiles).paths()
     named = "--save-model" if args.save_model is not None else "--save-model (default: --out as .pt)"
-    return [c.Output("--out", out), c.Output(named, c.output_path(model, "--save-model"))]
+    return [c.Output("--out", out), c.Output(named, model)]
 
 
 def _cmd_repair(args) -> int:
-    config = RepairConfig(**{name: getattr(args, name) for name in _FIELDS})
+    config = c.config_from(args, RepairConfig)
     out, model_path = (o.path for o in outputs(args))
     device = c.device_from(args.device)
-    prepared = c.prepare_from_args(args)
-    m1 = None if args.m1 is None else prepare_model(args.m1, prepared.data, data_dir=args.data_dir,
-                                                    arch=args.arch, arch_kwargs=args.arch_args,
-                                                    trust_pickle=args.trust_pickle)
+    source = c.config_from(args, ModelSource)
+    prepared = source.prepare(need_data=True)
+    m1 = None if args.m1 is None else replace(source, model=args.m1).prepare(prepared.data)
     threads = c.apply_threads(args.threads, [prepared.module], device)
     runtime = Runtime(device=str(device), progress=not args.no_progress)
     result = repair((prepared, m1), args.inputs, config, runtime=runtime).saving(model_path)

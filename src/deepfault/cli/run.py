@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
-from ..core.capture import layer_selection
-from ..experiment.results import dataset_record, model_record
 from ..localization.config import SURPRISE_WHAT
+from ..localization.outputs import RunFiles
 from ..localization.protocol import RunConfig, run_deepfault
+from ..models.source import ModelSource
 from ..provenance import provenance
 from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
@@ -17,36 +16,17 @@ from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpu
 _FIELDS = ("classes", "measure", "k", "step_size", "distance", "seed", "star", "repeat", "layers",
            "threshold", "activity", "iterations", "normalize", "num_inputs", "k_primes")
 
-#: Metavars of the options that set RunConfig's fields, where the declaration's is too general.
-_OVERRIDES: dict[str, dict] = {"measure": {"metavar": "NAME"}, "seed": {"metavar": "S"},
-                               "classes": {"metavar": "C"}, "layers": {"metavar": "NAMES"},
-                               "num_inputs": {"metavar": "N"}, "k_primes": {"metavar": "K1,K2"}}
-
-
 def add_parser(sub) -> None:
     """Add ``deepfault run`` to ``sub``."""
-    run = c.command(sub, "run", "localise suspicious neurons and synthesize inputs from them",
-                  "Build each class's hit spectrum on the test split, select the k most suspicious "
-                  "neurons, synthesize new inputs from correctly classified ones and evaluate them. With "
-                  "no --model and no --dataset, uses the embedded default (scikit-learn's 8x8 digits and a "
-                  "small MLP trained on them, cached).")
+    run = c.command(sub, "run", *c.text("run"))
     c.add_options(run, "model", "dataset", "data_dir",
                 dataset="data set name (default: the model file's data set, else 'digits')")
-    for name in _FIELDS:
-        c.add_field(run, RunConfig, name, **_OVERRIDES.get(name, {}))
+    c.add_fields(run, RunConfig, *_FIELDS)
     c.add_options(run, "device", "threads", "batch_size", batch_size="inputs per pass (sized for "
                 "synthesis's forward and backward passes when auto); 'auto' (the default) sizes it from the "
                 "memory one input takes and the memory free, at most 1024")
     c.add_parallel(run)  # the spectrum pass spreads over them
-    run.add_argument("--out", type=c.WRITES, metavar="FILE", default="deepfault-result.json",
-                     help="JSON result file, written atomically; '-' writes none")
-    run.add_argument("--log", type=c.WRITES, metavar="FILE", default=None,
-                     help="also append the printed summary to this file")
-    run.add_argument("--save-inputs", type=c.WRITES, metavar="FILE.npz", default=None,
-                     help="where to save the synthesized inputs with their originals, labels and "
-                     "predictions, plus an image grid beside it (.png) (default: beside --out, "
-                     "e.g. deepfault-result.npz)")
-    run.add_argument("--no-save-inputs", action="store_true", help="do not save the synthesized inputs")
+    c.add_fields(run, RunFiles, "out", "log", "save_inputs", "no_save_inputs")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only the evaluation table, not every class's neurons")
     c.add_options(run, "no_progress", *c.MODEL_FILE, "report")
@@ -74,25 +54,22 @@ def outputs(args) -> list[c.Output]:
     """The files ``deepfault run`` writes: the JSON result, the synthesized inputs and their grid,
     and the log it appends to; then the corpus folder it adds to.
     """
-    out = c.output_path(args.out, "--out")
-    inputs = None
-    if not args.no_save_inputs and (args.save_inputs or out is not None):
-        inputs = Path(args.save_inputs) if args.save_inputs else c.sibling(out, ".npz")
+    out, inputs, grid, log = c.config_from(args, RunFiles).paths()
     return [c.Output("--out", out), c.Output("--save-inputs", inputs),
-            c.Output("--save-inputs (its image grid)", c.sibling(inputs, ".png")),
-            c.Output("--log", c.output_path(args.log, "--log")), corpus_output(args)]
+            c.Output("--save-inputs (its image grid)", grid), c.Output("--log", log), corpus_output(args)]
 
 
 def _cmd_run(args) -> int:
     config = RunConfig(**{name: getattr(args, name) for name in (*_FIELDS, "surprise")},
                        baseline=args.report_dir is not None and not args.no_baseline)
     out, inputs_path, grid_path, log_path, _ = (o.path for o in outputs(args))
-    prepared = c.prepare_from_args(args).to(c.device_from(args.device))
+    prepared = c.config_from(args, ModelSource).prepare(need_data=True).to(c.device_from(args.device))
     runtime = c.runtime_for(args, [prepared.module], batch_size=args.batch_size)
     ran = run_deepfault(prepared, prepared.data, config, runtime=runtime)
     result = replace(ran, quiet=args.quiet).spread_over(ran.spread)  # a replaced outcome keeps its workers
     c.write_outcome(args, result, command="run", config=result.config, out=out, runtime=runtime,
-                  paths={"inputs": inputs_path, "grid": grid_path}, records=_records(args, prepared, result))
+                    paths={"inputs": inputs_path, "grid": grid_path},
+                    records=result.records(prepared, args.model, args.data_dir))
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(result.summary() + "\n")
@@ -101,14 +78,3 @@ def _cmd_run(args) -> int:
     add_to_corpus(args, result.findings())
     return 0
 
-
-def _records(args, prepared, result) -> dict:
-    """The model's and the data set's records of the result file."""
-    mf, data = prepared.model_file, prepared.data
-    model = model_record(prepared, args.model, arch_kwargs=mf.arch_kwargs,
-                         layout=list(prepared.file_input_shape or data.input_shape),
-                         layout_name=prepared.layout, input_shape=list(data.input_shape),
-                         adapter=prepared.adapter, label=prepared.name,
-                         meta={k: v for k, v in mf.meta.items() if k != "recipe"},
-                         layer_selection=layer_selection(prepared.module, result.config.layers))
-    return {"model": model, "dataset": dataset_record(data, args.data_dir)}

@@ -12,23 +12,15 @@ from ..fuzz.pairs.scenarios import SCENARIOS, ScenarioContext, list_scenarios, m
 from ..fuzz.pairs.summary import deployment_summary, scenarios_summary
 from ..models import list_architectures
 from ..models.deploy import deployment_files, list_deploy_formats, make_deployment
+from ..models.specs import ARCH_ARGS_HELP
 from . import _common as c
-from .train import ARCH_ARGS_HELP
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault scenario`` to ``sub``."""
     lines = "; ".join(f"{n}: {SCENARIOS.get(n).description}" for n in list_scenarios())
-    p = c.command(
-        sub, "scenario", "write the M1/M2 model pair of a regression scenario (DRFuzz)",
-        "Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios "
-        f"(spec/drfuzz.md section 9): {lines}. 'all' runs every scenario. The base models are cached "
-        "in --out and shared between scenarios with the same architecture, data, seed and epochs. "
-        "Prints both test accuracies and the regressions (test inputs M1 gets right and M2 wrong). "
-        "'deploy' writes a deployment pair instead: M1 (--model, a float torch model) and the files it is "
-        "deployed as, run by ONNX Runtime: float32 ONNX, dynamic int8 (ConvInteger/MatMulInteger), static "
-        "QDQ int8 calibrated on training inputs, and float16 (--formats); fuzz one with "
-        "'deepfault regress --m1 M1.pt --m2 FILE.onnx --runtime onnxruntime'.")
+    help, description = c.text("scenario")
+    p = c.command(sub, "scenario", help, description.format(scenarios=lines))
     p.add_argument("name", choices=[*list_scenarios(), "all", "deploy"], metavar="SCENARIO",
                    help=f"scenario ({', '.join(list_scenarios())}, all, or deploy)")
     p.add_argument("--arch", default=None, type=c.ARCH, metavar="SPEC",
@@ -59,15 +51,10 @@ def outputs(args) -> list[c.Output]:
     if args.name != "deploy" or args.model is None:
         return folder
     try:
-        files = deployment_files(args.model, _formats(args), args.out)
+        files = deployment_files(args.model, args.formats, args.out)
     except DeepFaultError:  # an unknown format: the command refuses it in its own words
         return folder
     return [*folder, *(c.Output(f"--out ({path.name})", path) for path in files.values())]
-
-
-def _formats(args) -> list[str]:
-    """The formats ``--formats`` names."""
-    return [f.strip() for f in args.formats.split(",") if f.strip()]
 
 
 def _cmd_deploy(args) -> int:
@@ -75,7 +62,7 @@ def _cmd_deploy(args) -> int:
         raise DeepFaultError("scenario deploy exports a model: give it with --model FILE (a zoo .pt file)")
     c.apply_threads(args.threads)
     r = make_deployment(args.model, args.dataset, data_dir=args.data_dir, out_dir=args.out,
-                        formats=_formats(args), seed=args.seed)
+                        formats=args.formats, seed=args.seed)
     print(deployment_summary(args.model, r))
     return 0
 
@@ -105,7 +92,7 @@ def _cmd_scenario(args) -> int:
         context = ScenarioContext(seed=args.seed, epochs=args.epochs, device=device,
                                   progress=not args.no_progress, threads=args.threads)
         r = make_scenario(name, args.arch, data, context=context, out_dir=args.out,
-                          arch_kwargs=args.arch_args)
+                          arch_kwargs=args.arch_kwargs)
         results.append(r)
         if len(names) > 1:
             print(f"  {name}: M1 {r.m1_accuracy:.4f}, M2 {r.m2_accuracy:.4f}, {r.regressions} regressions")

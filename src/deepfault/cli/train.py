@@ -8,25 +8,16 @@ from pathlib import Path
 from ..checks import error
 from ..data import list_datasets, load_dataset
 from ..models import list_architectures, save_model
-from ..models.specs import arch_arguments, default_stem
-from ..models.train import TrainConfig, train_model
+from ..models.specs import ARCH_ARGS_HELP, arch_arguments, default_stem
+from ..models.train import TRAIN_COMMAND, TrainConfig, train_model
 from . import _common as c
 from .gan import outputs as gan_outputs
 from .gan import train_from_train_args
 
-#: ``--arch-args`` of the commands that build a model (train, scenario).
-ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo architecture gets the data "
-                  "set's number of classes, any other none)")
-
 
 def add_parser(sub) -> None:
     """Add ``deepfault train`` to ``sub``."""
-    train = c.command(
-        sub, "train", "train a zoo architecture on a data set and write a model file",
-        "Train with the DeepFault prototype's recipe by default (Adam, batch 32, "
-        "10 epochs, 1/6 of the training set held out for validation), with the learning rate "
-        "decayed on a cosine unless --schedule constant. Ctrl-C stops after "
-        "keeping the last completed epoch, which is then saved.")
+    train = c.command(sub, "train", *TRAIN_COMMAND)
     train.add_argument("--arch", required=True, metavar="SPEC", type=c.ARCH,
                        help=f"architecture: a zoo name ({', '.join(list_architectures())}), or "
                        "file.py:Class, package.module:factory, torchvision:NAME, timm:NAME")
@@ -70,7 +61,7 @@ def _cmd_train(args) -> int:
     print(f"training {args.arch} on {data.name}: {len(data.y_train)} training inputs, "
           f"{len(data.y_test)} test inputs, {device}")
     mf, result = train_model(args.arch, data, config, device=device,
-                             arch_kwargs=arch_arguments(args.arch, args.arch_args, data.num_classes),
+                             arch_kwargs=arch_arguments(args.arch, args.arch_kwargs, data.num_classes),
                              progress=not args.no_progress, threads=args.threads)
     if args.dataset.endswith(".npz"):  # so that 'run --model' finds the same file again
         mf.dataset = str(Path(args.dataset).resolve())

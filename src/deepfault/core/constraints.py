@@ -37,7 +37,8 @@ from ..errors import DeepFaultError
 __all__ = [
     "FieldConstraint", "Interval", "Options", "Flag", "Text", "Each", "Checked", "FilePath", "param",
     "constraint_of", "constraints",
-    "undeclared", "validate", "SEED", "EPOCHS", "LEARNING_RATE", "WORKERS", "GRID",
+    "undeclared", "validate", "param_of", "file_param", "Declared", "SEED", "EPOCHS", "LEARNING_RATE",
+    "WORKERS", "GRID",
 ]
 
 #: The metadata key a field's constraint is stored under.
@@ -409,15 +410,43 @@ class FilePath(FieldConstraint):
 
 
 def param(default: Any, constraint: FieldConstraint, *, help: str = "", option: str | None = None,
-          metavar: str | None = None) -> Any:
+          metavar: str | None = None, plain_help: bool = False) -> Any:
     """A dataclass field with its ``default``, its :class:`FieldConstraint`, the help text the
     command line shows, the option that sets it (``--step-size``; default: the field's name
-    with dashes) and, where the constraint's is too general, its metavar (``FILE``, ``JSON``: the
-    help then says what the value is itself). A mutable default is not allowed (configs are
-    frozen values).
+    with dashes) and, where the constraint's is too general, its metavar (``N``, ``FILE``,
+    ``JSON``). The command line's help is ``help`` followed by the constraint's words
+    (:meth:`FieldConstraint.describe`), or ``help`` alone with ``plain_help`` (it says what the
+    value is itself). A mutable default is not allowed (configs are frozen values).
     """
-    meta = {KEY: constraint, "help": help, "option": option, "metavar": metavar}
+    meta = {KEY: constraint, "help": help, "option": option, "metavar": metavar, "plain_help": plain_help}
     return dataclasses.field(default=default, metadata=meta)
+
+
+def file_param(default: Any, help: str, *, role: str = "output", metavar: str = "FILE", **path: Any) -> Any:
+    """:func:`param` of a field naming a file (or, with ``folder=True``, a folder) that a run reads
+    (``role="input"``) or writes (``"output"``): a :class:`FilePath` (``path``: its other options),
+    shown as ``metavar``, its ``help`` saying what the value is itself (``plain_help``).
+    """
+    return param(default, FilePath(role, **path), metavar=metavar, plain_help=True, help=help)
+
+
+class Declared:
+    """Base of a frozen dataclass whose declared fields are checked when it is made
+    (:func:`validate`; a subclass that converts a field first calls it itself).
+    """
+
+    def __post_init__(self):
+        validate(self)
+
+
+def param_of(cls_or_obj, name: str, **changes: Any) -> Any:
+    """A dataclass field declared as ``cls_or_obj``'s field ``name`` is (its default, constraint,
+    help, option and metavar: one declaration for two configs that take the same setting), with
+    ``changes`` (``help=``, ``default=``) in place.
+    """
+    found = next(f for f in dataclasses.fields(cls_or_obj) if f.name == name)
+    meta = {**found.metadata, **{k: v for k, v in changes.items() if k != "default"}}
+    return dataclasses.field(default=changes.get("default", found.default), metadata=meta)
 
 
 def constraint_of(cls_or_obj, name: str) -> FieldConstraint:

@@ -56,10 +56,16 @@ class Runtime:
     """
 
     device: str | torch.device | None = param(None, Text(none=True), help="device to run on")
-    threads: int | str | None = param("auto", Interval(int, 1, MAX_THREADS, none=True, words=("auto",)),
-                                      help="CPU threads ('auto': the free cores for small models)")
-    batch_size: int | str = param("auto", Interval(int, 1, MAX_INPUTS, words=("auto",)),
-                                  help="inputs per forward pass ('auto': sized from the memory free)")
+    threads: int | str | None = param(
+        "auto", Interval(int, 1, MAX_THREADS, none=True, words=("auto",)), plain_help=True,
+        help="PyTorch CPU threads; 'auto': for small models (<= 2M parameters) on the CPU, the cores no "
+        "other process is using now (1 on a busy machine: measured 6-25x faster there, and 2 on an idle "
+        "2-core one: 1.5-1.8x faster; docs/performance.md), else PyTorch's default (so in the commands that "
+        "build or fine-tune their models as they go)")
+    batch_size: int | str = param(
+        "auto", Interval(int, 1, MAX_INPUTS, words=("auto",)), plain_help=True,
+        help="inputs per forward pass; 'auto' (the default) sizes it from the memory one input takes and the "
+        "memory free, at most 1024")
     progress: bool | str | Callable[..., Any] = param(False, Text(none=True), help="progress display")
     store: str | os.PathLike | None = param(None, Text(none=True), help="SQLite store of a long run")
     parallel: Parallel = param(Parallel(), Checked(_parallel, "a deepfault.core.executors.Parallel",
@@ -79,6 +85,17 @@ class Runtime:
             if name == "progress" and (isinstance(value, bool) or callable(value)):
                 continue  # a flag or a callback; only a label is text
             constraint.check(name, value)
+
+    @classmethod
+    def spread(cls, parallel: Parallel, out: str | os.PathLike | None = None, **fields: Any) -> Runtime:
+        """A runtime (``fields``) whose passes over a data set spread over ``parallel``'s workers;
+        a spread pass whose result goes to the file ``out`` keeps its finished shards in
+        ``OUT.shards`` beside it, where a rerun of the stopped call finds them
+        (:mod:`deepfault.core.shards`; ``out`` ``None``: none kept).
+        """
+        if not parallel.spread or out is None:
+            return cls(parallel=parallel, **fields)
+        return cls(parallel=parallel, shard_state=f"{os.fspath(out)}.shards", **fields)
 
     def with_(self, **changes) -> Runtime:
         """A copy with ``changes`` (``runtime.with_(batch_size=64)``)."""

@@ -41,7 +41,14 @@ from .shard import SHARD_BYTES, ShardData, check_size, read_shard, read_shard_id
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RegressionCorpus", "CorpusBatch", "CorpusCheck"]
+__all__ = ["CORPUS_COMMAND", "RegressionCorpus", "CorpusBatch", "CorpusCheck"]
+
+#: ``deepfault corpus``'s help line and description.
+CORPUS_COMMAND = (
+    "list, check or prune a regression corpus",
+    "A regression corpus is a folder of the failing inputs earlier runs found (regress, xplore, run and gate "
+    "add to it with --corpus DIR), each with its expected label and provenance. 'list' shows what it holds, "
+    "'check' reads every shard against the manifest, 'prune' deletes entries: the only command that does.")
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,23 @@ class RegressionCorpus:
         self._manifest = manifest
 
     # --- opening and making -------------------------------------------------------------------
+
+    @classmethod
+    def check_destination(cls, path: str | os.PathLike, dataset: str | None = None,
+                          option: str = "--corpus") -> None:
+        """Before any work: ``path`` can take a run's finds: a corpus (of ``dataset`` where the
+        caller names one: a data set's name, or an ``.npz`` file, which names its data set by its
+        stem), an empty folder, or a new one; never a file or a folder of other files.
+
+        Raises:
+            DeepFaultError: Naming ``option``, when it cannot.
+        """
+        from ..checks import check_output_dir
+
+        folder = check_output_dir(option, path)  # a writable folder, or a place to make one
+        if folder.is_dir() and any(folder.iterdir()):
+            named = Path(dataset).stem if dataset is not None and dataset.endswith(".npz") else dataset
+            cls.open(folder, dataset=named)
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = False, dataset: str | None = None,

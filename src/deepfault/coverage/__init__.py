@@ -113,4 +113,26 @@ METHOD = Method(
                 "how surprising each input is, and which inputs to look at first",
     result_type=CoverageReport, commands=("coverage",),
     entries=(measure_coverage, rank_inputs, compute_profile, fit_surprise),
+    texts={
+        "coverage profile": (
+            "each neuron's min, max, mean and std on the training split",
+            "Stream the training split once and write each neuron's min, max, mean and standard deviation, "
+            "with the layers, the transform and a hash of the model's weights, to an .npz file (for kmnc, "
+            "nbc and snac)."),
+        "coverage surprise": (
+            "fit surprise adequacy (LSA, DSA, MDSA) on the training split",
+            "Stream the training split once and keep each input's activation trace of the chosen layers with "
+            "its class, with the transform and a hash of the model's weights, in an .npz file (for 'rank "
+            "--by lsa,dsa,mdsa' and 'measure --criteria lsc,dsc,mdsc')."),
+        "coverage measure": (
+            "coverage of a set of inputs, overall and per layer",
+            "Run the inputs through the model once and print each criterion's coverage overall and per "
+            "layer; several thresholds give DeepXplore's coverage-versus-threshold curve."),
+        "coverage rank": (
+            "order inputs by uncertainty, surprise or coverage; APFD of the failing ones",
+            "Order the inputs by each prioritiser (uncertainty of the outputs, surprise adequacy, or "
+            "coverage: additional (cam) or total (ctm) under each --criteria) and report APFD of the inputs "
+            "the model misclassifies (0.5 is what a random order gets on average), each prioritiser's time "
+            "and its first inputs."),
+    },
 )

@@ -240,34 +240,36 @@ class CoverageConfig(Config):
     """
 
     criteria: tuple[str, ...] = param(("nc",), Options(_criterion_names, many=True, words=("all",)),
+                                      metavar="NAMES",
                                       help="coverage criteria, or 'all' (every neuron criterion)")
-    threshold: tuple[float, ...] = param((0.0,), Each(Interval(float)),
+    threshold: tuple[float, ...] = param((0.0,), Each(Interval(float)), metavar="T",
                                          help="activation threshold of nc/nac; several give coverage "
                                          "versus threshold")
     sections: int = param(10, Interval(int, 1, MAX_SECTIONS),
-                          help="KMNC sections per neuron (DeepHunter uses 1000)")
-    top_k: int = param(1, Interval(int, 1, MAX_INPUTS), help="TKNC/TKNP: top neurons per layer")
-    scale: float = param(0.0, Interval(float, 0.0),
+                          metavar="K", help="KMNC sections per neuron (DeepHunter uses 1000)")
+    top_k: int = param(1, Interval(int, 1, MAX_INPUTS), metavar="K", help="TKNC/TKNP: top neurons per layer")
+    scale: float = param(0.0, Interval(float, 0.0), metavar="S",
                          help="NBC/SNAC: corners start S standard deviations beyond the profiled range")
-    profile: str | Profile | None = param(None, FittedState("Profile"),
+    profile: str | Profile | None = param(None, FittedState("Profile"), metavar="FILE",
                                           help="profile from 'deepfault coverage profile' (needed by kmnc, "
                                           "nbc, snac)")
-    surprise: str | Surprise | None = param(None, FittedState("Surprise"),
+    surprise: str | Surprise | None = param(None, FittedState("Surprise"), metavar="FILE",
                                             help="surprise state from 'deepfault coverage surprise' (needed "
                                             "by lsc, dsc, mdsc and lsa, dsa, mdsa; default: fit one on the "
                                             "model's training split first, with that command's defaults, and "
                                             "say so)")
-    sa_upper: float | None = param(None, Interval(float, 0.0, None, closed="neither", none=True),
+    sa_upper: float | None = param(None, Interval(float, 0.0, None, closed="neither", none=True), metavar="U",
                                    help="surprise coverage buckets [0, U) (default: the largest finite score "
                                    "of the measured inputs, printed; not comparable between input sets)")
     sa_sections: int = param(SA_SECTIONS, Interval(int, 1, MAX_SECTIONS),
-                             help="surprise coverage buckets (Kim et al.'s)")
-    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
+                             metavar="K", help="surprise coverage buckets (Kim et al.'s)")
+    layers: str | Sequence[str] | None = param(None, LayerNames(), metavar="NAMES", help=_LAYERS.format(
         _DEFAULT_LAYERS + "; or the profile's layers; a surprise state brings its own"))
     transform: str | None = param(None, Options(TRANSFORMS, none=True),
                                   help="neuron values: 'raw', or 'layer-minmax' (each input's layer output "
                                   "scaled to [0, 1], DeepXplore's) (default: the profile's, else raw)")
     by: tuple[str, ...] = param(DEFAULT_BY, Options(list_prioritisers, many=True, words=("all",)),
+                                metavar="NAMES",
                                 help="comma-separated prioritisers, or 'all'; cam/ctm rank once per "
                                 "--criteria (default: every one that needs nothing fitted, "
                                 f"{','.join(DEFAULT_BY)})")

@@ -11,8 +11,9 @@ from typing import NamedTuple
 from ..data import Dataset
 from ..errors import DeepFaultError
 from ..models.prepare import PreparedModel, prepare_model
+from ..models.source import ModelSource
 
-__all__ = ["SplitInputs", "split_inputs"]
+__all__ = ["SplitInputs", "split_inputs", "load_split"]
 
 
 class SplitInputs(NamedTuple):
@@ -45,6 +46,14 @@ class SplitInputs(NamedTuple):
                                  input_shape=list(data.input_shape))
         return {"model": model, "dataset": dataset}
 
+    def pass_count(self, fit_first: bool = False) -> int:
+        """The inputs one pass reads, that a batch size is chosen for: the split's, or the
+        training split's where more when a surprise state is fitted on it first (``fit_first``).
+        """
+        base = self.model.data
+        count = len(self.data.x_test)
+        return max(count, len(base.x_train)) if fit_first and base is not None else count
+
 
 def split_inputs(prepared: PreparedModel, split: str, *,
                  data_dir: str | os.PathLike | None = None) -> SplitInputs:
@@ -66,3 +75,18 @@ def split_inputs(prepared: PreparedModel, split: str, *,
     label = f"{split} (x)"
     return SplitInputs(dataclasses.replace(other, data=base), dataclasses.replace(other.data, name=label),
                        other.data, label)
+
+
+def load_split(source: ModelSource, split: str | os.PathLike, device=None) -> SplitInputs:
+    """The inputs named ``split`` (:func:`split_inputs`) of ``source``'s model, prepared on its
+    data set, the model on ``device`` (``None``: where it is).
+
+    Raises:
+        DeepFaultError: ``split`` is not ``test``, ``train`` or an .npz file, or no data set is
+            given and the model file names none.
+    """
+    split = str(split)
+    if split not in ("test", "train") and not split.lower().endswith(".npz"):
+        raise DeepFaultError(f"--split must be 'test', 'train' or an .npz file; got {split!r}")
+    loaded = split_inputs(source.prepare(need_data=True), split, data_dir=source.data_dir)
+    return loaded if device is None else loaded._replace(model=loaded.model.to(device))

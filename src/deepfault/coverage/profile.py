@@ -422,7 +422,8 @@ class ProfileConfig(Config):
         transform: ``"raw"`` or ``"layer-minmax"``.
     """
 
-    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(_DEFAULT_LAYERS))
+    layers: str | Sequence[str] | None = param(None, LayerNames(), metavar="NAMES",
+                                               help=_LAYERS.format(_DEFAULT_LAYERS))
     transform: str = param("raw", Options(TRANSFORMS),
                            help="neuron values: 'raw', or 'layer-minmax' (each input's layer output scaled "
                            "to [0, 1], DeepXplore's)")

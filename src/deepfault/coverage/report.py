@@ -22,7 +22,7 @@ from .text import layer_tables, never_activated_line, surprise_table
 
 __all__ = ["measure_page", "rank_page", "CAPTIONS", "RANK_CAPTIONS", "CRITERION_LINES", "criterion_line",
            "layer_tables", "never_activated_line", "never_activated_table", "rank_table",
-           "surprise_table", "write_plot_folder"]
+           "surprise_table", "write_plot_folder", "PLOT_FILES"]
 
 #: What each figure of :func:`~deepfault.coverage.figures.save_figures` shows, by file-name part.
 CAPTIONS = {
@@ -371,6 +371,12 @@ def _coverage_orders(report) -> str:
         "items "
         "first).", Table(("criterion", "covered", "total", "cam's greedy inputs", "APFD cam", "APFD ctm"),
                          rows).html())
+
+
+#: The files :func:`write_plot_folder` may write into its folder: the page and each figure of
+#: :func:`~.figures.save_figures` (``coverage measure --plot DIR``).
+PLOT_FILES = ("report.html", "coverage_threshold.png", "coverage_layers.png", "coverage_growth.png",
+              "coverage_surprise.png")
 
 
 def write_plot_folder(folder, render) -> list[Path]:

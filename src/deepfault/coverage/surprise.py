@@ -610,7 +610,7 @@ class SurpriseConfig(Config):
             default is 300; ``None``: all).
     """
 
-    layers: str | Sequence[str] | None = param(None, LayerNames(), help=_LAYERS.format(
+    layers: str | Sequence[str] | None = param(None, LayerNames(), metavar="NAMES", help=_LAYERS.format(
         "the deepest of the default layers: the last block, or the Linear/Conv layer before the logits, "
         "Kim et al.'s usual choice"))
     transform: str = param("raw", Options(TRANSFORMS), help="neuron values: 'raw', or 'layer-minmax' (each "
@@ -618,10 +618,10 @@ class SurpriseConfig(Config):
     classes: str = param("predictions", Options(("predictions", "labels")),
                          help="group the training traces by the model's predictions (as a test input always "
                          "is) or by the labels")
-    var_threshold: float | None = param(1e-5, Interval(float, 0.0, None, none=True),
+    var_threshold: float | None = param(1e-5, Interval(float, 0.0, None, none=True), metavar="V",
                                         help="LSA: drop the neurons whose variance within a class is below V "
                                         "(Kim et al.'s; 0 drops none)", option="--var-threshold")
-    max_features: int | None = param(None, Interval(int, 1, MAX_VALUES, none=True),
+    max_features: int | None = param(None, Interval(int, 1, MAX_VALUES, none=True), metavar="K",
                                      help="LSA: keep only the K neurons of highest variance per class "
                                      "(dnn-tip uses 300) (default: all)", option="--max-features")
 

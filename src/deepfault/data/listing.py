@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._api import DATASETS, list_datasets
+from ..errors import DeepFaultError
+from ._api import DATASETS, default_data_dir, list_datasets
 from .download import SOURCES, dataset_status
 
-__all__ = ["dataset_states"]
+__all__ = ["DATA_COMMAND", "dataset_states", "listed_root"]
+
+#: ``deepfault data``'s help line and description.
+DATA_COMMAND = (
+    "list or download data sets",
+    "List the data sets and whether their files are present and intact under the data root, or download a "
+    "data set's official files (checked by md5).")
 
 
 def dataset_states(root: Path) -> list[tuple[str, str, str]]:
@@ -19,6 +26,20 @@ def dataset_states(root: Path) -> list[tuple[str, str, str]]:
         True
     """
     return [(name, _state(name, root), DATASETS[name].description) for name in list_datasets()]
+
+
+def listed_root(data_dir: str | None) -> Path:
+    """The data root ``deepfault data list`` lists: ``data_dir`` (``--data-dir``), which must be
+    a folder, else the default (:func:`~deepfault.data.default_data_dir`).
+
+    Raises:
+        DeepFaultError: ``data_dir`` is not a folder.
+    """
+    root = default_data_dir(data_dir)
+    if data_dir is not None and not root.is_dir():
+        raise DeepFaultError(f"--data-dir {data_dir!r} is not a folder; give the folder that holds the data "
+                             "sets (e.g. ../shared/datasets) or leave it out")
+    return root
 
 
 def _state(name: str, root: Path) -> str:

@@ -18,7 +18,7 @@ from ..models.prepare import PreparedModel, prepare_model
 from ..models.summary import describe_model
 from .tables import text_table
 
-__all__ = ["inspect_model", "check_input_size"]
+__all__ = ["inspect_model", "check_input_size", "input_shape"]
 
 
 def inspect_model(mf: ModelFile, name: str, *, input_shape: tuple[int, ...] | None = None,
@@ -70,6 +70,26 @@ def check_input_size(shape: tuple[int, ...], option: str = "--input-shape") -> N
     values = math.prod(int(d) for d in shape)
     check_fits(values * 4, f"one input of {option} {','.join(str(d) for d in shape)} ({values:,} values in "
                "float32)", f"give the shape the model takes ({option})")
+
+
+def input_shape(text: str | None) -> tuple[int, ...] | None:
+    """``deepfault inspect --input-shape``: 1 to 4 comma-separated sizes from 1 to 65536, one
+    input of which fits in the memory free (:func:`check_input_size`); ``None`` when not given.
+
+    Raises:
+        DeepFaultError: Another text, or an input too large for the memory.
+    """
+    if not text:
+        return None
+    try:
+        shape = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(d < 1 or d > 1 << 16 for d in shape) or len(shape) > 4:
+        raise DeepFaultError("--input-shape must be 1 to 4 comma-separated sizes from 1 to 65536, e.g. "
+                             f"1,28,28; got {text!r}")
+    check_input_size(shape)
+    return shape
 
 
 def _one_input(pm: PreparedModel) -> torch.Tensor:

@@ -10,8 +10,8 @@ imports no method: it looks methods up by name in :data:`METHODS` (torchvision's
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,10 @@ class Method:
         commands: Its CLI sub-commands: modules ``deepfault.cli.NAME`` with ``add_parser(sub)``.
         entries: Its public entries, each ``fn(model_or_models, data, config, *, runtime=None)
             -> Outcome`` (:func:`deepfault.core.entry.entry`), by name.
+        texts: What its sub-commands (and their actions: ``"coverage rank"``) say of themselves
+            in ``--help``: ``command -> (help line, description)``.
+        renamed: Old spellings of its commands' options: ``command -> {old: new}`` (an old
+            spelling is an error that names its new one; issue 19: one name for each concept).
     """
 
     name: str
@@ -49,6 +53,8 @@ class Method:
     report: Callable[[Path, dict, Path], ReportPaths] | None = None
     commands: tuple[str, ...] = ()
     entries: tuple[Callable, ...] = ()
+    texts: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
+    renamed: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
 
 
 #: Every registered method, by its stored name.

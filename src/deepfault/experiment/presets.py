@@ -16,7 +16,15 @@ from ..core.registry import Registry
 if TYPE_CHECKING:
     from .runner import ExperimentPreset
 
-__all__ = ["PRESETS", "register_preset", "get_preset", "list_presets"]
+__all__ = ["EXPERIMENT_COMMAND", "PRESETS", "register_preset", "get_preset", "list_presets",
+           "describe_presets"]
+
+#: ``deepfault experiment``'s help line and description (``{presets}``: :func:`describe_presets`).
+EXPERIMENT_COMMAND = (
+    "run (or resume) an experiment grid into a results store",
+    "Run a built-in experiment (a preset of any method) or a DeepFault grid from a TOML file, and write "
+    "every cell to an SQLite store as soon as it is done. Rerunning the same command skips finished cells, "
+    "also after a crash or kill. Presets: {presets}.")
 
 PRESETS: Registry[ExperimentPreset] = Registry("preset")
 
@@ -42,3 +50,16 @@ def get_preset(name: str) -> ExperimentPreset:
         DeepFaultError: Unknown name; the message lists the registered ones.
     """
     return PRESETS.get(name)
+
+
+def describe_presets() -> str:
+    """Every preset in one line each, ``; ``-joined: its name, description and options
+    (``deepfault experiment --help``).
+    """
+    lines = []
+    for name in list_presets():
+        preset = get_preset(name)
+        opts = getattr(preset, "options", {}) or {}
+        extra = f" (options: {'; '.join(f'{k}: {v}' for k, v in opts.items())})" if opts else ""
+        lines.append(f"{preset.name}: {preset.description}{extra}")
+    return "; ".join(lines)

@@ -30,7 +30,13 @@ log = logging.getLogger(__name__)
 __all__ = ["ReportPaths", "write_report", "write_section", "section_report", "write_page", "render_page",
            "page_environment",
            "page_rows", "html_table", "section", "image_tag", "new_figure", "save_figure", "data_uri",
-           "value_text", "tex_safe"]
+           "value_text", "tex_safe", "REPORT_COMMAND"]
+
+#: ``deepfault report``'s help line and description.
+REPORT_COMMAND = (
+    "tables, figures and an HTML report from a results store",
+    "Write the tables, figures and a self-contained report.html of one experiment in a results store (any "
+    "method: DeepFault, DeepXplore, DRFuzz). The folder is written whole or not at all.")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from .store import ResultStore
 log = logging.getLogger(__name__)
 
 __all__ = ["RunContext", "RunSettings", "Plan", "CellOutput", "JobOutput", "ExperimentSummary",
-           "ExperimentPreset", "config_hash"]
+           "ExperimentPreset", "config_hash", "preset_option"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,19 @@ class RunSettings:
     device: str = "cpu"
     seed: int | None = None
     options: Mapping[str, str] | None = None
+
+
+def preset_option(text: str) -> tuple[str, str]:
+    """One of :attr:`RunSettings.options` as typed (``deepfault experiment --preset-option``):
+    ``KEY=VALUE`` as ``(key, value)``.
+
+    Raises:
+        DeepFaultError: No ``=``, or no key before it.
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise DeepFaultError(f"expected KEY=VALUE; got {text!r}")
+    return key.strip(), value.strip()
 
 
 def _option_key(key: str) -> str:
@@ -218,10 +231,13 @@ class ExperimentPreset(ABC):
         from ..checks import check_output_dir, check_outputs
 
         settings = grouped("run", "settings", RunSettings, settings, keywords, warn=None)
-        store_path = Path(store_path)
+        store_path, models_dir = Path(store_path), settings.models_dir
+        if store_path.is_dir():
+            raise DeepFaultError(f"--store {str(store_path)!r} is a directory; give a file name")
+        if models_dir and Path(models_dir).exists() and not Path(models_dir).is_dir():
+            raise DeepFaultError(f"--models-dir {models_dir!r} is a file; give a folder")
         check_outputs(("--store", store_path))
         ResultStore.check(store_path)
-        models_dir = settings.models_dir
         folder = Path(models_dir) if models_dir is not None else self.default_models_dir(store_path)
         check_output_dir("--models-dir", folder)
         opts = {_option_key(k): str(v) for k, v in (settings.options or {}).items()}

@@ -1,18 +1,20 @@
 """An outcome's files written as one unit: its artifacts and its result document
-(:func:`save_outcome`), all of them or, on any error or kill, none.
+(:func:`save_outcome`; :func:`save_result` makes the document a command's), all of them or, on
+any error or kill, none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._io import atomic_paths
 from ..core.outcome import Outcome
-from .results import write_result
+from ..core.runtime import Runtime
+from .results import result_document, write_result
 
-__all__ = ["Saved", "save_outcome"]
+__all__ = ["Saved", "save_outcome", "save_result"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +63,20 @@ def save_outcome(outcome: Outcome, out: Path | None, *, paths: Mapping[str, Path
             write_result(temporaries[-1], document(written))
     shown = [t for t, a in zip(targets, [*artifacts, None], strict=False) if a is None or written[a.name]]
     return Saved(tuple(shown), tuple(skipped))
+
+
+def save_result(outcome: Outcome, out: Path | None, *, command: str, config, runtime: Runtime,
+                argv: Sequence[str] | None = None, paths: Mapping[str, Path | None] | None = None,
+                records: Mapping | None = None) -> Saved | None:
+    """:func:`save_outcome` with ``command``'s result document: ``records`` (such as the model's
+    and the data set's), ``outcome.payload()`` and, for a pass spread over workers, where it ran,
+    in the envelope with ``config``, its seed, ``runtime``'s device and threads, and the command
+    line ``argv`` (:func:`~.results.result_document`).
+    """
+    spread = {} if outcome.spread is None else {"parallel": outcome.spread.to_dict()}
+    threads = runtime.threads if isinstance(runtime.threads, int) else None
+    return save_outcome(outcome, out, paths=paths, document=lambda written: result_document(
+        command, {**(records or {}), **outcome.payload(), **spread}, config=config.to_dict(),
+        seed=getattr(config, "seed", None), device=runtime.device, argv=None if argv is None else list(argv),
+        threads=threads,
+        outputs=written or None))

@@ -80,4 +80,26 @@ METHOD = Method(
     description="regression faults of a model's new version, by fuzzing both versions (and DeepHunter)",
     presets=DRFUZZ_PRESETS, result_type=CampaignResult, report=section_report(f"{__name__}.report"),
     commands=("gan", "scenario", "regress"), entries=(regress, compare_strategies),
+    texts={
+        "gan train": (
+            "train the discriminator and generator adversarially and write both",
+            "Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training split, with the "
+            "images mapped to [-1, 1], and write the discriminator as a deepfault model file (its meta "
+            "records input_range [-1, 1], which 'deepfault regress --fidelity discriminator:FILE' uses) and "
+            "the generator beside it, and report its quality (mean score on real test images against noise "
+            "and heavily mutated images). For mnist and fashion-mnist 'deepfault regress' makes one on first "
+            "use without this step. Ctrl-C keeps the last completed epoch."),
+        "scenario": (
+            "write the M1/M2 model pair of a regression scenario (DRFuzz)",
+            "Train M1 from the zoo and derive M2 as in DRFuzz's regression scenarios (spec/drfuzz.md section "
+            "9): {scenarios}. 'all' runs every scenario. The base models are cached in --out and shared "
+            "between scenarios with the same architecture, data, seed and epochs. Prints both test "
+            "accuracies and the regressions (test inputs M1 gets right and M2 wrong). 'deploy' writes a "
+            "deployment pair instead: M1 (--model, a float torch model) and the files it is deployed as, run "
+            "by ONNX Runtime: float32 ONNX, dynamic int8 (ConvInteger/MatMulInteger), static QDQ int8 "
+            "calibrated on training inputs, and float16 (--formats); fuzz one with 'deepfault regress --m1 "
+            "M1.pt --m2 FILE.onnx --runtime onnxruntime'."),
+    },
+    renamed={"regress": {"--batch": "--inputs-per-step", "--criterion": "--criteria"},
+             "scenario": {"--out-dir": "--out"}},
 )

@@ -35,6 +35,9 @@ __all__ = [
     "policy_config",
 ]
 
+#: ``deepfault gate``'s exit statuses, as its description lists them.
+_STATUS = ", ".join(f"{v} {k}" for k, v in EXIT_STATUS.items())
+
 #: The gate as the engine sees it.
 METHOD = Method(
     name="gate",
@@ -43,4 +46,13 @@ METHOD = Method(
     result_type=GateOutcome,
     commands=("gate",),
     entries=(gate,),
+    texts={
+        "gate": (
+            "may a new version of a model (M2) replace the one in production (M1)? A verdict for CI",
+            "Compare the challenger M2 with the champion M1 on a held-out split (accuracies with intervals, "
+            "an exact McNemar test, negative and positive flips per class, the disagreement), replay the "
+            "regression corpus (--corpus), fuzz briefly (--budget; 0 skips) and judge by the policy (the "
+            "threshold options, or --policy FILE.toml; options given win over the file). Prints the verdict "
+            f"and its reasons first. Exit status: {_STATUS}; 2 bad usage; 130 interrupted (docs/gate.md)."),
+    },
 )

@@ -20,13 +20,14 @@ check off. Defaults and why:
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 from ..checks import MAX_CLASSES, MAX_GRID, MAX_INPUTS, MAX_SEED
-from ..core.constraints import Checked, Each, FilePath, Flag, Interval, param, validate
+from ..core.constraints import Checked, Declared, Each, FilePath, Flag, Interval, file_param, param, validate
 from ..errors import DeepFaultError
 
-__all__ = ["GateConfig", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
+__all__ = ["GateConfig", "GateFiles", "THRESHOLDS", "LABELLED_THRESHOLDS", "parse_gate_budget"]
 
 #: The policy's fields: the thresholds a policy file may set (:mod:`.policy`).
 THRESHOLDS = (
@@ -128,7 +129,7 @@ class GateConfig:
 
     heldout: bool = param(True, Flag(), option="--no-heldout", help="skip the held-out comparison")
     corpus: str | None = param(None, FilePath("input", folder=True),
-                               help="regression corpus folder (replayed, then grown)")
+                               metavar="DIR", help="regression corpus folder (replayed, then grown)")
     budget: str = param(
         "1m",
         Checked(
@@ -136,7 +137,7 @@ class GateConfig:
             "0 (no fuzzing) or a number with a unit: '60s', '1m', '5000it'",
             bad=("-1", "1x", ""),
         ),
-        help="fuzz stage's budget; 0 skips it",
+        metavar="B", help="fuzz stage's budget; 0 skips it",
     )
     fidelity: str | None = param(
         None,
@@ -149,13 +150,14 @@ class GateConfig:
             role="input",
             names=_fidelity_files,
         ),
-        help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)",
+        metavar="SPEC", help="the fuzz stage's fidelity check (default: regress's for the inputs' kind)",
     )
     add_to_corpus: bool = param(
         True, Flag(), option="--no-add-to-corpus", help="do not add the gate's flips and faults to the corpus"
     )
-    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of the fuzz stage")
-    worst: int = param(16, Interval(int, 1, MAX_GRID), help="worst flipped inputs kept and shown")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), metavar="S", help="seed of the fuzz stage")
+    worst: int = param(16, Interval(int, 1, MAX_GRID), metavar="N",
+                       help="worst flipped inputs kept and shown")
     max_disagreement_rate: float | None = _rate(
         None, "most share of inputs where M1 and M2 disagree; needs no labels ('off': not checked)"
     )
@@ -237,3 +239,28 @@ class GateConfig:
         if self.critical_classes is not None:
             out["critical_classes"] = list(self.critical_classes)
         return out
+
+
+@dataclass(frozen=True)
+class GateFiles(Declared):
+    """The files a gate reads beside its models (its own held-out split, its policy) and those a
+    pipeline reads after it (JSON, JUnit XML, Markdown), each ``None`` for none.
+
+    Attributes:
+        split: Held-out inputs in place of the data set's test split (``.npy`` or ``.npz``).
+        policy: The thresholds as a TOML file (:func:`~deepfault.gate.policy.read_policy`).
+        out: The JSON result.
+        junit: The checks as JUnit XML.
+        summary: A Markdown summary.
+    """
+
+    split: str | os.PathLike | None = file_param(
+        None, "held-out inputs of your own instead: .npy (unlabelled: the disagreement only), .npz with x "
+        "(and y for labels), or a data set's .npz (its x_test, y_test)", role="input")
+    policy: str | os.PathLike | None = file_param(
+        None, f"the thresholds as a TOML file (keys: {', '.join(THRESHOLDS)})", role="input",
+        metavar="FILE.toml")
+    out: str | os.PathLike | None = file_param(None, "the JSON result", metavar="FILE.json")
+    junit: str | os.PathLike | None = file_param(None, "the checks as JUnit XML", metavar="FILE.xml")
+    summary: str | os.PathLike | None = file_param(
+        None, "a Markdown summary (for $GITHUB_STEP_SUMMARY or a pull request comment)", metavar="FILE.md")

@@ -39,4 +39,17 @@ METHOD = Method(
     description="suspicious neurons behind a classifier's mistakes, and inputs synthesized to expose them",
     presets=GRID_PRESETS, result_type=RunResult, report=_report, commands=("run", "measures"),
     entries=(run_deepfault,),
+    texts={
+        "run": (
+            "localise suspicious neurons and synthesize inputs from them",
+            "Build each class's hit spectrum on the test split, select the k most suspicious neurons, "
+            "synthesize new inputs from correctly classified ones and evaluate them. With no --model and no "
+            "--dataset, uses the embedded default (scikit-learn's 8x8 digits and a small MLP trained on "
+            "them, cached)."),
+        "measures": (
+            "list the suspiciousness measures and baselines",
+            "List every approach 'deepfault run --measure' takes: the suspiciousness measures (a score of "
+            "the four counts as, af, ns, nf of each neuron) and the baselines."),
+    },
+    renamed={"run": {"--approach": "--measure", "--suspicious-num": "-k"}},
 )

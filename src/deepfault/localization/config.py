@@ -86,22 +86,23 @@ class RunConfig:
     """
 
     measure: str = param("tarantula", Options(list_approaches), option="--measure",
-                         help="suspiciousness measure or baseline; see 'deepfault measures'")
+                         metavar="NAME", help="suspiciousness measure or baseline; see 'deepfault measures'")
     k: int = param(10, Interval(int, 1, MAX_INPUTS), option="-k", help="number of suspicious neurons")
     classes: tuple[int, ...] | None = param(
         None, Each(Interval(int, 0, MAX_CLASSES - 1), max_items=MAX_CLASSES, none=True, words=("all",)),
-        option="--class", help="class to analyse: an index, a comma-separated list, or 'all' (default: all)")
+        option="--class", metavar="C",
+        help="class to analyse: an index, a comma-separated list, or 'all' (default: all)")
     step_size: float = param(1.0, Interval(float, 0.0, FLOAT32_MAX), option="--step-size",
                              help="multiplier of the gradient in synthesis")
     distance: float = param(0.1, Interval(float, 0.0, FLOAT32_MAX),
                             help="largest change of any input element (L_inf bound), in the data set's units")
     star: float = param(3.0, Interval(float, 1.0, None), help="exponent of D* (dstar)")
-    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), metavar="S", help="seed of every random choice")
     repeat: int = param(1, Interval(int, 1, MAX_REPEAT),
                         help="repetitions (new neurons for random/uniform, new inputs with --inputs)")
     layers: tuple[str, ...] | None = param(
         None, Each(Text(), none=True),
-        help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a "
+        metavar="NAMES", help="comma-separated module names, globs ('layer*.1'), type:CLASS, or a "
         "named selection ('blocks', 'linear-conv', 'deepxplore') to analyse (default: 'blocks', the "
         "residual/transformer block outputs, for a network that has such blocks, else 'linear-conv': every "
         "Linear/Conv layer except the logits layer)")
@@ -117,11 +118,11 @@ class RunConfig:
     normalize: bool = param(True, Flag(), option="--raw-gradients",
                             help="average raw gradients instead of RMS-normalised ones")
     num_inputs: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True), option="--inputs",
-                                   help="correctly classified inputs per class to synthesize from, drawn "
-                                   "without replacement (default: all)")
+                                   metavar="N", help="correctly classified inputs per class to synthesize "
+                                   "from, drawn without replacement (default: all)")
     k_primes: tuple[int, ...] | None = param(
         None, Each(Interval(int, 1, MAX_INPUTS), max_items=MAX_REPEAT, none=True), option="--k-prime",
-        help="report the share of the top k' neurons that increased (default: 2k,5k)")
+        metavar="K1,K2", help="report the share of the top k' neurons that increased (default: 2k,5k)")
     batch_size: int | str = param("auto", Interval(int, 1, MAX_INPUTS, words=("auto",)),
                                   help="inputs per pass (the old place of Runtime.batch_size)")
     surprise: str | None = param(None, FilePath("input", words=("auto",)), option="--surprise",

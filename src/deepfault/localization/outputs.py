@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._io import atomic_path
+from ..core.constraints import Declared, Flag, file_param, param
+from ..core.guard import output_path, sibling
 from ..experiment.tables import fmt, text_table
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from ..data import Dataset
     from .config import RunConfig
 
-__all__ = ["RunShown", "save_synthesized", "synthesized_grid", "summary_text"]
+__all__ = ["RunShown", "RunFiles", "save_synthesized", "synthesized_grid", "summary_text"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +72,40 @@ class RunShown:
         device = runtime.device or (str(param.device) if param is not None else "cpu")
         source = selection_source(module, config.layers)
         return cls(data, name, meta.get("test_accuracy"), str(device), source, batch, seconds)
+
+
+@dataclass(frozen=True)
+class RunFiles(Declared):
+    """Where a run's files go: its JSON result, its synthesized inputs (``.npz``, their image
+    grid beside it as ``.png``) and the log its summary is appended to, each ``None`` or ``'-'``
+    for none.
+
+    Attributes:
+        out: The JSON result.
+        log: The log file the printed summary is appended to.
+        save_inputs: The synthesized inputs (default: beside ``out``, as ``.npz``).
+        no_save_inputs: Save no synthesized inputs.
+    """
+
+    out: str | os.PathLike | None = file_param("deepfault-result.json",
+                                               "JSON result file, written atomically; '-' writes none")
+    log: str | os.PathLike | None = file_param(None, "also append the printed summary to this file")
+    save_inputs: str | os.PathLike | None = file_param(
+        None, "where to save the synthesized inputs with their originals, labels and predictions, plus an "
+        "image grid beside it (.png) (default: beside --out, e.g. deepfault-result.npz)", metavar="FILE.npz")
+    no_save_inputs: bool = param(False, Flag(), help="do not save the synthesized inputs")
+
+    def paths(self) -> tuple[Path | None, Path | None, Path | None, Path | None]:
+        """``(result, inputs, their grid, log)``, ``None`` for each not written.
+
+        Raises:
+            DeepFaultError: A path that names a folder (``m/``).
+        """
+        out = output_path(self.out, "--out")
+        inputs = None
+        if not self.no_save_inputs and (self.save_inputs or out is not None):
+            inputs = Path(self.save_inputs) if self.save_inputs else sibling(out, ".npz")
+        return out, inputs, sibling(inputs, ".png"), output_path(self.log, "--log")
 
 
 def _collect(result, data) -> dict[str, np.ndarray]:

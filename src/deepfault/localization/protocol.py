@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.capture import as_tensor
+from ..core.capture import as_tensor, layer_selection
 from ..core.entry import entry, split_arguments
 from ..core.inputs import InputData
 from ..core.memory import resolve_batch_size
@@ -32,6 +32,7 @@ from ..data import Dataset
 from ..data.bounds import in_model_range
 from ..data.dataset import as_dataset
 from ..errors import DeepFaultError
+from ..experiment.results import dataset_record, model_record
 from ..models.prepare import PreparedModel, resolve_model
 from .activity import ActivityLevels, activity_levels
 from .config import RunConfig
@@ -154,6 +155,21 @@ class RunResult(Summarised, Outcome):
         body.pop("config")
         fit = None if self.shown is None else self.shown.surprise
         return {**body, "surprise": None if fit is None else fit.to_dict()}
+
+    def records(self, prepared: PreparedModel, file, data_dir) -> dict:
+        """The model's record (``prepared`` from ``file``, its layout, meta and the run's layer
+        selection) and the data set's (read from ``data_dir``) that the result file holds.
+        """
+        mf, data = prepared.model_file, prepared.data
+        if mf is None or data is None:
+            raise DeepFaultError("a run's records need its model prepared from a file, on its data set")
+        model = model_record(prepared, file, arch_kwargs=mf.arch_kwargs,
+                             layout=list(prepared.file_input_shape or data.input_shape),
+                             layout_name=prepared.layout, input_shape=list(data.input_shape),
+                             adapter=prepared.adapter, label=prepared.name,
+                             meta={k: v for k, v in mf.meta.items() if k != "recipe"},
+                             layer_selection=layer_selection(prepared.module, self.config.layers))
+        return {"model": model, "dataset": dataset_record(data, data_dir)}
 
     def findings(self) -> Findings:
         """The synthesized inputs whose prediction is not their seed's label, for a corpus

@@ -28,6 +28,7 @@ __all__ = [
     "RANDOM_BASELINES",
     "PAPER_MEASURES",
     "list_approaches",
+    "approach_rows",
     "rank",
     "select_neurons",
     "localize",
@@ -150,6 +151,20 @@ def list_approaches() -> list[str]:
     return [n for n in names if not APPROACHES.get(n).baseline] + [
         n for n in names if APPROACHES.get(n).baseline
     ]
+
+
+def approach_rows() -> list[tuple[str, str, str]]:
+    """``(name, score, reference)`` of every approach, in :func:`list_approaches`' order
+    (``deepfault measures``' table): a measure's formula and paper, a baseline's description.
+    """
+    rows = []
+    for name in list_approaches():
+        approach = APPROACHES.get(name)
+        reference = "-" if approach.baseline else (get_measure(name).reference or "-")
+        if name == "random":
+            reference = "Eniser et al., FASE 2019"
+        rows.append((name, approach.description, reference))
+    return rows
 
 
 def get_approach(name: str) -> Approach:

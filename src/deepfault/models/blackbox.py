@@ -49,13 +49,19 @@ from ..errors import DeepFaultError
 from .io import ModelFile
 
 __all__ = ["BlackBoxModel", "RUNTIMES", "black_box", "describe_black_box", "is_black_box", "open_litert",
-           "onnx_input_type", "open_onnxruntime", "outputs_only", "unwrap_black_box"]
+           "onnx_input_type", "open_onnxruntime", "outputs_only", "unwrap_black_box", "RUNTIME_HELP"]
 
 log = logging.getLogger(__name__)
 
 #: How ``--runtime`` runs an ``.onnx`` file: ``auto`` (onnx2torch when it converts the graph,
 #: else ONNX Runtime), ``torch`` (onnx2torch: a white box) or ``onnxruntime`` (a black box).
 RUNTIMES = ("auto", "torch", "onnxruntime")
+#: ``--runtime``'s help: what each of :data:`RUNTIMES` means for a file and what a black box lacks.
+RUNTIME_HELP = (
+    "how .onnx files run: auto (onnx2torch, or ONNX Runtime for a graph it cannot convert, e.g. int8 or "
+    "float16), torch (onnx2torch only) or onnxruntime (the deployed runtime, a black box: no neurons for "
+    "--strategy deephunter, no activations of M1 for --fidelity dsa/lsa/mdsa). .tflite files always run in "
+    "LiteRT")
 
 #: Inputs per runtime call when the file allows any batch size (a black-box runtime's batch
 #: cap; not the bound of the batch-size options, :data:`deepfault.checks.MAX_INPUTS`).

@@ -332,7 +332,8 @@ def make_deployment(
         data: The data set (name, ``.npz`` or :class:`~deepfault.data.Dataset`; default: the one
             the file names); the exports take its native layout and range.
         out_dir: Where to write.
-        formats: Formats to write (default: all, :func:`list_deploy_formats`).
+        formats: Formats to write, or their names as comma-separated text (``--formats``;
+            default: all, :func:`list_deploy_formats`).
         data_dir: Data root.
         calibration: Training inputs (a seeded sample) the static quantisation is calibrated on.
         seed: Seed of that sample.
@@ -408,9 +409,11 @@ def _deployable(model, data, data_dir):
 
 
 def _checked_formats(formats: Sequence[str] | None) -> list[str]:
-    """The formats to write (default: all; the float ONNX file first where a quantiser needs it),
-    refusing an unknown one or none.
+    """The formats to write (names, or comma-separated text; default: all; the float ONNX file
+    first where a quantiser needs it), refusing an unknown one or none.
     """
+    if isinstance(formats, str):
+        formats = [f.strip() for f in formats.split(",") if f.strip()]
     formats = list(formats) if formats is not None else list_deploy_formats()
     unknown = [f for f in formats if f not in DEPLOY_FORMATS]
     if unknown or not formats:

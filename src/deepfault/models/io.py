@@ -136,10 +136,13 @@ def recorded_data_root(files) -> str | os.PathLike | None:
     """The data root for models read from ``files`` when no folder is given: the first that a
     model file remembers (:func:`recorded_data_dir`) and that still exists, unless
     ``$DEEPFAULT_DATA`` names one (``None``: the default; :func:`deepfault.data._api.usable_recorded_dir`).
+    Each of ``files`` is a path, a comma list of paths (``--model a.pt,b.pt``) or a list of
+    them; anything else (a module, ``None``) names no file.
     """
     from ..data._api import usable_recorded_dir
 
-    for path in files:
+    entries = [e for v in files for e in (v if isinstance(v, (list, tuple)) else [v])]
+    for path in (p.strip() for e in entries if isinstance(e, (str, os.PathLike)) for p in str(e).split(",")):
         found = usable_recorded_dir(None, recorded_data_dir(path))
         if found is not None:
             return found

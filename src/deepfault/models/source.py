@@ -54,27 +54,27 @@ class ModelSource:
     """
 
     model: str | os.PathLike | None = param(
-        None, FilePath("input", names=model_reads), metavar="FILE",
+        None, FilePath("input", names=model_reads), metavar="FILE", plain_help=True,
         help="model file: deepfault .pt, state_dict (with --arch), TorchScript, Keras .h5/.json or stem, "
         ".onnx (default: the embedded digits model)")
     dataset: str | os.PathLike | None = param(
-        None, FilePath("input"), metavar="NAME",
+        None, FilePath("input"), metavar="NAME", plain_help=True,
         help="data set name or .npz file (default: the one the model file names)")
     data_dir: str | os.PathLike | None = param(
-        None, FilePath("input", folder=True), metavar="DIR",
+        None, FilePath("input", folder=True), metavar="DIR", plain_help=True,
         help="data root (default: $DEEPFAULT_DATA, else the folder the model file was trained from, else the "
         "user cache directory; MNIST and Fashion-MNIST download on first use)")
     arch: str | None = param(
-        None, FilePath("input", names=arch_files), metavar="SPEC",
+        None, FilePath("input", names=arch_files), metavar="SPEC", plain_help=True,
         help="the network of a plain state_dict or .safetensors file: your class (path/to/file.py:ClassName; "
         "this runs that file), package.module:factory, torchvision:NAME, timm:NAME, or a zoo name (see "
         "'deepfault train --help')")
     arch_kwargs: dict | None = param(
         None, Checked(_arch_kwargs, "a JSON object of keyword arguments", bad=("[1]", "{", ""), none=True),
-        option="--arch-args", metavar="JSON",
+        option="--arch-args", metavar="JSON", plain_help=True,
         help="keyword arguments of --arch, a JSON object, e.g. '{\"num_classes\": 10}'")
     weights: str | os.PathLike | None = param(
-        None, FilePath("input"), metavar="FILE",
+        None, FilePath("input"), metavar="FILE", plain_help=True,
         help="Keras weights HDF5 when --model is an architecture JSON")
     trust_pickle: bool = param(
         False, Flag(),
@@ -85,16 +85,23 @@ class ModelSource:
             object.__setattr__(self, "arch_kwargs", _arch_kwargs("arch_kwargs", self.arch_kwargs))
         validate(self)
 
-    def prepare(self, data=None):
+    def prepare(self, data=None, *, need_data: bool = False):
         """The prepared model and its data set (:func:`~deepfault.models.prepare.prepare_model`):
         ``data`` (a :class:`~deepfault.data.Dataset`) in place of :attr:`dataset`.
+
+        Raises:
+            DeepFaultError: With ``need_data``, no data set given and none named by the file.
         """
         from .prepare import prepare_model
 
         named = os.fspath(self.dataset) if self.dataset is not None else None
-        return prepare_model(self.model, data if data is not None else named, data_dir=self.data_dir,
-                             weights=self.weights, arch=self.arch, arch_kwargs=self.arch_kwargs,
-                             trust_pickle=self.trust_pickle)
+        prepared = prepare_model(self.model, data if data is not None else named, data_dir=self.data_dir,
+                                 weights=self.weights, arch=self.arch, arch_kwargs=self.arch_kwargs,
+                                 trust_pickle=self.trust_pickle)
+        if need_data and prepared.data is None:
+            raise DeepFaultError(f"model file {str(self.model)!r} does not name its data set; add --dataset "
+                                 "NAME")
+        return prepared
 
     def open(self, runtime: str = "auto"):
         """The model file opened (:func:`~deepfault.models.open_model`; ``runtime``: how ``.onnx`` runs)."""

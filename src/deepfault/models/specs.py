@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ._api import arch_kind, list_architectures
 
-__all__ = ["arch_arguments", "arch_kwargs_json", "arch_spec", "default_stem"]
+__all__ = ["arch_arguments", "arch_kwargs_json", "arch_spec", "default_stem", "ARCH_ARGS_HELP"]
 
 
 def arch_spec(text: str) -> str:
@@ -58,6 +58,11 @@ def default_stem(arch: str) -> str:
         return arch
     where, _, name = arch.rpartition(":")
     return f"{Path(where).stem}-{name}"
+
+
+#: ``--arch-args`` of the commands that build a model (train, scenario): what :func:`arch_arguments` adds.
+ARCH_ARGS_HELP = ("keyword arguments of --arch, a JSON object (default: a zoo architecture gets the data "
+                  "set's number of classes, any other none)")
 
 
 def arch_arguments(arch: str, given: dict | None, num_classes: int) -> dict:

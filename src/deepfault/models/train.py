@@ -24,7 +24,14 @@ from ._api import build_model
 from .io import ModelFile, check_build, warn_if_chance
 
 __all__ = ["TrainConfig", "TrainResult", "fit", "accuracy", "train_model", "trained_model", "check_trainable",
-           "build_trainable"]
+           "build_trainable", "TRAIN_COMMAND"]
+
+#: ``deepfault train``'s help line and description.
+TRAIN_COMMAND = (
+    "train a zoo architecture on a data set and write a model file",
+    "Train with the DeepFault prototype's recipe by default (Adam, batch 32, 10 epochs, 1/6 of the training "
+    "set held out for validation), with the learning rate decayed on a cosine unless --schedule constant. "
+    "Ctrl-C stops after keeping the last completed epoch, which is then saved.")
 
 log = logging.getLogger(__name__)
 

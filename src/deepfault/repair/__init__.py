@@ -45,4 +45,15 @@ METHOD = Method(
     description="fine-tuning on the failing inputs found, against random and adversarial inputs",
     presets=REPAIR_PRESETS, result_type=RepairResult, report=section_report(f"{__name__}.report"),
     commands=("repair",), entries=(repair,),
+    texts={
+        "repair": (
+            "fine-tune a model on the failing inputs run/xplore/regress found, against baselines",
+            "Label the inputs of each file where their labels are defined (the originals' labels for 'run' "
+            "and 'regress' files, the models' majority vote for 'xplore' files), hold out part of every file "
+            "by seed, fine-tune a copy of the model on the rest mixed with training inputs, and do the same "
+            "with as many random or adversarial inputs. Prints test and held-out accuracy before and after "
+            "each, ends with a verdict (which fine-tuning fixed the most held-out faults within the "
+            "--max-drop budget, and which model was saved), and writes a JSON result and the repaired model "
+            "(.pt); --report DIR adds an HTML page."),
+    },
 )

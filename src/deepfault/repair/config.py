@@ -20,12 +20,16 @@ Defaults and why:
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..checks import MAX_EPOCHS, MAX_GRADIENT_ITERATIONS, MAX_INPUTS, MAX_LEARNING_RATE, MAX_MODELS, MAX_SEED
-from ..core.constraints import Each, Interval, Options, Text, param, validate
+from ..core.constraints import Declared, Each, Interval, Options, Text, file_param, param, param_of, validate
+from ..core.guard import output_path, sibling
+from ..models.source import ModelSource
 
-__all__ = ["RepairConfig", "BASELINES", "TIE_POLICIES"]
+__all__ = ["RepairConfig", "RepairFiles", "BASELINES", "TIE_POLICIES"]
 
 #: Baselines: the same fine-tuning with as many random training inputs, random test inputs,
 #: or FGSM / BIM adversarial inputs made from those random test inputs.
@@ -95,6 +99,7 @@ class RepairConfig:
     holdout: float = param(0.3, Interval(float, 0.0, 1.0, closed="left"),
                            help="share of every file's seeds held out for evaluation")
     mix: float | None = param(10.0, Interval(float, 0.0, None, none=True, words=("all",)), option="--mix",
+                              metavar="R",
                               help="training inputs mixed in per found input, or 'all' for the whole "
                               "training split")
     epochs: int = param(5, Interval(int, 1, MAX_EPOCHS), help="fine-tuning epochs")
@@ -102,15 +107,16 @@ class RepairConfig:
                       help="Adam's learning rate (constant)")
     batch_size: int = param(32, Interval(int, 1, MAX_INPUTS), help="inputs per step")
     seed: int = param(0, Interval(int, 0, MAX_SEED),
-                      help="seed of the split, the mixed-in and random inputs and the shuffling")
-    max_drop: float = param(1.0, Interval(float, 0.0, None),
+                      metavar="S", help="seed of the split, the mixed-in and random inputs and the shuffling")
+    max_drop: float = param(1.0, Interval(float, 0.0, None), metavar="POINTS",
                             help="flag a repair that loses more test accuracy than this (percentage points)")
     ties: str = param("drop", Options(TIE_POLICIES),
                       help="tied votes on xplore inputs: drop them, or label them with the seed's class")
-    vote_model: str | int | None = param(None, _NameOrIndex(none=True),
+    vote_model: str | int | None = param(None, _NameOrIndex(none=True), metavar="NAME",
                                          help="label xplore inputs with this model's prediction (name or "
                                          "index) instead of the vote")
     baselines: tuple[str, ...] = param(BASELINES, _NoneOrMany(BASELINES, many=True, words=("none",)),
+                                       metavar="B1,B2",
                                        help=f"baselines ({', '.join(BASELINES)}) or 'none' (default: all)")
     eps: float = param(0.1, Interval(float, 0.0, 1.0, closed="right"),
                        help="FGSM/BIM radius as a share of the pixel range")
@@ -142,3 +148,34 @@ class RepairConfig:
     def to_dict(self) -> dict:
         body = {k: v for k, v in asdict(self).items() if k not in _NOT_RECORDED}
         return {**body, "baselines": list(self.baselines)}
+
+
+@dataclass(frozen=True)
+class RepairFiles(Declared):
+    """The files of a repair beside its model and inputs: the M1 of regress files, the JSON
+    result and the repaired model, each ``None`` (or ``'-'`` for an output) for none.
+
+    Attributes:
+        m1: M1 of regress files, to recompute which held-out faults it gets right (``None``: the
+            M1 predictions saved in the file).
+        out: The JSON result.
+        save_model: The repaired model (``None``: beside ``out``, as ``.pt``).
+    """
+
+    m1: str | os.PathLike | None = param_of(
+        ModelSource, "model", help="M1 of regress files, to recompute which held-out faults it gets right "
+        "(default: the M1 predictions saved in the file)")
+    out: str | os.PathLike | None = file_param("repair-result.json",
+                                               "JSON result, written atomically; '-' writes none")
+    save_model: str | os.PathLike | None = file_param(
+        None, "the repaired model (default: beside --out as .pt); '-' writes none")
+
+    def paths(self) -> tuple[Path | None, Path | None]:
+        """``(result, repaired model)``, ``None`` for each not written.
+
+        Raises:
+            DeepFaultError: A path that names a folder (``m/``).
+        """
+        out = output_path(self.out, "--out")
+        model = self.save_model if self.save_model is not None else sibling(out, ".pt")
+        return out, output_path(model, "--save-model")

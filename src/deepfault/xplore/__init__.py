@@ -63,4 +63,15 @@ METHOD = Method(
     description="inputs on which several models disagree, found by joint gradient ascent",
     presets=DEEPXPLORE_PRESETS, result_type=XploreResult, report=section_report(f"{__name__}.report"),
     commands=("xplore",), entries=(xplore,),
+    texts={
+        "xplore": (
+            "find inputs on which two or more models disagree (DeepXplore)",
+            "Differential testing by joint gradient ascent (Pei et al., SOSP 2017): from seed test inputs on "
+            "which all models agree, push one target model away from the common class while the others keep "
+            "it and each model's neuron coverage rises, until the models disagree. All seeds advance "
+            "together in one batch. Prints the counts, coverage and times; writes a JSON result, the inputs "
+            "(.npz) and an image grid (.png)."),
+    },
+    renamed={"xplore": {"--models": "--model", "--step": "--step-size", "--seeds": "--num-seeds",
+                        "--chunk-size": "--batch-size", "--transform": "--constraint"}},
 )

@@ -180,8 +180,9 @@ class XploreConfig:
     ``batch_size=`` still work with a ``FutureWarning``, and result files keep them as keys.
     """
 
-    seeds: int = param(2000, Interval(int, 1, MAX_INPUTS), help="seed inputs drawn", option="--num-seeds")
-    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random draw")
+    seeds: int = param(2000, Interval(int, 1, MAX_INPUTS), metavar="N", help="seed inputs drawn",
+                       option="--num-seeds")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), metavar="S", help="seed of every random draw")
     replace: bool = param(False, Flag(), help="draw seeds with replacement (as DeepXplore's code did)")
     seed_indices: tuple[int, ...] | None = param(
         None, Each(Interval(int, 0, MAX_INDEX), max_items=MAX_INPUTS, none=True),
@@ -197,12 +198,13 @@ class XploreConfig:
     transform: str = param("none", Options(list_constraints), option="--constraint",
                            help="domain constraint on the gradient (light, occl and blackout change images "
                            "only)")
-    occlusion: tuple[int, int, int, int] = param((0, 0, 10, 10), _Rectangle(),
+    occlusion: tuple[int, int, int, int] = param((0, 0, 10, 10), _Rectangle(), metavar="X,Y,H,W",
                                                  help="rectangle of --constraint occl: first column, first "
                                                  "row, height, width")
     blackout_size: int = param(6, Interval(int, 1, MAX_BLACKOUT_SIZE),
-                               help="side of the patches of --constraint blackout")
+                               metavar="M", help="side of the patches of --constraint blackout")
     target: int | None = param(None, Interval(int, 0, MAX_MODELS - 1, none=True, words=("random",)),
+                               metavar="J|random",
                                help="index of the model pushed away from the common class ('random': one "
                                "drawn per seed)")
     neurons: str = param("per-iteration", Options(NEURON_CHOICES),
@@ -219,10 +221,11 @@ class XploreConfig:
                         "softmax; --compat's); or 'blocks' or 'linear-conv' for every model")
     clip: bool = param(True, Flag(), help="clip every step to the data's bounds (the published code did not, "
                        "so its inputs could leave the valid range)")
-    workers: int = param(1, WORKERS, help="worker processes, each searching a share of the seeds' groups "
+    workers: int = param(1, WORKERS, metavar="N",
+                         help="worker processes, each searching a share of the seeds' groups "
                          "(equal to one process where a seed's search does not depend on the others': "
                          "--lambda2 0)")
-    inputs_per_step: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
+    inputs_per_step: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True), metavar="B",
                                         help="seeds advanced together, group after group (default: all)")
     bounds: Any = param(None, _OfTheInputs(pair=True), help="valid input range (lo, hi)")
     fixed: Any = param(None, _OfTheInputs(), help="elements that keep the seed's value")

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ...checks import MAX_INPUTS
-from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, Interval, param, validate
+from ...core.constraints import EPOCHS, LEARNING_RATE, SEED, Declared, Interval, file_param, param, validate
 from ...core.entry import default_threads, use_threads
 from ...errors import DeepFaultError
 from ...models.dcgan import LATENT_DIM, dcgan_discriminator, dcgan_generator
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ...models.io import ModelFile
 
 __all__ = [
+    "GanFiles",
     "GAN_RANGE",
     "LATENT_DIM",
     "GanConfig",
@@ -112,6 +113,36 @@ class GanConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def per_epoch(self, training_images: int) -> int:
+        """The training images each epoch sees, of ``training_images``."""
+        chosen = self.images_per_epoch
+        return training_images if chosen is None else min(chosen, training_images)
+
+
+@dataclass(frozen=True)
+class GanFiles(Declared):
+    """Where a trained DCGAN is written: the discriminator (a deepfault model file) and the
+    generator, each ``None`` for the default name.
+
+    Attributes:
+        out: The discriminator file (default: ``dcgan-DATASET-discriminator.pt``).
+        generator_out: The generator file (default: beside ``out``, :func:`generator_file`).
+    """
+
+    out: str | os.PathLike | None = file_param(
+        None, "discriminator file to write (default: dcgan-DATASET-discriminator.pt)")
+    generator_out: str | os.PathLike | None = file_param(
+        None, "generator file to write (default: beside --out, OUT-STEM.generator.pt)")
+
+    def paths(self, dataset: str | os.PathLike) -> tuple[Path, Path | None]:
+        """``(discriminator, generator)`` of a DCGAN trained on ``dataset`` (``None``: no generator
+        file for an ``out`` that names no file, which its own check refuses).
+        """
+        out = Path(self.out or f"dcgan-{Path(dataset).stem}-discriminator.pt")
+        if self.generator_out:
+            return out, Path(self.generator_out)
+        return out, generator_file(out) if out.name not in ("", ".", "..") else None
 
 
 @dataclass(frozen=True)
