@@ -325,3 +325,19 @@ def test_no_clip_reports_what_clipping_would_keep_and_warns_on_saturation(tmp_pa
     assert realism["outside_bounds"] > 0
     assert 0 <= realism["still_differ_clipped"] <= 1
     assert json.loads((tmp_path / "r.json").read_text())["provenance"]["threads"] == 1
+
+
+def test_xplore_workers_on_the_shared_executors(tmp_path, capsys, two_models):
+    base = ["--model", ",".join(two_models), "--num-seeds", "40", "--step-size", "0.5", "--iterations", "4",
+            "--lambda2", "0", "--no-surprise"]
+    code, _, err = _run(capsys, *base, "--out", str(tmp_path / "one.json"))
+    assert code == 0, err
+    spread = ["--workers", "2", "--executor", "process"]
+    code, _, err = _run(capsys, *base, *spread, "--out", str(tmp_path / "two.json"))
+    assert code == 0, err
+    one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+    assert two["config"]["workers"] == 2
+    assert two["found"] == one["found"]  # with lambda2 0 the spread search finds what one process finds
+    code, _, err = _run(capsys, *base, "--workers", "2", "--gpus-per-worker", "0.5", "--out", "-")
+    assert code == 2
+    assert "--gpus-per-worker only applies to the 'ray' executor" in err

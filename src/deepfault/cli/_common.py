@@ -251,12 +251,17 @@ class _DeprecatedSpelling(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_parallel(p: argparse.ArgumentParser, *, old_address: str | None = None) -> None:
+def add_parallel(p: argparse.ArgumentParser, *, old_address: str | None = None,
+                 names: tuple[str, ...] = PARALLEL) -> None:
     """Add ``--workers``, ``--executor``, ``--address`` and ``--gpus-per-worker`` from their one
     declaration (:class:`~deepfault.core.executors.Parallel`); ``old_address`` is a deprecated
     spelling of ``--address`` the command keeps accepting (``experiment``'s ``--ray-address``).
+    All four: the command's passes spread by shards (:func:`spread_runtime`); ``names``, fewer:
+    the command spreads its own way (``xplore``'s ``--workers`` is its config's).
     """
-    for name in PARALLEL:
+    if names == PARALLEL:
+        p.set_defaults(spread_pass=True)
+    for name in names:
         # the executor's names as argparse choices: a typo gets argparse's did-you-mean, as before
         choices = {"type": str, "choices": list_executors(), "metavar": None} if name == "executor" else {}
         add_field(p, Parallel, name, **choices)

@@ -100,8 +100,8 @@ def written(args, options: dict[str, str], files: dict[str, FieldConstraint],
              and getattr(args, dest, None) is not None]
     from ._common import spread_runtime  # noqa: PLC0415 (the command line's own rule)
 
-    # a spread pass keeps its finished shards beside --out (no pass of Parallel's in regress and xplore)
-    state = spread_runtime(args).shard_state if hasattr(args, "gpus_per_worker") else None
+    # a spread pass keeps its finished shards beside --out (regress and xplore spread otherwise)
+    state = spread_runtime(args).shard_state if getattr(args, "spread_pass", False) else None
     if state is not None:
         extra.append(Output("--out (its shard state, .shards)", Path(state)))
     return listed if not extra else [*(listed or ()), *extra]

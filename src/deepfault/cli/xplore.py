@@ -6,6 +6,7 @@ import argparse
 from dataclasses import fields
 
 from ..core.constraints import FilePath
+from ..core.executors import Parallel
 from ..core.runtime import Runtime
 from ..experiment.results import dataset_record
 from ..provenance import provenance
@@ -43,6 +44,7 @@ def add_parser(sub) -> None:
     c.add_field(p, XploreConfig, "seed")
     _add_search(p)
     c.add_fields(p, XploreConfig, "inputs_per_step", "workers")
+    c.add_parallel(p, names=c.PARALLEL[1:])  # where --workers run
     p.add_argument("--batch-size", dest="chunk_size", type=c.batch_size_value, default="auto",
                    metavar="C|auto",
                    help="inputs per forward/backward pass, a speed knob only; 'auto' (the default) sizes it "
@@ -97,7 +99,7 @@ def _cmd_xplore(args) -> int:
     config = _config(args).validate(len(args.models))
     device = c.device_from(args.device)
     runtime = Runtime(device=str(device), threads=args.threads, batch_size=args.chunk_size,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, parallel=c.config_from(args, Parallel))
     done = run_sources(c.config_from(args, XploreSources), config, runtime, grid=args.grid)
     result = done.run.result
     out, npz, png, _ = (o.path for o in outputs(args))
