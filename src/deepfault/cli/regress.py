@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..checks import check_outputs, error
 from ..core.constraints import GRID, Interval, constraint_of
@@ -20,53 +19,36 @@ from ..fuzz.report import campaign_page
 from . import _common as c
 from .corpus import add_corpus_option, add_to_corpus, check_corpus_option, corpus_output
 
-#: Options that set CampaignConfig's fields as declared, with their metavars.
-_FIELDS: dict[str, dict[str, Any]] = {
-    "fidelity": {"metavar": "SPEC"}, "shared_fidelity": {"metavar": "SPEC"}, "mutants": {"metavar": "N"},
-    "count_selections": {}, "queue_memory": {"metavar": "SIZE"}, "queue_dtype": {},
-    "queue_capacity": {"metavar": "N"}, "chooser": {}, "inputs_per_step": {"metavar": "B"},
-    "seed": {"metavar": "S"}, "workers": {"metavar": "N"}, "executor": {}, "address": {"metavar": "ADDRESS"},
-    "sync_every": {"metavar": "S"}, "gpus_per_worker": {},
-}
+#: The options that set CampaignConfig's fields as declared (their metavars too), in --help's order.
+_FIELDS = ("fidelity", "shared_fidelity", "mutants", "count_selections", "queue_memory", "queue_dtype",
+           "queue_capacity", "chooser", "inputs_per_step", "seed", "workers", "executor", "address",
+           "sync_every", "gpus_per_worker")
 
 
 def add_parser(sub) -> None:
     """Add ``deepfault regress`` to ``sub``."""
-    strategies = "; ".join(f"{n}: {STRATEGIES.get(n).description}" for n in STRATEGIES.names())
-    p = c.command(
-        sub, "regress", "fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
-        "Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
-        "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
-        f"Strategies: {strategies}. Checkpoints go to --store every few seconds; rerunning the same "
-        "command resumes (also after a crash or kill), or prints a finished campaign's result; it says which "
-        "before any work, and --fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a "
-        "legend), writes the faults as .npz (the generated faults and, apart, the test inputs M2 already "
-        "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, "
-        "still climbing (a longer budget would likely find more), or too few faults to judge.")
+    p = c.command(sub, "regress", *c.text("regress"))
     c.add_options(p, *c.PAIR, "dataset", "data_dir",
                 dataset="data set or .npz file (default: the one the model files name)")
-    c.add_field(p, CampaignConfig, "budget", default="5m", metavar="B")
+    c.add_field(p, CampaignConfig, "budget", default="5m")
     c.add_field(p, CampaignConfig, "strategy", type=str, choices=[*STRATEGIES.names(), "both"],
               help="fuzzing strategy; 'both' runs drfuzz and deephunter one after the other under the same "
               "budget and one shared fidelity filter, and compares them")
-    for name, overrides in _FIELDS.items():
-        c.add_field(p, CampaignConfig, name, **overrides)
+    c.add_fields(p, CampaignConfig, *_FIELDS)
     p.add_argument("--store", type=c.READS, metavar="FILE", default="regress.sqlite",
                    help="SQLite results store for checkpoints and the result")
-    c.add_field(p, CampaignConfig, "campaign", metavar="ID")
-    c.add_field(p, CampaignConfig, "fresh")
+    c.add_fields(p, CampaignConfig, "campaign", "fresh")
     p.add_argument("--out", type=c.WRITES, metavar="FILE.npz", default=None,
                    help="the faults file; the fault grid and the JSON result go beside it as FILE.png and "
                    "FILE.json (default: STORE-CAMPAIGN-faults.npz beside the store)")
     p.add_argument("--grid", type=c.FieldType(GRID), default=16, metavar="N", help="faults in the image grid")
-    c.add_field(p, CampaignConfig, "criteria", dest="criterion", metavar="NAME")
+    c.add_field(p, CampaignConfig, "criteria", dest="criterion")
     p.add_argument("--sections", type=c.FieldType(constraint_of(CoverageConfig, "sections")), default=1000,
                    metavar="K", help="KMNC sections (DeepHunter's k)")
     p.add_argument("--threshold", type=c.FieldType(Interval(float)), default=None,
                    help="NC threshold (for --criteria nc)")
-    c.add_field(p, CampaignConfig, "layers", type=c.names, metavar="NAMES")
-    c.add_field(p, CampaignConfig, "max_seeds", metavar="N")
-    c.add_field(p, CampaignConfig, "checkpoint_every", metavar="S")
+    c.add_field(p, CampaignConfig, "layers", type=c.names)
+    c.add_fields(p, CampaignConfig, "max_seeds", "checkpoint_every")
     c.add_options(p, "device", "threads", "arch", "arch_args", "trust_pickle", "no_progress", "report")
     add_corpus_option(p, "the regression faults found, each expected to get M1's label (the seed's)")
     p.set_defaults(func=_cmd_regress)

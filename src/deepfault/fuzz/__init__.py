@@ -81,6 +81,17 @@ METHOD = Method(
     presets=DRFUZZ_PRESETS, result_type=CampaignResult, report=section_report(f"{__name__}.report"),
     commands=("gan", "scenario", "regress"), entries=(regress, compare_strategies),
     texts={
+        "regress": (
+            "fuzz a new version of a model (M2) for regression faults against M1 (DRFuzz)",
+            "Mutate the test inputs that M1 classifies correctly and look for inputs that M1 still "
+            "gets right and M2 gets wrong (regression faults), diverse and realistic (spec/drfuzz.md). "
+            f"Strategies: {'; '.join(f'{n}: {STRATEGIES.get(n).description}' for n in STRATEGIES.names())}. "
+            "Checkpoints go to --store every few seconds; rerunning the same command resumes (also after a "
+            "crash or kill), or prints a finished campaign's result; it says which before any work, and "
+            "--fresh starts over. Prints the metrics (#RF, #URF, #Seed, #GF, with a "
+            "legend), writes the faults as .npz (the generated faults and, apart, the test inputs M2 already "
+            "gets wrong), a PNG grid and the JSON result beside it, and ends with a verdict: levelled off, "
+            "still climbing (a longer budget would likely find more), or too few faults to judge."),
         "gan train": (
             "train the discriminator and generator adversarially and write both",
             "Train the DCGAN of DRFuzz (spec/drfuzz.md section 6) on a data set's training split, with the "

@@ -265,19 +265,22 @@ class CampaignConfig:
         Budget("iterations", 5000),
         Checked(_budget, "a number with a unit: seconds ('300s'), minutes ('10m'), hours ('1h') or "
                  "iterations ('5000it')", bad=("ten minutes", "-5s", "99999h", "0.5it")),
+        metavar="B",
         help="how long to fuzz, in wall time or iterations (iterations are reproducible with --seed)")
     inputs_per_step: int = param(DEFAULT_BATCH, Interval(int, 1, MAX_INPUTS),
+                                 metavar="B",
                                  help="selected inputs per step (B; 1 is the published algorithm)")
-    seed: int = param(0, Interval(int, 0, MAX_SEED), help="seed of every random choice")
+    seed: int = param(0, Interval(int, 0, MAX_SEED), metavar="S", help="seed of every random choice")
     chooser: str | None = param(None, Options(CHOOSERS.names, none=True),
                                 help="rule choice (default: the strategy's: mcmc for drfuzz, uniform for "
                                 "deephunter)")
     mutants: int | None = param(None, Interval(int, 1, MAX_MUTANTS, none=True),
-                                help="mutants per selected input (default: 20, as published)")
+                                metavar="N", help="mutants per selected input (default: 20, as published)")
     fidelity: str = param(INPUTS_DEFAULT, Checked(check_spec, _SPEC, bad=("bogus", "ssim:2", "dsa:abc", ""),
                                                                   role="input", names=fidelity_files),
-                          help=_FIDELITY_HELP)
+                          metavar="SPEC", help=_FIDELITY_HELP)
     criteria: str = param("kmnc", Options(list_criteria), option="--criteria",
+                          metavar="NAME",
                           help="DeepHunter's coverage criterion of M2, one name (kmnc, nbc, snac need the "
                           "training split)")
     criterion_params: tuple[tuple[str, Any], ...] = param(
@@ -285,14 +288,16 @@ class CampaignConfig:
         help="the criterion's parameters (sections, threshold, top_k, scale)")
     layers: tuple[str, ...] | str | None = param(
         None, Checked(_layers, "comma-separated layer names", bad=("", ()), none=True),
+        metavar="NAMES",
         help="M2's layers the criterion reads: names, globs, type:CLASS, 'blocks' or 'linear-conv' (default: "
         "'blocks' for a network with residual/transformer blocks, else 'linear-conv', every Linear/Conv but "
         "the logits)")
     transform: str | None = param(None, Options(TRANSFORMS, none=True), help="neuron value transform")
     max_seeds: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
-                                  help="use only the first N test inputs as candidate seeds")
+                                  metavar="N", help="use only the first N test inputs as candidate seeds")
     shared_fidelity: str | None = param(
         None, Checked(check_spec, _SPEC, bad=("bogus",), none=True, role="input", names=fidelity_files),
+        metavar="SPEC",
         help="one filter applied on top of each strategy's own check to every executed mutant (DeepHunter's "
         "affine ones included), same specs as --fidelity (default: none; with --strategy both: the "
         "--fidelity check)")
@@ -301,10 +306,12 @@ class CampaignConfig:
         help="when a selected input's times_selected rises: only in iterations where it produced a "
         "regression fault (fault, as published; the default) or at every selection")
     queue_capacity: int | None = param(None, Interval(int, 1, MAX_INPUTS, none=True),
+                                       metavar="N",
                                        help="a count instead of --queue-memory: exactly N queue images, "
                                        "whatever their size (with --queue-memory: the smaller)")
     queue_memory: int | None = param(
         None, Checked(_size, "a size such as 512MiB, 2GiB or 1.5GB", bad=("lots", "0", "-1GiB"), none=True),
+        metavar="SIZE",
         help="memory for the queue's images ('512MiB', '2GiB', '1.5GB'); the least likely to be selected are "
         "evicted beyond it (default 1GiB, at most 65536 images: a 3x224x224 float32 image takes 588 KiB, so "
         "1,783 of them)")
@@ -316,14 +323,15 @@ class CampaignConfig:
         ("logits", "logits"), Checked(_output_kinds, "two of logits, probabilities", bad=(("logits",),)),
         help="what M1 and M2 output")
     check_order: str = param("before", Options(CHECK_ORDERS), help="when an expensive own check runs")
-    workers: int = param(1, WORKERS, help="fuzzers on one campaign, each with its own random stream and "
+    workers: int = param(1, WORKERS, metavar="N",
+    help="fuzzers on one campaign, each with its own random stream and "
                          "rule prior, sharing their faults and diversity state through the store every "
                          "--sync-every seconds (1: the one-process campaign)")
     checkpoint_every: float = _run_only(param(CHECKPOINT_EVERY, Interval(float, 0, MAX_BUDGET_SECONDS),
-                                              help="seconds between checkpoints"))
+                                              metavar="S", help="seconds between checkpoints"))
     campaign: str | None = _run_only(param(
         None, Checked(_campaign_name, "a plain name", bad=("a/b", ".."), none=True),
-        help="the campaign's id in the store (default: STRATEGY-seedS)"))
+        metavar="ID", help="the campaign's id in the store (default: STRATEGY-seedS)"))
     fresh: bool = _run_only(param(
         False, Flag(),
         help="start the campaign from the start even when --store holds it (its checkpoint or finished "
@@ -336,9 +344,11 @@ class CampaignConfig:
     executor: str = _run_only(param("process", Options(CAMPAIGN_EXECUTORS),
                                     help="where a many-worker campaign's workers run"))
     address: str | None = _run_only(param(None, constraint_of(Parallel, "address"),  # the one declaration
+                                          metavar="ADDRESS",
                                           help="the Ray cluster to join (--executor ray; default: a local "
                                           "one)"))
     sync_every: float = _run_only(param(SYNC_EVERY, Interval(float, 0.5, MAX_SYNC_EVERY),
+                                        metavar="S",
                                         help="seconds between the workers' syncs (each also a checkpoint)"))
     gpus_per_worker: float = _run_only(param(0.0, constraint_of(Parallel, "gpus_per_worker"),  # likewise
                                              help="GPUs each Ray worker reserves, its models run there; "
