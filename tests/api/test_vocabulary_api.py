@@ -29,7 +29,7 @@ from deepfault.xplore import XploreConfig
 PREPARE = [df.prepare_model, PrepareOptions]
 API = {
     "run": [df.run_deepfault, df.RunConfig, df.Runtime, Parallel, *PREPARE],
-    "xplore": [df.xplore, XploreConfig, df.Runtime, *PREPARE],
+    "xplore": [df.xplore, XploreConfig, df.Runtime, Parallel, *PREPARE],
     "regress": [df.regress, CampaignConfig, Versions, Runtime],
     "gate": [df.gate, df.GateConfig, Versions, Runtime, Parallel],
     "repair": [df.repair, RepairConfig, df.Runtime, *PREPARE],
