@@ -335,7 +335,7 @@ class Parallel:
                                  help="how work spreads: serial, local processes, or a Ray cluster (pip "
                                  "install -e '.[ray]') (default: ray with --address, process with "
                                  "--workers > 1, else serial)")
-    address: str | None = param(None, Text(none=True),
+    address: str | None = param(None, Text(none=True), metavar="ADDRESS",
                                 help="join this Ray cluster (ray://head:10001, HOST:PORT or auto) instead of "
                                 "starting a local one")
     gpus_per_worker: float = param(0.0, Interval(float, 0.0, MAX_GPUS_PER_WORKER),

@@ -736,7 +736,7 @@ def _ascend_spread(run: _Run, plan: _Plan, seeds: _Seeds, draws: Draws, layouts,
     run.seed_predictions = np.zeros((len(plan.index), len(plan.models)), dtype=np.int64)
     args = (plan.models, plan.names, plan.kinds, run.config, plan.box, run.device, run.chunk_size, plan.mask)
     make: tuple[type, tuple, dict] = (_Run, args, {})
-    where = "ray" if parallel.executor_name == "ray" else "process"
+    where = parallel.executor or ("ray" if parallel.address else "process")  # named, else processes
     spread_groups(run, make, plan.groups, seeds.gather, draws, layouts,
                   replace(parallel, workers=run.config.workers, executor=where))
 
