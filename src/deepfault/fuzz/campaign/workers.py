@@ -297,7 +297,7 @@ class _Ran:
 def _with_placement(workers: dict, ran: _Ran) -> dict:
     """The merged result's ``workers`` with each worker's node, device and GPUs, and the sync point."""
     per = [None if w is None else {**w, **{k: v for k, v in ran.placement.get(w["worker"], {}).items()
-                                           if k != "index" and k in ("node", "device", "gpus")}}
+                                           if k in ("node", "device", "gpus")}}
            for w in workers["per_worker"]]
     return {**workers, "per_worker": per, "sync_point": ran.sync_point}
 
@@ -470,8 +470,11 @@ def _wait_on_ray(ray, jobs: list[dict], config: CampaignConfig, watch: _Watch) -
                     raise DeepFaultError(f"worker {refs[ref]}: {err.cause!r}") from None
                 except ray.exceptions.RayError as err:  # its process or node died
                     ran.lost.append(_Lost(refs[ref], f"{type(err).__name__}: {str(err).splitlines()[0]}"))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # each worker is interrupted too: it saves its checkpoint (through the server)
         ran.interrupted = True
+        for ref in pending:
+            ray.cancel(ref)
+        ray.wait(pending, num_returns=len(pending), timeout=30)
     return ran
 
 
