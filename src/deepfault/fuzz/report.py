@@ -539,6 +539,7 @@ def campaign_page(outcomes: dict, folder) -> dict:
         :func:`~deepfault.experiment.report.write_page`.
     """
     from ..provenance import provenance
+    from .campaign.result import workers_lines
 
     first = next(iter(outcomes.values()))
     rows = [{"cell": o.cell, "scenario": "-", "strategy": o.result.config.strategy,
@@ -562,6 +563,7 @@ def campaign_page(outcomes: dict, folder) -> dict:
             f"seed {r.config.seed}, "
             f"{r.config.check_name} check; {r.roots} seeds {m1} classifies right. Store {first.store}, "
             f"experiment {first.experiment}.")
+    meta += "".join(f" {line[0].upper()}{line[1:]}." for line in workers_lines(r.workers))  # where they ran
     config = {s: o.result.config.to_dict() for s, o in outcomes.items()}
     return {"title": f"DRFuzz: regression faults of {m2} against {m1}", "meta": meta,
             "html": "\n".join(body["html"]), "nav": body["nav"],

@@ -17,7 +17,7 @@ from ..core.outcome import Artifact, Outcome
 from ..core.summary import Summarised
 from ..corpus import Findings, Provenance
 from .campaign.memory import format_size, image_bytes, queue_slots
-from .campaign.result import CampaignResult
+from .campaign.result import CampaignResult, workers_lines
 from .campaign.resume import StoreState
 
 __all__ = ["RegressComparison", "RegressOutcome"]
@@ -107,7 +107,7 @@ class RegressOutcome(Summarised, Outcome):
         state = [] if self.store_state is None else [self.store_state.line()]
         return [f"regress {self.names[0]} -> {self.names[1]}: {self.headline()}", *self.notes,
                 self.setup_line(), *state, metrics_table(r).text(), f"  ({METRICS_LEGEND})", *checks, stopped,
-                *_workers_lines(r.workers), faults,
+                *workers_lines(r.workers), faults,
                 f"store: {self.store or 'none'} (experiment {self.experiment}, campaign {self.cell})"]
 
     def summary(self) -> str:
@@ -230,32 +230,3 @@ class RegressComparison(Summarised, Outcome):
     def to_dict(self) -> dict:
         return {"campaigns": {name: o.to_dict() for name, o in self.outcomes.items()},
                 "comparison": self.comparison()}
-
-
-def _placed(worker: dict) -> str:
-    """``worker 1 cuda:0 (Ray GPU 3) on host-b``: where one worker of a campaign ran."""
-    gpus = ",".join(worker.get("gpus") or ())
-    note = "" if not gpus else f" (Ray GPU {gpus})" if worker["device"] != "cpu" else \
-        f" (Ray GPU {gpus} reserved, but no CUDA there)"
-    return f"worker {worker['worker']} {worker['device']}{note} on {worker['node']}"
-
-
-def _workers_lines(workers: dict) -> list[str]:
-    """A many-worker campaign's workers (:mod:`.campaign.workers`): how many ran where, the sync's
-    share of their time, and each one lost.
-    """
-    if not workers:
-        return []
-    alive = workers["count"] - len(workers["lost"])
-    every = f"{workers['sync_every']:g}"
-    through = f" through the {workers['sync_point']}" if workers.get("sync_point") else ""
-    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {every} s{through}; "
-             f"sync {100 * workers['sync_share']:.1f}% of their fuzzing time, checkpoints and sync "
-             f"{100 * workers['checkpoint_share']:.1f}%"]
-    placed = [w for w in workers.get("per_worker", ()) if w is not None and "device" in w]
-    if placed:  # where each ran: its host, its device (and the GPUs Ray gave it)
-        lines.append("ran on: " + ", ".join(map(_placed, placed)))
-    lines += [f"worker {lost['worker']} was lost ({lost['reason']}): the campaign went on with the other "
-              f"{alive}; its faults up to its last sync are in the result" for lost in workers["lost"]]
-    return lines
-

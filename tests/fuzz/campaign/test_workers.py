@@ -299,9 +299,12 @@ def test_regress_workers_on_the_command_line(tmp_path, capsys):
             str(tmp_path / "data.npz"), "--budget", "60it", "--inputs-per-step", "5", "--store",
             str(tmp_path / "s.sqlite"), "--no-progress", "--device", "cpu", "--fidelity", "ssim:0.5",
             "--workers", "2", "--sync-every", "0.5"]
-    assert main(argv) == 0
+    assert main([*argv, "--report", str(tmp_path / "rep")]) == 0
     out = capsys.readouterr().out
-    assert "workers: 2 (process), syncing every 0.5 s" in out
+    assert "workers: 2 (process), syncing every 0.5 s through the store file" in out
+    assert "ran on: worker 0 cpu on " in out
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "Workers: 2 (process), syncing every 0.5 s" in page  # the page's first lines say it too
     assert "stopped at the budget (60it)" in out
     document = (tmp_path / "s-drfuzz-seed0-faults.json").read_text()
     assert '"workers"' in document

@@ -12,7 +12,8 @@ from .config import CampaignConfig
 from .metrics import FAULT_KINDS, FaultTable, Metrics, compute_metrics
 from .verdict import DiscoveryVerdict, discovery_verdict
 
-__all__ = ["EXAMPLES", "FAULT_FILE_FIELDS", "STOP_REASONS", "CampaignResult", "examples", "result_from_dict"]
+__all__ = ["EXAMPLES", "FAULT_FILE_FIELDS", "STOP_REASONS", "CampaignResult", "examples", "result_from_dict",
+           "workers_lines"]
 
 #: Why a campaign stopped.
 STOP_REASONS = ("budget", "exhausted", "interrupted")
@@ -212,3 +213,31 @@ def examples(faults: FaultTable, rf_inputs: np.ndarray, inputs, rules) -> dict[s
         "seed_index": rf_rows.root[first], "label": rf_rows.y1[first], "m2_pred": rf_rows.y2[first],
         "rule": np.array([rules[i] if i >= 0 else "" for i in rf_rows.rule[first]], dtype=str),
     }
+
+
+def _placed(worker: dict) -> str:
+    """``worker 1 cuda:0 (Ray GPU 3) on host-b``: where one worker of a campaign ran."""
+    gpus = ",".join(worker.get("gpus") or ())
+    note = "" if not gpus else f" (Ray GPU {gpus})" if worker["device"] != "cpu" else \
+        f" (Ray GPU {gpus} reserved, but no CUDA there)"
+    return f"worker {worker['worker']} {worker['device']}{note} on {worker['node']}"
+
+
+def workers_lines(workers: dict) -> list[str]:
+    """A many-worker campaign's workers (:mod:`.workers`): how many ran where, the sync's
+    share of their time, and each one lost (the summary's lines, and the report page's).
+    """
+    if not workers:
+        return []
+    alive = workers["count"] - len(workers["lost"])
+    every = f"{workers['sync_every']:g}"
+    through = f" through the {workers['sync_point']}" if workers.get("sync_point") else ""
+    lines = [f"workers: {workers['count']} ({workers['executor']}), syncing every {every} s{through}; "
+             f"sync {100 * workers['sync_share']:.1f}% of their fuzzing time, checkpoints and sync "
+             f"{100 * workers['checkpoint_share']:.1f}%"]
+    placed = [w for w in workers.get("per_worker", ()) if w is not None and "device" in w]
+    if placed:  # where each ran: its host, its device (and the GPUs Ray gave it)
+        lines.append("ran on: " + ", ".join(map(_placed, placed)))
+    lines += [f"worker {lost['worker']} was lost ({lost['reason']}): the campaign went on with the other "
+              f"{alive}; its faults up to its last sync are in the result" for lost in workers["lost"]]
+    return lines
