@@ -301,11 +301,19 @@ def get_executor(name: str = "serial", *, workers: int = 1, address: str | None 
         DeepFaultError: Unknown name, ``workers < 1``, or an address or GPUs with another executor.
     """
     cls = EXECUTORS.get(name)
-    if address and cls is not RayExecutor:
-        raise DeepFaultError(f"--address only applies to the 'ray' executor; got --executor {name}")
-    if gpus_per_worker and cls is not RayExecutor:
-        raise DeepFaultError(f"--gpus-per-worker only applies to the 'ray' executor; got --executor {name}")
+    check_ray_only(name, address=address, gpus_per_worker=gpus_per_worker)
     return cls(workers=workers, address=address, gpus_per_worker=gpus_per_worker)
+
+
+def check_ray_only(executor: str, *, address: str | None = None, gpus_per_worker: float = 0.0) -> None:
+    """Refuse a cluster ``address`` or GPUs per worker given with an ``executor`` other than Ray's
+    (the one rule of :func:`get_executor`, :class:`Parallel` and a campaign's configuration).
+    """
+    if address and executor != "ray":
+        raise DeepFaultError(f"--address only applies to the 'ray' executor; got --executor {executor}")
+    if gpus_per_worker and executor != "ray":
+        raise DeepFaultError(
+            f"--gpus-per-worker only applies to the 'ray' executor; got --executor {executor}")
 
 
 @dataclass(frozen=True)
@@ -344,12 +352,7 @@ class Parallel:
 
     def __post_init__(self):
         validate(self)
-        name = self.executor_name
-        if self.address is not None and name != "ray":
-            raise DeepFaultError(f"--address only applies to the 'ray' executor; got --executor {name}")
-        if self.gpus_per_worker and name != "ray":
-            raise DeepFaultError(
-                f"--gpus-per-worker only applies to the 'ray' executor; got --executor {name}")
+        check_ray_only(self.executor_name, address=self.address, gpus_per_worker=self.gpus_per_worker)
 
     @property
     def executor_name(self) -> str:

@@ -71,13 +71,15 @@ class RemoteStore:
     Args:
         server: A Ray actor handle of :class:`StoreServer`, or a :class:`StoreServer`.
         path: The store's path on the driver's node (for messages only; it is never opened here).
+        host: The host the server runs on (``None``: this one).
     """
 
     readonly = False
 
-    def __init__(self, server: Any, path: str | os.PathLike):
+    def __init__(self, server: Any, path: str | os.PathLike, host: str | None = None):
         self.server = server
         self.path = Path(path)
+        self.host = host
 
     def _call(self, name: str, *args, **kwargs) -> Any:
         method = self.server.call
@@ -140,8 +142,8 @@ def served_store(path: str | os.PathLike) -> Iterator[RemoteStore]:
     path = Path(path).resolve()  # the driver's path: the actor runs in another folder
     server: Any = actor.remote(os.fspath(path))  # a Ray actor handle (its methods' .remote)
     try:
-        ray.get(server.node.remote())  # opened (a store it cannot open is this line's error)
-        yield RemoteStore(server, path)
+        host = ray.get(server.node.remote())  # opened (a store it cannot open is this line's error)
+        yield RemoteStore(server, path, host)
     finally:
         with contextlib.suppress(Exception):
             ray.get(server.close.remote(), timeout=30)

@@ -52,7 +52,7 @@ def search_share(job: dict) -> dict:
     cls, args, kwargs = job["make"]
     if job.get("gpus") and torch.cuda.is_available():  # Ray's CUDA_VISIBLE_DEVICES: its own GPU only
         device = torch.device("cuda", 0)
-        args = (*(tuple(m.to(device) for m in args[0]),), *args[1:5], device, *args[6:])
+        args = (tuple(m.to(device) for m in args[0]), *args[1:5], device, *args[6:])
     run = cls(*args, **kwargs)
     for m in run.models:
         m.eval()

@@ -27,7 +27,7 @@ from ...core.constraints import (
     validate,
 )
 from ...core.entry import renamed_fields
-from ...core.executors import Parallel
+from ...core.executors import Parallel, check_ray_only
 from ...core.kinds import OUTPUT_KINDS
 from ...coverage import list_criteria
 from ...errors import DeepFaultError
@@ -357,9 +357,7 @@ class CampaignConfig:
 
     def __post_init__(self):
         validate(self)
-        if self.gpus_per_worker and self.executor != "ray":
-            raise DeepFaultError("--gpus-per-worker only applies to the 'ray' executor; got --executor "
-                                 f"{self.executor}")
+        check_ray_only(self.executor, gpus_per_worker=self.gpus_per_worker)  # (its address: not checked here)
         for name in ("budget", "criterion_params", "layers", "output_kinds", "queue_memory"):
             value = getattr(self, name)
             if value is not None:  # each in its one form (parsed once, here)

@@ -446,7 +446,7 @@ def _run_on_ray(jobs: list[dict], config: CampaignConfig, watch: _Watch) -> _Ran
         with served_store(jobs[0]["options"].store) as store:
             sent = [{**job, "options": replace(job["options"], store=store)} for job in jobs]
             ran = _wait_on_ray(ray, sent, config, watch)
-            ran.sync_point = f"store server on {ray.get(store.server.node.remote())}"
+            ran.sync_point = f"store server on {store.host}"
         return ran
     finally:
         executor.close()
