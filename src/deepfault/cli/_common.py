@@ -155,10 +155,9 @@ MODEL = FieldType(constraint_of(ModelSource, "model"))
 #: A folder a run reads, and one it writes.
 READS_FOLDER = FieldType(FilePath("input", folder=True))
 WRITES_FOLDER = FieldType(FilePath("output", folder=True))
-#: ``--arch`` of the commands that open a model file: its ``.py`` file an input (checked when built).
-ARCH_FILE = FieldType(constraint_of(ModelSource, "arch"))
-#: ``--arch`` of the commands that build a model: a checked spec (its ``.py`` file an input).
-ARCH = FieldType(ARCH_FILE.constraint, read=arch_spec)
+#: ``--arch`` of the commands that build a model: a checked spec (its ``.py`` file an input), declared
+#: as :class:`ModelSource`'s (whose own ``--arch`` the commands that open a model file take).
+ARCH = FieldType(constraint_of(ModelSource, "arch"), read=arch_spec)
 
 
 def names(text: str) -> tuple[str, ...]:
